@@ -1,0 +1,49 @@
+/* arena.c: the activation arena, a bump allocator over one buffer sized by the plan. It never
+ * grows during a call: running past the capacity is a planning bug, reported, never a crash. */
+#include "model.h"
+#include <stdlib.h>
+#include <string.h>
+
+float *vt_arena_alloc(vt_arena *a, size_t nfloats) {
+    size_t n = vt_round(nfloats);
+    if (a->top + n > a->cap || !a->base) {
+        a->overflow = 1;
+        return NULL;
+    }
+    float *p = a->base + a->top;
+    a->top += n;
+    if (a->top > a->peak) a->peak = a->top;
+    return p;
+}
+
+float *vt_arena_zalloc(vt_arena *a, size_t nfloats) {
+    float *p = vt_arena_alloc(a, nfloats);
+    if (p) memset(p, 0, nfloats * sizeof(float));
+    return p;
+}
+
+int vt_arena_reserve(vt_arena *a, size_t nfloats) {
+    if (nfloats <= a->cap && a->base) return VT_OK;
+    /* 64-byte alignment by hand (aligned_alloc is missing on some wasm libcs): the raw pointer
+     * is stored just below the aligned base; 128 spare bytes cover the pointer and the shift */
+    size_t bytes = (nfloats ? nfloats : 1) * sizeof(float) + 128;
+    void *raw = malloc(bytes);
+    if (!raw) return vt_fail(VT_ERR_NOMEM, "out of memory: the activation arena needs %zu bytes", bytes);
+    if (a->base) free(((void **)a->base)[-1]);
+    uintptr_t u = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+    a->base = (float *)u;
+    ((void **)a->base)[-1] = raw;
+    a->cap = nfloats;
+    return VT_OK;
+}
+
+void vt_arena_begin(vt_arena *a) {
+    a->top = 0;
+    a->peak = 0;
+    a->overflow = 0;
+}
+
+void vt_arena_free(vt_arena *a) {
+    if (a->base) free(((void **)a->base)[-1]);
+    memset(a, 0, sizeof *a);
+}

@@ -1,0 +1,454 @@
+/* block.c: chains of transformer blocks, forward and backward, with exact checkpointing.
+ *
+ * A block (timm Block, lightly MaskedCausalBlock, or the AIM head's residual MLP block):
+ *   xm = x  + ls1 * proj(attention(qkv(norm1(x))))      (absent in MLP-only blocks: xm = x)
+ *   xo = xm + ls2 * fc2(gelu(fc1(norm2(xm))))
+ * Checkpointing never changes a bit: a re-computation calls the very same block_forward (same
+ * kernels, same order, same inputs) that the first forward ran. Which activations are kept is a
+ * per-block storage mode (VT_STORE_*), derived from the policy in checkpoint.c. The memory plan
+ * for all of this is vt_chain_plan at the bottom, written to mirror the allocations here. */
+#include "kernels/kernels.h"
+#include "model.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- parameters ------------------------------------------------------------------------------ */
+
+static int add(vt_model *m, int *idx, const char *pfx, int blk, const char *name, int ndim,
+               int64_t d0, int64_t d1, int trainable) {
+    char full[VT_NAME_MAX + 32];
+    snprintf(full, sizeof full, "%s%d.%s", pfx, blk, name);
+    int64_t shape[2] = {d0, d1};
+    *idx = m->pt.n;
+    return vt_ptable_add(&m->pt, full, ndim, shape, trainable);
+}
+
+int vt_chain_build(vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
+                   int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale,
+                   float eps, int trainable) {
+    memset(c, 0, sizeof *c);
+    if (depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "depth %d exceeds %d", depth, VT_MAX_DEPTH);
+    c->depth = depth; c->D = D; c->H = H; c->hd = H ? D / H : 0; c->F = F;
+    c->has_attn = has_attn; c->qkv_bias = qkv_bias; c->mlp_bias = mlp_bias;
+    c->qk_norm = qk_norm; c->layerscale = layerscale; c->eps = eps;
+    c->blk = calloc((size_t)(depth ? depth : 1), sizeof *c->blk);
+    if (!c->blk) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", depth * sizeof *c->blk);
+    int rc = 0, t = trainable, hd = c->hd;
+    for (int i = 0; i < depth && !rc; i++) {
+        vt_block_params *b = &c->blk[i];
+        memset(b, 0xff, sizeof *b); /* every index -1 = absent */
+        if (has_attn) {
+            rc |= add(m, &b->n1w, prefix, i, "norm1.weight", 1, D, 0, t);
+            rc |= add(m, &b->n1b, prefix, i, "norm1.bias", 1, D, 0, t);
+            rc |= add(m, &b->qkvw, prefix, i, "attn.qkv.weight", 2, 3 * D, D, t);
+            if (qkv_bias) rc |= add(m, &b->qkvb, prefix, i, "attn.qkv.bias", 1, 3 * D, 0, t);
+            if (qk_norm) {
+                rc |= add(m, &b->qnw, prefix, i, "attn.q_norm.weight", 1, hd, 0, t);
+                rc |= add(m, &b->qnb, prefix, i, "attn.q_norm.bias", 1, hd, 0, t);
+                rc |= add(m, &b->knw, prefix, i, "attn.k_norm.weight", 1, hd, 0, t);
+                rc |= add(m, &b->knb, prefix, i, "attn.k_norm.bias", 1, hd, 0, t);
+            }
+            rc |= add(m, &b->projw, prefix, i, "attn.proj.weight", 2, D, D, t);
+            rc |= add(m, &b->projb, prefix, i, "attn.proj.bias", 1, D, 0, t);
+            if (layerscale) rc |= add(m, &b->ls1, prefix, i, "ls1.gamma", 1, D, 0, t);
+            rc |= add(m, &b->n2w, prefix, i, "norm2.weight", 1, D, 0, t);
+            rc |= add(m, &b->n2b, prefix, i, "norm2.bias", 1, D, 0, t);
+        } else { /* AIMPredictionHeadBlock: blocks.<1+i>.norm / .mlp */
+            rc |= add(m, &b->n2w, prefix, i + 1, "norm.weight", 1, D, 0, t);
+            rc |= add(m, &b->n2b, prefix, i + 1, "norm.bias", 1, D, 0, t);
+        }
+        int bi = has_attn ? i : i + 1;
+        rc |= add(m, &b->fc1w, prefix, bi, "mlp.fc1.weight", 2, F, D, t);
+        if (mlp_bias) rc |= add(m, &b->fc1b, prefix, bi, "mlp.fc1.bias", 1, F, 0, t);
+        rc |= add(m, &b->fc2w, prefix, bi, "mlp.fc2.weight", 2, D, F, t);
+        if (mlp_bias) rc |= add(m, &b->fc2b, prefix, bi, "mlp.fc2.bias", 1, D, 0, t);
+        if (layerscale && has_attn) rc |= add(m, &b->ls2, prefix, bi, "ls2.gamma", 1, D, 0, t);
+    }
+    return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
+}
+
+void vt_chain_free(vt_chain *c) {
+    free(c->blk);
+    c->blk = NULL;
+}
+
+/* ---- activation fields ------------------------------------------------------------------------- */
+
+enum {
+    F_LN1 = 1 << 0, F_QKV = 1 << 1, F_QKN = 1 << 2, F_ATT = 1 << 3, F_AO = 1 << 4,
+    F_PO = 1 << 5, F_XM = 1 << 6, F_LN2 = 1 << 7, F_H = 1 << 8, F_HG = 1 << 9, F_FO = 1 << 10,
+};
+/* selective keeps the matmul outputs that are costly to redo (qkv, fc1) and LayerScale's
+ * branch outputs; everything else (norms, attention probabilities and output, the residual
+ * sum, GELU output) is re-computed from them. */
+static int fields_all(const vt_chain *c) {
+    int f = F_LN2 | F_H | F_HG;
+    if (c->has_attn) f |= F_LN1 | F_QKV | F_ATT | F_AO | F_XM;
+    if (c->has_attn && c->qk_norm) f |= F_QKN;
+    if (c->layerscale) f |= F_FO | (c->has_attn ? F_PO : 0);
+    return f;
+}
+static int fields_selective(const vt_chain *c) {
+    return fields_all(c) & (F_QKV | F_H | F_PO | F_FO);
+}
+
+/* Floats of each field (one allocation each, rounded like the arena rounds). */
+static size_t fields_floats(const vt_chain *c, int B, int T, int f) {
+    size_t M = (size_t)B * T, D = c->D, H = c->H, F = c->F, n = 0;
+    if (f & F_LN1) n += vt_round(M * D) + 2 * vt_round(M);
+    if (f & F_QKV) n += vt_round(3 * M * D);
+    if (f & F_QKN) n += vt_round(2 * M * D) + 2 * vt_round(2 * M * H);
+    if (f & F_ATT) n += vt_round((size_t)B * H * T * T);
+    if (f & F_AO) n += vt_round(M * D);
+    if (f & F_PO) n += vt_round(M * D);
+    if (f & F_XM) n += vt_round(M * D);
+    if (f & F_LN2) n += vt_round(M * D) + 2 * vt_round(M);
+    if (f & F_H) n += vt_round(M * F);
+    if (f & F_HG) n += vt_round(M * F);
+    if (f & F_FO) n += vt_round(M * D);
+    return n;
+}
+
+/* Allocates the fields in f (same order and sizes as fields_floats). */
+static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_block_acts *x) {
+    size_t M = (size_t)B * T, D = c->D, H = c->H, F = c->F;
+    if (f & F_LN1) { x->ln1 = vt_arena_alloc(a, M * D); x->ln1m = vt_arena_alloc(a, M); x->ln1r = vt_arena_alloc(a, M); }
+    if (f & F_QKV) x->qkv = vt_arena_alloc(a, 3 * M * D);
+    if (f & F_QKN) { x->qkn = vt_arena_alloc(a, 2 * M * D); x->qkm = vt_arena_alloc(a, 2 * M * H); x->qkr = vt_arena_alloc(a, 2 * M * H); }
+    if (f & F_ATT) x->att = vt_arena_alloc(a, (size_t)B * H * T * T);
+    if (f & F_AO) x->ao = vt_arena_alloc(a, M * D);
+    if (f & F_PO) x->po = vt_arena_alloc(a, M * D);
+    if (f & F_XM) x->xm = vt_arena_alloc(a, M * D);
+    if (f & F_LN2) { x->ln2 = vt_arena_alloc(a, M * D); x->ln2m = vt_arena_alloc(a, M); x->ln2r = vt_arena_alloc(a, M); }
+    if (f & F_H) x->h = vt_arena_alloc(a, M * F);
+    if (f & F_HG) x->hg = vt_arena_alloc(a, M * F);
+    if (f & F_FO) x->fo = vt_arena_alloc(a, M * D);
+    return a->overflow ? vt_fail(VT_ERR_STATE, "activation arena overflow (planned %zu floats): "
+                                 "a planning bug", a->cap) : VT_OK;
+}
+
+/* Copies into dst the fields of src selected by f (pointers only). */
+static void fields_take(vt_block_acts *dst, const vt_block_acts *src, int f) {
+    if (f & F_LN1) { dst->ln1 = src->ln1; dst->ln1m = src->ln1m; dst->ln1r = src->ln1r; }
+    if (f & F_QKV) dst->qkv = src->qkv;
+    if (f & F_QKN) { dst->qkn = src->qkn; dst->qkm = src->qkm; dst->qkr = src->qkr; }
+    if (f & F_ATT) dst->att = src->att;
+    if (f & F_AO) dst->ao = src->ao;
+    if (f & F_PO) dst->po = src->po;
+    if (f & F_XM) dst->xm = src->xm;
+    if (f & F_LN2) { dst->ln2 = src->ln2; dst->ln2m = src->ln2m; dst->ln2r = src->ln2r; }
+    if (f & F_H) dst->h = src->h;
+    if (f & F_HG) dst->hg = src->hg;
+    if (f & F_FO) dst->fo = src->fo;
+}
+
+/* ---- one block ----------------------------------------------------------------------------------- */
+
+/* Copies q (s = 0) or k (s = 1) of every head out of the fused (M, 3D) qkv rows into (M, D). */
+static void gather_qk(float *dst, const float *qkv, int s, size_t M, int D) {
+    for (size_t r = 0; r < M; r++) memcpy(dst + r * D, qkv + r * 3 * D + (size_t)s * D, (size_t)D * sizeof(float));
+}
+
+/* Forward of block i. `have` = fields already computed (kept by selective checkpointing): their
+ * producing steps are skipped. xo may be NULL (re-computation that needs only the internals). */
+static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
+                          const float *x, float *xo, int B, int T, const uint8_t *cmask, int have) {
+    const vt_block_params *p = &c->blk[i];
+    int M = B * T, D = c->D, F = c->F, H = c->H, hd = c->hd;
+    const float *xm = x;
+    if (c->has_attn) {
+        vt_layernorm_forward(a->ln1, a->ln1m, a->ln1r, x, vt_P(m, p->n1w), vt_P(m, p->n1b), M, D, c->eps);
+        if (!(have & F_QKV)) vt_matmul_forward(a->qkv, a->ln1, vt_P(m, p->qkvw), vt_P(m, p->qkvb), M, D, 3 * D);
+        const float *q = a->qkv, *k = a->qkv + D;
+        int qk_rs = 3 * D;
+        if (c->qk_norm) { /* LayerNorm over head_dim of each (token, head) of q and of k */
+            float *qn = a->qkn, *kn = a->qkn + (size_t)M * D;
+            gather_qk(qn, a->qkv, 0, (size_t)M, D);
+            gather_qk(kn, a->qkv, 1, (size_t)M, D);
+            vt_layernorm_forward(qn, a->qkm, a->qkr, qn, vt_P(m, p->qnw), vt_P(m, p->qnb), M * H, hd, c->eps);
+            vt_layernorm_forward(kn, a->qkm + (size_t)M * H, a->qkr + (size_t)M * H, kn,
+                                 vt_P(m, p->knw), vt_P(m, p->knb), M * H, hd, c->eps);
+            q = qn; k = kn; qk_rs = D;
+        }
+        vt_attention_forward(a->ao, a->att, q, k, qk_rs, a->qkv + 2 * D, 3 * D, cmask, B, T, H, hd,
+                             1.0f / sqrtf((float)hd));
+        float *xmw = a->xm;
+        if (c->layerscale) {
+            if (!(have & F_PO)) vt_matmul_forward(a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
+            const float *g = vt_P(m, p->ls1);
+            for (size_t r = 0; r < (size_t)M; r++)
+                for (int d = 0; d < D; d++) xmw[r * D + d] = x[r * D + d] + g[d] * a->po[r * D + d];
+        } else {
+            vt_matmul_forward(xmw, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
+            for (size_t e = 0; e < (size_t)M * D; e++) xmw[e] = x[e] + xmw[e];
+        }
+        xm = xmw;
+    }
+    vt_layernorm_forward(a->ln2, a->ln2m, a->ln2r, xm, vt_P(m, p->n2w), vt_P(m, p->n2b), M, D, c->eps);
+    if (!(have & F_H)) vt_matmul_forward(a->h, a->ln2, vt_P(m, p->fc1w), vt_P(m, p->fc1b), M, D, F);
+    vt_gelu_forward(a->hg, a->h, (size_t)M * F);
+    if (c->layerscale && c->has_attn) { /* fo is needed by the backward (d ls2) even without xo */
+        if (!(have & F_FO)) vt_matmul_forward(a->fo, a->hg, vt_P(m, p->fc2w), vt_P(m, p->fc2b), M, F, D);
+        if (!xo) return;
+        const float *g = vt_P(m, p->ls2);
+        for (size_t r = 0; r < (size_t)M; r++)
+            for (int d = 0; d < D; d++) xo[r * D + d] = xm[r * D + d] + g[d] * a->fo[r * D + d];
+    } else {
+        if (!xo) return;
+        vt_matmul_forward(xo, a->hg, vt_P(m, p->fc2w), vt_P(m, p->fc2b), M, F, D);
+        for (size_t e = 0; e < (size_t)M * D; e++) xo[e] = xm[e] + xo[e];
+    }
+}
+
+/* Backward scratch of one block (allocated once per chain backward). */
+typedef struct {
+    float *A;       /* (M, max(F, 3D)): d hidden, then d qkv */
+    float *Bb;      /* (M, D): d norm2 out, then d attention out, then d norm1 out */
+    float *C;       /* (M, D): LayerScale branch gradients */
+    float *E, *R, *Z; /* qk_norm: d normalised q|k, raw q|k, d raw q|k (M, 2D each) */
+    float *row;     /* (T) */
+} bwd_scratch;
+
+static size_t scratch_A(const vt_chain *c) { return c->has_attn && 3 * c->D > c->F ? 3 * (size_t)c->D : (size_t)c->F; }
+
+static size_t scratch_floats(const vt_chain *c, int B, int T) {
+    size_t M = (size_t)B * T, D = c->D;
+    size_t n = vt_round(M * scratch_A(c)) + vt_round(M * D);
+    if (c->layerscale) n += vt_round(M * D);
+    if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
+    if (c->has_attn) n += vt_round((size_t)T);
+    return n;
+}
+
+static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scratch *s) {
+    size_t M = (size_t)B * T, D = c->D;
+    memset(s, 0, sizeof *s);
+    s->A = vt_arena_alloc(a, M * scratch_A(c));
+    s->Bb = vt_arena_alloc(a, M * D);
+    if (c->layerscale) s->C = vt_arena_alloc(a, M * D);
+    if (c->has_attn && c->qk_norm) {
+        s->E = vt_arena_alloc(a, 2 * M * D);
+        s->R = vt_arena_alloc(a, 2 * M * D);
+        s->Z = vt_arena_alloc(a, 2 * M * D);
+    }
+    if (c->has_attn) s->row = vt_arena_alloc(a, (size_t)T);
+}
+
+/* dres: on entry d(xo), on return d(x). pg: accumulate parameter gradients. */
+static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
+                           const float *x, float *dres, const bwd_scratch *s, int B, int T, int pg) {
+    const vt_block_params *p = &c->blk[i];
+    size_t M = (size_t)B * T;
+    int D = c->D, F = c->F, H = c->H, hd = c->hd;
+    const float *xm = c->has_attn ? a->xm : x;
+
+    /* xo = xm + ls2 * fo  =>  d fo = ls2 * dres, d ls2 += sum dres * fo, d xm = dres */
+    const float *dfo = dres;
+    if (c->layerscale && c->has_attn) {
+        const float *g = vt_P(m, p->ls2);
+        float *dg = vt_G(m, p->ls2, pg);
+        for (size_t r = 0; r < M; r++)
+            for (int d = 0; d < D; d++) {
+                s->C[r * D + d] = g[d] * dres[r * D + d];
+                if (dg) dg[d] += dres[r * D + d] * a->fo[r * D + d];
+            }
+        dfo = s->C;
+    }
+    /* fo = hg @ fc2^T + b;  hg = gelu(h);  h = ln2 @ fc1^T + b;  ln2 = norm2(xm) */
+    memset(s->A, 0, M * F * sizeof(float));
+    vt_matmul_backward(s->A, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), (int)M, F, D);
+    vt_gelu_backward(s->A, a->h, s->A, M * F);
+    memset(s->Bb, 0, M * D * sizeof(float));
+    vt_matmul_backward(s->Bb, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A, a->ln2, vt_P(m, p->fc1w), (int)M, D, F);
+    vt_layernorm_backward(dres, vt_G(m, p->n2w, pg), vt_G(m, p->n2b, pg), s->Bb, xm, vt_P(m, p->n2w), a->ln2m, a->ln2r, (int)M, D);
+    if (!c->has_attn) return;
+
+    /* xm = x + ls1 * po  =>  d po = ls1 * dres (dres is now d xm) */
+    const float *dpo = dres;
+    if (c->layerscale) {
+        const float *g = vt_P(m, p->ls1);
+        float *dg = vt_G(m, p->ls1, pg);
+        for (size_t r = 0; r < M; r++)
+            for (int d = 0; d < D; d++) {
+                s->C[r * D + d] = g[d] * dres[r * D + d];
+                if (dg) dg[d] += dres[r * D + d] * a->po[r * D + d];
+            }
+        dpo = s->C;
+    }
+    /* po = ao @ proj^T + b */
+    memset(s->Bb, 0, M * D * sizeof(float));
+    vt_matmul_backward(s->Bb, vt_G(m, p->projw, pg), vt_G(m, p->projb, pg), dpo, a->ao, vt_P(m, p->projw), (int)M, D, D);
+    /* ao = attention(q, k, v) */
+    memset(s->A, 0, M * 3 * D * sizeof(float));
+    float scale = 1.0f / sqrtf((float)hd);
+    if (c->qk_norm) {
+        memset(s->E, 0, 2 * M * D * sizeof(float));
+        vt_attention_backward(s->E, s->E + M * D, s->A + 2 * D, s->row, s->Bb, a->att, a->qkn,
+                              a->qkn + M * D, D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
+        /* q_norm / k_norm: LayerNorm over hd rows; inputs re-gathered from qkv */
+        gather_qk(s->R, a->qkv, 0, M, D);
+        gather_qk(s->R + M * D, a->qkv, 1, M, D);
+        memset(s->Z, 0, 2 * M * D * sizeof(float));
+        vt_layernorm_backward(s->Z, vt_G(m, p->qnw, pg), vt_G(m, p->qnb, pg), s->E, s->R,
+                              vt_P(m, p->qnw), a->qkm, a->qkr, (int)M * H, hd);
+        vt_layernorm_backward(s->Z + M * D, vt_G(m, p->knw, pg), vt_G(m, p->knb, pg), s->E + M * D,
+                              s->R + M * D, vt_P(m, p->knw), a->qkm + M * H, a->qkr + M * H, (int)M * H, hd);
+        for (size_t r = 0; r < M; r++)
+            for (int d = 0; d < D; d++) {
+                s->A[r * 3 * D + d] += s->Z[r * D + d];
+                s->A[r * 3 * D + D + d] += s->Z[M * D + r * D + d];
+            }
+    } else {
+        vt_attention_backward(s->A, s->A + D, s->A + 2 * D, s->row, s->Bb, a->att, a->qkv, a->qkv + D,
+                              3 * D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
+    }
+    /* qkv = ln1 @ qkv^T + b;  ln1 = norm1(x);  dres (d xm) flows to x directly as well */
+    memset(s->Bb, 0, M * D * sizeof(float));
+    vt_matmul_backward(s->Bb, vt_G(m, p->qkvw, pg), vt_G(m, p->qkvb, pg), s->A, a->ln1, vt_P(m, p->qkvw), (int)M, D, 3 * D);
+    vt_layernorm_backward(dres, vt_G(m, p->n1w, pg), vt_G(m, p->n1b, pg), s->Bb, x, vt_P(m, p->n1w), a->ln1m, a->ln1r, (int)M, D);
+}
+
+/* ---- the chain ------------------------------------------------------------------------------------- */
+
+static int is_segment_start(const vt_chain_layout *l, int i) {
+    return l->store[i] == VT_STORE_INPUT;
+}
+
+/* Whether block i's output (= xs[i+1]) is kept after the forward. */
+static int output_kept(const vt_chain *c, const vt_chain_layout *l, int i, int need_grad, int keep_all) {
+    if (i == c->depth - 1 || keep_all) return 1;
+    return need_grad && l->store[i + 1] != VT_STORE_NONE;
+}
+
+int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) {
+    const vt_chain *c = r->c;
+    const vt_chain_layout *l = &r->lay;
+    vt_arena *ar = &m->arena;
+    int B = r->B, T = r->T, D = c->D;
+    size_t MD = (size_t)B * T * D;
+    int all = fields_all(c), sel = fields_selective(c);
+    /* 1. what is kept, allocated up front, in block order */
+    for (int i = 0; i < c->depth; i++) {
+        memset(&r->acts[i], 0, sizeof r->acts[i]);
+        if (need_grad && l->store[i] == VT_STORE_FULL) fields_alloc(ar, c, B, T, all, &r->acts[i]);
+        if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i]);
+        r->xs[i + 1] = output_kept(c, l, i, need_grad, keep_all) ? vt_arena_alloc(ar, MD) : NULL;
+    }
+    /* 2. transient: one block's internals and two ping-pong inputs for blocks not kept */
+    size_t mark = vt_arena_mark(ar);
+    vt_block_acts tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int need_tmp = 0, need_pp = 0;
+    for (int i = 0; i < c->depth; i++) {
+        if (!need_grad || l->store[i] != VT_STORE_FULL) need_tmp = 1;
+        if (!r->xs[i + 1]) need_pp = 1;
+    }
+    if (need_tmp) fields_alloc(ar, c, B, T, all, &tmp);
+    float *pp[2] = {NULL, NULL};
+    if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
+    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the forward: a planning bug");
+    /* 3. run */
+    const float *x = r->xs[0];
+    for (int i = 0; i < c->depth; i++) {
+        vt_block_acts a = tmp;
+        if (need_grad && l->store[i] == VT_STORE_FULL) a = r->acts[i];
+        if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_take(&a, &r->acts[i], sel);
+        float *xo = r->xs[i + 1] ? r->xs[i + 1] : pp[i & 1];
+        block_forward(m, c, i, &a, x, xo, B, T, r->causal_mask, 0);
+        x = xo;
+    }
+    vt_arena_reset(ar, mark);
+    return VT_OK;
+}
+
+int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inject_fn inject,
+                      void *ctx) {
+    const vt_chain *c = r->c;
+    const vt_chain_layout *l = &r->lay;
+    vt_arena *ar = &m->arena;
+    int B = r->B, T = r->T, D = c->D;
+    size_t MD = (size_t)B * T * D;
+    int all = fields_all(c), sel = fields_selective(c);
+    size_t mark = vt_arena_mark(ar);
+    bwd_scratch s;
+    scratch_alloc(ar, c, B, T, &s);
+    /* re-computation slots: a whole segment (seg blocks) when any block is checkpointed,
+     * else one block for selective re-computation */
+    int any_ckpt = 0, any_sel = 0;
+    for (int i = 0; i < c->depth; i++) {
+        any_ckpt |= l->store[i] == VT_STORE_INPUT || l->store[i] == VT_STORE_NONE;
+        any_sel |= l->store[i] == VT_STORE_SELECTIVE;
+    }
+    int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
+    vt_block_acts slot[VT_MAX_DEPTH];
+    float *slot_x[VT_MAX_DEPTH];
+    for (int j = 0; j < nslots; j++) {
+        memset(&slot[j], 0, sizeof slot[j]);
+        fields_alloc(ar, c, B, T, all, &slot[j]);
+        slot_x[j] = j > 0 ? vt_arena_alloc(ar, MD) : NULL;
+    }
+    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the backward: a planning bug");
+
+    int seg_lo = -1; /* first block of the segment whose internals sit in the slots */
+    for (int i = c->depth - 1; i >= 0; i--) {
+        if (inject) inject(m, ctx, i, dres);
+        vt_block_acts a;
+        const float *x;
+        int st = l->store[i];
+        if (st == VT_STORE_FULL) {
+            a = r->acts[i];
+            x = r->xs[i];
+        } else if (st == VT_STORE_SELECTIVE) {
+            a = slot[0];
+            fields_take(&a, &r->acts[i], sel);
+            x = r->xs[i];
+            block_forward(m, c, i, &a, x, NULL, B, T, r->causal_mask, sel);
+        } else {
+            if (seg_lo < 0 || i < seg_lo) { /* re-run the segment that ends at block i */
+                int s0 = i;
+                while (!is_segment_start(l, s0)) s0--;
+                for (int j = s0; j <= i; j++) {
+                    const float *xin = j == s0 ? r->xs[s0] : slot_x[j - s0];
+                    float *xo = j < i ? slot_x[j + 1 - s0] : NULL;
+                    block_forward(m, c, j, &slot[j - s0], xin, xo, B, T, r->causal_mask, 0);
+                }
+                seg_lo = s0;
+            }
+            a = slot[i - seg_lo];
+            x = i == seg_lo ? r->xs[i] : slot_x[i - seg_lo];
+        }
+        block_backward(m, c, i, &a, x, dres, &s, B, T, pg);
+        if (st != VT_STORE_INPUT && st != VT_STORE_NONE) seg_lo = -1;
+        else if (i == seg_lo) seg_lo = -1;
+    }
+    vt_arena_reset(ar, mark);
+    return VT_OK;
+}
+
+/* ---- the plan (mirror of the two functions above; tests check it against the arena's peak) ---- */
+
+void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad,
+                   int keep_all, size_t *kept, size_t *fwd_extra, size_t *bwd_extra) {
+    size_t MD = (size_t)B * T * c->D;
+    int all = fields_all(c), sel = fields_selective(c);
+    size_t k = 0;
+    int need_tmp = 0, need_pp = 0, any_ckpt = 0, any_sel = 0;
+    for (int i = 0; i < c->depth; i++) {
+        if (need_grad && l->store[i] == VT_STORE_FULL) k += fields_floats(c, B, T, all);
+        if (need_grad && l->store[i] == VT_STORE_SELECTIVE) k += fields_floats(c, B, T, sel);
+        if (output_kept(c, l, i, need_grad, keep_all)) k += vt_round(MD);
+        else need_pp = 1;
+        if (!need_grad || l->store[i] != VT_STORE_FULL) need_tmp = 1;
+        any_ckpt |= l->store[i] == VT_STORE_INPUT || l->store[i] == VT_STORE_NONE;
+        any_sel |= l->store[i] == VT_STORE_SELECTIVE;
+    }
+    *kept = k;
+    *fwd_extra = (need_tmp ? fields_floats(c, B, T, all) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
+    int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
+    *bwd_extra = need_grad ? scratch_floats(c, B, T) +
+                                 (size_t)nslots * fields_floats(c, B, T, all) +
+                                 (nslots > 1 ? (size_t)(nslots - 1) * vt_round(MD) : 0)
+                           : 0;
+}

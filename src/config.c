@@ -1,0 +1,217 @@
+/* config.c: model configurations: timm's defaults, timm's named presets, the JSON form (timm
+ * VisionTransformer kwargs, as parity files and the CLI give them) and validation. */
+#include "json.h"
+#include "model.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void vt_vit_config_default(vt_vit_config *c) {
+    memset(c, 0, sizeof *c);
+    c->img_size = 224; c->patch_size = 16; c->in_chans = 3; c->embed_dim = 768; c->depth = 12;
+    c->num_heads = 12; c->mlp_ratio = 4.0f; c->qkv_bias = 1; c->class_token = 1; c->pos_embed = 1;
+    strcpy(c->global_pool, "token");
+}
+
+void vt_model_config_default(vt_model_config *c, vt_kind kind) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    vt_vit_config_default(&c->enc);
+    c->enc.mask_token = kind == VT_KIND_LIGHTLY || kind == VT_KIND_MAE;
+    /* lightly MAE example decoder / AIM head sizes (scaled by the caller as it likes) */
+    c->decoder_dim = 512; c->decoder_depth = 8; c->decoder_heads = 16; c->decoder_mlp_ratio = 4.0f;
+    c->head_hidden_dim = 2048; c->head_blocks = 12; c->head_mlp_ratio = 4.0f;
+    if (kind == VT_KIND_CAUSAL || kind == VT_KIND_AIM) { /* lightly's AIM backbone */
+        c->enc.class_token = 0; c->enc.no_embed_class = 1; strcpy(c->enc.global_pool, "avg");
+    }
+}
+
+static const struct { const char *name; int patch, dim, heads; } presets[] = {
+    {"vit_tiny_patch16_224", 16, 192, 3},
+    {"vit_small_patch16_224", 16, 384, 6},
+    {"vit_base_patch16_224", 16, 768, 12},
+    {"vit_base_patch32_224", 32, 768, 12},
+};
+
+const char *vt_preset_name(int i) {
+    return (i >= 0 && i < (int)(sizeof presets / sizeof presets[0])) ? presets[i].name : NULL;
+}
+
+int vt_preset(const char *name, vt_vit_config *c) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (name && !strcmp(name, presets[i].name)) {
+            vt_vit_config_default(c);
+            c->patch_size = presets[i].patch;
+            c->embed_dim = presets[i].dim;
+            c->num_heads = presets[i].heads;
+            return VT_OK;
+        }
+    return vt_fail(VT_ERR_ARG, "unknown preset '%s' (vit_tiny_patch16_224, vit_small_patch16_224, "
+                               "vit_base_patch16_224, vit_base_patch32_224)", name ? name : "(null)");
+}
+
+/* ---- JSON ---- */
+
+static int get_int(const vt_json *v, const char *key, int *out) {
+    if (v->type == VT_JSON_BOOL) { *out = v->boolean; return VT_OK; }
+    if (v->type != VT_JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer > 1000000)
+        return vt_fail(VT_ERR_ARG, "config: %s must be a non-negative integer", key);
+    *out = (int)v->integer;
+    return VT_OK;
+}
+static int get_bool(const vt_json *v, const char *key, int *out) {
+    if (v->type != VT_JSON_BOOL) return vt_fail(VT_ERR_ARG, "config: %s must be true or false", key);
+    *out = v->boolean;
+    return VT_OK;
+}
+static int get_float(const vt_json *v, const char *key, float *out, int null_ok) {
+    if (v->type == VT_JSON_NULL && null_ok) { *out = 0; return VT_OK; }
+    if (v->type != VT_JSON_NUMBER || !isfinite(v->number) || v->number < 0)
+        return vt_fail(VT_ERR_ARG, "config: %s must be a non-negative number", key);
+    *out = (float)v->number;
+    return VT_OK;
+}
+/* a timm kwarg vitrine does not implement is accepted only with timm's default value */
+static int default_only(const vt_json *v, const char *key) {
+    static const char *zero_ok[] = {"drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate",
+                                    "attn_drop_rate", "drop_path_rate"};
+    for (size_t i = 0; i < sizeof zero_ok / sizeof zero_ok[0]; i++)
+        if (!strcmp(key, zero_ok[i])) {
+            if (v->type == VT_JSON_NUMBER && v->number == 0) return 1;
+            vt_fail(VT_ERR_ARG, "config: %s = %g is not supported (vitrine computes without dropout; use 0)", key, v->number);
+            return 0;
+        }
+    struct { const char *k; int truth; } bools[] = {{"pre_norm", 0}, {"dynamic_img_size", 0},
+        {"dynamic_img_pad", 0}, {"final_norm", 1}, {"proj_bias", 1}, {"pool_include_prefix", 0}};
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+        if (!strcmp(key, bools[i].k)) {
+            if (v->type == VT_JSON_BOOL && v->boolean == bools[i].truth) return 1;
+            vt_fail(VT_ERR_ARG, "config: %s other than %s is not supported", key, bools[i].truth ? "true" : "false");
+            return 0;
+        }
+    if (!strcmp(key, "fc_norm") || !strcmp(key, "weight_init")) {
+        if (v->type == VT_JSON_NULL || (v->type == VT_JSON_STRING && v->len == 0)) return 1;
+        vt_fail(VT_ERR_ARG, "config: %s other than timm's default is not supported", key);
+        return 0;
+    }
+    vt_fail(VT_ERR_ARG, "config: unknown option '%s'", key);
+    return 0;
+}
+
+static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
+    if (!o || o->type != VT_JSON_OBJECT) return vt_fail(VT_ERR_ARG, "config must be a JSON object");
+    for (size_t i = 0; i < o->n; i++) {
+        const char *k = o->keys[i];
+        const vt_json *v = &o->items[i];
+        int rc = VT_OK;
+        if (!strcmp(k, "img_size")) rc = get_int(v, k, &c->img_size);
+        else if (!strcmp(k, "patch_size")) rc = get_int(v, k, &c->patch_size);
+        else if (!strcmp(k, "in_chans")) rc = get_int(v, k, &c->in_chans);
+        else if (!strcmp(k, "embed_dim")) rc = get_int(v, k, &c->embed_dim);
+        else if (!strcmp(k, "depth")) rc = get_int(v, k, &c->depth);
+        else if (!strcmp(k, "num_heads")) rc = get_int(v, k, &c->num_heads);
+        else if (!strcmp(k, "mlp_ratio")) rc = get_float(v, k, &c->mlp_ratio, 0);
+        else if (!strcmp(k, "qkv_bias")) rc = get_bool(v, k, &c->qkv_bias);
+        else if (!strcmp(k, "qk_norm")) rc = get_bool(v, k, &c->qk_norm);
+        else if (!strcmp(k, "class_token")) rc = get_bool(v, k, &c->class_token);
+        else if (!strcmp(k, "reg_tokens")) rc = get_int(v, k, &c->reg_tokens);
+        else if (!strcmp(k, "no_embed_class")) rc = get_bool(v, k, &c->no_embed_class);
+        else if (!strcmp(k, "init_values")) rc = get_float(v, k, &c->init_values, 1);
+        else if (!strcmp(k, "mask_token")) rc = get_bool(v, k, &c->mask_token);
+        else if (!strcmp(k, "num_classes")) rc = get_int(v, k, &c->num_classes);
+        else if (!strcmp(k, "pos_embed")) {
+            if (v->type != VT_JSON_STRING) rc = vt_fail(VT_ERR_ARG, "config: pos_embed must be a string");
+            else if (!strcmp(v->str, "learn")) c->pos_embed = 1;
+            else if (!strcmp(v->str, "none") || !v->str[0]) c->pos_embed = 0;
+            else rc = vt_fail(VT_ERR_ARG, "config: pos_embed '%s' is not supported (learn, none)", v->str);
+        } else if (!strcmp(k, "global_pool")) {
+            if (v->type != VT_JSON_STRING || v->len >= sizeof c->global_pool)
+                rc = vt_fail(VT_ERR_ARG, "config: global_pool must be '', 'token', 'avg', 'max' or 'avgmax'");
+            else strcpy(c->global_pool, v->str);
+        } else if (!default_only(v, k)) rc = VT_ERR_ARG;
+        if (rc) return rc;
+    }
+    return VT_OK;
+}
+
+int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
+    vt_json *root = NULL;
+    int rc = vt_json_parse(json, len, &root);
+    if (rc) return rc;
+    rc = vit_from_obj(root, c);
+    vt_json_free(root);
+    return rc;
+}
+
+int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c) {
+    vt_model_config_default(c, kind);
+    vt_json *root = NULL;
+    int rc = vt_json_parse(json, len, &root);
+    if (rc) return rc;
+    if (root->type != VT_JSON_OBJECT) {
+        vt_json_free(root);
+        return vt_fail(VT_ERR_ARG, "config must be a JSON object");
+    }
+    if (kind == VT_KIND_MAE || kind == VT_KIND_AIM) {
+        const vt_json *enc = vt_json_get(root, "encoder");
+        if (!enc) rc = vt_fail(VT_ERR_ARG, "config: an MAE/AIM config needs an 'encoder' object");
+        if (!rc) rc = vit_from_obj(enc, &c->enc);
+        for (size_t i = 0; i < root->n && !rc; i++) {
+            const char *k = root->keys[i];
+            const vt_json *v = &root->items[i];
+            if (!strcmp(k, "encoder")) continue;
+            if (kind == VT_KIND_MAE && !strcmp(k, "decoder_dim")) rc = get_int(v, k, &c->decoder_dim);
+            else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_depth")) rc = get_int(v, k, &c->decoder_depth);
+            else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_heads")) rc = get_int(v, k, &c->decoder_heads);
+            else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_mlp_ratio")) rc = get_float(v, k, &c->decoder_mlp_ratio, 0);
+            else if (kind == VT_KIND_MAE && !strcmp(k, "norm_pix_loss")) rc = get_bool(v, k, &c->norm_pix_loss);
+            else if (kind == VT_KIND_AIM && !strcmp(k, "head_hidden_dim")) rc = get_int(v, k, &c->head_hidden_dim);
+            else if (kind == VT_KIND_AIM && !strcmp(k, "head_blocks")) rc = get_int(v, k, &c->head_blocks);
+            else if (kind == VT_KIND_AIM && !strcmp(k, "head_mlp_ratio")) rc = get_float(v, k, &c->head_mlp_ratio, 0);
+            else rc = vt_fail(VT_ERR_ARG, "config: unknown option '%s'", k);
+        }
+        /* lightly's MAE backbone is a MaskedVisionTransformerTIMM: it always has a mask token */
+        if (kind == VT_KIND_MAE) c->enc.mask_token = 1;
+    } else {
+        rc = vit_from_obj(root, &c->enc);
+    }
+    vt_json_free(root);
+    return rc;
+}
+
+int vt_config_validate(const vt_model_config *mc) {
+    const vt_vit_config *c = &mc->enc;
+    if (c->img_size < 1 || c->patch_size < 1 || c->in_chans < 1 || c->embed_dim < 1 || c->depth < 0 ||
+        c->num_heads < 1)
+        return vt_fail(VT_ERR_ARG, "config: img_size, patch_size, in_chans, embed_dim, num_heads must be >= 1 and depth >= 0");
+    if (c->img_size % c->patch_size)
+        return vt_fail(VT_ERR_ARG, "config: img_size %d is not a multiple of patch_size %d", c->img_size, c->patch_size);
+    if (c->embed_dim % c->num_heads)
+        return vt_fail(VT_ERR_ARG, "config: embed_dim %d is not divisible by num_heads %d", c->embed_dim, c->num_heads);
+    if (c->depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "config: depth %d exceeds %d", c->depth, VT_MAX_DEPTH);
+    if ((int)((float)c->embed_dim * c->mlp_ratio) < 1) return vt_fail(VT_ERR_ARG, "config: mlp_ratio %g gives no hidden units", c->mlp_ratio);
+    const char *gp = c->global_pool;
+    if (strcmp(gp, "") && strcmp(gp, "token") && strcmp(gp, "avg") && strcmp(gp, "max") && strcmp(gp, "avgmax"))
+        return vt_fail(VT_ERR_ARG, "config: global_pool '%s' is not supported ('', token, avg, max, avgmax)", gp);
+    if (!c->class_token && !strcmp(gp, "token"))
+        return vt_fail(VT_ERR_ARG, "config: global_pool 'token' needs class_token (timm asserts this)");
+    if (c->reg_tokens < 0 || c->reg_tokens > 64) return vt_fail(VT_ERR_ARG, "config: reg_tokens %d out of range", c->reg_tokens);
+    int G = c->img_size / c->patch_size;
+    if ((long)G * G + c->class_token + c->reg_tokens > 4096)
+        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed 4096", G * G + c->class_token + c->reg_tokens);
+    if (mc->kind == VT_KIND_TIMM && c->mask_token)
+        return vt_fail(VT_ERR_ARG, "config: mask_token belongs to lightly's wrapper (kind lightly), not to timm's ViT");
+    if (mc->kind == VT_KIND_MAE) {
+        if (mc->decoder_dim < 1 || mc->decoder_heads < 1 || mc->decoder_dim % mc->decoder_heads || mc->decoder_depth < 0 ||
+            mc->decoder_depth > VT_MAX_DEPTH)
+            return vt_fail(VT_ERR_ARG, "config: decoder_dim %d must be divisible by decoder_heads %d (depth 0..%d)",
+                           mc->decoder_dim, mc->decoder_heads, VT_MAX_DEPTH);
+    }
+    if (mc->kind == VT_KIND_AIM) {
+        if (mc->head_hidden_dim < 1 || mc->head_blocks < 0 || mc->head_blocks > VT_MAX_DEPTH)
+            return vt_fail(VT_ERR_ARG, "config: head_hidden_dim must be >= 1 and head_blocks in 0..%d", VT_MAX_DEPTH);
+        if (c->class_token || c->reg_tokens)
+            return vt_fail(VT_ERR_ARG, "config: the AIM backbone has no prefix tokens (its loss covers every position)");
+    }
+    return VT_OK;
+}

@@ -1,0 +1,76 @@
+/* kernels.h: the numeric kernels of vitrine, forward/backward pairs (llm.c style).
+ * Conventions: outputs first, then inputs, then weights, then sizes. Row-major. A Linear weight
+ * is [N,K] (PyTorch's [out,in]); y = x W^T + b. Every backward ACCUMULATES (+=) into its
+ * gradient outputs; any gradient pointer may be NULL, which skips that work (frozen parameter,
+ * input gradient not wanted). Kernels never allocate: scratch comes from the caller.
+ * Each kernel has a scalar reference (kernels_ref.c, kept for good) and, where it pays, a SIMD128
+ * version; vt_kernels_use_reference(1) routes every call to the reference (tests only). */
+#ifndef VT_KERNELS_H
+#define VT_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[M,N] = inp[M,K] @ w[N,K]^T + bias[N]   (bias may be NULL) */
+void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                       int M, int K, int N);
+/* dinp[M,K] += dout[M,N] @ w[N,K];  dw[N,K] += dout^T @ inp;  dbias[N] += sum_m dout */
+void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                        const float *inp, const float *w, int M, int K, int N);
+
+/* Per row of D: mean, biased variance, rstd = 1/sqrt(var+eps); out = (x-mean)*rstd*w + b.
+ * out may alias inp (in place).
+ * w/b may be NULL (identity affine). mean/rstd [M] are saved for the backward. */
+void vt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, int M, int D, float eps);
+void vt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                           const float *inp, const float *w, const float *mean,
+                           const float *rstd, int M, int D);
+
+/* Exact-erf GELU: y = 0.5 x (1 + erf(x / sqrt 2)).
+ * The backward is the one exception to "+=": dinp = dout * gelu'(inp), and dinp may alias dout
+ * (it runs in place on a scratch buffer). */
+void vt_gelu_forward(float *out, const float *inp, size_t n);
+void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* Multi-head attention core.
+ * q,k: token t, head h, element e at q[(b*T + t)*qk_rs + h*hd + e] (row stride qk_rs, e.g. 3D for
+ * a fused qkv buffer); v likewise with v_rs. out [B,T,D] with D = H*hd, heads concatenated. att [B,H,T,T] saved
+ * probabilities. causal_mask: NULL (full attention) or the AIM [B,T] byte mask (1 = causal part):
+ * query i may see key j when j <= i or causal_mask[b*T+j] == 0 (key is in the unmasked prefix).
+ * scale = hd^-0.5. */
+void vt_attention_forward(float *out, float *att, const float *q, const float *k, int qk_rs,
+                          const float *v, int v_rs, const uint8_t *causal_mask, int B, int T,
+                          int H, int hd, float scale);
+/* dq/dk share the strides of q/k (qk_rs), dv that of v (v_rs). scratch: T floats. */
+void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                           const float *att, const float *q, const float *k, int qk_rs,
+                           const float *v, int v_rs, int B, int T, int H, int hd, float scale);
+
+/* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
+void vt_softmax_row(float *y, const float *x, int n);
+
+/* Routing to the scalar reference (for tests comparing SIMD against it). */
+void vt_kernels_use_reference(int on);
+int vt_kernels_simd(void); /* 1 if this build has SIMD kernels */
+
+/* Scalar references, always compiled. */
+void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                           int M, int K, int N);
+void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int M, int K, int N);
+void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int M, int D, float eps);
+void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int M, int D);
+void vt_ref_gelu_forward(float *out, const float *inp, size_t n);
+void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_ref_softmax_row(float *y, const float *x, int n);
+void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
+                              int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
+                              int B, int T, int H, int hd, float scale);
+void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                               const float *dout, const float *att, const float *q,
+                               const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
+                               int H, int hd, float scale);
+#endif

@@ -1,0 +1,201 @@
+/* kernels_ref.c: scalar reference kernels. Plain loops, one accumulator, the obvious order.
+ * Kept for good: every faster kernel is tested against these, and a build without SIMD uses
+ * them. Not tuned; correctness and readability only. */
+#include "kernels.h"
+#include <math.h>
+#include <string.h>
+
+void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                           int M, int K, int N) {
+    for (int m = 0; m < M; m++) {
+        const float *a = inp + (size_t)m * K;
+        for (int n = 0; n < N; n++) {
+            const float *wr = w + (size_t)n * K;
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) acc += a[k] * wr[k];
+            out[(size_t)m * N + n] = bias ? acc + bias[n] : acc;
+        }
+    }
+}
+
+void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int M, int K, int N) {
+    if (dinp) { /* dinp[m,:] += sum_n dout[m,n] * w[n,:] */
+        for (int m = 0; m < M; m++) {
+            float *di = dinp + (size_t)m * K;
+            for (int n = 0; n < N; n++) {
+                float g = dout[(size_t)m * N + n];
+                const float *wr = w + (size_t)n * K;
+                for (int k = 0; k < K; k++) di[k] += g * wr[k];
+            }
+        }
+    }
+    if (dw) { /* dw[n,:] += sum_m dout[m,n] * inp[m,:] */
+        for (int n = 0; n < N; n++) {
+            float *dwr = dw + (size_t)n * K;
+            for (int m = 0; m < M; m++) {
+                float g = dout[(size_t)m * N + n];
+                const float *a = inp + (size_t)m * K;
+                for (int k = 0; k < K; k++) dwr[k] += g * a[k];
+            }
+        }
+    }
+    if (dbias) {
+        for (int n = 0; n < N; n++) {
+            float s = 0.0f;
+            for (int m = 0; m < M; m++) s += dout[(size_t)m * N + n];
+            dbias[n] += s;
+        }
+    }
+}
+
+void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int M, int D, float eps) {
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        float *y = out + (size_t)m * D;
+        /* two passes: the centred second pass keeps the variance accurate for large means */
+        float s = 0.0f;
+        for (int i = 0; i < D; i++) s += x[i];
+        float mu = s / (float)D;
+        float v = 0.0f;
+        for (int i = 0; i < D; i++) { float d = x[i] - mu; v += d * d; }
+        float rs = 1.0f / sqrtf(v / (float)D + eps);
+        for (int i = 0; i < D; i++) {
+            float n = (x[i] - mu) * rs;
+            y[i] = w ? n * w[i] + b[i] : n;
+        }
+        if (mean) mean[m] = mu;
+        if (rstd) rstd[m] = rs;
+    }
+}
+
+void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int M, int D) {
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        const float *dy = dout + (size_t)m * D;
+        float mu = mean[m], rs = rstd[m];
+        /* dnorm = w * dy; dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) */
+        float sum_dn = 0.0f, sum_dn_n = 0.0f;
+        for (int i = 0; i < D; i++) {
+            float n = (x[i] - mu) * rs;
+            float dn = w ? w[i] * dy[i] : dy[i];
+            sum_dn += dn;
+            sum_dn_n += dn * n;
+        }
+        float mean_dn = sum_dn / (float)D, mean_dn_n = sum_dn_n / (float)D;
+        for (int i = 0; i < D; i++) {
+            float n = (x[i] - mu) * rs;
+            float dn = w ? w[i] * dy[i] : dy[i];
+            if (dw) dw[i] += n * dy[i];
+            if (db) db[i] += dy[i];
+            if (dinp) dinp[(size_t)m * D + i] += (dn - mean_dn - n * mean_dn_n) * rs;
+        }
+    }
+}
+
+#define VT_SQRT1_2 0.70710678118654752440f
+#define VT_INV_SQRT_2PI 0.39894228040143267794f
+
+void vt_ref_gelu_forward(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + erff(x * VT_SQRT1_2));
+    }
+}
+
+void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1.0f + erff(x * VT_SQRT1_2));
+        float pdf = VT_INV_SQRT_2PI * expf(-0.5f * x * x);
+        dinp[i] = dout[i] * (cdf + x * pdf);
+    }
+}
+
+void vt_ref_softmax_row(float *y, const float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) {
+        /* masked logits are -inf: exp gives exactly 0; the diagonal is never masked */
+        float e = expf(x[i] - mx);
+        y[i] = e;
+        s += e;
+    }
+    float inv = 1.0f / s;
+    for (int i = 0; i < n; i++) y[i] *= inv;
+}
+
+void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
+                              int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
+                              int B, int T, int H, int hd, float scale) {
+    int D = H * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                float *row = att + (((size_t)b * H + h) * T + i) * T;
+                const float *qi = q + ((size_t)b * T + i) * qk_rs + h * hd;
+                for (int j = 0; j < T; j++) {
+                    if (causal_mask && j > i && causal_mask[(size_t)b * T + j]) {
+                        row[j] = -INFINITY;
+                        continue;
+                    }
+                    const float *kj = k + ((size_t)b * T + j) * qk_rs + h * hd;
+                    float s = 0.0f;
+                    for (int e = 0; e < hd; e++) s += qi[e] * kj[e];
+                    row[j] = s * scale;
+                }
+                vt_ref_softmax_row(row, row, T);
+                float *o = out + ((size_t)b * T + i) * D + h * hd;
+                for (int e = 0; e < hd; e++) o[e] = 0.0f;
+                for (int j = 0; j < T; j++) {
+                    float p = row[j];
+                    const float *vj = v + ((size_t)b * T + j) * v_rs + h * hd;
+                    for (int e = 0; e < hd; e++) o[e] += p * vj[e];
+                }
+            }
+}
+
+void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                               const float *dout, const float *att, const float *q,
+                               const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
+                               int H, int hd, float scale) {
+    int D = H * hd;
+    float *dp = scratch; /* [T]: d(prob) of one query row */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                const float *row = att + (((size_t)b * H + h) * T + i) * T;
+                const float *doi = dout + ((size_t)b * T + i) * D + h * hd;
+                const float *qi = q + ((size_t)b * T + i) * qk_rs + h * hd;
+                /* out_i = sum_j p_ij v_j  =>  dv_j += p_ij do_i, dp_ij = do_i . v_j */
+                float sum_pdp = 0.0f;
+                for (int j = 0; j < T; j++) {
+                    const float *vj = v + ((size_t)b * T + j) * v_rs + h * hd;
+                    float s = 0.0f;
+                    for (int e = 0; e < hd; e++) s += doi[e] * vj[e];
+                    dp[j] = s;
+                    sum_pdp += row[j] * s;
+                    if (dv) {
+                        float *dvj = dv + ((size_t)b * T + j) * v_rs + h * hd;
+                        for (int e = 0; e < hd; e++) dvj[e] += row[j] * doi[e];
+                    }
+                }
+                /* softmax: ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij); s_ij = scale q_i . k_j */
+                float *dqi = dq ? dq + ((size_t)b * T + i) * qk_rs + h * hd : NULL;
+                for (int j = 0; j < T; j++) {
+                    float ds = row[j] * (dp[j] - sum_pdp) * scale;
+                    if (ds == 0.0f) continue; /* masked keys (p = 0) contribute nothing */
+                    const float *kj = k + ((size_t)b * T + j) * qk_rs + h * hd;
+                    if (dqi)
+                        for (int e = 0; e < hd; e++) dqi[e] += ds * kj[e];
+                    if (dk) {
+                        float *dkj = dk + ((size_t)b * T + j) * qk_rs + h * hd;
+                        for (int e = 0; e < hd; e++) dkj[e] += ds * qi[e];
+                    }
+                }
+            }
+}

@@ -1,0 +1,197 @@
+/* model.h: internal structures of the engine (not part of the public API).
+ * A model is one parameter table (one buffer) plus chains of transformer blocks and the glue
+ * around them (patch embedding, prefix tokens, masking, positional embedding, heads). All
+ * activation memory comes from one arena whose size a plan computes before the call. */
+#ifndef VT_MODEL_H
+#define VT_MODEL_H
+#include "vitrine.h"
+#include "optim.h"
+
+/* ---- parameter table (params.c) ------------------------------------------------------------ */
+#define VT_NAME_MAX 96
+typedef struct {
+    char name[VT_NAME_MAX];
+    int ndim;
+    int64_t shape[4];
+    size_t numel;
+    size_t off;       /* offset in floats into the parameter buffer */
+    long goff;        /* offset into the gradient buffer, -1 when frozen */
+    int requires_grad;
+} vt_param;
+
+typedef struct {
+    vt_param *p;
+    int n, cap;
+    size_t total;  /* floats of parameters */
+    size_t gtotal; /* floats of gradients (trainable parameters only) */
+    float *data, *grad;
+} vt_ptable;
+
+int vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
+                  int requires_grad);
+int vt_ptable_alloc(vt_ptable *t);  /* allocate data (zeroed) and grads after all adds */
+int vt_ptable_relayout_grads(vt_ptable *t); /* after requires_grad changes */
+void vt_ptable_free(vt_ptable *t);
+
+/* ---- activation arena (arena.c) -------------------------------------------------------------- */
+/* A stack (bump) allocator over one buffer. Sizes are rounded to VT_ALIGN_FLOATS so that every
+ * buffer is 64-byte aligned. mark/reset give scoped scratch; the peak is what the plan predicts. */
+#define VT_ALIGN_FLOATS 16
+typedef struct {
+    float *base;
+    size_t cap;  /* floats */
+    size_t top;  /* floats in use */
+    size_t peak; /* max top since the last begin */
+    int overflow;
+} vt_arena;
+
+static inline size_t vt_round(size_t n) {
+    return (n + VT_ALIGN_FLOATS - 1) / VT_ALIGN_FLOATS * VT_ALIGN_FLOATS;
+}
+float *vt_arena_alloc(vt_arena *a, size_t nfloats); /* NULL (and overflow flag) past capacity */
+float *vt_arena_zalloc(vt_arena *a, size_t nfloats);
+static inline size_t vt_arena_mark(const vt_arena *a) { return a->top; }
+static inline void vt_arena_reset(vt_arena *a, size_t mark) { a->top = mark; }
+int vt_arena_reserve(vt_arena *a, size_t nfloats); /* (re)allocate to at least nfloats */
+void vt_arena_begin(vt_arena *a);                 /* top = 0, peak = 0 */
+void vt_arena_free(vt_arena *a);
+
+/* ---- chains of blocks (block.c) --------------------------------------------------------------- */
+/* One residual block: x + ls1*attn(norm1(x)) then + ls2*mlp(norm2(x)). A chain without attention
+ * is the AIM prediction head's residual MLP blocks. Indices are into the parameter table (-1 =
+ * absent). */
+typedef struct {
+    int n1w, n1b, qkvw, qkvb, qnw, qnb, knw, knb, projw, projb, ls1;
+    int n2w, n2b, fc1w, fc1b, fc2w, fc2b, ls2;
+} vt_block_params;
+
+typedef struct {
+    int depth, D, H, hd, F;
+    int has_attn, qkv_bias, mlp_bias, qk_norm, layerscale;
+    float eps;
+    vt_block_params *blk;
+} vt_chain;
+
+/* Storage of one block's activations between forward and backward. */
+enum { VT_STORE_FULL = 0, VT_STORE_SELECTIVE, VT_STORE_INPUT, VT_STORE_NONE };
+
+/* Checkpointing policy of all chains. kind: none, block, every (K), sqrt, budget, selective. */
+typedef enum { VT_POL_NONE, VT_POL_BLOCK, VT_POL_EVERY, VT_POL_SQRT, VT_POL_BUDGET,
+               VT_POL_SELECTIVE } vt_policy_kind;
+typedef struct {
+    vt_policy_kind kind;
+    int every;         /* K for every:K */
+    size_t budget;     /* bytes for budget: */
+    char text[48];
+} vt_policy;
+
+/* The concrete layout of one chain for one call: a segment length (blocks re-computed together
+ * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layout. */
+#define VT_MAX_DEPTH 256
+typedef struct {
+    int seg;                        /* segment length for checkpointed blocks (>= 1) */
+    unsigned char store[VT_MAX_DEPTH];
+} vt_chain_layout;
+
+/* Activations of one block (pointers into the arena). Shapes per token row; B*T rows. */
+typedef struct {
+    float *x;               /* (B,T,D) block input */
+    float *ln1, *ln1m, *ln1r; /* (B,T,D), (B,T), (B,T) */
+    float *qkv;             /* (B,T,3D) */
+    float *qkn, *qkm, *qkr; /* qk_norm: (B,T,2D) normalised q|k, (B,T,2H) mean/rstd */
+    float *att;             /* (B,H,T,T) probabilities */
+    float *ao;              /* (B,T,D) attention output before proj */
+    float *po;              /* (B,T,D) proj output (LayerScale only) */
+    float *xm;              /* (B,T,D) x + ls1*po */
+    float *ln2, *ln2m, *ln2r;
+    float *h;               /* (B,T,F) fc1 output, GELU input */
+    float *hg;              /* (B,T,F) GELU output */
+    float *fo;              /* (B,T,D) fc2 output (LayerScale only) */
+} vt_block_acts;
+
+struct vt_model;
+/* Called during the chain's backward with the gradient of block i's output in dres (B,T,D) so
+ * that gradients of intermediates can be added; may be NULL. */
+typedef void (*vt_inject_fn)(struct vt_model *m, void *ctx, int block, float *dres);
+
+typedef struct {
+    const vt_chain *c;
+    vt_chain_layout lay;
+    int B, T;
+    const uint8_t *causal_mask; /* [B,T] or NULL */
+    float **xs;                 /* xs[i] = input of block i (NULL when not stored); xs[depth] = out */
+    vt_block_acts *acts;        /* per block, for stored internals */
+} vt_chain_run;
+
+/* ---- the model ---------------------------------------------------------------------------------- */
+typedef struct {
+    int pe_w, pe_b, cls, reg, pos, mask_token, norm_w, norm_b, fcn_w, fcn_b, head_w, head_b;
+    int P, N, G, T_full; /* prefix tokens, patches, grid side, L = N + P */
+    int use_fc_norm;     /* global_pool avg/max/avgmax: norm is Identity */
+    vt_chain chain;
+} vt_encoder;
+
+struct vt_model {
+    vt_model_config cfg;
+    vt_ptable pt;
+    vt_encoder enc;
+    /* MAE */
+    int de_w, de_b, d_mask_token, d_pos, dn_w, dn_b, pred_w, pred_b;
+    vt_chain dec;
+    /* AIM */
+    int h_in_w, hn_w, hn_b, h_out_w;
+    vt_chain head;
+
+    vt_policy policy;
+    vt_arena arena;
+    /* AdamW state (optim.c): gradient layout */
+    float *opt_m, *opt_v;
+    size_t opt_n;
+    long opt_t;
+    vt_adamw_config opt;
+    size_t planned_floats;
+
+    /* state of the last forward */
+    int have_fwd, fwd_need_grad;
+    vt_fn fn;
+    vt_inputs in;
+    int T;             /* encoder tokens after idx_keep */
+    vt_chain_run enc_run, dec_run, head_run;
+    float *enc_xs[VT_MAX_DEPTH + 1], *dec_xs[VT_MAX_DEPTH + 1], *head_xs[VT_MAX_DEPTH + 1];
+    vt_block_acts enc_acts[VT_MAX_DEPTH], dec_acts[VT_MAX_DEPTH], head_acts[VT_MAX_DEPTH];
+    float *out;        /* main output */
+    int64_t out_shape[4]; int out_ndim;
+    float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
+    float *inter[VT_MAX_DEPTH];     /* intermediates (aliases xs when not normed) */
+    float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
+    float loss;
+    char policy_text[48];
+};
+
+/* helpers shared between files */
+static inline float *vt_P(struct vt_model *m, int idx) {
+    return idx < 0 ? NULL : m->pt.data + m->pt.p[idx].off;
+}
+static inline float *vt_G(struct vt_model *m, int idx, int want) {
+    if (!want || idx < 0 || m->pt.p[idx].goff < 0 || !m->pt.grad) return NULL;
+    return m->pt.grad + m->pt.p[idx].goff;
+}
+
+int vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H,
+                   int F, int has_attn, int qkv_bias, int mlp_bias, int qk_norm,
+                   int layerscale, float eps, int trainable);
+void vt_chain_free(vt_chain *c);
+int vt_resolve_layout(const struct vt_model *m, const vt_chain *c, int B, int T,
+                      int force_all_inputs, int need_grad, vt_chain_layout *lay);
+/* Forward of a chain from xs[0]; allocates what the layout keeps. */
+int vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
+/* Backward: dres (B,T,D) holds d(out) on entry and d(input) on return. */
+int vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, int param_grads,
+                      vt_inject_fn inject, void *ctx);
+/* Closed-form plan of the chain, mirroring vt_chain_forward/backward (in floats):
+ * kept = stored during forward, fwd_peak = extra transient on top during the forward,
+ * bwd_peak = extra on top of kept during the backward (excluding dres). */
+void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad,
+                   int keep_all_outputs, size_t *kept, size_t *fwd_extra, size_t *bwd_extra);
+
+#endif

@@ -1,0 +1,20 @@
+/* optim.h: AdamW (PyTorch semantics), lightly's cosine-warmup schedule, gradient clipping. */
+#ifndef VT_OPTIM_H
+#define VT_OPTIM_H
+#include <stddef.h>
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+} vt_adamw_config;
+
+struct vt_model;
+void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                     float b1, float b2, float eps, float wd);
+float vt_cosine_warmup(long step, double warmup, double total);
+int vt_optimizer_init(struct vt_model *m, const vt_adamw_config *cfg);
+void vt_optimizer_free(struct vt_model *m);
+/* One update of every trainable parameter with learning rate lr (the schedule is the caller's). */
+int vt_optimizer_step(struct vt_model *m, float lr);
+int vt_grad_norm(const struct vt_model *m, double *norm);
+int vt_clip_grad_norm(struct vt_model *m, float max_norm, double *norm_out);
+#endif

@@ -1,0 +1,209 @@
+/* vitrine.h: the one public header of the vitrine engine.
+ *
+ * vitrine computes what timm's VisionTransformer, lightly's MaskedVisionTransformerTIMM and
+ * MaskedCausalVisionTransformer (and lightly's MAE / AIM training models) compute, forward and
+ * hand-written backward, in fp32, with exact (bitwise) gradient checkpointing.
+ *
+ * Conventions: every function that can fail returns a vt_status (0 OK, negative error) and leaves
+ * a message for vt_last_error(). Nothing here prints, exits, aborts or does file I/O: weights move
+ * in and out as byte buffers. Inputs passed to vt_forward (images, indices, masks) must stay valid
+ * until the matching vt_backward. Tensors are row-major float32; images are NCHW. */
+#ifndef VITRINE_H
+#define VITRINE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+/* timm VisionTransformer constructor arguments that vitrine implements (timm's defaults via
+ * vt_vit_config_default), plus lightly's mask token. */
+typedef struct {
+    int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
+    float mlp_ratio;      /* hidden = (int)(embed_dim * mlp_ratio) */
+    int qkv_bias;         /* bias of the fused qkv Linear */
+    int qk_norm;          /* LayerNorm over head_dim on q and k */
+    int class_token;      /* prepend a [CLS] token */
+    int reg_tokens;       /* number of register tokens after [CLS] */
+    int no_embed_class;   /* pos_embed covers patches only, prefix tokens get none */
+    int pos_embed;        /* 1: learned pos_embed parameter ('learn'); 0: none */
+    float init_values;    /* LayerScale ls1/ls2 when > 0 */
+    char global_pool[8];  /* "", "token", "avg", "max", "avgmax" */
+    int mask_token;       /* lightly MaskedVisionTransformerTIMM's mask_token [1,1,D] */
+    int num_classes;      /* timm classifier head.* (kept for load/save; lightly never applies it) */
+} vt_vit_config;
+
+typedef enum {
+    VT_KIND_TIMM = 0,  /* timm VisionTransformer: timm keys */
+    VT_KIND_LIGHTLY,   /* lightly MaskedVisionTransformerTIMM: mask_token + vit.<timm keys> */
+    VT_KIND_CAUSAL,    /* lightly MaskedCausalVisionTransformer: timm keys, AIM prefix-causal mask */
+    VT_KIND_MAE,       /* lightly MAE example: backbone, decoder_embed, decoder, prediction_head */
+    VT_KIND_AIM        /* lightly AIM example: backbone (causal), projection_head */
+} vt_kind;
+
+typedef struct {
+    vt_kind kind;
+    vt_vit_config enc;
+    /* MAE (lightly MaskedVisionTransformerDecoderTIMM) */
+    int decoder_dim, decoder_depth, decoder_heads;
+    float decoder_mlp_ratio;
+    int norm_pix_loss;
+    /* AIM (lightly AIMPredictionHead) */
+    int head_hidden_dim, head_blocks;
+    float head_mlp_ratio;
+} vt_model_config;
+
+void vt_vit_config_default(vt_vit_config *c);
+void vt_model_config_default(vt_model_config *c, vt_kind kind);
+/* timm names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
+ * vit_base_patch32_224 (num_classes 0). */
+int vt_preset(const char *name, vt_vit_config *c);
+const char *vt_preset_name(int i); /* NULL past the end */
+/* Reads a timm-kwargs JSON object into c (keys not named in vt_vit_config are an error unless
+ * they hold timm's default value). */
+int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c);
+/* A model config from the parity-file `config` metadata for the given kind. */
+int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c);
+int vt_config_validate(const vt_model_config *c);
+
+/* ---- model and parameters ----------------------------------------------------------------- */
+
+typedef struct vt_model vt_model;
+
+int vt_model_create(const vt_model_config *cfg, vt_model **out);
+void vt_model_free(vt_model *m);
+const vt_model_config *vt_model_get_config(const vt_model *m);
+
+/* The parameter table: state_dict names and order of the PyTorch module; one buffer. */
+int vt_param_count(const vt_model *m);
+const char *vt_param_name(const vt_model *m, int i);
+int vt_param_ndim(const vt_model *m, int i);
+const int64_t *vt_param_shape(const vt_model *m, int i);
+size_t vt_param_numel(const vt_model *m, int i);
+float *vt_param_data(vt_model *m, int i);
+float *vt_param_grad(vt_model *m, int i); /* NULL for a frozen parameter */
+int vt_param_find(const vt_model *m, const char *name); /* index or -1 */
+size_t vt_param_total(const vt_model *m);               /* floats in the parameter buffer */
+size_t vt_grad_total(const vt_model *m);                /* floats in the gradient buffer */
+/* requires_grad for every parameter whose name equals `name` or starts with `name` + '.'
+ * ("" = all). Returns the number matched through *matched (may be NULL); no match is an error. */
+int vt_set_requires_grad(vt_model *m, const char *name, int requires_grad, int *matched);
+int vt_param_requires_grad(const vt_model *m, int i);
+void vt_zero_grad(vt_model *m);
+
+/* ---- weights (safetensors bytes) ---------------------------------------------------------- */
+
+/* Loads every parameter of m from tensors named file_prefix + <param name>, where only params
+ * whose names start with model_prefix are taken (and model_prefix is stripped before adding
+ * file_prefix). Missing, unexpected (under file_prefix) or mis-shaped tensors are an error that
+ * names them; nothing is changed unless all are good. Accepts F32, F16, BF16, F64. */
+int vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
+                        const char *file_prefix);
+/* Writes the selected parameters as F32 (malloc'd buffer, free with vt_free). */
+int vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
+                        uint8_t **out, size_t *out_len);
+void vt_free(void *p);
+
+/* ---- calls -------------------------------------------------------------------------------- */
+
+typedef enum {
+    VT_FN_ENCODE = 0,         /* lightly encode / timm forward_features: [B,T,D] */
+    VT_FN_FORWARD,            /* lightly forward: pooled [B,D] (or [B,T,D] with global_pool "") */
+    VT_FN_INTERMEDIATES,      /* forward_intermediates(norm=False): out + depth x [B,T,D] */
+    VT_FN_INTERMEDIATES_NORM, /* forward_intermediates(norm=True) */
+    VT_FN_LOSS                /* MAE / AIM training loss: scalar */
+} vt_fn;
+
+typedef struct {
+    const float *images; /* [B, C, H, W] */
+    int batch;
+    const int64_t *idx_mask; int n_mask; /* [B, n_mask], indices over the full sequence */
+    const int64_t *idx_keep; int n_keep; /* [B, n_keep] */
+    /* lightly/timm encoders: bool [B, L] mask (True = replace by mask token).
+     * causal / AIM: bool [B, N] prefix mask (True = causal part). */
+    const uint8_t *mask;
+    int is_causal;       /* causal / AIM: apply the causal part of `mask` (lightly default 1) */
+} vt_inputs;
+
+/* Runs `fn`. With need_grad, keeps what vt_backward needs (per the checkpointing policy);
+ * without, keeps nothing but the outputs. */
+int vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad);
+int vt_output_count(const vt_model *m); /* 1 + number of intermediates */
+/* Output i (0 = out, 1.. = intermediates.(i-1)); shape written to shape[4], rank returned. */
+const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim);
+float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
+
+/* Backward of the last vt_forward(need_grad=1). douts[i] is the upstream gradient of output i
+ * (NULL = zero; for VT_FN_LOSS douts may be NULL: d loss = 1). Parameter gradients are
+ * accumulated (+=) when param_grads != 0, left untouched otherwise; dimages (may be NULL) is
+ * accumulated too. */
+int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
+                int param_grads);
+
+/* ---- gradient checkpointing and memory ---------------------------------------------------- */
+
+/* "none", "block", "every:K", "sqrt", "budget:BYTES" (suffixes k/m/g, KB/MB/GB, KiB/MiB/GiB),
+ * "selective". Applies to every chain of blocks (encoder, MAE decoder, AIM head) from the next
+ * vt_forward on. */
+int vt_set_grad_checkpointing(vt_model *m, const char *policy);
+const char *vt_get_grad_checkpointing(const vt_model *m);
+
+typedef struct {
+    size_t params, grads, optimizer; /* bytes */
+    size_t activations;              /* bytes of the activation arena for the call */
+    size_t total;
+} vt_plan_bytes;
+
+/* Bytes one call (and, with need_grad, its backward) needs, computed before allocating. Only
+ * the sizes in `in` are read (pointers may be NULL; mask != NULL means "a mask is given"). */
+int vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, vt_plan_bytes *out);
+/* What the last call used: arena bytes at peak, arena capacity, planned bytes. */
+typedef struct {
+    size_t planned, peak, capacity;
+} vt_arena_stats;
+void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out);
+/* Frees the activation arena (it is re-allocated, and kept, at the next call that needs more). */
+void vt_release_activations(vt_model *m);
+
+/* ---- training pieces ---------------------------------------------------------------------------- */
+
+/* lightly's 2-D sin-cos positional table: out [(P + G*G), D], P zero rows first. */
+int vt_sincos_table(float *out, int D, int G, int P);
+
+/* ---- parity with PyTorch dumps (parity-format.md) ---------------------------------------------- */
+
+typedef struct {
+    char name[160];     /* expect/ key without the prefix */
+    double err;         /* max|ours - expect| / max|expect| */
+    double torch32_err; /* the same for PyTorch's float32 result (-1 if absent) */
+} vt_parity_tensor;
+
+typedef struct {
+    int pass;                 /* every err <= 1e-4 */
+    char error[512];          /* non-empty when the file could not be run */
+    char module[96], fn[48];
+    int n;                    /* compared tensors */
+    vt_parity_tensor *t;      /* n entries */
+    int worst;                /* index of the worst err, -1 if none */
+    double max_torch32_err;
+    uint8_t *dump;            /* with want_dump: safetensors of what vitrine computed */
+    size_t dump_len;
+} vt_parity_result;
+
+#define VT_PARITY_TOL 1e-4
+/* Runs the call a parity file describes, with the given checkpointing policy (NULL = none), and
+ * compares every expect/ tensor. Returns VT_OK when the file ran (pass or fail in r->pass), an
+ * error when it could not be run (r->error says why). */
+int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                  vt_parity_result *r);
+void vt_parity_free(vt_parity_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

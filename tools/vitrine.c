@@ -1,0 +1,173 @@
+/* vitrine: the native command line. 
+ *   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]
+ *   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json]
+ * Exit status: 0 when everything passed, 1 when a check failed or a file could not be run,
+ * 2 on a usage error. The Node CLI (web/cli.js) has the same contract over the wasm build. */
+#include "vitrine.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static uint8_t *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno)); return NULL; }
+    uint8_t *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); vt_fail(VT_ERR_NOMEM, "out of memory reading %s", path); return NULL; }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); vt_fail(VT_ERR_IO, "error reading %s", path); return NULL; }
+    *len = n;
+    return buf;
+}
+
+static int write_file(const char *path, const uint8_t *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return vt_fail(VT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    size_t w = fwrite(data, 1, len, f);
+    int bad = fclose(f) != 0 || w != len;
+    return bad ? vt_fail(VT_ERR_IO, "error writing %s", path) : VT_OK;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static int cmd_parity(int argc, char **argv) {
+    const char *policy = NULL, *dump = NULL;
+    int json = 0, nfiles = 0, failed = 0;
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strncmp(argv[i], "--", 2)) { fprintf(stderr, "vitrine parity: unknown option %s\n", argv[i]); free(files); return 2; }
+        else files[nfiles++] = argv[i];
+    }
+    if (!nfiles) { fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]\n"); free(files); return 2; }
+    if (dump) mkdir(dump, 0777);
+    if (json) printf("[");
+    for (int i = 0; i < nfiles; i++) {
+        size_t len = 0;
+        vt_parity_result r;
+        memset(&r, 0, sizeof r);
+        uint8_t *bytes = read_file(files[i], &len);
+        if (!bytes) snprintf(r.error, sizeof r.error, "%s", vt_last_error());
+        else vt_parity_run(bytes, len, policy, dump != NULL, &r);
+        free(bytes);
+        if (!r.pass) failed++;
+        if (r.pass && dump && r.dump) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dump, base_name(files[i]));
+            if (write_file(path, r.dump, r.dump_len)) { fprintf(stderr, "%s\n", vt_last_error()); failed++; }
+        }
+        const vt_parity_tensor *w = r.worst >= 0 ? &r.t[r.worst] : NULL;
+        if (json) {
+            printf("%s\n {\"file\": ", i ? "," : "");
+            json_str(files[i]);
+            printf(", \"pass\": %s, \"module\": ", r.pass ? "true" : "false");
+            json_str(r.module);
+            printf(", \"fn\": ");
+            json_str(r.fn);
+            if (r.error[0]) { printf(", \"error\": "); json_str(r.error); }
+            if (w) {
+                printf(", \"worst\": ");
+                json_str(w->name);
+                printf(", \"err\": %.6e, \"torch32_err\": %.6e", w->err, w->torch32_err);
+            }
+            printf(", \"tensors\": [");
+            for (int k = 0; k < r.n; k++) {
+                printf("%s{\"name\": ", k ? ", " : "");
+                json_str(r.t[k].name);
+                printf(", \"err\": %.6e, \"torch32_err\": %.6e}", r.t[k].err, r.t[k].torch32_err);
+            }
+            printf("]}");
+        } else if (r.error[0]) {
+            printf("FAIL %s: %s\n", files[i], r.error);
+        } else if (w) {
+            printf("%s %s  worst %s err %.3e torch32_err %.3e  (%d tensors, max torch32_err %.3e)\n",
+                   r.pass ? "PASS" : "FAIL", files[i], w->name, w->err, w->torch32_err, r.n, r.max_torch32_err);
+        }
+        vt_parity_free(&r);
+    }
+    if (json) printf("\n]\n");
+    else printf("%d passed, %d failed\n", nfiles - failed, failed);
+    free(files);
+    return failed ? 1 : 0;
+}
+
+static int cmd_plan(int argc, char **argv) {
+    const char *preset = "vit_tiny_patch16_224", *policy = "none", *objective = "encode";
+    int batch = 1, kept = 0, json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) kept = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
+        else if (!strcmp(argv[i], "--objective") && i + 1 < argc) objective = argv[++i];
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else { fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]); return 2; }
+    }
+    vt_model_config mc;
+    vt_model_config_default(&mc, VT_KIND_LIGHTLY);
+    int rc = vt_preset(preset, &mc.enc);
+    mc.enc.mask_token = 1;
+    vt_model *m = NULL;
+    if (!rc) rc = vt_model_create(&mc, &m);
+    if (!rc) rc = vt_set_requires_grad(m, "", 1, NULL);
+    if (!rc) rc = vt_set_grad_checkpointing(m, policy);
+    vt_plan_bytes p;
+    if (!rc) {
+        vt_inputs in;
+        memset(&in, 0, sizeof in);
+        in.batch = batch;
+        int64_t dummy = 0;
+        if (kept > 0) { in.idx_keep = &dummy; in.n_keep = kept; }
+        (void)objective;
+        rc = vt_plan(m, VT_FN_ENCODE, &in, 1, &p);
+    }
+    vt_model_free(m);
+    if (rc) { fprintf(stderr, "vitrine plan: %s\n", vt_last_error()); return 1; }
+    if (json)
+        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"params\": %zu, "
+               "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"total\": %zu}\n",
+               preset, batch, kept, policy, p.params, p.grads, p.optimizer, p.activations, p.total);
+    else
+        printf("%s batch %d%s, grad checkpointing %s\n  params      %12zu bytes\n  grads       %12zu bytes\n"
+               "  optimizer   %12zu bytes\n  activations %12zu bytes\n  total       %12zu bytes (%.1f MiB)\n",
+               preset, batch, kept ? " (tokens kept)" : "", policy, p.params, p.grads, p.optimizer, p.activations,
+               p.total, p.total / 1048576.0);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "parity")) return cmd_parity(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "plan")) return cmd_plan(argc - 2, argv + 2);
+    fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]\n"
+                    "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json]\n");
+    return 2;
+}
