@@ -382,11 +382,12 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
         any_sel |= l->store[i] == VT_STORE_SELECTIVE;
     }
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
-    vt_block_acts slot[VT_MAX_DEPTH];
-    float *slot_x[VT_MAX_DEPTH];
+    int slot_fields = any_ckpt ? all : all & ~sel; /* selective only re-computes what it dropped */
+    vt_block_acts *slot = m->slot;
+    float **slot_x = m->slot_x;
     for (int j = 0; j < nslots; j++) {
         memset(&slot[j], 0, sizeof slot[j]);
-        fields_alloc(ar, c, B, T, all, &slot[j]);
+        fields_alloc(ar, c, B, T, slot_fields, &slot[j]);
         slot_x[j] = j > 0 ? vt_arena_alloc(ar, MD) : NULL;
     }
     if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the backward: a planning bug");
@@ -447,8 +448,9 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     *kept = k;
     *fwd_extra = (need_tmp ? fields_floats(c, B, T, all) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
+    int slot_fields = any_ckpt ? all : all & ~sel;
     *bwd_extra = need_grad ? scratch_floats(c, B, T) +
-                                 (size_t)nslots * fields_floats(c, B, T, all) +
+                                 (size_t)nslots * fields_floats(c, B, T, slot_fields) +
                                  (nslots > 1 ? (size_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;
 }

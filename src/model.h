@@ -87,7 +87,7 @@ typedef struct {
 
 /* The concrete layout of one chain for one call: a segment length (blocks re-computed together
  * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layout. */
-#define VT_MAX_DEPTH 256
+#define VT_MAX_DEPTH 64
 typedef struct {
     int seg;                        /* segment length for checkpointed blocks (>= 1) */
     unsigned char store[VT_MAX_DEPTH];
@@ -165,7 +165,9 @@ struct vt_model {
     float *inter[VT_MAX_DEPTH];     /* intermediates (aliases xs when not normed) */
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
     float loss;
-    char policy_text[48];
+    /* re-computation slots of the chain backward (here, not on the stack: wasm stacks are small) */
+    vt_block_acts slot[VT_MAX_DEPTH];
+    float *slot_x[VT_MAX_DEPTH];
 };
 
 /* helpers shared between files */

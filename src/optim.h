@@ -3,18 +3,15 @@
 #define VT_OPTIM_H
 #include <stddef.h>
 
-typedef struct {
-    float lr, beta1, beta2, eps, weight_decay;
-} vt_adamw_config;
+#include "vitrine.h"
 
-struct vt_model;
 void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
                      float b1, float b2, float eps, float wd);
 float vt_cosine_warmup(long step, double warmup, double total);
-int vt_optimizer_init(struct vt_model *m, const vt_adamw_config *cfg);
-void vt_optimizer_free(struct vt_model *m);
+int vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg);
+void vt_optimizer_free(vt_model *m);
 /* One update of every trainable parameter with learning rate lr (the schedule is the caller's). */
-int vt_optimizer_step(struct vt_model *m, float lr);
-int vt_grad_norm(const struct vt_model *m, double *norm);
-int vt_clip_grad_norm(struct vt_model *m, float max_norm, double *norm_out);
+int vt_optimizer_step(vt_model *m, float lr);
+int vt_grad_norm(const vt_model *m, double *norm);
+int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out);
 #endif

@@ -125,7 +125,7 @@ typedef struct {
     const int64_t *idx_mask; int n_mask; /* [B, n_mask], indices over the full sequence */
     const int64_t *idx_keep; int n_keep; /* [B, n_keep] */
     /* lightly/timm encoders: bool [B, L] mask (True = replace by mask token).
-     * causal / AIM: bool [B, N] prefix mask (True = causal part). */
+     * causal / AIM: bool [B, L] prefix mask (True = causal part; L = N without prefix tokens). */
     const uint8_t *mask;
     int is_causal;       /* causal / AIM: apply the causal part of `mask` (lightly default 1) */
 } vt_inputs;
@@ -174,6 +174,34 @@ void vt_release_activations(vt_model *m);
 
 /* lightly's 2-D sin-cos positional table: out [(P + G*G), D], P zero rows first. */
 int vt_sincos_table(float *out, int D, int G, int P);
+
+/* A seeded generator of our own (xoshiro128**): the same seed gives the same bits everywhere.
+ * Its state is plain data, to be saved with a training checkpoint. */
+typedef struct { uint32_t s[4]; } vt_rng;
+void vt_rng_seed(vt_rng *r, uint64_t seed);
+uint32_t vt_rng_u32(vt_rng *r);
+float vt_rng_uniform(vt_rng *r); /* [0, 1) */
+float vt_rng_normal(vt_rng *r);
+/* The initialisation timm / lightly apply for the model's kind: lightly (MAE style): xavier-uniform
+ * Linears and patch embedding, cls normal(.02), frozen sin-cos pos_embed, mask token 0, decoder
+ * mask token normal(.02); timm: trunc-normal(.02) Linears and pos_embed, cls/reg normal(1e-6);
+ * AIM: timm backbone with sin-cos pos_embed, PyTorch-default head; LayerNorm 1/0 everywhere. */
+int vt_init_weights(vt_model *m, uint64_t seed);
+/* lightly random_token_mask: idx_keep [B, n_keep] (the class token first unless mask_class_token),
+ * idx_mask [B, L - n_keep]; n_keep = int((L - 1) * (1 - ratio)) + 1. Buffers hold B*L indices. */
+int vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
+                         int64_t *idx_keep, int64_t *idx_mask, int *n_keep);
+/* lightly random_prefix_mask: mask[b, j] = j >= r_b, r_b uniform in [0, max_prefix_length). */
+int vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_t *mask);
+
+/* AdamW (torch.optim.AdamW semantics) over the trainable parameters; no weight decay on norms,
+ * biases, tokens and positional embeddings (lightly's parameter groups). */
+typedef struct { float lr, beta1, beta2, eps, weight_decay; } vt_adamw_config;
+int vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg);
+int vt_optimizer_step(vt_model *m, float lr); /* refuses non-finite gradients, changing nothing */
+int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
+/* lightly CosineWarmupScheduler's learning-rate multiplier at `step` */
+float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
 
 /* ---- parity with PyTorch dumps (parity-format.md) ---------------------------------------------- */
 

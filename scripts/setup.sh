@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set-up on a fresh Debian (bookworm) machine: system packages, npm packages, the native and wasm
+# builds; then the main job (unless --no-main). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+run_main=1
+[ "${1:-}" = "--no-main" ] && run_main=0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+PKGS="build-essential cmake nodejs npm emscripten clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 wabt dataset-fashion-mnist"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "== installing:$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+if [ -f package-lock.json ]; then
+  echo "== npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+echo "== build (native + wasm)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)"
+
+if [ "$run_main" = 1 ]; then
+  echo "== main job: vitrine parity over ../shared/fixtures"
+  ./build/vitrine parity ../shared/fixtures/*.safetensors
+fi

@@ -1,0 +1,42 @@
+/* kernels_simd.h: WebAssembly SIMD128 versions of the kernels in kernels.h (vt_simd_*).
+ * Same signatures, conventions and results (within the tolerances of tests/test_kernels_simd.c)
+ * as the scalar references vt_ref_*. Only declared when compiling with -msimd128; kernels.c
+ * routes to them under VT_HAVE_SIMD_KERNELS. */
+#ifndef VT_KERNELS_SIMD_H
+#define VT_KERNELS_SIMD_H
+#if defined(__wasm_simd128__)
+#include <stddef.h>
+#include <stdint.h>
+
+void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                            int M, int K, int N);
+void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                             const float *inp, const float *w, int M, int K, int N);
+void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, int M, int D, float eps);
+void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int M, int D);
+void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
+void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_simd_softmax_row(float *y, const float *x, int n);
+void vt_simd_attention_forward(float *out, float *att, const float *q, const float *k,
+                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
+                               int B, int T, int H, int hd, float scale);
+void vt_simd_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                                const float *dout, const float *att, const float *q,
+                                const float *k, int qk_rs, const float *v, int v_rs, int B,
+                                int T, int H, int hd, float scale);
+
+/* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (src/optim.c):
+ * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. */
+void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
+                          float lr, float b1, float b2, float eps, float wd);
+
+/* The vectorised special functions behind gelu/softmax, over arrays (tests measure their ulp
+ * error against libm with these; the kernels inline the f32x4 forms). */
+void vt_simd_erf(float *out, const float *x, size_t n);
+void vt_simd_exp(float *out, const float *x, size_t n);
+
+#endif /* __wasm_simd128__ */
+#endif

@@ -1,0 +1,296 @@
+/* exports.c: the thin C ABI that JavaScript (web/vitrine.js) calls, over vitrine.h.
+ *
+ * Conventions: models are small integer handles (1..VTW_MAX_MODELS); a function returns 0 or a
+ * non-negative count on success and a negative vt_status on failure, with the message in
+ * vtw_last_error(). Pointers are wasm32 addresses (JS reads them with `>>> 0`). Sizes that can
+ * exceed 2^31 are handed out as doubles. Results made of several values are written to a small
+ * out-array the caller allocates. Nothing here keeps JS memory alive: inputs passed to
+ * vtw_forward must stay allocated by the caller until the matching vtw_backward.
+ * The exported names are listed once, in CMakeLists.txt (VT_WASM_EXPORTS). */
+#include "vitrine.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VTW_MAX_MODELS 256
+static vt_model *models[VTW_MAX_MODELS + 1];
+
+static vt_model *get(int h) {
+    if (h < 1 || h > VTW_MAX_MODELS || !models[h]) {
+        vt_fail(VT_ERR_ARG, "invalid model handle %d (disposed?)", h);
+        return NULL;
+    }
+    return models[h];
+}
+#define GET_OR_FAIL(m, h) vt_model *m = get(h); if (!m) return VT_ERR_ARG
+
+const char *vtw_last_error(void) { return vt_last_error(); }
+const char *vtw_status_name(int code) { return vt_status_name(code); }
+int vtw_kernels_simd(void);
+const char *vtw_preset_name(int i) { return vt_preset_name(i); }
+
+/* ---- models --------------------------------------------------------------------------------- */
+
+/* kind: vt_kind. Either preset (a timm name; the kind's defaults for everything else, e.g. lightly's
+ * mask token, lightly's MAE decoder / AIM head sizes) or json (vt_model_config_from_json). */
+int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
+    if (kind < VT_KIND_TIMM || kind > VT_KIND_AIM) return vt_fail(VT_ERR_ARG, "unknown model kind %d", kind);
+    vt_model_config mc;
+    int rc;
+    if (preset && preset[0]) {
+        vt_vit_config p;
+        vt_model_config_default(&mc, (vt_kind)kind);
+        rc = vt_preset(preset, &p);
+        if (rc) return rc;
+        mc.enc.img_size = p.img_size; mc.enc.patch_size = p.patch_size; mc.enc.embed_dim = p.embed_dim;
+        mc.enc.depth = p.depth; mc.enc.num_heads = p.num_heads; mc.enc.mlp_ratio = p.mlp_ratio;
+    } else {
+        if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
+        rc = vt_model_config_from_json(json, json_len, (vt_kind)kind, &mc);
+        if (rc) return rc;
+    }
+    int h = 1;
+    while (h <= VTW_MAX_MODELS && models[h]) h++;
+    if (h > VTW_MAX_MODELS) return vt_fail(VT_ERR_STATE, "too many live models (%d); dispose some", VTW_MAX_MODELS);
+    rc = vt_model_create(&mc, &models[h]);
+    return rc ? rc : h;
+}
+
+/* out[8] = kind, img_size, patch_size, in_chans, embed_dim, depth, num_heads, prefix tokens */
+int vtw_model_dims(int h, int32_t out[8]) {
+    GET_OR_FAIL(m, h);
+    const vt_model_config *c = vt_model_get_config(m);
+    out[0] = c->kind; out[1] = c->enc.img_size; out[2] = c->enc.patch_size; out[3] = c->enc.in_chans;
+    out[4] = c->enc.embed_dim; out[5] = c->enc.depth; out[6] = c->enc.num_heads;
+    out[7] = c->enc.class_token + c->enc.reg_tokens;
+    return VT_OK;
+}
+
+int vtw_model_free(int h) {
+    GET_OR_FAIL(m, h);
+    vt_model_free(m);
+    models[h] = NULL;
+    return VT_OK;
+}
+
+/* ---- parameters ----------------------------------------------------------------------------- */
+
+int vtw_param_count(int h) { GET_OR_FAIL(m, h); return vt_param_count(m); }
+static int check_param(vt_model *m, int i) {
+    return (i >= 0 && i < vt_param_count(m)) ? VT_OK
+                                             : vt_fail(VT_ERR_ARG, "parameter index %d out of range", i);
+}
+const char *vtw_param_name(int h, int i) {
+    vt_model *m = get(h);
+    return m && !check_param(m, i) ? vt_param_name(m, i) : NULL;
+}
+int vtw_param_ndim(int h, int i) {
+    GET_OR_FAIL(m, h);
+    int rc = check_param(m, i);
+    return rc ? rc : vt_param_ndim(m, i);
+}
+int vtw_param_dim(int h, int i, int d) {
+    GET_OR_FAIL(m, h);
+    int rc = check_param(m, i);
+    if (rc) return rc;
+    if (d < 0 || d >= vt_param_ndim(m, i)) return vt_fail(VT_ERR_ARG, "dimension %d out of range", d);
+    return (int)vt_param_shape(m, i)[d];
+}
+double vtw_param_numel(int h, int i) {
+    vt_model *m = get(h);
+    return m && !check_param(m, i) ? (double)vt_param_numel(m, i) : -1;
+}
+float *vtw_param_data(int h, int i) {
+    vt_model *m = get(h);
+    return m && !check_param(m, i) ? vt_param_data(m, i) : NULL;
+}
+float *vtw_param_grad(int h, int i) {
+    vt_model *m = get(h);
+    return m && !check_param(m, i) ? vt_param_grad(m, i) : NULL;
+}
+int vtw_param_requires_grad(int h, int i) {
+    GET_OR_FAIL(m, h);
+    int rc = check_param(m, i);
+    return rc ? rc : vt_param_requires_grad(m, i);
+}
+/* Returns the number of parameters matched. */
+int vtw_set_requires_grad(int h, const char *name, int on) {
+    GET_OR_FAIL(m, h);
+    int matched = 0;
+    int rc = vt_set_requires_grad(m, name ? name : "", on, &matched);
+    return rc ? rc : matched;
+}
+int vtw_zero_grad(int h) { GET_OR_FAIL(m, h); vt_zero_grad(m); return VT_OK; }
+
+/* ---- weights -------------------------------------------------------------------------------- */
+
+int vtw_load_safetensors(int h, const uint8_t *bytes, size_t len, const char *model_prefix,
+                         const char *file_prefix) {
+    GET_OR_FAIL(m, h);
+    return vt_load_safetensors(m, bytes, len, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "");
+}
+/* out[0] = malloc'd bytes (free with free), out[1] = length. */
+int vtw_save_safetensors(int h, const char *model_prefix, const char *file_prefix, uint32_t out[2]) {
+    GET_OR_FAIL(m, h);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = vt_save_safetensors(m, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "", &buf, &len);
+    if (rc) return rc;
+    out[0] = (uint32_t)(uintptr_t)buf;
+    out[1] = (uint32_t)len;
+    return VT_OK;
+}
+
+/* ---- calls ---------------------------------------------------------------------------------- */
+
+static vt_inputs make_inputs(const float *images, int batch, const int64_t *idx_mask, int n_mask,
+                             const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal) {
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = images; in.batch = batch;
+    in.idx_mask = idx_mask; in.n_mask = idx_mask ? n_mask : 0;
+    in.idx_keep = idx_keep; in.n_keep = idx_keep ? n_keep : 0;
+    in.mask = mask; in.is_causal = is_causal;
+    return in;
+}
+
+int vtw_forward(int h, int fn, const float *images, int batch, const int64_t *idx_mask, int n_mask,
+                const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal, int need_grad) {
+    GET_OR_FAIL(m, h);
+    if (!images) return vt_fail(VT_ERR_ARG, "forward: images are missing");
+    vt_inputs in = make_inputs(images, batch, idx_mask, n_mask, idx_keep, n_keep, mask, is_causal);
+    return vt_forward(m, (vt_fn)fn, &in, need_grad);
+}
+
+int vtw_output_count(int h) { GET_OR_FAIL(m, h); return vt_output_count(m); }
+/* Output i's data pointer (NULL on error); its shape goes to shape[4] (int32), rank to *ndim. */
+const float *vtw_output(int h, int i, int32_t shape[4], int *ndim) {
+    vt_model *m = get(h);
+    if (!m) return NULL;
+    int64_t s[4] = {0, 0, 0, 0};
+    const float *p = vt_output(m, i, s, ndim);
+    for (int d = 0; d < 4; d++) shape[d] = (int32_t)s[d];
+    return p;
+}
+float vtw_loss_value(int h) { vt_model *m = get(h); return m ? vt_loss_value(m) : 0.0f; }
+
+/* douts: n_douts wasm pointers (0 = no upstream gradient for that output). */
+int vtw_backward(int h, const float *const *douts, int n_douts, float *dimages, int param_grads) {
+    GET_OR_FAIL(m, h);
+    return vt_backward(m, douts, n_douts, dimages, param_grads);
+}
+
+/* ---- checkpointing and memory ----------------------------------------------------------------- */
+
+int vtw_set_grad_checkpointing(int h, const char *policy) {
+    GET_OR_FAIL(m, h);
+    return vt_set_grad_checkpointing(m, policy);
+}
+const char *vtw_get_grad_checkpointing(int h) {
+    vt_model *m = get(h);
+    return m ? vt_get_grad_checkpointing(m) : NULL;
+}
+/* out[5] = params, grads, optimizer, activations, total (bytes). Only sizes are used: has_mask
+ * says whether a mask would be given. */
+int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int need_grad, double out[5]) {
+    GET_OR_FAIL(m, h);
+    static const int64_t dummy = 0;
+    static const uint8_t dummy_mask = 0;
+    vt_inputs in = make_inputs(NULL, batch, n_mask > 0 ? &dummy : NULL, n_mask, n_keep > 0 ? &dummy : NULL,
+                               n_keep, has_mask ? &dummy_mask : NULL, 1);
+    vt_plan_bytes p;
+    int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
+    if (rc) return rc;
+    out[0] = (double)p.params; out[1] = (double)p.grads; out[2] = (double)p.optimizer;
+    out[3] = (double)p.activations; out[4] = (double)p.total;
+    return VT_OK;
+}
+/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
+int vtw_arena_stats(int h, double out[3]) {
+    GET_OR_FAIL(m, h);
+    vt_arena_stats s;
+    vt_arena_get_stats(m, &s);
+    out[0] = (double)s.planned; out[1] = (double)s.peak; out[2] = (double)s.capacity;
+    return VT_OK;
+}
+int vtw_release_activations(int h) { GET_OR_FAIL(m, h); vt_release_activations(m); return VT_OK; }
+
+/* ---- parity ----------------------------------------------------------------------------------- */
+
+typedef struct { char *s; size_t n, cap; } sbuf;
+static void put(sbuf *b, const char *s, size_t n) {
+    if (!b->s) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = 2 * (b->n + n + 1);
+        char *ns = realloc(b->s, cap);
+        if (!ns) { free(b->s); b->s = NULL; return; }
+        b->s = ns; b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+static void put_str(sbuf *b, const char *s) {
+    puts_(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[8];
+        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(b, e, 2); }
+        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); puts_(b, e); }
+        else put(b, (const char *)s, 1);
+    }
+    puts_(b, "\"");
+}
+static void put_num(sbuf *b, double v) {
+    char e[40];
+    snprintf(e, sizeof e, "%.9e", v);
+    puts_(b, e);
+}
+
+/* Runs a parity file. out[0..1] = JSON result text (malloc'd, NUL-terminated) and its length,
+ * out[2..3] = dump bytes (malloc'd, 0 when none). Both are freed by the caller with free().
+ * Returns VT_OK when the file ran (pass or fail inside the JSON), an error when it could not be
+ * run: the JSON is written either way ({"pass": false, "error": ...}). */
+int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump, uint32_t out[4]) {
+    vt_parity_result r;
+    int rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
+    sbuf b = {malloc(256), 0, 256};
+    if (b.s) b.s[0] = 0;
+    puts_(&b, "{\"pass\": ");
+    puts_(&b, r.pass ? "true" : "false");
+    puts_(&b, ", \"status\": ");
+    char st[16];
+    snprintf(st, sizeof st, "%d", rc);
+    puts_(&b, st);
+    puts_(&b, ", \"module\": "); put_str(&b, r.module);
+    puts_(&b, ", \"fn\": "); put_str(&b, r.fn);
+    if (r.error[0]) { puts_(&b, ", \"error\": "); put_str(&b, r.error); }
+    if (r.worst >= 0) {
+        puts_(&b, ", \"worst\": "); put_str(&b, r.t[r.worst].name);
+        puts_(&b, ", \"err\": "); put_num(&b, r.t[r.worst].err);
+        puts_(&b, ", \"torch32_err\": "); put_num(&b, r.t[r.worst].torch32_err);
+    }
+    puts_(&b, ", \"max_torch32_err\": "); put_num(&b, r.max_torch32_err);
+    puts_(&b, ", \"tensors\": [");
+    for (int k = 0; k < r.n; k++) {
+        puts_(&b, k ? ", {\"name\": " : "{\"name\": ");
+        put_str(&b, r.t[k].name);
+        puts_(&b, ", \"err\": "); put_num(&b, r.t[k].err);
+        puts_(&b, ", \"torch32_err\": "); put_num(&b, r.t[k].torch32_err);
+        puts_(&b, "}");
+    }
+    puts_(&b, "]}");
+    out[0] = (uint32_t)(uintptr_t)b.s;
+    out[1] = b.s ? (uint32_t)b.n : 0;
+    out[2] = (uint32_t)(uintptr_t)r.dump;
+    out[3] = (uint32_t)r.dump_len;
+    r.dump = NULL; /* ownership passes to the caller */
+    vt_parity_free(&r);
+    if (!b.s) return vt_fail(VT_ERR_NOMEM, "out of memory writing the parity result");
+    return rc;
+}
+
+/* kernels.c's vt_kernels_simd is internal; expose whether this build has SIMD kernels. */
+int vt_kernels_simd(void);
+int vtw_kernels_simd(void) { return vt_kernels_simd(); }
