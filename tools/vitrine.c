@@ -138,7 +138,6 @@ static int cmd_plan(int argc, char **argv) {
     mc.enc.mask_token = 1;
     vt_model *m = NULL;
     if (!rc) rc = vt_model_create(&mc, &m);
-    if (!rc) rc = vt_set_requires_grad(m, "", 1, NULL);
     if (!rc) rc = vt_set_grad_checkpointing(m, policy);
     vt_plan_bytes p;
     if (!rc) {

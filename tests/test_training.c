@@ -1,0 +1,154 @@
+/* test_training.c: the training pieces -- seeded generator, initialisation, lightly's random
+ * masks, AdamW parameter groups, the cosine-warmup schedule, gradient clipping, refusal of
+ * non-finite gradients, and a loss that falls over a short MAE and AIM run. */
+#include "vitrine.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+#define CHECK(c, ...) do { if (c) passed++; else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static vt_model *tiny(vt_kind kind) {
+    vt_model_config mc;
+    vt_model_config_default(&mc, kind);
+    mc.enc.img_size = 16; mc.enc.patch_size = 4; mc.enc.embed_dim = 16; mc.enc.depth = 2; mc.enc.num_heads = 2;
+    mc.decoder_dim = 8; mc.decoder_depth = 1; mc.decoder_heads = 2; mc.head_hidden_dim = 12; mc.head_blocks = 1;
+    vt_model *m = NULL;
+    if (vt_model_create(&mc, &m)) { printf("create: %s\n", vt_last_error()); exit(1); }
+    return m;
+}
+
+static void test_init(void) {
+    vt_model *a = tiny(VT_KIND_MAE), *b = tiny(VT_KIND_MAE);
+    vt_init_weights(a, 42);
+    vt_init_weights(b, 42);
+    size_t n = vt_param_total(a);
+    CHECK(!memcmp(vt_param_data(a, 0), vt_param_data(b, 0), n * sizeof(float)), "same seed -> same bits");
+    vt_init_weights(b, 43);
+    CHECK(memcmp(vt_param_data(a, 0), vt_param_data(b, 0), n * sizeof(float)), "another seed -> other bits");
+    int qkv = vt_param_find(a, "backbone.vit.blocks.0.attn.qkv.weight");
+    float bound = sqrtf(6.0f / (48 + 16)), mx = 0;
+    for (size_t i = 0; i < vt_param_numel(a, qkv); i++) mx = fmaxf(mx, fabsf(vt_param_data(a, qkv)[i]));
+    CHECK(mx <= bound && mx > 0.8f * bound, "xavier bound %g, max %g", bound, mx);
+    int nw = vt_param_find(a, "backbone.vit.norm.weight"), qb = vt_param_find(a, "backbone.vit.blocks.0.attn.qkv.bias");
+    CHECK(vt_param_data(a, nw)[3] == 1.0f && vt_param_data(a, qb)[5] == 0.0f, "LayerNorm 1, Linear bias 0");
+    int mt = vt_param_find(a, "backbone.mask_token");
+    CHECK(vt_param_data(a, mt)[0] == 0.0f, "encoder mask token starts at 0");
+    int pos = vt_param_find(a, "backbone.vit.pos_embed");
+    float tab[17 * 16];
+    vt_sincos_table(tab, 16, 4, 1);
+    CHECK(!memcmp(vt_param_data(a, pos), tab, sizeof tab), "pos_embed is the sin-cos table");
+    CHECK(!vt_param_requires_grad(a, pos), "sin-cos pos_embed is frozen");
+    vt_model_free(a);
+    vt_model_free(b);
+}
+
+static void test_masks(void) {
+    vt_rng r;
+    vt_rng_seed(&r, 1);
+    int B = 3, L = 197, nk = 0;
+    int64_t keep[3 * 197], msk[3 * 197];
+    CHECK(!vt_random_token_mask(&r, B, L, 0.75f, 0, keep, msk, &nk), "token mask");
+    CHECK(nk == 50, "n_keep %d == int(196 * 0.25) + 1 = 50", nk);
+    for (int b = 0; b < B; b++) {
+        int seen[197] = {0};
+        CHECK(keep[b * nk] == 0, "class token kept first");
+        for (int k = 0; k < nk; k++) seen[keep[b * nk + k]]++;
+        for (int k = 0; k < L - nk; k++) seen[msk[b * (L - nk) + k]]++;
+        int ok = 1;
+        for (int l = 0; l < L; l++) ok &= seen[l] == 1;
+        CHECK(ok, "keep and mask partition the sequence");
+    }
+    uint8_t pm[4 * 16];
+    CHECK(!vt_random_prefix_mask(&r, 4, 16, 15, pm), "prefix mask");
+    for (int b = 0; b < 4; b++) {
+        int pre = 0;
+        while (pre < 16 && !pm[b * 16 + pre]) pre++;
+        int ok = pre <= 14;
+        for (int j = pre; j < 16; j++) ok &= pm[b * 16 + j] == 1;
+        CHECK(ok, "prefix of length %d in [0, 14], causal after it", pre);
+    }
+    CHECK(vt_random_token_mask(&r, 1, 10, 1.5f, 0, keep, msk, &nk) == VT_ERR_ARG, "bad ratio refused");
+}
+
+static void test_optim(void) {
+    vt_model *m = tiny(VT_KIND_LIGHTLY);
+    vt_init_weights(m, 3);
+    vt_adamw_config oc = {0.1f, 0.9f, 0.95f, 1e-8f, 0.5f};
+    CHECK(!vt_optimizer_init(m, &oc), "optimizer init");
+    vt_zero_grad(m);
+    int w = vt_param_find(m, "vit.blocks.0.mlp.fc1.weight"), b = vt_param_find(m, "vit.blocks.0.mlp.fc1.bias");
+    int cls = vt_param_find(m, "vit.cls_token");
+    float w0 = vt_param_data(m, w)[0], b0 = vt_param_data(m, b)[0] = 0.25f, c0 = vt_param_data(m, cls)[0];
+    CHECK(!vt_optimizer_step(m, 0.1f), "step");
+    CHECK(vt_param_data(m, w)[0] == w0 * (1.0f - 0.1f * 0.5f), "weight decayed with zero grad");
+    CHECK(vt_param_data(m, b)[0] == b0 && vt_param_data(m, cls)[0] == c0, "bias and token not decayed");
+    vt_param_grad(m, w)[1] = NAN;
+    float before = vt_param_data(m, w)[2];
+    CHECK(vt_optimizer_step(m, 0.1f) == VT_ERR_NUMERIC && vt_param_data(m, w)[2] == before, "NaN grad refused, nothing changed");
+    vt_zero_grad(m);
+    for (int i = 0; i < vt_param_count(m); i++)
+        if (vt_param_grad(m, i)) for (size_t k = 0; k < vt_param_numel(m, i); k++) vt_param_grad(m, i)[k] = 1.0f;
+    double norm;
+    CHECK(!vt_clip_grad_norm(m, 1.0f, &norm) && fabs(norm - sqrt((double)vt_grad_total(m))) < 1e-3 * norm, "grad norm");
+    double s = 0;
+    for (int i = 0; i < vt_param_count(m); i++)
+        if (vt_param_grad(m, i)) for (size_t k = 0; k < vt_param_numel(m, i); k++) s += (double)vt_param_grad(m, i)[k] * vt_param_grad(m, i)[k];
+    CHECK(fabs(sqrt(s) - 1.0) < 1e-4, "clipped to norm 1 (%g)", sqrt(s));
+    CHECK(vt_cosine_warmup(0, 10, 100) == 0.1f && vt_cosine_warmup(9, 10, 100) == 1.0f, "warmup (step+1)/W");
+    CHECK(vt_cosine_warmup(10, 10, 100) == 1.0f && fabsf(vt_cosine_warmup(99, 10, 100) - 0.001f) < 1e-7f, "cosine 1 -> 0.001");
+    vt_model_free(m);
+}
+
+static void test_training(vt_kind kind) {
+    vt_model *m = tiny(kind);
+    vt_init_weights(m, 5);
+    vt_adamw_config oc = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.05f};
+    vt_optimizer_init(m, &oc);
+    vt_set_grad_checkpointing(m, "block");
+    int B = 4, S = 16, n = B * 3 * S * S, L = 17, nk = 0;
+    float *img = malloc(n * sizeof(float));
+    vt_rng r;
+    vt_rng_seed(&r, 9);
+    for (int i = 0; i < n; i++) img[i] = sinf(0.05f * i) + 0.1f * vt_rng_normal(&r);
+    int64_t keep[4 * 17], msk[4 * 17];
+    uint8_t pm[4 * 16];
+    float first = 0, last = 0;
+    int rc = 0;
+    for (int step = 0; step < 40 && !rc; step++) {
+        vt_inputs in = {0};
+        in.images = img;
+        in.batch = B;
+        if (kind == VT_KIND_MAE) {
+            vt_random_token_mask(&r, B, L, 0.75f, 0, keep, msk, &nk);
+            in.idx_keep = keep; in.n_keep = nk; in.idx_mask = msk; in.n_mask = L - nk;
+        } else {
+            vt_random_prefix_mask(&r, B, 16, 15, pm);
+            in.mask = pm;
+            in.is_causal = 1;
+        }
+        vt_zero_grad(m);
+        rc = vt_forward(m, VT_FN_LOSS, &in, 1);
+        if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
+        if (!rc) rc = vt_clip_grad_norm(m, 1.0f, NULL);
+        if (!rc) rc = vt_optimizer_step(m, 3e-3f * vt_cosine_warmup(step, 4, 40));
+        if (step == 0) first = vt_loss_value(m);
+        last = vt_loss_value(m);
+    }
+    CHECK(!rc, "training ran (%s)", vt_last_error());
+    CHECK(last < 0.8f * first, "%s loss falls: %g -> %g", kind == VT_KIND_MAE ? "MAE" : "AIM", first, last);
+    free(img);
+    vt_model_free(m);
+}
+
+int main(void) {
+    test_init();
+    test_masks();
+    test_optim();
+    test_training(VT_KIND_MAE);
+    test_training(VT_KIND_AIM);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
