@@ -15,9 +15,15 @@ int vt_kernels_simd(void) { return 0; }
 #define PICK(name) vt_ref_##name
 #endif
 
+void vt_portable_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                                int M, int K, int N);
 void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                        int M, int K, int N) {
+#if defined(__wasm_simd128__) && defined(VT_HAVE_SIMD_KERNELS)
     PICK(matmul_forward)(out, inp, w, bias, M, K, N);
+#else
+    (use_ref ? vt_ref_matmul_forward : vt_portable_matmul_forward)(out, inp, w, bias, M, K, N);
+#endif
 }
 void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                         const float *inp, const float *w, int M, int K, int N) {
