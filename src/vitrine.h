@@ -160,7 +160,9 @@ typedef struct {
 } vt_plan_bytes;
 
 /* Bytes one call (and, with need_grad, its backward) needs, computed before allocating. Only
- * the sizes in `in` are read (pointers may be NULL; mask != NULL means "a mask is given"). */
+ * the sizes in `in` are read (pointers may be NULL; mask != NULL means "a mask is given").
+ * The activation bytes are those of a backward that asks for parameter AND image gradients: the
+ * arena's peak then equals them exactly; a backward without image gradients uses less. */
 int vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, vt_plan_bytes *out);
 /* What the last call used: arena bytes at peak, arena capacity, planned bytes. */
 typedef struct {

@@ -1,0 +1,192 @@
+// shell.test.mjs: the class API of web/vitrine.js over the default build: a whole call against a
+// fixture, images in, errors, memory accounting, views across memory growth, weights round trip,
+// the CLI's contract.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { VitrineError, simdSupported } from '../../web/vitrine.js';
+import { REPO, FIXTURES, NATIVE, WASM_DIR, engine, fixture, readSafetensors, f32, relErr } from './util.mjs';
+
+const BUILD = simdSupported() ? 'simd' : 'scalar';
+
+// The lightly encoder of vit_encode.safetensors with its weights, all trainable as in the dump.
+async function fixtureModel(name = 'vit_encode.safetensors') {
+  const vt = await engine(BUILD);
+  const bytes = fixture(name);
+  const st = readSafetensors(bytes);
+  const model = vt.createModel({ kind: 'lightly', config: st.meta.config });
+  model.loadSafetensors(bytes, { filePrefix: 'param/' });
+  model.setRequiresGrad('', true);
+  return { vt, model, st, images: f32(st.tensors['input/images']) };
+}
+
+const throwsEngine = (fn, re, status) => assert.throws(fn, (e) => {
+  assert.ok(e instanceof VitrineError && e instanceof Error, `not a VitrineError: ${e}`);
+  assert.match(e.message, re);
+  if (status !== undefined) assert.equal(e.status, status);
+  return true;
+});
+
+test('encode + backward through the class API match the PyTorch dump', async () => {
+  const { model, st, images } = await fixtureModel();
+  const out = model.encode(images, { needGrad: true });
+  assert.deepEqual(out.shape, st.tensors['expect/out'].shape);
+  assert.ok(relErr(out.data, f32(st.tensors['expect/out'])) < 1e-4);
+  model.zeroGrad();
+  const { dimages } = model.backward({ douts: [f32(st.tensors['input/dout/out'])], inputGrad: true });
+  assert.ok(relErr(dimages, f32(st.tensors['expect/grad/input/images'])) < 1e-4);
+  let checked = 0;
+  for (const p of model.params()) {
+    const want = st.tensors[`expect/grad/${p.name}`];
+    if (!want) continue;
+    assert.ok(relErr(p.grad, f32(want)) < 1e-4, p.name);
+    checked++;
+  }
+  assert.ok(checked > 10);
+  model.dispose();
+});
+
+test('ImageData-like input is normalised with ImageNet mean/std into NCHW', async () => {
+  const { model } = await fixtureModel();
+  const S = model.dims.img, px = S * S;
+  const data = new Uint8ClampedArray(4 * px).map((_, i) => (i * 37) % 256);
+  const mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225];
+  const nchw = new Float32Array(3 * px);
+  for (let i = 0; i < px; i++) for (let c = 0; c < 3; c++) nchw[c * px + i] = (data[4 * i + c] / 255 - mean[c]) / std[c];
+  const a = model.forward({ width: S, height: S, data });
+  const b = model.forward(nchw);
+  assert.deepEqual(a.shape, [1, model.dims.dim]);
+  assert.deepEqual(Array.from(a.data), Array.from(b.data));
+  model.dispose();
+});
+
+test('forwardIntermediates, loss and plan', async () => {
+  const { model, images } = await fixtureModel();
+  const r = model.forwardIntermediates(images, { norm: true });
+  assert.equal(r.intermediates.length, model.dims.depth);
+  const p = model.plan('encode', { batch: 2 });
+  assert.ok(p.activations > 0 && p.total === p.params + p.grads + p.optimizer + p.activations);
+  model.dispose();
+  const vt = await engine(BUILD);
+  const bytes = fixture('aim_loss.safetensors');
+  const st = readSafetensors(bytes);
+  const aim = vt.createModel({ kind: 'aim', config: st.meta.config });
+  aim.loadSafetensors(bytes, { filePrefix: 'param/' });
+  const loss = aim.loss(f32(st.tensors['input/images']), { mask: st.tensors['input/mask'].bytes });
+  assert.ok(Math.abs(loss - f32(st.tensors['expect/loss'])[0]) <= 1e-4 * Math.abs(loss));
+  aim.dispose();
+});
+
+test('bad inputs throw Errors carrying the engine message and status', async () => {
+  const vt = await engine(BUILD);
+  const { model, images } = await fixtureModel();
+  throwsEngine(() => model.setGradCheckpointing('sometimes'), /sometimes/, -1);
+  throwsEngine(() => vt.createModel({ preset: 'vit_huge_patch99' }), /unknown preset 'vit_huge_patch99'/, -1);
+  throwsEngine(() => vt.createModel({ kind: 'timm', config: { embed_dim: 64, num_heads: 5 } }), /not divisible/, -1);
+  throwsEngine(() => model.encode(new Float32Array(images.length - 1)), /length \d+ is not a positive multiple/);
+  throwsEngine(() => model.encode(images, { idxKeep: [[0, 1, 999], [0, 2, 3]] }), /999/, -1);
+  throwsEngine(() => model.encode(images, { idxKeep: [[0, 1, 1], [0, 2, 3]] }), /./, -1); // repeated index
+  const corrupt = new Uint8Array(fixture('vit_encode.safetensors').subarray(0, 200));
+  throwsEngine(() => model.loadSafetensors(corrupt), /./, -3);
+  throwsEngine(() => model.loadSafetensors(new Uint8Array([1, 2, 3])), /./, -3);
+  throwsEngine(() => model.backward({ douts: [] }), /forward/);
+  const r = vt.parity(corrupt);
+  assert.equal(r.pass, false);
+  assert.ok(r.error && r.status < 0);
+  model.dispose();
+  throwsEngine(() => model.params(), /disposed/);
+});
+
+// forward + backward over policies, with and without idx_keep; calls check(policy, keep, memory()).
+async function memoryCases(check) {
+  const { model, images } = await fixtureModel();
+  for (const policy of ['none', 'block', 'every:2', 'sqrt', 'selective']) {
+    for (const keep of [null, [[0, 1, 2, 3, 5], [0, 4, 6, 8, 9]]]) {
+      model.setGradCheckpointing(policy);
+      const out = model.encode(images, { needGrad: true, idxKeep: keep || undefined });
+      // the plan is for a full backward: parameter and image gradients
+      model.backward({ douts: [new Float32Array(out.data.length).fill(1)], inputGrad: true });
+      check(`${policy}${keep ? ' idx_keep' : ''}`, model.memory());
+    }
+  }
+  model.dispose();
+}
+
+test('memory(): planned and used bytes by kind after forward + backward', async () => {
+  await memoryCases((what, m) => {
+    assert.ok(m.linear >= 16 << 20);
+    assert.equal(m.used.params, m.planned.params, what);
+    assert.equal(m.used.grads, m.planned.grads, what);
+    assert.equal(m.arena.planned, m.planned.activations, what);
+    assert.ok(m.used.activations > 0 && m.used.activations <= m.planned.activations, what);
+    assert.ok(m.arena.capacity >= m.arena.planned, what);
+  });
+});
+
+// measured == planned, exactly, for a backward that asks for parameter and image gradients (a
+// backward without image gradients skips the patch gradients and uses less than the plan).
+test('memory(): used activations == planned exactly', async () => {
+  const off = [];
+  await memoryCases((what, m) => { if (m.used.activations !== m.planned.activations) off.push(`${what}: planned ${m.planned.activations} used ${m.used.activations}`); });
+  assert.deepEqual(off, []);
+});
+
+test('views are rebuilt after memory growth; old results stay readable', async () => {
+  const { vt, model, images } = await fixtureModel();
+  const out = model.encode(images);
+  const param0 = model.params()[1].data.slice();
+  const staleView = model.params()[1].data;
+  const before = vt.memory().linear;
+  const big = vt.createModel({ preset: 'vit_small_patch16_224' }); // ~88 MB of parameters
+  assert.ok(vt.memory().linear > before + (64 << 20), 'memory grew');
+  assert.equal(staleView.length, 0, 'a view kept across growth is detached (why we never cache one)');
+  assert.deepEqual(Array.from(model.output(0).data), Array.from(out.data));
+  assert.deepEqual(Array.from(model.params()[1].data), Array.from(param0));
+  const again = model.encode(images);
+  assert.deepEqual(Array.from(again.data), Array.from(out.data));
+  big.dispose();
+  model.dispose();
+});
+
+test('safetensors save / load round trip', async () => {
+  const { vt, model } = await fixtureModel();
+  const saved = model.saveSafetensors({ filePrefix: 'w/' });
+  const st = readSafetensors(saved);
+  assert.ok(Object.keys(st.tensors).every((k) => k.startsWith('w/')));
+  const st2 = readSafetensors(fixture('vit_encode.safetensors'));
+  const copy = vt.createModel({ kind: 'lightly', config: st2.meta.config });
+  copy.loadSafetensors(saved, { filePrefix: 'w/' });
+  const a = model.params(), b = copy.params();
+  a.forEach((p, i) => assert.deepEqual(Array.from(b[i].data), Array.from(p.data), p.name));
+  copy.dispose();
+  model.dispose();
+});
+
+test('CLI: the native contract (lines, exit status)', () => {
+  const cli = path.join(REPO, 'web/cli.js');
+  const env = { ...process.env, VITRINE_WASM_DIR: WASM_DIR };
+  const run = (...args) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env });
+  const files = ['vit_encode.safetensors', 'sincos_pos_embed.safetensors'].map((f) => path.join(FIXTURES, f));
+  const ok = run('parity', ...files, '--grad-checkpointing', 'block');
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(ok.stdout, /^PASS .*vit_encode\.safetensors  worst \S+ err \d\.\d{3}e[-+]\d\d torch32_err /m);
+  assert.match(ok.stdout, /2 passed, 0 failed\n$/);
+  const bad = run('parity', files[0], path.join(FIXTURES, 'missing.safetensors'));
+  assert.equal(bad.status, 1);
+  assert.match(bad.stdout, /FAIL .*missing\.safetensors: cannot open .*No such file or directory/);
+  assert.match(bad.stdout, /1 passed, 1 failed\n$/);
+  assert.equal(run('parity').status, 2);
+  assert.equal(run('parity', '--frobnicate', files[0]).status, 2);
+  assert.equal(run('nonsense').status, 2);
+  const plan = run('plan', '--preset', 'vit_tiny_patch16_224', '--batch', '4', '--grad-checkpointing', 'block', '--json');
+  assert.equal(plan.status, 0, plan.stderr);
+  const p = JSON.parse(plan.stdout);
+  assert.equal(p.total, p.params + p.grads + p.optimizer + p.activations);
+  if (existsSync(NATIVE)) {
+    const nat = spawnSync(NATIVE, ['plan', '--preset', 'vit_tiny_patch16_224', '--batch', '4', '--grad-checkpointing', 'block', '--json'], { encoding: 'utf8' });
+    assert.equal(plan.stdout, nat.stdout);
+  }
+  assert.equal(run('plan', '--preset', 'nope').status, 1);
+});

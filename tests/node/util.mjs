@@ -1,0 +1,56 @@
+// util.mjs: shared helpers of the Node tests (not a test file itself).
+// The repo is two levels up; the fixtures are ../shared/fixtures beside it (never copied); the
+// build directory is $VITRINE_BUILD or <repo>/build, holding wasm/ and the native vitrine.
+import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createVitrine } from '../../web/vitrine.js';
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const FIXTURES = path.resolve(REPO, '../shared/fixtures');
+export const BUILD = path.resolve(process.env.VITRINE_BUILD || path.join(REPO, 'build'));
+export const WASM_DIR = path.join(BUILD, 'wasm');
+export const NATIVE = path.join(BUILD, 'vitrine');
+
+export const fixtureNames = () => readdirSync(FIXTURES).filter((f) => f.endsWith('.safetensors')).sort();
+export const fixture = (name) => readFileSync(path.join(FIXTURES, name));
+
+// node:wasi prints an ExperimentalWarning on first use; drop only that one.
+const emitWarning = process.emitWarning;
+process.emitWarning = (warning, ...rest) => {
+  const type = typeof rest[0] === 'string' ? rest[0] : rest[0] && rest[0].type;
+  if (type === 'ExperimentalWarning' && String(warning).includes('WASI')) return;
+  return emitWarning.call(process, warning, ...rest);
+};
+
+// The three builds the suite must pass.
+export const BUILDS = ['simd', 'scalar', 'wasi-simd', 'wasi-scalar'];
+const engines = new Map();
+export function engine(build) {
+  if (!engines.has(build)) engines.set(build, createVitrine({ wasm: build, wasmDir: WASM_DIR }));
+  return engines.get(build);
+}
+
+// A minimal safetensors reader: { meta, tensors: { name: { dtype, shape, bytes } } }.
+export function readSafetensors(buf) {
+  const u8 = buf instanceof Uint8Array ? buf : new Uint8Array(buf);
+  const dv = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
+  const n = Number(dv.getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n)));
+  const meta = header.__metadata__ || {};
+  delete header.__metadata__;
+  const tensors = {};
+  for (const [k, v] of Object.entries(header)) {
+    const [a, b] = v.data_offsets;
+    tensors[k] = { dtype: v.dtype, shape: v.shape, bytes: u8.slice(8 + n + a, 8 + n + b) };
+  }
+  return { meta, tensors };
+}
+export const f32 = (t) => new Float32Array(t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength / 4);
+
+// max|a - b| / max|b|, the parity-format error.
+export function relErr(a, b) {
+  let d = 0, m = 0;
+  for (let i = 0; i < b.length; i++) { d = Math.max(d, Math.abs(a[i] - b[i])); m = Math.max(m, Math.abs(b[i])); }
+  return m > 0 ? d / m : d;
+}

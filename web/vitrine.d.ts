@@ -1,0 +1,120 @@
+// vitrine.d.ts: hand-written types of web/vitrine.js.
+
+export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
+export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
+export type CallName = 'encode' | 'forward' | 'intermediates' | 'intermediates_norm' | 'loss';
+/** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
+export type Policy = string | boolean;
+
+export interface CreateOptions {
+  /** Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
+  wasm?: WasmBuild;
+  /** Where vitrine-*.mjs / *.wasm live. Default: $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm (Node), else ../build/wasm/ next to vitrine.js. */
+  wasmDir?: string | URL;
+}
+
+export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
+export function simdSupported(): boolean;
+
+export class VitrineError extends Error {
+  /** The engine's negative vt_status. */
+  status: number;
+  /** The engine's name for the status (vt_status_name). */
+  code: string | null;
+}
+
+export interface Tensor {
+  data: Float32Array;
+  shape: number[];
+}
+
+export interface ParityTensor { name: string; err: number; torch32_err: number; }
+export interface ParityResult {
+  pass: boolean;
+  status: number;
+  module: string;
+  fn: string;
+  error?: string;
+  worst?: string;
+  err?: number;
+  torch32_err?: number;
+  max_torch32_err: number;
+  tensors: ParityTensor[];
+  /** safetensors bytes of what the engine computed (with dump: true). */
+  dump?: Uint8Array;
+}
+
+export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+
+export class Vitrine {
+  readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
+  /** This build has the SIMD128 kernels (not only -msimd128). */
+  readonly simdKernels: boolean;
+  presets(): string[];
+  createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
+  parity(bytes: Uint8Array | ArrayBuffer, options?: { policy?: string | null; dump?: boolean }): ParityResult;
+  /** Size of the wasm linear memory in bytes. */
+  memory(): { linear: number };
+}
+
+/** ImageData / ImageBitmap (one or an array; normalised with mean/std) or Float32Array NCHW. */
+export type Images = Float32Array | ImageData | ImageBitmap | Array<ImageData | ImageBitmap>
+  | { width: number; height: number; data: Uint8ClampedArray | Uint8Array };
+/** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
+export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
+
+export interface CallOptions {
+  idxMask?: Indices;
+  idxKeep?: Indices;
+  /** lightly: [B, L] True = replace by the mask token; causal / AIM: [B, N] True = causal part. */
+  mask?: ArrayLike<number | boolean> | Array<Array<number | boolean>>;
+  /** causal / AIM: apply the causal part of mask (default true). */
+  isCausal?: boolean;
+  /** Keep what backward needs (per the checkpointing policy). Default false. */
+  needGrad?: boolean;
+  /** For ImageData / ImageBitmap input; default ImageNet's. */
+  mean?: number[];
+  std?: number[];
+}
+
+export interface Param {
+  readonly name: string;
+  readonly shape: number[];
+  readonly numel: number;
+  readonly requiresGrad: boolean;
+  /** A fresh view on each access: read it right away, never keep it across another call. */
+  readonly data: Float32Array;
+  readonly grad: Float32Array | null;
+}
+
+export interface ModelMemory {
+  linear: number;
+  /** The plan of the last call (null before any call). */
+  planned: PlanBytes | null;
+  used: { params: number; grads: number; activations: number };
+  arena: { planned: number; peak: number; capacity: number };
+}
+
+export class Model {
+  readonly kind: ModelKind;
+  readonly dims: { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number };
+  encode(images: Images, options?: CallOptions): Tensor;
+  forward(images: Images, options?: CallOptions): Tensor;
+  forwardIntermediates(images: Images, options?: CallOptions & { norm?: boolean }): { out: Tensor; intermediates: Tensor[] };
+  loss(images: Images, options?: CallOptions): number;
+  /** Output i of the last call, copied out (0 = out, 1.. = intermediates). */
+  output(i?: number): Tensor;
+  outputCount(): number;
+  backward(options?: { douts?: Array<Float32Array | null>; inputGrad?: boolean; paramGrads?: boolean }): { dimages?: Float32Array };
+  setGradCheckpointing(policy: Policy): void;
+  readonly gradCheckpointing: string;
+  setRequiresGrad(name: string, on?: boolean): number;
+  zeroGrad(): void;
+  params(): Param[];
+  loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
+  saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
+  plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
+  memory(): ModelMemory;
+  releaseActivations(): void;
+  dispose(): void;
+}

@@ -1,0 +1,455 @@
+// vitrine.js: the JavaScript shell of the vitrine engine, one ES module for the browser and Node.
+//
+// It loads one wasm build (Emscripten SIMD128 where the host validates SIMD, Emscripten scalar
+// otherwise; in Node also the WASI reactor builds), wraps wasm/exports.c in a small class API,
+// copies images in (ImageData, ImageBitmap, Float32Array NCHW) and copies results out.
+// Rules kept everywhere below: typed-array views over wasm memory are built fresh for each use
+// (memory may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
+// VitrineError carrying the engine's message and status. It does not train (no optimizer here)
+// and does no file I/O of its own except reading the .wasm.
+
+const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
+
+const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
+const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4 };
+const IMAGENET_MEAN = [0.485, 0.456, 0.406];
+const IMAGENET_STD = [0.229, 0.224, 0.225];
+
+// (module (func (result v128) i32.const 0 i8x16.splat i8x16.popcnt)): valid only with SIMD128.
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10,
+  10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+
+export function simdSupported() {
+  try { return WebAssembly.validate(SIMD_PROBE); } catch { return false; }
+}
+
+export class VitrineError extends Error {
+  constructor(message, status, code) {
+    super(message);
+    this.name = 'VitrineError';
+    this.status = status;   // the engine's vt_status (negative)
+    this.code = code;       // the engine's name for it (vt_status_name), e.g. 'bad argument'
+  }
+}
+
+// ---- loading -------------------------------------------------------------------------------
+
+function defaultWasmDir() {
+  if (IS_NODE) {
+    const env = process.env;
+    if (env.VITRINE_WASM_DIR) return env.VITRINE_WASM_DIR;
+    if (env.VITRINE_BUILD) return env.VITRINE_BUILD.replace(/\/?$/, '/') + 'wasm';
+  }
+  return new URL('../build/wasm/', import.meta.url);
+}
+
+// A directory (URL or, in Node, a path) + file name -> URL.
+async function fileUrl(dir, name) {
+  if (dir instanceof URL) return new URL(name, dir.href.endsWith('/') ? dir : dir.href + '/');
+  if (IS_NODE && !/^[a-z]+:\/\//i.test(String(dir))) {
+    const { pathToFileURL } = await import('node:url');
+    const { resolve } = await import('node:path');
+    return pathToFileURL(resolve(String(dir), name));
+  }
+  return new URL(name, String(dir).replace(/\/?$/, '/'));
+}
+
+async function readBytes(url) {
+  if (IS_NODE && url.protocol === 'file:') {
+    const { readFile } = await import('node:fs/promises');
+    const { fileURLToPath } = await import('node:url');
+    return new Uint8Array(await readFile(fileURLToPath(url)));
+  }
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`cannot load ${url}: HTTP ${res.status}`);
+  return new Uint8Array(await res.arrayBuffer());
+}
+
+// Emscripten build: an ES module factory. We hand it the bytes ourselves (Emscripten 3.1.6 would
+// otherwise try fetch() on a path in Node).
+async function loadEmscripten(dir, variant) {
+  const glue = await fileUrl(dir, `vitrine-${variant}.mjs`);
+  const wasmBinary = await readBytes(await fileUrl(dir, `vitrine-${variant}.wasm`));
+  const { default: factory } = await import(glue.href);
+  const M = await factory({ wasmBinary, print: () => {}, printErr: () => {} });
+  return {
+    fn: (name) => M['_' + name],
+    buffer: () => M.HEAPU8.buffer, // the glue re-points HEAPU8 when memory grows
+  };
+}
+
+async function loadWasi(dir, variant) {
+  if (!IS_NODE) throw new Error('the WASI build runs in Node only; use wasm: "simd" or "scalar"');
+  const { WASI } = await import('node:wasi');
+  const bytes = await readBytes(await fileUrl(dir, `vitrine-wasi-${variant}.wasm`));
+  const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
+  const { instance } = await WebAssembly.instantiate(bytes, wasi.getImportObject());
+  wasi.initialize(instance);
+  const ex = instance.exports;
+  return { fn: (name) => ex[name], buffer: () => ex.memory.buffer };
+}
+
+/**
+ * createVitrine({ wasm: 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar', wasmDir })
+ * Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. 'wasi' is the WASI SIMD
+ * build where SIMD validates (else WASI scalar), Node only.
+ */
+export async function createVitrine(options = {}) {
+  const simd = simdSupported();
+  let build = options.wasm || (simd ? 'simd' : 'scalar');
+  if (build === 'wasi') build = simd ? 'wasi-simd' : 'wasi-scalar';
+  const dir = options.wasmDir || defaultWasmDir();
+  let low;
+  if (build === 'simd' || build === 'scalar') low = await loadEmscripten(dir, build);
+  else if (build === 'wasi-simd' || build === 'wasi-scalar') low = await loadWasi(dir, build.slice(5));
+  else throw new Error(`unknown wasm build '${build}' (simd, scalar, wasi, wasi-simd, wasi-scalar)`);
+  return new Vitrine(low, build);
+}
+
+// ---- the engine ------------------------------------------------------------------------------
+
+export class Vitrine {
+  constructor(low, build) {
+    this._low = low;
+    this.build = build;
+    const names = ['vtw_last_error', 'vtw_status_name', 'vtw_kernels_simd', 'vtw_preset_name',
+      'vtw_model_create', 'vtw_model_dims', 'vtw_model_free', 'vtw_param_count', 'vtw_param_name',
+      'vtw_param_ndim', 'vtw_param_dim', 'vtw_param_numel', 'vtw_param_data', 'vtw_param_grad',
+      'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
+      'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
+      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
+      'vtw_arena_stats', 'vtw_release_activations', 'vtw_parity_run', 'malloc', 'free'];
+    this._c = {};
+    for (const n of names) {
+      const f = low.fn(n);
+      if (typeof f !== 'function') throw new Error(`wasm build ${build} does not export ${n}`);
+      this._c[n.replace(/^vtw_/, '')] = f;
+    }
+    this.simdKernels = this._c.kernels_simd() === 1;
+  }
+
+  // Fresh views on every use: never keep one across a call into wasm.
+  u8() { return new Uint8Array(this._low.buffer()); }
+  f32(ptr, n) { return new Float32Array(this._low.buffer(), ptr >>> 0, n); }
+  f64(ptr, n) { return new Float64Array(this._low.buffer(), ptr >>> 0, n); }
+  u32(ptr, n) { return new Uint32Array(this._low.buffer(), ptr >>> 0, n); }
+  i32(ptr, n) { return new Int32Array(this._low.buffer(), ptr >>> 0, n); }
+
+  alloc(bytes) {
+    const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
+    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2, 'VT_ERR_NOMEM');
+    return p;
+  }
+  free(p) { if (p) this._c.free(p); }
+  copyIn(bytes) { // a typed array -> a new wasm allocation
+    const src = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const p = this.alloc(src.length);
+    this.u8().set(src, p);
+    return p;
+  }
+  cstring(ptr) {
+    ptr >>>= 0;
+    if (!ptr) return null;
+    const u8 = this.u8();
+    let end = ptr;
+    while (u8[end]) end++;
+    return new TextDecoder().decode(u8.subarray(ptr, end));
+  }
+  str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
+  // Runs fn(...ptrs) with C strings made from strs, freed afterwards.
+  withStrings(strs, fn) {
+    const ptrs = [];
+    try {
+      for (const s of strs) ptrs.push(s == null ? 0 : this.str(s));
+      return fn(...ptrs);
+    } finally { ptrs.forEach((p) => this.free(p)); }
+  }
+  error(status) {
+    const msg = this.cstring(this._c.last_error()) || 'unknown error';
+    return new VitrineError(msg, status, this.cstring(this._c.status_name(status)));
+  }
+  check(rc) { if (rc < 0) throw this.error(rc); return rc; }
+
+  presets() {
+    const out = [];
+    for (let i = 0; ; i++) { const n = this.cstring(this._c.preset_name(i)); if (!n) break; out.push(n); }
+    return out;
+  }
+
+  /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
+   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
+  createModel({ preset, config, kind = 'timm' } = {}) {
+    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1, 'VT_ERR_ARG');
+    const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
+    const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
+    const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(KINDS[kind], p, j, bytes));
+    this.check(h);
+    return new Model(this, h, kind);
+  }
+
+  /** Runs a parity file (parity-format.md). Returns the engine's result; with dump, `dump` holds
+   * the safetensors bytes of what the engine computed. */
+  parity(bytes, { policy = null, dump = false } = {}) {
+    const p = this.copyIn(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+    const out = this.alloc(16);
+    try {
+      const rc = this.withStrings([policy || ''], (pol) => this._c.parity_run(p, bytes.byteLength, pol, dump ? 1 : 0, out));
+      const [jp, jl, dp, dl] = this.u32(out, 4);
+      const text = jp ? new TextDecoder().decode(this.u8().subarray(jp, jp + jl)) : null;
+      const result = text ? JSON.parse(text) : { pass: false, status: rc, error: this.cstring(this._c.last_error()) };
+      if (dp) result.dump = this.u8().slice(dp, dp + dl);
+      this.free(jp);
+      this.free(dp);
+      return result;
+    } finally { this.free(p); this.free(out); }
+  }
+
+  /** The wasm linear memory, in bytes. */
+  memory() { return { linear: this._low.buffer().byteLength }; }
+}
+
+// ---- images ----------------------------------------------------------------------------------
+
+function isImageLike(x) {
+  return x && typeof x === 'object' && typeof x.width === 'number' && typeof x.height === 'number' &&
+    (x.data instanceof Uint8ClampedArray || x.data instanceof Uint8Array);
+}
+function isBitmap(x) { return typeof ImageBitmap !== 'undefined' && x instanceof ImageBitmap; }
+
+// ImageBitmap -> ImageData of size S x S (resized) through an OffscreenCanvas (browser only).
+function bitmapToImageData(bm, S) {
+  if (typeof OffscreenCanvas === 'undefined') throw new Error('ImageBitmap input needs OffscreenCanvas');
+  const ctx = new OffscreenCanvas(S, S).getContext('2d');
+  ctx.drawImage(bm, 0, 0, S, S);
+  return ctx.getImageData(0, 0, S, S);
+}
+
+// Images -> Float32Array NCHW. Float32Array passes through (its length is checked); ImageData /
+// ImageBitmap (one or an array) are normalised with mean / std (ImageNet by default).
+function toNCHW(images, dims, { mean = IMAGENET_MEAN, std = IMAGENET_STD } = {}) {
+  const { img, chans } = dims;
+  const per = chans * img * img;
+  if (images instanceof Float32Array) {
+    if (images.length === 0 || images.length % per)
+      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1, 'VT_ERR_ARG');
+    return { data: images, batch: images.length / per };
+  }
+  const list = Array.isArray(images) ? images : [images];
+  if (!list.length) throw new VitrineError('images: empty list', -1, 'VT_ERR_ARG');
+  const out = new Float32Array(list.length * per);
+  list.forEach((im, b) => {
+    if (isBitmap(im)) im = bitmapToImageData(im, img);
+    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1, 'VT_ERR_ARG');
+    if (im.width !== img || im.height !== img)
+      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1, 'VT_ERR_ARG');
+    const px = img * img;
+    for (let i = 0; i < px; i++) {
+      const r = im.data[4 * i] / 255, g = im.data[4 * i + 1] / 255, bl = im.data[4 * i + 2] / 255;
+      if (chans === 1) out[b * per + i] = ((r + g + bl) / 3 - mean[0]) / std[0];
+      else {
+        const rgb = [r, g, bl];
+        for (let c = 0; c < chans; c++) out[b * per + c * px + i] = (rgb[c % 3] - mean[c % 3]) / std[c % 3];
+      }
+    }
+  });
+  return { data: out, batch: list.length };
+}
+
+// Index lists [B, K] (flat or nested; numbers or bigints) -> BigInt64Array, K.
+function toIndices(name, x, batch) {
+  if (x == null) return null;
+  const flat = x instanceof BigInt64Array ? x : BigInt64Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => BigInt(v)));
+  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1, 'VT_ERR_ARG');
+  return { data: flat, k: flat.length / batch };
+}
+function toMask(x) {
+  if (x == null) return null;
+  return Uint8Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => (v ? 1 : 0)));
+}
+
+// ---- models ----------------------------------------------------------------------------------
+
+export class Model {
+  constructor(vt, handle, kind) {
+    this._vt = vt;
+    this._h = handle;
+    this.kind = kind;
+    this._inputs = [];   // wasm allocations of the last forward's inputs (kept for backward)
+    this._last = null;   // { fn, batch, nImages, sizes } of the last forward
+    const d = vt.alloc(32);
+    try {
+      vt.check(vt._c.model_dims(handle, d));
+      const [, img, patch, chans, dim, depth, heads, prefix] = vt.i32(d, 8);
+      this.dims = { img, patch, chans, dim, depth, heads, prefix };
+    } finally { vt.free(d); }
+  }
+  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7, 'VT_ERR_STATE'); return this._vt._c; }
+
+  dispose() {
+    if (!this._h) return;
+    this._freeInputs();
+    this._vt._c.model_free(this._h);
+    this._h = 0;
+  }
+  _freeInputs() { this._inputs.forEach((p) => this._vt.free(p)); this._inputs = []; }
+
+  /** requires_grad for parameters named `name` or under `name.` ('' = all). Returns the count. */
+  setRequiresGrad(name, on = true) {
+    const c = this._c;
+    return this._vt.check(this._vt.withStrings([name], (n) => c.set_requires_grad(this._h, n, on ? 1 : 0)));
+  }
+  zeroGrad() { this._c.zero_grad(this._h); }
+
+  /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' */
+  setGradCheckpointing(policy) {
+    const c = this._c;
+    if (policy === true) policy = 'block';
+    if (policy === false || policy == null) policy = 'none';
+    this._vt.check(this._vt.withStrings([policy], (p) => c.set_grad_checkpointing(this._h, p)));
+  }
+  get gradCheckpointing() { return this._vt.cstring(this._c.get_grad_checkpointing(this._h)); }
+
+  /** The parameter table. data / grad are getters that build a fresh view each time: read them
+   * right away, never keep them across another call. grad is null for a frozen parameter. */
+  params() {
+    const c = this._c, vt = this._vt, h = this._h;
+    const n = vt.check(c.param_count(h));
+    const out = [];
+    for (let i = 0; i < n; i++) {
+      const ndim = vt.check(c.param_ndim(h, i));
+      const shape = [];
+      for (let d = 0; d < ndim; d++) shape.push(vt.check(c.param_dim(h, i, d)));
+      const numel = c.param_numel(h, i);
+      out.push({
+        name: vt.cstring(c.param_name(h, i)), shape, numel,
+        get requiresGrad() { return c.param_requires_grad(h, i) === 1; },
+        get data() { return vt.f32(c.param_data(h, i), numel); },
+        get grad() { const p = c.param_grad(h, i) >>> 0; return p ? vt.f32(p, numel) : null; },
+      });
+    }
+    return out;
+  }
+
+  loadSafetensors(bytes, { modelPrefix = '', filePrefix = '' } = {}) {
+    const vt = this._vt, c = this._c;
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = vt.copyIn(u8);
+    try {
+      vt.check(vt.withStrings([modelPrefix, filePrefix], (mp, fp) => c.load_safetensors(this._h, p, u8.length, mp, fp)));
+    } finally { vt.free(p); }
+  }
+  saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(8);
+    try {
+      vt.check(vt.withStrings([modelPrefix, filePrefix], (mp, fp) => c.save_safetensors(this._h, mp, fp, out)));
+      const [p, n] = vt.u32(out, 2);
+      const bytes = vt.u8().slice(p, p + n);
+      vt.free(p);
+      return bytes;
+    } finally { vt.free(out); }
+  }
+
+  // ---- calls ----
+  _run(fn, images, opts = {}) {
+    const vt = this._vt, c = this._c;
+    const { data, batch } = toNCHW(images, this.dims, opts);
+    const idxMask = toIndices('idxMask', opts.idxMask, batch);
+    const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
+    const mask = toMask(opts.mask);
+    this._freeInputs();
+    this._last = null;
+    const put = (arr) => { if (!arr) return 0; const p = vt.copyIn(arr); this._inputs.push(p); return p; };
+    const pImg = put(data), pMask = put(idxMask && idxMask.data), pKeep = put(idxKeep && idxKeep.data), pM = put(mask);
+    const needGrad = opts.needGrad ? 1 : 0;
+    vt.check(c.forward(this._h, fn, pImg, batch, pMask, idxMask ? idxMask.k : 0, pKeep, idxKeep ? idxKeep.k : 0,
+      pM, opts.isCausal === false ? 0 : 1, needGrad));
+    this._last = { fn, batch, nImages: data.length, sizes: { batch, nMask: idxMask ? idxMask.k : 0, nKeep: idxKeep ? idxKeep.k : 0, mask: !!mask, needGrad: !!needGrad } };
+  }
+  /** Output i of the last call, copied out: { data: Float32Array, shape }. */
+  output(i = 0) {
+    const vt = this._vt, c = this._c;
+    const s = vt.alloc(24);
+    try {
+      const p = c.output(this._h, i, s, s + 16) >>> 0;
+      if (!p) throw vt.error(-1);
+      const ndim = vt.i32(s + 16, 1)[0];
+      const shape = Array.from(vt.i32(s, ndim));
+      const n = shape.reduce((a, b) => a * b, 1);
+      return { data: vt.f32(p, n).slice(), shape };
+    } finally { vt.free(s); }
+  }
+  outputCount() { return this._c.output_count(this._h); }
+
+  /** lightly encode / timm forward_features: [B, T, D]. opts: idxMask, idxKeep, mask, isCausal,
+   * needGrad (keep what backward needs), mean, std (for ImageData). */
+  encode(images, opts) { this._run(FN.encode, images, opts); return this.output(0); }
+  /** lightly forward: the pooled [B, D]. */
+  forward(images, opts) { this._run(FN.forward, images, opts); return this.output(0); }
+  /** { out, intermediates: [B, T, D] per block }; opts.norm applies the final norm to each. */
+  forwardIntermediates(images, opts = {}) {
+    this._run(opts.norm ? FN.intermediates_norm : FN.intermediates, images, opts);
+    const n = this.outputCount();
+    const intermediates = [];
+    for (let i = 1; i < n; i++) intermediates.push(this.output(i));
+    return { out: this.output(0), intermediates };
+  }
+  /** MAE / AIM training loss (a number). */
+  loss(images, opts) { this._run(FN.loss, images, opts); return this._c.loss_value(this._h); }
+
+  /** Backward of the last call made with needGrad. douts: upstream gradient per output
+   * (Float32Array or null; omit for a loss). Parameter gradients accumulate unless
+   * paramGrads: false. With inputGrad: true, returns { dimages: Float32Array }. */
+  backward({ douts = [], inputGrad = false, paramGrads = true } = {}) {
+    const vt = this._vt, c = this._c;
+    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7, 'VT_ERR_STATE');
+    const ptrs = [];
+    try {
+      const dp = douts.map((d) => { if (!d) return 0; const p = vt.copyIn(d); ptrs.push(p); return p; });
+      const arr = vt.alloc(4 * Math.max(1, dp.length)); ptrs.push(arr);
+      vt.u32(arr, dp.length).set(dp);
+      let dimg = 0;
+      if (inputGrad) { dimg = vt.alloc(4 * this._last.nImages); ptrs.push(dimg); vt.f32(dimg, this._last.nImages).fill(0); }
+      vt.check(c.backward(this._h, dp.length ? arr : 0, dp.length, dimg, paramGrads ? 1 : 0));
+      return inputGrad ? { dimages: vt.f32(dimg, this._last.nImages).slice() } : {};
+    } finally { ptrs.forEach((p) => vt.free(p)); }
+  }
+
+  /** Bytes a call needs, by kind, before anything is allocated. fn: encode | forward |
+   * intermediates | intermediates_norm | loss. */
+  plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
+    const vt = this._vt, c = this._c;
+    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1, 'VT_ERR_ARG');
+    const out = vt.alloc(40);
+    try {
+      vt.check(c.plan(this._h, FN[fn], batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out));
+      const [params, grads, optimizer, activations, total] = vt.f64(out, 5);
+      return { params, grads, optimizer, activations, total };
+    } finally { vt.free(out); }
+  }
+
+  /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size. */
+  memory() {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(24);
+    let planned = null;
+    try {
+      vt.check(c.arena_stats(this._h, out));
+      const [arenaPlanned, peak, capacity] = vt.f64(out, 3);
+      let params = 0, grads = 0;
+      this.params().forEach((p, i) => { params += 4 * p.numel; if (c.param_grad(this._h, i) >>> 0) grads += 4 * p.numel; });
+      if (this._last) {
+        const s = this._last.sizes;
+        const fnName = Object.keys(FN).find((k) => FN[k] === this._last.fn);
+        planned = this.plan(fnName, { batch: s.batch, tokensKept: s.nKeep, tokensMasked: s.nMask, mask: s.mask, needGrad: s.needGrad });
+      }
+      return {
+        linear: vt._low.buffer().byteLength,
+        planned,
+        used: { params, grads, activations: peak },
+        arena: { planned: arenaPlanned, peak, capacity },
+      };
+    } finally { vt.free(out); }
+  }
+  releaseActivations() { this._c.release_activations(this._h); this._last = null; }
+}
