@@ -105,38 +105,36 @@ static int resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, int
     }
     if (m->policy.kind != VT_POL_BUDGET || !need_grad) return VT_OK;
     size_t budget = m->policy.budget / sizeof(float);
-    int nck[3] = {0, 0, 0}, nsel[3] = {0, 0, 0};
-    for (;;) {
-        size_t cur = plan_floats(m, fn, in, need_grad, lays);
-        if (cur <= budget) return VT_OK;
-        double best = 0;
-        int bk = -1, bmove = -1;
-        for (int k = 0; k < 3; k++) {
-            const vt_chain *c = chain_k(m, k);
-            if (!c) continue;
-            for (int move = 0; move < 3; move++) {
-                int a = nck[k], s = nsel[k];
-                if (move == 0 && a + s < c->depth) s++;               /* full -> selective */
-                else if (move == 1 && s > 0) { s--; a++; }             /* selective -> block */
-                else if (move == 2 && a + s < c->depth) a++;           /* full -> block */
-                else continue;
-                vt_chain_layout save = lays[k];
-                vt_layout_mix(c, a, s, &lays[k]);
-                size_t np = plan_floats(m, fn, in, need_grad, lays);
-                lays[k] = save;
-                if (np >= cur) continue;
-                double full = vt_block_flops(c, in->batch, T[k], 0);
-                double selc = vt_block_flops(c, in->batch, T[k], 1);
-                double cost = move == 0 ? selc : move == 1 ? full - selc : full;
-                double score = (double)(cur - np) / (cost > 0 ? cost : 1);
-                if (score > best) { best = score; bk = k; bmove = move; }
+    /* a single move can raise the peak (it adds a re-computation slot), so search the whole
+     * (checkpointed, selective) grid of the encoder, other chains in proportion, and keep the
+     * fitting layout with the least re-computed flops */
+    const vt_chain *c0 = chain_k(m, 0);
+    int d0 = c0->depth;
+    double best_cost = -1;
+    vt_chain_layout best_lay[3], tl[3];
+    for (int a = 0; a <= d0; a++)
+        for (int s = 0; a + s <= d0; s++) {
+            double cost = 0;
+            memcpy(tl, lays, sizeof tl);
+            for (int k = 0; k < 3; k++) {
+                const vt_chain *c = chain_k(m, k);
+                if (!c) continue;
+                int ak = d0 ? (int)lround((double)a * c->depth / d0) : 0;
+                int sk = d0 ? (int)lround((double)s * c->depth / d0) : 0;
+                if (ak + sk > c->depth) sk = c->depth - ak;
+                vt_layout_mix(c, ak, sk, &tl[k]);
+                double full = vt_block_flops(c, in->batch, T[k], 0), selc = vt_block_flops(c, in->batch, T[k], 1);
+                cost += ak * full + sk * selc;
+            }
+            if (best_cost >= 0 && cost >= best_cost) continue;
+            if (plan_floats(m, fn, in, need_grad, tl) <= budget) {
+                best_cost = cost;
+                memcpy(best_lay, tl, sizeof best_lay);
             }
         }
-        if (bk < 0) break;
-        if (bmove == 0) nsel[bk]++;
-        else if (bmove == 1) { nsel[bk]--; nck[bk]++; }
-        else nck[bk]++;
-        vt_layout_mix(chain_k(m, bk), nck[bk], nsel[bk], &lays[bk]);
+    if (best_cost >= 0) {
+        memcpy(lays, best_lay, sizeof best_lay);
+        return VT_OK;
     }
     /* nothing fits: report the smallest plan any policy reaches */
     size_t best = (size_t)-1;

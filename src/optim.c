@@ -7,6 +7,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__wasm_simd128__) && defined(VT_HAVE_SIMD_KERNELS)
+#include "kernels/kernels_simd.h"
+#define ADAMW_UPDATE vt_simd_adamw_update /* same bits as the loop below, 4 lanes at a time */
+#else
+#define ADAMW_UPDATE vt_adamw_update
+#endif
 
 /* One AdamW step on n floats; t is the 1-based step count after this update.
  *   p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
@@ -97,7 +103,7 @@ int vt_optimizer_step(vt_model *m, float lr) {
     for (int i = 0; i < m->pt.n; i++) {
         const vt_param *p = &m->pt.p[i];
         if (p->goff < 0) continue;
-        vt_adamw_update(m->pt.data + p->off, m->pt.grad + p->goff, m->opt_m + p->goff, m->opt_v + p->goff,
+        ADAMW_UPDATE(m->pt.data + p->off, m->pt.grad + p->goff, m->opt_m + p->goff, m->opt_v + p->goff,
                         p->numel, m->opt_t, lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
     }
     return VT_OK;

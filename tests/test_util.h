@@ -46,9 +46,11 @@ static int tu_check(int ok, const char *file, int line, const char *fmt, ...) {
     return 0;
 }
 #define CHECK(cond, ...) tu_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
-/* A call that must succeed: prints the engine's message when it does not. */
-#define CHECK_OK(rc, what) tu_check((rc) == VT_OK, __FILE__, __LINE__, "%s: rc %d (%s): %s", (what), (rc), \
-                                    vt_status_name(rc), vt_last_error())
+/* A call that must succeed: prints the engine's message when it does not. rc is evaluated once. */
+#define CHECK_OK(rc, what) tu_check_ok((rc), (what), __FILE__, __LINE__)
+static int tu_check_ok(int rc, const char *what, const char *file, int line) {
+    return tu_check(rc == VT_OK, file, line, "%s: rc %d (%s): %s", what, rc, vt_status_name(rc), vt_last_error());
+}
 /* A call that must fail with `want` and a message containing `word` (NULL: any message). */
 #define CHECK_ERR(rc, want, word, what) tu_check_err((rc), (want), (word), (what), __FILE__, __LINE__)
 static int tu_check_err(int rc, int want, const char *word, const char *what, const char *file, int line) {

@@ -19,7 +19,8 @@ void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
 
 /* Per row of D: mean, biased variance, rstd = 1/sqrt(var+eps); out = (x-mean)*rstd*w + b.
  * out may alias inp (in place).
- * w/b may be NULL (identity affine). mean/rstd [M] are saved for the backward. */
+ * w and b may each be NULL (no scale / no shift). mean/rstd [M] (may be NULL) are saved for
+ * the backward. */
 void vt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int M, int D, float eps);
 void vt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,

@@ -63,7 +63,8 @@ void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float 
         float rs = 1.0f / sqrtf(v / (float)D + eps);
         for (int i = 0; i < D; i++) {
             float n = (x[i] - mu) * rs;
-            y[i] = w ? n * w[i] + b[i] : n;
+            if (w) n *= w[i];
+            y[i] = b ? n + b[i] : n;
         }
         if (mean) mean[m] = mu;
         if (rstd) rstd[m] = rs;

@@ -1,0 +1,672 @@
+/* kernels_simd.c: WebAssembly SIMD128 kernels (wasm_f32x4_*, no relaxed-simd, no FMA), one per
+ * scalar reference in kernels_ref.c, same signatures and conventions (kernels.h): backward +=,
+ * NULL gradient = skip, gelu_backward overwrites and may alias. Every vectorised loop has a
+ * scalar tail; nothing allocates. Compiles to nothing without -msimd128.
+ *
+ * Where the reference's summation order is kept, results are bit-identical (matmul backward incl.
+ * dbias, layernorm db, attention dv, AdamW); dot products over contiguous memory use 4 lane-wise
+ * partial sums, so they differ from the reference by reassociation only. erf/exp are our own
+ * f32x4 approximations (<= 2 ulp / 1 ulp from libm, measured by the test).
+ *
+ * Matmul layout (Linear weight [N,K]):
+ *   forward  out[M,N] = inp[M,K] w[N,K]^T   dot products over contiguous K: register tile of
+ *            MR rows x NR weight rows of f32x4 accumulators, one horizontal reduction at the end.
+ *   backward dinp[M,K] += dout[M,N] w[N,K] and dw[N,K] += dout^T inp[M,K]: both are
+ *            "C[i,:] += sum_j A(i,j) B[j,:]" with B rows contiguous, so one broadcast kernel
+ *            (splat A, multiply-add whole B vectors) serves both, A addressed with strides. */
+#if defined(__wasm_simd128__)
+#include "kernels_simd.h"
+#include <math.h>
+#include <wasm_simd128.h>
+
+#define VT_INLINE static inline __attribute__((always_inline))
+
+typedef v128_t f32x4;
+#define LD(p) wasm_v128_load(p)
+#define ST(p, v) wasm_v128_store((p), (v))
+#define SPLAT(x) wasm_f32x4_splat(x)
+#define LDSPLAT(p) wasm_v128_load32_splat(p)
+#define ADD wasm_f32x4_add
+#define SUB wasm_f32x4_sub
+#define MUL wasm_f32x4_mul
+#define MADD(acc, a, b) wasm_f32x4_add((acc), wasm_f32x4_mul((a), (b))) /* no FMA in SIMD128 */
+
+/* Sum of the 4 lanes: pairwise ((l0+l2)+(l1+l3)). */
+VT_INLINE float hsum(f32x4 v) {
+    f32x4 s = ADD(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
+    s = ADD(s, wasm_i32x4_shuffle(s, s, 1, 0, 3, 2));
+    return wasm_f32x4_extract_lane(s, 0);
+}
+
+/* [hsum(a), hsum(b), hsum(c), hsum(d)] in 6 shuffles + 3 adds (a 4x4 transpose-and-add). */
+VT_INLINE f32x4 hsum4(f32x4 a, f32x4 b, f32x4 c, f32x4 d) {
+    f32x4 ab = ADD(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
+    f32x4 cd = ADD(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
+    return ADD(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
+}
+
+/* Load the n (0..3) floats at p, zero-padded: the K tail of a dot product without reading past
+ * the row (which might be the end of linear memory). */
+VT_INLINE f32x4 load_partial(const float *p, int n) {
+    return wasm_f32x4_make(n > 0 ? p[0] : 0.0f, n > 1 ? p[1] : 0.0f, n > 2 ? p[2] : 0.0f, 0.0f);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* expf and erff, f32x4                                                                        */
+
+/* exp(x) = 2^n exp(r), n = round(x log2 e), r = x - n ln2 with ln2 split in two (Cody-Waite) so
+ * r is accurate; exp(r) on |r| <= ln2/2 by the Cephes expf polynomial (~1 ulp). 2^n is applied as
+ * two factors 2^(n/2) 2^(n-n/2) so that subnormal results round once, like libm; x is clamped
+ * to [-104, 89] first, beyond which the scaling itself gives 0 and +inf. -inf -> 0 (masked
+ * softmax logits), NaN propagates. */
+VT_INLINE f32x4 exp_f32x4(f32x4 x) {
+    f32x4 xc = wasm_f32x4_min(wasm_f32x4_max(x, SPLAT(-104.0f)), SPLAT(89.0f));
+    f32x4 n = wasm_f32x4_nearest(MUL(xc, SPLAT(1.44269504088896341f)));
+    f32x4 r = SUB(xc, MUL(n, SPLAT(0.693359375f)));
+    r = SUB(r, MUL(n, SPLAT(-2.12194440e-4f)));
+    f32x4 p = SPLAT(1.9875691500e-4f);
+    p = MADD(SPLAT(1.3981999507e-3f), p, r);
+    p = MADD(SPLAT(8.3334519073e-3f), p, r);
+    p = MADD(SPLAT(4.1665795894e-2f), p, r);
+    p = MADD(SPLAT(1.6666665459e-1f), p, r);
+    p = MADD(SPLAT(5.0000001201e-1f), p, r);
+    f32x4 y = ADD(ADD(MUL(p, MUL(r, r)), r), SPLAT(1.0f));
+    v128_t ni = wasm_i32x4_trunc_sat_f32x4(n);
+    v128_t n1 = wasm_i32x4_shr(ni, 1), n2 = wasm_i32x4_sub(ni, n1);
+    v128_t bias = wasm_i32x4_splat(127);
+    y = MUL(y, wasm_i32x4_shl(wasm_i32x4_add(n1, bias), 23));
+    return MUL(y, wasm_i32x4_shl(wasm_i32x4_add(n2, bias), 23));
+}
+
+/* erf in two pieces, each written so that its rounding errors are small against the result:
+ *   |z| <  0.875: erf(z) = z + z S(z^2), S = erf(z)/z - 1 a degree-5 polynomial (relative error
+ *                 of the fit 1.2e-8); the correction z S is at most 0.1 z, so its rounding
+ *                 barely reaches the result.
+ *   |z| >= 0.875: erf(z) = 1 - exp(-z^2) R(z), R = erfc(z) exp(z^2) a 3/3 rational (fit 4.1e-8
+ *                 on [0.85, 3.93]); erfc <= 0.22 here, so its few-ulp error shrinks by 4x or
+ *                 more once subtracted from 1.
+ * Both fits are relative-error minimax (Lawson iterations at 40 digits), coefficients rounded to
+ * float. |z| is clamped to 4, where erfc(4) = 1.5e-8 already rounds 1 - erfc to 1.0f. Both
+ * pieces are computed for all lanes and blended (no data-dependent branches); NaN propagates. */
+VT_INLINE f32x4 erf_f32x4(f32x4 z) {
+    const v128_t sign = wasm_i32x4_splat((int32_t)0x80000000);
+    f32x4 az = wasm_f32x4_min(wasm_f32x4_abs(z), SPLAT(4.0f));
+    f32x4 u = MUL(az, az);
+    /* small: az + az S(u), S(0) = 2/sqrt(pi) - 1 */
+    f32x4 s = SPLAT(-0x1.3f79e4p-11f);
+    s = MADD(SPLAT(0x1.48809cp-8f), s, u);
+    s = MADD(SPLAT(-0x1.b6c076p-6f), s, u);
+    s = MADD(SPLAT(0x1.ce1decp-4f), s, u);
+    s = MADD(SPLAT(-0x1.8126fap-2f), s, u);
+    s = MADD(SPLAT(0.128379167f), s, u);
+    f32x4 r_small = MADD(az, az, s);
+    /* big: 1 - exp(-u) P(az)/Q(az) */
+    f32x4 p = SPLAT(-0x1.4b820ap-14f);
+    p = MADD(SPLAT(0x1.e5264ap-3f), p, az);
+    p = MADD(SPLAT(0x1.7a4058p-1f), p, az);
+    p = MADD(SPLAT(0x1.0042fap+0f), p, az);
+    f32x4 q = SPLAT(0x1.ab374ap-2f);
+    q = MADD(SPLAT(0x1.54f790p+0f), q, az);
+    q = MADD(SPLAT(0x1.dfa60ap+0f), q, az);
+    q = MADD(SPLAT(1.0f), q, az);
+    f32x4 erfc = MUL(exp_f32x4(wasm_f32x4_neg(u)), wasm_f32x4_div(p, q));
+    f32x4 r_big = SUB(SPLAT(1.0f), erfc);
+    f32x4 r = wasm_v128_bitselect(r_big, r_small, wasm_f32x4_ge(az, SPLAT(0.875f)));
+    return wasm_v128_or(r, wasm_v128_and(z, sign));
+}
+
+void vt_simd_erf(float *out, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(out + i, erf_f32x4(LD(x + i)));
+    for (; i < n; i++) out[i] = wasm_f32x4_extract_lane(erf_f32x4(SPLAT(x[i])), 0);
+}
+
+void vt_simd_exp(float *out, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(out + i, exp_f32x4(LD(x + i)));
+    for (; i < n; i++) out[i] = wasm_f32x4_extract_lane(exp_f32x4(SPLAT(x[i])), 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* matmul forward: out[M,N] = inp[M,K] @ w[N,K]^T + bias                                      */
+
+#ifndef VT_MM_MR
+#define VT_MM_MR 4 /* rows of inp per tile */
+#endif
+#ifndef VT_MM_NR
+#define VT_MM_NR 2 /* rows of w (output columns) per tile */
+#endif
+/* Weight rows per block: the w block (NB x K floats) is reused by every row tile of inp, so keep
+ * it within ~256 KB (L2) while inp's MR rows stay in L1. */
+#define VT_MM_WBLOCK_FLOATS (64 * 1024)
+
+/* One mr x nr tile (mr <= 4, nr <= 4, compile-time constants after inlining). acc[i][j] holds 4
+ * lane-wise partial sums of inp[i,:] . w[j,:]; the K tail (K % 4) is one zero-padded step. */
+VT_INLINE void matmul_forward_tile(float *out, int ldo, const float *a, const float *w,
+                                   const float *bias, int K, const int mr, const int nr) {
+    f32x4 acc[4][4];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) acc[i][j] = wasm_f32x4_const_splat(0.0f);
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        f32x4 av[4], wv[4];
+        for (int i = 0; i < mr; i++) av[i] = LD(a + (size_t)i * K + k);
+        for (int j = 0; j < nr; j++) wv[j] = LD(w + (size_t)j * K + k);
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++) acc[i][j] = MADD(acc[i][j], av[i], wv[j]);
+    }
+    if (k < K) {
+        f32x4 av[4], wv[4];
+        for (int i = 0; i < mr; i++) av[i] = load_partial(a + (size_t)i * K + k, K - k);
+        for (int j = 0; j < nr; j++) wv[j] = load_partial(w + (size_t)j * K + k, K - k);
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++) acc[i][j] = MADD(acc[i][j], av[i], wv[j]);
+    }
+    const f32x4 zero = wasm_f32x4_const_splat(0.0f);
+    for (int i = 0; i < mr; i++) {
+        f32x4 s = hsum4(acc[i][0], nr > 1 ? acc[i][1] : zero, nr > 2 ? acc[i][2] : zero,
+                        nr > 3 ? acc[i][3] : zero);
+        float *o = out + (size_t)i * ldo;
+        if (nr == 4) {
+            if (bias) s = ADD(s, LD(bias));
+            ST(o, s);
+        } else {
+            float sv[4];
+            ST(sv, s);
+            for (int j = 0; j < nr; j++) o[j] = bias ? sv[j] + bias[j] : sv[j];
+        }
+    }
+}
+
+/* mr is a run-time 1..MR here; dispatch to the constant-size tile. */
+VT_INLINE void matmul_forward_tile_mr(float *out, int ldo, const float *a, const float *w,
+                                      const float *bias, int K, int mr, const int nr) {
+    _Static_assert(VT_MM_MR >= 1 && VT_MM_MR <= 4 && VT_MM_NR >= 1 && VT_MM_NR <= 4, "tile");
+    switch (mr) {
+    case 1: matmul_forward_tile(out, ldo, a, w, bias, K, 1, nr); break;
+    case 2: matmul_forward_tile(out, ldo, a, w, bias, K, 2 <= VT_MM_MR ? 2 : 1, nr); break;
+    case 3: matmul_forward_tile(out, ldo, a, w, bias, K, 3 <= VT_MM_MR ? 3 : 1, nr); break;
+    default: matmul_forward_tile(out, ldo, a, w, bias, K, VT_MM_MR, nr); break;
+    }
+}
+
+void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                            int M, int K, int N) {
+    if (M <= 0 || N <= 0) return;
+    int nb = K > 0 ? VT_MM_WBLOCK_FLOATS / K : N;
+    nb = nb < VT_MM_NR ? VT_MM_NR : nb - nb % VT_MM_NR;
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        int n1 = n0 + nb < N ? n0 + nb : N;
+        for (int m = 0; m < M; m += VT_MM_MR) {
+            int mr = M - m < VT_MM_MR ? M - m : VT_MM_MR;
+            const float *a = inp + (size_t)m * K;
+            float *o = out + (size_t)m * N;
+            int n = n0;
+            for (; n + VT_MM_NR <= n1; n += VT_MM_NR)
+                matmul_forward_tile_mr(o + n, N, a, w + (size_t)n * K, bias ? bias + n : NULL,
+                                       K, mr, VT_MM_NR);
+            for (; n < n1; n++) /* column tail, one weight row at a time */
+                matmul_forward_tile_mr(o + n, N, a, w + (size_t)n * K, bias ? bias + n : NULL,
+                                       K, mr, 1);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* matmul backward                                                                             */
+
+#ifndef VT_BC_MR
+#define VT_BC_MR 4 /* rows of C per tile */
+#endif
+/* Rows of B (j) per block: keeps the B block's column strip and A's block in L1/L2 across the
+ * tiles (measured: 64 beats 128..512 and unblocked by 5-40% for dw on ViT-tiny shapes). */
+#ifndef VT_BC_JBLOCK
+#define VT_BC_JBLOCK 64
+#endif
+
+/* C[i, 0:8*?] += sum_{j<J} A(i,j) B[j, :] for i < mr over `nv` vectors (nv = 1 or 2) of
+ * columns, A(i,j) = a[i*ars + j*acs]. Accumulators start from C and add the terms in j order,
+ * exactly as the reference's in-place loop does, so the result is bit-identical. */
+VT_INLINE void bcast_tile(float *c, int ldc, const float *a, int ars, int acs, const float *b,
+                          int ldb, int J, const int mr, const int nv) {
+    f32x4 acc[VT_BC_MR][2];
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++) acc[i][v] = LD(c + (size_t)i * ldc + 4 * v);
+    for (int j = 0; j < J; j++) {
+        const float *bj = b + (size_t)j * ldb;
+        f32x4 bv[2];
+        for (int v = 0; v < nv; v++) bv[v] = LD(bj + 4 * v);
+        const float *aj = a + (size_t)j * acs;
+        for (int i = 0; i < mr; i++) {
+            f32x4 s = LDSPLAT(aj + (size_t)i * ars);
+            for (int v = 0; v < nv; v++) acc[i][v] = MADD(acc[i][v], s, bv[v]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++) ST(c + (size_t)i * ldc + 4 * v, acc[i][v]);
+}
+
+/* Scalar columns (the K % 4 tail) for mr rows. */
+static void bcast_tail(float *c, int ldc, const float *a, int ars, int acs, const float *b,
+                       int ldb, int J, int mr, int ncols) {
+    for (int i = 0; i < mr; i++)
+        for (int col = 0; col < ncols; col++) {
+            float s = c[(size_t)i * ldc + col];
+            for (int j = 0; j < J; j++)
+                s += a[(size_t)i * ars + (size_t)j * acs] * b[(size_t)j * ldb + col];
+            c[(size_t)i * ldc + col] = s;
+        }
+}
+
+VT_INLINE void bcast_tile_mr(float *c, int ldc, const float *a, int ars, int acs,
+                             const float *b, int ldb, int J, int mr, const int nv) {
+    _Static_assert(VT_BC_MR >= 1 && VT_BC_MR <= 6, "tile");
+    switch (mr) { /* mr <= VT_BC_MR; the "? :" keep unused cases within the accumulator array */
+    case 1: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 1, nv); break;
+    case 2: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 2 <= VT_BC_MR ? 2 : 1, nv); break;
+    case 3: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 3 <= VT_BC_MR ? 3 : 1, nv); break;
+    case 4: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 4 <= VT_BC_MR ? 4 : 1, nv); break;
+    case 5: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 5 <= VT_BC_MR ? 5 : 1, nv); break;
+    default: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, VT_BC_MR, nv); break;
+    }
+}
+
+/* C[I,L] (row stride ldc) += A(I,J) @ B[J,L] (row stride ldb), A(i,j) = a[i*ars + j*acs].
+ * J is blocked (VT_BC_JBLOCK); blocks are visited in order, so per element the terms are still
+ * added in j order. */
+static void gemm_bcast_acc(float *c, int ldc, const float *a, int ars, int acs, const float *b,
+                           int ldb, int I, int J, int L) {
+    for (int j0 = 0; j0 < J; j0 += VT_BC_JBLOCK) {
+        int jn = J - j0 < VT_BC_JBLOCK ? J - j0 : VT_BC_JBLOCK;
+        const float *aj = a + (size_t)j0 * acs, *bj = b + (size_t)j0 * ldb;
+        for (int i = 0; i < I; i += VT_BC_MR) {
+            int mr = I - i < VT_BC_MR ? I - i : VT_BC_MR;
+            float *ci = c + (size_t)i * ldc;
+            const float *ai = aj + (size_t)i * ars;
+            int l = 0;
+            for (; l + 8 <= L; l += 8) bcast_tile_mr(ci + l, ldc, ai, ars, acs, bj + l, ldb, jn, mr, 2);
+            for (; l + 4 <= L; l += 4) bcast_tile_mr(ci + l, ldc, ai, ars, acs, bj + l, ldb, jn, mr, 1);
+            if (l < L) bcast_tail(ci + l, ldc, ai, ars, acs, bj + l, ldb, jn, mr, L - l);
+        }
+    }
+}
+
+void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                             const float *inp, const float *w, int M, int K, int N) {
+    if (M <= 0 || N <= 0) return; /* nothing to add (K = 0: the gradients are empty) */
+    /* dinp[m,:] += sum_n dout[m,n] w[n,:]   (A = dout, row-major [M,N]) */
+    if (dinp && K > 0) gemm_bcast_acc(dinp, K, dout, N, 1, w, K, M, N, K);
+    /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]) */
+    if (dw && K > 0) gemm_bcast_acc(dw, K, dout, 1, N, inp, K, N, M, K);
+    if (dbias) { /* dbias[n] += sum_m dout[m,n]: column sums, 4 columns per vector, m in order */
+        int n = 0;
+        for (; n + 4 <= N; n += 4) {
+            f32x4 s = wasm_f32x4_const_splat(0.0f);
+            for (int m = 0; m < M; m++) s = ADD(s, LD(dout + (size_t)m * N + n));
+            ST(dbias + n, ADD(LD(dbias + n), s));
+        }
+        for (; n < N; n++) {
+            float s = 0.0f;
+            for (int m = 0; m < M; m++) s += dout[(size_t)m * N + n];
+            dbias[n] += s;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* layernorm                                                                                   */
+
+VT_INLINE float sum_f32(const float *x, int n) {
+    f32x4 s = wasm_f32x4_const_splat(0.0f);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) s = ADD(s, LD(x + i));
+    float t = hsum(s);
+    for (; i < n; i++) t += x[i];
+    return t;
+}
+
+void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, int M, int D, float eps) {
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        float *y = out + (size_t)m * D; /* may alias x: every element is read before written */
+        /* two passes, the second centred, as the reference (accurate for large means) */
+        float mu = sum_f32(x, D) / (float)D;
+        f32x4 vmu = SPLAT(mu), vs = wasm_f32x4_const_splat(0.0f);
+        int i = 0;
+        for (; i + 4 <= D; i += 4) {
+            f32x4 d = SUB(LD(x + i), vmu);
+            vs = MADD(vs, d, d);
+        }
+        float v = hsum(vs);
+        for (; i < D; i++) { float d = x[i] - mu; v += d * d; }
+        float rs = 1.0f / sqrtf(v / (float)D + eps);
+        f32x4 vrs = SPLAT(rs);
+        i = 0;
+        if (w && b) {
+            for (; i + 4 <= D; i += 4)
+                ST(y + i, ADD(MUL(MUL(SUB(LD(x + i), vmu), vrs), LD(w + i)), LD(b + i)));
+        } else if (!w && !b) {
+            for (; i + 4 <= D; i += 4) ST(y + i, MUL(SUB(LD(x + i), vmu), vrs));
+        }
+        for (; i < D; i++) { /* tail, and the rare w-only / b-only forms, as the reference */
+            float n = (x[i] - mu) * rs;
+            if (w) n *= w[i];
+            y[i] = b ? n + b[i] : n;
+        }
+        if (mean) mean[m] = mu;
+        if (rstd) rstd[m] = rs;
+    }
+}
+
+void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int M, int D) {
+    const f32x4 one = wasm_f32x4_const_splat(1.0f);
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        const float *dy = dout + (size_t)m * D;
+        float mu = mean[m], rs = rstd[m];
+        f32x4 vmu = SPLAT(mu), vrs = SPLAT(rs);
+        /* dnorm = w dy; dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)) */
+        f32x4 s_dn = wasm_f32x4_const_splat(0.0f), s_dnn = s_dn;
+        int i = 0;
+        for (; i + 4 <= D; i += 4) {
+            f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
+            f32x4 dn = MUL(w ? LD(w + i) : one, LD(dy + i));
+            s_dn = ADD(s_dn, dn);
+            s_dnn = MADD(s_dnn, dn, n);
+        }
+        float sum_dn = hsum(s_dn), sum_dn_n = hsum(s_dnn);
+        for (; i < D; i++) {
+            float n = (x[i] - mu) * rs;
+            float dn = w ? w[i] * dy[i] : dy[i];
+            sum_dn += dn;
+            sum_dn_n += dn * n;
+        }
+        float mean_dn = sum_dn / (float)D, mean_dn_n = sum_dn_n / (float)D;
+        f32x4 vmdn = SPLAT(mean_dn), vmdnn = SPLAT(mean_dn_n);
+        for (i = 0; i + 4 <= D; i += 4) {
+            f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
+            f32x4 g = LD(dy + i);
+            if (dw) ST(dw + i, MADD(LD(dw + i), n, g));
+            if (db) ST(db + i, ADD(LD(db + i), g));
+            if (dinp) {
+                f32x4 dn = w ? MUL(LD(w + i), g) : g;
+                float *di = dinp + (size_t)m * D + i;
+                ST(di, ADD(LD(di), MUL(SUB(SUB(dn, vmdn), MUL(n, vmdnn)), vrs)));
+            }
+        }
+        for (; i < D; i++) {
+            float n = (x[i] - mu) * rs;
+            float dn = w ? w[i] * dy[i] : dy[i];
+            if (dw) dw[i] += n * dy[i];
+            if (db) db[i] += dy[i];
+            if (dinp) dinp[(size_t)m * D + i] += (dn - mean_dn - n * mean_dn_n) * rs;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* GELU (exact erf)                                                                            */
+
+#define VT_SQRT1_2 0.70710678118654752440f
+#define VT_INV_SQRT_2PI 0.39894228040143267794f
+
+VT_INLINE f32x4 gelu_f32x4(f32x4 x) { /* (0.5 x)(1 + erf(x / sqrt 2)), the reference's order */
+    f32x4 e = erf_f32x4(MUL(x, SPLAT(VT_SQRT1_2)));
+    return MUL(MUL(SPLAT(0.5f), x), ADD(SPLAT(1.0f), e));
+}
+
+/* gelu'(x) = Phi(x) + x phi(x) */
+VT_INLINE f32x4 gelu_grad_f32x4(f32x4 x) {
+    f32x4 cdf = MUL(SPLAT(0.5f), ADD(SPLAT(1.0f), erf_f32x4(MUL(x, SPLAT(VT_SQRT1_2)))));
+    f32x4 pdf = MUL(SPLAT(VT_INV_SQRT_2PI), exp_f32x4(MUL(MUL(SPLAT(-0.5f), x), x)));
+    return ADD(cdf, MUL(x, pdf));
+}
+
+void vt_simd_gelu_forward(float *out, const float *inp, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(out + i, gelu_f32x4(LD(inp + i)));
+    if (i < n) { /* tail through a padded vector, so every element sees the same formula */
+        float t[4] = {0};
+        for (size_t j = i; j < n; j++) t[j - i] = inp[j];
+        ST(t, gelu_f32x4(LD(t)));
+        for (size_t j = i; j < n; j++) out[j] = t[j - i];
+    }
+}
+
+void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    /* overwrites; dinp may alias dout (each element is read before it is written) */
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(dinp + i, MUL(LD(dout + i), gelu_grad_f32x4(LD(inp + i))));
+    if (i < n) {
+        float t[4] = {0};
+        for (size_t j = i; j < n; j++) t[j - i] = inp[j];
+        ST(t, gelu_grad_f32x4(LD(t)));
+        for (size_t j = i; j < n; j++) dinp[j] = dout[j] * t[j - i];
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* softmax                                                                                     */
+
+void vt_simd_softmax_row(float *y, const float *x, int n) {
+    if (n <= 0) return;
+    /* y may alias x (attention runs it in place) */
+    f32x4 vm = SPLAT(-INFINITY);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vm = wasm_f32x4_pmax(vm, LD(x + i));
+    vm = wasm_f32x4_pmax(vm, wasm_i32x4_shuffle(vm, vm, 2, 3, 0, 1));
+    vm = wasm_f32x4_pmax(vm, wasm_i32x4_shuffle(vm, vm, 1, 0, 3, 2));
+    float mx = wasm_f32x4_extract_lane(vm, 0);
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    vm = SPLAT(mx);
+    /* masked logits are -inf: exp gives exactly 0; the diagonal is never masked */
+    f32x4 vs = wasm_f32x4_const_splat(0.0f);
+    for (i = 0; i + 4 <= n; i += 4) {
+        f32x4 e = exp_f32x4(SUB(LD(x + i), vm));
+        ST(y + i, e);
+        vs = ADD(vs, e);
+    }
+    float s = hsum(vs);
+    for (; i < n; i++) {
+        float e = wasm_f32x4_extract_lane(exp_f32x4(SPLAT(x[i] - mx)), 0);
+        y[i] = e;
+        s += e;
+    }
+    float inv = 1.0f / s;
+    f32x4 vinv = SPLAT(inv);
+    for (i = 0; i + 4 <= n; i += 4) ST(y + i, MUL(LD(y + i), vinv));
+    for (; i < n; i++) y[i] *= inv;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* attention                                                                                   */
+
+/* 4 dot products of length n at once: [a.b0, a.b1, a.b2, a.b3] (the score tile of one query
+ * against 4 keys: the query vector is loaded once per step). */
+VT_INLINE f32x4 dot4(const float *a, const float *b0, const float *b1, const float *b2,
+                     const float *b3, int n) {
+    f32x4 s0 = wasm_f32x4_const_splat(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int e = 0;
+    for (; e + 4 <= n; e += 4) {
+        f32x4 av = LD(a + e);
+        s0 = MADD(s0, av, LD(b0 + e));
+        s1 = MADD(s1, av, LD(b1 + e));
+        s2 = MADD(s2, av, LD(b2 + e));
+        s3 = MADD(s3, av, LD(b3 + e));
+    }
+    if (e < n) {
+        f32x4 av = load_partial(a + e, n - e);
+        s0 = MADD(s0, av, load_partial(b0 + e, n - e));
+        s1 = MADD(s1, av, load_partial(b1 + e, n - e));
+        s2 = MADD(s2, av, load_partial(b2 + e, n - e));
+        s3 = MADD(s3, av, load_partial(b3 + e, n - e));
+    }
+    return hsum4(s0, s1, s2, s3);
+}
+
+VT_INLINE float dot1(const float *a, const float *b, int n) {
+    f32x4 s = wasm_f32x4_const_splat(0.0f);
+    int e = 0;
+    for (; e + 4 <= n; e += 4) s = MADD(s, LD(a + e), LD(b + e));
+    if (e < n) s = MADD(s, load_partial(a + e, n - e), load_partial(b + e, n - e));
+    return hsum(s);
+}
+
+/* y[0:n] += alpha x[0:n] */
+VT_INLINE void axpy(float *y, float alpha, const float *x, int n) {
+    f32x4 va = SPLAT(alpha);
+    int e = 0;
+    for (; e + 4 <= n; e += 4) ST(y + e, MADD(LD(y + e), va, LD(x + e)));
+    for (; e < n; e++) y[e] += alpha * x[e];
+}
+
+/* o[0:n] (+)= sum_j p[j] x_j[0:n] with x_j = x + j*rs, in j order; init=1 starts from 0.
+ * 16 columns per pass keep the accumulators in registers across j. */
+static void weighted_rows_sum(float *o, const float *p, const float *x, int rs, int J, int n,
+                              int init, int skip_zero) {
+    int e = 0;
+    for (; e + 16 <= n; e += 16) {
+        f32x4 a0, a1, a2, a3;
+        if (init) a0 = a1 = a2 = a3 = wasm_f32x4_const_splat(0.0f);
+        else a0 = LD(o + e), a1 = LD(o + e + 4), a2 = LD(o + e + 8), a3 = LD(o + e + 12);
+        for (int j = 0; j < J; j++) {
+            if (skip_zero && p[j] == 0.0f) continue;
+            f32x4 pj = SPLAT(p[j]);
+            const float *xj = x + (size_t)j * rs + e;
+            a0 = MADD(a0, pj, LD(xj));
+            a1 = MADD(a1, pj, LD(xj + 4));
+            a2 = MADD(a2, pj, LD(xj + 8));
+            a3 = MADD(a3, pj, LD(xj + 12));
+        }
+        ST(o + e, a0), ST(o + e + 4, a1), ST(o + e + 8, a2), ST(o + e + 12, a3);
+    }
+    for (; e + 4 <= n; e += 4) {
+        f32x4 a0 = init ? wasm_f32x4_const_splat(0.0f) : LD(o + e);
+        for (int j = 0; j < J; j++) {
+            if (skip_zero && p[j] == 0.0f) continue;
+            a0 = MADD(a0, SPLAT(p[j]), LD(x + (size_t)j * rs + e));
+        }
+        ST(o + e, a0);
+    }
+    for (; e < n; e++) {
+        float a = init ? 0.0f : o[e];
+        for (int j = 0; j < J; j++) {
+            if (skip_zero && p[j] == 0.0f) continue;
+            a += p[j] * x[(size_t)j * rs + e];
+        }
+        o[e] = a;
+    }
+}
+
+void vt_simd_attention_forward(float *out, float *att, const float *q, const float *k,
+                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
+                               int B, int T, int H, int hd, float scale) {
+    int D = H * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *kb = k + (size_t)b * T * qk_rs + (size_t)h * hd;
+            const float *vb = v + (size_t)b * T * v_rs + (size_t)h * hd;
+            const uint8_t *cm = causal_mask ? causal_mask + (size_t)b * T : NULL;
+            for (int i = 0; i < T; i++) {
+                float *row = att + (((size_t)b * H + h) * T + i) * T;
+                const float *qi = q + ((size_t)b * T + i) * qk_rs + (size_t)h * hd;
+                /* scores, 4 keys at a time; masked keys are overwritten with -inf after */
+                int j = 0;
+                f32x4 vscale = SPLAT(scale);
+                for (; j + 4 <= T; j += 4) {
+                    const float *k0 = kb + (size_t)j * qk_rs;
+                    f32x4 s = dot4(qi, k0, k0 + qk_rs, k0 + 2 * (size_t)qk_rs,
+                                   k0 + 3 * (size_t)qk_rs, hd);
+                    ST(row + j, MUL(s, vscale));
+                }
+                for (; j < T; j++) row[j] = dot1(qi, kb + (size_t)j * qk_rs, hd) * scale;
+                if (cm)
+                    for (j = i + 1; j < T; j++)
+                        if (cm[j]) row[j] = -INFINITY;
+                vt_simd_softmax_row(row, row, T);
+                float *o = out + ((size_t)b * T + i) * D + (size_t)h * hd;
+                weighted_rows_sum(o, row, vb, v_rs, T, hd, 1, 0);
+            }
+        }
+}
+
+void vt_simd_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                                const float *dout, const float *att, const float *q,
+                                const float *k, int qk_rs, const float *v, int v_rs, int B,
+                                int T, int H, int hd, float scale) {
+    int D = H * hd;
+    float *dp = scratch; /* [T]: d(prob) of one query row, then reused for ds */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *kb = k + (size_t)b * T * qk_rs + (size_t)h * hd;
+            const float *vb = v + (size_t)b * T * v_rs + (size_t)h * hd;
+            for (int i = 0; i < T; i++) {
+                const float *row = att + (((size_t)b * H + h) * T + i) * T;
+                const float *doi = dout + ((size_t)b * T + i) * D + (size_t)h * hd;
+                const float *qi = q + ((size_t)b * T + i) * qk_rs + (size_t)h * hd;
+                /* out_i = sum_j p_ij v_j  =>  dv_j += p_ij do_i, dp_ij = do_i . v_j */
+                int j = 0;
+                for (; j + 4 <= T; j += 4) {
+                    const float *v0 = vb + (size_t)j * v_rs;
+                    ST(dp + j, dot4(doi, v0, v0 + v_rs, v0 + 2 * (size_t)v_rs,
+                                    v0 + 3 * (size_t)v_rs, hd));
+                }
+                for (; j < T; j++) dp[j] = dot1(doi, vb + (size_t)j * v_rs, hd);
+                float sum_pdp = 0.0f;
+                for (j = 0; j < T; j++) sum_pdp += row[j] * dp[j];
+                if (dv)
+                    for (j = 0; j < T; j++) {
+                        float *dvj = dv + ((size_t)b * T + j) * v_rs + (size_t)h * hd;
+                        axpy(dvj, row[j], doi, hd);
+                    }
+                /* softmax: ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij) scale; s_ij = scale q_i.k_j */
+                float *ds = dp;
+                for (j = 0; j < T; j++) ds[j] = row[j] * (dp[j] - sum_pdp) * scale;
+                /* masked keys (p = 0, so ds = 0) contribute nothing: skipped like the reference */
+                if (dq)
+                    weighted_rows_sum(dq + ((size_t)b * T + i) * qk_rs + (size_t)h * hd, ds, kb,
+                                      qk_rs, T, hd, 0, 1);
+                if (dk)
+                    for (j = 0; j < T; j++) {
+                        if (ds[j] == 0.0f) continue;
+                        float *dkj = dk + ((size_t)b * T + j) * qk_rs + (size_t)h * hd;
+                        axpy(dkj, ds[j], qi, hd);
+                    }
+            }
+        }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* AdamW                                                                                       */
+
+void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
+                          float lr, float b1, float b2, float eps, float wd) {
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
+    const f32x4 vdecay = SPLAT(decay), vb1 = SPLAT(b1), vb2 = SPLAT(b2), v1b1 = SPLAT(1.0f - b1),
+                v1b2 = SPLAT(1.0f - b2), vbc2s = SPLAT(bc2s), veps = SPLAT(eps),
+                vstep = SPLAT(step);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        f32x4 gi = LD(g + i);
+        f32x4 pi = MUL(LD(p + i), vdecay);
+        f32x4 mi = ADD(MUL(vb1, LD(m + i)), MUL(v1b1, gi));
+        f32x4 vi = ADD(MUL(vb2, LD(v + i)), MUL(MUL(v1b2, gi), gi));
+        f32x4 denom = ADD(wasm_f32x4_div(wasm_f32x4_sqrt(vi), vbc2s), veps);
+        ST(p + i, SUB(pi, MUL(vstep, wasm_f32x4_div(mi, denom))));
+        ST(m + i, mi);
+        ST(v + i, vi);
+    }
+    for (; i < n; i++) {
+        p[i] *= decay;
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2s + eps;
+        p[i] -= step * (m[i] / denom);
+    }
+}
+
+#endif /* __wasm_simd128__ */

@@ -1,0 +1,701 @@
+/* test_kernels_simd.c: every vt_simd_* kernel against its scalar reference vt_ref_* over edge
+ * shapes (sizes below, at and above the vector/tile widths, odd strides, NULL gradients,
+ * accumulation into non-zero gradients), plus the vectorised erf/exp against libm and the AdamW
+ * step against a copy of the scalar loop of src/optim.c. One line per failure; ends with
+ * "N passed, M failed"; exit status 1 on any failure. A WASI command module:
+ *
+ *   clang-14 --target=wasm32-wasi --sysroot=/usr -msimd128 -O2 -ffp-contract=off \
+ *     -DVT_HAVE_SIMD_KERNELS -Isrc -Isrc/kernels src/kernels/kernels_ref.c \
+ *     src/kernels/kernels_simd.c src/kernels/kernels.c src/status.c \
+ *     tests/test_kernels_simd.c -o /tmp/tks.wasm -lm
+ *   node tests/run_wasi.mjs /tmp/tks.wasm [--bench]
+ *
+ * Tolerances (eps = FLT_EPSILON = 2^-23, u = 1e-6 ~ 8 eps):
+ *   reductions of length L whose terms are bounded by S:   |simd - ref| <= u*L*S + u*|ref|
+ *     (the SIMD kernels only re-associate sums: 4 lane-wise partials, then a pairwise reduce);
+ *   erf, exp (direct):  within ERF_MAX_ULP / EXP_MAX_ULP ulp of libm;
+ *   gelu:      |simd - ref| <= 0.5|x| * 4 eps + 4 eps |ref|: the erf error is absolute (it is
+ *              added to 1), so it is scaled by 0.5|x|, not by |ref| (for x << 0 the reference's
+ *              own 1 + erff(x) has lost all relative accuracy);
+ *   gelu':     |simd - ref| <= |dout| (4 eps (1 + |x| phi(x)) + 4 eps |gelu'|) (same reason);
+ *   softmax:   |simd - ref| <= (8 + n) eps |ref| (exp within 2 ulp, sum re-associated);
+ *   attention: through the scores: ds = u*hd*max|q|max|k|*scale bounds the score error, then
+ *              |dp| <= 2 p ds (+ softmax rounding), |dout| <= max|v| (2 ds + (8+2T) eps), and
+ *              the backward likewise (see check_attention_backward).
+ * Kernels whose SIMD order of summation equals the reference's (matmul backward, dbias,
+ * attention dv, AdamW) are also expected bit-identical; that is checked where promised. */
+#include "kernels.h"
+#include "kernels_simd.h"
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define U 1e-6
+#define EPS FLT_EPSILON
+#define ERF_MAX_ULP 2
+#define EXP_MAX_ULP 2
+
+static int n_pass, n_fail;
+
+/* ---------------------------------------------------------------------------- utilities */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rng_u32(void) { /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+static float rng_uniform(float lo, float hi) {
+    return lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
+}
+static void fill(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
+}
+static float maxabs(const float *x, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    return m;
+}
+/* allocation with a few guard floats on both sides, for overrun checks */
+#define GUARD 8
+#define GUARD_VAL 12345.678f
+static float *galloc(size_t n) {
+    float *p = malloc((n + 2 * GUARD) * sizeof(float));
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    for (size_t i = 0; i < GUARD; i++) p[i] = p[n + GUARD + i] = GUARD_VAL;
+    return p + GUARD;
+}
+static int guards_ok(const float *p, size_t n) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[-1 - (long)i] != GUARD_VAL || p[n + i] != GUARD_VAL) return 0;
+    return 1;
+}
+static void gfree(float *p) { if (p) free(p - GUARD); }
+static float *gcopy(const float *src, size_t n) {
+    float *p = galloc(n);
+    memcpy(p, src, n * sizeof(float));
+    return p;
+}
+
+static void result(int ok, const char *what, const char *ctx) {
+    if (ok) n_pass++;
+    else { n_fail++; printf("FAIL %s [%s]\n", what, ctx); }
+}
+
+/* |s - r| <= u*L*S + u*|r| elementwise (equal infinities and NaN pairs pass) */
+static int close_red(const char *what, const char *ctx, const float *s, const float *r, size_t n,
+                     double L, double S) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == r[i] || (isnan(s[i]) && isnan(r[i]))) continue;
+        double tol = U * L * S + U * fabs((double)r[i]);
+        if (!(fabs((double)s[i] - (double)r[i]) <= tol)) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s: [%zu] simd %.9g ref %.9g |d| %.3g > tol %.3g", ctx, i,
+                     s[i], r[i], fabs((double)s[i] - r[i]), tol);
+            result(0, what, buf);
+            return 0;
+        }
+    }
+    result(1, what, ctx);
+    return 1;
+}
+static int same_bits(const char *what, const char *ctx, const float *s, const float *r, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&s[i], &r[i], sizeof(float)) != 0) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s: not bit-identical at [%zu]: simd %.9g ref %.9g", ctx, i,
+                     s[i], r[i]);
+            result(0, what, buf);
+            return 0;
+        }
+    result(1, what, ctx);
+    return 1;
+}
+static void check_guards(const char *what, const char *ctx, const float *p, size_t n) {
+    if (!p) return;
+    if (!guards_ok(p, n)) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s: wrote outside its buffer", ctx);
+        result(0, what, buf);
+    }
+}
+
+/* distance in ulps between two floats (through the ordered integer representation) */
+static double ulp_dist(float a, float b) {
+    if (a == b) return 0;
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : 1e30;
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0) ia = INT32_MIN - ia;
+    if (ib < 0) ib = INT32_MIN - ib;
+    return fabs((double)ia - (double)ib);
+}
+
+static const int SIZES[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
+#define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
+
+/* ---------------------------------------------------------------------------- matmul */
+
+static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
+    char ctx[128];
+    snprintf(ctx, sizeof ctx, "M=%d K=%d N=%d bias=%d grads=%d%d%d", M, K, N, use_bias,
+             grad_mask & 1, (grad_mask >> 1) & 1, (grad_mask >> 2) & 1);
+    size_t nMK = (size_t)M * K, nNK = (size_t)N * K, nMN = (size_t)M * N;
+    float *inp = galloc(nMK), *w = galloc(nNK), *bias = galloc(N), *dout = galloc(nMN);
+    fill(inp, nMK, -1, 1);
+    fill(w, nNK, -1, 1);
+    fill(bias, N, -1, 1);
+    fill(dout, nMN, -1, 1);
+    float ma = maxabs(inp, nMK), mw = maxabs(w, nNK), md = maxabs(dout, nMN);
+
+    /* forward */
+    float *o_s = galloc(nMN), *o_r = galloc(nMN);
+    fill(o_s, nMN, -9, 9); /* overwritten: junk must not leak through */
+    memcpy(o_r, o_s, nMN * sizeof(float));
+    vt_simd_matmul_forward(o_s, inp, w, use_bias ? bias : NULL, M, K, N);
+    vt_ref_matmul_forward(o_r, inp, w, use_bias ? bias : NULL, M, K, N);
+    close_red("matmul_forward", ctx, o_s, o_r, nMN, K, ma * mw);
+    check_guards("matmul_forward", ctx, o_s, nMN);
+
+    /* backward: gradients start from random values (+= semantics), NULL per grad_mask */
+    float *di_r = (grad_mask & 1) ? galloc(nMK) : NULL, *dw_r = (grad_mask & 2) ? galloc(nNK) : NULL;
+    float *db_r = (grad_mask & 4) ? galloc(N) : NULL;
+    if (di_r) fill(di_r, nMK, -1, 1);
+    if (dw_r) fill(dw_r, nNK, -1, 1);
+    if (db_r) fill(db_r, N, -1, 1);
+    float *di_s = di_r ? gcopy(di_r, nMK) : NULL, *dw_s = dw_r ? gcopy(dw_r, nNK) : NULL;
+    float *db_s = db_r ? gcopy(db_r, N) : NULL;
+    vt_simd_matmul_backward(di_s, dw_s, db_s, dout, inp, w, M, K, N);
+    vt_ref_matmul_backward(di_r, dw_r, db_r, dout, inp, w, M, K, N);
+    /* same order of summation as the reference: bit-identical */
+    if (di_s) same_bits("matmul_backward dinp", ctx, di_s, di_r, nMK);
+    if (dw_s) same_bits("matmul_backward dw", ctx, dw_s, dw_r, nNK);
+    if (db_s) same_bits("matmul_backward dbias", ctx, db_s, db_r, N);
+    check_guards("matmul_backward dinp", ctx, di_s, nMK);
+    check_guards("matmul_backward dw", ctx, dw_s, nNK);
+    check_guards("matmul_backward dbias", ctx, db_s, N);
+    (void)md;
+    gfree(inp), gfree(w), gfree(bias), gfree(dout), gfree(o_s), gfree(o_r);
+    gfree(di_r), gfree(dw_r), gfree(db_r), gfree(di_s), gfree(dw_s), gfree(db_s);
+}
+
+static void test_matmul(void) {
+    int combo = 0;
+    for (int a = 0; a < NSIZES; a++)
+        for (int b = 0; b < NSIZES; b++)
+            for (int c = 0; c < NSIZES; c++, combo++)
+                check_matmul(SIZES[a], SIZES[b], SIZES[c], combo & 1, 1 + combo % 7);
+    /* every NULL pattern, including all-NULL, on a shape with every kind of tail */
+    for (int mask = 0; mask < 8; mask++) check_matmul(7, 17, 9, 1, mask);
+    /* model-like shapes: several K blocks, J blocks of the backward, w blocks of the forward */
+    check_matmul(197, 192, 576, 1, 7);
+    check_matmul(300, 768, 97, 1, 7);
+    check_matmul(261, 350, 190, 0, 7);
+}
+
+/* ---------------------------------------------------------------------------- layernorm */
+
+static void check_layernorm(int M, int D, int affine, int offset, int variant) {
+    char ctx[128];
+    snprintf(ctx, sizeof ctx, "M=%d D=%d affine=%d offset=%d variant=%d", M, D, affine, offset,
+             variant);
+    size_t n = (size_t)M * D;
+    float *x = galloc(n), *w = galloc(D), *b = galloc(D), *dy = galloc(n);
+    fill(x, n, -2, 2);
+    for (size_t i = 0; i < n; i++) x[i] += (float)offset;
+    fill(w, D, -1.5f, 1.5f);
+    fill(b, D, -1, 1);
+    fill(dy, n, -1, 1);
+    const float *wp = affine ? w : NULL, *bp = affine ? b : NULL;
+    float eps = 1e-6f;
+
+    float *y_s = galloc(n), *y_r = galloc(n), *mu_s = galloc(M), *mu_r = galloc(M);
+    float *rs_s = galloc(M), *rs_r = galloc(M);
+    int in_place = variant == 1, no_stats = variant == 2;
+    if (in_place) memcpy(y_s, x, n * sizeof(float));
+    vt_simd_layernorm_forward(y_s, no_stats ? NULL : mu_s, no_stats ? NULL : rs_s,
+                              in_place ? y_s : x, wp, bp, M, D, eps);
+    vt_ref_layernorm_forward(y_r, mu_r, rs_r, x, wp, bp, M, D, eps);
+    /* out = (x - mu) rs w + b: the errors of mu and of the variance sum (length D) enter
+     * relative to the normalised value, |n| <= sqrt(D); the mean sees |x| + offset */
+    float mw = affine ? maxabs(w, D) : 1.0f, mb = affine ? maxabs(b, D) : 0.0f;
+    float rsmax = maxabs(rs_r, M);
+    double S_out = (maxabs(x, n) * rsmax + sqrtf((float)D) + 1.0) * mw + mb;
+    close_red("layernorm_forward out", ctx, y_s, y_r, n, D, S_out);
+    if (!no_stats) {
+        close_red("layernorm_forward mean", ctx, mu_s, mu_r, M, D, maxabs(x, n));
+        close_red("layernorm_forward rstd", ctx, rs_s, rs_r, M, D, rsmax);
+    }
+    check_guards("layernorm_forward", ctx, y_s, n);
+
+    /* backward, from the reference's saved statistics; gradients start random */
+    int mask = variant == 0 ? 7 : variant == 1 ? 1 : variant == 2 ? 6 : 0;
+    float *di_r = (mask & 1) ? galloc(n) : NULL, *dw_r = (mask & 2) ? galloc(D) : NULL;
+    float *db_r = (mask & 4) ? galloc(D) : NULL;
+    if (di_r) fill(di_r, n, -1, 1);
+    if (dw_r) fill(dw_r, D, -1, 1);
+    if (db_r) fill(db_r, D, -1, 1);
+    float *di_s = di_r ? gcopy(di_r, n) : NULL, *dw_s = dw_r ? gcopy(dw_r, D) : NULL;
+    float *db_s = db_r ? gcopy(db_r, D) : NULL;
+    vt_simd_layernorm_backward(di_s, dw_s, db_s, dy, x, wp, mu_r, rs_r, M, D);
+    vt_ref_layernorm_backward(di_r, dw_r, db_r, dy, x, wp, mu_r, rs_r, M, D);
+    double nmax = 0; /* largest normalised value */
+    for (int m = 0; m < M; m++)
+        for (int i = 0; i < D; i++) {
+            double v = fabs((x[(size_t)m * D + i] - mu_r[m]) * rs_r[m]);
+            nmax = v > nmax ? v : nmax;
+        }
+    float mdy = maxabs(dy, n);
+    /* dinp = rs (dn - mean(dn) - n mean(dn n)): terms up to rs |w| |dy| (1 + n^2); the normalised
+     * value itself carries the forward's error (x - mu) rs ~ u |x| rs */
+    double S_di = rsmax * mw * mdy * (1 + nmax * nmax) * (1 + maxabs(x, n) * rsmax);
+    if (di_s) close_red("layernorm_backward dinp", ctx, di_s, di_r, n, D, S_di);
+    if (dw_s) close_red("layernorm_backward dw", ctx, dw_s, dw_r, D, M, (nmax + 1) * mdy);
+    if (db_s) same_bits("layernorm_backward db", ctx, db_s, db_r, D);
+    check_guards("layernorm_backward dinp", ctx, di_s, n);
+    check_guards("layernorm_backward dw", ctx, dw_s, D);
+    check_guards("layernorm_backward db", ctx, db_s, D);
+    gfree(x), gfree(w), gfree(b), gfree(dy), gfree(y_s), gfree(y_r), gfree(mu_s), gfree(mu_r);
+    gfree(rs_s), gfree(rs_r), gfree(di_r), gfree(dw_r), gfree(db_r), gfree(di_s), gfree(dw_s);
+    gfree(db_s);
+}
+
+static void test_layernorm(void) {
+    static const int Ds[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 191, 192, 193};
+    static const int Ms[] = {1, 2, 3, 5};
+    int c = 0;
+    for (size_t d = 0; d < sizeof Ds / sizeof Ds[0]; d++)
+        for (size_t m = 0; m < sizeof Ms / sizeof Ms[0]; m++, c++)
+            check_layernorm(Ms[m], Ds[d], c & 1, (c % 3 == 0) ? 100 : 0, c % 4);
+    check_layernorm(0, 17, 1, 0, 0);
+    for (int v = 0; v < 4; v++) check_layernorm(3, 197, v & 1, 0, v);
+}
+
+/* ---------------------------------------------------------------------------- erf / exp */
+
+static void test_erf_exp(void) {
+    enum { NE = 200003 };
+    float *x = malloc(NE * sizeof(float)), *y = malloc(NE * sizeof(float));
+    char ctx[160];
+    /* erf: dense on [-5, 5], then small magnitudes down to subnormals */
+    for (int i = 0; i < NE; i++) x[i] = -5.0f + 10.0f * (float)i / (NE - 1);
+    for (int i = 0; i < 2000; i++) x[i] = ldexpf(rng_uniform(-1, 1), -(i % 140));
+    x[2000] = 0.0f, x[2001] = -0.0f, x[2002] = 3.925f, x[2003] = 40.0f, x[2004] = -1e30f;
+    x[2005] = INFINITY, x[2006] = -INFINITY;
+    vt_simd_erf(y, x, NE);
+    double worst = 0; int wi = 0;
+    for (int i = 0; i < NE; i++) {
+        double d = ulp_dist(y[i], erff(x[i]));
+        if (d > worst) worst = d, wi = i;
+    }
+    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst,
+             x[wi], y[wi], erff(x[wi]), ERF_MAX_ULP);
+    result(worst <= ERF_MAX_ULP, "erf vs libm erff", ctx);
+    if (getenv("VT_VERBOSE")) printf("erf: %s\n", ctx);
+
+    /* exp: the whole range including subnormal results, overflow, -inf */
+    for (int i = 0; i < NE; i++) x[i] = -110.0f + 200.0f * (float)i / (NE - 1);
+    for (int i = 0; i < 4000; i++) x[i] = rng_uniform(-1, 1);
+    x[4000] = -INFINITY, x[4001] = INFINITY, x[4002] = 88.72283f, x[4003] = 88.7229f;
+    x[4004] = -103.97f, x[4005] = -87.33f, x[4006] = 0.0f;
+    vt_simd_exp(y, x, NE);
+    worst = 0, wi = 0;
+    for (int i = 0; i < NE; i++) {
+        double d = ulp_dist(y[i], expf(x[i]));
+        if (d > worst) worst = d, wi = i;
+    }
+    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst,
+             x[wi], y[wi], expf(x[wi]), EXP_MAX_ULP);
+    result(worst <= EXP_MAX_ULP, "exp vs libm expf", ctx);
+    if (getenv("VT_VERBOSE")) printf("exp: %s\n", ctx);
+    float nan_in = NAN, nan_out = 0;
+    vt_simd_exp(&nan_out, &nan_in, 1);
+    result(isnan(nan_out), "exp(NaN) is NaN", "");
+    free(x), free(y);
+}
+
+/* ---------------------------------------------------------------------------- gelu */
+
+static void check_gelu(size_t n, float range) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "n=%zu range=%g", n, range);
+    float *x = galloc(n), *dout = galloc(n);
+    fill(x, n, -range, range);
+    fill(dout, n, -2, 2);
+    if (n > 6) x[0] = 0.0f, x[1] = -0.0f, x[2] = 1e-30f, x[3] = -40.0f, x[4] = 40.0f, x[5] = -5.5f;
+    float *y_s = galloc(n), *y_r = galloc(n);
+    vt_simd_gelu_forward(y_s, x, n);
+    vt_ref_gelu_forward(y_r, x, n);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++) {
+        double tol = 0.5 * fabs(x[i]) * 2 * EPS + 2 * EPS * fabs(y_r[i]);
+        if (!(fabs((double)y_s[i] - y_r[i]) <= tol)) {
+            char buf[200];
+            snprintf(buf, sizeof buf, "%s: x=%.9g simd %.9g ref %.9g", ctx, x[i], y_s[i], y_r[i]);
+            result(0, "gelu_forward", buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, "gelu_forward", ctx);
+    check_guards("gelu_forward", ctx, y_s, n);
+
+    /* backward, out of place and in place on dout (the aliasing the kernel allows) */
+    float *g_s = galloc(n), *g_r = galloc(n), *g_alias = gcopy(dout, n);
+    vt_simd_gelu_backward(g_s, x, dout, n);
+    vt_ref_gelu_backward(g_r, x, dout, n);
+    vt_simd_gelu_backward(g_alias, x, g_alias, n);
+    ok = 1;
+    for (size_t i = 0; i < n && ok; i++) {
+        double xi = x[i], phi = 0.3989422804 * exp(-0.5 * xi * xi);
+        double tol = fabs(dout[i]) * 2 * EPS * (1 + fabs(xi) * phi) + 2 * EPS * fabs(g_r[i]);
+        if (!(fabs((double)g_s[i] - g_r[i]) <= tol) || g_alias[i] != g_s[i]) {
+            char buf[200];
+            snprintf(buf, sizeof buf, "%s: x=%.9g simd %.9g ref %.9g in-place %.9g", ctx, x[i],
+                     g_s[i], g_r[i], g_alias[i]);
+            result(0, "gelu_backward", buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, "gelu_backward", ctx);
+    check_guards("gelu_backward", ctx, g_s, n);
+    gfree(x), gfree(dout), gfree(y_s), gfree(y_r), gfree(g_s), gfree(g_r), gfree(g_alias);
+}
+
+static void test_gelu(void) {
+    for (size_t n = 0; n <= 17; n++) check_gelu(n, 4);
+    check_gelu(31, 8), check_gelu(33, 8), check_gelu(64, 8), check_gelu(65, 8);
+    check_gelu(100003, 10);
+}
+
+/* ---------------------------------------------------------------------------- softmax */
+
+static void check_softmax(int n, int with_masked, int in_place) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "n=%d masked=%d in_place=%d", n, with_masked, in_place);
+    float *x = galloc(n), *y_s = galloc(n), *y_r = galloc(n);
+    fill(x, n, -8, 8);
+    if (with_masked)
+        for (int i = 1; i < n; i += 3) x[i] = -INFINITY;
+    if (in_place) memcpy(y_s, x, n * sizeof(float));
+    vt_simd_softmax_row(y_s, in_place ? y_s : x, n);
+    vt_ref_softmax_row(y_r, x, n);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        double tol = (8 + n) * EPS * fabs(y_r[i]);
+        int masked_ok = !(with_masked && isinf(x[i])) || y_s[i] == 0.0f;
+        if (!(fabs((double)y_s[i] - y_r[i]) <= tol) || !masked_ok) {
+            char buf[200];
+            snprintf(buf, sizeof buf, "%s: [%d] simd %.9g ref %.9g", ctx, i, y_s[i], y_r[i]);
+            result(0, "softmax_row", buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, "softmax_row", ctx);
+    check_guards("softmax_row", ctx, y_s, n);
+    gfree(x), gfree(y_s), gfree(y_r);
+}
+
+static void test_softmax(void) {
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
+}
+
+/* ---------------------------------------------------------------------------- attention */
+
+static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, int mask_kind,
+                            int grad_mask) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "B=%d T=%d H=%d hd=%d qk_rs=D+%d v_rs=D+%d mask=%d grads=%d%d%d", B,
+             T, H, hd, qk_pad, v_pad, mask_kind, grad_mask & 1, (grad_mask >> 1) & 1,
+             (grad_mask >> 2) & 1);
+    int D = H * hd, qk_rs = 2 * D + qk_pad, v_rs = D + v_pad;
+    size_t nqk = (size_t)B * T * qk_rs, nv = (size_t)B * T * v_rs, nout = (size_t)B * T * D;
+    size_t natt = (size_t)B * H * T * T;
+    /* q and k live in one buffer (fused-qkv style): k starts D floats after q */
+    float *qk = galloc(nqk), *v = galloc(nv), *dout = galloc(nout);
+    fill(qk, nqk, -1, 1);
+    fill(v, nv, -1, 1);
+    fill(dout, nout, -1, 1);
+    const float *q = qk, *k = qk + D;
+    uint8_t *cm = NULL;
+    if (mask_kind) { /* 1: AIM prefix mask (prefix of T/3 visible), 2: random bytes */
+        cm = malloc((size_t)B * T + 1);
+        for (int i = 0; i < B * T; i++)
+            cm[i] = mask_kind == 1 ? (i % T) >= T / 3 : (uint8_t)(rng_u32() & 1);
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    float *o_s = galloc(nout), *o_r = galloc(nout), *a_s = galloc(natt), *a_r = galloc(natt);
+    fill(o_s, nout, -9, 9);
+    vt_simd_attention_forward(o_s, a_s, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, scale);
+    vt_ref_attention_forward(o_r, a_r, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, scale);
+    float mq = maxabs(qk, nqk), mv = maxabs(v, nv), mdo = maxabs(dout, nout);
+    double ds = U * hd * mq * mq * scale; /* score error bound */
+    int ok = 1;
+    for (size_t i = 0; i < natt && ok; i++) {
+        double tol = a_r[i] * (2 * ds + (8 + T) * EPS) + 1e-30;
+        if (!(fabs((double)a_s[i] - a_r[i]) <= tol) || ((a_r[i] == 0.0f) != (a_s[i] == 0.0f))) {
+            char buf[240];
+            snprintf(buf, sizeof buf, "%s: att[%zu] simd %.9g ref %.9g", ctx, i, a_s[i], a_r[i]);
+            result(0, "attention_forward att", buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, "attention_forward att", ctx);
+    ok = 1;
+    for (size_t i = 0; i < nout && ok; i++) {
+        double tol = mv * (2 * ds + (8 + 2 * T) * EPS) + U * fabs(o_r[i]);
+        if (!(fabs((double)o_s[i] - o_r[i]) <= tol)) {
+            char buf[240];
+            snprintf(buf, sizeof buf, "%s: out[%zu] simd %.9g ref %.9g", ctx, i, o_s[i], o_r[i]);
+            result(0, "attention_forward out", buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, "attention_forward out", ctx);
+    check_guards("attention_forward out", ctx, o_s, nout);
+    check_guards("attention_forward att", ctx, a_s, natt);
+
+    /* backward from the reference's probabilities; dq/dk share one buffer like q/k. The
+     * buffers start random (+=), and floats between heads/rows (the stride padding) must stay
+     * untouched, which the comparison of the whole buffers checks. */
+    float *dqk_r = (grad_mask & 3) ? galloc(nqk) : NULL, *dv_r = (grad_mask & 4) ? galloc(nv) : NULL;
+    if (dqk_r) fill(dqk_r, nqk, -1, 1);
+    if (dv_r) fill(dv_r, nv, -1, 1);
+    float *dqk_s = dqk_r ? gcopy(dqk_r, nqk) : NULL, *dv_s = dv_r ? gcopy(dv_r, nv) : NULL;
+    float *scr_s = galloc(T), *scr_r = galloc(T);
+    float *dq_s = (grad_mask & 1) ? dqk_s : NULL, *dk_s = (grad_mask & 2) ? dqk_s + D : NULL;
+    float *dq_r = (grad_mask & 1) ? dqk_r : NULL, *dk_r = (grad_mask & 2) ? dqk_r + D : NULL;
+    vt_simd_attention_backward(dq_s, dk_s, dv_s, scr_s, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H,
+                               hd, scale);
+    vt_ref_attention_backward(dq_r, dk_r, dv_r, scr_r, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H,
+                              hd, scale);
+    /* dp = do.v has error <= u hd |do||v| =: e; ds = p (dp - sum p dp) scale has error
+     * <= 2 e p scale; dq_i = sum_j ds_j k_j: error <= |k| sum_j 2 e p_j scale + rounding of a
+     * T-term sum of terms <= |k| 2|do||v| scale; dk likewise with |q|. */
+    double e = U * hd * mdo * mv, term = 2 * mdo * mv * scale * mq;
+    double S_dqk = (2 * e * scale * mq + U * T * term) / U; /* expressed for close_red(L=1) */
+    if (dqk_s) close_red("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 1, S_dqk);
+    if (dv_s) same_bits("attention_backward dv", ctx, dv_s, dv_r, nv);
+    check_guards("attention_backward dq/dk", ctx, dqk_s, nqk);
+    check_guards("attention_backward dv", ctx, dv_s, nv);
+    check_guards("attention_backward scratch", ctx, scr_s, T);
+    gfree(qk), gfree(v), gfree(dout), gfree(o_s), gfree(o_r), gfree(a_s), gfree(a_r);
+    gfree(dqk_r), gfree(dv_r), gfree(dqk_s), gfree(dv_s), gfree(scr_s), gfree(scr_r);
+    free(cm);
+}
+
+static void test_attention(void) {
+    static const int hds[] = {1, 3, 4, 5, 8, 16, 17, 33, 64};
+    int c = 0;
+    for (int T = 1; T <= 9; T++)
+        for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+            for (int mask = 0; mask < 3; mask++, c++)
+                check_attention(1 + (c % 2), T, 1 + (c % 3), hds[h], (c % 5) * 3 + (c & 1),
+                                (c % 4) * 5 + 1, mask, 1 + c % 7);
+    for (int gm = 0; gm < 8; gm++) check_attention(2, 7, 3, 17, 5, 3, 1, gm);
+    check_attention(2, 33, 3, 64, 0, 0, 1, 7); /* model-like: hd 64, fused qkv stride */
+    check_attention(1, 65, 2, 64, 7, 9, 2, 7);
+}
+
+/* ---------------------------------------------------------------------------- adamw */
+
+/* copy of vt_adamw_update in src/optim.c (the scalar step the SIMD one must reproduce) */
+static void adamw_scalar(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                         float b1, float b2, float eps, float wd) {
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
+    for (size_t i = 0; i < n; i++) {
+        p[i] *= decay;
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2s + eps;
+        p[i] -= step * (m[i] / denom);
+    }
+}
+
+static void test_adamw(void) {
+    static const size_t ns[] = {0, 1, 3, 4, 5, 7, 8, 17, 1001};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (long t = 1; t <= 12; t += 5) {
+            size_t n = ns[a];
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "n=%zu t=%ld", n, t);
+            float *p = galloc(n), *g = galloc(n), *m = galloc(n), *v = galloc(n);
+            fill(p, n, -1, 1), fill(g, n, -1, 1), fill(m, n, -0.1f, 0.1f), fill(v, n, 0, 0.01f);
+            float *p2 = gcopy(p, n), *m2 = gcopy(m, n), *v2 = gcopy(v, n);
+            float wd = (t % 2) ? 0.05f : 0.0f;
+            for (int step = 0; step < 3; step++) {
+                vt_simd_adamw_update(p, g, m, v, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
+                adamw_scalar(p2, g, m2, v2, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
+            }
+            same_bits("adamw_update p", ctx, p, p2, n);
+            same_bits("adamw_update m", ctx, m, m2, n);
+            same_bits("adamw_update v", ctx, v, v2, n);
+            check_guards("adamw_update", ctx, p, n);
+            gfree(p), gfree(g), gfree(m), gfree(v), gfree(p2), gfree(m2), gfree(v2);
+        }
+}
+
+/* ---------------------------------------------------------------------------- dispatch */
+
+static void test_dispatch(void) {
+    /* kernels.c must route to the SIMD kernels in this build, and to the reference on request */
+    result(vt_kernels_simd() == 1, "dispatch", "vt_kernels_simd() == 1");
+    float x[5] = {0.3f, -1.7f, 2.2f, 0.0f, 4.0f}, y1[5], y2[5], y3[5];
+    vt_gelu_forward(y1, x, 5);
+    vt_simd_gelu_forward(y2, x, 5);
+    vt_kernels_use_reference(1);
+    vt_gelu_forward(y3, x, 5);
+    vt_kernels_use_reference(0);
+    float r[5];
+    vt_ref_gelu_forward(r, x, 5);
+    result(!memcmp(y1, y2, sizeof y1) && !memcmp(y3, r, sizeof r), "dispatch",
+           "public names reach vt_simd_* / vt_ref_*");
+}
+
+/* ---------------------------------------------------------------------------- benchmark */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Peak of SIMD128 multiply+add, measured two ways (the larger is reported):
+ *  peak_loop_stream: acc_i += b * c_j with b loaded from a 4 KB buffer (L1) and two constants
+ *    in registers: 8 independent add chains (hides the add latency), 4 loads per 8 mul+add, the
+ *    shape of a GEMM inner loop without the GEMM;
+ *  peak_loop_chains: 12 independent chains acc = acc * m + c, registers only.
+ * Volatile inputs and sinks keep the compiler from folding or hoisting anything. Both return
+ * the flops they did. */
+#include <wasm_simd128.h>
+static volatile float peak_in[4] = {0.999999f, 1e-7f, 0.5f, 0.25f};
+static volatile float peak_sink;
+static float peak_buf[1024];
+__attribute__((noinline)) static double peak_loop_stream(long reps) {
+    v128_t c0 = wasm_f32x4_splat(peak_in[1]), c1 = wasm_f32x4_splat(peak_in[2]);
+    v128_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = wasm_f32x4_splat(peak_in[3] + (float)i);
+    for (long r = 0; r < reps; r++)
+        for (const float *p = peak_buf; p < peak_buf + 1024; p += 16) {
+            v128_t b0 = wasm_v128_load(p), b1 = wasm_v128_load(p + 4);
+            v128_t b2 = wasm_v128_load(p + 8), b3 = wasm_v128_load(p + 12);
+            a[0] = wasm_f32x4_add(a[0], wasm_f32x4_mul(b0, c0));
+            a[1] = wasm_f32x4_add(a[1], wasm_f32x4_mul(b0, c1));
+            a[2] = wasm_f32x4_add(a[2], wasm_f32x4_mul(b1, c0));
+            a[3] = wasm_f32x4_add(a[3], wasm_f32x4_mul(b1, c1));
+            a[4] = wasm_f32x4_add(a[4], wasm_f32x4_mul(b2, c0));
+            a[5] = wasm_f32x4_add(a[5], wasm_f32x4_mul(b2, c1));
+            a[6] = wasm_f32x4_add(a[6], wasm_f32x4_mul(b3, c0));
+            a[7] = wasm_f32x4_add(a[7], wasm_f32x4_mul(b3, c1));
+        }
+    v128_t s = a[0];
+    for (int i = 1; i < 8; i++) s = wasm_f32x4_add(s, a[i]);
+    peak_sink = wasm_f32x4_extract_lane(s, 0);
+    return (double)reps * 64 * 8 * 8;
+}
+__attribute__((noinline)) static double peak_loop_chains(long iters) {
+    v128_t m = wasm_f32x4_splat(peak_in[0]), c = wasm_f32x4_splat(peak_in[1]);
+    v128_t a[12];
+    for (int i = 0; i < 12; i++) a[i] = wasm_f32x4_splat(peak_in[3] + (float)i);
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++) a[i] = wasm_f32x4_add(wasm_f32x4_mul(a[i], m), c);
+    v128_t s = a[0];
+    for (int i = 1; i < 12; i++) s = wasm_f32x4_add(s, a[i]);
+    peak_sink = wasm_f32x4_extract_lane(s, 0);
+    return (double)iters * 12 * 8;
+}
+
+typedef void (*bench_fn)(void *);
+static double time_best(bench_fn f, void *arg, int warm, int reps) {
+    for (int i = 0; i < warm; i++) f(arg);
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        f(arg);
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+struct mm_args {
+    int M, K, N;
+    float *out, *inp, *w, *bias, *dout, *dinp, *dw, *dbias;
+};
+static void run_fwd(void *p) {
+    struct mm_args *a = p;
+    vt_simd_matmul_forward(a->out, a->inp, a->w, a->bias, a->M, a->K, a->N);
+}
+static void run_bwd(void *p) {
+    struct mm_args *a = p;
+    vt_simd_matmul_backward(a->dinp, a->dw, a->dbias, a->dout, a->inp, a->w, a->M, a->K, a->N);
+}
+static void run_bwd_dinp(void *p) {
+    struct mm_args *a = p;
+    vt_simd_matmul_backward(a->dinp, NULL, NULL, a->dout, a->inp, a->w, a->M, a->K, a->N);
+}
+static void run_bwd_dw(void *p) {
+    struct mm_args *a = p;
+    vt_simd_matmul_backward(NULL, a->dw, NULL, a->dout, a->inp, a->w, a->M, a->K, a->N);
+}
+static void run_peak_stream(void *p) { peak_loop_stream(*(long *)p); }
+static void run_peak_chains(void *p) { peak_loop_chains(*(long *)p); }
+
+static void bench(void) {
+    for (int i = 0; i < 1024; i++) peak_buf[i] = rng_uniform(-1, 1);
+    long reps = 100000, iters = 10000000;
+    double ts = time_best(run_peak_stream, &reps, 3, 5), tc = time_best(run_peak_chains, &iters, 3, 5);
+    double ps = (double)reps * 64 * 8 * 8 / ts / 1e9, pc = (double)iters * 12 * 8 / tc / 1e9;
+    double peak = ps > pc ? ps : pc;
+    printf("bench: SIMD128 mul+add peak %.1f GFLOP/s (L1-streaming 8 chains %.1f, register "
+           "12 chains %.1f)\n", peak, ps, pc);
+    static const int shapes[][3] = {{197 * 8, 192, 576}, {197 * 8, 192, 768}, {197 * 8, 768, 192}};
+    for (int s = 0; s < 3; s++) {
+        struct mm_args a = {.M = shapes[s][0], .K = shapes[s][1], .N = shapes[s][2]};
+        size_t MK = (size_t)a.M * a.K, NK = (size_t)a.N * a.K, MN = (size_t)a.M * a.N;
+        a.out = malloc(MN * 4), a.inp = malloc(MK * 4), a.w = malloc(NK * 4);
+        a.bias = malloc(a.N * 4), a.dout = malloc(MN * 4), a.dinp = malloc(MK * 4);
+        a.dw = malloc(NK * 4), a.dbias = malloc(a.N * 4);
+        fill(a.inp, MK, -1, 1), fill(a.w, NK, -1, 1), fill(a.bias, a.N, -1, 1);
+        fill(a.dout, MN, -1, 1), fill(a.dinp, MK, -1, 1), fill(a.dw, NK, -1, 1);
+        fill(a.dbias, a.N, -1, 1);
+        double flop = 2.0 * a.M * a.K * a.N;
+        double tf = time_best(run_fwd, &a, 5, 10);
+        double tb = time_best(run_bwd, &a, 3, 6);
+        double ti = time_best(run_bwd_dinp, &a, 3, 6);
+        double tw = time_best(run_bwd_dw, &a, 3, 6);
+        printf("bench: M=%d K=%d N=%d  forward %.1f GFLOP/s (%.0f%% of peak)  backward %.1f "
+               "(%.0f%%)  [dinp %.1f, dw %.1f]  (%.2f / %.2f ms)\n",
+               a.M, a.K, a.N, flop / tf / 1e9, 100 * flop / tf / 1e9 / peak,
+               2 * flop / tb / 1e9, 100 * 2 * flop / tb / 1e9 / peak, flop / ti / 1e9,
+               flop / tw / 1e9, tf * 1e3, tb * 1e3);
+        free(a.out), free(a.inp), free(a.w), free(a.bias), free(a.dout), free(a.dinp);
+        free(a.dw), free(a.dbias);
+    }
+}
+
+int main(int argc, char **argv) {
+    int do_bench = argc > 1 && !strcmp(argv[1], "--bench");
+    int only_bench = argc > 2 && !strcmp(argv[2], "--only");
+    if (!only_bench) {
+        test_dispatch();
+        test_erf_exp();
+        test_matmul();
+        test_layernorm();
+        test_gelu();
+        test_softmax();
+        test_attention();
+        test_adamw();
+    }
+    if (do_bench) bench();
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -1,0 +1,271 @@
+/* test_memory.c: the activation plan is exact.
+ * For tiny configs and vit_tiny_patch16_224 (kinds lightly, timm, causal, MAE, AIM; with and
+ * without idx_keep; fns encode / forward / intermediates (norm) / loss) and every policy:
+ *   vt_plan(need_grad=1).activations == arena peak after vt_forward(need_grad=1) + vt_backward
+ *   (parameter gradients and d images), and vt_plan(need_grad=0) == peak after a no-grad forward.
+ * Also: 'block' plans strictly less than 'none' (depth >= 2); a no-grad forward plans less than
+ * 'block'; budget below the minimum -> VT_ERR_BUDGET naming the minimum; budgets in between give a
+ * plan within the budget (and the run then peaks exactly there). */
+#include "test_util.h"
+
+static const char *POL[] = {"none", "block", "every:2", "every:3", "sqrt", "selective", "budget:MID"};
+#define NPOL (int)(sizeof POL / sizeof POL[0])
+
+static int plan_of(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const char *pol, size_t *act) {
+    int rc = vt_set_grad_checkpointing(m, pol);
+    vt_plan_bytes pb;
+    if (!rc) rc = vt_plan(m, fn, in, need_grad, &pb);
+    if (!rc) {
+        *act = pb.activations;
+        if (pb.params != vt_param_total(m) * 4 || (need_grad && pb.grads != vt_grad_total(m) * 4) ||
+            pb.total != pb.params + pb.grads + pb.optimizer + pb.activations)
+            CHECK(0, "vt_plan: params %zu / grads %zu / total %zu inconsistent with the model", pb.params, pb.grads, pb.total);
+    }
+    return rc;
+}
+
+/* Checks planned == measured for every policy; returns via *none_act, *block_act, *nograd_act. */
+static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu_rng *r) {
+    const vt_model_config *cfg = vt_model_get_config(m);
+    size_t nimg = (size_t)in->batch * cfg->enc.in_chans * cfg->enc.img_size * cfg->enc.img_size;
+    float *dimg = tu_xcalloc(nimg, 4);
+    float *douts[8] = {0};
+    int ndo = 0;
+    size_t none = 0, block = 0;
+    int rc = plan_of(m, fn, in, 1, "none", &none);
+    if (!rc) rc = plan_of(m, fn, in, 1, "block", &block);
+    if (!CHECK_OK(rc, name)) goto out;
+    for (int p = 0; p < NPOL; p++) {
+        char pol[48], what[160];
+        if (!strcmp(POL[p], "budget:MID")) snprintf(pol, sizeof pol, "budget:%zu", (none + block) / 2);
+        else snprintf(pol, sizeof pol, "%s", POL[p]);
+        snprintf(what, sizeof what, "%s [%s]", name, pol);
+        size_t planned = 0, planned0 = 0;
+        rc = plan_of(m, fn, in, 1, pol, &planned);
+        if (!CHECK(rc == VT_OK, "%s%s: vt_plan(need_grad=1): rc %d: %s", rc == VT_ERR_BUDGET ? "ENGINE BUG (budget search): " : "",
+                   what, rc, vt_last_error()))
+            continue;
+        rc = vt_forward(m, fn, in, 1);
+        if (!CHECK_OK(rc, what)) continue;
+        if (fn != VT_FN_LOSS && !douts[0]) {
+            ndo = vt_output_count(m);
+            for (int i = 0; i < ndo && i < 8; i++) {
+                int64_t sh[4];
+                int nd;
+                vt_output(m, i, sh, &nd);
+                size_t n = tu_numel(sh, nd);
+                douts[i] = tu_xmalloc(n * 4);
+                tu_fill_normal(r, douts[i], n, 0, 1);
+            }
+        }
+        rc = vt_backward(m, (const float *const *)douts, ndo, dimg, 1);
+        if (!CHECK_OK(rc, what)) continue;
+        vt_arena_stats st;
+        vt_arena_get_stats(m, &st);
+        CHECK(st.peak == planned && st.planned == planned,
+              "%s: need_grad=1: planned %zu bytes, measured peak %zu (stats.planned %zu, capacity %zu)", what, planned,
+              st.peak, st.planned, st.capacity);
+        CHECK(st.capacity >= st.peak, "%s: capacity %zu below peak %zu", what, st.capacity, st.peak);
+        if (!strncmp(pol, "budget:", 7))
+            CHECK(planned <= (none + block) / 2, "%s: plan %zu exceeds the budget", what, planned);
+        /* no-grad forward */
+        rc = plan_of(m, fn, in, 0, pol, &planned0);
+        if (!CHECK_OK(rc, what)) continue;
+        rc = vt_forward(m, fn, in, 0);
+        if (!CHECK_OK(rc, what)) continue;
+        vt_arena_get_stats(m, &st);
+        CHECK(st.peak == planned0, "%s: need_grad=0: planned %zu bytes, measured peak %zu", what, planned0, st.peak);
+        CHECK(planned0 < block, "%s: no-grad plan %zu not below the block plan %zu", what, planned0, block);
+    }
+    if (cfg->enc.depth >= 2) CHECK(block < none, "%s: block plan %zu not below none plan %zu", name, block, none);
+    tu_info("%-48s none %8zu  block %8zu bytes", name, none, block);
+out:
+    for (int i = 0; i < 8; i++) free(douts[i]);
+    free(dimg);
+    vt_set_grad_checkpointing(m, "none");
+}
+
+static vt_model *make(const vt_model_config *c, tu_rng *r) {
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(c, &m), "create")) return NULL;
+    tu_init_params(m, r);
+    return m;
+}
+
+static float *images(tu_rng *r, const vt_model_config *c, int B) {
+    size_t n = (size_t)B * c->enc.in_chans * c->enc.img_size * c->enc.img_size;
+    float *x = tu_xmalloc(n * 4);
+    tu_fill_normal(r, x, n, 0, 1);
+    return x;
+}
+
+static void test_tiny(void) {
+    tu_rng r = {2024};
+    vt_model_config c;
+    vt_inputs in;
+    const int B = 2;
+    /* lightly: all encoder fns, with and without idx_keep / idx_mask */
+    tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 4, 2, 2.0f);
+    c.enc.reg_tokens = 1; c.enc.qk_norm = 1; c.enc.init_values = 0.2f;
+    vt_model *m = make(&c, &r);
+    float *img = images(&r, &c, B);
+    int64_t im[2 * 3] = {1, 4, 8, 3, 9, 6}, ik[2 * 6] = {0, 2, 3, 5, 7, 10, 10, 0, 1, 4, 8, 6};
+    const vt_fn fns[] = {VT_FN_ENCODE, VT_FN_FORWARD, VT_FN_INTERMEDIATES, VT_FN_INTERMEDIATES_NORM};
+    const char *fnn[] = {"encode", "forward", "intermediates", "intermediates_norm"};
+    for (int f = 0; f < 4 && m; f++)
+        for (int k = 0; k < 2; k++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "lightly d4 %s%s", fnn[f], k ? " idx_keep+idx_mask" : "");
+            memset(&in, 0, sizeof in);
+            in.images = img; in.batch = B;
+            if (k) { in.idx_keep = ik; in.n_keep = 6; in.idx_mask = im; in.n_mask = 3; }
+            plan_case(nm, m, fns[f], &in, &r);
+        }
+    vt_model_free(m);
+    free(img);
+    /* timm kind: avg pool (no final norm) and global_pool '' */
+    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
+    c.enc.mask_token = 0; strcpy(c.enc.global_pool, "avg");
+    m = make(&c, &r);
+    img = images(&r, &c, B);
+    memset(&in, 0, sizeof in); in.images = img; in.batch = B;
+    if (m) plan_case("timm d3 avg forward", m, VT_FN_FORWARD, &in, &r);
+    in.idx_keep = ik; in.n_keep = 3;
+    int64_t ik3[2 * 3] = {0, 2, 4, 3, 1, 0};
+    in.idx_keep = ik3;
+    if (m) plan_case("timm d3 avg forward idx_keep", m, VT_FN_FORWARD, &in, &r);
+    vt_model_free(m);
+    free(img);
+    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
+    c.enc.mask_token = 0; strcpy(c.enc.global_pool, "");
+    m = make(&c, &r);
+    img = images(&r, &c, B);
+    memset(&in, 0, sizeof in); in.images = img; in.batch = B;
+    if (m) plan_case("timm d3 pool '' forward", m, VT_FN_FORWARD, &in, &r);
+    vt_model_free(m);
+    free(img);
+    /* causal */
+    tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 4, 2, 2.0f);
+    m = make(&c, &r);
+    img = images(&r, &c, B);
+    uint8_t cm[2 * 9] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1};
+    memset(&in, 0, sizeof in); in.images = img; in.batch = B; in.mask = cm; in.is_causal = 1;
+    if (m) plan_case("causal d4 encode mask", m, VT_FN_ENCODE, &in, &r);
+    if (m) plan_case("causal d4 forward mask", m, VT_FN_FORWARD, &in, &r);
+    in.mask = NULL;
+    if (m) plan_case("causal d4 intermediates_norm", m, VT_FN_INTERMEDIATES_NORM, &in, &r);
+    vt_model_free(m);
+    free(img);
+    /* MAE */
+    for (int np = 0; np <= 1; np++) {
+        tu_tiny_config(&c, VT_KIND_MAE, 12, 4, 8, 3, 2, 2.0f);
+        c.decoder_depth = 3; c.norm_pix_loss = np;
+        m = make(&c, &r);
+        img = images(&r, &c, B);
+        int64_t mk[2 * 4], mm[2 * 6];
+        tu_random_token_mask(&r, B, 1, 9, 6, mk, mm);
+        memset(&in, 0, sizeof in); in.images = img; in.batch = B; in.idx_keep = mk; in.n_keep = 4; in.idx_mask = mm; in.n_mask = 6;
+        if (m) plan_case(np ? "MAE e3 d3 loss norm_pix" : "MAE e3 d3 loss", m, VT_FN_LOSS, &in, &r);
+        vt_model_free(m);
+        free(img);
+    }
+    /* AIM */
+    tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 3, 2, 2.0f);
+    c.head_blocks = 3;
+    m = make(&c, &r);
+    img = images(&r, &c, B);
+    uint8_t am[2 * 4] = {0, 1, 1, 1, 0, 0, 1, 1};
+    memset(&in, 0, sizeof in); in.images = img; in.batch = B; in.mask = am; in.is_causal = 1;
+    if (m) plan_case("AIM e3 h3 loss", m, VT_FN_LOSS, &in, &r);
+    vt_model_free(m);
+    free(img);
+}
+
+static void test_vit_tiny(void) {
+    tu_rng r = {7};
+    vt_model_config c;
+    vt_model_config_default(&c, VT_KIND_LIGHTLY);
+    CHECK_OK(vt_preset("vit_tiny_patch16_224", &c.enc), "preset");
+    c.enc.mask_token = 1;
+    vt_model *m = make(&c, &r);
+    if (!m) return;
+    float *img = images(&r, &c, 2);
+    vt_inputs in;
+    memset(&in, 0, sizeof in); in.images = img; in.batch = 1;
+    plan_case("vit_tiny_patch16_224 B1 encode", m, VT_FN_ENCODE, &in, &r);
+    int64_t ik[2 * 50], im[2 * 147];
+    tu_random_token_mask(&r, 2, 1, 196, 147, ik, im);
+    memset(&in, 0, sizeof in); in.images = img; in.batch = 2; in.idx_keep = ik; in.n_keep = 50;
+    plan_case("vit_tiny_patch16_224 B2 forward idx_keep 50", m, VT_FN_FORWARD, &in, &r);
+    vt_model_free(m);
+    free(img);
+}
+
+/* ---- budget ------------------------------------------------------------------------------------------ */
+static void test_budget(void) {
+    tu_rng r = {31};
+    vt_model_config c;
+    tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 6, 2, 2.0f);
+    vt_model *m = make(&c, &r);
+    if (!m) return;
+    float *img = images(&r, &c, 2);
+    vt_inputs in;
+    memset(&in, 0, sizeof in); in.images = img; in.batch = 2;
+    /* the smallest plan any policy reaches */
+    size_t minp = (size_t)-1, none = 0, a = 0;
+    char pol[48];
+    const char *fixed[] = {"block", "selective", "sqrt"};
+    for (int i = 0; i < 3; i++)
+        if (!plan_of(m, VT_FN_ENCODE, &in, 1, fixed[i], &a) && a < minp) minp = a;
+    for (int k = 1; k <= c.enc.depth; k++) {
+        snprintf(pol, sizeof pol, "every:%d", k);
+        if (!plan_of(m, VT_FN_ENCODE, &in, 1, pol, &a) && a < minp) minp = a;
+    }
+    CHECK_OK(plan_of(m, VT_FN_ENCODE, &in, 1, "none", &none), "none plan");
+    char want[32];
+    snprintf(want, sizeof want, "%zu", minp);
+    /* below the minimum */
+    snprintf(pol, sizeof pol, "budget:%zu", minp - 1);
+    CHECK_OK(vt_set_grad_checkpointing(m, pol), pol);
+    vt_plan_bytes pb;
+    CHECK_ERR(vt_plan(m, VT_FN_ENCODE, &in, 1, &pb), VT_ERR_BUDGET, want, "vt_plan with a budget 1 byte below the minimum");
+    CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_BUDGET, want, "vt_forward with a budget 1 byte below the minimum");
+    CHECK_OK(vt_set_grad_checkpointing(m, "budget:1k"), "budget:1k");
+    CHECK_ERR(vt_plan(m, VT_FN_ENCODE, &in, 1, &pb), VT_ERR_BUDGET, want, "budget:1k (far too small) names the minimum");
+    /* a no-grad call ignores the budget (nothing is kept) */
+    snprintf(pol, sizeof pol, "budget:%zu", minp - 1);
+    vt_set_grad_checkpointing(m, pol);
+    CHECK_OK(vt_forward(m, VT_FN_ENCODE, &in, 0), "no-grad forward under a too-small budget");
+    /* budgets from the minimum up to none: the plan fits, and the run peaks exactly there */
+    size_t budgets[6] = {minp, minp + (none - minp) / 4, (minp + none) / 2, none - (none - minp) / 4, none - 1, none};
+    for (int i = 0; i < 6; i++) {
+        snprintf(pol, sizeof pol, "budget:%zu", budgets[i]);
+        CHECK_OK(vt_set_grad_checkpointing(m, pol), pol);
+        int rc = vt_plan(m, VT_FN_ENCODE, &in, 1, &pb);
+        if (!CHECK(rc == VT_OK, "ENGINE BUG (budget search): %s (min %zu, none %zu) refused: rc %d: %s", pol, minp, none, rc,
+                   vt_last_error()))
+            continue;
+        CHECK(pb.activations <= budgets[i], "%s: plan %zu exceeds the budget", pol, pb.activations);
+        if (budgets[i] >= none) CHECK(pb.activations == none, "%s: a budget >= none plans %zu, not none's %zu", pol, pb.activations, none);
+        rc = vt_forward(m, VT_FN_ENCODE, &in, 1);
+        if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
+        if (CHECK_OK(rc, pol)) {
+            vt_arena_stats st;
+            vt_arena_get_stats(m, &st);
+            CHECK(st.peak <= budgets[i], "%s: measured peak %zu exceeds the budget", pol, st.peak);
+        }
+    }
+    tu_info("budget: smallest plan %zu bytes, none %zu", minp, none);
+    vt_model_free(m);
+    free(img);
+}
+
+int main(void) {
+    double t0 = tu_now();
+    test_tiny();
+    test_budget();
+    double t1 = tu_now();
+    test_vit_tiny();
+    tu_info("tiny %.2f s, vit_tiny %.2f s", t1 - t0, tu_now() - t1);
+    return tu_finish();
+}
