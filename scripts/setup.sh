@@ -8,9 +8,12 @@ run_main=1
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-PKGS="build-essential cmake nodejs npm emscripten clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 wabt dataset-fashion-mnist"
+PKGS="build-essential cmake emscripten clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 wabt dataset-fashion-mnist"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+# Node.js 20+ may come from elsewhere than Debian (with its own npm): only ask apt when absent
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 if [ -n "$missing" ]; then
   echo "== installing:$missing"
   $SUDO apt-get update -qq
