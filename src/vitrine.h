@@ -149,7 +149,8 @@ int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dima
 
 /* "none", "block", "every:K", "sqrt", "budget:BYTES" (suffixes k/m/g, KB/MB/GB, KiB/MiB/GiB),
  * "selective". Applies to every chain of blocks (encoder, MAE decoder, AIM head) from the next
- * vt_forward on. */
+ * vt_forward on; a forward whose backward has not run yet is dropped (its backward then returns
+ * VT_ERR_STATE), since what it kept follows the old policy. */
 int vt_set_grad_checkpointing(vt_model *m, const char *policy);
 const char *vt_get_grad_checkpointing(const vt_model *m);
 
