@@ -54,6 +54,9 @@ void vt_model_free(vt_model *m) {
     vt_chain_free(&m->head);
     vt_arena_free(&m->arena);
     vt_optimizer_free(m);
+    free(m->keep_buf);
+    free(m->maskidx_buf);
+    free(m->prefix_buf);
     free(m);
 }
 
@@ -74,8 +77,6 @@ static int check_fn(const vt_model *m, vt_fn fn) {
     int loss_kind = m->cfg.kind == VT_KIND_MAE || m->cfg.kind == VT_KIND_AIM;
     if (fn == VT_FN_LOSS && !loss_kind)
         return vt_fail(VT_ERR_ARG, "loss needs an MAE or AIM model");
-    if (is_encoder_fn(fn) && loss_kind)
-        return vt_fail(VT_ERR_ARG, "an MAE/AIM model only computes its loss");
     if (!is_encoder_fn(fn) && fn != VT_FN_LOSS) return vt_fail(VT_ERR_ARG, "unknown call %d", (int)fn);
     return VT_OK;
 }
@@ -173,7 +174,8 @@ static int resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, int
 
 /* ---- encoder calls --------------------------------------------------------------------------------- */
 
-static int causal_kind(const vt_model *m) { return m->cfg.kind == VT_KIND_CAUSAL; }
+/* the AIM backbone is a masked-causal ViT; an MAE/AIM model's encoder calls run its backbone */
+static int causal_kind(const vt_model *m) { return m->cfg.kind == VT_KIND_CAUSAL || m->cfg.kind == VT_KIND_AIM; }
 
 void vt_chain_tokens(const vt_model *m, vt_fn fn, const vt_inputs *in, int T[3]) {
     T[0] = in->idx_keep ? in->n_keep : m->enc.T_full;

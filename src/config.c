@@ -215,3 +215,42 @@ int vt_config_validate(const vt_model_config *mc) {
     }
     return VT_OK;
 }
+
+/* The inverse of vt_model_config_from_json (what a training checkpoint records). */
+int vt_model_config_to_json(const vt_model_config *mc, char *buf, size_t len) {
+    const vt_vit_config *c = &mc->enc;
+    char enc[640];
+    int n = snprintf(enc, sizeof enc,
+                     "{\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, \"depth\": %d, "
+                     "\"num_heads\": %d, \"mlp_ratio\": %.9g, \"qkv_bias\": %s, \"qk_norm\": %s, \"class_token\": %s, "
+                     "\"reg_tokens\": %d, \"no_embed_class\": %s, \"pos_embed\": \"%s\", \"init_values\": %.9g, "
+                     "\"global_pool\": \"%s\", \"mask_token\": %s, \"num_classes\": %d}",
+                     c->img_size, c->patch_size, c->in_chans, c->embed_dim, c->depth, c->num_heads, c->mlp_ratio,
+                     c->qkv_bias ? "true" : "false", c->qk_norm ? "true" : "false", c->class_token ? "true" : "false",
+                     c->reg_tokens, c->no_embed_class ? "true" : "false", c->pos_embed ? "learn" : "none",
+                     c->init_values, c->global_pool, c->mask_token ? "true" : "false", c->num_classes);
+    if (n < 0 || (size_t)n >= sizeof enc) return vt_fail(VT_ERR_ARG, "config too long");
+    if (mc->kind == VT_KIND_MAE)
+        n = snprintf(buf, len, "{\"encoder\": %s, \"decoder_dim\": %d, \"decoder_depth\": %d, \"decoder_heads\": %d, "
+                               "\"decoder_mlp_ratio\": %.9g, \"norm_pix_loss\": %s}",
+                     enc, mc->decoder_dim, mc->decoder_depth, mc->decoder_heads, mc->decoder_mlp_ratio,
+                     mc->norm_pix_loss ? "true" : "false");
+    else if (mc->kind == VT_KIND_AIM)
+        n = snprintf(buf, len, "{\"encoder\": %s, \"head_hidden_dim\": %d, \"head_blocks\": %d, \"head_mlp_ratio\": %.9g}",
+                     enc, mc->head_hidden_dim, mc->head_blocks, mc->head_mlp_ratio);
+    else
+        n = snprintf(buf, len, "%s", enc);
+    if (n < 0 || (size_t)n >= len) return vt_fail(VT_ERR_ARG, "config JSON needs %d bytes, the buffer has %zu", n, len);
+    return VT_OK;
+}
+
+const char *vt_kind_name(vt_kind k) {
+    static const char *names[] = {"timm", "lightly", "causal", "mae", "aim"};
+    return (unsigned)k < 5 ? names[k] : "?";
+}
+
+int vt_kind_from_name(const char *name, vt_kind *k) {
+    for (int i = 0; i < 5; i++)
+        if (name && !strcmp(name, vt_kind_name((vt_kind)i))) { *k = (vt_kind)i; return VT_OK; }
+    return vt_fail(VT_ERR_ARG, "unknown model kind '%s' (timm, lightly, causal, mae, aim)", name ? name : "(null)");
+}

@@ -149,6 +149,13 @@ struct vt_model {
     size_t opt_n;
     long opt_t;
     vt_adamw_config opt;
+    /* trainer.c: training config, mask generator, mask buffers */
+    int trainer;
+    vt_train_config tc;
+    vt_rng rng;
+    int64_t *keep_buf, *maskidx_buf;
+    uint8_t *prefix_buf;
+    size_t mask_cap;
     size_t planned_floats;
 
     /* state of the last forward */
@@ -165,6 +172,8 @@ struct vt_model {
     float *inter[VT_MAX_DEPTH];     /* intermediates (aliases xs when not normed) */
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
     float loss;
+    /* what the MAE / AIM loss forward keeps for its backward (objectives.c) */
+    struct { float *feat, *f2, *dec_ln, *dec_m, *dec_r, *sel, *pred, *tgt, *trs; } ls;
     /* re-computation slots of the chain backward (here, not on the stack: wasm stacks are small) */
     vt_block_acts slot[VT_MAX_DEPTH];
     float *slot_x[VT_MAX_DEPTH];

@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LN_EPS_HEAD 1e-5f /* AIMPredictionHead uses torch's nn.LayerNorm default */
@@ -89,6 +90,14 @@ static void patch_add(float *img, const float *src, int C, int S, int p, int G, 
         for (int px = 0; px < p; px++)
             for (int c = 0; c < C; c++)
                 img[((size_t)c * S + (size_t)r * p + py) * S + (size_t)q * p + px] += src[(py * p + px) * C + c];
+}
+
+static void patch_set(float *img, const float *src, int C, int S, int p, int G, int n) {
+    int r = n / G, q = n % G;
+    for (int py = 0; py < p; py++)
+        for (int px = 0; px < p; px++)
+            for (int c = 0; c < C; c++)
+                img[((size_t)c * S + (size_t)r * p + py) * S + (size_t)q * p + px] = src[(py * p + px) * C + c];
 }
 
 /* normalize_mean_var: y = (x - mean) / sqrt(var_unbiased + eps); keeps 1/s for the backward */
@@ -216,10 +225,8 @@ static int encoder_back(vt_model *m, const float *dfeat, float *dimages, int pg,
     return rc;
 }
 
-/* ---- state kept between the loss forward and backward ---- */
-static struct {
-    float *feat, *f2, *dec_ln, *dec_m, *dec_r, *sel, *pred, *tgt, *trs;
-} S;
+
+#define S (m->ls) /* per-model state between the loss forward and backward */
 
 /* ---- MAE ---------------------------------------------------------------------------------------------- */
 
@@ -506,5 +513,45 @@ int vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt
         }
     }
     *floats = peak;
+    return VT_OK;
+}
+
+/* ---- pictures for teaching ---------------------------------------------------------------------- */
+
+int vt_loss_visualize(const vt_model *m, float *masked, float *recon) {
+    if (!m || !masked || !recon) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: NULL argument");
+    if (!m->have_fwd || m->fn != VT_FN_LOSS) return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
+    const vt_vit_config *c = &m->cfg.enc;
+    const vt_inputs *in = &m->in;
+    int B = in->batch, O = patch_dim(m), G = c->img_size / c->patch_size, N = G * G;
+    size_t img = (size_t)c->in_chans * c->img_size * c->img_size;
+    memcpy(masked, in->images, (size_t)B * img * sizeof(float));
+    memcpy(recon, in->images, (size_t)B * img * sizeof(float));
+    int mae = m->cfg.kind == VT_KIND_MAE, norm_pix = !mae || m->cfg.norm_pix_loss;
+    int K = mae ? in->n_mask : N;
+    float *patch = malloc((size_t)O * 2 * sizeof(float));
+    if (!patch) return vt_fail(VT_ERR_NOMEM, "out of memory");
+    float *orig = patch + O;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < K; j++) {
+            int n = mae ? (int)in->idx_mask[(size_t)b * K + j] - m->enc.P : j;
+            const float *pred = m->ls.pred + ((size_t)b * K + j) * O;
+            memcpy(patch, pred, (size_t)O * sizeof(float));
+            if (norm_pix) { /* invert normalize_mean_var with the original patch's statistics */
+                patch_get(orig, in->images + b * img, c->in_chans, c->img_size, c->patch_size, G, n);
+                double s = 0, v = 0;
+                for (int e = 0; e < O; e++) s += orig[e];
+                float mu = (float)(s / O);
+                for (int e = 0; e < O; e++) v += (double)(orig[e] - mu) * (orig[e] - mu);
+                float sd = sqrtf((float)(v / (O > 1 ? O - 1 : 1)) + NORM_PIX_EPS);
+                for (int e = 0; e < O; e++) patch[e] = patch[e] * sd + mu;
+            }
+            patch_set(recon + b * img, patch, c->in_chans, c->img_size, c->patch_size, G, n);
+            if (mae) {
+                memset(orig, 0, (size_t)O * sizeof(float));
+                patch_set(masked + b * img, orig, c->in_chans, c->img_size, c->patch_size, G, n);
+            }
+        }
+    free(patch);
     return VT_OK;
 }

@@ -206,6 +206,42 @@ int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
 /* lightly CosineWarmupScheduler's learning-rate multiplier at `step` */
 float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
 
+/* ---- training (trainer.c) --------------------------------------------------------------------- */
+
+typedef struct {
+    float lr;                       /* peak learning rate */
+    float beta1, beta2, eps, weight_decay;
+    long warmup_steps, total_steps; /* lightly's cosine-warmup schedule; total 0 = constant lr */
+    float clip_norm;                /* global gradient-norm clipping, 0 = off */
+    float mask_ratio;               /* MAE: random_token_mask ratio */
+    uint64_t seed;                  /* masks are drawn from a generator seeded with this */
+} vt_train_config;
+
+void vt_train_config_default(vt_train_config *t, vt_kind kind);
+/* Makes an MAE or AIM model trainable: AdamW state, the mask generator, step 0. */
+int vt_trainer_init(vt_model *m, const vt_train_config *t);
+/* One step: masks (seeded), loss, backward, clipping, AdamW at the scheduled lr. On a NaN/Inf
+ * loss or gradient it returns VT_ERR_NUMERIC and changes nothing (the last good state is kept).
+ * *loss (may be NULL) receives the step's loss. Works under any checkpointing policy, switchable
+ * between steps, with the same bits. */
+int vt_train_step(vt_model *m, const float *images, int batch, float *loss);
+long vt_train_step_count(const vt_model *m);
+float vt_train_lr(const vt_model *m, long step);
+/* Everything a resumed run needs (parameters, AdamW m/v, step, generator, configs) as
+ * safetensors bytes (free with vt_free), and back (all-or-nothing; the model's config must be
+ * the saved one). Resuming continues bit for bit. */
+int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len);
+int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len);
+/* After a VT_FN_LOSS forward: images [B,C,H,W] for teaching -- masked: MAE's masked patches set
+ * to 0 (the mean colour after normalisation), the original elsewhere (AIM: the original);
+ * recon: the predicted patches (de-normalised per patch when the target was) over the masked
+ * ones (AIM: every patch is predicted). */
+int vt_loss_visualize(const vt_model *m, float *masked, float *recon);
+
+const char *vt_kind_name(vt_kind k);
+int vt_kind_from_name(const char *name, vt_kind *k);
+int vt_model_config_to_json(const vt_model_config *c, char *buf, size_t len);
+
 /* ---- parity with PyTorch dumps (parity-format.md) ---------------------------------------------- */
 
 typedef struct {

@@ -143,7 +143,66 @@ static void test_training(vt_kind kind) {
     vt_model_free(m);
 }
 
+/* N steps straight == N/2, save, load into a fresh model, N/2; policy switching changes no bit */
+static void test_trainer(vt_kind kind) {
+    const char *name = kind == VT_KIND_MAE ? "MAE" : "AIM";
+    int B = 3, n = B * 3 * 16 * 16, N = 6;
+    float *img = malloc(n * sizeof(float));
+    for (int i = 0; i < n; i++) img[i] = cosf(0.37f * i);
+    vt_train_config tc;
+    vt_train_config_default(&tc, kind);
+    tc.lr = 1e-3f; tc.warmup_steps = 2; tc.total_steps = N; tc.seed = 11; tc.clip_norm = 1.0f;
+    vt_model *a = tiny(kind), *b = tiny(kind), *c = tiny(kind);
+    vt_init_weights(a, 1); vt_init_weights(b, 1); vt_init_weights(c, 1);
+    vt_trainer_init(a, &tc); vt_trainer_init(b, &tc);
+    int rc = 0;
+    const char *pol[] = {"none", "block", "selective", "every:2", "sqrt", "none"};
+    for (int s = 0; s < N && !rc; s++) rc = vt_train_step(a, img, B, NULL);
+    for (int s = 0; s < N / 2 && !rc; s++) { vt_set_grad_checkpointing(b, pol[s]); rc = vt_train_step(b, img, B, NULL); }
+    uint8_t *st = NULL;
+    size_t len = 0;
+    if (!rc) rc = vt_train_state_save(b, &st, &len);
+    if (!rc) rc = vt_train_state_load(c, st, len);
+    CHECK(!rc, "%s save/load: %s", name, vt_last_error());
+    CHECK(vt_train_step_count(c) == N / 2, "%s resumed at step %ld", name, vt_train_step_count(c));
+    for (int s = N / 2; s < N && !rc; s++) { vt_set_grad_checkpointing(c, pol[s]); rc = vt_train_step(c, img, B, NULL); }
+    CHECK(!rc, "%s steps: %s", name, vt_last_error());
+    CHECK(!memcmp(vt_param_data(a, 0), vt_param_data(c, 0), vt_param_total(a) * sizeof(float)),
+          "%s: %d steps straight == %d, save, resume, %d (policies switched) bit for bit", name, N, N / 2, N / 2);
+    /* a NaN stops the step and keeps the last good state */
+    size_t P = vt_param_total(c);
+    float *before = malloc(P * sizeof(float));
+    memcpy(before, vt_param_data(c, 0), P * sizeof(float));
+    img[5] = NAN;
+    rc = vt_train_step(c, img, B, NULL);
+    CHECK(rc == VT_ERR_NUMERIC && strstr(vt_last_error(), "last good state"), "%s NaN refused: %s", name, vt_last_error());
+    CHECK(!memcmp(before, vt_param_data(c, 0), P * sizeof(float)) && vt_train_step_count(c) == N, "%s state unchanged after NaN", name);
+    img[5] = 0.5f;
+    vt_model *d = tiny(kind == VT_KIND_MAE ? VT_KIND_AIM : VT_KIND_MAE);
+    CHECK(vt_train_state_load(d, st, len) == VT_ERR_MISMATCH, "%s state refused by another model", name);
+    CHECK(vt_train_state_load(c, st, len / 2) == VT_ERR_FORMAT && vt_train_step_count(c) == N, "%s truncated state refused, nothing changed", name);
+    /* pictures after a loss forward */
+    vt_inputs in = {0};
+    in.images = img; in.batch = B;
+    int64_t keep[3 * 17], msk[3 * 17];
+    int nk;
+    vt_rng r;
+    vt_rng_seed(&r, 2);
+    uint8_t pm[3 * 16];
+    if (kind == VT_KIND_MAE) { vt_random_token_mask(&r, B, 17, 0.75f, 0, keep, msk, &nk); in.idx_keep = keep; in.n_keep = nk; in.idx_mask = msk; in.n_mask = 17 - nk; }
+    else { vt_random_prefix_mask(&r, B, 16, 15, pm); in.mask = pm; in.is_causal = 1; }
+    float *mk = malloc(n * sizeof(float)), *rc_img = malloc(n * sizeof(float));
+    CHECK(!vt_forward(c, VT_FN_LOSS, &in, 0) && !vt_loss_visualize(c, mk, rc_img), "%s visualize: %s", name, vt_last_error());
+    int changed = 0;
+    for (int i = 0; i < n; i++) changed += rc_img[i] != img[i];
+    CHECK(changed > 0, "%s reconstruction differs from the original", name);
+    free(mk); free(rc_img); free(before); free(img); vt_free(st);
+    vt_model_free(a); vt_model_free(b); vt_model_free(c); vt_model_free(d);
+}
+
 int main(void) {
+    test_trainer(VT_KIND_MAE);
+    test_trainer(VT_KIND_AIM);
     test_init();
     test_masks();
     test_optim();

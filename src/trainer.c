@@ -1,0 +1,259 @@
+/* trainer.c: one MAE or AIM training step, and the training state that makes a run resumable.
+ *   step = draw masks (seeded) -> zero grads -> loss forward -> backward -> clip -> AdamW at the
+ *          scheduled learning rate
+ * The same seed and data give the same bits whatever the checkpointing policy, and a step that
+ * meets a non-finite loss or gradient changes nothing (parameters, optimizer, generator, step
+ * count stay at the last good state). The state (parameters, AdamW m/v, step, generator, both
+ * configs) round-trips through safetensors bytes; writing them to disk atomically is the
+ * caller's part (web/train.js writes a temporary file and renames it). */
+#include "json.h"
+#include "safetensors.h"
+#include "vit_internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void vt_train_config_default(vt_train_config *t, vt_kind kind) {
+    memset(t, 0, sizeof *t);
+    /* lightly's benchmarks: MAE lr 1.5e-4 * bs / 256, AIM lr 1e-3 * bs / 4096 with clipping 1.0;
+     * both AdamW(betas 0.9, 0.95), weight decay 0.05; the caller scales lr to its batch */
+    t->lr = kind == VT_KIND_AIM ? 1e-3f : 1.5e-4f;
+    t->beta1 = 0.9f;
+    t->beta2 = 0.95f;
+    t->eps = 1e-8f;
+    t->weight_decay = 0.05f;
+    t->clip_norm = kind == VT_KIND_AIM ? 1.0f : 0.0f;
+    t->mask_ratio = 0.75f;
+    t->seed = 0;
+}
+
+static int check_train_config(const vt_train_config *t) {
+    if (!(t->lr >= 0) || !(t->clip_norm >= 0) || !(t->mask_ratio >= 0 && t->mask_ratio < 1) || t->warmup_steps < 0 ||
+        t->total_steps < 0)
+        return vt_fail(VT_ERR_ARG, "training config: lr >= 0, clip_norm >= 0, 0 <= mask_ratio < 1, steps >= 0");
+    return VT_OK;
+}
+
+int vt_trainer_init(vt_model *m, const vt_train_config *t) {
+    if (!m || !t) return vt_fail(VT_ERR_ARG, "vt_trainer_init: NULL argument");
+    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM)
+        return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model");
+    int rc = check_train_config(t);
+    if (rc) return rc;
+    vt_adamw_config oc = {t->lr, t->beta1, t->beta2, t->eps, t->weight_decay};
+    rc = vt_optimizer_init(m, &oc);
+    if (rc) return rc;
+    m->tc = *t;
+    vt_rng_seed(&m->rng, t->seed);
+    m->trainer = 1;
+    return VT_OK;
+}
+
+long vt_train_step_count(const vt_model *m) { return m->opt_t; }
+
+float vt_train_lr(const vt_model *m, long step) {
+    const vt_train_config *t = &m->tc;
+    if (t->total_steps <= 0) return t->lr;
+    return t->lr * vt_cosine_warmup(step, (double)t->warmup_steps, (double)t->total_steps);
+}
+
+/* mask buffers grow with the largest batch seen (allocation happens before the step's work) */
+static int masks_reserve(vt_model *m, int B) {
+    size_t need = (size_t)B * (size_t)m->enc.T_full;
+    if (need <= m->mask_cap) return VT_OK;
+    int64_t *k = realloc(m->keep_buf, need * sizeof *k);
+    if (k) m->keep_buf = k;
+    int64_t *q = k ? realloc(m->maskidx_buf, need * sizeof *q) : NULL;
+    if (q) m->maskidx_buf = q;
+    uint8_t *b = q ? realloc(m->prefix_buf, need) : NULL;
+    if (b) m->prefix_buf = b;
+    if (!b) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for masks", need * 17);
+    m->mask_cap = need;
+    return VT_OK;
+}
+
+int vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
+    if (!m || !images) return vt_fail(VT_ERR_ARG, "vt_train_step: NULL argument");
+    if (!m->trainer) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
+    int rc = masks_reserve(m, batch);
+    if (rc) return rc;
+    vt_rng saved = m->rng; /* restored when the step fails: the next try draws the same masks */
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = images;
+    in.batch = batch;
+    int L = m->enc.T_full;
+    if (m->cfg.kind == VT_KIND_MAE) {
+        int nk = 0;
+        rc = vt_random_token_mask(&m->rng, batch, L, m->tc.mask_ratio, 0, m->keep_buf, m->maskidx_buf, &nk);
+        in.idx_keep = m->keep_buf;
+        in.n_keep = nk;
+        in.idx_mask = m->maskidx_buf;
+        in.n_mask = L - nk;
+        if (!rc && nk >= L) rc = vt_fail(VT_ERR_ARG, "mask_ratio %g masks no patch of %d tokens", m->tc.mask_ratio, L);
+    } else { /* lightly aim.py: random_prefix_mask((B, N), max_prefix_length = N - 1) */
+        rc = vt_random_prefix_mask(&m->rng, batch, L, L > 1 ? L - 1 : 1, m->prefix_buf);
+        in.mask = m->prefix_buf;
+        in.is_causal = 1;
+    }
+    if (!rc) {
+        vt_zero_grad(m);
+        rc = vt_forward(m, VT_FN_LOSS, &in, 1);
+    }
+    if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
+    if (!rc && m->tc.clip_norm > 0) rc = vt_clip_grad_norm(m, m->tc.clip_norm, NULL);
+    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt_t)); /* checks gradients first */
+    if (loss) *loss = m->loss;
+    if (rc) {
+        m->rng = saved;
+        if (rc == VT_ERR_NUMERIC) {
+            char msg[900];
+            snprintf(msg, sizeof msg, "%s", vt_last_error());
+            vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt_t, msg);
+        }
+    }
+    return rc;
+}
+
+/* ---- training state <-> safetensors bytes ------------------------------------------------- */
+
+#define TRAIN_FORMAT "vitrine-train/1"
+
+static int train_config_json(const vt_train_config *t, char *buf, size_t len) {
+    int n = snprintf(buf, len,
+                     "{\"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"weight_decay\": %.9g, "
+                     "\"warmup_steps\": %ld, \"total_steps\": %ld, \"clip_norm\": %.9g, \"mask_ratio\": %.9g, "
+                     "\"seed\": %llu}",
+                     t->lr, t->beta1, t->beta2, t->eps, t->weight_decay, t->warmup_steps, t->total_steps, t->clip_norm,
+                     t->mask_ratio, (unsigned long long)t->seed);
+    return n < 0 || (size_t)n >= len ? vt_fail(VT_ERR_ARG, "training config too long") : VT_OK;
+}
+
+int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
+    if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_train_state_save: NULL argument");
+    if (!m->trainer) return vt_fail(VT_ERR_STATE, "no training state: call vt_trainer_init first");
+    int n = m->pt.n, k = 0, rc;
+    vt_st_entry *e = calloc((size_t)3 * n + 1, sizeof *e);
+    char (*names)[VT_NAME_MAX + 16] = calloc((size_t)3 * n + 1, sizeof *names);
+    long long (*shapes)[4] = calloc((size_t)n + 1, sizeof *shapes);
+    char cfg[2048], tcfg[512], step[32], rng[48];
+    if (!e || !names || !shapes) { rc = vt_fail(VT_ERR_NOMEM, "out of memory saving the training state"); goto done; }
+    for (int i = 0; i < n; i++) {
+        const vt_param *p = &m->pt.p[i];
+        for (int d = 0; d < p->ndim; d++) shapes[i][d] = p->shape[d];
+        const char *pfx[3] = {"param/", "adam_m/", "adam_v/"};
+        const float *src[3] = {m->pt.data + p->off, p->goff >= 0 ? m->opt_m + p->goff : NULL,
+                               p->goff >= 0 ? m->opt_v + p->goff : NULL};
+        for (int j = 0; j < 3; j++) {
+            if (!src[j]) continue;
+            snprintf(names[k], sizeof names[k], "%s%s", pfx[j], p->name);
+            e[k] = (vt_st_entry){names[k], VT_DT_F32, p->ndim, shapes[i], src[j]};
+            k++;
+        }
+    }
+    rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
+    if (!rc) rc = train_config_json(&m->tc, tcfg, sizeof tcfg);
+    if (rc) goto done;
+    snprintf(step, sizeof step, "%ld", m->opt_t);
+    snprintf(rng, sizeof rng, "%08x%08x%08x%08x", m->rng.s[0], m->rng.s[1], m->rng.s[2], m->rng.s[3]);
+    const char *mk[] = {"format", "kind", "model_config", "train_config", "step", "rng", "grad_checkpointing"};
+    const char *mv[] = {TRAIN_FORMAT, vt_kind_name(m->cfg.kind), cfg, tcfg, step, rng, m->policy.text};
+    rc = vt_st_write(e, (size_t)k, mk, mv, 7, out, out_len);
+done:
+    free(e);
+    free(names);
+    free(shapes);
+    return rc;
+}
+
+static int num(const vt_json *o, const char *k, double *v) {
+    const vt_json *j = vt_json_get(o, k);
+    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "training state: train_config needs '%s'", k);
+    *v = j->number;
+    return VT_OK;
+}
+
+int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
+    if (!m || !bytes) return vt_fail(VT_ERR_ARG, "vt_train_state_load: NULL argument");
+    vt_st_file f;
+    int rc = vt_st_parse(bytes, len, &f);
+    if (rc) return rc;
+    vt_json *tj = NULL;
+    float *nm = NULL, *nv = NULL, *np = NULL;
+    char cfg[2048];
+    const char *fmt = vt_st_meta(&f, "format"), *mcfg = vt_st_meta(&f, "model_config");
+    const char *tcfg = vt_st_meta(&f, "train_config"), *step = vt_st_meta(&f, "step"), *rng = vt_st_meta(&f, "rng");
+    if (!fmt || strcmp(fmt, TRAIN_FORMAT)) { rc = vt_fail(VT_ERR_FORMAT, "not a vitrine training state (format %s)", fmt ? fmt : "missing"); goto done; }
+    if (!mcfg || !tcfg || !step || !rng || strlen(rng) != 32) { rc = vt_fail(VT_ERR_FORMAT, "training state metadata incomplete"); goto done; }
+    rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
+    if (rc) goto done;
+    if (strcmp(cfg, mcfg)) { rc = vt_fail(VT_ERR_MISMATCH, "the training state is of another model: %s (this model: %s)", mcfg, cfg); goto done; }
+    char *end;
+    long st = strtol(step, &end, 10);
+    if (*end || st < 0) { rc = vt_fail(VT_ERR_FORMAT, "training state: bad step '%s'", step); goto done; }
+    vt_rng r;
+    for (int i = 0; i < 4; i++) {
+        char h[9];
+        memcpy(h, rng + 8 * i, 8);
+        h[8] = 0;
+        r.s[i] = (uint32_t)strtoul(h, &end, 16);
+        if (*end) { rc = vt_fail(VT_ERR_FORMAT, "training state: bad rng '%s'", rng); goto done; }
+    }
+    rc = vt_json_parse(tcfg, strlen(tcfg), &tj);
+    if (rc) goto done;
+    vt_train_config t;
+    memset(&t, 0, sizeof t);
+    double v[10];
+    const char *keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps", "total_steps", "clip_norm", "mask_ratio", "seed"};
+    for (int i = 0; i < 10 && !rc; i++) rc = num(tj, keys[i], &v[i]);
+    if (rc) goto done;
+    t = (vt_train_config){(float)v[0], (float)v[1], (float)v[2], (float)v[3], (float)v[4], (long)v[5], (long)v[6],
+                          (float)v[7], (float)v[8], (uint64_t)v[9]};
+    if ((rc = check_train_config(&t))) goto done;
+    /* every tensor checked and converted before anything of the model changes */
+    size_t P = m->pt.total, G = m->pt.gtotal;
+    np = malloc((P + 1) * sizeof *np);
+    nm = malloc((G + 1) * sizeof *nm);
+    nv = malloc((G + 1) * sizeof *nv);
+    if (!np || !nm || !nv) { rc = vt_fail(VT_ERR_NOMEM, "out of memory loading the training state"); goto done; }
+    size_t expected = 0;
+    for (int i = 0; i < m->pt.n && !rc; i++) {
+        const vt_param *p = &m->pt.p[i];
+        const char *pfx[3] = {"param/", "adam_m/", "adam_v/"};
+        float *dst[3] = {np + p->off, p->goff >= 0 ? nm + p->goff : NULL, p->goff >= 0 ? nv + p->goff : NULL};
+        for (int j = 0; j < 3 && !rc; j++) {
+            if (!dst[j]) continue;
+            char key[VT_NAME_MAX + 16];
+            snprintf(key, sizeof key, "%s%s", pfx[j], p->name);
+            const vt_st_tensor *tt = vt_st_find(&f, key);
+            expected++;
+            if (!tt) rc = vt_fail(VT_ERR_MISMATCH, "training state: missing '%s' (was the parameter frozen differently?)", key);
+            else if (tt->numel != p->numel) rc = vt_fail(VT_ERR_MISMATCH, "training state: '%s' has %zu values, expected %zu", key, tt->numel, p->numel);
+            else rc = vt_st_to_f32(tt, dst[j]);
+        }
+    }
+    if (!rc && expected != f.n) rc = vt_fail(VT_ERR_MISMATCH, "training state: %zu tensors, expected %zu (trainable parameters differ)", f.n, expected);
+    if (rc) goto done;
+    if (!m->trainer || m->opt_n != G) {
+        vt_adamw_config oc = {t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
+        if ((rc = vt_optimizer_init(m, &oc))) goto done;
+    }
+    memcpy(m->pt.data, np, P * sizeof *np);
+    memcpy(m->opt_m, nm, G * sizeof *nm);
+    memcpy(m->opt_v, nv, G * sizeof *nv);
+    m->opt = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
+    m->opt_t = st;
+    m->tc = t;
+    m->rng = r;
+    m->trainer = 1;
+    m->have_fwd = 0;
+done:
+    free(np);
+    free(nm);
+    free(nv);
+    vt_json_free(tj);
+    vt_st_free(&f);
+    return rc;
+}
