@@ -426,6 +426,8 @@ int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dima
     if (n_douts < 0 || n_douts > vt_output_count(m))
         return vt_fail(VT_ERR_ARG, "%d upstream gradients given, the call has %d outputs", n_douts, vt_output_count(m));
     int rc;
+    m->arena.tl_backward = m->arena.tl_n;
+    vt_arena_event(&m->arena);
     if (m->fn == VT_FN_LOSS) {
         float dl = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
         rc = vt_loss_backward(m, dl, dimages, param_grads);
@@ -445,4 +447,11 @@ void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out) {
 void vt_release_activations(vt_model *m) {
     vt_arena_free(&m->arena);
     m->have_fwd = 0;
+}
+
+int vt_activation_timeline(const vt_model *m, size_t *bytes, int max, int *backward_start) {
+    int n = m->arena.tl_n < max ? m->arena.tl_n : max;
+    for (int i = 0; i < n && bytes; i++) bytes[i] = m->arena.tl[i] * sizeof(float);
+    if (backward_start) *backward_start = m->arena.tl_backward;
+    return n;
 }

@@ -13,6 +13,7 @@ float *vt_arena_alloc(vt_arena *a, size_t nfloats) {
     float *p = a->base + a->top;
     a->top += n;
     if (a->top > a->peak) a->peak = a->top;
+    vt_arena_event(a);
     return p;
 }
 
@@ -41,9 +42,15 @@ void vt_arena_begin(vt_arena *a) {
     a->top = 0;
     a->peak = 0;
     a->overflow = 0;
+    a->tl_n = 0;
+    a->tl_backward = -1;
 }
 
 void vt_arena_free(vt_arena *a) {
     if (a->base) free(((void **)a->base)[-1]);
-    memset(a, 0, sizeof *a);
+    a->base = NULL;
+    a->cap = a->top = a->peak = 0;
+    a->overflow = 0;
+    a->tl_n = 0;
+    a->tl_backward = -1;
 }

@@ -37,12 +37,16 @@ void vt_ptable_free(vt_ptable *t);
 /* A stack (bump) allocator over one buffer. Sizes are rounded to VT_ALIGN_FLOATS so that every
  * buffer is 64-byte aligned. mark/reset give scoped scratch; the peak is what the plan predicts. */
 #define VT_ALIGN_FLOATS 16
+#define VT_TIMELINE_MAX 4096
 typedef struct {
     float *base;
     size_t cap;  /* floats */
     size_t top;  /* floats in use */
     size_t peak; /* max top since the last begin */
     int overflow;
+    /* the timeline of one call: top after every alloc / reset (for teaching), fixed capacity */
+    size_t tl[VT_TIMELINE_MAX];
+    int tl_n, tl_backward; /* events recorded; index where the backward began (-1: none) */
 } vt_arena;
 
 static inline size_t vt_round(size_t n) {
@@ -51,7 +55,13 @@ static inline size_t vt_round(size_t n) {
 float *vt_arena_alloc(vt_arena *a, size_t nfloats); /* NULL (and overflow flag) past capacity */
 float *vt_arena_zalloc(vt_arena *a, size_t nfloats);
 static inline size_t vt_arena_mark(const vt_arena *a) { return a->top; }
-static inline void vt_arena_reset(vt_arena *a, size_t mark) { a->top = mark; }
+static inline void vt_arena_event(vt_arena *a) {
+    if (a->tl_n < VT_TIMELINE_MAX) a->tl[a->tl_n++] = a->top;
+}
+static inline void vt_arena_reset(vt_arena *a, size_t mark) {
+    a->top = mark;
+    vt_arena_event(a);
+}
 int vt_arena_reserve(vt_arena *a, size_t nfloats); /* (re)allocate to at least nfloats */
 void vt_arena_begin(vt_arena *a);                 /* top = 0, peak = 0 */
 void vt_arena_free(vt_arena *a);

@@ -170,6 +170,11 @@ typedef struct {
     size_t planned, peak, capacity;
 } vt_arena_stats;
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out);
+/* The activation memory of the last forward (+ backward) as it happened: arena bytes in use after
+ * each allocation or release, in order (at most `max` of them, up to 4096 are kept). The forward
+ * rises, the backward (from *backward_start, -1 if none ran) adds its scratch and re-computation
+ * bumps. Returns the number of events written. */
+int vt_activation_timeline(const vt_model *m, size_t *bytes, int max, int *backward_start);
 /* Frees the activation arena (it is re-allocated, and kept, at the next call that needs more). */
 void vt_release_activations(vt_model *m);
 

@@ -200,7 +200,35 @@ static void test_trainer(vt_kind kind) {
     vt_model_free(a); vt_model_free(b); vt_model_free(c); vt_model_free(d);
 }
 
+/* the activation timeline comes from the arena itself: its maximum is the measured peak */
+static void test_timeline(void) {
+    vt_model *m = tiny(VT_KIND_MAE);
+    vt_init_weights(m, 1);
+    vt_train_config tc;
+    vt_train_config_default(&tc, VT_KIND_MAE);
+    vt_trainer_init(m, &tc);
+    float img[2 * 3 * 16 * 16];
+    for (int i = 0; i < 2 * 3 * 16 * 16; i++) img[i] = sinf((float)i);
+    size_t none_peak = 0;
+    for (int k = 0; k < 2; k++) {
+        vt_set_grad_checkpointing(m, k ? "block" : "none");
+        CHECK(!vt_train_step(m, img, 2, NULL), "step");
+        size_t tl[4096];
+        int bstart = -2, n = vt_activation_timeline(m, tl, 4096, &bstart);
+        size_t mx = 0;
+        for (int i = 0; i < n; i++) mx = tl[i] > mx ? tl[i] : mx;
+        vt_arena_stats st;
+        vt_arena_get_stats(m, &st);
+        CHECK(n > 10 && bstart > 0 && bstart < n, "timeline of %d events, backward from %d", n, bstart);
+        CHECK(mx == st.peak, "timeline max %zu == peak %zu", mx, st.peak);
+        if (!k) none_peak = mx;
+        else CHECK(mx < none_peak, "block timeline peak %zu < none %zu", mx, none_peak);
+    }
+    vt_model_free(m);
+}
+
 int main(void) {
+    test_timeline();
     test_trainer(VT_KIND_MAE);
     test_trainer(VT_KIND_AIM);
     test_init();
