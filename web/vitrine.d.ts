@@ -115,6 +115,9 @@ export class Model {
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
   memory(): ModelMemory;
+  /** Arena bytes in use after each allocation / release of the last call; backwardStart = the
+   * event index where the backward began (-1 if none ran). */
+  activationTimeline(): { bytes: number[]; backwardStart: number };
   releaseActivations(): void;
   dispose(): void;
 }

@@ -118,7 +118,7 @@ export class Vitrine {
       'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
       'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
-      'vtw_arena_stats', 'vtw_release_activations', 'vtw_parity_run', 'malloc', 'free'];
+      'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run', 'malloc', 'free'];
     this._c = {};
     for (const n of names) {
       const f = low.fn(n);
@@ -450,6 +450,17 @@ export class Model {
         arena: { planned: arenaPlanned, peak, capacity },
       };
     } finally { vt.free(out); }
+  }
+  /** The last call's activation memory as the engine's arena saw it: bytes in use after each
+   * allocation / release, and the event index where the backward began (-1 if none). */
+  activationTimeline() {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(8 * 4096), b = vt.alloc(4);
+    try {
+      const n = c.activation_timeline(this._h, out, 4096, b);
+      vt.check(n);
+      return { bytes: Array.from(vt.f64(out, n)), backwardStart: new Int32Array(vt._low.buffer(), b, 1)[0] };
+    } finally { vt.free(out); vt.free(b); }
   }
   releaseActivations() { this._c.release_activations(this._h); this._last = null; }
 }
