@@ -224,27 +224,9 @@ static int encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int 
     if (!x0) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
     int rc = vt_encoder_preprocess(m, in, causal, x0);
     if (rc) return rc;
-    vt_chain_run *r = &m->enc_run;
-    r->c = c;
-    r->lay = *lay;
-    r->B = B;
-    r->T = T;
-    r->causal_mask = causal && in->mask && in->is_causal ? in->mask : NULL;
-    r->xs = m->enc_xs;
-    r->acts = m->enc_acts;
-    r->xs[0] = x0;
-    rc = vt_chain_forward(m, r, need_grad, is_inter(fn));
+    rc = vt_encoder_blocks(m, in, need_grad, lay, T, x0, causal, is_inter(fn), &m->out);
     if (rc) return rc;
-    float *xf = r->xs[c->depth];
-    m->out = xf;
-    if (has_norm(m)) {
-        m->fin_ln = vt_arena_alloc(ar, MD);
-        m->fin_m = vt_arena_alloc(ar, (size_t)B * T);
-        m->fin_r = vt_arena_alloc(ar, (size_t)B * T);
-        if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-        vt_layernorm_forward(m->fin_ln, m->fin_m, m->fin_r, xf, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
-        m->out = m->fin_ln;
-    }
+    const vt_chain_run *r = &m->enc_run;
     m->out_ndim = 3;
     m->out_shape[0] = B; m->out_shape[1] = T; m->out_shape[2] = D;
     if (fn == VT_FN_FORWARD && has_pool(m)) {

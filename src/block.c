@@ -236,6 +236,17 @@ static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scra
     if (c->has_attn) s->row = vt_arena_alloc(a, (size_t)T);
 }
 
+/* LayerScale y = x + g * branch: d branch = g * dy (into out), d g += sum_rows dy * branch */
+static const float *layerscale_backward(float *out, float *dg, const float *g, const float *dy,
+                                        const float *branch, size_t M, int D) {
+    for (size_t r = 0; r < M; r++)
+        for (int d = 0; d < D; d++) {
+            out[r * D + d] = g[d] * dy[r * D + d];
+            if (dg) dg[d] += dy[r * D + d] * branch[r * D + d];
+        }
+    return out;
+}
+
 /* dres: on entry d(xo), on return d(x). pg: accumulate parameter gradients. */
 static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
                            const float *x, float *dres, const bwd_scratch *s, int B, int T, int pg) {
@@ -246,16 +257,8 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
 
     /* xo = xm + ls2 * fo  =>  d fo = ls2 * dres, d ls2 += sum dres * fo, d xm = dres */
     const float *dfo = dres;
-    if (c->layerscale && c->has_attn) {
-        const float *g = vt_P(m, p->ls2);
-        float *dg = vt_G(m, p->ls2, pg);
-        for (size_t r = 0; r < M; r++)
-            for (int d = 0; d < D; d++) {
-                s->C[r * D + d] = g[d] * dres[r * D + d];
-                if (dg) dg[d] += dres[r * D + d] * a->fo[r * D + d];
-            }
-        dfo = s->C;
-    }
+    if (c->layerscale && c->has_attn)
+        dfo = layerscale_backward(s->C, vt_G(m, p->ls2, pg), vt_P(m, p->ls2), dres, a->fo, M, D);
     /* fo = hg @ fc2^T + b;  hg = gelu(h);  h = ln2 @ fc1^T + b;  ln2 = norm2(xm) */
     memset(s->A, 0, M * F * sizeof(float));
     vt_matmul_backward(s->A, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), (int)M, F, D);
@@ -267,16 +270,7 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
 
     /* xm = x + ls1 * po  =>  d po = ls1 * dres (dres is now d xm) */
     const float *dpo = dres;
-    if (c->layerscale) {
-        const float *g = vt_P(m, p->ls1);
-        float *dg = vt_G(m, p->ls1, pg);
-        for (size_t r = 0; r < M; r++)
-            for (int d = 0; d < D; d++) {
-                s->C[r * D + d] = g[d] * dres[r * D + d];
-                if (dg) dg[d] += dres[r * D + d] * a->po[r * D + d];
-            }
-        dpo = s->C;
-    }
+    if (c->layerscale) dpo = layerscale_backward(s->C, vt_G(m, p->ls1, pg), vt_P(m, p->ls1), dres, a->po, M, D);
     /* po = ao @ proj^T + b */
     memset(s->Bb, 0, M * D * sizeof(float));
     vt_matmul_backward(s->Bb, vt_G(m, p->projw, pg), vt_G(m, p->projb, pg), dpo, a->ao, vt_P(m, p->projw), (int)M, D, D);
@@ -320,6 +314,20 @@ static int is_segment_start(const vt_chain_layout *l, int i) {
 static int output_kept(const vt_chain *c, const vt_chain_layout *l, int i, int need_grad, int keep_all) {
     if (i == c->depth - 1 || keep_all) return 1;
     return need_grad && l->store[i + 1] != VT_STORE_NONE;
+}
+
+int vt_chain_run_start(vt_model *m, vt_chain_run *r, const vt_chain *c, const vt_chain_layout *lay,
+                       int B, int T, const uint8_t *causal_mask, float **xs, vt_block_acts *acts,
+                       float *x0, int need_grad, int keep_all) {
+    r->c = c;
+    r->lay = *lay;
+    r->B = B;
+    r->T = T;
+    r->causal_mask = causal_mask;
+    r->xs = xs;
+    r->acts = acts;
+    r->xs[0] = x0;
+    return vt_chain_forward(m, r, need_grad, keep_all);
 }
 
 int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) {

@@ -204,6 +204,10 @@ int vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int dept
 void vt_chain_free(vt_chain *c);
 int vt_resolve_layout(const struct vt_model *m, const vt_chain *c, int B, int T,
                       int force_all_inputs, int need_grad, vt_chain_layout *lay);
+/* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
+int vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
+                       const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask,
+                       float **xs, vt_block_acts *acts, float *x0, int need_grad, int keep_all);
 /* Forward of a chain from xs[0]; allocates what the layout keeps. */
 int vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
 /* Backward: dres (B,T,D) holds d(out) on entry and d(input) on return. */

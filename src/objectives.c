@@ -179,34 +179,6 @@ int vt_loss_check_inputs(const vt_model *m, const vt_inputs *in, int values) {
 
 static size_t ln_out(size_t M, size_t D) { return vt_round(M * D) + 2 * vt_round(M); }
 
-/* runs the encoder chain from x0 (already preprocessed) and its final norm; returns the features */
-static int encoder_run(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
-                       int T, float *x0, int causal, float **feat) {
-    vt_chain_run *r = &m->enc_run;
-    vt_arena *ar = &m->arena;
-    int B = in->batch, D = m->enc.chain.D;
-    r->c = &m->enc.chain;
-    r->lay = *lay;
-    r->B = B;
-    r->T = T;
-    r->causal_mask = causal && in->mask && in->is_causal ? in->mask : NULL;
-    r->xs = m->enc_xs;
-    r->acts = m->enc_acts;
-    r->xs[0] = x0;
-    int rc = vt_chain_forward(m, r, need_grad, 0);
-    if (rc) return rc;
-    *feat = r->xs[r->c->depth];
-    if (m->enc.norm_w >= 0) {
-        m->fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
-        m->fin_m = vt_arena_alloc(ar, (size_t)B * T);
-        m->fin_r = vt_arena_alloc(ar, (size_t)B * T);
-        if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-        vt_layernorm_forward(m->fin_ln, m->fin_m, m->fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
-        *feat = m->fin_ln;
-    }
-    return VT_OK;
-}
-
 /* d features -> encoder parameters and images */
 static int encoder_back(vt_model *m, const float *dfeat, float *dimages, int pg, int causal) {
     vt_chain_run *r = &m->enc_run;
@@ -241,7 +213,7 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     float *x0 = vt_arena_alloc(ar, (size_t)B * K * D);
     if (!x0) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
     int rc = vt_encoder_preprocess(m, &enc_in, 0, x0);
-    if (!rc) rc = encoder_run(m, &enc_in, need_grad, &lays[0], K, x0, 0, &S.feat);
+    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &S.feat);
     if (rc) return rc;
     /* decoder input: zeros, embedded tokens at idx_keep, mask token at idx_mask, + pos_embed */
     float *seq = vt_arena_zalloc(ar, (size_t)B * L * Dd);
@@ -261,15 +233,7 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
             for (int d = 0; d < Dd; d++) seq[((size_t)b * L + l) * Dd + d] += pos[(size_t)l * Dd + d];
     }
     vt_chain_run *r = &m->dec_run;
-    r->c = &m->dec;
-    r->lay = lays[1];
-    r->B = B;
-    r->T = L;
-    r->causal_mask = NULL;
-    r->xs = m->dec_xs;
-    r->acts = m->dec_acts;
-    r->xs[0] = seq;
-    rc = vt_chain_forward(m, r, need_grad, 0);
+    rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->dec_xs, m->dec_acts, seq, need_grad, 0);
     if (rc) return rc;
     S.dec_ln = vt_arena_alloc(ar, (size_t)B * L * Dd);
     S.dec_m = vt_arena_alloc(ar, (size_t)B * L);
@@ -371,7 +335,7 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     float *x0 = vt_arena_alloc(ar, (size_t)B * N * D);
     if (!x0) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
     int rc = vt_encoder_preprocess(m, in, 1, x0);
-    if (!rc) rc = encoder_run(m, in, need_grad, &lays[0], N, x0, 1, &S.feat);
+    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &S.feat);
     if (rc) return rc;
     /* vit._pos_embed(features): the same pos_embed added a second time */
     S.f2 = vt_arena_alloc(ar, (size_t)B * N * D);
@@ -383,15 +347,7 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
             S.f2[(size_t)b * N * D + e] = S.feat[(size_t)b * N * D + e] + (pos ? pos[e] : 0.0f);
     vt_matmul_forward(h0, S.f2, vt_P(m, m->h_in_w), NULL, B * N, D, Hh);
     vt_chain_run *r = &m->head_run;
-    r->c = &m->head;
-    r->lay = lays[1];
-    r->B = B;
-    r->T = N;
-    r->causal_mask = NULL;
-    r->xs = m->head_xs;
-    r->acts = m->head_acts;
-    r->xs[0] = h0;
-    rc = vt_chain_forward(m, r, need_grad, 0);
+    rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->head_xs, m->head_acts, h0, need_grad, 0);
     if (rc) return rc;
     S.dec_ln = vt_arena_alloc(ar, (size_t)B * N * Hh);
     S.dec_m = vt_arena_alloc(ar, (size_t)B * N);

@@ -285,6 +285,30 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
     return VT_OK;
 }
 
+/* Encoder blocks from x0 [B,T,D] (already preprocessed), then the final norm (Identity when the
+ * config pools with fc_norm); *feat = the encoder's output. Keeps what the layout says. */
+int vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
+                      int T, float *x0, int causal, int keep_all, float **feat) {
+    vt_chain_run *r = &m->enc_run;
+    vt_arena *ar = &m->arena;
+    int B = in->batch, D = m->enc.chain.D;
+    const uint8_t *cmask = causal && in->mask && in->is_causal ? in->mask : NULL;
+    int rc = vt_chain_run_start(m, r, &m->enc.chain, lay, B, T, cmask, m->enc_xs, m->enc_acts, x0,
+                                need_grad, keep_all);
+    if (rc) return rc;
+    *feat = r->xs[r->c->depth];
+    if (m->enc.norm_w >= 0) {
+        m->fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
+        m->fin_m = vt_arena_alloc(ar, (size_t)B * T);
+        m->fin_r = vt_arena_alloc(ar, (size_t)B * T);
+        if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+        vt_layernorm_forward(m->fin_ln, m->fin_m, m->fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b),
+                             B * T, D, 1e-6f);
+        *feat = m->fin_ln;
+    }
+    return VT_OK;
+}
+
 int row_has(const int64_t *row, int n, int v) {
     for (int i = 0; i < n; i++)
         if (row[i] == v) return 1;

@@ -10,6 +10,8 @@ static inline int e_has_mask_token(const vt_model *m) { return m->enc.mask_token
 int vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable);
 int vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int causal, int check_values);
 int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0);
+int vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
+                      int T, float *x0, int causal, int keep_all, float **feat);
 int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
                             float *dimages, int pg);
 void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, size_t *fwd, size_t *bwd);
