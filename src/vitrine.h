@@ -111,6 +111,8 @@ void vt_free(void *p);
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
+/* The encoder calls run any model's ViT (an MAE / AIM model's backbone too); VT_FN_LOSS needs
+ * an MAE or AIM model. */
 typedef enum {
     VT_FN_ENCODE = 0,         /* lightly encode / timm forward_features: [B,T,D] */
     VT_FN_FORWARD,            /* lightly forward: pooled [B,D] (or [B,T,D] with global_pool "") */

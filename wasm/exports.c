@@ -6,7 +6,7 @@
  * exceed 2^31 are handed out as doubles. Results made of several values are written to a small
  * out-array the caller allocates. Nothing here keeps JS memory alive: inputs passed to
  * vtw_forward must stay allocated by the caller until the matching vtw_backward.
- * The exported names are listed once, in CMakeLists.txt (VT_WASM_EXPORTS). */
+ * The exported names are listed once, in wasm/wasm.cmake (VT_WASM_EXPORTS). */
 #include "vitrine.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +224,73 @@ int vtw_arena_stats(int h, double out[3]) {
     return VT_OK;
 }
 int vtw_release_activations(int h) { GET_OR_FAIL(m, h); vt_release_activations(m); return VT_OK; }
+
+/* ---- training ---------------------------------------------------------------------------------- */
+
+/* 64-bit seeds come as two 32-bit halves (no BigInt needed on either wasm ABI). */
+static uint64_t seed64(uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | lo; }
+
+int vtw_init_weights(int h, uint32_t seed_lo, uint32_t seed_hi) {
+    GET_OR_FAIL(m, h);
+    return vt_init_weights(m, seed64(seed_lo, seed_hi));
+}
+
+/* cfg[9] = lr, beta1, beta2, eps, weight_decay, warmup_steps, total_steps, clip_norm, mask_ratio */
+int vtw_train_config_default(int kind, double cfg[9]) {
+    if (kind < VT_KIND_TIMM || kind > VT_KIND_AIM) return vt_fail(VT_ERR_ARG, "unknown model kind %d", kind);
+    vt_train_config t;
+    vt_train_config_default(&t, (vt_kind)kind);
+    cfg[0] = t.lr; cfg[1] = t.beta1; cfg[2] = t.beta2; cfg[3] = t.eps; cfg[4] = t.weight_decay;
+    cfg[5] = (double)t.warmup_steps; cfg[6] = (double)t.total_steps; cfg[7] = t.clip_norm; cfg[8] = t.mask_ratio;
+    return VT_OK;
+}
+
+/* cfg[9] as vtw_train_config_default; the mask seed as two halves. */
+int vtw_trainer_init(int h, const double cfg[9], uint32_t seed_lo, uint32_t seed_hi) {
+    GET_OR_FAIL(m, h);
+    if (!cfg) return vt_fail(VT_ERR_ARG, "trainer init: config is missing");
+    for (int i = 5; i < 7; i++)
+        if (!(cfg[i] >= 0 && cfg[i] <= 2147483647.0) || cfg[i] != (double)(long)cfg[i])
+            return vt_fail(VT_ERR_ARG, "trainer init: %s must be an integer in [0, 2^31), got %g",
+                           i == 5 ? "warmup_steps" : "total_steps", cfg[i]);
+    vt_train_config t;
+    memset(&t, 0, sizeof t);
+    t.lr = (float)cfg[0]; t.beta1 = (float)cfg[1]; t.beta2 = (float)cfg[2]; t.eps = (float)cfg[3];
+    t.weight_decay = (float)cfg[4]; t.warmup_steps = (long)cfg[5]; t.total_steps = (long)cfg[6];
+    t.clip_norm = (float)cfg[7]; t.mask_ratio = (float)cfg[8]; t.seed = seed64(seed_lo, seed_hi);
+    return vt_trainer_init(m, &t);
+}
+
+/* The step's loss goes to *loss (also on VT_ERR_NUMERIC, when it is the non-finite value). */
+int vtw_train_step(int h, const float *images, int batch, float *loss) {
+    GET_OR_FAIL(m, h);
+    return vt_train_step(m, images, batch, loss);
+}
+double vtw_train_step_count(int h) { vt_model *m = get(h); return m ? (double)vt_train_step_count(m) : -1; }
+float vtw_train_lr(int h, double step) {
+    vt_model *m = get(h);
+    return m && step >= 0 ? vt_train_lr(m, (long)step) : -1.0f;
+}
+/* out[0] = malloc'd bytes (free with free), out[1] = length. */
+int vtw_train_state_save(int h, uint32_t out[2]) {
+    GET_OR_FAIL(m, h);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = vt_train_state_save(m, &buf, &len);
+    if (rc) return rc;
+    out[0] = (uint32_t)(uintptr_t)buf;
+    out[1] = (uint32_t)len;
+    return VT_OK;
+}
+int vtw_train_state_load(int h, const uint8_t *bytes, size_t len) {
+    GET_OR_FAIL(m, h);
+    return vt_train_state_load(m, bytes, len);
+}
+/* masked, recon: [B, C, H, W] each, B the batch of the last loss forward. */
+int vtw_loss_visualize(int h, float *masked, float *recon) {
+    GET_OR_FAIL(m, h);
+    return vt_loss_visualize(m, masked, recon);
+}
 
 /* ---- parity ----------------------------------------------------------------------------------- */
 

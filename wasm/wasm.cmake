@@ -36,7 +36,9 @@ if(VT_WASM)
     vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
     vtw_load_safetensors vtw_save_safetensors vtw_forward vtw_output_count vtw_output
     vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan
-    vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run malloc free)
+    vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
+    vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
+    vtw_train_state_save vtw_train_state_load vtw_loss_visualize malloc free)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
