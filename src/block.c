@@ -310,6 +310,13 @@ static int is_segment_start(const vt_chain_layout *l, int i) {
     return l->store[i] == VT_STORE_INPUT;
 }
 
+/* Block-by-block checkpointing with the last block checkpointed: the forward's scratch, which
+ * holds the last block's internals when the forward ends, is kept as the backward's one slot, so
+ * the last block is not re-computed (same memory: the slot would be allocated anyway). */
+static int has_handover(const vt_chain *c, const vt_chain_layout *l, int need_grad) {
+    return need_grad && c->depth > 0 && l->seg == 1 && l->store[c->depth - 1] == VT_STORE_INPUT;
+}
+
 /* Whether block i's output (= xs[i+1]) is kept after the forward. */
 static int output_kept(const vt_chain *c, const vt_chain_layout *l, int i, int need_grad, int keep_all) {
     if (i == c->depth - 1 || keep_all) return 1;
@@ -344,8 +351,8 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i]);
         r->xs[i + 1] = output_kept(c, l, i, need_grad, keep_all) ? vt_arena_alloc(ar, MD) : NULL;
     }
-    /* 2. transient: one block's internals and two ping-pong inputs for blocks not kept */
-    size_t mark = vt_arena_mark(ar);
+    /* 2. transient: one block's internals (kept when handed over to the backward) and two
+     * ping-pong inputs for blocks not kept */
     vt_block_acts tmp;
     memset(&tmp, 0, sizeof tmp);
     int need_tmp = 0, need_pp = 0;
@@ -353,7 +360,11 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
         if (!need_grad || l->store[i] != VT_STORE_FULL) need_tmp = 1;
         if (!r->xs[i + 1]) need_pp = 1;
     }
-    if (need_tmp) fields_alloc(ar, c, B, T, all, &tmp);
+    r->handover = has_handover(c, l, need_grad);
+    if (r->handover) fields_alloc(ar, c, B, T, all, &tmp);
+    size_t mark = vt_arena_mark(ar);
+    if (need_tmp && !r->handover) fields_alloc(ar, c, B, T, all, &tmp);
+    r->handover_acts = tmp;
     float *pp[2] = {NULL, NULL};
     if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
     if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the forward: a planning bug");
@@ -395,12 +406,15 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
     float **slot_x = m->slot_x;
     for (int j = 0; j < nslots; j++) {
         memset(&slot[j], 0, sizeof slot[j]);
-        fields_alloc(ar, c, B, T, slot_fields, &slot[j]);
+        if (j == 0 && r->handover) slot[0] = r->handover_acts;
+        else fields_alloc(ar, c, B, T, slot_fields, &slot[j]);
         slot_x[j] = j > 0 ? vt_arena_alloc(ar, MD) : NULL;
     }
     if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the backward: a planning bug");
 
-    int seg_lo = -1; /* first block of the segment whose internals sit in the slots */
+    /* first block of the segment whose internals sit in the slots: with a handover, the last
+     * block's, left there by the forward */
+    int seg_lo = r->handover ? c->depth - 1 : -1;
     for (int i = c->depth - 1; i >= 0; i--) {
         if (inject) inject(m, ctx, i, dres);
         vt_block_acts a;
@@ -453,12 +467,14 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
         any_ckpt |= l->store[i] == VT_STORE_INPUT || l->store[i] == VT_STORE_NONE;
         any_sel |= l->store[i] == VT_STORE_SELECTIVE;
     }
+    int handover = has_handover(c, l, need_grad);
+    if (handover) k += fields_floats(c, B, T, all); /* the forward's scratch, kept as slot 0 */
     *kept = k;
-    *fwd_extra = (need_tmp ? fields_floats(c, B, T, all) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
+    *fwd_extra = (need_tmp && !handover ? fields_floats(c, B, T, all) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
     *bwd_extra = need_grad ? scratch_floats(c, B, T) +
-                                 (size_t)nslots * fields_floats(c, B, T, slot_fields) +
+                                 (size_t)(nslots - handover) * fields_floats(c, B, T, slot_fields) +
                                  (nslots > 1 ? (size_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;
 }

@@ -73,11 +73,13 @@ void vt_layout_every(const vt_chain *c, int K, vt_chain_layout *l) {
     for (int i = 0; i < c->depth; i++) l->store[i] = (i % K == 0) ? VT_STORE_INPUT : VT_STORE_NONE;
 }
 
-/* n_ckpt blocks checkpointed one by one, then n_sel selective, the rest kept in full. */
+/* The first blocks kept in full, then n_sel selective, then the last n_ckpt checkpointed one by
+ * one (the last block's internals are then handed from the forward to the backward, block.c). */
 void vt_layout_mix(const vt_chain *c, int n_ckpt, int n_sel, vt_chain_layout *l) {
+    int n_full = c->depth - n_ckpt - n_sel;
     l->seg = 1;
     for (int i = 0; i < c->depth; i++)
-        l->store[i] = i < n_ckpt ? VT_STORE_INPUT : i < n_ckpt + n_sel ? VT_STORE_SELECTIVE : VT_STORE_FULL;
+        l->store[i] = i < n_full ? VT_STORE_FULL : i < n_full + n_sel ? VT_STORE_SELECTIVE : VT_STORE_INPUT;
 }
 
 /* Layout of a chain for a non-budget policy. force_all_inputs: every block output is kept anyway

@@ -131,6 +131,10 @@ typedef struct {
     const uint8_t *causal_mask; /* [B,T] or NULL */
     float **xs;                 /* xs[i] = input of block i (NULL when not stored); xs[depth] = out */
     vt_block_acts *acts;        /* per block, for stored internals */
+    /* checkpointing block by block: the forward's scratch for the last block is kept and becomes
+     * the backward's re-computation slot, already holding that block's internals */
+    int handover;
+    vt_block_acts handover_acts;
 } vt_chain_run;
 
 /* ---- the model ---------------------------------------------------------------------------------- */

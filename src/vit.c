@@ -119,35 +119,39 @@ int vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int causal, 
 
 /* ---- preprocessing ----------------------------------------------------------------------------------- */
 
-/* patches[b, n, (c,i,j)] = img[b, c, row*p+i, col*p+j]: the conv weight's flattening order */
-static void im2col(float *patches, const float *img, int B, int C, int S, int p, int G) {
+/* The patch embedding is a matmul over patches; patches are gathered (im2col) and scattered back
+ * (col2im) VT_PATCH_CHUNK rows at a time, so that no image-sized buffer is ever needed. */
+#define VT_PATCH_CHUNK 32
+
+/* rows [m0, m0+n) of patches[b*G*G + r*G + q][(c,i,j)] = img[b, c, r*p+i, q*p+j] (the conv
+ * weight's flattening order) */
+static void im2col(float *patches, const float *img, int m0, int n, int C, int S, int p, int G) {
     int Kp = C * p * p;
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < G; r++)
-            for (int q = 0; q < G; q++) {
-                float *dst = patches + ((size_t)b * G * G + (size_t)r * G + q) * Kp;
-                for (int c = 0; c < C; c++)
-                    for (int i = 0; i < p; i++) {
-                        const float *src = img + (((size_t)b * C + c) * S + (size_t)r * p + i) * S + (size_t)q * p;
-                        memcpy(dst + (c * p + i) * p, src, (size_t)p * sizeof(float));
-                    }
-            }
+    for (int m = m0; m < m0 + n; m++) {
+        int b = m / (G * G), r = (m % (G * G)) / G, q = m % G;
+        float *dst = patches + (size_t)(m - m0) * Kp;
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < p; i++)
+                memcpy(dst + (c * p + i) * p, img + (((size_t)b * C + c) * S + (size_t)r * p + i) * S + (size_t)q * p,
+                       (size_t)p * sizeof(float));
+    }
 }
 
-/* dimg += col2im(dpatches): patches do not overlap, so this is a permutation */
-static void col2im_add(float *dimg, const float *dpatches, int B, int C, int S, int p, int G) {
+/* dimg += col2im(dpatches) for rows [m0, m0+n): patches do not overlap (a permutation) */
+static void col2im_add(float *dimg, const float *dpatches, int m0, int n, int C, int S, int p, int G) {
     int Kp = C * p * p;
-    for (int b = 0; b < B; b++)
-        for (int r = 0; r < G; r++)
-            for (int q = 0; q < G; q++) {
-                const float *src = dpatches + ((size_t)b * G * G + (size_t)r * G + q) * Kp;
-                for (int c = 0; c < C; c++)
-                    for (int i = 0; i < p; i++) {
-                        float *dst = dimg + (((size_t)b * C + c) * S + (size_t)r * p + i) * S + (size_t)q * p;
-                        for (int j = 0; j < p; j++) dst[j] += src[(c * p + i) * p + j];
-                    }
+    for (int m = m0; m < m0 + n; m++) {
+        int b = m / (G * G), r = (m % (G * G)) / G, q = m % G;
+        const float *src = dpatches + (size_t)(m - m0) * Kp;
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < p; i++) {
+                float *dst = dimg + (((size_t)b * C + c) * S + (size_t)r * p + i) * S + (size_t)q * p;
+                for (int j = 0; j < p; j++) dst[j] += src[(c * p + i) * p + j];
             }
+    }
 }
+
+static int chunk_rows(int BN) { return BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
 
 /* x0 [B,T,D] (allocated by the caller) = the chain input. */
 int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
@@ -157,12 +161,16 @@ int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x
     int B = in->batch, D = c->embed_dim, N = e->N, P = e->P, L = e->T_full, p = c->patch_size;
     int Kp = c->in_chans * p * p;
     size_t mark = vt_arena_mark(ar);
-    float *patches = vt_arena_alloc(ar, (size_t)B * N * Kp);
-    float *tok = vt_arena_alloc(ar, (size_t)B * N * D);
+    int BN = B * N, CH = chunk_rows(BN);
+    float *tok = vt_arena_alloc(ar, (size_t)BN * D);
+    float *patches = vt_arena_alloc(ar, (size_t)CH * Kp);
     float *seq = in->idx_keep ? vt_arena_alloc(ar, (size_t)B * L * D) : x0;
     if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in preprocessing: a planning bug");
-    im2col(patches, in->images, B, c->in_chans, c->img_size, p, e->G);
-    vt_matmul_forward(tok, patches, vt_P(m, e->pe_w), vt_P(m, e->pe_b), B * N, Kp, D);
+    for (int m0 = 0; m0 < BN; m0 += CH) { /* conv as matmul: tok = patches @ W^T + b */
+        int n = BN - m0 < CH ? BN - m0 : CH;
+        im2col(patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
+        vt_matmul_forward(tok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), vt_P(m, e->pe_b), n, Kp, D);
+    }
     for (int b = 0; b < B; b++) {
         float *s = seq + (size_t)b * L * D;
         if (c->class_token) memcpy(s, vt_P(m, e->cls), (size_t)D * sizeof(float));
@@ -266,9 +274,10 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
     }
     float *dw = vt_G(m, e->pe_w, pg), *db = vt_G(m, e->pe_b, pg);
     if (dw || db || dimages) {
-        float *dtok = vt_arena_alloc(ar, (size_t)B * N * D);
-        float *patches = vt_arena_alloc(ar, (size_t)B * N * Kp);
-        float *dpatches = dimages ? vt_arena_zalloc(ar, (size_t)B * N * Kp) : NULL;
+        int BN = B * N, CH = chunk_rows(BN);
+        float *dtok = vt_arena_alloc(ar, (size_t)BN * D);
+        float *patches = vt_arena_alloc(ar, (size_t)CH * Kp);
+        float *dpatches = dimages ? vt_arena_alloc(ar, (size_t)CH * Kp) : NULL;
         if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
         for (int b = 0; b < B; b++)
             for (int n = 0; n < N; n++) {
@@ -276,9 +285,13 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
                 if (IS_MASKED(b, P + n)) memset(dst, 0, (size_t)D * sizeof(float));
                 else memcpy(dst, dseq + ((size_t)b * L + P + n) * D, (size_t)D * sizeof(float));
             }
-        im2col(patches, in->images, B, c->in_chans, c->img_size, p, e->G);
-        vt_matmul_backward(dpatches, dw, db, dtok, patches, vt_P(m, e->pe_w), B * N, Kp, D);
-        if (dimages) col2im_add(dimages, dpatches, B, c->in_chans, c->img_size, p, e->G);
+        for (int m0 = 0; m0 < BN; m0 += CH) {
+            int n = BN - m0 < CH ? BN - m0 : CH;
+            if (dw) im2col(patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
+            if (dpatches) memset(dpatches, 0, (size_t)n * Kp * sizeof(float));
+            vt_matmul_backward(dpatches, dw, db, dtok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), n, Kp, D);
+            if (dimages) col2im_add(dimages, dpatches, m0, n, c->in_chans, c->img_size, p, e->G);
+        }
     }
     #undef IS_MASKED
     vt_arena_reset(ar, mark);
@@ -321,7 +334,7 @@ void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, size_t *fwd, si
     const vt_encoder *e = &m->enc;
     size_t B = in->batch, D = c->embed_dim, N = e->N, L = e->T_full;
     size_t Kp = (size_t)c->in_chans * c->patch_size * c->patch_size;
-    size_t seq = in->idx_keep ? vt_round(B * L * D) : 0;
-    *fwd = vt_round(B * N * Kp) + vt_round(B * N * D) + seq;
-    *bwd = seq + vt_round(B * N * D) + 2 * vt_round(B * N * Kp);
+    size_t seq = in->idx_keep ? vt_round(B * L * D) : 0, CH = (size_t)chunk_rows((int)(B * N));
+    *fwd = vt_round(B * N * D) + vt_round(CH * Kp) + seq;
+    *bwd = seq + vt_round(B * N * D) + 2 * vt_round(CH * Kp);
 }
