@@ -1,0 +1,75 @@
+# bench/bench.cmake: the benchmark programs (included by CMakeLists.txt). Built, never run as tests;
+# `bash bench/run.sh` builds the target vitrine_bench and runs everything (see bench/run.mjs).
+#   native: build/kernel_bench (peak + matmul/attention kernels), build/train_bench (training step),
+#           build/ckpt_bench (checkpointing policies, older)
+#   wasm (WASI commands, target vitrine_bench, not built by default):
+#           build/wasm/kernel_bench-simd.wasm, kernel_bench-scalar.wasm, train_bench-simd.wasm
+add_executable(ckpt_bench bench/ckpt_bench.c)
+target_compile_options(ckpt_bench PRIVATE ${VT_WARN})
+target_link_libraries(ckpt_bench vitrine)
+
+# The kernels' dispatch functions, wrapped at link time so train_bench can time each kernel
+set(VT_BENCH_WRAPPED vt_matmul_forward vt_matmul_backward vt_attention_forward vt_attention_backward
+    vt_layernorm_forward vt_layernorm_backward vt_gelu_forward vt_gelu_backward)
+set(VT_BENCH_WRAP_FLAGS)
+foreach(s ${VT_BENCH_WRAPPED})
+  list(APPEND VT_BENCH_WRAP_FLAGS -Wl,--wrap=${s})
+endforeach()
+
+add_executable(kernel_bench bench/kernel_bench.c)
+target_compile_options(kernel_bench PRIVATE ${VT_WARN})
+target_include_directories(kernel_bench PRIVATE src)
+target_link_libraries(kernel_bench vitrine)
+# The same portable peak loop built for AVX2 + FMA, reported beside (NOT vitrine's native flags)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64" AND CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+  target_sources(kernel_bench PRIVATE bench/peak_avx2.c)
+  set_source_files_properties(bench/peak_avx2.c PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-ffp-contract=fast")
+  target_compile_definitions(kernel_bench PRIVATE VT_BENCH_AVX2)
+endif()
+
+add_executable(train_bench bench/train_bench.c)
+target_compile_options(train_bench PRIVATE ${VT_WARN})
+target_include_directories(train_bench PRIVATE src)
+target_link_libraries(train_bench vitrine ${VT_BENCH_WRAP_FLAGS})
+
+set(VT_BENCH_OUTPUTS kernel_bench train_bench)
+if(VT_WASM AND VT_WASI_CC AND VT_WASM_LD AND EXISTS ${VT_WASI_SYSROOT}/lib/wasm32-wasi/libc.a)
+  set(bench_core ${VT_SOURCES})
+  list(TRANSFORM bench_core PREPEND ${CMAKE_SOURCE_DIR}/)
+  set(bench_wasi_flags --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
+      -I${CMAKE_SOURCE_DIR}/bench -Wl,--max-memory=4294967296 -Wl,-z,stack-size=1048576)
+  set(bench_wasm)
+  foreach(variant simd scalar)
+    set(vflags "")
+    set(vsrc ${bench_core})
+    if(variant STREQUAL "simd")
+      set(vflags ${VT_WASM_SIMD_FLAGS})
+      list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
+    endif()
+    foreach(prog kernel_bench train_bench)
+      if(prog STREQUAL "train_bench" AND variant STREQUAL "scalar")
+        continue()
+      endif()
+      # All the memory up front (pages are touched lazily): under Node 20's node:wasi, memory
+      # growth in the middle of the run (the activation arena) crashed V8 at random ("Invalid
+      # bytecode", SIGSEGV) - a stale view of the memory on the WASI side, it seems; with no
+      # growth it never did.
+      set(pflags -Wl,--initial-memory=268435456)
+      if(prog STREQUAL "train_bench")
+        set(pflags ${VT_BENCH_WRAP_FLAGS} -Wl,--initial-memory=2147483648)
+      endif()
+      set(out ${VT_WASM_DIR}/${prog}-${variant}.wasm)
+      add_custom_command(OUTPUT ${out}
+        COMMAND ${VT_WASI_CC} ${bench_wasi_flags} ${vflags} ${pflags} ${vsrc}
+                ${CMAKE_SOURCE_DIR}/bench/${prog}.c -o ${out} -lm
+        DEPENDS ${vsrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/bench/${prog}.c
+                ${CMAKE_SOURCE_DIR}/bench/peak_loop.h ${CMAKE_SOURCE_DIR}/bench/bench.cmake
+        COMMENT "clang-14: wasm/${prog}-${variant}.wasm"
+        VERBATIM)
+      list(APPEND bench_wasm ${out})
+    endforeach()
+  endforeach()
+  add_custom_target(vitrine_bench_wasm DEPENDS ${bench_wasm})
+  list(APPEND VT_BENCH_OUTPUTS vitrine_bench_wasm)
+endif()
+add_custom_target(vitrine_bench DEPENDS ${VT_BENCH_OUTPUTS})

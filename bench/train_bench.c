@@ -1,0 +1,238 @@
+/* train_bench.c: one training step of a ViT (forward with need_grad, backward, zero_grad + AdamW),
+ * measured. One source, two builds: native (build/train_bench) and wasm SIMD128
+ * (build/wasm/train_bench-simd.wasm, a WASI command run by bench/wasi_run.mjs; bench/bench.cmake).
+ * It is a benchmark: it reports, it never fails on a time.
+ *
+ * Per (preset, objective, batch, policy): ms per step (median of the timed steps after warm-up),
+ * its forward / backward / optimizer parts, images/s, achieved GFLOP/s (model FLOPs below), the
+ * planned and measured activation bytes and the total (params + grads + AdamW state +
+ * activations), and a breakdown of the step by kernel (matmul forward / backward, attention,
+ * layernorm, GELU, optimizer, the rest): the kernels' public names are wrapped at link time
+ * (-Wl,--wrap=vt_matmul_forward ...), so the engine itself is measured unchanged.
+ *
+ * Objectives: "encode" = lightly MaskedVisionTransformerTIMM.encode over all 197 tokens, backward
+ * of a fixed random upstream gradient (normal * 1e-3); "mae" = lightly's MAE example
+ * (VT_KIND_MAE, mask ratio 0.75: 50 of 197 tokens encoded; decoder as lightly's example
+ * examples/pytorch/mae.py: decoder_dim 512, decoder_depth 1, 16 heads, mlp_ratio 4), loss = MSE on
+ * the 147 masked patches. No image gradient is asked for (training does not need it).
+ *
+ * Model FLOPs (multiply+add = 2; matmuls and attention only, norms/GELU/softmax/AdamW ignored;
+ * re-computation under checkpointing NOT counted, so that policies compare at equal work):
+ *   block(T, D)    = 24 T D^2 + 4 T^2 D           (qkv 6TD^2, proj 2TD^2, fc1+fc2 16TD^2; QK^T, PV)
+ *   encode fwd     = 2*196*768*D + depth * block(197, D)
+ *   mae fwd        = 2*196*768*D + depth * block(50, D) + 2*50*D*512 + block(197, 512) + 2*147*512*768
+ *   step           = B * (3 * fwd - 2*196*768*D)    (backward = 2x forward, minus the patch
+ *                                                    embedding's input gradient, not computed)
+ *
+ *   train_bench [--preset NAME]... [--kind encode|mae]... [--batch B]... [--policy P]...
+ *               [--repeat R] [--warmup W] [--json]      (JSON to stdout, one object per line) */
+#include "vitrine.h"
+#include "kernels/kernels.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- kernel time, by link-time wrapping of the dispatch functions ---------------------------- */
+
+enum { K_MM_F, K_MM_B, K_ATT_F, K_ATT_B, K_LN_F, K_LN_B, K_GELU_F, K_GELU_B, K_N };
+static const char *k_name[K_N] = {"matmul_fwd", "matmul_bwd", "attention_fwd", "attention_bwd",
+                                  "layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd"};
+static double k_ms[K_N];
+#define TIMED(k, call) do { double t0_ = now_ms(); call; k_ms[k] += now_ms() - t0_; } while (0)
+
+void __real_vt_matmul_forward(float *, const float *, const float *, const float *, int, int, int);
+void __real_vt_matmul_backward(float *, float *, float *, const float *, const float *, const float *, int, int, int);
+void __real_vt_attention_forward(float *, float *, const float *, const float *, int, const float *, int,
+                                 const uint8_t *, int, int, int, int, float);
+void __real_vt_attention_backward(float *, float *, float *, float *, const float *, const float *, const float *,
+                                  const float *, int, const float *, int, int, int, int, int, float);
+void __real_vt_layernorm_forward(float *, float *, float *, const float *, const float *, const float *, int, int, float);
+void __real_vt_layernorm_backward(float *, float *, float *, const float *, const float *, const float *,
+                                  const float *, const float *, int, int);
+void __real_vt_gelu_forward(float *, const float *, size_t);
+void __real_vt_gelu_backward(float *, const float *, const float *, size_t);
+
+void __wrap_vt_matmul_forward(float *o, const float *i, const float *w, const float *b, int M, int K, int N) {
+    TIMED(K_MM_F, __real_vt_matmul_forward(o, i, w, b, M, K, N));
+}
+void __wrap_vt_matmul_backward(float *di, float *dw, float *db, const float *d, const float *i, const float *w,
+                               int M, int K, int N) {
+    TIMED(K_MM_B, __real_vt_matmul_backward(di, dw, db, d, i, w, M, K, N));
+}
+void __wrap_vt_attention_forward(float *o, float *att, const float *q, const float *k, int qk_rs, const float *v,
+                                 int v_rs, const uint8_t *cm, int B, int T, int H, int hd, float s) {
+    TIMED(K_ATT_F, __real_vt_attention_forward(o, att, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, s));
+}
+void __wrap_vt_attention_backward(float *dq, float *dk, float *dv, float *sc, const float *d, const float *att,
+                                  const float *q, const float *k, int qk_rs, const float *v, int v_rs, int B,
+                                  int T, int H, int hd, float s) {
+    TIMED(K_ATT_B, __real_vt_attention_backward(dq, dk, dv, sc, d, att, q, k, qk_rs, v, v_rs, B, T, H, hd, s));
+}
+void __wrap_vt_layernorm_forward(float *o, float *mean, float *rstd, const float *i, const float *w,
+                                 const float *b, int M, int D, float eps) {
+    TIMED(K_LN_F, __real_vt_layernorm_forward(o, mean, rstd, i, w, b, M, D, eps));
+}
+void __wrap_vt_layernorm_backward(float *di, float *dw, float *db, const float *d, const float *i,
+                                  const float *w, const float *mean, const float *rstd, int M, int D) {
+    TIMED(K_LN_B, __real_vt_layernorm_backward(di, dw, db, d, i, w, mean, rstd, M, D));
+}
+void __wrap_vt_gelu_forward(float *o, const float *i, size_t n) { TIMED(K_GELU_F, __real_vt_gelu_forward(o, i, n)); }
+void __wrap_vt_gelu_backward(float *di, const float *i, const float *d, size_t n) {
+    TIMED(K_GELU_B, __real_vt_gelu_backward(di, i, d, n));
+}
+
+/* ---- model FLOPs -------------------------------------------------------------------------------- */
+
+#define MAE_DEC_DIM 512
+#define MAE_DEC_DEPTH 1
+#define MAE_DEC_HEADS 16
+static double block_flops(double T, double D) { return 24 * T * D * D + 4 * T * T * D; }
+static double step_flops(const vt_model_config *mc, int B, int mae, int n_keep, int n_mask) {
+    double D = mc->enc.embed_dim, N = 196, Kp = 768, L = 197, fwd = 2 * N * Kp * D;
+    if (!mae) fwd += mc->enc.depth * block_flops(L, D);
+    else {
+        double Dd = mc->decoder_dim;
+        fwd += mc->enc.depth * block_flops(n_keep, D) + 2.0 * n_keep * D * Dd +
+               mc->decoder_depth * block_flops(L, Dd) + 2.0 * n_mask * Dd * Kp;
+    }
+    return B * (3 * fwd - 2 * N * Kp * D);
+}
+
+/* ---- the step ---------------------------------------------------------------------------------- */
+
+typedef struct { double fwd, bwd, opt, total; } step_ms;
+
+static int step(vt_model *m, const vt_inputs *in, vt_fn fn, const float *dout, step_ms *t) {
+    double t0 = now_ms();
+    int rc = vt_forward(m, fn, in, 1);
+    double t1 = now_ms();
+    const float *d[1] = {dout};
+    if (!rc) rc = vt_backward(m, fn == VT_FN_LOSS ? NULL : d, fn == VT_FN_LOSS ? 0 : 1, NULL, 1);
+    double t2 = now_ms();
+    if (!rc) rc = vt_optimizer_step(m, 1e-4f);
+    vt_zero_grad(m);
+    double t3 = now_ms();
+    t->fwd = t1 - t0, t->bwd = t2 - t1, t->opt = t3 - t2, t->total = t3 - t0;
+    return rc;
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_d);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+int main(int argc, char **argv) {
+    const char *presets[8], *policies[16], *kinds[4];
+    int np = 0, npol = 0, nb = 0, nk = 0, batches[8], repeat = 3, warmup = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc && np < 8) presets[np++] = argv[++i];
+        else if (!strcmp(argv[i], "--kind") && i + 1 < argc && nk < 4) kinds[nk++] = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc && nb < 8) batches[nb++] = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--policy") && i + 1 < argc && npol < 16) policies[npol++] = argv[++i];
+        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) {}
+        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+    }
+    if (!np) presets[np++] = "vit_tiny_patch16_224";
+    if (!nk) kinds[nk++] = "encode";
+    if (!nb) batches[nb++] = 1;
+    if (!npol) policies[npol++] = "none";
+    if (repeat < 1) repeat = 1;
+    if (repeat > 64) repeat = 64;
+    const char *build =
+#if defined(__wasm_simd128__)
+        "wasm-simd";
+#elif defined(__wasm__)
+        "wasm-scalar";
+#else
+        "native";
+#endif
+    for (int p = 0; p < np; p++)
+        for (int k = 0; k < nk; k++)
+            for (int b = 0; b < nb; b++) {
+                int mae = !strcmp(kinds[k], "mae");
+                vt_model_config mc;
+                vt_model_config_default(&mc, mae ? VT_KIND_MAE : VT_KIND_LIGHTLY);
+                if (vt_preset(presets[p], &mc.enc)) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
+                mc.enc.mask_token = 1;
+                mc.decoder_dim = MAE_DEC_DIM, mc.decoder_depth = MAE_DEC_DEPTH, mc.decoder_heads = MAE_DEC_HEADS;
+                vt_model *m = NULL;
+                int rc = vt_model_create(&mc, &m);
+                if (!rc) rc = vt_init_weights(m, 1);
+                vt_adamw_config oc = {1.5e-4f, 0.9f, 0.95f, 1e-8f, 0.05f};
+                if (!rc) rc = vt_optimizer_init(m, &oc);
+                if (rc) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
+                int B = batches[b], S = mc.enc.img_size, C = mc.enc.in_chans;
+                size_t nimg = (size_t)B * C * S * S;
+                float *img = malloc(nimg * sizeof(float));
+                vt_rng r;
+                vt_rng_seed(&r, 7);
+                for (size_t i = 0; i < nimg; i++) img[i] = vt_rng_normal(&r);
+                int L = (S / mc.enc.patch_size) * (S / mc.enc.patch_size) + 1, n_keep = 0;
+                int64_t *keep = malloc((size_t)B * L * 8), *msk = malloc((size_t)B * L * 8);
+                vt_random_token_mask(&r, B, L, 0.75f, 0, keep, msk, &n_keep);
+                vt_inputs in = {0};
+                in.images = img;
+                in.batch = B;
+                if (mae) { in.idx_keep = keep; in.n_keep = n_keep; in.idx_mask = msk; in.n_mask = L - n_keep; }
+                vt_fn fn = mae ? VT_FN_LOSS : VT_FN_ENCODE;
+                size_t nout = (size_t)B * L * mc.enc.embed_dim;
+                float *dout = malloc(nout * sizeof(float));
+                for (size_t i = 0; i < nout; i++) dout[i] = vt_rng_normal(&r) * 1e-3f;
+                double flops = step_flops(&mc, B, mae, n_keep, L - n_keep);
+                for (int q = 0; q < npol; q++) {
+                    rc = vt_set_grad_checkpointing(m, policies[q]);
+                    vt_plan_bytes pb = {0};
+                    if (!rc) rc = vt_plan(m, fn, &in, 1, &pb);
+                    step_ms s;
+                    for (int w = 0; w < warmup && !rc; w++) rc = step(m, &in, fn, dout, &s);
+                    double tt[64], tf[64], tb[64], to[64], kk[K_N] = {0};
+                    for (int i = 0; i < repeat && !rc; i++) {
+                        memset(k_ms, 0, sizeof k_ms);
+                        rc = step(m, &in, fn, dout, &s);
+                        tt[i] = s.total, tf[i] = s.fwd, tb[i] = s.bwd, to[i] = s.opt;
+                        for (int j = 0; j < K_N; j++) kk[j] += k_ms[j] / repeat;
+                    }
+                    if (rc) {
+                        printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, \"policy\": \"%s\", "
+                               "\"error\": \"%s\"}\n", build, presets[p], kinds[k], B, policies[q], vt_last_error());
+                        fflush(stdout);
+                        continue;
+                    }
+                    vt_arena_stats st;
+                    vt_arena_get_stats(m, &st);
+                    double ms = median(tt, repeat), mf = median(tf, repeat), mb = median(tb, repeat), mo = median(to, repeat);
+                    double ksum = 0, mean = 0; /* "other" = mean step - mean optimizer - mean kernels */
+                    for (int i = 0; i < repeat; i++) mean += (tt[i] - to[i]) / repeat;
+                    printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, \"policy\": \"%s\", "
+                           "\"repeat\": %d, \"ms_per_step\": %.3f, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"opt_ms\": %.3f, "
+                           "\"images_per_s\": %.4f, \"step_gflop\": %.4f, \"gflops\": %.3f, "
+                           "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"param_bytes\": %zu, "
+                           "\"grad_bytes\": %zu, \"optimizer_bytes\": %zu, \"total_bytes\": %zu, \"kernels_ms\": {",
+                           build, presets[p], kinds[k], B, policies[q], repeat, ms, mf, mb, mo, B * 1e3 / ms,
+                           flops / 1e9, flops / ms / 1e6, st.peak, pb.activations, pb.params, pb.grads, pb.optimizer,
+                           pb.params + pb.grads + pb.optimizer + st.peak);
+                    for (int j = 0; j < K_N; j++) {
+                        printf("\"%s\": %.3f, ", k_name[j], kk[j]);
+                        ksum += kk[j];
+                    }
+                    printf("\"optimizer\": %.3f, \"other\": %.3f}}\n", mo, mean - ksum);
+                    fflush(stdout);
+                }
+                free(img); free(keep); free(msk); free(dout);
+                vt_model_free(m);
+            }
+    return 0;
+}
