@@ -1,0 +1,109 @@
+// serve.mjs: one command for the browser demo. Makes what the page needs (the wasm build, via
+// CMake, when it is missing; the Fashion-MNIST sample from Debian's dataset-fashion-mnist) and
+// serves the repository's demo/, web/, build/wasm/ and build/demo-data/ on 127.0.0.1.
+//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--no-build]     (npm run demo)
+// --port 0 picks a free port. Nothing is fetched from outside: the page loads only these files.
+import { createServer } from 'node:http';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { join, resolve, dirname, extname, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { prepareData } from './prepare-data.mjs';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
+const WASM_FILES = ['vitrine-simd.mjs', 'vitrine-simd.wasm', 'vitrine-scalar.mjs', 'vitrine-scalar.wasm'];
+
+const MIME = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8', '.json': 'application/json; charset=utf-8', '.wasm': 'application/wasm',
+  '.bin': 'application/octet-stream', '.png': 'image/png', '.svg': 'image/svg+xml', '.ico': 'image/x-icon',
+  '.ts': 'text/plain; charset=utf-8', '.md': 'text/markdown; charset=utf-8', '.safetensors': 'application/octet-stream',
+};
+// URL prefix -> directory on disk. Nothing else of the repository is served.
+const MOUNTS = [
+  ['/demo/', join(ROOT, 'demo')],
+  ['/web/', join(ROOT, 'web')],
+  ['/build/wasm/', join(BUILD, 'wasm')],
+  ['/build/demo-data/', join(BUILD, 'demo-data')],
+];
+
+async function exists(p) { try { await stat(p); return true; } catch { return false; } }
+
+/** Builds the wasm with CMake when one of the page's files is missing. */
+export async function ensureWasm({ quiet = false } = {}) {
+  const missing = [];
+  for (const f of WASM_FILES) if (!(await exists(join(BUILD, 'wasm', f)))) missing.push(f);
+  if (!missing.length) return;
+  if (!quiet) console.log(`demo: ${missing.join(', ')} missing in ${BUILD}/wasm: building with CMake`);
+  const run = (args) => {
+    const r = spawnSync('cmake', args, { cwd: ROOT, stdio: quiet ? 'ignore' : 'inherit' });
+    if (r.status !== 0) throw new Error(`cmake ${args.join(' ')} failed (${r.error ? r.error.message : 'exit ' + r.status}); see wasm/README.md`);
+  };
+  run(['-S', '.', '-B', BUILD, '-DCMAKE_BUILD_TYPE=Release']);
+  run(['--build', BUILD, '-j2', '--target', 'vitrine_wasm']);
+  for (const f of WASM_FILES) if (!(await exists(join(BUILD, 'wasm', f)))) throw new Error(`the build made no ${f} (is emscripten installed? see wasm/README.md)`);
+}
+
+/** Everything the page needs: the wasm build and the data sample. */
+export async function prepare({ quiet = false, build = true } = {}) {
+  if (build) await ensureWasm({ quiet });
+  await prepareData({ out: join(BUILD, 'demo-data'), quiet });
+}
+
+function resolvePath(urlPath) {
+  for (const [prefix, dir] of MOUNTS) {
+    if (!urlPath.startsWith(prefix)) continue;
+    const file = resolve(dir, '.' + urlPath.slice(prefix.length - 1));
+    if (file !== dir && !file.startsWith(dir + sep)) return null; // no way out of the mount
+    return file;
+  }
+  return null;
+}
+
+/** Starts the static server; resolves to { server, url } once it listens. */
+export function startServer({ port = 8080, host = '127.0.0.1', log = false } = {}) {
+  const server = createServer(async (req, res) => {
+    const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...headers }); res.end(text); };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
+    let path;
+    try { path = decodeURIComponent(new URL(req.url, 'http://x').pathname); } catch { return send(400, 'bad URL\n'); }
+    if (path === '/' || path === '/demo') return send(302, 'see /demo/\n', { Location: '/demo/' });
+    if (path.endsWith('/')) path += 'index.html';
+    const file = resolvePath(path);
+    if (!file) return send(404, `not found: ${path}\n`);
+    let st;
+    try { st = await stat(file); } catch { st = null; }
+    if (!st || !st.isFile()) return send(404, `not found: ${path}\n`);
+    res.writeHead(200, {
+      'Content-Type': MIME[extname(file).toLowerCase()] || 'application/octet-stream',
+      'Content-Length': st.size,
+      'Cache-Control': 'no-cache',
+      'X-Content-Type-Options': 'nosniff',
+    });
+    if (log) console.log(`${req.method} ${path}`);
+    if (req.method === 'HEAD') return res.end();
+    createReadStream(file).on('error', () => res.destroy()).pipe(res);
+  });
+  return new Promise((resolveP, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      const a = server.address();
+      resolveP({ server, url: `http://${host}:${a.port}/demo/` });
+    });
+  });
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+  try {
+    await prepare({ build: !args.includes('--no-build') });
+    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log') });
+    console.log(`vitrine demo: ${url}   (Ctrl-C stops)`);
+  } catch (e) {
+    console.error(`demo: ${e.message}`);
+    process.exit(1);
+  }
+}

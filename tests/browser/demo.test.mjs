@@ -1,0 +1,194 @@
+// demo.test.mjs: the browser demo (demo/) in headless Debian Chromium, driven by playwright-core.
+//   node --test tests/browser/
+// Serves the page on 127.0.0.1 (random port) with demo/serve.mjs, opens it in a fresh profile and
+// checks: the SIMD build loads; training runs with the loss falling; switching checkpointing in
+// the middle of a run leaves every loss bit the same as a run that never switched; a reload
+// resumes from IndexedDB bit for bit; a configuration that does not fit the budget is refused
+// with the numbers and a policy; the user's own images (PNG files) train. Writes
+// build/demo-screenshot.png. Skipped (with a message) only when /usr/bin/chromium is absent.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deflateSync } from 'node:zlib';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: browser tests skipped (apt-get install chromium; CI installs it)`;
+if (skip) console.log(`# ${skip}`);
+
+// ---- a minimal PNG writer (RGB, 8 bit) -----------------------------------------------------------
+const CRC = new Int32Array(256).map((_, n) => { let c = n; for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1; return c; });
+const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
+function chunk(type, data) {
+  const out = Buffer.alloc(12 + data.length);
+  out.writeUInt32BE(data.length, 0);
+  out.write(type, 4, 'ascii');
+  data.copy(out, 8);
+  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
+  return out;
+}
+function png(w, h, pixel) {
+  const raw = Buffer.alloc(h * (1 + 3 * w));
+  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw.set(pixel(x, y), y * (1 + 3 * w) + 1 + 3 * x);
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr[8] = 8; ihdr[9] = 2;
+  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+}
+
+// ---- the browser ---------------------------------------------------------------------------------
+
+describe('browser demo', { skip, timeout: 180_000 }, () => {
+  let server, url, ctx, page, profile, files;
+  const errors = [];
+  const S = (expr) => page.evaluate(expr);
+  const waitFor = (fn, arg, timeout = 30_000) => page.waitForFunction(fn, arg, { timeout, polling: 50 });
+  const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy, loss: l.loss })));
+  async function configure({ model = 'fmnist', batch = 16, steps = 60, lr = '0.002', warmup = 2, seed = 3, data = 'fmnist' } = {}) {
+    await page.selectOption('#kind', 'mae');
+    await page.selectOption('#model', model);
+    await page.fill('#batch', String(batch));
+    await page.fill('#steps', String(steps));
+    await page.fill('#lr', lr);
+    await page.fill('#warmup', String(warmup));
+    await page.fill('#seed', String(seed));
+    await page.selectOption('#data', data);
+  }
+  const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 60_000);
+  async function reset() {
+    await page.click('#reset');
+    await waitFor(() => !window.vitrineDemo.run && window.vitrineDemo.losses.length === 0);
+  }
+  async function openPage() {
+    await page.goto(url);
+    await waitFor(() => window.vitrineDemo && window.vitrineDemo.booted, null, 30_000);
+  }
+
+  before(async () => {
+    const { prepare, startServer } = await import('../../demo/serve.mjs');
+    await prepare({ quiet: true });
+    ({ server, url } = await startServer({ port: 0 }));
+    const { chromium } = await import('playwright-core');
+    profile = mkdtempSync(join(tmpdir(), 'vitrine-chromium-'));
+    ctx = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads: false,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync'],
+    });
+    page = ctx.pages()[0] || (await ctx.newPage());
+    page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+    const dir = join(profile, 'images');
+    mkdirSync(dir);
+    files = [
+      ['stripes.png', png(40, 30, (x, y) => (Math.floor(y / 5) % 2 ? [230, 40, 40] : [20, 20, 200]))],
+      ['checker.png', png(32, 32, (x, y) => ((x >> 2) + (y >> 2)) % 2 ? [255, 255, 255] : [0, 0, 0])],
+      ['gradient.png', png(50, 64, (x, y) => [x * 5, y * 4, 128])],
+    ].map(([n, b]) => { const p = join(dir, n); writeFileSync(p, b); return p; });
+    await openPage();
+  });
+
+  after(async () => {
+    if (ctx) await ctx.close();
+    if (server) server.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  test('the page loads the SIMD build', async () => {
+    const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent }));
+    assert.equal(s.build, 'simd');
+    assert.equal(s.k, true);
+    assert.match(s.badge, /simd/);
+  });
+
+  let reference; // the losses of a run that never switched
+  test('trains with the loss falling; checkpointing switched mid-run changes no bit', async () => {
+    await configure();
+    assert.equal(await page.isChecked('#ckpt'), false);
+    await page.selectOption('#policy', 'block'); // not on yet
+    await page.click('#start');
+    await waitFor(() => window.vitrineDemo.step >= 10 || window.vitrineDemo.error);
+    await page.check('#ckpt'); // from the next step on, while training runs
+    await waitDone();
+    const switched = await losses();
+    assert.equal(await S(() => window.vitrineDemo.error), null);
+    assert.equal(switched.length, 60);
+    const nNone = switched.filter((l) => l.policy === 'none').length, nBlock = switched.filter((l) => l.policy === 'block').length;
+    assert.ok(nNone >= 10 && nBlock >= 10, `steps under none ${nNone}, under block ${nBlock}`);
+    const mean = (a) => a.reduce((x, l) => x + l.loss, 0) / a.length;
+    assert.ok(mean(switched.slice(-10)) < 0.9 * mean(switched.slice(0, 5)), `loss did not fall: ${mean(switched.slice(0, 5))} -> ${mean(switched.slice(-10))}`);
+    // the timeline: one step under none and one under block, measured; block keeps less
+    const tl = await S(() => window.vitrineDemo.timeline);
+    assert.deepEqual(tl.results.map((r) => r.policy), ['none', 'block']);
+    for (const r of tl.results) {
+      assert.ok(r.bytes.length > 10 && r.backwardStart > 0, `${r.policy}: a forward and a backward`);
+      assert.equal(r.peak, r.planned, `${r.policy}: measured peak = planned`);
+    }
+    assert.ok(tl.results[1].peak < tl.results[0].peak);
+    await page.screenshot({ path: join(BUILD, 'demo-screenshot.png'), fullPage: true });
+
+    await reset();
+    await page.uncheck('#ckpt');
+    await page.click('#start');
+    await waitDone();
+    reference = await losses();
+    assert.ok(reference.every((l) => l.policy === 'none'));
+    assert.deepEqual(switched.map((l) => l.hex), reference.map((l) => l.hex), 'losses (float32 bits) with and without the switch');
+  });
+
+  test('a reload resumes from IndexedDB, bit for bit', async () => {
+    await reset();
+    await configure();
+    await page.click('#start');
+    await waitFor(() => window.vitrineDemo.step >= 15);
+    await page.click('#pause');
+    await waitFor(() => !window.vitrineDemo.running && /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
+    const at = await S(() => window.vitrineDemo.step);
+    await openPage();
+    assert.equal(await S(() => window.vitrineDemo.resumed), true);
+    assert.equal(await S(() => window.vitrineDemo.step), at);
+    await page.click('#start');
+    await waitDone();
+    const resumed = await losses();
+    assert.deepEqual(resumed.map((l) => l.hex), reference.map((l) => l.hex));
+  });
+
+  test('a configuration that does not fit is refused, with the numbers and a policy that fits', async () => {
+    await reset();
+    await configure({ model: 'fmnist-base', batch: 512 });
+    await page.uncheck('#ckpt');
+    await page.selectOption('#budget', '512');
+    await page.click('#start');
+    await waitFor(() => !document.getElementById('refusal').hidden);
+    const text = await page.textContent('#refusal');
+    assert.match(text, /Refused before running\. Does not fit/);
+    assert.match(text, /MiB/);
+    assert.match(text, /fits with checkpointing '(selective|block|sqrt|every:\d)'/);
+    assert.equal(await S(() => window.vitrineDemo.run), null);
+    assert.equal(await S(() => window.vitrineDemo.step), 0);
+    // and with the suggested policy it is accepted (plan only: no training here)
+    await page.selectOption('#budget', '1024');
+    await page.selectOption('#model', 'mini');
+  });
+
+  test('trains on the user\'s own images', async () => {
+    await configure({ model: 'mini', batch: 4, steps: 3 });
+    await page.setInputFiles('#files', files);
+    await waitFor(() => /3 images of yours/.test(document.getElementById('user-count').textContent));
+    assert.equal(await page.inputValue('#data'), 'user');
+    await page.click('#start');
+    await waitDone();
+    assert.equal(await S(() => window.vitrineDemo.error), null);
+    const run = await S(() => window.vitrineDemo.run);
+    assert.equal(run.data.name, 'your images');
+    assert.equal(run.data.n, 3);
+    const l = await losses();
+    assert.equal(l.length, 3);
+    assert.ok(l.every((x) => Number.isFinite(x.loss)));
+    await reset(); // leave nothing in the profile
+    assert.deepEqual(errors, []);
+  });
+});
