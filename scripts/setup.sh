@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set-up on a fresh Debian (bookworm) machine: system packages, npm packages, the native and wasm
-# builds; then the main job (unless --no-main). Safe to run again.
+# builds; then the main job, `node web/cli.js train` (unless --no-main). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_main=1
@@ -8,7 +8,7 @@ run_main=1
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-PKGS="build-essential cmake emscripten clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 wabt dataset-fashion-mnist"
+PKGS="build-essential cmake emscripten clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 wabt dataset-fashion-mnist python3-torch libopenblas0-pthread chromium"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 # Node.js 20+ may come from elsewhere than Debian (with its own npm): only ask apt when absent
@@ -30,6 +30,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
 
 if [ "$run_main" = 1 ]; then
-  echo "== main job: vitrine parity over ../shared/fixtures"
-  ./build/vitrine parity ../shared/fixtures/*.safetensors
+  # MAE on Fashion-MNIST through the wasm SIMD build: progress, kNN accuracy, weights, checkpoint
+  # and reconstructions in out/ (~3-4 min on 2 cores). Parity: node web/cli.js parity ../shared/fixtures/*.safetensors
+  echo "== main job: node web/cli.js train"
+  node web/cli.js train
 fi

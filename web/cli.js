@@ -3,11 +3,17 @@
 // tools/vitrine.c (same lines, same JSON, same exit status):
 //   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
 //   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
+//   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
 // BUILD: simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
-import { basename } from 'node:path';
+import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
+import path, { basename } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
 import { createVitrine } from './vitrine.js';
+import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, readMetadata, features, knnAccuracy,
+  showMasks, visualizeGrid, makeBatch } from './train.js';
 
 const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi]';
 const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm simd|scalar|wasi]';
@@ -120,10 +126,300 @@ async function cmdPlan(args) {
   return 0;
 }
 
+// ---- train ------------------------------------------------------------------------------------
+
+const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist', batch: 64, steps: 1000, policy: 'block', out: 'out',
+  seed: 0, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
+// peak learning rate: lightly's MAE 1.5e-4 * batch / 256 and AIM 1e-3 * batch / 4096 are for
+// hundreds of epochs; a short run needs more (measured on Fashion-MNIST, see README)
+const defaultLr = (objective, batch) => (objective === 'mae' ? 2e-3 : 1e-3) * batch / 64;
+
+const TRAIN_HELP = `usage: vitrine train [options]
+  Trains an MAE (or AIM) ViT through the WebAssembly engine, then reports kNN top-1 accuracy of
+  its encoder (and of the untrained encoder and raw pixels), saves weights, checkpoint and a
+  picture of reconstructions.
+  --objective mae|aim          self-supervised objective (default mae)
+  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default fmnist) or a timm preset (vit_tiny_patch16_224, ...)
+  --config JSON|FILE           model config instead of a preset: {"encoder": {timm kwargs}, "decoder_dim": ...}
+  --data DIR                   a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST
+  --batch B                    images per step (default ${TRAIN_DEFAULTS.batch})
+  --steps N                    training steps, the length of the cosine schedule (default ${TRAIN_DEFAULTS.steps})
+  --lr LR                      peak learning rate (default mae 2e-3, aim 1e-3, times batch / 64)
+  --warmup N                   warm-up steps (default 5% of --steps)
+  --grad-checkpointing POLICY  none | block | every:K | sqrt | selective | budget:BYTES (default block)
+  --seed S                     initialisation S, masks S+1, data order S+2 (default 0)
+  --out DIR                    where encoder.safetensors, checkpoint.safetensors, reconstructions.png go (default out)
+  --save-every N               write the checkpoint every N steps (default ${TRAIN_DEFAULTS.saveEvery}; and at the end)
+  --stop-at STEP               stop after STEP steps (checkpoint written, no evaluation): resume later
+  --resume FILE                continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)
+  --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
+  --no-eval                    skip the kNN evaluation
+  --json                       end the output with one JSON line
+  --wasm BUILD                 simd | scalar | wasi | wasi-simd | wasi-scalar`;
+
+const STATE_FILE = 'checkpoint.safetensors', WEIGHTS_FILE = 'encoder.safetensors', IMAGE_FILE = 'reconstructions.png';
+
+// temporary files left by killed runs (their process is gone)
+function removeStaleTemps(dir) {
+  let names = [];
+  try { names = readdirSync(dir); } catch { return; }
+  for (const n of names) {
+    const m = /^\..*\.tmp-(\d+)$/.exec(n);
+    if (!m || Number(m[1]) === process.pid) continue;
+    let alive = true;
+    try { process.kill(Number(m[1]), 0); } catch (e) { alive = e.code === 'EPERM'; }
+    if (!alive) try { unlinkSync(path.join(dir, n)); } catch { /* gone */ }
+  }
+}
+
+function encodePng({ width, height, data }) {
+  const { PNG } = createRequire(import.meta.url)('pngjs');
+  const png = new PNG({ width, height });
+  png.data.set(data);
+  return PNG.sync.write(png);
+}
+
+const fmtTime = (s) => `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, '0')}`;
+const mib = (b) => (b / 1048576).toFixed(1);
+
+class Progress {
+  constructor(total, stream = process.stderr) {
+    this.total = total; this.stream = stream; this.tty = !!stream.isTTY; this.last = 0; this.lastLine = -1;
+  }
+  update(step, text, force = false) {
+    const now = performance.now();
+    if (this.tty) {
+      if (!force && now - this.last < 100) return;
+      this.last = now;
+      const cols = this.stream.columns || 100, w = 20, f = Math.round((w * step) / this.total);
+      const line = `${String(step).padStart(String(this.total).length)}/${this.total} [${'='.repeat(f)}${f < w ? '>' : ''}${' '.repeat(Math.max(0, w - f - 1))}] ${text}`;
+      this.stream.write('\r' + line.slice(0, cols - 1).padEnd(cols - 1));
+    } else { // a log: about ten lines per run
+      const every = Math.max(1, Math.round(this.total / 10));
+      if (force || step % every === 0) { if (step !== this.lastLine) this.stream.write(`step ${step}/${this.total} ${text}\n`); this.lastLine = step; }
+    }
+  }
+  done() { if (this.tty) this.stream.write('\n'); }
+}
+
+function parseTrainArgs(args) {
+  const o = { given: new Set() };
+  const need = (i, a) => { if (i + 1 >= args.length) throw new Error(`${a} needs a value`); return args[i + 1]; };
+  const num = (a, v, int = true) => {
+    const x = Number(v);
+    if (!Number.isFinite(x) || (int && (!Number.isInteger(x) || x < 0))) throw new Error(`${a}: '${v}' is not a ${int ? 'whole number' : 'number'}`);
+    return x;
+  };
+  const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
+    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
+    '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm' };
+  const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--json') o.json = true;
+    else if (a === '--no-eval') o.noEval = true;
+    else if (a === '--help' || a === '-h') o.help = true;
+    else if (flags[a]) {
+      const k = flags[a], v = need(i, a); i++;
+      o[k] = ints.has(k) ? num(a, v) : k === 'lr' ? num(a, v, false) : v;
+      o.given.add(k);
+    } else throw new Error(`unknown option ${a}`);
+  }
+  if (o.seed != null && !/^\d+$/.test(o.seed)) throw new Error(`--seed: '${o.seed}' is not a whole number`);
+  if (o.objective != null && !['mae', 'aim'].includes(o.objective)) throw new Error(`--objective: '${o.objective}' (use mae or aim)`);
+  if (o.batch === 0) throw new Error('--batch must be at least 1');
+  if (o.steps === 0) throw new Error('--steps must be at least 1');
+  return o;
+}
+
+function loadData(dataDir, dims, warn) {
+  if (!dataDir) {
+    const train = adapt(loadFashionMNIST('train'), dims.img, dims.chans);
+    const test = adapt(loadFashionMNIST('test'), dims.img, dims.chans);
+    return { train, test, source: 'fashion-mnist' };
+  }
+  const ds = loadImageFolder(dataDir, { size: dims.img, chans: dims.chans, onWarning: warn });
+  return { train: ds, test: null, source: path.resolve(dataDir) };
+}
+
+// kNN bank / queries: Fashion-MNIST: the first N train images / first M test images; a labelled
+// folder: every 5th image is a query, the others the bank (then both capped).
+function evalSets(data, nBank, nQuery) {
+  const sub = (ds, idx) => ({ n: idx.length, chans: ds.chans, size: ds.size, labels: Int32Array.from(idx, (i) => ds.labels[i]),
+    pixels: makeBatchBytes(ds, idx), classes: ds.classes });
+  const range = (n) => Array.from({ length: n }, (_, i) => i);
+  if (data.test) return { bank: sub(data.train, range(Math.min(nBank, data.train.n))), query: sub(data.test, range(Math.min(nQuery, data.test.n))) };
+  if (!data.train.labels || data.train.n < 5) return null;
+  const all = range(data.train.n);
+  return { bank: sub(data.train, all.filter((i) => i % 5 !== 4).slice(0, nBank)), query: sub(data.train, all.filter((i) => i % 5 === 4).slice(0, nQuery)) };
+}
+function makeBatchBytes(ds, idx) {
+  const per = ds.chans * ds.size * ds.size, out = new Uint8Array(idx.length * per);
+  idx.forEach((i, j) => out.set(ds.pixels.subarray(i * per, (i + 1) * per), j * per));
+  return out;
+}
+
+async function cmdTrain(args) {
+  let o;
+  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message}\n${TRAIN_HELP}\n`); return 2; }
+  if (o.help) { process.stdout.write(TRAIN_HELP + '\n'); return 0; }
+  const say = (s) => process.stderr.write(s + '\n');
+  const warn = (s) => process.stderr.write(`vitrine train: warning: ${s}\n`);
+  const fail = (s, code = 1) => { process.stderr.write(`vitrine train: ${s}\n`); return code; };
+  const t0 = performance.now();
+
+  // ---- settings: from the options, or from the checkpoint being resumed
+  let run, resumeBytes = null;
+  if (o.resume) {
+    const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
+    if (fixed.length) return fail(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
+    try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { return fail(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
+    let meta;
+    try { meta = readMetadata(resumeBytes); } catch (e) { return fail(`${o.resume}: not a safetensors file (${e.message})`); }
+    if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) return fail(`${o.resume}: not a checkpoint of vitrine train`);
+    run = JSON.parse(meta.vitrine_run);
+    run.spec = { kind: meta.kind, config: JSON.parse(meta.model_config) };
+    run.policy = o.policy || meta.grad_checkpointing || TRAIN_DEFAULTS.policy;
+  } else {
+    const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
+    let config = null;
+    if (o.config != null) {
+      try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readFileSync(o.config, 'utf8')); } catch (e) {
+        return fail(`--config: ${e.code ? `cannot read ${o.config}: ${STRERROR[e.code] || e.message}` : `not JSON (${e.message})`}`, 2);
+      }
+    }
+    run = {
+      objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
+      lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05),
+      seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
+      spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
+      policy: o.policy || TRAIN_DEFAULTS.policy,
+    };
+  }
+  const seed = BigInt(run.seed);
+  const outDir = o.out || TRAIN_DEFAULTS.out;
+  const statePath = path.join(outDir, STATE_FILE), weightsPath = path.join(outDir, WEIGHTS_FILE), imagePath = path.join(outDir, IMAGE_FILE);
+
+  // ---- engine, model, data
+  let vt, model;
+  try { vt = await loadEngine(o.wasm); } catch (e) { return fail(e.message, 2); }
+  try {
+    model = vt.createModel(run.spec);
+    model.setGradCheckpointing(run.policy);
+    model.initWeights(seed);
+    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n });
+    if (resumeBytes) model.loadTrainState(resumeBytes);
+  } catch (e) { return fail(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
+  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
+  let data;
+  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn); } catch (e) { return fail(e.message); }
+  if (run.dataN != null && run.dataN !== data.train.n)
+    return fail(`${o.resume}: the run trained on ${run.dataN} images of ${run.data}, it now holds ${data.train.n}: the data order would differ`);
+  run.dataN = data.train.n;
+  const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
+  const doEval = !o.noEval && stopAt >= run.steps;
+
+  // ---- the untrained encoder and raw pixels, evaluated on the other core meanwhile
+  const sets = doEval ? evalSets(data, o.evalBank ?? TRAIN_DEFAULTS.evalBank, o.evalQueries ?? TRAIN_DEFAULTS.evalQueries) : null;
+  if (doEval && !sets) warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`);
+  const knnOpts = { k: TRAIN_DEFAULTS.k, t: TRAIN_DEFAULTS.t, classes: sets ? Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) : 0 };
+  let worker = null;
+  const side = sets ? new Promise((resolve) => {
+    worker = new Worker(new URL('./eval-worker.js', import.meta.url), {
+      workerData: { wasm: vt.build, spec, initSeed: seed, bank: sets.bank, query: sets.query, ...knnOpts },
+    });
+    worker.once('message', (m) => { resolve(m); worker.terminate(); });
+    worker.once('error', (e) => resolve({ error: e.message }));
+  }) : null;
+
+  // ---- training
+  mkdirSync(outDir, { recursive: true });
+  removeStaleTemps(outDir);
+  const tr = new TrainingRun({ model, dataset: data.train, batch: run.batch, steps: run.steps, dataSeed: seed + 2n });
+  const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
+  let interrupted = false;
+  const onSig = () => { interrupted = true; };
+  process.on('SIGINT', onSig);
+  process.on('SIGTERM', onSig);
+  const startStep = tr.step, saveEvery = o.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
+  say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
+    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
+  const bar = new Progress(run.steps);
+  let lossLast = null, error = null, rate = 0, mem = '';
+  const tTrain = performance.now();
+  let lastLoss = run.lossFirst;
+  while (tr.step < stopAt && !interrupted) {
+    let r;
+    try { r = tr.trainOne(); } catch (e) { error = e; break; }
+    lossLast = r.loss;
+    if (run.lossFirst == null) run.lossFirst = r.loss;
+    lastLoss = r.loss;
+    rate = rate ? 0.9 * rate + 0.1 * (run.batch / r.seconds) : run.batch / r.seconds;
+    if (r.step % 20 === 1 || !mem) {
+      const m = model.memory();
+      const planned = m.planned ? m.planned.total : 0;
+      mem = `mem ${mib(planned)} MiB planned (act ${mib(m.used.activations)}), wasm ${mib(m.linear)} MiB`;
+    }
+    const eta = (stopAt - r.step) * run.batch / rate;
+    bar.update(r.step, `loss ${r.loss.toFixed(4)} | ${rate.toFixed(0)} img/s | ${mem} | epoch ${tr.epoch.toFixed(2)} | eta ${fmtTime(eta)}`, r.step === stopAt);
+    if (r.step % saveEvery === 0 && r.step < stopAt) {
+      try { save(); } catch (e) { warn(`cannot write ${statePath}: ${e.message} (the previous checkpoint is kept)`); }
+    }
+    if (r.step % 10 === 0) await new Promise(setImmediate); // let signals in
+  }
+  bar.done();
+  process.off('SIGINT', onSig);
+  process.off('SIGTERM', onSig);
+  const trainSeconds = (performance.now() - tTrain) / 1000;
+  try { save(); } catch (e) { return fail(`cannot write ${statePath}: ${e.message}`); }
+  if (error) {
+    fail(`${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}`);
+  } else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${statePath}`);
+  say(`vitrine train: ${tr.step - startStep} steps in ${trainSeconds.toFixed(1)} s (${((tr.step - startStep) * run.batch / trainSeconds).toFixed(0)} img/s)`);
+
+  // ---- weights, reconstructions, evaluation
+  const finished = tr.step >= run.steps;
+  writeAtomic(weightsPath, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
+  const showDs = data.test || data.train, nShow = Math.min(TRAIN_DEFAULTS.show, showDs.n);
+  const showIdx = Int32Array.from({ length: nShow }, (_, i) => i);
+  const showImgs = makeBatch(showDs, showIdx);
+  model.loss(showImgs, showMasks(model, nShow, 0.75));
+  writeAtomic(imagePath, encodePng(visualizeGrid(model, showImgs, model.visualize())));
+  let knn = { trained: null, initial: null, pixels: null };
+  if (sets && !interrupted && !error) {
+    const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
+    const te = performance.now();
+    knn.trained = knnAccuracy(features(model, sets.bank, all(sets.bank.n)), sets.bank.labels,
+      features(model, sets.query, all(sets.query.n)), sets.query.labels, knnOpts);
+    const s = await side;
+    if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
+    else { knn.initial = s.initial; knn.pixels = s.pixels; }
+    say(`vitrine train: kNN evaluation ${((performance.now() - te) / 1000).toFixed(1)} s`);
+  }
+  if (worker) worker.terminate();
+  const seconds = (performance.now() - t0) / 1000;
+  const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
+  process.stdout.write(
+    `${finished ? 'trained' : 'stopped at'} step ${tr.step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
+    `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
+    (sets && knn.trained != null ? `kNN top-1 (cosine, k=${knnOpts.k}, votes exp(sim/${knnOpts.t}); bank ${sets.bank.n}, queries ${sets.query.n}): ` +
+      `trained ${pct(knn.trained)}, initial ${pct(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
+    `encoder weights (timm keys)  ${weightsPath}\ntraining checkpoint          ${statePath}\nreconstructions              ${imagePath}\n`);
+  if (o.json) {
+    process.stdout.write(JSON.stringify({ steps: tr.step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
+      knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
+      weights: weightsPath, image: imagePath, checkpoint: statePath }) + '\n');
+  }
+  model.dispose();
+  return error ? 1 : 0;
+}
+
 async function main(argv) {
   if (argv[0] === 'parity') return cmdParity(argv.slice(1));
   if (argv[0] === 'plan') return cmdPlan(argv.slice(1));
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n`);
+  if (argv[0] === 'train') return cmdTrain(argv.slice(1));
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n`);
   return 2;
 }
 

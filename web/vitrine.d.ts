@@ -120,4 +120,52 @@ export class Model {
   activationTimeline(): { bytes: number[]; backwardStart: number };
   releaseActivations(): void;
   dispose(): void;
+
+  // ---- training (MAE / AIM models) ----
+  /** timm / lightly initialisation for the model's kind, seeded (same seed, same bits). */
+  initWeights(seed?: number | bigint): void;
+  /** The engine's defaults for this kind (lightly's benchmarks); seed 0. */
+  trainDefaults(): Required<TrainOptions>;
+  /** AdamW state, seeded mask generator, step 0. Options not given take trainDefaults(). Returns the settings used. */
+  trainerInit(options?: TrainOptions): Required<TrainOptions>;
+  /** One step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr); returns the loss.
+   * A non-finite loss or gradient throws a VitrineError (status -5) and keeps the last good state. */
+  trainStep(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): number;
+  /** Steps done (AdamW's step count). */
+  readonly stepCount: number;
+  /** Scheduled learning rate at `step` (default: the next step). */
+  lr(step?: number): number;
+  /** Parameters, AdamW m / v, step, mask generator, configs: safetensors bytes. */
+  saveTrainState(): Uint8Array;
+  /** All or nothing; resumes bit for bit (call initWeights first so the same parameters are frozen). */
+  loadTrainState(bytes: Uint8Array | ArrayBuffer): void;
+  /** After loss() or trainStep(): normalised NCHW images for teaching (masked input, reconstruction). */
+  visualize(): { masked: Float32Array; recon: Float32Array; shape: [number, number, number, number] };
 }
+
+export interface TrainOptions {
+  /** Peak learning rate. */
+  lr?: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+  /** lightly's cosine-warmup schedule; totalSteps 0 = constant lr. */
+  warmupSteps?: number;
+  totalSteps?: number;
+  /** Global gradient-norm clipping; 0 = off. */
+  clipNorm?: number;
+  /** MAE: fraction of patches masked (lightly random_token_mask). */
+  maskRatio?: number;
+  /** Seed of the mask generator. */
+  seed?: number | bigint;
+}
+
+export const IMAGENET_MEAN: number[];
+export const IMAGENET_STD: number[];
+/** Per-channel mean / std for `chans` channels (1 channel: the average of the 3 given, ImageNet: 0.449 / 0.226). */
+export function channelStats(chans: number, options?: { mean?: number[]; std?: number[] }): { mean: number[]; std: number[] };
+/** Normalised NCHW image b -> RGBA bytes (undoing mean / std; grey repeated over R, G, B). */
+export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number }, b?: number, options?: { mean?: number[]; std?: number[] }): Uint8ClampedArray;
+/** The __metadata__ of safetensors bytes. */
+export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;

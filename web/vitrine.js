@@ -5,15 +5,40 @@
 // copies images in (ImageData, ImageBitmap, Float32Array NCHW) and copies results out.
 // Rules kept everywhere below: typed-array views over wasm memory are built fresh for each use
 // (memory may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
-// VitrineError carrying the engine's message and status. It does not train (no optimizer here)
-// and does no file I/O of its own except reading the .wasm.
+// VitrineError carrying the engine's message and status. Training (initWeights, trainerInit,
+// trainStep, save/loadTrainState, visualize) calls the engine's trainer (src/trainer.c); the loop
+// around it is web/train.js. No file I/O here except reading the .wasm.
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
 const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4 };
-const IMAGENET_MEAN = [0.485, 0.456, 0.406];
-const IMAGENET_STD = [0.229, 0.224, 0.225];
+export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
+export const IMAGENET_STD = [0.229, 0.224, 0.225];
+
+/** Per-channel mean / std for a model of `chans` channels. Given 3 values (ImageNet's by default)
+ * and a 1-channel model, the grey channel (the average of R, G, B) uses the average of the three
+ * (ImageNet: mean 0.449, std 0.226); given one value, every channel uses it. */
+export function channelStats(chans, { mean = IMAGENET_MEAN, std = IMAGENET_STD } = {}) {
+  const avg = (a) => a.reduce((x, y) => x + y, 0) / a.length;
+  const pick = (a) => (chans === 1 ? [a.length === 1 ? a[0] : avg(a)] : Array.from({ length: chans }, (_, c) => a[c % a.length]));
+  return { mean: pick(mean), std: pick(std) };
+}
+
+/** Normalised NCHW floats (image b of `batch`) -> RGBA bytes (W*H*4), undoing mean / std
+ * (as channelStats); grey images are repeated over R, G, B. For showing inputs and reconstructions. */
+export function toRGBA(nchw, { chans, img }, b = 0, opts = {}) {
+  const { mean, std } = channelStats(chans, opts);
+  const px = img * img, base = b * chans * px, out = new Uint8ClampedArray(4 * px);
+  for (let i = 0; i < px; i++) {
+    for (let k = 0; k < 3; k++) {
+      const c = chans === 1 ? 0 : k % chans;
+      out[4 * i + k] = Math.round(255 * (nchw[base + c * px + i] * std[c] + mean[c]));
+    }
+    out[4 * i + 3] = 255;
+  }
+  return out;
+}
 
 // (module (func (result v128) i32.const 0 i8x16.splat i8x16.popcnt)): valid only with SIMD128.
 const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10,
@@ -118,7 +143,9 @@ export class Vitrine {
       'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
       'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
-      'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run', 'malloc', 'free'];
+      'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
+      'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
+      'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize', 'malloc', 'free'];
     this._c = {};
     for (const n of names) {
       const f = low.fn(n);
@@ -225,9 +252,11 @@ function bitmapToImageData(bm, S) {
 }
 
 // Images -> Float32Array NCHW. Float32Array passes through (its length is checked); ImageData /
-// ImageBitmap (one or an array) are normalised with mean / std (ImageNet by default).
-function toNCHW(images, dims, { mean = IMAGENET_MEAN, std = IMAGENET_STD } = {}) {
+// ImageBitmap (one or an array) are normalised with mean / std (ImageNet by default; a 1-channel
+// model takes the grey average (R+G+B)/3 with the channel average of mean / std: channelStats).
+function toNCHW(images, dims, opts = {}) {
   const { img, chans } = dims;
+  const { mean, std } = channelStats(chans, opts);
   const per = chans * img * img;
   if (images instanceof Float32Array) {
     if (images.length === 0 || images.length % per)
@@ -248,7 +277,7 @@ function toNCHW(images, dims, { mean = IMAGENET_MEAN, std = IMAGENET_STD } = {})
       if (chans === 1) out[b * per + i] = ((r + g + bl) / 3 - mean[0]) / std[0];
       else {
         const rgb = [r, g, bl];
-        for (let c = 0; c < chans; c++) out[b * per + c * px + i] = (rgb[c % 3] - mean[c % 3]) / std[c % 3];
+        for (let c = 0; c < chans; c++) out[b * per + c * px + i] = (rgb[c % 3] - mean[c]) / std[c];
       }
     }
   });
@@ -463,4 +492,143 @@ export class Model {
     } finally { vt.free(out); vt.free(b); }
   }
   releaseActivations() { this._c.release_activations(this._h); this._last = null; }
+
+  // ---- training (MAE / AIM models; src/trainer.c) ----
+
+  /** timm / lightly initialisation for the model's kind, seeded (the same seed gives the same
+   * bits everywhere). MAE: xavier Linears, frozen sin-cos pos_embed; see vt_init_weights. */
+  initWeights(seed = 0) {
+    const [lo, hi] = seedHalves(seed);
+    this._vt.check(this._c.init_weights(this._h, lo, hi));
+    this._last = null;
+  }
+
+  /** The engine's default training settings for this model's kind (lightly's benchmarks). */
+  trainDefaults() {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(72);
+    try {
+      vt.check(c.train_config_default(KINDS[this.kind], out));
+      const [lr, beta1, beta2, eps, weightDecay, warmupSteps, totalSteps, clipNorm, maskRatio] = vt.f64(out, 9);
+      return { lr, beta1, beta2, eps, weightDecay, warmupSteps, totalSteps, clipNorm, maskRatio, seed: 0 };
+    } finally { vt.free(out); }
+  }
+
+  /** Makes an MAE / AIM model trainable: AdamW state, the seeded mask generator, step 0. Options
+   * not given take trainDefaults(); totalSteps 0 = constant lr, else lightly's cosine warmup. */
+  trainerInit(options = {}) {
+    const vt = this._vt, c = this._c;
+    const known = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'warmupSteps', 'totalSteps', 'clipNorm', 'maskRatio', 'seed'];
+    for (const k of Object.keys(options)) {
+      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1, 'VT_ERR_ARG');
+    }
+    const t = { ...this.trainDefaults() };
+    for (const k of known) if (options[k] != null) t[k] = options[k];
+    const cfg = vt.alloc(72);
+    try {
+      vt.f64(cfg, 9).set([t.lr, t.beta1, t.beta2, t.eps, t.weightDecay, t.warmupSteps, t.totalSteps, t.clipNorm, t.maskRatio].map(Number));
+      const [lo, hi] = seedHalves(t.seed);
+      vt.check(c.trainer_init(this._h, cfg, lo, hi));
+    } finally { vt.free(cfg); }
+    this._maskRatioValue = t.maskRatio;
+    this._last = null;
+    return t;
+  }
+
+  /** One training step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr) on
+   * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, normalised
+   * as for forward). `batch`, when given, must match. Returns the loss. A non-finite loss or
+   * gradient throws a VitrineError (code 'numeric ...') and changes nothing: the last good state
+   * is kept. The step's images stay in wasm memory until the next call, for visualize(). */
+  trainStep(images, batch, opts = {}) {
+    const vt = this._vt, c = this._c;
+    const x = toNCHW(images, this.dims, opts);
+    if (batch != null && batch !== x.batch)
+      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1, 'VT_ERR_ARG');
+    this._freeInputs();
+    this._last = null;
+    const pImg = vt.copyIn(x.data);
+    this._inputs.push(pImg);
+    const pLoss = vt.alloc(4);
+    let rc;
+    try {
+      rc = c.train_step(this._h, pImg, x.batch, pLoss);
+      if (rc < 0) throw vt.error(rc);
+      const loss = vt.f32(pLoss, 1)[0];
+      const L = this.dims.prefix + (this.dims.img / this.dims.patch) ** 2;
+      const nKeep = this.kind === 'mae' ? Math.trunc((L - 1) * (1 - this._maskRatio())) + 1 : 0;
+      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true,
+        sizes: { batch: x.batch, nKeep, nMask: this.kind === 'mae' ? L - nKeep : 0, mask: this.kind === 'aim', needGrad: true } };
+      return loss;
+    } finally { vt.free(pLoss); }
+  }
+  _maskRatio() { return Math.fround(this._maskRatioValue ?? 0.75); } // as the engine stores it (float32)
+
+  /** Steps done (the AdamW step count; it comes back with loadTrainState). */
+  get stepCount() { return this._c.train_step_count(this._h); }
+  /** The learning rate the schedule gives at `step` (default: the next step). */
+  lr(step = this.stepCount) { return this._c.train_lr(this._h, step); }
+
+  /** Everything a resumed run needs (parameters, AdamW m / v, step, mask generator, configs) as
+   * safetensors bytes; loadTrainState continues bit for bit. */
+  saveTrainState() {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(8);
+    try {
+      vt.check(c.train_state_save(this._h, out));
+      const [p, n] = vt.u32(out, 2);
+      const bytes = vt.u8().slice(p, p + n);
+      vt.free(p);
+      return bytes;
+    } finally { vt.free(out); }
+  }
+  /** All or nothing; the model's config must be the saved one (initWeights first, so the same
+   * parameters are frozen). */
+  loadTrainState(bytes) {
+    const vt = this._vt, c = this._c;
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = vt.copyIn(u8);
+    try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
+    this._last = null;
+    try { this._maskRatioValue = JSON.parse(readSafetensorsMeta(u8).train_config).mask_ratio; } catch { /* loaded: well-formed */ }
+  }
+
+  /** After a loss() forward or a trainStep(): { masked, recon, shape [B, C, H, W] }, normalised
+   * NCHW like the input. masked: MAE's masked patches set to 0 (the mean colour), the input
+   * elsewhere (AIM: the input); recon: the predicted patches (de-normalised per patch under
+   * norm_pix_loss) over the masked ones, the input elsewhere (AIM: every patch predicted). After
+   * trainStep the prediction is the one of the step's forward (parameters before its update). */
+  visualize() {
+    const vt = this._vt, c = this._c;
+    if (!this._last || this._last.fn !== FN.loss)
+      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7, 'VT_ERR_STATE');
+    const n = this._last.nImages, { chans, img } = this.dims;
+    const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
+    try {
+      vt.check(c.loss_visualize(this._h, pm, pr));
+      return { masked: vt.f32(pm, n).slice(), recon: vt.f32(pr, n).slice(), shape: [this._last.batch, chans, img, img] };
+    } finally { vt.free(pm); vt.free(pr); }
+  }
+}
+
+// A seed (number >= 0 below 2^53, or bigint below 2^64) -> [lo, hi] 32-bit halves.
+function seedHalves(seed) {
+  let s;
+  try { s = BigInt(seed); } catch { s = -1n; }
+  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1, 'VT_ERR_ARG');
+  return [Number(s & 0xffffffffn), Number(s >> 32n)];
+}
+
+/** The __metadata__ of safetensors bytes (e.g. a training state: format, kind, model_config,
+ * train_config, step, rng, grad_checkpointing). */
+export function readSafetensorsMeta(bytes) {
+  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3, 'VT_ERR_FORMAT');
+  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
+  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3, 'VT_ERR_FORMAT');
+  let h;
+  try { h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))); } catch (e) {
+    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3, 'VT_ERR_FORMAT');
+  }
+  return (h && h.__metadata__) || {};
 }

@@ -1,0 +1,230 @@
+// data.js: training images for Node (the browser demo feeds ImageData instead).
+//
+// A data set here is plain data, the same whatever its source:
+//   { name, n, chans, size, pixels: Uint8Array [n, chans, size, size] (0..255),
+//     labels: Int32Array [n] | null, classes: string[] | null, files: string[] | null }
+// Pixels stay bytes until a batch is made (train.js makeBatch normalises with channelStats:
+// ImageNet's mean / std, their channel average for a grey 1-channel model: 0.449 / 0.226).
+//
+// Sources:
+//   loadFashionMNIST(split)  Debian's dataset-fashion-mnist gzipped IDX files (60k train / 10k
+//                            test, 28x28 grey, 10 classes), validated (magic numbers, sizes).
+//   loadImageFolder(dir)     every PNG / JPEG under dir (pure-JS decoders pngjs and jpeg-js);
+//                            files in sub-folders take the sub-folder's name as their class
+//                            (torchvision ImageFolder); anything unreadable is reported by name
+//                            and skipped; no usable image at all is an error.
+//   adapt(ds, size, chans)   resize (shorter side to `size`, then the centre `size` x `size`,
+//                            torchvision Resize + CenterCrop; area-average when shrinking,
+//                            bilinear when growing) and convert grey <-> colour.
+//   writeAtomic(file, bytes)  the old content or the new one, never a torn file (checkpoints).
+import { readFileSync, readdirSync, statSync, openSync, writeSync, fsyncSync, closeSync, renameSync } from 'node:fs';
+import path from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+
+export const FASHION_MNIST_DIR = '/usr/share/datasets/fashion-mnist';
+export const FASHION_MNIST_CLASSES = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt',
+  'Sneaker', 'Bag', 'Ankle boot'];
+
+export class DataError extends Error {
+  constructor(message) { super(message); this.name = 'DataError'; }
+}
+
+// ---- IDX (MNIST-style) files ---------------------------------------------------------------
+
+function readGz(file) {
+  let raw;
+  try { raw = readFileSync(file); } catch (e) {
+    throw new DataError(`cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}` +
+      (file.startsWith(FASHION_MNIST_DIR) ? ' (install Debian\'s dataset-fashion-mnist: bash scripts/setup.sh)' : ''));
+  }
+  try { return raw[0] === 0x1f && raw[1] === 0x8b ? gunzipSync(raw) : raw; } catch (e) {
+    throw new DataError(`${file}: not a readable gzip file (${e.message})`);
+  }
+}
+
+/** Parses IDX bytes: 0x0000 0x08 (ubyte) ndim, then ndim big-endian uint32 sizes, then data.
+ * Returns { dims, data: Uint8Array }. */
+export function parseIdx(buf, file = 'IDX file', wantDims = null) {
+  if (buf.length < 4) throw new DataError(`${file}: ${buf.length} bytes, too short for an IDX header`);
+  const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const magic = dv.getUint32(0, false);
+  if ((magic >>> 8) !== 0x08) throw new DataError(`${file}: bad IDX magic number 0x${magic.toString(16).padStart(8, '0')} (expected 0x0000080N: unsigned bytes)`);
+  const ndim = magic & 0xff;
+  if (wantDims != null && ndim !== wantDims) throw new DataError(`${file}: IDX magic 0x${magic.toString(16).padStart(8, '0')} says ${ndim} dimensions, expected ${wantDims} (0x0000080${wantDims})`);
+  if (buf.length < 4 + 4 * ndim) throw new DataError(`${file}: truncated IDX header`);
+  const dims = [];
+  for (let d = 0; d < ndim; d++) dims.push(dv.getUint32(4 + 4 * d, false));
+  const n = dims.reduce((a, b) => a * b, 1), off = 4 + 4 * ndim;
+  if (buf.length !== off + n) throw new DataError(`${file}: ${buf.length - off} data bytes, the header [${dims.join(', ')}] says ${n}`);
+  return { dims, data: new Uint8Array(buf.buffer, buf.byteOffset + off, n) };
+}
+
+/** Fashion-MNIST from the gzipped IDX files ('train': 60000, 'test': 10000 images). */
+export function loadFashionMNIST(split = 'train', dir = FASHION_MNIST_DIR) {
+  const stem = split === 'train' ? 'train' : split === 'test' ? 't10k' : null;
+  if (!stem) throw new DataError(`Fashion-MNIST split '${split}': use 'train' or 'test'`);
+  const fi = path.join(dir, `${stem}-images-idx3-ubyte.gz`), fl = path.join(dir, `${stem}-labels-idx1-ubyte.gz`);
+  const im = parseIdx(readGz(fi), fi, 3), lb = parseIdx(readGz(fl), fl, 1);
+  const [n, rows, cols] = im.dims;
+  if (rows !== 28 || cols !== 28) throw new DataError(`${fi}: images are ${rows}x${cols}, Fashion-MNIST's are 28x28`);
+  if (lb.dims[0] !== n) throw new DataError(`${fl}: ${lb.dims[0]} labels for ${n} images in ${fi}`);
+  const want = split === 'train' ? 60000 : 10000;
+  if (n !== want) throw new DataError(`${fi}: ${n} images, Fashion-MNIST's ${split} split has ${want}`);
+  const labels = Int32Array.from(lb.data);
+  const bad = labels.findIndex((v) => v > 9);
+  if (bad >= 0) throw new DataError(`${fl}: label ${labels[bad]} at ${bad} (classes are 0..9)`);
+  return { name: `fashion-mnist/${split}`, n, chans: 1, size: 28, pixels: im.data, labels, classes: FASHION_MNIST_CLASSES, files: null };
+}
+
+// ---- image folders ---------------------------------------------------------------------------
+
+const PNG_MAGIC = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** Decodes PNG or JPEG bytes (by their magic numbers) -> { width, height, data: RGBA bytes }. */
+export function decodeImage(bytes) {
+  if (bytes.length >= 8 && PNG_MAGIC.every((v, i) => bytes[i] === v)) {
+    const { PNG } = require('pngjs');
+    const png = PNG.sync.read(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    return { width: png.width, height: png.height, data: new Uint8Array(png.data.buffer, png.data.byteOffset, png.data.length) };
+  }
+  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) {
+    const jpeg = require('jpeg-js');
+    const im = jpeg.decode(bytes, { useTArray: true, formatAsRGBA: true, maxMemoryUsageInMB: 1024, maxResolutionInMP: 200 });
+    return { width: im.width, height: im.height, data: im.data };
+  }
+  throw new DataError('not a PNG or JPEG image');
+}
+
+// Per-axis resampling weights from `src` samples to `dst` (after scaling by `scale` and skipping
+// `offset` destination samples): area average when shrinking, bilinear when growing.
+function axisWeights(src, dst, scale, offset) {
+  const out = [];
+  for (let o = 0; o < dst; o++) {
+    const taps = [];
+    if (scale >= 1) { // area: the source interval [a, b) of output pixel o
+      const a = (o + offset) * scale, b = (o + offset + 1) * scale;
+      for (let s = Math.floor(a); s < Math.min(src, Math.ceil(b)); s++) {
+        const w = Math.min(b, s + 1) - Math.max(a, s);
+        if (w > 0) taps.push([s, w / scale]);
+      }
+    } else { // bilinear, pixel centres (align_corners=False)
+      const c = (o + offset + 0.5) * scale - 0.5;
+      const s0 = Math.floor(c), f = c - s0;
+      const clamp = (v) => Math.min(src - 1, Math.max(0, v));
+      taps.push([clamp(s0), 1 - f], [clamp(s0 + 1), f]);
+    }
+    out.push(taps);
+  }
+  return out;
+}
+
+/** RGBA (or grey: channels 1) pixels of w x h -> Uint8Array [chans, size, size]: shorter side to
+ * size, centre crop; a 1-channel result is the average (R+G+B)/3; colour from grey repeats it. */
+export function resizeCrop(src, w, h, srcChans, size, chans) {
+  const short = Math.min(w, h), scale = short / size;
+  const rw = Math.round(w / scale), rh = Math.round(h / scale); // resized size
+  const ox = Math.floor((rw - size) / 2), oy = Math.floor((rh - size) / 2);
+  const wx = axisWeights(w, size, scale, ox), wy = axisWeights(h, size, scale, oy);
+  const out = new Uint8Array(chans * size * size);
+  const plane = new Float32Array(w * h), tmp = new Float32Array(size * h);
+  for (let c = 0; c < chans; c++) {
+    for (let i = 0; i < w * h; i++) { // the source plane for output channel c
+      if (srcChans === 1) plane[i] = src[i];
+      else if (chans === 1) plane[i] = (src[srcChans * i] + src[srcChans * i + 1] + src[srcChans * i + 2]) / 3;
+      else plane[i] = src[srcChans * i + (c % 3)];
+    }
+    for (let y = 0; y < h; y++) for (let x = 0; x < size; x++) {
+      let v = 0;
+      for (const [s, wt] of wx[x]) v += wt * plane[y * w + s];
+      tmp[y * size + x] = v;
+    }
+    for (let y = 0; y < size; y++) for (let x = 0; x < size; x++) {
+      let v = 0;
+      for (const [s, wt] of wy[y]) v += wt * tmp[s * size + x];
+      out[c * size * size + y * size + x] = Math.max(0, Math.min(255, Math.round(v)));
+    }
+  }
+  return out;
+}
+
+/** Every PNG / JPEG under dir, resized / cropped to size x size with `chans` channels.
+ * onWarning(message) hears about each file skipped (default: console.warn). */
+export function loadImageFolder(dir, { size, chans, onWarning = (m) => console.warn(m) } = {}) {
+  let st;
+  try { st = statSync(dir); } catch (e) {
+    throw new DataError(`--data ${dir}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
+  }
+  if (!st.isDirectory()) throw new DataError(`--data ${dir}: not a directory`);
+  const found = []; // [file, class or null]
+  const walk = (d, cls) => {
+    let entries;
+    try { entries = readdirSync(d, { withFileTypes: true }); } catch (e) { onWarning(`skipped ${d}: ${e.message}`); return; }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      if (e.name.startsWith('.')) continue;
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p, cls ?? e.name);
+      else found.push([p, cls]);
+    }
+  };
+  walk(dir, null);
+  const per = chans * size * size, keep = [];
+  const pixels = [];
+  for (const [file, cls] of found) {
+    const rel = path.relative(dir, file);
+    try {
+      const bytes = readFileSync(file);
+      const im = decodeImage(bytes);
+      if (!(im.width > 0 && im.height > 0)) throw new DataError(`empty image ${im.width}x${im.height}`);
+      pixels.push(resizeCrop(im.data, im.width, im.height, 4, size, chans));
+      keep.push([rel, cls]);
+    } catch (e) {
+      const why = e instanceof DataError ? e.message : `cannot decode (${e.message})`;
+      onWarning(`skipped ${rel}: ${why}`);
+    }
+  }
+  if (!keep.length)
+    throw new DataError(`--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`);
+  const all = new Uint8Array(keep.length * per);
+  pixels.forEach((p, i) => all.set(p, i * per));
+  const classNames = [...new Set(keep.map(([, c]) => c).filter((c) => c != null))].sort();
+  const labelled = classNames.length >= 2 && keep.every(([, c]) => c != null);
+  return {
+    name: `folder:${dir}`, n: keep.length, chans, size, pixels: all,
+    labels: labelled ? Int32Array.from(keep.map(([, c]) => classNames.indexOf(c))) : null,
+    classes: labelled ? classNames : null, files: keep.map(([f]) => f),
+  };
+}
+
+/** The data set at the model's size and channels (returns ds itself when they already match). */
+export function adapt(ds, size, chans) {
+  if (ds.size === size && ds.chans === chans) return ds;
+  if (ds.chans !== 1 && ds.chans < 3) throw new DataError(`${ds.name}: ${ds.chans}-channel images: only grey (1) or colour (3+) convert`);
+  const per = chans * size * size, src = ds.chans * ds.size * ds.size, out = new Uint8Array(ds.n * per);
+  const hwc = new Uint8Array(src);
+  for (let i = 0; i < ds.n; i++) { // CHW -> interleaved for resizeCrop
+    const im = ds.pixels.subarray(i * src, (i + 1) * src), px = ds.size * ds.size;
+    for (let c = 0; c < ds.chans; c++) for (let k = 0; k < px; k++) hwc[k * ds.chans + c] = im[c * px + k];
+    out.set(resizeCrop(hwc, ds.size, ds.size, ds.chans, size, chans), i * per);
+  }
+  return { ...ds, chans, size, pixels: out };
+}
+
+// ---- files ---------------------------------------------------------------------------------------
+
+/** Writes bytes so that `file` is always either the old or the new content: a temporary file in
+ * the same directory, fsync, rename over, fsync of the directory. */
+export function writeAtomic(file, bytes) {
+  const dir = path.dirname(file), tmp = path.join(dir, `.${path.basename(file)}.tmp-${process.pid}`);
+  const fd = openSync(tmp, 'w');
+  try {
+    let off = 0;
+    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+    fsyncSync(fd);
+  } finally { closeSync(fd); }
+  renameSync(tmp, file);
+  try { const d = openSync(dir, 'r'); try { fsyncSync(d); } finally { closeSync(d); } } catch { /* not every fs syncs directories */ }
+}

@@ -1,0 +1,278 @@
+// train.js: the training loop's logic, for the Node CLI (`vitrine train`) and the browser demo.
+// No file I/O and no Node modules here: data sets are plain objects (see data.js), bytes are
+// Uint8Arrays, and the caller writes files.
+//
+//   TRAIN_PRESETS / modelSpec()   the small default ViTs and their MAE decoder / AIM head
+//   DataOrder                     seeded, resumable data order: a new permutation every epoch
+//   TrainingRun                   model + data set + order: one step at a time, resumable
+//   withMetadata / readMetadata   extra __metadata__ in safetensors bytes (the run's settings
+//                                 travel inside the training checkpoint: one file, one rename)
+//   features / knnAccuracy        lightly-style kNN evaluation of the encoder's pooled features
+//   visualizeGrid                 originals / masked / reconstructions as one RGBA image
+import { channelStats, toRGBA } from './vitrine.js';
+
+/** Small ViTs for small images. `fmnist` is the default of `vitrine train`: Fashion-MNIST 28x28
+ * grey, patch 4 (7x7 = 49 patches + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE
+ * decoder dim 64, depth 2, 4 heads; AIM head hidden 128, 2 blocks. `fmnist-base` is twice as wide
+ * and 1.5x as deep (embed_dim 128, depth 6), for longer runs. timm presets
+ * (vit_tiny_patch16_224, ...) work too, at 224x224 RGB. */
+export const TRAIN_PRESETS = {
+  fmnist: {
+    encoder: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 },
+    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 },
+    aim: { head_hidden_dim: 128, head_blocks: 2 },
+  },
+  'fmnist-base': {
+    encoder: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 128, depth: 6, num_heads: 4 },
+    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 },
+    aim: { head_hidden_dim: 128, head_blocks: 2 },
+  },
+};
+
+/** What createModel takes for an objective ('mae' | 'aim') and a preset name or a config
+ * (object or JSON text: { encoder: {...timm kwargs}, decoder_dim, ... } as the engine reads it). */
+export function modelSpec(objective, { preset = 'fmnist', config = null } = {}) {
+  if (objective !== 'mae' && objective !== 'aim') throw new Error(`objective '${objective}': use mae or aim`);
+  if (config != null) return { kind: objective, config: typeof config === 'string' ? JSON.parse(config) : config };
+  const p = TRAIN_PRESETS[preset];
+  if (p) return { kind: objective, config: { encoder: { ...p.encoder }, ...p[objective] } };
+  return { kind: objective, preset }; // a timm preset name (the engine checks it)
+}
+
+/** The encoder's weights under timm's keys: lightly's MAE backbone is backbone.vit.*, AIM's
+ * backbone.* (a causal timm ViT). */
+export function encoderPrefix(kind) { return kind === 'mae' ? 'backbone.vit.' : 'backbone.'; }
+
+// ---- seeded randomness (a generator of our own: the same bits in every JS engine) -----------
+
+/** splitmix32-style hash of 32-bit words -> uint32. */
+export function hash32(...words) {
+  let h = 0x9e3779b9;
+  for (const w of words) {
+    h = (h + (w >>> 0)) >>> 0;
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0;
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0;
+    h = (h ^ (h >>> 16)) >>> 0;
+  }
+  return h;
+}
+/** mulberry32: () -> uint32. */
+export function rng32(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+}
+const seedWords = (seed) => { const s = BigInt(seed); return [Number(s & 0xffffffffn), Number((s >> 32n) & 0xffffffffn)]; };
+
+/** A seeded permutation of 0..n-1 (Fisher-Yates). */
+export function permutation(n, seed) {
+  const p = new Int32Array(n);
+  for (let i = 0; i < n; i++) p[i] = i;
+  const r = rng32(seed);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor((r() / 4294967296) * (i + 1));
+    const t = p[i]; p[i] = p[j]; p[j] = t;
+  }
+  return p;
+}
+
+/** The order images are seen in: epoch e is permutation(n, hash(seed, e)); the image at global
+ * position q (step s, slot j: q = s * batch + j) is perm(q / n)[q % n]. Nothing else to save:
+ * the step count gives the cursor. */
+export class DataOrder {
+  constructor(n, seed) {
+    if (!(n > 0)) throw new Error('DataOrder: no images');
+    this.n = n;
+    this.seed = String(seed);
+    this._w = seedWords(seed);
+    this._epoch = -1;
+    this._perm = null;
+  }
+  at(q) {
+    const e = Math.floor(q / this.n);
+    if (e !== this._epoch) { this._perm = permutation(this.n, hash32(this._w[0], this._w[1], e)); this._epoch = e; }
+    return this._perm[q % this.n];
+  }
+  batch(step, B) {
+    const out = new Int32Array(B);
+    for (let j = 0; j < B; j++) out[j] = this.at(step * B + j);
+    return out;
+  }
+}
+
+/** Images `indices` of a data set -> normalised Float32Array NCHW (channelStats of its channels). */
+export function makeBatch(ds, indices, out = null) {
+  const per = ds.chans * ds.size * ds.size, px = ds.size * ds.size, st = channelStats(ds.chans);
+  out = out || new Float32Array(indices.length * per);
+  for (let c = 0; c < ds.chans; c++) {
+    const a = 1 / (255 * st.std[c]), b = st.mean[c] / st.std[c], o = c * px;
+    for (let j = 0; j < indices.length; j++) {
+      const src = indices[j] * per + o, dst = j * per + o;
+      for (let k = 0; k < px; k++) out[dst + k] = ds.pixels[src + k] * a - b;
+    }
+  }
+  return out;
+}
+
+// ---- the run -----------------------------------------------------------------------------------
+
+/** One training run: model (trainer initialised), data set, batch, total steps, data seed.
+ * step() trains on the next batch of the order; the position comes from model.stepCount, so a
+ * model restored with loadTrainState continues where it stopped. */
+export class TrainingRun {
+  constructor({ model, dataset, batch, steps, dataSeed }) {
+    if (model.dims.img !== dataset.size || model.dims.chans !== dataset.chans)
+      throw new Error(`data set ${dataset.name} is ${dataset.size}x${dataset.size}x${dataset.chans}, the model takes ${model.dims.img}x${model.dims.img}x${model.dims.chans}`);
+    this.model = model;
+    this.dataset = dataset;
+    this.batch = batch;
+    this.steps = steps;
+    this.order = new DataOrder(dataset.n, dataSeed);
+    this._buf = new Float32Array(batch * dataset.chans * dataset.size * dataset.size);
+  }
+  get step() { return this.model.stepCount; }
+  get done() { return this.step >= this.steps; }
+  get epoch() { return (this.step * this.batch) / this.dataset.n; }
+  /** One step: { step (done so far), loss, seconds }. Throws the engine's VitrineError on a
+   * non-finite loss (the model keeps its last good state). */
+  trainOne() {
+    const t0 = performance.now();
+    const idx = this.order.batch(this.step, this.batch);
+    makeBatch(this.dataset, idx, this._buf);
+    const loss = this.model.trainStep(this._buf, this.batch);
+    return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
+  }
+}
+
+// ---- safetensors metadata ---------------------------------------------------------------------
+
+function stHeader(u8) {
+  if (u8.length < 8) throw new Error('safetensors: too short');
+  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
+  if (n > u8.length - 8) throw new Error('safetensors: truncated header');
+  return { n, header: JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))) };
+}
+/** __metadata__ of safetensors bytes ({} when none). */
+export function readMetadata(bytes) { return stHeader(bytes).header.__metadata__ || {}; }
+/** The same safetensors bytes with extra __metadata__ entries (string values); tensor bytes are
+ * untouched (offsets are relative to the data section). */
+export function withMetadata(bytes, extra) {
+  const { n, header } = stHeader(bytes);
+  header.__metadata__ = { ...(header.__metadata__ || {}) };
+  for (const [k, v] of Object.entries(extra)) header.__metadata__[k] = typeof v === 'string' ? v : JSON.stringify(v);
+  let text = JSON.stringify(header);
+  while ((8 + new TextEncoder().encode(text).length) % 8) text += ' ';
+  const h = new TextEncoder().encode(text), out = new Uint8Array(8 + h.length + bytes.length - 8 - n);
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
+  out.set(h, 8);
+  out.set(bytes.subarray(8 + n), 8 + h.length);
+  return out;
+}
+
+// ---- evaluation -------------------------------------------------------------------------------
+
+/** The encoder's pooled features (model.forward: lightly's forward = the normed [CLS] token, or
+ * the average for AIM) of images `indices` of ds, in chunks: Float32Array [n, D]. */
+export function features(model, ds, indices, chunk = 250) {
+  let out = null, D = 0;
+  for (let s = 0; s < indices.length; s += chunk) {
+    const idx = indices.subarray(s, Math.min(indices.length, s + chunk));
+    const f = model.forward(makeBatch(ds, idx));
+    if (!out) { D = f.shape[f.shape.length - 1]; out = new Float32Array(indices.length * D); }
+    out.set(f.data, s * D);
+  }
+  return { data: out, dim: D };
+}
+/** The normalised pixels themselves as features (the raw-pixel baseline). */
+export function pixelFeatures(ds, indices) {
+  return { data: makeBatch(ds, indices), dim: ds.chans * ds.size * ds.size };
+}
+
+function l2normalize({ data, dim }) {
+  const out = new Float32Array(data.length);
+  for (let i = 0; i < data.length; i += dim) {
+    let s = 0;
+    for (let k = 0; k < dim; k++) s += data[i + k] * data[i + k];
+    const r = s > 0 ? 1 / Math.sqrt(s) : 0;
+    for (let k = 0; k < dim; k++) out[i + k] = data[i + k] * r;
+  }
+  return out;
+}
+
+/** kNN top-1 accuracy as lightly's benchmarks compute it (knn_predict): cosine similarity to
+ * every bank feature, the k most similar vote for their class with weight exp(sim / t), the
+ * class with the largest total wins (ties: the lower class index). Defaults k = 20, t = 0.1. */
+export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t = 0.1, classes = null } = {}) {
+  const D = bank.dim;
+  if (queries.dim !== D) throw new Error(`kNN: bank features have ${D} dimensions, queries ${queries.dim}`);
+  const B = l2normalize(bank), Q = l2normalize(queries);
+  const nb = B.length / D, nq = Q.length / D;
+  let C = classes || 0;
+  if (!C) for (const l of [...bankLabels, ...queryLabels]) C = Math.max(C, l + 1);
+  const kk = Math.min(k, nb), topS = new Float64Array(kk), topI = new Int32Array(kk), votes = new Float64Array(C);
+  let correct = 0;
+  for (let q = 0; q < nq; q++) {
+    const qo = q * D;
+    let n = 0;
+    for (let b = 0; b < nb; b++) {
+      const bo = b * D;
+      let s = 0;
+      for (let d = 0; d < D; d++) s += Q[qo + d] * B[bo + d];
+      if (n < kk || s > topS[n - 1]) { // insertion into the sorted top-k (descending)
+        let j = n < kk ? n++ : kk - 1;
+        while (j > 0 && topS[j - 1] < s) { topS[j] = topS[j - 1]; topI[j] = topI[j - 1]; j--; }
+        topS[j] = s; topI[j] = b;
+      }
+    }
+    votes.fill(0);
+    for (let j = 0; j < n; j++) votes[bankLabels[topI[j]]] += Math.exp(topS[j] / t);
+    let best = 0;
+    for (let c = 1; c < C; c++) if (votes[c] > votes[best]) best = c;
+    if (best === queryLabels[q]) correct++;
+  }
+  return nq ? correct / nq : NaN;
+}
+
+/** Deterministic masks for showing reconstructions: MAE idx_keep / idx_mask as lightly's
+ * random_token_mask lays them out (class token kept first), AIM a prefix mask (the first quarter
+ * of the patches bidirectional). */
+export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
+  const { prefix, img, patch } = model.dims, N = (img / patch) ** 2, L = prefix + N;
+  if (model.kind === 'aim') {
+    const mask = new Uint8Array(batch * N);
+    for (let b = 0; b < batch; b++) for (let j = 0; j < N; j++) mask[b * N + j] = j >= Math.floor(N / 4) ? 1 : 0;
+    return { mask };
+  }
+  const nKeep = Math.trunc((L - 1) * (1 - Math.fround(maskRatio))) + 1, r = rng32(seed);
+  const keep = new BigInt64Array(batch * nKeep), masked = new BigInt64Array(batch * (L - nKeep));
+  for (let b = 0; b < batch; b++) {
+    const p = Array.from(permutation(L - 1, r())).map((i) => i + 1);
+    keep[b * nKeep] = 0n;
+    p.slice(0, nKeep - 1).forEach((v, j) => { keep[b * nKeep + 1 + j] = BigInt(v); });
+    p.slice(nKeep - 1).forEach((v, j) => { masked[b * (L - nKeep) + j] = BigInt(v); });
+  }
+  return { idxKeep: keep, idxMask: masked };
+}
+
+/** Three rows (original, masked, reconstruction) of `batch` images, each scaled by `zoom`, with
+ * `gap` pixels between them: { width, height, data: RGBA Uint8ClampedArray }. */
+export function visualizeGrid(model, images, vis, { zoom = 4, gap = 2 } = {}) {
+  const { img, chans } = model.dims, B = vis.shape[0], cell = img * zoom;
+  const width = B * cell + (B + 1) * gap, height = 3 * cell + 4 * gap;
+  const data = new Uint8ClampedArray(width * height * 4).fill(255);
+  [images, vis.masked, vis.recon].forEach((src, row) => {
+    for (let b = 0; b < B; b++) {
+      const rgba = toRGBA(src, { chans, img }, b);
+      const x0 = gap + b * (cell + gap), y0 = gap + row * (cell + gap);
+      for (let y = 0; y < cell; y++) for (let x = 0; x < cell; x++) {
+        const s = 4 * (Math.floor(y / zoom) * img + Math.floor(x / zoom)), d = 4 * ((y0 + y) * width + x0 + x);
+        data[d] = rgba[s]; data[d + 1] = rgba[s + 1]; data[d + 2] = rgba[s + 2]; data[d + 3] = 255;
+      }
+    }
+  });
+  return { width, height, data };
+}
