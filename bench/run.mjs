@@ -107,7 +107,7 @@ P('## 2. GEMM on ViT shapes (M = 2 images x 197 tokens = 394 rows)');
 P();
 P('GFLOP/s and % of the peak of the same build (wasm scalar: % of the wasm SIMD128 peak, the one that matters on this machine). ' +
   'Forward = `vt_matmul_forward` (out = x W^T + b), backward = `vt_matmul_backward` with dinp and dW (4MKN flops). Attention: ' +
-  'QK^T and PV of every head as plain matmuls (head_dim 64), and the engine\'s fused attention kernel (QK^T, softmax, PV; backward).');
+  'QK^T and PV of every head as plain matmuls (head_dim 64), and the engine\'s attention kernel (QK^T, softmax, PV composed from the matmul kernels; backward).');
 P();
 const simdPeak = R.kernels['wasm-simd']?.peak.gflops;
 P('| width | op | M x K x N | wasm SIMD fwd | % | wasm SIMD bwd | % | wasm scalar fwd | % SIMD peak | native fwd | % | native bwd | % |');

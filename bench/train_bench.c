@@ -49,11 +49,18 @@ enum { K_MM_F, K_MM_B, K_ATT_F, K_ATT_B, K_LN_F, K_LN_B, K_GELU_F, K_GELU_B, K_N
 static const char *k_name[K_N] = {"matmul_fwd", "matmul_bwd", "attention_fwd", "attention_bwd",
                                   "layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd"};
 static double k_ms[K_N];
-#define TIMED(k, call) do { double t0_ = now_ms(); call; k_ms[k] += now_ms() - t0_; } while (0)
+/* A kernel called by another (attention's matmuls) counts as the outer kernel's time. */
+static int k_depth;
+#define TIMED(k, call)                                                                                 \
+    do {                                                                                               \
+        if (k_depth++) { call; }                                                                       \
+        else { double t0_ = now_ms(); call; k_ms[k] += now_ms() - t0_; }                               \
+        k_depth--;                                                                                     \
+    } while (0)
 
 void __real_vt_matmul_forward(float *, const float *, const float *, const float *, int, int, int);
 void __real_vt_matmul_backward(float *, float *, float *, const float *, const float *, const float *, int, int, int);
-void __real_vt_attention_forward(float *, float *, const float *, const float *, int, const float *, int,
+void __real_vt_attention_forward(float *, float *, float *, const float *, const float *, int, const float *, int,
                                  const uint8_t *, int, int, int, int, float);
 void __real_vt_attention_backward(float *, float *, float *, float *, const float *, const float *, const float *,
                                   const float *, int, const float *, int, int, int, int, int, float);
@@ -70,9 +77,9 @@ void __wrap_vt_matmul_backward(float *di, float *dw, float *db, const float *d, 
                                int M, int K, int N) {
     TIMED(K_MM_B, __real_vt_matmul_backward(di, dw, db, d, i, w, M, K, N));
 }
-void __wrap_vt_attention_forward(float *o, float *att, const float *q, const float *k, int qk_rs, const float *v,
-                                 int v_rs, const uint8_t *cm, int B, int T, int H, int hd, float s) {
-    TIMED(K_ATT_F, __real_vt_attention_forward(o, att, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, s));
+void __wrap_vt_attention_forward(float *o, float *att, float *sc, const float *q, const float *k, int qk_rs,
+                                 const float *v, int v_rs, const uint8_t *cm, int B, int T, int H, int hd, float s) {
+    TIMED(K_ATT_F, __real_vt_attention_forward(o, att, sc, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, s));
 }
 void __wrap_vt_attention_backward(float *dq, float *dk, float *dv, float *sc, const float *d, const float *att,
                                   const float *q, const float *k, int qk_rs, const float *v, int v_rs, int B,

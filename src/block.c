@@ -152,9 +152,11 @@ static void gather_qk(float *dst, const float *qkv, int s, size_t M, int D) {
 }
 
 /* Forward of block i. `have` = fields already computed (kept by selective checkpointing): their
- * producing steps are skipped. xo may be NULL (re-computation that needs only the internals). */
+ * producing steps are skipped. xo may be NULL (re-computation that needs only the internals).
+ * ascr: the attention kernel's scratch (attn_scratch_floats). */
 static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                          const float *x, float *xo, int B, int T, const uint8_t *cmask, int have) {
+                          const float *x, float *xo, float *ascr, int B, int T,
+                          const uint8_t *cmask, int have) {
     const vt_block_params *p = &c->blk[i];
     int M = B * T, D = c->D, F = c->F, H = c->H, hd = c->hd;
     const float *xm = x;
@@ -172,8 +174,8 @@ static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_
                                  vt_P(m, p->knw), vt_P(m, p->knb), M * H, hd, c->eps);
             q = qn; k = kn; qk_rs = D;
         }
-        vt_attention_forward(a->ao, a->att, q, k, qk_rs, a->qkv + 2 * D, 3 * D, cmask, B, T, H, hd,
-                             1.0f / sqrtf((float)hd));
+        vt_attention_forward(a->ao, a->att, ascr, q, k, qk_rs, a->qkv + 2 * D, 3 * D, cmask, B, T,
+                             H, hd, 1.0f / sqrtf((float)hd));
         float *xmw = a->xm;
         if (c->layerscale) {
             if (!(have & F_PO)) vt_matmul_forward(a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
@@ -208,8 +210,14 @@ typedef struct {
     float *Bb;      /* (M, D): d norm2 out, then d attention out, then d norm1 out */
     float *C;       /* (M, D): LayerScale branch gradients */
     float *E, *R, *Z; /* qk_norm: d normalised q|k, raw q|k, d raw q|k (M, 2D each) */
-    float *row;     /* (T) */
+    float *attn;    /* attention kernel scratch (attn_scratch_floats), also serves the
+                     * re-computing forwards */
 } bwd_scratch;
+
+/* The attention kernels' scratch (0 for MLP-only chains). */
+static size_t attn_scratch_floats(const vt_chain *c, int T) {
+    return c->has_attn ? vt_attention_scratch_floats(T, c->hd) : 0;
+}
 
 static size_t scratch_A(const vt_chain *c) { return c->has_attn && 3 * c->D > c->F ? 3 * (size_t)c->D : (size_t)c->F; }
 
@@ -218,7 +226,7 @@ static size_t scratch_floats(const vt_chain *c, int B, int T) {
     size_t n = vt_round(M * scratch_A(c)) + vt_round(M * D);
     if (c->layerscale) n += vt_round(M * D);
     if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
-    if (c->has_attn) n += vt_round((size_t)T);
+    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T));
     return n;
 }
 
@@ -233,7 +241,7 @@ static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scra
         s->R = vt_arena_alloc(a, 2 * M * D);
         s->Z = vt_arena_alloc(a, 2 * M * D);
     }
-    if (c->has_attn) s->row = vt_arena_alloc(a, (size_t)T);
+    if (c->has_attn) s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T));
 }
 
 /* LayerScale y = x + g * branch: d branch = g * dy (into out), d g += sum_rows dy * branch */
@@ -279,7 +287,7 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
     float scale = 1.0f / sqrtf((float)hd);
     if (c->qk_norm) {
         memset(s->E, 0, 2 * M * D * sizeof(float));
-        vt_attention_backward(s->E, s->E + M * D, s->A + 2 * D, s->row, s->Bb, a->att, a->qkn,
+        vt_attention_backward(s->E, s->E + M * D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkn,
                               a->qkn + M * D, D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
         /* q_norm / k_norm: LayerNorm over hd rows; inputs re-gathered from qkv */
         gather_qk(s->R, a->qkv, 0, M, D);
@@ -295,7 +303,7 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
                 s->A[r * 3 * D + D + d] += s->Z[M * D + r * D + d];
             }
     } else {
-        vt_attention_backward(s->A, s->A + D, s->A + 2 * D, s->row, s->Bb, a->att, a->qkv, a->qkv + D,
+        vt_attention_backward(s->A, s->A + D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkv, a->qkv + D,
                               3 * D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
     }
     /* qkv = ln1 @ qkv^T + b;  ln1 = norm1(x);  dres (d xm) flows to x directly as well */
@@ -351,8 +359,8 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i]);
         r->xs[i + 1] = output_kept(c, l, i, need_grad, keep_all) ? vt_arena_alloc(ar, MD) : NULL;
     }
-    /* 2. transient: one block's internals (kept when handed over to the backward) and two
-     * ping-pong inputs for blocks not kept */
+    /* 2. transient: one block's internals (kept when handed over to the backward), the
+     * attention scratch and two ping-pong inputs for blocks not kept */
     vt_block_acts tmp;
     memset(&tmp, 0, sizeof tmp);
     int need_tmp = 0, need_pp = 0;
@@ -365,6 +373,7 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
     size_t mark = vt_arena_mark(ar);
     if (need_tmp && !r->handover) fields_alloc(ar, c, B, T, all, &tmp);
     r->handover_acts = tmp;
+    float *ascr = c->has_attn ? vt_arena_alloc(ar, attn_scratch_floats(c, T)) : NULL;
     float *pp[2] = {NULL, NULL};
     if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
     if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the forward: a planning bug");
@@ -375,7 +384,7 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
         if (need_grad && l->store[i] == VT_STORE_FULL) a = r->acts[i];
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_take(&a, &r->acts[i], sel);
         float *xo = r->xs[i + 1] ? r->xs[i + 1] : pp[i & 1];
-        block_forward(m, c, i, &a, x, xo, B, T, r->causal_mask, 0);
+        block_forward(m, c, i, &a, x, xo, ascr, B, T, r->causal_mask, 0);
         x = xo;
     }
     vt_arena_reset(ar, mark);
@@ -427,7 +436,7 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
             a = slot[0];
             fields_take(&a, &r->acts[i], sel);
             x = r->xs[i];
-            block_forward(m, c, i, &a, x, NULL, B, T, r->causal_mask, sel);
+            block_forward(m, c, i, &a, x, NULL, s.attn, B, T, r->causal_mask, sel);
         } else {
             if (seg_lo < 0 || i < seg_lo) { /* re-run the segment that ends at block i */
                 int s0 = i;
@@ -435,7 +444,7 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
                 for (int j = s0; j <= i; j++) {
                     const float *xin = j == s0 ? r->xs[s0] : slot_x[j - s0];
                     float *xo = j < i ? slot_x[j + 1 - s0] : NULL;
-                    block_forward(m, c, j, &slot[j - s0], xin, xo, B, T, r->causal_mask, 0);
+                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, r->causal_mask, 0);
                 }
                 seg_lo = s0;
             }
@@ -470,7 +479,8 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     int handover = has_handover(c, l, need_grad);
     if (handover) k += fields_floats(c, B, T, all); /* the forward's scratch, kept as slot 0 */
     *kept = k;
-    *fwd_extra = (need_tmp && !handover ? fields_floats(c, B, T, all) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
+    *fwd_extra = (need_tmp && !handover ? fields_floats(c, B, T, all) : 0) +
+                 (c->has_attn ? vt_round(attn_scratch_floats(c, T)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
     *bwd_extra = need_grad ? scratch_floats(c, B, T) +

@@ -293,13 +293,13 @@ static void test_softmax(tu_rng *r) {
 /* ---- attention ---------------------------------------------------------------------------------------------- */
 typedef struct {
     int B, T, H, hd, qk_rs, v_rs;
-    float *q, *k, *v, *out, *att, *dout;
+    float *q, *k, *v, *out, *att, *dout, *scratch;
     const uint8_t *mask;
     float scale;
 } at_ctx;
 static double at_obj(void *vc) {
     at_ctx *c = vc;
-    vt_attention_forward(c->out, c->att, c->q, c->k, c->qk_rs, c->v, c->v_rs, c->mask, c->B, c->T, c->H, c->hd, c->scale);
+    vt_attention_forward(c->out, c->att, c->scratch, c->q, c->k, c->qk_rs, c->v, c->v_rs, c->mask, c->B, c->T, c->H, c->hd, c->scale);
     return dot_d(c->out, c->dout, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -337,7 +337,9 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     c.att = tu_xmalloc((size_t)B * H * T * T * 4);
     c.dout = tu_xmalloc(M * D * 4);
     tu_fill_normal(r, c.dout, M * D, 0, 1);
-    vt_attention_forward(c.out, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, c.scale);
+    float *scratch = tu_xmalloc(vt_attention_scratch_floats(T, hd) * 4);
+    c.scratch = scratch;
+    vt_attention_forward(c.out, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, c.scale);
     /* forward vs a double reference of the documented semantics */
     double err = 0;
     int mask_ok = 1;
@@ -375,7 +377,7 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
             for (int e = D; e < c.qk_rs; e++) { qb[t * c.qk_rs + e] = 1e30f; kb[t * c.qk_rs + e] = -1e30f; }
             for (int e = D; e < c.v_rs; e++) vb[t * c.v_rs + e] = NAN;
         }
-        vt_attention_forward(o2, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, c.scale);
+        vt_attention_forward(o2, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, c.scale);
         CHECK(!memcmp(o2, c.out, M * D * 4), "%s: the forward reads the row padding", tag);
         free(o2);
     }
@@ -385,7 +387,6 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     tu_fill_normal(r, pq, ndq, 0, 1);
     memcpy(pk, pq, ndq * 4);
     tu_fill_normal(r, pv, fused ? M * 3 * D : nv, 0, 1);
-    float *scratch = tu_xmalloc((size_t)T * 4);
     float *gq, *gk, *gv, *dbuf = NULL, *dqb = NULL, *dkb = NULL, *dvb = NULL;
     if (fused) { /* one gradient buffer [M, 3D] like block.c uses */
         dbuf = tu_xmalloc(M * 3 * D * 4);

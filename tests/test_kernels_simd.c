@@ -6,7 +6,8 @@
  *
  *   clang-14 --target=wasm32-wasi --sysroot=/usr -msimd128 -O2 -ffp-contract=off \
  *     -DVT_HAVE_SIMD_KERNELS -Isrc -Isrc/kernels src/kernels/kernels_ref.c \
- *     src/kernels/kernels_simd.c src/kernels/kernels.c src/status.c \
+ *     src/kernels/kernels_simd.c src/kernels/kernels.c src/kernels/kernels_portable.c \
+ *     src/kernels/kernels_attn.c src/status.c \
  *     tests/test_kernels_simd.c -o /tmp/tks.wasm -lm
  *   node tests/run_wasi.mjs /tmp/tks.wasm [--bench]
  *
@@ -19,11 +20,9 @@
  *              own 1 + erff(x) has lost all relative accuracy);
  *   gelu':     |simd - ref| <= |dout| (4 eps (1 + |x| phi(x)) + 4 eps |gelu'|) (same reason);
  *   softmax:   |simd - ref| <= (8 + n) eps |ref| (exp within 2 ulp, sum re-associated);
- *   attention: through the scores: ds = u*hd*max|q|max|k|*scale bounds the score error, then
- *              |dp| <= 2 p ds (+ softmax rounding), |dout| <= max|v| (2 ds + (8+2T) eps), and
- *              the backward likewise (see check_attention_backward).
  * Kernels whose SIMD order of summation equals the reference's (matmul backward, dbias,
- * attention dv, AdamW) are also expected bit-identical; that is checked where promised. */
+ * AdamW) are also expected bit-identical; that is checked where promised. Attention is composed
+ * from the matmuls (src/kernels/kernels_attn.c) and tested by tests/test_attention.c. */
 #include "kernels.h"
 #include "kernels_simd.h"
 #include <float.h>
@@ -407,102 +406,8 @@ static void test_softmax(void) {
         for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
 }
 
-/* ---------------------------------------------------------------------------- attention */
-
-static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, int mask_kind,
-                            int grad_mask) {
-    char ctx[160];
-    snprintf(ctx, sizeof ctx, "B=%d T=%d H=%d hd=%d qk_rs=D+%d v_rs=D+%d mask=%d grads=%d%d%d", B,
-             T, H, hd, qk_pad, v_pad, mask_kind, grad_mask & 1, (grad_mask >> 1) & 1,
-             (grad_mask >> 2) & 1);
-    int D = H * hd, qk_rs = 2 * D + qk_pad, v_rs = D + v_pad;
-    size_t nqk = (size_t)B * T * qk_rs, nv = (size_t)B * T * v_rs, nout = (size_t)B * T * D;
-    size_t natt = (size_t)B * H * T * T;
-    /* q and k live in one buffer (fused-qkv style): k starts D floats after q */
-    float *qk = galloc(nqk), *v = galloc(nv), *dout = galloc(nout);
-    fill(qk, nqk, -1, 1);
-    fill(v, nv, -1, 1);
-    fill(dout, nout, -1, 1);
-    const float *q = qk, *k = qk + D;
-    uint8_t *cm = NULL;
-    if (mask_kind) { /* 1: AIM prefix mask (prefix of T/3 visible), 2: random bytes */
-        cm = malloc((size_t)B * T + 1);
-        for (int i = 0; i < B * T; i++)
-            cm[i] = mask_kind == 1 ? (i % T) >= T / 3 : (uint8_t)(rng_u32() & 1);
-    }
-    float scale = 1.0f / sqrtf((float)hd);
-    float *o_s = galloc(nout), *o_r = galloc(nout), *a_s = galloc(natt), *a_r = galloc(natt);
-    fill(o_s, nout, -9, 9);
-    vt_simd_attention_forward(o_s, a_s, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, scale);
-    vt_ref_attention_forward(o_r, a_r, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, scale);
-    float mq = maxabs(qk, nqk), mv = maxabs(v, nv), mdo = maxabs(dout, nout);
-    double ds = U * hd * mq * mq * scale; /* score error bound */
-    int ok = 1;
-    for (size_t i = 0; i < natt && ok; i++) {
-        double tol = a_r[i] * (2 * ds + (8 + T) * EPS) + 1e-30;
-        if (!(fabs((double)a_s[i] - a_r[i]) <= tol) || ((a_r[i] == 0.0f) != (a_s[i] == 0.0f))) {
-            char buf[240];
-            snprintf(buf, sizeof buf, "%s: att[%zu] simd %.9g ref %.9g", ctx, i, a_s[i], a_r[i]);
-            result(0, "attention_forward att", buf);
-            ok = 0;
-        }
-    }
-    if (ok) result(1, "attention_forward att", ctx);
-    ok = 1;
-    for (size_t i = 0; i < nout && ok; i++) {
-        double tol = mv * (2 * ds + (8 + 2 * T) * EPS) + U * fabs(o_r[i]);
-        if (!(fabs((double)o_s[i] - o_r[i]) <= tol)) {
-            char buf[240];
-            snprintf(buf, sizeof buf, "%s: out[%zu] simd %.9g ref %.9g", ctx, i, o_s[i], o_r[i]);
-            result(0, "attention_forward out", buf);
-            ok = 0;
-        }
-    }
-    if (ok) result(1, "attention_forward out", ctx);
-    check_guards("attention_forward out", ctx, o_s, nout);
-    check_guards("attention_forward att", ctx, a_s, natt);
-
-    /* backward from the reference's probabilities; dq/dk share one buffer like q/k. The
-     * buffers start random (+=), and floats between heads/rows (the stride padding) must stay
-     * untouched, which the comparison of the whole buffers checks. */
-    float *dqk_r = (grad_mask & 3) ? galloc(nqk) : NULL, *dv_r = (grad_mask & 4) ? galloc(nv) : NULL;
-    if (dqk_r) fill(dqk_r, nqk, -1, 1);
-    if (dv_r) fill(dv_r, nv, -1, 1);
-    float *dqk_s = dqk_r ? gcopy(dqk_r, nqk) : NULL, *dv_s = dv_r ? gcopy(dv_r, nv) : NULL;
-    float *scr_s = galloc(T), *scr_r = galloc(T);
-    float *dq_s = (grad_mask & 1) ? dqk_s : NULL, *dk_s = (grad_mask & 2) ? dqk_s + D : NULL;
-    float *dq_r = (grad_mask & 1) ? dqk_r : NULL, *dk_r = (grad_mask & 2) ? dqk_r + D : NULL;
-    vt_simd_attention_backward(dq_s, dk_s, dv_s, scr_s, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H,
-                               hd, scale);
-    vt_ref_attention_backward(dq_r, dk_r, dv_r, scr_r, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H,
-                              hd, scale);
-    /* dp = do.v has error <= u hd |do||v| =: e; ds = p (dp - sum p dp) scale has error
-     * <= 2 e p scale; dq_i = sum_j ds_j k_j: error <= |k| sum_j 2 e p_j scale + rounding of a
-     * T-term sum of terms <= |k| 2|do||v| scale; dk likewise with |q|. */
-    double e = U * hd * mdo * mv, term = 2 * mdo * mv * scale * mq;
-    double S_dqk = (2 * e * scale * mq + U * T * term) / U; /* expressed for close_red(L=1) */
-    if (dqk_s) close_red("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 1, S_dqk);
-    if (dv_s) same_bits("attention_backward dv", ctx, dv_s, dv_r, nv);
-    check_guards("attention_backward dq/dk", ctx, dqk_s, nqk);
-    check_guards("attention_backward dv", ctx, dv_s, nv);
-    check_guards("attention_backward scratch", ctx, scr_s, T);
-    gfree(qk), gfree(v), gfree(dout), gfree(o_s), gfree(o_r), gfree(a_s), gfree(a_r);
-    gfree(dqk_r), gfree(dv_r), gfree(dqk_s), gfree(dv_s), gfree(scr_s), gfree(scr_r);
-    free(cm);
-}
-
-static void test_attention(void) {
-    static const int hds[] = {1, 3, 4, 5, 8, 16, 17, 33, 64};
-    int c = 0;
-    for (int T = 1; T <= 9; T++)
-        for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
-            for (int mask = 0; mask < 3; mask++, c++)
-                check_attention(1 + (c % 2), T, 1 + (c % 3), hds[h], (c % 5) * 3 + (c & 1),
-                                (c % 4) * 5 + 1, mask, 1 + c % 7);
-    for (int gm = 0; gm < 8; gm++) check_attention(2, 7, 3, 17, 5, 3, 1, gm);
-    check_attention(2, 33, 3, 64, 0, 0, 1, 7); /* model-like: hd 64, fused qkv stride */
-    check_attention(1, 65, 2, 64, 7, 9, 2, 7);
-}
+/* attention: no SIMD kernel of its own (kernels_attn.c composes it from the matmuls above);
+ * tests/test_attention.c checks it against the reference, built for WASI SIMD128 as well. */
 
 /* ---------------------------------------------------------------------------- adamw */
 
@@ -692,7 +597,6 @@ int main(int argc, char **argv) {
         test_layernorm();
         test_gelu();
         test_softmax();
-        test_attention();
         test_adamw();
     }
     if (do_bench) bench();

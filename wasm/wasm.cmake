@@ -98,9 +98,10 @@ if(VT_WASM)
     # The SIMD128 kernels against their scalar references, as a WASI command run by Node (ctest).
     if(VT_WASM_SIMD_EXTRA)
       set(ktest ${VT_WASM_DIR}/test_kernels_simd.wasm)
-      set(ksrc ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
+      set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
           ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
-          ${CMAKE_SOURCE_DIR}/src/status.c ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
+          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
+      set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
                 ${VT_WASM_SIMD_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels ${ksrc} -o ${ktest} -lm
@@ -108,9 +109,20 @@ if(VT_WASM)
         COMMENT "clang-14: wasm/test_kernels_simd.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${ktest})
+      # attention through the dispatch (composed from the SIMD matmuls) against the reference
+      set(atest ${VT_WASM_DIR}/test_attention-simd.wasm)
+      set(asrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_attention.c)
+      add_custom_command(OUTPUT ${atest}
+        COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
+                ${VT_WASM_SIMD_FLAGS} ${asrc} -o ${atest} -lm
+        DEPENDS ${asrc} ${VT_WASM_HEADERS}
+        COMMENT "clang-14: wasm/test_attention-simd.wasm"
+        VERBATIM)
+      list(APPEND VT_WASM_OUTPUTS ${atest})
       find_program(VT_NODE node)
       if(VT_NODE)
         add_test(NAME kernels_simd_wasm COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${ktest})
+        add_test(NAME attention_wasm_simd COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${atest})
       endif()
     endif()
   else()

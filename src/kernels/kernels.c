@@ -1,6 +1,6 @@
 /* kernels.c: dispatch from the public kernel names to the fastest implementation this build
- * has (SIMD128 under __wasm_simd128__, the scalar reference otherwise), or to the reference
- * when a test asks for it. */
+ * has (SIMD128 under __wasm_simd128__, the scalar reference otherwise; attention is composed
+ * from the matmuls in every build), or to the reference when a test asks for it. */
 #include "kernels.h"
 
 static int use_ref = 0;
@@ -43,14 +43,16 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
     PICK(gelu_backward)(dinp, inp, dout, n);
 }
 void vt_softmax_row(float *y, const float *x, int n) { PICK(softmax_row)(y, x, n); }
-void vt_attention_forward(float *out, float *att, const float *q, const float *k, int qk_rs,
-                          const float *v, int v_rs, const uint8_t *causal_mask, int B, int T,
-                          int H, int hd, float scale) {
-    PICK(attention_forward)(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
+/* attention: composed from the matmuls above in every build (kernels_attn.c) */
+void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
+                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
+                          int T, int H, int hd, float scale) {
+    if (use_ref) vt_ref_attention_forward(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
+    else vt_gemm_attention_forward(out, att, scratch, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
 }
 void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                            const float *att, const float *q, const float *k, int qk_rs,
                            const float *v, int v_rs, int B, int T, int H, int hd, float scale) {
-    PICK(attention_backward)(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd,
-                             scale);
+    (use_ref ? vt_ref_attention_backward : vt_gemm_attention_backward)(
+        dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
 }

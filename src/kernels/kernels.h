@@ -38,14 +38,27 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
  * a fused qkv buffer); v likewise with v_rs. out [B,T,D] with D = H*hd, heads concatenated. att [B,H,T,T] saved
  * probabilities. causal_mask: NULL (full attention) or the AIM [B,T] byte mask (1 = causal part):
  * query i may see key j when j <= i or causal_mask[b*T+j] == 0 (key is in the unmasked prefix).
- * scale = hd^-0.5. */
-void vt_attention_forward(float *out, float *att, const float *q, const float *k, int qk_rs,
-                          const float *v, int v_rs, const uint8_t *causal_mask, int B, int T,
-                          int H, int hd, float scale);
-/* dq/dk share the strides of q/k (qk_rs), dv that of v (v_rs). scratch: T floats. */
+ * scale = hd^-0.5. scratch: vt_attention_scratch_floats(T, hd) floats (the same size serves the
+ * forward and the backward; its contents are not kept between calls). */
+size_t vt_attention_scratch_floats(int T, int hd);
+void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
+                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
+                          int T, int H, int hd, float scale);
+/* dq/dk share the strides of q/k (qk_rs), dv that of v (v_rs). */
 void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                            const float *att, const float *q, const float *k, int qk_rs,
                            const float *v, int v_rs, int B, int T, int H, int hd, float scale);
+/* The implementation behind vt_attention_* in every build (kernels_attn.c): per (batch, head),
+ * q, k, v gathered into contiguous [T,hd] buffers of the scratch, QK^T, PV and the four products
+ * of the backward done by vt_matmul_forward / vt_matmul_backward. */
+void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q,
+                               const float *k, int qk_rs, const float *v, int v_rs,
+                               const uint8_t *causal_mask, int B, int T, int H, int hd,
+                               float scale);
+void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                                const float *dout, const float *att, const float *q,
+                                const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
+                                int H, int hd, float scale);
 
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
@@ -70,6 +83,7 @@ void vt_ref_softmax_row(float *y, const float *x, int n);
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
                               int B, int T, int H, int hd, float scale);
+/* the reference backward's scratch: T floats (<= vt_attention_scratch_floats(T, hd)) */
 void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
                                const float *dout, const float *att, const float *q,
                                const float *k, int qk_rs, const float *v, int v_rs, int B, int T,

@@ -3,8 +3,10 @@
  * NULL gradient = skip, gelu_backward overwrites and may alias. Every vectorised loop has a
  * scalar tail; nothing allocates. Compiles to nothing without -msimd128.
  *
+ * Attention has no SIMD kernel of its own: kernels_attn.c composes it from the matmuls here.
+ *
  * Where the reference's summation order is kept, results are bit-identical (matmul backward incl.
- * dbias, layernorm db, attention dv, AdamW); dot products over contiguous memory use 4 lane-wise
+ * dbias, layernorm db, AdamW); dot products over contiguous memory use 4 lane-wise
  * partial sums, so they differ from the reference by reassociation only. erf/exp are our own
  * f32x4 approximations (<= 2 ulp / 1 ulp from libm, measured by the test).
  *
@@ -60,7 +62,8 @@ VT_INLINE f32x4 load_partial(const float *p, int n) {
  * to [-104, 89] first, beyond which the scaling itself gives 0 and +inf. -inf -> 0 (masked
  * softmax logits), NaN propagates. */
 VT_INLINE f32x4 exp_f32x4(f32x4 x) {
-    f32x4 xc = wasm_f32x4_min(wasm_f32x4_max(x, SPLAT(-104.0f)), SPLAT(89.0f));
+    /* pmax/pmin (a single x86 max/min, unlike f32x4.max/min) return x itself when it is NaN */
+    f32x4 xc = wasm_f32x4_pmin(wasm_f32x4_pmax(x, SPLAT(-104.0f)), SPLAT(89.0f));
     f32x4 n = wasm_f32x4_nearest(MUL(xc, SPLAT(1.44269504088896341f)));
     f32x4 r = SUB(xc, MUL(n, SPLAT(0.693359375f)));
     r = SUB(r, MUL(n, SPLAT(-2.12194440e-4f)));
@@ -71,7 +74,9 @@ VT_INLINE f32x4 exp_f32x4(f32x4 x) {
     p = MADD(SPLAT(1.6666665459e-1f), p, r);
     p = MADD(SPLAT(5.0000001201e-1f), p, r);
     f32x4 y = ADD(ADD(MUL(p, MUL(r, r)), r), SPLAT(1.0f));
-    v128_t ni = wasm_i32x4_trunc_sat_f32x4(n);
+    /* n is an integer in [-151, 129]: adding 1.5*2^23 puts it, exactly, in the low mantissa
+     * bits (cheaper than i32x4.trunc_sat_f32x4, which x86 has no instruction for) */
+    v128_t ni = wasm_i32x4_sub(ADD(n, SPLAT(12582912.0f)), wasm_i32x4_splat(0x4B400000));
     v128_t n1 = wasm_i32x4_shr(ni, 1), n2 = wasm_i32x4_sub(ni, n1);
     v128_t bias = wasm_i32x4_splat(127);
     y = MUL(y, wasm_i32x4_shl(wasm_i32x4_add(n1, bias), 23));
@@ -90,7 +95,7 @@ VT_INLINE f32x4 exp_f32x4(f32x4 x) {
  * pieces are computed for all lanes and blended (no data-dependent branches); NaN propagates. */
 VT_INLINE f32x4 erf_f32x4(f32x4 z) {
     const v128_t sign = wasm_i32x4_splat((int32_t)0x80000000);
-    f32x4 az = wasm_f32x4_min(wasm_f32x4_abs(z), SPLAT(4.0f));
+    f32x4 az = wasm_f32x4_pmin(wasm_f32x4_abs(z), SPLAT(4.0f)); /* NaN stays NaN (see exp) */
     f32x4 u = MUL(az, az);
     /* small: az + az S(u), S(0) = 2/sqrt(pi) - 1 */
     f32x4 s = SPLAT(-0x1.3f79e4p-11f);
@@ -479,164 +484,6 @@ void vt_simd_softmax_row(float *y, const float *x, int n) {
     f32x4 vinv = SPLAT(inv);
     for (i = 0; i + 4 <= n; i += 4) ST(y + i, MUL(LD(y + i), vinv));
     for (; i < n; i++) y[i] *= inv;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* attention                                                                                   */
-
-/* 4 dot products of length n at once: [a.b0, a.b1, a.b2, a.b3] (the score tile of one query
- * against 4 keys: the query vector is loaded once per step). */
-VT_INLINE f32x4 dot4(const float *a, const float *b0, const float *b1, const float *b2,
-                     const float *b3, int n) {
-    f32x4 s0 = wasm_f32x4_const_splat(0.0f), s1 = s0, s2 = s0, s3 = s0;
-    int e = 0;
-    for (; e + 4 <= n; e += 4) {
-        f32x4 av = LD(a + e);
-        s0 = MADD(s0, av, LD(b0 + e));
-        s1 = MADD(s1, av, LD(b1 + e));
-        s2 = MADD(s2, av, LD(b2 + e));
-        s3 = MADD(s3, av, LD(b3 + e));
-    }
-    if (e < n) {
-        f32x4 av = load_partial(a + e, n - e);
-        s0 = MADD(s0, av, load_partial(b0 + e, n - e));
-        s1 = MADD(s1, av, load_partial(b1 + e, n - e));
-        s2 = MADD(s2, av, load_partial(b2 + e, n - e));
-        s3 = MADD(s3, av, load_partial(b3 + e, n - e));
-    }
-    return hsum4(s0, s1, s2, s3);
-}
-
-VT_INLINE float dot1(const float *a, const float *b, int n) {
-    f32x4 s = wasm_f32x4_const_splat(0.0f);
-    int e = 0;
-    for (; e + 4 <= n; e += 4) s = MADD(s, LD(a + e), LD(b + e));
-    if (e < n) s = MADD(s, load_partial(a + e, n - e), load_partial(b + e, n - e));
-    return hsum(s);
-}
-
-/* y[0:n] += alpha x[0:n] */
-VT_INLINE void axpy(float *y, float alpha, const float *x, int n) {
-    f32x4 va = SPLAT(alpha);
-    int e = 0;
-    for (; e + 4 <= n; e += 4) ST(y + e, MADD(LD(y + e), va, LD(x + e)));
-    for (; e < n; e++) y[e] += alpha * x[e];
-}
-
-/* o[0:n] (+)= sum_j p[j] x_j[0:n] with x_j = x + j*rs, in j order; init=1 starts from 0.
- * 16 columns per pass keep the accumulators in registers across j. */
-static void weighted_rows_sum(float *o, const float *p, const float *x, int rs, int J, int n,
-                              int init, int skip_zero) {
-    int e = 0;
-    for (; e + 16 <= n; e += 16) {
-        f32x4 a0, a1, a2, a3;
-        if (init) a0 = a1 = a2 = a3 = wasm_f32x4_const_splat(0.0f);
-        else a0 = LD(o + e), a1 = LD(o + e + 4), a2 = LD(o + e + 8), a3 = LD(o + e + 12);
-        for (int j = 0; j < J; j++) {
-            if (skip_zero && p[j] == 0.0f) continue;
-            f32x4 pj = SPLAT(p[j]);
-            const float *xj = x + (size_t)j * rs + e;
-            a0 = MADD(a0, pj, LD(xj));
-            a1 = MADD(a1, pj, LD(xj + 4));
-            a2 = MADD(a2, pj, LD(xj + 8));
-            a3 = MADD(a3, pj, LD(xj + 12));
-        }
-        ST(o + e, a0), ST(o + e + 4, a1), ST(o + e + 8, a2), ST(o + e + 12, a3);
-    }
-    for (; e + 4 <= n; e += 4) {
-        f32x4 a0 = init ? wasm_f32x4_const_splat(0.0f) : LD(o + e);
-        for (int j = 0; j < J; j++) {
-            if (skip_zero && p[j] == 0.0f) continue;
-            a0 = MADD(a0, SPLAT(p[j]), LD(x + (size_t)j * rs + e));
-        }
-        ST(o + e, a0);
-    }
-    for (; e < n; e++) {
-        float a = init ? 0.0f : o[e];
-        for (int j = 0; j < J; j++) {
-            if (skip_zero && p[j] == 0.0f) continue;
-            a += p[j] * x[(size_t)j * rs + e];
-        }
-        o[e] = a;
-    }
-}
-
-void vt_simd_attention_forward(float *out, float *att, const float *q, const float *k,
-                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
-                               int B, int T, int H, int hd, float scale) {
-    int D = H * hd;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *kb = k + (size_t)b * T * qk_rs + (size_t)h * hd;
-            const float *vb = v + (size_t)b * T * v_rs + (size_t)h * hd;
-            const uint8_t *cm = causal_mask ? causal_mask + (size_t)b * T : NULL;
-            for (int i = 0; i < T; i++) {
-                float *row = att + (((size_t)b * H + h) * T + i) * T;
-                const float *qi = q + ((size_t)b * T + i) * qk_rs + (size_t)h * hd;
-                /* scores, 4 keys at a time; masked keys are overwritten with -inf after */
-                int j = 0;
-                f32x4 vscale = SPLAT(scale);
-                for (; j + 4 <= T; j += 4) {
-                    const float *k0 = kb + (size_t)j * qk_rs;
-                    f32x4 s = dot4(qi, k0, k0 + qk_rs, k0 + 2 * (size_t)qk_rs,
-                                   k0 + 3 * (size_t)qk_rs, hd);
-                    ST(row + j, MUL(s, vscale));
-                }
-                for (; j < T; j++) row[j] = dot1(qi, kb + (size_t)j * qk_rs, hd) * scale;
-                if (cm)
-                    for (j = i + 1; j < T; j++)
-                        if (cm[j]) row[j] = -INFINITY;
-                vt_simd_softmax_row(row, row, T);
-                float *o = out + ((size_t)b * T + i) * D + (size_t)h * hd;
-                weighted_rows_sum(o, row, vb, v_rs, T, hd, 1, 0);
-            }
-        }
-}
-
-void vt_simd_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                const float *dout, const float *att, const float *q,
-                                const float *k, int qk_rs, const float *v, int v_rs, int B,
-                                int T, int H, int hd, float scale) {
-    int D = H * hd;
-    float *dp = scratch; /* [T]: d(prob) of one query row, then reused for ds */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *kb = k + (size_t)b * T * qk_rs + (size_t)h * hd;
-            const float *vb = v + (size_t)b * T * v_rs + (size_t)h * hd;
-            for (int i = 0; i < T; i++) {
-                const float *row = att + (((size_t)b * H + h) * T + i) * T;
-                const float *doi = dout + ((size_t)b * T + i) * D + (size_t)h * hd;
-                const float *qi = q + ((size_t)b * T + i) * qk_rs + (size_t)h * hd;
-                /* out_i = sum_j p_ij v_j  =>  dv_j += p_ij do_i, dp_ij = do_i . v_j */
-                int j = 0;
-                for (; j + 4 <= T; j += 4) {
-                    const float *v0 = vb + (size_t)j * v_rs;
-                    ST(dp + j, dot4(doi, v0, v0 + v_rs, v0 + 2 * (size_t)v_rs,
-                                    v0 + 3 * (size_t)v_rs, hd));
-                }
-                for (; j < T; j++) dp[j] = dot1(doi, vb + (size_t)j * v_rs, hd);
-                float sum_pdp = 0.0f;
-                for (j = 0; j < T; j++) sum_pdp += row[j] * dp[j];
-                if (dv)
-                    for (j = 0; j < T; j++) {
-                        float *dvj = dv + ((size_t)b * T + j) * v_rs + (size_t)h * hd;
-                        axpy(dvj, row[j], doi, hd);
-                    }
-                /* softmax: ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij) scale; s_ij = scale q_i.k_j */
-                float *ds = dp;
-                for (j = 0; j < T; j++) ds[j] = row[j] * (dp[j] - sum_pdp) * scale;
-                /* masked keys (p = 0, so ds = 0) contribute nothing: skipped like the reference */
-                if (dq)
-                    weighted_rows_sum(dq + ((size_t)b * T + i) * qk_rs + (size_t)h * hd, ds, kb,
-                                      qk_rs, T, hd, 0, 1);
-                if (dk)
-                    for (j = 0; j < T; j++) {
-                        if (ds[j] == 0.0f) continue;
-                        float *dkj = dk + ((size_t)b * T + j) * qk_rs + (size_t)h * hd;
-                        axpy(dkj, ds[j], qi, hd);
-                    }
-            }
-        }
 }
 
 /* ------------------------------------------------------------------------------------------ */

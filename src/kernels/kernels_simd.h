@@ -20,13 +20,6 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
 void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_simd_softmax_row(float *y, const float *x, int n);
-void vt_simd_attention_forward(float *out, float *att, const float *q, const float *k,
-                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
-                               int B, int T, int H, int hd, float scale);
-void vt_simd_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                const float *dout, const float *att, const float *q,
-                                const float *k, int qk_rs, const float *v, int v_rs, int B,
-                                int T, int H, int hd, float scale);
 
 /* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (src/optim.c):
  * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. */

@@ -1,0 +1,112 @@
+/* kernels_attn.c: multi-head attention composed from the matmul kernels (vt_attention_*, every
+ * build: native, wasm scalar, wasm SIMD128). Per (batch, head) the head's q, k, v (strided rows
+ * of a fused qkv buffer) are gathered into contiguous [T, hd] buffers, so that the two products
+ * of the forward and the four of the backward are plain vt_matmul_forward / vt_matmul_backward
+ * calls and run at the matmul kernels' speed; results are scattered back with the caller's
+ * strides. Same semantics as the scalar reference vt_ref_attention_* (kernels_ref.c), tested
+ * against it (tests/test_attention.c); sums are associated as the matmul kernels associate them.
+ * Not here: the fused one-row-at-a-time loops (that is the reference). */
+#include "kernels.h"
+#include <math.h>
+#include <string.h>
+
+/* sub-buffers of the scratch start on 16-byte boundaries (relative to scratch) */
+static size_t r4(size_t n) { return (n + 3) & ~(size_t)3; }
+
+size_t vt_attention_scratch_floats(int T, int hd) {
+    if (T <= 0 || hd <= 0) return 0;
+    size_t Thd = r4((size_t)T * hd);
+    return r4((size_t)T * T) + 6 * Thd; /* backward: dP + 6 [T,hd]; the forward uses 4 [T,hd] */
+}
+
+/* dst[T, hd] (contiguous) = the hd floats at src + t*rs, t < T */
+static void gather(float *dst, const float *src, int rs, int T, int hd) {
+    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * hd, src + (size_t)t * rs, (size_t)hd * sizeof(float));
+}
+/* the hd floats at dst + t*rs = src[t, :] */
+static void scatter(float *dst, int rs, const float *src, int T, int hd) {
+    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * rs, src + (size_t)t * hd, (size_t)hd * sizeof(float));
+}
+/* dst[hd, T] = (the hd floats at src + t*rs)^T */
+static void gather_t(float *dst, const float *src, int rs, int T, int hd) {
+    for (int t = 0; t < T; t++) {
+        const float *s = src + (size_t)t * rs;
+        for (int e = 0; e < hd; e++) dst[(size_t)e * T + t] = s[e];
+    }
+}
+
+void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
+                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
+                          int T, int H, int hd, float scale) {
+    if (T <= 0 || hd <= 0) return;
+    int D = H * hd;
+    size_t Thd = r4((size_t)T * hd);
+    float *qh = scratch, *kh = qh + Thd, *vt = kh + Thd, *oh = vt + Thd; /* [T,hd] [T,hd] [hd,T] [T,hd] */
+    for (int b = 0; b < B; b++) {
+        const uint8_t *cm = causal_mask ? causal_mask + (size_t)b * T : NULL;
+        for (int h = 0; h < H; h++) {
+            size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
+            float *P = att + ((size_t)b * H + h) * T * T; /* (T, T) */
+            gather(qh, q + off_qk, qk_rs, T, hd);
+            gather(kh, k + off_qk, qk_rs, T, hd);
+            gather_t(vt, v + off_v, v_rs, T, hd);
+            /* S = q k^T, scaled; query i sees key j when j <= i or cm[j] == 0 */
+            vt_matmul_forward(P, qh, kh, NULL, T, hd, T);
+            for (int i = 0; i < T; i++) {
+                float *row = P + (size_t)i * T;
+                for (int j = 0; j < T; j++) row[j] *= scale;
+                if (cm)
+                    for (int j = i + 1; j < T; j++)
+                        if (cm[j]) row[j] = -INFINITY;
+                vt_softmax_row(row, row, T);
+            }
+            /* O = P V  (w = V^T [hd, T]) */
+            vt_matmul_forward(oh, P, vt, NULL, T, T, hd);
+            scatter(out + (size_t)b * T * D + (size_t)h * hd, D, oh, T, hd);
+        }
+    }
+}
+
+void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                           const float *att, const float *q, const float *k, int qk_rs,
+                           const float *v, int v_rs, int B, int T, int H, int hd, float scale) {
+    if (T <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
+    int D = H * hd;
+    size_t Thd = r4((size_t)T * hd);
+    float *dP = scratch; /* (T, T): d(prob), then d(score) */
+    float *doh = dP + r4((size_t)T * T), *vh = doh + Thd, *qh = vh + Thd, *kh = qh + Thd;
+    float *dqh = kh + Thd, *dkh = dqh + Thd; /* vh holds d v once v is no longer needed */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
+            const float *P = att + ((size_t)b * H + h) * T * T; /* (T, T) */
+            gather(doh, dout + (size_t)b * T * D + (size_t)h * hd, D, T, hd);
+            if (dq || dk) { /* dP = dO V^T */
+                gather(vh, v + off_v, v_rs, T, hd);
+                vt_matmul_forward(dP, doh, vh, NULL, T, hd, T);
+            }
+            if (dv) { /* O = P V  =>  dV += P^T dO (accumulated on dv's values, in i order) */
+                float *dvh = vh;
+                gather(dvh, dv + off_v, v_rs, T, hd);
+                vt_matmul_backward(NULL, dvh, NULL, P, doh, NULL, T, hd, T);
+                scatter(dv + off_v, v_rs, dvh, T, hd);
+            }
+            if (!dq && !dk) continue;
+            /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
+            for (int i = 0; i < T; i++) {
+                const float *p = P + (size_t)i * T;
+                float *ds = dP + (size_t)i * T;
+                float sum_pdp = 0.0f;
+                for (int j = 0; j < T; j++) sum_pdp += p[j] * ds[j];
+                for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - sum_pdp) * scale;
+            }
+            /* S = q k^T  =>  dQ += dS K, dK += dS^T Q */
+            gather(qh, q + off_qk, qk_rs, T, hd);
+            gather(kh, k + off_qk, qk_rs, T, hd);
+            if (dq) gather(dqh, dq + off_qk, qk_rs, T, hd);
+            if (dk) gather(dkh, dk + off_qk, qk_rs, T, hd);
+            vt_matmul_backward(dq ? dqh : NULL, dk ? dkh : NULL, NULL, dP, qh, kh, T, hd, T);
+            if (dq) scatter(dq + off_qk, qk_rs, dqh, T, hd);
+            if (dk) scatter(dk + off_qk, qk_rs, dkh, T, hd);
+        }
+}
