@@ -88,8 +88,8 @@ static const vt_chain *chain_k(const vt_model *m, int k) {
     return NULL;
 }
 
-static size_t plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
-                          const vt_chain_layout *lays);
+static uint64_t plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                            const vt_chain_layout *lays);
 
 /* Layouts of every chain from the policy; budget: greedy, most memory saved per re-computed
  * flop first, until the plan fits. */
@@ -105,7 +105,7 @@ static int resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, int
         vt_layout_for_policy(&m->policy, c, keep_all, &lays[k]);
     }
     if (m->policy.kind != VT_POL_BUDGET || !need_grad) return VT_OK;
-    size_t budget = m->policy.budget / sizeof(float);
+    uint64_t budget = m->policy.budget / sizeof(float);
     /* a single move can raise the peak (it adds a re-computation slot), so search the whole
      * (checkpointed, selective) grid of the encoder, other chains in proportion, and keep the
      * fitting layout with the least re-computed flops */
@@ -138,7 +138,7 @@ static int resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, int
         return VT_OK;
     }
     /* nothing fits: report the smallest plan any policy reaches */
-    size_t best = (size_t)-1;
+    uint64_t best = (uint64_t)-1;
     const char *names[] = {"block", "selective", "sqrt"};
     char bestname[32] = "block";
     for (int K = 0; K <= VT_MAX_DEPTH; K++) {
@@ -164,12 +164,12 @@ static int resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, int
             }
         }
         if (!any) break;
-        size_t f = plan_floats(m, fn, in, need_grad, tl);
+        uint64_t f = plan_floats(m, fn, in, need_grad, tl);
         if (f < best) { best = f; snprintf(bestname, sizeof bestname, "%s", nm); }
     }
-    return vt_fail(VT_ERR_BUDGET, "checkpointing budget of %zu bytes is too small: the smallest "
-                   "activation plan needs %zu bytes (policy %s)", m->policy.budget,
-                   best * sizeof(float), bestname);
+    return vt_fail(VT_ERR_BUDGET, "checkpointing budget of %llu bytes is too small: the smallest "
+                   "activation plan needs %llu bytes (policy %s)", (unsigned long long)m->policy.budget,
+                   (unsigned long long)(best * sizeof(float)), bestname);
 }
 
 /* ---- encoder calls --------------------------------------------------------------------------------- */
@@ -184,29 +184,29 @@ void vt_chain_tokens(const vt_model *m, vt_fn fn, const vt_inputs *in, int T[3])
     if (fn == VT_FN_LOSS && m->cfg.kind == VT_KIND_AIM) T[1] = m->enc.T_full;
 }
 
-static size_t ln_out_floats(size_t M, size_t D) { return vt_round(M * D) + 2 * vt_round(M); }
+static uint64_t ln_out_floats(uint64_t M, uint64_t D) { return vt_round(M * D) + 2 * vt_round(M); }
 
-static size_t encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+static uint64_t encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                                 const vt_chain_layout *lay) {
     const vt_chain *c = &m->enc.chain;
-    size_t B = in->batch, D = c->D, T = in->idx_keep ? (size_t)in->n_keep : (size_t)m->enc.T_full;
-    size_t x0 = vt_round(B * T * D), pre_f, pre_b, kept, fx, bx;
+    uint64_t B = in->batch, D = c->D, T = in->idx_keep ? (uint64_t)in->n_keep : (uint64_t)m->enc.T_full;
+    uint64_t x0 = vt_round(B * T * D), pre_f, pre_b, kept, fx, bx;
     vt_encoder_plan_pre(m, in, &pre_f, &pre_b);
     vt_chain_plan(c, lay, (int)B, (int)T, need_grad, is_inter(fn), &kept, &fx, &bx);
-    size_t post = has_norm(m) ? ln_out_floats(B * T, D) : 0;
+    uint64_t post = has_norm(m) ? ln_out_floats(B * T, D) : 0;
     if (fn == VT_FN_FORWARD && has_pool(m)) post += vt_round(B * D);
-    if (fn == VT_FN_INTERMEDIATES_NORM && has_norm(m)) post += (size_t)c->depth * ln_out_floats(B * T, D);
-    size_t fwd = x0 + (pre_f > kept + (fx > post ? fx : post) ? pre_f : kept + (fx > post ? fx : post));
+    if (fn == VT_FN_INTERMEDIATES_NORM && has_norm(m)) post += (uint64_t)c->depth * ln_out_floats(B * T, D);
+    uint64_t fwd = x0 + (pre_f > kept + (fx > post ? fx : post) ? pre_f : kept + (fx > post ? fx : post));
     if (!need_grad) return fwd;
-    size_t bwd = x0 + kept + post + vt_round(B * T * D) +
+    uint64_t bwd = x0 + kept + post + vt_round(B * T * D) +
                  (fn == VT_FN_FORWARD && has_pool(m) ? vt_round(B * T * D) : 0) + (bx > pre_b ? bx : pre_b);
     return fwd > bwd ? fwd : bwd;
 }
 
-static size_t plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+static uint64_t plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                           const vt_chain_layout *lays) {
     if (fn == VT_FN_LOSS) {
-        size_t f = 0;
+        uint64_t f = 0;
         vt_loss_plan(m, in, need_grad, lays, &f);
         return f;
     }
@@ -360,11 +360,14 @@ int vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {
     vt_chain_layout lays[3];
     rc = resolve_layouts(m, fn, in, need_grad, lays);
     if (rc) return rc;
-    size_t plan = plan_floats(m, fn, in, need_grad, lays);
-    rc = vt_arena_reserve(&m->arena, plan);
+    uint64_t plan = plan_floats(m, fn, in, need_grad, lays);
+    if (plan > (uint64_t)((SIZE_MAX - 4096) / sizeof(float)))
+        return vt_fail(VT_ERR_NOMEM, "out of memory: the activation arena needs %.3g GB, more than this "
+                                     "platform can address", (double)plan * sizeof(float) / 1e9);
+    rc = vt_arena_reserve(&m->arena, (size_t)plan);
     if (rc) return rc;
     vt_arena_begin(&m->arena);
-    m->planned_floats = plan;
+    m->planned_floats = (size_t)plan;
     m->fn = fn;
     m->in = *in;
     m->fwd_need_grad = need_grad;

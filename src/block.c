@@ -95,12 +95,12 @@ static int fields_selective(const vt_chain *c) {
 }
 
 /* Floats of each field (one allocation each, rounded like the arena rounds). */
-static size_t fields_floats(const vt_chain *c, int B, int T, int f) {
-    size_t M = (size_t)B * T, D = c->D, H = c->H, F = c->F, n = 0;
+static uint64_t fields_floats(const vt_chain *c, int B, int T, int f) {
+    uint64_t M = (uint64_t)B * T, D = c->D, H = c->H, F = c->F, n = 0;
     if (f & F_LN1) n += vt_round(M * D) + 2 * vt_round(M);
     if (f & F_QKV) n += vt_round(3 * M * D);
     if (f & F_QKN) n += vt_round(2 * M * D) + 2 * vt_round(2 * M * H);
-    if (f & F_ATT) n += vt_round((size_t)B * H * T * T);
+    if (f & F_ATT) n += vt_round((uint64_t)B * H * T * T);
     if (f & F_AO) n += vt_round(M * D);
     if (f & F_PO) n += vt_round(M * D);
     if (f & F_XM) n += vt_round(M * D);
@@ -215,15 +215,15 @@ typedef struct {
 } bwd_scratch;
 
 /* The attention kernels' scratch (0 for MLP-only chains). */
-static size_t attn_scratch_floats(const vt_chain *c, int T) {
+static uint64_t attn_scratch_floats(const vt_chain *c, int T) {
     return c->has_attn ? vt_attention_scratch_floats(T, c->hd) : 0;
 }
 
 static size_t scratch_A(const vt_chain *c) { return c->has_attn && 3 * c->D > c->F ? 3 * (size_t)c->D : (size_t)c->F; }
 
-static size_t scratch_floats(const vt_chain *c, int B, int T) {
-    size_t M = (size_t)B * T, D = c->D;
-    size_t n = vt_round(M * scratch_A(c)) + vt_round(M * D);
+static uint64_t scratch_floats(const vt_chain *c, int B, int T) {
+    uint64_t M = (uint64_t)B * T, D = c->D;
+    uint64_t n = vt_round(M * scratch_A(c)) + vt_round(M * D);
     if (c->layerscale) n += vt_round(M * D);
     if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
     if (c->has_attn) n += vt_round(attn_scratch_floats(c, T));
@@ -462,10 +462,10 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
 /* ---- the plan (mirror of the two functions above; tests check it against the arena's peak) ---- */
 
 void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad,
-                   int keep_all, size_t *kept, size_t *fwd_extra, size_t *bwd_extra) {
-    size_t MD = (size_t)B * T * c->D;
+                   int keep_all, uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra) {
+    uint64_t MD = (uint64_t)B * T * c->D;
     int all = fields_all(c), sel = fields_selective(c);
-    size_t k = 0;
+    uint64_t k = 0;
     int need_tmp = 0, need_pp = 0, any_ckpt = 0, any_sel = 0;
     for (int i = 0; i < c->depth; i++) {
         if (need_grad && l->store[i] == VT_STORE_FULL) k += fields_floats(c, B, T, all);
@@ -484,7 +484,7 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
     *bwd_extra = need_grad ? scratch_floats(c, B, T) +
-                                 (size_t)(nslots - handover) * fields_floats(c, B, T, slot_fields) +
-                                 (nslots > 1 ? (size_t)(nslots - 1) * vt_round(MD) : 0)
+                                 (uint64_t)(nslots - handover) * fields_floats(c, B, T, slot_fields) +
+                                 (nslots > 1 ? (uint64_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;
 }

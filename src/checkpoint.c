@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_bytes(const char *s, size_t *out) {
+static int parse_bytes(const char *s, uint64_t *out) {
     char *end;
     if (!isdigit((unsigned char)*s)) return -1;
     double v = strtod(s, &end);
@@ -29,7 +29,7 @@ static int parse_bytes(const char *s, size_t *out) {
     else return -1;
     double b = v * mul;
     if (b > 1e18) return -1;
-    *out = (size_t)b;
+    *out = (uint64_t)b;
     return 0;
 }
 

@@ -49,7 +49,8 @@ typedef struct {
     int tl_n, tl_backward; /* events recorded; index where the backward began (-1: none) */
 } vt_arena;
 
-static inline size_t vt_round(size_t n) {
+/* 64-bit so that plans larger than a 32-bit (wasm) address space are still counted right */
+static inline uint64_t vt_round(uint64_t n) {
     return (n + VT_ALIGN_FLOATS - 1) / VT_ALIGN_FLOATS * VT_ALIGN_FLOATS;
 }
 float *vt_arena_alloc(vt_arena *a, size_t nfloats); /* NULL (and overflow flag) past capacity */
@@ -91,7 +92,7 @@ typedef enum { VT_POL_NONE, VT_POL_BLOCK, VT_POL_EVERY, VT_POL_SQRT, VT_POL_BUDG
 typedef struct {
     vt_policy_kind kind;
     int every;         /* K for every:K */
-    size_t budget;     /* bytes for budget: */
+    uint64_t budget;   /* bytes for budget: */
     char text[48];
 } vt_policy;
 
@@ -221,6 +222,6 @@ int vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, int para
  * kept = stored during forward, fwd_peak = extra transient on top during the forward,
  * bwd_peak = extra on top of kept during the backward (excluding dres). */
 void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad,
-                   int keep_all_outputs, size_t *kept, size_t *fwd_extra, size_t *bwd_extra);
+                   int keep_all_outputs, uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra);
 
 #endif

@@ -177,7 +177,7 @@ int vt_loss_check_inputs(const vt_model *m, const vt_inputs *in, int values) {
 
 /* ---- shared encoder part ------------------------------------------------------------------------------ */
 
-static size_t ln_out(size_t M, size_t D) { return vt_round(M * D) + 2 * vt_round(M); }
+static uint64_t ln_out(uint64_t M, uint64_t D) { return vt_round(M * D) + 2 * vt_round(M); }
 
 /* d features -> encoder parameters and images */
 static int encoder_back(vt_model *m, const float *dfeat, float *dimages, int pg, int causal) {
@@ -409,62 +409,62 @@ int vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg) {
     return rc;
 }
 
-static size_t mx(size_t a, size_t b) { return a > b ? a : b; }
+static uint64_t mx(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 int vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays,
-                 size_t *floats) {
+                 uint64_t *floats) {
     const vt_model_config *c = &m->cfg;
-    size_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), L = m->enc.T_full, N = m->enc.N;
+    uint64_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), L = m->enc.T_full, N = m->enc.N;
     int mae = c->kind == VT_KIND_MAE;
-    size_t T = mae ? (size_t)in->n_keep : N;
+    uint64_t T = mae ? (uint64_t)in->n_keep : N;
     vt_inputs enc_in = *in;
     enc_in.idx_mask = NULL;
     enc_in.n_mask = 0;
-    size_t pre_f, pre_b, ke, fe, be, kd, fd, bd;
+    uint64_t pre_f, pre_b, ke, fe, be, kd, fd, bd;
     vt_encoder_plan_pre(m, mae ? &enc_in : in, &pre_f, &pre_b);
     vt_chain_plan(&m->enc.chain, &lays[0], (int)B, (int)T, need_grad, 0, &ke, &fe, &be);
-    size_t post_e = m->enc.norm_w >= 0 ? ln_out(B * T, D) : 0;
-    size_t peak, top;
+    uint64_t post_e = m->enc.norm_w >= 0 ? ln_out(B * T, D) : 0;
+    uint64_t peak, top;
     if (mae) {
-        size_t Km = in->n_mask, Dd = c->decoder_dim;
+        uint64_t Km = in->n_mask, Dd = c->decoder_dim;
         vt_chain_plan(&m->dec, &lays[1], (int)B, (int)L, need_grad, 0, &kd, &fd, &bd);
-        size_t a0 = vt_round(B * T * D);
+        uint64_t a0 = vt_round(B * T * D);
         peak = a0 + pre_f;
-        size_t a1 = a0 + ke;
+        uint64_t a1 = a0 + ke;
         peak = mx(peak, a1 + mx(fe, post_e));
-        size_t a2 = a1 + post_e + vt_round(B * L * Dd);
+        uint64_t a2 = a1 + post_e + vt_round(B * L * Dd);
         peak = mx(peak, a2 + vt_round(B * T * Dd));
-        size_t a3 = a2 + kd;
-        size_t tail = ln_out(B * L, Dd) + vt_round(B * Km * Dd) + 2 * vt_round(B * Km * O) +
+        uint64_t a3 = a2 + kd;
+        uint64_t tail = ln_out(B * L, Dd) + vt_round(B * Km * Dd) + 2 * vt_round(B * Km * O) +
                       (c->norm_pix_loss ? vt_round(B * Km) : 0);
         peak = mx(peak, a3 + mx(fd, tail));
         top = a3 + tail;
         if (need_grad) {
-            size_t b1 = top + vt_round(B * Km * O);
+            uint64_t b1 = top + vt_round(B * Km * O);
             peak = mx(peak, b1 + vt_round(B * Km * O));
-            size_t b3 = b1 + vt_round(B * Km * Dd) + vt_round(B * L * Dd);
+            uint64_t b3 = b1 + vt_round(B * Km * Dd) + vt_round(B * L * Dd);
             peak = mx(peak, b3 + bd);
-            size_t b5 = b3 + vt_round(B * T * Dd) + vt_round(B * T * D);
+            uint64_t b5 = b3 + vt_round(B * T * Dd) + vt_round(B * T * D);
             peak = mx(peak, b5 + vt_round(B * T * D) + mx(be, pre_b));
         }
     } else {
-        size_t Hh = c->head_hidden_dim;
+        uint64_t Hh = c->head_hidden_dim;
         vt_chain_plan(&m->head, &lays[1], (int)B, (int)N, need_grad, 0, &kd, &fd, &bd);
-        size_t a0 = vt_round(B * N * D);
+        uint64_t a0 = vt_round(B * N * D);
         peak = a0 + pre_f;
-        size_t a1 = a0 + ke;
+        uint64_t a1 = a0 + ke;
         peak = mx(peak, a1 + mx(fe, post_e));
-        size_t a2 = a1 + post_e + vt_round(B * N * D) + vt_round(B * N * Hh);
-        size_t a3 = a2 + kd;
-        size_t tail = ln_out(B * N, Hh) + 2 * vt_round(B * N * O) + vt_round(B * N);
+        uint64_t a2 = a1 + post_e + vt_round(B * N * D) + vt_round(B * N * Hh);
+        uint64_t a3 = a2 + kd;
+        uint64_t tail = ln_out(B * N, Hh) + 2 * vt_round(B * N * O) + vt_round(B * N);
         peak = mx(peak, a3 + mx(fd, tail));
         top = a3 + tail;
         if (need_grad) {
-            size_t b1 = top + vt_round(B * N * O);
+            uint64_t b1 = top + vt_round(B * N * O);
             peak = mx(peak, b1 + vt_round(B * N * O));
-            size_t b3 = b1 + 2 * vt_round(B * N * Hh);
+            uint64_t b3 = b1 + 2 * vt_round(B * N * Hh);
             peak = mx(peak, b3 + bd);
-            size_t b4 = b3 + vt_round(B * N * D);
+            uint64_t b4 = b3 + vt_round(B * N * D);
             peak = mx(peak, b4 + vt_round(B * N * D) + mx(be, pre_b));
         }
     }

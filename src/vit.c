@@ -329,12 +329,12 @@ int row_has(const int64_t *row, int n, int v) {
 }
 
 /* Floats the preprocessing needs on top of x0 (forward) and of dx0 (backward, worst case). */
-void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, size_t *fwd, size_t *bwd) {
+void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint64_t *bwd) {
     const vt_vit_config *c = &m->cfg.enc;
     const vt_encoder *e = &m->enc;
-    size_t B = in->batch, D = c->embed_dim, N = e->N, L = e->T_full;
-    size_t Kp = (size_t)c->in_chans * c->patch_size * c->patch_size;
-    size_t seq = in->idx_keep ? vt_round(B * L * D) : 0, CH = (size_t)chunk_rows((int)(B * N));
+    uint64_t B = in->batch, D = c->embed_dim, N = e->N, L = e->T_full;
+    uint64_t Kp = (uint64_t)c->in_chans * c->patch_size * c->patch_size;
+    uint64_t seq = in->idx_keep ? vt_round(B * L * D) : 0, CH = (uint64_t)chunk_rows((int)(B * N));
     *fwd = vt_round(B * N * D) + vt_round(CH * Kp) + seq;
     *bwd = seq + vt_round(B * N * D) + 2 * vt_round(CH * Kp);
 }

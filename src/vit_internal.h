@@ -14,7 +14,7 @@ int vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_
                       int T, float *x0, int causal, int keep_all, float **feat);
 int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
                             float *dimages, int pg);
-void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, size_t *fwd, size_t *bwd);
+void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint64_t *bwd);
 int row_has(const int64_t *row, int n, int v);
 
 /* checkpoint.c */
@@ -30,7 +30,7 @@ int vt_objectives_build(vt_model *m);
 int vt_loss_forward(vt_model *m, const vt_inputs *in, int need_grad, vt_chain_layout *lays);
 int vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg);
 int vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays,
-                 size_t *floats);
+                 uint64_t *floats);
 int vt_loss_check_inputs(const vt_model *m, const vt_inputs *in, int check_values);
 /* token counts of the chains for a call: encoder, decoder/head (0 = absent) */
 void vt_chain_tokens(const vt_model *m, vt_fn fn, const vt_inputs *in, int T[3]);

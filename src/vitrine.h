@@ -156,10 +156,10 @@ int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dima
 int vt_set_grad_checkpointing(vt_model *m, const char *policy);
 const char *vt_get_grad_checkpointing(const vt_model *m);
 
-typedef struct {
-    size_t params, grads, optimizer; /* bytes */
-    size_t activations;              /* bytes of the activation arena for the call */
-    size_t total;
+typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can address */
+    uint64_t params, grads, optimizer; /* bytes */
+    uint64_t activations;              /* bytes of the activation arena for the call */
+    uint64_t total;
 } vt_plan_bytes;
 
 /* Bytes one call (and, with need_grad, its backward) needs, computed before allocating. Only

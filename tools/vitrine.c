@@ -120,6 +120,8 @@ static int cmd_parity(int argc, char **argv) {
     return failed ? 1 : 0;
 }
 
+#define U(x) ((unsigned long long)(x))
+
 static int cmd_plan(int argc, char **argv) {
     const char *preset = "vit_tiny_patch16_224", *policy = "none", *objective = "encode";
     int batch = 1, kept = 0, json = 0;
@@ -152,14 +154,14 @@ static int cmd_plan(int argc, char **argv) {
     vt_model_free(m);
     if (rc) { fprintf(stderr, "vitrine plan: %s\n", vt_last_error()); return 1; }
     if (json)
-        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"params\": %zu, "
-               "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"total\": %zu}\n",
-               preset, batch, kept, policy, p.params, p.grads, p.optimizer, p.activations, p.total);
+        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"params\": %llu, "
+               "\"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, \"total\": %llu}\n",
+               preset, batch, kept, policy, U(p.params), U(p.grads), U(p.optimizer), U(p.activations), U(p.total));
     else
-        printf("%s batch %d%s, grad checkpointing %s\n  params      %12zu bytes\n  grads       %12zu bytes\n"
-               "  optimizer   %12zu bytes\n  activations %12zu bytes\n  total       %12zu bytes (%.1f MiB)\n",
-               preset, batch, kept ? " (tokens kept)" : "", policy, p.params, p.grads, p.optimizer, p.activations,
-               p.total, p.total / 1048576.0);
+        printf("%s batch %d%s, grad checkpointing %s\n  params      %12llu bytes\n  grads       %12llu bytes\n"
+               "  optimizer   %12llu bytes\n  activations %12llu bytes\n  total       %12llu bytes (%.1f MiB)\n",
+               preset, batch, kept ? " (tokens kept)" : "", policy, U(p.params), U(p.grads), U(p.optimizer),
+               U(p.activations), U(p.total), p.total / 1048576.0);
     return 0;
 }
 
