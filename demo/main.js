@@ -315,21 +315,30 @@ function drawTimelines() {
       $(capId).textContent = `${POLICY_LABEL(r.policy)}: plan only (would not fit the budget): activations ${fmtBytes(r.planned)}`;
       return;
     }
+    // filled: what the step needs at each moment (live: rises through the forward, falls through
+    // the backward, with the re-computation bumps); thin line: the arena in use (its peak = plan)
     const n = r.bytes.length, xs = (k) => pad.l + ((W - pad.l - pad.r) * k) / Math.max(1, n - 1);
     const color = r.policy === 'none' ? '#2f6fde' : '#d9731c';
+    const live = r.live || r.bytes;
     ctx.beginPath();
     ctx.moveTo(xs(0), ys(0));
-    r.bytes.forEach((b, k) => ctx.lineTo(xs(k), ys(b)));
+    live.forEach((b, k) => ctx.lineTo(xs(k), ys(b)));
     ctx.lineTo(xs(n - 1), ys(0));
     ctx.closePath();
     ctx.fillStyle = color + '40';
     ctx.fill();
     ctx.beginPath();
-    r.bytes.forEach((b, k) => (k ? ctx.lineTo(xs(k), ys(b)) : ctx.moveTo(xs(k), ys(b))));
+    live.forEach((b, k) => (k ? ctx.lineTo(xs(k), ys(b)) : ctx.moveTo(xs(k), ys(b))));
     ctx.strokeStyle = color;
     ctx.lineWidth = 1.5;
     ctx.stroke();
     ctx.lineWidth = 1;
+    ctx.beginPath();
+    r.bytes.forEach((b, k) => (k ? ctx.lineTo(xs(k), ys(b)) : ctx.moveTo(xs(k), ys(b))));
+    ctx.strokeStyle = color + '99';
+    ctx.setLineDash([2, 2]);
+    ctx.stroke();
+    ctx.setLineDash([]);
     if (r.backwardStart >= 0) {
       ctx.setLineDash([4, 3]);
       ctx.strokeStyle = '#1d232b';

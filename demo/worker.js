@@ -273,7 +273,7 @@ function measure({ policy, budget }) {
       const ms = now() - t0;
       const tl = m.activationTimeline();
       const peak = tl.bytes.reduce((a, b) => Math.max(a, b), 0);
-      out.push({ policy: p, bytes: tl.bytes, backwardStart: tl.backwardStart, planned: pl.activations, peak, ms });
+      out.push({ policy: p, bytes: tl.bytes, live: tl.live, backwardStart: tl.backwardStart, planned: pl.activations, peak, ms });
     }
   } finally {
     m.zeroGrad();

@@ -434,9 +434,10 @@ void vt_release_activations(vt_model *m) {
     m->have_fwd = 0;
 }
 
-int vt_activation_timeline(const vt_model *m, size_t *bytes, int max, int *backward_start) {
+int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max, int *backward_start) {
     int n = m->arena.tl_n < max ? m->arena.tl_n : max;
     for (int i = 0; i < n && bytes; i++) bytes[i] = m->arena.tl[i] * sizeof(float);
+    for (int i = 0; i < n && live; i++) live[i] = m->arena.tl_live[i] * sizeof(float);
     if (backward_start) *backward_start = m->arena.tl_backward;
     return n;
 }

@@ -44,6 +44,7 @@ void vt_arena_begin(vt_arena *a) {
     a->overflow = 0;
     a->tl_n = 0;
     a->tl_backward = -1;
+    a->released = 0;
 }
 
 void vt_arena_free(vt_arena *a) {

@@ -452,6 +452,13 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
             x = i == seg_lo ? r->xs[i] : slot_x[i - seg_lo];
         }
         block_backward(m, c, i, &a, x, dres, &s, B, T, pg);
+        /* for the timeline: block i's kept internals and its output are no longer needed (and,
+         * after block 0, the chain input) */
+        uint64_t done = st == VT_STORE_FULL ? fields_floats(c, B, T, all)
+                        : st == VT_STORE_SELECTIVE ? fields_floats(c, B, T, sel) : 0;
+        if (r->xs[i + 1]) done += vt_round(MD);
+        if (i == 0) done += vt_round(MD);
+        vt_arena_release(ar, done);
         if (st != VT_STORE_INPUT && st != VT_STORE_NONE) seg_lo = -1;
         else if (i == seg_lo) seg_lo = -1;
     }

@@ -44,8 +44,11 @@ typedef struct {
     size_t top;  /* floats in use */
     size_t peak; /* max top since the last begin */
     int overflow;
-    /* the timeline of one call: top after every alloc / reset (for teaching), fixed capacity */
-    size_t tl[VT_TIMELINE_MAX];
+    /* the timeline of one call (for teaching), fixed capacity: after every alloc / reset / release,
+     * top and live = top - what the backward has finished with (the arena frees that only at the
+     * end of the call; live is what a freeing allocator would hold) */
+    size_t released;
+    size_t tl[VT_TIMELINE_MAX], tl_live[VT_TIMELINE_MAX];
     int tl_n, tl_backward; /* events recorded; index where the backward began (-1: none) */
 } vt_arena;
 
@@ -57,7 +60,15 @@ float *vt_arena_alloc(vt_arena *a, size_t nfloats); /* NULL (and overflow flag) 
 float *vt_arena_zalloc(vt_arena *a, size_t nfloats);
 static inline size_t vt_arena_mark(const vt_arena *a) { return a->top; }
 static inline void vt_arena_event(vt_arena *a) {
-    if (a->tl_n < VT_TIMELINE_MAX) a->tl[a->tl_n++] = a->top;
+    if (a->tl_n < VT_TIMELINE_MAX) {
+        a->tl_live[a->tl_n] = a->top - (a->released < a->top ? a->released : a->top);
+        a->tl[a->tl_n++] = a->top;
+    }
+}
+/* Marks nfloats below the top as no longer needed (timeline only; the space stays allocated). */
+static inline void vt_arena_release(vt_arena *a, uint64_t nfloats) {
+    a->released += (size_t)nfloats;
+    vt_arena_event(a);
 }
 static inline void vt_arena_reset(vt_arena *a, size_t mark) {
     a->top = mark;

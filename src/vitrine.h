@@ -172,11 +172,15 @@ typedef struct {
     size_t planned, peak, capacity;
 } vt_arena_stats;
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out);
-/* The activation memory of the last forward (+ backward) as it happened: arena bytes in use after
- * each allocation or release, in order (at most `max` of them, up to 4096 are kept). The forward
- * rises, the backward (from *backward_start, -1 if none ran) adds its scratch and re-computation
- * bumps. Returns the number of events written. */
-int vt_activation_timeline(const vt_model *m, size_t *bytes, int max, int *backward_start);
+/* The activation memory of the last forward (+ backward) as it happened, one entry per arena
+ * event (allocation, scoped release, a block's backward done), at most `max` (4096 are kept):
+ * bytes = the arena in use (its maximum is the measured peak); live = bytes minus what the
+ * backward has finished with -- what an allocator that frees at once would hold: it rises
+ * through the forward, falls through the backward, with the re-computation bumps. Either array
+ * may be NULL. *backward_start: the event where the backward began (-1 if none). Returns the
+ * number of events. */
+int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max,
+                           int *backward_start);
 /* Frees the activation arena (it is re-allocated, and kept, at the next call that needs more). */
 void vt_release_activations(vt_model *m);
 

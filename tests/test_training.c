@@ -213,10 +213,17 @@ static void test_timeline(void) {
     for (int k = 0; k < 2; k++) {
         vt_set_grad_checkpointing(m, k ? "block" : "none");
         CHECK(!vt_train_step(m, img, 2, NULL), "step");
-        size_t tl[4096];
-        int bstart = -2, n = vt_activation_timeline(m, tl, 4096, &bstart);
-        size_t mx = 0;
-        for (int i = 0; i < n; i++) mx = tl[i] > mx ? tl[i] : mx;
+        size_t tl[4096], live[4096];
+        int bstart = -2, n = vt_activation_timeline(m, tl, live, 4096, &bstart);
+        size_t mx = 0, live_mx = 0, live_ok = 1;
+        for (int i = 0; i < n; i++) {
+            mx = tl[i] > mx ? tl[i] : mx;
+            live_mx = live[i] > live_mx ? live[i] : live_mx;
+            live_ok &= live[i] <= tl[i];
+        }
+        CHECK(live_ok && n > 0 && live[n - 1] < live_mx && live[n - 1] < tl[n - 1],
+              "live <= in use, and it falls through the backward (%zu of %zu at the end, max %zu)",
+              n ? live[n - 1] : 0, n ? tl[n - 1] : 0, live_mx);
         vt_arena_stats st;
         vt_arena_get_stats(m, &st);
         CHECK(n > 10 && bstart > 0 && bstart < n, "timeline of %d events, backward from %d", n, bstart);

@@ -206,13 +206,14 @@ int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int
     return VT_OK;
 }
 /* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
-/* The activation timeline of the last call (bytes after each arena event) as doubles; returns the
- * count and writes where the backward began to *bwd. */
+/* The activation timeline of the last call as doubles: out[0..n) arena bytes in use, out[max..max+n)
+ * live bytes; returns the count and writes where the backward began to *bwd. */
 int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     GET_OR_FAIL(m, h);
-    static size_t tmp[4096];
-    int n = vt_activation_timeline(m, tmp, max < 4096 ? max : 4096, bwd);
-    for (int i = 0; i < n; i++) out[i] = (double)tmp[i];
+    static size_t top[4096], live[4096];
+    if (max > 4096) max = 4096;
+    int n = vt_activation_timeline(m, top, live, max, bwd);
+    for (int i = 0; i < n; i++) { out[i] = (double)top[i]; out[max + i] = (double)live[i]; }
     return n;
 }
 

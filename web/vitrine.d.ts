@@ -117,7 +117,7 @@ export class Model {
   memory(): ModelMemory;
   /** Arena bytes in use after each allocation / release of the last call; backwardStart = the
    * event index where the backward began (-1 if none ran). */
-  activationTimeline(): { bytes: number[]; backwardStart: number };
+  activationTimeline(): { bytes: number[]; live: number[]; backwardStart: number };
   releaseActivations(): void;
   dispose(): void;
 

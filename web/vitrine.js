@@ -480,15 +480,22 @@ export class Model {
       };
     } finally { vt.free(out); }
   }
-  /** The last call's activation memory as the engine's arena saw it: bytes in use after each
-   * allocation / release, and the event index where the backward began (-1 if none). */
+  /** The last call's activation memory as the engine's arena saw it, one entry per arena event:
+   * bytes = arena in use (max = measured peak), live = minus what the backward has finished with
+   * (rises through the forward, falls through the backward); backwardStart = where the backward
+   * began (-1 if none). */
   activationTimeline() {
     const vt = this._vt, c = this._c;
-    const out = vt.alloc(8 * 4096), b = vt.alloc(4);
+    const out = vt.alloc(2 * 8 * 4096), b = vt.alloc(4);
     try {
       const n = c.activation_timeline(this._h, out, 4096, b);
       vt.check(n);
-      return { bytes: Array.from(vt.f64(out, n)), backwardStart: new Int32Array(vt._low.buffer(), b, 1)[0] };
+      const all = vt.f64(out, 2 * 4096);
+      return {
+        bytes: Array.from(all.subarray(0, n)),
+        live: Array.from(all.subarray(4096, 4096 + n)),
+        backwardStart: new Int32Array(vt._low.buffer(), b, 1)[0],
+      };
     } finally { vt.free(out); vt.free(b); }
   }
   releaseActivations() { this._c.release_activations(this._h); this._last = null; }
