@@ -7,8 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__wasm_simd128__) && defined(VT_HAVE_SIMD_KERNELS)
-#include "kernels/kernels_simd.h"
+#include "kernels/kernels_simd.h" /* VT_SIMD128_AVAILABLE: wasm SIMD128 or x86-64 SSE2 */
+#if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
 #define ADAMW_UPDATE vt_simd_adamw_update /* same bits as the loop below, 4 lanes at a time */
 #else
 #define ADAMW_UPDATE vt_adamw_update

@@ -2,7 +2,9 @@
  * shapes (sizes below, at and above the vector/tile widths, odd strides, NULL gradients,
  * accumulation into non-zero gradients), plus the vectorised erf/exp against libm and the AdamW
  * step against a copy of the scalar loop of src/optim.c. One line per failure; ends with
- * "N passed, M failed"; exit status 1 on any failure. A WASI command module:
+ * "N passed, M failed"; exit status 1 on any failure. Built twice from this one source: natively
+ * (x86-64 SSE2 through src/kernels/simd128.h; ctest kernels_simd_native: build/test_kernels_simd)
+ * and as a WASI command module (ctest kernels_simd_wasm), by hand:
  *
  *   clang-14 --target=wasm32-wasi --sysroot=/usr -msimd128 -O2 -ffp-contract=off \
  *     -DVT_HAVE_SIMD_KERNELS -Isrc -Isrc/kernels src/kernels/kernels_ref.c \
@@ -138,6 +140,100 @@ static double ulp_dist(float a, float b) {
 
 static const int SIZES[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
 #define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
+
+/* ---------------------------------------------------------------------------- vocabulary */
+
+/* The per-lane contract of src/kernels/simd128.h, checked lane by lane against its scalar
+ * definition on awkward inputs (ties, signed zeros, NaN, infinities, |x| >= 2^23): the same checks
+ * pass natively (SSE2, or SSE4.1's roundps) and in wasm, which is what makes the two builds'
+ * results bit-identical. */
+static uint32_t bits_of(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float float_of(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static void lanes(float out[4], f32x4 v) { ST(out, v); }
+
+/* same bits in every lane; a NaN matches any NaN unless exact (the payload of a computed NaN is
+ * not specified by wasm; pmin/pmax, abs, neg, bitselect are exact) */
+static void check_lanes_x(const char *op, const float got[4], const float want[4], const float *in,
+                          int exact) {
+    for (int l = 0; l < 4; l++)
+        if (bits_of(got[l]) != bits_of(want[l]) && (exact || !(isnan(got[l]) && isnan(want[l])))) {
+            char buf[160];
+            snprintf(buf, sizeof buf, "lane %d: input %.9g got %.9g (0x%08x) want %.9g (0x%08x)", l,
+                     in[l], got[l], bits_of(got[l]), want[l], bits_of(want[l]));
+            result(0, op, buf);
+            return;
+        }
+    result(1, op, "");
+}
+static void check_lanes(const char *op, const float got[4], const float want[4], const float *in) {
+    check_lanes_x(op, got, want, in, 0);
+}
+
+static void test_vocabulary(void) {
+    const float qnan = float_of(0x7FC01234u), nnan = float_of(0xFFC00042u);
+    const float vals[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.3f, -0.3f, 0.0f, -0.0f,
+                          0.49999997f, -0.49999997f, 4194303.5f, -4194304.5f, 8388607.0f,
+                          8388608.0f, -8388609.0f, 1e20f, -1e20f, 1.4e-45f, -1.4e-45f, INFINITY,
+                          -INFINITY, qnan, nnan, 126.49999f, -150.5f, 3.0f};
+    enum { NV = sizeof vals / sizeof vals[0] };
+    float in[4], got[4], want[4];
+    for (int i = 0; i < NV; i++) { /* every ordered pair of vals, 4 lanes at a time */
+        for (int l = 0; l < 4; l++) in[l] = vals[(i + l) % NV];
+        f32x4 a = LD(in);
+        for (int l = 0; l < 4; l++) want[l] = rintf(in[l]); /* default mode: ties to even */
+        lanes(got, NEAREST(a)), check_lanes("NEAREST", got, want, in);
+        for (int l = 0; l < 4; l++) want[l] = float_of(bits_of(in[l]) & 0x7FFFFFFFu);
+        lanes(got, ABS(a)), check_lanes_x("ABS", got, want, in, 1);
+        for (int l = 0; l < 4; l++) want[l] = float_of(bits_of(in[l]) ^ 0x80000000u);
+        lanes(got, NEG(a)), check_lanes_x("NEG", got, want, in, 1);
+        for (int j = 0; j < NV; j++) {
+            float bin[4];
+            for (int l = 0; l < 4; l++) bin[l] = vals[(j + 3 * l) % NV];
+            f32x4 b = LD(bin);
+            /* pmin/pmax return one of their inputs, bits and all (also a NaN's payload) */
+            for (int l = 0; l < 4; l++) want[l] = bin[l] < in[l] ? bin[l] : in[l];
+            lanes(got, PMIN(a, b)), check_lanes_x("PMIN", got, want, in, 1);
+            for (int l = 0; l < 4; l++) want[l] = in[l] < bin[l] ? bin[l] : in[l];
+            lanes(got, PMAX(a, b)), check_lanes_x("PMAX", got, want, in, 1);
+            for (int l = 0; l < 4; l++) want[l] = float_of(in[l] >= bin[l] ? 0xFFFFFFFFu : 0u);
+            lanes(got, GE(a, b)), check_lanes("GE", got, want, in);
+            for (int l = 0; l < 4; l++) want[l] = in[l] >= bin[l] ? in[l] : bin[l];
+            lanes(got, BSEL(a, b, GE(a, b))), check_lanes_x("BSEL", got, want, in, 1);
+            for (int l = 0; l < 4; l++) want[l] = in[l] / bin[l];
+            lanes(got, DIV(a, b)), check_lanes("DIV", got, want, in);
+            for (int l = 0; l < 4; l++) want[l] = in[l] - in[l] * bin[l];
+            lanes(got, SUB(a, MUL(a, b))), check_lanes("SUB/MUL", got, want, in);
+            for (int l = 0; l < 4; l++) want[l] = in[l] + in[l] * bin[l]; /* two roundings */
+            lanes(got, MADD(a, a, b)), check_lanes("MADD (no FMA)", got, want, in);
+        }
+        for (int l = 0; l < 4; l++) want[l] = sqrtf(in[l]);
+        lanes(got, SQRT(a)), check_lanes("SQRT", got, want, in);
+    }
+    /* integer lanes, rearrangements, lane 0 */
+    const float x[4] = {1.0f, 2.0f, 3.0f, 4.0f}, y[4] = {5.0f, 6.0f, 7.0f, 8.0f};
+    f32x4 a = LD(x), b = LD(y);
+    const struct { const char *op; f32x4 v; float w[4]; } sh[] = {
+        {"SWAP_HALVES", SWAP_HALVES(a), {3, 4, 1, 2}}, {"SWAP_PAIRS", SWAP_PAIRS(a), {2, 1, 4, 3}},
+        {"ZIP_LO", ZIP_LO(a, b), {1, 5, 2, 6}}, {"ZIP_HI", ZIP_HI(a, b), {3, 7, 4, 8}},
+        {"CAT_LO", CAT_LO(a, b), {1, 2, 5, 6}}, {"CAT_HI", CAT_HI(a, b), {3, 4, 7, 8}},
+        {"MAKE", MAKE(1.0f, 5.0f, -0.0f, 8.0f), {1, 5, -0.0f, 8}},
+        {"SPLAT", SPLAT(7.0f), {7, 7, 7, 7}}, {"LDSPLAT", LDSPLAT(y + 2), {7, 7, 7, 7}},
+        {"ZERO", ZERO(), {0, 0, 0, 0}}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+        lanes(got, sh[i].v), check_lanes(sh[i].op, got, sh[i].w, x);
+    result(LANE0(b) == 5.0f, "LANE0", "");
+    int32_t iv[4] = {-5, 7, INT32_MIN, INT32_MAX}, io[4];
+    f32x4 vi;
+    memcpy(&vi, iv, sizeof vi);
+    memcpy(io, (f32x4[]){I32_SHR(vi, 1)}, 16);
+    result(io[0] == -3 && io[1] == 3 && io[2] == INT32_MIN / 2 && io[3] == INT32_MAX / 2, "I32_SHR", "arithmetic");
+    memcpy(io, (f32x4[]){I32_SHL(vi, 23)}, 16);
+    result((uint32_t)io[0] == ((uint32_t)-5 << 23) && io[1] == 7 << 23 && io[2] == 0, "I32_SHL", "");
+    memcpy(io, (f32x4[]){I32_SUB(I32_ADD(vi, I32_SPLAT(1)), I32_SPLAT(3))}, 16);
+    result(io[0] == -7 && io[1] == 5 && io[2] == INT32_MAX - 1 && io[3] == INT32_MAX - 2, "I32_ADD/SUB", "wraps");
+    memcpy(io, (f32x4[]){BOR(BAND(vi, I32_SPLAT(0xFF)), I32_SPLAT(0x100))}, 16);
+    result(io[0] == 0x1FB && io[1] == 0x107 && io[2] == 0x100 && io[3] == 0x1FF, "BAND/BOR", "");
+}
 
 /* ---------------------------------------------------------------------------- matmul */
 
@@ -480,41 +576,41 @@ static double now_s(void) {
  *  peak_loop_chains: 12 independent chains acc = acc * m + c, registers only.
  * Volatile inputs and sinks keep the compiler from folding or hoisting anything. Both return
  * the flops they did. */
-#include <wasm_simd128.h>
+/* f32x4, SPLAT, LD, ADD, MUL, LANE0: simd128.h (through kernels_simd.h) */
 static volatile float peak_in[4] = {0.999999f, 1e-7f, 0.5f, 0.25f};
 static volatile float peak_sink;
 static float peak_buf[1024];
 __attribute__((noinline)) static double peak_loop_stream(long reps) {
-    v128_t c0 = wasm_f32x4_splat(peak_in[1]), c1 = wasm_f32x4_splat(peak_in[2]);
-    v128_t a[8];
-    for (int i = 0; i < 8; i++) a[i] = wasm_f32x4_splat(peak_in[3] + (float)i);
+    f32x4 c0 = SPLAT(peak_in[1]), c1 = SPLAT(peak_in[2]);
+    f32x4 a[8];
+    for (int i = 0; i < 8; i++) a[i] = SPLAT(peak_in[3] + (float)i);
     for (long r = 0; r < reps; r++)
         for (const float *p = peak_buf; p < peak_buf + 1024; p += 16) {
-            v128_t b0 = wasm_v128_load(p), b1 = wasm_v128_load(p + 4);
-            v128_t b2 = wasm_v128_load(p + 8), b3 = wasm_v128_load(p + 12);
-            a[0] = wasm_f32x4_add(a[0], wasm_f32x4_mul(b0, c0));
-            a[1] = wasm_f32x4_add(a[1], wasm_f32x4_mul(b0, c1));
-            a[2] = wasm_f32x4_add(a[2], wasm_f32x4_mul(b1, c0));
-            a[3] = wasm_f32x4_add(a[3], wasm_f32x4_mul(b1, c1));
-            a[4] = wasm_f32x4_add(a[4], wasm_f32x4_mul(b2, c0));
-            a[5] = wasm_f32x4_add(a[5], wasm_f32x4_mul(b2, c1));
-            a[6] = wasm_f32x4_add(a[6], wasm_f32x4_mul(b3, c0));
-            a[7] = wasm_f32x4_add(a[7], wasm_f32x4_mul(b3, c1));
+            f32x4 b0 = LD(p), b1 = LD(p + 4);
+            f32x4 b2 = LD(p + 8), b3 = LD(p + 12);
+            a[0] = ADD(a[0], MUL(b0, c0));
+            a[1] = ADD(a[1], MUL(b0, c1));
+            a[2] = ADD(a[2], MUL(b1, c0));
+            a[3] = ADD(a[3], MUL(b1, c1));
+            a[4] = ADD(a[4], MUL(b2, c0));
+            a[5] = ADD(a[5], MUL(b2, c1));
+            a[6] = ADD(a[6], MUL(b3, c0));
+            a[7] = ADD(a[7], MUL(b3, c1));
         }
-    v128_t s = a[0];
-    for (int i = 1; i < 8; i++) s = wasm_f32x4_add(s, a[i]);
-    peak_sink = wasm_f32x4_extract_lane(s, 0);
+    f32x4 s = a[0];
+    for (int i = 1; i < 8; i++) s = ADD(s, a[i]);
+    peak_sink = LANE0(s);
     return (double)reps * 64 * 8 * 8;
 }
 __attribute__((noinline)) static double peak_loop_chains(long iters) {
-    v128_t m = wasm_f32x4_splat(peak_in[0]), c = wasm_f32x4_splat(peak_in[1]);
-    v128_t a[12];
-    for (int i = 0; i < 12; i++) a[i] = wasm_f32x4_splat(peak_in[3] + (float)i);
+    f32x4 m = SPLAT(peak_in[0]), c = SPLAT(peak_in[1]);
+    f32x4 a[12];
+    for (int i = 0; i < 12; i++) a[i] = SPLAT(peak_in[3] + (float)i);
     for (long it = 0; it < iters; it++)
-        for (int i = 0; i < 12; i++) a[i] = wasm_f32x4_add(wasm_f32x4_mul(a[i], m), c);
-    v128_t s = a[0];
-    for (int i = 1; i < 12; i++) s = wasm_f32x4_add(s, a[i]);
-    peak_sink = wasm_f32x4_extract_lane(s, 0);
+        for (int i = 0; i < 12; i++) a[i] = ADD(MUL(a[i], m), c);
+    f32x4 s = a[0];
+    for (int i = 1; i < 12; i++) s = ADD(s, a[i]);
+    peak_sink = LANE0(s);
     return (double)iters * 12 * 8;
 }
 
@@ -560,7 +656,7 @@ static void bench(void) {
     double ts = time_best(run_peak_stream, &reps, 3, 5), tc = time_best(run_peak_chains, &iters, 3, 5);
     double ps = (double)reps * 64 * 8 * 8 / ts / 1e9, pc = (double)iters * 12 * 8 / tc / 1e9;
     double peak = ps > pc ? ps : pc;
-    printf("bench: SIMD128 mul+add peak %.1f GFLOP/s (L1-streaming 8 chains %.1f, register "
+    printf("bench: SIMD128 (" VT_SIMD128_ISA ") mul+add peak %.1f GFLOP/s (L1-streaming 8 chains %.1f, register "
            "12 chains %.1f)\n", peak, ps, pc);
     static const int shapes[][3] = {{197 * 8, 192, 576}, {197 * 8, 192, 768}, {197 * 8, 768, 192}};
     for (int s = 0; s < 3; s++) {
@@ -592,6 +688,7 @@ int main(int argc, char **argv) {
     int only_bench = argc > 2 && !strcmp(argv[2], "--only");
     if (!only_bench) {
         test_dispatch();
+        test_vocabulary();
         test_erf_exp();
         test_matmul();
         test_layernorm();

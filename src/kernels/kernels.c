@@ -1,13 +1,15 @@
 /* kernels.c: dispatch from the public kernel names to the fastest implementation this build
- * has (SIMD128 under __wasm_simd128__, the scalar reference otherwise; attention is composed
- * from the matmuls in every build), or to the reference when a test asks for it. */
+ * has (the SIMD128 kernels when built with VT_HAVE_SIMD_KERNELS for a target simd128.h maps:
+ * wasm SIMD128 or x86-64 SSE2; the scalar references and the portable matmul forward otherwise;
+ * attention is composed from the matmuls in every build), or to the reference when a test asks
+ * for it. */
 #include "kernels.h"
+#include "kernels_simd.h" /* defines VT_SIMD128_AVAILABLE where the SIMD kernels compile */
 
 static int use_ref = 0;
 void vt_kernels_use_reference(int on) { use_ref = on; }
 
-#if defined(__wasm_simd128__) && defined(VT_HAVE_SIMD_KERNELS)
-#include "kernels_simd.h"
+#if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
 int vt_kernels_simd(void) { return 1; }
 #define PICK(name) (use_ref ? vt_ref_##name : vt_simd_##name)
 #else
@@ -19,7 +21,7 @@ void vt_portable_matmul_forward(float *out, const float *inp, const float *w, co
                                 int M, int K, int N);
 void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                        int M, int K, int N) {
-#if defined(__wasm_simd128__) && defined(VT_HAVE_SIMD_KERNELS)
+#if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
     PICK(matmul_forward)(out, inp, w, bias, M, K, N);
 #else
     (use_ref ? vt_ref_matmul_forward : vt_portable_matmul_forward)(out, inp, w, bias, M, K, N);

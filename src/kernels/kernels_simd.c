@@ -1,7 +1,9 @@
-/* kernels_simd.c: WebAssembly SIMD128 kernels (wasm_f32x4_*, no relaxed-simd, no FMA), one per
- * scalar reference in kernels_ref.c, same signatures and conventions (kernels.h): backward +=,
- * NULL gradient = skip, gelu_backward overwrites and may alias. Every vectorised loop has a
- * scalar tail; nothing allocates. Compiles to nothing without -msimd128.
+/* kernels_simd.c: 4 x f32 SIMD128 kernels (no relaxed-simd, no FMA), one per scalar reference in
+ * kernels_ref.c, same signatures and conventions (kernels.h): backward +=, NULL gradient = skip,
+ * gelu_backward overwrites and may alias. Every vectorised loop has a scalar tail; nothing
+ * allocates. Written only in the vector vocabulary of simd128.h, which maps it to WebAssembly
+ * SIMD128 (-msimd128) or x86-64 SSE2 with the same per-lane results, so the browser and the
+ * native build compute the same bits; compiles to nothing on other targets.
  *
  * Attention has no SIMD kernel of its own: kernels_attn.c composes it from the matmuls here.
  *
@@ -16,41 +18,30 @@
  *   backward dinp[M,K] += dout[M,N] w[N,K] and dw[N,K] += dout^T inp[M,K]: both are
  *            "C[i,:] += sum_j A(i,j) B[j,:]" with B rows contiguous, so one broadcast kernel
  *            (splat A, multiply-add whole B vectors) serves both, A addressed with strides. */
-#if defined(__wasm_simd128__)
 #include "kernels_simd.h"
+#if defined(VT_SIMD128_AVAILABLE) /* simd128.h: wasm SIMD128 or x86-64 SSE2 */
 #include <math.h>
-#include <wasm_simd128.h>
 
 #define VT_INLINE static inline __attribute__((always_inline))
 
-typedef v128_t f32x4;
-#define LD(p) wasm_v128_load(p)
-#define ST(p, v) wasm_v128_store((p), (v))
-#define SPLAT(x) wasm_f32x4_splat(x)
-#define LDSPLAT(p) wasm_v128_load32_splat(p)
-#define ADD wasm_f32x4_add
-#define SUB wasm_f32x4_sub
-#define MUL wasm_f32x4_mul
-#define MADD(acc, a, b) wasm_f32x4_add((acc), wasm_f32x4_mul((a), (b))) /* no FMA in SIMD128 */
-
 /* Sum of the 4 lanes: pairwise ((l0+l2)+(l1+l3)). */
 VT_INLINE float hsum(f32x4 v) {
-    f32x4 s = ADD(v, wasm_i32x4_shuffle(v, v, 2, 3, 0, 1));
-    s = ADD(s, wasm_i32x4_shuffle(s, s, 1, 0, 3, 2));
-    return wasm_f32x4_extract_lane(s, 0);
+    f32x4 s = ADD(v, SWAP_HALVES(v));
+    s = ADD(s, SWAP_PAIRS(s));
+    return LANE0(s);
 }
 
 /* [hsum(a), hsum(b), hsum(c), hsum(d)] in 6 shuffles + 3 adds (a 4x4 transpose-and-add). */
 VT_INLINE f32x4 hsum4(f32x4 a, f32x4 b, f32x4 c, f32x4 d) {
-    f32x4 ab = ADD(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
-    f32x4 cd = ADD(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
-    return ADD(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
+    f32x4 ab = ADD(ZIP_LO(a, b), ZIP_HI(a, b));
+    f32x4 cd = ADD(ZIP_LO(c, d), ZIP_HI(c, d));
+    return ADD(CAT_LO(ab, cd), CAT_HI(ab, cd));
 }
 
 /* Load the n (0..3) floats at p, zero-padded: the K tail of a dot product without reading past
  * the row (which might be the end of linear memory). */
 VT_INLINE f32x4 load_partial(const float *p, int n) {
-    return wasm_f32x4_make(n > 0 ? p[0] : 0.0f, n > 1 ? p[1] : 0.0f, n > 2 ? p[2] : 0.0f, 0.0f);
+    return MAKE(n > 0 ? p[0] : 0.0f, n > 1 ? p[1] : 0.0f, n > 2 ? p[2] : 0.0f, 0.0f);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -63,8 +54,8 @@ VT_INLINE f32x4 load_partial(const float *p, int n) {
  * softmax logits), NaN propagates. */
 VT_INLINE f32x4 exp_f32x4(f32x4 x) {
     /* pmax/pmin (a single x86 max/min, unlike f32x4.max/min) return x itself when it is NaN */
-    f32x4 xc = wasm_f32x4_pmin(wasm_f32x4_pmax(x, SPLAT(-104.0f)), SPLAT(89.0f));
-    f32x4 n = wasm_f32x4_nearest(MUL(xc, SPLAT(1.44269504088896341f)));
+    f32x4 xc = PMIN(PMAX(x, SPLAT(-104.0f)), SPLAT(89.0f));
+    f32x4 n = NEAREST(MUL(xc, SPLAT(1.44269504088896341f)));
     f32x4 r = SUB(xc, MUL(n, SPLAT(0.693359375f)));
     r = SUB(r, MUL(n, SPLAT(-2.12194440e-4f)));
     f32x4 p = SPLAT(1.9875691500e-4f);
@@ -76,11 +67,11 @@ VT_INLINE f32x4 exp_f32x4(f32x4 x) {
     f32x4 y = ADD(ADD(MUL(p, MUL(r, r)), r), SPLAT(1.0f));
     /* n is an integer in [-151, 129]: adding 1.5*2^23 puts it, exactly, in the low mantissa
      * bits (cheaper than i32x4.trunc_sat_f32x4, which x86 has no instruction for) */
-    v128_t ni = wasm_i32x4_sub(ADD(n, SPLAT(12582912.0f)), wasm_i32x4_splat(0x4B400000));
-    v128_t n1 = wasm_i32x4_shr(ni, 1), n2 = wasm_i32x4_sub(ni, n1);
-    v128_t bias = wasm_i32x4_splat(127);
-    y = MUL(y, wasm_i32x4_shl(wasm_i32x4_add(n1, bias), 23));
-    return MUL(y, wasm_i32x4_shl(wasm_i32x4_add(n2, bias), 23));
+    f32x4 ni = I32_SUB(ADD(n, SPLAT(12582912.0f)), I32_SPLAT(0x4B400000));
+    f32x4 n1 = I32_SHR(ni, 1), n2 = I32_SUB(ni, n1);
+    f32x4 bias = I32_SPLAT(127);
+    y = MUL(y, I32_SHL(I32_ADD(n1, bias), 23));
+    return MUL(y, I32_SHL(I32_ADD(n2, bias), 23));
 }
 
 /* erf in two pieces, each written so that its rounding errors are small against the result:
@@ -94,8 +85,8 @@ VT_INLINE f32x4 exp_f32x4(f32x4 x) {
  * float. |z| is clamped to 4, where erfc(4) = 1.5e-8 already rounds 1 - erfc to 1.0f. Both
  * pieces are computed for all lanes and blended (no data-dependent branches); NaN propagates. */
 VT_INLINE f32x4 erf_f32x4(f32x4 z) {
-    const v128_t sign = wasm_i32x4_splat((int32_t)0x80000000);
-    f32x4 az = wasm_f32x4_pmin(wasm_f32x4_abs(z), SPLAT(4.0f)); /* NaN stays NaN (see exp) */
+    const f32x4 sign = I32_SPLAT((int32_t)0x80000000);
+    f32x4 az = PMIN(ABS(z), SPLAT(4.0f)); /* NaN stays NaN (see exp) */
     f32x4 u = MUL(az, az);
     /* small: az + az S(u), S(0) = 2/sqrt(pi) - 1 */
     f32x4 s = SPLAT(-0x1.3f79e4p-11f);
@@ -114,22 +105,22 @@ VT_INLINE f32x4 erf_f32x4(f32x4 z) {
     q = MADD(SPLAT(0x1.54f790p+0f), q, az);
     q = MADD(SPLAT(0x1.dfa60ap+0f), q, az);
     q = MADD(SPLAT(1.0f), q, az);
-    f32x4 erfc = MUL(exp_f32x4(wasm_f32x4_neg(u)), wasm_f32x4_div(p, q));
+    f32x4 erfc = MUL(exp_f32x4(NEG(u)), DIV(p, q));
     f32x4 r_big = SUB(SPLAT(1.0f), erfc);
-    f32x4 r = wasm_v128_bitselect(r_big, r_small, wasm_f32x4_ge(az, SPLAT(0.875f)));
-    return wasm_v128_or(r, wasm_v128_and(z, sign));
+    f32x4 r = BSEL(r_big, r_small, GE(az, SPLAT(0.875f)));
+    return BOR(r, BAND(z, sign));
 }
 
 void vt_simd_erf(float *out, const float *x, size_t n) {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) ST(out + i, erf_f32x4(LD(x + i)));
-    for (; i < n; i++) out[i] = wasm_f32x4_extract_lane(erf_f32x4(SPLAT(x[i])), 0);
+    for (; i < n; i++) out[i] = LANE0(erf_f32x4(SPLAT(x[i])));
 }
 
 void vt_simd_exp(float *out, const float *x, size_t n) {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) ST(out + i, exp_f32x4(LD(x + i)));
-    for (; i < n; i++) out[i] = wasm_f32x4_extract_lane(exp_f32x4(SPLAT(x[i])), 0);
+    for (; i < n; i++) out[i] = LANE0(exp_f32x4(SPLAT(x[i])));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -151,7 +142,7 @@ VT_INLINE void matmul_forward_tile(float *out, int ldo, const float *a, const fl
                                    const float *bias, int K, const int mr, const int nr) {
     f32x4 acc[4][4];
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) acc[i][j] = wasm_f32x4_const_splat(0.0f);
+        for (int j = 0; j < nr; j++) acc[i][j] = ZERO();
     int k = 0;
     for (; k + 4 <= K; k += 4) {
         f32x4 av[4], wv[4];
@@ -167,7 +158,7 @@ VT_INLINE void matmul_forward_tile(float *out, int ldo, const float *a, const fl
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < nr; j++) acc[i][j] = MADD(acc[i][j], av[i], wv[j]);
     }
-    const f32x4 zero = wasm_f32x4_const_splat(0.0f);
+    const f32x4 zero = ZERO();
     for (int i = 0; i < mr; i++) {
         f32x4 s = hsum4(acc[i][0], nr > 1 ? acc[i][1] : zero, nr > 2 ? acc[i][2] : zero,
                         nr > 3 ? acc[i][3] : zero);
@@ -306,7 +297,7 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
     if (dbias) { /* dbias[n] += sum_m dout[m,n]: column sums, 4 columns per vector, m in order */
         int n = 0;
         for (; n + 4 <= N; n += 4) {
-            f32x4 s = wasm_f32x4_const_splat(0.0f);
+            f32x4 s = ZERO();
             for (int m = 0; m < M; m++) s = ADD(s, LD(dout + (size_t)m * N + n));
             ST(dbias + n, ADD(LD(dbias + n), s));
         }
@@ -322,7 +313,7 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
 /* layernorm                                                                                   */
 
 VT_INLINE float sum_f32(const float *x, int n) {
-    f32x4 s = wasm_f32x4_const_splat(0.0f);
+    f32x4 s = ZERO();
     int i = 0;
     for (; i + 4 <= n; i += 4) s = ADD(s, LD(x + i));
     float t = hsum(s);
@@ -337,7 +328,7 @@ void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float
         float *y = out + (size_t)m * D; /* may alias x: every element is read before written */
         /* two passes, the second centred, as the reference (accurate for large means) */
         float mu = sum_f32(x, D) / (float)D;
-        f32x4 vmu = SPLAT(mu), vs = wasm_f32x4_const_splat(0.0f);
+        f32x4 vmu = SPLAT(mu), vs = ZERO();
         int i = 0;
         for (; i + 4 <= D; i += 4) {
             f32x4 d = SUB(LD(x + i), vmu);
@@ -367,14 +358,14 @@ void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float
 void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int M, int D) {
-    const f32x4 one = wasm_f32x4_const_splat(1.0f);
+    const f32x4 one = SPLAT(1.0f);
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
         const float *dy = dout + (size_t)m * D;
         float mu = mean[m], rs = rstd[m];
         f32x4 vmu = SPLAT(mu), vrs = SPLAT(rs);
         /* dnorm = w dy; dx = rstd (dnorm - mean(dnorm) - norm mean(dnorm norm)) */
-        f32x4 s_dn = wasm_f32x4_const_splat(0.0f), s_dnn = s_dn;
+        f32x4 s_dn = ZERO(), s_dnn = s_dn;
         int i = 0;
         for (; i + 4 <= D; i += 4) {
             f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
@@ -461,14 +452,14 @@ void vt_simd_softmax_row(float *y, const float *x, int n) {
     /* y may alias x (attention runs it in place) */
     f32x4 vm = SPLAT(-INFINITY);
     int i = 0;
-    for (; i + 4 <= n; i += 4) vm = wasm_f32x4_pmax(vm, LD(x + i));
-    vm = wasm_f32x4_pmax(vm, wasm_i32x4_shuffle(vm, vm, 2, 3, 0, 1));
-    vm = wasm_f32x4_pmax(vm, wasm_i32x4_shuffle(vm, vm, 1, 0, 3, 2));
-    float mx = wasm_f32x4_extract_lane(vm, 0);
+    for (; i + 4 <= n; i += 4) vm = PMAX(vm, LD(x + i));
+    vm = PMAX(vm, SWAP_HALVES(vm));
+    vm = PMAX(vm, SWAP_PAIRS(vm));
+    float mx = LANE0(vm);
     for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     vm = SPLAT(mx);
     /* masked logits are -inf: exp gives exactly 0; the diagonal is never masked */
-    f32x4 vs = wasm_f32x4_const_splat(0.0f);
+    f32x4 vs = ZERO();
     for (i = 0; i + 4 <= n; i += 4) {
         f32x4 e = exp_f32x4(SUB(LD(x + i), vm));
         ST(y + i, e);
@@ -476,7 +467,7 @@ void vt_simd_softmax_row(float *y, const float *x, int n) {
     }
     float s = hsum(vs);
     for (; i < n; i++) {
-        float e = wasm_f32x4_extract_lane(exp_f32x4(SPLAT(x[i] - mx)), 0);
+        float e = LANE0(exp_f32x4(SPLAT(x[i] - mx)));
         y[i] = e;
         s += e;
     }
@@ -502,8 +493,8 @@ void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n
         f32x4 pi = MUL(LD(p + i), vdecay);
         f32x4 mi = ADD(MUL(vb1, LD(m + i)), MUL(v1b1, gi));
         f32x4 vi = ADD(MUL(vb2, LD(v + i)), MUL(MUL(v1b2, gi), gi));
-        f32x4 denom = ADD(wasm_f32x4_div(wasm_f32x4_sqrt(vi), vbc2s), veps);
-        ST(p + i, SUB(pi, MUL(vstep, wasm_f32x4_div(mi, denom))));
+        f32x4 denom = ADD(DIV(SQRT(vi), vbc2s), veps);
+        ST(p + i, SUB(pi, MUL(vstep, DIV(mi, denom))));
         ST(m + i, mi);
         ST(v + i, vi);
     }
@@ -516,4 +507,4 @@ void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n
     }
 }
 
-#endif /* __wasm_simd128__ */
+#endif /* VT_SIMD128_AVAILABLE */

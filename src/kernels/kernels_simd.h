@@ -1,10 +1,12 @@
-/* kernels_simd.h: WebAssembly SIMD128 versions of the kernels in kernels.h (vt_simd_*).
- * Same signatures, conventions and results (within the tolerances of tests/test_kernels_simd.c)
- * as the scalar references vt_ref_*. Only declared when compiling with -msimd128; kernels.c
- * routes to them under VT_HAVE_SIMD_KERNELS. */
+/* kernels_simd.h: SIMD128 versions of the kernels in kernels.h (vt_simd_*), for WebAssembly
+ * SIMD128 and x86-64 SSE2 alike (simd128.h maps the one source to either). Same signatures,
+ * conventions and results (within the tolerances of tests/test_kernels_simd.c) as the scalar
+ * references vt_ref_*. Declared only where simd128.h defines VT_SIMD128_AVAILABLE; kernels.c
+ * and optim.c route to them when the build also defines VT_HAVE_SIMD_KERNELS. */
 #ifndef VT_KERNELS_SIMD_H
 #define VT_KERNELS_SIMD_H
-#if defined(__wasm_simd128__)
+#include "simd128.h"
+#if defined(VT_SIMD128_AVAILABLE)
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,5 +33,5 @@ void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n
 void vt_simd_erf(float *out, const float *x, size_t n);
 void vt_simd_exp(float *out, const float *x, size_t n);
 
-#endif /* __wasm_simd128__ */
+#endif /* VT_SIMD128_AVAILABLE */
 #endif
