@@ -219,11 +219,18 @@ static uint64_t attn_scratch_floats(const vt_chain *c, int T) {
     return c->has_attn ? vt_attention_scratch_floats(T, c->hd) : 0;
 }
 
-static size_t scratch_A(const vt_chain *c) { return c->has_attn && 3 * c->D > c->F ? 3 * (size_t)c->D : (size_t)c->F; }
+/* The MLP's backward runs VT_MLP_ROWS token rows at a time, so that its (rows, F) hidden-layer
+ * gradient never needs a (M, F) buffer; A holds that, then the attention's (M, 3D) d qkv. */
+#define VT_MLP_ROWS 64
+static uint64_t mlp_rows(uint64_t M) { return M < VT_MLP_ROWS ? M : VT_MLP_ROWS; }
+static uint64_t scratch_A(const vt_chain *c, uint64_t M) {
+    uint64_t mlp = mlp_rows(M) * (uint64_t)c->F, qkv = c->has_attn ? 3 * M * (uint64_t)c->D : 0;
+    return mlp > qkv ? mlp : qkv;
+}
 
 static uint64_t scratch_floats(const vt_chain *c, int B, int T) {
     uint64_t M = (uint64_t)B * T, D = c->D;
-    uint64_t n = vt_round(M * scratch_A(c)) + vt_round(M * D);
+    uint64_t n = vt_round(scratch_A(c, M)) + vt_round(M * D);
     if (c->layerscale) n += vt_round(M * D);
     if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
     if (c->has_attn) n += vt_round(attn_scratch_floats(c, T));
@@ -233,7 +240,7 @@ static uint64_t scratch_floats(const vt_chain *c, int B, int T) {
 static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scratch *s) {
     size_t M = (size_t)B * T, D = c->D;
     memset(s, 0, sizeof *s);
-    s->A = vt_arena_alloc(a, M * scratch_A(c));
+    s->A = vt_arena_alloc(a, (size_t)scratch_A(c, M));
     s->Bb = vt_arena_alloc(a, M * D);
     if (c->layerscale) s->C = vt_arena_alloc(a, M * D);
     if (c->has_attn && c->qk_norm) {
@@ -268,11 +275,18 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
     if (c->layerscale && c->has_attn)
         dfo = layerscale_backward(s->C, vt_G(m, p->ls2, pg), vt_P(m, p->ls2), dres, a->fo, M, D);
     /* fo = hg @ fc2^T + b;  hg = gelu(h);  h = ln2 @ fc1^T + b;  ln2 = norm2(xm) */
-    memset(s->A, 0, M * F * sizeof(float));
-    vt_matmul_backward(s->A, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), (int)M, F, D);
-    vt_gelu_backward(s->A, a->h, s->A, M * F);
+    /* fc2's weight and bias gradients over all rows; the rest row chunk by row chunk (the matmul
+     * kernels treat rows independently and add weight-gradient terms in row order) */
+    vt_matmul_backward(NULL, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), (int)M, F, D);
     memset(s->Bb, 0, M * D * sizeof(float));
-    vt_matmul_backward(s->Bb, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A, a->ln2, vt_P(m, p->fc1w), (int)M, D, F);
+    for (size_t r0 = 0; r0 < M; r0 += VT_MLP_ROWS) {
+        size_t n = M - r0 < VT_MLP_ROWS ? M - r0 : VT_MLP_ROWS;
+        memset(s->A, 0, n * F * sizeof(float));
+        vt_matmul_backward(s->A, NULL, NULL, dfo + r0 * D, a->hg + r0 * F, vt_P(m, p->fc2w), (int)n, F, D);
+        vt_gelu_backward(s->A, a->h + r0 * F, s->A, n * F);
+        vt_matmul_backward(s->Bb + r0 * D, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A, a->ln2 + r0 * D,
+                           vt_P(m, p->fc1w), (int)n, D, F);
+    }
     vt_layernorm_backward(dres, vt_G(m, p->n2w, pg), vt_G(m, p->n2b, pg), s->Bb, xm, vt_P(m, p->n2w), a->ln2m, a->ln2r, (int)M, D);
     if (!c->has_attn) return;
 

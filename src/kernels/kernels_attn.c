@@ -13,10 +13,15 @@
 /* sub-buffers of the scratch start on 16-byte boundaries (relative to scratch) */
 static size_t r4(size_t n) { return (n + 3) & ~(size_t)3; }
 
+/* the backward takes d(prob) VT_ATT_ROWS query rows at a time: no [T,T] scratch besides att */
+#define VT_ATT_ROWS 16
+static int att_rows(int T) { return T < VT_ATT_ROWS ? T : VT_ATT_ROWS; }
+
 size_t vt_attention_scratch_floats(int T, int hd) {
     if (T <= 0 || hd <= 0) return 0;
     size_t Thd = r4((size_t)T * hd);
-    return r4((size_t)T * T) + 6 * Thd; /* backward: dP + 6 [T,hd]; the forward uses 4 [T,hd] */
+    /* backward: a [rows, T] block of dP + 6 [T,hd]; the forward uses 4 [T,hd] */
+    return r4((size_t)att_rows(T) * T) + 6 * Thd;
 }
 
 /* dst[T, hd] (contiguous) = the hd floats at src + t*rs, t < T */
@@ -73,39 +78,43 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     if (T <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
     int D = H * hd;
     size_t Thd = r4((size_t)T * hd);
-    float *dP = scratch; /* (T, T): d(prob), then d(score) */
-    float *doh = dP + r4((size_t)T * T), *vh = doh + Thd, *qh = vh + Thd, *kh = qh + Thd;
-    float *dqh = kh + Thd, *dkh = dqh + Thd; /* vh holds d v once v is no longer needed */
+    int R = att_rows(T);
+    float *dP = scratch; /* (R, T): d(prob), then d(score), for R query rows */
+    float *doh = dP + r4((size_t)R * T), *vh = doh + Thd, *qh = vh + Thd, *kh = qh + Thd;
+    float *dqh = kh + Thd, *dkh = dqh + Thd;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
             const float *P = att + ((size_t)b * H + h) * T * T; /* (T, T) */
             gather(doh, dout + (size_t)b * T * D + (size_t)h * hd, D, T, hd);
-            if (dq || dk) { /* dP = dO V^T */
-                gather(vh, v + off_v, v_rs, T, hd);
-                vt_matmul_forward(dP, doh, vh, NULL, T, hd, T);
-            }
-            if (dv) { /* O = P V  =>  dV += P^T dO (accumulated on dv's values, in i order) */
-                float *dvh = vh;
+            if (dv) { /* O = P V  =>  dV += P^T dO (accumulated on dv's values, in i order; qh is free) */
+                float *dvh = qh;
                 gather(dvh, dv + off_v, v_rs, T, hd);
                 vt_matmul_backward(NULL, dvh, NULL, P, doh, NULL, T, hd, T);
                 scatter(dv + off_v, v_rs, dvh, T, hd);
             }
             if (!dq && !dk) continue;
-            /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
-            for (int i = 0; i < T; i++) {
-                const float *p = P + (size_t)i * T;
-                float *ds = dP + (size_t)i * T;
-                float sum_pdp = 0.0f;
-                for (int j = 0; j < T; j++) sum_pdp += p[j] * ds[j];
-                for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - sum_pdp) * scale;
-            }
-            /* S = q k^T  =>  dQ += dS K, dK += dS^T Q */
+            gather(vh, v + off_v, v_rs, T, hd);
             gather(qh, q + off_qk, qk_rs, T, hd);
             gather(kh, k + off_qk, qk_rs, T, hd);
             if (dq) gather(dqh, dq + off_qk, qk_rs, T, hd);
             if (dk) gather(dkh, dk + off_qk, qk_rs, T, hd);
-            vt_matmul_backward(dq ? dqh : NULL, dk ? dkh : NULL, NULL, dP, qh, kh, T, hd, T);
+            for (int i0 = 0; i0 < T; i0 += R) {
+                int n = T - i0 < R ? T - i0 : R;
+                /* dP = dO V^T for rows i0.. */
+                vt_matmul_forward(dP, doh + (size_t)i0 * hd, vh, NULL, n, hd, T);
+                /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
+                for (int i = 0; i < n; i++) {
+                    const float *p = P + (size_t)(i0 + i) * T;
+                    float *ds = dP + (size_t)i * T;
+                    float sum_pdp = 0.0f;
+                    for (int j = 0; j < T; j++) sum_pdp += p[j] * ds[j];
+                    for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - sum_pdp) * scale;
+                }
+                /* S = q k^T  =>  dQ[rows] += dS K, dK += dS^T Q[rows] (rows in order) */
+                vt_matmul_backward(dq ? dqh + (size_t)i0 * hd : NULL, dk ? dkh : NULL, NULL, dP,
+                                   qh + (size_t)i0 * hd, kh, n, hd, T);
+            }
             if (dq) scatter(dq + off_qk, qk_rs, dqh, T, hd);
             if (dk) scatter(dk + off_qk, qk_rs, dkh, T, hd);
         }
