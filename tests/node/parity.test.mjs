@@ -43,6 +43,10 @@ for (const build of BUILDS) {
   });
 }
 
+const NATIVE_SIMD = process.arch === 'x64' && (() => {
+  try { return /^VT_NATIVE_SIMD:BOOL=ON$/m.test(readFileSync(path.join(path.dirname(NATIVE), 'CMakeCache.txt'), 'utf8')); } catch { return false; }
+})();
+
 test('wasm builds agree with the native build', { skip: !existsSync(NATIVE) && `no native ${NATIVE}` }, async (t) => {
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-native-'));
   try {
@@ -67,6 +71,8 @@ test('wasm builds agree with the native build', { skip: !existsSync(NATIVE) && `
         if (same) bitwiseFiles++;
       }
       t.diagnostic(`${build} vs native: ${bitwiseFiles}/${names.length} files bitwise equal, worst rel err ${worst.toExponential(3)}${worstAt ? ` (${worstAt})` : ''}`);
+      // an x86-64 native build runs the same SIMD128 kernels (src/kernels/simd128.h): same bits
+      if (!build.endsWith('scalar') && NATIVE_SIMD) assert.equal(bitwiseFiles, names.length, `${build} vs native SIMD: every dump byte-identical`);
     }
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });
