@@ -4,7 +4,8 @@
 // checks: the SIMD build loads; training runs with the loss falling; switching checkpointing in
 // the middle of a run leaves every loss bit the same as a run that never switched; a reload
 // resumes from IndexedDB bit for bit; a configuration that does not fit the budget is refused
-// with the numbers and a policy; the user's own images (PNG files) train. Writes
+// with the numbers and a policy; the user's own images (PNG files) train; the shell itself takes
+// ImageData and ImageBitmap in the page (same bits as a Float32Array normalised by hand). Writes
 // build/demo-screenshot.png. Skipped (with a message) only when /usr/bin/chromium is absent.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -190,5 +191,33 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     assert.ok(l.every((x) => Number.isFinite(x.loss)));
     await reset(); // leave nothing in the profile
     assert.deepEqual(errors, []);
+  });
+
+  test('the shell in the page: ImageData and ImageBitmap in, the same bits as Float32Array NCHW', async () => {
+    const r = await S(async () => {
+      const { createVitrine } = await import('/web/vitrine.js');
+      const vt = await createVitrine();
+      const S = 16, m = vt.createModel({ kind: 'lightly', config: { img_size: S, patch_size: 4, embed_dim: 16, depth: 2, num_heads: 2, mask_token: true } });
+      m.initWeights(1);
+      // a 16x16 RGBA picture, drawn on a canvas: ImageData from it, an ImageBitmap of it
+      const c = new OffscreenCanvas(S, S), g = c.getContext('2d');
+      const id = g.createImageData(S, S);
+      for (let i = 0; i < S * S; i++) id.data.set([(i * 7) & 255, (i * 13) & 255, (i * 29) & 255, 255], 4 * i);
+      g.putImageData(id, 0, 0);
+      const bitmap = await createImageBitmap(c);
+      // the same image by hand: NCHW, ImageNet mean / std
+      const mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225], x = new Float32Array(3 * S * S);
+      for (let ch = 0; ch < 3; ch++) for (let i = 0; i < S * S; i++) x[ch * S * S + i] = (id.data[4 * i + ch] / 255 - mean[ch]) / std[ch];
+      const hex = (a) => Array.from(new Uint32Array(Float32Array.from(a).buffer)).map((v) => v.toString(16)).join('');
+      const fromArray = hex(m.encode(x).data), fromImageData = hex(m.encode(id).data), fromBitmap = hex(m.encode(bitmap).data);
+      let error = null;
+      try { m.encode(new ImageData(8, 8)); } catch (e) { error = `${e.name}: ${e.message}`; }
+      m.dispose();
+      return { simd: vt.simdKernels, same: fromImageData === fromArray, bitmapSame: fromBitmap === fromImageData, error };
+    });
+    assert.equal(r.simd, true);
+    assert.ok(r.same, 'ImageData gives the bits of the Float32Array normalised by hand');
+    assert.ok(r.bitmapSame, 'an ImageBitmap of the same pixels gives the same bits');
+    assert.match(r.error || '', /8x8.*16x16|16x16/, 'a wrong-size ImageData is refused with the sizes');
   });
 });
