@@ -1,13 +1,9 @@
 # bench/bench.cmake: the benchmark programs (included by CMakeLists.txt). Built, never run as tests;
 # `bash bench/run.sh` builds the target vitrine_bench and runs everything (see bench/run.mjs).
-#   native: build/kernel_bench (peak + matmul/attention kernels), build/train_bench (training step),
-#           build/ckpt_bench (checkpointing policies, older)
+#   native: build/kernel_bench (peak + matmul/attention kernels), build/train_bench (training step
+#           per checkpointing policy: time, memory, kernel breakdown)
 #   wasm (WASI commands, target vitrine_bench, not built by default):
 #           build/wasm/kernel_bench-simd.wasm, kernel_bench-scalar.wasm, train_bench-simd.wasm
-add_executable(ckpt_bench bench/ckpt_bench.c)
-target_compile_options(ckpt_bench PRIVATE ${VT_WARN})
-target_link_libraries(ckpt_bench vitrine)
-
 # The kernels' dispatch functions, wrapped at link time so train_bench can time each kernel
 set(VT_BENCH_WRAPPED vt_matmul_forward vt_matmul_backward vt_attention_forward vt_attention_backward
     vt_layernorm_forward vt_layernorm_backward vt_gelu_forward vt_gelu_backward)
