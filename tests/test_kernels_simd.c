@@ -1,7 +1,7 @@
 /* test_kernels_simd.c: every vt_simd_* kernel against its scalar reference vt_ref_* over edge
  * shapes (sizes below, at and above the vector/tile widths, odd strides, NULL gradients,
  * accumulation into non-zero gradients), plus the vectorised erf/exp against libm and the AdamW
- * step against a copy of the scalar loop of src/optim.c. One line per failure; ends with
+ * step against the scalar loop of src/optim.c (vt_adamw_update). One line per failure; ends with
  * "N passed, M failed"; exit status 1 on any failure. Built twice from this one source: natively
  * (x86-64 SSE2 through src/kernels/simd128.h; ctest kernels_simd_native: build/test_kernels_simd)
  * and as a WASI command module (ctest kernels_simd_wasm), by hand:
@@ -9,9 +9,10 @@
  *   clang-14 --target=wasm32-wasi --sysroot=/usr -msimd128 -O2 -ffp-contract=off \
  *     -DVT_HAVE_SIMD_KERNELS -Isrc -Isrc/kernels src/kernels/kernels_ref.c \
  *     src/kernels/kernels_simd.c src/kernels/kernels.c src/kernels/kernels_portable.c \
- *     src/kernels/kernels_attn.c src/status.c \
+ *     src/kernels/kernels_attn.c src/status.c src/optim.c \
  *     tests/test_kernels_simd.c -o /tmp/tks.wasm -lm
- *   node tests/run_wasi.mjs /tmp/tks.wasm [--bench]
+ *   node tests/run_wasi.mjs /tmp/tks.wasm
+ * (GFLOP/s and the SIMD128 peak are measured by bench/kernel_bench.c, not here.)
  *
  * Tolerances (eps = FLT_EPSILON = 2^-23, u = 1e-6 ~ 8 eps):
  *   reductions of length L whose terms are bounded by S:   |simd - ref| <= u*L*S + u*|ref|
@@ -27,13 +28,13 @@
  * from the matmuls (src/kernels/kernels_attn.c) and tested by tests/test_attention.c. */
 #include "kernels.h"
 #include "kernels_simd.h"
+#include "optim.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define U 1e-6
 #define EPS FLT_EPSILON
@@ -507,20 +508,6 @@ static void test_softmax(void) {
 
 /* ---------------------------------------------------------------------------- adamw */
 
-/* copy of vt_adamw_update in src/optim.c (the scalar step the SIMD one must reproduce) */
-static void adamw_scalar(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                         float b1, float b2, float eps, float wd) {
-    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
-    float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
-    for (size_t i = 0; i < n; i++) {
-        p[i] *= decay;
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        float denom = sqrtf(v[i]) / bc2s + eps;
-        p[i] -= step * (m[i] / denom);
-    }
-}
-
 static void test_adamw(void) {
     static const size_t ns[] = {0, 1, 3, 4, 5, 7, 8, 17, 1001};
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
@@ -534,7 +521,7 @@ static void test_adamw(void) {
             float wd = (t % 2) ? 0.05f : 0.0f;
             for (int step = 0; step < 3; step++) {
                 vt_simd_adamw_update(p, g, m, v, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
-                adamw_scalar(p2, g, m2, v2, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
+                vt_adamw_update(p2, g, m2, v2, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
             }
             same_bits("adamw_update p", ctx, p, p2, n);
             same_bits("adamw_update m", ctx, m, m2, n);
@@ -561,142 +548,15 @@ static void test_dispatch(void) {
            "public names reach vt_simd_* / vt_ref_*");
 }
 
-/* ---------------------------------------------------------------------------- benchmark */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-/* Peak of SIMD128 multiply+add, measured two ways (the larger is reported):
- *  peak_loop_stream: acc_i += b * c_j with b loaded from a 4 KB buffer (L1) and two constants
- *    in registers: 8 independent add chains (hides the add latency), 4 loads per 8 mul+add, the
- *    shape of a GEMM inner loop without the GEMM;
- *  peak_loop_chains: 12 independent chains acc = acc * m + c, registers only.
- * Volatile inputs and sinks keep the compiler from folding or hoisting anything. Both return
- * the flops they did. */
-/* f32x4, SPLAT, LD, ADD, MUL, LANE0: simd128.h (through kernels_simd.h) */
-static volatile float peak_in[4] = {0.999999f, 1e-7f, 0.5f, 0.25f};
-static volatile float peak_sink;
-static float peak_buf[1024];
-__attribute__((noinline)) static double peak_loop_stream(long reps) {
-    f32x4 c0 = SPLAT(peak_in[1]), c1 = SPLAT(peak_in[2]);
-    f32x4 a[8];
-    for (int i = 0; i < 8; i++) a[i] = SPLAT(peak_in[3] + (float)i);
-    for (long r = 0; r < reps; r++)
-        for (const float *p = peak_buf; p < peak_buf + 1024; p += 16) {
-            f32x4 b0 = LD(p), b1 = LD(p + 4);
-            f32x4 b2 = LD(p + 8), b3 = LD(p + 12);
-            a[0] = ADD(a[0], MUL(b0, c0));
-            a[1] = ADD(a[1], MUL(b0, c1));
-            a[2] = ADD(a[2], MUL(b1, c0));
-            a[3] = ADD(a[3], MUL(b1, c1));
-            a[4] = ADD(a[4], MUL(b2, c0));
-            a[5] = ADD(a[5], MUL(b2, c1));
-            a[6] = ADD(a[6], MUL(b3, c0));
-            a[7] = ADD(a[7], MUL(b3, c1));
-        }
-    f32x4 s = a[0];
-    for (int i = 1; i < 8; i++) s = ADD(s, a[i]);
-    peak_sink = LANE0(s);
-    return (double)reps * 64 * 8 * 8;
-}
-__attribute__((noinline)) static double peak_loop_chains(long iters) {
-    f32x4 m = SPLAT(peak_in[0]), c = SPLAT(peak_in[1]);
-    f32x4 a[12];
-    for (int i = 0; i < 12; i++) a[i] = SPLAT(peak_in[3] + (float)i);
-    for (long it = 0; it < iters; it++)
-        for (int i = 0; i < 12; i++) a[i] = ADD(MUL(a[i], m), c);
-    f32x4 s = a[0];
-    for (int i = 1; i < 12; i++) s = ADD(s, a[i]);
-    peak_sink = LANE0(s);
-    return (double)iters * 12 * 8;
-}
-
-typedef void (*bench_fn)(void *);
-static double time_best(bench_fn f, void *arg, int warm, int reps) {
-    for (int i = 0; i < warm; i++) f(arg);
-    double best = 1e30;
-    for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
-        f(arg);
-        double t = now_s() - t0;
-        best = t < best ? t : best;
-    }
-    return best;
-}
-
-struct mm_args {
-    int M, K, N;
-    float *out, *inp, *w, *bias, *dout, *dinp, *dw, *dbias;
-};
-static void run_fwd(void *p) {
-    struct mm_args *a = p;
-    vt_simd_matmul_forward(a->out, a->inp, a->w, a->bias, a->M, a->K, a->N);
-}
-static void run_bwd(void *p) {
-    struct mm_args *a = p;
-    vt_simd_matmul_backward(a->dinp, a->dw, a->dbias, a->dout, a->inp, a->w, a->M, a->K, a->N);
-}
-static void run_bwd_dinp(void *p) {
-    struct mm_args *a = p;
-    vt_simd_matmul_backward(a->dinp, NULL, NULL, a->dout, a->inp, a->w, a->M, a->K, a->N);
-}
-static void run_bwd_dw(void *p) {
-    struct mm_args *a = p;
-    vt_simd_matmul_backward(NULL, a->dw, NULL, a->dout, a->inp, a->w, a->M, a->K, a->N);
-}
-static void run_peak_stream(void *p) { peak_loop_stream(*(long *)p); }
-static void run_peak_chains(void *p) { peak_loop_chains(*(long *)p); }
-
-static void bench(void) {
-    for (int i = 0; i < 1024; i++) peak_buf[i] = rng_uniform(-1, 1);
-    long reps = 100000, iters = 10000000;
-    double ts = time_best(run_peak_stream, &reps, 3, 5), tc = time_best(run_peak_chains, &iters, 3, 5);
-    double ps = (double)reps * 64 * 8 * 8 / ts / 1e9, pc = (double)iters * 12 * 8 / tc / 1e9;
-    double peak = ps > pc ? ps : pc;
-    printf("bench: SIMD128 (" VT_SIMD128_ISA ") mul+add peak %.1f GFLOP/s (L1-streaming 8 chains %.1f, register "
-           "12 chains %.1f)\n", peak, ps, pc);
-    static const int shapes[][3] = {{197 * 8, 192, 576}, {197 * 8, 192, 768}, {197 * 8, 768, 192}};
-    for (int s = 0; s < 3; s++) {
-        struct mm_args a = {.M = shapes[s][0], .K = shapes[s][1], .N = shapes[s][2]};
-        size_t MK = (size_t)a.M * a.K, NK = (size_t)a.N * a.K, MN = (size_t)a.M * a.N;
-        a.out = malloc(MN * 4), a.inp = malloc(MK * 4), a.w = malloc(NK * 4);
-        a.bias = malloc(a.N * 4), a.dout = malloc(MN * 4), a.dinp = malloc(MK * 4);
-        a.dw = malloc(NK * 4), a.dbias = malloc(a.N * 4);
-        fill(a.inp, MK, -1, 1), fill(a.w, NK, -1, 1), fill(a.bias, a.N, -1, 1);
-        fill(a.dout, MN, -1, 1), fill(a.dinp, MK, -1, 1), fill(a.dw, NK, -1, 1);
-        fill(a.dbias, a.N, -1, 1);
-        double flop = 2.0 * a.M * a.K * a.N;
-        double tf = time_best(run_fwd, &a, 5, 10);
-        double tb = time_best(run_bwd, &a, 3, 6);
-        double ti = time_best(run_bwd_dinp, &a, 3, 6);
-        double tw = time_best(run_bwd_dw, &a, 3, 6);
-        printf("bench: M=%d K=%d N=%d  forward %.1f GFLOP/s (%.0f%% of peak)  backward %.1f "
-               "(%.0f%%)  [dinp %.1f, dw %.1f]  (%.2f / %.2f ms)\n",
-               a.M, a.K, a.N, flop / tf / 1e9, 100 * flop / tf / 1e9 / peak,
-               2 * flop / tb / 1e9, 100 * 2 * flop / tb / 1e9 / peak, flop / ti / 1e9,
-               flop / tw / 1e9, tf * 1e3, tb * 1e3);
-        free(a.out), free(a.inp), free(a.w), free(a.bias), free(a.dout), free(a.dinp);
-        free(a.dw), free(a.dbias);
-    }
-}
-
-int main(int argc, char **argv) {
-    int do_bench = argc > 1 && !strcmp(argv[1], "--bench");
-    int only_bench = argc > 2 && !strcmp(argv[2], "--only");
-    if (!only_bench) {
-        test_dispatch();
-        test_vocabulary();
-        test_erf_exp();
-        test_matmul();
-        test_layernorm();
-        test_gelu();
-        test_softmax();
-        test_adamw();
-    }
-    if (do_bench) bench();
+int main(void) {
+    test_dispatch();
+    test_vocabulary();
+    test_erf_exp();
+    test_matmul();
+    test_layernorm();
+    test_gelu();
+    test_softmax();
+    test_adamw();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
