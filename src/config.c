@@ -54,8 +54,8 @@ int vt_preset(const char *name, vt_vit_config *c) {
 
 static int get_int(const vt_json *v, const char *key, int *out) {
     if (v->type == VT_JSON_BOOL) { *out = v->boolean; return VT_OK; }
-    if (v->type != VT_JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer > 1000000)
-        return vt_fail(VT_ERR_ARG, "config: %s must be a non-negative integer", key);
+    if (v->type != VT_JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer > VT_MAX_DIM)
+        return vt_fail(VT_ERR_ARG, "config: %s must be an integer in 0..%d", key, VT_MAX_DIM);
     *out = (int)v->integer;
     return VT_OK;
 }
@@ -179,8 +179,20 @@ int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_mod
     return rc;
 }
 
+/* The hidden width of an MLP, dim * ratio, computed as the engine does ((int)(float)) but only
+ * after checking in double that it is a finite count of at least 1 and at most VT_MAX_DIM: a
+ * float-to-int conversion out of range is undefined behaviour. */
+static int check_hidden(const char *key, int dim, float ratio) {
+    double h = (double)(float)((float)dim * ratio);
+    if (!isfinite(ratio) || !(h >= 1 && h <= VT_MAX_DIM))
+        return vt_fail(VT_ERR_ARG, "config: %s %g gives %.3g hidden units for width %d (1..%d)", key, ratio, h, dim,
+                       VT_MAX_DIM);
+    return VT_OK;
+}
+
 int vt_config_validate(const vt_model_config *mc) {
     const vt_vit_config *c = &mc->enc;
+    int rc;
     if (c->img_size < 1 || c->patch_size < 1 || c->in_chans < 1 || c->embed_dim < 1 || c->depth < 0 ||
         c->num_heads < 1)
         return vt_fail(VT_ERR_ARG, "config: img_size, patch_size, in_chans, embed_dim, num_heads must be >= 1 and depth >= 0");
@@ -189,7 +201,13 @@ int vt_config_validate(const vt_model_config *mc) {
     if (c->embed_dim % c->num_heads)
         return vt_fail(VT_ERR_ARG, "config: embed_dim %d is not divisible by num_heads %d", c->embed_dim, c->num_heads);
     if (c->depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "config: depth %d exceeds %d", c->depth, VT_MAX_DEPTH);
-    if ((int)((float)c->embed_dim * c->mlp_ratio) < 1) return vt_fail(VT_ERR_ARG, "config: mlp_ratio %g gives no hidden units", c->mlp_ratio);
+    if ((rc = check_hidden("mlp_ratio", c->embed_dim, c->mlp_ratio))) return rc;
+    /* a patch is one row of in_chans * patch_size^2 values that the kernels index with int */
+    int64_t pv = (int64_t)c->in_chans * c->patch_size * c->patch_size;
+    if (pv > VT_MAX_DIM)
+        return vt_fail(VT_ERR_ARG, "config: a patch of %d channels x %d x %d is %lld values, more than %d",
+                       c->in_chans, c->patch_size, c->patch_size, (long long)pv, VT_MAX_DIM);
+    if (!isfinite(c->init_values)) return vt_fail(VT_ERR_ARG, "config: init_values must be finite");
     const char *gp = c->global_pool;
     if (strcmp(gp, "") && strcmp(gp, "token") && strcmp(gp, "avg") && strcmp(gp, "max") && strcmp(gp, "avgmax"))
         return vt_fail(VT_ERR_ARG, "config: global_pool '%s' is not supported ('', token, avg, max, avgmax)", gp);
@@ -197,8 +215,10 @@ int vt_config_validate(const vt_model_config *mc) {
         return vt_fail(VT_ERR_ARG, "config: global_pool 'token' needs class_token (timm asserts this)");
     if (c->reg_tokens < 0 || c->reg_tokens > 64) return vt_fail(VT_ERR_ARG, "config: reg_tokens %d out of range", c->reg_tokens);
     int G = c->img_size / c->patch_size;
-    if ((long)G * G + c->class_token + c->reg_tokens > 4096)
-        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed 4096", G * G + c->class_token + c->reg_tokens);
+    /* 64-bit: G*G overflows int (and wasm's 32-bit long) for img 65536 / patch 1 */
+    int64_t tokens = (int64_t)G * G + c->class_token + c->reg_tokens;
+    if (tokens > VT_MAX_TOKENS)
+        return vt_fail(VT_ERR_ARG, "config: %lld tokens exceed %d", (long long)tokens, VT_MAX_TOKENS);
     if (mc->kind == VT_KIND_TIMM && c->mask_token)
         return vt_fail(VT_ERR_ARG, "config: mask_token belongs to lightly's wrapper (kind lightly), not to timm's ViT");
     if (mc->kind == VT_KIND_MAE) {
@@ -206,10 +226,12 @@ int vt_config_validate(const vt_model_config *mc) {
             mc->decoder_depth > VT_MAX_DEPTH)
             return vt_fail(VT_ERR_ARG, "config: decoder_dim %d must be divisible by decoder_heads %d (depth 0..%d)",
                            mc->decoder_dim, mc->decoder_heads, VT_MAX_DEPTH);
+        if ((rc = check_hidden("decoder_mlp_ratio", mc->decoder_dim, mc->decoder_mlp_ratio))) return rc;
     }
     if (mc->kind == VT_KIND_AIM) {
         if (mc->head_hidden_dim < 1 || mc->head_blocks < 0 || mc->head_blocks > VT_MAX_DEPTH)
             return vt_fail(VT_ERR_ARG, "config: head_hidden_dim must be >= 1 and head_blocks in 0..%d", VT_MAX_DEPTH);
+        if ((rc = check_hidden("head_mlp_ratio", mc->head_hidden_dim, mc->head_mlp_ratio))) return rc;
         if (c->class_token || c->reg_tokens)
             return vt_fail(VT_ERR_ARG, "config: the AIM backbone has no prefix tokens (its loss covers every position)");
     }

@@ -194,6 +194,8 @@ int vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_
 int vt_sincos_table(float *out, int D, int G, int P) {
     if (!out || D <= 0 || D % 4 || G <= 0 || P < 0)
         return vt_fail(VT_ERR_ARG, "sin-cos table: embed_dim %d must be a positive multiple of 4, grid %d >= 1, prefix %d >= 0", D, G, P);
+    if ((uint64_t)P + (uint64_t)G * G > VT_MAX_FLOATS / (uint64_t)D) /* 64-bit, no wrap: G*G < 2^62 */
+        return vt_fail(VT_ERR_NOMEM, "sin-cos table: %d x %d grid + %d rows of %d exceed the address space", G, G, P, D);
     int q = D / 4;
     memset(out, 0, (size_t)P * D * sizeof(float));
     for (int r = 0; r < G; r++)

@@ -9,6 +9,17 @@
 
 /* ---- parameter table (params.c) ------------------------------------------------------------ */
 #define VT_NAME_MAX 96
+/* Limits checked before anything is allocated (config.c, params.c). Sizes are computed in 64 bits:
+ * size_t and long are 32-bit in wasm. VT_MAX_DIM bounds every config integer and every row the
+ * kernels index with int; the parameter buffer must be addressable (VT_MAX_FLOATS). */
+#define VT_MAX_TOKENS 4096
+#define VT_MAX_DIM 1000000
+#define VT_MAX_FLOATS ((uint64_t)(SIZE_MAX / sizeof(float)))
+/* training: step counts fit wasm's 32-bit long (AdamW's t + 1 included); seeds survive JSON
+ * (doubles); a learning rate beyond this is no learning rate */
+#define VT_MAX_STEPS 2000000000L
+#define VT_MAX_SEED (1ULL << 53)
+#define VT_MAX_LR 1e3
 typedef struct {
     char name[VT_NAME_MAX];
     int ndim;

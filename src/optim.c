@@ -98,6 +98,7 @@ int vt_optimizer_step(vt_model *m, float lr) {
         return vt_fail(VT_ERR_STATE, "the set of trainable parameters changed since vt_optimizer_init");
     for (size_t i = 0; i < m->pt.gtotal; i++)
         if (!isfinite(m->pt.grad[i])) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
+    if (m->opt_t >= VT_MAX_STEPS) return vt_fail(VT_ERR_STATE, "AdamW has taken %ld steps, the most it counts", m->opt_t);
     m->opt_t++;
     const vt_adamw_config *c = &m->opt;
     for (int i = 0; i < m->pt.n; i++) {

@@ -5,9 +5,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* numel of a shape in 64 bits, refused when it (or the buffer it joins) would exceed what the
+ * platform can address: size_t is 32-bit in wasm, where the product would wrap silently. */
+static int checked_numel(const vt_ptable *t, const char *name, int ndim, const int64_t *shape, uint64_t *out) {
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return vt_fail(VT_ERR_ARG, "parameter %s: negative dimension %lld", name, (long long)shape[i]);
+        if (shape[i] && n > VT_MAX_FLOATS / (uint64_t)shape[i]) n = VT_MAX_FLOATS + 1; /* stays too big */
+        else n *= (uint64_t)shape[i];
+    }
+    if (n > VT_MAX_FLOATS - t->total)
+        return vt_fail(VT_ERR_NOMEM, "out of memory: with %s the parameters exceed %.3g GB, more than this platform "
+                                     "can address", name, (double)VT_MAX_FLOATS * sizeof(float) / 1e9);
+    *out = n;
+    return VT_OK;
+}
+
 int vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
                   int requires_grad) {
     if (strlen(name) >= VT_NAME_MAX) return vt_fail(VT_ERR_ARG, "parameter name too long: %s", name);
+    if (ndim < 0 || ndim > 4) return vt_fail(VT_ERR_ARG, "parameter %s: %d dimensions (0..4)", name, ndim);
+    uint64_t numel = 0;
+    int rc = checked_numel(t, name, ndim, shape, &numel);
+    if (rc) return rc;
     if (t->n == t->cap) {
         int nc = t->cap ? t->cap * 2 : 64;
         vt_param *np = realloc(t->p, (size_t)nc * sizeof *np);
@@ -20,8 +40,8 @@ int vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape
     memset(p, 0, sizeof *p);
     strcpy(p->name, name);
     p->ndim = ndim;
-    p->numel = 1;
-    for (int i = 0; i < ndim; i++) { p->shape[i] = shape[i]; p->numel *= (size_t)shape[i]; }
+    for (int i = 0; i < ndim; i++) p->shape[i] = shape[i];
+    p->numel = (size_t)numel; /* fits: numel <= VT_MAX_FLOATS - total */
     p->off = t->total;
     t->total += p->numel;
     p->requires_grad = requires_grad;

@@ -150,7 +150,13 @@ static int run_sincos(const vt_st_file *f, outs *o) {
             return vt_fail(VT_ERR_FORMAT, "unexpected key '%s' in a sin-cos file", t->name);
         if (D <= 0 || D > 65536 || G <= 0 || G > 1024 || P < 0 || P > 64)
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' out of range", t->name);
-        size_t n = (size_t)(P + G * G) * D;
+        /* 64-bit, and only as large as the file's own expected tensor (which is in the file):
+         * a 120-byte file must not ask for gigabytes (or wrap in wasm's 32-bit size_t) */
+        uint64_t n64 = ((uint64_t)P + (uint64_t)G * G) * (uint64_t)D;
+        if (n64 != (uint64_t)t->numel)
+            return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' names %llu values, the tensor holds %llu", t->name,
+                           (unsigned long long)n64, (unsigned long long)t->numel);
+        size_t n = (size_t)n64;
         float *tab = malloc(n * sizeof(float));
         if (!tab) return vt_fail(VT_ERR_NOMEM, "out of memory");
         int rc = vt_sincos_table(tab, D, G, P);

@@ -569,3 +569,22 @@ int vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, co
     *out_len = total;
     return VT_OK;
 }
+
+/* CRC-32 (IEEE 802.3, zlib's crc32): checksums of tensor bytes in training-state metadata, so a
+ * flipped bit is refused with the tensor's name. One 256-entry table, built on first use. */
+uint32_t vt_crc32(const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready;
+    if (!ready) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    const unsigned char *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}

@@ -5,6 +5,7 @@
 #define VT_SAFETENSORS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { VT_DT_F32, VT_DT_F16, VT_DT_BF16, VT_DT_F64, VT_DT_I64, VT_DT_I32, VT_DT_I8, VT_DT_U8, VT_DT_BOOL } vt_dtype;
 
@@ -62,5 +63,8 @@ typedef struct {
  * *out is malloc'd (caller frees). Errors: VT_ERR_ARG, VT_ERR_NOMEM. */
 int vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
                 size_t n_meta, unsigned char **out, size_t *out_len);
+
+/* CRC-32 of n bytes (IEEE, the same value as zlib's crc32). */
+uint32_t vt_crc32(const void *data, size_t n);
 
 #endif

@@ -9,6 +9,7 @@
 #include "json.h"
 #include "safetensors.h"
 #include "vit_internal.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +29,23 @@ void vt_train_config_default(vt_train_config *t, vt_kind kind) {
     t->seed = 0;
 }
 
+/* Every field range-checked (they also arrive from checkpoints, i.e. from untrusted files): finite
+ * floats only (a checkpoint must never hold "inf", which is not JSON), step counts that fit the
+ * 32-bit long of wasm, a seed exactly representable as a JSON (double) number. */
 static int check_train_config(const vt_train_config *t) {
-    if (!(t->lr >= 0) || !(t->clip_norm >= 0) || !(t->mask_ratio >= 0 && t->mask_ratio < 1) || t->warmup_steps < 0 ||
-        t->total_steps < 0)
-        return vt_fail(VT_ERR_ARG, "training config: lr >= 0, clip_norm >= 0, 0 <= mask_ratio < 1, steps >= 0");
+    if (!(t->lr >= 0 && t->lr <= VT_MAX_LR) || !(t->clip_norm >= 0 && isfinite(t->clip_norm)) ||
+        !(t->mask_ratio >= 0 && t->mask_ratio < 1) || !(t->weight_decay >= 0 && isfinite(t->weight_decay)) ||
+        !(t->eps >= 0 && isfinite(t->eps)) || !(t->beta1 >= 0 && t->beta1 < 1) || !(t->beta2 >= 0 && t->beta2 < 1))
+        return vt_fail(VT_ERR_ARG, "training config: needs 0 <= lr <= %g, finite clip_norm, weight_decay, eps >= 0, "
+                                   "0 <= mask_ratio, beta1, beta2 < 1 (got lr %g, clip_norm %g, weight_decay %g, eps %g, "
+                                   "mask_ratio %g, betas %g %g)", VT_MAX_LR, t->lr, t->clip_norm, t->weight_decay, t->eps,
+                       t->mask_ratio, t->beta1, t->beta2);
+    if (t->warmup_steps < 0 || t->warmup_steps > VT_MAX_STEPS || t->total_steps < 0 || t->total_steps > VT_MAX_STEPS)
+        return vt_fail(VT_ERR_ARG, "training config: warmup_steps %ld and total_steps %ld must be in 0..%ld",
+                       t->warmup_steps, t->total_steps, (long)VT_MAX_STEPS);
+    if (t->seed > VT_MAX_SEED)
+        return vt_fail(VT_ERR_ARG, "training config: seed %llu exceeds 2^53 (it must survive JSON)",
+                       (unsigned long long)t->seed);
     return VT_OK;
 }
 
@@ -122,6 +136,8 @@ int vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
 #define TRAIN_FORMAT "vitrine-train/1"
 
 static int train_config_json(const vt_train_config *t, char *buf, size_t len) {
+    int rc = check_train_config(t); /* never write a non-JSON number (inf, nan) */
+    if (rc) return rc;
     int n = snprintf(buf, len,
                      "{\"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"weight_decay\": %.9g, "
                      "\"warmup_steps\": %ld, \"total_steps\": %ld, \"clip_norm\": %.9g, \"mask_ratio\": %.9g, "
@@ -131,6 +147,50 @@ static int train_config_json(const vt_train_config *t, char *buf, size_t len) {
     return n < 0 || (size_t)n >= len ? vt_fail(VT_ERR_ARG, "training config too long") : VT_OK;
 }
 
+/* metadata "crc32": {"<tensor>": "<crc32 of its bytes, 8 hex>", ...}; tensor names are parameter
+ * names with a prefix ([A-Za-z0-9._]), so they need no JSON escaping. */
+static size_t elem_bytes(const vt_st_entry *e) {
+    size_t n = 4;
+    for (int d = 0; d < e->ndim; d++) n *= (size_t)e->shape[d];
+    return n;
+}
+static int checksums_json(const vt_st_entry *e, size_t n, char **out) {
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++) cap += strlen(e[i].name) + 16;
+    char *s = malloc(cap), *w = s;
+    if (!s) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for checksums", cap);
+    *w++ = '{';
+    for (size_t i = 0; i < n; i++)
+        w += sprintf(w, "%s\"%s\": \"%08x\"", i ? ", " : "", e[i].name, (unsigned)vt_crc32(e[i].data, elem_bytes(&e[i])));
+    strcpy(w, "}");
+    *out = s;
+    return VT_OK;
+}
+
+/* Every tensor's bytes against its checksum (when the state has checksums: states written before
+ * they existed load as before). A tensor without one, or a checksum without a tensor, is refused. */
+static int verify_checksums(const vt_st_file *f) {
+    const char *sums = vt_st_meta(f, "crc32");
+    if (!sums) return VT_OK;
+    vt_json *j = NULL;
+    int rc = vt_json_parse(sums, strlen(sums), &j);
+    if (rc) return vt_fail(VT_ERR_FORMAT, "training state: crc32 metadata is not JSON");
+    if (j->type != VT_JSON_OBJECT || j->n != f->n)
+        rc = vt_fail(VT_ERR_FORMAT, "training state: crc32 metadata lists %zu tensors, the file holds %zu",
+                     j->type == VT_JSON_OBJECT ? j->n : 0, f->n);
+    for (size_t i = 0; i < f->n && !rc; i++) {
+        const vt_st_tensor *t = &f->tensors[i];
+        const vt_json *v = vt_json_get(j, t->name);
+        char want[16];
+        snprintf(want, sizeof want, "%08x", (unsigned)vt_crc32(t->data, t->nbytes));
+        if (!v || v->type != VT_JSON_STRING) rc = vt_fail(VT_ERR_FORMAT, "training state: no checksum for '%s'", t->name);
+        else if (strcmp(v->str, want))
+            rc = vt_fail(VT_ERR_FORMAT, "training state: tensor '%s' is damaged (crc32 %s, recorded %.16s)", t->name, want, v->str);
+    }
+    vt_json_free(j);
+    return rc;
+}
+
 int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_train_state_save: NULL argument");
     if (!m->trainer) return vt_fail(VT_ERR_STATE, "no training state: call vt_trainer_init first");
@@ -138,7 +198,7 @@ int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
     vt_st_entry *e = calloc((size_t)3 * n + 1, sizeof *e);
     char (*names)[VT_NAME_MAX + 16] = calloc((size_t)3 * n + 1, sizeof *names);
     long long (*shapes)[4] = calloc((size_t)n + 1, sizeof *shapes);
-    char cfg[2048], tcfg[512], step[32], rng[48];
+    char cfg[2048], tcfg[512], step[32], rng[48], *sums = NULL;
     if (!e || !names || !shapes) { rc = vt_fail(VT_ERR_NOMEM, "out of memory saving the training state"); goto done; }
     for (int i = 0; i < n; i++) {
         const vt_param *p = &m->pt.p[i];
@@ -155,22 +215,28 @@ int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
     }
     rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
     if (!rc) rc = train_config_json(&m->tc, tcfg, sizeof tcfg);
+    if (!rc) rc = checksums_json(e, (size_t)k, &sums);
     if (rc) goto done;
     snprintf(step, sizeof step, "%ld", m->opt_t);
     snprintf(rng, sizeof rng, "%08x%08x%08x%08x", m->rng.s[0], m->rng.s[1], m->rng.s[2], m->rng.s[3]);
-    const char *mk[] = {"format", "kind", "model_config", "train_config", "step", "rng", "grad_checkpointing"};
-    const char *mv[] = {TRAIN_FORMAT, vt_kind_name(m->cfg.kind), cfg, tcfg, step, rng, m->policy.text};
-    rc = vt_st_write(e, (size_t)k, mk, mv, 7, out, out_len);
+    const char *mk[] = {"format", "kind", "model_config", "train_config", "step", "rng", "grad_checkpointing", "crc32"};
+    const char *mv[] = {TRAIN_FORMAT, vt_kind_name(m->cfg.kind), cfg, tcfg, step, rng, m->policy.text, sums};
+    rc = vt_st_write(e, (size_t)k, mk, mv, 8, out, out_len);
 done:
+    free(sums);
     free(e);
     free(names);
     free(shapes);
     return rc;
 }
 
-static int num(const vt_json *o, const char *k, double *v) {
+/* A number of train_config, in [lo, hi] (finite) before any conversion: casting 1e300 or -1 to an
+ * integer type is undefined behaviour. */
+static int num(const vt_json *o, const char *k, double lo, double hi, double *v) {
     const vt_json *j = vt_json_get(o, k);
     if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "training state: train_config needs '%s'", k);
+    if (!(j->number >= lo && j->number <= hi))
+        return vt_fail(VT_ERR_FORMAT, "training state: train_config '%s' = %g is outside %g..%g", k, j->number, lo, hi);
     *v = j->number;
     return VT_OK;
 }
@@ -187,12 +253,17 @@ int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     const char *tcfg = vt_st_meta(&f, "train_config"), *step = vt_st_meta(&f, "step"), *rng = vt_st_meta(&f, "rng");
     if (!fmt || strcmp(fmt, TRAIN_FORMAT)) { rc = vt_fail(VT_ERR_FORMAT, "not a vitrine training state (format %s)", fmt ? fmt : "missing"); goto done; }
     if (!mcfg || !tcfg || !step || !rng || strlen(rng) != 32) { rc = vt_fail(VT_ERR_FORMAT, "training state metadata incomplete"); goto done; }
+    if ((rc = verify_checksums(&f))) goto done;
     rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
     if (rc) goto done;
     if (strcmp(cfg, mcfg)) { rc = vt_fail(VT_ERR_MISMATCH, "the training state is of another model: %s (this model: %s)", mcfg, cfg); goto done; }
     char *end;
-    long st = strtol(step, &end, 10);
-    if (*end || st < 0) { rc = vt_fail(VT_ERR_FORMAT, "training state: bad step '%s'", step); goto done; }
+    errno = 0;
+    long long st = strtoll(step, &end, 10);
+    if (!*step || *end || errno || st < 0 || st > VT_MAX_STEPS) {
+        rc = vt_fail(VT_ERR_FORMAT, "training state: step '%.40s' is not an integer in 0..%ld", step, (long)VT_MAX_STEPS);
+        goto done;
+    }
     vt_rng r;
     for (int i = 0; i < 4; i++) {
         char h[9];
@@ -207,7 +278,10 @@ int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     memset(&t, 0, sizeof t);
     double v[10];
     const char *keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps", "total_steps", "clip_norm", "mask_ratio", "seed"};
-    for (int i = 0; i < 10 && !rc; i++) rc = num(tj, keys[i], &v[i]);
+    const double hi[] = {VT_MAX_LR, 1, 1, 1e30, 1e30, VT_MAX_STEPS, VT_MAX_STEPS, 1e30, 1, (double)VT_MAX_SEED};
+    for (int i = 0; i < 10 && !rc; i++) rc = num(tj, keys[i], 0, hi[i], &v[i]);
+    for (int i = 5; i < 10 && !rc; i++)
+        if (i != 7 && i != 8 && v[i] != floor(v[i])) rc = vt_fail(VT_ERR_FORMAT, "training state: %s must be an integer", keys[i]);
     if (rc) goto done;
     t = (vt_train_config){(float)v[0], (float)v[1], (float)v[2], (float)v[3], (float)v[4], (long)v[5], (long)v[6],
                           (float)v[7], (float)v[8], (uint64_t)v[9]};
@@ -244,7 +318,7 @@ int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     memcpy(m->opt_m, nm, G * sizeof *nm);
     memcpy(m->opt_v, nv, G * sizeof *nv);
     m->opt = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
-    m->opt_t = st;
+    m->opt_t = (long)st;
     m->tc = t;
     m->rng = r;
     m->trainer = 1;

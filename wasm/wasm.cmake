@@ -119,10 +119,22 @@ if(VT_WASM)
         COMMENT "clang-14: wasm/test_attention-simd.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${atest})
+      # sizes and untrusted numbers where size_t and long are 32-bit (tests/test_hardening.c)
+      set(htest ${VT_WASM_DIR}/test_hardening.wasm)
+      set(hsrc ${VT_WASM_SOURCES} ${CMAKE_SOURCE_DIR}/tests/test_hardening.c)
+      list(REMOVE_ITEM hsrc ${CMAKE_SOURCE_DIR}/wasm/exports.c)
+      add_custom_command(OUTPUT ${htest}
+        COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
+                -Wno-unused-function -Wl,--max-memory=4294967296 ${hsrc} -o ${htest} -lm
+        DEPENDS ${hsrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/test_util.h
+        COMMENT "clang-14: wasm/test_hardening.wasm"
+        VERBATIM)
+      list(APPEND VT_WASM_OUTPUTS ${htest})
       find_program(VT_NODE node)
       if(VT_NODE)
         add_test(NAME kernels_simd_wasm COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${ktest})
         add_test(NAME attention_wasm_simd COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${atest})
+        add_test(NAME hardening_wasm COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${htest})
       endif()
     endif()
   else()
