@@ -9,7 +9,9 @@
 // Sources:
 //   loadFashionMNIST(split)  Debian's dataset-fashion-mnist gzipped IDX files (60k train / 10k
 //                            test, 28x28 grey, 10 classes), validated (magic numbers, sizes).
-//   loadImageFolder(dir)     every PNG / JPEG under dir (pure-JS decoders pngjs and jpeg-js);
+//   loadImageFolder(dir)     every PNG / JPEG under dir (pure-JS decoders pngjs and jpeg-js, behind
+//                            header checks: size cap before decoding, bounded inflate, regular
+//                            files only, see decodeImage);
 //                            files in sub-folders take the sub-folder's name as their class
 //                            (torchvision ImageFolder); anything unreadable is reported by name
 //                            and skipped; no usable image at all is an error.
@@ -17,9 +19,9 @@
 //                            torchvision Resize + CenterCrop; area-average when shrinking,
 //                            bilinear when growing) and convert grey <-> colour.
 //   writeAtomic(file, bytes)  the old content or the new one, never a torn file (checkpoints).
-import { readFileSync, readdirSync, statSync, openSync, writeSync, fsyncSync, closeSync, renameSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync, openSync, writeSync, fsyncSync, closeSync, renameSync, fstatSync, readSync, unlinkSync, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
-import { gunzipSync } from 'node:zlib';
+import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -83,19 +85,128 @@ export function loadFashionMNIST(split = 'train', dir = FASHION_MNIST_DIR) {
 
 const PNG_MAGIC = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
 
-/** Decodes PNG or JPEG bytes (by their magic numbers) -> { width, height, data: RGBA bytes }. */
-export function decodeImage(bytes) {
+/** Largest image decoded by default: 40 megapixels (a 160 MB RGBA bitmap; phone photos are 12-48).
+ * Checked against the header before anything is decoded; `vitrine train --max-image-mp N` raises it. */
+export const DEFAULT_MAX_PIXELS = 40e6;
+/** Largest image file read (bytes), checked with fstat before reading. */
+export const MAX_IMAGE_FILE_BYTES = 512 * 1024 * 1024;
+
+const be32 = (b, o) => ((b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]) >>> 0;
+const be16 = (b, o) => (b[o] << 8) | b[o + 1];
+
+// PNG: bits per pixel of each (colour type -> channels) and the bit depths it allows
+const PNG_CHANNELS = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
+const PNG_DEPTHS = { 0: [1, 2, 4, 8, 16], 2: [8, 16], 3: [1, 2, 4, 8], 4: [8, 16], 6: [8, 16] };
+
+/** { format: 'png' | 'jpeg', width, height } from the first bytes of an image, without decoding
+ * it; a header that is not one of a PNG or baseline / progressive JPEG throws a DataError. */
+export function imageHeader(bytes) {
   if (bytes.length >= 8 && PNG_MAGIC.every((v, i) => bytes[i] === v)) {
-    const { PNG } = require('pngjs');
-    const png = PNG.sync.read(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-    return { width: png.width, height: png.height, data: new Uint8Array(png.data.buffer, png.data.byteOffset, png.data.length) };
+    if (bytes.length < 33 || be32(bytes, 8) !== 13 || String.fromCharCode(...bytes.subarray(12, 16)) !== 'IHDR')
+      throw new DataError('PNG without its IHDR header');
+    const width = be32(bytes, 16), height = be32(bytes, 20), depth = bytes[24], ctype = bytes[25];
+    if (!(ctype in PNG_CHANNELS) || !PNG_DEPTHS[ctype].includes(depth) || bytes[26] !== 0 || bytes[27] !== 0 || bytes[28] > 1)
+      throw new DataError(`PNG header: colour type ${ctype} / bit depth ${depth} / methods ${bytes[26]} ${bytes[27]} ${bytes[28]} are not valid PNG`);
+    return { format: 'png', width, height, depth, ctype, interlace: bytes[28] };
   }
   if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) {
-    const jpeg = require('jpeg-js');
-    const im = jpeg.decode(bytes, { useTArray: true, formatAsRGBA: true, maxMemoryUsageInMB: 1024, maxResolutionInMP: 200 });
-    return { width: im.width, height: im.height, data: im.data };
+    let o = 2;
+    while (o + 4 <= bytes.length) { // segments up to the frame header (SOFn)
+      if (bytes[o] !== 0xff) throw new DataError(`JPEG: no marker at byte ${o}`);
+      const m = bytes[o + 1];
+      if (m === 0xff) { o++; continue; } // fill byte
+      if ((m >= 0xd0 && m <= 0xd8) || m === 0x01) { o += 2; continue; } // markers without a length
+      if (m === 0xda || m === 0xd9) break; // a scan or the end before any frame header
+      const len = be16(bytes, o + 2);
+      if (len < 2) throw new DataError(`JPEG: segment 0x${m.toString(16)} of length ${len}`);
+      if (m >= 0xc0 && m <= 0xcf && m !== 0xc4 && m !== 0xc8 && m !== 0xcc) {
+        if (o + 10 > bytes.length) break;
+        return { format: 'jpeg', width: be16(bytes, o + 7), height: be16(bytes, o + 5), components: bytes[o + 9] };
+      }
+      o += 2 + len;
+    }
+    throw new DataError('JPEG without a frame header (SOF) before its image data');
   }
   throw new DataError('not a PNG or JPEG image');
+}
+
+// Bytes the PNG's image data must inflate to: per (Adam7 pass) row a filter byte + packed pixels.
+function pngInflatedSize(h) {
+  const bits = PNG_CHANNELS[h.ctype] * h.depth;
+  const rows = (w, n) => (w > 0 && n > 0 ? n * (1 + Math.ceil((w * bits) / 8)) : 0);
+  if (!h.interlace) return rows(h.width, h.height);
+  const passes = [[0, 0, 8, 8], [4, 0, 8, 8], [0, 4, 4, 8], [2, 0, 4, 4], [0, 2, 2, 4], [1, 0, 2, 2], [0, 1, 1, 2]];
+  let n = 0;
+  for (const [x0, y0, dx, dy] of passes) n += rows(Math.ceil((h.width - x0) / dx), Math.ceil((h.height - y0) / dy));
+  return n;
+}
+
+// The PNG's chunks walked with bounds checks, its IDAT inflated with a cap at the size its header
+// implies: a zlib bomb stops at that size, short data (for which pngjs 7 hands back pixels of
+// earlier images) is refused, before pngjs sees the file.
+function checkPngData(bytes, h) {
+  const idat = [];
+  let o = 8, end = false;
+  while (o + 12 <= bytes.length) {
+    const len = be32(bytes, o), type = String.fromCharCode(...bytes.subarray(o + 4, o + 8));
+    if (len > bytes.length - o - 12) throw new DataError(`PNG: chunk ${type} of ${len} bytes runs past the end of the file`);
+    if (type === 'IDAT') idat.push(bytes.subarray(o + 8, o + 8 + len));
+    o += 12 + len;
+    if (type === 'IEND') { end = true; break; }
+  }
+  if (!end) throw new DataError('PNG: truncated (no IEND chunk)');
+  if (!idat.length) throw new DataError('PNG: no image data (IDAT)');
+  const want = pngInflatedSize(h);
+  let got;
+  try { got = inflateSync(Buffer.concat(idat), { maxOutputLength: want + 1 }).length; } catch (e) {
+    if (e.code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) throw new DataError(`PNG: image data inflates past the ${want} bytes a ${h.width}x${h.height} image holds`);
+    throw new DataError(`PNG: image data is not valid zlib (${e.message})`);
+  }
+  if (got !== want) throw new DataError(`PNG: image data holds ${got} bytes, a ${h.width}x${h.height} image needs ${want}${got > want ? '' : ' (truncated)'}`);
+}
+
+/** Decodes PNG or JPEG bytes (by their magic numbers) -> { width, height, data: RGBA bytes }.
+ * The header's size is checked against maxPixels before anything is decoded. Decoders: pngjs
+ * (behind checkPngData: bounded inflate, exact data size) and jpeg-js (its own resolution and
+ * memory limits set from the header); both return zero-initialised buffers, copied here. */
+export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_PIXELS } = {}) {
+  const h = imageHeader(bytes);
+  if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
+  if (h.width * h.height > maxPixels)
+    throw new DataError(`${h.width}x${h.height} is ${(h.width * h.height / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`);
+  if (h.format === 'png') {
+    checkPngData(bytes, h);
+    const { PNG } = require('pngjs');
+    const png = PNG.sync.read(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    if (png.width !== h.width || png.height !== h.height || png.data.length !== h.width * h.height * 4)
+      throw new DataError(`PNG decoded to ${png.width}x${png.height}, its header says ${h.width}x${h.height}`);
+    return { width: png.width, height: png.height, data: Uint8Array.from(png.data) };
+  }
+  const jpeg = require('jpeg-js');
+  // jpeg-js's own accounting: coefficients (2 bytes / sample / component, MCU-padded) + output
+  const mb = Math.ceil((h.width + 16) * (h.height + 16) * (8 * Math.max(1, h.components) + 4) / 2 ** 20) + 16;
+  const im = jpeg.decode(bytes, { useTArray: true, formatAsRGBA: true, maxMemoryUsageInMB: mb, maxResolutionInMP: maxPixels / 1e6 });
+  if (im.width !== h.width || im.height !== h.height) throw new DataError(`JPEG decoded to ${im.width}x${im.height}, its header says ${h.width}x${h.height}`);
+  return { width: im.width, height: im.height, data: im.data };
+}
+
+/** The bytes of a regular file, at most maxBytes: opened without blocking (a FIFO would hang a
+ * plain read), checked with fstat, then read to its size. */
+export function readRegularFile(file, maxBytes = MAX_IMAGE_FILE_BYTES) {
+  const fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new DataError(`not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isSocket() ? 'a socket' : 'a device'})`);
+    if (st.size > maxBytes) throw new DataError(`${st.size} bytes, more than ${maxBytes}`);
+    const buf = Buffer.alloc(st.size);
+    let off = 0;
+    while (off < st.size) {
+      const n = readSync(fd, buf, off, st.size - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    return buf.subarray(0, off);
+  } finally { closeSync(fd); }
 }
 
 // Per-axis resampling weights from `src` samples to `dst` (after scaling by `scale` and skipping
@@ -152,7 +263,7 @@ export function resizeCrop(src, w, h, srcChans, size, chans) {
 
 /** Every PNG / JPEG under dir, resized / cropped to size x size with `chans` channels.
  * onWarning(message) hears about each file skipped (default: console.warn). */
-export function loadImageFolder(dir, { size, chans, onWarning = (m) => console.warn(m) } = {}) {
+export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {}) {
   let st;
   try { st = statSync(dir); } catch (e) {
     throw new DataError(`--data ${dir}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
@@ -176,8 +287,8 @@ export function loadImageFolder(dir, { size, chans, onWarning = (m) => console.w
   for (const [file, cls] of found) {
     const rel = path.relative(dir, file);
     try {
-      const bytes = readFileSync(file);
-      const im = decodeImage(bytes);
+      const bytes = readRegularFile(file);
+      const im = decodeImage(bytes, { maxPixels });
       if (!(im.width > 0 && im.height > 0)) throw new DataError(`empty image ${im.width}x${im.height}`);
       pixels.push(resizeCrop(im.data, im.width, im.height, 4, size, chans));
       keep.push([rel, cls]);
@@ -216,15 +327,22 @@ export function adapt(ds, size, chans) {
 // ---- files ---------------------------------------------------------------------------------------
 
 /** Writes bytes so that `file` is always either the old or the new content: a temporary file in
- * the same directory, fsync, rename over, fsync of the directory. */
+ * the same directory, fsync, rename over, fsync of the directory. When anything fails (a full disk:
+ * ENOSPC, EFBIG, EDQUOT) the temporary file is removed and the error is thrown with its code; `file`
+ * is then as it was (absent if it was absent). */
 export function writeAtomic(file, bytes) {
   const dir = path.dirname(file), tmp = path.join(dir, `.${path.basename(file)}.tmp-${process.pid}`);
   const fd = openSync(tmp, 'w');
   try {
-    let off = 0;
-    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
-    fsyncSync(fd);
-  } finally { closeSync(fd); }
-  renameSync(tmp, file);
+    try {
+      let off = 0;
+      while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+      fsyncSync(fd);
+    } finally { closeSync(fd); }
+    renameSync(tmp, file);
+  } catch (e) {
+    try { unlinkSync(tmp); } catch { /* already gone */ }
+    throw e;
+  }
   try { const d = openSync(dir, 'r'); try { fsyncSync(d); } finally { closeSync(d); } } catch { /* not every fs syncs directories */ }
 }
