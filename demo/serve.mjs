@@ -1,11 +1,13 @@
 // serve.mjs: one command for the browser demo. Makes what the page needs (the wasm build, via
 // CMake, when it is missing; the Fashion-MNIST sample from Debian's dataset-fashion-mnist) and
 // serves the repository's demo/, web/, build/wasm/ and build/demo-data/ on 127.0.0.1.
-//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--no-build]     (npm run demo)
+//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--allow-host NAME]... [--no-build]     (npm run demo)
+// Requests whose Host header is not a loopback name (or --host / --allow-host) get 403 (DNS
+// rebinding); symlinks are followed only within the served folders.
 // --port 0 picks a free port. Nothing is fetched from outside: the page loads only these files.
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { stat, realpath } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import { join, resolve, dirname, extname, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,26 +54,46 @@ export async function prepare({ quiet = false, build = true } = {}) {
   await prepareData({ out: join(BUILD, 'demo-data'), quiet });
 }
 
-function resolvePath(urlPath) {
+// The file for a URL path, or null: inside its mount both by name and after following symlinks
+// (a link inside a served folder must not lead out of it).
+async function resolvePath(urlPath) {
   for (const [prefix, dir] of MOUNTS) {
     if (!urlPath.startsWith(prefix)) continue;
     const file = resolve(dir, '.' + urlPath.slice(prefix.length - 1));
-    if (file !== dir && !file.startsWith(dir + sep)) return null; // no way out of the mount
-    return file;
+    if (file !== dir && !file.startsWith(dir + sep)) return null; // no way out of the mount by name
+    let real, realDir;
+    try { [real, realDir] = await Promise.all([realpath(file), realpath(dir)]); } catch { return null; }
+    if (real !== realDir && !real.startsWith(realDir + sep)) return null; // ... nor through a symlink
+    return real;
   }
   return null;
 }
 
+// DNS rebinding: a page of another site whose name is made to resolve to 127.0.0.1 would reach us
+// with its own name in Host. Only the loopback names (and the host we were told to listen on, or
+// names given in allowedHosts) are served.
+function hostAllowed(header, port, allowed) {
+  if (!header) return false;
+  const m = /^(\[[0-9a-f:.]+\]|[^:\[\]]+)(?::(\d+))?$/i.exec(header);
+  if (!m) return false;
+  if (m[2] !== undefined && Number(m[2]) !== port) return false;
+  return allowed.has(m[1].toLowerCase());
+}
+
 /** Starts the static server; resolves to { server, url } once it listens. */
-export function startServer({ port = 8080, host = '127.0.0.1', log = false } = {}) {
+export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [] } = {}) {
+  const allowed = new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts.map((h) => h.toLowerCase())]);
+  if (host !== '0.0.0.0' && host !== '::') allowed.add(host.includes(':') ? `[${host}]` : host.toLowerCase());
   const server = createServer(async (req, res) => {
     const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...headers }); res.end(text); };
+    if (!hostAllowed(req.headers.host, server.address().port, allowed))
+      return send(403, `host '${req.headers.host || ''}' is not served (DNS rebinding?): use http://127.0.0.1:${server.address().port}/ or --allow-host NAME\n`);
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
     let path;
     try { path = decodeURIComponent(new URL(req.url, 'http://x').pathname); } catch { return send(400, 'bad URL\n'); }
     if (path === '/' || path === '/demo') return send(302, 'see /demo/\n', { Location: '/demo/' });
     if (path.endsWith('/')) path += 'index.html';
-    const file = resolvePath(path);
+    const file = await resolvePath(path);
     if (!file) return send(404, `not found: ${path}\n`);
     let st;
     try { st = await stat(file); } catch { st = null; }
@@ -100,7 +122,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
   try {
     await prepare({ build: !args.includes('--no-build') });
-    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log') });
+    const allowedHosts = args.flatMap((a, i) => (a === '--allow-host' && args[i + 1] ? [args[i + 1]] : []));
+    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log'), allowedHosts });
     console.log(`vitrine demo: ${url}   (Ctrl-C stops)`);
   } catch (e) {
     console.error(`demo: ${e.message}`);

@@ -149,3 +149,45 @@ test('writeAtomic on a full disk: ENOSPC thrown, no temporary file left, the old
   assert.deepEqual(readdirSync(dir), ['checkpoint.safetensors']);
   assert.deepEqual(readFileSync(file), old);
 });
+
+test('demo server: a foreign Host header gets 403 (DNS rebinding), symlinks never lead out of its folders', async (t) => {
+  const build = tmp();
+  mkdirSync(path.join(build, 'wasm'));
+  mkdirSync(path.join(build, 'demo-data'));
+  writeFileSync(path.join(build, 'wasm', 'a.txt'), 'inside');
+  writeFileSync(path.join(build, 'demo-data', 'b.txt'), 'inside too');
+  const { symlinkSync } = await import('node:fs');
+  symlinkSync('/etc/passwd', path.join(build, 'wasm', 'passwd.txt'));
+  symlinkSync('/etc', path.join(build, 'wasm', 'etc'));
+  symlinkSync(path.join(build, 'demo-data', 'b.txt'), path.join(build, 'wasm', 'b.txt')); // another served folder: still outside this mount
+  symlinkSync('a.txt', path.join(build, 'wasm', 'alias.txt')); // inside: served
+  process.env.VITRINE_BUILD = build;
+  const { startServer } = await import('../../demo/serve.mjs');
+  const { server } = await startServer({ port: 0 });
+  t.after(() => { server.close(); rmSync(build, { recursive: true, force: true }); });
+  const port = server.address().port;
+  const { request } = await import('node:http');
+  const get = (p, host) => new Promise((res, rej) => {
+    const req = request({ host: '127.0.0.1', port, path: p, setHost: false, headers: host === null ? {} : { Host: host } }, (r) => {
+      let body = '';
+      r.on('data', (d) => { body += d; });
+      r.on('end', () => res({ status: r.statusCode, body }));
+    });
+    req.on('error', rej);
+    req.end();
+  });
+  for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, 'localhost'])
+    assert.equal((await get('/build/wasm/a.txt', h)).status, 200, h);
+  for (const h of [`evil.example:${port}`, 'evil.example', `127.0.0.1:${port + 1}`, `127.0.0.1.evil.example:${port}`]) {
+    const r = await get('/build/wasm/a.txt', h);
+    assert.equal(r.status, 403, String(h));
+    assert.match(r.body, /is not served \(DNS rebinding\?\)/);
+  }
+  assert.equal((await get('/build/wasm/a.txt', null)).status, 400); // no Host at all: node:http refuses it itself
+  assert.equal((await get('/build/wasm/alias.txt', `127.0.0.1:${port}`)).body, 'inside');
+  for (const p of ['/build/wasm/passwd.txt', '/build/wasm/etc/passwd', '/build/wasm/b.txt', '/build/wasm/%2e%2e/%2e%2e/etc/passwd']) {
+    const r = await get(p, `127.0.0.1:${port}`);
+    assert.equal(r.status, 404, p);
+    assert.doesNotMatch(r.body, /root:/);
+  }
+});
