@@ -216,6 +216,10 @@ int vt_optimizer_step(vt_model *m, float lr); /* refuses non-finite gradients, c
 int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
 /* lightly CosineWarmupScheduler's learning-rate multiplier at `step` */
 float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
+/* One AdamW update of a flat tensor p[n] (gradient g, moments m, v; t = the 1-based step), the
+ * loop vt_optimizer_step runs per parameter with its weight decay; for checking it alone. */
+void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                     float b1, float b2, float eps, float wd);
 
 /* ---- training (trainer.c) --------------------------------------------------------------------- */
 
@@ -252,34 +256,6 @@ int vt_loss_visualize(const vt_model *m, float *masked, float *recon);
 const char *vt_kind_name(vt_kind k);
 int vt_kind_from_name(const char *name, vt_kind *k);
 int vt_model_config_to_json(const vt_model_config *c, char *buf, size_t len);
-
-/* ---- parity with PyTorch dumps (parity-format.md) ---------------------------------------------- */
-
-typedef struct {
-    char name[160];     /* expect/ key without the prefix */
-    double err;         /* max|ours - expect| / max|expect| */
-    double torch32_err; /* the same for PyTorch's float32 result (-1 if absent) */
-} vt_parity_tensor;
-
-typedef struct {
-    int pass;                 /* every err <= 1e-4 */
-    char error[512];          /* non-empty when the file could not be run */
-    char module[96], fn[48];
-    int n;                    /* compared tensors */
-    vt_parity_tensor *t;      /* n entries */
-    int worst;                /* index of the worst err, -1 if none */
-    double max_torch32_err;
-    uint8_t *dump;            /* with want_dump: safetensors of what vitrine computed */
-    size_t dump_len;
-} vt_parity_result;
-
-#define VT_PARITY_TOL 1e-4
-/* Runs the call a parity file describes, with the given checkpointing policy (NULL = none), and
- * compares every expect/ tensor. Returns VT_OK when the file ran (pass or fail in r->pass), an
- * error when it could not be run (r->error says why). */
-int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
-                  vt_parity_result *r);
-void vt_parity_free(vt_parity_result *r);
 
 #ifdef __cplusplus
 }

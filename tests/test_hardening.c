@@ -4,6 +4,7 @@
  * by name; a refused state leaves the model as it was. Built natively (ctest: hardening, also under
  * ASan+UBSan) and for wasm32-wasi, where size_t and long are 32-bit (ctest: hardening_wasm). */
 #include "test_util.h"
+#include "parity.h"
 #include "safetensors.h"
 #include "vit_internal.h"
 

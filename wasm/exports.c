@@ -7,6 +7,7 @@
  * out-array the caller allocates. Nothing here keeps JS memory alive: inputs passed to
  * vtw_forward must stay allocated by the caller until the matching vtw_backward.
  * The exported names are listed once, in wasm/wasm.cmake (VT_WASM_EXPORTS). */
+#include "parity.h"
 #include "vitrine.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,80 +294,30 @@ int vtw_loss_visualize(int h, float *masked, float *recon) {
     return vt_loss_visualize(m, masked, recon);
 }
 
-/* ---- parity ----------------------------------------------------------------------------------- */
+/* ---- parity (the harness, harness/parity.h) ---------------------------------------------------- */
 
-typedef struct { char *s; size_t n, cap; } sbuf;
-static void put(sbuf *b, const char *s, size_t n) {
-    if (!b->s) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = 2 * (b->n + n + 1);
-        char *ns = realloc(b->s, cap);
-        if (!ns) { free(b->s); b->s = NULL; return; }
-        b->s = ns; b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-static void put_str(sbuf *b, const char *s) {
-    puts_(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char e[8];
-        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(b, e, 2); }
-        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); puts_(b, e); }
-        else put(b, (const char *)s, 1);
-    }
-    puts_(b, "\"");
-}
-static void put_num(sbuf *b, double v) {
-    char e[40];
-    snprintf(e, sizeof e, "%.9e", v);
-    puts_(b, e);
-}
-
-/* Runs a parity file. out[0..1] = JSON result text (malloc'd, NUL-terminated) and its length,
- * out[2..3] = dump bytes (malloc'd, 0 when none). Both are freed by the caller with free().
- * Returns VT_OK when the file ran (pass or fail inside the JSON), an error when it could not be
- * run: the JSON is written either way ({"pass": false, "error": ...}). */
-int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump, uint32_t out[4]) {
+/* Runs a parity file. out[0..1] = the harness's JSON result (malloc'd, NUL-terminated; "file"
+ * in it when file is non-empty) and its length, out[2..3] = dump bytes (malloc'd, 0 when none).
+ * Both are freed by the caller with free(). read_error non-empty: the file could not be read
+ * (bytes are ignored) and the result says so with status VT_ERR_IO. Returns VT_OK when the file
+ * ran (pass or fail inside the JSON), an error when it could not be run: the JSON is written
+ * either way ({"pass": false, "error": ...}). */
+int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump, const char *file,
+                   const char *read_error, uint32_t out[4]) {
     vt_parity_result r;
-    int rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
-    sbuf b = {malloc(256), 0, 256};
-    if (b.s) b.s[0] = 0;
-    puts_(&b, "{\"pass\": ");
-    puts_(&b, r.pass ? "true" : "false");
-    puts_(&b, ", \"status\": ");
-    char st[16];
-    snprintf(st, sizeof st, "%d", rc);
-    puts_(&b, st);
-    puts_(&b, ", \"module\": "); put_str(&b, r.module);
-    puts_(&b, ", \"fn\": "); put_str(&b, r.fn);
-    if (r.error[0]) { puts_(&b, ", \"error\": "); put_str(&b, r.error); }
-    if (r.worst >= 0) {
-        puts_(&b, ", \"worst\": "); put_str(&b, r.t[r.worst].name);
-        puts_(&b, ", \"err\": "); put_num(&b, r.t[r.worst].err);
-        puts_(&b, ", \"torch32_err\": "); put_num(&b, r.t[r.worst].torch32_err);
-    }
-    puts_(&b, ", \"max_torch32_err\": "); put_num(&b, r.max_torch32_err);
-    puts_(&b, ", \"tensors\": [");
-    for (int k = 0; k < r.n; k++) {
-        puts_(&b, k ? ", {\"name\": " : "{\"name\": ");
-        put_str(&b, r.t[k].name);
-        puts_(&b, ", \"err\": "); put_num(&b, r.t[k].err);
-        puts_(&b, ", \"torch32_err\": "); put_num(&b, r.t[k].torch32_err);
-        puts_(&b, "}");
-    }
-    puts_(&b, "]}");
-    out[0] = (uint32_t)(uintptr_t)b.s;
-    out[1] = b.s ? (uint32_t)b.n : 0;
+    int rc;
+    if (read_error && read_error[0]) vt_parity_fail(&r, rc = VT_ERR_IO, read_error);
+    else rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
+    char *text = NULL;
+    size_t n = 0;
+    int jrc = vt_parity_json(&r, file && file[0] ? file : NULL, &text, &n);
+    out[0] = (uint32_t)(uintptr_t)text;
+    out[1] = (uint32_t)n;
     out[2] = (uint32_t)(uintptr_t)r.dump;
     out[3] = (uint32_t)r.dump_len;
     r.dump = NULL; /* ownership passes to the caller */
     vt_parity_free(&r);
-    if (!b.s) return vt_fail(VT_ERR_NOMEM, "out of memory writing the parity result");
-    return rc;
+    return jrc ? jrc : rc;
 }
 
 /* kernels.c's vt_kernels_simd is internal; expose whether this build has SIMD kernels. */

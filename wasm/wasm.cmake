@@ -15,15 +15,17 @@ if(VT_WASM)
   set(VT_WASM_DIR ${CMAKE_BINARY_DIR}/wasm)
   file(MAKE_DIRECTORY ${VT_WASM_DIR})
 
-  # Same sources as the native library, plus the JS-facing ABI. The SIMD kernels join the SIMD
-  # builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS re-checks at build time).
-  set(VT_WASM_SOURCES wasm/exports.c)
+  # Same sources as the native library, plus the JS-facing ABI and the parity harness it exports.
+  # The SIMD kernels join the SIMD builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS
+  # re-checks at build time).
+  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c)
   foreach(s ${VT_SOURCES})
     list(APPEND VT_WASM_SOURCES ${s})
   endforeach()
   list(TRANSFORM VT_WASM_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/)
   file(GLOB VT_WASM_SIMD_EXTRA CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c)
-  file(GLOB VT_WASM_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/kernels/*.h)
+  file(GLOB VT_WASM_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/kernels/*.h
+       ${CMAKE_SOURCE_DIR}/harness/*.h)
   set(VT_WASM_SIMD_FLAGS -msimd128)
   if(VT_WASM_SIMD_EXTRA)
     list(APPEND VT_WASM_SIMD_FLAGS -DVT_HAVE_SIMD_KERNELS)
@@ -42,7 +44,7 @@ if(VT_WASM)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
-      -I${CMAKE_SOURCE_DIR}/src)
+      -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/harness)
   set(VT_WASM_OUTPUTS)
 
   if(VT_EMCC)

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // cli.js: the Node command line over the wasm build, with the contract of the native
-// tools/vitrine.c (same lines, same JSON, same exit status):
+// tools/cli.c (same lines, the same JSON from the parity harness, same exit status):
 //   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
 //   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
@@ -25,9 +25,6 @@ function fmtE(v, digits) {
   const ex = e.replace(/^[+-]/, '');
   return `${m}e${sign}${ex.length < 2 ? '0' + ex : ex}`;
 }
-// A JSON string as the native CLI writes it: escapes " and \ , control characters as \u00XX.
-const jstr = (s) => '"' + String(s).replace(/["\\\u0000-\u001f]/g,
-  (c) => (c === '"' || c === '\\' ? '\\' + c : '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'))) + '"';
 // strerror() wording for the usual reasons a file cannot be opened.
 const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory' };
 
@@ -57,33 +54,22 @@ async function cmdParity(args) {
   try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) mkdirSync(dump, { recursive: true });
   let failed = 0;
-  const out = [];
-  if (json) out.push('[');
+  if (json) process.stdout.write('[');
   files.forEach((file, i) => {
-    let r;
-    try {
-      r = vt.parity(readFileSync(file), { policy, dump: !!dump });
-    } catch (e) {
-      r = { pass: false, module: '', fn: '', error: e.syscall ? `cannot open ${file}: ${STRERROR[e.code] || e.message}` : e.message, tensors: [] };
-    }
+    let bytes = null, readError = null;
+    try { bytes = readFileSync(file); } catch (e) { readError = `cannot open ${file}: ${STRERROR[e.code] || e.message}`; }
+    const r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
     if (!r.pass) failed++;
     if (r.pass && dump && r.dump) {
       try { writeFileSync(`${dump}/${basename(file)}`, r.dump); } catch (e) { process.stderr.write(`${e.message}\n`); failed++; }
     }
-    const tensors = r.tensors || [];
     if (json) {
-      let line = `${i ? ',' : ''}\n {"file": ${jstr(file)}, "pass": ${r.pass ? 'true' : 'false'}, "module": ${jstr(r.module || '')}, "fn": ${jstr(r.fn || '')}`;
-      if (r.error) line += `, "error": ${jstr(r.error)}`;
-      if (r.worst != null) line += `, "worst": ${jstr(r.worst)}, "err": ${fmtE(r.err, 6)}, "torch32_err": ${fmtE(r.torch32_err, 6)}`;
-      line += ', "tensors": [' + tensors.map((t) => `{"name": ${jstr(t.name)}, "err": ${fmtE(t.err, 6)}, "torch32_err": ${fmtE(t.torch32_err, 6)}}`).join(', ') + ']}';
-      out.push(line);
+      process.stdout.write(`${i ? ',' : ''}\n ${r.json}`);
     } else if (r.error) {
-      out.push(`FAIL ${file}: ${r.error}\n`);
+      process.stdout.write(`FAIL ${file}: ${r.error}\n`);
     } else if (r.worst != null) {
-      out.push(`${r.pass ? 'PASS' : 'FAIL'} ${file}  worst ${r.worst} err ${fmtE(r.err, 3)} torch32_err ${fmtE(r.torch32_err, 3)}  (${tensors.length} tensors, max torch32_err ${fmtE(r.max_torch32_err, 3)})\n`);
+      process.stdout.write(`${r.pass ? 'PASS' : 'FAIL'} ${file}  worst ${r.worst} err ${fmtE(r.err, 3)} torch32_err ${fmtE(r.torch32_err, 3)}  (${r.tensors.length} tensors, max torch32_err ${fmtE(r.max_torch32_err, 3)})\n`);
     }
-    process.stdout.write(out.join(''));
-    out.length = 0;
   });
   process.stdout.write(json ? '\n]\n' : `${files.length - failed} passed, ${failed} failed\n`);
   return failed ? 1 : 0;
@@ -98,7 +84,6 @@ async function cmdPlan(args) {
     else if (a === '--batch' && more) batch = int(args[++i]);
     else if (a === '--tokens-kept' && more) kept = int(args[++i]);
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
-    else if (a === '--objective' && more) ++i; // accepted and ignored, as natively
     else if (a === '--wasm' && more) wasm = args[++i];
     else if (a === '--json') json = true;
     else { process.stderr.write(`vitrine plan: unknown option ${a}\n`); return 2; }

@@ -29,8 +29,12 @@ export interface Tensor {
 }
 
 export interface ParityTensor { name: string; err: number; torch32_err: number; }
+/** The parity harness's result (harness/parity.h). */
 export interface ParityResult {
+  /** The file name, when one was given. */
+  file?: string;
   pass: boolean;
+  /** 0 when the file ran (pass or fail), else the engine's status for why it could not. */
   status: number;
   module: string;
   fn: string;
@@ -40,6 +44,8 @@ export interface ParityResult {
   torch32_err?: number;
   max_torch32_err: number;
   tensors: ParityTensor[];
+  /** This result as the harness wrote it (the CLIs print it as is); null if it could not be written. */
+  json: string | null;
   /** safetensors bytes of what the engine computed (with dump: true). */
   dump?: Uint8Array;
 }
@@ -52,7 +58,8 @@ export class Vitrine {
   readonly simdKernels: boolean;
   presets(): string[];
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
-  parity(bytes: Uint8Array | ArrayBuffer, options?: { policy?: string | null; dump?: boolean }): ParityResult;
+  /** readError: the file could not be read (bytes are ignored); the result says so. */
+  parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
   /** Size of the wasm linear memory in bytes. */
   memory(): { linear: number };
 }

@@ -214,16 +214,21 @@ export class Vitrine {
     return new Model(this, h, kind);
   }
 
-  /** Runs a parity file (parity-format.md). Returns the engine's result; with dump, `dump` holds
-   * the safetensors bytes of what the engine computed. */
-  parity(bytes, { policy = null, dump = false } = {}) {
-    const p = this.copyIn(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+  /** Runs a parity file (parity-format.md) through the engine's parity harness. Returns its
+   * result; `json` holds the result as the harness wrote it (what the CLIs print), with `file` in
+   * it when given; with dump, `dump` holds the safetensors bytes of what the engine computed.
+   * readError: the file could not be read (bytes are ignored): a failed result saying so. */
+  parity(bytes, { policy = null, dump = false, file = null, readError = null } = {}) {
+    const u8 = bytes == null ? new Uint8Array(0) : bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = this.copyIn(u8);
     const out = this.alloc(16);
     try {
-      const rc = this.withStrings([policy || ''], (pol) => this._c.parity_run(p, bytes.byteLength, pol, dump ? 1 : 0, out));
+      const rc = this.withStrings([policy || '', file || '', readError || ''],
+        (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
       const [jp, jl, dp, dl] = this.u32(out, 4);
-      const text = jp ? new TextDecoder().decode(this.u8().subarray(jp, jp + jl)) : null;
-      const result = text ? JSON.parse(text) : { pass: false, status: rc, error: this.cstring(this._c.last_error()) };
+      const json = jp ? new TextDecoder().decode(this.u8().subarray(jp, jp + jl)) : null;
+      const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
+      result.json = json;
       if (dp) result.dump = this.u8().slice(dp, dp + dl);
       this.free(jp);
       this.free(dp);
