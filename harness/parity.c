@@ -91,7 +91,8 @@ static double rel_err(const float *ours, const float *ref, size_t n) {
         if (!(d <= md)) md = d; /* NaN propagates as a failure */
         if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
     }
-    if (isnan(md)) return INFINITY;
+    /* a non-finite value on either side (NaN, or Inf that makes md / mr NaN) is the worst error */
+    if (!isfinite(md) || !isfinite(mr)) return INFINITY;
     return mr > 0 ? md / mr : md;
 }
 

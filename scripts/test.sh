@@ -6,6 +6,16 @@ cd "$(dirname "$0")/.."
 cmake --build build -j "$(nproc)" >/dev/null
 status=0
 (cd build && ctest --output-on-failure -j 2) || status=1
+# the native C tests once more under ASan + UBSan, and each libFuzzer harness (tests/fuzz/) for a
+# fixed 20000 runs from seeds the tests write (clang-14 with libFuzzer: scripts/setup.sh); ~3 min
+if command -v clang-14 >/dev/null 2>&1; then
+  cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang-14 -DVT_SANITIZE=ON -DVT_WASM=OFF \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && cmake --build build-asan -j "$(nproc)" >/dev/null &&
+    (cd build-asan && ctest --output-on-failure -j 2) || status=1
+else
+  echo "scripts/test.sh: clang-14 missing: the ASan/UBSan and fuzz runs are skipped (bash scripts/setup.sh)" >&2
+  status=1
+fi
 if [ -d tests/node ]; then
   node --test tests/node/ || status=1
 fi

@@ -191,3 +191,9 @@ test('demo server: a foreign Host header gets 403 (DNS rebinding), symlinks neve
     assert.doesNotMatch(r.body, /root:/);
   }
 });
+
+test('the image fuzz loop: 20000 mutated PNG / JPEG inputs, every decode exact or refused (tests/fuzz/fuzz_images.mjs)', () => {
+  const r = spawnSync(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), '../fuzz/fuzz_images.mjs'), '--runs', '20000'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /fuzz_images: 20000 runs in .* 0 failures/);
+});

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tests/fuzz.sh [SECONDS]: every libFuzzer harness (tests/fuzz/) under ASan + UBSan, and the JS image
+# fuzz loop, for SECONDS in all (default 600), split evenly. The corpus grows in
+# build-asan/fuzz-long/<harness> across runs (seeds: build-asan/fuzz-corpus, written by fuzz_seeds).
+# Prints per harness: runs, crashes, and the edges covered per source file (libFuzzer -print_coverage).
+# Exit status: non-zero when any harness found a crash (its input: build-asan/fuzz-crash-*).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+total=${1:-600}
+harnesses="safetensors config weights checkpoint parity"
+n=6 # five C harnesses + the JS image loop
+per=$(( total / n )); [ "$per" -lt 5 ] && per=5
+B=build-asan
+cmake -S . -B $B -DCMAKE_C_COMPILER=clang-14 -DVT_SANITIZE=ON -DVT_WASM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2
+cmake --build $B -j2 >/dev/null || exit 2
+export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+$B/fuzz_seeds $B/fuzz-corpus ../shared/fixtures || exit 2
+status=0
+for h in $harnesses; do
+  mkdir -p $B/fuzz-long/$h
+  log=$B/fuzz-$h.log
+  $B/fuzz_$h -max_total_time=$per -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -print_coverage=1 \
+    -artifact_prefix=$B/fuzz-crash-$h- $B/fuzz-long/$h $B/fuzz-corpus/$h >"$log" 2>&1
+  rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  crashes=$(ls $B/fuzz-crash-$h-* 2>/dev/null | wc -l)
+  echo "== fuzz_$h: ${runs:-?} runs in ${per}s, exit $rc, crash files $crashes"
+  [ "$rc" -ne 0 ] && status=1
+  # edges covered / total per source file of the engine (src/, harness/)
+  awk '/^(COVERED|UNCOVERED)_FUNC:/ { split($5, e, "/"); f = $NF; sub(/:[0-9]+$/, "", f); sub(/.*\/(src|harness)\//, "&", f);
+         if (f ~ /\/(src|harness)\//) { sub(/.*\/(src|harness)\//, "", f); c[f] += e[1]; t[f] += e[2] } }
+       END { for (f in c) printf "   %-28s %5d / %5d edges (%3.0f%%)\n", f, c[f], t[f], t[f] ? 100 * c[f] / t[f] : 0 }' "$log" | sort
+done
+echo "== images (JS loop, web/data.js decodeImage)"
+node tests/fuzz/fuzz_images.mjs --seconds "$per" || status=1
+exit $status

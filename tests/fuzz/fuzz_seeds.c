@@ -1,0 +1,175 @@
+/* fuzz_seeds DIR [FIXTURES]: writes the seed corpus of every harness into DIR/<harness>/ (nothing
+ * of it is committed): weights and training states of the tiny models, configs of every kind,
+ * small parity files of every module made from those models (expected outputs zero: the run and
+ * the comparison are what is fuzzed), safetensors of every dtype, and the small PyTorch fixtures
+ * (AdamW, sin-cos) from FIXTURES when given. */
+#include "fuzz_common.h"
+#include "safetensors.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+static const char *dir;
+
+static void put(const char *harness, const char *name, const void *data, size_t len) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, harness);
+    mkdir(p, 0777);
+    snprintf(p, sizeof p, "%s/%s/%s", dir, harness, name);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f)) { perror(p); exit(1); }
+}
+
+static void check(int rc, const char *what) {
+    if (rc) { fprintf(stderr, "fuzz_seeds: %s: %s\n", what, vt_last_error()); exit(1); }
+}
+
+/* a parity file: the model's parameters (one frozen when asked), images, the call's inputs, zero
+ * expectations of the right shapes (out, every gradient, the image gradient) */
+static void parity_seed(const char *name, vt_kind kind, const char *module, const char *call, int idx, int mask, int frozen) {
+    vt_model *m = fz_tiny_model(kind);
+    const vt_model_config *c = vt_model_get_config(m);
+    char cfg[4096];
+    check(vt_model_config_to_json(c, cfg, sizeof cfg), "config");
+    int B = 2, C = c->enc.in_chans, S = c->enc.img_size, np = vt_param_count(m), k = 0;
+    int L = (S / c->enc.patch_size) * (S / c->enc.patch_size) + (c->enc.class_token ? 1 : 0);
+    vt_st_entry e[256];
+    char names[256][128];
+    long long shapes[256][4];
+    static float zeros[1 << 16], images[2 * 3 * 8 * 8];
+    for (int i = 0; i < 2 * 3 * 8 * 8; i++) images[i] = (float)((i * 37) % 17) / 8.0f - 1.0f;
+    for (int i = 0; i < np; i++) {
+        const int64_t *sh = vt_param_shape(m, i);
+        for (int d = 0; d < vt_param_ndim(m, i); d++) shapes[k][d] = sh[d];
+        snprintf(names[k], sizeof names[k], "%s/%s", frozen && i == 0 ? "frozen" : "param", vt_param_name(m, i));
+        e[k] = (vt_st_entry){names[k], VT_DT_F32, vt_param_ndim(m, i), shapes[k], vt_param_data(m, i)};
+        k++;
+        if (!(frozen && i == 0)) {
+            for (int d = 0; d < vt_param_ndim(m, i); d++) shapes[k][d] = sh[d];
+            snprintf(names[k], sizeof names[k], "expect/grad/%s", vt_param_name(m, i));
+            e[k] = (vt_st_entry){names[k], VT_DT_F32, vt_param_ndim(m, i), shapes[k], zeros};
+            k++;
+        }
+    }
+    long long ish[4] = {B, C, S, S};
+    e[k++] = (vt_st_entry){"input/images", VT_DT_F32, 4, ish, images};
+    e[k++] = (vt_st_entry){"expect/grad/input/images", VT_DT_F32, 4, ish, zeros};
+    static long long keep[2 * 3] = {0, 1, 3, 0, 2, 4}, msk[2 * 2] = {2, 4, 1, 3};
+    static uint8_t bmask[2 * 16];
+    for (int i = 0; i < 2 * L; i++) bmask[i] = (i % L) >= 2;
+    long long kshape[2] = {B, 3}, mshape[2] = {B, 2}, bshape[2] = {B, L};
+    if (idx & 1) e[k++] = (vt_st_entry){"input/idx_keep", VT_DT_I64, 2, kshape, keep};
+    if (idx & 2) e[k++] = (vt_st_entry){"input/idx_mask", VT_DT_I64, 2, mshape, msk};
+    if (mask) e[k++] = (vt_st_entry){"input/mask", VT_DT_BOOL, 2, bshape, bmask};
+    /* the call's output shape: run it */
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = images; in.batch = B;
+    if (idx & 1) { in.idx_keep = (const int64_t *)keep; in.n_keep = 3; }
+    if (idx & 2) { in.idx_mask = (const int64_t *)msk; in.n_mask = 2; }
+    if (mask) { in.mask = bmask; in.is_causal = 1; }
+    vt_fn fn = strstr(call, "\"loss\"") ? VT_FN_LOSS : strstr(call, "\"forward\"") ? VT_FN_FORWARD : VT_FN_ENCODE;
+    check(vt_forward(m, fn, &in, 0), name);
+    int64_t osh[4];
+    int ond;
+    vt_output(m, 0, osh, &ond);
+    long long oshape[4] = {osh[0], osh[1], osh[2], osh[3]};
+    long long dshape[4];
+    memcpy(dshape, oshape, sizeof dshape);
+    e[k++] = (vt_st_entry){fn == VT_FN_LOSS ? "expect/loss" : "expect/out", VT_DT_F32, ond, oshape, zeros};
+    if (fn != VT_FN_LOSS) e[k++] = (vt_st_entry){"input/dout/out", VT_DT_F32, ond, dshape, images};
+    const char *mk[] = {"format", "module", "config", "call"};
+    const char *mv[] = {"vitrine-parity/1", module, cfg, call};
+    uint8_t *out = NULL;
+    size_t len = 0;
+    check(vt_st_write(e, (size_t)k, mk, mv, 4, &out, &len), name);
+    put("parity", name, out, len);
+    put("safetensors", name, out, len);
+    free(out);
+    vt_model_free(m);
+}
+
+static void copy_fixture(const char *fixtures, const char *name) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", fixtures, name);
+    FILE *f = fopen(p, "rb");
+    if (!f) return; /* fixtures are optional seeds */
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    put("parity", name, buf, n);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: fuzz_seeds DIR [FIXTURES]\n"); return 2; }
+    dir = argv[1];
+    mkdir(dir, 0777);
+    /* weights of every kind, with the prefixes the weights harness tries */
+    const char *kinds[] = {"timm", "lightly", "causal", "mae", "aim"};
+    for (int k = 0; k < 5; k++) {
+        vt_model *m = fz_tiny_model((vt_kind)k);
+        uint8_t *out = NULL;
+        size_t len = 0;
+        char nm[64];
+        check(vt_save_safetensors(m, "", "", &out, &len), "weights");
+        snprintf(nm, sizeof nm, "%s.safetensors", kinds[k]);
+        put("weights", nm, out, len);
+        put("safetensors", nm, out, len);
+        vt_free(out);
+        char cfg[4096];
+        check(vt_model_config_to_json(vt_model_get_config(m), cfg, sizeof cfg), "config");
+        snprintf(nm, sizeof nm, "%s.json", kinds[k]);
+        put("config", nm, cfg, strlen(cfg));
+        if (k >= 3) { /* a training state after one step */
+            vt_train_config t;
+            vt_train_config_default(&t, (vt_kind)k);
+            t.total_steps = 10; t.warmup_steps = 2; t.seed = 5;
+            check(vt_trainer_init(m, &t), "trainer");
+            float img[2 * 3 * 8 * 8], loss;
+            for (int i = 0; i < 2 * 3 * 8 * 8; i++) img[i] = (float)((i * 13) % 11) / 5.0f - 1.0f;
+            check(vt_train_step(m, img, 2, &loss), "step");
+            check(vt_train_state_save(m, &out, &len), "state");
+            snprintf(nm, sizeof nm, "%s.state", kinds[k]);
+            put("checkpoint", nm, out, len);
+            vt_free(out);
+        }
+        vt_model_free(m);
+    }
+    const char *cfgs[] = {"{}", "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, \"depth\": 2, "
+        "\"reg_tokens\": 2, \"qk_norm\": true, \"init_values\": 1e-5, \"global_pool\": \"avg\", \"no_embed_class\": true}",
+        "{\"encoder\": {\"embed_dim\": 64, \"num_heads\": 4}, \"decoder_dim\": 32, \"norm_pix_loss\": true}",
+        "{\"drop_rate\": 0, \"fc_norm\": null, \"pos_embed\": \"none\", \"class_token\": false, \"global_pool\": \"max\"}"};
+    for (int i = 0; i < 4; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "extra%d.json", i);
+        put("config", nm, cfgs[i], strlen(cfgs[i]));
+    }
+    /* parity files of every module and call option */
+    parity_seed("timm_encode.st", VT_KIND_TIMM, "timm.VisionTransformer", "{\"fn\": \"encode\"}", 0, 0, 0);
+    parity_seed("timm_forward.st", VT_KIND_TIMM, "timm.VisionTransformer", "{\"fn\": \"forward\"}", 0, 0, 0);
+    parity_seed("lightly_keep.st", VT_KIND_LIGHTLY, "lightly.MaskedVisionTransformerTIMM", "{\"fn\": \"encode\", \"idx_keep\": true}", 1, 0, 1);
+    parity_seed("lightly_mask.st", VT_KIND_LIGHTLY, "lightly.MaskedVisionTransformerTIMM", "{\"fn\": \"encode\", \"idx_mask\": true}", 2, 0, 0);
+    parity_seed("causal_mask.st", VT_KIND_CAUSAL, "lightly.MaskedCausalVisionTransformer", "{\"fn\": \"forward_features\", \"mask\": true, \"is_causal\": true}", 0, 1, 0);
+    parity_seed("mae_loss.st", VT_KIND_MAE, "lightly.examples.MAE", "{\"fn\": \"loss\", \"idx_keep\": true, \"idx_mask\": true}", 3, 0, 0);
+    parity_seed("aim_loss.st", VT_KIND_AIM, "lightly.examples.AIM", "{\"fn\": \"loss\", \"mask\": true}", 0, 1, 0);
+    /* every dtype */
+    {
+        static const uint8_t bytes[64] = {1, 2, 3, 4, 0x80, 0x7f, 0xff, 0x3c, 0, 0x7c, 0, 0xfc, 0, 0x7e};
+        long long s1[1] = {4}, s2[2] = {2, 2}, s0[1] = {0};
+        vt_st_entry e[] = {{"f32", VT_DT_F32, 1, s1, bytes}, {"f16", VT_DT_F16, 2, s2, bytes}, {"bf16", VT_DT_BF16, 1, s1, bytes},
+                           {"f64", VT_DT_F64, 1, s1, bytes}, {"i64", VT_DT_I64, 1, s1, bytes}, {"i32", VT_DT_I32, 2, s2, bytes},
+                           {"i8", VT_DT_I8, 1, s1, bytes}, {"u8", VT_DT_U8, 1, s1, bytes}, {"b", VT_DT_BOOL, 1, s1, bytes},
+                           {"empty", VT_DT_F32, 1, s0, bytes}, {"scalar", VT_DT_F32, 0, s0, bytes}};
+        const char *mk[] = {"format", "k"}, *mv[] = {"pt", "v\"\\u00e9"};
+        uint8_t *out = NULL;
+        size_t len = 0;
+        check(vt_st_write(e, sizeof e / sizeof e[0], mk, mv, 2, &out, &len), "dtypes");
+        put("safetensors", "dtypes.st", out, len);
+        free(out);
+    }
+    if (argc > 2) {
+        copy_fixture(argv[2], "adamw_steps.safetensors");
+        copy_fixture(argv[2], "sincos_pos_embed.safetensors");
+    }
+    return 0;
+}
