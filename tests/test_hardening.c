@@ -87,6 +87,39 @@ static void test_sincos_parity(void) {
     if (WASM32) CHECK_ERR(vt_sincos_table(tab, 65536, 1024, 64), VT_ERR_NOMEM, "address", "sin-cos 2^36 floats");
 }
 
+/* item 5: a non-finite value (ours or expected) is the worst error, Infinity, written as JSON (an
+ * Inf expectation once gave inf / inf = NaN, "null" in the JSON) */
+static void test_parity_nonfinite(void) {
+    float good[8], bad[4];
+    CHECK_OK(vt_sincos_table(good, 4, 1, 1), "table");
+    CHECK_OK(vt_sincos_table(bad, 4, 1, 0), "table");
+    bad[0] = INFINITY;
+    for (int order = 0; order < 2; order++) {
+        long long sg[2] = {2, 4}, sb[2] = {1, 4};
+        vt_st_entry eg = {"expect/sincos.d4.g1.p1", VT_DT_F32, 2, sg, good}, eb = {"expect/sincos.d4.g1.p0", VT_DT_F32, 2, sb, bad};
+        vt_st_entry e[2] = {order ? eb : eg, order ? eg : eb};
+        const char *k[] = {"format", "module", "config", "call"};
+        const char *v[] = {"vitrine-parity/1", "lightly.sincos", "{}", "{\"fn\": \"sincos\"}"};
+        uint8_t *bytes = NULL;
+        size_t len = 0;
+        if (!CHECK_OK(vt_st_write(e, 2, k, v, 4, &bytes, &len), "write")) return;
+        vt_parity_result r;
+        if (CHECK_OK(vt_parity_run(bytes, len, NULL, 0, &r), "parity run") && CHECK(r.n == 2 && r.worst >= 0, "n %d worst %d", r.n, r.worst)) {
+            CHECK(!r.pass && isinf(r.t[r.worst].err) && !strcmp(r.t[r.worst].name, "sincos.d4.g1.p0"),
+                  "order %d: worst %s err %g pass %d", order, r.t[r.worst].name, r.t[r.worst].err, r.pass);
+            char *js = NULL;
+            size_t n = 0;
+            if (CHECK_OK(vt_parity_json(&r, NULL, &js, &n), "json")) {
+                CHECK(strstr(js, "\"worst\": \"sincos.d4.g1.p0\", \"err\": 1e999") && !strstr(js, "inf") && !strstr(js, "nan") &&
+                      !strstr(js, "null"), "JSON: %s", js);
+                free(js);
+            }
+        }
+        vt_parity_free(&r);
+        free(bytes);
+    }
+}
+
 /* ---- training state ---- */
 
 /* The same safetensors bytes with one metadata value replaced (value NULL: the key removed). */
@@ -223,6 +256,7 @@ int main(void) {
     test_config_sizes();
     test_ptable();
     test_sincos_parity();
+    test_parity_nonfinite();
     test_train_state();
     return tu_finish();
 }
