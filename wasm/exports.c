@@ -26,7 +26,6 @@ static vt_model *get(int h) {
 #define GET_OR_FAIL(m, h) vt_model *m = get(h); if (!m) return VT_ERR_ARG
 
 const char *vtw_last_error(void) { return vt_last_error(); }
-const char *vtw_status_name(int code) { return vt_status_name(code); }
 int vtw_kernels_simd(void);
 const char *vtw_preset_name(int i) { return vt_preset_name(i); }
 

@@ -33,7 +33,7 @@ if(VT_WASM)
 
   # The one list of exported C functions (wasm/exports.c) plus malloc/free for the JS shell.
   set(VT_WASM_EXPORTS
-    vtw_last_error vtw_status_name vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
+    vtw_last_error vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
     vtw_param_count vtw_param_name vtw_param_ndim vtw_param_dim vtw_param_numel vtw_param_data
     vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
     vtw_load_safetensors vtw_save_safetensors vtw_forward vtw_output_count vtw_output

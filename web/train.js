@@ -5,11 +5,11 @@
 //   TRAIN_PRESETS / modelSpec()   the small default ViTs and their MAE decoder / AIM head
 //   DataOrder                     seeded, resumable data order: a new permutation every epoch
 //   TrainingRun                   model + data set + order: one step at a time, resumable
-//   withMetadata / readMetadata   extra __metadata__ in safetensors bytes (the run's settings
+//   withMetadata                  extra __metadata__ in safetensors bytes (the run's settings
 //                                 travel inside the training checkpoint: one file, one rename)
 //   features / knnAccuracy        lightly-style kNN evaluation of the encoder's pooled features
 //   visualizeGrid                 originals / masked / reconstructions as one RGBA image
-import { channelStats, toRGBA } from './vitrine.js';
+import { channelStats, toRGBA, readSafetensorsHeader } from './vitrine.js';
 
 /** Small ViTs for small images. `fmnist` is the default of `vitrine train`: Fashion-MNIST 28x28
  * grey, patch 4 (7x7 = 49 patches + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE
@@ -150,18 +150,10 @@ export class TrainingRun {
 
 // ---- safetensors metadata ---------------------------------------------------------------------
 
-function stHeader(u8) {
-  if (u8.length < 8) throw new Error('safetensors: too short');
-  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
-  if (n > u8.length - 8) throw new Error('safetensors: truncated header');
-  return { n, header: JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))) };
-}
-/** __metadata__ of safetensors bytes ({} when none). */
-export function readMetadata(bytes) { return stHeader(bytes).header.__metadata__ || {}; }
 /** The same safetensors bytes with extra __metadata__ entries (string values); tensor bytes are
  * untouched (offsets are relative to the data section). */
 export function withMetadata(bytes, extra) {
-  const { n, header } = stHeader(bytes);
+  const { length: n, header } = readSafetensorsHeader(bytes);
   header.__metadata__ = { ...(header.__metadata__ || {}) };
   for (const [k, v] of Object.entries(extra)) header.__metadata__[k] = typeof v === 'string' ? v : JSON.stringify(v);
   let text = JSON.stringify(header);

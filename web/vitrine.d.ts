@@ -16,11 +16,19 @@ export interface CreateOptions {
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 export function simdSupported(): boolean;
 
+/** The names of the engine's statuses (src/status.h), VitrineError.code. */
+export type StatusCode = 'VT_ERR_ARG' | 'VT_ERR_NOMEM' | 'VT_ERR_FORMAT' | 'VT_ERR_MISMATCH' | 'VT_ERR_NUMERIC'
+  | 'VT_ERR_BUDGET' | 'VT_ERR_STATE' | 'VT_ERR_IO' | 'VT_ERR_UNKNOWN';
+/** vt_status (negative) -> its name. */
+export const STATUS_CODES: Readonly<Record<number, StatusCode>>;
+
+/** What every engine failure and every bad argument found in JS throws. */
 export class VitrineError extends Error {
-  /** The engine's negative vt_status. */
+  constructor(message: string, status: number);
+  /** The engine's negative vt_status (errors found in JS: the status the engine would give). */
   status: number;
-  /** The engine's name for the status (vt_status_name). */
-  code: string | null;
+  /** The status's name in src/status.h, e.g. 'VT_ERR_ARG' (VT_ERR_UNKNOWN for none of them). */
+  code: StatusCode;
 }
 
 export interface Tensor {
@@ -136,7 +144,7 @@ export class Model {
   /** AdamW state, seeded mask generator, step 0. Options not given take trainDefaults(). Returns the settings used. */
   trainerInit(options?: TrainOptions): Required<TrainOptions>;
   /** One step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr); returns the loss.
-   * A non-finite loss or gradient throws a VitrineError (status -5) and keeps the last good state. */
+   * A non-finite loss or gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and keeps the last good state. */
   trainStep(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): number;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
@@ -174,5 +182,8 @@ export const IMAGENET_STD: number[];
 export function channelStats(chans: number, options?: { mean?: number[]; std?: number[] }): { mean: number[]; std: number[] };
 /** Normalised NCHW image b -> RGBA bytes (undoing mean / std; grey repeated over R, G, B). */
 export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number }, b?: number, options?: { mean?: number[]; std?: number[] }): Uint8ClampedArray;
-/** The __metadata__ of safetensors bytes. */
+/** The JSON header of safetensors bytes and its length in bytes (data start at 8 + length);
+ * throws a VitrineError (VT_ERR_FORMAT) for bytes that are not safetensors. */
+export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length: number; header: Record<string, any> };
+/** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;

@@ -48,12 +48,17 @@ export function simdSupported() {
   try { return WebAssembly.validate(SIMD_PROBE); } catch { return false; }
 }
 
+/** VitrineError.code for each vt_status: its name in src/status.h (tests/node/errors.test.mjs
+ * checks the two against each other). Errors found in JS carry the status the engine would give. */
+export const STATUS_CODES = Object.freeze({ [-1]: 'VT_ERR_ARG', [-2]: 'VT_ERR_NOMEM', [-3]: 'VT_ERR_FORMAT',
+  [-4]: 'VT_ERR_MISMATCH', [-5]: 'VT_ERR_NUMERIC', [-6]: 'VT_ERR_BUDGET', [-7]: 'VT_ERR_STATE', [-8]: 'VT_ERR_IO' });
+
 export class VitrineError extends Error {
-  constructor(message, status, code) {
+  constructor(message, status) {
     super(message);
     this.name = 'VitrineError';
-    this.status = status;   // the engine's vt_status (negative)
-    this.code = code;       // the engine's name for it (vt_status_name), e.g. 'bad argument'
+    this.status = status;                                 // the engine's vt_status (negative)
+    this.code = STATUS_CODES[status] || 'VT_ERR_UNKNOWN'; // e.g. 'VT_ERR_ARG'
   }
 }
 
@@ -137,7 +142,7 @@ export class Vitrine {
   constructor(low, build) {
     this._low = low;
     this.build = build;
-    const names = ['vtw_last_error', 'vtw_status_name', 'vtw_kernels_simd', 'vtw_preset_name',
+    const names = ['vtw_last_error', 'vtw_kernels_simd', 'vtw_preset_name',
       'vtw_model_create', 'vtw_model_dims', 'vtw_model_free', 'vtw_param_count', 'vtw_param_name',
       'vtw_param_ndim', 'vtw_param_dim', 'vtw_param_numel', 'vtw_param_data', 'vtw_param_grad',
       'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
@@ -164,7 +169,7 @@ export class Vitrine {
 
   alloc(bytes) {
     const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
-    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2, 'VT_ERR_NOMEM');
+    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
     return p;
   }
   free(p) { if (p) this._c.free(p); }
@@ -193,7 +198,7 @@ export class Vitrine {
   }
   error(status) {
     const msg = this.cstring(this._c.last_error()) || 'unknown error';
-    return new VitrineError(msg, status, this.cstring(this._c.status_name(status)));
+    return new VitrineError(msg, status);
   }
   check(rc) { if (rc < 0) throw this.error(rc); return rc; }
 
@@ -206,7 +211,7 @@ export class Vitrine {
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
    * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
   createModel({ preset, config, kind = 'timm' } = {}) {
-    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1, 'VT_ERR_ARG');
+    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1);
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(KINDS[kind], p, j, bytes));
@@ -265,17 +270,17 @@ function toNCHW(images, dims, opts = {}) {
   const per = chans * img * img;
   if (images instanceof Float32Array) {
     if (images.length === 0 || images.length % per)
-      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1);
     return { data: images, batch: images.length / per };
   }
   const list = Array.isArray(images) ? images : [images];
-  if (!list.length) throw new VitrineError('images: empty list', -1, 'VT_ERR_ARG');
+  if (!list.length) throw new VitrineError('images: empty list', -1);
   const out = new Float32Array(list.length * per);
   list.forEach((im, b) => {
     if (isBitmap(im)) im = bitmapToImageData(im, img);
-    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1, 'VT_ERR_ARG');
+    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1);
     if (im.width !== img || im.height !== img)
-      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1);
     const px = img * img;
     for (let i = 0; i < px; i++) {
       const r = im.data[4 * i] / 255, g = im.data[4 * i + 1] / 255, bl = im.data[4 * i + 2] / 255;
@@ -293,7 +298,7 @@ function toNCHW(images, dims, opts = {}) {
 function toIndices(name, x, batch) {
   if (x == null) return null;
   const flat = x instanceof BigInt64Array ? x : BigInt64Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => BigInt(v)));
-  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1, 'VT_ERR_ARG');
+  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1);
   return { data: flat, k: flat.length / batch };
 }
 function toMask(x) {
@@ -317,7 +322,7 @@ export class Model {
       this.dims = { img, patch, chans, dim, depth, heads, prefix };
     } finally { vt.free(d); }
   }
-  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7, 'VT_ERR_STATE'); return this._vt._c; }
+  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
 
   dispose() {
     if (!this._h) return;
@@ -436,7 +441,7 @@ export class Model {
    * paramGrads: false. With inputGrad: true, returns { dimages: Float32Array }. */
   backward({ douts = [], inputGrad = false, paramGrads = true } = {}) {
     const vt = this._vt, c = this._c;
-    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7, 'VT_ERR_STATE');
+    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7);
     const ptrs = [];
     try {
       const dp = douts.map((d) => { if (!d) return 0; const p = vt.copyIn(d); ptrs.push(p); return p; });
@@ -453,7 +458,7 @@ export class Model {
    * intermediates | intermediates_norm | loss. */
   plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
     const vt = this._vt, c = this._c;
-    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1, 'VT_ERR_ARG');
+    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1);
     const out = vt.alloc(40);
     try {
       vt.check(c.plan(this._h, FN[fn], batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out));
@@ -532,7 +537,7 @@ export class Model {
     const vt = this._vt, c = this._c;
     const known = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'warmupSteps', 'totalSteps', 'clipNorm', 'maskRatio', 'seed'];
     for (const k of Object.keys(options)) {
-      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1, 'VT_ERR_ARG');
+      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     }
     const t = { ...this.trainDefaults() };
     for (const k of known) if (options[k] != null) t[k] = options[k];
@@ -550,13 +555,13 @@ export class Model {
   /** One training step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr) on
    * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, normalised
    * as for forward). `batch`, when given, must match. Returns the loss. A non-finite loss or
-   * gradient throws a VitrineError (code 'numeric ...') and changes nothing: the last good state
+   * gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and changes nothing: the last good state
    * is kept. The step's images stay in wasm memory until the next call, for visualize(). */
   trainStep(images, batch, opts = {}) {
     const vt = this._vt, c = this._c;
     const x = toNCHW(images, this.dims, opts);
     if (batch != null && batch !== x.batch)
-      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1);
     this._freeInputs();
     this._last = null;
     const pImg = vt.copyIn(x.data);
@@ -613,7 +618,7 @@ export class Model {
   visualize() {
     const vt = this._vt, c = this._c;
     if (!this._last || this._last.fn !== FN.loss)
-      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7, 'VT_ERR_STATE');
+      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
     const n = this._last.nImages, { chans, img } = this.dims;
     const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
     try {
@@ -627,20 +632,28 @@ export class Model {
 function seedHalves(seed) {
   let s;
   try { s = BigInt(seed); } catch { s = -1n; }
-  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1, 'VT_ERR_ARG');
+  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1);
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
 
-/** The __metadata__ of safetensors bytes (e.g. a training state: format, kind, model_config,
- * train_config, step, rng, grad_checkpointing). */
-export function readSafetensorsMeta(bytes) {
+/** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
+ * __metadata__) and its length in bytes (the data section starts at 8 + length). The one reader
+ * of the format in JS; the engine reads the tensors. */
+export function readSafetensorsHeader(bytes) {
   const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3, 'VT_ERR_FORMAT');
+  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3);
   const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
-  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3, 'VT_ERR_FORMAT');
+  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
   let h;
   try { h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))); } catch (e) {
-    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3, 'VT_ERR_FORMAT');
+    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3);
   }
-  return (h && h.__metadata__) || {};
+  if (!h || typeof h !== 'object' || Array.isArray(h)) throw new VitrineError('safetensors: the header is not a JSON object', -3);
+  return { length: n, header: h };
+}
+
+/** The __metadata__ of safetensors bytes ({} when none; e.g. a training state: format, kind,
+ * model_config, train_config, step, rng, grad_checkpointing). */
+export function readSafetensorsMeta(bytes) {
+  return readSafetensorsHeader(bytes).header.__metadata__ || {};
 }
