@@ -230,8 +230,8 @@ export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t 
 }
 
 /** Deterministic masks for showing reconstructions: MAE idx_keep / idx_mask as lightly's
- * random_token_mask lays them out (class token kept first), AIM a prefix mask (the first quarter
- * of the patches bidirectional). */
+ * random_token_mask lays them out (class token kept first; as many tokens kept as the engine's
+ * training step keeps), AIM a prefix mask (the first quarter of the patches bidirectional). */
 export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
   const { prefix, img, patch } = model.dims, N = (img / patch) ** 2, L = prefix + N;
   if (model.kind === 'aim') {
@@ -239,7 +239,7 @@ export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
     for (let b = 0; b < batch; b++) for (let j = 0; j < N; j++) mask[b * N + j] = j >= Math.floor(N / 4) ? 1 : 0;
     return { mask };
   }
-  const nKeep = Math.trunc((L - 1) * (1 - Math.fround(maskRatio))) + 1, r = rng32(seed);
+  const nKeep = model.planTrainStep({ batch, maskRatio }).tokensKept, r = rng32(seed);
   const keep = new BigInt64Array(batch * nKeep), masked = new BigInt64Array(batch * (L - nKeep));
   for (let b = 0; b < batch; b++) {
     const p = Array.from(permutation(L - 1, r())).map((i) => i + 1);

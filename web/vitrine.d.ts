@@ -59,6 +59,24 @@ export interface ParityResult {
 }
 
 export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+/** One training step's plan (vt_plan_train_step). */
+export interface TrainStepPlan extends PlanBytes {
+  /** false only for a budget:BYTES policy no layout meets (the bytes are then least's) */
+  policyMet: boolean;
+  /** per image: MAE's kept / masked tokens (the engine's rule); AIM: every token, 0 */
+  tokensKept: number;
+  tokensMasked: number;
+  /** forward flops re-computed during the backward under the policy */
+  recomputeFlops: number;
+  /** against the budget given (false without one) */
+  fits: boolean;
+  /** the least re-computation whose plan fits the budget (null: none, or no budget) */
+  fit: (PlanBytes & { policy: string; recomputeFlops: number }) | null;
+  /** the policy whose plan is smallest (null without a budget) */
+  least: (PlanBytes & { policy: string }) | null;
+  /** the largest batch up to the one asked that fits under some policy (0: none) */
+  maxBatch: number;
+}
 
 export class Vitrine {
   readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
@@ -129,6 +147,8 @@ export class Model {
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
+  /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
+  planTrainStep(options: { batch: number; maskRatio?: number | null; policy?: string | null; budget?: number }): TrainStepPlan;
   memory(): ModelMemory;
   /** Arena bytes in use after each allocation / release of the last call; backwardStart = the
    * event index where the backward began (-1 if none ran). */

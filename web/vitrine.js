@@ -13,6 +13,7 @@ const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process
 
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
 const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4 };
+const POLICY_TEXT_MAX = 48; // VT_POLICY_TEXT_MAX (src/vitrine.h): a policy name's buffer
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];
 
@@ -147,7 +148,7 @@ export class Vitrine {
       'vtw_param_ndim', 'vtw_param_dim', 'vtw_param_numel', 'vtw_param_data', 'vtw_param_grad',
       'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
-      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
+      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan', 'vtw_plan_train_step',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
       'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
       'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize', 'malloc', 'free'];
@@ -467,6 +468,30 @@ export class Model {
     } finally { vt.free(out); }
   }
 
+  /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
+   * (vt_plan_train_step): bytes by kind, the tokens an MAE step keeps / masks per image, and
+   * against `budget` (bytes for the whole plan; 0 = no search): whether it fits, the policy with
+   * the least re-computation that fits (`fit`), the policy with the smallest plan (`least`) and
+   * the largest batch that fits (`maxBatch`). maskRatio null: the trainer's (or the default);
+   * policy null: the model's. The model is not changed. */
+  planTrainStep({ batch, maskRatio = null, policy = null, budget = 0 } = {}) {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(22 * 8), names = vt.alloc(2 * POLICY_TEXT_MAX);
+    try {
+      const pol = policy == null ? this.gradCheckpointing : policy;
+      vt.check(vt.withStrings([pol], (p) => c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names)));
+      const o = Array.from(vt.f64(out, 22));
+      const bytes = (i) => ({ params: o[i], grads: o[i + 1], optimizer: o[i + 2], activations: o[i + 3], total: o[i + 4] });
+      const fitPolicy = vt.cstring(names), leastPolicy = vt.cstring(names + POLICY_TEXT_MAX);
+      return {
+        ...bytes(0), policyMet: o[5] === 1, tokensKept: o[6], tokensMasked: o[7], recomputeFlops: o[8], fits: o[9] === 1,
+        fit: fitPolicy ? { policy: fitPolicy, ...bytes(10), recomputeFlops: o[15] } : null,
+        least: leastPolicy ? { policy: leastPolicy, ...bytes(16) } : null,
+        maxBatch: o[21],
+      };
+    } finally { vt.free(out); vt.free(names); }
+  }
+
   /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size. */
   memory() {
     const vt = this._vt, c = this._c;
@@ -477,7 +502,10 @@ export class Model {
       const [arenaPlanned, peak, capacity] = vt.f64(out, 3);
       let params = 0, grads = 0;
       this.params().forEach((p, i) => { params += 4 * p.numel; if (c.param_grad(this._h, i) >>> 0) grads += 4 * p.numel; });
-      if (this._last) {
+      if (this._last && this._last.train) {
+        const { params, grads, optimizer, activations, total } = this.planTrainStep({ batch: this._last.batch });
+        planned = { params, grads, optimizer, activations, total };
+      } else if (this._last) {
         const s = this._last.sizes;
         const fnName = Object.keys(FN).find((k) => FN[k] === this._last.fn);
         planned = this.plan(fnName, { batch: s.batch, tokensKept: s.nKeep, tokensMasked: s.nMask, mask: s.mask, needGrad: s.needGrad });
@@ -547,7 +575,6 @@ export class Model {
       const [lo, hi] = seedHalves(t.seed);
       vt.check(c.trainer_init(this._h, cfg, lo, hi));
     } finally { vt.free(cfg); }
-    this._maskRatioValue = t.maskRatio;
     this._last = null;
     return t;
   }
@@ -572,14 +599,10 @@ export class Model {
       rc = c.train_step(this._h, pImg, x.batch, pLoss);
       if (rc < 0) throw vt.error(rc);
       const loss = vt.f32(pLoss, 1)[0];
-      const L = this.dims.prefix + (this.dims.img / this.dims.patch) ** 2;
-      const nKeep = this.kind === 'mae' ? Math.trunc((L - 1) * (1 - this._maskRatio())) + 1 : 0;
-      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true,
-        sizes: { batch: x.batch, nKeep, nMask: this.kind === 'mae' ? L - nKeep : 0, mask: this.kind === 'aim', needGrad: true } };
+      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true };
       return loss;
     } finally { vt.free(pLoss); }
   }
-  _maskRatio() { return Math.fround(this._maskRatioValue ?? 0.75); } // as the engine stores it (float32)
 
   /** Steps done (the AdamW step count; it comes back with loadTrainState). */
   get stepCount() { return this._c.train_step_count(this._h); }
@@ -607,7 +630,6 @@ export class Model {
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
-    try { this._maskRatioValue = JSON.parse(readSafetensorsMeta(u8).train_config).mask_ratio; } catch { /* loaded: well-formed */ }
   }
 
   /** After a loss() forward or a trainStep(): { masked, recon, shape [B, C, H, W] }, normalised
