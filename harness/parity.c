@@ -88,7 +88,8 @@ static double rel_err(const float *ours, const float *ref, size_t n) {
     double md = 0, mr = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)ours[i] - ref[i]);
-        if (!(d <= md)) md = d; /* NaN propagates as a failure */
+        if (isnan(d)) return INFINITY; /* a NaN on either side is a failure, wherever it is */
+        if (d > md) md = d;
         if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
     }
     /* a non-finite value on either side (NaN, or Inf that makes md / mr NaN) is the worst error */

@@ -26,7 +26,6 @@ static vt_model *get(int h) {
 #define GET_OR_FAIL(m, h) vt_model *m = get(h); if (!m) return VT_ERR_ARG
 
 const char *vtw_last_error(void) { return vt_last_error(); }
-const char *vtw_status_name(int code) { return vt_status_name(code); }
 int vtw_kernels_simd(void);
 const char *vtw_preset_name(int i) { return vt_preset_name(i); }
 
@@ -191,6 +190,10 @@ const char *vtw_get_grad_checkpointing(int h) {
     vt_model *m = get(h);
     return m ? vt_get_grad_checkpointing(m) : NULL;
 }
+static void plan_out(const vt_plan_bytes *p, double *out) {
+    out[0] = (double)p->params; out[1] = (double)p->grads; out[2] = (double)p->optimizer;
+    out[3] = (double)p->activations; out[4] = (double)p->total;
+}
 /* out[5] = params, grads, optimizer, activations, total (bytes). Only sizes are used: has_mask
  * says whether a mask would be given. */
 int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int need_grad, double out[5]) {
@@ -202,8 +205,30 @@ int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int
     vt_plan_bytes p;
     int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
     if (rc) return rc;
-    out[0] = (double)p.params; out[1] = (double)p.grads; out[2] = (double)p.optimizer;
-    out[3] = (double)p.activations; out[4] = (double)p.total;
+    plan_out(&p, out);
+    return VT_OK;
+}
+/* vt_plan_train_step. policy NULL = the model's; mask_ratio < 0 = the trainer's. out[22] =
+ * bytes[5] (params, grads, optimizer, activations, total), policy_met, tokens_kept,
+ * tokens_masked, recompute_flops, fits, fit_bytes[5], fit_recompute_flops, least_bytes[5],
+ * max_batch; names[2 * VT_POLICY_TEXT_MAX] = fit_policy, least_policy. */
+int vtw_plan_train_step(int h, int batch, double mask_ratio, const char *policy, double budget,
+                        double out[22], char names[2 * VT_POLICY_TEXT_MAX]) {
+    GET_OR_FAIL(m, h);
+    if (!(budget >= 0 && budget < 18446744073709551616.0))
+        return vt_fail(VT_ERR_ARG, "budget must be a byte count >= 0, got %g", budget);
+    vt_step_plan p;
+    int rc = vt_plan_train_step(m, batch, (float)mask_ratio, policy, (uint64_t)budget, &p);
+    if (rc) return rc;
+    plan_out(&p.bytes, out);
+    out[5] = p.policy_met; out[6] = p.tokens_kept; out[7] = p.tokens_masked;
+    out[8] = p.recompute_flops; out[9] = p.fits;
+    plan_out(&p.fit_bytes, out + 10);
+    out[15] = p.fit_recompute_flops;
+    plan_out(&p.least_bytes, out + 16);
+    out[21] = p.max_batch;
+    memcpy(names, p.fit_policy, VT_POLICY_TEXT_MAX);
+    memcpy(names + VT_POLICY_TEXT_MAX, p.least_policy, VT_POLICY_TEXT_MAX);
     return VT_OK;
 }
 /* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
@@ -211,8 +236,8 @@ int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int
  * live bytes; returns the count and writes where the backward began to *bwd. */
 int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     GET_OR_FAIL(m, h);
-    static size_t top[4096], live[4096];
-    if (max > 4096) max = 4096;
+    static size_t top[VT_TIMELINE_MAX], live[VT_TIMELINE_MAX];
+    if (max > VT_TIMELINE_MAX) max = VT_TIMELINE_MAX;
     int n = vt_activation_timeline(m, top, live, max, bwd);
     for (int i = 0; i < n; i++) { out[i] = (double)top[i]; out[max + i] = (double)live[i]; }
     return n;
