@@ -10,11 +10,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+/* Reads a regular file only (a FIFO or /dev/zero would hang or never end), opened without
+ * blocking and checked with fstat, at most 1 GiB (no parity file is near that). */
 static int read_file(const char *path, uint8_t **out, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return vt_fail(VT_ERR_IO, "cannot open %s: not a regular file (%s)", path,
+                       S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device");
+    }
+    if (st.st_size > (1 << 30)) { close(fd); return vt_fail(VT_ERR_IO, "cannot open %s: %lld bytes, more than 1 GiB", path, (long long)st.st_size); }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno)); }
     uint8_t *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
@@ -41,7 +54,8 @@ static int write_file(const char *path, const uint8_t *data, size_t len) {
     if (!f) return vt_fail(VT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     size_t w = fwrite(data, 1, len, f);
     int bad = fclose(f) != 0 || w != len;
-    return bad ? vt_fail(VT_ERR_IO, "error writing %s", path) : VT_OK;
+    if (bad) remove(path); /* no half file (a full disk) */
+    return bad ? vt_fail(VT_ERR_IO, "error writing %s (removed)", path) : VT_OK;
 }
 
 static const char *base_name(const char *p) {
@@ -61,7 +75,12 @@ static int cmd_parity(int argc, char **argv) {
         else files[nfiles++] = argv[i];
     }
     if (!nfiles) { fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]\n"); free(files); return 2; }
-    if (dump) mkdir(dump, 0777);
+    struct stat ds;
+    if (dump && mkdir(dump, 0777) && (errno != EEXIST || stat(dump, &ds) || !S_ISDIR(ds.st_mode))) {
+        fprintf(stderr, "vitrine parity: --dump %s: %s\n", dump, errno == EEXIST ? "not a directory" : strerror(errno));
+        free(files);
+        return 2;
+    }
     if (json) printf("[");
     for (int i = 0; i < nfiles; i++) {
         size_t len = 0;
@@ -101,13 +120,26 @@ static int cmd_parity(int argc, char **argv) {
 
 #define U(x) ((unsigned long long)(x))
 
+/* a whole number in [min, 2^31 - 1], decimal digits only (atoi took "99999999999" as 1215752191) */
+static int whole(const char *flag, const char *s, int min, int *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *s == '-' || *s == '+' || *end || errno || v < min || v > 2147483647) {
+        fprintf(stderr, "vitrine plan: %s: '%s' is not a whole number in %d..2147483647\n", flag, s, min);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
 static int cmd_plan(int argc, char **argv) {
     const char *preset = "vit_tiny_patch16_224", *policy = "none";
     int batch = 1, kept = 0, json = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) kept = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) { if (!whole(argv[i], argv[i + 1], 1, &batch)) return 2; i++; }
+        else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) { if (!whole(argv[i], argv[i + 1], 0, &kept)) return 2; i++; }
         else if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
         else { fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]); return 2; }

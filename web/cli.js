@@ -6,12 +6,12 @@
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
 // BUILD: simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
-import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
+import { mkdirSync, readdirSync, unlinkSync, statSync, rmdirSync, existsSync } from 'node:fs';
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { createVitrine, readSafetensorsMeta } from './vitrine.js';
-import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
+import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, DataError, DEFAULT_MAX_PIXELS } from './data.js';
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
@@ -26,7 +26,38 @@ function fmtE(v, digits) {
   return `${m}e${sign}${ex.length < 2 ? '0' + ex : ex}`;
 }
 // strerror() wording for the usual reasons a file cannot be opened.
-const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory' };
+const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory', ENOSPC: 'No space left on device', EFBIG: 'File too large', EDQUOT: 'Disk quota exceeded',
+  EROFS: 'Read-only file system', EEXIST: 'File exists' };
+const why = (e) => (e instanceof DataError ? e.message : STRERROR[e.code] || e.message);
+// Input files are read only when regular (a FIFO or /dev/zero would hang a plain read), and only up
+// to what their format allows.
+const MAX_INPUT_BYTES = 1 << 30;
+const readInput = (file) => readRegularFile(file, MAX_INPUT_BYTES);
+
+/** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
+ * time, each checked. Returns the directories it created (to remove them again on failure). */
+export function makeDirs(dir) {
+  const abs = path.resolve(dir), made = [];
+  let p = path.parse(abs).root;
+  for (const part of abs.slice(p.length).split(path.sep).filter(Boolean)) {
+    p = path.join(p, part);
+    let st = null;
+    try { st = statSync(p); } catch (e) { if (e.code !== 'ENOENT') throw new Error(`${dir}: ${p}: ${why(e)}`); }
+    if (st) { if (!st.isDirectory()) throw new Error(`${dir}: ${p} is not a directory`); continue; }
+    try { mkdirSync(p); } catch (e) { throw new Error(`${dir}: cannot create ${p}: ${why(e)}`); }
+    made.push(p);
+  }
+  return made;
+}
+const removeEmptyDirs = (made) => { for (const d of [...made].reverse()) try { rmdirSync(d); } catch { return; } };
+
+// Strict numbers for options: decimal only ('' is not 0, '0x10' is not 16, '1e9' is not a count).
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+function wholeNumber(flag, v, min, max) {
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new Error(`${flag}: '${v}' is not a whole number in ${min}..${max}`);
+  return Number(v);
+}
 
 // node:wasi prints an ExperimentalWarning on first use; drop only that one.
 const emitWarning = process.emitWarning;
@@ -52,16 +83,16 @@ async function cmdParity(args) {
   if (!files.length) { process.stderr.write(USAGE_PARITY + '\n'); return 2; }
   let vt;
   try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
-  if (dump) mkdirSync(dump, { recursive: true });
+  if (dump) try { makeDirs(dump); } catch (e) { process.stderr.write(`vitrine parity: --dump ${e.message}\n`); return 2; }
   let failed = 0;
   if (json) process.stdout.write('[');
   files.forEach((file, i) => {
     let bytes = null, readError = null;
-    try { bytes = readFileSync(file); } catch (e) { readError = `cannot open ${file}: ${STRERROR[e.code] || e.message}`; }
+    try { bytes = readInput(file); } catch (e) { readError = `cannot open ${file}: ${why(e)}`; }
     const r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
     if (!r.pass) failed++;
     if (r.pass && dump && r.dump) {
-      try { writeFileSync(`${dump}/${basename(file)}`, r.dump); } catch (e) { process.stderr.write(`${e.message}\n`); failed++; }
+      try { writeAtomic(path.join(dump, basename(file)), r.dump); } catch (e) { process.stderr.write(`vitrine parity: cannot write ${path.join(dump, basename(file))}: ${why(e)}\n`); failed++; }
     }
     if (json) {
       process.stdout.write(`${i ? ',' : ''}\n ${r.json}`);
@@ -77,17 +108,19 @@ async function cmdParity(args) {
 
 async function cmdPlan(args) {
   let preset = 'vit_tiny_patch16_224', policy = 'none', batch = 1, kept = 0, json = false, wasm;
-  const int = (s) => parseInt(s, 10) || 0; // atoi
-  for (let i = 0; i < args.length; i++) {
+  const int = (flag, s, min) => { try { return wholeNumber(flag, s, min, 2147483647); } catch (e) { bad = e.message; return 0; } };
+  let bad = null;
+  for (let i = 0; i < args.length && !bad; i++) {
     const a = args[i], more = i + 1 < args.length;
     if (a === '--preset' && more) preset = args[++i];
-    else if (a === '--batch' && more) batch = int(args[++i]);
-    else if (a === '--tokens-kept' && more) kept = int(args[++i]);
+    else if (a === '--batch' && more) batch = int(a, args[++i], 1);
+    else if (a === '--tokens-kept' && more) kept = int(a, args[++i], 0);
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
     else if (a === '--wasm' && more) wasm = args[++i];
     else if (a === '--json') json = true;
     else { process.stderr.write(`vitrine plan: unknown option ${a}\n`); return 2; }
   }
+  if (bad) { process.stderr.write(`vitrine plan: ${bad}\n`); return 2; }
   let vt;
   try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
   let p, model;
@@ -127,6 +160,8 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default fmnist) or a timm preset (vit_tiny_patch16_224, ...)
   --config JSON|FILE           model config instead of a preset: {"encoder": {timm kwargs}, "decoder_dim": ...}
   --data DIR                   a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST
+                               (with --resume: the folder, named again; nothing is read from a path in the checkpoint)
+  --max-image-mp N             refuse images over N megapixels, from their header, before decoding (default ${DEFAULT_MAX_PIXELS / 1e6})
   --batch B                    images per step (default ${TRAIN_DEFAULTS.batch})
   --steps N                    training steps, the length of the cosine schedule (default ${TRAIN_DEFAULTS.steps})
   --lr LR                      peak learning rate (default mae 2e-3, aim 1e-3, times batch / 64)
@@ -190,16 +225,22 @@ class Progress {
 function parseTrainArgs(args) {
   const o = { given: new Set() };
   const need = (i, a) => { if (i + 1 >= args.length) throw new Error(`${a} needs a value`); return args[i + 1]; };
-  const num = (a, v, int = true) => {
+  // whole numbers: decimal digits within what the engine counts (wasm's 32-bit int / long)
+  const MAXI = { batch: 65536, steps: 2000000000, warmup: 2000000000, saveEvery: 2000000000, stopAt: 2000000000,
+    evalBank: 10000000, evalQueries: 10000000 };
+  const MINI = { batch: 1, steps: 1, saveEvery: 1, evalBank: 1, evalQueries: 1 };
+  const num = (a, k, v) => {
+    if (k !== 'lr' && k !== 'maxImageMp') return wholeNumber(a, v, MINI[k] ?? 0, MAXI[k]);
     const x = Number(v);
-    if (!Number.isFinite(x) || (int && (!Number.isInteger(x) || x < 0))) throw new Error(`${a}: '${v}' is not a ${int ? 'whole number' : 'number'}`);
+    if (!DECIMAL.test(v) || !(x >= 0 && x <= 1000)) throw new Error(`${a}: '${v}' is not a decimal number in 0..1000`);
+    if (k === 'maxImageMp' && x === 0) throw new Error(`${a}: '${v}' megapixels admits no image`);
     return x;
   };
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
     '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm' };
-  const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--max-image-mp': 'maxImageMp' };
+  const nums = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries', 'lr', 'maxImageMp']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') o.json = true;
@@ -207,24 +248,23 @@ function parseTrainArgs(args) {
     else if (a === '--help' || a === '-h') o.help = true;
     else if (flags[a]) {
       const k = flags[a], v = need(i, a); i++;
-      o[k] = ints.has(k) ? num(a, v) : k === 'lr' ? num(a, v, false) : v;
+      o[k] = nums.has(k) ? num(a, k, v) : v;
       o.given.add(k);
     } else throw new Error(`unknown option ${a}`);
   }
-  if (o.seed != null && !/^\d+$/.test(o.seed)) throw new Error(`--seed: '${o.seed}' is not a whole number`);
+  if (o.seed != null) wholeNumber('--seed', o.seed, 0, 2 ** 53 - 3); // seed + 2 stays exact in JSON
   if (o.objective != null && !['mae', 'aim'].includes(o.objective)) throw new Error(`--objective: '${o.objective}' (use mae or aim)`);
-  if (o.batch === 0) throw new Error('--batch must be at least 1');
-  if (o.steps === 0) throw new Error('--steps must be at least 1');
+  if (o.out === '') throw new Error('--out: an empty folder name');
   return o;
 }
 
-function loadData(dataDir, dims, warn) {
+function loadData(dataDir, dims, warn, maxPixels) {
   if (!dataDir) {
     const train = adapt(loadFashionMNIST('train'), dims.img, dims.chans);
     const test = adapt(loadFashionMNIST('test'), dims.img, dims.chans);
     return { train, test, source: 'fashion-mnist' };
   }
-  const ds = loadImageFolder(dataDir, { size: dims.img, chans: dims.chans, onWarning: warn });
+  const ds = loadImageFolder(dataDir, { size: dims.img, chans: dims.chans, onWarning: warn, maxPixels });
   return { train: ds, test: null, source: path.resolve(dataDir) };
 }
 
@@ -255,22 +295,28 @@ class TrainFailure extends Error {
 // The run's settings: from the options, or from the checkpoint being resumed (then its bytes too).
 function trainSettings(o) {
   if (o.resume) {
-    const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
+    const fixed = ['objective', 'preset', 'config', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
     if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
     let resumeBytes, meta;
-    try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
+    try { resumeBytes = new Uint8Array(readInput(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${why(e)}`); }
     try { meta = readSafetensorsMeta(resumeBytes); } catch (e) { throw new TrainFailure(`${o.resume}: not a safetensors file (${e.message})`); }
     if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) throw new TrainFailure(`${o.resume}: not a checkpoint of vitrine train`);
-    const run = JSON.parse(meta.vitrine_run);
-    run.spec = { kind: meta.kind, config: JSON.parse(meta.model_config) };
+    const run = checkedRun(o.resume, meta);
+    // the data: only what the user names now (a path stored in the checkpoint is never read)
+    if (run.data === 'fashion-mnist') {
+      if (o.data != null) throw new TrainFailure(`${o.resume}: the run trained on Fashion-MNIST; leave --data out`, 2);
+    } else {
+      if (o.data == null) throw new TrainFailure(`${o.resume}: the run trained on a folder of images (${JSON.stringify(run.data)}); name it again with --data DIR`, 2);
+      run.data = path.resolve(o.data);
+    }
     run.policy = o.policy || meta.grad_checkpointing || TRAIN_DEFAULTS.policy;
     return { run, resumeBytes };
   }
   const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
   let config = null;
   if (o.config != null) {
-    try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readFileSync(o.config, 'utf8')); } catch (e) {
-      throw new TrainFailure(`--config: ${e.code ? `cannot read ${o.config}: ${STRERROR[e.code] || e.message}` : `not JSON (${e.message})`}`, 2);
+    try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readRegularFile(o.config, 1 << 20).toString('utf8')); } catch (e) {
+      throw new TrainFailure(`--config: ${e.code || e instanceof DataError ? `cannot read ${o.config}: ${why(e)}` : `not JSON (${e.message})`}`, 2);
     }
   }
   const run = {
@@ -281,6 +327,29 @@ function trainSettings(o) {
     policy: o.policy || TRAIN_DEFAULTS.policy,
   };
   return { run, resumeBytes: null };
+}
+
+// The run settings a checkpoint records (its metadata vitrine_run, kind, model_config), each checked:
+// a damaged or crafted checkpoint is one clear message, never a stack trace or a strange run.
+function checkedRun(file, meta) {
+  const bad = (what) => new TrainFailure(`${file}: damaged checkpoint metadata (${what})`);
+  let run, config;
+  try { run = JSON.parse(meta.vitrine_run); } catch (e) { throw bad(`vitrine_run is not JSON: ${e.message}`); }
+  try { config = JSON.parse(meta.model_config); } catch (e) { throw bad(`model_config is not JSON: ${e.message}`); }
+  const isInt = (v, min, max) => Number.isInteger(v) && v >= min && v <= max;
+  if (!run || typeof run !== 'object' || Array.isArray(run)) throw bad('vitrine_run is not an object');
+  if (!['mae', 'aim'].includes(run.objective) || meta.kind !== run.objective) throw bad(`objective ${JSON.stringify(run.objective)}, kind ${JSON.stringify(meta.kind)}`);
+  for (const [k, min, max] of [['batch', 1, 65536], ['steps', 1, 2000000000], ['warmup', 0, 2000000000]])
+    if (!isInt(run[k], min, max)) throw bad(`${k} ${JSON.stringify(run[k])}`);
+  if (!(typeof run.lr === 'number' && run.lr >= 0 && run.lr <= 1000)) throw bad(`lr ${JSON.stringify(run.lr)}`);
+  if (typeof run.seed !== 'string' || !/^\d{1,16}$/.test(run.seed) || Number(run.seed) > 2 ** 53 - 3) throw bad(`seed ${JSON.stringify(run.seed)}`);
+  if (typeof run.data !== 'string' || !run.data) throw bad(`data ${JSON.stringify(run.data)}`);
+  if (run.dataN != null && !isInt(run.dataN, 1, 2 ** 31)) throw bad(`dataN ${JSON.stringify(run.dataN)}`);
+  if (run.preset != null && typeof run.preset !== 'string') throw bad(`preset ${JSON.stringify(run.preset)}`);
+  if (run.lossFirst != null && typeof run.lossFirst !== 'number') throw bad(`lossFirst ${JSON.stringify(run.lossFirst)}`);
+  if (!config || typeof config !== 'object') throw bad('model_config is not an object');
+  run.spec = { kind: meta.kind, config };
+  return run;
 }
 
 // The engine and the model: initialised (seed), trainer ready (masks: seed + 1), the checkpoint
@@ -301,7 +370,7 @@ async function openModel(o, run, resumeBytes, seed) {
 // The images at the model's size; a resumed run must find as many as it trained on.
 function trainData(o, run, model, warn) {
   let data;
-  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn); } catch (e) { throw new TrainFailure(e.message); }
+  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn, (o.maxImageMp ?? DEFAULT_MAX_PIXELS / 1e6) * 1e6); } catch (e) { throw new TrainFailure(e.message); }
   if (run.dataN != null && run.dataN !== data.train.n)
     throw new TrainFailure(`${o.resume}: the run trained on ${run.dataN} images of ${run.data}, it now holds ${data.train.n}: the data order would differ`);
   run.dataN = data.train.n;
@@ -329,8 +398,8 @@ function startSideEvaluation(o, vt, run, data, seed, warn) {
 // Ctrl-C / SIGTERM stop it after the step under way. Returns how far it got and why it stopped.
 async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, statePath, say, warn }) {
   const tr = new TrainingRun({ model, dataset: data.train, batch: run.batch, steps: run.steps, dataSeed: seed + 2n });
-  let interrupted = false;
-  const onSig = () => { interrupted = true; };
+  let interrupted = null;
+  const onSig = (sig) => { interrupted = sig; };
   process.on('SIGINT', onSig);
   process.on('SIGTERM', onSig);
   const startStep = tr.step;
@@ -353,7 +422,7 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
     const eta = (stopAt - r.step) * run.batch / rate;
     bar.update(r.step, `loss ${r.loss.toFixed(4)} | ${rate.toFixed(0)} img/s | ${mem} | epoch ${tr.epoch.toFixed(2)} | eta ${fmtTime(eta)}`, r.step === stopAt);
     if (r.step % saveEvery === 0 && r.step < stopAt) {
-      try { save(); } catch (e) { warn(`cannot write ${statePath}: ${e.message} (the previous checkpoint is kept)`); }
+      try { save(r.step); } catch (e) { warn(e.message); }
     }
     if (r.step % 10 === 0) await new Promise(setImmediate); // let signals in
   }
@@ -380,12 +449,18 @@ async function knnResults(model, side, say, warn) {
 
 // What the run leaves besides its checkpoint: the encoder's weights (timm keys) and a picture of
 // reconstructions of the first images.
-function writeResults(model, run, data, paths) {
-  writeAtomic(paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
+// A write that fails stops the run (TrainFailure); reconstructions that cannot be computed (the
+// parameters of a run stopped by a NaN) are only warned about.
+function writeResults(model, run, data, paths, out, warn) {
+  out.write(paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
   const showDs = data.test || data.train, nShow = Math.min(TRAIN_DEFAULTS.show, showDs.n);
   const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
-  model.loss(showImgs, showMasks(model, nShow, 0.75));
-  writeAtomic(paths.image, encodePng(visualizeGrid(model, showImgs, model.visualize())));
+  let png;
+  try {
+    model.loss(showImgs, showMasks(model, nShow, 0.75));
+    png = encodePng(visualizeGrid(model, showImgs, model.visualize()));
+  } catch (e) { warn(`no reconstructions: ${e.message}`); return; }
+  out.write(paths.image, png);
 }
 
 // The report on stdout (and, with --json, one JSON line after it).
@@ -406,15 +481,33 @@ function report(o, { run, model, side, knn, paths, finished, step, lastLoss, sec
 
 async function cmdTrain(args) {
   let o;
-  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message}\n${TRAIN_HELP}\n`); return 2; }
+  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message} (vitrine train --help lists the options)\n`); return 2; }
   if (o.help) { process.stdout.write(TRAIN_HELP + '\n'); return 0; }
   try {
     return await train(o);
-  } catch (e) {
-    if (!(e instanceof TrainFailure)) throw e;
+  } catch (e) { // one line, never a stack trace (VITRINE_DEBUG=1 shows it)
+    if (process.env.VITRINE_DEBUG && !(e instanceof TrainFailure)) process.stderr.write(`${e.stack}\n`);
     process.stderr.write(`vitrine train: ${e.message}\n`);
-    return e.status;
+    return e instanceof TrainFailure ? e.status : 1;
   }
+}
+
+// What a run writes, and only once it has something: the output folder is made at the first write
+// (and removed again if the run ends having written nothing into it); the checkpoint is written
+// atomically, and only after this run has taken a step (a resume that fails never rewrites it).
+class Outputs {
+  constructor(outDir, paths) { this.outDir = outDir; this.paths = paths; this.made = null; this.savedStep = null; this.wrote = []; }
+  write(file, bytes) {
+    if (!this.cleaned) { removeStaleTemps(this.outDir); this.cleaned = true; }
+    try { writeAtomic(file, bytes); } catch (e) { throw new TrainFailure(`cannot write ${file}: ${why(e)}`); }
+    if (!this.wrote.includes(file)) this.wrote.push(file);
+  }
+  // the truth about the checkpoint file after a failed write
+  stateNote() {
+    if (this.savedStep != null) return `the checkpoint of step ${this.savedStep} is kept`;
+    return existsSync(this.paths.state) ? `${this.paths.state} is unchanged` : 'no checkpoint has been written';
+  }
+  cleanUp() { if (this.made && !this.wrote.length) removeEmptyDirs(this.made); }
 }
 
 async function train(o) {
@@ -425,35 +518,63 @@ async function train(o) {
   const seed = BigInt(run.seed);
   const outDir = o.out || TRAIN_DEFAULTS.out;
   const paths = { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) };
+  // --out: made now (a file, /proc/x, a read-only place are refused before training), removed
+  // again at the end if the run wrote nothing into it
+  const out = new Outputs(outDir, paths);
+  try { out.made = makeDirs(outDir); } catch (e) { throw new TrainFailure(`--out ${e.message}`, 2); }
+  try {
+    return await trainIn(o, { run, resumeBytes, seed, paths, out, t0, say, warn });
+  } finally { out.cleanUp(); }
+}
+
+async function trainIn(o, { run, resumeBytes, seed, paths, out, t0, say, warn }) {
   const statePath = paths.state;
   const { vt, model } = await openModel(o, run, resumeBytes, seed);
   const data = trainData(o, run, model, warn);
+  const per = model.dims.chans * model.dims.img * model.dims.img;
+  if (run.batch * per * 4 > 2 ** 31) throw new TrainFailure(`--batch ${run.batch}: one batch of ${model.dims.img}x${model.dims.img}x${model.dims.chans} images is ${(run.batch * per * 4 / 2 ** 30).toFixed(1)} GiB, more than wasm memory holds`);
   const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
   const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn) : null;
   try {
-    mkdirSync(outDir, { recursive: true });
-    removeStaleTemps(outDir);
-    const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
+    const save = (step) => {
+      try {
+        out.write(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
+      } catch (e) { throw new TrainFailure(`${e.message}; ${out.stateNote()}`); }
+      out.savedStep = step;
+    };
     const { tr, startStep, error, interrupted, lastLoss, trainSeconds } = await trainLoop({ vt, model, run, data, seed, stopAt,
       saveEvery: o.saveEvery ?? TRAIN_DEFAULTS.saveEvery, save, statePath, say, warn });
-    try { save(); } catch (e) { throw new TrainFailure(`cannot write ${statePath}: ${e.message}`); }
-    if (error) process.stderr.write(`vitrine train: ${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}\n`);
+    const stepped = tr.step > startStep;
+    if (!stepped) { // nothing of this run to keep: write nothing (a resumed checkpoint stays as it was)
+      if (error) throw new TrainFailure(`${error.message}\nnothing was written${resumeBytes ? ` (${o.resume} is unchanged)` : ''}`);
+      if (interrupted) { say(`vitrine train: interrupted before the first step; nothing was written`); return interrupted === 'SIGINT' ? 130 : 143; }
+    }
+    if (stepped && out.savedStep !== tr.step) save(tr.step);
+    if (error) say(`vitrine train: ${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}`);
     else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${statePath}`);
     say(`vitrine train: ${tr.step - startStep} steps in ${trainSeconds.toFixed(1)} s (${((tr.step - startStep) * run.batch / trainSeconds).toFixed(0)} img/s)`);
 
     const finished = tr.step >= run.steps;
-    writeResults(model, run, data, paths);
+    try { writeResults(model, run, data, paths, out, warn); } catch (e) {
+      throw new TrainFailure(`${e.message} (the checkpoint of step ${out.savedStep} in ${statePath} is complete)`);
+    }
+    if (error) say(`vitrine train: wrote what it could from step ${tr.step}: ${out.wrote.join(', ')}`);
     const knn = side && !interrupted && !error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
     report(o, { run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000 });
     model.dispose();
-    return error ? 1 : 0;
+    return error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0;
   } finally { if (side) side.worker.terminate(); }
 }
 
 async function main(argv) {
-  if (argv[0] === 'parity') return cmdParity(argv.slice(1));
-  if (argv[0] === 'plan') return cmdPlan(argv.slice(1));
-  if (argv[0] === 'train') return cmdTrain(argv.slice(1));
+  const cmd = { parity: cmdParity, plan: cmdPlan, train: cmdTrain }[argv[0]];
+  if (cmd) {
+    try { return await cmd(argv.slice(1)); } catch (e) { // one line, never a stack trace
+      if (process.env.VITRINE_DEBUG) process.stderr.write(`${e.stack}\n`);
+      process.stderr.write(`vitrine ${argv[0]}: ${e.message}\n`);
+      return 1;
+    }
+  }
   process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n`);
   return 2;
 }
