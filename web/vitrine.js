@@ -309,6 +309,30 @@ function toMask(x) {
 
 // ---- models ----------------------------------------------------------------------------------
 
+// A view of a model's memory that cannot outlive the model: every access checks that the model is
+// alive (after dispose() it throws a VitrineError: writing through an old view would wreck the next
+// model in the same memory) and rebuilds the view when the wasm memory has grown (which detaches
+// plain views). Reads and writes go through a Proxy: for bulk work take .slice() or .set(array).
+function liveView(model, make) {
+  let view = make();
+  const current = () => {
+    if (!model._h) throw new VitrineError('the model was disposed: its parameter views are gone', -7);
+    if (view.length === 0 && view.byteOffset === 0) view = make(); // detached by memory growth
+    return view;
+  };
+  return new Proxy(view, {
+    get(_, k) {
+      const v = current(), x = Reflect.get(v, k, v);
+      return typeof x === 'function' ? x.bind(v) : x;
+    },
+    set(_, k, x) { return Reflect.set(current(), k, x); },
+    has(_, k) { return Reflect.has(current(), k); },
+    ownKeys() { return Reflect.ownKeys(current()); },
+    getOwnPropertyDescriptor(_, k) { return Reflect.getOwnPropertyDescriptor(current(), k); },
+    defineProperty(_, k, d) { return Reflect.defineProperty(current(), k, d); },
+  });
+}
+
 export class Model {
   constructor(vt, handle, kind) {
     this._vt = vt;
@@ -349,10 +373,11 @@ export class Model {
   }
   get gradCheckpointing() { return this._vt.cstring(this._c.get_grad_checkpointing(this._h)); }
 
-  /** The parameter table. data / grad are getters that build a fresh view each time: read them
-   * right away, never keep them across another call. grad is null for a frozen parameter. */
+  /** The parameter table. data / grad are views of the model's memory (Float32Array-like): they
+   * follow memory growth and throw a VitrineError once the model is disposed, as do the entries'
+   * getters. grad is null for a frozen parameter. */
   params() {
-    const c = this._c, vt = this._vt, h = this._h;
+    const c = this._c, vt = this._vt, h = this._h, self = this;
     const n = vt.check(c.param_count(h));
     const out = [];
     for (let i = 0; i < n; i++) {
@@ -362,9 +387,12 @@ export class Model {
       const numel = c.param_numel(h, i);
       out.push({
         name: vt.cstring(c.param_name(h, i)), shape, numel,
-        get requiresGrad() { return c.param_requires_grad(h, i) === 1; },
-        get data() { return vt.f32(c.param_data(h, i), numel); },
-        get grad() { const p = c.param_grad(h, i) >>> 0; return p ? vt.f32(p, numel) : null; },
+        get requiresGrad() { return self._c.param_requires_grad(h, i) === 1; },
+        get data() { self._c; return liveView(self, () => vt.f32(c.param_data(h, i), numel)); },
+        get grad() {
+          if (!(self._c.param_grad(h, i) >>> 0)) return null;
+          return liveView(self, () => vt.f32(c.param_grad(h, i) >>> 0, numel)); // the layout moves with requires_grad
+        },
       });
     }
     return out;
@@ -397,6 +425,10 @@ export class Model {
     const idxMask = toIndices('idxMask', opts.idxMask, batch);
     const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
     const mask = toMask(opts.mask);
+    if (mask) { // [B, N]: the whole sequence, prefix tokens included; the engine reads B * N bytes
+      const N = (this.dims.img / this.dims.patch) ** 2 + this.dims.prefix;
+      if (mask.length !== batch * N) throw new VitrineError(`mask: ${mask.length} values, [batch=${batch}, ${N} tokens] needs ${batch * N}`, -1);
+    }
     this._freeInputs();
     this._last = null;
     const put = (arr) => { if (!arr) return 0; const p = vt.copyIn(arr); this._inputs.push(p); return p; };
@@ -405,6 +437,14 @@ export class Model {
     vt.check(c.forward(this._h, fn, pImg, batch, pMask, idxMask ? idxMask.k : 0, pKeep, idxKeep ? idxKeep.k : 0,
       pM, opts.isCausal === false ? 0 : 1, needGrad));
     this._last = { fn, batch, nImages: data.length, sizes: { batch, nMask: idxMask ? idxMask.k : 0, nKeep: idxKeep ? idxKeep.k : 0, mask: !!mask, needGrad: !!needGrad } };
+  }
+  _outputShape(i) {
+    const vt = this._vt, c = this._c;
+    const s = vt.alloc(24);
+    try {
+      if (!(c.output(this._h, i, s, s + 16) >>> 0)) throw vt.error(-1);
+      return Array.from(vt.i32(s, vt.i32(s + 16, 1)[0]));
+    } finally { vt.free(s); }
   }
   /** Output i of the last call, copied out: { data: Float32Array, shape }. */
   output(i = 0) {
@@ -443,6 +483,15 @@ export class Model {
   backward({ douts = [], inputGrad = false, paramGrads = true } = {}) {
     const vt = this._vt, c = this._c;
     if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7);
+    if (!Array.isArray(douts)) throw new VitrineError('backward: douts must be an array (one entry per output)', -1);
+    const nOut = this.outputCount();
+    if (douts.length > nOut) throw new VitrineError(`backward: ${douts.length} upstream gradients, the call has ${nOut} outputs`, -1);
+    douts.forEach((d, i) => { // each as long as its output: the engine reads that many floats
+      if (d == null) return;
+      const want = this._outputShape(i).reduce((a, b) => a * b, 1);
+      if (!(d instanceof Float32Array) || d.length !== want)
+        throw new VitrineError(`backward: douts[${i}] has ${d.length} values${d instanceof Float32Array ? '' : ` (${d.constructor && d.constructor.name})`}, output ${i} has ${want} (a Float32Array)`, -1);
+    });
     const ptrs = [];
     try {
       const dp = douts.map((d) => { if (!d) return 0; const p = vt.copyIn(d); ptrs.push(p); return p; });

@@ -161,8 +161,10 @@ test('demo server: a foreign Host header gets 403 (DNS rebinding), symlinks neve
   symlinkSync('/etc', path.join(build, 'wasm', 'etc'));
   symlinkSync(path.join(build, 'demo-data', 'b.txt'), path.join(build, 'wasm', 'b.txt')); // another served folder: still outside this mount
   symlinkSync('a.txt', path.join(build, 'wasm', 'alias.txt')); // inside: served
-  process.env.VITRINE_BUILD = build;
+  const saved = process.env.VITRINE_BUILD;
+  process.env.VITRINE_BUILD = build; // read once, when serve.mjs is imported
   const { startServer } = await import('../../demo/serve.mjs');
+  if (saved === undefined) delete process.env.VITRINE_BUILD; else process.env.VITRINE_BUILD = saved;
   const { server } = await startServer({ port: 0 });
   t.after(() => { server.close(); rmSync(build, { recursive: true, force: true }); });
   const port = server.address().port;
@@ -196,4 +198,50 @@ test('the image fuzz loop: 20000 mutated PNG / JPEG inputs, every decode exact o
   const r = spawnSync(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), '../fuzz/fuzz_images.mjs'), '--runs', '20000'], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /fuzz_images: 20000 runs in .* 0 failures/);
+});
+
+test('JS API: dout and mask lengths checked; views and calls after dispose() throw VitrineError', async () => {
+  const { engine } = await import('./util.mjs');
+  const { VitrineError } = await import('../../web/vitrine.js');
+  const vt = await engine('simd');
+  const config = { img_size: 8, patch_size: 4, in_chans: 1, embed_dim: 8, depth: 1, num_heads: 2 };
+  const m = vt.createModel({ kind: 'lightly', config });
+  m.initWeights(1);
+  const images = new Float32Array(2 * 64).map((_, i) => Math.sin(i));
+  const out = m.encode(images, { needGrad: true }); // [2, 5, 8]
+  m.zeroGrad();
+  const grads0 = m.params().map((p) => (p.grad ? p.grad.slice() : null));
+  const isArgError = (re) => (e) => e instanceof VitrineError && e.code === 'VT_ERR_ARG' && re.test(e.message);
+  assert.throws(() => m.backward({ douts: [new Float32Array(1)] }), isArgError(/douts\[0\] has 1 values, output 0 has 80/));
+  assert.throws(() => m.backward({ douts: [new Float32Array(81)] }), isArgError(/has 81 values, output 0 has 80/));
+  assert.throws(() => m.backward({ douts: [new Float64Array(80)] }), isArgError(/Float64Array/));
+  m.params().forEach((p, i) => { if (p.grad) assert.deepEqual(Array.from(p.grad), Array.from(grads0[i]), `${p.name} changed by a refused backward`); });
+  m.backward({ douts: [new Float32Array(out.data.length).fill(1)] }); // the right length works
+  // mask: [B, N] over the whole sequence (4 patches + the class token)
+  const c = vt.createModel({ kind: 'causal', config: { ...config, class_token: false, global_pool: 'avg' } });
+  assert.throws(() => c.encode(images, { mask: [1, 0, 1] }), isArgError(/mask: 3 values, \[batch=2, 4 tokens\] needs 8/));
+  c.encode(images, { mask: new Array(8).fill(1) });
+  c.dispose();
+  // after dispose: old views, entries and calls throw; the next model in that memory is untouched
+  const ps = m.params(), view = ps[1].data, grad = ps[1].grad;
+  view[0] = 0.5;
+  assert.equal(view[0], 0.5);
+  m.dispose();
+  const disposed = (e) => e instanceof VitrineError && e.code === 'VT_ERR_STATE' && /disposed/.test(e.message);
+  assert.throws(() => { view[0] = 123; }, disposed);
+  assert.throws(() => view[0], disposed);
+  assert.throws(() => view.fill(7), disposed);
+  assert.throws(() => grad.set([1, 2]), disposed);
+  assert.throws(() => ps[1].data, disposed);
+  assert.throws(() => ps[1].requiresGrad, disposed);
+  assert.throws(() => m.params(), disposed);
+  assert.throws(() => m.encode(images), disposed);
+  assert.throws(() => m.backward({}), disposed);
+  assert.throws(() => m.saveSafetensors(), disposed);
+  const next = vt.createModel({ kind: 'lightly', config });
+  next.initWeights(1);
+  const fresh = next.params().map((p) => p.data.slice());
+  assert.throws(() => view.fill(9), disposed);
+  next.params().forEach((p, i) => assert.deepEqual(Array.from(p.data), Array.from(fresh[i]), p.name));
+  next.dispose();
 });
