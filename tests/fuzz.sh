@@ -27,9 +27,10 @@ for h in $harnesses; do
   echo "== fuzz_$h: ${runs:-?} runs in ${per}s, exit $rc, crash files $crashes"
   [ "$rc" -ne 0 ] && status=1
   # edges covered / total per source file of the engine (src/, harness/)
-  awk '/^(COVERED|UNCOVERED)_FUNC:/ { split($5, e, "/"); f = $NF; sub(/:[0-9]+$/, "", f); sub(/.*\/(src|harness)\//, "&", f);
-         if (f ~ /\/(src|harness)\//) { sub(/.*\/(src|harness)\//, "", f); c[f] += e[1]; t[f] += e[2] } }
-       END { for (f in c) printf "   %-28s %5d / %5d edges (%3.0f%%)\n", f, c[f], t[f], t[f] ? 100 * c[f] / t[f] : 0 }' "$log" | sort
+  awk '/^(COVERED|UNCOVERED)_FUNC:/ { split($5, e, "/"); f = $NF; sub(/:[0-9]+$/, "", f);
+         n = split(f, p, "/"); if (p[n-1] != "src" && p[n-1] != "harness" && p[n-1] != "kernels") next;
+         k = p[n-1] "/" p[n]; c[k] += e[1]; t[k] += e[2] }
+       END { for (k in c) if (c[k]) printf "   %-26s %5d / %5d edges (%3.0f%%)\n", k, c[k], t[k], 100 * c[k] / t[k] }' "$log" | sort
 done
 echo "== images (JS loop, web/data.js decodeImage)"
 node tests/fuzz/fuzz_images.mjs --seconds "$per" || status=1
