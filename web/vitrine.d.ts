@@ -9,14 +9,27 @@ export type Policy = string | boolean;
 export interface CreateOptions {
   /** Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
   wasm?: WasmBuild;
-  /** Where vitrine-*.mjs / *.wasm live. Default: $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm (Node), else ../build/wasm/ next to vitrine.js. */
+  /** Where to fetch the build's .wasm from, e.g. (file) => '/static/' + file. `file` is the file's
+   * name ('vitrine-simd.wasm'), `url` where it is by default (beside this module, or where a bundler
+   * put it). A string is resolved against the page (in a browser) or the working directory (Node). */
+  locateFile?: (file: string, url: URL) => string | URL | Promise<string | URL>;
+  /** A directory with both the glue (vitrine-*.mjs) and the .wasm of a build made elsewhere; its glue
+   * is imported at run time (not followed by bundlers). Node also reads $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm.
+   * Default: the files of the package, build/wasm/ beside web/vitrine.js. */
   wasmDir?: string | URL;
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
+/** The builds createVitrine can load and the files of each (in build/wasm/ of the package). */
+export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
+  readonly runtime: 'emscripten' | 'wasi';
+  readonly simd: boolean;
+  readonly files: readonly string[];
+}>>;
 export function simdSupported(): boolean;
 
 export class VitrineError extends Error {
+  constructor(message: string, status: number, code?: string | null);
   /** The engine's negative vt_status. */
   status: number;
   /** The engine's name for the status (vt_status_name). */
