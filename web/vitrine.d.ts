@@ -70,9 +70,13 @@ export class Vitrine {
   memory(): { linear: number };
 }
 
+/** An ImageData, or anything of its shape: RGBA bytes, width x height. (Types by shape, here and
+ * below, so that they compile without TypeScript's DOM lib, e.g. in a Node project.) */
+export interface ImageDataLike { readonly width: number; readonly height: number; readonly data: Uint8ClampedArray | Uint8Array; }
+/** An ImageBitmap (browser only: resized through an OffscreenCanvas). */
+export interface ImageBitmapLike { readonly width: number; readonly height: number; close(): void; }
 /** ImageData / ImageBitmap (one or an array; normalised with mean/std) or Float32Array NCHW. */
-export type Images = Float32Array | ImageData | ImageBitmap | Array<ImageData | ImageBitmap>
-  | { width: number; height: number; data: Uint8ClampedArray | Uint8Array };
+export type Images = Float32Array | ImageDataLike | ImageBitmapLike | Array<ImageDataLike | ImageBitmapLike>;
 /** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
 export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
 
