@@ -60,8 +60,8 @@ export class VitrineError extends Error {
 // ---- loading -------------------------------------------------------------------------------
 
 // The wasm builds this shell can load: the one list. createVitrine() picks from it, the package
-// ships exactly its files (scripts/prepack.mjs checks build/wasm/ against it; package.json "files"
-// takes build/wasm/vitrine-*) and tests/package checks the tarball. To add a build: one entry here.
+// ships exactly its files (scripts/prepack.mjs checks build/wasm/vitrine-* against it; package.json
+// "files" takes build/wasm/vitrine-*) and tests/package checks the tarball. A new build: one entry here.
 // Each browser build's .wasm is named by a literal new URL('...', import.meta.url), the pattern
 // bundlers (Vite, webpack, Parcel) recognise: they copy the file and rewrite the URL. Its
 // Emscripten glue (a small ES module factory) is imported statically, so that a bundler follows it
@@ -70,7 +70,8 @@ export class VitrineError extends Error {
 import createSimdModule from '../build/wasm/vitrine-simd.mjs';
 import createScalarModule from '../build/wasm/vitrine-scalar.mjs';
 
-// wasm / glue: the file names (also what locateFile is given); url: where the .wasm is by default.
+// wasm / glue: the file names (wasm is what locateFile is given); url: where the .wasm is by
+// default; extra: any other file of the build that must ship (none yet).
 const WASM_BASE = '../build/wasm/';
 const BUILDS = {
   simd: { runtime: 'emscripten', simd: true, wasm: 'vitrine-simd.wasm', glue: 'vitrine-simd.mjs', factory: createSimdModule,
@@ -83,7 +84,7 @@ const BUILDS = {
 
 /** The builds createVitrine can load: name -> { runtime, simd, files } (files: in build/wasm/ beside web/). */
 export const WASM_BUILDS = Object.freeze(Object.fromEntries(Object.entries(BUILDS).map(([name, b]) => [name,
-  Object.freeze({ runtime: b.runtime, simd: b.simd, files: Object.freeze(b.glue ? [b.glue, b.wasm] : [b.wasm]) })])));
+  Object.freeze({ runtime: b.runtime, simd: b.simd, files: Object.freeze([b.glue, b.wasm, ...(b.extra || [])].filter(Boolean)) })])));
 
 // Node's built-in modules, imported only when running in Node. Not a literal specifier, so that a
 // bundler neither stubs it nor splits a chunk for it in a browser build.

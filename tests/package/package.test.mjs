@@ -4,6 +4,7 @@
 // tarball installed by `npm install <tarball>` (its dependencies, pngjs and jpeg-js, from the npm
 // cache, else the registry) and none of the repository's VITRINE_* variables:
 //   contents  the shell, its .d.ts, the CLI and every file of WASM_BUILDS; no C, tests, benchmarks, fixtures
+//   prepack   its check of build/wasm/ (a missing build file, a stray vitrine-* file) on a made-up directory
 //   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors
 //   cli       npx vitrine plan / parity <fixture> from the installed package, as the repository's CLI
 //   bundler   app/ bundled by Vite (vite build), served on 127.0.0.1, in Debian's Chromium: trains in a
@@ -81,6 +82,17 @@ test('contents: the shell, its types, the CLI and every wasm build; nothing else
     return `${f.path.padEnd(36)} ${kB(f.size).padStart(9)}  (gzip ${kB(gz)})`;
   });
   console.log(`${packed.filename}: ${kB(packed.size)} packed, ${kB(packed.unpackedSize)} unpacked, ${packed.files.length} files\n${lines.join('\n')}`);
+});
+
+test('prepack: refuses a build/wasm/ that lacks a file of WASM_BUILDS or holds a vitrine-* it does not list', async () => {
+  const { wasmDirProblems } = await import('../../scripts/prepack.mjs');
+  const d = tempDir('wasmdir');
+  const files = Object.values(WASM_BUILDS).flatMap((b) => b.files);
+  for (const f of [...files, 'test_kernels_simd.wasm']) writeFileSync(join(d, f), ''); // test_*: neither shipped nor checked
+  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [], stray: [] });
+  rmSync(join(d, files[1]));
+  writeFileSync(join(d, 'vitrine-old.wasm'), '');
+  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [files[1]], stray: ['vitrine-old.wasm'] });
 });
 
 test('node: import vitrine, train with checkpointing, save and reload safetensors', () => {
