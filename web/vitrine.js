@@ -61,7 +61,8 @@ export class VitrineError extends Error {
 
 // The wasm builds this shell can load: the one list. createVitrine() picks from it, the package
 // ships exactly its files (scripts/prepack.mjs checks build/wasm/vitrine-* against it; package.json
-// "files" takes build/wasm/vitrine-*) and tests/package checks the tarball. A new build: one entry here.
+// "files" takes build/wasm/vitrine-*) and tests/package checks the tarball. A new build: one entry
+// here, and its name in vitrine.d.ts's WasmBuild (tests/package checks that the two agree).
 // Each browser build's .wasm is named by a literal new URL('...', import.meta.url), the pattern
 // bundlers (Vite, webpack, Parcel) recognise: they copy the file and rewrite the URL. Its
 // Emscripten glue (a small ES module factory) is imported statically, so that a bundler follows it

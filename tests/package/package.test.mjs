@@ -241,6 +241,9 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
 test('types: tsc --noEmit on a typed example against the shipped vitrine.d.ts', () => {
   const d = installed('types');
   copyApp(d, ['example.ts', 'example-browser.ts']);
+  // the .d.ts names exactly the builds of WASM_BUILDS (a missing key or an excess one is an error)
+  writeFileSync(join(d, 'builds.ts'), "import type { WASM_BUILDS } from 'vitrine';\n" +
+    `export const names: Record<keyof typeof WASM_BUILDS, true> = ${JSON.stringify(Object.fromEntries(Object.keys(WASM_BUILDS).map((k) => [k, true])))};\n`);
   const tsc = join(REPO, 'node_modules/typescript/bin/tsc');
   const common = { strict: true, noEmit: true, target: 'es2022', skipLibCheck: false };
   const browser = { ...common, lib: ['es2022', 'dom'], types: [] };
@@ -249,7 +252,7 @@ test('types: tsc --noEmit on a typed example against the shipped vitrine.d.ts', 
   const configs = {
     'tsconfig.browser-nodenext.json': [{ ...browser, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'example-browser.ts']],
     'tsconfig.browser-bundler.json': [{ ...browser, module: 'esnext', moduleResolution: 'bundler' }, ['example.ts', 'example-browser.ts']],
-    'tsconfig.node.json': [{ ...node, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts']],
+    'tsconfig.node.json': [{ ...node, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'builds.ts']],
   };
   for (const [name, [compilerOptions, files]] of Object.entries(configs)) {
     writeFileSync(join(d, name), JSON.stringify({ compilerOptions, files }, null, 2));
