@@ -125,8 +125,7 @@ static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_
     if (f & F_H) x->h = vt_arena_alloc(a, M * F);
     if (f & F_HG) x->hg = vt_arena_alloc(a, M * F);
     if (f & F_FO) x->fo = vt_arena_alloc(a, M * D);
-    return a->overflow ? vt_fail(VT_ERR_STATE, "activation arena overflow (planned %zu floats): "
-                                 "a planning bug", a->cap) : VT_OK;
+    return a->overflow ? vt_arena_overflow(a) : VT_OK;
 }
 
 /* Copies into dst the fields of src selected by f (pointers only). */
@@ -390,7 +389,7 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
     float *ascr = c->has_attn ? vt_arena_alloc(ar, attn_scratch_floats(c, T)) : NULL;
     float *pp[2] = {NULL, NULL};
     if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the forward: a planning bug");
+    if (ar->overflow) return vt_arena_overflow(ar);
     /* 3. run */
     const float *x = r->xs[0];
     for (int i = 0; i < c->depth; i++) {
@@ -433,7 +432,7 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
         else fields_alloc(ar, c, B, T, slot_fields, &slot[j]);
         slot_x[j] = j > 0 ? vt_arena_alloc(ar, MD) : NULL;
     }
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the backward: a planning bug");
+    if (ar->overflow) return vt_arena_overflow(ar);
 
     /* first block of the segment whose internals sit in the slots: with a handover, the last
      * block's, left there by the forward */

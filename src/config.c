@@ -197,8 +197,8 @@ int vt_config_validate(const vt_model_config *mc) {
         return vt_fail(VT_ERR_ARG, "config: global_pool 'token' needs class_token (timm asserts this)");
     if (c->reg_tokens < 0 || c->reg_tokens > 64) return vt_fail(VT_ERR_ARG, "config: reg_tokens %d out of range", c->reg_tokens);
     int G = c->img_size / c->patch_size;
-    if ((long)G * G + c->class_token + c->reg_tokens > 4096)
-        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed 4096", G * G + c->class_token + c->reg_tokens);
+    if ((long)G * G + c->class_token + c->reg_tokens > VT_MAX_TOKENS)
+        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed %d", G * G + c->class_token + c->reg_tokens, VT_MAX_TOKENS);
     if (mc->kind == VT_KIND_TIMM && c->mask_token)
         return vt_fail(VT_ERR_ARG, "config: mask_token belongs to lightly's wrapper (kind lightly), not to timm's ViT");
     if (mc->kind == VT_KIND_MAE) {

@@ -145,13 +145,17 @@ int vt_init_weights(vt_model *m, uint64_t seed) {
 
 /* ---- lightly's random masks --------------------------------------------------------------- */
 
+int vt_mask_keep_count(int L, float mask_ratio, int mask_class_token) {
+    int n_keep = (int)((float)(L - (mask_class_token ? 0 : 1)) * (1.0f - mask_ratio));
+    if (!mask_class_token) n_keep = n_keep + 1 > 1 ? n_keep + 1 : 1;
+    return n_keep > L ? L : n_keep;
+}
+
 int vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
                          int64_t *idx_keep, int64_t *idx_mask, int *n_keep_out) {
     if (B < 1 || L < 1 || L > 65536 || !(mask_ratio >= 0 && mask_ratio < 1))
         return vt_fail(VT_ERR_ARG, "random_token_mask: batch >= 1, 1 <= L <= 65536, 0 <= mask_ratio < 1");
-    int n_keep = (int)((float)(L - (mask_class_token ? 0 : 1)) * (1.0f - mask_ratio));
-    if (!mask_class_token) n_keep = n_keep + 1 > 1 ? n_keep + 1 : 1;
-    if (n_keep > L) n_keep = L;
+    int n_keep = vt_mask_keep_count(L, mask_ratio, mask_class_token);
     *n_keep_out = n_keep;
     /* scratch on the heap: this runs before a step, and wasm stacks are small */
     float *noise = malloc((size_t)L * sizeof *noise);

@@ -37,7 +37,7 @@ void vt_ptable_free(vt_ptable *t);
 /* A stack (bump) allocator over one buffer. Sizes are rounded to VT_ALIGN_FLOATS so that every
  * buffer is 64-byte aligned. mark/reset give scoped scratch; the peak is what the plan predicts. */
 #define VT_ALIGN_FLOATS 16
-#define VT_TIMELINE_MAX 4096
+#define VT_ARENA_SPARE_BYTES 128 /* beyond the plan: the 64-byte alignment and the raw pointer */
 typedef struct {
     float *base;
     size_t cap;  /* floats */
@@ -75,6 +75,32 @@ static inline void vt_arena_reset(vt_arena *a, size_t mark) {
     vt_arena_event(a);
 }
 int vt_arena_reserve(vt_arena *a, size_t nfloats); /* (re)allocate to at least nfloats */
+/* A call ran past its plan: a bug in the plan (never the caller's fault), reported, not a crash. */
+vt_status vt_arena_overflow(const vt_arena *a);
+
+/* A call's arena use as a step table (llm.c's size tables, with time): its allocations in the
+ * order the code makes them, KEEP = held until the call's scope ends, PEAK = on top for a while
+ * and then released (a callee's scratch, a scoped buffer); count repeats a row (per block). The
+ * code allocates its own rows' n (st[ROW].n) and the plan is the table's peak, so the two come
+ * from one description. Rows a call does not use have n = 0. */
+typedef enum { VT_STEP_KEEP, VT_STEP_PEAK } vt_step_op;
+typedef struct {
+    vt_step_op op;
+    uint64_t n;     /* floats per allocation (rounded by the arena) */
+    uint64_t count; /* allocations of n */
+} vt_step;
+static inline vt_step vt_keep(uint64_t n) { return (vt_step){VT_STEP_KEEP, n, 1}; }
+static inline vt_step vt_peak(uint64_t n) { return (vt_step){VT_STEP_PEAK, n, 1}; }
+/* the floats the arena holds at its peak when a call runs the table */
+static inline uint64_t vt_steps_peak(const vt_step *s, int n) {
+    uint64_t top = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t sz = s[i].count * vt_round(s[i].n);
+        if (s[i].op == VT_STEP_KEEP) top += sz;
+        if (top + (s[i].op == VT_STEP_PEAK ? sz : 0) > peak) peak = top + (s[i].op == VT_STEP_PEAK ? sz : 0);
+    }
+    return peak;
+}
 void vt_arena_begin(vt_arena *a);                 /* top = 0, peak = 0 */
 void vt_arena_free(vt_arena *a);
 
@@ -104,12 +130,15 @@ typedef struct {
     vt_policy_kind kind;
     int every;         /* K for every:K */
     uint64_t budget;   /* bytes for budget: */
-    char text[48];
+    char text[VT_POLICY_TEXT_MAX];
 } vt_policy;
 
 /* The concrete layout of one chain for one call: a segment length (blocks re-computed together
- * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layout. */
+ * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layouts
+ * (plan.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
+ * head. */
 #define VT_MAX_DEPTH 64
+#define VT_CHAINS 2
 typedef struct {
     int seg;                        /* segment length for checkpointed blocks (>= 1) */
     unsigned char store[VT_MAX_DEPTH];
@@ -218,8 +247,6 @@ int vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int dept
                    int F, int has_attn, int qkv_bias, int mlp_bias, int qk_norm,
                    int layerscale, float eps, int trainable);
 void vt_chain_free(vt_chain *c);
-int vt_resolve_layout(const struct vt_model *m, const vt_chain *c, int B, int T,
-                      int force_all_inputs, int need_grad, vt_chain_layout *lay);
 /* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
 int vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
                        const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask,

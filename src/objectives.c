@@ -9,7 +9,8 @@
  *    Linear, residual MLP blocks with LayerNorm eps 1e-5, LayerNorm, bias-free Linear);
  *    target = per-patch normalised patchify(images); loss = MSE over every patch.
  * The target depends on the images, so d images includes the path through the target.
- * Allocation order here is mirrored by vt_loss_plan at the bottom. */
+ * What each call allocates, and in which order, is its step table (loss_steps): the code
+ * allocates its rows and vt_loss_plan is the table's peak. */
 #include "vit_internal.h"
 #include "kernels/kernels.h"
 #include <math.h>
@@ -141,62 +142,100 @@ static float mse(const float *p, const float *t, size_t n) {
     return (float)(s / (double)n);
 }
 
-/* ---- input checks ---------------------------------------------------------------------------------- */
+/* ---- step tables (model.h): what the loss calls allocate, in order -------------------------------- */
 
-int vt_loss_check_inputs(const vt_model *m, const vt_inputs *in, int values) {
-    if (!in) return vt_fail(VT_ERR_ARG, "inputs are NULL");
-    if (m->cfg.kind == VT_KIND_MAE) {
-        if (!in->idx_keep || !in->idx_mask)
-            return vt_fail(VT_ERR_ARG, "the MAE loss needs idx_keep and idx_mask (random_token_mask)");
-        if (in->mask) return vt_fail(VT_ERR_ARG, "the MAE loss takes no bool mask");
-        /* the encoder sees idx_keep only (lightly's MAE never passes idx_mask to the encoder) */
-        vt_inputs e = *in;
-        e.idx_mask = NULL;
-        e.n_mask = 0;
-        int rc = vt_check_encoder_inputs(m, &e, 0, values);
-        if (rc) return rc;
-        if (in->n_mask < 1 || in->n_mask > m->enc.T_full)
-            return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row (1..%d)", in->n_mask, m->enc.T_full);
-        if (values) {
-            int L = m->enc.T_full, P = m->enc.P;
-            for (int b = 0; b < in->batch; b++)
-                for (int j = 0; j < in->n_mask; j++) {
-                    int64_t v = in->idx_mask[(size_t)b * in->n_mask + j];
-                    if (v < P || v >= L)
-                        return vt_fail(VT_ERR_ARG, "idx_mask[%d][%d] = %lld: MAE masks patches only, indices %d..%d",
-                                       b, j, (long long)v, P, L - 1);
-                    if (row_has(in->idx_mask + (size_t)b * in->n_mask, j, (int)v))
-                        return vt_fail(VT_ERR_ARG, "idx_mask[%d] repeats index %lld", b, (long long)v);
-                }
-        }
-        return VT_OK;
+/* MAE: the encoder on the kept tokens, the decoder input, the decoder, its norm, the gathered
+ * rows, prediction, target; backward: d pred, d target (-> images), d gathered rows, d decoder,
+ * d embedded tokens, d features, then the encoder's backward. */
+enum {
+    MAE_ENC = 0, MAE_SEQ = VT_ENC_FWD_ROWS, MAE_EMB, MAE_DEC_KEPT, MAE_DEC_FWD, MAE_DEC_LN, MAE_DEC_STATS,
+    MAE_SEL, MAE_PRED, MAE_TGT, MAE_TRS,
+    MAE_DPRED, MAE_DT, MAE_DSEL, MAE_DRES, MAE_DEC_BWD, MAE_DEMB, MAE_DFEAT,
+    MAE_ENC_BWD, MAE_ROWS = MAE_ENC_BWD + VT_ENC_BWD_ROWS
+};
+/* AIM: the encoder, features + pos_embed, the head's input, the head, its norm, prediction,
+ * target; backward: d pred, d target (-> images), d norm out, d head, d features + pos_embed,
+ * then the encoder's backward. */
+enum {
+    AIM_ENC = 0, AIM_F2 = VT_ENC_FWD_ROWS, AIM_H0, AIM_HEAD_KEPT, AIM_HEAD_FWD, AIM_LN, AIM_LN_STATS,
+    AIM_PRED, AIM_TGT, AIM_TRS,
+    AIM_DPRED, AIM_DT, AIM_DLN, AIM_DRES, AIM_HEAD_BWD, AIM_DF2,
+    AIM_ENC_BWD, AIM_ROWS = AIM_ENC_BWD + VT_ENC_BWD_ROWS
+};
+#define LOSS_ROWS ((int)MAE_ROWS > (int)AIM_ROWS ? (int)MAE_ROWS : (int)AIM_ROWS)
+
+/* The encoder sees idx_keep only (lightly's MAE never passes idx_mask to the encoder). */
+static vt_inputs encoder_inputs(const vt_inputs *in) {
+    vt_inputs e = *in;
+    e.idx_mask = NULL;
+    e.n_mask = 0;
+    return e;
+}
+
+/* The table of the model's loss call; lays: the encoder's and the decoder's / head's. Returns
+ * the number of rows. The backward rows count d images through the target (DT). */
+static int loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays,
+                      vt_step *st) {
+    const vt_model_config *c = &m->cfg;
+    uint64_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), L = m->enc.T_full, N = m->enc.N;
+    uint64_t kd, fd, bd, g = need_grad ? 1 : 0;
+    if (c->kind == VT_KIND_MAE) {
+        uint64_t K = in->n_keep, Km = in->n_mask, Dd = c->decoder_dim;
+        vt_inputs e = encoder_inputs(in);
+        vt_encoder_steps(m, &e, (int)K, need_grad, 0, &lays[0], st + MAE_ENC, st + MAE_ENC_BWD);
+        vt_chain_plan(&m->dec, &lays[1], (int)B, (int)L, need_grad, 0, &kd, &fd, &bd);
+        st[MAE_SEQ] = vt_keep(B * L * Dd);
+        st[MAE_EMB] = vt_peak(B * K * Dd);
+        st[MAE_DEC_KEPT] = vt_keep(kd);
+        st[MAE_DEC_FWD] = vt_peak(fd);
+        st[MAE_DEC_LN] = vt_keep(B * L * Dd);
+        st[MAE_DEC_STATS] = vt_keep(B * L);
+        st[MAE_DEC_STATS].count = 2;
+        st[MAE_SEL] = vt_keep(B * Km * Dd);
+        st[MAE_PRED] = vt_keep(B * Km * O);
+        st[MAE_TGT] = vt_keep(B * Km * O);
+        st[MAE_TRS] = vt_keep(c->norm_pix_loss ? B * Km : 0);
+        st[MAE_DPRED] = vt_keep(g * B * Km * O);
+        st[MAE_DT] = vt_peak(g * B * Km * O);
+        st[MAE_DSEL] = vt_keep(g * B * Km * Dd);
+        st[MAE_DRES] = vt_keep(g * B * L * Dd);
+        st[MAE_DEC_BWD] = vt_peak(g * bd);
+        st[MAE_DEMB] = vt_keep(g * B * K * Dd);
+        st[MAE_DFEAT] = vt_keep(g * B * K * D);
+        return MAE_ROWS;
     }
-    if (in->idx_keep || in->idx_mask) return vt_fail(VT_ERR_ARG, "the AIM loss takes a prefix mask, not idx_keep/idx_mask");
-    return vt_check_encoder_inputs(m, in, 1, values);
+    uint64_t Hh = c->head_hidden_dim;
+    vt_encoder_steps(m, in, (int)N, need_grad, 0, &lays[0], st + AIM_ENC, st + AIM_ENC_BWD);
+    vt_chain_plan(&m->head, &lays[1], (int)B, (int)N, need_grad, 0, &kd, &fd, &bd);
+    st[AIM_F2] = vt_keep(B * N * D);
+    st[AIM_H0] = vt_keep(B * N * Hh);
+    st[AIM_HEAD_KEPT] = vt_keep(kd);
+    st[AIM_HEAD_FWD] = vt_peak(fd);
+    st[AIM_LN] = vt_keep(B * N * Hh);
+    st[AIM_LN_STATS] = vt_keep(B * N);
+    st[AIM_LN_STATS].count = 2;
+    st[AIM_PRED] = vt_keep(B * N * O);
+    st[AIM_TGT] = vt_keep(B * N * O);
+    st[AIM_TRS] = vt_keep(B * N);
+    st[AIM_DPRED] = vt_keep(g * B * N * O);
+    st[AIM_DT] = vt_peak(g * B * N * O);
+    st[AIM_DLN] = vt_keep(g * B * N * Hh);
+    st[AIM_DRES] = vt_keep(g * B * N * Hh);
+    st[AIM_HEAD_BWD] = vt_peak(g * bd);
+    st[AIM_DF2] = vt_keep(g * B * N * D);
+    return AIM_ROWS;
 }
 
-/* ---- shared encoder part ------------------------------------------------------------------------------ */
-
-static uint64_t ln_out(uint64_t M, uint64_t D) { return vt_round(M * D) + 2 * vt_round(M); }
-
-/* d features -> encoder parameters and images */
-static int encoder_back(vt_model *m, const float *dfeat, float *dimages, int pg, int causal) {
-    vt_chain_run *r = &m->enc_run;
-    vt_arena *ar = &m->arena;
-    size_t M = (size_t)r->B * r->T;
-    int D = r->c->D;
-    float *dres = vt_arena_zalloc(ar, M * D);
-    if (!dres) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-    if (m->enc.norm_w >= 0)
-        vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, pg), vt_G(m, m->enc.norm_b, pg), dfeat,
-                              r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->fin_m, m->fin_r, (int)M, D);
-    else
-        memcpy(dres, dfeat, M * D * sizeof(float));
-    int rc = vt_chain_backward(m, r, dres, pg, NULL, NULL);
-    if (!rc) rc = vt_encoder_backward_pre(m, &m->in, causal, dres, dimages, pg);
-    return rc;
+/* the table of the last loss forward, for its backward */
+static void last_steps(const vt_model *m, vt_step *st) {
+    vt_chain_layout lays[VT_CHAINS] = {m->enc_run.lay, m->cfg.kind == VT_KIND_MAE ? m->dec_run.lay : m->head_run.lay};
+    loss_steps(m, &m->in, 1, lays, st);
 }
 
+uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    vt_step st[LOSS_ROWS];
+    return vt_steps_peak(st, loss_steps(m, in, need_grad, lays, st));
+}
 
 #define S (m->ls) /* per-model state between the loss forward and backward */
 
@@ -207,19 +246,19 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     const vt_model_config *c = &m->cfg;
     int B = in->batch, D = c->enc.embed_dim, K = in->n_keep, Km = in->n_mask, L = m->enc.T_full;
     int Dd = c->decoder_dim, O = patch_dim(m);
-    vt_inputs enc_in = *in;
-    enc_in.idx_mask = NULL;
-    enc_in.n_mask = 0;
-    float *x0 = vt_arena_alloc(ar, (size_t)B * K * D);
-    if (!x0) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    vt_inputs enc_in = encoder_inputs(in);
+    vt_step st[LOSS_ROWS];
+    loss_steps(m, in, need_grad, lays, st);
+    float *x0 = vt_arena_alloc(ar, st[MAE_ENC + VT_ENC_X0].n);
+    if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, &enc_in, 0, x0);
     if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &S.feat);
     if (rc) return rc;
     /* decoder input: zeros, embedded tokens at idx_keep, mask token at idx_mask, + pos_embed */
-    float *seq = vt_arena_zalloc(ar, (size_t)B * L * Dd);
+    float *seq = vt_arena_zalloc(ar, st[MAE_SEQ].n);
     size_t mark = vt_arena_mark(ar);
-    float *emb = vt_arena_alloc(ar, (size_t)B * K * Dd);
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    float *emb = vt_arena_alloc(ar, st[MAE_EMB].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
     vt_matmul_forward(emb, S.feat, vt_P(m, m->de_w), vt_P(m, m->de_b), B * K, D, Dd);
     for (int b = 0; b < B; b++)
         for (int k = 0; k < K; k++)
@@ -235,14 +274,14 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_chain_run *r = &m->dec_run;
     rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->dec_xs, m->dec_acts, seq, need_grad, 0);
     if (rc) return rc;
-    S.dec_ln = vt_arena_alloc(ar, (size_t)B * L * Dd);
-    S.dec_m = vt_arena_alloc(ar, (size_t)B * L);
-    S.dec_r = vt_arena_alloc(ar, (size_t)B * L);
-    S.sel = vt_arena_alloc(ar, (size_t)B * Km * Dd);
-    S.pred = vt_arena_alloc(ar, (size_t)B * Km * O);
-    S.tgt = vt_arena_alloc(ar, (size_t)B * Km * O);
-    S.trs = c->norm_pix_loss ? vt_arena_alloc(ar, (size_t)B * Km) : NULL;
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    S.dec_ln = vt_arena_alloc(ar, st[MAE_DEC_LN].n);
+    S.dec_m = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
+    S.dec_r = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
+    S.sel = vt_arena_alloc(ar, st[MAE_SEL].n);
+    S.pred = vt_arena_alloc(ar, st[MAE_PRED].n);
+    S.tgt = vt_arena_alloc(ar, st[MAE_TGT].n);
+    S.trs = st[MAE_TRS].n ? vt_arena_alloc(ar, st[MAE_TRS].n) : NULL;
+    if (ar->overflow) return vt_arena_overflow(ar);
     vt_layernorm_forward(S.dec_ln, S.dec_m, S.dec_r, r->xs[m->dec.depth], vt_P(m, m->dn_w), vt_P(m, m->dn_b), B * L, Dd, 1e-6f);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Km; j++)
@@ -255,7 +294,7 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
 
 /* d pred = 2 (pred - target) / n * dloss; the target's gradient (- d pred) reaches the images */
 static int loss_back_targets(vt_model *m, const vt_inputs *in, const int64_t *pidx, int K, int offset,
-                             float dloss, float *dpred, float *dimages) {
+                             float dloss, float *dpred, float *dimages, const vt_step *dt_row) {
     vt_arena *ar = &m->arena;
     const vt_vit_config *c = &m->cfg.enc;
     int B = in->batch, O = patch_dim(m), G = c->img_size / c->patch_size;
@@ -264,8 +303,8 @@ static int loss_back_targets(vt_model *m, const vt_inputs *in, const int64_t *pi
     for (size_t i = 0; i < n; i++) dpred[i] = g * (S.pred[i] - S.tgt[i]);
     if (!dimages) return VT_OK;
     size_t mark = vt_arena_mark(ar);
-    float *dt = vt_arena_alloc(ar, n);
-    if (!dt) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    float *dt = vt_arena_alloc(ar, dt_row->n);
+    if (!dt) return vt_arena_overflow(ar);
     size_t img = (size_t)c->in_chans * c->img_size * c->img_size;
     int norm_pix = m->cfg.kind == VT_KIND_AIM || m->cfg.norm_pix_loss;
     for (int b = 0; b < B; b++)
@@ -285,13 +324,15 @@ static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
     const vt_inputs *in = &m->in;
     int B = in->batch, D = m->cfg.enc.embed_dim, K = in->n_keep, Km = in->n_mask, L = m->enc.T_full;
     int Dd = m->cfg.decoder_dim, O = patch_dim(m);
-    float *dpred = vt_arena_alloc(ar, (size_t)B * Km * O);
-    if (!dpred) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-    int rc = loss_back_targets(m, in, in->idx_mask, Km, m->enc.P, dloss, dpred, dimages);
+    vt_step st[LOSS_ROWS];
+    last_steps(m, st);
+    float *dpred = vt_arena_alloc(ar, st[MAE_DPRED].n);
+    if (!dpred) return vt_arena_overflow(ar);
+    int rc = loss_back_targets(m, in, in->idx_mask, Km, m->enc.P, dloss, dpred, dimages, &st[MAE_DT]);
     if (rc) return rc;
-    float *dsel = vt_arena_zalloc(ar, (size_t)B * Km * Dd);
-    float *dres = vt_arena_zalloc(ar, (size_t)B * L * Dd);
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    float *dsel = vt_arena_zalloc(ar, st[MAE_DSEL].n);
+    float *dres = vt_arena_zalloc(ar, st[MAE_DRES].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
     vt_matmul_backward(dsel, vt_G(m, m->pred_w, pg), vt_G(m, m->pred_b, pg), dpred, S.sel, vt_P(m, m->pred_w), B * Km, Dd, O);
     /* gather at idx_mask after the decoder norm: norm backward on the gathered rows only */
     const vt_chain_run *r = &m->dec_run;
@@ -309,21 +350,21 @@ static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
     if (dpos)
         for (int b = 0; b < B; b++)
             for (size_t e = 0; e < (size_t)L * Dd; e++) dpos[e] += dres[(size_t)b * L * Dd + e];
-    float *demb = vt_arena_zalloc(ar, (size_t)B * K * Dd);
-    float *dfeat = vt_arena_zalloc(ar, (size_t)B * K * D);
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    float *demb = vt_arena_zalloc(ar, st[MAE_DEMB].n);
+    float *dfeat = vt_arena_zalloc(ar, st[MAE_DFEAT].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
     for (int b = 0; b < B; b++) {
         const int64_t *mrow = in->idx_mask + (size_t)b * Km;
         for (int j = 0; j < Km && dmt; j++)
             for (int d = 0; d < Dd; d++) dmt[d] += dres[((size_t)b * L + mrow[j]) * Dd + d];
         for (int k = 0; k < K; k++) {
             int64_t l = in->idx_keep[(size_t)b * K + k];
-            if (row_has(mrow, Km, (int)l)) continue; /* replaced by the mask token */
+            if (vt_row_has(mrow, Km, l)) continue; /* replaced by the mask token */
             memcpy(demb + ((size_t)b * K + k) * Dd, dres + ((size_t)b * L + l) * Dd, (size_t)Dd * sizeof(float));
         }
     }
     vt_matmul_backward(dfeat, vt_G(m, m->de_w, pg), vt_G(m, m->de_b, pg), demb, S.feat, vt_P(m, m->de_w), B * K, D, Dd);
-    return encoder_back(m, dfeat, dimages, pg, 0);
+    return vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
 }
 
 /* ---- AIM ------------------------------------------------------------------------------------------------ */
@@ -332,15 +373,17 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_arena *ar = &m->arena;
     const vt_model_config *c = &m->cfg;
     int B = in->batch, D = c->enc.embed_dim, N = m->enc.N, Hh = c->head_hidden_dim, O = patch_dim(m);
-    float *x0 = vt_arena_alloc(ar, (size_t)B * N * D);
-    if (!x0) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    vt_step st[LOSS_ROWS];
+    loss_steps(m, in, need_grad, lays, st);
+    float *x0 = vt_arena_alloc(ar, st[AIM_ENC + VT_ENC_X0].n);
+    if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, 1, x0);
     if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &S.feat);
     if (rc) return rc;
     /* vit._pos_embed(features): the same pos_embed added a second time */
-    S.f2 = vt_arena_alloc(ar, (size_t)B * N * D);
-    float *h0 = vt_arena_alloc(ar, (size_t)B * N * Hh);
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    S.f2 = vt_arena_alloc(ar, st[AIM_F2].n);
+    float *h0 = vt_arena_alloc(ar, st[AIM_H0].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
     const float *pos = vt_P(m, m->enc.pos);
     for (int b = 0; b < B; b++)
         for (size_t e = 0; e < (size_t)N * D; e++)
@@ -349,13 +392,13 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_chain_run *r = &m->head_run;
     rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->head_xs, m->head_acts, h0, need_grad, 0);
     if (rc) return rc;
-    S.dec_ln = vt_arena_alloc(ar, (size_t)B * N * Hh);
-    S.dec_m = vt_arena_alloc(ar, (size_t)B * N);
-    S.dec_r = vt_arena_alloc(ar, (size_t)B * N);
-    S.pred = vt_arena_alloc(ar, (size_t)B * N * O);
-    S.tgt = vt_arena_alloc(ar, (size_t)B * N * O);
-    S.trs = vt_arena_alloc(ar, (size_t)B * N);
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    S.dec_ln = vt_arena_alloc(ar, st[AIM_LN].n);
+    S.dec_m = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
+    S.dec_r = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
+    S.pred = vt_arena_alloc(ar, st[AIM_PRED].n);
+    S.tgt = vt_arena_alloc(ar, st[AIM_TGT].n);
+    S.trs = vt_arena_alloc(ar, st[AIM_TRS].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
     vt_layernorm_forward(S.dec_ln, S.dec_m, S.dec_r, r->xs[m->head.depth], vt_P(m, m->hn_w), vt_P(m, m->hn_b), B * N, Hh, LN_EPS_HEAD);
     vt_matmul_forward(S.pred, S.dec_ln, vt_P(m, m->h_out_w), NULL, B * N, Hh, O);
     make_targets(m, in, NULL, N, 0, 1, S.tgt, S.trs);
@@ -367,26 +410,28 @@ static int aim_backward(vt_model *m, float dloss, float *dimages, int pg) {
     vt_arena *ar = &m->arena;
     const vt_inputs *in = &m->in;
     int B = in->batch, D = m->cfg.enc.embed_dim, N = m->enc.N, Hh = m->cfg.head_hidden_dim, O = patch_dim(m);
-    float *dpred = vt_arena_alloc(ar, (size_t)B * N * O);
-    if (!dpred) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-    int rc = loss_back_targets(m, in, NULL, N, 0, dloss, dpred, dimages);
+    vt_step st[LOSS_ROWS];
+    last_steps(m, st);
+    float *dpred = vt_arena_alloc(ar, st[AIM_DPRED].n);
+    if (!dpred) return vt_arena_overflow(ar);
+    int rc = loss_back_targets(m, in, NULL, N, 0, dloss, dpred, dimages, &st[AIM_DT]);
     if (rc) return rc;
-    float *dln = vt_arena_zalloc(ar, (size_t)B * N * Hh);
-    float *dres = vt_arena_zalloc(ar, (size_t)B * N * Hh);
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    float *dln = vt_arena_zalloc(ar, st[AIM_DLN].n);
+    float *dres = vt_arena_zalloc(ar, st[AIM_DRES].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
     vt_matmul_backward(dln, vt_G(m, m->h_out_w, pg), NULL, dpred, S.dec_ln, vt_P(m, m->h_out_w), B * N, Hh, O);
     vt_layernorm_backward(dres, vt_G(m, m->hn_w, pg), vt_G(m, m->hn_b, pg), dln, m->head_run.xs[m->head.depth],
                           vt_P(m, m->hn_w), S.dec_m, S.dec_r, B * N, Hh);
     rc = vt_chain_backward(m, &m->head_run, dres, pg, NULL, NULL);
     if (rc) return rc;
-    float *df2 = vt_arena_zalloc(ar, (size_t)B * N * D);
-    if (!df2) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+    float *df2 = vt_arena_zalloc(ar, st[AIM_DF2].n);
+    if (!df2) return vt_arena_overflow(ar);
     vt_matmul_backward(df2, vt_G(m, m->h_in_w, pg), NULL, dres, S.f2, vt_P(m, m->h_in_w), B * N, D, Hh);
     float *dpos = vt_G(m, m->enc.pos, pg);
     if (dpos)
         for (int b = 0; b < B; b++)
             for (size_t e = 0; e < (size_t)N * D; e++) dpos[e] += df2[(size_t)b * N * D + e];
-    return encoder_back(m, df2, dimages, pg, 1);
+    return vt_encoder_backward(m, df2, NULL, NULL, dimages, pg);
 }
 
 /* ---- dispatch and plan ---------------------------------------------------------------------------------- */
@@ -407,69 +452,6 @@ int vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg) {
     int rc = m->cfg.kind == VT_KIND_MAE ? mae_backward(m, dloss, dimages, pg) : aim_backward(m, dloss, dimages, pg);
     vt_arena_reset(&m->arena, mark);
     return rc;
-}
-
-static uint64_t mx(uint64_t a, uint64_t b) { return a > b ? a : b; }
-
-int vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays,
-                 uint64_t *floats) {
-    const vt_model_config *c = &m->cfg;
-    uint64_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), L = m->enc.T_full, N = m->enc.N;
-    int mae = c->kind == VT_KIND_MAE;
-    uint64_t T = mae ? (uint64_t)in->n_keep : N;
-    vt_inputs enc_in = *in;
-    enc_in.idx_mask = NULL;
-    enc_in.n_mask = 0;
-    uint64_t pre_f, pre_b, ke, fe, be, kd, fd, bd;
-    vt_encoder_plan_pre(m, mae ? &enc_in : in, &pre_f, &pre_b);
-    vt_chain_plan(&m->enc.chain, &lays[0], (int)B, (int)T, need_grad, 0, &ke, &fe, &be);
-    uint64_t post_e = m->enc.norm_w >= 0 ? ln_out(B * T, D) : 0;
-    uint64_t peak, top;
-    if (mae) {
-        uint64_t Km = in->n_mask, Dd = c->decoder_dim;
-        vt_chain_plan(&m->dec, &lays[1], (int)B, (int)L, need_grad, 0, &kd, &fd, &bd);
-        uint64_t a0 = vt_round(B * T * D);
-        peak = a0 + pre_f;
-        uint64_t a1 = a0 + ke;
-        peak = mx(peak, a1 + mx(fe, post_e));
-        uint64_t a2 = a1 + post_e + vt_round(B * L * Dd);
-        peak = mx(peak, a2 + vt_round(B * T * Dd));
-        uint64_t a3 = a2 + kd;
-        uint64_t tail = ln_out(B * L, Dd) + vt_round(B * Km * Dd) + 2 * vt_round(B * Km * O) +
-                      (c->norm_pix_loss ? vt_round(B * Km) : 0);
-        peak = mx(peak, a3 + mx(fd, tail));
-        top = a3 + tail;
-        if (need_grad) {
-            uint64_t b1 = top + vt_round(B * Km * O);
-            peak = mx(peak, b1 + vt_round(B * Km * O));
-            uint64_t b3 = b1 + vt_round(B * Km * Dd) + vt_round(B * L * Dd);
-            peak = mx(peak, b3 + bd);
-            uint64_t b5 = b3 + vt_round(B * T * Dd) + vt_round(B * T * D);
-            peak = mx(peak, b5 + vt_round(B * T * D) + mx(be, pre_b));
-        }
-    } else {
-        uint64_t Hh = c->head_hidden_dim;
-        vt_chain_plan(&m->head, &lays[1], (int)B, (int)N, need_grad, 0, &kd, &fd, &bd);
-        uint64_t a0 = vt_round(B * N * D);
-        peak = a0 + pre_f;
-        uint64_t a1 = a0 + ke;
-        peak = mx(peak, a1 + mx(fe, post_e));
-        uint64_t a2 = a1 + post_e + vt_round(B * N * D) + vt_round(B * N * Hh);
-        uint64_t a3 = a2 + kd;
-        uint64_t tail = ln_out(B * N, Hh) + 2 * vt_round(B * N * O) + vt_round(B * N);
-        peak = mx(peak, a3 + mx(fd, tail));
-        top = a3 + tail;
-        if (need_grad) {
-            uint64_t b1 = top + vt_round(B * N * O);
-            peak = mx(peak, b1 + vt_round(B * N * O));
-            uint64_t b3 = b1 + 2 * vt_round(B * N * Hh);
-            peak = mx(peak, b3 + bd);
-            uint64_t b4 = b3 + vt_round(B * N * D);
-            peak = mx(peak, b4 + vt_round(B * N * D) + mx(be, pre_b));
-        }
-    }
-    *floats = peak;
-    return VT_OK;
 }
 
 /* ---- pictures for teaching ---------------------------------------------------------------------- */

@@ -5,8 +5,6 @@
 
 #include "vitrine.h"
 
-void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                     float b1, float b2, float eps, float wd);
 float vt_cosine_warmup(long step, double warmup, double total);
 int vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg);
 void vt_optimizer_free(vt_model *m);

@@ -52,6 +52,13 @@ int vt_trainer_init(vt_model *m, const vt_train_config *t) {
 
 long vt_train_step_count(const vt_model *m) { return m->opt_t; }
 
+float vt_trainer_mask_ratio(const vt_model *m) {
+    if (m->trainer) return m->tc.mask_ratio;
+    vt_train_config t;
+    vt_train_config_default(&t, m->cfg.kind);
+    return t.mask_ratio;
+}
+
 float vt_train_lr(const vt_model *m, long step) {
     const vt_train_config *t = &m->tc;
     if (t->total_steps <= 0) return t->lr;

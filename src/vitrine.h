@@ -21,6 +21,8 @@ extern "C" {
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+#define VT_MAX_TOKENS 4096   /* tokens of a sequence (patches + prefix tokens) a config may have */
+
 /* timm VisionTransformer constructor arguments that vitrine implements (timm's defaults via
  * vt_vit_config_default), plus lightly's mask token. */
 typedef struct {
@@ -167,18 +169,45 @@ typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can add
  * The activation bytes are those of a backward that asks for parameter AND image gradients: the
  * arena's peak then equals them exactly; a backward without image gradients uses less. */
 int vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, vt_plan_bytes *out);
+
+/* The plan of one vt_train_step, and what fits a budget: no error text to parse, everything is
+ * a field. */
+#define VT_POLICY_TEXT_MAX 48
+typedef struct {
+    vt_plan_bytes bytes;    /* the step under the policy asked for */
+    int policy_met;         /* 0 only for budget:B that no layout meets (bytes are then the
+                             * smallest plan's, least_policy's) */
+    int tokens_kept, tokens_masked; /* per image: MAE n_keep and L - n_keep; AIM L and 0 */
+    double recompute_flops; /* forward flops the policy re-computes during the backward */
+    /* the search against `budget` (bytes of the whole plan; budget 0: no search, all zero) */
+    int fits;               /* policy_met and bytes.total <= budget */
+    char fit_policy[VT_POLICY_TEXT_MAX]; /* the least re-computation whose plan fits ("" = none
+                             * does): a named policy when one is as cheap, else budget:BYTES */
+    vt_plan_bytes fit_bytes;
+    double fit_recompute_flops;
+    char least_policy[VT_POLICY_TEXT_MAX]; /* the named policy with the smallest plan */
+    vt_plan_bytes least_bytes;
+    int max_batch;          /* the largest batch in 1..batch that fits under some policy (0: none) */
+} vt_step_plan;
+/* Plans vt_train_step(m, images, batch) before anything is allocated, for an MAE or AIM model.
+ * mask_ratio < 0: the trainer's (vt_trainer_init / vt_train_state_load), else the default of
+ * vt_train_config_default. policy NULL: the model's. The model is not changed. */
+vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, const char *policy,
+                             uint64_t budget, vt_step_plan *out);
 /* What the last call used: arena bytes at peak, arena capacity, planned bytes. */
 typedef struct {
     size_t planned, peak, capacity;
 } vt_arena_stats;
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out);
 /* The activation memory of the last forward (+ backward) as it happened, one entry per arena
- * event (allocation, scoped release, a block's backward done), at most `max` (4096 are kept):
+ * event (allocation, scoped release, a block's backward done), at most `max` (the first
+ * VT_TIMELINE_MAX are kept):
  * bytes = the arena in use (its maximum is the measured peak); live = bytes minus what the
  * backward has finished with -- what an allocator that frees at once would hold: it rises
  * through the forward, falls through the backward, with the re-computation bumps. Either array
  * may be NULL. *backward_start: the event where the backward began (-1 if none). Returns the
  * number of events. */
+#define VT_TIMELINE_MAX 4096
 int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max,
                            int *backward_start);
 /* Frees the activation arena (it is re-allocated, and kept, at the next call that needs more). */
@@ -202,9 +231,12 @@ float vt_rng_normal(vt_rng *r);
  * AIM: timm backbone with sin-cos pos_embed, PyTorch-default head; LayerNorm 1/0 everywhere. */
 int vt_init_weights(vt_model *m, uint64_t seed);
 /* lightly random_token_mask: idx_keep [B, n_keep] (the class token first unless mask_class_token),
- * idx_mask [B, L - n_keep]; n_keep = int((L - 1) * (1 - ratio)) + 1. Buffers hold B*L indices. */
+ * idx_mask [B, L - n_keep]; n_keep = vt_mask_keep_count. Buffers hold B*L indices. */
 int vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
                          int64_t *idx_keep, int64_t *idx_mask, int *n_keep);
+/* its n_keep: int((float)(L - 1) * (1 - ratio)) + 1 in float32 arithmetic, at most L (with
+ * mask_class_token: int(L * (1 - ratio))) */
+int vt_mask_keep_count(int L, float mask_ratio, int mask_class_token);
 /* lightly random_prefix_mask: mask[b, j] = j >= r_b, r_b uniform in [0, max_prefix_length). */
 int vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_t *mask);
 
@@ -216,6 +248,10 @@ int vt_optimizer_step(vt_model *m, float lr); /* refuses non-finite gradients, c
 int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
 /* lightly CosineWarmupScheduler's learning-rate multiplier at `step` */
 float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
+/* One AdamW update of a flat tensor p[n] (gradient g, moments m, v; t = the 1-based step), the
+ * loop vt_optimizer_step runs per parameter with its weight decay; for checking it alone. */
+void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                     float b1, float b2, float eps, float wd);
 
 /* ---- training (trainer.c) --------------------------------------------------------------------- */
 
@@ -252,34 +288,6 @@ int vt_loss_visualize(const vt_model *m, float *masked, float *recon);
 const char *vt_kind_name(vt_kind k);
 int vt_kind_from_name(const char *name, vt_kind *k);
 int vt_model_config_to_json(const vt_model_config *c, char *buf, size_t len);
-
-/* ---- parity with PyTorch dumps (parity-format.md) ---------------------------------------------- */
-
-typedef struct {
-    char name[160];     /* expect/ key without the prefix */
-    double err;         /* max|ours - expect| / max|expect| */
-    double torch32_err; /* the same for PyTorch's float32 result (-1 if absent) */
-} vt_parity_tensor;
-
-typedef struct {
-    int pass;                 /* every err <= 1e-4 */
-    char error[512];          /* non-empty when the file could not be run */
-    char module[96], fn[48];
-    int n;                    /* compared tensors */
-    vt_parity_tensor *t;      /* n entries */
-    int worst;                /* index of the worst err, -1 if none */
-    double max_torch32_err;
-    uint8_t *dump;            /* with want_dump: safetensors of what vitrine computed */
-    size_t dump_len;
-} vt_parity_result;
-
-#define VT_PARITY_TOL 1e-4
-/* Runs the call a parity file describes, with the given checkpointing policy (NULL = none), and
- * compares every expect/ tensor. Returns VT_OK when the file ran (pass or fail in r->pass), an
- * error when it could not be run (r->error says why). */
-int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
-                  vt_parity_result *r);
-void vt_parity_free(vt_parity_result *r);
 
 #ifdef __cplusplus
 }

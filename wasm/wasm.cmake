@@ -15,15 +15,17 @@ if(VT_WASM)
   set(VT_WASM_DIR ${CMAKE_BINARY_DIR}/wasm)
   file(MAKE_DIRECTORY ${VT_WASM_DIR})
 
-  # Same sources as the native library, plus the JS-facing ABI. The SIMD kernels join the SIMD
-  # builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS re-checks at build time).
-  set(VT_WASM_SOURCES wasm/exports.c)
+  # Same sources as the native library, plus the JS-facing ABI and the parity harness it exports.
+  # The SIMD kernels join the SIMD builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS
+  # re-checks at build time).
+  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c)
   foreach(s ${VT_SOURCES})
     list(APPEND VT_WASM_SOURCES ${s})
   endforeach()
   list(TRANSFORM VT_WASM_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/)
   file(GLOB VT_WASM_SIMD_EXTRA CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c)
-  file(GLOB VT_WASM_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/kernels/*.h)
+  file(GLOB VT_WASM_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/kernels/*.h
+       ${CMAKE_SOURCE_DIR}/harness/*.h)
   set(VT_WASM_SIMD_FLAGS -msimd128)
   if(VT_WASM_SIMD_EXTRA)
     list(APPEND VT_WASM_SIMD_FLAGS -DVT_HAVE_SIMD_KERNELS)
@@ -31,18 +33,18 @@ if(VT_WASM)
 
   # The one list of exported C functions (wasm/exports.c) plus malloc/free for the JS shell.
   set(VT_WASM_EXPORTS
-    vtw_last_error vtw_status_name vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
+    vtw_last_error vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
     vtw_param_count vtw_param_name vtw_param_ndim vtw_param_dim vtw_param_numel vtw_param_data
     vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
     vtw_load_safetensors vtw_save_safetensors vtw_forward vtw_output_count vtw_output
-    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan
+    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
     vtw_train_state_save vtw_train_state_load vtw_loss_visualize malloc free)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
-      -I${CMAKE_SOURCE_DIR}/src)
+      -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/harness)
   set(VT_WASM_OUTPUTS)
 
   if(VT_EMCC)
