@@ -17,7 +17,7 @@ export async function trainTiny(pixels: Float32Array, batch: number): Promise<{ 
   const weights: Uint8Array = model.saveSafetensors();
   model.loadSafetensors(weights);
   const files: readonly string[] = WASM_BUILDS.simd.files;
-  if (!files.length) throw new VitrineError('no files', -1, 'VT_ERR_ARG');
+  if (!files.length) throw new VitrineError('no files', -1);
   return { losses, weights };
 }
 
