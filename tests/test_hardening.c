@@ -243,7 +243,7 @@ static void test_train_state(void) {
         free(b);
     }
     /* never write a non-JSON number */
-    m->tc.lr = INFINITY;
+    m->train.cfg.lr = INFINITY;
     uint8_t *out = NULL;
     size_t ol = 0;
     CHECK_ERR(vt_train_state_save(m, &out, &ol), VT_ERR_ARG, "lr", "saving lr inf");

@@ -16,7 +16,7 @@
 
 /* Reads a regular file only (a FIFO or /dev/zero would hang or never end), opened without
  * blocking and checked with fstat, at most 1 GiB (no parity file is near that). */
-static int read_file(const char *path, uint8_t **out, size_t *len) {
+static vt_status read_file(const char *path, uint8_t **out, size_t *len) {
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
@@ -49,7 +49,7 @@ static int read_file(const char *path, uint8_t **out, size_t *len) {
     return VT_OK;
 }
 
-static int write_file(const char *path, const uint8_t *data, size_t len) {
+static vt_status write_file(const char *path, const uint8_t *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return vt_fail(VT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     size_t w = fwrite(data, 1, len, f);

@@ -10,11 +10,11 @@ static uint8_t *start[2];
 static size_t start_len[2];
 
 static int same(const vt_model *a, const float *p, const float *mm, const float *vv, long t, vt_rng rng, vt_train_config tc) {
-    return !memcmp(a->pt.data, p, a->pt.total * sizeof(float)) && !memcmp(a->opt_m, mm, a->opt_n * sizeof(float)) &&
-           !memcmp(a->opt_v, vv, a->opt_n * sizeof(float)) && a->opt_t == t && !memcmp(&a->rng, &rng, sizeof rng) &&
-           a->tc.lr == tc.lr && a->tc.beta1 == tc.beta1 && a->tc.beta2 == tc.beta2 && a->tc.eps == tc.eps &&
-           a->tc.weight_decay == tc.weight_decay && a->tc.warmup_steps == tc.warmup_steps && a->tc.total_steps == tc.total_steps &&
-           a->tc.clip_norm == tc.clip_norm && a->tc.mask_ratio == tc.mask_ratio && a->tc.seed == tc.seed;
+    return !memcmp(a->pt.data, p, a->pt.total * sizeof(float)) && !memcmp(a->opt.m, mm, a->opt.n * sizeof(float)) &&
+           !memcmp(a->opt.v, vv, a->opt.n * sizeof(float)) && a->opt.t == t && !memcmp(&a->train.rng, &rng, sizeof rng) &&
+           a->train.cfg.lr == tc.lr && a->train.cfg.beta1 == tc.beta1 && a->train.cfg.beta2 == tc.beta2 && a->train.cfg.eps == tc.eps &&
+           a->train.cfg.weight_decay == tc.weight_decay && a->train.cfg.warmup_steps == tc.warmup_steps && a->train.cfg.total_steps == tc.total_steps &&
+           a->train.cfg.clip_norm == tc.clip_norm && a->train.cfg.mask_ratio == tc.mask_ratio && a->train.cfg.seed == tc.seed;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -27,13 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         vt_model *m = models[k];
         static float p[1 << 16], mm[1 << 16], vv[1 << 16];
-        if (m->pt.total > (1 << 16) || m->opt_n > (1 << 16)) abort();
+        if (m->pt.total > (1 << 16) || m->opt.n > (1 << 16)) abort();
         memcpy(p, m->pt.data, m->pt.total * sizeof(float));
-        memcpy(mm, m->opt_m, m->opt_n * sizeof(float));
-        memcpy(vv, m->opt_v, m->opt_n * sizeof(float));
-        long t = m->opt_t;
-        vt_rng rng = m->rng;
-        vt_train_config tc = m->tc;
+        memcpy(mm, m->opt.m, m->opt.n * sizeof(float));
+        memcpy(vv, m->opt.v, m->opt.n * sizeof(float));
+        long t = m->opt.t;
+        vt_rng rng = m->train.rng;
+        vt_train_config tc = m->train.cfg;
         int rc = vt_train_state_load(m, data, size);
         if (rc && !same(m, p, mm, vv, t, rng, tc)) abort(); /* refused, yet changed */
         if (!rc) {

@@ -135,8 +135,8 @@ int main(int argc, char **argv) {
         }
         vt_model_free(m);
     }
-    const char *cfgs[] = {"{}", "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, \"depth\": 2, "
-        "\"reg_tokens\": 2, \"qk_norm\": true, \"init_values\": 1e-5, \"global_pool\": \"avg\", \"no_embed_class\": true}",
+    const char *cfgs[] = {"{}", ("{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, \"depth\": 2, "
+        "\"reg_tokens\": 2, \"qk_norm\": true, \"init_values\": 1e-5, \"global_pool\": \"avg\", \"no_embed_class\": true}"),
         "{\"encoder\": {\"embed_dim\": 64, \"num_heads\": 4}, \"decoder_dim\": 32, \"norm_pix_loss\": true}",
         "{\"drop_rate\": 0, \"fc_norm\": null, \"pos_embed\": \"none\", \"class_token\": false, \"global_pool\": \"max\"}"};
     for (int i = 0; i < 4; i++) {
