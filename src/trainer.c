@@ -81,7 +81,10 @@ float vt_train_lr(const vt_model *m, long step) {
 
 /* mask buffers grow with the largest batch seen (allocation happens before the step's work) */
 static int masks_reserve(vt_model *m, int B) {
-    size_t need = (size_t)B * (size_t)m->enc.T_full;
+    uint64_t need64 = (uint64_t)B * (uint64_t)m->enc.T_full; /* 64-bit: wasm's size_t would wrap */
+    if (need64 > SIZE_MAX / sizeof(int64_t))
+        return vt_fail(VT_ERR_NOMEM, "out of memory: masks of batch %d x %d tokens exceed the address space", B, m->enc.T_full);
+    size_t need = (size_t)need64;
     if (need <= m->train.cap) return VT_OK;
     int64_t *k = realloc(m->train.keep, need * sizeof *k);
     if (k) m->train.keep = k;
@@ -89,7 +92,7 @@ static int masks_reserve(vt_model *m, int B) {
     if (q) m->train.masked = q;
     uint8_t *b = q ? realloc(m->train.prefix, need) : NULL;
     if (b) m->train.prefix = b;
-    if (!b) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for masks", need * 17);
+    if (!b) return vt_fail(VT_ERR_NOMEM, "out of memory: %llu bytes for masks", (unsigned long long)need64 * 17);
     m->train.cap = need;
     return VT_OK;
 }
