@@ -24,6 +24,10 @@ typedef struct {
 typedef struct {
     outt *o;
     int n, cap;
+    /* the model's config and call, to explain a size mismatch (have_cfg 0 for primitives) */
+    int have_cfg;
+    vt_model_config cfg;
+    vt_fn fn;
 } outs;
 
 static int push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
@@ -51,6 +55,42 @@ static void outs_free(outs *s) {
     for (int i = 0; i < s->n; i++) free(s->o[i].data);
     free(s->o);
     memset(s, 0, sizeof *s);
+}
+
+static void shape_str(char *buf, size_t len, int ndim, const long long *shape) {
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", shape[i]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+/* Why an output of ours (shape a) and the file's (shape b) may differ in size: the likely cause,
+ * from the config and the call. */
+static const char *mismatch_cause(const outs *o, int na, const long long *a, int nb, const long long *b,
+                                  char *buf, size_t len) {
+    if (!o->have_cfg) return "";
+    const vt_vit_config *c = &o->cfg.enc;
+    int fwd = o->fn == VT_FN_FORWARD || o->fn == VT_FN_TIMM_FORWARD;
+    long long la = na ? a[na - 1] : 0, lb = nb ? b[nb - 1] : 0;
+    if (na >= 1 && nb >= 1 && a[0] != b[0])
+        snprintf(buf, len, "; likely cause: a batch of %lld in the file against %lld images", b[0], a[0]);
+    else if (fwd && na != nb)
+        snprintf(buf, len, "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
+                           "others pool to [B, .]", c->global_pool);
+    else if (fwd && lb == c->embed_dim && la != lb)
+        snprintf(buf, len, "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
+                           "config has num_classes %d: set num_classes 0", lb, c->num_classes);
+    else if (fwd && la == c->embed_dim && lb != la)
+        snprintf(buf, len, "; likely cause: a classifier head: the file's output has %lld values per row, as "
+                           "logits of num_classes %lld would (timm's forward applies `head`; lightly's forward "
+                           "never does): set num_classes %lld in the config", lb, lb, lb);
+    else if (fwd && la != lb)
+        snprintf(buf, len, "; likely cause: num_classes (config %d) or global_pool ('%s')", c->num_classes,
+                 c->global_pool);
+    else
+        snprintf(buf, len, "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
+                           "global_pool '%s', num_classes %d) or the call's indices", c->img_size, c->patch_size,
+                 c->class_token, c->reg_tokens, c->global_pool, c->num_classes);
+    return buf;
 }
 
 /* ---- reading the file ------------------------------------------------------------------------- */
@@ -126,8 +166,14 @@ static int compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
         for (int j = 0; j < o->n; j++)
             if (!strcmp(o->o[j].name, key)) mine = &o->o[j];
         if (!mine) return perr(r, vt_fail(VT_ERR_FORMAT, "vitrine computes nothing for '%s' (unsupported)", t->name));
-        if (mine->n != t->numel)
-            return perr(r, vt_fail(VT_ERR_MISMATCH, "'%s': vitrine computed %zu values, the file has %zu", t->name, mine->n, t->numel));
+        if (mine->n != t->numel) {
+            char sa[96], sb[96], why[400];
+            shape_str(sa, sizeof sa, mine->ndim, mine->shape);
+            shape_str(sb, sizeof sb, t->ndim, t->shape);
+            return perr(r, vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                                   "(%zu values)%s", key, sa, mine->n, t->name, sb, t->numel,
+                                   mismatch_cause(o, mine->ndim, mine->shape, t->ndim, t->shape, why, sizeof why)));
+        }
         float *ref = tensor_f32(t);
         if (!ref) return perr(r, VT_ERR_FORMAT);
         vt_parity_tensor *pt = &r->t[r->n++];
@@ -250,7 +296,9 @@ static int call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     const char *s = fnj->str;
     int loss_kind = kind == VT_KIND_MAE || kind == VT_KIND_AIM;
     if (!strcmp(s, "encode") || !strcmp(s, "forward_features")) *fn = VT_FN_ENCODE;
-    else if (!strcmp(s, "forward")) *fn = VT_FN_FORWARD;
+    /* timm's VisionTransformer.forward is forward_features + forward_head (pool, fc_norm, head);
+     * lightly's modules' forward pools only */
+    else if (!strcmp(s, "forward")) *fn = kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD;
     else if (!strcmp(s, "forward_intermediates")) *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
     else if (!strcmp(s, "loss") && loss_kind) *fn = VT_FN_LOSS;
     else return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
@@ -358,7 +406,14 @@ static int push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *
         snprintf(dk, sizeof dk, "input/dout/%s", nm);
         const vt_st_tensor *dt = vt_st_find(f, dk);
         if (dt) {
-            if (dt->numel != n) return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the output %zu", dk, dt->numel, n);
+            if (dt->numel != n) {
+                char sa[96], sb[96], why[400];
+                shape_str(sa, sizeof sa, nd, shl);
+                shape_str(sb, sizeof sb, dt->ndim, dt->shape);
+                return vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                               "(%zu values)%s", nm, sa, n, dk, sb, dt->numel,
+                               mismatch_cause(o, nd, shl, dt->ndim, dt->shape, why, sizeof why));
+            }
             douts[i] = tensor_f32(dt);
             if (!douts[i]) return VT_ERR_FORMAT;
         }
@@ -401,6 +456,9 @@ static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, co
     int n_douts = 0;
     const vt_vit_config *ec = &mc.enc;
 
+    o->have_cfg = 1;
+    o->cfg = mc;
+    o->fn = fn;
     rc = load_params(f, m);
     if (!rc && policy) rc = vt_set_grad_checkpointing(m, policy);
     if (!rc) rc = read_inputs(f, m, call, &x);
@@ -463,13 +521,20 @@ int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want
     }
     if (rc) goto out;
     rc = compare(&f, &o, r);
-    if (!rc && want_dump) rc = make_dump(&o, r);
     if (rc) r->pass = 0;
     goto done;
 out:
     perr(r, rc);
     r->pass = 0;
 done:
+    /* the dump holds whatever was computed, pass or fail: a failing file is when it is needed */
+    if (want_dump && o.n > 0) {
+        char keep[sizeof r->error];
+        memcpy(keep, r->error, sizeof keep);
+        int drc = make_dump(&o, r);
+        if (rc) memcpy(r->error, keep, sizeof keep); /* the first failure is the one to report */
+        else if (drc) { rc = drc; r->pass = 0; }
+    }
     r->status = rc;
     vt_json_free(cfg);
     vt_json_free(call);

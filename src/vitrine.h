@@ -27,7 +27,7 @@ extern "C" {
  * vt_vit_config_default), plus lightly's mask token. */
 typedef struct {
     int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
-    float mlp_ratio;      /* hidden = (int)(embed_dim * mlp_ratio) */
+    double mlp_ratio;     /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
     int qkv_bias;         /* bias of the fused qkv Linear */
     int qk_norm;          /* LayerNorm over head_dim on q and k */
     int class_token;      /* prepend a [CLS] token */
@@ -53,11 +53,11 @@ typedef struct {
     vt_vit_config enc;
     /* MAE (lightly MaskedVisionTransformerDecoderTIMM) */
     int decoder_dim, decoder_depth, decoder_heads;
-    float decoder_mlp_ratio;
+    double decoder_mlp_ratio;
     int norm_pix_loss;
     /* AIM (lightly AIMPredictionHead) */
     int head_hidden_dim, head_blocks;
-    float head_mlp_ratio;
+    double head_mlp_ratio;
 } vt_model_config;
 
 void vt_vit_config_default(vt_vit_config *c);
@@ -72,6 +72,10 @@ int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c);
 /* A model config from the parity-file `config` metadata for the given kind. */
 int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c);
 int vt_config_validate(const vt_model_config *c);
+/* An MLP's hidden size as timm and lightly compute it: Python's int(dim * ratio) in double
+ * precision (dim 15, ratio 4.2 -> 63; in float it would be 62). -1 when the product is not a
+ * finite number below 2^31 (the config is then refused). */
+int64_t vt_mlp_hidden(int dim, double ratio);
 
 /* ---- model and parameters ----------------------------------------------------------------- */
 
@@ -114,13 +118,17 @@ void vt_free(void *p);
 /* ---- calls -------------------------------------------------------------------------------- */
 
 /* The encoder calls run any model's ViT (an MAE / AIM model's backbone too); VT_FN_LOSS needs
- * an MAE or AIM model. */
+ * an MAE or AIM model. VT_FN_FORWARD is lightly's forward (pooled features, no fc_norm, no head);
+ * VT_FN_TIMM_FORWARD is timm's (no idx_mask / idx_keep / token mask: timm's forward has none). */
 typedef enum {
     VT_FN_ENCODE = 0,         /* lightly encode / timm forward_features: [B,T,D] */
     VT_FN_FORWARD,            /* lightly forward: pooled [B,D] (or [B,T,D] with global_pool "") */
     VT_FN_INTERMEDIATES,      /* forward_intermediates(norm=False): out + depth x [B,T,D] */
     VT_FN_INTERMEDIATES_NORM, /* forward_intermediates(norm=True) */
-    VT_FN_LOSS                /* MAE / AIM training loss: scalar */
+    VT_FN_LOSS,               /* MAE / AIM training loss: scalar */
+    VT_FN_TIMM_FORWARD        /* timm VisionTransformer.forward: forward_features, then
+                               * forward_head = pool -> fc_norm -> head: [B, num_classes]
+                               * ([B, D] with num_classes 0; [B, T, .] with global_pool "") */
 } vt_fn;
 
 typedef struct {

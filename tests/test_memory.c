@@ -145,6 +145,23 @@ static void test_tiny(void) {
     if (m) plan_case("timm d3 pool '' forward", m, VT_FN_FORWARD, &in, &r);
     vt_model_free(m);
     free(img);
+    /* timm's forward (forward_head: pool -> fc_norm -> head), every pooling, with a head */
+    {
+        const char *pools[] = {"token", "avg", "max", "avgmax", ""};
+        for (int pi = 0; pi < 5; pi++)
+            for (int nc = 0; nc <= 4; nc += 4) {
+                char nm[96];
+                tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
+                c.enc.reg_tokens = 1; c.enc.num_classes = nc; strcpy(c.enc.global_pool, pools[pi]);
+                m = make(&c, &r);
+                img = images(&r, &c, B);
+                memset(&in, 0, sizeof in); in.images = img; in.batch = B;
+                snprintf(nm, sizeof nm, "timm d3 forward_head '%s' num_classes %d", pools[pi], nc);
+                if (m) plan_case(nm, m, VT_FN_TIMM_FORWARD, &in, &r);
+                vt_model_free(m);
+                free(img);
+            }
+    }
     /* causal */
     tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 4, 2, 2.0f);
     m = make(&c, &r);

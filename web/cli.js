@@ -60,7 +60,7 @@ async function cmdParity(args) {
     try { bytes = readFileSync(file); } catch (e) { readError = `cannot open ${file}: ${STRERROR[e.code] || e.message}`; }
     const r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
     if (!r.pass) failed++;
-    if (r.pass && dump && r.dump) {
+    if (dump && r.dump) { // pass or fail: what was computed
       try { writeFileSync(`${dump}/${basename(file)}`, r.dump); } catch (e) { process.stderr.write(`${e.message}\n`); failed++; }
     }
     if (json) {
