@@ -30,7 +30,7 @@ typedef struct {
     vt_fn fn;
 } outs;
 
-static int push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
+static vt_status push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
     if (s->n == s->cap) {
         int nc = s->cap ? 2 * s->cap : 64;
         outt *no = realloc(s->o, (size_t)nc * sizeof *no);
@@ -103,7 +103,7 @@ static float *tensor_f32(const vt_st_tensor *t) {
 }
 
 /* An optional [B, *] integer tensor as int64; *out stays NULL when the file has none. */
-static int read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols, long long **out,
+static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols, long long **out,
                     int *cols) {
     const vt_st_tensor *t = vt_st_find(f, key);
     if (!t) return VT_OK;
@@ -119,7 +119,7 @@ static int read_i64(const vt_st_file *f, const char *key, int batch, long long w
 
 /* ---- comparing -------------------------------------------------------------------------------- */
 
-static int perr(vt_parity_result *r, int rc) {
+static vt_status perr(vt_parity_result *r, int rc) {
     snprintf(r->error, sizeof r->error, "%s", vt_last_error());
     return rc ? rc : VT_ERR_FORMAT;
 }
@@ -150,7 +150,7 @@ static double torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const
 }
 
 /* compares every expect/ key of the file with the computed outputs */
-static int compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
+static vt_status compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
     int ne = 0;
     for (size_t i = 0; i < f->n; i++) ne += !strncmp(f->tensors[i].name, "expect/", 7);
     r->t = calloc((size_t)ne + 1, sizeof *r->t);
@@ -188,7 +188,7 @@ static int compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
     return VT_OK;
 }
 
-static int make_dump(const outs *o, vt_parity_result *r) {
+static vt_status make_dump(const outs *o, vt_parity_result *r) {
     vt_st_entry *e = calloc((size_t)o->n + 1, sizeof *e);
     if (!e) return perr(r, vt_fail(VT_ERR_NOMEM, "out of memory"));
     for (int i = 0; i < o->n; i++) {
@@ -206,7 +206,7 @@ static int make_dump(const outs *o, vt_parity_result *r) {
 
 /* ---- files of a primitive: the sin-cos table, AdamW -------------------------------------------- */
 
-static int run_sincos(const vt_st_file *f, outs *o) {
+static vt_status run_sincos(const vt_st_file *f, outs *o) {
     for (size_t i = 0; i < f->n; i++) {
         const vt_st_tensor *t = &f->tensors[i];
         int D, G, P;
@@ -227,14 +227,14 @@ static int run_sincos(const vt_st_file *f, outs *o) {
     return VT_OK;
 }
 
-static int json_num(const vt_json *o, const char *k, double *v) {
+static vt_status json_num(const vt_json *o, const char *k, double *v) {
     const vt_json *j = vt_json_get(o, k);
     if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "AdamW config needs a number '%s'", k);
     *v = j->number;
     return VT_OK;
 }
 
-static int run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *call, outs *o) {
+static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *call, outs *o) {
     double lr = 0, eps = 0, wd = 0, b1, b2;
     const vt_json *betas = vt_json_get(cfg, "betas");
     int rc = json_num(cfg, "lr", &lr);
@@ -274,7 +274,7 @@ static int run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *cal
 
 /* ---- files of a model: parameters in, one call forward and backward, outputs and gradients out -- */
 
-static int kind_of(const char *module, vt_kind *k) {
+static vt_status kind_of(const char *module, vt_kind *k) {
     if (!strcmp(module, "lightly.MaskedVisionTransformerTIMM")) *k = VT_KIND_LIGHTLY;
     else if (!strcmp(module, "lightly.MaskedCausalVisionTransformer")) *k = VT_KIND_CAUSAL;
     else if (!strcmp(module, "timm.VisionTransformer")) *k = VT_KIND_TIMM;
@@ -290,7 +290,7 @@ static int call_flag(const vt_json *call, const char *k, int dflt) {
 }
 
 /* The call's fn (PyTorch's method name) as a vt_fn; any option we do not implement is an error. */
-static int call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
+static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     const vt_json *fnj = vt_json_get(call, "fn");
     if (!fnj || fnj->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "call has no fn");
     const char *s = fnj->str;
@@ -313,7 +313,7 @@ static int call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
 
 /* Parameters: param/<name> trainable, frozen/<name> frozen; every one present exactly once, and
  * no other param/ or frozen/ tensor. */
-static int load_params(const vt_st_file *f, vt_model *m) {
+static vt_status load_params(const vt_st_file *f, vt_model *m) {
     int rc = VT_OK;
     for (int i = 0; i < vt_param_count(m) && !rc; i++) {
         const char *name = vt_param_name(m, i);
@@ -352,7 +352,7 @@ static void inputs_free(model_inputs *x) {
     memset(x, 0, sizeof *x);
 }
 
-static int read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *call, model_inputs *x) {
+static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *call, model_inputs *x) {
     const vt_vit_config *ec = &vt_model_get_config(m)->enc;
     vt_inputs *in = &x->in;
     const vt_st_tensor *ti = vt_st_find(f, "input/images");
@@ -386,7 +386,7 @@ static int read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *ca
 
 /* Pushes each output of the call (loss, or out + intermediates.i) and reads the upstream gradient
  * the file gives for it (input/dout/<name>) into douts[i]; *n_douts = outputs that take one. */
-static int push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts, int *n_douts) {
+static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts, int *n_douts) {
     int nout = vt_output_count(m);
     for (int i = 0; i < nout; i++) {
         int64_t sh[4];
@@ -423,7 +423,7 @@ static int push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *
 }
 
 /* Pushes grad/<name> of every trainable parameter, in the model's order. */
-static int push_grads(vt_model *m, outs *o) {
+static vt_status push_grads(vt_model *m, outs *o) {
     for (int i = 0; i < vt_param_count(m); i++) {
         const float *g = vt_param_grad(m, i);
         if (!g) continue;
@@ -440,7 +440,7 @@ static int push_grads(vt_model *m, outs *o) {
 /* The model from the file's config and parameters, one call forward (keeping what backward
  * needs, under `policy`) and backward with the file's upstream gradients; pushes the outputs,
  * the parameter gradients and, when the file expects it, the image gradient. */
-static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
+static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
                      const char *policy, outs *o) {
     vt_fn fn = VT_FN_ENCODE;
     vt_model_config mc;
@@ -492,8 +492,8 @@ static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, co
 
 /* ---- the harness ------------------------------------------------------------------------------ */
 
-int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
-                  vt_parity_result *r) {
+vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                        vt_parity_result *r) {
     if (!r) return vt_fail(VT_ERR_ARG, "vt_parity_run: result is NULL");
     memset(r, 0, sizeof *r);
     r->worst = -1;
@@ -543,7 +543,7 @@ done:
     return rc;
 }
 
-void vt_parity_fail(vt_parity_result *r, int status, const char *message) {
+void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message) {
     memset(r, 0, sizeof *r);
     r->worst = -1;
     r->status = status;
@@ -602,7 +602,7 @@ static void put_key(sbuf *b, const char *key) {
     put_raw(b, "\": ");
 }
 
-int vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
+vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
     sbuf b = {0};
     char st[16];
     put_raw(&b, "{");

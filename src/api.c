@@ -10,7 +10,7 @@
 
 /* ---- create / free ------------------------------------------------------------------------------ */
 
-int vt_model_create(const vt_model_config *cfg, vt_model **out) {
+vt_status vt_model_create(const vt_model_config *cfg, vt_model **out) {
     if (!cfg || !out) return vt_fail(VT_ERR_ARG, "vt_model_create: NULL argument");
     *out = NULL;
     int rc = vt_config_validate(cfg);
@@ -20,15 +20,12 @@ int vt_model_create(const vt_model_config *cfg, vt_model **out) {
     m->cfg = *cfg;
     m->enc.mask_token = -1;
     vt_policy_parse("none", &m->policy);
-    int64_t shp[3] = {1, 1, cfg->enc.embed_dim};
     switch (cfg->kind) {
     case VT_KIND_TIMM: rc = vt_encoder_build(m, "", 1); break;
     case VT_KIND_CAUSAL: rc = vt_encoder_build(m, "", 1); break;
     case VT_KIND_LIGHTLY:
-        if (cfg->enc.mask_token) {
-            m->enc.mask_token = m->pt.n;
-            rc = vt_ptable_add(&m->pt, "mask_token", 3, shp, 1);
-        }
+        if (cfg->enc.mask_token)
+            rc = vt_param_add(m, &m->enc.mask_token, "", "mask_token", 3, 1, 1, cfg->enc.embed_dim, 0, 1);
         /* lightly's default pos_embed_initialization 'sincos' freezes pos_embed */
         if (!rc) rc = vt_encoder_build(m, "vit.", 0);
         break;
@@ -53,18 +50,18 @@ void vt_model_free(vt_model *m) {
     vt_chain_free(&m->head);
     vt_arena_free(&m->arena);
     vt_optimizer_free(m);
-    free(m->keep_buf);
-    free(m->maskidx_buf);
-    free(m->prefix_buf);
+    free(m->train.keep);
+    free(m->train.masked);
+    free(m->train.prefix);
     free(m);
 }
 
 const vt_model_config *vt_model_get_config(const vt_model *m) { return &m->cfg; }
 void vt_free(void *p) { free(p); }
 
-int vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {
+vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_forward: model is NULL");
-    m->have_fwd = 0;
+    m->last.have_fwd = 0;
     int rc = vt_check_call(m, fn, in, 1);
     if (rc) return rc;
     vt_chain_layout lays[VT_CHAINS];
@@ -77,53 +74,53 @@ int vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {
     rc = vt_arena_reserve(&m->arena, (size_t)plan);
     if (rc) return rc;
     vt_arena_begin(&m->arena);
-    m->planned_floats = (size_t)plan;
-    m->fn = fn;
-    m->in = *in;
-    m->fwd_need_grad = need_grad;
-    memset(m->inter, 0, sizeof m->inter);
-    m->fin_ln = m->fin_m = m->fin_r = NULL;
+    m->last.planned_floats = (size_t)plan;
+    m->last.fn = fn;
+    m->last.in = *in;
+    m->last.need_grad = need_grad;
+    memset(m->last.inter, 0, sizeof m->last.inter);
+    m->last.fin_ln = m->last.fin_m = m->last.fin_r = NULL;
     if (fn == VT_FN_LOSS) rc = vt_loss_forward(m, in, need_grad, lays);
     else rc = vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
     if (rc) return rc;
-    m->have_fwd = 1;
+    m->last.have_fwd = 1;
     return VT_OK;
 }
 
 int vt_output_count(const vt_model *m) {
-    if (!m->have_fwd) return 0;
-    return vt_fn_is_inter(m->fn) ? 1 + m->enc.chain.depth : 1;
+    if (!m->last.have_fwd) return 0;
+    return vt_fn_is_inter(m->last.fn) ? 1 + m->enc.chain.depth : 1;
 }
 
 const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
-    if (!m->have_fwd || i < 0 || i >= vt_output_count(m)) {
+    if (!m->last.have_fwd || i < 0 || i >= vt_output_count(m)) {
         vt_fail(VT_ERR_ARG, "no output %d (call vt_forward first)", i);
         return NULL;
     }
     if (i == 0) {
-        if (shape) memcpy(shape, m->out_shape, sizeof m->out_shape);
-        if (ndim) *ndim = m->out_ndim;
-        return m->out;
+        if (shape) memcpy(shape, m->last.out_shape, sizeof m->last.out_shape);
+        if (ndim) *ndim = m->last.out_ndim;
+        return m->last.out;
     }
     if (shape) {
-        shape[0] = m->enc_run.B; shape[1] = m->enc_run.T; shape[2] = m->enc.chain.D; shape[3] = 0;
+        shape[0] = m->last.enc_run.B; shape[1] = m->last.enc_run.T; shape[2] = m->enc.chain.D; shape[3] = 0;
     }
     if (ndim) *ndim = 3;
-    return m->inter[i - 1];
+    return m->last.inter[i - 1];
 }
 
-float vt_loss_value(const vt_model *m) { return m->loss; }
+float vt_loss_value(const vt_model *m) { return m->last.loss; }
 
-int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int param_grads) {
+vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int param_grads) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_backward: model is NULL");
-    if (!m->have_fwd || !m->fwd_need_grad)
+    if (!m->last.have_fwd || !m->last.need_grad)
         return vt_fail(VT_ERR_STATE, "vt_backward needs a vt_forward with need_grad=1 first");
     if (n_douts < 0 || n_douts > vt_output_count(m))
         return vt_fail(VT_ERR_ARG, "%d upstream gradients given, the call has %d outputs", n_douts, vt_output_count(m));
     int rc;
     m->arena.tl_backward = m->arena.tl_n;
     vt_arena_event(&m->arena);
-    if (m->fn == VT_FN_LOSS) {
+    if (m->last.fn == VT_FN_LOSS) {
         float dl = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
         rc = vt_loss_backward(m, dl, dimages, param_grads);
     } else {
@@ -134,14 +131,14 @@ int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dima
 }
 
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out) {
-    out->planned = m->planned_floats * sizeof(float);
+    out->planned = m->last.planned_floats * sizeof(float);
     out->peak = m->arena.peak * sizeof(float);
     out->capacity = m->arena.cap * sizeof(float);
 }
 
 void vt_release_activations(vt_model *m) {
     vt_arena_free(&m->arena);
-    m->have_fwd = 0;
+    m->last.have_fwd = 0;
 }
 
 int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max, int *backward_start) {

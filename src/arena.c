@@ -27,7 +27,7 @@ vt_status vt_arena_overflow(const vt_arena *a) {
     return vt_fail(VT_ERR_STATE, "activation arena overflow (planned %zu floats): a planning bug", a->cap);
 }
 
-int vt_arena_reserve(vt_arena *a, size_t nfloats) {
+vt_status vt_arena_reserve(vt_arena *a, size_t nfloats) {
     if (nfloats <= a->cap && a->base) return VT_OK;
     /* 64-byte alignment by hand (aligned_alloc is missing on some wasm libcs): the raw pointer
      * is stored just below the aligned base; the spare bytes cover the pointer and the shift */

@@ -21,18 +21,11 @@
 #define LN_EPS_HEAD 1e-5f /* AIMPredictionHead uses torch's nn.LayerNorm default */
 #define NORM_PIX_EPS 1e-6f
 
-static int addp(vt_model *m, int *idx, const char *name, int ndim, int64_t a, int64_t b, int64_t c,
-                int trainable) {
-    int64_t shape[3] = {a, b, c};
-    *idx = m->pt.n;
-    return vt_ptable_add(&m->pt, name, ndim, shape, trainable);
-}
-
 static int patch_dim(const vt_model *m) {
     return m->cfg.enc.patch_size * m->cfg.enc.patch_size * m->cfg.enc.in_chans;
 }
 
-int vt_objectives_build(vt_model *m) {
+vt_status vt_objectives_build(vt_model *m) {
     const vt_model_config *c = &m->cfg;
     int D = c->enc.embed_dim, L = (c->enc.img_size / c->enc.patch_size) * (c->enc.img_size / c->enc.patch_size) +
                                    c->enc.class_token + c->enc.reg_tokens;
@@ -41,36 +34,36 @@ int vt_objectives_build(vt_model *m) {
     m->h_in_w = m->hn_w = m->hn_b = m->h_out_w = -1;
     if (c->kind == VT_KIND_MAE) {
         int Dd = c->decoder_dim;
-        rc |= addp(m, &m->enc.mask_token, "backbone.mask_token", 3, 1, 1, D, 1);
+        rc |= vt_param_add(m, &m->enc.mask_token, "", "backbone.mask_token", 3, 1, 1, D, 0, 1);
         if (!rc) rc = vt_encoder_build(m, "backbone.vit.", 0); /* sincos pos_embed: frozen */
-        rc |= addp(m, &m->de_w, "decoder_embed.weight", 2, Dd, D, 0, 1);
-        rc |= addp(m, &m->de_b, "decoder_embed.bias", 1, Dd, 0, 0, 1);
-        rc |= addp(m, &m->d_mask_token, "decoder.mask_token", 3, 1, 1, Dd, 1);
-        rc |= addp(m, &m->d_pos, "decoder.pos_embed", 3, 1, L, Dd, 0);
+        rc |= vt_param_add(m, &m->de_w, "", "decoder_embed.weight", 2, Dd, D, 0, 0, 1);
+        rc |= vt_param_add(m, &m->de_b, "", "decoder_embed.bias", 1, Dd, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &m->d_mask_token, "", "decoder.mask_token", 3, 1, 1, Dd, 0, 1);
+        rc |= vt_param_add(m, &m->d_pos, "", "decoder.pos_embed", 3, 1, L, Dd, 0, 0);
         if (rc) return rc < 0 ? rc : VT_ERR_ARG;
         rc = vt_chain_build(m, &m->dec, "decoder.blocks.", c->decoder_depth, Dd, c->decoder_heads,
                             (int)vt_mlp_hidden(Dd, c->decoder_mlp_ratio), 1, 1, 1, 0, 0, 1e-6f, 1);
         if (rc) return rc;
-        rc |= addp(m, &m->dn_w, "decoder.norm.weight", 1, Dd, 0, 0, 1);
-        rc |= addp(m, &m->dn_b, "decoder.norm.bias", 1, Dd, 0, 0, 1);
-        rc |= addp(m, &m->pred_w, "prediction_head.weight", 2, O, Dd, 0, 1);
-        rc |= addp(m, &m->pred_b, "prediction_head.bias", 1, O, 0, 0, 1);
+        rc |= vt_param_add(m, &m->dn_w, "", "decoder.norm.weight", 1, Dd, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &m->dn_b, "", "decoder.norm.bias", 1, Dd, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &m->pred_w, "", "prediction_head.weight", 2, O, Dd, 0, 0, 1);
+        rc |= vt_param_add(m, &m->pred_b, "", "prediction_head.bias", 1, O, 0, 0, 0, 1);
     } else {
         int Hh = c->head_hidden_dim, nb = c->head_blocks;
         char name[VT_NAME_MAX];
         rc = vt_encoder_build(m, "backbone.", 0);
         if (rc) return rc;
-        rc |= addp(m, &m->h_in_w, "projection_head.blocks.0.weight", 2, Hh, D, 0, 1);
+        rc |= vt_param_add(m, &m->h_in_w, "", "projection_head.blocks.0.weight", 2, Hh, D, 0, 0, 1);
         if (rc) return rc < 0 ? rc : VT_ERR_ARG;
         rc = vt_chain_build(m, &m->head, "projection_head.blocks.", nb, Hh, 0,
                             (int)vt_mlp_hidden(Hh, c->head_mlp_ratio), 0, 0, 0, 0, 0, LN_EPS_HEAD, 1);
         if (rc) return rc;
         snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 1);
-        rc |= addp(m, &m->hn_w, name, 1, Hh, 0, 0, 1);
+        rc |= vt_param_add(m, &m->hn_w, "", name, 1, Hh, 0, 0, 0, 1);
         snprintf(name, sizeof name, "projection_head.blocks.%d.bias", nb + 1);
-        rc |= addp(m, &m->hn_b, name, 1, Hh, 0, 0, 1);
+        rc |= vt_param_add(m, &m->hn_b, "", name, 1, Hh, 0, 0, 0, 1);
         snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 2);
-        rc |= addp(m, &m->h_out_w, name, 2, O, Hh, 0, 1);
+        rc |= vt_param_add(m, &m->h_out_w, "", name, 2, O, Hh, 0, 0, 1);
     }
     return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
 }
@@ -228,8 +221,8 @@ static int loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, con
 
 /* the table of the last loss forward, for its backward */
 static void last_steps(const vt_model *m, vt_step *st) {
-    vt_chain_layout lays[VT_CHAINS] = {m->enc_run.lay, m->cfg.kind == VT_KIND_MAE ? m->dec_run.lay : m->head_run.lay};
-    loss_steps(m, &m->in, 1, lays, st);
+    vt_chain_layout lays[VT_CHAINS] = {m->last.enc_run.lay, m->cfg.kind == VT_KIND_MAE ? m->last.dec_run.lay : m->last.head_run.lay};
+    loss_steps(m, &m->last.in, 1, lays, st);
 }
 
 uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
@@ -237,11 +230,11 @@ uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, con
     return vt_steps_peak(st, loss_steps(m, in, need_grad, lays, st));
 }
 
-#define S (m->ls) /* per-model state between the loss forward and backward */
 
 /* ---- MAE ---------------------------------------------------------------------------------------------- */
 
 static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    vt_loss_acts *ls = &m->last.ls;
     vt_arena *ar = &m->arena;
     const vt_model_config *c = &m->cfg;
     int B = in->batch, D = c->enc.embed_dim, K = in->n_keep, Km = in->n_mask, L = m->enc.T_full;
@@ -252,14 +245,14 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     float *x0 = vt_arena_alloc(ar, st[MAE_ENC + VT_ENC_X0].n);
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, &enc_in, 0, x0);
-    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &S.feat);
+    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &ls->feat);
     if (rc) return rc;
     /* decoder input: zeros, embedded tokens at idx_keep, mask token at idx_mask, + pos_embed */
     float *seq = vt_arena_zalloc(ar, st[MAE_SEQ].n);
     size_t mark = vt_arena_mark(ar);
     float *emb = vt_arena_alloc(ar, st[MAE_EMB].n);
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_matmul_forward(emb, S.feat, vt_P(m, m->de_w), vt_P(m, m->de_b), B * K, D, Dd);
+    vt_matmul_forward(emb, ls->feat, vt_P(m, m->de_w), vt_P(m, m->de_b), B * K, D, Dd);
     for (int b = 0; b < B; b++)
         for (int k = 0; k < K; k++)
             memcpy(seq + ((size_t)b * L + in->idx_keep[(size_t)b * K + k]) * Dd, emb + ((size_t)b * K + k) * Dd, (size_t)Dd * sizeof(float));
@@ -271,36 +264,37 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
         for (int l = 0; l < L; l++)
             for (int d = 0; d < Dd; d++) seq[((size_t)b * L + l) * Dd + d] += pos[(size_t)l * Dd + d];
     }
-    vt_chain_run *r = &m->dec_run;
-    rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->dec_xs, m->dec_acts, seq, need_grad, 0);
+    vt_chain_run *r = &m->last.dec_run;
+    rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->last.dec_xs, m->last.dec_acts, seq, need_grad, 0);
     if (rc) return rc;
-    S.dec_ln = vt_arena_alloc(ar, st[MAE_DEC_LN].n);
-    S.dec_m = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
-    S.dec_r = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
-    S.sel = vt_arena_alloc(ar, st[MAE_SEL].n);
-    S.pred = vt_arena_alloc(ar, st[MAE_PRED].n);
-    S.tgt = vt_arena_alloc(ar, st[MAE_TGT].n);
-    S.trs = st[MAE_TRS].n ? vt_arena_alloc(ar, st[MAE_TRS].n) : NULL;
+    ls->dec_ln = vt_arena_alloc(ar, st[MAE_DEC_LN].n);
+    ls->dec_m = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
+    ls->dec_r = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
+    ls->sel = vt_arena_alloc(ar, st[MAE_SEL].n);
+    ls->pred = vt_arena_alloc(ar, st[MAE_PRED].n);
+    ls->tgt = vt_arena_alloc(ar, st[MAE_TGT].n);
+    ls->trs = st[MAE_TRS].n ? vt_arena_alloc(ar, st[MAE_TRS].n) : NULL;
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_layernorm_forward(S.dec_ln, S.dec_m, S.dec_r, r->xs[m->dec.depth], vt_P(m, m->dn_w), vt_P(m, m->dn_b), B * L, Dd, 1e-6f);
+    vt_layernorm_forward(ls->dec_ln, ls->dec_m, ls->dec_r, r->xs[m->dec.depth], vt_P(m, m->dn_w), vt_P(m, m->dn_b), B * L, Dd, 1e-6f);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Km; j++)
-            memcpy(S.sel + ((size_t)b * Km + j) * Dd, S.dec_ln + ((size_t)b * L + in->idx_mask[(size_t)b * Km + j]) * Dd, (size_t)Dd * sizeof(float));
-    vt_matmul_forward(S.pred, S.sel, vt_P(m, m->pred_w), vt_P(m, m->pred_b), B * Km, Dd, O);
-    make_targets(m, in, in->idx_mask, Km, m->enc.P, c->norm_pix_loss, S.tgt, S.trs);
-    m->loss = mse(S.pred, S.tgt, (size_t)B * Km * O);
+            memcpy(ls->sel + ((size_t)b * Km + j) * Dd, ls->dec_ln + ((size_t)b * L + in->idx_mask[(size_t)b * Km + j]) * Dd, (size_t)Dd * sizeof(float));
+    vt_matmul_forward(ls->pred, ls->sel, vt_P(m, m->pred_w), vt_P(m, m->pred_b), B * Km, Dd, O);
+    make_targets(m, in, in->idx_mask, Km, m->enc.P, c->norm_pix_loss, ls->tgt, ls->trs);
+    m->last.loss = mse(ls->pred, ls->tgt, (size_t)B * Km * O);
     return VT_OK;
 }
 
 /* d pred = 2 (pred - target) / n * dloss; the target's gradient (- d pred) reaches the images */
 static int loss_back_targets(vt_model *m, const vt_inputs *in, const int64_t *pidx, int K, int offset,
                              float dloss, float *dpred, float *dimages, const vt_step *dt_row) {
+    vt_loss_acts *ls = &m->last.ls;
     vt_arena *ar = &m->arena;
     const vt_vit_config *c = &m->cfg.enc;
     int B = in->batch, O = patch_dim(m), G = c->img_size / c->patch_size;
     size_t n = (size_t)B * K * O;
     float g = 2.0f * dloss / (float)n;
-    for (size_t i = 0; i < n; i++) dpred[i] = g * (S.pred[i] - S.tgt[i]);
+    for (size_t i = 0; i < n; i++) dpred[i] = g * (ls->pred[i] - ls->tgt[i]);
     if (!dimages) return VT_OK;
     size_t mark = vt_arena_mark(ar);
     float *dt = vt_arena_alloc(ar, dt_row->n);
@@ -311,7 +305,7 @@ static int loss_back_targets(vt_model *m, const vt_inputs *in, const int64_t *pi
         for (int j = 0; j < K; j++) {
             size_t row = (size_t)b * K + j;
             for (int e = 0; e < O; e++) dt[row * O + e] = -dpred[row * O + e];
-            if (norm_pix) norm_pix_backward(dt + row * O, S.tgt + row * O, S.trs[row], O);
+            if (norm_pix) norm_pix_backward(dt + row * O, ls->tgt + row * O, ls->trs[row], O);
             int pn = pidx ? (int)pidx[row] - offset : j;
             patch_add(dimages + b * img, dt + row * O, c->in_chans, c->img_size, c->patch_size, G, pn);
         }
@@ -320,8 +314,9 @@ static int loss_back_targets(vt_model *m, const vt_inputs *in, const int64_t *pi
 }
 
 static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
+    vt_loss_acts *ls = &m->last.ls;
     vt_arena *ar = &m->arena;
-    const vt_inputs *in = &m->in;
+    const vt_inputs *in = &m->last.in;
     int B = in->batch, D = m->cfg.enc.embed_dim, K = in->n_keep, Km = in->n_mask, L = m->enc.T_full;
     int Dd = m->cfg.decoder_dim, O = patch_dim(m);
     vt_step st[LOSS_ROWS];
@@ -333,17 +328,17 @@ static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
     float *dsel = vt_arena_zalloc(ar, st[MAE_DSEL].n);
     float *dres = vt_arena_zalloc(ar, st[MAE_DRES].n);
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_matmul_backward(dsel, vt_G(m, m->pred_w, pg), vt_G(m, m->pred_b, pg), dpred, S.sel, vt_P(m, m->pred_w), B * Km, Dd, O);
+    vt_matmul_backward(dsel, vt_G(m, m->pred_w, pg), vt_G(m, m->pred_b, pg), dpred, ls->sel, vt_P(m, m->pred_w), B * Km, Dd, O);
     /* gather at idx_mask after the decoder norm: norm backward on the gathered rows only */
-    const vt_chain_run *r = &m->dec_run;
+    const vt_chain_run *r = &m->last.dec_run;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Km; j++) {
             size_t row = (size_t)b * L + in->idx_mask[(size_t)b * Km + j];
             vt_layernorm_backward(dres + row * Dd, vt_G(m, m->dn_w, pg), vt_G(m, m->dn_b, pg),
                                   dsel + ((size_t)b * Km + j) * Dd, r->xs[m->dec.depth] + row * Dd,
-                                  vt_P(m, m->dn_w), S.dec_m + row, S.dec_r + row, 1, Dd);
+                                  vt_P(m, m->dn_w), ls->dec_m + row, ls->dec_r + row, 1, Dd);
         }
-    rc = vt_chain_backward(m, &m->dec_run, dres, pg, NULL, NULL);
+    rc = vt_chain_backward(m, &m->last.dec_run, dres, pg, NULL, NULL);
     if (rc) return rc;
     /* dres = d(decoder input): pos_embed, the decoder mask token, the embedded kept tokens */
     float *dpos = vt_G(m, m->d_pos, pg), *dmt = vt_G(m, m->d_mask_token, pg);
@@ -363,13 +358,14 @@ static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
             memcpy(demb + ((size_t)b * K + k) * Dd, dres + ((size_t)b * L + l) * Dd, (size_t)Dd * sizeof(float));
         }
     }
-    vt_matmul_backward(dfeat, vt_G(m, m->de_w, pg), vt_G(m, m->de_b, pg), demb, S.feat, vt_P(m, m->de_w), B * K, D, Dd);
+    vt_matmul_backward(dfeat, vt_G(m, m->de_w, pg), vt_G(m, m->de_b, pg), demb, ls->feat, vt_P(m, m->de_w), B * K, D, Dd);
     return vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
 }
 
 /* ---- AIM ------------------------------------------------------------------------------------------------ */
 
 static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    vt_loss_acts *ls = &m->last.ls;
     vt_arena *ar = &m->arena;
     const vt_model_config *c = &m->cfg;
     int B = in->batch, D = c->enc.embed_dim, N = m->enc.N, Hh = c->head_hidden_dim, O = patch_dim(m);
@@ -378,37 +374,38 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     float *x0 = vt_arena_alloc(ar, st[AIM_ENC + VT_ENC_X0].n);
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, 1, x0);
-    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &S.feat);
+    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &ls->feat);
     if (rc) return rc;
     /* vit._pos_embed(features): the same pos_embed added a second time */
-    S.f2 = vt_arena_alloc(ar, st[AIM_F2].n);
+    ls->f2 = vt_arena_alloc(ar, st[AIM_F2].n);
     float *h0 = vt_arena_alloc(ar, st[AIM_H0].n);
     if (ar->overflow) return vt_arena_overflow(ar);
     const float *pos = vt_P(m, m->enc.pos);
     for (int b = 0; b < B; b++)
         for (size_t e = 0; e < (size_t)N * D; e++)
-            S.f2[(size_t)b * N * D + e] = S.feat[(size_t)b * N * D + e] + (pos ? pos[e] : 0.0f);
-    vt_matmul_forward(h0, S.f2, vt_P(m, m->h_in_w), NULL, B * N, D, Hh);
-    vt_chain_run *r = &m->head_run;
-    rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->head_xs, m->head_acts, h0, need_grad, 0);
+            ls->f2[(size_t)b * N * D + e] = ls->feat[(size_t)b * N * D + e] + (pos ? pos[e] : 0.0f);
+    vt_matmul_forward(h0, ls->f2, vt_P(m, m->h_in_w), NULL, B * N, D, Hh);
+    vt_chain_run *r = &m->last.head_run;
+    rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->last.head_xs, m->last.head_acts, h0, need_grad, 0);
     if (rc) return rc;
-    S.dec_ln = vt_arena_alloc(ar, st[AIM_LN].n);
-    S.dec_m = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
-    S.dec_r = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
-    S.pred = vt_arena_alloc(ar, st[AIM_PRED].n);
-    S.tgt = vt_arena_alloc(ar, st[AIM_TGT].n);
-    S.trs = vt_arena_alloc(ar, st[AIM_TRS].n);
+    ls->head_ln = vt_arena_alloc(ar, st[AIM_LN].n);
+    ls->head_m = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
+    ls->head_r = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
+    ls->pred = vt_arena_alloc(ar, st[AIM_PRED].n);
+    ls->tgt = vt_arena_alloc(ar, st[AIM_TGT].n);
+    ls->trs = vt_arena_alloc(ar, st[AIM_TRS].n);
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_layernorm_forward(S.dec_ln, S.dec_m, S.dec_r, r->xs[m->head.depth], vt_P(m, m->hn_w), vt_P(m, m->hn_b), B * N, Hh, LN_EPS_HEAD);
-    vt_matmul_forward(S.pred, S.dec_ln, vt_P(m, m->h_out_w), NULL, B * N, Hh, O);
-    make_targets(m, in, NULL, N, 0, 1, S.tgt, S.trs);
-    m->loss = mse(S.pred, S.tgt, (size_t)B * N * O);
+    vt_layernorm_forward(ls->head_ln, ls->head_m, ls->head_r, r->xs[m->head.depth], vt_P(m, m->hn_w), vt_P(m, m->hn_b), B * N, Hh, LN_EPS_HEAD);
+    vt_matmul_forward(ls->pred, ls->head_ln, vt_P(m, m->h_out_w), NULL, B * N, Hh, O);
+    make_targets(m, in, NULL, N, 0, 1, ls->tgt, ls->trs);
+    m->last.loss = mse(ls->pred, ls->tgt, (size_t)B * N * O);
     return VT_OK;
 }
 
 static int aim_backward(vt_model *m, float dloss, float *dimages, int pg) {
+    vt_loss_acts *ls = &m->last.ls;
     vt_arena *ar = &m->arena;
-    const vt_inputs *in = &m->in;
+    const vt_inputs *in = &m->last.in;
     int B = in->batch, D = m->cfg.enc.embed_dim, N = m->enc.N, Hh = m->cfg.head_hidden_dim, O = patch_dim(m);
     vt_step st[LOSS_ROWS];
     last_steps(m, st);
@@ -419,14 +416,14 @@ static int aim_backward(vt_model *m, float dloss, float *dimages, int pg) {
     float *dln = vt_arena_zalloc(ar, st[AIM_DLN].n);
     float *dres = vt_arena_zalloc(ar, st[AIM_DRES].n);
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_matmul_backward(dln, vt_G(m, m->h_out_w, pg), NULL, dpred, S.dec_ln, vt_P(m, m->h_out_w), B * N, Hh, O);
-    vt_layernorm_backward(dres, vt_G(m, m->hn_w, pg), vt_G(m, m->hn_b, pg), dln, m->head_run.xs[m->head.depth],
-                          vt_P(m, m->hn_w), S.dec_m, S.dec_r, B * N, Hh);
-    rc = vt_chain_backward(m, &m->head_run, dres, pg, NULL, NULL);
+    vt_matmul_backward(dln, vt_G(m, m->h_out_w, pg), NULL, dpred, ls->head_ln, vt_P(m, m->h_out_w), B * N, Hh, O);
+    vt_layernorm_backward(dres, vt_G(m, m->hn_w, pg), vt_G(m, m->hn_b, pg), dln, m->last.head_run.xs[m->head.depth],
+                          vt_P(m, m->hn_w), ls->head_m, ls->head_r, B * N, Hh);
+    rc = vt_chain_backward(m, &m->last.head_run, dres, pg, NULL, NULL);
     if (rc) return rc;
     float *df2 = vt_arena_zalloc(ar, st[AIM_DF2].n);
     if (!df2) return vt_arena_overflow(ar);
-    vt_matmul_backward(df2, vt_G(m, m->h_in_w, pg), NULL, dres, S.f2, vt_P(m, m->h_in_w), B * N, D, Hh);
+    vt_matmul_backward(df2, vt_G(m, m->h_in_w, pg), NULL, dres, ls->f2, vt_P(m, m->h_in_w), B * N, D, Hh);
     float *dpos = vt_G(m, m->enc.pos, pg);
     if (dpos)
         for (int b = 0; b < B; b++)
@@ -436,17 +433,17 @@ static int aim_backward(vt_model *m, float dloss, float *dimages, int pg) {
 
 /* ---- dispatch and plan ---------------------------------------------------------------------------------- */
 
-int vt_loss_forward(vt_model *m, const vt_inputs *in, int need_grad, vt_chain_layout *lays) {
+vt_status vt_loss_forward(vt_model *m, const vt_inputs *in, int need_grad, vt_chain_layout *lays) {
     int rc = m->cfg.kind == VT_KIND_MAE ? mae_forward(m, in, need_grad, lays) : aim_forward(m, in, need_grad, lays);
     if (rc) return rc;
-    m->out = &m->loss;
-    m->out_ndim = 1;
-    m->out_shape[0] = 1;
-    if (!isfinite(m->loss)) return vt_fail(VT_ERR_NUMERIC, "the loss is %s", isnan(m->loss) ? "NaN" : "infinite");
+    m->last.out = &m->last.loss;
+    m->last.out_ndim = 1;
+    m->last.out_shape[0] = 1;
+    if (!isfinite(m->last.loss)) return vt_fail(VT_ERR_NUMERIC, "the loss is %s", isnan(m->last.loss) ? "NaN" : "infinite");
     return VT_OK;
 }
 
-int vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg) {
+vt_status vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg) {
     if (!isfinite(dloss)) return vt_fail(VT_ERR_NUMERIC, "d loss is not finite");
     size_t mark = vt_arena_mark(&m->arena);
     int rc = m->cfg.kind == VT_KIND_MAE ? mae_backward(m, dloss, dimages, pg) : aim_backward(m, dloss, dimages, pg);
@@ -456,11 +453,11 @@ int vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg) {
 
 /* ---- pictures for teaching ---------------------------------------------------------------------- */
 
-int vt_loss_visualize(const vt_model *m, float *masked, float *recon) {
+vt_status vt_loss_visualize(const vt_model *m, float *masked, float *recon) {
     if (!m || !masked || !recon) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: NULL argument");
-    if (!m->have_fwd || m->fn != VT_FN_LOSS) return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
+    if (!m->last.have_fwd || m->last.fn != VT_FN_LOSS) return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
     const vt_vit_config *c = &m->cfg.enc;
-    const vt_inputs *in = &m->in;
+    const vt_inputs *in = &m->last.in;
     int B = in->batch, O = patch_dim(m), G = c->img_size / c->patch_size, N = G * G;
     size_t img = (size_t)c->in_chans * c->img_size * c->img_size;
     memcpy(masked, in->images, (size_t)B * img * sizeof(float));
@@ -473,7 +470,7 @@ int vt_loss_visualize(const vt_model *m, float *masked, float *recon) {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < K; j++) {
             int n = mae ? (int)in->idx_mask[(size_t)b * K + j] - m->enc.P : j;
-            const float *pred = m->ls.pred + ((size_t)b * K + j) * O;
+            const float *pred = m->last.ls.pred + ((size_t)b * K + j) * O;
             memcpy(patch, pred, (size_t)O * sizeof(float));
             if (norm_pix) { /* invert normalize_mean_var with the original patch's statistics */
                 patch_get(orig, in->images + b * img, c->in_chans, c->img_size, c->patch_size, G, n);

@@ -78,7 +78,7 @@ vt_status vt_set_grad_checkpointing(vt_model *m, const char *policy) {
     vt_status rc = vt_policy_parse(policy, &p);
     if (rc) return rc;
     m->policy = p;
-    m->have_fwd = 0;
+    m->last.have_fwd = 0;
     return VT_OK;
 }
 

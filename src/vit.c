@@ -18,18 +18,9 @@ static int has_norm(const vt_model *m) { return m->enc.norm_w >= 0; }
 
 /* ---- parameter table --------------------------------------------------------------------------- */
 
-static int padd(vt_model *m, int *idx, const char *pfx, const char *name, int ndim, int64_t a,
-                int64_t b, int64_t c, int64_t d, int trainable) {
-    char full[VT_NAME_MAX + 32];
-    snprintf(full, sizeof full, "%s%s", pfx, name);
-    int64_t shape[4] = {a, b, c, d};
-    *idx = m->pt.n;
-    return vt_ptable_add(&m->pt, full, ndim, shape, trainable);
-}
-
 /* Adds the encoder's parameters in timm's state_dict order under `pfx` ("vit.", "backbone.vit.",
  * ...); lightly's mask token (if any) is added by the caller before, under its own name. */
-int vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
+vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     const vt_vit_config *c = &m->cfg.enc;
     vt_encoder *e = &m->enc;
     int D = c->embed_dim, rc = 0;
@@ -40,12 +31,12 @@ int vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     e->T_full = e->N + e->P;
     e->use_fc_norm = !strcmp(c->global_pool, "avg") || !strcmp(c->global_pool, "max") ||
                      !strcmp(c->global_pool, "avgmax");
-    if (c->class_token) rc |= padd(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
-    if (c->reg_tokens) rc |= padd(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
+    if (c->class_token) rc |= vt_param_add(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
+    if (c->reg_tokens) rc |= vt_param_add(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
     if (c->pos_embed)
-        rc |= padd(m, &e->pos, pfx, "pos_embed", 3, 1, c->no_embed_class ? e->N : e->T_full, D, 0, pos_trainable);
-    rc |= padd(m, &e->pe_w, pfx, "patch_embed.proj.weight", 4, D, c->in_chans, c->patch_size, c->patch_size, 1);
-    rc |= padd(m, &e->pe_b, pfx, "patch_embed.proj.bias", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->pos, pfx, "pos_embed", 3, 1, c->no_embed_class ? e->N : e->T_full, D, 0, pos_trainable);
+    rc |= vt_param_add(m, &e->pe_w, pfx, "patch_embed.proj.weight", 4, D, c->in_chans, c->patch_size, c->patch_size, 1);
+    rc |= vt_param_add(m, &e->pe_b, pfx, "patch_embed.proj.bias", 1, D, 0, 0, 0, 1);
     if (rc) return rc < 0 ? rc : VT_ERR_ARG;
     char bp[VT_NAME_MAX];
     snprintf(bp, sizeof bp, "%sblocks.", pfx);
@@ -54,15 +45,15 @@ int vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
                         c->qk_norm, c->init_values > 0, 1e-6f, 1);
     if (rc) return rc;
     if (!e->use_fc_norm) {
-        rc |= padd(m, &e->norm_w, pfx, "norm.weight", 1, D, 0, 0, 0, 1);
-        rc |= padd(m, &e->norm_b, pfx, "norm.bias", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->norm_w, pfx, "norm.weight", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->norm_b, pfx, "norm.bias", 1, D, 0, 0, 0, 1);
     } else { /* timm's fc_norm: in the state dict, never applied by lightly */
-        rc |= padd(m, &e->fcn_w, pfx, "fc_norm.weight", 1, D, 0, 0, 0, 1);
-        rc |= padd(m, &e->fcn_b, pfx, "fc_norm.bias", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->fcn_w, pfx, "fc_norm.weight", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->fcn_b, pfx, "fc_norm.bias", 1, D, 0, 0, 0, 1);
     }
     if (c->num_classes > 0) {
-        rc |= padd(m, &e->head_w, pfx, "head.weight", 2, c->num_classes, D, 0, 0, 1);
-        rc |= padd(m, &e->head_b, pfx, "head.bias", 1, c->num_classes, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->head_w, pfx, "head.weight", 2, c->num_classes, D, 0, 0, 1);
+        rc |= vt_param_add(m, &e->head_b, pfx, "head.bias", 1, c->num_classes, 0, 0, 0, 1);
     }
     return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
 }
@@ -104,7 +95,7 @@ static void col2im_add(float *dimg, const float *dpatches, int m0, int n, int C,
 static int chunk_rows(int BN) { return BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
 
 /* x0 [B,T,D] (allocated by the caller) = the chain input. */
-int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
+vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
     const vt_vit_config *c = &m->cfg.enc;
     const vt_encoder *e = &m->enc;
     vt_arena *ar = &m->arena;
@@ -162,8 +153,8 @@ int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x
 }
 
 /* Backward of the preprocessing: dx0 [B,T,D] -> parameter grads and dimages. */
-int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
-                            float *dimages, int pg) {
+vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
+                                  float *dimages, int pg) {
     const vt_vit_config *c = &m->cfg.enc;
     const vt_encoder *e = &m->enc;
     vt_arena *ar = &m->arena;
@@ -247,24 +238,24 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
 
 /* Encoder blocks from x0 [B,T,D] (already preprocessed), then the final norm (Identity when the
  * config pools with fc_norm); *feat = the encoder's output. Keeps what the layout says. */
-int vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
-                      int T, float *x0, int causal, int keep_all, float **feat) {
-    vt_chain_run *r = &m->enc_run;
+vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
+                            int T, float *x0, int causal, int keep_all, float **feat) {
+    vt_chain_run *r = &m->last.enc_run;
     vt_arena *ar = &m->arena;
     int B = in->batch, D = m->enc.chain.D;
     const uint8_t *cmask = causal && in->mask && in->is_causal ? in->mask : NULL;
-    int rc = vt_chain_run_start(m, r, &m->enc.chain, lay, B, T, cmask, m->enc_xs, m->enc_acts, x0,
+    int rc = vt_chain_run_start(m, r, &m->enc.chain, lay, B, T, cmask, m->last.enc_xs, m->last.enc_acts, x0,
                                 need_grad, keep_all);
     if (rc) return rc;
     *feat = r->xs[r->c->depth];
     if (m->enc.norm_w >= 0) {
-        m->fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
-        m->fin_m = vt_arena_alloc(ar, (size_t)B * T);
-        m->fin_r = vt_arena_alloc(ar, (size_t)B * T);
+        m->last.fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
+        m->last.fin_m = vt_arena_alloc(ar, (size_t)B * T);
+        m->last.fin_r = vt_arena_alloc(ar, (size_t)B * T);
         if (ar->overflow) return vt_arena_overflow(ar);
-        vt_layernorm_forward(m->fin_ln, m->fin_m, m->fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b),
+        vt_layernorm_forward(m->last.fin_ln, m->last.fin_m, m->last.fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b),
                              B * T, D, 1e-6f);
-        *feat = m->fin_ln;
+        *feat = m->last.fin_ln;
     }
     return VT_OK;
 }
@@ -495,37 +486,37 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, causal, x0);
     if (rc) return rc;
-    rc = vt_encoder_blocks(m, in, need_grad, lay, T, x0, causal, vt_fn_is_inter(fn), &m->out);
+    rc = vt_encoder_blocks(m, in, need_grad, lay, T, x0, causal, vt_fn_is_inter(fn), &m->last.out);
     if (rc) return rc;
-    const vt_chain_run *r = &m->enc_run;
-    m->out_ndim = 3;
-    m->out_shape[0] = B; m->out_shape[1] = T; m->out_shape[2] = D;
+    const vt_chain_run *r = &m->last.enc_run;
+    m->last.out_ndim = 3;
+    m->last.out_shape[0] = B; m->last.out_shape[1] = T; m->last.out_shape[2] = D;
     if (fn == VT_FN_FORWARD && has_pool(m)) {
         float *pooled = vt_arena_alloc(ar, st[CALL_POOL].n);
         if (!pooled) return vt_arena_overflow(ar);
-        pool_forward(m, pooled, m->out, B, T, D);
-        m->out = pooled;
-        m->out_ndim = 2;
-        m->out_shape[1] = D;
+        pool_forward(m, pooled, m->last.out, B, T, D);
+        m->last.out = pooled;
+        m->last.out_ndim = 2;
+        m->last.out_shape[1] = D;
     }
     if (fn == VT_FN_TIMM_FORWARD) {
-        vt_head_run *h = &m->headrun;
-        rc = vt_head_forward(m, h, m->out, B, T);
+        vt_head_run *h = &m->last.head;
+        rc = vt_head_forward(m, h, m->last.out, B, T);
         if (rc) return rc;
-        m->out = h->out;
+        m->last.out = h->out;
         int width = h->C ? h->C : D;
-        m->out_ndim = timm_pool(m) == POOL_NONE ? 3 : 2;
-        m->out_shape[m->out_ndim - 1] = width;
+        m->last.out_ndim = timm_pool(m) == POOL_NONE ? 3 : 2;
+        m->last.out_shape[m->last.out_ndim - 1] = width;
     }
     if (vt_fn_is_inter(fn))
         for (int i = 0; i < c->depth; i++) {
-            m->inter[i] = r->xs[i + 1];
+            m->last.inter[i] = r->xs[i + 1];
             if (fn == VT_FN_INTERMEDIATES_NORM && has_norm(m)) {
-                m->inter[i] = vt_arena_alloc(ar, st[CALL_INTER].n);
-                m->inter_m[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
-                m->inter_r[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
+                m->last.inter[i] = vt_arena_alloc(ar, st[CALL_INTER].n);
+                m->last.inter_m[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
+                m->last.inter_r[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
                 if (ar->overflow) return vt_arena_overflow(ar);
-                vt_layernorm_forward(m->inter[i], m->inter_m[i], m->inter_r[i], r->xs[i + 1],
+                vt_layernorm_forward(m->last.inter[i], m->last.inter_m[i], m->last.inter_r[i], r->xs[i + 1],
                                      vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
             }
         }
@@ -536,7 +527,7 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
  * images. inject (may be NULL) adds the gradients of intermediates during the chain backward. */
 vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx,
                               float *dimages, int pg) {
-    vt_chain_run *r = &m->enc_run;
+    vt_chain_run *r = &m->last.enc_run;
     size_t M = (size_t)r->B * r->T;
     int D = r->c->D;
     float *dres = vt_arena_zalloc(&m->arena, M * D);
@@ -544,12 +535,12 @@ vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inje
     if (dfeat) {
         if (has_norm(m))
             vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, pg), vt_G(m, m->enc.norm_b, pg), dfeat,
-                                  r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->fin_m, m->fin_r, (int)M, D);
+                                  r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->last.fin_m, m->last.fin_r, (int)M, D);
         else
             for (size_t e = 0; e < M * D; e++) dres[e] += dfeat[e];
     }
     vt_status rc = vt_chain_backward(m, r, dres, pg, inject, ctx);
-    if (!rc) rc = vt_encoder_backward_pre(m, &m->in, vt_causal_kind(m), dres, dimages, pg);
+    if (!rc) rc = vt_encoder_backward_pre(m, &m->last.in, vt_causal_kind(m), dres, dimages, pg);
     return rc;
 }
 
@@ -563,41 +554,41 @@ static void inject_intermediates(vt_model *m, void *vctx, int i, float *dres) {
     inject_ctx *ctx = vctx;
     if (1 + i >= ctx->n_douts || !ctx->douts[1 + i]) return;
     const float *dI = ctx->douts[1 + i];
-    const vt_chain_run *r = &m->enc_run;
+    const vt_chain_run *r = &m->last.enc_run;
     int M = r->B * r->T, D = r->c->D;
-    if (m->fn == VT_FN_INTERMEDIATES_NORM && has_norm(m))
+    if (m->last.fn == VT_FN_INTERMEDIATES_NORM && has_norm(m))
         vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, ctx->pg), vt_G(m, m->enc.norm_b, ctx->pg), dI,
-                              r->xs[i + 1], vt_P(m, m->enc.norm_w), m->inter_m[i], m->inter_r[i], M, D);
+                              r->xs[i + 1], vt_P(m, m->enc.norm_w), m->last.inter_m[i], m->last.inter_r[i], M, D);
     else
         for (size_t e = 0; e < (size_t)M * D; e++) dres[e] += dI[e];
 }
 
 vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts,
                                    float *dimages, int pg) {
-    const vt_chain_run *r = &m->enc_run;
+    const vt_chain_run *r = &m->last.enc_run;
     vt_arena *ar = &m->arena;
     int B = r->B, T = r->T, D = r->c->D;
     vt_step st[CALL_ROWS];
-    call_steps(m, m->fn, &m->in, 1, &r->lay, st);
+    call_steps(m, m->last.fn, &m->last.in, 1, &r->lay, st);
     size_t mark = vt_arena_mark(ar);
     const float *dout = n_douts > 0 ? douts[0] : NULL;
-    if (m->fn == VT_FN_FORWARD && has_pool(m)) {
+    if (m->last.fn == VT_FN_FORWARD && has_pool(m)) {
         float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
         if (!dfin) return vt_arena_overflow(ar);
         if (dout) pool_backward(m, dfin, dout, B, T, D);
         dout = dout ? dfin : NULL;
     }
-    if (m->fn == VT_FN_TIMM_FORWARD) {
+    if (m->last.fn == VT_FN_TIMM_FORWARD) {
         float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
         if (!dfin) return vt_arena_overflow(ar);
         if (dout) {
-            vt_status rc = vt_head_backward(m, &m->headrun, dout, dfin, pg);
+            vt_status rc = vt_head_backward(m, &m->last.head, dout, dfin, pg);
             if (rc) return rc;
         }
         dout = dout ? dfin : NULL;
     }
     inject_ctx ctx = {douts, n_douts, pg};
-    vt_status rc = vt_encoder_backward(m, dout, vt_fn_is_inter(m->fn) ? inject_intermediates : NULL, &ctx,
+    vt_status rc = vt_encoder_backward(m, dout, vt_fn_is_inter(m->last.fn) ? inject_intermediates : NULL, &ctx,
                                        dimages, pg);
     vt_arena_reset(ar, mark);
     return rc;

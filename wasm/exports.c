@@ -231,7 +231,6 @@ int vtw_plan_train_step(int h, int batch, double mask_ratio, const char *policy,
     memcpy(names + VT_POLICY_TEXT_MAX, p.least_policy, VT_POLICY_TEXT_MAX);
     return VT_OK;
 }
-/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
 /* The activation timeline of the last call as doubles: out[0..n) arena bytes in use, out[max..max+n)
  * live bytes; returns the count and writes where the backward began to *bwd. */
 int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
@@ -243,6 +242,7 @@ int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     return n;
 }
 
+/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
 int vtw_arena_stats(int h, double out[3]) {
     GET_OR_FAIL(m, h);
     vt_arena_stats s;

@@ -1,7 +1,7 @@
 // util.mjs: shared helpers of the Node tests (not a test file itself).
 // The repo is two levels up; the fixtures are ../shared/fixtures beside it (never copied); the
 // build directory is $VITRINE_BUILD or <repo>/build, holding wasm/ and the native vitrine.
-import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createVitrine, readSafetensorsHeader } from '../../web/vitrine.js';
