@@ -2,7 +2,7 @@
 
 export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
-export type CallName = 'encode' | 'forward' | 'intermediates' | 'intermediates_norm' | 'loss';
+export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
@@ -132,6 +132,8 @@ export class Model {
   readonly kind: ModelKind;
   readonly dims: { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number };
   encode(images: Images, options?: CallOptions): Tensor;
+  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
+  timmForward(images: Images, options?: CallOptions): Tensor;
   forward(images: Images, options?: CallOptions): Tensor;
   forwardIntermediates(images: Images, options?: CallOptions & { norm?: boolean }): { out: Tensor; intermediates: Tensor[] };
   loss(images: Images, options?: CallOptions): number;

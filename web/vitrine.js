@@ -12,7 +12,7 @@
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
-const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4 };
+const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4, timm_forward: 5 };
 const POLICY_TEXT_MAX = 48; // VT_POLICY_TEXT_MAX (src/vitrine.h): a policy name's buffer
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];
@@ -424,8 +424,11 @@ export class Model {
   /** lightly encode / timm forward_features: [B, T, D]. opts: idxMask, idxKeep, mask, isCausal,
    * needGrad (keep what backward needs), mean, std (for ImageData). */
   encode(images, opts) { this._run(FN.encode, images, opts); return this.output(0); }
-  /** lightly forward: the pooled [B, D]. */
+  /** lightly forward: the pooled [B, D] (no fc_norm, no head). */
   forward(images, opts) { this._run(FN.forward, images, opts); return this.output(0); }
+  /** timm VisionTransformer.forward: forward_features, then forward_head (pool -> fc_norm ->
+   * head): [B, num_classes] ([B, D] without a head, [B, T, .] with global_pool ''). */
+  timmForward(images, opts) { this._run(FN.timm_forward, images, opts); return this.output(0); }
   /** { out, intermediates: [B, T, D] per block }; opts.norm applies the final norm to each. */
   forwardIntermediates(images, opts = {}) {
     this._run(opts.norm ? FN.intermediates_norm : FN.intermediates, images, opts);
