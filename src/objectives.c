@@ -137,25 +137,17 @@ static float mse(const float *p, const float *t, size_t n) {
 
 /* ---- step tables (model.h): what the loss calls allocate, in order -------------------------------- */
 
-/* MAE: the encoder on the kept tokens, the decoder input, the decoder, its norm, the gathered
- * rows, prediction, target; backward: d pred, d target (-> images), d gathered rows, d decoder,
- * d embedded tokens, d features, then the encoder's backward. */
+/* One table for both losses, MAE | AIM per row (a row the loss has not is 0): the encoder (on
+ * the kept tokens | all), the head's input (decoder input | features + pos_embed), its scoped
+ * embedding | the head's first Linear, the chain (decoder | head), its norm, the norm's rows at
+ * idx_mask | -, prediction, target; backward: d pred, d target (-> images), d gathered rows |
+ * d norm out, d chain, d embedded tokens | -, d features, then the encoder's backward. */
 enum {
-    MAE_ENC = 0, MAE_SEQ = VT_ENC_FWD_ROWS, MAE_EMB, MAE_DEC_KEPT, MAE_DEC_FWD, MAE_DEC_LN, MAE_DEC_STATS,
-    MAE_SEL, MAE_PRED, MAE_TGT, MAE_TRS,
-    MAE_DPRED, MAE_DT, MAE_DSEL, MAE_DRES, MAE_DEC_BWD, MAE_DEMB, MAE_DFEAT,
-    MAE_ENC_BWD, MAE_ROWS = MAE_ENC_BWD + VT_ENC_BWD_ROWS
+    LOSS_ENC = 0, LOSS_IN = VT_ENC_FWD_ROWS, LOSS_IN2, LOSS_KEPT, LOSS_FWD, LOSS_LN, LOSS_LN_STATS,
+    LOSS_SEL, LOSS_PRED, LOSS_TGT, LOSS_TRS,
+    LOSS_DPRED, LOSS_DT, LOSS_DHEAD, LOSS_DRES, LOSS_BWD, LOSS_DEMB, LOSS_DFEAT,
+    LOSS_ENC_BWD, LOSS_ROWS = LOSS_ENC_BWD + VT_ENC_BWD_ROWS
 };
-/* AIM: the encoder, features + pos_embed, the head's input, the head, its norm, prediction,
- * target; backward: d pred, d target (-> images), d norm out, d head, d features + pos_embed,
- * then the encoder's backward. */
-enum {
-    AIM_ENC = 0, AIM_F2 = VT_ENC_FWD_ROWS, AIM_H0, AIM_HEAD_KEPT, AIM_HEAD_FWD, AIM_LN, AIM_LN_STATS,
-    AIM_PRED, AIM_TGT, AIM_TRS,
-    AIM_DPRED, AIM_DT, AIM_DLN, AIM_DRES, AIM_HEAD_BWD, AIM_DF2,
-    AIM_ENC_BWD, AIM_ROWS = AIM_ENC_BWD + VT_ENC_BWD_ROWS
-};
-#define LOSS_ROWS ((int)MAE_ROWS > (int)AIM_ROWS ? (int)MAE_ROWS : (int)AIM_ROWS)
 
 /* The encoder sees idx_keep only (lightly's MAE never passes idx_mask to the encoder). */
 static vt_inputs encoder_inputs(const vt_inputs *in) {
@@ -165,58 +157,39 @@ static vt_inputs encoder_inputs(const vt_inputs *in) {
     return e;
 }
 
-/* The table of the model's loss call; lays: the encoder's and the decoder's / head's. Returns
- * the number of rows. The backward rows count d images through the target (DT). */
-static int loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays,
-                      vt_step *st) {
+/* The table of the model's loss call; lays: the encoder's and the decoder's / head's. The
+ * backward rows count d images through the target (DT). */
+static void loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays,
+                       vt_step st[LOSS_ROWS]) {
     const vt_model_config *c = &m->cfg;
-    uint64_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), L = m->enc.T_full, N = m->enc.N;
-    uint64_t kd, fd, bd, g = need_grad ? 1 : 0;
-    if (c->kind == VT_KIND_MAE) {
-        uint64_t K = in->n_keep, Km = in->n_mask, Dd = c->decoder_dim;
-        vt_inputs e = encoder_inputs(in);
-        vt_encoder_steps(m, &e, (int)K, need_grad, 0, &lays[0], st + MAE_ENC, st + MAE_ENC_BWD);
-        vt_chain_plan(&m->dec, &lays[1], (int)B, (int)L, need_grad, 0, &kd, &fd, &bd);
-        st[MAE_SEQ] = vt_keep(B * L * Dd);
-        st[MAE_EMB] = vt_peak(B * K * Dd);
-        st[MAE_DEC_KEPT] = vt_keep(kd);
-        st[MAE_DEC_FWD] = vt_peak(fd);
-        st[MAE_DEC_LN] = vt_keep(B * L * Dd);
-        st[MAE_DEC_STATS] = vt_keep(B * L);
-        st[MAE_DEC_STATS].count = 2;
-        st[MAE_SEL] = vt_keep(B * Km * Dd);
-        st[MAE_PRED] = vt_keep(B * Km * O);
-        st[MAE_TGT] = vt_keep(B * Km * O);
-        st[MAE_TRS] = vt_keep(c->norm_pix_loss ? B * Km : 0);
-        st[MAE_DPRED] = vt_keep(g * B * Km * O);
-        st[MAE_DT] = vt_peak(g * B * Km * O);
-        st[MAE_DSEL] = vt_keep(g * B * Km * Dd);
-        st[MAE_DRES] = vt_keep(g * B * L * Dd);
-        st[MAE_DEC_BWD] = vt_peak(g * bd);
-        st[MAE_DEMB] = vt_keep(g * B * K * Dd);
-        st[MAE_DFEAT] = vt_keep(g * B * K * D);
-        return MAE_ROWS;
-    }
-    uint64_t Hh = c->head_hidden_dim;
-    vt_encoder_steps(m, in, (int)N, need_grad, 0, &lays[0], st + AIM_ENC, st + AIM_ENC_BWD);
-    vt_chain_plan(&m->head, &lays[1], (int)B, (int)N, need_grad, 0, &kd, &fd, &bd);
-    st[AIM_F2] = vt_keep(B * N * D);
-    st[AIM_H0] = vt_keep(B * N * Hh);
-    st[AIM_HEAD_KEPT] = vt_keep(kd);
-    st[AIM_HEAD_FWD] = vt_peak(fd);
-    st[AIM_LN] = vt_keep(B * N * Hh);
-    st[AIM_LN_STATS] = vt_keep(B * N);
-    st[AIM_LN_STATS].count = 2;
-    st[AIM_PRED] = vt_keep(B * N * O);
-    st[AIM_TGT] = vt_keep(B * N * O);
-    st[AIM_TRS] = vt_keep(B * N);
-    st[AIM_DPRED] = vt_keep(g * B * N * O);
-    st[AIM_DT] = vt_peak(g * B * N * O);
-    st[AIM_DLN] = vt_keep(g * B * N * Hh);
-    st[AIM_DRES] = vt_keep(g * B * N * Hh);
-    st[AIM_HEAD_BWD] = vt_peak(g * bd);
-    st[AIM_DF2] = vt_keep(g * B * N * D);
-    return AIM_ROWS;
+    int mae = c->kind == VT_KIND_MAE;
+    uint64_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), g = need_grad ? 1 : 0;
+    uint64_t T = mae ? (uint64_t)in->n_keep : (uint64_t)m->enc.N;        /* encoder tokens */
+    uint64_t Mc = B * (mae ? (uint64_t)m->enc.T_full : (uint64_t)m->enc.N); /* chain rows */
+    uint64_t Dc = mae ? (uint64_t)c->decoder_dim : (uint64_t)c->head_hidden_dim; /* chain width */
+    uint64_t Mp = B * (mae ? (uint64_t)in->n_mask : (uint64_t)m->enc.N);  /* predicted patches */
+    uint64_t kept, fx, bx;
+    vt_inputs e = encoder_inputs(in);
+    vt_encoder_steps(m, mae ? &e : in, (int)T, need_grad, 0, &lays[0], st + LOSS_ENC, st + LOSS_ENC_BWD);
+    vt_chain_plan(mae ? &m->dec : &m->head, &lays[1], (int)B, (int)(Mc / B), need_grad, 0, &kept, &fx, &bx);
+    st[LOSS_IN] = vt_keep(mae ? Mc * Dc : B * T * D);
+    st[LOSS_IN2] = mae ? vt_peak(B * T * Dc) : vt_keep(Mc * Dc);
+    st[LOSS_KEPT] = vt_keep(kept);
+    st[LOSS_FWD] = vt_peak(fx);
+    st[LOSS_LN] = vt_keep(Mc * Dc);
+    st[LOSS_LN_STATS] = vt_keep(Mc);
+    st[LOSS_LN_STATS].count = 2;
+    st[LOSS_SEL] = vt_keep(mae ? Mp * Dc : 0);
+    st[LOSS_PRED] = vt_keep(Mp * O);
+    st[LOSS_TGT] = vt_keep(Mp * O);
+    st[LOSS_TRS] = vt_keep(!mae || c->norm_pix_loss ? Mp : 0);
+    st[LOSS_DPRED] = vt_keep(g * Mp * O);
+    st[LOSS_DT] = vt_peak(g * Mp * O);
+    st[LOSS_DHEAD] = vt_keep(g * (mae ? Mp : Mc) * Dc);
+    st[LOSS_DRES] = vt_keep(g * Mc * Dc);
+    st[LOSS_BWD] = vt_peak(g * bx);
+    st[LOSS_DEMB] = vt_keep(mae ? g * B * T * Dc : 0);
+    st[LOSS_DFEAT] = vt_keep(g * B * T * D);
 }
 
 /* the table of the last loss forward, for its backward */
@@ -227,9 +200,26 @@ static void last_steps(const vt_model *m, vt_step *st) {
 
 uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
     vt_step st[LOSS_ROWS];
-    return vt_steps_peak(st, loss_steps(m, in, need_grad, lays, st));
+    loss_steps(m, in, need_grad, lays, st);
+    return vt_steps_peak(st, LOSS_ROWS);
 }
 
+
+/* The rows LN .. TRS after the chain: its norm (output, mean, rstd), the norm's rows at
+ * idx_mask (MAE), prediction, target and the target's statistics (norm_pix). */
+static vt_status alloc_outputs(vt_model *m, const vt_step st[LOSS_ROWS], float **ln, float **mean,
+                               float **rstd) {
+    vt_arena *ar = &m->arena;
+    vt_loss_acts *ls = &m->last.ls;
+    *ln = vt_arena_alloc(ar, st[LOSS_LN].n);
+    *mean = vt_arena_alloc(ar, st[LOSS_LN_STATS].n);
+    *rstd = vt_arena_alloc(ar, st[LOSS_LN_STATS].n);
+    ls->sel = st[LOSS_SEL].n ? vt_arena_alloc(ar, st[LOSS_SEL].n) : NULL;
+    ls->pred = vt_arena_alloc(ar, st[LOSS_PRED].n);
+    ls->tgt = vt_arena_alloc(ar, st[LOSS_TGT].n);
+    ls->trs = st[LOSS_TRS].n ? vt_arena_alloc(ar, st[LOSS_TRS].n) : NULL;
+    return ar->overflow ? vt_arena_overflow(ar) : VT_OK;
+}
 
 /* ---- MAE ---------------------------------------------------------------------------------------------- */
 
@@ -242,15 +232,15 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_inputs enc_in = encoder_inputs(in);
     vt_step st[LOSS_ROWS];
     loss_steps(m, in, need_grad, lays, st);
-    float *x0 = vt_arena_alloc(ar, st[MAE_ENC + VT_ENC_X0].n);
+    float *x0 = vt_arena_alloc(ar, st[LOSS_ENC + VT_ENC_X0].n);
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, &enc_in, 0, x0);
     if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &ls->feat);
     if (rc) return rc;
     /* decoder input: zeros, embedded tokens at idx_keep, mask token at idx_mask, + pos_embed */
-    float *seq = vt_arena_zalloc(ar, st[MAE_SEQ].n);
+    float *seq = vt_arena_zalloc(ar, st[LOSS_IN].n);
     size_t mark = vt_arena_mark(ar);
-    float *emb = vt_arena_alloc(ar, st[MAE_EMB].n);
+    float *emb = vt_arena_alloc(ar, st[LOSS_IN2].n);
     if (ar->overflow) return vt_arena_overflow(ar);
     vt_matmul_forward(emb, ls->feat, vt_P(m, m->de_w), vt_P(m, m->de_b), B * K, D, Dd);
     for (int b = 0; b < B; b++)
@@ -267,14 +257,8 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_chain_run *r = &m->last.dec_run;
     rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->last.dec_xs, m->last.dec_acts, seq, need_grad, 0);
     if (rc) return rc;
-    ls->dec_ln = vt_arena_alloc(ar, st[MAE_DEC_LN].n);
-    ls->dec_m = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
-    ls->dec_r = vt_arena_alloc(ar, st[MAE_DEC_STATS].n);
-    ls->sel = vt_arena_alloc(ar, st[MAE_SEL].n);
-    ls->pred = vt_arena_alloc(ar, st[MAE_PRED].n);
-    ls->tgt = vt_arena_alloc(ar, st[MAE_TGT].n);
-    ls->trs = st[MAE_TRS].n ? vt_arena_alloc(ar, st[MAE_TRS].n) : NULL;
-    if (ar->overflow) return vt_arena_overflow(ar);
+    rc = alloc_outputs(m, st, &ls->dec_ln, &ls->dec_m, &ls->dec_r);
+    if (rc) return rc;
     vt_layernorm_forward(ls->dec_ln, ls->dec_m, ls->dec_r, r->xs[m->dec.depth], vt_P(m, m->dn_w), vt_P(m, m->dn_b), B * L, Dd, 1e-6f);
     for (int b = 0; b < B; b++)
         for (int j = 0; j < Km; j++)
@@ -321,12 +305,12 @@ static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
     int Dd = m->cfg.decoder_dim, O = patch_dim(m);
     vt_step st[LOSS_ROWS];
     last_steps(m, st);
-    float *dpred = vt_arena_alloc(ar, st[MAE_DPRED].n);
+    float *dpred = vt_arena_alloc(ar, st[LOSS_DPRED].n);
     if (!dpred) return vt_arena_overflow(ar);
-    int rc = loss_back_targets(m, in, in->idx_mask, Km, m->enc.P, dloss, dpred, dimages, &st[MAE_DT]);
+    int rc = loss_back_targets(m, in, in->idx_mask, Km, m->enc.P, dloss, dpred, dimages, &st[LOSS_DT]);
     if (rc) return rc;
-    float *dsel = vt_arena_zalloc(ar, st[MAE_DSEL].n);
-    float *dres = vt_arena_zalloc(ar, st[MAE_DRES].n);
+    float *dsel = vt_arena_zalloc(ar, st[LOSS_DHEAD].n);
+    float *dres = vt_arena_zalloc(ar, st[LOSS_DRES].n);
     if (ar->overflow) return vt_arena_overflow(ar);
     vt_matmul_backward(dsel, vt_G(m, m->pred_w, pg), vt_G(m, m->pred_b, pg), dpred, ls->sel, vt_P(m, m->pred_w), B * Km, Dd, O);
     /* gather at idx_mask after the decoder norm: norm backward on the gathered rows only */
@@ -345,8 +329,8 @@ static int mae_backward(vt_model *m, float dloss, float *dimages, int pg) {
     if (dpos)
         for (int b = 0; b < B; b++)
             for (size_t e = 0; e < (size_t)L * Dd; e++) dpos[e] += dres[(size_t)b * L * Dd + e];
-    float *demb = vt_arena_zalloc(ar, st[MAE_DEMB].n);
-    float *dfeat = vt_arena_zalloc(ar, st[MAE_DFEAT].n);
+    float *demb = vt_arena_zalloc(ar, st[LOSS_DEMB].n);
+    float *dfeat = vt_arena_zalloc(ar, st[LOSS_DFEAT].n);
     if (ar->overflow) return vt_arena_overflow(ar);
     for (int b = 0; b < B; b++) {
         const int64_t *mrow = in->idx_mask + (size_t)b * Km;
@@ -371,14 +355,14 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     int B = in->batch, D = c->enc.embed_dim, N = m->enc.N, Hh = c->head_hidden_dim, O = patch_dim(m);
     vt_step st[LOSS_ROWS];
     loss_steps(m, in, need_grad, lays, st);
-    float *x0 = vt_arena_alloc(ar, st[AIM_ENC + VT_ENC_X0].n);
+    float *x0 = vt_arena_alloc(ar, st[LOSS_ENC + VT_ENC_X0].n);
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, 1, x0);
     if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &ls->feat);
     if (rc) return rc;
     /* vit._pos_embed(features): the same pos_embed added a second time */
-    ls->f2 = vt_arena_alloc(ar, st[AIM_F2].n);
-    float *h0 = vt_arena_alloc(ar, st[AIM_H0].n);
+    ls->f2 = vt_arena_alloc(ar, st[LOSS_IN].n);
+    float *h0 = vt_arena_alloc(ar, st[LOSS_IN2].n);
     if (ar->overflow) return vt_arena_overflow(ar);
     const float *pos = vt_P(m, m->enc.pos);
     for (int b = 0; b < B; b++)
@@ -388,13 +372,8 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_chain_run *r = &m->last.head_run;
     rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->last.head_xs, m->last.head_acts, h0, need_grad, 0);
     if (rc) return rc;
-    ls->head_ln = vt_arena_alloc(ar, st[AIM_LN].n);
-    ls->head_m = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
-    ls->head_r = vt_arena_alloc(ar, st[AIM_LN_STATS].n);
-    ls->pred = vt_arena_alloc(ar, st[AIM_PRED].n);
-    ls->tgt = vt_arena_alloc(ar, st[AIM_TGT].n);
-    ls->trs = vt_arena_alloc(ar, st[AIM_TRS].n);
-    if (ar->overflow) return vt_arena_overflow(ar);
+    rc = alloc_outputs(m, st, &ls->head_ln, &ls->head_m, &ls->head_r);
+    if (rc) return rc;
     vt_layernorm_forward(ls->head_ln, ls->head_m, ls->head_r, r->xs[m->head.depth], vt_P(m, m->hn_w), vt_P(m, m->hn_b), B * N, Hh, LN_EPS_HEAD);
     vt_matmul_forward(ls->pred, ls->head_ln, vt_P(m, m->h_out_w), NULL, B * N, Hh, O);
     make_targets(m, in, NULL, N, 0, 1, ls->tgt, ls->trs);
@@ -409,19 +388,19 @@ static int aim_backward(vt_model *m, float dloss, float *dimages, int pg) {
     int B = in->batch, D = m->cfg.enc.embed_dim, N = m->enc.N, Hh = m->cfg.head_hidden_dim, O = patch_dim(m);
     vt_step st[LOSS_ROWS];
     last_steps(m, st);
-    float *dpred = vt_arena_alloc(ar, st[AIM_DPRED].n);
+    float *dpred = vt_arena_alloc(ar, st[LOSS_DPRED].n);
     if (!dpred) return vt_arena_overflow(ar);
-    int rc = loss_back_targets(m, in, NULL, N, 0, dloss, dpred, dimages, &st[AIM_DT]);
+    int rc = loss_back_targets(m, in, NULL, N, 0, dloss, dpred, dimages, &st[LOSS_DT]);
     if (rc) return rc;
-    float *dln = vt_arena_zalloc(ar, st[AIM_DLN].n);
-    float *dres = vt_arena_zalloc(ar, st[AIM_DRES].n);
+    float *dln = vt_arena_zalloc(ar, st[LOSS_DHEAD].n);
+    float *dres = vt_arena_zalloc(ar, st[LOSS_DRES].n);
     if (ar->overflow) return vt_arena_overflow(ar);
     vt_matmul_backward(dln, vt_G(m, m->h_out_w, pg), NULL, dpred, ls->head_ln, vt_P(m, m->h_out_w), B * N, Hh, O);
     vt_layernorm_backward(dres, vt_G(m, m->hn_w, pg), vt_G(m, m->hn_b, pg), dln, m->last.head_run.xs[m->head.depth],
                           vt_P(m, m->hn_w), ls->head_m, ls->head_r, B * N, Hh);
     rc = vt_chain_backward(m, &m->last.head_run, dres, pg, NULL, NULL);
     if (rc) return rc;
-    float *df2 = vt_arena_zalloc(ar, st[AIM_DF2].n);
+    float *df2 = vt_arena_zalloc(ar, st[LOSS_DFEAT].n);
     if (!df2) return vt_arena_overflow(ar);
     vt_matmul_backward(df2, vt_G(m, m->h_in_w, pg), NULL, dres, ls->f2, vt_P(m, m->h_in_w), B * N, D, Hh);
     float *dpos = vt_G(m, m->enc.pos, pg);

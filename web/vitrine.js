@@ -14,6 +14,7 @@ const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
 const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4, timm_forward: 5 };
 const POLICY_TEXT_MAX = 48; // VT_POLICY_TEXT_MAX (src/vitrine.h): a policy name's buffer
+const TIMELINE_MAX = 4096; // VT_TIMELINE_MAX (src/vitrine.h): arena events the engine keeps
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];
 
@@ -527,14 +528,14 @@ export class Model {
    * began (-1 if none). */
   activationTimeline() {
     const vt = this._vt, c = this._c;
-    const out = vt.alloc(2 * 8 * 4096), b = vt.alloc(4);
+    const out = vt.alloc(2 * 8 * TIMELINE_MAX), b = vt.alloc(4);
     try {
-      const n = c.activation_timeline(this._h, out, 4096, b);
+      const n = c.activation_timeline(this._h, out, TIMELINE_MAX, b);
       vt.check(n);
-      const all = vt.f64(out, 2 * 4096);
+      const all = vt.f64(out, 2 * TIMELINE_MAX);
       return {
         bytes: Array.from(all.subarray(0, n)),
-        live: Array.from(all.subarray(4096, 4096 + n)),
+        live: Array.from(all.subarray(TIMELINE_MAX, TIMELINE_MAX + n)),
         backwardStart: new Int32Array(vt._low.buffer(), b, 1)[0],
       };
     } finally { vt.free(out); vt.free(b); }
