@@ -113,6 +113,30 @@ vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, con
 /* Writes the selected parameters as F32 (malloc'd buffer, free with vt_free). */
 vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
                               uint8_t **out, size_t *out_len);
+
+/* Starts a model from the weights of a timm VisionTransformer state_dict (head or not), a lightly
+ * MaskedVisionTransformerTIMM (mask_token + vit.*), a lightly MAE / AIM model (backbone.vit.* /
+ * backbone.*) or vitrine's own files (encoder with timm keys, full model, training checkpoint):
+ * the layout is recognised by where "patch_embed.proj.weight" sits. The ViT's tensors go into the
+ * model's encoder (whatever its kind), lightly's mask_token into the model's, and, when the file
+ * has the model's own layout, everything else too. What cannot be used is skipped and named in
+ * rep->notes (tensor, shape, why): a tensor of another shape, a classifier head of another size
+ * or for a model without one, a tensor the model has no parameter for. strict: any skipped
+ * tensor, or an encoder parameter the file lacks, is an error (nothing changes). pos_embed: a
+ * frozen parameter (lightly's sin-cos) loaded with values that are not the sin-cos table is
+ * learned (timm's): it becomes trainable (rep->pos_embed). Call before vt_trainer_init. */
+enum { VT_INIT_POS_NONE = 0, VT_INIT_POS_SINCOS_FROZEN, VT_INIT_POS_TRAINABLE, VT_INIT_POS_LEARNED_NOW_TRAINABLE };
+typedef struct {
+    char source[64];      /* the layout recognised */
+    char file_prefix[64]; /* the ViT's key prefix in the file ("", "vit.", "backbone.vit.", ...) */
+    int loaded;           /* parameters loaded */
+    int skipped;          /* tensors of the file not used */
+    int missing;          /* encoder parameters the file lacks (kept as initialised) */
+    int pos_embed;        /* VT_INIT_POS_* */
+    char notes[4096];     /* one line per skipped / missing tensor */
+} vt_init_report;
+vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len, int strict,
+                                   vt_init_report *rep);
 void vt_free(void *p);
 
 /* ---- calls -------------------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include "test_util.h"
 #include "parity.h"
 #include "safetensors.h"
+#include <stddef.h>
 
 /* ---- 1. MLP hidden size ---------------------------------------------------------------------- */
 
@@ -475,10 +476,193 @@ static void test_parity_files(void) {
     vt_model_free(m);
 }
 
+/* ---- training from timm / lightly / vitrine weights ---------------------------------------------- */
+
+/* the same tensors under prefix + name (plus extra tensors), without metadata: a file as timm /
+ * lightly write it */
+static uint8_t *relabel(const uint8_t *bytes, size_t len, const char *prefix, int drop_head, size_t *out_len) {
+    vt_st_file f;
+    if (!CHECK_OK(vt_st_parse(bytes, len, &f), "parse")) return NULL;
+    vt_st_entry *e = tu_xcalloc(f.n + 1, sizeof *e);
+    char (*nm)[160] = tu_xcalloc(f.n + 1, 160);
+    size_t k = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        const vt_st_tensor *t = &f.tensors[i];
+        if (drop_head && (!strcmp(t->name, "head.weight") || !strcmp(t->name, "head.bias"))) continue;
+        snprintf(nm[k], 160, "%s%s", !strcmp(t->name, "mask_token") ? "" : prefix, t->name);
+        e[k] = (vt_st_entry){nm[k], t->dtype, t->ndim, t->shape, t->data};
+        k++;
+    }
+    uint8_t *out = NULL;
+    CHECK_OK(vt_st_write(e, k, NULL, NULL, 0, &out, out_len), "write");
+    free(e); free(nm);
+    vt_st_free(&f);
+    return out;
+}
+
+static vt_model *fresh(vt_kind kind, int num_classes, uint64_t seed) {
+    vt_model_config c;
+    tu_tiny_config(&c, kind, 8, 4, 8, 2, 2, 2.0f);
+    c.enc.num_classes = num_classes;
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(&c, &m), vt_kind_name(kind))) return NULL;
+    CHECK_OK(vt_init_weights(m, seed), "init");
+    return m;
+}
+
+/* every parameter of `to` under to_prefix equals `from`'s under from_prefix */
+static int same_weights(vt_model *to, const char *to_prefix, vt_model *from, const char *from_prefix) {
+    int n = 0;
+    for (int i = 0; i < vt_param_count(to); i++) {
+        const char *name = vt_param_name(to, i);
+        if (strncmp(name, to_prefix, strlen(to_prefix))) continue;
+        char other[256];
+        snprintf(other, sizeof other, "%s%s", from_prefix, name + strlen(to_prefix));
+        int j = vt_param_find(from, other);
+        if (j < 0) continue;
+        if (memcmp(vt_param_data(to, i), vt_param_data(from, j), vt_param_numel(to, i) * sizeof(float))) return -1;
+        n++;
+    }
+    return n;
+}
+
+static void test_init(void) {
+    tu_rng r = {5};
+    vt_init_report rep;
+    uint8_t *file = NULL, *t = NULL;
+    size_t len = 0, tl = 0;
+    /* timm with a 10-class head -> an MAE model (no head): the head is skipped with a message, the
+     * learned pos_embed becomes trainable; strict refuses the skip */
+    vt_model *src = fresh(VT_KIND_TIMM, 10, 1), *dst = fresh(VT_KIND_MAE, 0, 2);
+    if (!src || !dst) return;
+    tu_init_params(src, &r);
+    CHECK_OK(vt_save_safetensors(src, "", "", &file, &len), "save timm");
+    t = relabel(file, len, "", 0, &tl);
+    CHECK_ERR(vt_init_from_safetensors(dst, t, tl, 1, &rep), VT_ERR_MISMATCH, "head.weight", "strict: a head skipped");
+    int pi = vt_param_find(dst, "backbone.vit.pos_embed");
+    CHECK(!vt_param_requires_grad(dst, pi), "a failed strict init changed pos_embed's flag");
+    CHECK(same_weights(dst, "backbone.vit.", src, "") < 0, "a failed strict init loaded weights");
+    if (CHECK_OK(vt_init_from_safetensors(dst, t, tl, 0, &rep), "timm (head) -> MAE")) {
+        CHECK(!strcmp(rep.source, "timm VisionTransformer state_dict") && rep.skipped == 2 && rep.missing == 0 &&
+                  strstr(rep.notes, "head.weight [10, 8]: skipped: a classifier head, and the model has none"),
+              "timm -> MAE report: %s, skipped %d missing %d\n%s", rep.source, rep.skipped, rep.missing, rep.notes);
+        CHECK(same_weights(dst, "backbone.vit.", src, "") == rep.loaded && rep.loaded > 10, "timm -> MAE: %d loaded",
+              rep.loaded);
+        CHECK(rep.pos_embed == VT_INIT_POS_LEARNED_NOW_TRAINABLE && vt_param_requires_grad(dst, pi),
+              "a learned pos_embed from timm must train (report %d)", rep.pos_embed);
+    }
+    free(t);
+    /* the same file without its head: nothing skipped, strict passes */
+    t = relabel(file, len, "", 1, &tl);
+    vt_model_free(dst);
+    dst = fresh(VT_KIND_MAE, 0, 2);
+    CHECK_OK(vt_init_from_safetensors(dst, t, tl, 1, &rep), "strict timm (no head) -> MAE");
+    CHECK(rep.skipped == 0 && rep.missing == 0, "timm without head: skipped %d missing %d", rep.skipped, rep.missing);
+    free(t);
+    /* a head of another size into a timm classifier: skipped, named */
+    vt_model *cls = fresh(VT_KIND_TIMM, 5, 3);
+    t = relabel(file, len, "", 0, &tl);
+    if (cls && CHECK_OK(vt_init_from_safetensors(cls, t, tl, 0, &rep), "timm head 10 -> timm head 5"))
+        CHECK(rep.skipped == 2 && strstr(rep.notes, "head.weight [10, 8]: skipped: a classifier head of another size "
+                                                     "(the model's is [5, 8])"), "head of another size:\n%s", rep.notes);
+    vt_model_free(cls);
+    free(t);
+    free(file);
+    vt_model_free(src);
+    vt_model_free(dst);
+
+    /* lightly MaskedVisionTransformerTIMM (mask_token, vit.*, sin-cos pos_embed) -> MAE: all of it,
+     * mask token included; the sin-cos pos_embed stays frozen (lightly's MAE freezes it) */
+    src = fresh(VT_KIND_LIGHTLY, 0, 4);
+    dst = fresh(VT_KIND_MAE, 0, 5);
+    CHECK_OK(vt_save_safetensors(src, "", "", &file, &len), "save lightly");
+    if (CHECK_OK(vt_init_from_safetensors(dst, file, len, 1, &rep), "lightly -> MAE")) {
+        CHECK(!strcmp(rep.source, "lightly MaskedVisionTransformerTIMM (vit. keys)") && rep.skipped == 0 &&
+                  rep.pos_embed == VT_INIT_POS_SINCOS_FROZEN,
+              "lightly -> MAE: %s, skipped %d, pos %d", rep.source, rep.skipped, rep.pos_embed);
+        CHECK(same_weights(dst, "backbone.", src, "") == rep.loaded, "lightly -> MAE: weights differ");
+        CHECK(!vt_param_requires_grad(dst, vt_param_find(dst, "backbone.vit.pos_embed")), "sin-cos pos_embed must stay frozen");
+    }
+    free(file);
+    /* a lightly file into a timm model: the mask token has no place there, named */
+    vt_model *tm = fresh(VT_KIND_TIMM, 0, 6);
+    CHECK_OK(vt_save_safetensors(src, "", "", &file, &len), "save lightly");
+    if (tm && CHECK_OK(vt_init_from_safetensors(tm, file, len, 0, &rep), "lightly -> timm"))
+        CHECK(rep.skipped == 1 && strstr(rep.notes, "mask_token [1, 1, 8]: skipped"), "lightly -> timm:\n%s", rep.notes);
+    vt_model_free(tm);
+    free(file);
+    vt_model_free(src);
+    vt_model_free(dst);
+
+    /* vitrine: the encoder file (timm keys + timm_kwargs) and a training checkpoint (everything,
+     * decoder included; AdamW's moments are not weights) */
+    src = fresh(VT_KIND_MAE, 0, 7);
+    tu_init_params(src, &r);
+    vt_train_config tc;
+    vt_train_config_default(&tc, VT_KIND_MAE);
+    CHECK_OK(vt_trainer_init(src, &tc), "trainer");
+    CHECK_OK(vt_save_safetensors(src, "backbone.vit.", "", &file, &len), "save encoder");
+    dst = fresh(VT_KIND_AIM, 0, 8);
+    /* an AIM backbone has no class token: cls_token is skipped, the shapes of pos_embed differ */
+    if (dst && CHECK_OK(vt_init_from_safetensors(dst, file, len, 0, &rep), "vitrine encoder -> AIM"))
+        CHECK(!strcmp(rep.source, "vitrine encoder (timm keys)") && strstr(rep.notes, "cls_token") &&
+                  strstr(rep.notes, "pos_embed [1, 5, 8]: skipped: the model's backbone.pos_embed is [1, 4, 8]"),
+              "vitrine encoder -> AIM: %s\n%s", rep.source, rep.notes);
+    vt_model_free(dst);
+    vt_st_file f;
+    if (CHECK_OK(vt_st_parse(file, len, &f), "parse encoder")) {
+        const char *kw = vt_st_meta(&f, "timm_kwargs");
+        vt_vit_config back;
+        vt_vit_config_default(&back);
+        CHECK(kw && vt_vit_config_from_json(kw, strlen(kw), &back) == VT_OK &&
+                  !memcmp(&back, &vt_model_get_config(src)->enc, offsetof(vt_vit_config, mask_token)),
+              "timm_kwargs do not rebuild the encoder's config: %s", kw ? kw : "(none)");
+        /* only keyword arguments of timm's VisionTransformer (reference-models.md 1.1) */
+        static const char *timm_args[] = {"img_size", "patch_size", "in_chans", "num_classes", "global_pool", "embed_dim",
+                                          "depth", "num_heads", "mlp_ratio", "qkv_bias", "qk_norm", "init_values",
+                                          "class_token", "reg_tokens", "no_embed_class", "pos_embed"};
+        for (const char *q = kw; q && (q = strchr(q, '"')); ) {
+            const char *end = strchr(q + 1, '"');
+            if (!end) break;
+            if (end[1] == ':') {
+                int ok = 0;
+                for (size_t i = 0; i < sizeof timm_args / sizeof timm_args[0]; i++)
+                    ok |= (size_t)(end - q - 1) == strlen(timm_args[i]) && !strncmp(q + 1, timm_args[i], (size_t)(end - q - 1));
+                CHECK(ok, "timm_kwargs has '%.*s', not a VisionTransformer argument", (int)(end - q - 1), q + 1);
+            }
+            q = end + 1;
+        }
+        vt_st_free(&f);
+    }
+    free(file);
+    uint8_t *state = NULL;
+    size_t sl = 0;
+    CHECK_OK(vt_train_state_save(src, &state, &sl), "checkpoint");
+    dst = fresh(VT_KIND_MAE, 0, 9);
+    if (dst && CHECK_OK(vt_init_from_safetensors(dst, state, sl, 1, &rep), "vitrine checkpoint -> MAE")) {
+        CHECK(!strcmp(rep.source, "vitrine training checkpoint (parameters only)") && rep.loaded == vt_param_count(dst) &&
+                  same_weights(dst, "", src, "") == vt_param_count(dst),
+              "checkpoint -> MAE: %s, %d of %d loaded", rep.source, rep.loaded, vt_param_count(dst));
+    }
+    vt_model_free(dst);
+    free(state);
+    vt_model_free(src);
+    /* no ViT in the file */
+    dst = fresh(VT_KIND_TIMM, 0, 10);
+    float one = 1;
+    long long s1[1] = {1};
+    vt_st_entry e1 = {"foo", VT_DT_F32, 1, s1, &one};
+    CHECK_OK(vt_st_write(&e1, 1, NULL, NULL, 0, &file, &len), "write");
+    CHECK_ERR(vt_init_from_safetensors(dst, file, len, 0, &rep), VT_ERR_FORMAT, "no ViT", "a file without a ViT");
+    free(file);
+    vt_model_free(dst);
+}
+
 int main(void) {
     test_mlp_hidden();
     test_timm_forward();
     test_repeated_keep();
     test_parity_files();
+    test_init();
     return tu_finish();
 }
