@@ -239,7 +239,10 @@ function vizOf(x, n = 8) {
 }
 
 async function persist() {
-  if (!run || saving) return saving;
+  // a save in flight holds an earlier step: wait for it, then save this one (pausing during a
+  // periodic save used to keep the earlier step, and a reload resumed from there)
+  while (saving) await saving;
+  if (!run) return;
   const state = run.model.saveTrainState();
   if (state.length > MAX_SAVED) {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });

@@ -9,11 +9,23 @@ export type Policy = string | boolean;
 export interface CreateOptions {
   /** Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
   wasm?: WasmBuild;
-  /** Where vitrine-*.mjs / *.wasm live. Default: $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm (Node), else ../build/wasm/ next to vitrine.js. */
+  /** Where to fetch the build's .wasm from, e.g. (file) => '/static/' + file. `file` is the file's
+   * name ('vitrine-simd.wasm'), `url` where it is by default (beside this module, or where a bundler
+   * put it). A string is resolved against the page (in a browser) or the working directory (Node). */
+  locateFile?: (file: string, url: URL) => string | URL | Promise<string | URL>;
+  /** A directory with both the glue (vitrine-*.mjs) and the .wasm of a build made elsewhere; its glue
+   * is imported at run time (not followed by bundlers). Node also reads $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm.
+   * Default: the files of the package, build/wasm/ beside web/vitrine.js. */
   wasmDir?: string | URL;
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
+/** The builds createVitrine can load and the files of each (in build/wasm/ of the package). */
+export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
+  readonly runtime: 'emscripten' | 'wasi';
+  readonly simd: boolean;
+  readonly files: readonly string[];
+}>>;
 export function simdSupported(): boolean;
 
 /** The names of the engine's statuses (src/status.h), VitrineError.code. */
@@ -90,9 +102,13 @@ export class Vitrine {
   memory(): { linear: number };
 }
 
+/** An ImageData, or anything of its shape: RGBA bytes, width x height. (Types by shape, here and
+ * below, so that they compile without TypeScript's DOM lib, e.g. in a Node project.) */
+export interface ImageDataLike { readonly width: number; readonly height: number; readonly data: Uint8ClampedArray | Uint8Array; }
+/** An ImageBitmap (browser only: resized through an OffscreenCanvas). */
+export interface ImageBitmapLike { readonly width: number; readonly height: number; close(): void; }
 /** ImageData / ImageBitmap (one or an array; normalised with mean/std) or Float32Array NCHW. */
-export type Images = Float32Array | ImageData | ImageBitmap | Array<ImageData | ImageBitmap>
-  | { width: number; height: number; data: Uint8ClampedArray | Uint8Array };
+export type Images = Float32Array | ImageDataLike | ImageBitmapLike | Array<ImageDataLike | ImageBitmapLike>;
 /** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
 export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
 

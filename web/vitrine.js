@@ -66,30 +66,68 @@ export class VitrineError extends Error {
 
 // ---- loading -------------------------------------------------------------------------------
 
-function defaultWasmDir() {
-  if (IS_NODE) {
-    const env = process.env;
-    if (env.VITRINE_WASM_DIR) return env.VITRINE_WASM_DIR;
-    if (env.VITRINE_BUILD) return env.VITRINE_BUILD.replace(/\/?$/, '/') + 'wasm';
-  }
-  return new URL('../build/wasm/', import.meta.url);
+// The wasm builds this shell can load: the one list. createVitrine() picks from it, the package
+// ships exactly its files (scripts/prepack.mjs checks build/wasm/vitrine-* against it; package.json
+// "files" takes build/wasm/vitrine-*) and tests/package checks the tarball. A new build: one entry
+// here, and its name in vitrine.d.ts's WasmBuild (tests/package checks that the two agree).
+// Each browser build's .wasm is named by a literal new URL('...', import.meta.url), the pattern
+// bundlers (Vite, webpack, Parcel) recognise: they copy the file and rewrite the URL. Its
+// Emscripten glue (a small ES module factory) is imported statically, so that a bundler follows it
+// too (a dynamic import() would split a chunk, which Vite's default worker format cannot hold).
+// The WASI builds run in Node only: their URL is not a literal, so bundlers leave them out.
+import createSimdModule from '../build/wasm/vitrine-simd.mjs';
+import createScalarModule from '../build/wasm/vitrine-scalar.mjs';
+
+// wasm / glue: the file names (wasm is what locateFile is given); url: where the .wasm is by
+// default; extra: any other file of the build that must ship (none yet).
+const WASM_BASE = '../build/wasm/';
+const BUILDS = {
+  simd: { runtime: 'emscripten', simd: true, wasm: 'vitrine-simd.wasm', glue: 'vitrine-simd.mjs', factory: createSimdModule,
+    url: () => new URL('../build/wasm/vitrine-simd.wasm', import.meta.url) },
+  scalar: { runtime: 'emscripten', simd: false, wasm: 'vitrine-scalar.wasm', glue: 'vitrine-scalar.mjs', factory: createScalarModule,
+    url: () => new URL('../build/wasm/vitrine-scalar.wasm', import.meta.url) },
+  'wasi-simd': { runtime: 'wasi', simd: true, wasm: 'vitrine-wasi-simd.wasm' },
+  'wasi-scalar': { runtime: 'wasi', simd: false, wasm: 'vitrine-wasi-scalar.wasm' },
+};
+
+/** The builds createVitrine can load: name -> { runtime, simd, files } (files: in build/wasm/ beside web/). */
+export const WASM_BUILDS = Object.freeze(Object.fromEntries(Object.entries(BUILDS).map(([name, b]) => [name,
+  Object.freeze({ runtime: b.runtime, simd: b.simd, files: Object.freeze([b.glue, b.wasm, ...(b.extra || [])].filter(Boolean)) })])));
+
+// Node's built-in modules, imported only when running in Node. Not a literal specifier, so that a
+// bundler neither stubs it nor splits a chunk for it in a browser build.
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
+
+// In Node, $VITRINE_WASM_DIR or $VITRINE_BUILD/wasm replace the files beside this module (tests, benchmarks).
+function envWasmDir() {
+  if (!IS_NODE) return null;
+  const env = process.env;
+  if (env.VITRINE_WASM_DIR) return env.VITRINE_WASM_DIR;
+  if (env.VITRINE_BUILD) return env.VITRINE_BUILD.replace(/\/?$/, '/') + 'wasm';
+  return null;
 }
 
-// A directory (URL or, in Node, a path) + file name -> URL.
-async function fileUrl(dir, name) {
-  if (dir instanceof URL) return new URL(name, dir.href.endsWith('/') ? dir : dir.href + '/');
-  if (IS_NODE && !/^[a-z]+:\/\//i.test(String(dir))) {
-    const { pathToFileURL } = await import('node:url');
-    const { resolve } = await import('node:path');
-    return pathToFileURL(resolve(String(dir), name));
+// A URL, or a string: an absolute URL, else in Node a file path, in a browser relative to the page / worker.
+async function toUrl(where) {
+  if (where instanceof URL) return where;
+  const s = String(where);
+  if (/^[a-z][a-z0-9+.-]*:/i.test(s) && !(IS_NODE && /^[a-z]:[\\/]/i.test(s))) return new URL(s);
+  if (IS_NODE) {
+    const [{ pathToFileURL }, { resolve }] = await Promise.all([nodeModule('url'), nodeModule('path')]);
+    return pathToFileURL(resolve(s));
   }
-  return new URL(name, String(dir).replace(/\/?$/, '/'));
+  return new URL(s, globalThis.location ? globalThis.location.href : import.meta.url);
+}
+
+// A directory (URL or string as toUrl) + file name -> URL.
+async function fileUrl(dir, name) {
+  const d = await toUrl(dir);
+  return new URL(name, d.href.endsWith('/') ? d : d.href + '/');
 }
 
 async function readBytes(url) {
   if (IS_NODE && url.protocol === 'file:') {
-    const { readFile } = await import('node:fs/promises');
-    const { fileURLToPath } = await import('node:url');
+    const [{ readFile }, { fileURLToPath }] = await Promise.all([nodeModule('fs/promises'), nodeModule('url')]);
     return new Uint8Array(await readFile(fileURLToPath(url)));
   }
   const res = await fetch(url);
@@ -98,11 +136,8 @@ async function readBytes(url) {
 }
 
 // Emscripten build: an ES module factory. We hand it the bytes ourselves (Emscripten 3.1.6 would
-// otherwise try fetch() on a path in Node).
-async function loadEmscripten(dir, variant) {
-  const glue = await fileUrl(dir, `vitrine-${variant}.mjs`);
-  const wasmBinary = await readBytes(await fileUrl(dir, `vitrine-${variant}.wasm`));
-  const { default: factory } = await import(glue.href);
+// otherwise try fetch() on a path in Node, and a bundler could not see which file it fetches).
+async function startEmscripten(factory, wasmBinary) {
   const M = await factory({ wasmBinary, print: () => {}, printErr: () => {} });
   return {
     fn: (name) => M['_' + name],
@@ -110,10 +145,8 @@ async function loadEmscripten(dir, variant) {
   };
 }
 
-async function loadWasi(dir, variant) {
-  if (!IS_NODE) throw new Error('the WASI build runs in Node only; use wasm: "simd" or "scalar"');
-  const { WASI } = await import('node:wasi');
-  const bytes = await readBytes(await fileUrl(dir, `vitrine-wasi-${variant}.wasm`));
+async function startWasi(bytes) {
+  const { WASI } = await nodeModule('wasi');
   const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
   const { instance } = await WebAssembly.instantiate(bytes, wasi.getImportObject());
   wasi.initialize(instance);
@@ -122,20 +155,34 @@ async function loadWasi(dir, variant) {
 }
 
 /**
- * createVitrine({ wasm: 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar', wasmDir })
- * Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. 'wasi' is the WASI SIMD
- * build where SIMD validates (else WASI scalar), Node only.
+ * createVitrine({ wasm, locateFile, wasmDir })
+ * wasm: a name of WASM_BUILDS ('simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar') or 'wasi'. Default:
+ * 'simd' where WebAssembly SIMD128 validates, else 'scalar'; 'wasi' is WASI SIMD where SIMD
+ * validates, else WASI scalar (Node only).
+ * locateFile(file, url): where to fetch the build's .wasm instead (e.g. 'vitrine-simd.wasm' and the
+ * URL beside this module -> a URL or string), for apps that serve it from elsewhere.
+ * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
+ * elsewhere (in Node also $VITRINE_WASM_DIR / $VITRINE_BUILD); its glue is imported at run time,
+ * which bundlers do not follow.
  */
 export async function createVitrine(options = {}) {
   const simd = simdSupported();
-  let build = options.wasm || (simd ? 'simd' : 'scalar');
-  if (build === 'wasi') build = simd ? 'wasi-simd' : 'wasi-scalar';
-  const dir = options.wasmDir || defaultWasmDir();
-  let low;
-  if (build === 'simd' || build === 'scalar') low = await loadEmscripten(dir, build);
-  else if (build === 'wasi-simd' || build === 'wasi-scalar') low = await loadWasi(dir, build.slice(5));
-  else throw new Error(`unknown wasm build '${build}' (simd, scalar, wasi, wasi-simd, wasi-scalar)`);
-  return new Vitrine(low, build);
+  let name = options.wasm || (simd ? 'simd' : 'scalar');
+  if (name === 'wasi') name = simd ? 'wasi-simd' : 'wasi-scalar';
+  const b = Object.hasOwn(BUILDS, name) ? BUILDS[name] : null;
+  if (!b) throw new Error(`unknown wasm build '${name}' (${[...Object.keys(BUILDS), 'wasi'].join(', ')})`);
+  if (b.runtime === 'wasi' && !IS_NODE) throw new Error(`the WASI build runs in Node only; use wasm: 'simd' or 'scalar'`);
+  const dir = options.wasmDir || envWasmDir();
+  let url = dir ? await fileUrl(dir, b.wasm) : b.url ? b.url() : new URL(WASM_BASE + b.wasm, import.meta.url);
+  let factory = b.factory;
+  if (dir && b.runtime === 'emscripten') {
+    const glue = await fileUrl(dir, b.glue);
+    factory = (await import(/* @vite-ignore */ /* webpackIgnore: true */ glue.href)).default;
+  }
+  if (options.locateFile) url = await toUrl(await options.locateFile(b.wasm, url));
+  const bytes = await readBytes(url);
+  const low = b.runtime === 'emscripten' ? await startEmscripten(factory, bytes) : await startWasi(bytes);
+  return new Vitrine(low, name);
 }
 
 // ---- the engine ------------------------------------------------------------------------------
