@@ -11,6 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n elements of `size` bytes, zeroed, the size checked in 64 bits first (size_t is 32-bit in
+ * wasm); NULL with the message on failure */
+static void *alloc_n(uint64_t n, size_t size) {
+    uint64_t bytes = (n ? n : 1) * (uint64_t)size;
+    if (bytes / size != (n ? n : 1) || bytes > SIZE_MAX) {
+        vt_fail(VT_ERR_NOMEM, "%llu elements of %zu bytes do not fit in memory", (unsigned long long)n, size);
+        return NULL;
+    }
+    void *p = calloc(1, (size_t)bytes);
+    if (!p) vt_fail(VT_ERR_NOMEM, "out of memory: %llu bytes", (unsigned long long)bytes);
+    return p;
+}
+
 /* ---- what the engine computed, to compare and to dump ---------------------------------------- */
 
 typedef struct {
@@ -24,6 +37,10 @@ typedef struct {
 typedef struct {
     outt *o;
     int n, cap;
+    /* the model's config and call, to explain a size mismatch (have_cfg 0 for primitives) */
+    int have_cfg;
+    vt_model_config cfg;
+    vt_fn fn;
 } outs;
 
 static vt_status push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
@@ -40,8 +57,8 @@ static vt_status push(outs *s, const char *name, const float *data, size_t n, in
     t->ndim = ndim;
     for (int i = 0; i < ndim && i < 4; i++) t->shape[i] = shape[i];
     t->n = n;
-    t->data = malloc((n ? n : 1) * sizeof(float));
-    if (!t->data) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", n * sizeof(float));
+    t->data = alloc_n(n, sizeof(float));
+    if (!t->data) return VT_ERR_NOMEM;
     memcpy(t->data, data, n * sizeof(float));
     s->n++;
     return VT_OK;
@@ -53,11 +70,47 @@ static void outs_free(outs *s) {
     memset(s, 0, sizeof *s);
 }
 
+static void shape_str(char *buf, size_t len, int ndim, const long long *shape) {
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", shape[i]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+/* Why an output of ours (shape a) and the file's (shape b) may differ in size: the likely cause,
+ * from the config and the call. */
+static const char *mismatch_cause(const outs *o, int na, const long long *a, int nb, const long long *b,
+                                  char *buf, size_t len) {
+    if (!o->have_cfg) return "";
+    const vt_vit_config *c = &o->cfg.enc;
+    int fwd = o->fn == VT_FN_FORWARD || o->fn == VT_FN_TIMM_FORWARD;
+    long long la = na ? a[na - 1] : 0, lb = nb ? b[nb - 1] : 0;
+    if (na >= 1 && nb >= 1 && a[0] != b[0])
+        snprintf(buf, len, "; likely cause: a batch of %lld in the file against %lld images", b[0], a[0]);
+    else if (fwd && na != nb)
+        snprintf(buf, len, "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
+                           "others pool to [B, .]", c->global_pool);
+    else if (fwd && lb == c->embed_dim && la != lb)
+        snprintf(buf, len, "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
+                           "config has num_classes %d: set num_classes 0", lb, c->num_classes);
+    else if (fwd && la == c->embed_dim && lb != la)
+        snprintf(buf, len, "; likely cause: a classifier head: the file's output has %lld values per row, as "
+                           "logits of num_classes %lld would (timm's forward applies `head`; lightly's forward "
+                           "never does): set num_classes %lld in the config", lb, lb, lb);
+    else if (fwd && la != lb)
+        snprintf(buf, len, "; likely cause: num_classes (config %d) or global_pool ('%s')", c->num_classes,
+                 c->global_pool);
+    else
+        snprintf(buf, len, "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
+                           "global_pool '%s', num_classes %d) or the call's indices", c->img_size, c->patch_size,
+                 c->class_token, c->reg_tokens, c->global_pool, c->num_classes);
+    return buf;
+}
+
 /* ---- reading the file ------------------------------------------------------------------------- */
 
 static float *tensor_f32(const vt_st_tensor *t) {
-    float *d = malloc((t->numel ? t->numel : 1) * sizeof(float));
-    if (!d) { vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", t->numel * sizeof(float)); return NULL; }
+    float *d = alloc_n(t->numel, sizeof(float));
+    if (!d) return NULL;
     if (vt_st_to_f32(t, d)) { free(d); return NULL; }
     return d;
 }
@@ -71,7 +124,7 @@ static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long 
         if (want_cols >= 0) return vt_fail(VT_ERR_MISMATCH, "%s must be [B, %lld]", key, want_cols);
         return vt_fail(VT_ERR_MISMATCH, "%s must be [B, K]", key);
     }
-    *out = malloc(t->numel * sizeof **out + 8);
+    *out = alloc_n(t->numel, sizeof **out);
     if (!*out) return VT_ERR_NOMEM;
     *cols = (int)t->shape[1];
     return vt_st_to_i64(t, *out);
@@ -128,8 +181,14 @@ static vt_status compare(const vt_st_file *f, const outs *o, vt_parity_result *r
         for (int j = 0; j < o->n; j++)
             if (!strcmp(o->o[j].name, key)) mine = &o->o[j];
         if (!mine) return perr(r, vt_fail(VT_ERR_FORMAT, "vitrine computes nothing for '%s' (unsupported)", t->name));
-        if (mine->n != t->numel)
-            return perr(r, vt_fail(VT_ERR_MISMATCH, "'%s': vitrine computed %zu values, the file has %zu", t->name, mine->n, t->numel));
+        if (mine->n != t->numel) {
+            char sa[96], sb[96], why[400];
+            shape_str(sa, sizeof sa, mine->ndim, mine->shape);
+            shape_str(sb, sizeof sb, t->ndim, t->shape);
+            return perr(r, vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                                   "(%zu values)%s", key, sa, mine->n, t->name, sb, t->numel,
+                                   mismatch_cause(o, mine->ndim, mine->shape, t->ndim, t->shape, why, sizeof why)));
+        }
         float *ref = tensor_f32(t);
         if (!ref) return perr(r, VT_ERR_FORMAT);
         vt_parity_tensor *pt = &r->t[r->n++];
@@ -171,15 +230,15 @@ static vt_status run_sincos(const vt_st_file *f, outs *o) {
             return vt_fail(VT_ERR_FORMAT, "unexpected key '%s' in a sin-cos file", t->name);
         if (D <= 0 || D > 65536 || G <= 0 || G > 1024 || P < 0 || P > 64)
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' out of range", t->name);
-        /* 64-bit, and only as large as the file's own expected tensor (which is in the file):
-         * a 120-byte file must not ask for gigabytes (or wrap in wasm's 32-bit size_t) */
-        uint64_t n64 = ((uint64_t)P + (uint64_t)G * G) * (uint64_t)D;
-        if (n64 != (uint64_t)t->numel)
+        /* only as large as the file's own expected tensor (which is in the file): a 120-byte file
+         * must not ask for gigabytes natively (nor wrap wasm's 32-bit size_t) */
+        uint64_t rows = (uint64_t)P + (uint64_t)G * G;
+        if (rows * (uint64_t)D != (uint64_t)t->numel)
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' names %llu values, the tensor holds %llu", t->name,
-                           (unsigned long long)n64, (unsigned long long)t->numel);
-        size_t n = (size_t)n64;
-        float *tab = malloc(n * sizeof(float));
-        if (!tab) return vt_fail(VT_ERR_NOMEM, "out of memory");
+                           (unsigned long long)(rows * (uint64_t)D), (unsigned long long)t->numel);
+        float *tab = alloc_n(rows * D, sizeof(float));
+        if (!tab) return VT_ERR_NOMEM;
+        size_t n = (size_t)(rows * D); /* fits: alloc_n checked its bytes */
         int rc = vt_sincos_table(tab, D, G, P);
         long long shape[2] = {P + G * G, D};
         if (!rc) rc = push(o, t->name + 7, tab, n, 2, shape);
@@ -214,8 +273,8 @@ static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_jso
     const vt_st_tensor *w = vt_st_find(f, "param/w");
     if (!w) return vt_fail(VT_ERR_FORMAT, "AdamW file needs param/w");
     size_t n = w->numel;
-    float *p = tensor_f32(w), *m = calloc(n + 1, sizeof(float)), *v = calloc(n + 1, sizeof(float));
-    rc = (p && m && v) ? VT_OK : vt_fail(VT_ERR_NOMEM, "out of memory");
+    float *p = tensor_f32(w), *m = alloc_n(n, sizeof(float)), *v = alloc_n(n, sizeof(float));
+    rc = (p && m && v) ? VT_OK : VT_ERR_NOMEM;
     for (long s = 0; s < steps->integer && !rc; s++) {
         char k[64];
         snprintf(k, sizeof k, "input/grad.%ld", s);
@@ -258,7 +317,9 @@ static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     const char *s = fnj->str;
     int loss_kind = kind == VT_KIND_MAE || kind == VT_KIND_AIM;
     if (!strcmp(s, "encode") || !strcmp(s, "forward_features")) *fn = VT_FN_ENCODE;
-    else if (!strcmp(s, "forward")) *fn = VT_FN_FORWARD;
+    /* timm's VisionTransformer.forward is forward_features + forward_head (pool, fc_norm, head);
+     * lightly's modules' forward pools only */
+    else if (!strcmp(s, "forward")) *fn = kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD;
     else if (!strcmp(s, "forward_intermediates")) *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
     else if (!strcmp(s, "loss") && loss_kind) *fn = VT_FN_LOSS;
     else return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
@@ -334,7 +395,7 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     if (!rc) rc = read_i64(f, "input/mask", in->batch, L, &mask, &cols);
     if (!rc && mask) {
         size_t n = (size_t)in->batch * (size_t)L;
-        x->mask = malloc(n + 1);
+        x->mask = alloc_n(n, 1);
         if (!x->mask) rc = VT_ERR_NOMEM;
         for (size_t i = 0; i < n && !rc; i++) x->mask[i] = mask[i] != 0;
         in->mask = x->mask;
@@ -366,7 +427,14 @@ static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, 
         snprintf(dk, sizeof dk, "input/dout/%s", nm);
         const vt_st_tensor *dt = vt_st_find(f, dk);
         if (dt) {
-            if (dt->numel != n) return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the output %zu", dk, dt->numel, n);
+            if (dt->numel != n) {
+                char sa[96], sb[96], why[400];
+                shape_str(sa, sizeof sa, nd, shl);
+                shape_str(sb, sizeof sb, dt->ndim, dt->shape);
+                return vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                               "(%zu values)%s", nm, sa, n, dk, sb, dt->numel,
+                               mismatch_cause(o, nd, shl, dt->ndim, dt->shape, why, sizeof why));
+            }
             douts[i] = tensor_f32(dt);
             if (!douts[i]) return VT_ERR_FORMAT;
         }
@@ -409,6 +477,9 @@ static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_te
     int n_douts = 0;
     const vt_vit_config *ec = &mc.enc;
 
+    o->have_cfg = 1;
+    o->cfg = mc;
+    o->fn = fn;
     rc = load_params(f, m);
     if (!rc && policy) rc = vt_set_grad_checkpointing(m, policy);
     if (!rc) rc = read_inputs(f, m, call, &x);
@@ -417,10 +488,10 @@ static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_te
         douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
         rc = douts ? push_outputs(f, m, fn, o, douts, &n_douts) : vt_fail(VT_ERR_NOMEM, "out of memory");
     }
-    size_t img_n = (size_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
+    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
-        dimages = calloc(img_n, sizeof(float));
-        if (!dimages) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
+        dimages = alloc_n(img_n, sizeof(float));
+        if (!dimages) rc = VT_ERR_NOMEM;
     }
     if (!rc) {
         vt_zero_grad(m);
@@ -429,7 +500,7 @@ static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_te
     if (!rc) rc = push_grads(m, o);
     if (!rc && dimages) {
         long long shl[4] = {x.in.batch, ec->in_chans, ec->img_size, ec->img_size};
-        rc = push(o, "grad/input/images", dimages, img_n, 4, shl);
+        rc = push(o, "grad/input/images", dimages, (size_t)img_n, 4, shl);
     }
 
     for (int i = 0; douts && i < n_douts; i++) free(douts[i]);
@@ -471,13 +542,20 @@ vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, in
     }
     if (rc) goto out;
     rc = compare(&f, &o, r);
-    if (!rc && want_dump) rc = make_dump(&o, r);
     if (rc) r->pass = 0;
     goto done;
 out:
     perr(r, rc);
     r->pass = 0;
 done:
+    /* the dump holds whatever was computed, pass or fail: a failing file is when it is needed */
+    if (want_dump && o.n > 0) {
+        char keep[sizeof r->error];
+        memcpy(keep, r->error, sizeof keep);
+        int drc = make_dump(&o, r);
+        if (rc) memcpy(r->error, keep, sizeof keep); /* the first failure is the one to report */
+        else if (drc) { rc = drc; r->pass = 0; }
+    }
     r->status = rc;
     vt_json_free(cfg);
     vt_json_free(call);

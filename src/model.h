@@ -201,6 +201,16 @@ typedef struct {
     vt_chain chain;
 } vt_encoder;
 
+/* timm forward_head on the encoder's features (vit.c; reference-models.md 1.4): pool -> fc_norm
+ * -> head. What its forward keeps for its backward (arena pointers). */
+typedef struct {
+    int B, T, rows, D, C; /* rows: B, or B*T with global_pool ''; C: num_classes (0: no head) */
+    const float *x;       /* [B,T,D] the features (the caller keeps them until the backward) */
+    float *pooled;        /* [rows,D] pool output (aliases x with global_pool '') */
+    float *normed, *mean, *rstd; /* fc_norm output and stats; NULL when fc_norm is Identity */
+    float *out;           /* [rows, C or D]: what forward_head returns */
+} vt_head_run;
+
 /* AdamW (optim.c): the moments, in the gradient layout they were made for */
 typedef struct {
     float *m, *v;
@@ -239,6 +249,7 @@ typedef struct {
     float *enc_xs[VT_MAX_DEPTH + 1], *dec_xs[VT_MAX_DEPTH + 1], *head_xs[VT_MAX_DEPTH + 1];
     vt_block_acts enc_acts[VT_MAX_DEPTH], dec_acts[VT_MAX_DEPTH], head_acts[VT_MAX_DEPTH];
     float *out;              /* main output */
+    vt_head_run head;        /* VT_FN_TIMM_FORWARD: timm's forward_head */
     int64_t out_shape[4]; int out_ndim;
     float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
     float *inter[VT_MAX_DEPTH];    /* intermediates (aliases xs when not normed) */

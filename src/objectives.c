@@ -42,7 +42,7 @@ vt_status vt_objectives_build(vt_model *m) {
         rc |= vt_param_add(m, &m->d_pos, "", "decoder.pos_embed", 3, 1, L, Dd, 0, 0);
         if (rc) return rc < 0 ? rc : VT_ERR_ARG;
         rc = vt_chain_build(m, &m->dec, "decoder.blocks.", c->decoder_depth, Dd, c->decoder_heads,
-                            (int)((float)Dd * c->decoder_mlp_ratio), 1, 1, 1, 0, 0, 1e-6f, 1);
+                            (int)vt_mlp_hidden(Dd, c->decoder_mlp_ratio), 1, 1, 1, 0, 0, 1e-6f, 1);
         if (rc) return rc;
         rc |= vt_param_add(m, &m->dn_w, "", "decoder.norm.weight", 1, Dd, 0, 0, 0, 1);
         rc |= vt_param_add(m, &m->dn_b, "", "decoder.norm.bias", 1, Dd, 0, 0, 0, 1);
@@ -56,7 +56,7 @@ vt_status vt_objectives_build(vt_model *m) {
         rc |= vt_param_add(m, &m->h_in_w, "", "projection_head.blocks.0.weight", 2, Hh, D, 0, 0, 1);
         if (rc) return rc < 0 ? rc : VT_ERR_ARG;
         rc = vt_chain_build(m, &m->head, "projection_head.blocks.", nb, Hh, 0,
-                            (int)((float)Hh * c->head_mlp_ratio), 0, 0, 0, 0, 0, LN_EPS_HEAD, 1);
+                            (int)vt_mlp_hidden(Hh, c->head_mlp_ratio), 0, 0, 0, 0, 0, LN_EPS_HEAD, 1);
         if (rc) return rc;
         snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 1);
         rc |= vt_param_add(m, &m->hn_w, "", name, 1, Hh, 0, 0, 0, 1);

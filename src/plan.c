@@ -133,7 +133,7 @@ static double block_flops(const vt_chain *c, int B, int T, int selective_only) {
 /* ---- which chains a call runs ------------------------------------------------------------------- */
 
 static int is_encoder_fn(vt_fn fn) {
-    return fn == VT_FN_ENCODE || fn == VT_FN_FORWARD || fn == VT_FN_INTERMEDIATES ||
+    return fn == VT_FN_ENCODE || fn == VT_FN_FORWARD || fn == VT_FN_TIMM_FORWARD || fn == VT_FN_INTERMEDIATES ||
            fn == VT_FN_INTERMEDIATES_NORM;
 }
 
@@ -172,7 +172,10 @@ static double layouts_flops(const vt_model *m, vt_fn fn, const vt_inputs *in,
 
 /* ---- input checks --------------------------------------------------------------------------------- */
 
-static vt_status check_index(const int64_t *idx, int B, int K, int L, const char *what, uint8_t *seen) {
+/* Every index in [0, L); repeats refused unless allowed (idx_keep is a gather, so lightly takes a
+ * repeated index: the token appears twice and its gradients add up; idx_mask is a scatter). */
+static vt_status check_index(const int64_t *idx, int B, int K, int L, const char *what, int allow_repeat,
+                             uint8_t *seen) {
     if (K <= 0) return vt_fail(VT_ERR_ARG, "%s: %d indices per row (need at least 1)", what, K);
     for (int b = 0; b < B; b++) {
         memset(seen, 0, (size_t)L);
@@ -181,7 +184,7 @@ static vt_status check_index(const int64_t *idx, int B, int K, int L, const char
             if (v < 0 || v >= L)
                 return vt_fail(VT_ERR_ARG, "%s[%d][%d] = %lld is out of range [0, %d) (indices address "
                                "the full sequence, prefix tokens included)", what, b, k, (long long)v, L);
-            if (seen[v]) return vt_fail(VT_ERR_ARG, "%s[%d] repeats index %lld", what, b, (long long)v);
+            if (seen[v] && !allow_repeat) return vt_fail(VT_ERR_ARG, "%s[%d] repeats index %lld", what, b, (long long)v);
             seen[v] = 1;
         }
     }
@@ -203,8 +206,8 @@ static vt_status check_encoder_inputs(const vt_model *m, const vt_inputs *in, in
         return vt_fail(VT_ERR_ARG, "idx_mask needs a mask token (config mask_token)");
     if (in->mask && !causal && e->mask_token < 0)
         return vt_fail(VT_ERR_ARG, "mask needs a mask token (config mask_token)");
-    if (in->idx_keep && in->n_keep > L)
-        return vt_fail(VT_ERR_ARG, "idx_keep has %d indices per row, the sequence has %d tokens", in->n_keep, L);
+    if (in->idx_keep && in->n_keep > VT_MAX_TOKENS) /* repeats allowed: K may exceed L */
+        return vt_fail(VT_ERR_ARG, "idx_keep has %d indices per row, more than %d tokens", in->n_keep, VT_MAX_TOKENS);
     if (in->idx_mask && in->n_mask > L)
         return vt_fail(VT_ERR_ARG, "idx_mask has %d indices per row, the sequence has %d tokens", in->n_mask, L);
     if (!check_values) {
@@ -215,11 +218,11 @@ static vt_status check_encoder_inputs(const vt_model *m, const vt_inputs *in, in
     uint8_t seen[VT_MAX_TOKENS];
     if (L > VT_MAX_TOKENS) return vt_fail(VT_ERR_ARG, "sequence of %d tokens exceeds %d", L, VT_MAX_TOKENS);
     if (in->idx_mask) {
-        vt_status rc = check_index(in->idx_mask, in->batch, in->n_mask, L, "idx_mask", seen);
+        vt_status rc = check_index(in->idx_mask, in->batch, in->n_mask, L, "idx_mask", 0, seen);
         if (rc) return rc;
     }
     if (in->idx_keep) {
-        vt_status rc = check_index(in->idx_keep, in->batch, in->n_keep, L, "idx_keep", seen);
+        vt_status rc = check_index(in->idx_keep, in->batch, in->n_keep, L, "idx_keep", 1, seen);
         if (rc) return rc;
     }
     return VT_OK;
@@ -238,6 +241,17 @@ static vt_status check_loss_inputs(const vt_model *m, const vt_inputs *in, int v
         e.n_mask = 0;
         vt_status rc = check_encoder_inputs(m, &e, 0, values);
         if (rc) return rc;
+        /* the MAE scatters the encoded tokens back to idx_keep: a repeat would be a race in
+         * PyTorch's scatter (which write wins is undefined), so it is refused here */
+        if (in->n_keep > m->enc.T_full)
+            return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row, the MAE scatters them into %d tokens",
+                           in->n_keep, m->enc.T_full);
+        for (int b = 0; values && b < in->batch; b++)
+            for (int j = 1; j < in->n_keep; j++)
+                if (vt_row_has(in->idx_keep + (size_t)b * in->n_keep, j, in->idx_keep[(size_t)b * in->n_keep + j]))
+                    return vt_fail(VT_ERR_ARG, "idx_keep[%d] repeats index %lld: the MAE scatters the encoded tokens "
+                                   "back to idx_keep, which needs distinct indices", b,
+                                   (long long)in->idx_keep[(size_t)b * in->n_keep + j]);
         if (in->n_mask < 1 || in->n_mask > m->enc.T_full)
             return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row (1..%d)", in->n_mask, m->enc.T_full);
         if (values) {
@@ -265,6 +279,13 @@ vt_status vt_check_call(const vt_model *m, vt_fn fn, const vt_inputs *in, int va
     if (fn == VT_FN_LOSS) return check_loss_inputs(m, in, values);
     vt_status rc = check_encoder_inputs(m, in, vt_causal_kind(m), values);
     if (rc) return rc;
+    if (fn == VT_FN_TIMM_FORWARD && (in->idx_mask || in->idx_keep || (in->mask && !vt_causal_kind(m))))
+        return vt_fail(VT_ERR_ARG, "timm's forward takes no idx_mask / idx_keep / token mask (lightly's "
+                                   "encode / forward do)");
+    if (fn == VT_FN_TIMM_FORWARD && strcmp(m->cfg.enc.global_pool, "token") && m->cfg.enc.global_pool[0] &&
+        m->enc.T_full <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
+                       m->cfg.enc.global_pool, m->enc.P);
     if (fn == VT_FN_FORWARD && !strcmp(m->cfg.enc.global_pool, "avg") &&
         (in->idx_keep ? in->n_keep : m->enc.T_full) <= m->enc.P)
         return vt_fail(VT_ERR_ARG, "avg pooling needs at least one token after the %d prefix tokens", m->enc.P);

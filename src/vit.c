@@ -40,7 +40,7 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     if (rc) return rc < 0 ? rc : VT_ERR_ARG;
     char bp[VT_NAME_MAX];
     snprintf(bp, sizeof bp, "%sblocks.", pfx);
-    int F = (int)((float)D * c->mlp_ratio);
+    int F = (int)vt_mlp_hidden(D, c->mlp_ratio); /* >= 1: validated */
     rc = vt_chain_build(m, &e->chain, bp, c->depth, D, c->num_heads, F, 1, c->qkv_bias, 1,
                         c->qk_norm, c->init_values > 0, 1e-6f, 1);
     if (rc) return rc;
@@ -162,7 +162,7 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
     int Kp = c->in_chans * p * p;
     size_t mark = vt_arena_mark(ar);
     float *dseq = (float *)dx0;
-    if (in->idx_keep) { /* scatter: the gather's backward (indices are unique, checked) */
+    if (in->idx_keep) { /* scatter-add: the gather's backward (a repeated index adds up) */
         dseq = vt_arena_zalloc(ar, (size_t)B * L * D);
         if (!dseq) return vt_arena_overflow(ar);
         for (int b = 0; b < B; b++)
@@ -312,24 +312,159 @@ static void pool_backward(const vt_model *m, float *dx, const float *dy, int B, 
     }
 }
 
+/* ---- timm forward_head: pool -> fc_norm -> head ---------------------------------------------------- */
+
+typedef enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX } pool_kind;
+static pool_kind timm_pool(const vt_model *m) {
+    const char *gp = m->cfg.enc.global_pool;
+    if (!gp[0]) return POOL_NONE;
+    if (!strcmp(gp, "avg")) return POOL_AVG;
+    if (!strcmp(gp, "max")) return POOL_MAX;
+    if (!strcmp(gp, "avgmax")) return POOL_AVGMAX;
+    return POOL_TOKEN;
+}
+
+void vt_head_steps(const vt_model *m, int B, int T, int need_grad, vt_step fwd[VT_HEAD_FWD_ROWS],
+                   vt_step bwd[VT_HEAD_BWD_ROWS]) {
+    pool_kind pk = timm_pool(m);
+    uint64_t D = m->enc.chain.D, C = m->cfg.enc.num_classes > 0 ? (uint64_t)m->cfg.enc.num_classes : 0;
+    uint64_t rows = pk == POOL_NONE ? (uint64_t)B * T : (uint64_t)B;
+    int fcn = m->enc.use_fc_norm;
+    fwd[VT_HEAD_POOL] = vt_keep(pk == POOL_NONE ? 0 : rows * D);
+    fwd[VT_HEAD_NORM] = vt_keep(fcn ? rows * D : 0);
+    fwd[VT_HEAD_NORM_STATS] = vt_keep(fcn ? rows : 0);
+    fwd[VT_HEAD_NORM_STATS].count = 2;
+    fwd[VT_HEAD_OUT] = vt_keep(C ? rows * C : 0);
+    /* d(head input) and d(fc_norm input), side by side in one scratch */
+    bwd[VT_HEAD_SCRATCH] = vt_peak(need_grad ? ((C ? 1u : 0u) + (fcn ? 1u : 0u)) * rows * D : 0);
+}
+
+vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, int T) {
+    const vt_encoder *e = &m->enc;
+    vt_arena *ar = &m->arena;
+    vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
+    vt_head_steps(m, B, T, 0, st, bst);
+    pool_kind pk = timm_pool(m);
+    int D = e->chain.D, P = e->P, C = m->cfg.enc.num_classes > 0 ? m->cfg.enc.num_classes : 0;
+    memset(h, 0, sizeof *h);
+    h->B = B; h->T = T; h->D = D; h->C = C; h->x = x;
+    h->rows = pk == POOL_NONE ? B * T : B;
+    if (pk != POOL_NONE && pk != POOL_TOKEN && T <= P)
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
+                       m->cfg.enc.global_pool, P);
+    h->pooled = pk == POOL_NONE ? (float *)x : vt_arena_alloc(ar, st[VT_HEAD_POOL].n);
+    if (e->use_fc_norm) {
+        h->normed = vt_arena_alloc(ar, st[VT_HEAD_NORM].n);
+        h->mean = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n);
+        h->rstd = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n);
+    }
+    float *logits = C ? vt_arena_alloc(ar, st[VT_HEAD_OUT].n) : NULL;
+    if (ar->overflow) return vt_arena_overflow(ar);
+    for (int b = 0; b < B && pk != POOL_NONE; b++) {
+        const float *xb = x + (size_t)b * T * D;
+        float *yb = h->pooled + (size_t)b * D;
+        if (pk == POOL_TOKEN) {
+            memcpy(yb, xb, (size_t)D * sizeof(float));
+            continue;
+        }
+        for (int d = 0; d < D; d++) {
+            float s = 0.0f, mx = xb[(size_t)P * D + d];
+            for (int t = P; t < T; t++) {
+                float v = xb[(size_t)t * D + d];
+                s += v;
+                if (v > mx || v != v) mx = v; /* amax propagates NaN */
+            }
+            float avg = s / (float)(T - P);
+            yb[d] = pk == POOL_AVG ? avg : pk == POOL_MAX ? mx : 0.5f * (mx + avg);
+        }
+    }
+    const float *hin = h->pooled;
+    if (e->use_fc_norm) {
+        vt_layernorm_forward(h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w), vt_P(m, e->fcn_b),
+                             h->rows, D, 1e-6f);
+        hin = h->normed;
+    }
+    if (C) vt_matmul_forward(logits, hin, vt_P(m, e->head_w), vt_P(m, e->head_b), h->rows, D, C);
+    h->out = C ? logits : (float *)hin;
+    return VT_OK;
+}
+
+vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, float *dx, int pg) {
+    const vt_encoder *e = &m->enc;
+    vt_arena *ar = &m->arena;
+    vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
+    vt_head_steps(m, h->B, h->T, 1, st, bst);
+    pool_kind pk = timm_pool(m);
+    int B = h->B, T = h->T, D = h->D, P = e->P, C = h->C;
+    size_t mark = vt_arena_mark(ar), RD = (size_t)h->rows * D;
+    float *scratch = bst[VT_HEAD_SCRATCH].n ? vt_arena_zalloc(ar, bst[VT_HEAD_SCRATCH].n) : NULL;
+    if (ar->overflow) return vt_arena_overflow(ar);
+    const float *hin = e->use_fc_norm ? h->normed : h->pooled;
+    const float *dh = dy; /* d(head input) [rows, D] */
+    if (C) {
+        vt_matmul_backward(scratch, vt_G(m, e->head_w, pg), vt_G(m, e->head_b, pg), dy, hin, vt_P(m, e->head_w),
+                           h->rows, D, C);
+        dh = scratch;
+    }
+    const float *dp = dh; /* d(pool output) [rows, D] */
+    if (e->use_fc_norm) {
+        float *dpool = scratch + (C ? RD : 0);
+        vt_layernorm_backward(dpool, vt_G(m, e->fcn_w, pg), vt_G(m, e->fcn_b, pg), dh, h->pooled, vt_P(m, e->fcn_w),
+                              h->mean, h->rstd, h->rows, D);
+        dp = dpool;
+    }
+    for (int b = 0; b < B; b++) {
+        const float *xb = h->x + (size_t)b * T * D;
+        float *dxb = dx + (size_t)b * T * D;
+        if (pk == POOL_NONE) {
+            for (size_t i = 0; i < (size_t)T * D; i++) dxb[i] += dp[(size_t)b * T * D + i];
+            continue;
+        }
+        const float *g = dp + (size_t)b * D;
+        if (pk == POOL_TOKEN) {
+            for (int d = 0; d < D; d++) dxb[d] += g[d];
+            continue;
+        }
+        float n = (float)(T - P);
+        for (int d = 0; d < D; d++) {
+            float ga = pk == POOL_AVG ? g[d] / n : pk == POOL_AVGMAX ? 0.5f * g[d] / n : 0.0f;
+            float mx = -INFINITY;
+            int ties = 0;
+            if (pk != POOL_AVG) { /* amax's gradient is shared evenly by the maxima (as PyTorch's) */
+                for (int t = P; t < T; t++) mx = fmaxf(mx, xb[(size_t)t * D + d]);
+                for (int t = P; t < T; t++) ties += xb[(size_t)t * D + d] == mx;
+            }
+            float gm = ties ? (pk == POOL_AVGMAX ? 0.5f * g[d] : g[d]) / (float)ties : 0.0f;
+            for (int t = P; t < T; t++) dxb[(size_t)t * D + d] += ga + (ties && xb[(size_t)t * D + d] == mx ? gm : 0.0f);
+        }
+    }
+    vt_arena_reset(ar, mark);
+    return VT_OK;
+}
+
 /* The encoder call's step table: the encoder's rows, then pooling or the normed intermediates;
  * the backward: d pooled features, then the encoder's backward rows. */
 enum {
-    CALL_ENC = 0, CALL_POOL = VT_ENC_FWD_ROWS, CALL_INTER, CALL_INTER_STATS,
-    CALL_DFIN, CALL_ENC_BWD, CALL_ROWS = CALL_ENC_BWD + VT_ENC_BWD_ROWS
+    CALL_ENC = 0, CALL_POOL = VT_ENC_FWD_ROWS, CALL_HEAD, CALL_INTER = CALL_HEAD + VT_HEAD_FWD_ROWS,
+    CALL_INTER_STATS, CALL_DFIN, CALL_HEAD_BWD, CALL_ENC_BWD = CALL_HEAD_BWD + VT_HEAD_BWD_ROWS,
+    CALL_ROWS = CALL_ENC_BWD + VT_ENC_BWD_ROWS
 };
 
 static void call_steps(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                        const vt_chain_layout *lay, vt_step st[CALL_ROWS]) {
     uint64_t B = in->batch, D = m->enc.chain.D, T = in->idx_keep ? (uint64_t)in->n_keep : (uint64_t)m->enc.T_full;
     int pool = fn == VT_FN_FORWARD && has_pool(m), inter_norm = fn == VT_FN_INTERMEDIATES_NORM && has_norm(m);
+    int timm = fn == VT_FN_TIMM_FORWARD;
     vt_encoder_steps(m, in, (int)T, need_grad, vt_fn_is_inter(fn), lay, st + CALL_ENC, st + CALL_ENC_BWD);
     st[CALL_POOL] = vt_keep(pool ? B * D : 0);
+    vt_head_steps(m, (int)B, (int)T, need_grad, st + CALL_HEAD, st + CALL_HEAD_BWD);
+    for (int i = 0; i < VT_HEAD_FWD_ROWS; i++) st[CALL_HEAD + i].n *= (uint64_t)timm;
+    for (int i = 0; i < VT_HEAD_BWD_ROWS; i++) st[CALL_HEAD_BWD + i].n *= (uint64_t)timm;
     st[CALL_INTER] = vt_keep(B * T * D);
     st[CALL_INTER].count = inter_norm ? (uint64_t)m->enc.chain.depth : 0;
     st[CALL_INTER_STATS] = vt_keep(B * T);
     st[CALL_INTER_STATS].count = 2 * st[CALL_INTER].count;
-    st[CALL_DFIN] = vt_keep(need_grad && pool ? B * T * D : 0);
+    st[CALL_DFIN] = vt_keep(need_grad && (pool || timm) ? B * T * D : 0);
 }
 
 uint64_t vt_encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
@@ -363,6 +498,15 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
         m->last.out = pooled;
         m->last.out_ndim = 2;
         m->last.out_shape[1] = D;
+    }
+    if (fn == VT_FN_TIMM_FORWARD) {
+        vt_head_run *h = &m->last.head;
+        rc = vt_head_forward(m, h, m->last.out, B, T);
+        if (rc) return rc;
+        m->last.out = h->out;
+        int width = h->C ? h->C : D;
+        m->last.out_ndim = timm_pool(m) == POOL_NONE ? 3 : 2;
+        m->last.out_shape[m->last.out_ndim - 1] = width;
     }
     if (vt_fn_is_inter(fn))
         for (int i = 0; i < c->depth; i++) {
@@ -432,6 +576,15 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
         float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
         if (!dfin) return vt_arena_overflow(ar);
         if (dout) pool_backward(m, dfin, dout, B, T, D);
+        dout = dout ? dfin : NULL;
+    }
+    if (m->last.fn == VT_FN_TIMM_FORWARD) {
+        float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
+        if (!dfin) return vt_arena_overflow(ar);
+        if (dout) {
+            vt_status rc = vt_head_backward(m, &m->last.head, dout, dfin, pg);
+            if (rc) return rc;
+        }
         dout = dout ? dfin : NULL;
     }
     inject_ctx ctx = {douts, n_douts, pg};

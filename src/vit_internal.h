@@ -30,6 +30,22 @@ enum { VT_ENC_DRES, VT_ENC_BWD, VT_ENC_PRE_BWD, VT_ENC_BWD_ROWS };
 void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, int keep_all,
                       const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS],
                       vt_step bwd[VT_ENC_BWD_ROWS]);
+/* timm forward_head (reference-models.md 1.4) on features x [B,T,D] (the encoder's output,
+ * after its final norm, which is Identity when fc_norm is used):
+ *   pool: 'token' x[:,0]; 'avg' / 'max' / 'avgmax' (= (max + avg) / 2) over tokens P..T-1;
+ *         '' none (then every token goes through the head: rows = B*T)
+ *   fc_norm: LayerNorm (eps 1e-6) for avg / max / avgmax (timm's fc_norm=None), else Identity
+ *   head: Linear(D, num_classes) when num_classes > 0, else Identity
+ * Its arena rows (fwd: KEEP, allocated by vt_head_forward in this order; bwd: one PEAK scratch of
+ * vt_head_backward). dx [B,T,D] is accumulated (+=); parameter gradients too when pg. A classifier
+ * objective runs: features -> vt_head_forward -> loss; d loss -> vt_head_backward -> dfeat ->
+ * vt_encoder_backward. */
+enum { VT_HEAD_POOL, VT_HEAD_NORM, VT_HEAD_NORM_STATS, VT_HEAD_OUT, VT_HEAD_FWD_ROWS };
+enum { VT_HEAD_SCRATCH, VT_HEAD_BWD_ROWS };
+void vt_head_steps(const vt_model *m, int B, int T, int need_grad, vt_step fwd[VT_HEAD_FWD_ROWS],
+                   vt_step bwd[VT_HEAD_BWD_ROWS]);
+vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, int T);
+vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, float *dx, int pg);
 /* the encoder calls (encode, forward, forward_intermediates) and their plan in floats */
 vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                                   const vt_chain_layout *lay);

@@ -27,7 +27,7 @@ extern "C" {
  * vt_vit_config_default), plus lightly's mask token. */
 typedef struct {
     int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
-    float mlp_ratio;      /* hidden = (int)(embed_dim * mlp_ratio) */
+    double mlp_ratio;     /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
     int qkv_bias;         /* bias of the fused qkv Linear */
     int qk_norm;          /* LayerNorm over head_dim on q and k */
     int class_token;      /* prepend a [CLS] token */
@@ -53,11 +53,11 @@ typedef struct {
     vt_vit_config enc;
     /* MAE (lightly MaskedVisionTransformerDecoderTIMM) */
     int decoder_dim, decoder_depth, decoder_heads;
-    float decoder_mlp_ratio;
+    double decoder_mlp_ratio;
     int norm_pix_loss;
     /* AIM (lightly AIMPredictionHead) */
     int head_hidden_dim, head_blocks;
-    float head_mlp_ratio;
+    double head_mlp_ratio;
 } vt_model_config;
 
 void vt_vit_config_default(vt_vit_config *c);
@@ -72,6 +72,10 @@ vt_status vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c
 /* A model config from the parity-file `config` metadata for the given kind. */
 vt_status vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c);
 vt_status vt_config_validate(const vt_model_config *c);
+/* An MLP's hidden size as timm and lightly compute it: Python's int(dim * ratio) in double
+ * precision (dim 15, ratio 4.2 -> 63; in float it would be 62). -1 when the product is not a
+ * finite number below 2^31 (the config is then refused). */
+int64_t vt_mlp_hidden(int dim, double ratio);
 
 /* ---- model and parameters ----------------------------------------------------------------- */
 
@@ -109,18 +113,46 @@ vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, con
 /* Writes the selected parameters as F32 (malloc'd buffer, free with vt_free). */
 vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
                               uint8_t **out, size_t *out_len);
+
+/* Starts a model from the weights of a timm VisionTransformer state_dict (head or not), a lightly
+ * MaskedVisionTransformerTIMM (mask_token + vit.*), a lightly MAE / AIM model (backbone.vit.* /
+ * backbone.*) or vitrine's own files (encoder with timm keys, full model, training checkpoint):
+ * the layout is recognised by where "patch_embed.proj.weight" sits. The ViT's tensors go into the
+ * model's encoder (whatever its kind), lightly's mask_token into the model's, and, when the file
+ * has the model's own layout, everything else too. What cannot be used is skipped and named in
+ * rep->notes (tensor, shape, why): a tensor of another shape, a classifier head of another size
+ * or for a model without one, a tensor the model has no parameter for. strict: any skipped
+ * tensor, or an encoder parameter the file lacks, is an error (nothing changes). pos_embed: a
+ * frozen parameter (lightly's sin-cos) loaded with values that are not the sin-cos table is
+ * learned (timm's): it becomes trainable (rep->pos_embed). Call before vt_trainer_init. */
+enum { VT_INIT_POS_NONE = 0, VT_INIT_POS_SINCOS_FROZEN, VT_INIT_POS_TRAINABLE, VT_INIT_POS_LEARNED_NOW_TRAINABLE };
+typedef struct {
+    char source[64];      /* the layout recognised */
+    char file_prefix[64]; /* the ViT's key prefix in the file ("", "vit.", "backbone.vit.", ...) */
+    int loaded;           /* parameters loaded */
+    int skipped;          /* tensors of the file not used */
+    int missing;          /* encoder parameters the file lacks (kept as initialised) */
+    int pos_embed;        /* VT_INIT_POS_* */
+    char notes[4096];     /* one line per skipped / missing tensor */
+} vt_init_report;
+vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len, int strict,
+                                   vt_init_report *rep);
 void vt_free(void *p);
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
 /* The encoder calls run any model's ViT (an MAE / AIM model's backbone too); VT_FN_LOSS needs
- * an MAE or AIM model. */
+ * an MAE or AIM model. VT_FN_FORWARD is lightly's forward (pooled features, no fc_norm, no head);
+ * VT_FN_TIMM_FORWARD is timm's (no idx_mask / idx_keep / token mask: timm's forward has none). */
 typedef enum {
     VT_FN_ENCODE = 0,         /* lightly encode / timm forward_features: [B,T,D] */
     VT_FN_FORWARD,            /* lightly forward: pooled [B,D] (or [B,T,D] with global_pool "") */
     VT_FN_INTERMEDIATES,      /* forward_intermediates(norm=False): out + depth x [B,T,D] */
     VT_FN_INTERMEDIATES_NORM, /* forward_intermediates(norm=True) */
-    VT_FN_LOSS                /* MAE / AIM training loss: scalar */
+    VT_FN_LOSS,               /* MAE / AIM training loss: scalar */
+    VT_FN_TIMM_FORWARD        /* timm VisionTransformer.forward: forward_features, then
+                               * forward_head = pool -> fc_norm -> head: [B, num_classes]
+                               * ([B, D] with num_classes 0; [B, T, .] with global_pool "") */
 } vt_fn;
 
 typedef struct {

@@ -30,7 +30,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     const vt_model_config *cfg = vt_model_get_config(m);
     size_t nimg = (size_t)in->batch * cfg->enc.in_chans * cfg->enc.img_size * cfg->enc.img_size;
     float *dimg = tu_xcalloc(nimg, 4);
-    float *douts[8] = {0};
+    float **douts = NULL;
     int ndo = 0;
     size_t none = 0, block = 0;
     int rc = plan_of(m, fn, in, 1, "none", &none);
@@ -48,17 +48,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
             continue;
         rc = vt_forward(m, fn, in, 1);
         if (!CHECK_OK(rc, what)) continue;
-        if (fn != VT_FN_LOSS && !douts[0]) {
-            ndo = vt_output_count(m);
-            for (int i = 0; i < ndo && i < 8; i++) {
-                int64_t sh[4];
-                int nd;
-                vt_output(m, i, sh, &nd);
-                size_t n = tu_numel(sh, nd);
-                douts[i] = tu_xmalloc(n * 4);
-                tu_fill_normal(r, douts[i], n, 0, 1);
-            }
-        }
+        if (fn != VT_FN_LOSS && !douts) douts = tu_random_douts(m, r, &ndo);
         rc = vt_backward(m, (const float *const *)douts, ndo, dimg, 1);
         if (!CHECK_OK(rc, what)) continue;
         vt_arena_stats st;
@@ -81,7 +71,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     if (cfg->enc.depth >= 2) CHECK(block < none, "%s: block plan %zu not below none plan %zu", name, block, none);
     tu_info("%-48s none %8zu  block %8zu bytes", name, none, block);
 out:
-    for (int i = 0; i < 8; i++) free(douts[i]);
+    tu_free_douts(douts, ndo);
     free(dimg);
     vt_set_grad_checkpointing(m, "none");
 }
@@ -145,6 +135,23 @@ static void test_tiny(void) {
     if (m) plan_case("timm d3 pool '' forward", m, VT_FN_FORWARD, &in, &r);
     vt_model_free(m);
     free(img);
+    /* timm's forward (forward_head: pool -> fc_norm -> head), every pooling, with a head */
+    {
+        const char *pools[] = {"token", "avg", "max", "avgmax", ""};
+        for (int pi = 0; pi < 5; pi++)
+            for (int nc = 0; nc <= 4; nc += 4) {
+                char nm[96];
+                tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
+                c.enc.reg_tokens = 1; c.enc.num_classes = nc; strcpy(c.enc.global_pool, pools[pi]);
+                m = make(&c, &r);
+                img = images(&r, &c, B);
+                memset(&in, 0, sizeof in); in.images = img; in.batch = B;
+                snprintf(nm, sizeof nm, "timm d3 forward_head '%s' num_classes %d", pools[pi], nc);
+                if (m) plan_case(nm, m, VT_FN_TIMM_FORWARD, &in, &r);
+                vt_model_free(m);
+                free(img);
+            }
+    }
     /* causal */
     tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 4, 2, 2.0f);
     m = make(&c, &r);

@@ -91,7 +91,7 @@ static int cmd_parity(int argc, char **argv) {
         else vt_parity_run(bytes, len, policy, dump != NULL, &r);
         free(bytes);
         if (!r.pass) failed++;
-        if (r.pass && dump && r.dump) {
+        if (dump && r.dump) { /* pass or fail: what was computed */
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dump, base_name(files[i]));
             if (write_file(path, r.dump, r.dump_len)) { fprintf(stderr, "%s\n", vt_last_error()); failed++; }

@@ -2,7 +2,7 @@
 
 export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
-export type CallName = 'encode' | 'forward' | 'intermediates' | 'intermediates_norm' | 'loss';
+export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
@@ -148,6 +148,8 @@ export class Model {
   readonly kind: ModelKind;
   readonly dims: { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number };
   encode(images: Images, options?: CallOptions): Tensor;
+  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
+  timmForward(images: Images, options?: CallOptions): Tensor;
   forward(images: Images, options?: CallOptions): Tensor;
   forwardIntermediates(images: Images, options?: CallOptions & { norm?: boolean }): { out: Tensor; intermediates: Tensor[] };
   loss(images: Images, options?: CallOptions): number;
@@ -161,6 +163,8 @@ export class Model {
   zeroGrad(): void;
   params(): Param[];
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
+  /** Starts the model from timm / lightly / vitrine weights, the key layout recognised by itself. */
+  initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
   /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
@@ -223,3 +227,14 @@ export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number },
 export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length: number; header: Record<string, any> };
 /** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;
+
+/** What Model.initFrom loaded and skipped. */
+export interface InitReport {
+  source: string;
+  filePrefix: string;
+  loaded: number;
+  skipped: number;
+  missing: number;
+  posEmbed: 'none' | 'sincos_frozen' | 'trainable' | 'learned_now_trainable';
+  notes: string[];
+}
