@@ -232,10 +232,10 @@ static vt_status run_sincos(const vt_st_file *f, outs *o) {
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' out of range", t->name);
         /* only as large as the file's own expected tensor (which is in the file): a 120-byte file
          * must not ask for gigabytes natively (nor wrap wasm's 32-bit size_t) */
-        uint64_t rows = (uint64_t)P + (uint64_t)G * G;
-        if (rows * (uint64_t)D != (uint64_t)t->numel)
+        uint64_t rows = (uint64_t)P + (uint64_t)G * G, n64 = rows * (uint64_t)D;
+        if (n64 <= SIZE_MAX / sizeof(float) && n64 != (uint64_t)t->numel) /* past the address space: alloc_n says so */
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' names %llu values, the tensor holds %llu", t->name,
-                           (unsigned long long)(rows * (uint64_t)D), (unsigned long long)t->numel);
+                           (unsigned long long)n64, (unsigned long long)t->numel);
         float *tab = alloc_n(rows * D, sizeof(float));
         if (!tab) return VT_ERR_NOMEM;
         size_t n = (size_t)(rows * D); /* fits: alloc_n checked its bytes */

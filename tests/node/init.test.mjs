@@ -67,7 +67,7 @@ test('Model.initFrom: timm (head or not), lightly, vitrine files into an MAE mod
   assert.equal(r.posEmbed, 'learned_now_trainable');
   const pos = m.params().find((p) => p.name === 'backbone.vit.pos_embed');
   assert.equal(pos.requiresGrad, true);
-  assert.deepEqual(pos.data, weights.timm.pos_embed);
+  assert.deepEqual(pos.data.slice(), weights.timm.pos_embed); // a copy: data is a live view (a Proxy)
   m.dispose();
   m = fresh();
   assert.throws(() => m.initFrom(bytes.timmHead, { strict: true }), /init-strict.*head\.weight/s);
@@ -78,7 +78,7 @@ test('Model.initFrom: timm (head or not), lightly, vitrine files into an MAE mod
   r = m.initFrom(bytes.lightly, { strict: true });
   assert.equal(r.source, 'lightly MaskedVisionTransformerTIMM (vit. keys)');
   assert.equal(r.posEmbed, 'sincos_frozen');
-  assert.deepEqual(m.params().find((p) => p.name === 'backbone.mask_token').data, weights.lightly.mask_token);
+  assert.deepEqual(m.params().find((p) => p.name === 'backbone.mask_token').data.slice(), weights.lightly.mask_token);
   assert.equal(m.params().find((p) => p.name === 'backbone.vit.pos_embed').requiresGrad, false);
   // vitrine's own encoder file (timm keys + timm_kwargs) back into a timm classifier: the head is not in it
   const enc = m.saveSafetensors({ modelPrefix: 'backbone.vit.' });
