@@ -1,13 +1,14 @@
 // vitrine.d.ts: hand-written types of web/vitrine.js.
 
-export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
+export type WasmBuild = 'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
 export type CallName = 'encode' | 'forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
 export interface CreateOptions {
-  /** Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
+  /** Default: 'relaxed' (SIMD128 + fused multiply-add; other bits than 'simd') where relaxed SIMD
+   * validates, else 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
   wasm?: WasmBuild;
   /** Where vitrine-*.mjs / *.wasm live. Default: $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm (Node), else ../build/wasm/ next to vitrine.js. */
   wasmDir?: string | URL;
@@ -15,6 +16,17 @@ export interface CreateOptions {
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 export function simdSupported(): boolean;
+/** WebAssembly.validate of a tiny module using f32x4.relaxed_madd. */
+export function relaxedSimdSupported(): boolean;
+/** Node 20: sets V8's --experimental-wasm-relaxed-simd (before the first compile); resolves to relaxedSimdSupported(). */
+export function enableNodeRelaxedSimd(): Promise<boolean>;
+/** Thrown by the WASI shim when the module calls proc_exit. */
+export class WasiExit extends Error { readonly code: number; }
+/** vitrine.js's own WASI preview1 imports for clang-built reactors (no node:wasi; browser and Node). */
+export function wasiShim(getMemory: () => WebAssembly.Memory, module?: WebAssembly.Module | null): { wasi_snapshot_preview1: Record<string, Function> };
+/** Compile + instantiate a clang-built reactor from dir/file with wasiShim (+ imports), run _initialize. */
+export function loadReactor(dir: string | URL, file: string, options?: { imports?: WebAssembly.Imports; memory?: WebAssembly.Memory | null }):
+  Promise<{ fn(name: string): Function | undefined; buffer(): ArrayBufferLike; instance: WebAssembly.Instance; module: WebAssembly.Module }>;
 
 export class VitrineError extends Error {
   /** The engine's negative vt_status. */
