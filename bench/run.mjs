@@ -96,6 +96,23 @@ if (HAVE_RELAXED) {
   for (const j of rjobs) R.train.push(...run('train wasm-relaxed', ...wasi('train_bench-relaxed.wasm', targs(j, 2))));
 }
 
+// the main job (node web/cli.js train: MAE on Fashion-MNIST, batch 64, block checkpointing) for a
+// fixed number of steps without evaluation, SIMD128 then relaxed, interleaved: images/s each
+R.mainJob = [];
+if (HAVE_RELAXED) {
+  const steps = QUICK ? 40 : 150, rounds = QUICK ? 1 : 2;
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  for (let r = 0; r < rounds; r++)
+    for (const wasm of ['simd', 'relaxed']) {
+      const out = mkdtempSync(join(tmpdir(), 'vitrine-bench-train-'));
+      const o = run(`main job ${r + 1}/${rounds} --wasm ${wasm}`, process.execPath, [join(ROOT, 'web/cli.js'), 'train', '--steps', String(steps),
+        '--no-eval', '--json', '--out', out, '--wasm', wasm])[0];
+      rmSync(out, { recursive: true, force: true });
+      if (o && o.seconds) R.mainJob.push({ round: r, wasm, steps: o.steps, seconds: o.seconds, images_per_s: o.steps * 64 / o.seconds });
+    }
+}
+
 // the JS shell (Emscripten SIMD build): forward + backward (it has no optimizer call)
 const shellBatch = QUICK ? 1 : 4;
 R.train.push(...run('shell', ...node(join(ROOT, 'bench/shell_bench.mjs'), ['--batch', String(shellBatch), '--policy', 'none', '--repeat', '3'])));
@@ -262,6 +279,18 @@ if (R.relaxed.rounds.length) {
       `${f(row.relaxed_over_torch, 2)} | ${f(row.simd_over_torch, 2)} | ${f(row.relaxed_ms && 1e3 * batch / row.relaxed_ms, 2)} |`);
   }
   R.relaxed.summary = relaxedRows;
+}
+if (R.mainJob.length) {
+  const ips = (w) => med(R.mainJob.filter((o) => o.wasm === w).map((o) => o.images_per_s));
+  const ratios = [...new Set(R.mainJob.map((o) => o.round))].map((r) => {
+    const a = R.mainJob.find((o) => o.round === r && o.wasm === 'relaxed'), b = R.mainJob.find((o) => o.round === r && o.wasm === 'simd');
+    return a && b ? a.images_per_s / b.images_per_s : null;
+  });
+  R.mainJobSummary = { simd_images_per_s: ips('simd'), relaxed_images_per_s: ips('relaxed'), relaxed_over_simd: med(ratios) };
+  P();
+  P(`Main job (\`node web/cli.js train --steps ${R.mainJob[0].steps} --no-eval\`: MAE, Fashion-MNIST, batch 64, block checkpointing, ` +
+    `wall time incl. start-up): SIMD128 ${f(R.mainJobSummary.simd_images_per_s, 0)} images/s, relaxed ${f(R.mainJobSummary.relaxed_images_per_s, 0)} images/s ` +
+    `(relaxed / SIMD128 = ${f(R.mainJobSummary.relaxed_over_simd, 2)}, median of ${ratios.length} interleaved pair${ratios.length > 1 ? 's' : ''}).`);
 }
 P();
 P('## Targets (reported, not asserted)');
