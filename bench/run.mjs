@@ -132,8 +132,15 @@ for (const [backend, b] of tfjsRuns)
     '--repeat', backend === 'cpu' ? '1' : '2'])));
 if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
 R.seconds = (Date.now() - t_start) / 1e3;
+// the measurements first, so that a failing report never loses a run
+writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
 
 // ---- the report ------------------------------------------------------------------------------
+// % of peak = the fastest call of a kernel / the highest peak kernel_bench measured over its run
+// (it re-measures after every row): interference from other processes only slows either down.
+const peakOf = (b) => Math.max(R.kernels[b]?.peak.gflops || 0, R.kernels[b]?.peak_max_gflops || 0) || null;
+const best = (r, d) => r?.[`${d}_best_gflops`] ?? r?.[`${d}_gflops`];
+const pct = (r, d, b) => (r && best(r, d) != null && peakOf(b) ? 100 * best(r, d) / peakOf(b) : null);
 const f = (x, d = 1) => (x == null || !isFinite(x) ? '–' : Number(x).toFixed(d));
 const MiB = (b) => f(b / 1048576, 1);
 const find = (q) => R.train.find((o) => Object.entries(q).every(([k, v]) => o[k] === v) && !o.error);
@@ -163,11 +170,6 @@ P('GFLOP/s (median call) and % of the peak of the same build (the fastest call o
   'Forward = `vt_matmul_forward` (out = x W^T + b), backward = `vt_matmul_backward` with dinp and dW (4MKN flops). Attention: ' +
   'QK^T and PV of every head as plain matmuls (head_dim 64), and the engine\'s attention kernel (QK^T, softmax, PV composed from the matmul kernels; backward).');
 P();
-// % of peak = the fastest call of a kernel / the highest peak kernel_bench measured over its run
-// (it re-measures after every row): interference from other processes only slows either down.
-const peakOf = (b) => Math.max(R.kernels[b]?.peak.gflops || 0, R.kernels[b]?.peak_max_gflops || 0) || null;
-const best = (r, d) => r?.[`${d}_best_gflops`] ?? r?.[`${d}_gflops`];
-const pct = (r, d, b) => (r && best(r, d) != null && peakOf(b) ? 100 * best(r, d) / peakOf(b) : null);
 const simdPeak = peakOf('wasm-simd');
 P('| width | op | M x K x N | wasm SIMD fwd | % | wasm SIMD bwd | % | wasm scalar fwd | % SIMD peak | native fwd | % | native bwd | % |');
 P('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
@@ -256,7 +258,7 @@ const torchSmall = find({ build: 'pytorch', model: SMALL, batch: 1, policy: 'non
 if (torchSmall && wSmall) P(`\nViT-S/16 batch 1: vitrine wasm ${f(wSmall.ms_per_step, 0)} ms, PyTorch ${f(torchSmall.ms_per_step, 0)} ms (wasm/PyTorch ${f(wSmall.ms_per_step / torchSmall.ms_per_step, 2)}).`);
 const med = (a) => { const b = a.filter((x) => x != null && isFinite(x)).sort((x, y) => x - y); return b.length ? (b.length % 2 ? b[b.length >> 1] : (b[b.length / 2 - 1] + b[b.length / 2]) / 2) : null; };
 const relaxedRows = [];
-if (R.relaxed.rounds.length) {
+if (R.relaxed?.rounds?.length) {
   P();
   P('## 5. Relaxed SIMD vs SIMD128 vs PyTorch+OpenBLAS: training step, one thread, interleaved');
   P();
@@ -280,7 +282,7 @@ if (R.relaxed.rounds.length) {
   }
   R.relaxed.summary = relaxedRows;
 }
-if (R.mainJob.length) {
+if (R.mainJob?.length) {
   const ips = (w) => med(R.mainJob.filter((o) => o.wasm === w).map((o) => o.images_per_s));
   const ratios = [...new Set(R.mainJob.map((o) => o.round))].map((r) => {
     const a = R.mainJob.find((o) => o.round === r && o.wasm === 'relaxed'), b = R.mainJob.find((o) => o.round === r && o.wasm === 'simd');
