@@ -579,8 +579,8 @@ async function boot() {
   S.build = info.build;
   S.simdKernels = info.simdKernels;
   const badge = $('build');
-  badge.textContent = `wasm: ${info.build}${info.simdKernels ? ' (SIMD128 kernels)' : ''}`;
-  badge.classList.toggle('simd', info.build === 'simd');
+  badge.textContent = `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}`;
+  badge.classList.toggle('simd', info.simdKernels);
   const sel = $('model');
   for (const [k, label] of Object.entries(info.models)) sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
   for (const p of info.presets) sel.add(new Option(`${p} (224 px RGB: heavy for a tab)`, p));

@@ -4,6 +4,9 @@
 #   build/wasm/vitrine-scalar.{mjs,wasm}  Emscripten, no SIMD
 #   build/wasm/vitrine-wasi-simd.wasm     WASI reactor (clang-14 + wasi-libc + lld), SIMD128
 #   build/wasm/vitrine-wasi-scalar.wasm   WASI reactor, no SIMD
+#   build/wasm/vitrine-relaxed.wasm       WASI-style reactor, SIMD128 + relaxed SIMD (fused MADD),
+#                                         clang-19 -c + wasm-ld-19; loaded by web/vitrine.js's own
+#                                         WASI shim in the browser and in Node
 # ON when the tools are found; -DVT_WASM=OFF turns it off. See wasm/README.md.
 option(VT_WASM "Build the WebAssembly modules when emcc / clang-14 + wasi-libc are found" ON)
 
@@ -132,6 +135,75 @@ if(VT_WASM)
     endif()
   else()
     message(STATUS "vitrine: clang-14 / wasm-ld / wasi-libc not found, skipping the WASI builds")
+  endif()
+
+  # ---- clang-19 builds: relaxed SIMD (f32x4.relaxed_madd) ------------------------------------
+  # Debian's emcc 3.1.6 knows only clang-14, which has no relaxed SIMD; clang-19's driver would
+  # run Debian's wasm-opt 108 after linking, which rejects relaxed opcodes. So: compile each
+  # source with clang-19 -c, link with wasm-ld-19 ourselves (what the driver would pass, minus
+  # wasm-opt). vt_clang19_wasm(OUT file KIND reactor|command SOURCES ... [CFLAGS ...] [LDFLAGS ...])
+  # adds the commands; the threads build can reuse it with its own flags.
+  find_program(VT_CLANG19 clang-19)
+  find_program(VT_WASM_LD19 wasm-ld-19)
+  set(VT_CLANG19_RT /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a
+      CACHE FILEPATH "compiler-rt builtins for wasm32 (libclang-rt-19-dev-wasm32)")
+  if(VT_CLANG19 AND VT_WASM_LD19 AND EXISTS ${VT_CLANG19_RT} AND EXISTS ${VT_WASI_SYSROOT}/lib/wasm32-wasi/libc.a)
+    set(VT_WASM_RELAXED ON)
+    function(vt_clang19_wasm)
+      cmake_parse_arguments(A "" "OUT;KIND" "SOURCES;CFLAGS;LDFLAGS" ${ARGN})
+      get_filename_component(name ${A_OUT} NAME_WE)
+      set(objdir ${VT_WASM_DIR}/obj-${name})
+      file(MAKE_DIRECTORY ${objdir})
+      set(objs)
+      foreach(src ${A_SOURCES})
+        get_filename_component(b ${src} NAME_WE)
+        set(o ${objdir}/${b}.o)
+        add_custom_command(OUTPUT ${o}
+          COMMAND ${VT_CLANG19} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${A_CFLAGS} -c ${src} -o ${o}
+          DEPENDS ${src} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h ${CMAKE_SOURCE_DIR}/wasm/wasm.cmake
+          COMMENT "clang-19: ${name}/${b}.o"
+          VERBATIM)
+        list(APPEND objs ${o})
+      endforeach()
+      set(lib ${VT_WASI_SYSROOT}/lib/wasm32-wasi)
+      if(A_KIND STREQUAL "reactor")
+        set(crt ${lib}/crt1-reactor.o --entry _initialize)
+      else()
+        set(crt ${lib}/crt1-command.o)
+      endif()
+      add_custom_command(OUTPUT ${A_OUT}
+        COMMAND ${VT_WASM_LD19} -m wasm32 -L${lib} ${crt} ${objs} -lc ${VT_CLANG19_RT}
+                --max-memory=4294967296 -z stack-size=1048576 ${A_LDFLAGS} -o ${A_OUT}
+        DEPENDS ${objs}
+        COMMENT "wasm-ld-19: wasm/${name}.wasm"
+        VERBATIM)
+    endfunction()
+    set(VT_WASM_RELAXED_FLAGS ${VT_WASM_CFLAGS} -msimd128 -mrelaxed-simd -DVT_HAVE_SIMD_KERNELS)
+    set(relaxed_exports)
+    foreach(e ${VT_WASM_EXPORTS})
+      list(APPEND relaxed_exports --export=${e})
+    endforeach()
+    set(relaxed_src ${VT_WASM_SOURCES} ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c)
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed.wasm KIND reactor SOURCES ${relaxed_src}
+                    CFLAGS ${VT_WASM_RELAXED_FLAGS} LDFLAGS ${relaxed_exports})
+    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed.wasm)
+    # the kernels and attention tests, relaxed (run by Node with relaxed SIMD enabled)
+    set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
+        ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
+        ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/test_kernels_relaxed.wasm KIND command
+                    SOURCES ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c
+                    CFLAGS ${VT_WASM_RELAXED_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels)
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/test_attention_relaxed.wasm KIND command
+                    SOURCES ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_attention.c CFLAGS ${VT_WASM_RELAXED_FLAGS})
+    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/test_kernels_relaxed.wasm ${VT_WASM_DIR}/test_attention_relaxed.wasm)
+    find_program(VT_NODE node)
+    if(VT_NODE)
+      add_test(NAME kernels_relaxed_wasm COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${VT_WASM_DIR}/test_kernels_relaxed.wasm)
+      add_test(NAME attention_wasm_relaxed COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${VT_WASM_DIR}/test_attention_relaxed.wasm)
+    endif()
+  else()
+    message(STATUS "vitrine: clang-19 / wasm-ld-19 / libclang-rt-19-dev-wasm32 not found, skipping the relaxed-SIMD build")
   endif()
 
   if(VT_WASM_OUTPUTS)

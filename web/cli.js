@@ -4,19 +4,20 @@
 //   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
 //   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
-// BUILD: simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs).
+// BUILD: relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs:
+// relaxed SIMD, which Node 20 gets from the V8 flag set below, else SIMD128, else scalar).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
 import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import { createVitrine, readSafetensorsMeta } from './vitrine.js';
+import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
-const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi]';
-const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm simd|scalar|wasi]';
+const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi]';
+const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm relaxed|simd|scalar|wasi]';
 
 // printf's %.Ne: the exponent has at least two digits.
 function fmtE(v, digits) {
@@ -35,6 +36,9 @@ process.emitWarning = (warning, ...rest) => {
   if (type === 'ExperimentalWarning' && String(warning).includes('WASI')) return;
   return emitWarning.call(process, warning, ...rest);
 };
+// Node 20's V8 has relaxed SIMD behind --experimental-wasm-relaxed-simd: set it before anything
+// compiles wasm, so that the default (and --wasm relaxed) can use f32x4.relaxed_madd.
+await enableNodeRelaxedSimd();
 const loadEngine = (wasm) => createVitrine({ wasm });
 
 async function cmdParity(args) {
@@ -144,7 +148,8 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
-  --wasm BUILD                 simd | scalar | wasi | wasi-simd | wasi-scalar`;
+  --wasm BUILD                 relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: relaxed
+                               where it validates, else simd; a resumed run keeps its checkpoint's build)`;
 
 const STATE_FILE = 'checkpoint.safetensors', WEIGHTS_FILE = 'encoder.safetensors', IMAGE_FILE = 'reconstructions.png';
 
@@ -313,9 +318,13 @@ function initFromFile(model, file, strict, say) {
 
 // The engine and the model: initialised (seed) or started from --init's weights, trainer ready
 // (masks: seed + 1), the checkpoint loaded over both when resuming.
-async function openModel(o, run, resumeBytes, seed, say = () => {}) {
+async function openModel(o, run, resumeBytes, seed, say = () => {}, warn = () => {}) {
   let vt, model, initBytes = null;
-  try { vt = await loadEngine(o.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
+  // a resumed run continues bit for bit only in the build that trained it (fused and unfused
+  // multiply-adds round differently): keep the checkpoint's build unless told otherwise
+  if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
+  try { vt = await loadEngine(o.wasm || run.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
+  if (!run.wasm) run.wasm = vt.build;
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
@@ -458,7 +467,7 @@ async function train(o) {
   const outDir = o.out || TRAIN_DEFAULTS.out;
   const paths = { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) };
   const statePath = paths.state;
-  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say);
+  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say, warn);
   const data = trainData(o, run, model, warn);
   const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
   const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn, initBytes) : null;

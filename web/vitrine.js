@@ -1,7 +1,8 @@
 // vitrine.js: the JavaScript shell of the vitrine engine, one ES module for the browser and Node.
 //
-// It loads one wasm build (Emscripten SIMD128 where the host validates SIMD, Emscripten scalar
-// otherwise; in Node also the WASI reactor builds), wraps wasm/exports.c in a small class API,
+// It loads one wasm build (the relaxed-SIMD reactor where the host validates relaxed SIMD, else
+// Emscripten SIMD128 where it validates SIMD, else Emscripten scalar; in Node also the WASI
+// reactor builds), wraps wasm/exports.c in a small class API,
 // copies images in (ImageData, ImageBitmap, Float32Array NCHW) and copies results out.
 // Rules kept everywhere below: typed-array views over wasm memory are built fresh for each use
 // (memory may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
@@ -55,6 +56,26 @@ export function simdSupported() {
 export const STATUS_CODES = Object.freeze({ [-1]: 'VT_ERR_ARG', [-2]: 'VT_ERR_NOMEM', [-3]: 'VT_ERR_FORMAT',
   [-4]: 'VT_ERR_MISMATCH', [-5]: 'VT_ERR_NUMERIC', [-6]: 'VT_ERR_BUDGET', [-7]: 'VT_ERR_STATE', [-8]: 'VT_ERR_IO' });
 
+// (module (func (result v128) f32.const 0 f32x4.splat (x3) f32x4.relaxed_madd)): valid only with
+// relaxed SIMD (Chromium 114+ by default; Node 20 behind V8's --experimental-wasm-relaxed-simd).
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10,
+  28, 1, 26, 0, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 253, 133, 2, 11]);
+
+export function relaxedSimdSupported() {
+  try { return WebAssembly.validate(RELAXED_PROBE); } catch { return false; }
+}
+
+/** Node 20 only: turn on V8's relaxed SIMD (--experimental-wasm-relaxed-simd) for this process,
+ * so that the 'relaxed' build validates and compiles. Must run before the first wasm compile that
+ * should see it; V8 flags are per process (workers started later inherit it). Returns whether
+ * relaxed SIMD validates afterwards. A no-op in browsers and where it already validates. The CLI
+ * and the Node tests call it; a library user decides for their own process. */
+export async function enableNodeRelaxedSimd() {
+  if (relaxedSimdSupported() || !IS_NODE) return relaxedSimdSupported();
+  try { (await nodeModule('v8')).setFlagsFromString('--experimental-wasm-relaxed-simd'); } catch { /* not V8 */ }
+  return relaxedSimdSupported();
+}
+
 export class VitrineError extends Error {
   constructor(message, status) {
     super(message);
@@ -86,6 +107,10 @@ const BUILDS = {
     url: () => new URL('../build/wasm/vitrine-simd.wasm', import.meta.url) },
   scalar: { runtime: 'emscripten', simd: false, wasm: 'vitrine-scalar.wasm', glue: 'vitrine-scalar.mjs', factory: createScalarModule,
     url: () => new URL('../build/wasm/vitrine-scalar.wasm', import.meta.url) },
+  // SIMD128 + relaxed SIMD's fused multiply-add: a clang-19 reactor (no glue), loaded with our own
+  // WASI shim (wasiShim below), in the browser as in Node
+  relaxed: { runtime: 'reactor', simd: true, wasm: 'vitrine-relaxed.wasm',
+    url: () => new URL('../build/wasm/vitrine-relaxed.wasm', import.meta.url) },
   'wasi-simd': { runtime: 'wasi', simd: true, wasm: 'vitrine-wasi-simd.wasm' },
   'wasi-scalar': { runtime: 'wasi', simd: false, wasm: 'vitrine-wasi-scalar.wasm' },
 };
@@ -145,6 +170,94 @@ async function startEmscripten(factory, wasmBinary) {
   };
 }
 
+// A WASI-preview1 import object of our own for the clang-built reactors ('relaxed'), so they run
+// in the browser as in Node without node:wasi. The engine does no I/O: wasi-libc links only
+// fd_write / fd_seek / fd_close (stdio) into it; stdout/stderr lines go to the console, other
+// descriptors are EBADF, and any other preview1 function the module imports answers ENOSYS.
+// getMemory() is read at each call (the memory is the instance's export, or an imported one).
+export class WasiExit extends Error {
+  constructor(code) { super(`wasm called proc_exit(${code})`); this.code = code; }
+}
+export function wasiShim(getMemory, module = null) {
+  const ERR = { SUCCESS: 0, BADF: 8, INVAL: 28, NOSYS: 52, SPIPE: 70 };
+  const dv = () => new DataView(getMemory().buffer);
+  const bytes = (p, n) => new Uint8Array(getMemory().buffer, p >>> 0, n >>> 0).slice(); // copy: shared memory can't be decoded
+  const pending = { 1: '', 2: '' };
+  const stdio = (fd) => fd === 0 || fd === 1 || fd === 2;
+  const now = (id) => (id === 0 ? BigInt(Date.now()) * 1000000n
+    : BigInt(Math.round((globalThis.performance ? performance.now() : Date.now()) * 1e6)));
+  const w = {
+    fd_write(fd, iovs, n, nwritten) {
+      if (fd !== 1 && fd !== 2) return ERR.BADF;
+      const d = dv();
+      let total = 0, text = '';
+      for (let i = 0; i < n; i++) {
+        const p = d.getUint32(iovs + 8 * i, true), len = d.getUint32(iovs + 8 * i + 4, true);
+        text += new TextDecoder().decode(bytes(p, len));
+        total += len;
+      }
+      const lines = (pending[fd] + text).split('\n');
+      pending[fd] = lines.pop();
+      for (const l of lines) (fd === 1 ? console.log : console.error)(l);
+      dv().setUint32(nwritten, total, true);
+      return ERR.SUCCESS;
+    },
+    fd_seek: (fd) => (stdio(fd) ? ERR.SPIPE : ERR.BADF),
+    fd_close: (fd) => (stdio(fd) ? ERR.SUCCESS : ERR.BADF),
+    fd_fdstat_get(fd, p) {
+      if (!stdio(fd)) return ERR.BADF;
+      const d = dv();
+      d.setUint8(p, 2); d.setUint16(p + 2, 0, true); // character device, no flags
+      d.setBigUint64(p + 8, 0xffffffffffffffffn, true); d.setBigUint64(p + 16, 0xffffffffffffffffn, true);
+      return ERR.SUCCESS;
+    },
+    fd_prestat_get: () => ERR.BADF, // no pre-opened directories
+    environ_sizes_get(count, size) { dv().setUint32(count, 0, true); dv().setUint32(size, 0, true); return ERR.SUCCESS; },
+    environ_get: () => ERR.SUCCESS,
+    args_sizes_get(count, size) { dv().setUint32(count, 0, true); dv().setUint32(size, 0, true); return ERR.SUCCESS; },
+    args_get: () => ERR.SUCCESS,
+    clock_time_get(id, _precision, out) {
+      if (id > 3) return ERR.INVAL;
+      dv().setBigUint64(out, now(id), true);
+      return ERR.SUCCESS;
+    },
+    clock_res_get(id, out) { dv().setBigUint64(out, 1000n, true); return ERR.SUCCESS; },
+    random_get(p, n) {
+      for (let o = 0; o < n; o += 65536) {
+        const chunk = new Uint8Array(Math.min(65536, n - o));
+        globalThis.crypto.getRandomValues(chunk);
+        new Uint8Array(getMemory().buffer, (p >>> 0) + o, chunk.length).set(chunk);
+      }
+      return ERR.SUCCESS;
+    },
+    sched_yield: () => ERR.SUCCESS,
+    proc_exit(code) { throw new WasiExit(code); },
+  };
+  if (module) // whatever else the module imports from preview1: ENOSYS
+    for (const imp of WebAssembly.Module.imports(module))
+      if (imp.module === 'wasi_snapshot_preview1' && imp.kind === 'function' && !(imp.name in w)) w[imp.name] = () => ERR.NOSYS;
+  return { wasi_snapshot_preview1: w };
+}
+
+/** A clang-built WASI-style reactor (build/wasm/<file>), browser or Node: compile, instantiate with
+ * wasiShim() (+ `imports`, e.g. { env: { memory } } for a build that imports its memory), run
+ * _initialize. Returns the low-level { fn(name), buffer(), instance, module } the Vitrine class
+ * takes. `memory`: the imported WebAssembly.Memory, if any (else the instance's export). */
+export async function loadReactor(dir, file, options = {}) {
+  return startReactor(await readBytes(await fileUrl(dir, file)), options);
+}
+
+async function startReactor(bytes, { imports = {}, memory = null } = {}) {
+  const module = await WebAssembly.compile(bytes);
+  let instance = null;
+  const getMemory = () => memory || instance.exports.memory;
+  const shim = wasiShim(getMemory, module);
+  instance = await WebAssembly.instantiate(module, { ...imports, ...shim });
+  if (typeof instance.exports._initialize === 'function') instance.exports._initialize();
+  const ex = instance.exports;
+  return { fn: (name) => ex[name], buffer: () => getMemory().buffer, instance, module };
+}
+
 async function startWasi(bytes) {
   const { WASI } = await nodeModule('wasi');
   const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
@@ -156,9 +269,13 @@ async function startWasi(bytes) {
 
 /**
  * createVitrine({ wasm, locateFile, wasmDir })
- * wasm: a name of WASM_BUILDS ('simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar') or 'wasi'. Default:
- * 'simd' where WebAssembly SIMD128 validates, else 'scalar'; 'wasi' is WASI SIMD where SIMD
- * validates, else WASI scalar (Node only).
+ * wasm: a name of WASM_BUILDS ('relaxed' | 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar') or 'wasi'.
+ * Default: 'relaxed' (SIMD128 + fused multiply-add) where relaxed SIMD validates, else 'simd'
+ * where SIMD128 validates, else 'scalar'. The default trades bit-identity with the SIMD128 build
+ * for ~1.5-2x speed: 'relaxed' rounds each multiply-add once, so its bits differ from 'simd''s
+ * (both pass parity; see wasm/README.md for which builds agree bitwise). Ask for wasm: 'simd'
+ * to get the same bits on every host. In Node 20, relaxed SIMD needs enableNodeRelaxedSimd()
+ * first. 'wasi' is the WASI SIMD build where SIMD validates (else WASI scalar), Node only.
  * locateFile(file, url): where to fetch the build's .wasm instead (e.g. 'vitrine-simd.wasm' and the
  * URL beside this module -> a URL or string), for apps that serve it from elsewhere.
  * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
@@ -167,8 +284,20 @@ async function startWasi(bytes) {
  */
 export async function createVitrine(options = {}) {
   const simd = simdSupported();
-  let name = options.wasm || (simd ? 'simd' : 'scalar');
+  let name = options.wasm || (relaxedSimdSupported() ? 'relaxed' : simd ? 'simd' : 'scalar');
   if (name === 'wasi') name = simd ? 'wasi-simd' : 'wasi-scalar';
+  let low;
+  try {
+    low = await loadBuild(name, options);
+  } catch (e) { // the default's relaxed file is not there (built without clang-19): SIMD128
+    if (options.wasm || name !== 'relaxed') throw e;
+    name = simd ? 'simd' : 'scalar';
+    low = await loadBuild(name, options);
+  }
+  return new Vitrine(low, name);
+}
+
+async function loadBuild(name, options) {
   const b = Object.hasOwn(BUILDS, name) ? BUILDS[name] : null;
   if (!b) throw new Error(`unknown wasm build '${name}' (${[...Object.keys(BUILDS), 'wasi'].join(', ')})`);
   if (b.runtime === 'wasi' && !IS_NODE) throw new Error(`the WASI build runs in Node only; use wasm: 'simd' or 'scalar'`);
@@ -181,8 +310,8 @@ export async function createVitrine(options = {}) {
   }
   if (options.locateFile) url = await toUrl(await options.locateFile(b.wasm, url));
   const bytes = await readBytes(url);
-  const low = b.runtime === 'emscripten' ? await startEmscripten(factory, bytes) : await startWasi(bytes);
-  return new Vitrine(low, name);
+  if (b.runtime === 'emscripten') return startEmscripten(factory, bytes);
+  return b.runtime === 'reactor' ? startReactor(bytes) : startWasi(bytes);
 }
 
 // ---- the engine ------------------------------------------------------------------------------

@@ -12,9 +12,11 @@ void vt_kernels_use_reference(int on) { use_ref = on; }
 
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
 int vt_kernels_simd(void) { return 1; }
+int vt_kernels_madd_fused(void) { return vt_simd_madd_fused(); }
 #define PICK(name) (use_ref ? vt_ref_##name : vt_simd_##name)
 #else
 int vt_kernels_simd(void) { return 0; }
+int vt_kernels_madd_fused(void) { return 0; }
 #define PICK(name) vt_ref_##name
 #endif
 

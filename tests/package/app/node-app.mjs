@@ -1,15 +1,17 @@
 // node-app.mjs: the installed package in Node. Trains tiny.js's MAE model with per-block
 // checkpointing, checks the losses are the bits of a run without checkpointing, saves the weights
 // and the training state as safetensors files, reloads them into new models (same bytes; the
-// resumed run continues bit for bit) and loads every build of WASM_BUILDS. Prints one JSON line.
+// resumed run continues bit for bit) and loads every build of WASM_BUILDS (relaxed SIMD enabled first). Prints one JSON line.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createVitrine, WASM_BUILDS, readSafetensorsMeta } from 'vitrine';
+import { createVitrine, WASM_BUILDS, readSafetensorsMeta, enableNodeRelaxedSimd } from 'vitrine';
 import { CONFIG, BATCH, images, train, falling } from './tiny.js';
 
 const hex = (v) => Buffer.from(new Float32Array([v]).buffer).toString('hex');
 const same = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)) === 0;
+// Node 20: relaxed SIMD is behind a V8 flag, which a Node app turns on before its first compile
+const relaxed = await enableNodeRelaxedSimd();
 const vt = await createVitrine();
-const r = { build: vt.build, simdKernels: vt.simdKernels };
+const r = { relaxed, build: vt.build, simdKernels: vt.simdKernels };
 
 const { model, losses } = train(vt, { steps: 20, policy: 'block' });
 r.policy = model.gradCheckpointing;
