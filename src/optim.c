@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/kernels_simd.h" /* VT_SIMD128_AVAILABLE: wasm SIMD128 or x86-64 SSE2 */
+#include "threads.h"
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
 #define ADAMW_UPDATE vt_simd_adamw_update /* same bits as the loop below, 4 lanes at a time */
 #else
@@ -92,6 +93,28 @@ int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out) {
     return VT_OK;
 }
 
+/* The update is element-wise (each element's arithmetic is the same in any split), so threads
+ * take ranges of VT_ADAMW_UNIT gradient elements, cutting across parameters. */
+#define VT_ADAMW_UNIT 4096
+typedef struct { vt_model *m; float lr; } adamw_job;
+static void adamw_units(void *ctx, int lo, int hi, int tid) {
+    const adamw_job *j = ctx;
+    vt_model *m = j->m;
+    const vt_adamw_config *c = &m->opt;
+    size_t g0 = (size_t)lo * VT_ADAMW_UNIT, g1 = (size_t)hi * VT_ADAMW_UNIT;
+    for (int i = 0; i < m->pt.n; i++) {
+        const vt_param *p = &m->pt.p[i];
+        if (p->goff < 0) continue;
+        size_t a = (size_t)p->goff, b = a + p->numel; /* this parameter's gradient range */
+        if (a < g0) a = g0;
+        if (b > g1) b = g1;
+        if (a >= b) continue;
+        size_t o = a - (size_t)p->goff;
+        ADAMW_UPDATE(m->pt.data + p->off + o, m->pt.grad + a, m->opt_m + a, m->opt_v + a, b - a,
+                     m->opt_t, j->lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
+    }
+}
+
 int vt_optimizer_step(vt_model *m, float lr) {
     if (!m->opt_m) return vt_fail(VT_ERR_STATE, "call vt_optimizer_init first");
     if (m->opt_n != m->pt.gtotal)
@@ -99,12 +122,8 @@ int vt_optimizer_step(vt_model *m, float lr) {
     for (size_t i = 0; i < m->pt.gtotal; i++)
         if (!isfinite(m->pt.grad[i])) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
     m->opt_t++;
-    const vt_adamw_config *c = &m->opt;
-    for (int i = 0; i < m->pt.n; i++) {
-        const vt_param *p = &m->pt.p[i];
-        if (p->goff < 0) continue;
-        ADAMW_UPDATE(m->pt.data + p->off, m->pt.grad + p->goff, m->opt_m + p->goff, m->opt_v + p->goff,
-                        p->numel, m->opt_t, lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
-    }
+    adamw_job j = {m, lr};
+    size_t units = (m->pt.gtotal + VT_ADAMW_UNIT - 1) / VT_ADAMW_UNIT;
+    vt_parallel_for((int)units, 1, 20.0 * (double)m->pt.gtotal, adamw_units, &j);
     return VT_OK;
 }

@@ -38,7 +38,8 @@ if(VT_WASM)
     vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
-    vtw_train_state_save vtw_train_state_load vtw_loss_visualize malloc free)
+    vtw_train_state_save vtw_train_state_load vtw_loss_visualize
+    vtw_worker_run vtw_set_threads vtw_threads_max vtw_threads_ready vtw_threads_shutdown vtw_threads_set_min_work malloc free)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
@@ -54,12 +55,17 @@ if(VT_WASM)
     set(em_flags -sMODULARIZE=1 -sEXPORT_ES6=1 -sENVIRONMENT=web,worker
         -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
-    foreach(variant simd scalar)
+    foreach(variant simd scalar simd-mt)
       set(vflags "")
       set(vsrc ${VT_WASM_SOURCES})
-      if(variant STREQUAL "simd")
+      if(variant MATCHES "^simd")
         set(vflags ${VT_WASM_SIMD_FLAGS})
         list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
+      endif()
+      # -mt: shared memory (imported, a SharedArrayBuffer) for the engine's own worker pool
+      # (web/pool.js, src/threads.c); Emscripten's pthread_create is never called.
+      if(variant MATCHES "-mt$")
+        list(APPEND vflags -pthread -Wno-pthreads-mem-growth)
       endif()
       set(out ${VT_WASM_DIR}/vitrine-${variant}.mjs)
       add_custom_command(OUTPUT ${out} ${VT_WASM_DIR}/vitrine-${variant}.wasm
@@ -80,12 +86,19 @@ if(VT_WASM)
     foreach(e ${VT_WASM_EXPORTS})
       list(APPEND wasi_flags -Wl,--export=${e})
     endforeach()
-    foreach(variant simd scalar)
+    foreach(variant simd scalar simd-mt)
       set(vflags "")
       set(vsrc ${VT_WASM_SOURCES})
-      if(variant STREQUAL "simd")
+      if(variant MATCHES "^simd")
         set(vflags ${VT_WASM_SIMD_FLAGS})
         list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
+      endif()
+      # -mt: shared, imported memory for the worker pool (web/pool.js). wasi-libc is not built
+      # with atomics, hence --no-check-features: only the main thread ever runs libc code;
+      # workers run kernels on their own stack (__stack_pointer exported so the pool can set it).
+      if(variant MATCHES "-mt$")
+        list(APPEND vflags -matomics -mbulk-memory -Wl,--shared-memory -Wl,--import-memory
+             -Wl,--no-check-features -Wl,--export=__stack_pointer)
       endif()
       set(out ${VT_WASM_DIR}/vitrine-wasi-${variant}.wasm)
       add_custom_command(OUTPUT ${out}
@@ -100,7 +113,8 @@ if(VT_WASM)
       set(ktest ${VT_WASM_DIR}/test_kernels_simd.wasm)
       set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
           ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
-          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
+          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c
+          ${CMAKE_SOURCE_DIR}/src/threads.c)
       set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/src/optim.c ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
