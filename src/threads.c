@@ -1,11 +1,14 @@
 /* threads.c: the pool behind vt_parallel_for (threads.h).
  *
  * One job at a time, posted by the thread that calls the engine: the job's fields are written,
- * then `gen` is bumped and the workers are woken. Each worker runs its chunk (if it has one) and
- * then decrements `pending`; every started worker acknowledges every job, so the fields stay
- * untouched until all have read them. Waiting: spin first (consecutive kernels follow each other
- * within microseconds), then block (wasm: memory.atomic.wait32; Linux: futex). A browser's main
- * thread may not block, so there the caller only spins (vt_threads_caller_can_wait(0)).
+ * its chunks (a few per thread) are opened in one 64-bit `claim` word tagged with the job's
+ * generation, `gen` is bumped and sleeping workers are woken. Every thread, the caller
+ * included, claims chunks by compare-and-swap until none is left; the caller then waits only for
+ * chunks others are running. So a worker that the OS has paused (2 cores shared with other
+ * work) delays nothing: the caller does its share. Chunk k always covers the same items, so
+ * who runs it changes no bit. Waiting: spin first, then block (wasm: memory.atomic.wait32;
+ * Linux: futex). A browser's main thread may not block: there the caller only spins
+ * (vt_threads_caller_can_wait(0)).
  *
  * Backends: wasm with shared memory (-matomics: workers are instances of the same module run by
  * web/pool.js, entering vt_worker_loop), Linux (pthreads + futex), and none (one thread). */
@@ -29,17 +32,25 @@
  * tests set 0 so that even their tiny shapes are split */
 static double min_work = 2.0e5;
 void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; }
-#define VT_SPIN 20000
+#define VT_SPIN 4000      /* polls before blocking: consecutive kernels follow within microseconds */
+#define VT_CHUNKS_PER_THREAD 4
+
+/* claim word: job generation (high 32 bits) | chunks claimed (16) | chunk count (16) */
+#define CLAIM(gen, next, count) (((uint64_t)(uint32_t)(gen) << 32) | ((uint64_t)(next) << 16) | (uint64_t)(count))
+#define C_GEN(c) ((uint32_t)((c) >> 32))
+#define C_NEXT(c) ((int)(((c) >> 16) & 0xffff))
+#define C_COUNT(c) ((int)((c) & 0xffff))
 
 static struct {
-    atomic_int gen;     /* job counter; workers wait for it to change */
-    atomic_int pending; /* workers that have not finished (acknowledged) the current job */
-    atomic_int ready;   /* workers inside vt_worker_loop */
+    atomic_int gen;          /* bumped per job (and at shutdown); idle workers wait on it */
+    _Atomic uint64_t claim;  /* the current job's chunks, claimed one at a time by any thread */
+    atomic_int done;         /* chunks of the current job finished */
+    atomic_int ready;        /* workers inside vt_worker_loop */
     atomic_int quit;
-    atomic_int busy;    /* a job is running: calls from inside it run inline */
-    vt_par_fn fn;
+    atomic_int busy;         /* a job is running: calls from inside it run inline */
+    vt_par_fn fn;            /* the job; written only while no chunk of it can be claimed */
     void *ctx;
-    int n, grain, nt;
+    int n, grain;
 } pool;
 static int threads_max = 1;
 __attribute__((unused)) static int workers = 0, caller_can_wait = 1;
@@ -57,15 +68,23 @@ static void wait_while(atomic_int *a, int v) { syscall(SYS_futex, (int *)a, FUTE
 static void wake_all(atomic_int *a) { syscall(SYS_futex, (int *)a, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0); }
 #endif
 
-/* chunk t of nt: items [lo, hi), boundaries at multiples of grain */
-__attribute__((unused)) static void chunk(int n, int grain, int nt, int t, int *lo, int *hi) {
-    int64_t units = ((int64_t)n + grain - 1) / grain;
-    int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
-    *lo = (int)(u0 * grain);
-    *hi = (int)(u1 * grain < n ? u1 * grain : n);
+#if defined(VT_POOL_WASM) || defined(VT_POOL_NATIVE)
+/* Claims and runs chunks of job `gen` until none is left. Chunk k of C covers items
+ * [units*k/C, units*(k+1)/C) x grain: the same ranges whoever runs them. A successful claim
+ * proves the job is unfinished, so its fields stay as they are until this chunk is done. */
+static void run_chunks(uint32_t gen, int tid) {
+    uint64_t c = atomic_load(&pool.claim);
+    while (C_GEN(c) == gen && C_NEXT(c) < C_COUNT(c)) {
+        if (!atomic_compare_exchange_weak(&pool.claim, &c, c + ((uint64_t)1 << 16))) continue;
+        int k = C_NEXT(c), C = C_COUNT(c), n = pool.n, grain = pool.grain;
+        int64_t units = ((int64_t)n + grain - 1) / grain;
+        int64_t lo = units * k / C * grain, hi = units * (k + 1) / C * grain;
+        pool.fn(pool.ctx, (int)lo, (int)(hi < n ? hi : n), tid);
+        if (atomic_fetch_add(&pool.done, 1) + 1 == C) wake_all(&pool.done);
+        c = atomic_load(&pool.claim);
+    }
 }
 
-#if defined(VT_POOL_WASM) || defined(VT_POOL_NATIVE)
 void vt_worker_loop(int tid) {
     int seen = atomic_load(&pool.gen);
     atomic_fetch_add(&pool.ready, 1);
@@ -77,12 +96,7 @@ void vt_worker_loop(int tid) {
         }
         seen = g;
         if (atomic_load(&pool.quit)) break;
-        if (tid < pool.nt) {
-            int lo, hi;
-            chunk(pool.n, pool.grain, pool.nt, tid, &lo, &hi);
-            if (lo < hi) pool.fn(pool.ctx, lo, hi, tid);
-        }
-        if (atomic_fetch_sub(&pool.pending, 1) == 1) wake_all(&pool.pending);
+        run_chunks((uint32_t)g, tid);
     }
     atomic_fetch_sub(&pool.ready, 1);
 }
@@ -100,21 +114,24 @@ void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
         fn(ctx, 0, n, 0);
         return;
     }
+    /* more chunks than threads: a thread that the OS has paused leaves its share to the others */
+    int64_t C = (int64_t)nt * VT_CHUNKS_PER_THREAD;
+    if (C > units) C = units;
     atomic_store(&pool.busy, 1);
-    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain, pool.nt = nt;
-    atomic_store(&pool.pending, workers);
-    atomic_fetch_add(&pool.gen, 1);
+    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain;
+    atomic_store(&pool.done, 0);
+    uint32_t g = (uint32_t)atomic_load(&pool.gen) + 1;
+    atomic_store(&pool.claim, CLAIM(g, 0, C));
+    atomic_store(&pool.gen, (int)g);
     wake_all(&pool.gen);
-    int lo, hi;
-    chunk(n, grain, nt, 0, &lo, &hi);
-    fn(ctx, lo, hi, 0);
-    int p, spins = 0;
-    while ((p = atomic_load(&pool.pending)) != 0) {
+    run_chunks(g, 0);
+    int d, spins = 0;
+    while ((d = atomic_load(&pool.done)) != (int)C) { /* only chunks others are running are left */
         if (++spins < VT_SPIN) continue;
 #if defined(VT_POOL_NATIVE)
-        wait_while(&pool.pending, p);
+        wait_while(&pool.done, d);
 #else
-        if (caller_can_wait) wait_while(&pool.pending, p);
+        if (caller_can_wait) wait_while(&pool.done, d);
 #endif
     }
     atomic_store(&pool.busy, 0);
@@ -122,13 +139,14 @@ void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
 
 void vt_threads_shutdown(void) {
     if (!workers) return;
-    atomic_store(&pool.pending, workers);
     atomic_store(&pool.quit, 1);
     atomic_fetch_add(&pool.gen, 1);
     wake_all(&pool.gen);
 #if defined(VT_POOL_NATIVE)
     extern void vt_native_join(void);
     vt_native_join();
+#else
+    while (atomic_load(&pool.ready) > 0) {} /* each leaves its loop at once */
 #endif
     atomic_store(&pool.quit, 0);
     workers = 0;

@@ -9,6 +9,8 @@
 // trainStep, save/loadTrainState, visualize) calls the engine's trainer (src/trainer.c); the loop
 // around it is web/train.js. No file I/O here except reading the .wasm.
 
+import { startPool, hostCores, threadsUnavailableReason, importedMemoryPages } from './pool.js';
+
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
@@ -90,45 +92,115 @@ async function readBytes(url) {
   return new Uint8Array(await res.arrayBuffer());
 }
 
-// Emscripten build: an ES module factory. We hand it the bytes ourselves (Emscripten 3.1.6 would
-// otherwise try fetch() on a path in Node).
-async function loadEmscripten(dir, variant) {
-  const glue = await fileUrl(dir, `vitrine-${variant}.mjs`);
-  const wasmBinary = await readBytes(await fileUrl(dir, `vitrine-${variant}.wasm`));
+// Emscripten build: an ES module factory. We compile the bytes ourselves and hand the glue the
+// instance (Emscripten 3.1.6 would otherwise try fetch() on a path in Node); the compiled module
+// is kept for the thread pool's workers. file: 'simd', 'scalar' or 'simd-mt' (shared memory).
+async function loadEmscripten(dir, file) {
+  const glue = await fileUrl(dir, `vitrine-${file}.mjs`);
+  const module = await WebAssembly.compile(await readBytes(await fileUrl(dir, `vitrine-${file}.wasm`)));
   const { default: factory } = await import(glue.href);
-  const M = await factory({ wasmBinary, print: () => {}, printErr: () => {} });
+  let failed;
+  const instantiated = new Promise((_, reject) => { failed = reject; });
+  const M = await Promise.race([instantiated, factory({
+    print: () => {}, printErr: () => {},
+    instantiateWasm(imports, receive) {
+      WebAssembly.instantiate(module, imports).then((inst) => receive(inst, module), failed);
+      return {};
+    },
+  })]);
+  const shared = file.endsWith('-mt');
   return {
     fn: (name) => M['_' + name],
-    buffer: () => M.HEAPU8.buffer, // the glue re-points HEAPU8 when memory grows
+    // the glue re-points HEAPU8 when memory grows; a shared memory's .buffer is always current
+    buffer: shared ? () => M.wasmMemory.buffer : () => M.HEAPU8.buffer,
+    module, memory: shared ? M.wasmMemory : null,
+    run: shared ? rawExportName(M, '_vtw_worker_run') : null,
+    stack: shared ? { fn: rawExportName(M, 'stackRestore') } : null,
   };
 }
 
-async function loadWasi(dir, variant) {
-  if (!IS_NODE) throw new Error('the WASI build runs in Node only; use wasm: "simd" or "scalar"');
-  const { WASI } = await import('node:wasi');
-  const bytes = await readBytes(await fileUrl(dir, `vitrine-wasi-${variant}.wasm`));
-  const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
-  const { instance } = await WebAssembly.instantiate(bytes, wasi.getImportObject());
-  wasi.initialize(instance);
-  const ex = instance.exports;
-  return { fn: (name) => ex[name], buffer: () => ex.memory.buffer };
+// Emscripten -O3 minifies the wasm export names; its JS wrapper for `name` says which one it
+// calls (Module["asm"]["xy"]), or is that raw export itself once it has been called.
+function rawExportName(M, name) {
+  const f = M[name];
+  const m = /Module\["asm"\]\["([^"]+)"\]/.exec(String(f));
+  if (m) return m[1];
+  for (const [k, v] of Object.entries(M.asm || {})) if (v === f) return k;
+  throw new Error(`cannot find the wasm export behind ${name}`);
 }
 
+// file: 'wasi-simd', 'wasi-scalar' or 'wasi-simd-mt' (imports a shared memory)
+async function loadWasi(dir, file) {
+  if (!IS_NODE) throw new Error('the WASI build runs in Node only; use wasm: "simd" or "scalar"');
+  const { WASI } = await import('node:wasi');
+  const bytes = await readBytes(await fileUrl(dir, `vitrine-${file}.wasm`));
+  const module = await WebAssembly.compile(bytes);
+  const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
+  const imports = { ...wasi.getImportObject() }; // (not extensible as returned)
+  const pages = importedMemoryPages(bytes);
+  let memory = null;
+  if (pages != null) {
+    memory = new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true });
+    imports.env = { memory };
+  }
+  const instance = await WebAssembly.instantiate(module, imports);
+  const ex = instance.exports;
+  // node:wasi finds the memory among the exports; an imported one is not there
+  wasi.initialize(memory ? { exports: { _initialize: ex._initialize, memory } } : instance);
+  if (!memory) memory = ex.memory;
+  return {
+    fn: (name) => ex[name], buffer: () => memory.buffer,
+    module, memory: pages != null ? memory : null,
+    run: 'vtw_worker_run', stack: { global: '__stack_pointer' },
+  };
+}
+
+const THREADED = { simd: 'simd-mt', 'wasi-simd': 'wasi-simd-mt' }; // builds with a shared-memory file
+
 /**
- * createVitrine({ wasm: 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar', wasmDir })
- * Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. 'wasi' is the WASI SIMD
- * build where SIMD validates (else WASI scalar), Node only.
+ * createVitrine({ wasm, threads, wasmDir })
+ * wasm: 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' (default: 'simd' where WebAssembly
+ * SIMD128 validates, else 'scalar'; 'wasi' is the WASI SIMD build where SIMD validates, else WASI
+ * scalar, Node only); 'simd-mt' / 'wasi-simd-mt' ask for the shared-memory file even at 1 thread.
+ * threads: default every core the host reports. More than 1 loads the build's shared-memory
+ * file and starts a pool of workers; where that cannot be (no cross-origin isolation in a
+ * browser, a scalar build) the engine runs on 1 thread and `threadsNote` says why.
  */
 export async function createVitrine(options = {}) {
   const simd = simdSupported();
   let build = options.wasm || (simd ? 'simd' : 'scalar');
   if (build === 'wasi') build = simd ? 'wasi-simd' : 'wasi-scalar';
+  let forceMt = false;
+  if (build.endsWith('-mt')) { forceMt = true; build = build.slice(0, -3); }
+  if (!['simd', 'scalar', 'wasi-simd', 'wasi-scalar'].includes(build) || (forceMt && !THREADED[build]))
+    throw new Error(`unknown wasm build '${options.wasm}' (simd, scalar, wasi, wasi-simd, wasi-scalar, simd-mt, wasi-simd-mt)`);
+  let threads = options.threads == null ? await hostCores() : options.threads;
+  if (!Number.isInteger(threads) || threads < 1 || threads > 64)
+    throw new VitrineError(`threads must be an integer in [1, 64], got ${options.threads}`, -1, 'VT_ERR_ARG');
+  let note = null;
+  if (threads > 1 || forceMt) {
+    const why = threadsUnavailableReason() || (THREADED[build] ? null : `the ${build} build has no threads`);
+    if (why) {
+      if (forceMt) throw new Error(`wasm build ${build}-mt: ${why}`);
+      note = `1 thread: ${why}`;
+      threads = 1;
+    }
+  }
+  const file = threads > 1 || forceMt ? THREADED[build] : build;
   const dir = options.wasmDir || defaultWasmDir();
-  let low;
-  if (build === 'simd' || build === 'scalar') low = await loadEmscripten(dir, build);
-  else if (build === 'wasi-simd' || build === 'wasi-scalar') low = await loadWasi(dir, build.slice(5));
-  else throw new Error(`unknown wasm build '${build}' (simd, scalar, wasi, wasi-simd, wasi-scalar)`);
-  return new Vitrine(low, build);
+  const low = build.startsWith('wasi') ? await loadWasi(dir, 'wasi-' + file.replace(/^wasi-/, '')) : await loadEmscripten(dir, file);
+  const vt = new Vitrine(low, build);
+  vt.threaded = !!low.memory;
+  vt.threadsNote = note;
+  if (threads > 1) {
+    const c = vt._c;
+    vt._pool = await startPool({
+      module: low.module, memory: low.memory, malloc: (n) => c.malloc(n),
+      setThreads: (n, w) => c.set_threads(n, w), ready: () => c.threads_ready(),
+      shutdown: () => c.threads_shutdown(), run: low.run, stack: low.stack,
+    }, threads);
+  }
+  return vt;
 }
 
 // ---- the engine ------------------------------------------------------------------------------
@@ -145,7 +217,9 @@ export class Vitrine {
       'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
       'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
-      'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize', 'malloc', 'free'];
+      'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize',
+      'vtw_set_threads', 'vtw_threads_max', 'vtw_threads_ready', 'vtw_threads_shutdown', 'vtw_threads_set_min_work',
+      'malloc', 'free'];
     this._c = {};
     for (const n of names) {
       const f = low.fn(n);
@@ -153,7 +227,21 @@ export class Vitrine {
       this._c[n.replace(/^vtw_/, '')] = f;
     }
     this.simdKernels = this._c.kernels_simd() === 1;
+    this._pool = null;
+    this.threaded = false; // the shared-memory (-mt) file is loaded
+    this.threadsNote = null;
   }
+
+  /** Threads the engine's kernels use (1 + pool workers). */
+  get threads() { return this._c.threads_max(); }
+  /** Bytes of linear memory the pool's worker stacks take (besides the plan's per-thread scratch). */
+  get threadStackBytes() { return this._pool ? this._pool.stackBytes : 0; }
+  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  close() {
+    if (this._pool) { this._pool.close(); this._pool = null; }
+  }
+  /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
+  _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }
 
   // Fresh views on every use: never keep one across a call into wasm.
   u8() { return new Uint8Array(this._low.buffer()); }
@@ -180,7 +268,7 @@ export class Vitrine {
     const u8 = this.u8();
     let end = ptr;
     while (u8[end]) end++;
-    return new TextDecoder().decode(u8.subarray(ptr, end));
+    return new TextDecoder().decode(u8.slice(ptr, end)); // a copy: decode() refuses shared memory
   }
   str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
   // Runs fn(...ptrs) with C strings made from strs, freed afterwards.
@@ -222,7 +310,7 @@ export class Vitrine {
     try {
       const rc = this.withStrings([policy || ''], (pol) => this._c.parity_run(p, bytes.byteLength, pol, dump ? 1 : 0, out));
       const [jp, jl, dp, dl] = this.u32(out, 4);
-      const text = jp ? new TextDecoder().decode(this.u8().subarray(jp, jp + jl)) : null;
+      const text = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jl)) : null;
       const result = text ? JSON.parse(text) : { pass: false, status: rc, error: this.cstring(this._c.last_error()) };
       if (dp) result.dump = this.u8().slice(dp, dp + dl);
       this.free(jp);
