@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // cli.js: the Node command line over the wasm build, with the contract of the native
 // tools/vitrine.c (same lines, same JSON, same exit status):
-//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
-//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
+//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD] [--threads N]
+//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD] [--threads N]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
 // BUILD: simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs).
+// --threads N: kernel threads (default every core; the same bits at any count).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
 import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import path, { basename } from 'node:path';
@@ -15,8 +16,8 @@ import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, readMetadata, features, knnAccuracy,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
-const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi]';
-const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm simd|scalar|wasi]';
+const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi] [--threads N]';
+const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm simd|scalar|wasi] [--threads N]';
 
 // printf's %.Ne: the exponent has at least two digits.
 function fmtE(v, digits) {
@@ -38,23 +39,28 @@ process.emitWarning = (warning, ...rest) => {
   if (type === 'ExperimentalWarning' && String(warning).includes('WASI')) return;
   return emitWarning.call(process, warning, ...rest);
 };
-const loadEngine = (wasm) => createVitrine({ wasm });
+// threads: a string from --threads (undefined = every core)
+function loadEngine(wasm, threads) {
+  if (threads != null && !/^[1-9]\d*$/.test(String(threads))) return Promise.reject(new Error(`--threads: '${threads}' is not a whole number >= 1`));
+  return createVitrine({ wasm, threads: threads == null ? undefined : Number(threads) });
+}
 
 async function cmdParity(args) {
-  let policy = null, dump = null, json = false, wasm;
+  let policy = null, dump = null, json = false, wasm, threads;
   const files = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--grad-checkpointing' && i + 1 < args.length) policy = args[++i];
     else if (a === '--dump' && i + 1 < args.length) dump = args[++i];
     else if (a === '--wasm' && i + 1 < args.length) wasm = args[++i];
+    else if (a === '--threads' && i + 1 < args.length) threads = args[++i];
     else if (a === '--json') json = true;
     else if (a.startsWith('--')) { process.stderr.write(`vitrine parity: unknown option ${a}\n`); return 2; }
     else files.push(a);
   }
   if (!files.length) { process.stderr.write(USAGE_PARITY + '\n'); return 2; }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) mkdirSync(dump, { recursive: true });
   let failed = 0;
   const out = [];
@@ -91,6 +97,7 @@ async function cmdParity(args) {
 
 async function cmdPlan(args) {
   let preset = 'vit_tiny_patch16_224', policy = 'none', batch = 1, kept = 0, json = false, wasm;
+  let threads;
   const int = (s) => parseInt(s, 10) || 0; // atoi
   for (let i = 0; i < args.length; i++) {
     const a = args[i], more = i + 1 < args.length;
@@ -100,11 +107,14 @@ async function cmdPlan(args) {
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
     else if (a === '--objective' && more) ++i; // accepted and ignored, as natively
     else if (a === '--wasm' && more) wasm = args[++i];
+    else if (a === '--threads' && more) threads = args[++i];
     else if (a === '--json') json = true;
     else { process.stderr.write(`vitrine plan: unknown option ${a}\n`); return 2; }
   }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  // the per-thread scratch (attention) is part of the plan: plan for the threads the engine runs
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  const nt = vt.threads;
   let p, model;
   try {
     model = vt.createModel({ preset, kind: 'lightly' });
@@ -115,11 +125,11 @@ async function cmdPlan(args) {
     return 1;
   } finally { if (model) model.dispose(); }
   if (json) {
-    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "params": ${p.params}, ` +
+    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${nt}, "params": ${p.params}, ` +
       `"grads": ${p.grads}, "optimizer": ${p.optimizer}, "activations": ${p.activations}, "total": ${p.total}}\n`);
   } else {
     const f = (n) => String(n).padStart(12);
-    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}\n` +
+    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${nt} thread${nt === 1 ? '' : 's'}\n` +
       `  params      ${f(p.params)} bytes\n  grads       ${f(p.grads)} bytes\n  optimizer   ${f(p.optimizer)} bytes\n` +
       `  activations ${f(p.activations)} bytes\n  total       ${f(p.total)} bytes (${(p.total / 1048576).toFixed(1)} MiB)\n`);
   }
@@ -155,7 +165,8 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
-  --wasm BUILD                 simd | scalar | wasi | wasi-simd | wasi-scalar`;
+  --wasm BUILD                 simd | scalar | wasi | wasi-simd | wasi-scalar
+  --threads N                  kernel threads (default every core; the same bits at any count)`;
 
 const STATE_FILE = 'checkpoint.safetensors', WEIGHTS_FILE = 'encoder.safetensors', IMAGE_FILE = 'reconstructions.png';
 
@@ -213,7 +224,7 @@ function parseTrainArgs(args) {
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
     '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm' };
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--threads': 'threads' };
   const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
@@ -303,7 +314,7 @@ async function cmdTrain(args) {
 
   // ---- engine, model, data
   let vt, model;
-  try { vt = await loadEngine(o.wasm); } catch (e) { return fail(e.message, 2); }
+  try { vt = await loadEngine(o.wasm, o.threads); } catch (e) { return fail(e.message, 2); }
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
@@ -344,7 +355,7 @@ async function cmdTrain(args) {
   process.on('SIGTERM', onSig);
   const startStep = tr.step, saveEvery = o.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
-    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
+    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
   const bar = new Progress(run.steps);
   let lossLast = null, error = null, rate = 0, mem = '';
   const tTrain = performance.now();
@@ -409,6 +420,8 @@ async function cmdTrain(args) {
   if (o.json) {
     process.stdout.write(JSON.stringify({ steps: tr.step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
       knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
+      threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
+      images_per_second: Number(((tr.step - startStep) * run.batch / trainSeconds).toFixed(2)),
       weights: weightsPath, image: imagePath, checkpoint: statePath }) + '\n');
   }
   model.dispose();
@@ -419,7 +432,7 @@ async function main(argv) {
   if (argv[0] === 'parity') return cmdParity(argv.slice(1));
   if (argv[0] === 'plan') return cmdPlan(argv.slice(1));
   if (argv[0] === 'train') return cmdTrain(argv.slice(1));
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n`);
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] [--threads N] (--help)\n`);
   return 2;
 }
 

@@ -75,10 +75,11 @@ export async function startPool(engine, n) {
       if (IS_NODE) w.unref(); // a worker blocked in the engine's loop must not keep Node alive
       workers.push(w);
       started.push(new Promise((resolve, reject) => {
+        const off = () => (IS_NODE ? w.off('message', onMsg) : w.removeEventListener('message', onMsg));
         const onMsg = (m) => {
           const d = IS_NODE ? m : m.data;
-          if (d.ready === tid) resolve();
-          else if (d.error) reject(new Error(d.error));
+          // listening keeps a Node worker's port referenced: stop once it has started
+          if (d.ready === tid) { off(); resolve(); } else if (d.error) { off(); reject(new Error(d.error)); }
         };
         if (IS_NODE) { w.on('message', onMsg); w.once('error', reject); } else { w.addEventListener('message', onMsg); w.addEventListener('error', (e) => reject(new Error(e.message || 'pool worker failed to start'))); }
       }));
