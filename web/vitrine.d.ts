@@ -1,6 +1,7 @@
 // vitrine.d.ts: hand-written types of web/vitrine.js.
 
-export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
+/** '-mt': the shared-memory file of a build, even at 1 thread (threads > 1 picks it by itself). */
+export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' | 'simd-mt' | 'wasi-simd-mt';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
 export type CallName = 'encode' | 'forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
@@ -11,6 +12,12 @@ export interface CreateOptions {
   wasm?: WasmBuild;
   /** Where vitrine-*.mjs / *.wasm live. Default: $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm (Node), else ../build/wasm/ next to vitrine.js. */
   wasmDir?: string | URL;
+  /** Kernel threads, 1..64. Default: every core the host reports (navigator.hardwareConcurrency,
+   * os.availableParallelism()). More than 1 needs SharedArrayBuffer (in a browser: a
+   * cross-origin-isolated page, COOP same-origin + COEP require-corp) and a SIMD build; where
+   * that is missing the engine runs on 1 thread and `threadsNote` says why. Every count gives
+   * the same bits. */
+  threads?: number;
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
@@ -50,6 +57,16 @@ export class Vitrine {
   readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
   /** This build has the SIMD128 kernels (not only -msimd128). */
   readonly simdKernels: boolean;
+  /** Threads the kernels use (the caller + pool workers). */
+  readonly threads: number;
+  /** The shared-memory (-mt) file is loaded. */
+  readonly threaded: boolean;
+  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...'), else null. */
+  readonly threadsNote: string | null;
+  /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
+  readonly threadStackBytes: number;
+  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  close(): void;
   presets(): string[];
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
   parity(bytes: Uint8Array | ArrayBuffer, options?: { policy?: string | null; dump?: boolean }): ParityResult;

@@ -98,11 +98,16 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
-  test('the page loads the SIMD build', async () => {
-    const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent }));
+  test('the page loads the SIMD build, cross-origin isolated, with a pool of threads', async () => {
+    const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent,
+      threads: window.vitrineDemo.threads, note: window.vitrineDemo.threadsNote, isolated: window.crossOriginIsolated, cores: navigator.hardwareConcurrency }));
     assert.equal(s.build, 'simd');
     assert.equal(s.k, true);
     assert.match(s.badge, /simd/);
+    assert.equal(s.isolated, true, 'serve.mjs sends COOP / COEP');
+    assert.ok(s.threads > 1, `the page reports ${s.threads} thread(s) (${s.note}); cores ${s.cores}`);
+    assert.equal(s.threads, s.cores);
+    assert.match(s.badge, new RegExp(`${s.threads} threads`));
   });
 
   let reference; // the losses of a run that never switched
