@@ -78,6 +78,9 @@ for (const [backend, b] of tfjsRuns)
   R.train.push(...run(`tfjs ${backend}`, ...node(join(ROOT, 'bench/tfjs_vit.mjs'), ['--backend', backend, '--batch', String(b),
     '--repeat', backend === 'cpu' ? '1' : '2'])));
 if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
+
+// 5. threads: vitrine (JS shell, shared-memory build) and PyTorch at 1, 2, every core; the main job
+R.threads = run('threads', ...node(join(ROOT, 'bench/threads_bench.mjs'), QUICK ? ['--quick'] : []))[0] || null;
 R.seconds = (Date.now() - t_start) / 1e3;
 
 // ---- the report ------------------------------------------------------------------------------
@@ -167,7 +170,7 @@ if (tv) P(`TensorFlow.js ${tv.tfjs} in Node: cpu backend (JS) and wasm backend (
 P();
 P('| batch | policy | vitrine wasm SIMD ms | vitrine native ms | PyTorch+OpenBLAS ms | TF.js wasm ms | TF.js cpu ms | wasm/native | wasm/PyTorch | best TF.js / wasm |');
 P('|---|---|---|---|---|---|---|---|---|---|');
-const targets = [];
+const targets = [], targets2 = [];
 for (const b of cmpBatches)
   for (const pol of ['none', 'block']) {
     const q = { model: TINY, objective: 'encode', batch: b, policy: pol };
@@ -209,6 +212,36 @@ for (const b of ['wasm-simd', 'native']) {
       `${f((tr - 1) * 100, 0)}% more time, ${f(mr, 2)}x less memory | ${yes(tr <= tmax)} / ${yes(mr >= mmin)} |`);
   }
 }
+P();
+P('## 5. Threads (web/pool.js + src/threads.c)');
+P();
+const TH = R.threads;
+if (!TH) P('(the threads benchmark failed; see the log)');
+else {
+  P(`${TH.cpu}, ${TH.cores} cores; load average ${TH.loadavg_start.map((x) => f(x, 1)).join(' / ')} (1/5/15 min) at the start, ` +
+    `${TH.loadavg_end.map((x) => f(x, 1)).join(' / ')} at the end: other jobs share these cores, and a fork-join step waits for its slowest ` +
+    `thread, so the scaling below is a lower bound of what an idle machine gives. Interleaved (1 thread, 2 threads, 1, 2, ...), ` +
+    `${TH.pairs} pairs; x1 = median of the per-pair ratios. vitrine: the encode step through the JS shell (forward + backward, no AdamW), ` +
+    `Emscripten SIMD128 shared-memory build (128-bit vectors); PyTorch 1.13 + OpenBLAS: the same step + AdamW (AVX2 FMA, 256-bit).`);
+  P();
+  P('| model | batch | threads | vitrine ms/step | x 1 thread | same bits as 1 thread | PyTorch ms/step | x 1 thread | vitrine / PyTorch |');
+  P('|---|---|---|---|---|---|---|---|---|');
+  for (const v of TH.vitrine) {
+    const t = TH.torch.find((o) => o.model === v.model && o.batch === v.batch && o.threads === v.threads);
+    P(`| ${v.model.replace('_patch16_224', '')} | ${v.batch} | ${v.threads} | ${f(v.ms_per_step, 0)} | ${f(v.speedup_vs_1, 2)} | ${v.same_bits_as_1_thread ? 'yes' : '**no**'} | ` +
+      `${f(t?.ms_per_step, 0)} | ${f(t?.speedup_vs_1, 2)} | ${f(t && v.ms_per_step / t.ms_per_step, 2)} |`);
+  }
+  if (TH.main_job) {
+    const m = TH.main_job, ks = Object.keys(m.median_images_per_s);
+    P();
+    P(`The main job, \`${m.command}\` (MAE, Fashion-MNIST, batch 64), images/s: ` +
+      ks.map((k) => `--threads ${k}: ${f(m.median_images_per_s[k], 1)} (runs: ${m.images_per_s[k].join(', ')})`).join('; ') +
+      `; x${f(m.speedup, 2)} (median of paired ratios). --threads 1 is the engine as it ran before the pool (the same kernels on one thread).`);
+  }
+  const ti = TH.vitrine.find((o) => o.model === TINY && o.batch === 4 && o.threads === 2);
+  if (ti) targets2.push([`2 threads >= 1.8x one thread, ViT-Ti/16 batch-4 step (vitrine)`, `x${f(ti.speedup_vs_1, 2)}`, ti.speedup_vs_1 >= 1.8]);
+}
+for (const [t, m, ok] of targets2) P(`\n- target: ${t}: ${m}: ${ok ? 'met' : '**not met**'}`);
 if (R.notes.length) { P(); for (const n of R.notes) P(`- ${n}`); }
 P();
 P('Raw numbers: bench/results.json. Made by `bash bench/run.sh`.');
