@@ -258,14 +258,13 @@ function measure({ policy, budget }) {
   const m = run.model, cur = m.gradCheckpointing, B = run.cfg.batch;
   const x = batchAt(m.stepCount);
   const masks = showMasks(m, B, run.cfg.maskRatio, 7);
-  const extra = baseline + x.byteLength;
-  const sizes = m.kind === 'mae' ? { batch: B, tokensKept: masks.idxKeep.length / B, tokensMasked: masks.idxMask.length / B } : { batch: B, mask: true };
+  const extra = baseline + x.byteLength, sizes = { batch: B, maskRatio: run.cfg.maskRatio };
   const out = [];
   try {
-    const other = resolvePolicy(m, policy || (cur === 'none' ? 'block' : cur), sizes, budget, extra);
+    const other = resolvePolicy(m, policy || (cur === 'none' ? 'block' : cur), { ...sizes, budget, extra });
     for (const p of other === 'none' ? ['none'] : ['none', other]) {
-      const pl = planStep(m, p, sizes);
-      if (pl.total + extra > budget) { out.push({ policy: p, planned: pl.activations, need: pl.total + extra, skipped: true }); continue; }
+      const pl = planStep(m, { ...sizes, policy: p });
+      if (!pl.policyMet || pl.total + extra > budget) { out.push({ policy: p, planned: pl.activations, need: pl.total + extra, skipped: true }); continue; }
       m.setGradCheckpointing(p);
       const t0 = now();
       m.loss(x, { ...masks, needGrad: true });

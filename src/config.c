@@ -37,7 +37,7 @@ const char *vt_preset_name(int i) {
     return (i >= 0 && i < (int)(sizeof presets / sizeof presets[0])) ? presets[i].name : NULL;
 }
 
-int vt_preset(const char *name, vt_vit_config *c) {
+vt_status vt_preset(const char *name, vt_vit_config *c) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (name && !strcmp(name, presets[i].name)) {
             vt_vit_config_default(c);
@@ -134,7 +134,7 @@ static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
     return VT_OK;
 }
 
-int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
+vt_status vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
     vt_json *root = NULL;
     int rc = vt_json_parse(json, len, &root);
     if (rc) return rc;
@@ -143,7 +143,7 @@ int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
     return rc;
 }
 
-int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c) {
+vt_status vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c) {
     vt_model_config_default(c, kind);
     vt_json *root = NULL;
     int rc = vt_json_parse(json, len, &root);
@@ -179,7 +179,7 @@ int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_mod
     return rc;
 }
 
-int vt_config_validate(const vt_model_config *mc) {
+vt_status vt_config_validate(const vt_model_config *mc) {
     const vt_vit_config *c = &mc->enc;
     if (c->img_size < 1 || c->patch_size < 1 || c->in_chans < 1 || c->embed_dim < 1 || c->depth < 0 ||
         c->num_heads < 1)
@@ -197,8 +197,8 @@ int vt_config_validate(const vt_model_config *mc) {
         return vt_fail(VT_ERR_ARG, "config: global_pool 'token' needs class_token (timm asserts this)");
     if (c->reg_tokens < 0 || c->reg_tokens > 64) return vt_fail(VT_ERR_ARG, "config: reg_tokens %d out of range", c->reg_tokens);
     int G = c->img_size / c->patch_size;
-    if ((long)G * G + c->class_token + c->reg_tokens > 4096)
-        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed 4096", G * G + c->class_token + c->reg_tokens);
+    if ((long)G * G + c->class_token + c->reg_tokens > VT_MAX_TOKENS)
+        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed %d", G * G + c->class_token + c->reg_tokens, VT_MAX_TOKENS);
     if (mc->kind == VT_KIND_TIMM && c->mask_token)
         return vt_fail(VT_ERR_ARG, "config: mask_token belongs to lightly's wrapper (kind lightly), not to timm's ViT");
     if (mc->kind == VT_KIND_MAE) {
@@ -217,7 +217,7 @@ int vt_config_validate(const vt_model_config *mc) {
 }
 
 /* The inverse of vt_model_config_from_json (what a training checkpoint records). */
-int vt_model_config_to_json(const vt_model_config *mc, char *buf, size_t len) {
+vt_status vt_model_config_to_json(const vt_model_config *mc, char *buf, size_t len) {
     const vt_vit_config *c = &mc->enc;
     char enc[640];
     int n = snprintf(enc, sizeof enc,
@@ -249,7 +249,7 @@ const char *vt_kind_name(vt_kind k) {
     return (unsigned)k < 5 ? names[k] : "?";
 }
 
-int vt_kind_from_name(const char *name, vt_kind *k) {
+vt_status vt_kind_from_name(const char *name, vt_kind *k) {
     for (int i = 0; i < 5; i++)
         if (name && !strcmp(name, vt_kind_name((vt_kind)i))) { *k = (vt_kind)i; return VT_OK; }
     return vt_fail(VT_ERR_ARG, "unknown model kind '%s' (timm, lightly, causal, mae, aim)", name ? name : "(null)");

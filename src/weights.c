@@ -10,8 +10,8 @@
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-int vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
-                        const char *file_prefix) {
+vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
+                              const char *file_prefix) {
     if (!m || !bytes) return vt_fail(VT_ERR_ARG, "vt_load_safetensors: NULL argument");
     const char *mp = model_prefix ? model_prefix : "", *fp = file_prefix ? file_prefix : "";
     vt_st_file f;
@@ -58,8 +58,8 @@ done:
     return rc;
 }
 
-int vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
-                        uint8_t **out, size_t *out_len) {
+vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
+                              uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_save_safetensors: NULL argument");
     const char *mp = model_prefix ? model_prefix : "", *fp = file_prefix ? file_prefix : "";
     int n = m->pt.n, k = 0, rc = VT_OK;

@@ -10,6 +10,7 @@
  * 5. Input-gradient-only backward: parameter gradients untouched, same d images bits. */
 #include "test_util.h"
 #include "json.h"
+#include "parity.h"
 #include "safetensors.h"
 
 #define TU_MAX_OUT 16

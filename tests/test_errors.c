@@ -2,6 +2,7 @@
  * nothing crashes (run it under ASan/UBSan too). Also the safetensors save -> load round trip
  * (bitwise, with model/file prefixes), a NaN image in the MAE loss, and parity on corrupt files. */
 #include "test_util.h"
+#include "parity.h"
 #include "safetensors.h"
 
 static vt_model *tiny(vt_kind kind, tu_rng *r) {

@@ -26,6 +26,7 @@
  * Kernels whose SIMD order of summation equals the reference's (matmul backward, dbias,
  * AdamW) are also expected bit-identical; that is checked where promised. Attention is composed
  * from the matmuls (src/kernels/kernels_attn.c) and tested by tests/test_attention.c. */
+#include "kernel_test.h"
 #include "kernels.h"
 #include "kernels_simd.h"
 #include "optim.h"
@@ -41,53 +42,7 @@
 #define ERF_MAX_ULP 2
 #define EXP_MAX_ULP 2
 
-static int n_pass, n_fail;
-
 /* ---------------------------------------------------------------------------- utilities */
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-static float rng_uniform(float lo, float hi) {
-    return lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
-}
-static void fill(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
-}
-static float maxabs(const float *x, size_t n) {
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-    return m;
-}
-/* allocation with a few guard floats on both sides, for overrun checks */
-#define GUARD 8
-#define GUARD_VAL 12345.678f
-static float *galloc(size_t n) {
-    float *p = malloc((n + 2 * GUARD) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
-    for (size_t i = 0; i < GUARD; i++) p[i] = p[n + GUARD + i] = GUARD_VAL;
-    return p + GUARD;
-}
-static int guards_ok(const float *p, size_t n) {
-    for (size_t i = 0; i < GUARD; i++)
-        if (p[-1 - (long)i] != GUARD_VAL || p[n + i] != GUARD_VAL) return 0;
-    return 1;
-}
-static void gfree(float *p) { if (p) free(p - GUARD); }
-static float *gcopy(const float *src, size_t n) {
-    float *p = galloc(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-
-static void result(int ok, const char *what, const char *ctx) {
-    if (ok) n_pass++;
-    else { n_fail++; printf("FAIL %s [%s]\n", what, ctx); }
-}
 
 /* |s - r| <= u*L*S + u*|r| elementwise (equal infinities and NaN pairs pass) */
 static int close_red(const char *what, const char *ctx, const float *s, const float *r, size_t n,
@@ -106,27 +61,6 @@ static int close_red(const char *what, const char *ctx, const float *s, const fl
     result(1, what, ctx);
     return 1;
 }
-static int same_bits(const char *what, const char *ctx, const float *s, const float *r, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&s[i], &r[i], sizeof(float)) != 0) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s: not bit-identical at [%zu]: simd %.9g ref %.9g", ctx, i,
-                     s[i], r[i]);
-            result(0, what, buf);
-            return 0;
-        }
-    result(1, what, ctx);
-    return 1;
-}
-static void check_guards(const char *what, const char *ctx, const float *p, size_t n) {
-    if (!p) return;
-    if (!guards_ok(p, n)) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s: wrote outside its buffer", ctx);
-        result(0, what, buf);
-    }
-}
-
 /* distance in ulps between two floats (through the ordered integer representation) */
 static double ulp_dist(float a, float b) {
     if (a == b) return 0;
@@ -137,6 +71,22 @@ static double ulp_dist(float a, float b) {
     if (ia < 0) ia = INT32_MIN - ia;
     if (ib < 0) ib = INT32_MIN - ib;
     return fabs((double)ia - (double)ib);
+}
+/* y[i] within max_ulp of libm's ref(x[i]) for every i; the worst one goes in the line
+ * (printed with VT_VERBOSE set) */
+static void check_ulp(const char *what, const float *y, const float *x, int n, float (*ref)(float),
+                      int max_ulp) {
+    double worst = 0;
+    int wi = 0;
+    for (int i = 0; i < n; i++) {
+        double d = ulp_dist(y[i], ref(x[i]));
+        if (d > worst) worst = d, wi = i;
+    }
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst, x[wi], y[wi],
+             ref(x[wi]), max_ulp);
+    result(worst <= max_ulp, what, ctx);
+    if (getenv("VT_VERBOSE")) printf("%s: %s\n", what, ctx);
 }
 
 static const int SIZES[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
@@ -378,22 +328,13 @@ static void test_layernorm(void) {
 static void test_erf_exp(void) {
     enum { NE = 200003 };
     float *x = malloc(NE * sizeof(float)), *y = malloc(NE * sizeof(float));
-    char ctx[160];
     /* erf: dense on [-5, 5], then small magnitudes down to subnormals */
     for (int i = 0; i < NE; i++) x[i] = -5.0f + 10.0f * (float)i / (NE - 1);
     for (int i = 0; i < 2000; i++) x[i] = ldexpf(rng_uniform(-1, 1), -(i % 140));
     x[2000] = 0.0f, x[2001] = -0.0f, x[2002] = 3.925f, x[2003] = 40.0f, x[2004] = -1e30f;
     x[2005] = INFINITY, x[2006] = -INFINITY;
     vt_simd_erf(y, x, NE);
-    double worst = 0; int wi = 0;
-    for (int i = 0; i < NE; i++) {
-        double d = ulp_dist(y[i], erff(x[i]));
-        if (d > worst) worst = d, wi = i;
-    }
-    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst,
-             x[wi], y[wi], erff(x[wi]), ERF_MAX_ULP);
-    result(worst <= ERF_MAX_ULP, "erf vs libm erff", ctx);
-    if (getenv("VT_VERBOSE")) printf("erf: %s\n", ctx);
+    check_ulp("erf vs libm erff", y, x, NE, erff, ERF_MAX_ULP);
 
     /* exp: the whole range including subnormal results, overflow, -inf */
     for (int i = 0; i < NE; i++) x[i] = -110.0f + 200.0f * (float)i / (NE - 1);
@@ -401,15 +342,7 @@ static void test_erf_exp(void) {
     x[4000] = -INFINITY, x[4001] = INFINITY, x[4002] = 88.72283f, x[4003] = 88.7229f;
     x[4004] = -103.97f, x[4005] = -87.33f, x[4006] = 0.0f;
     vt_simd_exp(y, x, NE);
-    worst = 0, wi = 0;
-    for (int i = 0; i < NE; i++) {
-        double d = ulp_dist(y[i], expf(x[i]));
-        if (d > worst) worst = d, wi = i;
-    }
-    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst,
-             x[wi], y[wi], expf(x[wi]), EXP_MAX_ULP);
-    result(worst <= EXP_MAX_ULP, "exp vs libm expf", ctx);
-    if (getenv("VT_VERBOSE")) printf("exp: %s\n", ctx);
+    check_ulp("exp vs libm expf", y, x, NE, expf, EXP_MAX_ULP);
     float nan_in = NAN, nan_out = 0;
     vt_simd_exp(&nan_out, &nan_in, 1);
     result(isnan(nan_out), "exp(NaN) is NaN", "");
@@ -557,6 +490,5 @@ int main(void) {
     test_gelu();
     test_softmax();
     test_adamw();
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return kt_finish();
 }

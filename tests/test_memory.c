@@ -5,7 +5,8 @@
  *   (parameter gradients and d images), and vt_plan(need_grad=0) == peak after a no-grad forward.
  * Also: 'block' plans strictly less than 'none' (depth >= 2); a no-grad forward plans less than
  * 'block'; budget below the minimum -> VT_ERR_BUDGET naming the minimum; budgets in between give a
- * plan within the budget (and the run then peaks exactly there). */
+ * plan within the budget (and the run then peaks exactly there). vt_plan_train_step: the plan of a
+ * training step as the step sizes it, and its search of what fits a budget. */
 #include "test_util.h"
 
 static const char *POL[] = {"none", "block", "every:2", "every:3", "sqrt", "selective", "budget:MID"};
@@ -260,10 +261,124 @@ static void test_budget(void) {
     free(img);
 }
 
+/* ---- a training step's plan ---------------------------------------------------------------------------- */
+/* vt_plan_train_step against what vt_train_step does (the tokens its masks keep, the arena it
+ * sizes) and against vt_plan of the same sizes, per policy; then its fit search: the cheapest
+ * fitting policy fits and no named policy that fits re-computes less; one byte below the
+ * smallest plan nothing fits and max_batch is the largest batch that does. */
+static void test_train_step_plan(void) {
+    tu_rng r = {77};
+    const int B = 3;
+    for (int kind = 0; kind < 2; kind++) {
+        vt_model_config c;
+        if (kind == 0) tu_tiny_config(&c, VT_KIND_MAE, 16, 4, 8, 4, 2, 2.0f);
+        else tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 4, 2, 2.0f);
+        const char *name = kind == 0 ? "mae" : "aim";
+        vt_model *m = make(&c, &r);
+        if (!m) return;
+        float *img = images(&r, &c, B);
+        int L = (c.enc.img_size / c.enc.patch_size) * (c.enc.img_size / c.enc.patch_size) + c.enc.class_token + c.enc.reg_tokens;
+        vt_train_config t;
+        vt_train_config_default(&t, c.kind);
+        t.mask_ratio = 0.6f;
+        CHECK_OK(vt_trainer_init(m, &t), "trainer init");
+        vt_step_plan sp;
+        for (int p = 0; p < NPOL - 1; p++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s [%s] train-step plan", name, POL[p]);
+            if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, POL[p], 0, &sp), what)) continue;
+            /* the trainer's masks keep what the plan says */
+            int nk = L;
+            if (kind == 0) {
+                vt_rng g;
+                vt_rng_seed(&g, 1);
+                int64_t *keep = tu_xmalloc((size_t)B * L * 8), *msk = tu_xmalloc((size_t)B * L * 8);
+                CHECK_OK(vt_random_token_mask(&g, B, L, t.mask_ratio, 0, keep, msk, &nk), "mask");
+                free(keep);
+                free(msk);
+            }
+            CHECK(sp.tokens_kept == nk && sp.tokens_masked == (kind == 0 ? L - nk : 0),
+                  "%s: tokens %d / %d, the trainer keeps %d of %d", what, sp.tokens_kept, sp.tokens_masked, nk, L);
+            CHECK(sp.policy_met && !sp.fits && !sp.fit_policy[0] && !sp.max_batch, "%s: no budget, no search", what);
+            /* = vt_plan of the loss with those sizes */
+            static const int64_t idx = 0;
+            static const uint8_t pm = 0;
+            vt_inputs in;
+            memset(&in, 0, sizeof in);
+            in.batch = B;
+            if (kind == 0) { in.idx_keep = &idx; in.n_keep = nk; in.idx_mask = &idx; in.n_mask = L - nk; }
+            else { in.mask = &pm; in.is_causal = 1; }
+            vt_plan_bytes pb;
+            CHECK_OK(vt_set_grad_checkpointing(m, POL[p]), POL[p]);
+            if (CHECK_OK(vt_plan(m, VT_FN_LOSS, &in, 1, &pb), what))
+                CHECK(!memcmp(&pb, &sp.bytes, sizeof pb), "%s: activations %llu, vt_plan says %llu", what,
+                      (unsigned long long)sp.bytes.activations, (unsigned long long)pb.activations);
+            /* the step sizes its arena from the same plan */
+            float loss;
+            if (CHECK_OK(vt_train_step(m, img, B, &loss), what)) {
+                vt_arena_stats st;
+                vt_arena_get_stats(m, &st);
+                CHECK(st.planned == sp.bytes.activations && st.peak <= st.planned,
+                      "%s: the step planned %zu (peak %zu), vt_plan_train_step %llu", what, st.planned, st.peak,
+                      (unsigned long long)sp.bytes.activations);
+            }
+        }
+        CHECK_OK(vt_set_grad_checkpointing(m, "none"), "none");
+        vt_step_plan none, least;
+        if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, NULL, 1, &least), "plan")) goto next;
+        CHECK(!least.fits && !least.fit_policy[0] && !least.max_batch, "%s: a 1-byte budget fits nothing", name);
+        CHECK_OK(vt_plan_train_step(m, B, -1.0f, NULL, least.least_bytes.total + (1u << 30), &none), "plan");
+        CHECK(none.fits && !strcmp(none.fit_policy, "none") && none.fit_recompute_flops == 0 && none.max_batch == B,
+              "%s: a large budget fits 'none' (got '%s')", name, none.fit_policy);
+        uint64_t budgets[3] = {least.least_bytes.total, (least.least_bytes.total + none.bytes.total) / 2, none.bytes.total - 1};
+        for (int i = 0; i < 3; i++) {
+            vt_step_plan s, q;
+            if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, "none", budgets[i], &s), "plan")) continue;
+            if (!CHECK(s.fit_policy[0] && s.fit_bytes.total <= budgets[i] && !s.fits && s.max_batch == B,
+                       "%s: budget %llu: no fit found (least %llu)", name, (unsigned long long)budgets[i],
+                       (unsigned long long)least.least_bytes.total))
+                continue;
+            CHECK_OK(vt_plan_train_step(m, B, -1.0f, s.fit_policy, 0, &q), s.fit_policy);
+            CHECK(q.policy_met && q.bytes.total == s.fit_bytes.total && q.recompute_flops == s.fit_recompute_flops,
+                  "%s: '%s' planned alone differs from the search's answer", name, s.fit_policy);
+            for (int p = 1; p < NPOL - 1; p++) {
+                CHECK_OK(vt_plan_train_step(m, B, -1.0f, POL[p], 0, &q), POL[p]);
+                if (q.bytes.total <= budgets[i])
+                    CHECK(q.recompute_flops >= s.fit_recompute_flops, "%s: budget %llu: '%s' fits and re-computes less "
+                          "than the answer '%s'", name, (unsigned long long)budgets[i], POL[p], s.fit_policy);
+            }
+        }
+        /* below the smallest plan: nothing fits; the largest batch that does */
+        vt_step_plan s, q;
+        if (CHECK_OK(vt_plan_train_step(m, B, -1.0f, NULL, least.least_bytes.total - 1, &s), "plan")) {
+            CHECK(!s.fit_policy[0] && s.max_batch < B && !strcmp(s.least_policy, least.least_policy),
+                  "%s: one byte below the smallest plan: fit '%s', max batch %d", name, s.fit_policy, s.max_batch);
+            if (s.max_batch > 0 && CHECK_OK(vt_plan_train_step(m, s.max_batch, -1.0f, NULL, least.least_bytes.total - 1, &q), "plan"))
+                CHECK(q.fit_policy[0], "%s: batch %d said to fit does not", name, s.max_batch);
+            CHECK_OK(vt_plan_train_step(m, s.max_batch + 1, -1.0f, NULL, least.least_bytes.total - 1, &q), "plan");
+            CHECK(!q.fit_policy[0], "%s: batch %d fits, above max_batch %d", name, s.max_batch + 1, s.max_batch);
+        }
+        /* a budget:B policy no layout meets: the smallest plan, flagged */
+        if (CHECK_OK(vt_plan_train_step(m, B, -1.0f, "budget:1", none.bytes.total, &s), "budget:1"))
+            CHECK(!s.policy_met && !s.fits && s.bytes.total == least.least_bytes.total,
+                  "%s: budget:1 is not met, and plans the smallest layout", name);
+        /* the ratio given, not the trainer's */
+        if (kind == 0 && CHECK_OK(vt_plan_train_step(m, B, 0.25f, NULL, 0, &s), "ratio"))
+            CHECK(s.tokens_kept == vt_mask_keep_count(L, 0.25f, 0), "%s: mask ratio 0.25 keeps %d", name, s.tokens_kept);
+        if (kind == 0) CHECK_ERR(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), VT_ERR_ARG, "mask_ratio", "mask ratio 1");
+        else CHECK_OK(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), "AIM draws no token mask");
+        CHECK_ERR(vt_plan_train_step(m, 0, -1.0f, NULL, 0, &s), VT_ERR_ARG, "batch", "batch 0");
+    next:
+        vt_model_free(m);
+        free(img);
+    }
+}
+
 int main(void) {
     double t0 = tu_now();
     test_tiny();
     test_budget();
+    test_train_step_plan();
     double t1 = tu_now();
     test_vit_tiny();
     tu_info("tiny %.2f s, vit_tiny %.2f s", t1 - t0, tu_now() - t1);

@@ -4,6 +4,7 @@
  * AIM training steps (AdamW included) likewise. Splitting is forced down to the smallest shapes
  * (vt_threads_set_min_work(0)), so the tiny fixtures still cut every kernel into pieces. */
 #include "test_util.h"
+#include "parity.h"
 #include "threads.h"
 
 static const char *policies[] = {"none", "block", "selective", "every:2"};

@@ -7,6 +7,7 @@
  * out-array the caller allocates. Nothing here keeps JS memory alive: inputs passed to
  * vtw_forward must stay allocated by the caller until the matching vtw_backward.
  * The exported names are listed once, in wasm/wasm.cmake (VT_WASM_EXPORTS). */
+#include "parity.h"
 #include "vitrine.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,6 @@ static vt_model *get(int h) {
 #define GET_OR_FAIL(m, h) vt_model *m = get(h); if (!m) return VT_ERR_ARG
 
 const char *vtw_last_error(void) { return vt_last_error(); }
-const char *vtw_status_name(int code) { return vt_status_name(code); }
 int vtw_kernels_simd(void);
 const char *vtw_preset_name(int i) { return vt_preset_name(i); }
 
@@ -209,6 +209,10 @@ const char *vtw_get_grad_checkpointing(int h) {
     vt_model *m = get(h);
     return m ? vt_get_grad_checkpointing(m) : NULL;
 }
+static void plan_out(const vt_plan_bytes *p, double *out) {
+    out[0] = (double)p->params; out[1] = (double)p->grads; out[2] = (double)p->optimizer;
+    out[3] = (double)p->activations; out[4] = (double)p->total;
+}
 /* out[5] = params, grads, optimizer, activations, total (bytes). Only sizes are used: has_mask
  * says whether a mask would be given. */
 int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int need_grad, double out[5]) {
@@ -220,22 +224,44 @@ int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int
     vt_plan_bytes p;
     int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
     if (rc) return rc;
-    out[0] = (double)p.params; out[1] = (double)p.grads; out[2] = (double)p.optimizer;
-    out[3] = (double)p.activations; out[4] = (double)p.total;
+    plan_out(&p, out);
     return VT_OK;
 }
-/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
+/* vt_plan_train_step. policy NULL = the model's; mask_ratio < 0 = the trainer's. out[22] =
+ * bytes[5] (params, grads, optimizer, activations, total), policy_met, tokens_kept,
+ * tokens_masked, recompute_flops, fits, fit_bytes[5], fit_recompute_flops, least_bytes[5],
+ * max_batch; names[2 * VT_POLICY_TEXT_MAX] = fit_policy, least_policy. */
+int vtw_plan_train_step(int h, int batch, double mask_ratio, const char *policy, double budget,
+                        double out[22], char names[2 * VT_POLICY_TEXT_MAX]) {
+    GET_OR_FAIL(m, h);
+    if (!(budget >= 0 && budget < 18446744073709551616.0))
+        return vt_fail(VT_ERR_ARG, "budget must be a byte count >= 0, got %g", budget);
+    vt_step_plan p;
+    int rc = vt_plan_train_step(m, batch, (float)mask_ratio, policy, (uint64_t)budget, &p);
+    if (rc) return rc;
+    plan_out(&p.bytes, out);
+    out[5] = p.policy_met; out[6] = p.tokens_kept; out[7] = p.tokens_masked;
+    out[8] = p.recompute_flops; out[9] = p.fits;
+    plan_out(&p.fit_bytes, out + 10);
+    out[15] = p.fit_recompute_flops;
+    plan_out(&p.least_bytes, out + 16);
+    out[21] = p.max_batch;
+    memcpy(names, p.fit_policy, VT_POLICY_TEXT_MAX);
+    memcpy(names + VT_POLICY_TEXT_MAX, p.least_policy, VT_POLICY_TEXT_MAX);
+    return VT_OK;
+}
 /* The activation timeline of the last call as doubles: out[0..n) arena bytes in use, out[max..max+n)
  * live bytes; returns the count and writes where the backward began to *bwd. */
 int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     GET_OR_FAIL(m, h);
-    static size_t top[4096], live[4096];
-    if (max > 4096) max = 4096;
+    static size_t top[VT_TIMELINE_MAX], live[VT_TIMELINE_MAX];
+    if (max > VT_TIMELINE_MAX) max = VT_TIMELINE_MAX;
     int n = vt_activation_timeline(m, top, live, max, bwd);
     for (int i = 0; i < n; i++) { out[i] = (double)top[i]; out[max + i] = (double)live[i]; }
     return n;
 }
 
+/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
 int vtw_arena_stats(int h, double out[3]) {
     GET_OR_FAIL(m, h);
     vt_arena_stats s;
@@ -312,80 +338,30 @@ int vtw_loss_visualize(int h, float *masked, float *recon) {
     return vt_loss_visualize(m, masked, recon);
 }
 
-/* ---- parity ----------------------------------------------------------------------------------- */
+/* ---- parity (the harness, harness/parity.h) ---------------------------------------------------- */
 
-typedef struct { char *s; size_t n, cap; } sbuf;
-static void put(sbuf *b, const char *s, size_t n) {
-    if (!b->s) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = 2 * (b->n + n + 1);
-        char *ns = realloc(b->s, cap);
-        if (!ns) { free(b->s); b->s = NULL; return; }
-        b->s = ns; b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-static void put_str(sbuf *b, const char *s) {
-    puts_(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char e[8];
-        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(b, e, 2); }
-        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); puts_(b, e); }
-        else put(b, (const char *)s, 1);
-    }
-    puts_(b, "\"");
-}
-static void put_num(sbuf *b, double v) {
-    char e[40];
-    snprintf(e, sizeof e, "%.9e", v);
-    puts_(b, e);
-}
-
-/* Runs a parity file. out[0..1] = JSON result text (malloc'd, NUL-terminated) and its length,
- * out[2..3] = dump bytes (malloc'd, 0 when none). Both are freed by the caller with free().
- * Returns VT_OK when the file ran (pass or fail inside the JSON), an error when it could not be
- * run: the JSON is written either way ({"pass": false, "error": ...}). */
-int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump, uint32_t out[4]) {
+/* Runs a parity file. out[0..1] = the harness's JSON result (malloc'd, NUL-terminated; "file"
+ * in it when file is non-empty) and its length, out[2..3] = dump bytes (malloc'd, 0 when none).
+ * Both are freed by the caller with free(). read_error non-empty: the file could not be read
+ * (bytes are ignored) and the result says so with status VT_ERR_IO. Returns VT_OK when the file
+ * ran (pass or fail inside the JSON), an error when it could not be run: the JSON is written
+ * either way ({"pass": false, "error": ...}). */
+int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump, const char *file,
+                   const char *read_error, uint32_t out[4]) {
     vt_parity_result r;
-    int rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
-    sbuf b = {malloc(256), 0, 256};
-    if (b.s) b.s[0] = 0;
-    puts_(&b, "{\"pass\": ");
-    puts_(&b, r.pass ? "true" : "false");
-    puts_(&b, ", \"status\": ");
-    char st[16];
-    snprintf(st, sizeof st, "%d", rc);
-    puts_(&b, st);
-    puts_(&b, ", \"module\": "); put_str(&b, r.module);
-    puts_(&b, ", \"fn\": "); put_str(&b, r.fn);
-    if (r.error[0]) { puts_(&b, ", \"error\": "); put_str(&b, r.error); }
-    if (r.worst >= 0) {
-        puts_(&b, ", \"worst\": "); put_str(&b, r.t[r.worst].name);
-        puts_(&b, ", \"err\": "); put_num(&b, r.t[r.worst].err);
-        puts_(&b, ", \"torch32_err\": "); put_num(&b, r.t[r.worst].torch32_err);
-    }
-    puts_(&b, ", \"max_torch32_err\": "); put_num(&b, r.max_torch32_err);
-    puts_(&b, ", \"tensors\": [");
-    for (int k = 0; k < r.n; k++) {
-        puts_(&b, k ? ", {\"name\": " : "{\"name\": ");
-        put_str(&b, r.t[k].name);
-        puts_(&b, ", \"err\": "); put_num(&b, r.t[k].err);
-        puts_(&b, ", \"torch32_err\": "); put_num(&b, r.t[k].torch32_err);
-        puts_(&b, "}");
-    }
-    puts_(&b, "]}");
-    out[0] = (uint32_t)(uintptr_t)b.s;
-    out[1] = b.s ? (uint32_t)b.n : 0;
+    int rc;
+    if (read_error && read_error[0]) vt_parity_fail(&r, rc = VT_ERR_IO, read_error);
+    else rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
+    char *text = NULL;
+    size_t n = 0;
+    int jrc = vt_parity_json(&r, file && file[0] ? file : NULL, &text, &n);
+    out[0] = (uint32_t)(uintptr_t)text;
+    out[1] = (uint32_t)n;
     out[2] = (uint32_t)(uintptr_t)r.dump;
     out[3] = (uint32_t)r.dump_len;
     r.dump = NULL; /* ownership passes to the caller */
     vt_parity_free(&r);
-    if (!b.s) return vt_fail(VT_ERR_NOMEM, "out of memory writing the parity result");
-    return rc;
+    return jrc ? jrc : rc;
 }
 
 /* kernels.c's vt_kernels_simd is internal; expose whether this build has SIMD kernels. */

@@ -15,27 +15,42 @@ if(VT_WASM)
   set(VT_WASM_DIR ${CMAKE_BINARY_DIR}/wasm)
   file(MAKE_DIRECTORY ${VT_WASM_DIR})
 
-  # Same sources as the native library, plus the JS-facing ABI. The SIMD kernels join the SIMD
-  # builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS re-checks at build time).
-  set(VT_WASM_SOURCES wasm/exports.c)
+  # Same sources as the native library, plus the JS-facing ABI and the parity harness it exports.
+  # The SIMD kernels join the SIMD builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS
+  # re-checks at build time).
+  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c)
   foreach(s ${VT_SOURCES})
     list(APPEND VT_WASM_SOURCES ${s})
   endforeach()
   list(TRANSFORM VT_WASM_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/)
   file(GLOB VT_WASM_SIMD_EXTRA CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c)
-  file(GLOB VT_WASM_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/kernels/*.h)
+  file(GLOB VT_WASM_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.h ${CMAKE_SOURCE_DIR}/src/kernels/*.h
+       ${CMAKE_SOURCE_DIR}/harness/*.h)
   set(VT_WASM_SIMD_FLAGS -msimd128)
   if(VT_WASM_SIMD_EXTRA)
     list(APPEND VT_WASM_SIMD_FLAGS -DVT_HAVE_SIMD_KERNELS)
   endif()
 
+  # The sources and flags of one variant (simd: SIMD128 and the SIMD kernels; scalar: neither) of
+  # a wasm build of the sources given after the two output variables.
+  function(vt_wasm_variant variant out_src out_flags)
+    set(src ${ARGN})
+    set(flags "")
+    if(variant MATCHES "^simd") # simd, simd-mt
+      set(flags ${VT_WASM_SIMD_FLAGS})
+      list(APPEND src ${VT_WASM_SIMD_EXTRA})
+    endif()
+    set(${out_src} ${src} PARENT_SCOPE)
+    set(${out_flags} ${flags} PARENT_SCOPE)
+  endfunction()
+
   # The one list of exported C functions (wasm/exports.c) plus malloc/free for the JS shell.
   set(VT_WASM_EXPORTS
-    vtw_last_error vtw_status_name vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
+    vtw_last_error vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
     vtw_param_count vtw_param_name vtw_param_ndim vtw_param_dim vtw_param_numel vtw_param_data
     vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
     vtw_load_safetensors vtw_save_safetensors vtw_forward vtw_output_count vtw_output
-    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan
+    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
     vtw_train_state_save vtw_train_state_load vtw_loss_visualize
@@ -43,7 +58,7 @@ if(VT_WASM)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
-      -I${CMAKE_SOURCE_DIR}/src)
+      -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/harness)
   set(VT_WASM_OUTPUTS)
 
   if(VT_EMCC)
@@ -56,12 +71,7 @@ if(VT_WASM)
         -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
     foreach(variant simd scalar simd-mt)
-      set(vflags "")
-      set(vsrc ${VT_WASM_SOURCES})
-      if(variant MATCHES "^simd")
-        set(vflags ${VT_WASM_SIMD_FLAGS})
-        list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
-      endif()
+      vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       # -mt: shared memory (imported, a SharedArrayBuffer) for the engine's own worker pool
       # (web/pool.js, src/threads.c); Emscripten's pthread_create is never called.
       if(variant MATCHES "-mt$")
@@ -87,12 +97,7 @@ if(VT_WASM)
       list(APPEND wasi_flags -Wl,--export=${e})
     endforeach()
     foreach(variant simd scalar simd-mt)
-      set(vflags "")
-      set(vsrc ${VT_WASM_SOURCES})
-      if(variant MATCHES "^simd")
-        set(vflags ${VT_WASM_SIMD_FLAGS})
-        list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
-      endif()
+      vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       # -mt: shared, imported memory for the worker pool (web/pool.js). wasi-libc is not built
       # with atomics, hence --no-check-features: only the main thread ever runs libc code;
       # workers run kernels on their own stack (__stack_pointer exported so the pool can set it).
@@ -119,7 +124,7 @@ if(VT_WASM)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
                 ${VT_WASM_SIMD_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels ${ksrc} -o ${ktest} -lm
-        DEPENDS ${ksrc} ${VT_WASM_HEADERS}
+        DEPENDS ${ksrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h
         COMMENT "clang-14: wasm/test_kernels_simd.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${ktest})
@@ -129,7 +134,7 @@ if(VT_WASM)
       add_custom_command(OUTPUT ${atest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
                 ${VT_WASM_SIMD_FLAGS} ${asrc} -o ${atest} -lm
-        DEPENDS ${asrc} ${VT_WASM_HEADERS}
+        DEPENDS ${asrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h
         COMMENT "clang-14: wasm/test_attention-simd.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${atest})

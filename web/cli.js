@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // cli.js: the Node command line over the wasm build, with the contract of the native
-// tools/vitrine.c (same lines, same JSON, same exit status):
+// tools/cli.c (same lines, the same JSON from the parity harness, same exit status):
 //   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD] [--threads N]
 //   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD] [--threads N]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
@@ -11,9 +11,9 @@ import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import { createVitrine } from './vitrine.js';
+import { createVitrine, readSafetensorsMeta } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, readMetadata, features, knnAccuracy,
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
 const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi] [--threads N]';
@@ -26,9 +26,6 @@ function fmtE(v, digits) {
   const ex = e.replace(/^[+-]/, '');
   return `${m}e${sign}${ex.length < 2 ? '0' + ex : ex}`;
 }
-// A JSON string as the native CLI writes it: escapes " and \ , control characters as \u00XX.
-const jstr = (s) => '"' + String(s).replace(/["\\\u0000-\u001f]/g,
-  (c) => (c === '"' || c === '\\' ? '\\' + c : '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'))) + '"';
 // strerror() wording for the usual reasons a file cannot be opened.
 const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory' };
 
@@ -63,33 +60,22 @@ async function cmdParity(args) {
   try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) mkdirSync(dump, { recursive: true });
   let failed = 0;
-  const out = [];
-  if (json) out.push('[');
+  if (json) process.stdout.write('[');
   files.forEach((file, i) => {
-    let r;
-    try {
-      r = vt.parity(readFileSync(file), { policy, dump: !!dump });
-    } catch (e) {
-      r = { pass: false, module: '', fn: '', error: e.syscall ? `cannot open ${file}: ${STRERROR[e.code] || e.message}` : e.message, tensors: [] };
-    }
+    let bytes = null, readError = null;
+    try { bytes = readFileSync(file); } catch (e) { readError = `cannot open ${file}: ${STRERROR[e.code] || e.message}`; }
+    const r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
     if (!r.pass) failed++;
     if (r.pass && dump && r.dump) {
       try { writeFileSync(`${dump}/${basename(file)}`, r.dump); } catch (e) { process.stderr.write(`${e.message}\n`); failed++; }
     }
-    const tensors = r.tensors || [];
     if (json) {
-      let line = `${i ? ',' : ''}\n {"file": ${jstr(file)}, "pass": ${r.pass ? 'true' : 'false'}, "module": ${jstr(r.module || '')}, "fn": ${jstr(r.fn || '')}`;
-      if (r.error) line += `, "error": ${jstr(r.error)}`;
-      if (r.worst != null) line += `, "worst": ${jstr(r.worst)}, "err": ${fmtE(r.err, 6)}, "torch32_err": ${fmtE(r.torch32_err, 6)}`;
-      line += ', "tensors": [' + tensors.map((t) => `{"name": ${jstr(t.name)}, "err": ${fmtE(t.err, 6)}, "torch32_err": ${fmtE(t.torch32_err, 6)}}`).join(', ') + ']}';
-      out.push(line);
+      process.stdout.write(`${i ? ',' : ''}\n ${r.json}`);
     } else if (r.error) {
-      out.push(`FAIL ${file}: ${r.error}\n`);
+      process.stdout.write(`FAIL ${file}: ${r.error}\n`);
     } else if (r.worst != null) {
-      out.push(`${r.pass ? 'PASS' : 'FAIL'} ${file}  worst ${r.worst} err ${fmtE(r.err, 3)} torch32_err ${fmtE(r.torch32_err, 3)}  (${tensors.length} tensors, max torch32_err ${fmtE(r.max_torch32_err, 3)})\n`);
+      process.stdout.write(`${r.pass ? 'PASS' : 'FAIL'} ${file}  worst ${r.worst} err ${fmtE(r.err, 3)} torch32_err ${fmtE(r.torch32_err, 3)}  (${r.tensors.length} tensors, max torch32_err ${fmtE(r.max_torch32_err, 3)})\n`);
     }
-    process.stdout.write(out.join(''));
-    out.length = 0;
   });
   process.stdout.write(json ? '\n]\n' : `${files.length - failed} passed, ${failed} failed\n`);
   return failed ? 1 : 0;
@@ -105,7 +91,6 @@ async function cmdPlan(args) {
     else if (a === '--batch' && more) batch = int(args[++i]);
     else if (a === '--tokens-kept' && more) kept = int(args[++i]);
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
-    else if (a === '--objective' && more) ++i; // accepted and ignored, as natively
     else if (a === '--wasm' && more) wasm = args[++i];
     else if (a === '--threads' && more) threads = args[++i];
     else if (a === '--json') json = true;
@@ -271,99 +256,103 @@ function makeBatchBytes(ds, idx) {
   return out;
 }
 
-async function cmdTrain(args) {
-  let o;
-  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message}\n${TRAIN_HELP}\n`); return 2; }
-  if (o.help) { process.stdout.write(TRAIN_HELP + '\n'); return 0; }
-  const say = (s) => process.stderr.write(s + '\n');
-  const warn = (s) => process.stderr.write(`vitrine train: warning: ${s}\n`);
-  const fail = (s, code = 1) => { process.stderr.write(`vitrine train: ${s}\n`); return code; };
-  const t0 = performance.now();
+// ---- train, step by step: settings, model, data, side evaluation, the loop, what it leaves ------
 
-  // ---- settings: from the options, or from the checkpoint being resumed
-  let run, resumeBytes = null;
+// A failure of `vitrine train`: the message goes to stderr, `status` is the exit status.
+class TrainFailure extends Error {
+  constructor(message, status = 1) { super(message); this.status = status; }
+}
+
+// The run's settings: from the options, or from the checkpoint being resumed (then its bytes too).
+function trainSettings(o) {
   if (o.resume) {
     const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
-    if (fixed.length) return fail(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
-    try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { return fail(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
-    let meta;
-    try { meta = readMetadata(resumeBytes); } catch (e) { return fail(`${o.resume}: not a safetensors file (${e.message})`); }
-    if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) return fail(`${o.resume}: not a checkpoint of vitrine train`);
-    run = JSON.parse(meta.vitrine_run);
+    if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
+    let resumeBytes, meta;
+    try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
+    try { meta = readSafetensorsMeta(resumeBytes); } catch (e) { throw new TrainFailure(`${o.resume}: not a safetensors file (${e.message})`); }
+    if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) throw new TrainFailure(`${o.resume}: not a checkpoint of vitrine train`);
+    const run = JSON.parse(meta.vitrine_run);
     run.spec = { kind: meta.kind, config: JSON.parse(meta.model_config) };
     run.policy = o.policy || meta.grad_checkpointing || TRAIN_DEFAULTS.policy;
-  } else {
-    const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
-    let config = null;
-    if (o.config != null) {
-      try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readFileSync(o.config, 'utf8')); } catch (e) {
-        return fail(`--config: ${e.code ? `cannot read ${o.config}: ${STRERROR[e.code] || e.message}` : `not JSON (${e.message})`}`, 2);
-      }
-    }
-    run = {
-      objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
-      lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05),
-      seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
-      spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
-      policy: o.policy || TRAIN_DEFAULTS.policy,
-    };
+    return { run, resumeBytes };
   }
-  const seed = BigInt(run.seed);
-  const outDir = o.out || TRAIN_DEFAULTS.out;
-  const statePath = path.join(outDir, STATE_FILE), weightsPath = path.join(outDir, WEIGHTS_FILE), imagePath = path.join(outDir, IMAGE_FILE);
+  const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
+  let config = null;
+  if (o.config != null) {
+    try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readFileSync(o.config, 'utf8')); } catch (e) {
+      throw new TrainFailure(`--config: ${e.code ? `cannot read ${o.config}: ${STRERROR[e.code] || e.message}` : `not JSON (${e.message})`}`, 2);
+    }
+  }
+  const run = {
+    objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
+    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05),
+    seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
+    spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
+    policy: o.policy || TRAIN_DEFAULTS.policy,
+  };
+  return { run, resumeBytes: null };
+}
 
-  // ---- engine, model, data
+// The engine and the model: initialised (seed), trainer ready (masks: seed + 1), the checkpoint
+// loaded over both when resuming.
+async function openModel(o, run, resumeBytes, seed) {
   let vt, model;
-  try { vt = await loadEngine(o.wasm, o.threads); } catch (e) { return fail(e.message, 2); }
+  try { vt = await loadEngine(o.wasm, o.threads); } catch (e) { throw new TrainFailure(e.message, 2); }
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
     model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n });
     if (resumeBytes) model.loadTrainState(resumeBytes);
-  } catch (e) { return fail(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
-  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
-  let data;
-  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn); } catch (e) { return fail(e.message); }
-  if (run.dataN != null && run.dataN !== data.train.n)
-    return fail(`${o.resume}: the run trained on ${run.dataN} images of ${run.data}, it now holds ${data.train.n}: the data order would differ`);
-  run.dataN = data.train.n;
-  const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
-  const doEval = !o.noEval && stopAt >= run.steps;
+  } catch (e) { throw new TrainFailure(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
+  return { vt, model };
+}
 
-  // ---- the untrained encoder and raw pixels, evaluated on the other core meanwhile
-  const sets = doEval ? evalSets(data, o.evalBank ?? TRAIN_DEFAULTS.evalBank, o.evalQueries ?? TRAIN_DEFAULTS.evalQueries) : null;
-  if (doEval && !sets) warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`);
-  const knnOpts = { k: TRAIN_DEFAULTS.k, t: TRAIN_DEFAULTS.t, classes: sets ? Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) : 0 };
-  let worker = null;
-  const side = sets ? new Promise((resolve) => {
-    worker = new Worker(new URL('./eval-worker.js', import.meta.url), {
-      workerData: { wasm: vt.build, spec, initSeed: seed, bank: sets.bank, query: sets.query, ...knnOpts },
-    });
+// The images at the model's size; a resumed run must find as many as it trained on.
+function trainData(o, run, model, warn) {
+  let data;
+  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn); } catch (e) { throw new TrainFailure(e.message); }
+  if (run.dataN != null && run.dataN !== data.train.n)
+    throw new TrainFailure(`${o.resume}: the run trained on ${run.dataN} images of ${run.data}, it now holds ${data.train.n}: the data order would differ`);
+  run.dataN = data.train.n;
+  return data;
+}
+
+// The kNN bank and queries, and a worker that evaluates the untrained encoder and raw pixels on
+// them on the other core while this one trains. null when the data have no classes.
+function startSideEvaluation(o, vt, run, data, seed, warn) {
+  const sets = evalSets(data, o.evalBank ?? TRAIN_DEFAULTS.evalBank, o.evalQueries ?? TRAIN_DEFAULTS.evalQueries);
+  if (!sets) { warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`); return null; }
+  const knnOpts = { k: TRAIN_DEFAULTS.k, t: TRAIN_DEFAULTS.t, classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) };
+  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
+  const worker = new Worker(new URL('./eval-worker.js', import.meta.url), {
+    workerData: { wasm: vt.build, spec, initSeed: seed, bank: sets.bank, query: sets.query, ...knnOpts },
+  });
+  const initial = new Promise((resolve) => {
     worker.once('message', (m) => { resolve(m); worker.terminate(); });
     worker.once('error', (e) => resolve({ error: e.message }));
-  }) : null;
+  });
+  return { sets, knnOpts, worker, initial };
+}
 
-  // ---- training
-  mkdirSync(outDir, { recursive: true });
-  removeStaleTemps(outDir);
+// Training steps up to stopAt, with a progress line, the checkpoint written every saveEvery steps;
+// Ctrl-C / SIGTERM stop it after the step under way. Returns how far it got and why it stopped.
+async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, statePath, say, warn }) {
   const tr = new TrainingRun({ model, dataset: data.train, batch: run.batch, steps: run.steps, dataSeed: seed + 2n });
-  const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
   let interrupted = false;
   const onSig = () => { interrupted = true; };
   process.on('SIGINT', onSig);
   process.on('SIGTERM', onSig);
-  const startStep = tr.step, saveEvery = o.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
+  const startStep = tr.step;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
     `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
   const bar = new Progress(run.steps);
-  let lossLast = null, error = null, rate = 0, mem = '';
+  let error = null, rate = 0, mem = '', lastLoss = run.lossFirst;
   const tTrain = performance.now();
-  let lastLoss = run.lossFirst;
   while (tr.step < stopAt && !interrupted) {
     let r;
     try { r = tr.trainOne(); } catch (e) { error = e; break; }
-    lossLast = r.loss;
     if (run.lossFirst == null) run.lossFirst = r.loss;
     lastLoss = r.loss;
     rate = rate ? 0.9 * rate + 0.1 * (run.batch / r.seconds) : run.batch / r.seconds;
@@ -382,50 +371,97 @@ async function cmdTrain(args) {
   bar.done();
   process.off('SIGINT', onSig);
   process.off('SIGTERM', onSig);
-  const trainSeconds = (performance.now() - tTrain) / 1000;
-  try { save(); } catch (e) { return fail(`cannot write ${statePath}: ${e.message}`); }
-  if (error) {
-    fail(`${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}`);
-  } else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${statePath}`);
-  say(`vitrine train: ${tr.step - startStep} steps in ${trainSeconds.toFixed(1)} s (${((tr.step - startStep) * run.batch / trainSeconds).toFixed(0)} img/s)`);
+  return { tr, startStep, error, interrupted, lastLoss, trainSeconds: (performance.now() - tTrain) / 1000 };
+}
 
-  // ---- weights, reconstructions, evaluation
-  const finished = tr.step >= run.steps;
-  writeAtomic(weightsPath, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
+// The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
+// (from the side evaluation).
+async function knnResults(model, side, say, warn) {
+  const { sets, knnOpts } = side, all = (n) => Int32Array.from({ length: n }, (_, i) => i);
+  const te = performance.now();
+  const knn = { trained: null, initial: null, pixels: null };
+  knn.trained = knnAccuracy(features(model, sets.bank, all(sets.bank.n)), sets.bank.labels,
+    features(model, sets.query, all(sets.query.n)), sets.query.labels, knnOpts);
+  const s = await side.initial;
+  if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
+  else { knn.initial = s.initial; knn.pixels = s.pixels; }
+  say(`vitrine train: kNN evaluation ${((performance.now() - te) / 1000).toFixed(1)} s`);
+  return knn;
+}
+
+// What the run leaves besides its checkpoint: the encoder's weights (timm keys) and a picture of
+// reconstructions of the first images.
+function writeResults(model, run, data, paths) {
+  writeAtomic(paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
   const showDs = data.test || data.train, nShow = Math.min(TRAIN_DEFAULTS.show, showDs.n);
-  const showIdx = Int32Array.from({ length: nShow }, (_, i) => i);
-  const showImgs = makeBatch(showDs, showIdx);
+  const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
   model.loss(showImgs, showMasks(model, nShow, 0.75));
-  writeAtomic(imagePath, encodePng(visualizeGrid(model, showImgs, model.visualize())));
-  let knn = { trained: null, initial: null, pixels: null };
-  if (sets && !interrupted && !error) {
-    const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
-    const te = performance.now();
-    knn.trained = knnAccuracy(features(model, sets.bank, all(sets.bank.n)), sets.bank.labels,
-      features(model, sets.query, all(sets.query.n)), sets.query.labels, knnOpts);
-    const s = await side;
-    if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
-    else { knn.initial = s.initial; knn.pixels = s.pixels; }
-    say(`vitrine train: kNN evaluation ${((performance.now() - te) / 1000).toFixed(1)} s`);
-  }
-  if (worker) worker.terminate();
-  const seconds = (performance.now() - t0) / 1000;
+  writeAtomic(paths.image, encodePng(visualizeGrid(model, showImgs, model.visualize())));
+}
+
+// The report on stdout (and, with --json, one JSON line after it).
+function report(o, { vt, run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
   process.stdout.write(
-    `${finished ? 'trained' : 'stopped at'} step ${tr.step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
+    `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
-    (sets && knn.trained != null ? `kNN top-1 (cosine, k=${knnOpts.k}, votes exp(sim/${knnOpts.t}); bank ${sets.bank.n}, queries ${sets.query.n}): ` +
+    (side && knn.trained != null ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}): ` +
       `trained ${pct(knn.trained)}, initial ${pct(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
-    `encoder weights (timm keys)  ${weightsPath}\ntraining checkpoint          ${statePath}\nreconstructions              ${imagePath}\n`);
+    `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`);
   if (o.json) {
-    process.stdout.write(JSON.stringify({ steps: tr.step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
+    process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
       knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
       threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
-      images_per_second: Number(((tr.step - startStep) * run.batch / trainSeconds).toFixed(2)),
-      weights: weightsPath, image: imagePath, checkpoint: statePath }) + '\n');
+      images_per_second: Number((trained * run.batch / trainSeconds).toFixed(2)),
+      weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
   }
-  model.dispose();
-  return error ? 1 : 0;
+}
+
+async function cmdTrain(args) {
+  let o;
+  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message}\n${TRAIN_HELP}\n`); return 2; }
+  if (o.help) { process.stdout.write(TRAIN_HELP + '\n'); return 0; }
+  try {
+    return await train(o);
+  } catch (e) {
+    if (!(e instanceof TrainFailure)) throw e;
+    process.stderr.write(`vitrine train: ${e.message}\n`);
+    return e.status;
+  }
+}
+
+async function train(o) {
+  const say = (s) => process.stderr.write(s + '\n');
+  const warn = (s) => process.stderr.write(`vitrine train: warning: ${s}\n`);
+  const t0 = performance.now();
+  const { run, resumeBytes } = trainSettings(o);
+  const seed = BigInt(run.seed);
+  const outDir = o.out || TRAIN_DEFAULTS.out;
+  const paths = { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) };
+  const statePath = paths.state;
+  const { vt, model } = await openModel(o, run, resumeBytes, seed);
+  const data = trainData(o, run, model, warn);
+  const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
+  const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn) : null;
+  try {
+    mkdirSync(outDir, { recursive: true });
+    removeStaleTemps(outDir);
+    const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
+    const { tr, startStep, error, interrupted, lastLoss, trainSeconds } = await trainLoop({ vt, model, run, data, seed, stopAt,
+      saveEvery: o.saveEvery ?? TRAIN_DEFAULTS.saveEvery, save, statePath, say, warn });
+    try { save(); } catch (e) { throw new TrainFailure(`cannot write ${statePath}: ${e.message}`); }
+    if (error) process.stderr.write(`vitrine train: ${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}\n`);
+    else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${statePath}`);
+    say(`vitrine train: ${tr.step - startStep} steps in ${trainSeconds.toFixed(1)} s (${((tr.step - startStep) * run.batch / trainSeconds).toFixed(0)} img/s)`);
+
+    const finished = tr.step >= run.steps;
+    writeResults(model, run, data, paths);
+    const knn = side && !interrupted && !error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
+    report(o, { vt, run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000,
+      trained: tr.step - startStep, trainSeconds });
+    model.dispose();
+    return error ? 1 : 0;
+  } finally { if (side) side.worker.terminate(); }
 }
 
 async function main(argv) {

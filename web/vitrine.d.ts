@@ -23,11 +23,19 @@ export interface CreateOptions {
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 export function simdSupported(): boolean;
 
+/** The names of the engine's statuses (src/status.h), VitrineError.code. */
+export type StatusCode = 'VT_ERR_ARG' | 'VT_ERR_NOMEM' | 'VT_ERR_FORMAT' | 'VT_ERR_MISMATCH' | 'VT_ERR_NUMERIC'
+  | 'VT_ERR_BUDGET' | 'VT_ERR_STATE' | 'VT_ERR_IO' | 'VT_ERR_UNKNOWN';
+/** vt_status (negative) -> its name. */
+export const STATUS_CODES: Readonly<Record<number, StatusCode>>;
+
+/** What every engine failure and every bad argument found in JS throws. */
 export class VitrineError extends Error {
-  /** The engine's negative vt_status. */
+  constructor(message: string, status: number);
+  /** The engine's negative vt_status (errors found in JS: the status the engine would give). */
   status: number;
-  /** The engine's name for the status (vt_status_name). */
-  code: string | null;
+  /** The status's name in src/status.h, e.g. 'VT_ERR_ARG' (VT_ERR_UNKNOWN for none of them). */
+  code: StatusCode;
 }
 
 export interface Tensor {
@@ -36,8 +44,12 @@ export interface Tensor {
 }
 
 export interface ParityTensor { name: string; err: number; torch32_err: number; }
+/** The parity harness's result (harness/parity.h). */
 export interface ParityResult {
+  /** The file name, when one was given. */
+  file?: string;
   pass: boolean;
+  /** 0 when the file ran (pass or fail), else the engine's status for why it could not. */
   status: number;
   module: string;
   fn: string;
@@ -47,11 +59,31 @@ export interface ParityResult {
   torch32_err?: number;
   max_torch32_err: number;
   tensors: ParityTensor[];
+  /** This result as the harness wrote it (the CLIs print it as is); null if it could not be written. */
+  json: string | null;
   /** safetensors bytes of what the engine computed (with dump: true). */
   dump?: Uint8Array;
 }
 
 export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+/** One training step's plan (vt_plan_train_step). */
+export interface TrainStepPlan extends PlanBytes {
+  /** false only for a budget:BYTES policy no layout meets (the bytes are then least's) */
+  policyMet: boolean;
+  /** per image: MAE's kept / masked tokens (the engine's rule); AIM: every token, 0 */
+  tokensKept: number;
+  tokensMasked: number;
+  /** forward flops re-computed during the backward under the policy */
+  recomputeFlops: number;
+  /** against the budget given (false without one) */
+  fits: boolean;
+  /** the least re-computation whose plan fits the budget (null: none, or no budget) */
+  fit: (PlanBytes & { policy: string; recomputeFlops: number }) | null;
+  /** the policy whose plan is smallest (null without a budget) */
+  least: (PlanBytes & { policy: string }) | null;
+  /** the largest batch up to the one asked that fits under some policy (0: none) */
+  maxBatch: number;
+}
 
 export class Vitrine {
   readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
@@ -69,7 +101,8 @@ export class Vitrine {
   close(): void;
   presets(): string[];
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
-  parity(bytes: Uint8Array | ArrayBuffer, options?: { policy?: string | null; dump?: boolean }): ParityResult;
+  /** readError: the file could not be read (bytes are ignored); the result says so. */
+  parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
   /** Size of the wasm linear memory in bytes. */
   memory(): { linear: number };
 }
@@ -131,6 +164,8 @@ export class Model {
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
+  /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
+  planTrainStep(options: { batch: number; maskRatio?: number | null; policy?: string | null; budget?: number }): TrainStepPlan;
   memory(): ModelMemory;
   /** Arena bytes in use after each allocation / release of the last call; backwardStart = the
    * event index where the backward began (-1 if none ran). */
@@ -146,7 +181,7 @@ export class Model {
   /** AdamW state, seeded mask generator, step 0. Options not given take trainDefaults(). Returns the settings used. */
   trainerInit(options?: TrainOptions): Required<TrainOptions>;
   /** One step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr); returns the loss.
-   * A non-finite loss or gradient throws a VitrineError (status -5) and keeps the last good state. */
+   * A non-finite loss or gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and keeps the last good state. */
   trainStep(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): number;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
@@ -184,5 +219,8 @@ export const IMAGENET_STD: number[];
 export function channelStats(chans: number, options?: { mean?: number[]; std?: number[] }): { mean: number[]; std: number[] };
 /** Normalised NCHW image b -> RGBA bytes (undoing mean / std; grey repeated over R, G, B). */
 export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number }, b?: number, options?: { mean?: number[]; std?: number[] }): Uint8ClampedArray;
-/** The __metadata__ of safetensors bytes. */
+/** The JSON header of safetensors bytes and its length in bytes (data start at 8 + length);
+ * throws a VitrineError (VT_ERR_FORMAT) for bytes that are not safetensors. */
+export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length: number; header: Record<string, any> };
+/** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;

@@ -15,6 +15,8 @@ const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process
 
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
 const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4 };
+const POLICY_TEXT_MAX = 48; // VT_POLICY_TEXT_MAX (src/vitrine.h): a policy name's buffer
+const TIMELINE_MAX = 4096; // VT_TIMELINE_MAX (src/vitrine.h): arena events the engine keeps
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];
 
@@ -50,12 +52,17 @@ export function simdSupported() {
   try { return WebAssembly.validate(SIMD_PROBE); } catch { return false; }
 }
 
+/** VitrineError.code for each vt_status: its name in src/status.h (tests/node/errors.test.mjs
+ * checks the two against each other). Errors found in JS carry the status the engine would give. */
+export const STATUS_CODES = Object.freeze({ [-1]: 'VT_ERR_ARG', [-2]: 'VT_ERR_NOMEM', [-3]: 'VT_ERR_FORMAT',
+  [-4]: 'VT_ERR_MISMATCH', [-5]: 'VT_ERR_NUMERIC', [-6]: 'VT_ERR_BUDGET', [-7]: 'VT_ERR_STATE', [-8]: 'VT_ERR_IO' });
+
 export class VitrineError extends Error {
-  constructor(message, status, code) {
+  constructor(message, status) {
     super(message);
     this.name = 'VitrineError';
-    this.status = status;   // the engine's vt_status (negative)
-    this.code = code;       // the engine's name for it (vt_status_name), e.g. 'bad argument'
+    this.status = status;                                 // the engine's vt_status (negative)
+    this.code = STATUS_CODES[status] || 'VT_ERR_UNKNOWN'; // e.g. 'VT_ERR_ARG'
   }
 }
 
@@ -209,12 +216,12 @@ export class Vitrine {
   constructor(low, build) {
     this._low = low;
     this.build = build;
-    const names = ['vtw_last_error', 'vtw_status_name', 'vtw_kernels_simd', 'vtw_preset_name',
+    const names = ['vtw_last_error', 'vtw_kernels_simd', 'vtw_preset_name',
       'vtw_model_create', 'vtw_model_dims', 'vtw_model_free', 'vtw_param_count', 'vtw_param_name',
       'vtw_param_ndim', 'vtw_param_dim', 'vtw_param_numel', 'vtw_param_data', 'vtw_param_grad',
       'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
-      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
+      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan', 'vtw_plan_train_step',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
       'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
       'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize',
@@ -252,7 +259,7 @@ export class Vitrine {
 
   alloc(bytes) {
     const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
-    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2, 'VT_ERR_NOMEM');
+    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
     return p;
   }
   free(p) { if (p) this._c.free(p); }
@@ -281,7 +288,7 @@ export class Vitrine {
   }
   error(status) {
     const msg = this.cstring(this._c.last_error()) || 'unknown error';
-    return new VitrineError(msg, status, this.cstring(this._c.status_name(status)));
+    return new VitrineError(msg, status);
   }
   check(rc) { if (rc < 0) throw this.error(rc); return rc; }
 
@@ -294,7 +301,7 @@ export class Vitrine {
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
    * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
   createModel({ preset, config, kind = 'timm' } = {}) {
-    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1, 'VT_ERR_ARG');
+    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1);
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(KINDS[kind], p, j, bytes));
@@ -302,16 +309,21 @@ export class Vitrine {
     return new Model(this, h, kind);
   }
 
-  /** Runs a parity file (parity-format.md). Returns the engine's result; with dump, `dump` holds
-   * the safetensors bytes of what the engine computed. */
-  parity(bytes, { policy = null, dump = false } = {}) {
-    const p = this.copyIn(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+  /** Runs a parity file (parity-format.md) through the engine's parity harness. Returns its
+   * result; `json` holds the result as the harness wrote it (what the CLIs print), with `file` in
+   * it when given; with dump, `dump` holds the safetensors bytes of what the engine computed.
+   * readError: the file could not be read (bytes are ignored): a failed result saying so. */
+  parity(bytes, { policy = null, dump = false, file = null, readError = null } = {}) {
+    const u8 = bytes == null ? new Uint8Array(0) : bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = this.copyIn(u8);
     const out = this.alloc(16);
     try {
-      const rc = this.withStrings([policy || ''], (pol) => this._c.parity_run(p, bytes.byteLength, pol, dump ? 1 : 0, out));
+      const rc = this.withStrings([policy || '', file || '', readError || ''],
+        (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
       const [jp, jl, dp, dl] = this.u32(out, 4);
-      const text = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jl)) : null;
-      const result = text ? JSON.parse(text) : { pass: false, status: rc, error: this.cstring(this._c.last_error()) };
+      const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jl)) : null;
+      const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
+      result.json = json;
       if (dp) result.dump = this.u8().slice(dp, dp + dl);
       this.free(jp);
       this.free(dp);
@@ -348,17 +360,17 @@ function toNCHW(images, dims, opts = {}) {
   const per = chans * img * img;
   if (images instanceof Float32Array) {
     if (images.length === 0 || images.length % per)
-      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1);
     return { data: images, batch: images.length / per };
   }
   const list = Array.isArray(images) ? images : [images];
-  if (!list.length) throw new VitrineError('images: empty list', -1, 'VT_ERR_ARG');
+  if (!list.length) throw new VitrineError('images: empty list', -1);
   const out = new Float32Array(list.length * per);
   list.forEach((im, b) => {
     if (isBitmap(im)) im = bitmapToImageData(im, img);
-    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1, 'VT_ERR_ARG');
+    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1);
     if (im.width !== img || im.height !== img)
-      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1);
     const px = img * img;
     for (let i = 0; i < px; i++) {
       const r = im.data[4 * i] / 255, g = im.data[4 * i + 1] / 255, bl = im.data[4 * i + 2] / 255;
@@ -376,7 +388,7 @@ function toNCHW(images, dims, opts = {}) {
 function toIndices(name, x, batch) {
   if (x == null) return null;
   const flat = x instanceof BigInt64Array ? x : BigInt64Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => BigInt(v)));
-  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1, 'VT_ERR_ARG');
+  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1);
   return { data: flat, k: flat.length / batch };
 }
 function toMask(x) {
@@ -400,7 +412,7 @@ export class Model {
       this.dims = { img, patch, chans, dim, depth, heads, prefix };
     } finally { vt.free(d); }
   }
-  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7, 'VT_ERR_STATE'); return this._vt._c; }
+  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
 
   dispose() {
     if (!this._h) return;
@@ -519,7 +531,7 @@ export class Model {
    * paramGrads: false. With inputGrad: true, returns { dimages: Float32Array }. */
   backward({ douts = [], inputGrad = false, paramGrads = true } = {}) {
     const vt = this._vt, c = this._c;
-    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7, 'VT_ERR_STATE');
+    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7);
     const ptrs = [];
     try {
       const dp = douts.map((d) => { if (!d) return 0; const p = vt.copyIn(d); ptrs.push(p); return p; });
@@ -536,13 +548,37 @@ export class Model {
    * intermediates | intermediates_norm | loss. */
   plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
     const vt = this._vt, c = this._c;
-    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1, 'VT_ERR_ARG');
+    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1);
     const out = vt.alloc(40);
     try {
       vt.check(c.plan(this._h, FN[fn], batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out));
       const [params, grads, optimizer, activations, total] = vt.f64(out, 5);
       return { params, grads, optimizer, activations, total };
     } finally { vt.free(out); }
+  }
+
+  /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
+   * (vt_plan_train_step): bytes by kind, the tokens an MAE step keeps / masks per image, and
+   * against `budget` (bytes for the whole plan; 0 = no search): whether it fits, the policy with
+   * the least re-computation that fits (`fit`), the policy with the smallest plan (`least`) and
+   * the largest batch that fits (`maxBatch`). maskRatio null: the trainer's (or the default);
+   * policy null: the model's. The model is not changed. */
+  planTrainStep({ batch, maskRatio = null, policy = null, budget = 0 } = {}) {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(22 * 8), names = vt.alloc(2 * POLICY_TEXT_MAX);
+    try {
+      const pol = policy == null ? this.gradCheckpointing : policy;
+      vt.check(vt.withStrings([pol], (p) => c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names)));
+      const o = Array.from(vt.f64(out, 22));
+      const bytes = (i) => ({ params: o[i], grads: o[i + 1], optimizer: o[i + 2], activations: o[i + 3], total: o[i + 4] });
+      const fitPolicy = vt.cstring(names), leastPolicy = vt.cstring(names + POLICY_TEXT_MAX);
+      return {
+        ...bytes(0), policyMet: o[5] === 1, tokensKept: o[6], tokensMasked: o[7], recomputeFlops: o[8], fits: o[9] === 1,
+        fit: fitPolicy ? { policy: fitPolicy, ...bytes(10), recomputeFlops: o[15] } : null,
+        least: leastPolicy ? { policy: leastPolicy, ...bytes(16) } : null,
+        maxBatch: o[21],
+      };
+    } finally { vt.free(out); vt.free(names); }
   }
 
   /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size. */
@@ -555,7 +591,10 @@ export class Model {
       const [arenaPlanned, peak, capacity] = vt.f64(out, 3);
       let params = 0, grads = 0;
       this.params().forEach((p, i) => { params += 4 * p.numel; if (c.param_grad(this._h, i) >>> 0) grads += 4 * p.numel; });
-      if (this._last) {
+      if (this._last && this._last.train) {
+        const { params, grads, optimizer, activations, total } = this.planTrainStep({ batch: this._last.batch });
+        planned = { params, grads, optimizer, activations, total };
+      } else if (this._last) {
         const s = this._last.sizes;
         const fnName = Object.keys(FN).find((k) => FN[k] === this._last.fn);
         planned = this.plan(fnName, { batch: s.batch, tokensKept: s.nKeep, tokensMasked: s.nMask, mask: s.mask, needGrad: s.needGrad });
@@ -574,14 +613,14 @@ export class Model {
    * began (-1 if none). */
   activationTimeline() {
     const vt = this._vt, c = this._c;
-    const out = vt.alloc(2 * 8 * 4096), b = vt.alloc(4);
+    const out = vt.alloc(2 * 8 * TIMELINE_MAX), b = vt.alloc(4);
     try {
-      const n = c.activation_timeline(this._h, out, 4096, b);
+      const n = c.activation_timeline(this._h, out, TIMELINE_MAX, b);
       vt.check(n);
-      const all = vt.f64(out, 2 * 4096);
+      const all = vt.f64(out, 2 * TIMELINE_MAX);
       return {
         bytes: Array.from(all.subarray(0, n)),
-        live: Array.from(all.subarray(4096, 4096 + n)),
+        live: Array.from(all.subarray(TIMELINE_MAX, TIMELINE_MAX + n)),
         backwardStart: new Int32Array(vt._low.buffer(), b, 1)[0],
       };
     } finally { vt.free(out); vt.free(b); }
@@ -615,7 +654,7 @@ export class Model {
     const vt = this._vt, c = this._c;
     const known = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'warmupSteps', 'totalSteps', 'clipNorm', 'maskRatio', 'seed'];
     for (const k of Object.keys(options)) {
-      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1, 'VT_ERR_ARG');
+      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     }
     const t = { ...this.trainDefaults() };
     for (const k of known) if (options[k] != null) t[k] = options[k];
@@ -625,7 +664,6 @@ export class Model {
       const [lo, hi] = seedHalves(t.seed);
       vt.check(c.trainer_init(this._h, cfg, lo, hi));
     } finally { vt.free(cfg); }
-    this._maskRatioValue = t.maskRatio;
     this._last = null;
     return t;
   }
@@ -633,13 +671,13 @@ export class Model {
   /** One training step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr) on
    * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, normalised
    * as for forward). `batch`, when given, must match. Returns the loss. A non-finite loss or
-   * gradient throws a VitrineError (code 'numeric ...') and changes nothing: the last good state
+   * gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and changes nothing: the last good state
    * is kept. The step's images stay in wasm memory until the next call, for visualize(). */
   trainStep(images, batch, opts = {}) {
     const vt = this._vt, c = this._c;
     const x = toNCHW(images, this.dims, opts);
     if (batch != null && batch !== x.batch)
-      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1);
     this._freeInputs();
     this._last = null;
     const pImg = vt.copyIn(x.data);
@@ -650,14 +688,10 @@ export class Model {
       rc = c.train_step(this._h, pImg, x.batch, pLoss);
       if (rc < 0) throw vt.error(rc);
       const loss = vt.f32(pLoss, 1)[0];
-      const L = this.dims.prefix + (this.dims.img / this.dims.patch) ** 2;
-      const nKeep = this.kind === 'mae' ? Math.trunc((L - 1) * (1 - this._maskRatio())) + 1 : 0;
-      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true,
-        sizes: { batch: x.batch, nKeep, nMask: this.kind === 'mae' ? L - nKeep : 0, mask: this.kind === 'aim', needGrad: true } };
+      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true };
       return loss;
     } finally { vt.free(pLoss); }
   }
-  _maskRatio() { return Math.fround(this._maskRatioValue ?? 0.75); } // as the engine stores it (float32)
 
   /** Steps done (the AdamW step count; it comes back with loadTrainState). */
   get stepCount() { return this._c.train_step_count(this._h); }
@@ -685,7 +719,6 @@ export class Model {
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
-    try { this._maskRatioValue = JSON.parse(readSafetensorsMeta(u8).train_config).mask_ratio; } catch { /* loaded: well-formed */ }
   }
 
   /** After a loss() forward or a trainStep(): { masked, recon, shape [B, C, H, W] }, normalised
@@ -696,7 +729,7 @@ export class Model {
   visualize() {
     const vt = this._vt, c = this._c;
     if (!this._last || this._last.fn !== FN.loss)
-      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7, 'VT_ERR_STATE');
+      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
     const n = this._last.nImages, { chans, img } = this.dims;
     const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
     try {
@@ -710,20 +743,28 @@ export class Model {
 function seedHalves(seed) {
   let s;
   try { s = BigInt(seed); } catch { s = -1n; }
-  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1, 'VT_ERR_ARG');
+  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1);
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
 
-/** The __metadata__ of safetensors bytes (e.g. a training state: format, kind, model_config,
- * train_config, step, rng, grad_checkpointing). */
-export function readSafetensorsMeta(bytes) {
+/** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
+ * __metadata__) and its length in bytes (the data section starts at 8 + length). The one reader
+ * of the format in JS; the engine reads the tensors. */
+export function readSafetensorsHeader(bytes) {
   const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3, 'VT_ERR_FORMAT');
+  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3);
   const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
-  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3, 'VT_ERR_FORMAT');
+  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
   let h;
   try { h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))); } catch (e) {
-    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3, 'VT_ERR_FORMAT');
+    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3);
   }
-  return (h && h.__metadata__) || {};
+  if (!h || typeof h !== 'object' || Array.isArray(h)) throw new VitrineError('safetensors: the header is not a JSON object', -3);
+  return { length: n, header: h };
+}
+
+/** The __metadata__ of safetensors bytes ({} when none; e.g. a training state: format, kind,
+ * model_config, train_config, step, rng, grad_checkpointing). */
+export function readSafetensorsMeta(bytes) {
+  return readSafetensorsHeader(bytes).header.__metadata__ || {};
 }

@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { BUILDS, REPO, FIXTURES, NATIVE, engine, fixture, fixtureNames, readSafetensors, f32, relErr } from './util.mjs';
+import { readSafetensorsHeader } from '../../web/vitrine.js';
 
 const names = fixtureNames();
 const isModel = (bytes) => {
@@ -75,4 +76,38 @@ test('wasm builds agree with the native build', { skip: !existsSync(NATIVE) && `
       if (!build.endsWith('scalar') && NATIVE_SIMD) assert.equal(bitwiseFiles, names.length, `${build} vs native SIMD: every dump byte-identical`);
     }
   } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+// The parity harness writes the one JSON form of a result (harness/parity.c): the native CLI
+// prints it, the wasm export returns it, web/cli.js prints the engine's text as is.
+test('parity --json: the native and Node CLIs print the harness\'s JSON, byte for byte', { skip: !existsSync(NATIVE) && `no native ${NATIVE}` }, () => {
+  const files = ['vit_encode.safetensors', 'adamw_steps.safetensors'].map((n) => path.join(FIXTURES, n));
+  files.push(path.join(FIXTURES, 'missing.safetensors'));
+  const args = ['parity', ...files, '--json'];
+  const nat = spawnSync(NATIVE, args, { encoding: 'utf8' });
+  const js = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), ...args, '--wasm', 'simd'],
+    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: path.join(path.dirname(NATIVE), 'wasm') } });
+  assert.equal(nat.status, 1);
+  assert.equal(js.status, 1, js.stderr);
+  assert.equal(js.stdout, nat.stdout);
+  const r = JSON.parse(nat.stdout);
+  assert.deepEqual(r.map((x) => [path.basename(x.file), x.pass, x.status]),
+    [['vit_encode.safetensors', true, 0], ['adamw_steps.safetensors', true, 0], ['missing.safetensors', false, -8]]);
+  assert.match(r[2].error, /^cannot open .*missing\.safetensors: No such file or directory$/);
+  assert.ok(r[0].tensors.length > 10 && r[0].err <= 1e-4 && r[0].max_torch32_err > 0);
+});
+
+test('a NaN in the result is a failure with err = Infinity, in valid JSON', async () => {
+  const vt = await engine('simd');
+  const bytes = new Uint8Array(fixture('sincos_pos_embed.safetensors'));
+  const { length: n, header } = readSafetensorsHeader(bytes);
+  const [a] = header['expect/sincos.d96.g3.p0'].data_offsets;
+  // in the middle of the tensor: a NaN used to count only as the last element
+  new DataView(bytes.buffer, bytes.byteOffset + 8 + n + a + 4 * 100, 4).setFloat32(0, NaN, true);
+  const r = vt.parity(bytes);
+  assert.equal(r.pass, false);
+  assert.equal(r.status, 0); // the file ran; it failed
+  assert.equal(r.worst, 'sincos.d96.g3.p0');
+  assert.equal(r.err, Infinity);
+  assert.match(r.json, /"worst": "sincos\.d96\.g3\.p0", "err": 1e999,/); // JSON has no inf: 1e999 reads as Infinity
 });

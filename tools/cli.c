@@ -1,9 +1,11 @@
-/* vitrine: the native command line. 
+/* cli.c: the native command line, build/vitrine (the engine itself is src/, the parity harness
+ * harness/).
  *   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]
  *   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--threads N]
  * --threads N: kernel threads (default: every online core); the same bits at any count.
  * Exit status: 0 when everything passed, 1 when a check failed or a file could not be run,
  * 2 on a usage error. The Node CLI (web/cli.js) has the same contract over the wasm build. */
+#include "parity.h"
 #include "vitrine.h"
 #include <errno.h>
 #include <stdio.h>
@@ -14,16 +16,16 @@
 
 #define VT_MAX_CLI_THREADS 64
 
-static uint8_t *read_file(const char *path, size_t *len) {
+static vt_status read_file(const char *path, uint8_t **out, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) { vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno)); return NULL; }
+    if (!f) return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     uint8_t *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
         if (n == cap) {
             cap = cap ? 2 * cap : 1 << 20;
             uint8_t *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); vt_fail(VT_ERR_NOMEM, "out of memory reading %s", path); return NULL; }
+            if (!nb) { free(buf); fclose(f); return vt_fail(VT_ERR_NOMEM, "out of memory reading %s", path); }
             buf = nb;
         }
         size_t r = fread(buf + n, 1, cap - n, f);
@@ -32,28 +34,18 @@ static uint8_t *read_file(const char *path, size_t *len) {
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) { free(buf); vt_fail(VT_ERR_IO, "error reading %s", path); return NULL; }
+    if (bad) { free(buf); return vt_fail(VT_ERR_IO, "error reading %s", path); }
+    *out = buf;
     *len = n;
-    return buf;
+    return VT_OK;
 }
 
-static int write_file(const char *path, const uint8_t *data, size_t len) {
+static vt_status write_file(const char *path, const uint8_t *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return vt_fail(VT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     size_t w = fwrite(data, 1, len, f);
     int bad = fclose(f) != 0 || w != len;
     return bad ? vt_fail(VT_ERR_IO, "error writing %s", path) : VT_OK;
-}
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
 }
 
 static const char *base_name(const char *p) {
@@ -95,10 +87,10 @@ static int cmd_parity(int argc, char **argv) {
     if (json) printf("[");
     for (int i = 0; i < nfiles; i++) {
         size_t len = 0;
+        uint8_t *bytes = NULL;
         vt_parity_result r;
-        memset(&r, 0, sizeof r);
-        uint8_t *bytes = read_file(files[i], &len);
-        if (!bytes) snprintf(r.error, sizeof r.error, "%s", vt_last_error());
+        int rc = read_file(files[i], &bytes, &len);
+        if (rc) vt_parity_fail(&r, rc, vt_last_error());
         else vt_parity_run(bytes, len, policy, dump != NULL, &r);
         free(bytes);
         if (!r.pass) failed++;
@@ -108,26 +100,13 @@ static int cmd_parity(int argc, char **argv) {
             if (write_file(path, r.dump, r.dump_len)) { fprintf(stderr, "%s\n", vt_last_error()); failed++; }
         }
         const vt_parity_tensor *w = r.worst >= 0 ? &r.t[r.worst] : NULL;
-        if (json) {
-            printf("%s\n {\"file\": ", i ? "," : "");
-            json_str(files[i]);
-            printf(", \"pass\": %s, \"module\": ", r.pass ? "true" : "false");
-            json_str(r.module);
-            printf(", \"fn\": ");
-            json_str(r.fn);
-            if (r.error[0]) { printf(", \"error\": "); json_str(r.error); }
-            if (w) {
-                printf(", \"worst\": ");
-                json_str(w->name);
-                printf(", \"err\": %.6e, \"torch32_err\": %.6e", w->err, w->torch32_err);
-            }
-            printf(", \"tensors\": [");
-            for (int k = 0; k < r.n; k++) {
-                printf("%s{\"name\": ", k ? ", " : "");
-                json_str(r.t[k].name);
-                printf(", \"err\": %.6e, \"torch32_err\": %.6e}", r.t[k].err, r.t[k].torch32_err);
-            }
-            printf("]}");
+        char *text = NULL;
+        if (json && vt_parity_json(&r, files[i], &text, NULL)) {
+            fprintf(stderr, "vitrine parity: %s\n", vt_last_error());
+            failed++;
+        } else if (json) {
+            printf("%s\n %s", i ? "," : "", text);
+            free(text);
         } else if (r.error[0]) {
             printf("FAIL %s: %s\n", files[i], r.error);
         } else if (w) {
@@ -145,14 +124,13 @@ static int cmd_parity(int argc, char **argv) {
 #define U(x) ((unsigned long long)(x))
 
 static int cmd_plan(int argc, char **argv) {
-    const char *preset = "vit_tiny_patch16_224", *policy = "none", *objective = "encode";
+    const char *preset = "vit_tiny_patch16_224", *policy = "none";
     int batch = 1, kept = 0, json = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[++i];
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) kept = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
-        else if (!strcmp(argv[i], "--objective") && i + 1 < argc) objective = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_opt = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else { fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]); return 2; }
@@ -174,7 +152,6 @@ static int cmd_plan(int argc, char **argv) {
         in.batch = batch;
         int64_t dummy = 0;
         if (kept > 0) { in.idx_keep = &dummy; in.n_keep = kept; }
-        (void)objective;
         rc = vt_plan(m, VT_FN_ENCODE, &in, 1, &p);
     }
     vt_model_free(m);

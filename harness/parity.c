@@ -1,0 +1,570 @@
+/* parity.c: the parity harness (parity.h): runs a PyTorch reference dump through the engine's
+ * public API and compares every expect/ tensor. A file whose module, call or keys it does not
+ * understand is an error, never a silent skip. Besides src/vitrine.h it uses only the engine's
+ * format readers (safetensors.h, json.h), never the model's internals. */
+#include "parity.h"
+#include "json.h"
+#include "safetensors.h"
+#include "vitrine.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- what the engine computed, to compare and to dump ---------------------------------------- */
+
+typedef struct {
+    char name[160];
+    int ndim;
+    long long shape[4];
+    float *data; /* a copy */
+    size_t n;
+} outt;
+
+typedef struct {
+    outt *o;
+    int n, cap;
+} outs;
+
+static vt_status push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
+    if (s->n == s->cap) {
+        int nc = s->cap ? 2 * s->cap : 64;
+        outt *no = realloc(s->o, (size_t)nc * sizeof *no);
+        if (!no) return vt_fail(VT_ERR_NOMEM, "out of memory");
+        s->o = no;
+        s->cap = nc;
+    }
+    outt *t = &s->o[s->n];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim && i < 4; i++) t->shape[i] = shape[i];
+    t->n = n;
+    t->data = malloc((n ? n : 1) * sizeof(float));
+    if (!t->data) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", n * sizeof(float));
+    memcpy(t->data, data, n * sizeof(float));
+    s->n++;
+    return VT_OK;
+}
+
+static void outs_free(outs *s) {
+    for (int i = 0; i < s->n; i++) free(s->o[i].data);
+    free(s->o);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- reading the file ------------------------------------------------------------------------- */
+
+static float *tensor_f32(const vt_st_tensor *t) {
+    float *d = malloc((t->numel ? t->numel : 1) * sizeof(float));
+    if (!d) { vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", t->numel * sizeof(float)); return NULL; }
+    if (vt_st_to_f32(t, d)) { free(d); return NULL; }
+    return d;
+}
+
+/* An optional [B, *] integer tensor as int64; *out stays NULL when the file has none. */
+static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols, long long **out,
+                    int *cols) {
+    const vt_st_tensor *t = vt_st_find(f, key);
+    if (!t) return VT_OK;
+    if (t->ndim != 2 || t->shape[0] != batch || (want_cols >= 0 && t->shape[1] != want_cols)) {
+        if (want_cols >= 0) return vt_fail(VT_ERR_MISMATCH, "%s must be [B, %lld]", key, want_cols);
+        return vt_fail(VT_ERR_MISMATCH, "%s must be [B, K]", key);
+    }
+    *out = malloc(t->numel * sizeof **out + 8);
+    if (!*out) return VT_ERR_NOMEM;
+    *cols = (int)t->shape[1];
+    return vt_st_to_i64(t, *out);
+}
+
+/* ---- comparing -------------------------------------------------------------------------------- */
+
+static vt_status perr(vt_parity_result *r, int rc) {
+    snprintf(r->error, sizeof r->error, "%s", vt_last_error());
+    return rc ? rc : VT_ERR_FORMAT;
+}
+
+static double rel_err(const float *ours, const float *ref, size_t n) {
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)ours[i] - ref[i]);
+        if (isnan(d)) return INFINITY; /* a NaN on either side is a failure, wherever it is */
+        if (d > md) md = d;
+        if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
+    }
+    return mr > 0 ? md / mr : md;
+}
+
+/* PyTorch's own float32 error against its float64 expect (-1 when the file has no torch32/ key) */
+static double torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const char *key) {
+    char tk[200];
+    snprintf(tk, sizeof tk, "torch32/%s", key);
+    const vt_st_tensor *t32 = vt_st_find(f, tk);
+    if (!t32 || t32->numel != expect->numel) return -1;
+    double e = -1;
+    float *a = tensor_f32(t32), *b = tensor_f32(expect);
+    if (a && b) e = rel_err(a, b, expect->numel);
+    free(a);
+    free(b);
+    return e;
+}
+
+/* compares every expect/ key of the file with the computed outputs */
+static vt_status compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
+    int ne = 0;
+    for (size_t i = 0; i < f->n; i++) ne += !strncmp(f->tensors[i].name, "expect/", 7);
+    r->t = calloc((size_t)ne + 1, sizeof *r->t);
+    if (!r->t) return perr(r, vt_fail(VT_ERR_NOMEM, "out of memory"));
+    r->worst = -1;
+    r->pass = ne > 0;
+    if (!ne) return perr(r, vt_fail(VT_ERR_FORMAT, "the file has no expect/ tensors"));
+    for (size_t i = 0; i < f->n; i++) {
+        const vt_st_tensor *t = &f->tensors[i];
+        if (strncmp(t->name, "expect/", 7)) continue;
+        const char *key = t->name + 7;
+        const outt *mine = NULL;
+        for (int j = 0; j < o->n; j++)
+            if (!strcmp(o->o[j].name, key)) mine = &o->o[j];
+        if (!mine) return perr(r, vt_fail(VT_ERR_FORMAT, "vitrine computes nothing for '%s' (unsupported)", t->name));
+        if (mine->n != t->numel)
+            return perr(r, vt_fail(VT_ERR_MISMATCH, "'%s': vitrine computed %zu values, the file has %zu", t->name, mine->n, t->numel));
+        float *ref = tensor_f32(t);
+        if (!ref) return perr(r, VT_ERR_FORMAT);
+        vt_parity_tensor *pt = &r->t[r->n++];
+        snprintf(pt->name, sizeof pt->name, "%s", key);
+        pt->err = rel_err(mine->data, ref, t->numel);
+        free(ref);
+        pt->torch32_err = torch32_err(f, t, key);
+        if (pt->torch32_err > r->max_torch32_err) r->max_torch32_err = pt->torch32_err;
+        if (!(pt->err <= VT_PARITY_TOL)) r->pass = 0;
+        if (r->worst < 0 || !(pt->err <= r->t[r->worst].err)) r->worst = r->n - 1;
+    }
+    return VT_OK;
+}
+
+static vt_status make_dump(const outs *o, vt_parity_result *r) {
+    vt_st_entry *e = calloc((size_t)o->n + 1, sizeof *e);
+    if (!e) return perr(r, vt_fail(VT_ERR_NOMEM, "out of memory"));
+    for (int i = 0; i < o->n; i++) {
+        e[i].name = o->o[i].name;
+        e[i].dtype = VT_DT_F32;
+        e[i].ndim = o->o[i].ndim;
+        e[i].shape = o->o[i].shape;
+        e[i].data = o->o[i].data;
+    }
+    const char *mk[] = {"format"}, *mv[] = {"vitrine-parity-dump/1"};
+    int rc = vt_st_write(e, (size_t)o->n, mk, mv, 1, &r->dump, &r->dump_len);
+    free(e);
+    return rc ? perr(r, rc) : VT_OK;
+}
+
+/* ---- files of a primitive: the sin-cos table, AdamW -------------------------------------------- */
+
+static vt_status run_sincos(const vt_st_file *f, outs *o) {
+    for (size_t i = 0; i < f->n; i++) {
+        const vt_st_tensor *t = &f->tensors[i];
+        int D, G, P;
+        if (strncmp(t->name, "expect/", 7)) continue;
+        if (sscanf(t->name, "expect/sincos.d%d.g%d.p%d", &D, &G, &P) != 3)
+            return vt_fail(VT_ERR_FORMAT, "unexpected key '%s' in a sin-cos file", t->name);
+        if (D <= 0 || D > 65536 || G <= 0 || G > 1024 || P < 0 || P > 64)
+            return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' out of range", t->name);
+        size_t n = (size_t)(P + G * G) * D;
+        float *tab = malloc(n * sizeof(float));
+        if (!tab) return vt_fail(VT_ERR_NOMEM, "out of memory");
+        int rc = vt_sincos_table(tab, D, G, P);
+        long long shape[2] = {P + G * G, D};
+        if (!rc) rc = push(o, t->name + 7, tab, n, 2, shape);
+        free(tab);
+        if (rc) return rc;
+    }
+    return VT_OK;
+}
+
+static vt_status json_num(const vt_json *o, const char *k, double *v) {
+    const vt_json *j = vt_json_get(o, k);
+    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "AdamW config needs a number '%s'", k);
+    *v = j->number;
+    return VT_OK;
+}
+
+static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *call, outs *o) {
+    double lr = 0, eps = 0, wd = 0, b1, b2;
+    const vt_json *betas = vt_json_get(cfg, "betas");
+    int rc = json_num(cfg, "lr", &lr);
+    if (!rc) rc = json_num(cfg, "eps", &eps);
+    if (!rc) rc = json_num(cfg, "weight_decay", &wd);
+    if (rc) return rc;
+    if (!betas || betas->type != VT_JSON_ARRAY || betas->n != 2 || betas->items[0].type != VT_JSON_NUMBER ||
+        betas->items[1].type != VT_JSON_NUMBER)
+        return vt_fail(VT_ERR_FORMAT, "AdamW config needs betas [b1, b2]");
+    b1 = betas->items[0].number;
+    b2 = betas->items[1].number;
+    const vt_json *steps = vt_json_get(call, "steps");
+    if (!steps || !steps->is_integer || steps->integer < 1 || steps->integer > 100000)
+        return vt_fail(VT_ERR_FORMAT, "AdamW call needs steps >= 1");
+    const vt_st_tensor *w = vt_st_find(f, "param/w");
+    if (!w) return vt_fail(VT_ERR_FORMAT, "AdamW file needs param/w");
+    size_t n = w->numel;
+    float *p = tensor_f32(w), *m = calloc(n + 1, sizeof(float)), *v = calloc(n + 1, sizeof(float));
+    rc = (p && m && v) ? VT_OK : vt_fail(VT_ERR_NOMEM, "out of memory");
+    for (long s = 0; s < steps->integer && !rc; s++) {
+        char k[64];
+        snprintf(k, sizeof k, "input/grad.%ld", s);
+        const vt_st_tensor *g = vt_st_find(f, k);
+        if (!g || g->numel != n) { rc = vt_fail(VT_ERR_FORMAT, "missing or mis-shaped %s", k); break; }
+        float *gd = tensor_f32(g);
+        if (!gd) { rc = VT_ERR_FORMAT; break; }
+        vt_adamw_update(p, gd, m, v, n, s + 1, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd);
+        free(gd);
+        snprintf(k, sizeof k, "param.%ld", s);
+        rc = push(o, k, p, n, w->ndim, w->shape);
+    }
+    free(p);
+    free(m);
+    free(v);
+    return rc;
+}
+
+/* ---- files of a model: parameters in, one call forward and backward, outputs and gradients out -- */
+
+static vt_status kind_of(const char *module, vt_kind *k) {
+    if (!strcmp(module, "lightly.MaskedVisionTransformerTIMM")) *k = VT_KIND_LIGHTLY;
+    else if (!strcmp(module, "lightly.MaskedCausalVisionTransformer")) *k = VT_KIND_CAUSAL;
+    else if (!strcmp(module, "timm.VisionTransformer")) *k = VT_KIND_TIMM;
+    else if (!strcmp(module, "lightly.examples.MAE")) *k = VT_KIND_MAE;
+    else if (!strcmp(module, "lightly.examples.AIM")) *k = VT_KIND_AIM;
+    else return vt_fail(VT_ERR_FORMAT, "unsupported module '%s'", module);
+    return VT_OK;
+}
+
+static int call_flag(const vt_json *call, const char *k, int dflt) {
+    const vt_json *j = vt_json_get(call, k);
+    return j && j->type == VT_JSON_BOOL ? j->boolean : dflt;
+}
+
+/* The call's fn (PyTorch's method name) as a vt_fn; any option we do not implement is an error. */
+static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
+    const vt_json *fnj = vt_json_get(call, "fn");
+    if (!fnj || fnj->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "call has no fn");
+    const char *s = fnj->str;
+    int loss_kind = kind == VT_KIND_MAE || kind == VT_KIND_AIM;
+    if (!strcmp(s, "encode") || !strcmp(s, "forward_features")) *fn = VT_FN_ENCODE;
+    else if (!strcmp(s, "forward")) *fn = VT_FN_FORWARD;
+    else if (!strcmp(s, "forward_intermediates")) *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
+    else if (!strcmp(s, "loss") && loss_kind) *fn = VT_FN_LOSS;
+    else return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
+    for (size_t i = 0; i < call->n; i++) {
+        const char *k = call->keys[i];
+        if (strcmp(k, "fn") && strcmp(k, "idx_mask") && strcmp(k, "idx_keep") && strcmp(k, "mask") &&
+            strcmp(k, "is_causal") && strcmp(k, "norm"))
+            return vt_fail(VT_ERR_FORMAT, "unsupported call option '%s'", k);
+    }
+    return VT_OK;
+}
+
+/* Parameters: param/<name> trainable, frozen/<name> frozen; every one present exactly once, and
+ * no other param/ or frozen/ tensor. */
+static vt_status load_params(const vt_st_file *f, vt_model *m) {
+    int rc = VT_OK;
+    for (int i = 0; i < vt_param_count(m) && !rc; i++) {
+        const char *name = vt_param_name(m, i);
+        char a[200], b[200];
+        snprintf(a, sizeof a, "param/%s", name);
+        snprintf(b, sizeof b, "frozen/%s", name);
+        const vt_st_tensor *ta = vt_st_find(f, a), *tb = vt_st_find(f, b), *t = ta ? ta : tb;
+        if (!t || (ta && tb)) return vt_fail(VT_ERR_MISMATCH, "the file must hold exactly one of %s, %s", a, b);
+        if (t->numel != vt_param_numel(m, i))
+            return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the model expects %zu", t->name, t->numel, vt_param_numel(m, i));
+        int trainable = ta != NULL;
+        if (vt_param_requires_grad(m, i) != trainable) rc = vt_set_requires_grad(m, name, trainable, NULL);
+        if (!rc) rc = vt_st_to_f32(t, vt_param_data(m, i));
+    }
+    for (size_t j = 0; j < f->n && !rc; j++) {
+        const char *nm = f->tensors[j].name;
+        if (!strncmp(nm, "param/", 6) && vt_param_find(m, nm + 6) < 0) rc = vt_fail(VT_ERR_MISMATCH, "unexpected tensor '%s'", nm);
+        if (!strncmp(nm, "frozen/", 7) && vt_param_find(m, nm + 7) < 0) rc = vt_fail(VT_ERR_MISMATCH, "unexpected tensor '%s'", nm);
+    }
+    return rc;
+}
+
+/* The call's inputs as the file gives them, in the buffers vt_inputs points into. */
+typedef struct {
+    vt_inputs in;
+    float *images;
+    long long *idx_mask, *idx_keep;
+    uint8_t *mask;
+} model_inputs;
+
+static void inputs_free(model_inputs *x) {
+    free(x->images);
+    free(x->idx_mask);
+    free(x->idx_keep);
+    free(x->mask);
+    memset(x, 0, sizeof *x);
+}
+
+static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *call, model_inputs *x) {
+    const vt_vit_config *ec = &vt_model_get_config(m)->enc;
+    vt_inputs *in = &x->in;
+    const vt_st_tensor *ti = vt_st_find(f, "input/images");
+    if (!ti || ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size || ti->shape[3] != ec->img_size)
+        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]", ec->in_chans, ec->img_size, ec->img_size);
+    in->batch = (int)ti->shape[0];
+    x->images = tensor_f32(ti);
+    if (!x->images) return VT_ERR_FORMAT;
+    in->images = x->images;
+    int rc = read_i64(f, "input/idx_mask", in->batch, -1, &x->idx_mask, &in->n_mask);
+    if (!rc) rc = read_i64(f, "input/idx_keep", in->batch, -1, &x->idx_keep, &in->n_keep);
+    in->idx_mask = (const int64_t *)x->idx_mask;
+    in->idx_keep = (const int64_t *)x->idx_keep;
+    /* the mask covers the whole sequence, prefix tokens included (as vit.c reads it), for the
+     * token-replacing mask of lightly's encoder and the causal prefix mask alike */
+    long long G = ec->img_size / ec->patch_size, L = G * G + (ec->class_token ? 1 : 0) + ec->reg_tokens;
+    long long *mask = NULL;
+    int cols = 0;
+    if (!rc) rc = read_i64(f, "input/mask", in->batch, L, &mask, &cols);
+    if (!rc && mask) {
+        size_t n = (size_t)in->batch * (size_t)L;
+        x->mask = malloc(n + 1);
+        if (!x->mask) rc = VT_ERR_NOMEM;
+        for (size_t i = 0; i < n && !rc; i++) x->mask[i] = mask[i] != 0;
+        in->mask = x->mask;
+    }
+    free(mask);
+    in->is_causal = call_flag(call, "is_causal", 1); /* lightly's default is_causal=True */
+    return rc;
+}
+
+/* Pushes each output of the call (loss, or out + intermediates.i) and reads the upstream gradient
+ * the file gives for it (input/dout/<name>) into douts[i]; *n_douts = outputs that take one. */
+static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts, int *n_douts) {
+    int nout = vt_output_count(m);
+    for (int i = 0; i < nout; i++) {
+        int64_t sh[4];
+        int nd;
+        const float *y = vt_output(m, i, sh, &nd);
+        long long shl[4] = {sh[0], sh[1], sh[2], sh[3]};
+        size_t n = 1;
+        for (int d = 0; d < nd; d++) n *= (size_t)sh[d];
+        char nm[64];
+        if (fn == VT_FN_LOSS) snprintf(nm, sizeof nm, "loss");
+        else if (i == 0) snprintf(nm, sizeof nm, "out");
+        else snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+        int rc = push(o, nm, y, n, nd, shl);
+        if (rc) return rc;
+        if (fn == VT_FN_LOSS) continue;
+        char dk[96];
+        snprintf(dk, sizeof dk, "input/dout/%s", nm);
+        const vt_st_tensor *dt = vt_st_find(f, dk);
+        if (dt) {
+            if (dt->numel != n) return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the output %zu", dk, dt->numel, n);
+            douts[i] = tensor_f32(dt);
+            if (!douts[i]) return VT_ERR_FORMAT;
+        }
+        *n_douts = i + 1;
+    }
+    return VT_OK;
+}
+
+/* Pushes grad/<name> of every trainable parameter, in the model's order. */
+static vt_status push_grads(vt_model *m, outs *o) {
+    for (int i = 0; i < vt_param_count(m); i++) {
+        const float *g = vt_param_grad(m, i);
+        if (!g) continue;
+        char nm[160];
+        long long shl[4] = {0};
+        for (int d = 0; d < vt_param_ndim(m, i); d++) shl[d] = vt_param_shape(m, i)[d];
+        snprintf(nm, sizeof nm, "grad/%s", vt_param_name(m, i));
+        int rc = push(o, nm, g, vt_param_numel(m, i), vt_param_ndim(m, i), shl);
+        if (rc) return rc;
+    }
+    return VT_OK;
+}
+
+/* The model from the file's config and parameters, one call forward (keeping what backward
+ * needs, under `policy`) and backward with the file's upstream gradients; pushes the outputs,
+ * the parameter gradients and, when the file expects it, the image gradient. */
+static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
+                     const char *policy, outs *o) {
+    vt_fn fn = VT_FN_ENCODE;
+    vt_model_config mc;
+    int rc = call_fn(call, kind, &fn);
+    if (!rc) rc = vt_model_config_from_json(cfg_text, strlen(cfg_text), kind, &mc);
+    if (rc) return rc;
+    vt_model *m = NULL;
+    rc = vt_model_create(&mc, &m);
+    if (rc) return rc;
+    model_inputs x;
+    memset(&x, 0, sizeof x);
+    float **douts = NULL, *dimages = NULL;
+    int n_douts = 0;
+    const vt_vit_config *ec = &mc.enc;
+
+    rc = load_params(f, m);
+    if (!rc && policy) rc = vt_set_grad_checkpointing(m, policy);
+    if (!rc) rc = read_inputs(f, m, call, &x);
+    if (!rc) rc = vt_forward(m, fn, &x.in, 1);
+    if (!rc) {
+        douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
+        rc = douts ? push_outputs(f, m, fn, o, douts, &n_douts) : vt_fail(VT_ERR_NOMEM, "out of memory");
+    }
+    size_t img_n = (size_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
+    if (!rc && vt_st_find(f, "expect/grad/input/images")) {
+        dimages = calloc(img_n, sizeof(float));
+        if (!dimages) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
+    }
+    if (!rc) {
+        vt_zero_grad(m);
+        rc = vt_backward(m, (const float *const *)douts, n_douts, dimages, 1);
+    }
+    if (!rc) rc = push_grads(m, o);
+    if (!rc && dimages) {
+        long long shl[4] = {x.in.batch, ec->in_chans, ec->img_size, ec->img_size};
+        rc = push(o, "grad/input/images", dimages, img_n, 4, shl);
+    }
+
+    for (int i = 0; douts && i < n_douts; i++) free(douts[i]);
+    free(douts);
+    free(dimages);
+    inputs_free(&x);
+    vt_model_free(m);
+    return rc;
+}
+
+/* ---- the harness ------------------------------------------------------------------------------ */
+
+vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                        vt_parity_result *r) {
+    if (!r) return vt_fail(VT_ERR_ARG, "vt_parity_run: result is NULL");
+    memset(r, 0, sizeof *r);
+    r->worst = -1;
+    if (!bytes) return r->status = perr(r, vt_fail(VT_ERR_ARG, "vt_parity_run: bytes are NULL"));
+    vt_st_file f;
+    int rc = vt_st_parse(bytes, len, &f);
+    if (rc) return r->status = perr(r, rc);
+    vt_json *cfg = NULL, *call = NULL;
+    outs o = {0};
+    const char *fmt = vt_st_meta(&f, "format"), *module = vt_st_meta(&f, "module");
+    const char *cfg_text = vt_st_meta(&f, "config"), *call_text = vt_st_meta(&f, "call");
+    if (!fmt || strcmp(fmt, "vitrine-parity/1")) { rc = vt_fail(VT_ERR_FORMAT, "not a vitrine-parity/1 file (metadata format = %s)", fmt ? fmt : "missing"); goto out; }
+    if (!module || !cfg_text || !call_text) { rc = vt_fail(VT_ERR_FORMAT, "metadata needs module, config and call"); goto out; }
+    snprintf(r->module, sizeof r->module, "%s", module);
+    if ((rc = vt_json_parse(cfg_text, strlen(cfg_text), &cfg)) || (rc = vt_json_parse(call_text, strlen(call_text), &call))) goto out;
+    if (call->type != VT_JSON_OBJECT || cfg->type != VT_JSON_OBJECT) { rc = vt_fail(VT_ERR_FORMAT, "config and call must be JSON objects"); goto out; }
+    const vt_json *fnj = vt_json_get(call, "fn");
+    snprintf(r->fn, sizeof r->fn, "%s", fnj && fnj->type == VT_JSON_STRING ? fnj->str : "?");
+    if (!strcmp(r->fn, "sincos")) rc = run_sincos(&f, &o);
+    else if (!strcmp(module, "torch.optim.AdamW")) rc = run_adamw(&f, cfg, call, &o);
+    else {
+        vt_kind kind = VT_KIND_TIMM;
+        rc = kind_of(module, &kind);
+        if (!rc) rc = run_model(&f, kind, cfg_text, call, policy, &o);
+    }
+    if (rc) goto out;
+    rc = compare(&f, &o, r);
+    if (!rc && want_dump) rc = make_dump(&o, r);
+    if (rc) r->pass = 0;
+    goto done;
+out:
+    perr(r, rc);
+    r->pass = 0;
+done:
+    r->status = rc;
+    vt_json_free(cfg);
+    vt_json_free(call);
+    outs_free(&o);
+    vt_st_free(&f);
+    return rc;
+}
+
+void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message) {
+    memset(r, 0, sizeof *r);
+    r->worst = -1;
+    r->status = status;
+    snprintf(r->error, sizeof r->error, "%s", message ? message : "");
+}
+
+void vt_parity_free(vt_parity_result *r) {
+    if (!r) return;
+    free(r->t);
+    free(r->dump);
+    r->t = NULL;
+    r->dump = NULL;
+}
+
+/* ---- the result as JSON ----------------------------------------------------------------------- */
+
+typedef struct { char *s; size_t n, cap; int oom; } sbuf;
+
+static void put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = 2 * (b->n + n + 1);
+        char *ns = realloc(b->s, cap);
+        if (!ns) { b->oom = 1; return; }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+static void put_raw(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+static void put_str(sbuf *b, const char *s) {
+    put_raw(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[8];
+        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(b, e, 2); }
+        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); put_raw(b, e); }
+        else put(b, s, 1);
+    }
+    put_raw(b, "\"");
+}
+/* JSON has no inf / nan: an infinite error (NaN in our output) is 1e999, which JSON readers
+ * (JavaScript's JSON.parse, strtod) read as infinity. */
+static void put_num(sbuf *b, double v) {
+    char e[40];
+    if (isnan(v)) snprintf(e, sizeof e, "null");
+    else if (isinf(v)) snprintf(e, sizeof e, "%s1e999", v < 0 ? "-" : "");
+    else snprintf(e, sizeof e, "%.9e", v);
+    put_raw(b, e);
+}
+static void put_key(sbuf *b, const char *key) {
+    put_raw(b, ", \"");
+    put_raw(b, key);
+    put_raw(b, "\": ");
+}
+
+vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
+    sbuf b = {0};
+    char st[16];
+    put_raw(&b, "{");
+    if (file) { put_raw(&b, "\"file\": "); put_str(&b, file); put_raw(&b, ", "); }
+    put_raw(&b, r->pass ? "\"pass\": true" : "\"pass\": false");
+    snprintf(st, sizeof st, "%d", r->status);
+    put_key(&b, "status"); put_raw(&b, st);
+    put_key(&b, "module"); put_str(&b, r->module);
+    put_key(&b, "fn"); put_str(&b, r->fn);
+    if (r->error[0]) { put_key(&b, "error"); put_str(&b, r->error); }
+    if (r->worst >= 0) {
+        put_key(&b, "worst"); put_str(&b, r->t[r->worst].name);
+        put_key(&b, "err"); put_num(&b, r->t[r->worst].err);
+        put_key(&b, "torch32_err"); put_num(&b, r->t[r->worst].torch32_err);
+    }
+    put_key(&b, "max_torch32_err"); put_num(&b, r->max_torch32_err);
+    put_key(&b, "tensors"); put_raw(&b, "[");
+    for (int k = 0; k < r->n; k++) {
+        put_raw(&b, k ? ", {\"name\": " : "{\"name\": ");
+        put_str(&b, r->t[k].name);
+        put_key(&b, "err"); put_num(&b, r->t[k].err);
+        put_key(&b, "torch32_err"); put_num(&b, r->t[k].torch32_err);
+        put_raw(&b, "}");
+    }
+    put_raw(&b, "]}");
+    if (b.oom) { free(b.s); return vt_fail(VT_ERR_NOMEM, "out of memory writing the parity result"); }
+    *out = b.s;
+    if (out_len) *out_len = b.n;
+    return VT_OK;
+}

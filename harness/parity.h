@@ -1,0 +1,59 @@
+/* parity.h: the parity harness, a test oracle beside the engine (not part of it).
+ *
+ * It runs a PyTorch reference dump (../shared/docs/parity-format.md) through the engine's public
+ * API (src/vitrine.h) and compares every expect/ tensor: err = max|ours - expect| / max|expect|,
+ * pass when every err <= VT_PARITY_TOL. It works on bytes (no files), so the native CLI
+ * (tools/cli.c) and the wasm export (wasm/exports.c) share it, and it writes the one JSON form
+ * of a result that both print. */
+#ifndef VT_PARITY_H
+#define VT_PARITY_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vitrine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VT_PARITY_TOL 1e-4
+
+typedef struct {
+    char name[160];     /* expect/ key without the prefix */
+    double err;         /* max|ours - expect| / max|expect| */
+    double torch32_err; /* the same for PyTorch's float32 result (-1 if absent) */
+} vt_parity_tensor;
+
+typedef struct {
+    int pass;                 /* every err <= VT_PARITY_TOL */
+    vt_status status;         /* VT_OK when the file ran (pass or fail), else why it could not */
+    char error[512];          /* non-empty when the file could not be run */
+    char module[96], fn[48];
+    int n;                    /* compared tensors */
+    vt_parity_tensor *t;      /* n entries */
+    int worst;                /* index of the worst err, -1 if none */
+    double max_torch32_err;
+    uint8_t *dump;            /* with want_dump: safetensors of what vitrine computed */
+    size_t dump_len;
+} vt_parity_result;
+
+/* Runs the call a parity file describes, with the given checkpointing policy (NULL = none), and
+ * compares every expect/ tensor. Returns VT_OK when the file ran (pass or fail in r->pass), an
+ * error when it could not be run (r->error says why, r->status is the return value). */
+vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                        vt_parity_result *r);
+/* A result for a file that was never run (e.g. it could not be read): pass 0, status, message. */
+void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message);
+/* The result as one JSON object (malloc'd, NUL-terminated, free with free()):
+ *   {"file": ..., "pass": ..., "status": ..., "module": ..., "fn": ..., "error": ...,
+ *    "worst": ..., "err": ..., "torch32_err": ..., "max_torch32_err": ...,
+ *    "tensors": [{"name": ..., "err": ..., "torch32_err": ...}, ...]}
+ * "file" only when file != NULL, "error" only when there is one, "worst" / "err" / "torch32_err"
+ * only when a tensor was compared; numbers as %.9e. */
+vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len);
+void vt_parity_free(vt_parity_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
