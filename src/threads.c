@@ -1,8 +1,8 @@
 /* threads.c: the pool behind vt_parallel_for (threads.h).
  *
  * One job at a time, posted by the thread that calls the engine: the job's fields are written,
- * its chunks (a few per thread) are opened in one 64-bit `claim` word tagged with the job's
- * generation, `gen` is bumped and sleeping workers are woken. Every thread, the caller
+ * its chunks (a few per thread) are opened in one 32-bit `claim` word, `gen` is bumped and
+ * sleeping workers are woken. Every thread, the caller
  * included, claims chunks by compare-and-swap until none is left; the caller then waits only for
  * chunks others are running. So a worker that the OS has paused (2 cores shared with other
  * work) delays nothing: the caller does its share. Chunk k always covers the same items, so
@@ -35,16 +35,19 @@ void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; 
 #define VT_SPIN 4000      /* polls before blocking: consecutive kernels follow within microseconds */
 #define VT_CHUNKS_PER_THREAD 4
 
-/* claim word: job generation (high 32 bits) | chunks claimed (16) | chunk count (16) */
-#define CLAIM(gen, next, count) (((uint64_t)(uint32_t)(gen) << 32) | ((uint64_t)(next) << 16) | (uint64_t)(count))
-#define C_GEN(c) ((uint32_t)((c) >> 32))
-#define C_NEXT(c) ((int)(((c) >> 16) & 0xffff))
+/* claim word: chunks claimed (high 16 bits) | chunk count (low 16 bits) of the current job. It
+ * needs no job tag: a claim succeeds only while that job has chunks left, and whoever wins one
+ * reads the job's fields only after winning, so a stale view can at worst claim a chunk of the
+ * current job, which it then runs correctly. (32 bits: no 64-bit atomics needed.) */
+#define CLAIM(next, count) (((uint32_t)(next) << 16) | (uint32_t)(count))
+#define C_NEXT(c) ((int)((c) >> 16))
 #define C_COUNT(c) ((int)((c) & 0xffff))
 
 static struct {
     atomic_int gen;          /* bumped per job (and at shutdown); idle workers wait on it */
-    _Atomic uint64_t claim;  /* the current job's chunks, claimed one at a time by any thread */
+    _Atomic uint32_t claim;  /* the current job's chunks, claimed one at a time by any thread */
     atomic_int done;         /* chunks of the current job finished */
+    atomic_int arrived;      /* workers that have seen the current job (tests: see below) */
     atomic_int ready;        /* workers inside vt_worker_loop */
     atomic_int quit;
     atomic_int busy;         /* a job is running: calls from inside it run inline */
@@ -54,6 +57,9 @@ static struct {
 } pool;
 static int threads_max = 1;
 __attribute__((unused)) static int workers = 0, caller_can_wait = 1;
+/* chunks each thread has run (tests check that the workers really take part) */
+static atomic_int chunks_run[VT_MAX_THREADS];
+int vt_threads_chunks_run(int tid) { return tid >= 0 && tid < VT_MAX_THREADS ? atomic_load(&chunks_run[tid]) : -1; }
 
 int vt_threads_max(void) { return threads_max; }
 int vt_threads_ready(void) { return atomic_load(&pool.ready); }
@@ -69,17 +75,18 @@ static void wake_all(atomic_int *a) { syscall(SYS_futex, (int *)a, FUTEX_WAKE_PR
 #endif
 
 #if defined(VT_POOL_WASM) || defined(VT_POOL_NATIVE)
-/* Claims and runs chunks of job `gen` until none is left. Chunk k of C covers items
+/* Claims and runs chunks of the current job until none is left. Chunk k of C covers items
  * [units*k/C, units*(k+1)/C) x grain: the same ranges whoever runs them. A successful claim
  * proves the job is unfinished, so its fields stay as they are until this chunk is done. */
-static void run_chunks(uint32_t gen, int tid) {
-    uint64_t c = atomic_load(&pool.claim);
-    while (C_GEN(c) == gen && C_NEXT(c) < C_COUNT(c)) {
-        if (!atomic_compare_exchange_weak(&pool.claim, &c, c + ((uint64_t)1 << 16))) continue;
+static void run_chunks(int tid) {
+    uint32_t c = atomic_load(&pool.claim);
+    while (C_NEXT(c) < C_COUNT(c)) {
+        if (!atomic_compare_exchange_weak(&pool.claim, &c, c + ((uint32_t)1 << 16))) continue;
         int k = C_NEXT(c), C = C_COUNT(c), n = pool.n, grain = pool.grain;
         int64_t units = ((int64_t)n + grain - 1) / grain;
         int64_t lo = units * k / C * grain, hi = units * (k + 1) / C * grain;
         pool.fn(pool.ctx, (int)lo, (int)(hi < n ? hi : n), tid);
+        atomic_fetch_add_explicit(&chunks_run[tid], 1, memory_order_relaxed);
         if (atomic_fetch_add(&pool.done, 1) + 1 == C) wake_all(&pool.done);
         c = atomic_load(&pool.claim);
     }
@@ -96,7 +103,8 @@ void vt_worker_loop(int tid) {
         }
         seen = g;
         if (atomic_load(&pool.quit)) break;
-        run_chunks((uint32_t)g, tid);
+        atomic_fetch_add(&pool.arrived, 1);
+        run_chunks(tid);
     }
     atomic_fetch_sub(&pool.ready, 1);
 }
@@ -120,11 +128,16 @@ void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
     atomic_store(&pool.busy, 1);
     pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain;
     atomic_store(&pool.done, 0);
-    uint32_t g = (uint32_t)atomic_load(&pool.gen) + 1;
-    atomic_store(&pool.claim, CLAIM(g, 0, C));
-    atomic_store(&pool.gen, (int)g);
+    atomic_store(&pool.arrived, 0);
+    atomic_store(&pool.claim, CLAIM(0, C));
+    atomic_fetch_add(&pool.gen, 1);
     wake_all(&pool.gen);
-    run_chunks(g, 0);
+    /* Tests split even microsecond-long loops (min_work 0), which the caller would finish before
+     * a sleeping worker wakes: there it lets every worker arrive first, so that the workers
+     * really run chunks and the bitwise tests compare threads, not the caller with itself. */
+    if (min_work == 0)
+        while (atomic_load(&pool.arrived) < workers) {}
+    run_chunks(0);
     int d, spins = 0;
     while ((d = atomic_load(&pool.done)) != (int)C) { /* only chunks others are running are left */
         if (++spins < VT_SPIN) continue;

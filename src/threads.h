@@ -34,6 +34,8 @@ int vt_threads_ready(void);
 void vt_worker_loop(int tid);
 /* Stops every worker (native: joins them). */
 void vt_threads_shutdown(void);
+/* Tests: chunks of pooled loops thread tid has run so far (-1 out of range). */
+int vt_threads_chunks_run(int tid);
 /* Tests: the flops below which a chunk is not worth a thread (0 = split everything). */
 void vt_threads_set_min_work(double flops);
 /* 1 when the caller may block in atomic.wait (not on a browser's main thread), else it spins. */

@@ -95,6 +95,8 @@ int main(void) {
     CHECK(vt_set_threads(3) == 3 && vt_threads_max() == 3, "3 threads");
     test_fixtures();
     test_training();
+    /* the workers really took part (else every comparison above would be 1 thread against 1) */
+    for (int t = 1; t < 5; t++) CHECK(vt_threads_chunks_run(t) > 0, "worker %d ran %d chunks", t, vt_threads_chunks_run(t));
     vt_threads_shutdown();
     return tu_finish();
 }

@@ -47,6 +47,9 @@ void vtw_threads_shutdown(void) { vt_threads_shutdown(); }
 /* tests: split even tiny shapes (0), or restore the default (negative) */
 void vt_threads_set_min_work(double flops);
 void vtw_threads_set_min_work(double flops) { vt_threads_set_min_work(flops < 0 ? 2.0e5 : flops); }
+/* tests: chunks of pooled loops thread tid has run */
+int vt_threads_chunks_run(int tid);
+int vtw_threads_chunks_run(int tid) { return vt_threads_chunks_run(tid); }
 
 /* ---- models --------------------------------------------------------------------------------- */
 

@@ -226,6 +226,7 @@ export class Vitrine {
       'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
       'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize',
       'vtw_set_threads', 'vtw_threads_max', 'vtw_threads_ready', 'vtw_threads_shutdown', 'vtw_threads_set_min_work',
+      'vtw_threads_chunks_run',
       'malloc', 'free'];
     this._c = {};
     for (const n of names) {
@@ -249,6 +250,8 @@ export class Vitrine {
   }
   /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
   _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }
+  /** Tests: chunks of pooled loops each thread has run so far ([caller, worker 1, ...]). */
+  _chunksRun() { return Array.from({ length: this.threads }, (_, t) => this._c.threads_chunks_run(t)); }
 
   // Fresh views on every use: never keep one across a call into wasm.
   u8() { return new Uint8Array(this._low.buffer()); }

@@ -52,7 +52,10 @@ for (const build of ['simd-mt', 'wasi-simd-mt']) {
       const vt = await createVitrine({ wasm: build, threads: n, wasmDir: WASM_DIR });
       assert.equal(vt.threads, n);
       const got = runAll(vt);
+      const chunks = vt._chunksRun();
       vt.close();
+      // the workers really took part (else this would compare 1 thread with 1 thread)
+      assert.ok(chunks.slice(1).every((c) => c > 0), `${build} x${n}: chunks run per thread (caller, workers) ${chunks}`);
       assert.equal(vt.threads, 1, 'closed: one thread');
       for (const [k, v] of ref) assert.ok(Buffer.from(got.get(k)).equals(Buffer.from(v)), `${build}: ${k} differs at ${n} threads`);
     }
