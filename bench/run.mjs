@@ -3,7 +3,7 @@
 // against the project's targets, the step broken down by kernel). Reports; never fails on a time.
 // Called by bench/run.sh (which builds first); `--quick` shrinks the grid (a smoke run).
 import { spawnSync } from 'node:child_process';
-import { writeFileSync, existsSync } from 'node:fs';
+import { writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
@@ -33,55 +33,63 @@ const flags = (name, vals) => vals.flatMap((v) => [name, String(v)]);
 const R = { date: new Date().toISOString(), host: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version },
   quick: QUICK, kernels: {}, train: [], torch_info: null, notes: [] };
 
-// 1-2. peak and GEMM: native, wasm SIMD128, wasm scalar (M = 2 images x 197 tokens)
-const kargs = ['--batch', '2', ...(QUICK ? ['--quick', '--widths', '192'] : [])];
-for (const [b, cmd] of [['native', [join(BUILD, 'kernel_bench'), kargs]], ['wasm-simd', wasi('kernel_bench-simd.wasm', kargs)],
-  ['wasm-scalar', wasi('kernel_bench-scalar.wasm', kargs)]]) R.kernels[b] = run(`kernels ${b}`, ...cmd)[0] || null;
-
-// 3. training steps: vitrine wasm SIMD (WASI) and native
-const jobs = QUICK
-  ? [{ preset: TINY, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] }]
-  : [
-      { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
-      { preset: TINY, kind: 'encode', batch: [8], policy: ['none'] },
-      { preset: TINY, kind: 'mae', batch: [4], policy: POLICIES },
-      { preset: SMALL, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] },
-      { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
-      { preset: SMALL, kind: 'mae', batch: [4], policy: ['none', 'block'] },
-    ];
-const nativeJobs = QUICK ? jobs : [
-  { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
-  { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block', 'selective'] },
-  { preset: SMALL, kind: 'encode', batch: [1], policy: ['none'] },
-];
-const targs = (j, warm) => ['--preset', j.preset, '--kind', j.kind, ...flags('--batch', j.batch), ...flags('--policy', j.policy),
-  '--repeat', '3', '--warmup', String(warm)];
-// wasm: one extra warm-up step per configuration (V8 tiers each kernel up on a later call)
-for (const j of jobs) R.train.push(...run('train wasm-simd', ...wasi('train_bench-simd.wasm', targs(j, 2))));
-for (const j of nativeJobs) R.train.push(...run('train native', join(BUILD, 'train_bench'), targs(j, 1)));
-
-// the JS shell (Emscripten SIMD build): forward + backward (it has no optimizer call)
-const shellBatch = QUICK ? 1 : 4;
-R.train.push(...run('shell', ...node(join(ROOT, 'bench/shell_bench.mjs'), ['--batch', String(shellBatch), '--policy', 'none', '--repeat', '3'])));
-
-// 4. PyTorch (OpenBLAS, 1 thread) and TF.js (cpu, wasm backends), same model, same batches
+// --from FILE: no measuring; the report is made again from a results.json (--threads-from FILE:
+// with the threads section of another run of bench/threads_bench.mjs)
+const argVal = (n) => { const i = process.argv.indexOf(n); return i >= 0 ? process.argv[i + 1] : null; };
+const FROM = argVal('--from'), THREADS_FROM = argVal('--threads-from');
 const cmpBatches = QUICK ? [1] : [1, 4];
-if (existsSync(PY)) {
-  const torch = run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', TINY, ...flags('--batch', cmpBatches),
-    '--policy', 'none', '--policy', 'block', '--repeat', '3']);
-  R.torch_info = torch.find((o) => o.torch) || null;
-  R.train.push(...torch.filter((o) => o.build));
-  if (!QUICK) R.train.push(...run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', SMALL, '--batch', '1', '--repeat', '3']));
-} else R.notes.push(`PyTorch: ${PY} not found (bash scripts/setup.sh installs python3-torch)`);
-const tfjsRuns = QUICK ? [['wasm', 1], ['cpu', 1]] : [['wasm', 1], ['wasm', 4], ['cpu', 1]];
-for (const [backend, b] of tfjsRuns)
-  R.train.push(...run(`tfjs ${backend}`, ...node(join(ROOT, 'bench/tfjs_vit.mjs'), ['--backend', backend, '--batch', String(b),
-    '--repeat', backend === 'cpu' ? '1' : '2'])));
-if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
+if (FROM) Object.assign(R, JSON.parse(readFileSync(FROM, 'utf8')));
+else {
+  // 1-2. peak and GEMM: native, wasm SIMD128, wasm scalar (M = 2 images x 197 tokens)
+  const kargs = ['--batch', '2', ...(QUICK ? ['--quick', '--widths', '192'] : [])];
+  for (const [b, cmd] of [['native', [join(BUILD, 'kernel_bench'), kargs]], ['wasm-simd', wasi('kernel_bench-simd.wasm', kargs)],
+    ['wasm-scalar', wasi('kernel_bench-scalar.wasm', kargs)]]) R.kernels[b] = run(`kernels ${b}`, ...cmd)[0] || null;
 
-// 5. threads: vitrine (JS shell, shared-memory build) and PyTorch at 1, 2, every core; the main job
-R.threads = run('threads', ...node(join(ROOT, 'bench/threads_bench.mjs'), QUICK ? ['--quick'] : []))[0] || null;
-R.seconds = (Date.now() - t_start) / 1e3;
+  // 3. training steps: vitrine wasm SIMD (WASI) and native
+  const jobs = QUICK
+    ? [{ preset: TINY, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] }]
+    : [
+        { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
+        { preset: TINY, kind: 'encode', batch: [8], policy: ['none'] },
+        { preset: TINY, kind: 'mae', batch: [4], policy: POLICIES },
+        { preset: SMALL, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] },
+        { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
+        { preset: SMALL, kind: 'mae', batch: [4], policy: ['none', 'block'] },
+      ];
+  const nativeJobs = QUICK ? jobs : [
+    { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
+    { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block', 'selective'] },
+    { preset: SMALL, kind: 'encode', batch: [1], policy: ['none'] },
+  ];
+  const targs = (j, warm) => ['--preset', j.preset, '--kind', j.kind, ...flags('--batch', j.batch), ...flags('--policy', j.policy),
+    '--repeat', '3', '--warmup', String(warm)];
+  // wasm: one extra warm-up step per configuration (V8 tiers each kernel up on a later call)
+  for (const j of jobs) R.train.push(...run('train wasm-simd', ...wasi('train_bench-simd.wasm', targs(j, 2))));
+  for (const j of nativeJobs) R.train.push(...run('train native', join(BUILD, 'train_bench'), targs(j, 1)));
+
+  // the JS shell (Emscripten SIMD build): forward + backward (it has no optimizer call)
+  const shellBatch = QUICK ? 1 : 4;
+  R.train.push(...run('shell', ...node(join(ROOT, 'bench/shell_bench.mjs'), ['--batch', String(shellBatch), '--policy', 'none', '--repeat', '3'])));
+
+  // 4. PyTorch (OpenBLAS, 1 thread) and TF.js (cpu, wasm backends), same model, same batches
+  if (existsSync(PY)) {
+    const torch = run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', TINY, ...flags('--batch', cmpBatches),
+      '--policy', 'none', '--policy', 'block', '--repeat', '3']);
+    R.torch_info = torch.find((o) => o.torch) || null;
+    R.train.push(...torch.filter((o) => o.build));
+    if (!QUICK) R.train.push(...run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', SMALL, '--batch', '1', '--repeat', '3']));
+  } else R.notes.push(`PyTorch: ${PY} not found (bash scripts/setup.sh installs python3-torch)`);
+  const tfjsRuns = QUICK ? [['wasm', 1], ['cpu', 1]] : [['wasm', 1], ['wasm', 4], ['cpu', 1]];
+  for (const [backend, b] of tfjsRuns)
+    R.train.push(...run(`tfjs ${backend}`, ...node(join(ROOT, 'bench/tfjs_vit.mjs'), ['--backend', backend, '--batch', String(b),
+      '--repeat', backend === 'cpu' ? '1' : '2'])));
+  if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
+
+  // 5. threads: vitrine (JS shell, shared-memory build) and PyTorch at 1, 2, every core; the main job
+  R.threads = run('threads', ...node(join(ROOT, 'bench/threads_bench.mjs'), QUICK ? ['--quick'] : []))[0] || null;
+  R.seconds = (Date.now() - t_start) / 1e3;
+}
+if (THREADS_FROM) R.threads = JSON.parse(readFileSync(THREADS_FROM, 'utf8'));
 
 // ---- the report ------------------------------------------------------------------------------
 const f = (x, d = 1) => (x == null || !isFinite(x) ? '–' : Number(x).toFixed(d));
