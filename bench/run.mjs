@@ -33,107 +33,118 @@ const flags = (name, vals) => vals.flatMap((v) => [name, String(v)]);
 const R = { date: new Date().toISOString(), host: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version },
   quick: QUICK, kernels: {}, train: [], torch_info: null, notes: [] };
 
-// 1-2. peak and GEMM: native, wasm SIMD128, wasm scalar (M = 2 images x 197 tokens)
-const kargs = ['--batch', '2', ...(QUICK ? ['--quick', '--widths', '192'] : [])];
-const HAVE_RELAXED = existsSync(join(BUILD, 'wasm', 'kernel_bench-relaxed.wasm')) && existsSync(join(BUILD, 'wasm', 'train_bench-relaxed.wasm'));
-if (!HAVE_RELAXED) R.notes.push('relaxed SIMD: build/wasm/*-relaxed.wasm missing (clang-19, lld-19, libclang-rt-19-dev-wasm32: scripts/setup.sh)');
-for (const [b, cmd] of [['native', [join(BUILD, 'kernel_bench'), kargs]], ['wasm-simd', wasi('kernel_bench-simd.wasm', kargs)],
-  ...(HAVE_RELAXED ? [['wasm-relaxed', wasi('kernel_bench-relaxed.wasm', kargs)]] : []),
-  ['wasm-scalar', wasi('kernel_bench-scalar.wasm', kargs)]]) R.kernels[b] = run(`kernels ${b}`, ...cmd)[0] || null;
-
-// The host's vector ISA, named beside every ratio against PyTorch (which uses it; wasm has 128 bits).
-const cpuFlags = (() => { try { return (readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m) || ['', ''])[1].split(/\s+/); } catch { return []; } })();
-R.host.isa = cpuFlags.includes('avx512f') ? 'AVX-512 + AVX2 + FMA3' : cpuFlags.includes('avx2') ? 'AVX2 + FMA3' : cpuFlags.includes('fma') ? 'AVX + FMA3' : cpuFlags.includes('sse2') ? 'SSE2 (no FMA)' : process.arch;
-R.host.fma = cpuFlags.includes('fma') || process.arch === 'arm64';
-
-// 3. training steps: vitrine wasm SIMD (WASI) and native
-const jobs = QUICK
-  ? [{ preset: TINY, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] }]
-  : [
-      { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
-      { preset: TINY, kind: 'encode', batch: [8], policy: ['none'] },
-      { preset: TINY, kind: 'mae', batch: [4], policy: POLICIES },
-      { preset: SMALL, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] },
-      { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
-      { preset: SMALL, kind: 'mae', batch: [4], policy: ['none', 'block'] },
-    ];
-const nativeJobs = QUICK ? jobs : [
-  { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
-  { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block', 'selective'] },
-  { preset: SMALL, kind: 'encode', batch: [1], policy: ['none'] },
-];
-const targs = (j, warm) => ['--preset', j.preset, '--kind', j.kind, ...flags('--batch', j.batch), ...flags('--policy', j.policy),
-  '--repeat', '3', '--warmup', String(warm)];
-// wasm: one extra warm-up step per configuration (V8 tiers each kernel up on a later call)
-for (const j of jobs) R.train.push(...run('train wasm-simd', ...wasi('train_bench-simd.wasm', targs(j, 2))));
-for (const j of nativeJobs) R.train.push(...run('train native', join(BUILD, 'train_bench'), targs(j, 1)));
-
-// relaxed SIMD (fused multiply-add) vs SIMD128 vs PyTorch+OpenBLAS (1 thread), interleaved: each
-// round runs the three one after another on the same configurations (A B C A B C ...); the ratios
-// are per round, their median reported (the machine is shared: a round's three runs see similar
-// interference, separate runs do not).
-R.relaxed = { rounds: [], configs: [] };
-if (HAVE_RELAXED) {
-  const cfg = QUICK ? { presets: [TINY, SMALL], batches: [1] } : { presets: [TINY, SMALL], batches: [1, 4] };
-  const nRounds = QUICK ? 2 : 4;
-  const targsR = (warm) => [...flags('--preset', cfg.presets), '--kind', 'encode', ...flags('--batch', cfg.batches), '--policy', 'none',
-    '--repeat', '3', '--warmup', String(warm)];
-  for (let r = 0; r < nRounds; r++) {
-    const round = [];
-    round.push(...run(`interleaved ${r + 1}/${nRounds} wasm-relaxed`, ...wasi('train_bench-relaxed.wasm', targsR(2))));
-    round.push(...run(`interleaved ${r + 1}/${nRounds} wasm-simd`, ...wasi('train_bench-simd.wasm', targsR(2))));
-    if (existsSync(PY)) round.push(...run(`interleaved ${r + 1}/${nRounds} pytorch`, PY, [join(ROOT, 'bench/torch_vit.py'), ...flags('--preset', cfg.presets),
-      ...flags('--batch', cfg.batches), '--policy', 'none', '--repeat', '3']).filter((o) => o.build));
-    R.relaxed.rounds.push(round.filter((o) => !o.error));
-  }
-  for (const model of cfg.presets) for (const batch of cfg.batches) R.relaxed.configs.push({ model, batch });
-  // the relaxed build's steps per policy, for the tables below (same jobs as SIMD128's, fewer in full)
-  const rjobs = QUICK ? jobs : [
-    { preset: TINY, kind: 'encode', batch: [1, 4], policy: ['none', 'block', 'selective'] },
-    { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block'] },
-    { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
-  ];
-  for (const j of rjobs) R.train.push(...run('train wasm-relaxed', ...wasi('train_bench-relaxed.wasm', targs(j, 2))));
-}
-
-// the main job (node web/cli.js train: MAE on Fashion-MNIST, batch 64, block checkpointing) for a
-// fixed number of steps without evaluation, SIMD128 then relaxed, interleaved: images/s each
-R.mainJob = [];
-if (HAVE_RELAXED) {
-  const steps = QUICK ? 40 : 150, rounds = QUICK ? 1 : 2;
-  const { mkdtempSync, rmSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
-  for (let r = 0; r < rounds; r++)
-    for (const wasm of ['simd', 'relaxed']) {
-      const out = mkdtempSync(join(tmpdir(), 'vitrine-bench-train-'));
-      const o = run(`main job ${r + 1}/${rounds} --wasm ${wasm}`, process.execPath, [join(ROOT, 'web/cli.js'), 'train', '--steps', String(steps),
-        '--no-eval', '--json', '--out', out, '--wasm', wasm])[0];
-      rmSync(out, { recursive: true, force: true });
-      if (o && o.seconds) R.mainJob.push({ round: r, wasm, steps: o.steps, seconds: o.seconds, images_per_s: o.steps * 64 / o.seconds });
-    }
-}
-
-// the JS shell (Emscripten SIMD build): forward + backward (it has no optimizer call)
-const shellBatch = QUICK ? 1 : 4;
-R.train.push(...run('shell', ...node(join(ROOT, 'bench/shell_bench.mjs'), ['--batch', String(shellBatch), '--policy', 'none', '--repeat', '3'])));
-
-// 4. PyTorch (OpenBLAS, 1 thread) and TF.js (cpu, wasm backends), same model, same batches
+// --from FILE: no measuring; the report is made again from a results.json (--threads-from FILE:
+// with the threads section of another run of bench/threads_bench.mjs)
+const argVal = (n) => { const i = process.argv.indexOf(n); return i >= 0 ? process.argv[i + 1] : null; };
+const FROM = argVal('--from'), THREADS_FROM = argVal('--threads-from');
 const cmpBatches = QUICK ? [1] : [1, 4];
-if (existsSync(PY)) {
-  const torch = run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', TINY, ...flags('--batch', cmpBatches),
-    '--policy', 'none', '--policy', 'block', '--repeat', '3']);
-  R.torch_info = torch.find((o) => o.torch) || null;
-  R.train.push(...torch.filter((o) => o.build));
-  if (!QUICK) R.train.push(...run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', SMALL, '--batch', '1', '--repeat', '3']));
-} else R.notes.push(`PyTorch: ${PY} not found (bash scripts/setup.sh installs python3-torch)`);
-const tfjsRuns = QUICK ? [['wasm', 1], ['cpu', 1]] : [['wasm', 1], ['wasm', 4], ['cpu', 1]];
-for (const [backend, b] of tfjsRuns)
-  R.train.push(...run(`tfjs ${backend}`, ...node(join(ROOT, 'bench/tfjs_vit.mjs'), ['--backend', backend, '--batch', String(b),
-    '--repeat', backend === 'cpu' ? '1' : '2'])));
-if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
-R.seconds = (Date.now() - t_start) / 1e3;
-// the measurements first, so that a failing report never loses a run
-writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
+if (FROM) Object.assign(R, JSON.parse(readFileSync(FROM, 'utf8')));
+else {
+  // 1-2. peak and GEMM: native, wasm SIMD128, wasm scalar (M = 2 images x 197 tokens)
+  const kargs = ['--batch', '2', ...(QUICK ? ['--quick', '--widths', '192'] : [])];
+  const HAVE_RELAXED = existsSync(join(BUILD, 'wasm', 'kernel_bench-relaxed.wasm')) && existsSync(join(BUILD, 'wasm', 'train_bench-relaxed.wasm'));
+  if (!HAVE_RELAXED) R.notes.push('relaxed SIMD: build/wasm/*-relaxed.wasm missing (clang-19, lld-19, libclang-rt-19-dev-wasm32: scripts/setup.sh)');
+  for (const [b, cmd] of [['native', [join(BUILD, 'kernel_bench'), kargs]], ['wasm-simd', wasi('kernel_bench-simd.wasm', kargs)],
+    ...(HAVE_RELAXED ? [['wasm-relaxed', wasi('kernel_bench-relaxed.wasm', kargs)]] : []),
+    ['wasm-scalar', wasi('kernel_bench-scalar.wasm', kargs)]]) R.kernels[b] = run(`kernels ${b}`, ...cmd)[0] || null;
+
+  // The host's vector ISA, named beside every ratio against PyTorch (which uses it; wasm has 128 bits).
+  const cpuFlags = (() => { try { return (readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m) || ['', ''])[1].split(/\s+/); } catch { return []; } })();
+  R.host.isa = cpuFlags.includes('avx512f') ? 'AVX-512 + AVX2 + FMA3' : cpuFlags.includes('avx2') ? 'AVX2 + FMA3' : cpuFlags.includes('fma') ? 'AVX + FMA3' : cpuFlags.includes('sse2') ? 'SSE2 (no FMA)' : process.arch;
+  R.host.fma = cpuFlags.includes('fma') || process.arch === 'arm64';
+
+  // 3. training steps: vitrine wasm SIMD (WASI) and native
+  const jobs = QUICK
+    ? [{ preset: TINY, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] }]
+    : [
+        { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
+        { preset: TINY, kind: 'encode', batch: [8], policy: ['none'] },
+        { preset: TINY, kind: 'mae', batch: [4], policy: POLICIES },
+        { preset: SMALL, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] },
+        { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
+        { preset: SMALL, kind: 'mae', batch: [4], policy: ['none', 'block'] },
+      ];
+  const nativeJobs = QUICK ? jobs : [
+    { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
+    { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block', 'selective'] },
+    { preset: SMALL, kind: 'encode', batch: [1], policy: ['none'] },
+  ];
+  const targs = (j, warm) => ['--preset', j.preset, '--kind', j.kind, ...flags('--batch', j.batch), ...flags('--policy', j.policy),
+    '--repeat', '3', '--warmup', String(warm)];
+  // wasm: one extra warm-up step per configuration (V8 tiers each kernel up on a later call)
+  for (const j of jobs) R.train.push(...run('train wasm-simd', ...wasi('train_bench-simd.wasm', targs(j, 2))));
+  for (const j of nativeJobs) R.train.push(...run('train native', join(BUILD, 'train_bench'), targs(j, 1)));
+
+  // relaxed SIMD (fused multiply-add) vs SIMD128 vs PyTorch+OpenBLAS (1 thread), interleaved: each
+  // round runs the three one after another on the same configurations (A B C A B C ...); the ratios
+  // are per round, their median reported (the machine is shared: a round's three runs see similar
+  // interference, separate runs do not).
+  R.relaxed = { rounds: [], configs: [] };
+  if (HAVE_RELAXED) {
+    const cfg = QUICK ? { presets: [TINY, SMALL], batches: [1] } : { presets: [TINY, SMALL], batches: [1, 4] };
+    const nRounds = QUICK ? 2 : 4;
+    const targsR = (warm) => [...flags('--preset', cfg.presets), '--kind', 'encode', ...flags('--batch', cfg.batches), '--policy', 'none',
+      '--repeat', '3', '--warmup', String(warm)];
+    for (let r = 0; r < nRounds; r++) {
+      const round = [];
+      round.push(...run(`interleaved ${r + 1}/${nRounds} wasm-relaxed`, ...wasi('train_bench-relaxed.wasm', targsR(2))));
+      round.push(...run(`interleaved ${r + 1}/${nRounds} wasm-simd`, ...wasi('train_bench-simd.wasm', targsR(2))));
+      if (existsSync(PY)) round.push(...run(`interleaved ${r + 1}/${nRounds} pytorch`, PY, [join(ROOT, 'bench/torch_vit.py'), ...flags('--preset', cfg.presets),
+        ...flags('--batch', cfg.batches), '--policy', 'none', '--repeat', '3']).filter((o) => o.build));
+      R.relaxed.rounds.push(round.filter((o) => !o.error));
+    }
+    for (const model of cfg.presets) for (const batch of cfg.batches) R.relaxed.configs.push({ model, batch });
+    // the relaxed build's steps per policy, for the tables below (same jobs as SIMD128's, fewer in full)
+    const rjobs = QUICK ? jobs : [
+      { preset: TINY, kind: 'encode', batch: [1, 4], policy: ['none', 'block', 'selective'] },
+      { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block'] },
+      { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
+    ];
+    for (const j of rjobs) R.train.push(...run('train wasm-relaxed', ...wasi('train_bench-relaxed.wasm', targs(j, 2))));
+  }
+
+  // the main job (node web/cli.js train: MAE on Fashion-MNIST, batch 64, block checkpointing) for a
+  // fixed number of steps without evaluation, SIMD128 then relaxed, interleaved: images/s each
+  R.mainJob = [];
+  if (HAVE_RELAXED) {
+    const steps = QUICK ? 40 : 150, rounds = QUICK ? 1 : 2;
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    for (let r = 0; r < rounds; r++)
+      for (const wasm of ['simd', 'relaxed']) {
+        const out = mkdtempSync(join(tmpdir(), 'vitrine-bench-train-'));
+        const o = run(`main job ${r + 1}/${rounds} --wasm ${wasm}`, process.execPath, [join(ROOT, 'web/cli.js'), 'train', '--steps', String(steps),
+          '--no-eval', '--json', '--out', out, '--wasm', wasm])[0];
+        rmSync(out, { recursive: true, force: true });
+        if (o && o.seconds) R.mainJob.push({ round: r, wasm, steps: o.steps, seconds: o.seconds, images_per_s: o.steps * 64 / o.seconds });
+      }
+  }
+
+  // the JS shell (Emscripten SIMD build): forward + backward (it has no optimizer call)
+  const shellBatch = QUICK ? 1 : 4;
+  R.train.push(...run('shell', ...node(join(ROOT, 'bench/shell_bench.mjs'), ['--batch', String(shellBatch), '--policy', 'none', '--repeat', '3'])));
+
+  // 4. PyTorch (OpenBLAS, 1 thread) and TF.js (cpu, wasm backends), same model, same batches
+  if (existsSync(PY)) {
+    const torch = run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', TINY, ...flags('--batch', cmpBatches),
+      '--policy', 'none', '--policy', 'block', '--repeat', '3']);
+    R.torch_info = torch.find((o) => o.torch) || null;
+    R.train.push(...torch.filter((o) => o.build));
+    if (!QUICK) R.train.push(...run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', SMALL, '--batch', '1', '--repeat', '3']));
+  } else R.notes.push(`PyTorch: ${PY} not found (bash scripts/setup.sh installs python3-torch)`);
+  const tfjsRuns = QUICK ? [['wasm', 1], ['cpu', 1]] : [['wasm', 1], ['wasm', 4], ['cpu', 1]];
+  for (const [backend, b] of tfjsRuns)
+    R.train.push(...run(`tfjs ${backend}`, ...node(join(ROOT, 'bench/tfjs_vit.mjs'), ['--backend', backend, '--batch', String(b),
+      '--repeat', backend === 'cpu' ? '1' : '2'])));
+  if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
+
+  // 5. threads: vitrine (JS shell, shared-memory build) and PyTorch at 1, 2, every core; the main job
+  R.threads = run('threads', ...node(join(ROOT, 'bench/threads_bench.mjs'), QUICK ? ['--quick'] : []))[0] || null;
+  R.seconds = (Date.now() - t_start) / 1e3;
+  // the measurements first, so that a failing report never loses a run
+  writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
+}
+if (THREADS_FROM) R.threads = JSON.parse(readFileSync(THREADS_FROM, 'utf8'));
 
 // ---- the report ------------------------------------------------------------------------------
 // % of peak = the fastest call of a kernel / the highest peak kernel_bench measured over its run
@@ -240,7 +251,7 @@ if (tv) P(`TensorFlow.js ${tv.tfjs} in Node: cpu backend (JS) and wasm backend (
 P();
 P('| batch | policy | vitrine wasm SIMD ms | vitrine native ms | PyTorch+OpenBLAS ms | TF.js wasm ms | TF.js cpu ms | wasm/native | wasm/PyTorch | best TF.js / wasm |');
 P('|---|---|---|---|---|---|---|---|---|---|');
-const targets = [];
+const targets = [], targets2 = [];
 for (const b of cmpBatches)
   for (const pol of ['none', 'block']) {
     const q = { model: TINY, objective: 'encode', batch: b, policy: pol };
@@ -328,6 +339,36 @@ for (const b of ['wasm-simd', 'native']) {
       `${f((tr - 1) * 100, 0)}% more time, ${f(mr, 2)}x less memory | ${yes(tr <= tmax)} / ${yes(mr >= mmin)} |`);
   }
 }
+P();
+P('## 5. Threads (web/pool.js + src/threads.c)');
+P();
+const TH = R.threads;
+if (!TH) P('(the threads benchmark failed; see the log)');
+else {
+  P(`${TH.cpu}, ${TH.cores} cores; load average ${TH.loadavg_start.map((x) => f(x, 1)).join(' / ')} (1/5/15 min) at the start, ` +
+    `${TH.loadavg_end.map((x) => f(x, 1)).join(' / ')} at the end: other jobs share these cores, and a fork-join step waits for its slowest ` +
+    `thread, so the scaling below is a lower bound of what an idle machine gives. Interleaved (1 thread, 2 threads, 1, 2, ...), ` +
+    `${TH.pairs} pairs; x1 = median of the per-pair ratios. vitrine: the encode step through the JS shell (forward + backward, no AdamW), ` +
+    `Emscripten SIMD128 shared-memory build (128-bit vectors); PyTorch 1.13 + OpenBLAS: the same step + AdamW (AVX2 FMA, 256-bit).`);
+  P();
+  P('| model | batch | threads | vitrine ms/step | x 1 thread | same bits as 1 thread | PyTorch ms/step | x 1 thread | vitrine / PyTorch |');
+  P('|---|---|---|---|---|---|---|---|---|');
+  for (const v of TH.vitrine) {
+    const t = TH.torch.find((o) => o.model === v.model && o.batch === v.batch && o.threads === v.threads);
+    P(`| ${v.model.replace('_patch16_224', '')} | ${v.batch} | ${v.threads} | ${f(v.ms_per_step, 0)} | ${f(v.speedup_vs_1, 2)} | ${v.same_bits_as_1_thread ? 'yes' : '**no**'} | ` +
+      `${f(t?.ms_per_step, 0)} | ${f(t?.speedup_vs_1, 2)} | ${f(t && v.ms_per_step / t.ms_per_step, 2)} |`);
+  }
+  if (TH.main_job) {
+    const m = TH.main_job, ks = Object.keys(m.median_images_per_s);
+    P();
+    P(`The main job, \`${m.command}\` (MAE, Fashion-MNIST, batch 64), images/s: ` +
+      ks.map((k) => `--threads ${k}: ${f(m.median_images_per_s[k], 1)} (runs: ${m.images_per_s[k].join(', ')})`).join('; ') +
+      `; x${f(m.speedup, 2)} (median of paired ratios). --threads 1 is the engine as it ran before the pool (the same kernels on one thread).`);
+  }
+  const ti = TH.vitrine.find((o) => o.model === TINY && o.batch === 4 && o.threads === 2);
+  if (ti) targets2.push([`2 threads >= 1.8x one thread, ViT-Ti/16 batch-4 step (vitrine)`, `x${f(ti.speedup_vs_1, 2)}`, ti.speedup_vs_1 >= 1.8]);
+}
+for (const [t, m, ok] of targets2) P(`\n- target: ${t}: ${m}: ${ok ? 'met' : '**not met**'}`);
 if (R.notes.length) { P(); for (const n of R.notes) P(`- ${n}`); }
 P();
 P('Raw numbers: bench/results.json. Made by `bash bench/run.sh`.');

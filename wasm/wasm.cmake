@@ -1,5 +1,5 @@
-# wasm/wasm.cmake: the four WebAssembly builds of the engine (included by CMakeLists.txt).
-# Made by calling emcc and clang-14 directly, beside the native build (no toolchain file):
+# wasm/wasm.cmake: the WebAssembly builds of the engine (included by CMakeLists.txt).
+# Made by calling emcc, clang-14 and clang-19 directly, beside the native build (no toolchain file):
 #   build/wasm/vitrine-simd.{mjs,wasm}    Emscripten, SIMD128, ES module factory (browser + Node)
 #   build/wasm/vitrine-scalar.{mjs,wasm}  Emscripten, no SIMD
 #   build/wasm/vitrine-wasi-simd.wasm     WASI reactor (clang-14 + wasi-libc + lld), SIMD128
@@ -7,6 +7,9 @@
 #   build/wasm/vitrine-relaxed.wasm       WASI-style reactor, SIMD128 + relaxed SIMD (fused MADD),
 #                                         clang-19 -c + wasm-ld-19; loaded by web/vitrine.js's own
 #                                         WASI shim in the browser and in Node
+#   build/wasm/vitrine-simd-mt.{mjs,wasm,worker.js}, vitrine-wasi-simd-mt.wasm, vitrine-relaxed-mt.wasm
+#                                         the SIMD builds over an imported shared memory, for the
+#                                         engine's thread pool (web/pool.js, src/threads.c)
 # ON when the tools are found; -DVT_WASM=OFF turns it off. See wasm/README.md.
 option(VT_WASM "Build the WebAssembly modules when emcc / clang-14 + wasi-libc are found" ON)
 
@@ -39,7 +42,7 @@ if(VT_WASM)
   function(vt_wasm_variant variant out_src out_flags)
     set(src ${ARGN})
     set(flags "")
-    if(variant STREQUAL "simd")
+    if(variant MATCHES "^simd") # simd, simd-mt
       set(flags ${VT_WASM_SIMD_FLAGS})
       list(APPEND src ${VT_WASM_SIMD_EXTRA})
     endif()
@@ -56,7 +59,8 @@ if(VT_WASM)
     vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
-    vtw_train_state_save vtw_train_state_load vtw_loss_visualize malloc free)
+    vtw_train_state_save vtw_train_state_load vtw_loss_visualize
+    vtw_worker_run vtw_set_threads vtw_threads_max vtw_threads_ready vtw_threads_shutdown vtw_threads_set_min_work vtw_threads_chunks_run malloc free)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
@@ -72,8 +76,13 @@ if(VT_WASM)
     set(em_flags -sMODULARIZE=1 -sEXPORT_ES6=1 -sENVIRONMENT=web,worker
         -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
-    foreach(variant simd scalar)
+    foreach(variant simd scalar simd-mt)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
+      # -mt: shared memory (imported, a SharedArrayBuffer) for the engine's own worker pool
+      # (web/pool.js, src/threads.c); Emscripten's pthread_create is never called.
+      if(variant MATCHES "-mt$")
+        list(APPEND vflags -pthread -Wno-pthreads-mem-growth)
+      endif()
       set(out ${VT_WASM_DIR}/vitrine-${variant}.mjs)
       add_custom_command(OUTPUT ${out} ${VT_WASM_DIR}/vitrine-${variant}.wasm
         COMMAND ${CMAKE_COMMAND} -E env NODE_PATH=/usr/share/nodejs
@@ -93,8 +102,15 @@ if(VT_WASM)
     foreach(e ${VT_WASM_EXPORTS})
       list(APPEND wasi_flags -Wl,--export=${e})
     endforeach()
-    foreach(variant simd scalar)
+    foreach(variant simd scalar simd-mt)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
+      # -mt: shared, imported memory for the worker pool (web/pool.js). wasi-libc is not built
+      # with atomics, hence --no-check-features: only the main thread ever runs libc code;
+      # workers run kernels on their own stack (__stack_pointer exported so the pool can set it).
+      if(variant MATCHES "-mt$")
+        list(APPEND vflags -matomics -mbulk-memory -Wl,--shared-memory -Wl,--import-memory
+             -Wl,--no-check-features -Wl,--export=__stack_pointer)
+      endif()
       set(out ${VT_WASM_DIR}/vitrine-wasi-${variant}.wasm)
       add_custom_command(OUTPUT ${out}
         COMMAND ${VT_WASI_CC} ${VT_WASM_CFLAGS} ${vflags} ${wasi_flags} ${vsrc} -o ${out}
@@ -108,7 +124,8 @@ if(VT_WASM)
       set(ktest ${VT_WASM_DIR}/test_kernels_simd.wasm)
       set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
           ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
-          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
+          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c
+          ${CMAKE_SOURCE_DIR}/src/threads.c)
       set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
@@ -187,10 +204,19 @@ if(VT_WASM)
     vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed.wasm KIND reactor SOURCES ${relaxed_src}
                     CFLAGS ${VT_WASM_RELAXED_FLAGS} LDFLAGS ${relaxed_exports})
     list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed.wasm)
+    # its shared-memory twin for the worker pool (web/pool.js, src/threads.c), as vitrine-wasi-simd-mt:
+    # atomics, an imported shared memory, --no-check-features (wasi-libc is not built with atomics;
+    # only the main thread ever runs libc code), __stack_pointer exported for the workers' stacks
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed-mt.wasm KIND reactor SOURCES ${relaxed_src}
+                    CFLAGS ${VT_WASM_RELAXED_FLAGS} -matomics -mbulk-memory
+                    LDFLAGS ${relaxed_exports} --shared-memory --import-memory --no-check-features
+                            --export=__stack_pointer)
+    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed-mt.wasm)
     # the kernels and attention tests, relaxed (run by Node with relaxed SIMD enabled)
     set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
         ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
-        ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
+        ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c
+        ${CMAKE_SOURCE_DIR}/src/threads.c)
     vt_clang19_wasm(OUT ${VT_WASM_DIR}/test_kernels_relaxed.wasm KIND command
                     SOURCES ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c
                     CFLAGS ${VT_WASM_RELAXED_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels)

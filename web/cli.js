@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // cli.js: the Node command line over the wasm build, with the contract of the native
 // tools/cli.c (same lines, the same JSON from the parity harness, same exit status):
-//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
-//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
+//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD] [--threads N]
+//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD] [--threads N]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
 // BUILD: relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs:
 // relaxed SIMD, which Node 20 gets from the V8 flag set below, else SIMD128, else scalar).
+// --threads N: kernel threads (default every core; the same bits at any count).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
 import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import path, { basename } from 'node:path';
@@ -16,8 +17,8 @@ import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
-const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi]';
-const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm relaxed|simd|scalar|wasi]';
+const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
+const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
 
 // printf's %.Ne: the exponent has at least two digits.
 function fmtE(v, digits) {
@@ -39,23 +40,28 @@ process.emitWarning = (warning, ...rest) => {
 // Node 20's V8 has relaxed SIMD behind --experimental-wasm-relaxed-simd: set it before anything
 // compiles wasm, so that the default (and --wasm relaxed) can use f32x4.relaxed_madd.
 await enableNodeRelaxedSimd();
-const loadEngine = (wasm) => createVitrine({ wasm });
+// threads: a string from --threads (undefined = every core)
+function loadEngine(wasm, threads) {
+  if (threads != null && !/^[1-9]\d*$/.test(String(threads))) return Promise.reject(new Error(`--threads: '${threads}' is not a whole number >= 1`));
+  return createVitrine({ wasm, threads: threads == null ? undefined : Number(threads) });
+}
 
 async function cmdParity(args) {
-  let policy = null, dump = null, json = false, wasm;
+  let policy = null, dump = null, json = false, wasm, threads;
   const files = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--grad-checkpointing' && i + 1 < args.length) policy = args[++i];
     else if (a === '--dump' && i + 1 < args.length) dump = args[++i];
     else if (a === '--wasm' && i + 1 < args.length) wasm = args[++i];
+    else if (a === '--threads' && i + 1 < args.length) threads = args[++i];
     else if (a === '--json') json = true;
     else if (a.startsWith('--')) { process.stderr.write(`vitrine parity: unknown option ${a}\n`); return 2; }
     else files.push(a);
   }
   if (!files.length) { process.stderr.write(USAGE_PARITY + '\n'); return 2; }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) mkdirSync(dump, { recursive: true });
   let failed = 0;
   if (json) process.stdout.write('[');
@@ -81,6 +87,7 @@ async function cmdParity(args) {
 
 async function cmdPlan(args) {
   let preset = 'vit_tiny_patch16_224', policy = 'none', batch = 1, kept = 0, json = false, wasm;
+  let threads;
   const int = (s) => parseInt(s, 10) || 0; // atoi
   for (let i = 0; i < args.length; i++) {
     const a = args[i], more = i + 1 < args.length;
@@ -89,11 +96,14 @@ async function cmdPlan(args) {
     else if (a === '--tokens-kept' && more) kept = int(args[++i]);
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
     else if (a === '--wasm' && more) wasm = args[++i];
+    else if (a === '--threads' && more) threads = args[++i];
     else if (a === '--json') json = true;
     else { process.stderr.write(`vitrine plan: unknown option ${a}\n`); return 2; }
   }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  // the per-thread scratch (attention) is part of the plan: plan for the threads the engine runs
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  const nt = vt.threads;
   let p, model;
   try {
     model = vt.createModel({ preset, kind: 'lightly' });
@@ -104,11 +114,11 @@ async function cmdPlan(args) {
     return 1;
   } finally { if (model) model.dispose(); }
   if (json) {
-    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "params": ${p.params}, ` +
+    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${nt}, "params": ${p.params}, ` +
       `"grads": ${p.grads}, "optimizer": ${p.optimizer}, "activations": ${p.activations}, "total": ${p.total}}\n`);
   } else {
     const f = (n) => String(n).padStart(12);
-    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}\n` +
+    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${nt} thread${nt === 1 ? '' : 's'}\n` +
       `  params      ${f(p.params)} bytes\n  grads       ${f(p.grads)} bytes\n  optimizer   ${f(p.optimizer)} bytes\n` +
       `  activations ${f(p.activations)} bytes\n  total       ${f(p.total)} bytes (${(p.total / 1048576).toFixed(1)} MiB)\n`);
   }
@@ -149,7 +159,8 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
   --wasm BUILD                 relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: relaxed
-                               where it validates, else simd; a resumed run keeps its checkpoint's build)`;
+                               where it validates, else simd; a resumed run keeps its checkpoint's build)
+  --threads N                  kernel threads (default every core; the same bits at any count)`;
 
 const STATE_FILE = 'checkpoint.safetensors', WEIGHTS_FILE = 'encoder.safetensors', IMAGE_FILE = 'reconstructions.png';
 
@@ -207,7 +218,7 @@ function parseTrainArgs(args) {
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
     '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init' };
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init', '--threads': 'threads' };
   const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
@@ -323,7 +334,7 @@ async function openModel(o, run, resumeBytes, seed, say = () => {}, warn = () =>
   // a resumed run continues bit for bit only in the build that trained it (fused and unfused
   // multiply-adds round differently): keep the checkpoint's build unless told otherwise
   if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
-  try { vt = await loadEngine(o.wasm || run.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
+  try { vt = await loadEngine(o.wasm || run.wasm, o.threads); } catch (e) { throw new TrainFailure(e.message, 2); }
   if (!run.wasm) run.wasm = vt.build;
   try {
     model = vt.createModel(run.spec);
@@ -376,7 +387,7 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
   process.on('SIGTERM', onSig);
   const startStep = tr.step;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
-    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
+    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
   const bar = new Progress(run.steps);
   let error = null, rate = 0, mem = '', lastLoss = run.lossFirst;
   const tTrain = performance.now();
@@ -430,7 +441,7 @@ function writeResults(model, run, data, paths) {
 }
 
 // The report on stdout (and, with --json, one JSON line after it).
-function report(o, { run, model, side, knn, paths, finished, step, lastLoss, seconds }) {
+function report(o, { vt, run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
   process.stdout.write(
     `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
@@ -441,6 +452,8 @@ function report(o, { run, model, side, knn, paths, finished, step, lastLoss, sec
   if (o.json) {
     process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
       knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
+      threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
+      images_per_second: Number((trained * run.batch / trainSeconds).toFixed(2)),
       weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
   }
 }
@@ -485,7 +498,8 @@ async function train(o) {
     const finished = tr.step >= run.steps;
     writeResults(model, run, data, paths);
     const knn = side && !interrupted && !error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
-    report(o, { run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000 });
+    report(o, { vt, run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000,
+      trained: tr.step - startStep, trainSeconds });
     model.dispose();
     return error ? 1 : 0;
   } finally { if (side) side.worker.terminate(); }
@@ -495,7 +509,7 @@ async function main(argv) {
   if (argv[0] === 'parity') return cmdParity(argv.slice(1));
   if (argv[0] === 'plan') return cmdPlan(argv.slice(1));
   if (argv[0] === 'train') return cmdTrain(argv.slice(1));
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n`);
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] [--threads N] (--help)\n`);
   return 2;
 }
 

@@ -1,6 +1,7 @@
 // vitrine.d.ts: hand-written types of web/vitrine.js.
 
-export type WasmBuild = 'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
+/** '-mt': the shared-memory file of a build, even at 1 thread (threads > 1 picks it by itself). */
+export type WasmBuild = 'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' | 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
 export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
@@ -18,6 +19,12 @@ export interface CreateOptions {
    * is imported at run time (not followed by bundlers). Node also reads $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm.
    * Default: the files of the package, build/wasm/ beside web/vitrine.js. */
   wasmDir?: string | URL;
+  /** Kernel threads, 1..64. Default: every core the host reports (navigator.hardwareConcurrency,
+   * os.availableParallelism()). More than 1 needs SharedArrayBuffer (in a browser: a
+   * cross-origin-isolated page, COOP same-origin + COEP require-corp) and a SIMD build; where
+   * that is missing the engine runs on 1 thread and `threadsNote` says why. Every count gives
+   * the same bits. */
+  threads?: number;
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
@@ -25,6 +32,8 @@ export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
   readonly runtime: 'emscripten' | 'wasi' | 'reactor';
   readonly simd: boolean;
+  /** a shared-memory ("-mt") file, for the thread pool */
+  readonly threads: boolean;
   readonly files: readonly string[];
 }>>;
 export function simdSupported(): boolean;
@@ -112,6 +121,16 @@ export class Vitrine {
   readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
   /** This build has the SIMD128 kernels (not only -msimd128). */
   readonly simdKernels: boolean;
+  /** Threads the kernels use (the caller + pool workers). */
+  readonly threads: number;
+  /** The shared-memory (-mt) file is loaded. */
+  readonly threaded: boolean;
+  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...'), else null. */
+  readonly threadsNote: string | null;
+  /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
+  readonly threadStackBytes: number;
+  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  close(): void;
   presets(): string[];
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
   /** readError: the file could not be read (bytes are ignored); the result says so. */

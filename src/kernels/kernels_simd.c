@@ -368,16 +368,24 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
     if (M <= 0 || N <= 0) return; /* nothing to add (K = 0: the gradients are empty) */
     /* dinp[m,:] += sum_n dout[m,n] w[n,:]   (A = dout, row-major [M,N]) */
     if (dinp && K > 0) gemm_bcast_acc(dinp, K, dout, N, 1, w, K, M, N, K);
+    vt_simd_matmul_backward_dw(dw, dbias, dout, inp, M, K, N, 0, N);
+}
+
+/* Rows [n0, n1) of dw and dbias (the threads' split: each element's sum over m is unchanged;
+ * n0 and n1 multiples of 4 or N, so the same columns of dbias take the vector path). */
+void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
+                                int M, int K, int N, int n0, int n1) {
+    if (M <= 0 || n1 <= n0) return;
     /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]) */
-    if (dw && K > 0) gemm_bcast_acc(dw, K, dout, 1, N, inp, K, N, M, K);
+    if (dw && K > 0) gemm_bcast_acc(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, n1 - n0, M, K);
     if (dbias) { /* dbias[n] += sum_m dout[m,n]: column sums, 4 columns per vector, m in order */
-        int n = 0;
-        for (; n + 4 <= N; n += 4) {
+        int n = n0;
+        for (; n + 4 <= n1; n += 4) {
             f32x4 s = ZERO();
             for (int m = 0; m < M; m++) s = ADD(s, LD(dout + (size_t)m * N + n));
             ST(dbias + n, ADD(LD(dbias + n), s));
         }
-        for (; n < N; n++) {
+        for (; n < n1; n++) {
             float s = 0.0f;
             for (int m = 0; m < M; m++) s += dout[(size_t)m * N + n];
             dbias[n] += s;
@@ -434,6 +442,14 @@ void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float
 void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int M, int D) {
+    if (dinp) vt_simd_layernorm_backward_dinp(dinp, dout, inp, w, mean, rstd, M, D);
+    vt_simd_layernorm_backward_params(dw, db, dout, inp, mean, rstd, M, D, 0, D);
+}
+
+/* dinp rows (the threads split over m) */
+void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd, int M,
+                                     int D) {
     const f32x4 one = SPLAT(1.0f);
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
@@ -458,23 +474,43 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
         }
         float mean_dn = sum_dn / (float)D, mean_dn_n = sum_dn_n / (float)D;
         f32x4 vmdn = SPLAT(mean_dn), vmdnn = SPLAT(mean_dn_n);
+        float *di = dinp + (size_t)m * D;
         for (i = 0; i + 4 <= D; i += 4) {
             f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
             f32x4 g = LD(dy + i);
-            if (dw) ST(dw + i, MADD(LD(dw + i), n, g));
-            if (db) ST(db + i, ADD(LD(db + i), g));
-            if (dinp) {
-                f32x4 dn = w ? MUL(LD(w + i), g) : g;
-                float *di = dinp + (size_t)m * D + i;
-                ST(di, ADD(LD(di), MUL(SUB(SUB(dn, vmdn), MUL(n, vmdnn)), vrs)));
-            }
+            f32x4 dn = w ? MUL(LD(w + i), g) : g;
+            ST(di + i, ADD(LD(di + i), MUL(SUB(SUB(dn, vmdn), MUL(n, vmdnn)), vrs)));
         }
         for (; i < D; i++) {
             float n = (x[i] - mu) * rs;
             float dn = w ? w[i] * dy[i] : dy[i];
+            di[i] += (dn - mean_dn - n * mean_dn_n) * rs;
+        }
+    }
+}
+
+/* dw, db columns [d0, d1) summed over every row in m order (the threads split over columns;
+ * d0, d1 multiples of 4 or D, so the same columns take the vector path as in one piece) */
+void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, const float *inp,
+                                       const float *mean, const float *rstd, int M, int D, int d0,
+                                       int d1) {
+    if (!dw && !db) return;
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        const float *dy = dout + (size_t)m * D;
+        float mu = mean[m], rs = rstd[m];
+        f32x4 vmu = SPLAT(mu), vrs = SPLAT(rs);
+        int i = d0;
+        for (; i + 4 <= d1; i += 4) {
+            f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
+            f32x4 g = LD(dy + i);
+            if (dw) ST(dw + i, MADD(LD(dw + i), n, g));
+            if (db) ST(db + i, ADD(LD(db + i), g));
+        }
+        for (; i < d1; i++) {
+            float n = (x[i] - mu) * rs;
             if (dw) dw[i] += n * dy[i];
             if (db) db[i] += dy[i];
-            if (dinp) dinp[(size_t)m * D + i] += (dn - mean_dn - n * mean_dn_n) * rs;
         }
     }
 }

@@ -14,6 +14,16 @@ void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const 
                             int M, int K, int N);
 void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                              const float *inp, const float *w, int M, int K, int N);
+/* the pieces the threads split (kernels.c): dw/dbias rows [n0, n1) of a matmul backward; a
+ * layernorm backward's dinp rows and its dw/db columns [d0, d1) */
+void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
+                                int M, int K, int N, int n0, int n1);
+void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd, int M,
+                                     int D);
+void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, const float *inp,
+                                       const float *mean, const float *rstd, int M, int D, int d0,
+                                       int d1);
 void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int M, int D, float eps);
 void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,

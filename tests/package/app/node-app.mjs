@@ -40,9 +40,10 @@ const nextResumed = [resumed.trainStep(x, BATCH), resumed.trainStep(x, BATCH)];
 r.resumeBitForBit = next.every((l, i) => hex(l) === hex(nextResumed[i]));
 
 r.builds = {};
-for (const name of Object.keys(WASM_BUILDS)) {
-  const e = await createVitrine({ wasm: name });
+for (const name of Object.keys(WASM_BUILDS)) { // 1 thread: a "-mt" name loads its shared-memory file anyway
+  const e = await createVitrine({ wasm: name, threads: 1 });
   const { losses: l } = train(e, { steps: 2 });
-  r.builds[name] = { build: e.build, simdKernels: e.simdKernels, loss: l[1] };
+  r.builds[name] = { build: e.threaded ? `${e.build}-mt` : e.build, simdKernels: e.simdKernels, loss: l[1] };
+  e.close();
 }
 console.log(JSON.stringify(r));
