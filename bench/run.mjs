@@ -349,7 +349,7 @@ else {
     `${TH.loadavg_end.map((x) => f(x, 1)).join(' / ')} at the end: other jobs share these cores, and a fork-join step waits for its slowest ` +
     `thread, so the scaling below is a lower bound of what an idle machine gives. Interleaved (1 thread, 2 threads, 1, 2, ...), ` +
     `${TH.pairs} pairs; x1 = median of the per-pair ratios. vitrine: the encode step through the JS shell (forward + backward, no AdamW), ` +
-    `Emscripten SIMD128 shared-memory build (128-bit vectors); PyTorch 1.13 + OpenBLAS: the same step + AdamW (AVX2 FMA, 256-bit).`);
+    `Emscripten SIMD128 shared-memory build (128-bit vectors); PyTorch 1.13 + OpenBLAS: the same step + AdamW (OpenBLAS's own x86 kernels: AVX2/AVX-512 FMA on this host, see section 4).`);
   P();
   P('| model | batch | threads | vitrine ms/step | x 1 thread | same bits as 1 thread | PyTorch ms/step | x 1 thread | vitrine / PyTorch |');
   P('|---|---|---|---|---|---|---|---|---|');
