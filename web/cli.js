@@ -389,7 +389,7 @@ async function cmdTrain(args) {
   const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
   const pick = (x, r) => (x && x[r] != null ? x[r] : null);
   const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
-  const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => `; ${NAMES[r]} ${pct(pick(x, r))}`).join('');
+  const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
   process.stdout.write(
     `${finished ? 'trained' : 'stopped at'} step ${tr.step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +

@@ -188,8 +188,8 @@ export function withMetadata(bytes, extra) {
  * readout: { cls, mean } of Float32Array [n, D] (as { data, dim }).
  *   cls   the normed [CLS] token, encode(x)[:, 0]: lightly's forward with timm's default
  *         global_pool 'token' (null when the model has no prefix token, as AIM's)
- *   mean  the mean of the normed patch tokens, encode(x)[:, prefix:].mean(1): lightly's forward
- *         with global_pool 'avg' (what AIM's forward is) */
+ *   mean  the mean of the normed patch tokens, encode(x)[:, prefix:].mean(1): the pooling of
+ *         timm's global_pool 'avg' on these tokens (an AIM encoder's forward is this pooling) */
 export function features(model, ds, indices, chunk = 250) {
   const P = model.dims.prefix, n = indices.length;
   let cls = null, mean = null, D = 0;
