@@ -36,12 +36,7 @@ if(VT_WASM AND VT_WASI_CC AND VT_WASM_LD AND EXISTS ${VT_WASI_SYSROOT}/lib/wasm3
       -I${CMAKE_SOURCE_DIR}/bench -Wl,--max-memory=4294967296 -Wl,-z,stack-size=1048576)
   set(bench_wasm)
   foreach(variant simd scalar)
-    set(vflags "")
-    set(vsrc ${bench_core})
-    if(variant STREQUAL "simd")
-      set(vflags ${VT_WASM_SIMD_FLAGS})
-      list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
-    endif()
+    vt_wasm_variant(${variant} vsrc vflags ${bench_core})
     foreach(prog kernel_bench train_bench)
       if(prog STREQUAL "train_bench" AND variant STREQUAL "scalar")
         continue()
@@ -59,7 +54,8 @@ if(VT_WASM AND VT_WASI_CC AND VT_WASM_LD AND EXISTS ${VT_WASI_SYSROOT}/lib/wasm3
         COMMAND ${VT_WASI_CC} ${bench_wasi_flags} ${vflags} ${pflags} ${vsrc}
                 ${CMAKE_SOURCE_DIR}/bench/${prog}.c -o ${out} -lm
         DEPENDS ${vsrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/bench/${prog}.c
-                ${CMAKE_SOURCE_DIR}/bench/peak_loop.h ${CMAKE_SOURCE_DIR}/bench/bench.cmake
+                ${CMAKE_SOURCE_DIR}/bench/peak_loop.h ${CMAKE_SOURCE_DIR}/bench/bench_util.h
+                ${CMAKE_SOURCE_DIR}/bench/bench.cmake
         COMMENT "clang-14: wasm/${prog}-${variant}.wasm"
         VERBATIM)
       list(APPEND bench_wasm ${out})

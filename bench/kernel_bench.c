@@ -8,21 +8,13 @@
  * A benchmark reports; it never fails on a time. Timings: warm-up calls (V8 tiers wasm code up
  * only on a later call) until >= 2 calls and >= 0.25 s, then the median of >= 3 timed calls.
  *   kernel_bench [--widths 192,384,768] [--batch B] [--quick] [--json]     (JSON to stdout) */
+#include "bench_util.h"
 #include "kernels/kernels.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * t.tv_nsec;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double min_time = 0.25; /* seconds of warm-up, and of timed calls beyond the first 3 */
 typedef void (*bench_fn)(void *);
@@ -232,14 +224,7 @@ int main(int argc, char **argv) {
     pa = gflops_of(run_avx2, 4000000);
 #endif
     double peak = pc > ps ? pc : ps;
-    const char *build =
-#if defined(__wasm_simd128__)
-        "wasm-simd";
-#elif defined(__wasm__)
-        "wasm-scalar";
-#else
-        "native";
-#endif
+    const char *build = BENCH_BUILD;
     printf("{\"build\": \"%s\", \"simd_kernels\": %d, \"peak\": {\"name\": \"%s\", \"gflops\": %.3f, "
            "\"chains_gflops\": %.3f", build, vt_kernels_simd(), PEAK_NAME, peak, pc);
     if (ps > 0) printf(", \"stream_gflops\": %.3f", ps);

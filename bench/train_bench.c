@@ -26,6 +26,7 @@
  *
  *   train_bench [--preset NAME]... [--kind encode|mae]... [--batch B]... [--policy P]...
  *               [--repeat R] [--warmup W] [--json]      (JSON to stdout, one object per line) */
+#include "bench_util.h"
 #include "vitrine.h"
 #include "kernels/kernels.h"
 #include <stdio.h>
@@ -33,15 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+static double now_ms(void) { return 1e3 * now_s(); }
 
 /* ---- kernel time, by link-time wrapping of the dispatch functions ---------------------------- */
 
@@ -158,14 +151,7 @@ int main(int argc, char **argv) {
     if (!npol) policies[npol++] = "none";
     if (repeat < 1) repeat = 1;
     if (repeat > 64) repeat = 64;
-    const char *build =
-#if defined(__wasm_simd128__)
-        "wasm-simd";
-#elif defined(__wasm__)
-        "wasm-scalar";
-#else
-        "native";
-#endif
+    const char *build = BENCH_BUILD;
     for (int p = 0; p < np; p++)
         for (int k = 0; k < nk; k++)
             for (int b = 0; b < nb; b++) {

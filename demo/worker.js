@@ -239,7 +239,10 @@ function vizOf(x, n = 8) {
 }
 
 async function persist() {
-  if (!run || saving) return saving;
+  // a save in flight holds an earlier step: wait for it, then save this one (pausing during a
+  // periodic save used to keep the earlier step, and a reload resumed from there)
+  while (saving) await saving;
+  if (!run) return;
   const state = run.model.saveTrainState();
   if (state.length > MAX_SAVED) {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });
@@ -258,14 +261,13 @@ function measure({ policy, budget }) {
   const m = run.model, cur = m.gradCheckpointing, B = run.cfg.batch;
   const x = batchAt(m.stepCount);
   const masks = showMasks(m, B, run.cfg.maskRatio, 7);
-  const extra = baseline + x.byteLength;
-  const sizes = m.kind === 'mae' ? { batch: B, tokensKept: masks.idxKeep.length / B, tokensMasked: masks.idxMask.length / B } : { batch: B, mask: true };
+  const extra = baseline + x.byteLength, sizes = { batch: B, maskRatio: run.cfg.maskRatio };
   const out = [];
   try {
-    const other = resolvePolicy(m, policy || (cur === 'none' ? 'block' : cur), sizes, budget, extra);
+    const other = resolvePolicy(m, policy || (cur === 'none' ? 'block' : cur), { ...sizes, budget, extra });
     for (const p of other === 'none' ? ['none'] : ['none', other]) {
-      const pl = planStep(m, p, sizes);
-      if (pl.total + extra > budget) { out.push({ policy: p, planned: pl.activations, need: pl.total + extra, skipped: true }); continue; }
+      const pl = planStep(m, { ...sizes, policy: p });
+      if (!pl.policyMet || pl.total + extra > budget) { out.push({ policy: p, planned: pl.activations, need: pl.total + extra, skipped: true }); continue; }
       m.setGradCheckpointing(p);
       const t0 = now();
       m.loss(x, { ...masks, needGrad: true });
@@ -357,14 +359,18 @@ const handlers = {
     return { bytes, kind: m.kind, step: m.stepCount, full: !!full };
   },
   importWeights({ bytes }) {
-    const m = run.model;
+    const m = run.model, cfg = run.cfg;
     const u8 = new Uint8Array(bytes);
-    const errors = [];
-    try { m.loadTrainState(u8); return { as: 'training state', step: m.stepCount }; } catch (e) { errors.push(`as a training state: ${e.message}`); }
-    try { m.loadSafetensors(u8, { modelPrefix: encoderPrefix(m.kind) }); return { as: `encoder (timm keys, into ${encoderPrefix(m.kind)}*)`, step: m.stepCount }; } catch (e) { errors.push(`as timm encoder weights: ${e.message}`); }
-    try { m.loadSafetensors(u8); return { as: 'full model (lightly keys)', step: m.stepCount }; } catch (e) { errors.push(`as the full model: ${e.message}`); }
-    const why = errors.map((e) => e.replace(/^as [^:]+: /, ''));
-    throw new Error(`could not load the file: ${why.every((w) => w === why[0]) ? why[0] : errors.join('; ')}`);
+    // this run's own training state resumes it; any other file starts training from its weights,
+    // its layout (timm, lightly, vitrine) recognised by the engine (Model.initFrom)
+    try { m.loadTrainState(u8); return { as: 'training state', step: m.stepCount }; } catch { /* not this run's state */ }
+    const r = m.initFrom(u8);
+    // a new start: step 0, fresh AdamW (and the gradient layout of a pos_embed that now trains)
+    m.trainerInit({ lr: cfg.lr, warmupSteps: cfg.warmup, totalSteps: cfg.steps, maskRatio: cfg.maskRatio, seed: cfg.seed });
+    run.losses = [];
+    const pos = { sincos_frozen: 'sin-cos pos_embed frozen', learned_now_trainable: 'learned pos_embed trains', trainable: 'pos_embed trains', none: 'no pos_embed loaded' }[r.posEmbed];
+    return { as: `${r.source}: ${r.loaded} tensors loaded, ${r.skipped} skipped${r.notes.length ? ` (${r.notes.join('; ')})` : ''}; ${pos}`,
+      step: m.stepCount, report: r };
   },
 };
 

@@ -11,6 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n elements of `size` bytes, zeroed, the size checked in 64 bits first (size_t is 32-bit in
+ * wasm); NULL with the message on failure */
+static void *alloc_n(uint64_t n, size_t size) {
+    uint64_t bytes = (n ? n : 1) * (uint64_t)size;
+    if (bytes / size != (n ? n : 1) || bytes > SIZE_MAX) {
+        vt_fail(VT_ERR_NOMEM, "%llu elements of %zu bytes do not fit in memory", (unsigned long long)n, size);
+        return NULL;
+    }
+    void *p = calloc(1, (size_t)bytes);
+    if (!p) vt_fail(VT_ERR_NOMEM, "out of memory: %llu bytes", (unsigned long long)bytes);
+    return p;
+}
+
 /* ---- what the engine computed, to compare and to dump ---------------------------------------- */
 
 typedef struct {
@@ -24,9 +37,13 @@ typedef struct {
 typedef struct {
     outt *o;
     int n, cap;
+    /* the model's config and call, to explain a size mismatch (have_cfg 0 for primitives) */
+    int have_cfg;
+    vt_model_config cfg;
+    vt_fn fn;
 } outs;
 
-static int push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
+static vt_status push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
     if (s->n == s->cap) {
         int nc = s->cap ? 2 * s->cap : 64;
         outt *no = realloc(s->o, (size_t)nc * sizeof *no);
@@ -40,8 +57,8 @@ static int push(outs *s, const char *name, const float *data, size_t n, int ndim
     t->ndim = ndim;
     for (int i = 0; i < ndim && i < 4; i++) t->shape[i] = shape[i];
     t->n = n;
-    t->data = malloc((n ? n : 1) * sizeof(float));
-    if (!t->data) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", n * sizeof(float));
+    t->data = alloc_n(n, sizeof(float));
+    if (!t->data) return VT_ERR_NOMEM;
     memcpy(t->data, data, n * sizeof(float));
     s->n++;
     return VT_OK;
@@ -53,17 +70,53 @@ static void outs_free(outs *s) {
     memset(s, 0, sizeof *s);
 }
 
+static void shape_str(char *buf, size_t len, int ndim, const long long *shape) {
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", shape[i]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+/* Why an output of ours (shape a) and the file's (shape b) may differ in size: the likely cause,
+ * from the config and the call. */
+static const char *mismatch_cause(const outs *o, int na, const long long *a, int nb, const long long *b,
+                                  char *buf, size_t len) {
+    if (!o->have_cfg) return "";
+    const vt_vit_config *c = &o->cfg.enc;
+    int fwd = o->fn == VT_FN_FORWARD || o->fn == VT_FN_TIMM_FORWARD;
+    long long la = na ? a[na - 1] : 0, lb = nb ? b[nb - 1] : 0;
+    if (na >= 1 && nb >= 1 && a[0] != b[0])
+        snprintf(buf, len, "; likely cause: a batch of %lld in the file against %lld images", b[0], a[0]);
+    else if (fwd && na != nb)
+        snprintf(buf, len, "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
+                           "others pool to [B, .]", c->global_pool);
+    else if (fwd && lb == c->embed_dim && la != lb)
+        snprintf(buf, len, "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
+                           "config has num_classes %d: set num_classes 0", lb, c->num_classes);
+    else if (fwd && la == c->embed_dim && lb != la)
+        snprintf(buf, len, "; likely cause: a classifier head: the file's output has %lld values per row, as "
+                           "logits of num_classes %lld would (timm's forward applies `head`; lightly's forward "
+                           "never does): set num_classes %lld in the config", lb, lb, lb);
+    else if (fwd && la != lb)
+        snprintf(buf, len, "; likely cause: num_classes (config %d) or global_pool ('%s')", c->num_classes,
+                 c->global_pool);
+    else
+        snprintf(buf, len, "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
+                           "global_pool '%s', num_classes %d) or the call's indices", c->img_size, c->patch_size,
+                 c->class_token, c->reg_tokens, c->global_pool, c->num_classes);
+    return buf;
+}
+
 /* ---- reading the file ------------------------------------------------------------------------- */
 
 static float *tensor_f32(const vt_st_tensor *t) {
-    float *d = malloc((t->numel ? t->numel : 1) * sizeof(float));
-    if (!d) { vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", t->numel * sizeof(float)); return NULL; }
+    float *d = alloc_n(t->numel, sizeof(float));
+    if (!d) return NULL;
     if (vt_st_to_f32(t, d)) { free(d); return NULL; }
     return d;
 }
 
 /* An optional [B, *] integer tensor as int64; *out stays NULL when the file has none. */
-static int read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols, long long **out,
+static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols, long long **out,
                     int *cols) {
     const vt_st_tensor *t = vt_st_find(f, key);
     if (!t) return VT_OK;
@@ -71,7 +124,7 @@ static int read_i64(const vt_st_file *f, const char *key, int batch, long long w
         if (want_cols >= 0) return vt_fail(VT_ERR_MISMATCH, "%s must be [B, %lld]", key, want_cols);
         return vt_fail(VT_ERR_MISMATCH, "%s must be [B, K]", key);
     }
-    *out = malloc(t->numel * sizeof **out + 8);
+    *out = alloc_n(t->numel, sizeof **out);
     if (!*out) return VT_ERR_NOMEM;
     *cols = (int)t->shape[1];
     return vt_st_to_i64(t, *out);
@@ -79,7 +132,7 @@ static int read_i64(const vt_st_file *f, const char *key, int batch, long long w
 
 /* ---- comparing -------------------------------------------------------------------------------- */
 
-static int perr(vt_parity_result *r, int rc) {
+static vt_status perr(vt_parity_result *r, int rc) {
     snprintf(r->error, sizeof r->error, "%s", vt_last_error());
     return rc ? rc : VT_ERR_FORMAT;
 }
@@ -110,7 +163,7 @@ static double torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const
 }
 
 /* compares every expect/ key of the file with the computed outputs */
-static int compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
+static vt_status compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
     int ne = 0;
     for (size_t i = 0; i < f->n; i++) ne += !strncmp(f->tensors[i].name, "expect/", 7);
     r->t = calloc((size_t)ne + 1, sizeof *r->t);
@@ -126,8 +179,14 @@ static int compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
         for (int j = 0; j < o->n; j++)
             if (!strcmp(o->o[j].name, key)) mine = &o->o[j];
         if (!mine) return perr(r, vt_fail(VT_ERR_FORMAT, "vitrine computes nothing for '%s' (unsupported)", t->name));
-        if (mine->n != t->numel)
-            return perr(r, vt_fail(VT_ERR_MISMATCH, "'%s': vitrine computed %zu values, the file has %zu", t->name, mine->n, t->numel));
+        if (mine->n != t->numel) {
+            char sa[96], sb[96], why[400];
+            shape_str(sa, sizeof sa, mine->ndim, mine->shape);
+            shape_str(sb, sizeof sb, t->ndim, t->shape);
+            return perr(r, vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                                   "(%zu values)%s", key, sa, mine->n, t->name, sb, t->numel,
+                                   mismatch_cause(o, mine->ndim, mine->shape, t->ndim, t->shape, why, sizeof why)));
+        }
         float *ref = tensor_f32(t);
         if (!ref) return perr(r, VT_ERR_FORMAT);
         vt_parity_tensor *pt = &r->t[r->n++];
@@ -142,7 +201,7 @@ static int compare(const vt_st_file *f, const outs *o, vt_parity_result *r) {
     return VT_OK;
 }
 
-static int make_dump(const outs *o, vt_parity_result *r) {
+static vt_status make_dump(const outs *o, vt_parity_result *r) {
     vt_st_entry *e = calloc((size_t)o->n + 1, sizeof *e);
     if (!e) return perr(r, vt_fail(VT_ERR_NOMEM, "out of memory"));
     for (int i = 0; i < o->n; i++) {
@@ -160,7 +219,7 @@ static int make_dump(const outs *o, vt_parity_result *r) {
 
 /* ---- files of a primitive: the sin-cos table, AdamW -------------------------------------------- */
 
-static int run_sincos(const vt_st_file *f, outs *o) {
+static vt_status run_sincos(const vt_st_file *f, outs *o) {
     for (size_t i = 0; i < f->n; i++) {
         const vt_st_tensor *t = &f->tensors[i];
         int D, G, P;
@@ -169,9 +228,10 @@ static int run_sincos(const vt_st_file *f, outs *o) {
             return vt_fail(VT_ERR_FORMAT, "unexpected key '%s' in a sin-cos file", t->name);
         if (D <= 0 || D > 65536 || G <= 0 || G > 1024 || P < 0 || P > 64)
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' out of range", t->name);
-        size_t n = (size_t)(P + G * G) * D;
-        float *tab = malloc(n * sizeof(float));
-        if (!tab) return vt_fail(VT_ERR_NOMEM, "out of memory");
+        uint64_t rows = (uint64_t)P + (uint64_t)G * G;
+        float *tab = alloc_n(rows * D, sizeof(float));
+        if (!tab) return VT_ERR_NOMEM;
+        size_t n = (size_t)(rows * D); /* fits: alloc_n checked its bytes */
         int rc = vt_sincos_table(tab, D, G, P);
         long long shape[2] = {P + G * G, D};
         if (!rc) rc = push(o, t->name + 7, tab, n, 2, shape);
@@ -181,14 +241,14 @@ static int run_sincos(const vt_st_file *f, outs *o) {
     return VT_OK;
 }
 
-static int json_num(const vt_json *o, const char *k, double *v) {
+static vt_status json_num(const vt_json *o, const char *k, double *v) {
     const vt_json *j = vt_json_get(o, k);
     if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "AdamW config needs a number '%s'", k);
     *v = j->number;
     return VT_OK;
 }
 
-static int run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *call, outs *o) {
+static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *call, outs *o) {
     double lr = 0, eps = 0, wd = 0, b1, b2;
     const vt_json *betas = vt_json_get(cfg, "betas");
     int rc = json_num(cfg, "lr", &lr);
@@ -206,8 +266,8 @@ static int run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *cal
     const vt_st_tensor *w = vt_st_find(f, "param/w");
     if (!w) return vt_fail(VT_ERR_FORMAT, "AdamW file needs param/w");
     size_t n = w->numel;
-    float *p = tensor_f32(w), *m = calloc(n + 1, sizeof(float)), *v = calloc(n + 1, sizeof(float));
-    rc = (p && m && v) ? VT_OK : vt_fail(VT_ERR_NOMEM, "out of memory");
+    float *p = tensor_f32(w), *m = alloc_n(n, sizeof(float)), *v = alloc_n(n, sizeof(float));
+    rc = (p && m && v) ? VT_OK : VT_ERR_NOMEM;
     for (long s = 0; s < steps->integer && !rc; s++) {
         char k[64];
         snprintf(k, sizeof k, "input/grad.%ld", s);
@@ -228,7 +288,7 @@ static int run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *cal
 
 /* ---- files of a model: parameters in, one call forward and backward, outputs and gradients out -- */
 
-static int kind_of(const char *module, vt_kind *k) {
+static vt_status kind_of(const char *module, vt_kind *k) {
     if (!strcmp(module, "lightly.MaskedVisionTransformerTIMM")) *k = VT_KIND_LIGHTLY;
     else if (!strcmp(module, "lightly.MaskedCausalVisionTransformer")) *k = VT_KIND_CAUSAL;
     else if (!strcmp(module, "timm.VisionTransformer")) *k = VT_KIND_TIMM;
@@ -244,13 +304,15 @@ static int call_flag(const vt_json *call, const char *k, int dflt) {
 }
 
 /* The call's fn (PyTorch's method name) as a vt_fn; any option we do not implement is an error. */
-static int call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
+static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     const vt_json *fnj = vt_json_get(call, "fn");
     if (!fnj || fnj->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "call has no fn");
     const char *s = fnj->str;
     int loss_kind = kind == VT_KIND_MAE || kind == VT_KIND_AIM;
     if (!strcmp(s, "encode") || !strcmp(s, "forward_features")) *fn = VT_FN_ENCODE;
-    else if (!strcmp(s, "forward")) *fn = VT_FN_FORWARD;
+    /* timm's VisionTransformer.forward is forward_features + forward_head (pool, fc_norm, head);
+     * lightly's modules' forward pools only */
+    else if (!strcmp(s, "forward")) *fn = kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD;
     else if (!strcmp(s, "forward_intermediates")) *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
     else if (!strcmp(s, "loss") && loss_kind) *fn = VT_FN_LOSS;
     else return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
@@ -265,7 +327,7 @@ static int call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
 
 /* Parameters: param/<name> trainable, frozen/<name> frozen; every one present exactly once, and
  * no other param/ or frozen/ tensor. */
-static int load_params(const vt_st_file *f, vt_model *m) {
+static vt_status load_params(const vt_st_file *f, vt_model *m) {
     int rc = VT_OK;
     for (int i = 0; i < vt_param_count(m) && !rc; i++) {
         const char *name = vt_param_name(m, i);
@@ -304,7 +366,7 @@ static void inputs_free(model_inputs *x) {
     memset(x, 0, sizeof *x);
 }
 
-static int read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *call, model_inputs *x) {
+static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *call, model_inputs *x) {
     const vt_vit_config *ec = &vt_model_get_config(m)->enc;
     vt_inputs *in = &x->in;
     const vt_st_tensor *ti = vt_st_find(f, "input/images");
@@ -326,7 +388,7 @@ static int read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *ca
     if (!rc) rc = read_i64(f, "input/mask", in->batch, L, &mask, &cols);
     if (!rc && mask) {
         size_t n = (size_t)in->batch * (size_t)L;
-        x->mask = malloc(n + 1);
+        x->mask = alloc_n(n, 1);
         if (!x->mask) rc = VT_ERR_NOMEM;
         for (size_t i = 0; i < n && !rc; i++) x->mask[i] = mask[i] != 0;
         in->mask = x->mask;
@@ -338,7 +400,7 @@ static int read_inputs(const vt_st_file *f, const vt_model *m, const vt_json *ca
 
 /* Pushes each output of the call (loss, or out + intermediates.i) and reads the upstream gradient
  * the file gives for it (input/dout/<name>) into douts[i]; *n_douts = outputs that take one. */
-static int push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts, int *n_douts) {
+static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts, int *n_douts) {
     int nout = vt_output_count(m);
     for (int i = 0; i < nout; i++) {
         int64_t sh[4];
@@ -358,7 +420,14 @@ static int push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *
         snprintf(dk, sizeof dk, "input/dout/%s", nm);
         const vt_st_tensor *dt = vt_st_find(f, dk);
         if (dt) {
-            if (dt->numel != n) return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the output %zu", dk, dt->numel, n);
+            if (dt->numel != n) {
+                char sa[96], sb[96], why[400];
+                shape_str(sa, sizeof sa, nd, shl);
+                shape_str(sb, sizeof sb, dt->ndim, dt->shape);
+                return vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                               "(%zu values)%s", nm, sa, n, dk, sb, dt->numel,
+                               mismatch_cause(o, nd, shl, dt->ndim, dt->shape, why, sizeof why));
+            }
             douts[i] = tensor_f32(dt);
             if (!douts[i]) return VT_ERR_FORMAT;
         }
@@ -368,7 +437,7 @@ static int push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *
 }
 
 /* Pushes grad/<name> of every trainable parameter, in the model's order. */
-static int push_grads(vt_model *m, outs *o) {
+static vt_status push_grads(vt_model *m, outs *o) {
     for (int i = 0; i < vt_param_count(m); i++) {
         const float *g = vt_param_grad(m, i);
         if (!g) continue;
@@ -385,7 +454,7 @@ static int push_grads(vt_model *m, outs *o) {
 /* The model from the file's config and parameters, one call forward (keeping what backward
  * needs, under `policy`) and backward with the file's upstream gradients; pushes the outputs,
  * the parameter gradients and, when the file expects it, the image gradient. */
-static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
+static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
                      const char *policy, outs *o) {
     vt_fn fn = VT_FN_ENCODE;
     vt_model_config mc;
@@ -401,6 +470,9 @@ static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, co
     int n_douts = 0;
     const vt_vit_config *ec = &mc.enc;
 
+    o->have_cfg = 1;
+    o->cfg = mc;
+    o->fn = fn;
     rc = load_params(f, m);
     if (!rc && policy) rc = vt_set_grad_checkpointing(m, policy);
     if (!rc) rc = read_inputs(f, m, call, &x);
@@ -409,10 +481,10 @@ static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, co
         douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
         rc = douts ? push_outputs(f, m, fn, o, douts, &n_douts) : vt_fail(VT_ERR_NOMEM, "out of memory");
     }
-    size_t img_n = (size_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
+    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
-        dimages = calloc(img_n, sizeof(float));
-        if (!dimages) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
+        dimages = alloc_n(img_n, sizeof(float));
+        if (!dimages) rc = VT_ERR_NOMEM;
     }
     if (!rc) {
         vt_zero_grad(m);
@@ -421,7 +493,7 @@ static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, co
     if (!rc) rc = push_grads(m, o);
     if (!rc && dimages) {
         long long shl[4] = {x.in.batch, ec->in_chans, ec->img_size, ec->img_size};
-        rc = push(o, "grad/input/images", dimages, img_n, 4, shl);
+        rc = push(o, "grad/input/images", dimages, (size_t)img_n, 4, shl);
     }
 
     for (int i = 0; douts && i < n_douts; i++) free(douts[i]);
@@ -434,8 +506,8 @@ static int run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, co
 
 /* ---- the harness ------------------------------------------------------------------------------ */
 
-int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
-                  vt_parity_result *r) {
+vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                        vt_parity_result *r) {
     if (!r) return vt_fail(VT_ERR_ARG, "vt_parity_run: result is NULL");
     memset(r, 0, sizeof *r);
     r->worst = -1;
@@ -463,13 +535,20 @@ int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want
     }
     if (rc) goto out;
     rc = compare(&f, &o, r);
-    if (!rc && want_dump) rc = make_dump(&o, r);
     if (rc) r->pass = 0;
     goto done;
 out:
     perr(r, rc);
     r->pass = 0;
 done:
+    /* the dump holds whatever was computed, pass or fail: a failing file is when it is needed */
+    if (want_dump && o.n > 0) {
+        char keep[sizeof r->error];
+        memcpy(keep, r->error, sizeof keep);
+        int drc = make_dump(&o, r);
+        if (rc) memcpy(r->error, keep, sizeof keep); /* the first failure is the one to report */
+        else if (drc) { rc = drc; r->pass = 0; }
+    }
     r->status = rc;
     vt_json_free(cfg);
     vt_json_free(call);
@@ -478,7 +557,7 @@ done:
     return rc;
 }
 
-void vt_parity_fail(vt_parity_result *r, int status, const char *message) {
+void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message) {
     memset(r, 0, sizeof *r);
     r->worst = -1;
     r->status = status;
@@ -537,7 +616,7 @@ static void put_key(sbuf *b, const char *key) {
     put_raw(b, "\": ");
 }
 
-int vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
+vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
     sbuf b = {0};
     char st[16];
     put_raw(&b, "{");

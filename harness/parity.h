@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vitrine.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,7 +26,7 @@ typedef struct {
 
 typedef struct {
     int pass;                 /* every err <= VT_PARITY_TOL */
-    int status;               /* VT_OK when the file ran (pass or fail), else why it could not */
+    vt_status status;         /* VT_OK when the file ran (pass or fail), else why it could not */
     char error[512];          /* non-empty when the file could not be run */
     char module[96], fn[48];
     int n;                    /* compared tensors */
@@ -38,17 +40,17 @@ typedef struct {
 /* Runs the call a parity file describes, with the given checkpointing policy (NULL = none), and
  * compares every expect/ tensor. Returns VT_OK when the file ran (pass or fail in r->pass), an
  * error when it could not be run (r->error says why, r->status is the return value). */
-int vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
-                  vt_parity_result *r);
+vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                        vt_parity_result *r);
 /* A result for a file that was never run (e.g. it could not be read): pass 0, status, message. */
-void vt_parity_fail(vt_parity_result *r, int status, const char *message);
+void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message);
 /* The result as one JSON object (malloc'd, NUL-terminated, free with free()):
  *   {"file": ..., "pass": ..., "status": ..., "module": ..., "fn": ..., "error": ...,
  *    "worst": ..., "err": ..., "torch32_err": ..., "max_torch32_err": ...,
  *    "tensors": [{"name": ..., "err": ..., "torch32_err": ...}, ...]}
  * "file" only when file != NULL, "error" only when there is one, "worst" / "err" / "torch32_err"
  * only when a tensor was compared; numbers as %.9e. */
-int vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len);
+vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len);
 void vt_parity_free(vt_parity_result *r);
 
 #ifdef __cplusplus

@@ -23,6 +23,9 @@ fi
 if [ -f package-lock.json ]; then
   echo "== npm ci"
   npm ci --no-audit --no-fund --loglevel=error
+  # the runtime dependencies (pngjs, jpeg-js) with their registry data in the npm cache: tests/package
+  # installs the packed tarball elsewhere from the cache (npm ci fetches only the lock's tarballs)
+  npm cache add $(node -p "Object.entries(require('./package.json').dependencies || {}).map(([n, v]) => n + '@' + v).join(' ')") --loglevel=error
 fi
 
 echo "== build (native + wasm)"

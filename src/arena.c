@@ -23,11 +23,15 @@ float *vt_arena_zalloc(vt_arena *a, size_t nfloats) {
     return p;
 }
 
-int vt_arena_reserve(vt_arena *a, size_t nfloats) {
+vt_status vt_arena_overflow(const vt_arena *a) {
+    return vt_fail(VT_ERR_STATE, "activation arena overflow (planned %zu floats): a planning bug", a->cap);
+}
+
+vt_status vt_arena_reserve(vt_arena *a, size_t nfloats) {
     if (nfloats <= a->cap && a->base) return VT_OK;
     /* 64-byte alignment by hand (aligned_alloc is missing on some wasm libcs): the raw pointer
-     * is stored just below the aligned base; 128 spare bytes cover the pointer and the shift */
-    size_t bytes = (nfloats ? nfloats : 1) * sizeof(float) + 128;
+     * is stored just below the aligned base; the spare bytes cover the pointer and the shift */
+    size_t bytes = (nfloats ? nfloats : 1) * sizeof(float) + VT_ARENA_SPARE_BYTES;
     void *raw = malloc(bytes);
     if (!raw) return vt_fail(VT_ERR_NOMEM, "out of memory: the activation arena needs %zu bytes", bytes);
     if (a->base) free(((void **)a->base)[-1]);

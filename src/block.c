@@ -5,7 +5,7 @@
  *   xo = xm + ls2 * fc2(gelu(fc1(norm2(xm))))
  * Checkpointing never changes a bit: a re-computation calls the very same block_forward (same
  * kernels, same order, same inputs) that the first forward ran. Which activations are kept is a
- * per-block storage mode (VT_STORE_*), derived from the policy in checkpoint.c. The memory plan
+ * per-block storage mode (VT_STORE_*), derived from the policy in plan.c. The memory plan
  * for all of this is vt_chain_plan at the bottom, written to mirror the allocations here. */
 #include "kernels/kernels.h"
 #include "model.h"
@@ -16,18 +16,9 @@
 
 /* ---- parameters ------------------------------------------------------------------------------ */
 
-static int add(vt_model *m, int *idx, const char *pfx, int blk, const char *name, int ndim,
-               int64_t d0, int64_t d1, int trainable) {
-    char full[VT_NAME_MAX + 32];
-    snprintf(full, sizeof full, "%s%d.%s", pfx, blk, name);
-    int64_t shape[2] = {d0, d1};
-    *idx = m->pt.n;
-    return vt_ptable_add(&m->pt, full, ndim, shape, trainable);
-}
-
-int vt_chain_build(vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
-                   int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale,
-                   float eps, int trainable) {
+vt_status vt_chain_build(vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
+                         int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale,
+                         float eps, int trainable) {
     memset(c, 0, sizeof *c);
     if (depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "depth %d exceeds %d", depth, VT_MAX_DEPTH);
     c->depth = depth; c->D = D; c->H = H; c->hd = H ? D / H : 0; c->F = F;
@@ -39,32 +30,33 @@ int vt_chain_build(vt_model *m, vt_chain *c, const char *prefix, int depth, int 
     for (int i = 0; i < depth && !rc; i++) {
         vt_block_params *b = &c->blk[i];
         memset(b, 0xff, sizeof *b); /* every index -1 = absent */
+        char bp[VT_NAME_MAX + 16]; /* blocks.<i>. (the AIM head's MLP blocks are blocks.<1+i>.) */
+        snprintf(bp, sizeof bp, "%s%d.", prefix, has_attn ? i : i + 1);
         if (has_attn) {
-            rc |= add(m, &b->n1w, prefix, i, "norm1.weight", 1, D, 0, t);
-            rc |= add(m, &b->n1b, prefix, i, "norm1.bias", 1, D, 0, t);
-            rc |= add(m, &b->qkvw, prefix, i, "attn.qkv.weight", 2, 3 * D, D, t);
-            if (qkv_bias) rc |= add(m, &b->qkvb, prefix, i, "attn.qkv.bias", 1, 3 * D, 0, t);
+            rc |= vt_param_add(m, &b->n1w, bp, "norm1.weight", 1, D, 0, 0, 0, t);
+            rc |= vt_param_add(m, &b->n1b, bp, "norm1.bias", 1, D, 0, 0, 0, t);
+            rc |= vt_param_add(m, &b->qkvw, bp, "attn.qkv.weight", 2, 3 * D, D, 0, 0, t);
+            if (qkv_bias) rc |= vt_param_add(m, &b->qkvb, bp, "attn.qkv.bias", 1, 3 * D, 0, 0, 0, t);
             if (qk_norm) {
-                rc |= add(m, &b->qnw, prefix, i, "attn.q_norm.weight", 1, hd, 0, t);
-                rc |= add(m, &b->qnb, prefix, i, "attn.q_norm.bias", 1, hd, 0, t);
-                rc |= add(m, &b->knw, prefix, i, "attn.k_norm.weight", 1, hd, 0, t);
-                rc |= add(m, &b->knb, prefix, i, "attn.k_norm.bias", 1, hd, 0, t);
+                rc |= vt_param_add(m, &b->qnw, bp, "attn.q_norm.weight", 1, hd, 0, 0, 0, t);
+                rc |= vt_param_add(m, &b->qnb, bp, "attn.q_norm.bias", 1, hd, 0, 0, 0, t);
+                rc |= vt_param_add(m, &b->knw, bp, "attn.k_norm.weight", 1, hd, 0, 0, 0, t);
+                rc |= vt_param_add(m, &b->knb, bp, "attn.k_norm.bias", 1, hd, 0, 0, 0, t);
             }
-            rc |= add(m, &b->projw, prefix, i, "attn.proj.weight", 2, D, D, t);
-            rc |= add(m, &b->projb, prefix, i, "attn.proj.bias", 1, D, 0, t);
-            if (layerscale) rc |= add(m, &b->ls1, prefix, i, "ls1.gamma", 1, D, 0, t);
-            rc |= add(m, &b->n2w, prefix, i, "norm2.weight", 1, D, 0, t);
-            rc |= add(m, &b->n2b, prefix, i, "norm2.bias", 1, D, 0, t);
+            rc |= vt_param_add(m, &b->projw, bp, "attn.proj.weight", 2, D, D, 0, 0, t);
+            rc |= vt_param_add(m, &b->projb, bp, "attn.proj.bias", 1, D, 0, 0, 0, t);
+            if (layerscale) rc |= vt_param_add(m, &b->ls1, bp, "ls1.gamma", 1, D, 0, 0, 0, t);
+            rc |= vt_param_add(m, &b->n2w, bp, "norm2.weight", 1, D, 0, 0, 0, t);
+            rc |= vt_param_add(m, &b->n2b, bp, "norm2.bias", 1, D, 0, 0, 0, t);
         } else { /* AIMPredictionHeadBlock: blocks.<1+i>.norm / .mlp */
-            rc |= add(m, &b->n2w, prefix, i + 1, "norm.weight", 1, D, 0, t);
-            rc |= add(m, &b->n2b, prefix, i + 1, "norm.bias", 1, D, 0, t);
+            rc |= vt_param_add(m, &b->n2w, bp, "norm.weight", 1, D, 0, 0, 0, t);
+            rc |= vt_param_add(m, &b->n2b, bp, "norm.bias", 1, D, 0, 0, 0, t);
         }
-        int bi = has_attn ? i : i + 1;
-        rc |= add(m, &b->fc1w, prefix, bi, "mlp.fc1.weight", 2, F, D, t);
-        if (mlp_bias) rc |= add(m, &b->fc1b, prefix, bi, "mlp.fc1.bias", 1, F, 0, t);
-        rc |= add(m, &b->fc2w, prefix, bi, "mlp.fc2.weight", 2, D, F, t);
-        if (mlp_bias) rc |= add(m, &b->fc2b, prefix, bi, "mlp.fc2.bias", 1, D, 0, t);
-        if (layerscale && has_attn) rc |= add(m, &b->ls2, prefix, bi, "ls2.gamma", 1, D, 0, t);
+        rc |= vt_param_add(m, &b->fc1w, bp, "mlp.fc1.weight", 2, F, D, 0, 0, t);
+        if (mlp_bias) rc |= vt_param_add(m, &b->fc1b, bp, "mlp.fc1.bias", 1, F, 0, 0, 0, t);
+        rc |= vt_param_add(m, &b->fc2w, bp, "mlp.fc2.weight", 2, D, F, 0, 0, t);
+        if (mlp_bias) rc |= vt_param_add(m, &b->fc2b, bp, "mlp.fc2.bias", 1, D, 0, 0, 0, t);
+        if (layerscale && has_attn) rc |= vt_param_add(m, &b->ls2, bp, "ls2.gamma", 1, D, 0, 0, 0, t);
     }
     return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
 }
@@ -125,8 +117,7 @@ static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_
     if (f & F_H) x->h = vt_arena_alloc(a, M * F);
     if (f & F_HG) x->hg = vt_arena_alloc(a, M * F);
     if (f & F_FO) x->fo = vt_arena_alloc(a, M * D);
-    return a->overflow ? vt_fail(VT_ERR_STATE, "activation arena overflow (planned %zu floats): "
-                                 "a planning bug", a->cap) : VT_OK;
+    return a->overflow ? vt_arena_overflow(a) : VT_OK;
 }
 
 /* Copies into dst the fields of src selected by f (pointers only). */
@@ -345,9 +336,9 @@ static int output_kept(const vt_chain *c, const vt_chain_layout *l, int i, int n
     return need_grad && l->store[i + 1] != VT_STORE_NONE;
 }
 
-int vt_chain_run_start(vt_model *m, vt_chain_run *r, const vt_chain *c, const vt_chain_layout *lay,
-                       int B, int T, const uint8_t *causal_mask, float **xs, vt_block_acts *acts,
-                       float *x0, int need_grad, int keep_all) {
+vt_status vt_chain_run_start(vt_model *m, vt_chain_run *r, const vt_chain *c, const vt_chain_layout *lay,
+                             int B, int T, const uint8_t *causal_mask, float **xs, vt_block_acts *acts,
+                             float *x0, int need_grad, int keep_all) {
     r->c = c;
     r->lay = *lay;
     r->B = B;
@@ -359,7 +350,7 @@ int vt_chain_run_start(vt_model *m, vt_chain_run *r, const vt_chain *c, const vt
     return vt_chain_forward(m, r, need_grad, keep_all);
 }
 
-int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) {
+vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) {
     const vt_chain *c = r->c;
     const vt_chain_layout *l = &r->lay;
     vt_arena *ar = &m->arena;
@@ -390,7 +381,7 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
     float *ascr = c->has_attn ? vt_arena_alloc(ar, attn_scratch_floats(c, T)) : NULL;
     float *pp[2] = {NULL, NULL};
     if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the forward: a planning bug");
+    if (ar->overflow) return vt_arena_overflow(ar);
     /* 3. run */
     const float *x = r->xs[0];
     for (int i = 0; i < c->depth; i++) {
@@ -405,8 +396,8 @@ int vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) 
     return VT_OK;
 }
 
-int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inject_fn inject,
-                      void *ctx) {
+vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inject_fn inject,
+                            void *ctx) {
     const vt_chain *c = r->c;
     const vt_chain_layout *l = &r->lay;
     vt_arena *ar = &m->arena;
@@ -433,7 +424,7 @@ int vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, vt_inje
         else fields_alloc(ar, c, B, T, slot_fields, &slot[j]);
         slot_x[j] = j > 0 ? vt_arena_alloc(ar, MD) : NULL;
     }
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in the backward: a planning bug");
+    if (ar->overflow) return vt_arena_overflow(ar);
 
     /* first block of the segment whose internals sit in the slots: with a handover, the last
      * block's, left there by the forward */

@@ -4,12 +4,13 @@
 #include "model.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void vt_vit_config_default(vt_vit_config *c) {
     memset(c, 0, sizeof *c);
     c->img_size = 224; c->patch_size = 16; c->in_chans = 3; c->embed_dim = 768; c->depth = 12;
-    c->num_heads = 12; c->mlp_ratio = 4.0f; c->qkv_bias = 1; c->class_token = 1; c->pos_embed = 1;
+    c->num_heads = 12; c->mlp_ratio = 4.0; c->qkv_bias = 1; c->class_token = 1; c->pos_embed = 1;
     strcpy(c->global_pool, "token");
 }
 
@@ -19,8 +20,8 @@ void vt_model_config_default(vt_model_config *c, vt_kind kind) {
     vt_vit_config_default(&c->enc);
     c->enc.mask_token = kind == VT_KIND_LIGHTLY || kind == VT_KIND_MAE;
     /* lightly MAE example decoder / AIM head sizes (scaled by the caller as it likes) */
-    c->decoder_dim = 512; c->decoder_depth = 8; c->decoder_heads = 16; c->decoder_mlp_ratio = 4.0f;
-    c->head_hidden_dim = 2048; c->head_blocks = 12; c->head_mlp_ratio = 4.0f;
+    c->decoder_dim = 512; c->decoder_depth = 8; c->decoder_heads = 16; c->decoder_mlp_ratio = 4.0;
+    c->head_hidden_dim = 2048; c->head_blocks = 12; c->head_mlp_ratio = 4.0;
     if (kind == VT_KIND_CAUSAL || kind == VT_KIND_AIM) { /* lightly's AIM backbone */
         c->enc.class_token = 0; c->enc.no_embed_class = 1; strcpy(c->enc.global_pool, "avg");
     }
@@ -37,7 +38,7 @@ const char *vt_preset_name(int i) {
     return (i >= 0 && i < (int)(sizeof presets / sizeof presets[0])) ? presets[i].name : NULL;
 }
 
-int vt_preset(const char *name, vt_vit_config *c) {
+vt_status vt_preset(const char *name, vt_vit_config *c) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (name && !strcmp(name, presets[i].name)) {
             vt_vit_config_default(c);
@@ -71,6 +72,13 @@ static int get_float(const vt_json *v, const char *key, float *out, int null_ok)
     *out = (float)v->number;
     return VT_OK;
 }
+/* ratios stay double, as Python's floats are: the MLP hidden size int(dim * ratio) depends on it */
+static int get_double(const vt_json *v, const char *key, double *out) {
+    if (v->type != VT_JSON_NUMBER || !isfinite(v->number) || v->number < 0)
+        return vt_fail(VT_ERR_ARG, "config: %s must be a non-negative number", key);
+    *out = v->number;
+    return VT_OK;
+}
 /* a timm kwarg vitrine does not implement is accepted only with timm's default value */
 static int default_only(const vt_json *v, const char *key) {
     static const char *zero_ok[] = {"drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate",
@@ -89,7 +97,7 @@ static int default_only(const vt_json *v, const char *key) {
             vt_fail(VT_ERR_ARG, "config: %s other than %s is not supported", key, bools[i].truth ? "true" : "false");
             return 0;
         }
-    if (!strcmp(key, "fc_norm") || !strcmp(key, "weight_init")) {
+    if (!strcmp(key, "weight_init")) {
         if (v->type == VT_JSON_NULL || (v->type == VT_JSON_STRING && v->len == 0)) return 1;
         vt_fail(VT_ERR_ARG, "config: %s other than timm's default is not supported", key);
         return 0;
@@ -100,6 +108,7 @@ static int default_only(const vt_json *v, const char *key) {
 
 static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
     if (!o || o->type != VT_JSON_OBJECT) return vt_fail(VT_ERR_ARG, "config must be a JSON object");
+    int fc_norm = -1; /* timm's fc_norm: None (-1) = LayerNorm after avg / max / avgmax pooling */
     for (size_t i = 0; i < o->n; i++) {
         const char *k = o->keys[i];
         const vt_json *v = &o->items[i];
@@ -110,7 +119,7 @@ static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
         else if (!strcmp(k, "embed_dim")) rc = get_int(v, k, &c->embed_dim);
         else if (!strcmp(k, "depth")) rc = get_int(v, k, &c->depth);
         else if (!strcmp(k, "num_heads")) rc = get_int(v, k, &c->num_heads);
-        else if (!strcmp(k, "mlp_ratio")) rc = get_float(v, k, &c->mlp_ratio, 0);
+        else if (!strcmp(k, "mlp_ratio")) rc = get_double(v, k, &c->mlp_ratio);
         else if (!strcmp(k, "qkv_bias")) rc = get_bool(v, k, &c->qkv_bias);
         else if (!strcmp(k, "qk_norm")) rc = get_bool(v, k, &c->qk_norm);
         else if (!strcmp(k, "class_token")) rc = get_bool(v, k, &c->class_token);
@@ -128,13 +137,24 @@ static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
             if (v->type != VT_JSON_STRING || v->len >= sizeof c->global_pool)
                 rc = vt_fail(VT_ERR_ARG, "config: global_pool must be '', 'token', 'avg', 'max' or 'avgmax'");
             else strcpy(c->global_pool, v->str);
+        } else if (!strcmp(k, "fc_norm")) {
+            if (v->type == VT_JSON_BOOL) fc_norm = v->boolean;
+            else if (v->type != VT_JSON_NULL) rc = vt_fail(VT_ERR_ARG, "config: fc_norm must be null, true or false");
         } else if (!default_only(v, k)) rc = VT_ERR_ARG;
         if (rc) return rc;
     }
+    /* an explicit fc_norm is accepted when it is what timm's default gives for this pooling */
+    const char *gp = c->global_pool;
+    int dflt = !strcmp(gp, "avg") || !strcmp(gp, "max") || !strcmp(gp, "avgmax");
+    if (fc_norm >= 0 && fc_norm != dflt)
+        return vt_fail(VT_ERR_ARG, "config: fc_norm=%s with global_pool '%s' is not supported: vitrine computes timm's "
+                                   "default fc_norm=None (the LayerNorm after avg / max / avgmax pooling, the final "
+                                   "norm before pooling otherwise), which is fc_norm=%s here",
+                       fc_norm ? "true" : "false", gp, dflt ? "true" : "false");
     return VT_OK;
 }
 
-int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
+vt_status vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
     vt_json *root = NULL;
     int rc = vt_json_parse(json, len, &root);
     if (rc) return rc;
@@ -143,7 +163,7 @@ int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c) {
     return rc;
 }
 
-int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c) {
+vt_status vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c) {
     vt_model_config_default(c, kind);
     vt_json *root = NULL;
     int rc = vt_json_parse(json, len, &root);
@@ -163,11 +183,11 @@ int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_mod
             if (kind == VT_KIND_MAE && !strcmp(k, "decoder_dim")) rc = get_int(v, k, &c->decoder_dim);
             else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_depth")) rc = get_int(v, k, &c->decoder_depth);
             else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_heads")) rc = get_int(v, k, &c->decoder_heads);
-            else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_mlp_ratio")) rc = get_float(v, k, &c->decoder_mlp_ratio, 0);
+            else if (kind == VT_KIND_MAE && !strcmp(k, "decoder_mlp_ratio")) rc = get_double(v, k, &c->decoder_mlp_ratio);
             else if (kind == VT_KIND_MAE && !strcmp(k, "norm_pix_loss")) rc = get_bool(v, k, &c->norm_pix_loss);
             else if (kind == VT_KIND_AIM && !strcmp(k, "head_hidden_dim")) rc = get_int(v, k, &c->head_hidden_dim);
             else if (kind == VT_KIND_AIM && !strcmp(k, "head_blocks")) rc = get_int(v, k, &c->head_blocks);
-            else if (kind == VT_KIND_AIM && !strcmp(k, "head_mlp_ratio")) rc = get_float(v, k, &c->head_mlp_ratio, 0);
+            else if (kind == VT_KIND_AIM && !strcmp(k, "head_mlp_ratio")) rc = get_double(v, k, &c->head_mlp_ratio);
             else rc = vt_fail(VT_ERR_ARG, "config: unknown option '%s'", k);
         }
         /* lightly's MAE backbone is a MaskedVisionTransformerTIMM: it always has a mask token */
@@ -179,7 +199,7 @@ int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_mod
     return rc;
 }
 
-int vt_config_validate(const vt_model_config *mc) {
+vt_status vt_config_validate(const vt_model_config *mc) {
     const vt_vit_config *c = &mc->enc;
     if (c->img_size < 1 || c->patch_size < 1 || c->in_chans < 1 || c->embed_dim < 1 || c->depth < 0 ||
         c->num_heads < 1)
@@ -189,7 +209,9 @@ int vt_config_validate(const vt_model_config *mc) {
     if (c->embed_dim % c->num_heads)
         return vt_fail(VT_ERR_ARG, "config: embed_dim %d is not divisible by num_heads %d", c->embed_dim, c->num_heads);
     if (c->depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "config: depth %d exceeds %d", c->depth, VT_MAX_DEPTH);
-    if ((int)((float)c->embed_dim * c->mlp_ratio) < 1) return vt_fail(VT_ERR_ARG, "config: mlp_ratio %g gives no hidden units", c->mlp_ratio);
+    if (vt_mlp_hidden(c->embed_dim, c->mlp_ratio) < 1)
+        return vt_fail(VT_ERR_ARG, "config: mlp_ratio %.17g gives %s hidden units", c->mlp_ratio,
+                       vt_mlp_hidden(c->embed_dim, c->mlp_ratio) ? "too many" : "no");
     const char *gp = c->global_pool;
     if (strcmp(gp, "") && strcmp(gp, "token") && strcmp(gp, "avg") && strcmp(gp, "max") && strcmp(gp, "avgmax"))
         return vt_fail(VT_ERR_ARG, "config: global_pool '%s' is not supported ('', token, avg, max, avgmax)", gp);
@@ -197,10 +219,14 @@ int vt_config_validate(const vt_model_config *mc) {
         return vt_fail(VT_ERR_ARG, "config: global_pool 'token' needs class_token (timm asserts this)");
     if (c->reg_tokens < 0 || c->reg_tokens > 64) return vt_fail(VT_ERR_ARG, "config: reg_tokens %d out of range", c->reg_tokens);
     int G = c->img_size / c->patch_size;
-    if ((long)G * G + c->class_token + c->reg_tokens > 4096)
-        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed 4096", G * G + c->class_token + c->reg_tokens);
+    if ((long)G * G + c->class_token + c->reg_tokens > VT_MAX_TOKENS)
+        return vt_fail(VT_ERR_ARG, "config: %d tokens exceed %d", G * G + c->class_token + c->reg_tokens, VT_MAX_TOKENS);
     if (mc->kind == VT_KIND_TIMM && c->mask_token)
         return vt_fail(VT_ERR_ARG, "config: mask_token belongs to lightly's wrapper (kind lightly), not to timm's ViT");
+    if (mc->kind == VT_KIND_MAE && vt_mlp_hidden(mc->decoder_dim, mc->decoder_mlp_ratio) < 1)
+        return vt_fail(VT_ERR_ARG, "config: decoder_mlp_ratio %.17g gives no usable hidden size", mc->decoder_mlp_ratio);
+    if (mc->kind == VT_KIND_AIM && vt_mlp_hidden(mc->head_hidden_dim, mc->head_mlp_ratio) < 1)
+        return vt_fail(VT_ERR_ARG, "config: head_mlp_ratio %.17g gives no usable hidden size", mc->head_mlp_ratio);
     if (mc->kind == VT_KIND_MAE) {
         if (mc->decoder_dim < 1 || mc->decoder_heads < 1 || mc->decoder_dim % mc->decoder_heads || mc->decoder_depth < 0 ||
             mc->decoder_depth > VT_MAX_DEPTH)
@@ -216,28 +242,45 @@ int vt_config_validate(const vt_model_config *mc) {
     return VT_OK;
 }
 
+int64_t vt_mlp_hidden(int dim, double ratio) {
+    double h = (double)dim * ratio; /* Python: int(dim * mlp_ratio), dim promoted to double */
+    if (!(h >= 0 && h < 2147483648.0)) return -1;
+    return (int64_t)h; /* truncation toward zero, as int() */
+}
+
+/* A double as JSON that reads back to the same double (Python writes repr: the shortest such) */
+static void fmt_double(char *buf, size_t len, double v) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
 /* The inverse of vt_model_config_from_json (what a training checkpoint records). */
-int vt_model_config_to_json(const vt_model_config *mc, char *buf, size_t len) {
+vt_status vt_model_config_to_json(const vt_model_config *mc, char *buf, size_t len) {
     const vt_vit_config *c = &mc->enc;
-    char enc[640];
+    char enc[640], r_enc[32], r_dec[32], r_head[32];
+    fmt_double(r_enc, sizeof r_enc, c->mlp_ratio);
+    fmt_double(r_dec, sizeof r_dec, mc->decoder_mlp_ratio);
+    fmt_double(r_head, sizeof r_head, mc->head_mlp_ratio);
     int n = snprintf(enc, sizeof enc,
                      "{\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, \"depth\": %d, "
-                     "\"num_heads\": %d, \"mlp_ratio\": %.9g, \"qkv_bias\": %s, \"qk_norm\": %s, \"class_token\": %s, "
+                     "\"num_heads\": %d, \"mlp_ratio\": %s, \"qkv_bias\": %s, \"qk_norm\": %s, \"class_token\": %s, "
                      "\"reg_tokens\": %d, \"no_embed_class\": %s, \"pos_embed\": \"%s\", \"init_values\": %.9g, "
                      "\"global_pool\": \"%s\", \"mask_token\": %s, \"num_classes\": %d}",
-                     c->img_size, c->patch_size, c->in_chans, c->embed_dim, c->depth, c->num_heads, c->mlp_ratio,
+                     c->img_size, c->patch_size, c->in_chans, c->embed_dim, c->depth, c->num_heads, r_enc,
                      c->qkv_bias ? "true" : "false", c->qk_norm ? "true" : "false", c->class_token ? "true" : "false",
                      c->reg_tokens, c->no_embed_class ? "true" : "false", c->pos_embed ? "learn" : "none",
                      c->init_values, c->global_pool, c->mask_token ? "true" : "false", c->num_classes);
     if (n < 0 || (size_t)n >= sizeof enc) return vt_fail(VT_ERR_ARG, "config too long");
     if (mc->kind == VT_KIND_MAE)
         n = snprintf(buf, len, "{\"encoder\": %s, \"decoder_dim\": %d, \"decoder_depth\": %d, \"decoder_heads\": %d, "
-                               "\"decoder_mlp_ratio\": %.9g, \"norm_pix_loss\": %s}",
-                     enc, mc->decoder_dim, mc->decoder_depth, mc->decoder_heads, mc->decoder_mlp_ratio,
+                               "\"decoder_mlp_ratio\": %s, \"norm_pix_loss\": %s}",
+                     enc, mc->decoder_dim, mc->decoder_depth, mc->decoder_heads, r_dec,
                      mc->norm_pix_loss ? "true" : "false");
     else if (mc->kind == VT_KIND_AIM)
-        n = snprintf(buf, len, "{\"encoder\": %s, \"head_hidden_dim\": %d, \"head_blocks\": %d, \"head_mlp_ratio\": %.9g}",
-                     enc, mc->head_hidden_dim, mc->head_blocks, mc->head_mlp_ratio);
+        n = snprintf(buf, len, "{\"encoder\": %s, \"head_hidden_dim\": %d, \"head_blocks\": %d, \"head_mlp_ratio\": %s}",
+                     enc, mc->head_hidden_dim, mc->head_blocks, r_head);
     else
         n = snprintf(buf, len, "%s", enc);
     if (n < 0 || (size_t)n >= len) return vt_fail(VT_ERR_ARG, "config JSON needs %d bytes, the buffer has %zu", n, len);
@@ -249,7 +292,7 @@ const char *vt_kind_name(vt_kind k) {
     return (unsigned)k < 5 ? names[k] : "?";
 }
 
-int vt_kind_from_name(const char *name, vt_kind *k) {
+vt_status vt_kind_from_name(const char *name, vt_kind *k) {
     for (int i = 0; i < 5; i++)
         if (name && !strcmp(name, vt_kind_name((vt_kind)i))) { *k = (vt_kind)i; return VT_OK; }
     return vt_fail(VT_ERR_ARG, "unknown model kind '%s' (timm, lightly, causal, mae, aim)", name ? name : "(null)");

@@ -96,7 +96,7 @@ static void init_sincos(vt_model *m, int pos, int P) {
     vt_sincos_table(vt_P(m, pos), D, G, P);
 }
 
-int vt_init_weights(vt_model *m, uint64_t seed) {
+vt_status vt_init_weights(vt_model *m, uint64_t seed) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_init_weights: model is NULL");
     vt_rng r;
     vt_rng_seed(&r, seed);
@@ -145,13 +145,17 @@ int vt_init_weights(vt_model *m, uint64_t seed) {
 
 /* ---- lightly's random masks --------------------------------------------------------------- */
 
-int vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
-                         int64_t *idx_keep, int64_t *idx_mask, int *n_keep_out) {
-    if (B < 1 || L < 1 || L > 65536 || !(mask_ratio >= 0 && mask_ratio < 1))
-        return vt_fail(VT_ERR_ARG, "random_token_mask: batch >= 1, 1 <= L <= 65536, 0 <= mask_ratio < 1");
+int vt_mask_keep_count(int L, float mask_ratio, int mask_class_token) {
     int n_keep = (int)((float)(L - (mask_class_token ? 0 : 1)) * (1.0f - mask_ratio));
     if (!mask_class_token) n_keep = n_keep + 1 > 1 ? n_keep + 1 : 1;
-    if (n_keep > L) n_keep = L;
+    return n_keep > L ? L : n_keep;
+}
+
+vt_status vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
+                               int64_t *idx_keep, int64_t *idx_mask, int *n_keep_out) {
+    if (B < 1 || L < 1 || L > 65536 || !(mask_ratio >= 0 && mask_ratio < 1))
+        return vt_fail(VT_ERR_ARG, "random_token_mask: batch >= 1, 1 <= L <= 65536, 0 <= mask_ratio < 1");
+    int n_keep = vt_mask_keep_count(L, mask_ratio, mask_class_token);
     *n_keep_out = n_keep;
     /* scratch on the heap: this runs before a step, and wasm stacks are small */
     float *noise = malloc((size_t)L * sizeof *noise);
@@ -178,7 +182,7 @@ int vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_cla
     return VT_OK;
 }
 
-int vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_t *mask) {
+vt_status vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_t *mask) {
     if (B < 1 || N < 1 || max_prefix_length < 1)
         return vt_fail(VT_ERR_ARG, "random_prefix_mask: batch, N and max_prefix_length must be >= 1");
     for (int b = 0; b < B; b++) {
@@ -191,7 +195,7 @@ int vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_
 /* out [(P + G*G), D]: P zero rows, then for token t = row*G + col:
  * [sin(col w), cos(col w), sin(row w), cos(row w)], each D/4 wide, w_k = 1 / 10000^(k / (D/4)).
  * (meshgrid(w, h) puts the column index in the first half, as lightly's table does.) */
-int vt_sincos_table(float *out, int D, int G, int P) {
+vt_status vt_sincos_table(float *out, int D, int G, int P) {
     if (!out || D <= 0 || D % 4 || G <= 0 || P < 0)
         return vt_fail(VT_ERR_ARG, "sin-cos table: embed_dim %d must be a positive multiple of 4, grid %d >= 1, prefix %d >= 0", D, G, P);
     int q = D / 4;

@@ -5,6 +5,7 @@
 #include "json.h"
 #include "status.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <locale.h>
 #include <math.h>
@@ -212,7 +213,7 @@ static int parse_string(jparser *p, char **out, size_t *out_len) {
         free(o);
         return rc;
     }
-    VT_ASSERT(n < cap);
+    assert(n < cap); /* the output never outgrows its input: a bug if it did */
     o[n] = 0;
     *out = (char *)o;
     *out_len = n;
@@ -464,7 +465,7 @@ static int parse_value(jparser *p, vt_json *v, int depth) {
     return vt_fail(VT_ERR_FORMAT, "json: unexpected byte 0x%02x at byte %zu", c, p->pos);
 }
 
-int vt_json_parse(const char *text, size_t len, vt_json **out) {
+vt_status vt_json_parse(const char *text, size_t len, vt_json **out) {
     if (!out) return vt_fail(VT_ERR_ARG, "json: out is NULL");
     *out = NULL;
     if (!text && len) return vt_fail(VT_ERR_ARG, "json: text is NULL");

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "status.h"
+
 #define VT_JSON_MAX_DEPTH 64 /* arrays/objects nested deeper than this are rejected */
 
 typedef enum { VT_JSON_NULL, VT_JSON_BOOL, VT_JSON_NUMBER, VT_JSON_STRING, VT_JSON_ARRAY, VT_JSON_OBJECT } vt_json_type;
@@ -25,7 +27,7 @@ typedef struct vt_json {
 
 /* Parses text[0..len) (need not be NUL-terminated). On success *out owns a tree to release with
  * vt_json_free. Errors: VT_ERR_FORMAT (message has the byte offset), VT_ERR_NOMEM, VT_ERR_ARG. */
-int vt_json_parse(const char *text, size_t len, vt_json **out);
+vt_status vt_json_parse(const char *text, size_t len, vt_json **out);
 void vt_json_free(vt_json *v); /* NULL-safe */
 /* Value of `key` in an object; NULL if obj is NULL, not an object, or has no such key. */
 const vt_json *vt_json_get(const vt_json *obj, const char *key);

@@ -27,17 +27,22 @@ typedef struct {
     float *data, *grad;
 } vt_ptable;
 
-int vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
-                  int requires_grad);
-int vt_ptable_alloc(vt_ptable *t);  /* allocate data (zeroed) and grads after all adds */
-int vt_ptable_relayout_grads(vt_ptable *t); /* after requires_grad changes */
+vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
+                        int requires_grad);
+vt_status vt_ptable_alloc(vt_ptable *t);  /* allocate data (zeroed) and grads after all adds */
+vt_status vt_ptable_relayout_grads(vt_ptable *t); /* after requires_grad changes */
 void vt_ptable_free(vt_ptable *t);
+struct vt_model;
+/* Adds parameter pfx + name of shape (d0, d1, d2, d3)[:ndim] to the model's table; *idx = its
+ * index. The one way the builders (vit.c, block.c, objectives.c) add parameters. */
+vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim,
+                       int64_t d0, int64_t d1, int64_t d2, int64_t d3, int trainable);
 
 /* ---- activation arena (arena.c) -------------------------------------------------------------- */
 /* A stack (bump) allocator over one buffer. Sizes are rounded to VT_ALIGN_FLOATS so that every
  * buffer is 64-byte aligned. mark/reset give scoped scratch; the peak is what the plan predicts. */
 #define VT_ALIGN_FLOATS 16
-#define VT_TIMELINE_MAX 4096
+#define VT_ARENA_SPARE_BYTES 128 /* beyond the plan: the 64-byte alignment and the raw pointer */
 typedef struct {
     float *base;
     size_t cap;  /* floats */
@@ -74,7 +79,33 @@ static inline void vt_arena_reset(vt_arena *a, size_t mark) {
     a->top = mark;
     vt_arena_event(a);
 }
-int vt_arena_reserve(vt_arena *a, size_t nfloats); /* (re)allocate to at least nfloats */
+vt_status vt_arena_reserve(vt_arena *a, size_t nfloats); /* (re)allocate to at least nfloats */
+/* A call ran past its plan: a bug in the plan (never the caller's fault), reported, not a crash. */
+vt_status vt_arena_overflow(const vt_arena *a);
+
+/* A call's arena use as a step table (llm.c's size tables, with time): its allocations in the
+ * order the code makes them, KEEP = held until the call's scope ends, PEAK = on top for a while
+ * and then released (a callee's scratch, a scoped buffer); count repeats a row (per block). The
+ * code allocates its own rows' n (st[ROW].n) and the plan is the table's peak, so the two come
+ * from one description. Rows a call does not use have n = 0. */
+typedef enum { VT_STEP_KEEP, VT_STEP_PEAK } vt_step_op;
+typedef struct {
+    vt_step_op op;
+    uint64_t n;     /* floats per allocation (rounded by the arena) */
+    uint64_t count; /* allocations of n */
+} vt_step;
+static inline vt_step vt_keep(uint64_t n) { return (vt_step){VT_STEP_KEEP, n, 1}; }
+static inline vt_step vt_peak(uint64_t n) { return (vt_step){VT_STEP_PEAK, n, 1}; }
+/* the floats the arena holds at its peak when a call runs the table */
+static inline uint64_t vt_steps_peak(const vt_step *s, int n) {
+    uint64_t top = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t sz = s[i].count * vt_round(s[i].n);
+        if (s[i].op == VT_STEP_KEEP) top += sz;
+        if (top + (s[i].op == VT_STEP_PEAK ? sz : 0) > peak) peak = top + (s[i].op == VT_STEP_PEAK ? sz : 0);
+    }
+    return peak;
+}
 void vt_arena_begin(vt_arena *a);                 /* top = 0, peak = 0 */
 void vt_arena_free(vt_arena *a);
 
@@ -104,12 +135,15 @@ typedef struct {
     vt_policy_kind kind;
     int every;         /* K for every:K */
     uint64_t budget;   /* bytes for budget: */
-    char text[48];
+    char text[VT_POLICY_TEXT_MAX];
 } vt_policy;
 
 /* The concrete layout of one chain for one call: a segment length (blocks re-computed together
- * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layout. */
+ * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layouts
+ * (plan.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
+ * head. */
 #define VT_MAX_DEPTH 64
+#define VT_CHAINS 2
 typedef struct {
     int seg;                        /* segment length for checkpointed blocks (>= 1) */
     unsigned char store[VT_MAX_DEPTH];
@@ -157,6 +191,63 @@ typedef struct {
     vt_chain chain;
 } vt_encoder;
 
+/* timm forward_head on the encoder's features (vit.c; reference-models.md 1.4): pool -> fc_norm
+ * -> head. What its forward keeps for its backward (arena pointers). */
+typedef struct {
+    int B, T, rows, D, C; /* rows: B, or B*T with global_pool ''; C: num_classes (0: no head) */
+    const float *x;       /* [B,T,D] the features (the caller keeps them until the backward) */
+    float *pooled;        /* [rows,D] pool output (aliases x with global_pool '') */
+    float *normed, *mean, *rstd; /* fc_norm output and stats; NULL when fc_norm is Identity */
+    float *out;           /* [rows, C or D]: what forward_head returns */
+} vt_head_run;
+
+/* AdamW (optim.c): the moments, in the gradient layout they were made for */
+typedef struct {
+    float *m, *v;
+    size_t n;            /* floats of m and of v (= the gradient buffer's then) */
+    long t;              /* steps taken */
+    vt_adamw_config cfg;
+} vt_optim_state;
+
+/* trainer.c: what vt_train_step needs besides the optimizer */
+typedef struct {
+    int on;              /* set up by vt_trainer_init or vt_train_state_load */
+    vt_train_config cfg;
+    vt_rng rng;          /* the mask generator */
+    int64_t *keep, *masked; /* MAE idx_keep / idx_mask of a step */
+    uint8_t *prefix;     /* AIM prefix mask of a step */
+    size_t cap;          /* tokens the three buffers hold (batch x sequence of the largest step) */
+} vt_trainer_state;
+
+/* What the MAE / AIM loss forward keeps for its backward (objectives.c); arena pointers. */
+typedef struct {
+    float *feat;                      /* the encoder's output (after its norm) */
+    float *dec_ln, *dec_m, *dec_r;    /* MAE: the decoder's norm output, mean, rstd */
+    float *sel;                       /* MAE: its rows at idx_mask */
+    float *f2;                        /* AIM: features + pos_embed (the head's input) */
+    float *head_ln, *head_m, *head_r; /* AIM: the head's norm output, mean, rstd */
+    float *pred, *tgt, *trs;          /* prediction, target, the target's 1/std per patch */
+} vt_loss_acts;
+
+/* The last vt_forward: what its backward and the output getters read. */
+typedef struct {
+    int have_fwd, need_grad; /* a forward ran (and kept what its backward needs) */
+    vt_fn fn;
+    vt_inputs in;
+    size_t planned_floats;   /* the arena plan it ran under */
+    vt_chain_run enc_run, dec_run, head_run;
+    float *enc_xs[VT_MAX_DEPTH + 1], *dec_xs[VT_MAX_DEPTH + 1], *head_xs[VT_MAX_DEPTH + 1];
+    vt_block_acts enc_acts[VT_MAX_DEPTH], dec_acts[VT_MAX_DEPTH], head_acts[VT_MAX_DEPTH];
+    float *out;              /* main output */
+    vt_head_run head;        /* VT_FN_TIMM_FORWARD: timm's forward_head */
+    int64_t out_shape[4]; int out_ndim;
+    float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
+    float *inter[VT_MAX_DEPTH];    /* intermediates (aliases xs when not normed) */
+    float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
+    float loss;
+    vt_loss_acts ls;
+} vt_call_state;
+
 struct vt_model {
     vt_model_config cfg;
     vt_ptable pt;
@@ -170,36 +261,9 @@ struct vt_model {
 
     vt_policy policy;
     vt_arena arena;
-    /* AdamW state (optim.c): gradient layout */
-    float *opt_m, *opt_v;
-    size_t opt_n;
-    long opt_t;
-    vt_adamw_config opt;
-    /* trainer.c: training config, mask generator, mask buffers */
-    int trainer;
-    vt_train_config tc;
-    vt_rng rng;
-    int64_t *keep_buf, *maskidx_buf;
-    uint8_t *prefix_buf;
-    size_t mask_cap;
-    size_t planned_floats;
-
-    /* state of the last forward */
-    int have_fwd, fwd_need_grad;
-    vt_fn fn;
-    vt_inputs in;
-    int T;             /* encoder tokens after idx_keep */
-    vt_chain_run enc_run, dec_run, head_run;
-    float *enc_xs[VT_MAX_DEPTH + 1], *dec_xs[VT_MAX_DEPTH + 1], *head_xs[VT_MAX_DEPTH + 1];
-    vt_block_acts enc_acts[VT_MAX_DEPTH], dec_acts[VT_MAX_DEPTH], head_acts[VT_MAX_DEPTH];
-    float *out;        /* main output */
-    int64_t out_shape[4]; int out_ndim;
-    float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
-    float *inter[VT_MAX_DEPTH];     /* intermediates (aliases xs when not normed) */
-    float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
-    float loss;
-    /* what the MAE / AIM loss forward keeps for its backward (objectives.c) */
-    struct { float *feat, *f2, *dec_ln, *dec_m, *dec_r, *sel, *pred, *tgt, *trs; } ls;
+    vt_optim_state opt;
+    vt_trainer_state train;
+    vt_call_state last;
     /* re-computation slots of the chain backward (here, not on the stack: wasm stacks are small) */
     vt_block_acts slot[VT_MAX_DEPTH];
     float *slot_x[VT_MAX_DEPTH];
@@ -214,21 +278,19 @@ static inline float *vt_G(struct vt_model *m, int idx, int want) {
     return m->pt.grad + m->pt.p[idx].goff;
 }
 
-int vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H,
-                   int F, int has_attn, int qkv_bias, int mlp_bias, int qk_norm,
-                   int layerscale, float eps, int trainable);
+vt_status vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H,
+                         int F, int has_attn, int qkv_bias, int mlp_bias, int qk_norm,
+                         int layerscale, float eps, int trainable);
 void vt_chain_free(vt_chain *c);
-int vt_resolve_layout(const struct vt_model *m, const vt_chain *c, int B, int T,
-                      int force_all_inputs, int need_grad, vt_chain_layout *lay);
 /* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
-int vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
-                       const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask,
-                       float **xs, vt_block_acts *acts, float *x0, int need_grad, int keep_all);
+vt_status vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
+                             const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask,
+                             float **xs, vt_block_acts *acts, float *x0, int need_grad, int keep_all);
 /* Forward of a chain from xs[0]; allocates what the layout keeps. */
-int vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
+vt_status vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
 /* Backward: dres (B,T,D) holds d(out) on entry and d(input) on return. */
-int vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, int param_grads,
-                      vt_inject_fn inject, void *ctx);
+vt_status vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, int param_grads,
+                            vt_inject_fn inject, void *ctx);
 /* Closed-form plan of the chain, mirroring vt_chain_forward/backward (in floats):
  * kept = stored during forward, fwd_peak = extra transient on top during the forward,
  * bwd_peak = extra on top of kept during the backward (excluding dres). */

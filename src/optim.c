@@ -4,31 +4,10 @@
  * (torch.nn.utils.clip_grad_norm_). The optimizer state m, v uses the gradient layout. */
 #include "optim.h"
 #include "model.h"
+#include "kernels/kernels.h" /* vt_adamw_step: the update of one flat range (kernels_ref.c, SIMD) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kernels/kernels_simd.h" /* VT_SIMD128_AVAILABLE: wasm SIMD128 or x86-64 SSE2 */
-#if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
-#define ADAMW_UPDATE vt_simd_adamw_update /* same bits as the loop below, 4 lanes at a time */
-#else
-#define ADAMW_UPDATE vt_adamw_update
-#endif
-
-/* One AdamW step on n floats; t is the 1-based step count after this update.
- *   p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
- *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                     float b1, float b2, float eps, float wd) {
-    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
-    float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
-    for (size_t i = 0; i < n; i++) {
-        p[i] *= decay;
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        float denom = sqrtf(v[i]) / bc2s + eps;
-        p[i] -= step * (m[i] / denom);
-    }
-}
 
 float vt_cosine_warmup(long step, double warmup, double total) {
     /* lightly CosineWarmupScheduler: linear warmup (step+1)/W, then cosine from 1 to 0.001 */
@@ -45,7 +24,7 @@ static int no_decay(const vt_param *p) {
     return strstr(n, "token") || strstr(n, "pos_embed") || strstr(n, "gamma");
 }
 
-int vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg) {
+vt_status vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg) {
     if (!cfg || !(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1) ||
         !(cfg->eps > 0) || !(cfg->weight_decay >= 0))
         return vt_fail(VT_ERR_ARG, "AdamW: lr >= 0, betas in [0,1), eps > 0, weight_decay >= 0");
@@ -56,24 +35,24 @@ int vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg) {
         free(vv);
         return vt_fail(VT_ERR_NOMEM, "out of memory: AdamW state needs %zu bytes", 2 * n * sizeof(float));
     }
-    free(m->opt_m);
-    free(m->opt_v);
-    m->opt_m = mm;
-    m->opt_v = vv;
-    m->opt_n = m->pt.gtotal;
-    m->opt_t = 0;
-    m->opt = *cfg;
+    free(m->opt.m);
+    free(m->opt.v);
+    m->opt.m = mm;
+    m->opt.v = vv;
+    m->opt.n = m->pt.gtotal;
+    m->opt.t = 0;
+    m->opt.cfg = *cfg;
     return VT_OK;
 }
 
 void vt_optimizer_free(vt_model *m) {
-    free(m->opt_m);
-    free(m->opt_v);
-    m->opt_m = m->opt_v = NULL;
-    m->opt_n = 0;
+    free(m->opt.m);
+    free(m->opt.v);
+    m->opt.m = m->opt.v = NULL;
+    m->opt.n = 0;
 }
 
-int vt_grad_norm(const vt_model *m, double *norm) {
+vt_status vt_grad_norm(const vt_model *m, double *norm) {
     double s = 0;
     for (size_t i = 0; i < m->pt.gtotal; i++) s += (double)m->pt.grad[i] * m->pt.grad[i];
     *norm = sqrt(s);
@@ -81,7 +60,7 @@ int vt_grad_norm(const vt_model *m, double *norm) {
     return VT_OK;
 }
 
-int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out) {
+vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out) {
     double norm;
     int rc = vt_grad_norm(m, &norm);
     if (norm_out) *norm_out = norm;
@@ -92,19 +71,19 @@ int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out) {
     return VT_OK;
 }
 
-int vt_optimizer_step(vt_model *m, float lr) {
-    if (!m->opt_m) return vt_fail(VT_ERR_STATE, "call vt_optimizer_init first");
-    if (m->opt_n != m->pt.gtotal)
+vt_status vt_optimizer_step(vt_model *m, float lr) {
+    if (!m->opt.m) return vt_fail(VT_ERR_STATE, "call vt_optimizer_init first");
+    if (m->opt.n != m->pt.gtotal)
         return vt_fail(VT_ERR_STATE, "the set of trainable parameters changed since vt_optimizer_init");
     for (size_t i = 0; i < m->pt.gtotal; i++)
         if (!isfinite(m->pt.grad[i])) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
-    m->opt_t++;
-    const vt_adamw_config *c = &m->opt;
+    m->opt.t++;
+    const vt_adamw_config *c = &m->opt.cfg;
     for (int i = 0; i < m->pt.n; i++) {
         const vt_param *p = &m->pt.p[i];
         if (p->goff < 0) continue;
-        ADAMW_UPDATE(m->pt.data + p->off, m->pt.grad + p->goff, m->opt_m + p->goff, m->opt_v + p->goff,
-                        p->numel, m->opt_t, lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
+        vt_adamw_step(m->pt.data + p->off, m->pt.grad + p->goff, m->opt.m + p->goff, m->opt.v + p->goff,
+                      p->numel, m->opt.t, lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
     }
     return VT_OK;
 }

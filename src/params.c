@@ -2,11 +2,21 @@
  * PyTorch state_dict; a second buffer holds gradients of the trainable ones only (a frozen
  * parameter has no gradient slot). AdamW's m and v reuse the gradient layout. */
 #include "model.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
-                  int requires_grad) {
+vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim,
+                       int64_t d0, int64_t d1, int64_t d2, int64_t d3, int trainable) {
+    char full[VT_NAME_MAX + 32];
+    snprintf(full, sizeof full, "%s%s", pfx, name);
+    int64_t shape[4] = {d0, d1, d2, d3};
+    *idx = m->pt.n;
+    return vt_ptable_add(&m->pt, full, ndim, shape, trainable);
+}
+
+vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
+                        int requires_grad) {
     if (strlen(name) >= VT_NAME_MAX) return vt_fail(VT_ERR_ARG, "parameter name too long: %s", name);
     if (t->n == t->cap) {
         int nc = t->cap ? t->cap * 2 : 64;
@@ -37,14 +47,14 @@ static size_t layout_grads(vt_ptable *t) {
     return g;
 }
 
-int vt_ptable_alloc(vt_ptable *t) {
+vt_status vt_ptable_alloc(vt_ptable *t) {
     size_t bytes = (t->total ? t->total : 1) * sizeof(float);
     t->data = calloc(1, bytes);
     if (!t->data) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for parameters", bytes);
     return vt_ptable_relayout_grads(t);
 }
 
-int vt_ptable_relayout_grads(vt_ptable *t) {
+vt_status vt_ptable_relayout_grads(vt_ptable *t) {
     /* keep the gradients of parameters that stay trainable */
     long *old = malloc(((size_t)t->n + 1) * sizeof *old);
     if (!old) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", ((size_t)t->n + 1) * sizeof *old);
@@ -110,7 +120,7 @@ static int name_matches(const char *name, const char *sel) {
     return strncmp(name, sel, n) == 0 && (name[n] == 0 || name[n] == '.');
 }
 
-int vt_set_requires_grad(vt_model *m, const char *name, int requires_grad, int *matched) {
+vt_status vt_set_requires_grad(vt_model *m, const char *name, int requires_grad, int *matched) {
     if (!name) return vt_fail(VT_ERR_ARG, "vt_set_requires_grad: name is NULL");
     int cnt = 0, changed = 0;
     for (int i = 0; i < m->pt.n; i++)
@@ -131,7 +141,7 @@ int vt_set_requires_grad(vt_model *m, const char *name, int requires_grad, int *
     if (rc) /* nothing lost: restore the flags (the old gradient buffer is still in place) */
         for (int i = 0; i < m->pt.n; i++) m->pt.p[i].requires_grad = old[i];
     free(old);
-    m->have_fwd = 0; /* a saved forward no longer matches the gradient layout */
+    m->last.have_fwd = 0; /* a saved forward no longer matches the gradient layout */
     return rc;
 }
 

@@ -213,7 +213,7 @@ static int check_overlap(const vt_st_file *f, const unsigned char *data) {
     return rc;
 }
 
-int vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out) {
+vt_status vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out) {
     if (!out) return vt_fail(VT_ERR_ARG, "safetensors: out is NULL");
     memset(out, 0, sizeof *out);
     if (!bytes && len) return vt_fail(VT_ERR_ARG, "safetensors: bytes is NULL");
@@ -307,7 +307,7 @@ static float f64_to_f32(double d) {
     return (float)d;
 }
 
-int vt_st_to_f32(const vt_st_tensor *t, float *dst) {
+vt_status vt_st_to_f32(const vt_st_tensor *t, float *dst) {
     if (!t) return vt_fail(VT_ERR_ARG, "safetensors: to_f32: tensor is NULL");
     if (!dst && t->numel) return vt_fail(VT_ERR_ARG, "safetensors: to_f32: dst is NULL");
     const unsigned char *p = t->data;
@@ -331,7 +331,7 @@ int vt_st_to_f32(const vt_st_tensor *t, float *dst) {
     return VT_OK;
 }
 
-int vt_st_to_i64(const vt_st_tensor *t, long long *dst) {
+vt_status vt_st_to_i64(const vt_st_tensor *t, long long *dst) {
     if (!t) return vt_fail(VT_ERR_ARG, "safetensors: to_i64: tensor is NULL");
     if (!dst && t->numel) return vt_fail(VT_ERR_ARG, "safetensors: to_i64: dst is NULL");
     const unsigned char *p = t->data;
@@ -468,8 +468,8 @@ static int check_entries(const vt_st_entry *e, size_t n, size_t *data_total) {
     return VT_OK;
 }
 
-int vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
-                size_t n_meta, unsigned char **out, size_t *out_len) {
+vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
+                      size_t n_meta, unsigned char **out, size_t *out_len) {
     if (!out || !out_len) return vt_fail(VT_ERR_ARG, "safetensors write: out or out_len is NULL");
     *out = NULL;
     *out_len = 0;

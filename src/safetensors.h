@@ -5,6 +5,9 @@
 #define VT_SAFETENSORS_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
 
 typedef enum { VT_DT_F32, VT_DT_F16, VT_DT_BF16, VT_DT_F64, VT_DT_I64, VT_DT_I32, VT_DT_I8, VT_DT_U8, VT_DT_BOOL } vt_dtype;
 
@@ -36,16 +39,16 @@ typedef struct {
  * *out. Tensors are kept in header order. On failure *out is left empty (vt_st_free-safe).
  * Gaps between tensor byte ranges are allowed; overlaps are not. Errors: VT_ERR_FORMAT,
  * VT_ERR_NOMEM, VT_ERR_ARG. */
-int vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out);
+vt_status vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out);
 void vt_st_free(vt_st_file *f); /* frees what parse allocated (not bytes); resets *f; NULL-safe */
 const vt_st_tensor *vt_st_find(const vt_st_file *f, const char *name); /* NULL if absent */
 const char *vt_st_meta(const vt_st_file *f, const char *key);          /* NULL if absent */
 
 /* Float tensors (F32, F16 incl. subnormals/inf/nan, BF16, F64) -> t->numel floats in dst.
  * F64 values beyond float range become +-inf. Other dtypes: VT_ERR_MISMATCH. */
-int vt_st_to_f32(const vt_st_tensor *t, float *dst);
+vt_status vt_st_to_f32(const vt_st_tensor *t, float *dst);
 /* Integer tensors (I64, I32, I8, U8, BOOL as 0/1) -> t->numel int64 in dst. Floats: VT_ERR_MISMATCH. */
-int vt_st_to_i64(const vt_st_tensor *t, long long *dst);
+vt_status vt_st_to_i64(const vt_st_tensor *t, long long *dst);
 
 /* Writer: one entry per tensor, data read from `data` as little-endian elements of `dtype`. */
 typedef struct {
@@ -60,7 +63,7 @@ typedef struct {
  * space-padded to a multiple of 8 bytes; "__metadata__" (string -> string) comes first if n_meta > 0.
  * Names must be unique, non-empty, valid UTF-8 and not "__metadata__"; metadata keys unique.
  * *out is malloc'd (caller frees). Errors: VT_ERR_ARG, VT_ERR_NOMEM. */
-int vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
-                size_t n_meta, unsigned char **out, size_t *out_len);
+vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
+                      size_t n_meta, unsigned char **out, size_t *out_len);
 
 #endif

@@ -5,7 +5,7 @@
 
 static char vt_errbuf[1024];
 
-int vt_fail(int code, const char *fmt, ...) {
+vt_status vt_fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(vt_errbuf, sizeof vt_errbuf, fmt, ap);

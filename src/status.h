@@ -1,7 +1,7 @@
 /* status.h: the error convention of the whole engine.
  * Every public function returns a vt_status (0 = OK, negative = failure) and, on failure, leaves
  * a human-readable message for vt_last_error(). The library never prints, exits or aborts on bad
- * input; VT_ASSERT guards internal invariants only (bugs), never caller input. */
+ * input (internal invariants, bugs in vitrine, are assert()s in the .c files, never in a header). */
 #ifndef VT_STATUS_H
 #define VT_STATUS_H
 
@@ -19,7 +19,7 @@ typedef enum {
 
 /* Sets the last error message (printf-style) and returns `code`, so that callers can write
  * `return vt_fail(VT_ERR_ARG, "idx_keep[%d] = %lld out of range", i, v);` */
-int vt_fail(int code, const char *fmt, ...)
+vt_status vt_fail(int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -27,9 +27,5 @@ int vt_fail(int code, const char *fmt, ...)
 const char *vt_last_error(void);
 void vt_clear_error(void);
 const char *vt_status_name(int code);
-
-/* Internal invariant check: a failure here is a bug in vitrine, not bad input. */
-#include <assert.h>
-#define VT_ASSERT(c) assert(c)
 
 #endif

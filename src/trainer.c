@@ -35,7 +35,7 @@ static int check_train_config(const vt_train_config *t) {
     return VT_OK;
 }
 
-int vt_trainer_init(vt_model *m, const vt_train_config *t) {
+vt_status vt_trainer_init(vt_model *m, const vt_train_config *t) {
     if (!m || !t) return vt_fail(VT_ERR_ARG, "vt_trainer_init: NULL argument");
     if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM)
         return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model");
@@ -44,16 +44,23 @@ int vt_trainer_init(vt_model *m, const vt_train_config *t) {
     vt_adamw_config oc = {t->lr, t->beta1, t->beta2, t->eps, t->weight_decay};
     rc = vt_optimizer_init(m, &oc);
     if (rc) return rc;
-    m->tc = *t;
-    vt_rng_seed(&m->rng, t->seed);
-    m->trainer = 1;
+    m->train.cfg = *t;
+    vt_rng_seed(&m->train.rng, t->seed);
+    m->train.on = 1;
     return VT_OK;
 }
 
-long vt_train_step_count(const vt_model *m) { return m->opt_t; }
+long vt_train_step_count(const vt_model *m) { return m->opt.t; }
+
+float vt_trainer_mask_ratio(const vt_model *m) {
+    if (m->train.on) return m->train.cfg.mask_ratio;
+    vt_train_config t;
+    vt_train_config_default(&t, m->cfg.kind);
+    return t.mask_ratio;
+}
 
 float vt_train_lr(const vt_model *m, long step) {
-    const vt_train_config *t = &m->tc;
+    const vt_train_config *t = &m->train.cfg;
     if (t->total_steps <= 0) return t->lr;
     return t->lr * vt_cosine_warmup(step, (double)t->warmup_steps, (double)t->total_steps);
 }
@@ -61,25 +68,25 @@ float vt_train_lr(const vt_model *m, long step) {
 /* mask buffers grow with the largest batch seen (allocation happens before the step's work) */
 static int masks_reserve(vt_model *m, int B) {
     size_t need = (size_t)B * (size_t)m->enc.T_full;
-    if (need <= m->mask_cap) return VT_OK;
-    int64_t *k = realloc(m->keep_buf, need * sizeof *k);
-    if (k) m->keep_buf = k;
-    int64_t *q = k ? realloc(m->maskidx_buf, need * sizeof *q) : NULL;
-    if (q) m->maskidx_buf = q;
-    uint8_t *b = q ? realloc(m->prefix_buf, need) : NULL;
-    if (b) m->prefix_buf = b;
+    if (need <= m->train.cap) return VT_OK;
+    int64_t *k = realloc(m->train.keep, need * sizeof *k);
+    if (k) m->train.keep = k;
+    int64_t *q = k ? realloc(m->train.masked, need * sizeof *q) : NULL;
+    if (q) m->train.masked = q;
+    uint8_t *b = q ? realloc(m->train.prefix, need) : NULL;
+    if (b) m->train.prefix = b;
     if (!b) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for masks", need * 17);
-    m->mask_cap = need;
+    m->train.cap = need;
     return VT_OK;
 }
 
-int vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
+vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
     if (!m || !images) return vt_fail(VT_ERR_ARG, "vt_train_step: NULL argument");
-    if (!m->trainer) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     int rc = masks_reserve(m, batch);
     if (rc) return rc;
-    vt_rng saved = m->rng; /* restored when the step fails: the next try draws the same masks */
+    vt_rng saved = m->train.rng; /* restored when the step fails: the next try draws the same masks */
     vt_inputs in;
     memset(&in, 0, sizeof in);
     in.images = images;
@@ -87,15 +94,15 @@ int vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
     int L = m->enc.T_full;
     if (m->cfg.kind == VT_KIND_MAE) {
         int nk = 0;
-        rc = vt_random_token_mask(&m->rng, batch, L, m->tc.mask_ratio, 0, m->keep_buf, m->maskidx_buf, &nk);
-        in.idx_keep = m->keep_buf;
+        rc = vt_random_token_mask(&m->train.rng, batch, L, m->train.cfg.mask_ratio, 0, m->train.keep, m->train.masked, &nk);
+        in.idx_keep = m->train.keep;
         in.n_keep = nk;
-        in.idx_mask = m->maskidx_buf;
+        in.idx_mask = m->train.masked;
         in.n_mask = L - nk;
-        if (!rc && nk >= L) rc = vt_fail(VT_ERR_ARG, "mask_ratio %g masks no patch of %d tokens", m->tc.mask_ratio, L);
+        if (!rc && nk >= L) rc = vt_fail(VT_ERR_ARG, "mask_ratio %g masks no patch of %d tokens", m->train.cfg.mask_ratio, L);
     } else { /* lightly aim.py: random_prefix_mask((B, N), max_prefix_length = N - 1) */
-        rc = vt_random_prefix_mask(&m->rng, batch, L, L > 1 ? L - 1 : 1, m->prefix_buf);
-        in.mask = m->prefix_buf;
+        rc = vt_random_prefix_mask(&m->train.rng, batch, L, L > 1 ? L - 1 : 1, m->train.prefix);
+        in.mask = m->train.prefix;
         in.is_causal = 1;
     }
     if (!rc) {
@@ -103,15 +110,15 @@ int vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
         rc = vt_forward(m, VT_FN_LOSS, &in, 1);
     }
     if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
-    if (!rc && m->tc.clip_norm > 0) rc = vt_clip_grad_norm(m, m->tc.clip_norm, NULL);
-    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt_t)); /* checks gradients first */
-    if (loss) *loss = m->loss;
+    if (!rc && m->train.cfg.clip_norm > 0) rc = vt_clip_grad_norm(m, m->train.cfg.clip_norm, NULL);
+    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt.t)); /* checks gradients first */
+    if (loss) *loss = m->last.loss;
     if (rc) {
-        m->rng = saved;
+        m->train.rng = saved;
         if (rc == VT_ERR_NUMERIC) {
             char msg[900];
             snprintf(msg, sizeof msg, "%s", vt_last_error());
-            vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt_t, msg);
+            vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt.t, msg);
         }
     }
     return rc;
@@ -131,9 +138,9 @@ static int train_config_json(const vt_train_config *t, char *buf, size_t len) {
     return n < 0 || (size_t)n >= len ? vt_fail(VT_ERR_ARG, "training config too long") : VT_OK;
 }
 
-int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
+vt_status vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_train_state_save: NULL argument");
-    if (!m->trainer) return vt_fail(VT_ERR_STATE, "no training state: call vt_trainer_init first");
+    if (!m->train.on) return vt_fail(VT_ERR_STATE, "no training state: call vt_trainer_init first");
     int n = m->pt.n, k = 0, rc;
     vt_st_entry *e = calloc((size_t)3 * n + 1, sizeof *e);
     char (*names)[VT_NAME_MAX + 16] = calloc((size_t)3 * n + 1, sizeof *names);
@@ -144,8 +151,8 @@ int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
         const vt_param *p = &m->pt.p[i];
         for (int d = 0; d < p->ndim; d++) shapes[i][d] = p->shape[d];
         const char *pfx[3] = {"param/", "adam_m/", "adam_v/"};
-        const float *src[3] = {m->pt.data + p->off, p->goff >= 0 ? m->opt_m + p->goff : NULL,
-                               p->goff >= 0 ? m->opt_v + p->goff : NULL};
+        const float *src[3] = {m->pt.data + p->off, p->goff >= 0 ? m->opt.m + p->goff : NULL,
+                               p->goff >= 0 ? m->opt.v + p->goff : NULL};
         for (int j = 0; j < 3; j++) {
             if (!src[j]) continue;
             snprintf(names[k], sizeof names[k], "%s%s", pfx[j], p->name);
@@ -154,10 +161,10 @@ int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
         }
     }
     rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
-    if (!rc) rc = train_config_json(&m->tc, tcfg, sizeof tcfg);
+    if (!rc) rc = train_config_json(&m->train.cfg, tcfg, sizeof tcfg);
     if (rc) goto done;
-    snprintf(step, sizeof step, "%ld", m->opt_t);
-    snprintf(rng, sizeof rng, "%08x%08x%08x%08x", m->rng.s[0], m->rng.s[1], m->rng.s[2], m->rng.s[3]);
+    snprintf(step, sizeof step, "%ld", m->opt.t);
+    snprintf(rng, sizeof rng, "%08x%08x%08x%08x", m->train.rng.s[0], m->train.rng.s[1], m->train.rng.s[2], m->train.rng.s[3]);
     const char *mk[] = {"format", "kind", "model_config", "train_config", "step", "rng", "grad_checkpointing"};
     const char *mv[] = {TRAIN_FORMAT, vt_kind_name(m->cfg.kind), cfg, tcfg, step, rng, m->policy.text};
     rc = vt_st_write(e, (size_t)k, mk, mv, 7, out, out_len);
@@ -175,7 +182,7 @@ static int num(const vt_json *o, const char *k, double *v) {
     return VT_OK;
 }
 
-int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
+vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     if (!m || !bytes) return vt_fail(VT_ERR_ARG, "vt_train_state_load: NULL argument");
     vt_st_file f;
     int rc = vt_st_parse(bytes, len, &f);
@@ -236,19 +243,19 @@ int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     }
     if (!rc && expected != f.n) rc = vt_fail(VT_ERR_MISMATCH, "training state: %zu tensors, expected %zu (trainable parameters differ)", f.n, expected);
     if (rc) goto done;
-    if (!m->trainer || m->opt_n != G) {
+    if (!m->train.on || m->opt.n != G) {
         vt_adamw_config oc = {t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
         if ((rc = vt_optimizer_init(m, &oc))) goto done;
     }
     memcpy(m->pt.data, np, P * sizeof *np);
-    memcpy(m->opt_m, nm, G * sizeof *nm);
-    memcpy(m->opt_v, nv, G * sizeof *nv);
-    m->opt = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
-    m->opt_t = st;
-    m->tc = t;
-    m->rng = r;
-    m->trainer = 1;
-    m->have_fwd = 0;
+    memcpy(m->opt.m, nm, G * sizeof *nm);
+    memcpy(m->opt.v, nv, G * sizeof *nv);
+    m->opt.cfg = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
+    m->opt.t = st;
+    m->train.cfg = t;
+    m->train.rng = r;
+    m->train.on = 1;
+    m->last.have_fwd = 0;
 done:
     free(np);
     free(nm);

@@ -3,8 +3,9 @@
  *   mask token (before the positional embedding) -> + pos_embed -> gather idx_keep -> blocks ->
  *   norm -> pooling / intermediates
  * Indices follow lightly: they address the full sequence, prefix tokens included. Everything
- * the call allocates comes from the arena, in an order that vt_encoder_plan mirrors. MAE and AIM
- * (objectives.c) build on encoder_preprocess / encoder_chain / encoder_backward_pre here. */
+ * the call allocates comes from the arena, in an order that vt_encoder_call_plan mirrors. MAE
+ * and AIM (objectives.c) build on vt_encoder_preprocess / vt_encoder_blocks /
+ * vt_encoder_backward here. */
 #include "vit_internal.h"
 #include "kernels/kernels.h"
 #include <math.h>
@@ -12,20 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- parameter table --------------------------------------------------------------------------- */
+static int has_pool(const vt_model *m) { return m->cfg.enc.global_pool[0] != 0; }
+static int has_norm(const vt_model *m) { return m->enc.norm_w >= 0; }
 
-static int padd(vt_model *m, int *idx, const char *pfx, const char *name, int ndim, int64_t a,
-                int64_t b, int64_t c, int64_t d, int trainable) {
-    char full[VT_NAME_MAX + 32];
-    snprintf(full, sizeof full, "%s%s", pfx, name);
-    int64_t shape[4] = {a, b, c, d};
-    *idx = m->pt.n;
-    return vt_ptable_add(&m->pt, full, ndim, shape, trainable);
-}
+/* ---- parameter table --------------------------------------------------------------------------- */
 
 /* Adds the encoder's parameters in timm's state_dict order under `pfx` ("vit.", "backbone.vit.",
  * ...); lightly's mask token (if any) is added by the caller before, under its own name. */
-int vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
+vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     const vt_vit_config *c = &m->cfg.enc;
     vt_encoder *e = &m->enc;
     int D = c->embed_dim, rc = 0;
@@ -36,85 +31,31 @@ int vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     e->T_full = e->N + e->P;
     e->use_fc_norm = !strcmp(c->global_pool, "avg") || !strcmp(c->global_pool, "max") ||
                      !strcmp(c->global_pool, "avgmax");
-    if (c->class_token) rc |= padd(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
-    if (c->reg_tokens) rc |= padd(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
+    if (c->class_token) rc |= vt_param_add(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
+    if (c->reg_tokens) rc |= vt_param_add(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
     if (c->pos_embed)
-        rc |= padd(m, &e->pos, pfx, "pos_embed", 3, 1, c->no_embed_class ? e->N : e->T_full, D, 0, pos_trainable);
-    rc |= padd(m, &e->pe_w, pfx, "patch_embed.proj.weight", 4, D, c->in_chans, c->patch_size, c->patch_size, 1);
-    rc |= padd(m, &e->pe_b, pfx, "patch_embed.proj.bias", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->pos, pfx, "pos_embed", 3, 1, c->no_embed_class ? e->N : e->T_full, D, 0, pos_trainable);
+    rc |= vt_param_add(m, &e->pe_w, pfx, "patch_embed.proj.weight", 4, D, c->in_chans, c->patch_size, c->patch_size, 1);
+    rc |= vt_param_add(m, &e->pe_b, pfx, "patch_embed.proj.bias", 1, D, 0, 0, 0, 1);
     if (rc) return rc < 0 ? rc : VT_ERR_ARG;
     char bp[VT_NAME_MAX];
     snprintf(bp, sizeof bp, "%sblocks.", pfx);
-    int F = (int)((float)D * c->mlp_ratio);
+    int F = (int)vt_mlp_hidden(D, c->mlp_ratio); /* >= 1: validated */
     rc = vt_chain_build(m, &e->chain, bp, c->depth, D, c->num_heads, F, 1, c->qkv_bias, 1,
                         c->qk_norm, c->init_values > 0, 1e-6f, 1);
     if (rc) return rc;
     if (!e->use_fc_norm) {
-        rc |= padd(m, &e->norm_w, pfx, "norm.weight", 1, D, 0, 0, 0, 1);
-        rc |= padd(m, &e->norm_b, pfx, "norm.bias", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->norm_w, pfx, "norm.weight", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->norm_b, pfx, "norm.bias", 1, D, 0, 0, 0, 1);
     } else { /* timm's fc_norm: in the state dict, never applied by lightly */
-        rc |= padd(m, &e->fcn_w, pfx, "fc_norm.weight", 1, D, 0, 0, 0, 1);
-        rc |= padd(m, &e->fcn_b, pfx, "fc_norm.bias", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->fcn_w, pfx, "fc_norm.weight", 1, D, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->fcn_b, pfx, "fc_norm.bias", 1, D, 0, 0, 0, 1);
     }
     if (c->num_classes > 0) {
-        rc |= padd(m, &e->head_w, pfx, "head.weight", 2, c->num_classes, D, 0, 0, 1);
-        rc |= padd(m, &e->head_b, pfx, "head.bias", 1, c->num_classes, 0, 0, 0, 1);
+        rc |= vt_param_add(m, &e->head_w, pfx, "head.weight", 2, c->num_classes, D, 0, 0, 1);
+        rc |= vt_param_add(m, &e->head_b, pfx, "head.bias", 1, c->num_classes, 0, 0, 0, 1);
     }
     return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
-}
-
-/* ---- input checks ---------------------------------------------------------------------------------- */
-
-static int check_index(const int64_t *idx, int B, int K, int L, const char *what, uint8_t *seen) {
-    if (K <= 0) return vt_fail(VT_ERR_ARG, "%s: %d indices per row (need at least 1)", what, K);
-    for (int b = 0; b < B; b++) {
-        memset(seen, 0, (size_t)L);
-        for (int k = 0; k < K; k++) {
-            int64_t v = idx[(size_t)b * K + k];
-            if (v < 0 || v >= L)
-                return vt_fail(VT_ERR_ARG, "%s[%d][%d] = %lld is out of range [0, %d) (indices address "
-                               "the full sequence, prefix tokens included)", what, b, k, (long long)v, L);
-            if (seen[v]) return vt_fail(VT_ERR_ARG, "%s[%d] repeats index %lld", what, b, (long long)v);
-            seen[v] = 1;
-        }
-    }
-    return VT_OK;
-}
-
-int vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int causal, int check_values) {
-    const vt_encoder *e = &m->enc;
-    if (!in) return vt_fail(VT_ERR_ARG, "inputs are NULL");
-    if (in->batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", in->batch);
-    if (check_values && !in->images) return vt_fail(VT_ERR_ARG, "images are NULL");
-    int L = e->T_full;
-    if (in->idx_mask && in->mask && !causal)
-        return vt_fail(VT_ERR_ARG, "idx_mask and mask cannot both be given (lightly raises ValueError)");
-    if (causal && (in->idx_mask || in->idx_keep))
-        return vt_fail(VT_ERR_ARG, "the masked-causal ViT takes no idx_mask/idx_keep (only mask and is_causal)");
-    if (in->idx_mask && !e_has_mask_token(m))
-        return vt_fail(VT_ERR_ARG, "idx_mask needs a mask token (config mask_token)");
-    if (in->mask && !causal && !e_has_mask_token(m))
-        return vt_fail(VT_ERR_ARG, "mask needs a mask token (config mask_token)");
-    if (in->idx_keep && in->n_keep > L)
-        return vt_fail(VT_ERR_ARG, "idx_keep has %d indices per row, the sequence has %d tokens", in->n_keep, L);
-    if (in->idx_mask && in->n_mask > L)
-        return vt_fail(VT_ERR_ARG, "idx_mask has %d indices per row, the sequence has %d tokens", in->n_mask, L);
-    if (!check_values) {
-        if (in->idx_keep && in->n_keep < 1) return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row", in->n_keep);
-        if (in->idx_mask && in->n_mask < 1) return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row", in->n_mask);
-        return VT_OK;
-    }
-    uint8_t seen[4096];
-    if (L > (int)sizeof seen) return vt_fail(VT_ERR_ARG, "sequence of %d tokens exceeds 4096", L);
-    if (in->idx_mask) {
-        int rc = check_index(in->idx_mask, in->batch, in->n_mask, L, "idx_mask", seen);
-        if (rc) return rc;
-    }
-    if (in->idx_keep) {
-        int rc = check_index(in->idx_keep, in->batch, in->n_keep, L, "idx_keep", seen);
-        if (rc) return rc;
-    }
-    return VT_OK;
 }
 
 /* ---- preprocessing ----------------------------------------------------------------------------------- */
@@ -154,7 +95,7 @@ static void col2im_add(float *dimg, const float *dpatches, int m0, int n, int C,
 static int chunk_rows(int BN) { return BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
 
 /* x0 [B,T,D] (allocated by the caller) = the chain input. */
-int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
+vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
     const vt_vit_config *c = &m->cfg.enc;
     const vt_encoder *e = &m->enc;
     vt_arena *ar = &m->arena;
@@ -165,7 +106,7 @@ int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x
     float *tok = vt_arena_alloc(ar, (size_t)BN * D);
     float *patches = vt_arena_alloc(ar, (size_t)CH * Kp);
     float *seq = in->idx_keep ? vt_arena_alloc(ar, (size_t)B * L * D) : x0;
-    if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow in preprocessing: a planning bug");
+    if (ar->overflow) return vt_arena_overflow(ar);
     for (int m0 = 0; m0 < BN; m0 += CH) { /* conv as matmul: tok = patches @ W^T + b */
         int n = BN - m0 < CH ? BN - m0 : CH;
         im2col(patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
@@ -181,7 +122,7 @@ int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x
     /* masking before the positional embedding: masked slots become the mask token. lightly
      * blends (1-m)*x + m*token, which equals this select for finite x. */
     if (!causal && (in->idx_mask || in->mask)) {
-        const float *mt = vt_P(m, m_mask_token(m));
+        const float *mt = vt_P(m, m->enc.mask_token);
         for (int b = 0; b < B; b++) {
             if (in->idx_mask) {
                 for (int k = 0; k < in->n_mask; k++)
@@ -212,8 +153,8 @@ int vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x
 }
 
 /* Backward of the preprocessing: dx0 [B,T,D] -> parameter grads and dimages. */
-int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
-                            float *dimages, int pg) {
+vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
+                                  float *dimages, int pg) {
     const vt_vit_config *c = &m->cfg.enc;
     const vt_encoder *e = &m->enc;
     vt_arena *ar = &m->arena;
@@ -221,9 +162,9 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
     int Kp = c->in_chans * p * p;
     size_t mark = vt_arena_mark(ar);
     float *dseq = (float *)dx0;
-    if (in->idx_keep) { /* scatter: the gather's backward (indices are unique, checked) */
+    if (in->idx_keep) { /* scatter-add: the gather's backward (a repeated index adds up) */
         dseq = vt_arena_zalloc(ar, (size_t)B * L * D);
-        if (!dseq) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
+        if (!dseq) return vt_arena_overflow(ar);
         for (int b = 0; b < B; b++)
             for (int k = 0; k < in->n_keep; k++) {
                 float *dst = dseq + ((size_t)b * L + in->idx_keep[(size_t)b * in->n_keep + k]) * D;
@@ -241,50 +182,49 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
                 for (int d = 0; d < D; d++) dp[d] += s[d];
             }
     }
-    /* masked slots: their gradient goes to the mask token, none to what they replaced. dseq may
-     * be dx0 itself (no idx_keep): work on a copy of the rows instead of writing into dx0. */
-    uint8_t masked_row[4096];
-    if (!causal && (in->idx_mask || in->mask)) {
-        float *dmt = vt_G(m, m_mask_token(m), pg);
-        for (int b = 0; b < B; b++) {
-            memset(masked_row, 0, (size_t)L);
-            if (in->idx_mask)
-                for (int k = 0; k < in->n_mask; k++) masked_row[in->idx_mask[(size_t)b * in->n_mask + k]] = 1;
-            else
-                for (int l = 0; l < L; l++) masked_row[l] = in->mask[(size_t)b * L + l] != 0;
-            for (int l = 0; l < L; l++)
-                if (masked_row[l] && dmt) {
-                    const float *s = dseq + ((size_t)b * L + l) * D;
-                    for (int d = 0; d < D; d++) dmt[d] += s[d];
-                }
-        }
-    }
-    #define IS_MASKED(b, l) (!causal && ((in->mask && in->mask[(size_t)(b) * L + (l)]) || \
-                                         (in->idx_mask && row_has(in->idx_mask + (size_t)(b) * in->n_mask, in->n_mask, (l)))))
+    /* masked slots, image by image: their gradient goes to the mask token, none to what they
+     * replaced (class / register tokens, the patch embedding). dseq may be dx0 itself (no
+     * idx_keep), so it is only read. */
+    int masking = !causal && (in->idx_mask || in->mask);
+    float *dmt = masking ? vt_G(m, e->mask_token, pg) : NULL;
     float *dcls = vt_G(m, e->cls, pg), *dreg = vt_G(m, e->reg, pg);
+    float *dw = vt_G(m, e->pe_w, pg), *db = vt_G(m, e->pe_b, pg);
+    int BN = B * N, CH = chunk_rows(BN);
+    float *dtok = NULL, *patches = NULL, *dpatches = NULL;
+    if (dw || db || dimages) {
+        dtok = vt_arena_alloc(ar, (size_t)BN * D);
+        patches = vt_arena_alloc(ar, (size_t)CH * Kp);
+        dpatches = dimages ? vt_arena_alloc(ar, (size_t)CH * Kp) : NULL;
+        if (ar->overflow) return vt_arena_overflow(ar);
+    }
+    uint8_t masked[VT_MAX_TOKENS];
     for (int b = 0; b < B; b++) {
-        if (dcls && !IS_MASKED(b, 0))
-            for (int d = 0; d < D; d++) dcls[d] += dseq[(size_t)b * L * D + d];
+        memset(masked, 0, (size_t)L);
+        if (masking && in->idx_mask)
+            for (int k = 0; k < in->n_mask; k++) masked[in->idx_mask[(size_t)b * in->n_mask + k]] = 1;
+        else if (masking)
+            for (int l = 0; l < L; l++) masked[l] = in->mask[(size_t)b * L + l] != 0;
+        const float *sb = dseq + (size_t)b * L * D;
+        if (dmt)
+            for (int l = 0; l < L; l++)
+                if (masked[l])
+                    for (int d = 0; d < D; d++) dmt[d] += sb[(size_t)l * D + d];
+        if (dcls && !masked[0])
+            for (int d = 0; d < D; d++) dcls[d] += sb[d];
         if (dreg)
             for (int r = 0; r < c->reg_tokens; r++) {
                 int l = (c->class_token ? 1 : 0) + r;
-                if (IS_MASKED(b, l)) continue;
-                for (int d = 0; d < D; d++) dreg[(size_t)r * D + d] += dseq[((size_t)b * L + l) * D + d];
+                if (!masked[l])
+                    for (int d = 0; d < D; d++) dreg[(size_t)r * D + d] += sb[(size_t)l * D + d];
             }
-    }
-    float *dw = vt_G(m, e->pe_w, pg), *db = vt_G(m, e->pe_b, pg);
-    if (dw || db || dimages) {
-        int BN = B * N, CH = chunk_rows(BN);
-        float *dtok = vt_arena_alloc(ar, (size_t)BN * D);
-        float *patches = vt_arena_alloc(ar, (size_t)CH * Kp);
-        float *dpatches = dimages ? vt_arena_alloc(ar, (size_t)CH * Kp) : NULL;
-        if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-        for (int b = 0; b < B; b++)
+        if (dtok)
             for (int n = 0; n < N; n++) {
                 float *dst = dtok + ((size_t)b * N + n) * D;
-                if (IS_MASKED(b, P + n)) memset(dst, 0, (size_t)D * sizeof(float));
-                else memcpy(dst, dseq + ((size_t)b * L + P + n) * D, (size_t)D * sizeof(float));
+                if (masked[P + n]) memset(dst, 0, (size_t)D * sizeof(float));
+                else memcpy(dst, sb + (size_t)(P + n) * D, (size_t)D * sizeof(float));
             }
+    }
+    if (dtok)
         for (int m0 = 0; m0 < BN; m0 += CH) {
             int n = BN - m0 < CH ? BN - m0 : CH;
             if (dw) im2col(patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
@@ -292,44 +232,42 @@ int vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const 
             vt_matmul_backward(dpatches, dw, db, dtok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), n, Kp, D);
             if (dimages) col2im_add(dimages, dpatches, m0, n, c->in_chans, c->img_size, p, e->G);
         }
-    }
-    #undef IS_MASKED
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
 
 /* Encoder blocks from x0 [B,T,D] (already preprocessed), then the final norm (Identity when the
  * config pools with fc_norm); *feat = the encoder's output. Keeps what the layout says. */
-int vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
-                      int T, float *x0, int causal, int keep_all, float **feat) {
-    vt_chain_run *r = &m->enc_run;
+vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
+                            int T, float *x0, int causal, int keep_all, float **feat) {
+    vt_chain_run *r = &m->last.enc_run;
     vt_arena *ar = &m->arena;
     int B = in->batch, D = m->enc.chain.D;
     const uint8_t *cmask = causal && in->mask && in->is_causal ? in->mask : NULL;
-    int rc = vt_chain_run_start(m, r, &m->enc.chain, lay, B, T, cmask, m->enc_xs, m->enc_acts, x0,
+    int rc = vt_chain_run_start(m, r, &m->enc.chain, lay, B, T, cmask, m->last.enc_xs, m->last.enc_acts, x0,
                                 need_grad, keep_all);
     if (rc) return rc;
     *feat = r->xs[r->c->depth];
     if (m->enc.norm_w >= 0) {
-        m->fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
-        m->fin_m = vt_arena_alloc(ar, (size_t)B * T);
-        m->fin_r = vt_arena_alloc(ar, (size_t)B * T);
-        if (ar->overflow) return vt_fail(VT_ERR_STATE, "activation arena overflow: a planning bug");
-        vt_layernorm_forward(m->fin_ln, m->fin_m, m->fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b),
+        m->last.fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
+        m->last.fin_m = vt_arena_alloc(ar, (size_t)B * T);
+        m->last.fin_r = vt_arena_alloc(ar, (size_t)B * T);
+        if (ar->overflow) return vt_arena_overflow(ar);
+        vt_layernorm_forward(m->last.fin_ln, m->last.fin_m, m->last.fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b),
                              B * T, D, 1e-6f);
-        *feat = m->fin_ln;
+        *feat = m->last.fin_ln;
     }
     return VT_OK;
 }
 
-int row_has(const int64_t *row, int n, int v) {
+int vt_row_has(const int64_t *row, int n, int64_t v) {
     for (int i = 0; i < n; i++)
         if (row[i] == v) return 1;
     return 0;
 }
 
 /* Floats the preprocessing needs on top of x0 (forward) and of dx0 (backward, worst case). */
-void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint64_t *bwd) {
+static void plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint64_t *bwd) {
     const vt_vit_config *c = &m->cfg.enc;
     const vt_encoder *e = &m->enc;
     uint64_t B = in->batch, D = c->embed_dim, N = e->N, L = e->T_full;
@@ -337,4 +275,339 @@ void vt_encoder_plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, 
     uint64_t seq = in->idx_keep ? vt_round(B * L * D) : 0, CH = (uint64_t)chunk_rows((int)(B * N));
     *fwd = vt_round(B * N * D) + vt_round(CH * Kp) + seq;
     *bwd = seq + vt_round(B * N * D) + 2 * vt_round(CH * Kp);
+}
+
+/* ---- the encoder calls: encode, forward (pooled), forward_intermediates ---------------------------- */
+
+
+/* lightly's forward: y [B,D] = x[:, P:].mean(dim=1) for "avg", x[:, 0] otherwise (token, and
+ * lightly's max / avgmax, which pool the class token too) */
+static void pool_forward(const vt_model *m, float *y, const float *x, int B, int T, int D) {
+    int P = m->enc.P, avg = !strcmp(m->cfg.enc.global_pool, "avg");
+    for (int b = 0; b < B; b++) {
+        const float *xb = x + (size_t)b * T * D;
+        float *yb = y + (size_t)b * D;
+        if (avg) {
+            for (int d = 0; d < D; d++) {
+                float s = 0.0f;
+                for (int t = P; t < T; t++) s += xb[(size_t)t * D + d];
+                yb[d] = s / (float)(T - P);
+            }
+        } else {
+            memcpy(yb, xb, (size_t)D * sizeof(float));
+        }
+    }
+}
+/* dx [B,T,D] (zeroed by the caller) from dy [B,D] */
+static void pool_backward(const vt_model *m, float *dx, const float *dy, int B, int T, int D) {
+    int P = m->enc.P, avg = !strcmp(m->cfg.enc.global_pool, "avg");
+    for (int b = 0; b < B; b++) {
+        const float *dp = dy + (size_t)b * D;
+        if (avg) {
+            for (int t = P; t < T; t++)
+                for (int d = 0; d < D; d++) dx[((size_t)b * T + t) * D + d] = dp[d] / (float)(T - P);
+        } else {
+            memcpy(dx + (size_t)b * T * D, dp, (size_t)D * sizeof(float));
+        }
+    }
+}
+
+/* ---- timm forward_head: pool -> fc_norm -> head ---------------------------------------------------- */
+
+typedef enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX } pool_kind;
+static pool_kind timm_pool(const vt_model *m) {
+    const char *gp = m->cfg.enc.global_pool;
+    if (!gp[0]) return POOL_NONE;
+    if (!strcmp(gp, "avg")) return POOL_AVG;
+    if (!strcmp(gp, "max")) return POOL_MAX;
+    if (!strcmp(gp, "avgmax")) return POOL_AVGMAX;
+    return POOL_TOKEN;
+}
+
+void vt_head_steps(const vt_model *m, int B, int T, int need_grad, vt_step fwd[VT_HEAD_FWD_ROWS],
+                   vt_step bwd[VT_HEAD_BWD_ROWS]) {
+    pool_kind pk = timm_pool(m);
+    uint64_t D = m->enc.chain.D, C = m->cfg.enc.num_classes > 0 ? (uint64_t)m->cfg.enc.num_classes : 0;
+    uint64_t rows = pk == POOL_NONE ? (uint64_t)B * T : (uint64_t)B;
+    int fcn = m->enc.use_fc_norm;
+    fwd[VT_HEAD_POOL] = vt_keep(pk == POOL_NONE ? 0 : rows * D);
+    fwd[VT_HEAD_NORM] = vt_keep(fcn ? rows * D : 0);
+    fwd[VT_HEAD_NORM_STATS] = vt_keep(fcn ? rows : 0);
+    fwd[VT_HEAD_NORM_STATS].count = 2;
+    fwd[VT_HEAD_OUT] = vt_keep(C ? rows * C : 0);
+    /* d(head input) and d(fc_norm input), side by side in one scratch */
+    bwd[VT_HEAD_SCRATCH] = vt_peak(need_grad ? ((C ? 1u : 0u) + (fcn ? 1u : 0u)) * rows * D : 0);
+}
+
+vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, int T) {
+    const vt_encoder *e = &m->enc;
+    vt_arena *ar = &m->arena;
+    vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
+    vt_head_steps(m, B, T, 0, st, bst);
+    pool_kind pk = timm_pool(m);
+    int D = e->chain.D, P = e->P, C = m->cfg.enc.num_classes > 0 ? m->cfg.enc.num_classes : 0;
+    memset(h, 0, sizeof *h);
+    h->B = B; h->T = T; h->D = D; h->C = C; h->x = x;
+    h->rows = pk == POOL_NONE ? B * T : B;
+    if (pk != POOL_NONE && pk != POOL_TOKEN && T <= P)
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
+                       m->cfg.enc.global_pool, P);
+    h->pooled = pk == POOL_NONE ? (float *)x : vt_arena_alloc(ar, st[VT_HEAD_POOL].n);
+    if (e->use_fc_norm) {
+        h->normed = vt_arena_alloc(ar, st[VT_HEAD_NORM].n);
+        h->mean = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n);
+        h->rstd = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n);
+    }
+    float *logits = C ? vt_arena_alloc(ar, st[VT_HEAD_OUT].n) : NULL;
+    if (ar->overflow) return vt_arena_overflow(ar);
+    for (int b = 0; b < B && pk != POOL_NONE; b++) {
+        const float *xb = x + (size_t)b * T * D;
+        float *yb = h->pooled + (size_t)b * D;
+        if (pk == POOL_TOKEN) {
+            memcpy(yb, xb, (size_t)D * sizeof(float));
+            continue;
+        }
+        for (int d = 0; d < D; d++) {
+            float s = 0.0f, mx = xb[(size_t)P * D + d];
+            for (int t = P; t < T; t++) {
+                float v = xb[(size_t)t * D + d];
+                s += v;
+                if (v > mx || v != v) mx = v; /* amax propagates NaN */
+            }
+            float avg = s / (float)(T - P);
+            yb[d] = pk == POOL_AVG ? avg : pk == POOL_MAX ? mx : 0.5f * (mx + avg);
+        }
+    }
+    const float *hin = h->pooled;
+    if (e->use_fc_norm) {
+        vt_layernorm_forward(h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w), vt_P(m, e->fcn_b),
+                             h->rows, D, 1e-6f);
+        hin = h->normed;
+    }
+    if (C) vt_matmul_forward(logits, hin, vt_P(m, e->head_w), vt_P(m, e->head_b), h->rows, D, C);
+    h->out = C ? logits : (float *)hin;
+    return VT_OK;
+}
+
+vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, float *dx, int pg) {
+    const vt_encoder *e = &m->enc;
+    vt_arena *ar = &m->arena;
+    vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
+    vt_head_steps(m, h->B, h->T, 1, st, bst);
+    pool_kind pk = timm_pool(m);
+    int B = h->B, T = h->T, D = h->D, P = e->P, C = h->C;
+    size_t mark = vt_arena_mark(ar), RD = (size_t)h->rows * D;
+    float *scratch = bst[VT_HEAD_SCRATCH].n ? vt_arena_zalloc(ar, bst[VT_HEAD_SCRATCH].n) : NULL;
+    if (ar->overflow) return vt_arena_overflow(ar);
+    const float *hin = e->use_fc_norm ? h->normed : h->pooled;
+    const float *dh = dy; /* d(head input) [rows, D] */
+    if (C) {
+        vt_matmul_backward(scratch, vt_G(m, e->head_w, pg), vt_G(m, e->head_b, pg), dy, hin, vt_P(m, e->head_w),
+                           h->rows, D, C);
+        dh = scratch;
+    }
+    const float *dp = dh; /* d(pool output) [rows, D] */
+    if (e->use_fc_norm) {
+        float *dpool = scratch + (C ? RD : 0);
+        vt_layernorm_backward(dpool, vt_G(m, e->fcn_w, pg), vt_G(m, e->fcn_b, pg), dh, h->pooled, vt_P(m, e->fcn_w),
+                              h->mean, h->rstd, h->rows, D);
+        dp = dpool;
+    }
+    for (int b = 0; b < B; b++) {
+        const float *xb = h->x + (size_t)b * T * D;
+        float *dxb = dx + (size_t)b * T * D;
+        if (pk == POOL_NONE) {
+            for (size_t i = 0; i < (size_t)T * D; i++) dxb[i] += dp[(size_t)b * T * D + i];
+            continue;
+        }
+        const float *g = dp + (size_t)b * D;
+        if (pk == POOL_TOKEN) {
+            for (int d = 0; d < D; d++) dxb[d] += g[d];
+            continue;
+        }
+        float n = (float)(T - P);
+        for (int d = 0; d < D; d++) {
+            float ga = pk == POOL_AVG ? g[d] / n : pk == POOL_AVGMAX ? 0.5f * g[d] / n : 0.0f;
+            float mx = -INFINITY;
+            int ties = 0;
+            if (pk != POOL_AVG) { /* amax's gradient is shared evenly by the maxima (as PyTorch's) */
+                for (int t = P; t < T; t++) mx = fmaxf(mx, xb[(size_t)t * D + d]);
+                for (int t = P; t < T; t++) ties += xb[(size_t)t * D + d] == mx;
+            }
+            float gm = ties ? (pk == POOL_AVGMAX ? 0.5f * g[d] : g[d]) / (float)ties : 0.0f;
+            for (int t = P; t < T; t++) dxb[(size_t)t * D + d] += ga + (ties && xb[(size_t)t * D + d] == mx ? gm : 0.0f);
+        }
+    }
+    vt_arena_reset(ar, mark);
+    return VT_OK;
+}
+
+/* The encoder call's step table: the encoder's rows, then pooling or the normed intermediates;
+ * the backward: d pooled features, then the encoder's backward rows. */
+enum {
+    CALL_ENC = 0, CALL_POOL = VT_ENC_FWD_ROWS, CALL_HEAD, CALL_INTER = CALL_HEAD + VT_HEAD_FWD_ROWS,
+    CALL_INTER_STATS, CALL_DFIN, CALL_HEAD_BWD, CALL_ENC_BWD = CALL_HEAD_BWD + VT_HEAD_BWD_ROWS,
+    CALL_ROWS = CALL_ENC_BWD + VT_ENC_BWD_ROWS
+};
+
+static void call_steps(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                       const vt_chain_layout *lay, vt_step st[CALL_ROWS]) {
+    uint64_t B = in->batch, D = m->enc.chain.D, T = in->idx_keep ? (uint64_t)in->n_keep : (uint64_t)m->enc.T_full;
+    int pool = fn == VT_FN_FORWARD && has_pool(m), inter_norm = fn == VT_FN_INTERMEDIATES_NORM && has_norm(m);
+    int timm = fn == VT_FN_TIMM_FORWARD;
+    vt_encoder_steps(m, in, (int)T, need_grad, vt_fn_is_inter(fn), lay, st + CALL_ENC, st + CALL_ENC_BWD);
+    st[CALL_POOL] = vt_keep(pool ? B * D : 0);
+    vt_head_steps(m, (int)B, (int)T, need_grad, st + CALL_HEAD, st + CALL_HEAD_BWD);
+    for (int i = 0; i < VT_HEAD_FWD_ROWS; i++) st[CALL_HEAD + i].n *= (uint64_t)timm;
+    for (int i = 0; i < VT_HEAD_BWD_ROWS; i++) st[CALL_HEAD_BWD + i].n *= (uint64_t)timm;
+    st[CALL_INTER] = vt_keep(B * T * D);
+    st[CALL_INTER].count = inter_norm ? (uint64_t)m->enc.chain.depth : 0;
+    st[CALL_INTER_STATS] = vt_keep(B * T);
+    st[CALL_INTER_STATS].count = 2 * st[CALL_INTER].count;
+    st[CALL_DFIN] = vt_keep(need_grad && (pool || timm) ? B * T * D : 0);
+}
+
+uint64_t vt_encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                              const vt_chain_layout *lay) {
+    vt_step st[CALL_ROWS];
+    call_steps(m, fn, in, need_grad, lay, st);
+    return vt_steps_peak(st, CALL_ROWS);
+}
+
+vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                                  const vt_chain_layout *lay) {
+    const vt_chain *c = &m->enc.chain;
+    vt_arena *ar = &m->arena;
+    int B = in->batch, D = c->D, T = in->idx_keep ? in->n_keep : m->enc.T_full;
+    int causal = vt_causal_kind(m);
+    vt_step st[CALL_ROWS];
+    call_steps(m, fn, in, need_grad, lay, st);
+    float *x0 = vt_arena_alloc(ar, st[CALL_ENC + VT_ENC_X0].n);
+    if (!x0) return vt_arena_overflow(ar);
+    int rc = vt_encoder_preprocess(m, in, causal, x0);
+    if (rc) return rc;
+    rc = vt_encoder_blocks(m, in, need_grad, lay, T, x0, causal, vt_fn_is_inter(fn), &m->last.out);
+    if (rc) return rc;
+    const vt_chain_run *r = &m->last.enc_run;
+    m->last.out_ndim = 3;
+    m->last.out_shape[0] = B; m->last.out_shape[1] = T; m->last.out_shape[2] = D;
+    if (fn == VT_FN_FORWARD && has_pool(m)) {
+        float *pooled = vt_arena_alloc(ar, st[CALL_POOL].n);
+        if (!pooled) return vt_arena_overflow(ar);
+        pool_forward(m, pooled, m->last.out, B, T, D);
+        m->last.out = pooled;
+        m->last.out_ndim = 2;
+        m->last.out_shape[1] = D;
+    }
+    if (fn == VT_FN_TIMM_FORWARD) {
+        vt_head_run *h = &m->last.head;
+        rc = vt_head_forward(m, h, m->last.out, B, T);
+        if (rc) return rc;
+        m->last.out = h->out;
+        int width = h->C ? h->C : D;
+        m->last.out_ndim = timm_pool(m) == POOL_NONE ? 3 : 2;
+        m->last.out_shape[m->last.out_ndim - 1] = width;
+    }
+    if (vt_fn_is_inter(fn))
+        for (int i = 0; i < c->depth; i++) {
+            m->last.inter[i] = r->xs[i + 1];
+            if (fn == VT_FN_INTERMEDIATES_NORM && has_norm(m)) {
+                m->last.inter[i] = vt_arena_alloc(ar, st[CALL_INTER].n);
+                m->last.inter_m[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
+                m->last.inter_r[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
+                if (ar->overflow) return vt_arena_overflow(ar);
+                vt_layernorm_forward(m->last.inter[i], m->last.inter_m[i], m->last.inter_r[i], r->xs[i + 1],
+                                     vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
+            }
+        }
+    return VT_OK;
+}
+
+/* d features (the encoder's output, after its final norm; NULL = zero) -> encoder parameters and
+ * images. inject (may be NULL) adds the gradients of intermediates during the chain backward. */
+vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx,
+                              float *dimages, int pg) {
+    vt_chain_run *r = &m->last.enc_run;
+    size_t M = (size_t)r->B * r->T;
+    int D = r->c->D;
+    float *dres = vt_arena_zalloc(&m->arena, M * D);
+    if (!dres) return vt_arena_overflow(&m->arena);
+    if (dfeat) {
+        if (has_norm(m))
+            vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, pg), vt_G(m, m->enc.norm_b, pg), dfeat,
+                                  r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->last.fin_m, m->last.fin_r, (int)M, D);
+        else
+            for (size_t e = 0; e < M * D; e++) dres[e] += dfeat[e];
+    }
+    vt_status rc = vt_chain_backward(m, r, dres, pg, inject, ctx);
+    if (!rc) rc = vt_encoder_backward_pre(m, &m->last.in, vt_causal_kind(m), dres, dimages, pg);
+    return rc;
+}
+
+typedef struct {
+    const float *const *douts;
+    int n_douts, pg;
+} inject_ctx;
+
+/* forward_intermediates: the gradient of intermediate i joins the chain's after block i */
+static void inject_intermediates(vt_model *m, void *vctx, int i, float *dres) {
+    inject_ctx *ctx = vctx;
+    if (1 + i >= ctx->n_douts || !ctx->douts[1 + i]) return;
+    const float *dI = ctx->douts[1 + i];
+    const vt_chain_run *r = &m->last.enc_run;
+    int M = r->B * r->T, D = r->c->D;
+    if (m->last.fn == VT_FN_INTERMEDIATES_NORM && has_norm(m))
+        vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, ctx->pg), vt_G(m, m->enc.norm_b, ctx->pg), dI,
+                              r->xs[i + 1], vt_P(m, m->enc.norm_w), m->last.inter_m[i], m->last.inter_r[i], M, D);
+    else
+        for (size_t e = 0; e < (size_t)M * D; e++) dres[e] += dI[e];
+}
+
+vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts,
+                                   float *dimages, int pg) {
+    const vt_chain_run *r = &m->last.enc_run;
+    vt_arena *ar = &m->arena;
+    int B = r->B, T = r->T, D = r->c->D;
+    vt_step st[CALL_ROWS];
+    call_steps(m, m->last.fn, &m->last.in, 1, &r->lay, st);
+    size_t mark = vt_arena_mark(ar);
+    const float *dout = n_douts > 0 ? douts[0] : NULL;
+    if (m->last.fn == VT_FN_FORWARD && has_pool(m)) {
+        float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
+        if (!dfin) return vt_arena_overflow(ar);
+        if (dout) pool_backward(m, dfin, dout, B, T, D);
+        dout = dout ? dfin : NULL;
+    }
+    if (m->last.fn == VT_FN_TIMM_FORWARD) {
+        float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
+        if (!dfin) return vt_arena_overflow(ar);
+        if (dout) {
+            vt_status rc = vt_head_backward(m, &m->last.head, dout, dfin, pg);
+            if (rc) return rc;
+        }
+        dout = dout ? dfin : NULL;
+    }
+    inject_ctx ctx = {douts, n_douts, pg};
+    vt_status rc = vt_encoder_backward(m, dout, vt_fn_is_inter(m->last.fn) ? inject_intermediates : NULL, &ctx,
+                                       dimages, pg);
+    vt_arena_reset(ar, mark);
+    return rc;
+}
+
+void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, int keep_all,
+                      const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS],
+                      vt_step bwd[VT_ENC_BWD_ROWS]) {
+    uint64_t B = in->batch, D = m->enc.chain.D, M = B * (uint64_t)T, pre_f, pre_b, kept, fx, bx;
+    plan_pre(m, in, &pre_f, &pre_b);
+    vt_chain_plan(&m->enc.chain, lay, (int)B, T, need_grad, keep_all, &kept, &fx, &bx);
+    fwd[VT_ENC_X0] = vt_keep(M * D);
+    fwd[VT_ENC_PRE] = vt_peak(pre_f);
+    fwd[VT_ENC_KEPT] = vt_keep(kept);
+    fwd[VT_ENC_FWD] = vt_peak(fx);
+    fwd[VT_ENC_NORM] = vt_keep(has_norm(m) ? M * D : 0);
+    fwd[VT_ENC_NORM_STATS] = vt_keep(has_norm(m) ? M : 0);
+    fwd[VT_ENC_NORM_STATS].count = 2;
+    bwd[VT_ENC_DRES] = vt_keep(need_grad ? M * D : 0);
+    bwd[VT_ENC_BWD] = vt_peak(need_grad ? bx : 0);
+    bwd[VT_ENC_PRE_BWD] = vt_peak(need_grad ? pre_b : 0);
 }

@@ -21,11 +21,13 @@ extern "C" {
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
+#define VT_MAX_TOKENS 4096   /* tokens of a sequence (patches + prefix tokens) a config may have */
+
 /* timm VisionTransformer constructor arguments that vitrine implements (timm's defaults via
  * vt_vit_config_default), plus lightly's mask token. */
 typedef struct {
     int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
-    float mlp_ratio;      /* hidden = (int)(embed_dim * mlp_ratio) */
+    double mlp_ratio;     /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
     int qkv_bias;         /* bias of the fused qkv Linear */
     int qk_norm;          /* LayerNorm over head_dim on q and k */
     int class_token;      /* prepend a [CLS] token */
@@ -51,31 +53,35 @@ typedef struct {
     vt_vit_config enc;
     /* MAE (lightly MaskedVisionTransformerDecoderTIMM) */
     int decoder_dim, decoder_depth, decoder_heads;
-    float decoder_mlp_ratio;
+    double decoder_mlp_ratio;
     int norm_pix_loss;
     /* AIM (lightly AIMPredictionHead) */
     int head_hidden_dim, head_blocks;
-    float head_mlp_ratio;
+    double head_mlp_ratio;
 } vt_model_config;
 
 void vt_vit_config_default(vt_vit_config *c);
 void vt_model_config_default(vt_model_config *c, vt_kind kind);
 /* timm names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
  * vit_base_patch32_224 (num_classes 0). */
-int vt_preset(const char *name, vt_vit_config *c);
+vt_status vt_preset(const char *name, vt_vit_config *c);
 const char *vt_preset_name(int i); /* NULL past the end */
 /* Reads a timm-kwargs JSON object into c (keys not named in vt_vit_config are an error unless
  * they hold timm's default value). */
-int vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c);
+vt_status vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c);
 /* A model config from the parity-file `config` metadata for the given kind. */
-int vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c);
-int vt_config_validate(const vt_model_config *c);
+vt_status vt_model_config_from_json(const char *json, size_t len, vt_kind kind, vt_model_config *c);
+vt_status vt_config_validate(const vt_model_config *c);
+/* An MLP's hidden size as timm and lightly compute it: Python's int(dim * ratio) in double
+ * precision (dim 15, ratio 4.2 -> 63; in float it would be 62). -1 when the product is not a
+ * finite number below 2^31 (the config is then refused). */
+int64_t vt_mlp_hidden(int dim, double ratio);
 
 /* ---- model and parameters ----------------------------------------------------------------- */
 
 typedef struct vt_model vt_model;
 
-int vt_model_create(const vt_model_config *cfg, vt_model **out);
+vt_status vt_model_create(const vt_model_config *cfg, vt_model **out);
 void vt_model_free(vt_model *m);
 const vt_model_config *vt_model_get_config(const vt_model *m);
 
@@ -92,7 +98,7 @@ size_t vt_param_total(const vt_model *m);               /* floats in the paramet
 size_t vt_grad_total(const vt_model *m);                /* floats in the gradient buffer */
 /* requires_grad for every parameter whose name equals `name` or starts with `name` + '.'
  * ("" = all). Returns the number matched through *matched (may be NULL); no match is an error. */
-int vt_set_requires_grad(vt_model *m, const char *name, int requires_grad, int *matched);
+vt_status vt_set_requires_grad(vt_model *m, const char *name, int requires_grad, int *matched);
 int vt_param_requires_grad(const vt_model *m, int i);
 void vt_zero_grad(vt_model *m);
 
@@ -102,23 +108,51 @@ void vt_zero_grad(vt_model *m);
  * whose names start with model_prefix are taken (and model_prefix is stripped before adding
  * file_prefix). Missing, unexpected (under file_prefix) or mis-shaped tensors are an error that
  * names them; nothing is changed unless all are good. Accepts F32, F16, BF16, F64. */
-int vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
-                        const char *file_prefix);
+vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
+                              const char *file_prefix);
 /* Writes the selected parameters as F32 (malloc'd buffer, free with vt_free). */
-int vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
-                        uint8_t **out, size_t *out_len);
+vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
+                              uint8_t **out, size_t *out_len);
+
+/* Starts a model from the weights of a timm VisionTransformer state_dict (head or not), a lightly
+ * MaskedVisionTransformerTIMM (mask_token + vit.*), a lightly MAE / AIM model (backbone.vit.* /
+ * backbone.*) or vitrine's own files (encoder with timm keys, full model, training checkpoint):
+ * the layout is recognised by where "patch_embed.proj.weight" sits. The ViT's tensors go into the
+ * model's encoder (whatever its kind), lightly's mask_token into the model's, and, when the file
+ * has the model's own layout, everything else too. What cannot be used is skipped and named in
+ * rep->notes (tensor, shape, why): a tensor of another shape, a classifier head of another size
+ * or for a model without one, a tensor the model has no parameter for. strict: any skipped
+ * tensor, or an encoder parameter the file lacks, is an error (nothing changes). pos_embed: a
+ * frozen parameter (lightly's sin-cos) loaded with values that are not the sin-cos table is
+ * learned (timm's): it becomes trainable (rep->pos_embed). Call before vt_trainer_init. */
+enum { VT_INIT_POS_NONE = 0, VT_INIT_POS_SINCOS_FROZEN, VT_INIT_POS_TRAINABLE, VT_INIT_POS_LEARNED_NOW_TRAINABLE };
+typedef struct {
+    char source[64];      /* the layout recognised */
+    char file_prefix[64]; /* the ViT's key prefix in the file ("", "vit.", "backbone.vit.", ...) */
+    int loaded;           /* parameters loaded */
+    int skipped;          /* tensors of the file not used */
+    int missing;          /* encoder parameters the file lacks (kept as initialised) */
+    int pos_embed;        /* VT_INIT_POS_* */
+    char notes[4096];     /* one line per skipped / missing tensor */
+} vt_init_report;
+vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len, int strict,
+                                   vt_init_report *rep);
 void vt_free(void *p);
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
 /* The encoder calls run any model's ViT (an MAE / AIM model's backbone too); VT_FN_LOSS needs
- * an MAE or AIM model. */
+ * an MAE or AIM model. VT_FN_FORWARD is lightly's forward (pooled features, no fc_norm, no head);
+ * VT_FN_TIMM_FORWARD is timm's (no idx_mask / idx_keep / token mask: timm's forward has none). */
 typedef enum {
     VT_FN_ENCODE = 0,         /* lightly encode / timm forward_features: [B,T,D] */
     VT_FN_FORWARD,            /* lightly forward: pooled [B,D] (or [B,T,D] with global_pool "") */
     VT_FN_INTERMEDIATES,      /* forward_intermediates(norm=False): out + depth x [B,T,D] */
     VT_FN_INTERMEDIATES_NORM, /* forward_intermediates(norm=True) */
-    VT_FN_LOSS                /* MAE / AIM training loss: scalar */
+    VT_FN_LOSS,               /* MAE / AIM training loss: scalar */
+    VT_FN_TIMM_FORWARD        /* timm VisionTransformer.forward: forward_features, then
+                               * forward_head = pool -> fc_norm -> head: [B, num_classes]
+                               * ([B, D] with num_classes 0; [B, T, .] with global_pool "") */
 } vt_fn;
 
 typedef struct {
@@ -127,14 +161,15 @@ typedef struct {
     const int64_t *idx_mask; int n_mask; /* [B, n_mask], indices over the full sequence */
     const int64_t *idx_keep; int n_keep; /* [B, n_keep] */
     /* lightly/timm encoders: bool [B, L] mask (True = replace by mask token).
-     * causal / AIM: bool [B, L] prefix mask (True = causal part; L = N without prefix tokens). */
+     * causal / AIM: bool [B, L] prefix mask (True = causal part). L is the whole sequence,
+     * prefix tokens included, in both cases (what harness/parity.c passes, what vit.c reads). */
     const uint8_t *mask;
     int is_causal;       /* causal / AIM: apply the causal part of `mask` (lightly default 1) */
 } vt_inputs;
 
 /* Runs `fn`. With need_grad, keeps what vt_backward needs (per the checkpointing policy);
  * without, keeps nothing but the outputs. */
-int vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad);
+vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad);
 int vt_output_count(const vt_model *m); /* 1 + number of intermediates */
 /* Output i (0 = out, 1.. = intermediates.(i-1)); shape written to shape[4], rank returned. */
 const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim);
@@ -144,8 +179,8 @@ float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
  * (NULL = zero; for VT_FN_LOSS douts may be NULL: d loss = 1). Parameter gradients are
  * accumulated (+=) when param_grads != 0, left untouched otherwise; dimages (may be NULL) is
  * accumulated too. */
-int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
-                int param_grads);
+vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
+                      int param_grads);
 
 /* ---- gradient checkpointing and memory ---------------------------------------------------- */
 
@@ -153,7 +188,7 @@ int vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dima
  * "selective". Applies to every chain of blocks (encoder, MAE decoder, AIM head) from the next
  * vt_forward on; a forward whose backward has not run yet is dropped (its backward then returns
  * VT_ERR_STATE), since what it kept follows the old policy. */
-int vt_set_grad_checkpointing(vt_model *m, const char *policy);
+vt_status vt_set_grad_checkpointing(vt_model *m, const char *policy);
 const char *vt_get_grad_checkpointing(const vt_model *m);
 
 typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can address */
@@ -166,19 +201,46 @@ typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can add
  * the sizes in `in` are read (pointers may be NULL; mask != NULL means "a mask is given").
  * The activation bytes are those of a backward that asks for parameter AND image gradients: the
  * arena's peak then equals them exactly; a backward without image gradients uses less. */
-int vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, vt_plan_bytes *out);
+vt_status vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, vt_plan_bytes *out);
+
+/* The plan of one vt_train_step, and what fits a budget: no error text to parse, everything is
+ * a field. */
+#define VT_POLICY_TEXT_MAX 48
+typedef struct {
+    vt_plan_bytes bytes;    /* the step under the policy asked for */
+    int policy_met;         /* 0 only for budget:B that no layout meets (bytes are then the
+                             * smallest plan's, least_policy's) */
+    int tokens_kept, tokens_masked; /* per image: MAE n_keep and L - n_keep; AIM L and 0 */
+    double recompute_flops; /* forward flops the policy re-computes during the backward */
+    /* the search against `budget` (bytes of the whole plan; budget 0: no search, all zero) */
+    int fits;               /* policy_met and bytes.total <= budget */
+    char fit_policy[VT_POLICY_TEXT_MAX]; /* the least re-computation whose plan fits ("" = none
+                             * does): a named policy when one is as cheap, else budget:BYTES */
+    vt_plan_bytes fit_bytes;
+    double fit_recompute_flops;
+    char least_policy[VT_POLICY_TEXT_MAX]; /* the named policy with the smallest plan */
+    vt_plan_bytes least_bytes;
+    int max_batch;          /* the largest batch in 1..batch that fits under some policy (0: none) */
+} vt_step_plan;
+/* Plans vt_train_step(m, images, batch) before anything is allocated, for an MAE or AIM model.
+ * mask_ratio < 0: the trainer's (vt_trainer_init / vt_train_state_load), else the default of
+ * vt_train_config_default. policy NULL: the model's. The model is not changed. */
+vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, const char *policy,
+                             uint64_t budget, vt_step_plan *out);
 /* What the last call used: arena bytes at peak, arena capacity, planned bytes. */
 typedef struct {
     size_t planned, peak, capacity;
 } vt_arena_stats;
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out);
 /* The activation memory of the last forward (+ backward) as it happened, one entry per arena
- * event (allocation, scoped release, a block's backward done), at most `max` (4096 are kept):
+ * event (allocation, scoped release, a block's backward done), at most `max` (the first
+ * VT_TIMELINE_MAX are kept):
  * bytes = the arena in use (its maximum is the measured peak); live = bytes minus what the
  * backward has finished with -- what an allocator that frees at once would hold: it rises
  * through the forward, falls through the backward, with the re-computation bumps. Either array
  * may be NULL. *backward_start: the event where the backward began (-1 if none). Returns the
  * number of events. */
+#define VT_TIMELINE_MAX 4096
 int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max,
                            int *backward_start);
 /* Frees the activation arena (it is re-allocated, and kept, at the next call that needs more). */
@@ -187,7 +249,7 @@ void vt_release_activations(vt_model *m);
 /* ---- training pieces ---------------------------------------------------------------------------- */
 
 /* lightly's 2-D sin-cos positional table: out [(P + G*G), D], P zero rows first. */
-int vt_sincos_table(float *out, int D, int G, int P);
+vt_status vt_sincos_table(float *out, int D, int G, int P);
 
 /* A seeded generator of our own (xoshiro128**): the same seed gives the same bits everywhere.
  * Its state is plain data, to be saved with a training checkpoint. */
@@ -200,20 +262,23 @@ float vt_rng_normal(vt_rng *r);
  * Linears and patch embedding, cls normal(.02), frozen sin-cos pos_embed, mask token 0, decoder
  * mask token normal(.02); timm: trunc-normal(.02) Linears and pos_embed, cls/reg normal(1e-6);
  * AIM: timm backbone with sin-cos pos_embed, PyTorch-default head; LayerNorm 1/0 everywhere. */
-int vt_init_weights(vt_model *m, uint64_t seed);
+vt_status vt_init_weights(vt_model *m, uint64_t seed);
 /* lightly random_token_mask: idx_keep [B, n_keep] (the class token first unless mask_class_token),
- * idx_mask [B, L - n_keep]; n_keep = int((L - 1) * (1 - ratio)) + 1. Buffers hold B*L indices. */
-int vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
-                         int64_t *idx_keep, int64_t *idx_mask, int *n_keep);
+ * idx_mask [B, L - n_keep]; n_keep = vt_mask_keep_count. Buffers hold B*L indices. */
+vt_status vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int mask_class_token,
+                               int64_t *idx_keep, int64_t *idx_mask, int *n_keep);
+/* its n_keep: int((float)(L - 1) * (1 - ratio)) + 1 in float32 arithmetic, at most L (with
+ * mask_class_token: int(L * (1 - ratio))) */
+int vt_mask_keep_count(int L, float mask_ratio, int mask_class_token);
 /* lightly random_prefix_mask: mask[b, j] = j >= r_b, r_b uniform in [0, max_prefix_length). */
-int vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_t *mask);
+vt_status vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, uint8_t *mask);
 
 /* AdamW (torch.optim.AdamW semantics) over the trainable parameters; no weight decay on norms,
  * biases, tokens and positional embeddings (lightly's parameter groups). */
 typedef struct { float lr, beta1, beta2, eps, weight_decay; } vt_adamw_config;
-int vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg);
-int vt_optimizer_step(vt_model *m, float lr); /* refuses non-finite gradients, changing nothing */
-int vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
+vt_status vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg);
+vt_status vt_optimizer_step(vt_model *m, float lr); /* refuses non-finite gradients, changing nothing */
+vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
 /* lightly CosineWarmupScheduler's learning-rate multiplier at `step` */
 float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
 /* One AdamW update of a flat tensor p[n] (gradient g, moments m, v; t = the 1-based step), the
@@ -234,28 +299,28 @@ typedef struct {
 
 void vt_train_config_default(vt_train_config *t, vt_kind kind);
 /* Makes an MAE or AIM model trainable: AdamW state, the mask generator, step 0. */
-int vt_trainer_init(vt_model *m, const vt_train_config *t);
+vt_status vt_trainer_init(vt_model *m, const vt_train_config *t);
 /* One step: masks (seeded), loss, backward, clipping, AdamW at the scheduled lr. On a NaN/Inf
  * loss or gradient it returns VT_ERR_NUMERIC and changes nothing (the last good state is kept).
  * *loss (may be NULL) receives the step's loss. Works under any checkpointing policy, switchable
  * between steps, with the same bits. */
-int vt_train_step(vt_model *m, const float *images, int batch, float *loss);
+vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss);
 long vt_train_step_count(const vt_model *m);
 float vt_train_lr(const vt_model *m, long step);
 /* Everything a resumed run needs (parameters, AdamW m/v, step, generator, configs) as
  * safetensors bytes (free with vt_free), and back (all-or-nothing; the model's config must be
  * the saved one). Resuming continues bit for bit. */
-int vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len);
-int vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len);
+vt_status vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len);
+vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len);
 /* After a VT_FN_LOSS forward: images [B,C,H,W] for teaching -- masked: MAE's masked patches set
  * to 0 (the mean colour after normalisation), the original elsewhere (AIM: the original);
  * recon: the predicted patches (de-normalised per patch when the target was) over the masked
  * ones (AIM: every patch is predicted). */
-int vt_loss_visualize(const vt_model *m, float *masked, float *recon);
+vt_status vt_loss_visualize(const vt_model *m, float *masked, float *recon);
 
 const char *vt_kind_name(vt_kind k);
-int vt_kind_from_name(const char *name, vt_kind *k);
-int vt_model_config_to_json(const vt_model_config *c, char *buf, size_t len);
+vt_status vt_kind_from_name(const char *name, vt_kind *k);
+vt_status vt_model_config_to_json(const vt_model_config *c, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

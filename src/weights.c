@@ -4,14 +4,15 @@
  * encoder can be exported under plain timm keys. Loading is all-or-nothing. */
 #include "model.h"
 #include "safetensors.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-int vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
-                        const char *file_prefix) {
+vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
+                              const char *file_prefix) {
     if (!m || !bytes) return vt_fail(VT_ERR_ARG, "vt_load_safetensors: NULL argument");
     const char *mp = model_prefix ? model_prefix : "", *fp = file_prefix ? file_prefix : "";
     vt_st_file f;
@@ -58,8 +59,32 @@ done:
     return rc;
 }
 
-int vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
-                        uint8_t **out, size_t *out_len) {
+/* The timm VisionTransformer kwargs of the encoder (JSON), so that timm rebuilds it from the file
+ * alone: VisionTransformer(**json.loads(metadata["timm_kwargs"])). Only timm's own kwargs
+ * (lightly's mask_token is not one); fc_norm stays timm's default, which is what vitrine computes. */
+static vt_status timm_kwargs(const vt_model_config *mc, char *buf, size_t len) {
+    const vt_vit_config *c = &mc->enc;
+    char r[32], iv[32] = "null";
+    for (int prec = 1; prec <= 17; prec++) { /* the shortest text that reads back the same double */
+        snprintf(r, sizeof r, "%.*g", prec, c->mlp_ratio);
+        if (strtod(r, NULL) == c->mlp_ratio) break;
+    }
+    if (c->init_values > 0) snprintf(iv, sizeof iv, "%.9g", c->init_values);
+    int n = snprintf(buf, len,
+                     "{\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"num_classes\": %d, "
+                     "\"global_pool\": \"%s\", \"embed_dim\": %d, \"depth\": %d, \"num_heads\": %d, "
+                     "\"mlp_ratio\": %s, \"qkv_bias\": %s, \"qk_norm\": %s, \"init_values\": %s, "
+                     "\"class_token\": %s, \"reg_tokens\": %d, \"no_embed_class\": %s, \"pos_embed\": \"%s\"}",
+                     c->img_size, c->patch_size, c->in_chans, c->num_classes, c->global_pool, c->embed_dim,
+                     c->depth, c->num_heads, r, c->qkv_bias ? "true" : "false", c->qk_norm ? "true" : "false", iv,
+                     c->class_token ? "true" : "false", c->reg_tokens, c->no_embed_class ? "true" : "false",
+                     c->pos_embed ? "learn" : "none");
+    if (n < 0 || (size_t)n >= len) return vt_fail(VT_ERR_ARG, "timm kwargs need %d bytes", n);
+    return VT_OK;
+}
+
+vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
+                              uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_save_safetensors: NULL argument");
     const char *mp = model_prefix ? model_prefix : "", *fp = file_prefix ? file_prefix : "";
     int n = m->pt.n, k = 0, rc = VT_OK;
@@ -80,11 +105,176 @@ int vt_save_safetensors(const vt_model *m, const char *model_prefix, const char 
         k++;
     }
     if (!k) { rc = vt_fail(VT_ERR_ARG, "no parameter of the model starts with '%s'", mp); goto done; }
-    const char *mk[] = {"format"}, *mv[] = {"pt"};
-    rc = vt_st_write(e, (size_t)k, mk, mv, 1, out, out_len);
+    /* the encoder alone under timm keys (the ViT's own prefix selected, no file prefix, no
+     * lightly mask_token): with its timm kwargs */
+    char kw[1024], pe[VT_NAME_MAX + 32];
+    snprintf(pe, sizeof pe, "%spatch_embed.proj.weight", mp);
+    int vit_only = !fp[0] && vt_param_find(m, pe) >= 0;
+    for (int i = 0; i < k && vit_only; i++) vit_only = strcmp(e[i].name, "mask_token") != 0;
+    if (vit_only && (rc = timm_kwargs(&m->cfg, kw, sizeof kw))) goto done;
+    const char *mk[] = {"format", "timm_kwargs"}, *mv[] = {"pt", kw};
+    rc = vt_st_write(e, (size_t)k, mk, mv, vit_only ? 2 : 1, out, out_len);
 done:
     free(e);
     free(names);
     free(shapes);
+    return rc;
+}
+
+/* ---- starting a training run from timm / lightly / vitrine weights ------------------------------- */
+
+static int ends(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static void shape_txt(char *buf, size_t len, int ndim, const long long *shape) {
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && k < len; d++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", d ? ", " : "", shape[d]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+/* one line of the report (truncated, with "...", when the buffer is full) */
+static void note(vt_init_report *r, const char *fmt, const char *a, const char *b, const char *c) {
+    size_t k = strlen(r->notes);
+    if (k + 4 >= sizeof r->notes) return;
+    int n = snprintf(r->notes + k, sizeof r->notes - k, fmt, a, b, c);
+    if (n < 0 || (size_t)n >= sizeof r->notes - k) strcpy(r->notes + sizeof r->notes - 5, "...\n");
+}
+
+/* the prefix of the ViT's keys: what comes before "patch_embed.proj.weight" (exactly one) */
+static vt_status vit_prefix(const char *const *names, size_t n, const char *skip, char *out, size_t len,
+                            const char *what) {
+    const char *suf = "patch_embed.proj.weight";
+    int found = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = names[i];
+        if (skip && strncmp(s, skip, strlen(skip))) continue;
+        if (skip) s += strlen(skip);
+        if (!ends(s, suf) || strlen(s) - strlen(suf) >= len) continue;
+        if (found++) return vt_fail(VT_ERR_FORMAT, "%s holds more than one ViT ('%s%s' and '%s')", what, out, suf, s);
+        snprintf(out, len, "%.*s", (int)(strlen(s) - strlen(suf)), s);
+    }
+    if (!found) return vt_fail(VT_ERR_FORMAT, "%s holds no ViT: no tensor named ...patch_embed.proj.weight", what);
+    return VT_OK;
+}
+
+vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len, int strict,
+                                   vt_init_report *rep) {
+    if (!m || !bytes || !rep) return vt_fail(VT_ERR_ARG, "vt_init_from_safetensors: NULL argument");
+    memset(rep, 0, sizeof *rep);
+    vt_st_file f;
+    vt_status rc = vt_st_parse(bytes, len, &f);
+    if (rc) return rc;
+    const vt_st_tensor **src = calloc((size_t)m->pt.n + 1, sizeof *src);
+    unsigned char *used = calloc(f.n + 1, 1);
+    const char **fnames = calloc(f.n + 1, sizeof *fnames), **mnames = calloc((size_t)m->pt.n + 1, sizeof *mnames);
+    if (!src || !used || !fnames || !mnames) { rc = vt_fail(VT_ERR_NOMEM, "out of memory loading weights"); goto done; }
+    /* a vitrine training checkpoint holds the parameters under param/ (and AdamW's moments,
+     * which a new run does not take) */
+    const char *fmt = vt_st_meta(&f, "format");
+    int ckpt = fmt && !strcmp(fmt, "vitrine-train/1");
+    const char *ns = ckpt ? "param/" : "";
+    for (size_t j = 0; j < f.n; j++) fnames[j] = f.tensors[j].name;
+    for (int i = 0; i < m->pt.n; i++) mnames[i] = m->pt.p[i].name;
+    char fp[64], mp[64], fw[64], mw[64];
+    rc = vit_prefix(fnames, f.n, ckpt ? ns : NULL, fp, sizeof fp, "the file");
+    if (!rc) rc = vit_prefix(mnames, (size_t)m->pt.n, NULL, mp, sizeof mp, "the model");
+    if (rc) goto done;
+    /* the wrapper around the ViT (lightly's mask_token sits beside vit.) */
+    snprintf(fw, sizeof fw, "%.*s", (int)(strlen(fp) - (ends(fp, "vit.") ? 4 : 0)), fp);
+    snprintf(mw, sizeof mw, "%.*s", (int)(strlen(mp) - (ends(mp, "vit.") ? 4 : 0)), mp);
+    snprintf(rep->file_prefix, sizeof rep->file_prefix, "%s", fp);
+    const char *src_name = ckpt ? "vitrine training checkpoint (parameters only)"
+                         : !fp[0] ? (vt_st_meta(&f, "timm_kwargs") ? "vitrine encoder (timm keys)" : "timm VisionTransformer state_dict")
+                         : !strcmp(fp, "vit.") ? "lightly MaskedVisionTransformerTIMM (vit. keys)"
+                         : !strcmp(fp, "backbone.vit.") ? "lightly MAE model (backbone.vit. keys)"
+                         : !strcmp(fp, "backbone.") ? "lightly AIM model (backbone. keys)" : "a ViT under its own prefix";
+    snprintf(rep->source, sizeof rep->source, "%s", src_name);
+
+    char key[2 * VT_NAME_MAX + 16], a[96], b[96];
+    const vt_encoder *e = &m->enc;
+    for (int i = 0; i < m->pt.n; i++) {
+        const vt_param *p = &m->pt.p[i];
+        int in_vit = starts(p->name, mp), is_mt = !strncmp(p->name, mw, strlen(mw)) && !strcmp(p->name + strlen(mw), "mask_token");
+        if (in_vit) snprintf(key, sizeof key, "%s%s%s", ns, fp, p->name + strlen(mp));
+        else if (is_mt) snprintf(key, sizeof key, "%s%smask_token", ns, fw);
+        else if (!strcmp(fp, mp)) snprintf(key, sizeof key, "%s%s", ns, p->name); /* the same model's layout */
+        else continue;
+        const vt_st_tensor *t = vt_st_find(&f, key);
+        if (!t) {
+            if (in_vit && i != e->head_w && i != e->head_b) {
+                rep->missing++;
+                note(rep, "%s: not in the file (kept as initialised)%s%s\n", p->name, "", "");
+            }
+            continue;
+        }
+        used[t - f.tensors] = 1;
+        long long ps[4];
+        for (int d = 0; d < p->ndim; d++) ps[d] = p->shape[d];
+        shape_txt(a, sizeof a, t->ndim, t->shape);
+        shape_txt(b, sizeof b, p->ndim, ps);
+        int same = t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
+        if (t->dtype != VT_DT_F32 && t->dtype != VT_DT_F16 && t->dtype != VT_DT_BF16 && t->dtype != VT_DT_F64) {
+            rep->skipped++;
+            note(rep, "%s %s: skipped: dtype %s is not a float dtype\n", key, a, vt_dtype_name(t->dtype));
+        } else if (!same && (i == e->head_w || i == e->head_b)) {
+            rep->skipped++;
+            note(rep, "%s %s: skipped: a classifier head of another size (the model's is %s)\n", key, a, b);
+        } else if (!same) {
+            rep->skipped++;
+            note(rep, "%s %s: skipped: the model's %s is ", key, a, p->name);
+            note(rep, "%s (another config: img_size / patch_size / embed_dim / tokens differ)\n", b, "", "");
+        } else {
+            src[i] = t;
+            rep->loaded++;
+        }
+    }
+    for (size_t j = 0; j < f.n; j++) {
+        const char *nm = f.tensors[j].name;
+        if (used[j] || strncmp(nm, ns, strlen(ns))) continue; /* checkpoint: adam_m/, adam_v/ are not weights */
+        const char *rest = nm + strlen(ns);
+        rep->skipped++;
+        shape_txt(a, sizeof a, f.tensors[j].ndim, f.tensors[j].shape);
+        if (starts(rest, fp) && (!strcmp(rest + strlen(fp), "head.weight") || !strcmp(rest + strlen(fp), "head.bias")))
+            note(rep, "%s %s: skipped: a classifier head, and the model has none (num_classes 0)%s\n", nm, a, "");
+        else if (starts(rest, fp))
+            note(rep, "%s %s: skipped: the model has no such parameter (its config differs: reg_tokens, qk_norm, "
+                      "init_values, global_pool (norm / fc_norm), class_token%s)\n", nm, a, "");
+        else
+            note(rep, "%s %s: skipped: not part of the ViT under '%s' (another model's part)\n", nm, a, fp);
+    }
+    if (strict && (rep->skipped || rep->missing)) {
+        rc = vt_fail(VT_ERR_MISMATCH, "--init-strict: %d tensor(s) of the file skipped, %d parameter(s) of the "
+                                      "encoder not in the file:\n%s", rep->skipped, rep->missing, rep->notes);
+        goto done;
+    }
+    if (!rep->loaded) { rc = vt_fail(VT_ERR_MISMATCH, "nothing in the file fits the model:\n%s", rep->notes); goto done; }
+    for (int i = 0; i < m->pt.n && !rc; i++)
+        if (src[i]) rc = vt_st_to_f32(src[i], m->pt.data + m->pt.p[i].off);
+    /* pos_embed: the objective freezes lightly's sin-cos table; a learned one (timm's) trains */
+    if (!rc && e->pos >= 0 && src[e->pos]) {
+        const vt_param *p = &m->pt.p[e->pos];
+        int rows = (int)p->shape[1], D = (int)p->shape[2], P = rows - e->N;
+        float *tab = malloc((size_t)rows * D * sizeof(float));
+        if (!tab) { rc = vt_fail(VT_ERR_NOMEM, "out of memory"); goto done; }
+        int sincos = D % 4 == 0 && vt_sincos_table(tab, D, e->G, P) == VT_OK;
+        const float *v = m->pt.data + p->off;
+        for (size_t k = 0; sincos && k < (size_t)rows * D; k++) sincos = fabsf(v[k] - tab[k]) <= 1e-6f;
+        free(tab);
+        if (!p->requires_grad && !sincos) {
+            rc = vt_set_requires_grad(m, p->name, 1, NULL);
+            rep->pos_embed = VT_INIT_POS_LEARNED_NOW_TRAINABLE;
+        } else {
+            rep->pos_embed = p->requires_grad ? VT_INIT_POS_TRAINABLE : VT_INIT_POS_SINCOS_FROZEN;
+        }
+    }
+done:
+    free(src);
+    free(used);
+    free(fnames);
+    free(mnames);
+    vt_st_free(&f);
     return rc;
 }

@@ -19,6 +19,8 @@
  *           <= 2 e p scale; dq_i = sum_j ds_ij k_j then by <= |k| 2 e scale + the rounding of a
  *           T-term sum of terms <= 2 |dO| |v| scale |k|, i.e. u T that (the sum itself is added
  *           in the reference's order, j ascending; dk alike with |q|). */
+#define KT_SEED 0x243F6A8885A308D3ull
+#include "kernel_test.h"
 #include "kernels/kernels.h"
 #include <float.h>
 #include <math.h>
@@ -29,78 +31,6 @@
 
 #define U 1e-6
 #define EPS FLT_EPSILON
-
-static int n_pass, n_fail;
-
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-static void fill(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
-}
-static float maxabs(const float *x, size_t n) {
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-    return m;
-}
-
-/* allocations with guard floats on both sides, for overrun checks */
-#define GUARD 8
-#define GUARD_VAL 12345.678f
-static float *galloc(size_t n) {
-    float *p = malloc((n + 2 * GUARD) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
-    for (size_t i = 0; i < GUARD; i++) p[i] = p[n + GUARD + i] = GUARD_VAL;
-    return p + GUARD;
-}
-static void gfree(float *p) { if (p) free(p - GUARD); }
-static float *gcopy(const float *src, size_t n) {
-    float *p = galloc(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-
-static void result(int ok, const char *what, const char *ctx) {
-    if (ok) n_pass++;
-    else { n_fail++; printf("FAIL %s [%s]\n", what, ctx); }
-}
-static void check_guards(const char *what, const char *ctx, const float *p, size_t n) {
-    if (!p) return;
-    int ok = 1;
-    for (size_t i = 0; i < GUARD; i++) ok &= p[-1 - (long)i] == GUARD_VAL && p[n + i] == GUARD_VAL;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s: wrote outside its buffer", ctx);
-    result(ok, what, buf);
-}
-/* |s - r| <= tol elementwise (equal values, incl. infinities, pass) */
-static void close_abs(const char *what, const char *ctx, const float *s, const float *r, size_t n,
-                      double tol) {
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == r[i]) continue;
-        if (!(fabs((double)s[i] - (double)r[i]) <= tol)) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s: [%zu] got %.9g ref %.9g |d| %.3g > tol %.3g", ctx, i, s[i],
-                     r[i], fabs((double)s[i] - r[i]), tol);
-            result(0, what, buf);
-            return;
-        }
-    }
-    result(1, what, ctx);
-}
-static void same_bits(const char *what, const char *ctx, const float *s, const float *r, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&s[i], &r[i], sizeof(float)) != 0) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s: not bit-identical at [%zu]: got %.9g ref %.9g", ctx, i, s[i], r[i]);
-            result(0, what, buf);
-            return;
-        }
-    result(1, what, ctx);
-}
 
 /* mask_kind 0: none, 1: AIM prefix (first T/3 keys visible to all), 2: random bytes.
  * grad_mask bits: 1 dq, 2 dk, 4 dv (0 = all NULL). */
@@ -144,17 +74,7 @@ static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, 
         }
     }
     if (ok) result(1, "attention_forward att", ctx);
-    ok = 1;
-    for (size_t i = 0; i < nout && ok; i++) {
-        double tol = mv * (2 * ds + (8 + 2 * T) * EPS) + U * fabs(o_r[i]);
-        if (!(fabs((double)o_s[i] - o_r[i]) <= tol)) {
-            char buf[240];
-            snprintf(buf, sizeof buf, "%s: out[%zu] got %.9g ref %.9g", ctx, i, o_s[i], o_r[i]);
-            result(0, "attention_forward out", buf);
-            ok = 0;
-        }
-    }
-    if (ok) result(1, "attention_forward out", ctx);
+    check_close("attention_forward out", ctx, o_s, o_r, nout, mv * (2 * ds + (8 + 2 * T) * EPS), U);
     check_guards("attention_forward out", ctx, o_s, nout);
     check_guards("attention_forward att", ctx, a_s, natt);
     check_guards("attention_forward scratch", ctx, scr, nscr);
@@ -173,7 +93,7 @@ static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, 
     vt_attention_backward(dq_s, dk_s, dv_s, scr, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
     vt_ref_attention_backward(dq_r, dk_r, dv_r, scr_r, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
     double e = U * hd * mdo * mv, term = 2 * mdo * mv * scale * mq;
-    if (dqk_s) close_abs("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 2 * e * scale * mq + U * T * term);
+    if (dqk_s) check_close("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 2 * e * scale * mq + U * T * term, 0);
     if (dv_s) same_bits("attention_backward dv", ctx, dv_s, dv_r, nv);
     check_guards("attention_backward dq/dk", ctx, dqk_s, nqk);
     check_guards("attention_backward dv", ctx, dv_s, nv);
@@ -220,6 +140,5 @@ int main(void) {
     check_attention(1, 65, 2, 64, 7, 9, 2, 7);
     check_attention(1, 197, 3, 64, 0, 0, 0, 7); /* ViT-tiny's 197 tokens */
     check_attention(1, 50, 2, 64, 0, 0, 1, 7);  /* MAE's 50 visible tokens, AIM prefix mask */
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return kt_finish();
 }

@@ -184,21 +184,6 @@ static void compare(const char *what, const result *a, const result *b, int grad
     CHECK(a->nimg == b->nimg && !memcmp(a->dimg, b->dimg, a->nimg * 4), "%s: d images differ", what);
 }
 
-static float **make_douts(vt_model *m, tu_rng *r, int *ndo) {
-    int n = vt_output_count(m);
-    float **d = tu_xcalloc((size_t)n + 1, sizeof(float *));
-    for (int i = 0; i < n; i++) {
-        int64_t sh[4];
-        int nd;
-        vt_output(m, i, sh, &nd);
-        size_t k = tu_numel(sh, nd);
-        d[i] = tu_xmalloc(k * 4);
-        tu_fill_normal(r, d[i], k, 0, 1);
-    }
-    *ndo = n;
-    return d;
-}
-
 /* All policies on one model object (policy switched between calls), vs none; then none again,
  * and the input-gradient-only backward under every policy. */
 static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn, vt_inputs *in, uint64_t seed) {
@@ -214,7 +199,7 @@ static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn
     float **douts = NULL;
     if (fn != VT_FN_LOSS) {
         if (!CHECK_OK(vt_forward(m, fn, in, 0), name)) goto out;
-        douts = make_douts(m, &r, &ndo);
+        douts = tu_random_douts(m, &r, &ndo);
     }
     size_t budgets[3], none = 0, block = 0;
     if (!CHECK_OK(mid_budgets(m, fn, in, budgets, &none, &block), name)) goto out;
@@ -272,8 +257,7 @@ static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn
     }
     result_free(&ref);
 out:
-    for (int i = 0; i < ndo; i++) free(douts[i]);
-    free(douts);
+    tu_free_douts(douts, ndo);
     free(img);
     vt_model_free(m);
 }
@@ -295,6 +279,17 @@ static void test_direct(void) {
     policies_case("lightly d5 forward (token)", &c, VT_FN_FORWARD, &in, 3);
     policies_case("lightly d5 intermediates", &c, VT_FN_INTERMEDIATES, &in, 4);
     policies_case("lightly d5 intermediates norm", &c, VT_FN_INTERMEDIATES_NORM, &in, 5);
+    /* repeated idx_keep (a gather; more tokens than the sequence) */
+    int64_t rk[2 * 12] = {0, 3, 3, 1, 0, 3, 2, 9, 9, 9, 4, 5, 4, 4, 4, 0, 1, 2, 4, 10, 10, 8, 7, 6};
+    in.idx_keep = rk; in.n_keep = 12;
+    policies_case("lightly d5 encode repeated idx_keep", &c, VT_FN_ENCODE, &in, 41);
+    memset(&in, 0, sizeof in); in.batch = B;
+    /* timm's forward: avgmax pooling, fc_norm, a classifier head */
+    {
+        vt_model_config t = c;
+        t.kind = VT_KIND_TIMM; t.enc.mask_token = 0; t.enc.num_classes = 3; strcpy(t.enc.global_pool, "avgmax");
+        policies_case("timm d5 forward (avgmax, fc_norm, head)", &t, VT_FN_TIMM_FORWARD, &in, 42);
+    }
     /* plain block (no qk_norm / LayerScale), depth 7, bool mask */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 7, 2, 2.0f);
     uint8_t bm[2 * 5] = {0, 1, 0, 0, 1, 1, 0, 1, 0, 0};

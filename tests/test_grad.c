@@ -649,6 +649,34 @@ static void test_models(void) {
     in.is_causal = 1;
     model_fd("causal mask is_causal=1 forward (avg)", &c, VT_FN_FORWARD, &in, 15);
 
+    /* timm's forward = forward_features + forward_head (pool -> fc_norm -> head), every pooling,
+     * with a classifier head and without; registers so that the prefix exclusion matters */
+    {
+        const char *pools[] = {"token", "avg", "max", "avgmax", ""};
+        for (int pi = 0; pi < 5; pi++)
+            for (int nc = 0; nc <= 5; nc += 5) {
+                char nm[96];
+                tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+                c.enc.reg_tokens = 1;
+                strcpy(c.enc.global_pool, pools[pi]);
+                c.enc.num_classes = nc;
+                memset(&in, 0, sizeof in); in.batch = B;
+                snprintf(nm, sizeof nm, "timm forward pool '%s' num_classes %d", pools[pi], nc);
+                model_fd(nm, &c, VT_FN_TIMM_FORWARD, &in, 40 + (uint64_t)(pi * 10 + nc));
+            }
+    }
+
+    /* repeated idx_keep (a gather): the same token twice in a row, and more indices than tokens */
+    {
+        tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
+        int64_t rk[2 * 7] = {0, 3, 3, 1, 0, 3, 2, 4, 4, 4, 0, 1, 2, 4};
+        memset(&in, 0, sizeof in); in.batch = B; in.idx_keep = rk; in.n_keep = 7;
+        model_fd("lightly idx_keep repeated encode", &c, VT_FN_ENCODE, &in, 60);
+        int64_t im2[2 * 1] = {3, 2};
+        in.idx_mask = im2; in.n_mask = 1;
+        model_fd("lightly idx_keep repeated + idx_mask", &c, VT_FN_INTERMEDIATES_NORM, &in, 61);
+    }
+
     /* 15/16. MAE loss, norm_pix_loss off / on */
     tu_tiny_config(&c, VT_KIND_MAE, 12, 4, 8, 2, 2, 2.0f);
     int64_t mk[2 * 5], mm[2 * 5];

@@ -1,7 +1,7 @@
 /* test_kernels_simd.c: every vt_simd_* kernel against its scalar reference vt_ref_* over edge
  * shapes (sizes below, at and above the vector/tile widths, odd strides, NULL gradients,
  * accumulation into non-zero gradients), plus the vectorised erf/exp against libm and the AdamW
- * step against the scalar loop of src/optim.c (vt_adamw_update). One line per failure; ends with
+ * step against its scalar reference (vt_adamw_update, kernels_ref.c). One line per failure; ends with
  * "N passed, M failed"; exit status 1 on any failure. Built twice from this one source: natively
  * (x86-64 SSE2 through src/kernels/simd128.h; ctest kernels_simd_native: build/test_kernels_simd)
  * and as a WASI command module (ctest kernels_simd_wasm), by hand:
@@ -9,7 +9,7 @@
  *   clang-14 --target=wasm32-wasi --sysroot=/usr -msimd128 -O2 -ffp-contract=off \
  *     -DVT_HAVE_SIMD_KERNELS -Isrc -Isrc/kernels src/kernels/kernels_ref.c \
  *     src/kernels/kernels_simd.c src/kernels/kernels.c src/kernels/kernels_portable.c \
- *     src/kernels/kernels_attn.c src/status.c src/optim.c \
+ *     src/kernels/kernels_attn.c src/status.c \
  *     tests/test_kernels_simd.c -o /tmp/tks.wasm -lm
  *   node tests/run_wasi.mjs /tmp/tks.wasm
  * (GFLOP/s and the SIMD128 peak are measured by bench/kernel_bench.c, not here.)
@@ -26,9 +26,10 @@
  * Kernels whose SIMD order of summation equals the reference's (matmul backward, dbias,
  * AdamW) are also expected bit-identical; that is checked where promised. Attention is composed
  * from the matmuls (src/kernels/kernels_attn.c) and tested by tests/test_attention.c. */
+#include "kernel_test.h"
 #include "kernels.h"
 #include "kernels_simd.h"
-#include "optim.h"
+#include "vitrine.h" /* vt_adamw_update */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -41,92 +42,22 @@
 #define ERF_MAX_ULP 2
 #define EXP_MAX_ULP 2
 
-static int n_pass, n_fail;
-
 /* ---------------------------------------------------------------------------- utilities */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rng_u32(void) { /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+/* a reduction of length L whose terms are bounded by S: |simd - ref| <= u*L*S + u*|ref| */
+static int close_red(const char *what, const char *ctx, const float *s, const float *r, size_t n, double L,
+                     double S) {
+    return check_close(what, ctx, s, r, n, U * L * S, U);
 }
-static float rng_uniform(float lo, float hi) {
-    return lo + (hi - lo) * (float)(rng_u32() >> 8) * (1.0f / 16777216.0f);
-}
-static void fill(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
-}
-static float maxabs(const float *x, size_t n) {
-    float m = 0.0f;
-    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-    return m;
-}
-/* allocation with a few guard floats on both sides, for overrun checks */
-#define GUARD 8
-#define GUARD_VAL 12345.678f
-static float *galloc(size_t n) {
-    float *p = malloc((n + 2 * GUARD) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
-    for (size_t i = 0; i < GUARD; i++) p[i] = p[n + GUARD + i] = GUARD_VAL;
-    return p + GUARD;
-}
-static int guards_ok(const float *p, size_t n) {
-    for (size_t i = 0; i < GUARD; i++)
-        if (p[-1 - (long)i] != GUARD_VAL || p[n + i] != GUARD_VAL) return 0;
-    return 1;
-}
-static void gfree(float *p) { if (p) free(p - GUARD); }
-static float *gcopy(const float *src, size_t n) {
-    float *p = galloc(n);
-    memcpy(p, src, n * sizeof(float));
-    return p;
-}
-
-static void result(int ok, const char *what, const char *ctx) {
-    if (ok) n_pass++;
-    else { n_fail++; printf("FAIL %s [%s]\n", what, ctx); }
-}
-
-/* |s - r| <= u*L*S + u*|r| elementwise (equal infinities and NaN pairs pass) */
-static int close_red(const char *what, const char *ctx, const float *s, const float *r, size_t n,
-                     double L, double S) {
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == r[i] || (isnan(s[i]) && isnan(r[i]))) continue;
-        double tol = U * L * S + U * fabs((double)r[i]);
-        if (!(fabs((double)s[i] - (double)r[i]) <= tol)) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s: [%zu] simd %.9g ref %.9g |d| %.3g > tol %.3g", ctx, i,
-                     s[i], r[i], fabs((double)s[i] - r[i]), tol);
-            result(0, what, buf);
-            return 0;
-        }
+/* The three gradients of a backward under test (dinp, dw, db), NULL where grad_mask's bit k is
+ * clear: random values in ref[k] (the kernels accumulate with +=), the same in sim[k]. */
+static void grads_pair(int grad_mask, const size_t n[3], float *ref[3], float *sim[3]) {
+    for (int k = 0; k < 3; k++) {
+        ref[k] = (grad_mask >> k) & 1 ? galloc(n[k]) : NULL;
+        if (ref[k]) fill(ref[k], n[k], -1, 1);
     }
-    result(1, what, ctx);
-    return 1;
+    for (int k = 0; k < 3; k++) sim[k] = ref[k] ? gcopy(ref[k], n[k]) : NULL;
 }
-static int same_bits(const char *what, const char *ctx, const float *s, const float *r, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&s[i], &r[i], sizeof(float)) != 0) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s: not bit-identical at [%zu]: simd %.9g ref %.9g", ctx, i,
-                     s[i], r[i]);
-            result(0, what, buf);
-            return 0;
-        }
-    result(1, what, ctx);
-    return 1;
-}
-static void check_guards(const char *what, const char *ctx, const float *p, size_t n) {
-    if (!p) return;
-    if (!guards_ok(p, n)) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s: wrote outside its buffer", ctx);
-        result(0, what, buf);
-    }
-}
-
 /* distance in ulps between two floats (through the ordered integer representation) */
 static double ulp_dist(float a, float b) {
     if (a == b) return 0;
@@ -137,6 +68,22 @@ static double ulp_dist(float a, float b) {
     if (ia < 0) ia = INT32_MIN - ia;
     if (ib < 0) ib = INT32_MIN - ib;
     return fabs((double)ia - (double)ib);
+}
+/* y[i] within max_ulp of libm's ref(x[i]) for every i; the worst one goes in the line
+ * (printed with VT_VERBOSE set) */
+static void check_ulp(const char *what, const float *y, const float *x, int n, float (*ref)(float),
+                      int max_ulp) {
+    double worst = 0;
+    int wi = 0;
+    for (int i = 0; i < n; i++) {
+        double d = ulp_dist(y[i], ref(x[i]));
+        if (d > worst) worst = d, wi = i;
+    }
+    char ctx[200];
+    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst, x[wi], y[wi],
+             ref(x[wi]), max_ulp);
+    result(worst <= max_ulp, what, ctx);
+    if (getenv("VT_VERBOSE")) printf("%s: %s\n", what, ctx);
 }
 
 static const int SIZES[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
@@ -260,13 +207,9 @@ static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
     check_guards("matmul_forward", ctx, o_s, nMN);
 
     /* backward: gradients start from random values (+= semantics), NULL per grad_mask */
-    float *di_r = (grad_mask & 1) ? galloc(nMK) : NULL, *dw_r = (grad_mask & 2) ? galloc(nNK) : NULL;
-    float *db_r = (grad_mask & 4) ? galloc(N) : NULL;
-    if (di_r) fill(di_r, nMK, -1, 1);
-    if (dw_r) fill(dw_r, nNK, -1, 1);
-    if (db_r) fill(db_r, N, -1, 1);
-    float *di_s = di_r ? gcopy(di_r, nMK) : NULL, *dw_s = dw_r ? gcopy(dw_r, nNK) : NULL;
-    float *db_s = db_r ? gcopy(db_r, N) : NULL;
+    float *gr[3], *gs[3];
+    grads_pair(grad_mask, (size_t[3]){nMK, nNK, (size_t)N}, gr, gs);
+    float *di_r = gr[0], *dw_r = gr[1], *db_r = gr[2], *di_s = gs[0], *dw_s = gs[1], *db_s = gs[2];
     vt_simd_matmul_backward(di_s, dw_s, db_s, dout, inp, w, M, K, N);
     vt_ref_matmul_backward(di_r, dw_r, db_r, dout, inp, w, M, K, N);
     /* same order of summation as the reference: bit-identical */
@@ -332,13 +275,9 @@ static void check_layernorm(int M, int D, int affine, int offset, int variant) {
 
     /* backward, from the reference's saved statistics; gradients start random */
     int mask = variant == 0 ? 7 : variant == 1 ? 1 : variant == 2 ? 6 : 0;
-    float *di_r = (mask & 1) ? galloc(n) : NULL, *dw_r = (mask & 2) ? galloc(D) : NULL;
-    float *db_r = (mask & 4) ? galloc(D) : NULL;
-    if (di_r) fill(di_r, n, -1, 1);
-    if (dw_r) fill(dw_r, D, -1, 1);
-    if (db_r) fill(db_r, D, -1, 1);
-    float *di_s = di_r ? gcopy(di_r, n) : NULL, *dw_s = dw_r ? gcopy(dw_r, D) : NULL;
-    float *db_s = db_r ? gcopy(db_r, D) : NULL;
+    float *gr[3], *gs[3];
+    grads_pair(mask, (size_t[3]){n, (size_t)D, (size_t)D}, gr, gs);
+    float *di_r = gr[0], *dw_r = gr[1], *db_r = gr[2], *di_s = gs[0], *dw_s = gs[1], *db_s = gs[2];
     vt_simd_layernorm_backward(di_s, dw_s, db_s, dy, x, wp, mu_r, rs_r, M, D);
     vt_ref_layernorm_backward(di_r, dw_r, db_r, dy, x, wp, mu_r, rs_r, M, D);
     double nmax = 0; /* largest normalised value */
@@ -378,22 +317,13 @@ static void test_layernorm(void) {
 static void test_erf_exp(void) {
     enum { NE = 200003 };
     float *x = malloc(NE * sizeof(float)), *y = malloc(NE * sizeof(float));
-    char ctx[160];
     /* erf: dense on [-5, 5], then small magnitudes down to subnormals */
     for (int i = 0; i < NE; i++) x[i] = -5.0f + 10.0f * (float)i / (NE - 1);
     for (int i = 0; i < 2000; i++) x[i] = ldexpf(rng_uniform(-1, 1), -(i % 140));
     x[2000] = 0.0f, x[2001] = -0.0f, x[2002] = 3.925f, x[2003] = 40.0f, x[2004] = -1e30f;
     x[2005] = INFINITY, x[2006] = -INFINITY;
     vt_simd_erf(y, x, NE);
-    double worst = 0; int wi = 0;
-    for (int i = 0; i < NE; i++) {
-        double d = ulp_dist(y[i], erff(x[i]));
-        if (d > worst) worst = d, wi = i;
-    }
-    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst,
-             x[wi], y[wi], erff(x[wi]), ERF_MAX_ULP);
-    result(worst <= ERF_MAX_ULP, "erf vs libm erff", ctx);
-    if (getenv("VT_VERBOSE")) printf("erf: %s\n", ctx);
+    check_ulp("erf vs libm erff", y, x, NE, erff, ERF_MAX_ULP);
 
     /* exp: the whole range including subnormal results, overflow, -inf */
     for (int i = 0; i < NE; i++) x[i] = -110.0f + 200.0f * (float)i / (NE - 1);
@@ -401,15 +331,7 @@ static void test_erf_exp(void) {
     x[4000] = -INFINITY, x[4001] = INFINITY, x[4002] = 88.72283f, x[4003] = 88.7229f;
     x[4004] = -103.97f, x[4005] = -87.33f, x[4006] = 0.0f;
     vt_simd_exp(y, x, NE);
-    worst = 0, wi = 0;
-    for (int i = 0; i < NE; i++) {
-        double d = ulp_dist(y[i], expf(x[i]));
-        if (d > worst) worst = d, wi = i;
-    }
-    snprintf(ctx, sizeof ctx, "max %.0f ulp at x=%.9g (simd %.9g libm %.9g), bound %d", worst,
-             x[wi], y[wi], expf(x[wi]), EXP_MAX_ULP);
-    result(worst <= EXP_MAX_ULP, "exp vs libm expf", ctx);
-    if (getenv("VT_VERBOSE")) printf("exp: %s\n", ctx);
+    check_ulp("exp vs libm expf", y, x, NE, expf, EXP_MAX_ULP);
     float nan_in = NAN, nan_out = 0;
     vt_simd_exp(&nan_out, &nan_in, 1);
     result(isnan(nan_out), "exp(NaN) is NaN", "");
@@ -481,18 +403,12 @@ static void check_softmax(int n, int with_masked, int in_place) {
     if (in_place) memcpy(y_s, x, n * sizeof(float));
     vt_simd_softmax_row(y_s, in_place ? y_s : x, n);
     vt_ref_softmax_row(y_r, x, n);
-    int ok = 1;
-    for (int i = 0; i < n && ok; i++) {
-        double tol = (8 + n) * EPS * fabs(y_r[i]);
-        int masked_ok = !(with_masked && isinf(x[i])) || y_s[i] == 0.0f;
-        if (!(fabs((double)y_s[i] - y_r[i]) <= tol) || !masked_ok) {
-            char buf[200];
-            snprintf(buf, sizeof buf, "%s: [%d] simd %.9g ref %.9g", ctx, i, y_s[i], y_r[i]);
-            result(0, "softmax_row", buf);
-            ok = 0;
-        }
+    check_close("softmax_row", ctx, y_s, y_r, n, 0, (8 + n) * EPS);
+    if (with_masked) {
+        int ok = 1;
+        for (int i = 0; i < n; i++) ok &= !isinf(x[i]) || y_s[i] == 0.0f;
+        result(ok, "softmax_row: masked entries exactly 0", ctx);
     }
-    if (ok) result(1, "softmax_row", ctx);
     check_guards("softmax_row", ctx, y_s, n);
     gfree(x), gfree(y_s), gfree(y_r);
 }
@@ -557,6 +473,5 @@ int main(void) {
     test_gelu();
     test_softmax();
     test_adamw();
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return kt_finish();
 }

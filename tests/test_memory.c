@@ -5,7 +5,8 @@
  *   (parameter gradients and d images), and vt_plan(need_grad=0) == peak after a no-grad forward.
  * Also: 'block' plans strictly less than 'none' (depth >= 2); a no-grad forward plans less than
  * 'block'; budget below the minimum -> VT_ERR_BUDGET naming the minimum; budgets in between give a
- * plan within the budget (and the run then peaks exactly there). */
+ * plan within the budget (and the run then peaks exactly there). vt_plan_train_step: the plan of a
+ * training step as the step sizes it, and its search of what fits a budget. */
 #include "test_util.h"
 
 static const char *POL[] = {"none", "block", "every:2", "every:3", "sqrt", "selective", "budget:MID"};
@@ -29,7 +30,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     const vt_model_config *cfg = vt_model_get_config(m);
     size_t nimg = (size_t)in->batch * cfg->enc.in_chans * cfg->enc.img_size * cfg->enc.img_size;
     float *dimg = tu_xcalloc(nimg, 4);
-    float *douts[8] = {0};
+    float **douts = NULL;
     int ndo = 0;
     size_t none = 0, block = 0;
     int rc = plan_of(m, fn, in, 1, "none", &none);
@@ -47,17 +48,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
             continue;
         rc = vt_forward(m, fn, in, 1);
         if (!CHECK_OK(rc, what)) continue;
-        if (fn != VT_FN_LOSS && !douts[0]) {
-            ndo = vt_output_count(m);
-            for (int i = 0; i < ndo && i < 8; i++) {
-                int64_t sh[4];
-                int nd;
-                vt_output(m, i, sh, &nd);
-                size_t n = tu_numel(sh, nd);
-                douts[i] = tu_xmalloc(n * 4);
-                tu_fill_normal(r, douts[i], n, 0, 1);
-            }
-        }
+        if (fn != VT_FN_LOSS && !douts) douts = tu_random_douts(m, r, &ndo);
         rc = vt_backward(m, (const float *const *)douts, ndo, dimg, 1);
         if (!CHECK_OK(rc, what)) continue;
         vt_arena_stats st;
@@ -80,7 +71,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     if (cfg->enc.depth >= 2) CHECK(block < none, "%s: block plan %zu not below none plan %zu", name, block, none);
     tu_info("%-48s none %8zu  block %8zu bytes", name, none, block);
 out:
-    for (int i = 0; i < 8; i++) free(douts[i]);
+    tu_free_douts(douts, ndo);
     free(dimg);
     vt_set_grad_checkpointing(m, "none");
 }
@@ -144,6 +135,23 @@ static void test_tiny(void) {
     if (m) plan_case("timm d3 pool '' forward", m, VT_FN_FORWARD, &in, &r);
     vt_model_free(m);
     free(img);
+    /* timm's forward (forward_head: pool -> fc_norm -> head), every pooling, with a head */
+    {
+        const char *pools[] = {"token", "avg", "max", "avgmax", ""};
+        for (int pi = 0; pi < 5; pi++)
+            for (int nc = 0; nc <= 4; nc += 4) {
+                char nm[96];
+                tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
+                c.enc.reg_tokens = 1; c.enc.num_classes = nc; strcpy(c.enc.global_pool, pools[pi]);
+                m = make(&c, &r);
+                img = images(&r, &c, B);
+                memset(&in, 0, sizeof in); in.images = img; in.batch = B;
+                snprintf(nm, sizeof nm, "timm d3 forward_head '%s' num_classes %d", pools[pi], nc);
+                if (m) plan_case(nm, m, VT_FN_TIMM_FORWARD, &in, &r);
+                vt_model_free(m);
+                free(img);
+            }
+    }
     /* causal */
     tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 4, 2, 2.0f);
     m = make(&c, &r);
@@ -260,10 +268,124 @@ static void test_budget(void) {
     free(img);
 }
 
+/* ---- a training step's plan ---------------------------------------------------------------------------- */
+/* vt_plan_train_step against what vt_train_step does (the tokens its masks keep, the arena it
+ * sizes) and against vt_plan of the same sizes, per policy; then its fit search: the cheapest
+ * fitting policy fits and no named policy that fits re-computes less; one byte below the
+ * smallest plan nothing fits and max_batch is the largest batch that does. */
+static void test_train_step_plan(void) {
+    tu_rng r = {77};
+    const int B = 3;
+    for (int kind = 0; kind < 2; kind++) {
+        vt_model_config c;
+        if (kind == 0) tu_tiny_config(&c, VT_KIND_MAE, 16, 4, 8, 4, 2, 2.0f);
+        else tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 4, 2, 2.0f);
+        const char *name = kind == 0 ? "mae" : "aim";
+        vt_model *m = make(&c, &r);
+        if (!m) return;
+        float *img = images(&r, &c, B);
+        int L = (c.enc.img_size / c.enc.patch_size) * (c.enc.img_size / c.enc.patch_size) + c.enc.class_token + c.enc.reg_tokens;
+        vt_train_config t;
+        vt_train_config_default(&t, c.kind);
+        t.mask_ratio = 0.6f;
+        CHECK_OK(vt_trainer_init(m, &t), "trainer init");
+        vt_step_plan sp;
+        for (int p = 0; p < NPOL - 1; p++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s [%s] train-step plan", name, POL[p]);
+            if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, POL[p], 0, &sp), what)) continue;
+            /* the trainer's masks keep what the plan says */
+            int nk = L;
+            if (kind == 0) {
+                vt_rng g;
+                vt_rng_seed(&g, 1);
+                int64_t *keep = tu_xmalloc((size_t)B * L * 8), *msk = tu_xmalloc((size_t)B * L * 8);
+                CHECK_OK(vt_random_token_mask(&g, B, L, t.mask_ratio, 0, keep, msk, &nk), "mask");
+                free(keep);
+                free(msk);
+            }
+            CHECK(sp.tokens_kept == nk && sp.tokens_masked == (kind == 0 ? L - nk : 0),
+                  "%s: tokens %d / %d, the trainer keeps %d of %d", what, sp.tokens_kept, sp.tokens_masked, nk, L);
+            CHECK(sp.policy_met && !sp.fits && !sp.fit_policy[0] && !sp.max_batch, "%s: no budget, no search", what);
+            /* = vt_plan of the loss with those sizes */
+            static const int64_t idx = 0;
+            static const uint8_t pm = 0;
+            vt_inputs in;
+            memset(&in, 0, sizeof in);
+            in.batch = B;
+            if (kind == 0) { in.idx_keep = &idx; in.n_keep = nk; in.idx_mask = &idx; in.n_mask = L - nk; }
+            else { in.mask = &pm; in.is_causal = 1; }
+            vt_plan_bytes pb;
+            CHECK_OK(vt_set_grad_checkpointing(m, POL[p]), POL[p]);
+            if (CHECK_OK(vt_plan(m, VT_FN_LOSS, &in, 1, &pb), what))
+                CHECK(!memcmp(&pb, &sp.bytes, sizeof pb), "%s: activations %llu, vt_plan says %llu", what,
+                      (unsigned long long)sp.bytes.activations, (unsigned long long)pb.activations);
+            /* the step sizes its arena from the same plan */
+            float loss;
+            if (CHECK_OK(vt_train_step(m, img, B, &loss), what)) {
+                vt_arena_stats st;
+                vt_arena_get_stats(m, &st);
+                CHECK(st.planned == sp.bytes.activations && st.peak <= st.planned,
+                      "%s: the step planned %zu (peak %zu), vt_plan_train_step %llu", what, st.planned, st.peak,
+                      (unsigned long long)sp.bytes.activations);
+            }
+        }
+        CHECK_OK(vt_set_grad_checkpointing(m, "none"), "none");
+        vt_step_plan none, least;
+        if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, NULL, 1, &least), "plan")) goto next;
+        CHECK(!least.fits && !least.fit_policy[0] && !least.max_batch, "%s: a 1-byte budget fits nothing", name);
+        CHECK_OK(vt_plan_train_step(m, B, -1.0f, NULL, least.least_bytes.total + (1u << 30), &none), "plan");
+        CHECK(none.fits && !strcmp(none.fit_policy, "none") && none.fit_recompute_flops == 0 && none.max_batch == B,
+              "%s: a large budget fits 'none' (got '%s')", name, none.fit_policy);
+        uint64_t budgets[3] = {least.least_bytes.total, (least.least_bytes.total + none.bytes.total) / 2, none.bytes.total - 1};
+        for (int i = 0; i < 3; i++) {
+            vt_step_plan s, q;
+            if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, "none", budgets[i], &s), "plan")) continue;
+            if (!CHECK(s.fit_policy[0] && s.fit_bytes.total <= budgets[i] && !s.fits && s.max_batch == B,
+                       "%s: budget %llu: no fit found (least %llu)", name, (unsigned long long)budgets[i],
+                       (unsigned long long)least.least_bytes.total))
+                continue;
+            CHECK_OK(vt_plan_train_step(m, B, -1.0f, s.fit_policy, 0, &q), s.fit_policy);
+            CHECK(q.policy_met && q.bytes.total == s.fit_bytes.total && q.recompute_flops == s.fit_recompute_flops,
+                  "%s: '%s' planned alone differs from the search's answer", name, s.fit_policy);
+            for (int p = 1; p < NPOL - 1; p++) {
+                CHECK_OK(vt_plan_train_step(m, B, -1.0f, POL[p], 0, &q), POL[p]);
+                if (q.bytes.total <= budgets[i])
+                    CHECK(q.recompute_flops >= s.fit_recompute_flops, "%s: budget %llu: '%s' fits and re-computes less "
+                          "than the answer '%s'", name, (unsigned long long)budgets[i], POL[p], s.fit_policy);
+            }
+        }
+        /* below the smallest plan: nothing fits; the largest batch that does */
+        vt_step_plan s, q;
+        if (CHECK_OK(vt_plan_train_step(m, B, -1.0f, NULL, least.least_bytes.total - 1, &s), "plan")) {
+            CHECK(!s.fit_policy[0] && s.max_batch < B && !strcmp(s.least_policy, least.least_policy),
+                  "%s: one byte below the smallest plan: fit '%s', max batch %d", name, s.fit_policy, s.max_batch);
+            if (s.max_batch > 0 && CHECK_OK(vt_plan_train_step(m, s.max_batch, -1.0f, NULL, least.least_bytes.total - 1, &q), "plan"))
+                CHECK(q.fit_policy[0], "%s: batch %d said to fit does not", name, s.max_batch);
+            CHECK_OK(vt_plan_train_step(m, s.max_batch + 1, -1.0f, NULL, least.least_bytes.total - 1, &q), "plan");
+            CHECK(!q.fit_policy[0], "%s: batch %d fits, above max_batch %d", name, s.max_batch + 1, s.max_batch);
+        }
+        /* a budget:B policy no layout meets: the smallest plan, flagged */
+        if (CHECK_OK(vt_plan_train_step(m, B, -1.0f, "budget:1", none.bytes.total, &s), "budget:1"))
+            CHECK(!s.policy_met && !s.fits && s.bytes.total == least.least_bytes.total,
+                  "%s: budget:1 is not met, and plans the smallest layout", name);
+        /* the ratio given, not the trainer's */
+        if (kind == 0 && CHECK_OK(vt_plan_train_step(m, B, 0.25f, NULL, 0, &s), "ratio"))
+            CHECK(s.tokens_kept == vt_mask_keep_count(L, 0.25f, 0), "%s: mask ratio 0.25 keeps %d", name, s.tokens_kept);
+        if (kind == 0) CHECK_ERR(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), VT_ERR_ARG, "mask_ratio", "mask ratio 1");
+        else CHECK_OK(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), "AIM draws no token mask");
+        CHECK_ERR(vt_plan_train_step(m, 0, -1.0f, NULL, 0, &s), VT_ERR_ARG, "batch", "batch 0");
+    next:
+        vt_model_free(m);
+        free(img);
+    }
+}
+
 int main(void) {
     double t0 = tu_now();
     test_tiny();
     test_budget();
+    test_train_step_plan();
     double t1 = tu_now();
     test_vit_tiny();
     tu_info("tiny %.2f s, vit_tiny %.2f s", t1 - t0, tu_now() - t1);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int read_file(const char *path, uint8_t **out, size_t *len) {
+static vt_status read_file(const char *path, uint8_t **out, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     uint8_t *buf = NULL;
@@ -36,7 +36,7 @@ static int read_file(const char *path, uint8_t **out, size_t *len) {
     return VT_OK;
 }
 
-static int write_file(const char *path, const uint8_t *data, size_t len) {
+static vt_status write_file(const char *path, const uint8_t *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return vt_fail(VT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     size_t w = fwrite(data, 1, len, f);
@@ -72,7 +72,7 @@ static int cmd_parity(int argc, char **argv) {
         else vt_parity_run(bytes, len, policy, dump != NULL, &r);
         free(bytes);
         if (!r.pass) failed++;
-        if (r.pass && dump && r.dump) {
+        if (dump && r.dump) { /* pass or fail: what was computed */
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dump, base_name(files[i]));
             if (write_file(path, r.dump, r.dump_len)) { fprintf(stderr, "%s\n", vt_last_error()); failed++; }

@@ -26,7 +26,6 @@ static vt_model *get(int h) {
 #define GET_OR_FAIL(m, h) vt_model *m = get(h); if (!m) return VT_ERR_ARG
 
 const char *vtw_last_error(void) { return vt_last_error(); }
-const char *vtw_status_name(int code) { return vt_status_name(code); }
 int vtw_kernels_simd(void);
 const char *vtw_preset_name(int i) { return vt_preset_name(i); }
 
@@ -81,38 +80,25 @@ static int check_param(vt_model *m, int i) {
     return (i >= 0 && i < vt_param_count(m)) ? VT_OK
                                              : vt_fail(VT_ERR_ARG, "parameter index %d out of range", i);
 }
-const char *vtw_param_name(int h, int i) {
+/* The model of handle h when i indexes one of its parameters, else NULL (the message says why). */
+static vt_model *get_param(int h, int i) {
     vt_model *m = get(h);
-    return m && !check_param(m, i) ? vt_param_name(m, i) : NULL;
+    return m && !check_param(m, i) ? m : NULL;
 }
-int vtw_param_ndim(int h, int i) {
-    GET_OR_FAIL(m, h);
-    int rc = check_param(m, i);
-    return rc ? rc : vt_param_ndim(m, i);
-}
+const char *vtw_param_name(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_name(m, i) : NULL; }
+int vtw_param_ndim(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_ndim(m, i) : VT_ERR_ARG; }
 int vtw_param_dim(int h, int i, int d) {
-    GET_OR_FAIL(m, h);
-    int rc = check_param(m, i);
-    if (rc) return rc;
+    vt_model *m = get_param(h, i);
+    if (!m) return VT_ERR_ARG;
     if (d < 0 || d >= vt_param_ndim(m, i)) return vt_fail(VT_ERR_ARG, "dimension %d out of range", d);
     return (int)vt_param_shape(m, i)[d];
 }
-double vtw_param_numel(int h, int i) {
-    vt_model *m = get(h);
-    return m && !check_param(m, i) ? (double)vt_param_numel(m, i) : -1;
-}
-float *vtw_param_data(int h, int i) {
-    vt_model *m = get(h);
-    return m && !check_param(m, i) ? vt_param_data(m, i) : NULL;
-}
-float *vtw_param_grad(int h, int i) {
-    vt_model *m = get(h);
-    return m && !check_param(m, i) ? vt_param_grad(m, i) : NULL;
-}
+double vtw_param_numel(int h, int i) { vt_model *m = get_param(h, i); return m ? (double)vt_param_numel(m, i) : -1; }
+float *vtw_param_data(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_data(m, i) : NULL; }
+float *vtw_param_grad(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_grad(m, i) : NULL; }
 int vtw_param_requires_grad(int h, int i) {
-    GET_OR_FAIL(m, h);
-    int rc = check_param(m, i);
-    return rc ? rc : vt_param_requires_grad(m, i);
+    vt_model *m = get_param(h, i);
+    return m ? vt_param_requires_grad(m, i) : VT_ERR_ARG;
 }
 /* Returns the number of parameters matched. */
 int vtw_set_requires_grad(int h, const char *name, int on) {
@@ -129,6 +115,50 @@ int vtw_load_safetensors(int h, const uint8_t *bytes, size_t len, const char *mo
                          const char *file_prefix) {
     GET_OR_FAIL(m, h);
     return vt_load_safetensors(m, bytes, len, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "");
+}
+/* JSON text of s (quotes, backslashes, control characters escaped) appended at b[*k] */
+static void put_json_str(char *b, size_t cap, size_t *k, const char *s, size_t n) {
+    if (*k < cap) b[(*k)++] = '"';
+    for (size_t i = 0; i < n && *k + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { b[(*k)++] = '\\'; b[(*k)++] = (char)c; }
+        else if (c < 0x20) *k += (size_t)snprintf(b + *k, cap - *k, "\\u%04x", c);
+        else b[(*k)++] = (char)c;
+    }
+    if (*k < cap) b[(*k)++] = '"';
+}
+/* vt_init_from_safetensors; out[0] = the report as JSON (malloc'd; free with free), out[1] = its
+ * length: {source, file_prefix, loaded, skipped, missing, pos_embed, notes: [lines]} */
+int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, uint32_t out[2]) {
+    GET_OR_FAIL(m, h);
+    out[0] = out[1] = 0;
+    vt_init_report *r = malloc(sizeof *r);
+    size_t cap = 2 * sizeof r->notes + 1024, k = 0;
+    char *b = malloc(cap);
+    if (!r || !b) { free(r); free(b); return vt_fail(VT_ERR_NOMEM, "out of memory"); }
+    int rc = vt_init_from_safetensors(m, bytes, len, strict, r);
+    if (rc) { free(r); free(b); return rc; }
+    static const char *pos[] = {"none", "sincos_frozen", "trainable", "learned_now_trainable"};
+    k += (size_t)snprintf(b + k, cap - k, "{\"source\": ");
+    put_json_str(b, cap, &k, r->source, strlen(r->source));
+    k += (size_t)snprintf(b + k, cap - k, ", \"file_prefix\": ");
+    put_json_str(b, cap, &k, r->file_prefix, strlen(r->file_prefix));
+    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"pos_embed\": \"%s\", \"notes\": [",
+                          r->loaded, r->skipped, r->missing, pos[r->pos_embed & 3]);
+    int first = 1;
+    for (const char *q = r->notes; *q;) {
+        const char *e = strchr(q, '\n');
+        size_t n = e ? (size_t)(e - q) : strlen(q);
+        if (!first && k + 2 < cap) { b[k++] = ','; b[k++] = ' '; }
+        put_json_str(b, cap, &k, q, n);
+        first = 0;
+        q += n + (e ? 1 : 0);
+    }
+    k += (size_t)snprintf(b + k, cap - k, "]}");
+    free(r);
+    out[0] = (uint32_t)(uintptr_t)b;
+    out[1] = (uint32_t)k;
+    return VT_OK;
 }
 /* out[0] = malloc'd bytes (free with free), out[1] = length. */
 int vtw_save_safetensors(int h, const char *model_prefix, const char *file_prefix, uint32_t out[2]) {
@@ -191,6 +221,10 @@ const char *vtw_get_grad_checkpointing(int h) {
     vt_model *m = get(h);
     return m ? vt_get_grad_checkpointing(m) : NULL;
 }
+static void plan_out(const vt_plan_bytes *p, double *out) {
+    out[0] = (double)p->params; out[1] = (double)p->grads; out[2] = (double)p->optimizer;
+    out[3] = (double)p->activations; out[4] = (double)p->total;
+}
 /* out[5] = params, grads, optimizer, activations, total (bytes). Only sizes are used: has_mask
  * says whether a mask would be given. */
 int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int need_grad, double out[5]) {
@@ -202,22 +236,45 @@ int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_mask, int
     vt_plan_bytes p;
     int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
     if (rc) return rc;
-    out[0] = (double)p.params; out[1] = (double)p.grads; out[2] = (double)p.optimizer;
-    out[3] = (double)p.activations; out[4] = (double)p.total;
+    plan_out(&p, out);
     return VT_OK;
 }
-/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
+/* vt_plan_train_step. policy NULL = the model's; mask_ratio < 0 = the trainer's. out[22] =
+ * bytes[5] (params, grads, optimizer, activations, total), policy_met, tokens_kept,
+ * tokens_masked, recompute_flops, fits, fit_bytes[5], fit_recompute_flops, least_bytes[5],
+ * max_batch; names[2 * VT_POLICY_TEXT_MAX] = fit_policy, least_policy. */
+int vtw_plan_train_step(int h, int batch, double mask_ratio, const char *policy, double budget,
+                        double out[22], char names[2 * VT_POLICY_TEXT_MAX]) {
+    GET_OR_FAIL(m, h);
+    if (!(budget >= 0 && budget < 18446744073709551616.0))
+        return vt_fail(VT_ERR_ARG, "budget must be a byte count >= 0, got %g", budget);
+    vt_step_plan p;
+    int rc = vt_plan_train_step(m, batch, (float)mask_ratio, policy, (uint64_t)budget, &p);
+    if (rc) return rc;
+    plan_out(&p.bytes, out);
+    out[5] = p.policy_met; out[6] = p.tokens_kept; out[7] = p.tokens_masked;
+    out[8] = p.recompute_flops; out[9] = p.fits;
+    plan_out(&p.fit_bytes, out + 10);
+    out[15] = p.fit_recompute_flops;
+    plan_out(&p.least_bytes, out + 16);
+    out[21] = p.max_batch;
+    memcpy(names, p.fit_policy, VT_POLICY_TEXT_MAX);
+    memcpy(names + VT_POLICY_TEXT_MAX, p.least_policy, VT_POLICY_TEXT_MAX);
+    return VT_OK;
+}
 /* The activation timeline of the last call as doubles: out[0..n) arena bytes in use, out[max..max+n)
  * live bytes; returns the count and writes where the backward began to *bwd. */
 int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     GET_OR_FAIL(m, h);
-    static size_t top[4096], live[4096];
-    if (max > 4096) max = 4096;
+    static size_t top[VT_TIMELINE_MAX], live[VT_TIMELINE_MAX];
+    if (max > VT_TIMELINE_MAX) max = VT_TIMELINE_MAX;
     int n = vt_activation_timeline(m, top, live, max, bwd);
     for (int i = 0; i < n; i++) { out[i] = (double)top[i]; out[max + i] = (double)live[i]; }
     return n;
 }
 
+/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
+/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
 int vtw_arena_stats(int h, double out[3]) {
     GET_OR_FAIL(m, h);
     vt_arena_stats s;

@@ -31,13 +31,26 @@ if(VT_WASM)
     list(APPEND VT_WASM_SIMD_FLAGS -DVT_HAVE_SIMD_KERNELS)
   endif()
 
+  # The sources and flags of one variant (simd: SIMD128 and the SIMD kernels; scalar: neither) of
+  # a wasm build of the sources given after the two output variables.
+  function(vt_wasm_variant variant out_src out_flags)
+    set(src ${ARGN})
+    set(flags "")
+    if(variant STREQUAL "simd")
+      set(flags ${VT_WASM_SIMD_FLAGS})
+      list(APPEND src ${VT_WASM_SIMD_EXTRA})
+    endif()
+    set(${out_src} ${src} PARENT_SCOPE)
+    set(${out_flags} ${flags} PARENT_SCOPE)
+  endfunction()
+
   # The one list of exported C functions (wasm/exports.c) plus malloc/free for the JS shell.
   set(VT_WASM_EXPORTS
-    vtw_last_error vtw_status_name vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
+    vtw_last_error vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
     vtw_param_count vtw_param_name vtw_param_ndim vtw_param_dim vtw_param_numel vtw_param_data
     vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
-    vtw_load_safetensors vtw_save_safetensors vtw_forward vtw_output_count vtw_output
-    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan
+    vtw_load_safetensors vtw_init_from vtw_save_safetensors vtw_forward vtw_output_count vtw_output
+    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
     vtw_train_state_save vtw_train_state_load vtw_loss_visualize malloc free)
@@ -57,12 +70,7 @@ if(VT_WASM)
         -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
     foreach(variant simd scalar)
-      set(vflags "")
-      set(vsrc ${VT_WASM_SOURCES})
-      if(variant STREQUAL "simd")
-        set(vflags ${VT_WASM_SIMD_FLAGS})
-        list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
-      endif()
+      vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       set(out ${VT_WASM_DIR}/vitrine-${variant}.mjs)
       add_custom_command(OUTPUT ${out} ${VT_WASM_DIR}/vitrine-${variant}.wasm
         COMMAND ${CMAKE_COMMAND} -E env NODE_PATH=/usr/share/nodejs
@@ -83,12 +91,7 @@ if(VT_WASM)
       list(APPEND wasi_flags -Wl,--export=${e})
     endforeach()
     foreach(variant simd scalar)
-      set(vflags "")
-      set(vsrc ${VT_WASM_SOURCES})
-      if(variant STREQUAL "simd")
-        set(vflags ${VT_WASM_SIMD_FLAGS})
-        list(APPEND vsrc ${VT_WASM_SIMD_EXTRA})
-      endif()
+      vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       set(out ${VT_WASM_DIR}/vitrine-wasi-${variant}.wasm)
       add_custom_command(OUTPUT ${out}
         COMMAND ${VT_WASI_CC} ${VT_WASM_CFLAGS} ${vflags} ${wasi_flags} ${vsrc} -o ${out}
@@ -103,11 +106,11 @@ if(VT_WASM)
       set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
           ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
           ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
-      set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/src/optim.c ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
+      set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
                 ${VT_WASM_SIMD_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels ${ksrc} -o ${ktest} -lm
-        DEPENDS ${ksrc} ${VT_WASM_HEADERS}
+        DEPENDS ${ksrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h
         COMMENT "clang-14: wasm/test_kernels_simd.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${ktest})
@@ -117,7 +120,7 @@ if(VT_WASM)
       add_custom_command(OUTPUT ${atest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
                 ${VT_WASM_SIMD_FLAGS} ${asrc} -o ${atest} -lm
-        DEPENDS ${asrc} ${VT_WASM_HEADERS}
+        DEPENDS ${asrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h
         COMMENT "clang-14: wasm/test_attention-simd.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${atest})

@@ -10,9 +10,9 @@ import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import { createVitrine } from './vitrine.js';
+import { createVitrine, readSafetensorsMeta } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, readMetadata, knnReadouts, READOUTS,
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
 const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi]';
@@ -60,7 +60,7 @@ async function cmdParity(args) {
     try { bytes = readFileSync(file); } catch (e) { readError = `cannot open ${file}: ${STRERROR[e.code] || e.message}`; }
     const r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
     if (!r.pass) failed++;
-    if (r.pass && dump && r.dump) {
+    if (dump && r.dump) { // pass or fail: what was computed
       try { writeFileSync(`${dump}/${basename(file)}`, r.dump); } catch (e) { process.stderr.write(`${e.message}\n`); failed++; }
     }
     if (json) {
@@ -138,6 +138,10 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --save-every N               write the checkpoint every N steps (default ${TRAIN_DEFAULTS.saveEvery}; and at the end)
   --stop-at STEP               stop after STEP steps (checkpoint written, no evaluation): resume later
   --resume FILE                continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)
+  --init FILE                  start from the weights in FILE: a timm VisionTransformer state_dict (head or not),
+                               lightly (vit. / backbone.vit. keys) or vitrine (encoder, model, checkpoint) safetensors;
+                               the layout is recognised; what cannot be used is named and skipped
+  --init-strict                with --init: any skipped tensor is an error
   --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
@@ -199,12 +203,13 @@ function parseTrainArgs(args) {
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
     '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--mask-ratio': 'maskRatio', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm' };
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init' };
   const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') o.json = true;
     else if (a === '--no-eval') o.noEval = true;
+    else if (a === '--init-strict') o.initStrict = true;
     else if (a === '--help' || a === '-h') o.help = true;
     else if (flags[a]) {
       const k = flags[a], v = need(i, a); i++;
@@ -247,99 +252,130 @@ function makeBatchBytes(ds, idx) {
   return out;
 }
 
-async function cmdTrain(args) {
-  let o;
-  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message}\n${TRAIN_HELP}\n`); return 2; }
-  if (o.help) { process.stdout.write(TRAIN_HELP + '\n'); return 0; }
-  const say = (s) => process.stderr.write(s + '\n');
-  const warn = (s) => process.stderr.write(`vitrine train: warning: ${s}\n`);
-  const fail = (s, code = 1) => { process.stderr.write(`vitrine train: ${s}\n`); return code; };
-  const t0 = performance.now();
+// ---- train, step by step: settings, model, data, side evaluation, the loop, what it leaves ------
 
-  // ---- settings: from the options, or from the checkpoint being resumed
-  let run, resumeBytes = null;
+// A failure of `vitrine train`: the message goes to stderr, `status` is the exit status.
+class TrainFailure extends Error {
+  constructor(message, status = 1) { super(message); this.status = status; }
+}
+
+// The run's settings: from the options, or from the checkpoint being resumed (then its bytes too).
+function trainSettings(o) {
   if (o.resume) {
+    if (o.init) throw new TrainFailure('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
     const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'maskRatio', 'seed'].filter((k) => o.given.has(k));
-    if (fixed.length) return fail(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
-    try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { return fail(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
-    let meta;
-    try { meta = readMetadata(resumeBytes); } catch (e) { return fail(`${o.resume}: not a safetensors file (${e.message})`); }
-    if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) return fail(`${o.resume}: not a checkpoint of vitrine train`);
-    run = JSON.parse(meta.vitrine_run);
+    if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
+    let resumeBytes, meta;
+    try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
+    try { meta = readSafetensorsMeta(resumeBytes); } catch (e) { throw new TrainFailure(`${o.resume}: not a safetensors file (${e.message})`); }
+    if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) throw new TrainFailure(`${o.resume}: not a checkpoint of vitrine train`);
+    const run = JSON.parse(meta.vitrine_run);
     run.spec = { kind: meta.kind, config: JSON.parse(meta.model_config) };
     run.policy = o.policy || meta.grad_checkpointing || TRAIN_DEFAULTS.policy;
-  } else {
-    const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
-    let config = null;
-    if (o.config != null) {
-      try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readFileSync(o.config, 'utf8')); } catch (e) {
-        return fail(`--config: ${e.code ? `cannot read ${o.config}: ${STRERROR[e.code] || e.message}` : `not JSON (${e.message})`}`, 2);
-      }
-    }
-    run = {
-      objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
-      lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05), maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
-      seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
-      spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
-      policy: o.policy || TRAIN_DEFAULTS.policy,
-    };
+    return { run, resumeBytes };
   }
-  const seed = BigInt(run.seed);
-  const outDir = o.out || TRAIN_DEFAULTS.out;
-  const statePath = path.join(outDir, STATE_FILE), weightsPath = path.join(outDir, WEIGHTS_FILE), imagePath = path.join(outDir, IMAGE_FILE);
+  const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
+  let config = null;
+  if (o.config != null) {
+    try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : readFileSync(o.config, 'utf8')); } catch (e) {
+      throw new TrainFailure(`--config: ${e.code ? `cannot read ${o.config}: ${STRERROR[e.code] || e.message}` : `not JSON (${e.message})`}`, 2);
+    }
+  }
+  const run = {
+    objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
+    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05), maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
+    seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
+    spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
+    policy: o.policy || TRAIN_DEFAULTS.policy,
+    init: o.init ? path.resolve(o.init) : null,
+  };
+  if (o.initStrict && !o.init) throw new TrainFailure('--init-strict needs --init FILE', 2);
+  return { run, resumeBytes: null };
+}
 
-  // ---- engine, model, data
-  let vt, model;
-  try { vt = await loadEngine(o.wasm); } catch (e) { return fail(e.message, 2); }
+const POS_EMBED_SAYS = {
+  none: 'pos_embed: not loaded',
+  sincos_frozen: "pos_embed: lightly's sin-cos table, frozen (as lightly's MAE / AIM keep it)",
+  trainable: 'pos_embed: loaded, trainable',
+  learned_now_trainable: "pos_embed: a learned one (not the sin-cos table): trainable (lightly's objective would freeze a sin-cos table)",
+};
+
+// --init FILE: the weights it holds, over the seeded initialisation (before the trainer is set up)
+function initFromFile(model, file, strict, say) {
+  let bytes;
+  try { bytes = new Uint8Array(readFileSync(file)); } catch (e) { throw new TrainFailure(`--init: cannot read ${file}: ${STRERROR[e.code] || e.message}`); }
+  let r;
+  try { r = model.initFrom(bytes, { strict }); } catch (e) { throw new TrainFailure(`--init ${file}: ${e.message}`); }
+  say(`vitrine train: --init ${file}: ${r.source}: ${r.loaded} tensors loaded (trainable unless noted), ${r.skipped} skipped, ` +
+    `${r.missing} encoder parameters not in the file (kept as initialised)`);
+  for (const n of r.notes) say(`  ${n}`);
+  say(`  ${POS_EMBED_SAYS[r.posEmbed] || r.posEmbed}`);
+  return bytes;
+}
+
+// The engine and the model: initialised (seed) or started from --init's weights, trainer ready
+// (masks: seed + 1), the checkpoint loaded over both when resuming.
+async function openModel(o, run, resumeBytes, seed, say = () => {}) {
+  let vt, model, initBytes = null;
+  try { vt = await loadEngine(o.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
+    if (run.init && !resumeBytes) initBytes = initFromFile(model, run.init, !!o.initStrict, say);
     model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, maskRatio: run.maskRatio ?? 0.75, seed: seed + 1n });
     if (resumeBytes) model.loadTrainState(resumeBytes);
-  } catch (e) { return fail(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
-  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
-  let data;
-  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn); } catch (e) { return fail(e.message); }
-  if (run.dataN != null && run.dataN !== data.train.n)
-    return fail(`${o.resume}: the run trained on ${run.dataN} images of ${run.data}, it now holds ${data.train.n}: the data order would differ`);
-  run.dataN = data.train.n;
-  const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
-  const doEval = !o.noEval && stopAt >= run.steps;
+  } catch (e) {
+    if (e instanceof TrainFailure) throw e;
+    throw new TrainFailure(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`);
+  }
+  return { vt, model, initBytes };
+}
 
-  // ---- the untrained encoder and raw pixels, evaluated on the other core meanwhile
-  const sets = doEval ? evalSets(data, o.evalBank ?? TRAIN_DEFAULTS.evalBank, o.evalQueries ?? TRAIN_DEFAULTS.evalQueries) : null;
-  if (doEval && !sets) warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`);
-  const knnOpts = { k: TRAIN_DEFAULTS.k, t: TRAIN_DEFAULTS.t, classes: sets ? Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) : 0 };
-  let worker = null;
-  const side = sets ? new Promise((resolve) => {
-    worker = new Worker(new URL('./eval-worker.js', import.meta.url), {
-      workerData: { wasm: vt.build, spec, initSeed: seed, bank: sets.bank, query: sets.query, ...knnOpts },
-    });
+// The images at the model's size; a resumed run must find as many as it trained on.
+function trainData(o, run, model, warn) {
+  let data;
+  try { data = loadData(run.data === 'fashion-mnist' ? null : run.data, model.dims, warn); } catch (e) { throw new TrainFailure(e.message); }
+  if (run.dataN != null && run.dataN !== data.train.n)
+    throw new TrainFailure(`${o.resume}: the run trained on ${run.dataN} images of ${run.data}, it now holds ${data.train.n}: the data order would differ`);
+  run.dataN = data.train.n;
+  return data;
+}
+
+// The kNN bank and queries, and a worker that evaluates the untrained encoder and raw pixels on
+// them on the other core while this one trains. null when the data have no classes.
+function startSideEvaluation(o, vt, run, data, seed, warn, initBytes = null) {
+  const sets = evalSets(data, o.evalBank ?? TRAIN_DEFAULTS.evalBank, o.evalQueries ?? TRAIN_DEFAULTS.evalQueries);
+  if (!sets) { warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`); return null; }
+  const knnOpts = { k: TRAIN_DEFAULTS.k, t: TRAIN_DEFAULTS.t, classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) };
+  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
+  const worker = new Worker(new URL('./eval-worker.js', import.meta.url), {
+    workerData: { wasm: vt.build, spec, initSeed: seed, initBytes, bank: sets.bank, query: sets.query, ...knnOpts },
+  });
+  const initial = new Promise((resolve) => {
     worker.once('message', (m) => { resolve(m); worker.terminate(); });
     worker.once('error', (e) => resolve({ error: e.message }));
-  }) : null;
+  });
+  return { sets, knnOpts, worker, initial };
+}
 
-  // ---- training
-  mkdirSync(outDir, { recursive: true });
-  removeStaleTemps(outDir);
+// Training steps up to stopAt, with a progress line, the checkpoint written every saveEvery steps;
+// Ctrl-C / SIGTERM stop it after the step under way. Returns how far it got and why it stopped.
+async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, statePath, say, warn }) {
   const tr = new TrainingRun({ model, dataset: data.train, batch: run.batch, steps: run.steps, dataSeed: seed + 2n });
-  const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
   let interrupted = false;
   const onSig = () => { interrupted = true; };
   process.on('SIGINT', onSig);
   process.on('SIGTERM', onSig);
-  const startStep = tr.step, saveEvery = o.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
+  const startStep = tr.step;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
     `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}${run.spec.kind === 'mae' && run.maskRatio != null ? `, mask ratio ${run.maskRatio}` : ''}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
   const bar = new Progress(run.steps);
-  let lossLast = null, error = null, rate = 0, mem = '';
+  let error = null, rate = 0, mem = '', lastLoss = run.lossFirst;
   const tTrain = performance.now();
-  let lastLoss = run.lossFirst;
   while (tr.step < stopAt && !interrupted) {
     let r;
     try { r = tr.trainOne(); } catch (e) { error = e; break; }
-    lossLast = r.loss;
     if (run.lossFirst == null) run.lossFirst = r.loss;
     lastLoss = r.loss;
     rate = rate ? 0.9 * rate + 0.1 * (run.batch / r.seconds) : run.batch / r.seconds;
@@ -358,32 +394,35 @@ async function cmdTrain(args) {
   bar.done();
   process.off('SIGINT', onSig);
   process.off('SIGTERM', onSig);
-  const trainSeconds = (performance.now() - tTrain) / 1000;
-  try { save(); } catch (e) { return fail(`cannot write ${statePath}: ${e.message}`); }
-  if (error) {
-    fail(`${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}`);
-  } else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${statePath}`);
-  say(`vitrine train: ${tr.step - startStep} steps in ${trainSeconds.toFixed(1)} s (${((tr.step - startStep) * run.batch / trainSeconds).toFixed(0)} img/s)`);
+  return { tr, startStep, error, interrupted, lastLoss, trainSeconds: (performance.now() - tTrain) / 1000 };
+}
 
-  // ---- weights, reconstructions, evaluation
-  const finished = tr.step >= run.steps;
-  writeAtomic(weightsPath, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
+// The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
+// (from the side evaluation).
+async function knnResults(model, side, say, warn) {
+  const { sets, knnOpts } = side;
+  const te = performance.now();
+  const knn = { trained: null, initial: null, pixels: null };
+  knn.trained = knnReadouts(model, sets.bank, sets.query, knnOpts); // { mean, cls }
+  const s = await side.initial;
+  if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
+  else { knn.initial = s.initial; knn.pixels = s.pixels; }
+  say(`vitrine train: kNN evaluation ${((performance.now() - te) / 1000).toFixed(1)} s`);
+  return knn;
+}
+
+// What the run leaves besides its checkpoint: the encoder's weights (timm keys) and a picture of
+// reconstructions of the first images.
+function writeResults(model, run, data, paths) {
+  writeAtomic(paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
   const showDs = data.test || data.train, nShow = Math.min(TRAIN_DEFAULTS.show, showDs.n);
-  const showIdx = Int32Array.from({ length: nShow }, (_, i) => i);
-  const showImgs = makeBatch(showDs, showIdx);
+  const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
   model.loss(showImgs, showMasks(model, nShow, run.maskRatio ?? 0.75));
-  writeAtomic(imagePath, encodePng(visualizeGrid(model, showImgs, model.visualize())));
-  let knn = { trained: null, initial: null, pixels: null };
-  if (sets && !interrupted && !error) {
-    const te = performance.now();
-    knn.trained = knnReadouts(model, sets.bank, sets.query, knnOpts);
-    const s = await side;
-    if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
-    else { knn.initial = s.initial; knn.pixels = s.pixels; }
-    say(`vitrine train: kNN evaluation ${((performance.now() - te) / 1000).toFixed(1)} s`);
-  }
-  if (worker) worker.terminate();
-  const seconds = (performance.now() - t0) / 1000;
+  writeAtomic(paths.image, encodePng(visualizeGrid(model, showImgs, model.visualize())));
+}
+
+// The report on stdout (and, with --json, one JSON line after it).
+function report(o, { run, model, side, knn, paths, finished, step, lastLoss, seconds }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
   // the headline readout: the first of READOUTS this model has (the others beside it)
   const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
@@ -391,21 +430,65 @@ async function cmdTrain(args) {
   const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
   const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
   process.stdout.write(
-    `${finished ? 'trained' : 'stopped at'} step ${tr.step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
+    `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
-    (sets && readout ? `kNN top-1 (cosine, k=${knnOpts.k}, votes exp(sim/${knnOpts.t}); bank ${sets.bank.n}, queries ${sets.query.n}; features: ${NAMES[readout]}): ` +
+    (side && readout ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
       `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
-    `encoder weights (timm keys)  ${weightsPath}\ntraining checkpoint          ${statePath}\nreconstructions              ${imagePath}\n`);
+    `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`);
   if (o.json) {
     const perReadout = {};
     for (const r of READOUTS) { perReadout[`knn_trained_${r}`] = pick(knn.trained, r); perReadout[`knn_initial_${r}`] = pick(knn.initial, r); }
-    process.stdout.write(JSON.stringify({ steps: tr.step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
+    process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
       knn_readout: readout, knn_trained: pick(knn.trained, readout), knn_initial: pick(knn.initial, readout), knn_pixels: knn.pixels,
       ...perReadout, seconds: Number(seconds.toFixed(3)),
-      weights: weightsPath, image: imagePath, checkpoint: statePath }) + '\n');
+      weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
   }
-  model.dispose();
-  return error ? 1 : 0;
+}
+
+async function cmdTrain(args) {
+  let o;
+  try { o = parseTrainArgs(args); } catch (e) { process.stderr.write(`vitrine train: ${e.message}\n${TRAIN_HELP}\n`); return 2; }
+  if (o.help) { process.stdout.write(TRAIN_HELP + '\n'); return 0; }
+  try {
+    return await train(o);
+  } catch (e) {
+    if (!(e instanceof TrainFailure)) throw e;
+    process.stderr.write(`vitrine train: ${e.message}\n`);
+    return e.status;
+  }
+}
+
+async function train(o) {
+  const say = (s) => process.stderr.write(s + '\n');
+  const warn = (s) => process.stderr.write(`vitrine train: warning: ${s}\n`);
+  const t0 = performance.now();
+  const { run, resumeBytes } = trainSettings(o);
+  const seed = BigInt(run.seed);
+  const outDir = o.out || TRAIN_DEFAULTS.out;
+  const paths = { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) };
+  const statePath = paths.state;
+  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say);
+  const data = trainData(o, run, model, warn);
+  const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
+  const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn, initBytes) : null;
+  try {
+    mkdirSync(outDir, { recursive: true });
+    removeStaleTemps(outDir);
+    const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_run: JSON.stringify({ ...run, spec: undefined }) }));
+    const { tr, startStep, error, interrupted, lastLoss, trainSeconds } = await trainLoop({ vt, model, run, data, seed, stopAt,
+      saveEvery: o.saveEvery ?? TRAIN_DEFAULTS.saveEvery, save, statePath, say, warn });
+    try { save(); } catch (e) { throw new TrainFailure(`cannot write ${statePath}: ${e.message}`); }
+    if (error) process.stderr.write(`vitrine train: ${error.message}\nthe last good state (step ${tr.step}) is in ${statePath}\n`);
+    else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${statePath}`);
+    say(`vitrine train: ${tr.step - startStep} steps in ${trainSeconds.toFixed(1)} s (${((tr.step - startStep) * run.batch / trainSeconds).toFixed(0)} img/s)`);
+
+    const finished = tr.step >= run.steps;
+    writeResults(model, run, data, paths);
+    const knn = side && !interrupted && !error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
+    report(o, { run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000 });
+    model.dispose();
+    return error ? 1 : 0;
+  } finally { if (side) side.worker.terminate(); }
 }
 
 async function main(argv) {

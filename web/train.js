@@ -5,11 +5,11 @@
 //   TRAIN_PRESETS / modelSpec()   the small default ViTs and their MAE decoder / AIM head
 //   DataOrder                     seeded, resumable data order: a new permutation every epoch
 //   TrainingRun                   model + data set + order: one step at a time, resumable
-//   withMetadata / readMetadata   extra __metadata__ in safetensors bytes (the run's settings
+//   withMetadata                  extra __metadata__ in safetensors bytes (the run's settings
 //                                 travel inside the training checkpoint: one file, one rename)
 //   features / knnAccuracy        lightly-style kNN evaluation of the encoder's pooled features
 //   visualizeGrid                 originals / masked / reconstructions as one RGBA image
-import { channelStats, toRGBA } from './vitrine.js';
+import { channelStats, toRGBA, readSafetensorsHeader } from './vitrine.js';
 
 /** Small ViTs for small images (Fashion-MNIST 28x28 grey). `fmnist`: patch 4 (7x7 = 49 patches
  * + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE decoder dim 64, depth 2, 4 heads;
@@ -159,18 +159,10 @@ export class TrainingRun {
 
 // ---- safetensors metadata ---------------------------------------------------------------------
 
-function stHeader(u8) {
-  if (u8.length < 8) throw new Error('safetensors: too short');
-  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
-  if (n > u8.length - 8) throw new Error('safetensors: truncated header');
-  return { n, header: JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))) };
-}
-/** __metadata__ of safetensors bytes ({} when none). */
-export function readMetadata(bytes) { return stHeader(bytes).header.__metadata__ || {}; }
 /** The same safetensors bytes with extra __metadata__ entries (string values); tensor bytes are
  * untouched (offsets are relative to the data section). */
 export function withMetadata(bytes, extra) {
-  const { n, header } = stHeader(bytes);
+  const { length: n, header } = readSafetensorsHeader(bytes);
   header.__metadata__ = { ...(header.__metadata__ || {}) };
   for (const [k, v] of Object.entries(extra)) header.__metadata__[k] = typeof v === 'string' ? v : JSON.stringify(v);
   let text = JSON.stringify(header);
@@ -272,8 +264,8 @@ export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t 
 }
 
 /** Deterministic masks for showing reconstructions: MAE idx_keep / idx_mask as lightly's
- * random_token_mask lays them out (class token kept first), AIM a prefix mask (the first quarter
- * of the patches bidirectional). */
+ * random_token_mask lays them out (class token kept first; as many tokens kept as the engine's
+ * training step keeps), AIM a prefix mask (the first quarter of the patches bidirectional). */
 export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
   const { prefix, img, patch } = model.dims, N = (img / patch) ** 2, L = prefix + N;
   if (model.kind === 'aim') {
@@ -281,7 +273,7 @@ export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
     for (let b = 0; b < batch; b++) for (let j = 0; j < N; j++) mask[b * N + j] = j >= Math.floor(N / 4) ? 1 : 0;
     return { mask };
   }
-  const nKeep = Math.trunc((L - 1) * (1 - Math.fround(maskRatio))) + 1, r = rng32(seed);
+  const nKeep = model.planTrainStep({ batch, maskRatio }).tokensKept, r = rng32(seed);
   const keep = new BigInt64Array(batch * nKeep), masked = new BigInt64Array(batch * (L - nKeep));
   for (let b = 0; b < batch; b++) {
     const p = Array.from(permutation(L - 1, r())).map((i) => i + 1);

@@ -2,25 +2,45 @@
 
 export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
-export type CallName = 'encode' | 'forward' | 'intermediates' | 'intermediates_norm' | 'loss';
+export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
 export interface CreateOptions {
   /** Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
   wasm?: WasmBuild;
-  /** Where vitrine-*.mjs / *.wasm live. Default: $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm (Node), else ../build/wasm/ next to vitrine.js. */
+  /** Where to fetch the build's .wasm from, e.g. (file) => '/static/' + file. `file` is the file's
+   * name ('vitrine-simd.wasm'), `url` where it is by default (beside this module, or where a bundler
+   * put it). A string is resolved against the page (in a browser) or the working directory (Node). */
+  locateFile?: (file: string, url: URL) => string | URL | Promise<string | URL>;
+  /** A directory with both the glue (vitrine-*.mjs) and the .wasm of a build made elsewhere; its glue
+   * is imported at run time (not followed by bundlers). Node also reads $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm.
+   * Default: the files of the package, build/wasm/ beside web/vitrine.js. */
   wasmDir?: string | URL;
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
+/** The builds createVitrine can load and the files of each (in build/wasm/ of the package). */
+export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
+  readonly runtime: 'emscripten' | 'wasi';
+  readonly simd: boolean;
+  readonly files: readonly string[];
+}>>;
 export function simdSupported(): boolean;
 
+/** The names of the engine's statuses (src/status.h), VitrineError.code. */
+export type StatusCode = 'VT_ERR_ARG' | 'VT_ERR_NOMEM' | 'VT_ERR_FORMAT' | 'VT_ERR_MISMATCH' | 'VT_ERR_NUMERIC'
+  | 'VT_ERR_BUDGET' | 'VT_ERR_STATE' | 'VT_ERR_IO' | 'VT_ERR_UNKNOWN';
+/** vt_status (negative) -> its name. */
+export const STATUS_CODES: Readonly<Record<number, StatusCode>>;
+
+/** What every engine failure and every bad argument found in JS throws. */
 export class VitrineError extends Error {
-  /** The engine's negative vt_status. */
+  constructor(message: string, status: number);
+  /** The engine's negative vt_status (errors found in JS: the status the engine would give). */
   status: number;
-  /** The engine's name for the status (vt_status_name). */
-  code: string | null;
+  /** The status's name in src/status.h, e.g. 'VT_ERR_ARG' (VT_ERR_UNKNOWN for none of them). */
+  code: StatusCode;
 }
 
 export interface Tensor {
@@ -51,6 +71,24 @@ export interface ParityResult {
 }
 
 export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+/** One training step's plan (vt_plan_train_step). */
+export interface TrainStepPlan extends PlanBytes {
+  /** false only for a budget:BYTES policy no layout meets (the bytes are then least's) */
+  policyMet: boolean;
+  /** per image: MAE's kept / masked tokens (the engine's rule); AIM: every token, 0 */
+  tokensKept: number;
+  tokensMasked: number;
+  /** forward flops re-computed during the backward under the policy */
+  recomputeFlops: number;
+  /** against the budget given (false without one) */
+  fits: boolean;
+  /** the least re-computation whose plan fits the budget (null: none, or no budget) */
+  fit: (PlanBytes & { policy: string; recomputeFlops: number }) | null;
+  /** the policy whose plan is smallest (null without a budget) */
+  least: (PlanBytes & { policy: string }) | null;
+  /** the largest batch up to the one asked that fits under some policy (0: none) */
+  maxBatch: number;
+}
 
 export class Vitrine {
   readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
@@ -64,9 +102,13 @@ export class Vitrine {
   memory(): { linear: number };
 }
 
+/** An ImageData, or anything of its shape: RGBA bytes, width x height. (Types by shape, here and
+ * below, so that they compile without TypeScript's DOM lib, e.g. in a Node project.) */
+export interface ImageDataLike { readonly width: number; readonly height: number; readonly data: Uint8ClampedArray | Uint8Array; }
+/** An ImageBitmap (browser only: resized through an OffscreenCanvas). */
+export interface ImageBitmapLike { readonly width: number; readonly height: number; close(): void; }
 /** ImageData / ImageBitmap (one or an array; normalised with mean/std) or Float32Array NCHW. */
-export type Images = Float32Array | ImageData | ImageBitmap | Array<ImageData | ImageBitmap>
-  | { width: number; height: number; data: Uint8ClampedArray | Uint8Array };
+export type Images = Float32Array | ImageDataLike | ImageBitmapLike | Array<ImageDataLike | ImageBitmapLike>;
 /** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
 export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
 
@@ -106,6 +148,8 @@ export class Model {
   readonly kind: ModelKind;
   readonly dims: { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number };
   encode(images: Images, options?: CallOptions): Tensor;
+  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
+  timmForward(images: Images, options?: CallOptions): Tensor;
   forward(images: Images, options?: CallOptions): Tensor;
   forwardIntermediates(images: Images, options?: CallOptions & { norm?: boolean }): { out: Tensor; intermediates: Tensor[] };
   loss(images: Images, options?: CallOptions): number;
@@ -119,8 +163,12 @@ export class Model {
   zeroGrad(): void;
   params(): Param[];
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
+  /** Starts the model from timm / lightly / vitrine weights, the key layout recognised by itself. */
+  initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
+  /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
+  planTrainStep(options: { batch: number; maskRatio?: number | null; policy?: string | null; budget?: number }): TrainStepPlan;
   memory(): ModelMemory;
   /** Arena bytes in use after each allocation / release of the last call; backwardStart = the
    * event index where the backward began (-1 if none ran). */
@@ -136,7 +184,7 @@ export class Model {
   /** AdamW state, seeded mask generator, step 0. Options not given take trainDefaults(). Returns the settings used. */
   trainerInit(options?: TrainOptions): Required<TrainOptions>;
   /** One step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr); returns the loss.
-   * A non-finite loss or gradient throws a VitrineError (status -5) and keeps the last good state. */
+   * A non-finite loss or gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and keeps the last good state. */
   trainStep(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): number;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
@@ -174,5 +222,19 @@ export const IMAGENET_STD: number[];
 export function channelStats(chans: number, options?: { mean?: number[]; std?: number[] }): { mean: number[]; std: number[] };
 /** Normalised NCHW image b -> RGBA bytes (undoing mean / std; grey repeated over R, G, B). */
 export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number }, b?: number, options?: { mean?: number[]; std?: number[] }): Uint8ClampedArray;
-/** The __metadata__ of safetensors bytes. */
+/** The JSON header of safetensors bytes and its length in bytes (data start at 8 + length);
+ * throws a VitrineError (VT_ERR_FORMAT) for bytes that are not safetensors. */
+export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length: number; header: Record<string, any> };
+/** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;
+
+/** What Model.initFrom loaded and skipped. */
+export interface InitReport {
+  source: string;
+  filePrefix: string;
+  loaded: number;
+  skipped: number;
+  missing: number;
+  posEmbed: 'none' | 'sincos_frozen' | 'trainable' | 'learned_now_trainable';
+  notes: string[];
+}

@@ -12,7 +12,9 @@
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 
 const KINDS = { timm: 0, lightly: 1, causal: 2, mae: 3, aim: 4 };
-const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4 };
+const FN = { encode: 0, forward: 1, intermediates: 2, intermediates_norm: 3, loss: 4, timm_forward: 5 };
+const POLICY_TEXT_MAX = 48; // VT_POLICY_TEXT_MAX (src/vitrine.h): a policy name's buffer
+const TIMELINE_MAX = 4096; // VT_TIMELINE_MAX (src/vitrine.h): arena events the engine keeps
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];
 
@@ -48,41 +50,84 @@ export function simdSupported() {
   try { return WebAssembly.validate(SIMD_PROBE); } catch { return false; }
 }
 
+/** VitrineError.code for each vt_status: its name in src/status.h (tests/node/errors.test.mjs
+ * checks the two against each other). Errors found in JS carry the status the engine would give. */
+export const STATUS_CODES = Object.freeze({ [-1]: 'VT_ERR_ARG', [-2]: 'VT_ERR_NOMEM', [-3]: 'VT_ERR_FORMAT',
+  [-4]: 'VT_ERR_MISMATCH', [-5]: 'VT_ERR_NUMERIC', [-6]: 'VT_ERR_BUDGET', [-7]: 'VT_ERR_STATE', [-8]: 'VT_ERR_IO' });
+
 export class VitrineError extends Error {
-  constructor(message, status, code) {
+  constructor(message, status) {
     super(message);
     this.name = 'VitrineError';
-    this.status = status;   // the engine's vt_status (negative)
-    this.code = code;       // the engine's name for it (vt_status_name), e.g. 'bad argument'
+    this.status = status;                                 // the engine's vt_status (negative)
+    this.code = STATUS_CODES[status] || 'VT_ERR_UNKNOWN'; // e.g. 'VT_ERR_ARG'
   }
 }
 
 // ---- loading -------------------------------------------------------------------------------
 
-function defaultWasmDir() {
-  if (IS_NODE) {
-    const env = process.env;
-    if (env.VITRINE_WASM_DIR) return env.VITRINE_WASM_DIR;
-    if (env.VITRINE_BUILD) return env.VITRINE_BUILD.replace(/\/?$/, '/') + 'wasm';
-  }
-  return new URL('../build/wasm/', import.meta.url);
+// The wasm builds this shell can load: the one list. createVitrine() picks from it, the package
+// ships exactly its files (scripts/prepack.mjs checks build/wasm/vitrine-* against it; package.json
+// "files" takes build/wasm/vitrine-*) and tests/package checks the tarball. A new build: one entry
+// here, and its name in vitrine.d.ts's WasmBuild (tests/package checks that the two agree).
+// Each browser build's .wasm is named by a literal new URL('...', import.meta.url), the pattern
+// bundlers (Vite, webpack, Parcel) recognise: they copy the file and rewrite the URL. Its
+// Emscripten glue (a small ES module factory) is imported statically, so that a bundler follows it
+// too (a dynamic import() would split a chunk, which Vite's default worker format cannot hold).
+// The WASI builds run in Node only: their URL is not a literal, so bundlers leave them out.
+import createSimdModule from '../build/wasm/vitrine-simd.mjs';
+import createScalarModule from '../build/wasm/vitrine-scalar.mjs';
+
+// wasm / glue: the file names (wasm is what locateFile is given); url: where the .wasm is by
+// default; extra: any other file of the build that must ship (none yet).
+const WASM_BASE = '../build/wasm/';
+const BUILDS = {
+  simd: { runtime: 'emscripten', simd: true, wasm: 'vitrine-simd.wasm', glue: 'vitrine-simd.mjs', factory: createSimdModule,
+    url: () => new URL('../build/wasm/vitrine-simd.wasm', import.meta.url) },
+  scalar: { runtime: 'emscripten', simd: false, wasm: 'vitrine-scalar.wasm', glue: 'vitrine-scalar.mjs', factory: createScalarModule,
+    url: () => new URL('../build/wasm/vitrine-scalar.wasm', import.meta.url) },
+  'wasi-simd': { runtime: 'wasi', simd: true, wasm: 'vitrine-wasi-simd.wasm' },
+  'wasi-scalar': { runtime: 'wasi', simd: false, wasm: 'vitrine-wasi-scalar.wasm' },
+};
+
+/** The builds createVitrine can load: name -> { runtime, simd, files } (files: in build/wasm/ beside web/). */
+export const WASM_BUILDS = Object.freeze(Object.fromEntries(Object.entries(BUILDS).map(([name, b]) => [name,
+  Object.freeze({ runtime: b.runtime, simd: b.simd, files: Object.freeze([b.glue, b.wasm, ...(b.extra || [])].filter(Boolean)) })])));
+
+// Node's built-in modules, imported only when running in Node. Not a literal specifier, so that a
+// bundler neither stubs it nor splits a chunk for it in a browser build.
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
+
+// In Node, $VITRINE_WASM_DIR or $VITRINE_BUILD/wasm replace the files beside this module (tests, benchmarks).
+function envWasmDir() {
+  if (!IS_NODE) return null;
+  const env = process.env;
+  if (env.VITRINE_WASM_DIR) return env.VITRINE_WASM_DIR;
+  if (env.VITRINE_BUILD) return env.VITRINE_BUILD.replace(/\/?$/, '/') + 'wasm';
+  return null;
 }
 
-// A directory (URL or, in Node, a path) + file name -> URL.
-async function fileUrl(dir, name) {
-  if (dir instanceof URL) return new URL(name, dir.href.endsWith('/') ? dir : dir.href + '/');
-  if (IS_NODE && !/^[a-z]+:\/\//i.test(String(dir))) {
-    const { pathToFileURL } = await import('node:url');
-    const { resolve } = await import('node:path');
-    return pathToFileURL(resolve(String(dir), name));
+// A URL, or a string: an absolute URL, else in Node a file path, in a browser relative to the page / worker.
+async function toUrl(where) {
+  if (where instanceof URL) return where;
+  const s = String(where);
+  if (/^[a-z][a-z0-9+.-]*:/i.test(s) && !(IS_NODE && /^[a-z]:[\\/]/i.test(s))) return new URL(s);
+  if (IS_NODE) {
+    const [{ pathToFileURL }, { resolve }] = await Promise.all([nodeModule('url'), nodeModule('path')]);
+    return pathToFileURL(resolve(s));
   }
-  return new URL(name, String(dir).replace(/\/?$/, '/'));
+  return new URL(s, globalThis.location ? globalThis.location.href : import.meta.url);
+}
+
+// A directory (URL or string as toUrl) + file name -> URL.
+async function fileUrl(dir, name) {
+  const d = await toUrl(dir);
+  return new URL(name, d.href.endsWith('/') ? d : d.href + '/');
 }
 
 async function readBytes(url) {
   if (IS_NODE && url.protocol === 'file:') {
-    const { readFile } = await import('node:fs/promises');
-    const { fileURLToPath } = await import('node:url');
+    const [{ readFile }, { fileURLToPath }] = await Promise.all([nodeModule('fs/promises'), nodeModule('url')]);
     return new Uint8Array(await readFile(fileURLToPath(url)));
   }
   const res = await fetch(url);
@@ -91,11 +136,8 @@ async function readBytes(url) {
 }
 
 // Emscripten build: an ES module factory. We hand it the bytes ourselves (Emscripten 3.1.6 would
-// otherwise try fetch() on a path in Node).
-async function loadEmscripten(dir, variant) {
-  const glue = await fileUrl(dir, `vitrine-${variant}.mjs`);
-  const wasmBinary = await readBytes(await fileUrl(dir, `vitrine-${variant}.wasm`));
-  const { default: factory } = await import(glue.href);
+// otherwise try fetch() on a path in Node, and a bundler could not see which file it fetches).
+async function startEmscripten(factory, wasmBinary) {
   const M = await factory({ wasmBinary, print: () => {}, printErr: () => {} });
   return {
     fn: (name) => M['_' + name],
@@ -103,10 +145,8 @@ async function loadEmscripten(dir, variant) {
   };
 }
 
-async function loadWasi(dir, variant) {
-  if (!IS_NODE) throw new Error('the WASI build runs in Node only; use wasm: "simd" or "scalar"');
-  const { WASI } = await import('node:wasi');
-  const bytes = await readBytes(await fileUrl(dir, `vitrine-wasi-${variant}.wasm`));
+async function startWasi(bytes) {
+  const { WASI } = await nodeModule('wasi');
   const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
   const { instance } = await WebAssembly.instantiate(bytes, wasi.getImportObject());
   wasi.initialize(instance);
@@ -115,20 +155,34 @@ async function loadWasi(dir, variant) {
 }
 
 /**
- * createVitrine({ wasm: 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar', wasmDir })
- * Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. 'wasi' is the WASI SIMD
- * build where SIMD validates (else WASI scalar), Node only.
+ * createVitrine({ wasm, locateFile, wasmDir })
+ * wasm: a name of WASM_BUILDS ('simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar') or 'wasi'. Default:
+ * 'simd' where WebAssembly SIMD128 validates, else 'scalar'; 'wasi' is WASI SIMD where SIMD
+ * validates, else WASI scalar (Node only).
+ * locateFile(file, url): where to fetch the build's .wasm instead (e.g. 'vitrine-simd.wasm' and the
+ * URL beside this module -> a URL or string), for apps that serve it from elsewhere.
+ * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
+ * elsewhere (in Node also $VITRINE_WASM_DIR / $VITRINE_BUILD); its glue is imported at run time,
+ * which bundlers do not follow.
  */
 export async function createVitrine(options = {}) {
   const simd = simdSupported();
-  let build = options.wasm || (simd ? 'simd' : 'scalar');
-  if (build === 'wasi') build = simd ? 'wasi-simd' : 'wasi-scalar';
-  const dir = options.wasmDir || defaultWasmDir();
-  let low;
-  if (build === 'simd' || build === 'scalar') low = await loadEmscripten(dir, build);
-  else if (build === 'wasi-simd' || build === 'wasi-scalar') low = await loadWasi(dir, build.slice(5));
-  else throw new Error(`unknown wasm build '${build}' (simd, scalar, wasi, wasi-simd, wasi-scalar)`);
-  return new Vitrine(low, build);
+  let name = options.wasm || (simd ? 'simd' : 'scalar');
+  if (name === 'wasi') name = simd ? 'wasi-simd' : 'wasi-scalar';
+  const b = Object.hasOwn(BUILDS, name) ? BUILDS[name] : null;
+  if (!b) throw new Error(`unknown wasm build '${name}' (${[...Object.keys(BUILDS), 'wasi'].join(', ')})`);
+  if (b.runtime === 'wasi' && !IS_NODE) throw new Error(`the WASI build runs in Node only; use wasm: 'simd' or 'scalar'`);
+  const dir = options.wasmDir || envWasmDir();
+  let url = dir ? await fileUrl(dir, b.wasm) : b.url ? b.url() : new URL(WASM_BASE + b.wasm, import.meta.url);
+  let factory = b.factory;
+  if (dir && b.runtime === 'emscripten') {
+    const glue = await fileUrl(dir, b.glue);
+    factory = (await import(/* @vite-ignore */ /* webpackIgnore: true */ glue.href)).default;
+  }
+  if (options.locateFile) url = await toUrl(await options.locateFile(b.wasm, url));
+  const bytes = await readBytes(url);
+  const low = b.runtime === 'emscripten' ? await startEmscripten(factory, bytes) : await startWasi(bytes);
+  return new Vitrine(low, name);
 }
 
 // ---- the engine ------------------------------------------------------------------------------
@@ -137,12 +191,12 @@ export class Vitrine {
   constructor(low, build) {
     this._low = low;
     this.build = build;
-    const names = ['vtw_last_error', 'vtw_status_name', 'vtw_kernels_simd', 'vtw_preset_name',
+    const names = ['vtw_last_error', 'vtw_kernels_simd', 'vtw_preset_name',
       'vtw_model_create', 'vtw_model_dims', 'vtw_model_free', 'vtw_param_count', 'vtw_param_name',
       'vtw_param_ndim', 'vtw_param_dim', 'vtw_param_numel', 'vtw_param_data', 'vtw_param_grad',
-      'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
+      'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors', 'vtw_init_from',
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
-      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan',
+      'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan', 'vtw_plan_train_step',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
       'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
       'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize', 'malloc', 'free'];
@@ -164,7 +218,7 @@ export class Vitrine {
 
   alloc(bytes) {
     const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
-    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2, 'VT_ERR_NOMEM');
+    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
     return p;
   }
   free(p) { if (p) this._c.free(p); }
@@ -193,7 +247,7 @@ export class Vitrine {
   }
   error(status) {
     const msg = this.cstring(this._c.last_error()) || 'unknown error';
-    return new VitrineError(msg, status, this.cstring(this._c.status_name(status)));
+    return new VitrineError(msg, status);
   }
   check(rc) { if (rc < 0) throw this.error(rc); return rc; }
 
@@ -206,7 +260,7 @@ export class Vitrine {
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
    * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
   createModel({ preset, config, kind = 'timm' } = {}) {
-    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1, 'VT_ERR_ARG');
+    if (!(kind in KINDS)) throw new VitrineError(`unknown model kind '${kind}' (${Object.keys(KINDS).join(', ')})`, -1);
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(KINDS[kind], p, j, bytes));
@@ -265,17 +319,17 @@ function toNCHW(images, dims, opts = {}) {
   const per = chans * img * img;
   if (images instanceof Float32Array) {
     if (images.length === 0 || images.length % per)
-      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1);
     return { data: images, batch: images.length / per };
   }
   const list = Array.isArray(images) ? images : [images];
-  if (!list.length) throw new VitrineError('images: empty list', -1, 'VT_ERR_ARG');
+  if (!list.length) throw new VitrineError('images: empty list', -1);
   const out = new Float32Array(list.length * per);
   list.forEach((im, b) => {
     if (isBitmap(im)) im = bitmapToImageData(im, img);
-    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1, 'VT_ERR_ARG');
+    if (!isImageLike(im)) throw new VitrineError('images: expected Float32Array (NCHW), ImageData or ImageBitmap', -1);
     if (im.width !== img || im.height !== img)
-      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img}`, -1);
     const px = img * img;
     for (let i = 0; i < px; i++) {
       const r = im.data[4 * i] / 255, g = im.data[4 * i + 1] / 255, bl = im.data[4 * i + 2] / 255;
@@ -293,7 +347,7 @@ function toNCHW(images, dims, opts = {}) {
 function toIndices(name, x, batch) {
   if (x == null) return null;
   const flat = x instanceof BigInt64Array ? x : BigInt64Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => BigInt(v)));
-  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1, 'VT_ERR_ARG');
+  if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1);
   return { data: flat, k: flat.length / batch };
 }
 function toMask(x) {
@@ -317,7 +371,7 @@ export class Model {
       this.dims = { img, patch, chans, dim, depth, heads, prefix };
     } finally { vt.free(d); }
   }
-  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7, 'VT_ERR_STATE'); return this._vt._c; }
+  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
 
   dispose() {
     if (!this._h) return;
@@ -372,6 +426,26 @@ export class Model {
       vt.check(vt.withStrings([modelPrefix, filePrefix], (mp, fp) => c.load_safetensors(this._h, p, u8.length, mp, fp)));
     } finally { vt.free(p); }
   }
+  /** Starts this model from the weights of a timm VisionTransformer state_dict (head or not),
+   * lightly's MaskedVisionTransformerTIMM (vit.*) or MAE / AIM models, or vitrine's own files
+   * (encoder, full model, training checkpoint): the key layout is recognised by itself. Returns
+   * { source, filePrefix, loaded, skipped, missing, posEmbed, notes: ['tensor [shape]: why', ...] };
+   * posEmbed: 'none' | 'sincos_frozen' | 'trainable' | 'learned_now_trainable'. strict: any
+   * skipped tensor (or an encoder parameter the file lacks) throws and changes nothing. Call it
+   * before the trainer is set up. */
+  initFrom(bytes, { strict = false } = {}) {
+    const vt = this._vt, c = this._c;
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = vt.copyIn(u8), out = vt.alloc(8);
+    try {
+      vt.check(c.init_from(this._h, p, u8.length, strict ? 1 : 0, out));
+      const [jp, jl] = vt.u32(out, 2);
+      const r = JSON.parse(new TextDecoder().decode(vt.u8().subarray(jp, jp + jl)));
+      vt.free(jp);
+      return { source: r.source, filePrefix: r.file_prefix, loaded: r.loaded, skipped: r.skipped, missing: r.missing,
+        posEmbed: r.pos_embed, notes: r.notes };
+    } finally { vt.free(p); vt.free(out); }
+  }
   saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;
     const out = vt.alloc(8);
@@ -418,8 +492,11 @@ export class Model {
   /** lightly encode / timm forward_features: [B, T, D]. opts: idxMask, idxKeep, mask, isCausal,
    * needGrad (keep what backward needs), mean, std (for ImageData). */
   encode(images, opts) { this._run(FN.encode, images, opts); return this.output(0); }
-  /** lightly forward: the pooled [B, D]. */
+  /** lightly forward: the pooled [B, D] (no fc_norm, no head). */
   forward(images, opts) { this._run(FN.forward, images, opts); return this.output(0); }
+  /** timm VisionTransformer.forward: forward_features, then forward_head (pool -> fc_norm ->
+   * head): [B, num_classes] ([B, D] without a head, [B, T, .] with global_pool ''). */
+  timmForward(images, opts) { this._run(FN.timm_forward, images, opts); return this.output(0); }
   /** { out, intermediates: [B, T, D] per block }; opts.norm applies the final norm to each. */
   forwardIntermediates(images, opts = {}) {
     this._run(opts.norm ? FN.intermediates_norm : FN.intermediates, images, opts);
@@ -436,7 +513,7 @@ export class Model {
    * paramGrads: false. With inputGrad: true, returns { dimages: Float32Array }. */
   backward({ douts = [], inputGrad = false, paramGrads = true } = {}) {
     const vt = this._vt, c = this._c;
-    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7, 'VT_ERR_STATE');
+    if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7);
     const ptrs = [];
     try {
       const dp = douts.map((d) => { if (!d) return 0; const p = vt.copyIn(d); ptrs.push(p); return p; });
@@ -453,13 +530,37 @@ export class Model {
    * intermediates | intermediates_norm | loss. */
   plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
     const vt = this._vt, c = this._c;
-    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1, 'VT_ERR_ARG');
+    if (!(fn in FN)) throw new VitrineError(`unknown call '${fn}' (${Object.keys(FN).join(', ')})`, -1);
     const out = vt.alloc(40);
     try {
       vt.check(c.plan(this._h, FN[fn], batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out));
       const [params, grads, optimizer, activations, total] = vt.f64(out, 5);
       return { params, grads, optimizer, activations, total };
     } finally { vt.free(out); }
+  }
+
+  /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
+   * (vt_plan_train_step): bytes by kind, the tokens an MAE step keeps / masks per image, and
+   * against `budget` (bytes for the whole plan; 0 = no search): whether it fits, the policy with
+   * the least re-computation that fits (`fit`), the policy with the smallest plan (`least`) and
+   * the largest batch that fits (`maxBatch`). maskRatio null: the trainer's (or the default);
+   * policy null: the model's. The model is not changed. */
+  planTrainStep({ batch, maskRatio = null, policy = null, budget = 0 } = {}) {
+    const vt = this._vt, c = this._c;
+    const out = vt.alloc(22 * 8), names = vt.alloc(2 * POLICY_TEXT_MAX);
+    try {
+      const pol = policy == null ? this.gradCheckpointing : policy;
+      vt.check(vt.withStrings([pol], (p) => c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names)));
+      const o = Array.from(vt.f64(out, 22));
+      const bytes = (i) => ({ params: o[i], grads: o[i + 1], optimizer: o[i + 2], activations: o[i + 3], total: o[i + 4] });
+      const fitPolicy = vt.cstring(names), leastPolicy = vt.cstring(names + POLICY_TEXT_MAX);
+      return {
+        ...bytes(0), policyMet: o[5] === 1, tokensKept: o[6], tokensMasked: o[7], recomputeFlops: o[8], fits: o[9] === 1,
+        fit: fitPolicy ? { policy: fitPolicy, ...bytes(10), recomputeFlops: o[15] } : null,
+        least: leastPolicy ? { policy: leastPolicy, ...bytes(16) } : null,
+        maxBatch: o[21],
+      };
+    } finally { vt.free(out); vt.free(names); }
   }
 
   /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size. */
@@ -472,7 +573,10 @@ export class Model {
       const [arenaPlanned, peak, capacity] = vt.f64(out, 3);
       let params = 0, grads = 0;
       this.params().forEach((p, i) => { params += 4 * p.numel; if (c.param_grad(this._h, i) >>> 0) grads += 4 * p.numel; });
-      if (this._last) {
+      if (this._last && this._last.train) {
+        const { params, grads, optimizer, activations, total } = this.planTrainStep({ batch: this._last.batch });
+        planned = { params, grads, optimizer, activations, total };
+      } else if (this._last) {
         const s = this._last.sizes;
         const fnName = Object.keys(FN).find((k) => FN[k] === this._last.fn);
         planned = this.plan(fnName, { batch: s.batch, tokensKept: s.nKeep, tokensMasked: s.nMask, mask: s.mask, needGrad: s.needGrad });
@@ -491,14 +595,14 @@ export class Model {
    * began (-1 if none). */
   activationTimeline() {
     const vt = this._vt, c = this._c;
-    const out = vt.alloc(2 * 8 * 4096), b = vt.alloc(4);
+    const out = vt.alloc(2 * 8 * TIMELINE_MAX), b = vt.alloc(4);
     try {
-      const n = c.activation_timeline(this._h, out, 4096, b);
+      const n = c.activation_timeline(this._h, out, TIMELINE_MAX, b);
       vt.check(n);
-      const all = vt.f64(out, 2 * 4096);
+      const all = vt.f64(out, 2 * TIMELINE_MAX);
       return {
         bytes: Array.from(all.subarray(0, n)),
-        live: Array.from(all.subarray(4096, 4096 + n)),
+        live: Array.from(all.subarray(TIMELINE_MAX, TIMELINE_MAX + n)),
         backwardStart: new Int32Array(vt._low.buffer(), b, 1)[0],
       };
     } finally { vt.free(out); vt.free(b); }
@@ -532,7 +636,7 @@ export class Model {
     const vt = this._vt, c = this._c;
     const known = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'warmupSteps', 'totalSteps', 'clipNorm', 'maskRatio', 'seed'];
     for (const k of Object.keys(options)) {
-      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1, 'VT_ERR_ARG');
+      if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     }
     const t = { ...this.trainDefaults() };
     for (const k of known) if (options[k] != null) t[k] = options[k];
@@ -542,7 +646,6 @@ export class Model {
       const [lo, hi] = seedHalves(t.seed);
       vt.check(c.trainer_init(this._h, cfg, lo, hi));
     } finally { vt.free(cfg); }
-    this._maskRatioValue = t.maskRatio;
     this._last = null;
     return t;
   }
@@ -550,13 +653,13 @@ export class Model {
   /** One training step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr) on
    * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, normalised
    * as for forward). `batch`, when given, must match. Returns the loss. A non-finite loss or
-   * gradient throws a VitrineError (code 'numeric ...') and changes nothing: the last good state
+   * gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and changes nothing: the last good state
    * is kept. The step's images stay in wasm memory until the next call, for visualize(). */
   trainStep(images, batch, opts = {}) {
     const vt = this._vt, c = this._c;
     const x = toNCHW(images, this.dims, opts);
     if (batch != null && batch !== x.batch)
-      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1, 'VT_ERR_ARG');
+      throw new VitrineError(`trainStep: batch ${batch} given, the images hold ${x.batch}`, -1);
     this._freeInputs();
     this._last = null;
     const pImg = vt.copyIn(x.data);
@@ -567,14 +670,10 @@ export class Model {
       rc = c.train_step(this._h, pImg, x.batch, pLoss);
       if (rc < 0) throw vt.error(rc);
       const loss = vt.f32(pLoss, 1)[0];
-      const L = this.dims.prefix + (this.dims.img / this.dims.patch) ** 2;
-      const nKeep = this.kind === 'mae' ? Math.trunc((L - 1) * (1 - this._maskRatio())) + 1 : 0;
-      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true,
-        sizes: { batch: x.batch, nKeep, nMask: this.kind === 'mae' ? L - nKeep : 0, mask: this.kind === 'aim', needGrad: true } };
+      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true };
       return loss;
     } finally { vt.free(pLoss); }
   }
-  _maskRatio() { return Math.fround(this._maskRatioValue ?? 0.75); } // as the engine stores it (float32)
 
   /** Steps done (the AdamW step count; it comes back with loadTrainState). */
   get stepCount() { return this._c.train_step_count(this._h); }
@@ -602,7 +701,6 @@ export class Model {
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
-    try { this._maskRatioValue = JSON.parse(readSafetensorsMeta(u8).train_config).mask_ratio; } catch { /* loaded: well-formed */ }
   }
 
   /** After a loss() forward or a trainStep(): { masked, recon, shape [B, C, H, W] }, normalised
@@ -613,7 +711,7 @@ export class Model {
   visualize() {
     const vt = this._vt, c = this._c;
     if (!this._last || this._last.fn !== FN.loss)
-      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7, 'VT_ERR_STATE');
+      throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
     const n = this._last.nImages, { chans, img } = this.dims;
     const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
     try {
@@ -627,20 +725,28 @@ export class Model {
 function seedHalves(seed) {
   let s;
   try { s = BigInt(seed); } catch { s = -1n; }
-  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1, 'VT_ERR_ARG');
+  if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1);
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
 
-/** The __metadata__ of safetensors bytes (e.g. a training state: format, kind, model_config,
- * train_config, step, rng, grad_checkpointing). */
-export function readSafetensorsMeta(bytes) {
+/** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
+ * __metadata__) and its length in bytes (the data section starts at 8 + length). The one reader
+ * of the format in JS; the engine reads the tensors. */
+export function readSafetensorsHeader(bytes) {
   const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3, 'VT_ERR_FORMAT');
+  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3);
   const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
-  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3, 'VT_ERR_FORMAT');
+  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
   let h;
   try { h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))); } catch (e) {
-    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3, 'VT_ERR_FORMAT');
+    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3);
   }
-  return (h && h.__metadata__) || {};
+  if (!h || typeof h !== 'object' || Array.isArray(h)) throw new VitrineError('safetensors: the header is not a JSON object', -3);
+  return { length: n, header: h };
+}
+
+/** The __metadata__ of safetensors bytes ({} when none; e.g. a training state: format, kind,
+ * model_config, train_config, step, rng, grad_checkpointing). */
+export function readSafetensorsMeta(bytes) {
+  return readSafetensorsHeader(bytes).header.__metadata__ || {};
 }

@@ -5,6 +5,7 @@
  * for it. */
 #include "kernels.h"
 #include "kernels_simd.h" /* defines VT_SIMD128_AVAILABLE where the SIMD kernels compile */
+#include "vitrine.h"      /* vt_adamw_update: AdamW's scalar reference */
 
 static int use_ref = 0;
 void vt_kernels_use_reference(int on) { use_ref = on; }
@@ -45,6 +46,14 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
     PICK(gelu_backward)(dinp, inp, dout, n);
 }
 void vt_softmax_row(float *y, const float *x, int n) { PICK(softmax_row)(y, x, n); }
+void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                   float b1, float b2, float eps, float wd) {
+#if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
+    (use_ref ? vt_adamw_update : vt_simd_adamw_update)(p, g, m, v, n, t, lr, b1, b2, eps, wd);
+#else
+    vt_adamw_update(p, g, m, v, n, t, lr, b1, b2, eps, wd);
+#endif
+}
 /* attention: composed from the matmuls above in every build (kernels_attn.c) */
 void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
                           int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,

@@ -63,6 +63,12 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
 
+/* One AdamW step (torch.optim.AdamW, single-tensor) over a flat range of n floats; t is the 1-based
+ * step count after this update. The scalar reference is vt_adamw_update (kernels_ref.c, declared
+ * in vitrine.h); the SIMD128 version gives the same bits. */
+void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                   float b1, float b2, float eps, float wd);
+
 /* Routing to the scalar reference (for tests comparing SIMD against it). */
 void vt_kernels_use_reference(int on);
 int vt_kernels_simd(void); /* 1 if this build has SIMD kernels */

@@ -2,7 +2,7 @@
  * SIMD128 and x86-64 SSE2 alike (simd128.h maps the one source to either). Same signatures,
  * conventions and results (within the tolerances of tests/test_kernels_simd.c) as the scalar
  * references vt_ref_*. Declared only where simd128.h defines VT_SIMD128_AVAILABLE; kernels.c
- * and optim.c route to them when the build also defines VT_HAVE_SIMD_KERNELS. */
+ * routes to them when the build also defines VT_HAVE_SIMD_KERNELS. */
 #ifndef VT_KERNELS_SIMD_H
 #define VT_KERNELS_SIMD_H
 #include "simd128.h"
@@ -23,7 +23,7 @@ void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_simd_softmax_row(float *y, const float *x, int n);
 
-/* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (src/optim.c):
+/* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (kernels_ref.c):
  * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. */
 void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
                           float lr, float b1, float b2, float eps, float wd);

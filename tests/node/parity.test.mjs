@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { BUILDS, REPO, FIXTURES, NATIVE, engine, fixture, fixtureNames, readSafetensors, f32, relErr } from './util.mjs';
+import { readSafetensorsHeader } from '../../web/vitrine.js';
 
 const names = fixtureNames();
 const isModel = (bytes) => {
@@ -99,14 +100,32 @@ test('parity --json: the native and Node CLIs print the harness\'s JSON, byte fo
 test('a NaN in the result is a failure with err = Infinity, in valid JSON', async () => {
   const vt = await engine('simd');
   const bytes = new Uint8Array(fixture('sincos_pos_embed.safetensors'));
-  const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  const { length: n, header } = readSafetensorsHeader(bytes);
   const [a] = header['expect/sincos.d96.g3.p0'].data_offsets;
-  new DataView(bytes.buffer, bytes.byteOffset + 8 + n + a, 4).setFloat32(0, NaN, true);
+  // in the middle of the tensor: a NaN used to count only as the last element
+  new DataView(bytes.buffer, bytes.byteOffset + 8 + n + a + 4 * 100, 4).setFloat32(0, NaN, true);
   const r = vt.parity(bytes);
   assert.equal(r.pass, false);
   assert.equal(r.status, 0); // the file ran; it failed
   assert.equal(r.worst, 'sincos.d96.g3.p0');
   assert.equal(r.err, Infinity);
   assert.match(r.json, /"worst": "sincos\.d96\.g3\.p0", "err": 1e999,/); // JSON has no inf: 1e999 reads as Infinity
+});
+
+// A parity file names the sizes it wants computed; sizes past what wasm32 can address are refused
+// with a message (they wrapped around in 32-bit size_t and the table overran its buffer).
+test('a sin-cos key past wasm32 memory is an out-of-memory error, not an overrun', async () => {
+  const header = { __metadata__: { format: 'vitrine-parity/1', module: 'lightly.utils.get_2d_sincos_pos_embed', config: '{}', call: '{"fn": "sincos"}' },
+    'expect/sincos.d65536.g1024.p0': { dtype: 'F32', shape: [1], data_offsets: [0, 4] } };
+  let text = JSON.stringify(header);
+  while ((8 + text.length) % 8) text += ' ';
+  const bytes = new Uint8Array(8 + text.length + 4);
+  new DataView(bytes.buffer).setBigUint64(0, BigInt(text.length), true);
+  bytes.set(new TextEncoder().encode(text), 8);
+  for (const build of BUILDS) {
+    const r = (await engine(build)).parity(bytes);
+    assert.equal(r.pass, false, build);
+    assert.equal(r.status, -2, `${build}: ${r.error}`);
+    assert.match(r.error, /do not fit in memory/, build);
+  }
 });

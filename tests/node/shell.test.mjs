@@ -87,7 +87,8 @@ test('bad inputs throw Errors carrying the engine message and status', async () 
   throwsEngine(() => vt.createModel({ kind: 'timm', config: { embed_dim: 64, num_heads: 5 } }), /not divisible/, -1);
   throwsEngine(() => model.encode(new Float32Array(images.length - 1)), /length \d+ is not a positive multiple/);
   throwsEngine(() => model.encode(images, { idxKeep: [[0, 1, 999], [0, 2, 3]] }), /999/, -1);
-  throwsEngine(() => model.encode(images, { idxKeep: [[0, 1, 1], [0, 2, 3]] }), /./, -1); // repeated index
+  throwsEngine(() => model.encode(images, { idxMask: [[1, 2, 2], [1, 2, 3]] }), /repeats/, -1); // idx_mask is a scatter
+  assert.deepEqual(model.encode(images, { idxKeep: [[0, 1, 1], [0, 2, 3]] }).shape.slice(0, 2), [2, 3]); // idx_keep a gather
   const corrupt = new Uint8Array(fixture('vit_encode.safetensors').subarray(0, 200));
   throwsEngine(() => model.loadSafetensors(corrupt), /./, -3);
   throwsEngine(() => model.loadSafetensors(new Uint8Array([1, 2, 3])), /./, -3);

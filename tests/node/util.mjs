@@ -1,10 +1,10 @@
 // util.mjs: shared helpers of the Node tests (not a test file itself).
 // The repo is two levels up; the fixtures are ../shared/fixtures beside it (never copied); the
 // build directory is $VITRINE_BUILD or <repo>/build, holding wasm/ and the native vitrine.
-import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createVitrine } from '../../web/vitrine.js';
+import { createVitrine, readSafetensorsHeader } from '../../web/vitrine.js';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const FIXTURES = path.resolve(REPO, '../shared/fixtures');
@@ -31,12 +31,10 @@ export function engine(build) {
   return engines.get(build);
 }
 
-// A minimal safetensors reader: { meta, tensors: { name: { dtype, shape, bytes } } }.
+// The tensors of safetensors bytes (the shell's header reader): { meta, tensors: { name: { dtype, shape, bytes } } }.
 export function readSafetensors(buf) {
   const u8 = buf instanceof Uint8Array ? buf : new Uint8Array(buf);
-  const dv = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
-  const n = Number(dv.getBigUint64(0, true));
-  const header = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n)));
+  const { length: n, header } = readSafetensorsHeader(u8);
   const meta = header.__metadata__ || {};
   delete header.__metadata__;
   const tensors = {};

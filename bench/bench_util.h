@@ -1,0 +1,24 @@
+/* bench_util.h: what the benchmark programs (kernel_bench.c, train_bench.c) share: a monotonic
+ * clock, a comparison for qsort, and the name of the build they run in. Header-only. */
+#ifndef VT_BENCH_UTIL_H
+#define VT_BENCH_UTIL_H
+#include <time.h>
+
+static inline double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static inline int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#if defined(__wasm_simd128__)
+#define BENCH_BUILD "wasm-simd"
+#elif defined(__wasm__)
+#define BENCH_BUILD "wasm-scalar"
+#else
+#define BENCH_BUILD "native"
+#endif
+#endif

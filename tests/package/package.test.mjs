@@ -1,0 +1,268 @@
+// package.test.mjs: the npm package as its users get it.   node --test tests/package/
+// `npm pack` once (its prepack builds the wasm with CMake and checks build/wasm/ against
+// WASM_BUILDS), then each test in a fresh temporary directory outside the repository, with the
+// tarball installed by `npm install <tarball>` (its dependencies, pngjs and jpeg-js, from the npm
+// cache, else the registry) and none of the repository's VITRINE_* variables:
+//   contents  the shell, its .d.ts, the CLI and every file of WASM_BUILDS; no C, tests, benchmarks, fixtures
+//   prepack   its check of build/wasm/ (a missing build file, a stray vitrine-* file) on a made-up directory
+//   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors
+//   cli       npx vitrine plan / parity <fixture> from the installed package, as the repository's CLI
+//   bundler   app/ bundled by Vite (vite build), served on 127.0.0.1, in Debian's Chromium: trains in a
+//             Worker with the loss falling; the same app from Vite's dev server; the same page as plain
+//             <script type="module"> with no bundler; the locateFile option
+//   types     tsc --noEmit on app/example.ts against the shipped vitrine.d.ts
+// The bundler test skips itself (saying so) when /usr/bin/chromium is absent, as tests/browser does.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import { existsSync, mkdtempSync, rmSync, readFileSync, writeFileSync, readdirSync, copyFileSync, mkdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname, extname, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { WASM_BUILDS } from '../../web/vitrine.js';
+import { falling } from './app/tiny.js';
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const APP = join(REPO, 'tests/package/app');
+const FIXTURE = resolve(REPO, '../shared/fixtures/mae_loss_normpix1.safetensors');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const noBrowser = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: the bundler test is skipped (apt-get install chromium; CI installs it)`;
+if (noBrowser) console.log(`# ${noBrowser}`);
+
+// Children run as on a user's machine: no VITRINE_* (which would point the shell at this repo's build)
+// and no npm_* variables of an enclosing `npm test`.
+const ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(VITRINE_|npm_)/i.test(k)));
+function run(cmd, args, cwd, { ok = true } = {}) {
+  const r = spawnSync(cmd, args, { cwd, env: ENV, encoding: 'utf8', maxBuffer: 64 << 20 });
+  if (ok && r.status !== 0) assert.fail(`${cmd} ${args.join(' ')} (in ${cwd}) exited ${r.status}\n${r.stdout}\n${r.stderr}`);
+  return r;
+}
+
+const temps = [];
+function tempDir(name) {
+  const d = mkdtempSync(join(tmpdir(), `vitrine-${name}-`));
+  temps.push(d);
+  return d;
+}
+let tarball, packed;
+// A fresh directory with the tarball installed, as `npm init` + `npm install <tarball>` would make it.
+function installed(name) {
+  const d = tempDir(name);
+  writeFileSync(join(d, 'package.json'), JSON.stringify({ name: `vitrine-${name}-test`, private: true, type: 'module' }, null, 2));
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], d);
+  return d;
+}
+const copyApp = (d, files) => files.forEach((f) => copyFileSync(join(APP, f), join(d, f)));
+
+before(() => {
+  const d = tempDir('pack');
+  const r = run('npm', ['pack', '--json', '--pack-destination', d], REPO);
+  [packed] = JSON.parse(r.stdout);
+  tarball = join(d, packed.filename);
+});
+
+after(() => { for (const d of temps) rmSync(d, { recursive: true, force: true }); });
+
+test('contents: the shell, its types, the CLI and every wasm build; nothing else', () => {
+  const files = packed.files.map((f) => f.path).sort();
+  const want = ['package.json', 'README.md', 'LICENSE', 'web/vitrine.js', 'web/vitrine.d.ts', 'web/cli.js', 'web/train.js',
+    'web/data.js', 'web/eval-worker.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
+  assert.deepEqual(files, want.sort());
+  const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
+  assert.equal(pkg.private, undefined);
+  assert.equal(pkg.exports['.'].types, './web/vitrine.d.ts');
+  assert.equal(pkg.bin.vitrine, 'web/cli.js');
+  assert.deepEqual(Object.keys(pkg.dependencies).sort(), ['jpeg-js', 'pngjs']);
+  // sizes, for the README
+  const kB = (n) => `${(n / 1000).toFixed(1)} kB`;
+  const lines = packed.files.map((f) => {
+    const gz = gzipSync(readFileSync(join(REPO, f.path)), { level: 9 }).length;
+    return `${f.path.padEnd(36)} ${kB(f.size).padStart(9)}  (gzip ${kB(gz)})`;
+  });
+  console.log(`${packed.filename}: ${kB(packed.size)} packed, ${kB(packed.unpackedSize)} unpacked, ${packed.files.length} files\n${lines.join('\n')}`);
+});
+
+test('prepack: refuses a build/wasm/ that lacks a file of WASM_BUILDS or holds a vitrine-* it does not list', async () => {
+  const { wasmDirProblems } = await import('../../scripts/prepack.mjs');
+  const d = tempDir('wasmdir');
+  const files = Object.values(WASM_BUILDS).flatMap((b) => b.files);
+  for (const f of [...files, 'test_kernels_simd.wasm']) writeFileSync(join(d, f), ''); // test_*: neither shipped nor checked
+  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [], stray: [] });
+  rmSync(join(d, files[1]));
+  writeFileSync(join(d, 'vitrine-old.wasm'), '');
+  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [files[1]], stray: ['vitrine-old.wasm'] });
+});
+
+test('node: import vitrine, train with checkpointing, save and reload safetensors', () => {
+  const d = installed('node');
+  copyApp(d, ['tiny.js', 'node-app.mjs']);
+  const r = JSON.parse(run(process.execPath, ['node-app.mjs'], d).stdout);
+  assert.equal(r.build, 'simd');
+  assert.equal(r.simdKernels, true);
+  assert.equal(r.policy, 'block');
+  assert.ok(r.falling, `loss did not fall: ${r.losses}`);
+  assert.ok(r.sameBitsAsNoCheckpointing, 'checkpointed losses differ from the plain run');
+  assert.ok(r.weightsBytes > 0 && r.weightsRoundTrip && r.paramsEqual, 'weights did not survive save / reload');
+  assert.equal(r.resumedStep, 20);
+  assert.ok(r.resumeBitForBit, 'the resumed run is not bit for bit the same');
+  assert.deepEqual(Object.keys(r.builds).sort(), Object.keys(WASM_BUILDS).sort());
+  for (const [name, b] of Object.entries(r.builds)) {
+    assert.equal(b.build, name);
+    assert.equal(b.simdKernels, WASM_BUILDS[name].simd, name);
+    assert.ok(Number.isFinite(b.loss), `${name}: loss ${b.loss}`);
+  }
+});
+
+test('cli: npx vitrine plan and parity', () => {
+  const d = installed('cli');
+  const planArgs = ['plan', '--preset', 'vit_tiny_patch16_224', '--batch', '8', '--grad-checkpointing', 'block', '--json'];
+  const plan = run('npx', ['--no', 'vitrine', ...planArgs], d);
+  assert.equal(plan.stdout, run(process.execPath, ['web/cli.js', ...planArgs], REPO).stdout);
+  assert.match(plan.stdout, /"total"/);
+  const parity = run('npx', ['--no', 'vitrine', 'parity', FIXTURE], d, { ok: false });
+  assert.equal(parity.status, 0, parity.stdout + parity.stderr);
+  assert.match(parity.stdout, /^PASS /m);
+  assert.doesNotMatch(parity.stdout, /FAIL/);
+});
+
+// ---- the bundler and the browser ---------------------------------------------------------------
+
+const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
+// A static server for `root` on 127.0.0.1 (random port), logging every request as [status, path].
+function serve(root, log) {
+  const server = createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    const file = resolve(root, '.' + path);
+    let status = 404;
+    if (file.startsWith(root + sep) && existsSync(file) && statSync(file).isFile()) {
+      status = 200;
+      res.writeHead(200, { 'content-type': MIME[extname(file)] || 'application/octet-stream', 'cache-control': 'no-store' });
+      res.end(readFileSync(file));
+    } else { res.writeHead(404); res.end(); }
+    log.push([status, path]);
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
+}
+
+describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler', { skip: noBrowser }, () => {
+  let d, server, base, browser, page;
+  const log = [], errors = [];
+  const ourFile = (p) => readFileSync(join(d, 'node_modules/vitrine/build/wasm', p));
+  before(async () => {
+    d = installed('bundler');
+    copyApp(d, ['index.html', 'main.js', 'worker.js', 'tiny.js']);
+    // the same app with no bundler: the worker imports the module by its path instead of 'vitrine'
+    mkdirSync(join(d, 'plain'));
+    for (const f of ['index.html', 'main.js', 'tiny.js']) copyFileSync(join(APP, f), join(d, 'plain', f));
+    const worker = readFileSync(join(APP, 'worker.js'), 'utf8');
+    assert.match(worker, /from 'vitrine';/);
+    writeFileSync(join(d, 'plain/worker.js'), worker.replace("from 'vitrine';", "from '../node_modules/vitrine/web/vitrine.js';"));
+    // the .wasm served from elsewhere, for locateFile
+    mkdirSync(join(d, 'elsewhere'));
+    copyFileSync(join(d, 'node_modules/vitrine/build/wasm/vitrine-simd.wasm'), join(d, 'elsewhere/vitrine-simd.wasm'));
+
+    const { build } = await import('vite');
+    await build({ root: d, base: './', configFile: false, logLevel: 'warn', build: { outDir: join(d, 'dist'), emptyOutDir: true } });
+
+    server = await serve(d, log);
+    base = `http://127.0.0.1:${server.address().port}`;
+    const { chromium } = await import('playwright-core');
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+    page = await browser.newPage();
+    page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  });
+  after(async () => {
+    if (browser) await browser.close();
+    if (server) server.close();
+  });
+
+  async function trainIn(pageUrl, msg, origin = base) {
+    log.length = 0;
+    errors.length = 0;
+    await page.goto(origin + pageUrl);
+    await page.waitForFunction(() => window.ready === true, null, { timeout: 20_000 });
+    const r = await page.evaluate((m) => window.runTraining(m), msg);
+    assert.ok(r.ok, r.error);
+    assert.equal(r.build, 'simd');
+    assert.equal(r.simdKernels, true);
+    assert.equal(r.policy, 'block');
+    assert.ok(falling(r.losses), `loss did not fall: ${r.losses}`);
+    assert.deepEqual(errors, []);
+    return r;
+  }
+  const wasmRequests = () => log.filter(([, p]) => p.endsWith('.wasm'));
+
+  test('Vite bundle: the wasm copied into dist/, loaded from there; training in a Worker', async () => {
+    const dist = join(d, 'dist');
+    const files = readdirSync(dist, { recursive: true }).map((f) => f.split(sep).join('/'));
+    const simd = ourFile('vitrine-simd.wasm');
+    const copied = files.filter((f) => f.endsWith('.wasm') && readFileSync(join(dist, f)).equals(simd));
+    assert.equal(copied.length, 1, `Vite did not copy vitrine-simd.wasm into dist/: ${files.join(', ')}`);
+    assert.ok(!files.some((f) => /wasi/.test(f)), `the Node-only WASI builds were copied: ${files.join(', ')}`);
+    await trainIn('/dist/index.html', { steps: 20 });
+    assert.ok(log.every(([s, p]) => s === 200 && p.startsWith('/dist/')), `requests outside dist/ or failed: ${JSON.stringify(log)}`);
+    assert.deepEqual(wasmRequests(), [[200, `/dist/${copied[0]}`]]);
+  });
+
+  test('no bundler: <script type="module">, the worker imports node_modules/vitrine/web/vitrine.js', async () => {
+    await trainIn('/plain/index.html', { steps: 20 });
+    assert.deepEqual(wasmRequests(), [[200, '/node_modules/vitrine/build/wasm/vitrine-simd.wasm']]);
+    assert.ok(log.every(([s]) => s === 200), JSON.stringify(log));
+  });
+
+  test('Vite dev server (no configuration): the same app trains', async () => {
+    const { createServer: viteServer } = await import('vite');
+    const dev = await viteServer({ root: d, configFile: false, logLevel: 'warn', server: { host: '127.0.0.1', port: 0, strictPort: false } });
+    try {
+      await dev.listen();
+      const wasm = [];
+      const onResponse = (r) => { if (r.url().endsWith('.wasm')) wasm.push([r.status(), new URL(r.url()).pathname]); };
+      page.on('response', onResponse);
+      await trainIn('/index.html', { steps: 20 }, dev.resolvedUrls.local[0].replace(/\/$/, ''));
+      page.off('response', onResponse);
+      assert.deepEqual(wasm, [[200, '/node_modules/vitrine/build/wasm/vitrine-simd.wasm']]);
+    } finally { await dev.close(); }
+  });
+
+  test('locateFile: the .wasm served from elsewhere (bundled and not)', async () => {
+    await trainIn('/plain/index.html', { steps: 12, wasmBase: '/elsewhere/' });
+    assert.deepEqual(wasmRequests(), [[200, '/elsewhere/vitrine-simd.wasm']]);
+    await trainIn('/dist/index.html', { steps: 12, wasmBase: '/elsewhere/' });
+    assert.deepEqual(wasmRequests(), [[200, '/elsewhere/vitrine-simd.wasm']]);
+  });
+});
+
+// ---- TypeScript --------------------------------------------------------------------------------
+
+test('types: tsc --noEmit on a typed example against the shipped vitrine.d.ts', () => {
+  const d = installed('types');
+  copyApp(d, ['example.ts', 'example-browser.ts']);
+  // the .d.ts names exactly the builds of WASM_BUILDS (a missing key or an excess one is an error)
+  writeFileSync(join(d, 'builds.ts'), "import type { WASM_BUILDS } from 'vitrine';\n" +
+    `export const names: Record<keyof typeof WASM_BUILDS, true> = ${JSON.stringify(Object.fromEntries(Object.keys(WASM_BUILDS).map((k) => [k, true])))};\n`);
+  const tsc = join(REPO, 'node_modules/typescript/bin/tsc');
+  const common = { strict: true, noEmit: true, target: 'es2022', skipLibCheck: false };
+  const browser = { ...common, lib: ['es2022', 'dom'], types: [] };
+  // a Node project: no DOM lib, Node's types (@types/node, a devDependency here)
+  const node = { ...common, lib: ['es2022'], types: ['node'], typeRoots: [join(REPO, 'node_modules/@types')] };
+  const configs = {
+    'tsconfig.browser-nodenext.json': [{ ...browser, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'example-browser.ts']],
+    'tsconfig.browser-bundler.json': [{ ...browser, module: 'esnext', moduleResolution: 'bundler' }, ['example.ts', 'example-browser.ts']],
+    'tsconfig.node.json': [{ ...node, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'builds.ts']],
+  };
+  for (const [name, [compilerOptions, files]] of Object.entries(configs)) {
+    writeFileSync(join(d, name), JSON.stringify({ compilerOptions, files }, null, 2));
+    const r = run(process.execPath, [tsc, '-p', name], d, { ok: false });
+    assert.equal(r.status, 0, `${name}:\n${r.stdout}${r.stderr}`);
+  }
+  // the check can fail: a wrong call is an error
+  writeFileSync(join(d, 'wrong.ts'), "import { createVitrine } from 'vitrine';\nvoid createVitrine({ wasm: 'simd', locateFile: 42 });\n");
+  writeFileSync(join(d, 'tsconfig.wrong.json'), JSON.stringify({ compilerOptions: configs['tsconfig.node.json'][0], files: ['wrong.ts'] }));
+  const bad = run(process.execPath, [tsc, '-p', 'tsconfig.wrong.json'], d, { ok: false });
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stdout, /wrong\.ts\(2,/);
+});
