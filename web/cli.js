@@ -14,7 +14,7 @@ import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
 const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
@@ -127,8 +127,8 @@ async function cmdPlan(args) {
 
 // ---- train ------------------------------------------------------------------------------------
 
-const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist', batch: 64, steps: 1000, policy: 'block', out: 'out',
-  seed: 0, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
+const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist-p7', batch: 64, steps: 2000, policy: 'block', out: 'out',
+  seed: 0, maskRatio: 0.5, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
 // peak learning rate: lightly's MAE 1.5e-4 * batch / 256 and AIM 1e-3 * batch / 4096 are for
 // hundreds of epochs; a short run needs more (measured on Fashion-MNIST, see README)
 const defaultLr = (objective, batch) => (objective === 'mae' ? 2e-3 : 1e-3) * batch / 64;
@@ -138,13 +138,14 @@ const TRAIN_HELP = `usage: vitrine train [options]
   its encoder (and of the untrained encoder and raw pixels), saves weights, checkpoint and a
   picture of reconstructions.
   --objective mae|aim          self-supervised objective (default mae)
-  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default fmnist) or a timm preset (vit_tiny_patch16_224, ...)
+  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default ${TRAIN_DEFAULTS.preset}) or a timm preset (vit_tiny_patch16_224, ...)
   --config JSON|FILE           model config instead of a preset: {"encoder": {timm kwargs}, "decoder_dim": ...}
   --data DIR                   a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST
   --batch B                    images per step (default ${TRAIN_DEFAULTS.batch})
   --steps N                    training steps, the length of the cosine schedule (default ${TRAIN_DEFAULTS.steps})
   --lr LR                      peak learning rate (default mae 2e-3, aim 1e-3, times batch / 64)
   --warmup N                   warm-up steps (default 5% of --steps)
+  --mask-ratio R               MAE: the share of patches masked, 0 <= R < 1 (default ${TRAIN_DEFAULTS.maskRatio})
   --grad-checkpointing POLICY  none | block | every:K | sqrt | selective | budget:BYTES (default block)
   --seed S                     initialisation S, masks S+1, data order S+2 (default 0)
   --out DIR                    where encoder.safetensors, checkpoint.safetensors, reconstructions.png go (default out)
@@ -216,7 +217,7 @@ function parseTrainArgs(args) {
     return x;
   };
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
-    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
+    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--mask-ratio': 'maskRatio', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
     '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init', '--threads': 'threads' };
   const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
@@ -228,12 +229,13 @@ function parseTrainArgs(args) {
     else if (a === '--help' || a === '-h') o.help = true;
     else if (flags[a]) {
       const k = flags[a], v = need(i, a); i++;
-      o[k] = ints.has(k) ? num(a, v) : k === 'lr' ? num(a, v, false) : v;
+      o[k] = ints.has(k) ? num(a, v) : k === 'lr' || k === 'maskRatio' ? num(a, v, false) : v;
       o.given.add(k);
     } else throw new Error(`unknown option ${a}`);
   }
   if (o.seed != null && !/^\d+$/.test(o.seed)) throw new Error(`--seed: '${o.seed}' is not a whole number`);
   if (o.objective != null && !['mae', 'aim'].includes(o.objective)) throw new Error(`--objective: '${o.objective}' (use mae or aim)`);
+  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new Error(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`);
   if (o.batch === 0) throw new Error('--batch must be at least 1');
   if (o.steps === 0) throw new Error('--steps must be at least 1');
   return o;
@@ -277,7 +279,7 @@ class TrainFailure extends Error {
 function trainSettings(o) {
   if (o.resume) {
     if (o.init) throw new TrainFailure('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
-    const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
+    const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'maskRatio', 'seed'].filter((k) => o.given.has(k));
     if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
     let resumeBytes, meta;
     try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
@@ -297,7 +299,7 @@ function trainSettings(o) {
   }
   const run = {
     objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
-    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05),
+    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05), maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
     seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
     policy: o.policy || TRAIN_DEFAULTS.policy,
@@ -341,7 +343,7 @@ async function openModel(o, run, resumeBytes, seed, say = () => {}, warn = () =>
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
     if (run.init && !resumeBytes) initBytes = initFromFile(model, run.init, !!o.initStrict, say);
-    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n });
+    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, maskRatio: run.maskRatio ?? 0.75, seed: seed + 1n });
     if (resumeBytes) model.loadTrainState(resumeBytes);
   } catch (e) {
     if (e instanceof TrainFailure) throw e;
@@ -387,7 +389,7 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
   process.on('SIGTERM', onSig);
   const startStep = tr.step;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
-    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
+    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}${run.spec.kind === 'mae' && run.maskRatio != null ? `, mask ratio ${run.maskRatio}` : ''}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
   const bar = new Progress(run.steps);
   let error = null, rate = 0, mem = '', lastLoss = run.lossFirst;
   const tTrain = performance.now();
@@ -418,11 +420,10 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
 // The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
 // (from the side evaluation).
 async function knnResults(model, side, say, warn) {
-  const { sets, knnOpts } = side, all = (n) => Int32Array.from({ length: n }, (_, i) => i);
+  const { sets, knnOpts } = side;
   const te = performance.now();
   const knn = { trained: null, initial: null, pixels: null };
-  knn.trained = knnAccuracy(features(model, sets.bank, all(sets.bank.n)), sets.bank.labels,
-    features(model, sets.query, all(sets.query.n)), sets.query.labels, knnOpts);
+  knn.trained = knnReadouts(model, sets.bank, sets.query, knnOpts); // { mean, cls }
   const s = await side.initial;
   if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
   else { knn.initial = s.initial; knn.pixels = s.pixels; }
@@ -436,22 +437,30 @@ function writeResults(model, run, data, paths) {
   writeAtomic(paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
   const showDs = data.test || data.train, nShow = Math.min(TRAIN_DEFAULTS.show, showDs.n);
   const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
-  model.loss(showImgs, showMasks(model, nShow, 0.75));
+  model.loss(showImgs, showMasks(model, nShow, run.maskRatio ?? 0.75));
   writeAtomic(paths.image, encodePng(visualizeGrid(model, showImgs, model.visualize())));
 }
 
 // The report on stdout (and, with --json, one JSON line after it).
 function report(o, { vt, run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
+  // the headline readout: the first of READOUTS this model has (the others beside it)
+  const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
+  const pick = (x, r) => (x && x[r] != null ? x[r] : null);
+  const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
+  const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
   process.stdout.write(
     `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
-    (side && knn.trained != null ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}): ` +
-      `trained ${pct(knn.trained)}, initial ${pct(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
+    (side && readout ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
+      `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
     `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`);
   if (o.json) {
+    const perReadout = {};
+    for (const r of READOUTS) { perReadout[`knn_trained_${r}`] = pick(knn.trained, r); perReadout[`knn_initial_${r}`] = pick(knn.initial, r); }
     process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
-      knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
+      knn_readout: readout, knn_trained: pick(knn.trained, readout), knn_initial: pick(knn.initial, readout), knn_pixels: knn.pixels,
+      ...perReadout, seconds: Number(seconds.toFixed(3)),
       threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
       images_per_second: Number((trained * run.batch / trainSeconds).toFixed(2)),
       weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
