@@ -1,10 +1,13 @@
 // serve.mjs: one command for the browser demo. Makes what the page needs (the wasm build, via
 // CMake, when it is missing; the Fashion-MNIST sample from Debian's dataset-fashion-mnist) and
 // serves the repository's demo/, web/, build/wasm/ and build/demo-data/ on 127.0.0.1.
-//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--allow-host NAME]... [--no-build]     (npm run demo)
+//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--allow-host NAME]... [--no-build] [--no-isolation]   (npm run demo)
 // Requests whose Host header is not a loopback name (or --host / --allow-host) get 403 (DNS
 // rebinding); symlinks are followed only within the served folders.
 // --port 0 picks a free port. Nothing is fetched from outside: the page loads only these files.
+// Every response carries Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy:
+// require-corp: the page is then cross-origin isolated, which is what gives it SharedArrayBuffer,
+// so the engine's thread pool (web/pool.js) can run. Without them the page runs on 1 thread.
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
 import { stat, realpath } from 'node:fs/promises';
@@ -15,7 +18,10 @@ import { prepareData } from './prepare-data.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
-const WASM_FILES = ['vitrine-simd.mjs', 'vitrine-simd.wasm', 'vitrine-scalar.mjs', 'vitrine-scalar.wasm'];
+const WASM_FILES = ['vitrine-simd.mjs', 'vitrine-simd.wasm', 'vitrine-scalar.mjs', 'vitrine-scalar.wasm',
+  'vitrine-simd-mt.mjs', 'vitrine-simd-mt.wasm'];
+// cross-origin isolation (threads); same-origin files need nothing more under require-corp
+export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 
 const MIME = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
@@ -80,12 +86,14 @@ function hostAllowed(header, port, allowed) {
   return allowed.has(m[1].toLowerCase());
 }
 
-/** Starts the static server; resolves to { server, url } once it listens. */
-export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [] } = {}) {
+/** Starts the static server; resolves to { server, url } once it listens. isolate: false leaves
+ * out the COOP / COEP headers (to see the page's 1-thread fallback). */
+export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [], isolate = true } = {}) {
   const allowed = new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts.map((h) => h.toLowerCase())]);
   if (host !== '0.0.0.0' && host !== '::') allowed.add(host.includes(':') ? `[${host}]` : host.toLowerCase());
+  const iso = isolate ? ISOLATION_HEADERS : {};
   const server = createServer(async (req, res) => {
-    const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...headers }); res.end(text); };
+    const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...iso, ...headers }); res.end(text); };
     if (!hostAllowed(req.headers.host, server.address().port, allowed))
       return send(403, `host '${req.headers.host || ''}' is not served (DNS rebinding?): use http://127.0.0.1:${server.address().port}/ or --allow-host NAME\n`);
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
@@ -103,6 +111,7 @@ export function startServer({ port = 8080, host = '127.0.0.1', log = false, allo
       'Content-Length': st.size,
       'Cache-Control': 'no-cache',
       'X-Content-Type-Options': 'nosniff',
+      ...iso,
     });
     if (log) console.log(`${req.method} ${path}`);
     if (req.method === 'HEAD') return res.end();
@@ -123,7 +132,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   try {
     await prepare({ build: !args.includes('--no-build') });
     const allowedHosts = args.flatMap((a, i) => (a === '--allow-host' && args[i + 1] ? [args[i + 1]] : []));
-    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log'), allowedHosts });
+    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log'), allowedHosts, isolate: !args.includes('--no-isolation') });
     console.log(`vitrine demo: ${url}   (Ctrl-C stops)`);
   } catch (e) {
     console.error(`demo: ${e.message}`);

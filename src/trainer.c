@@ -9,7 +9,6 @@
 #include "json.h"
 #include "safetensors.h"
 #include "vit_internal.h"
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,10 +266,12 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
     if (rc) goto done;
     if (strcmp(cfg, mcfg)) { rc = vt_fail(VT_ERR_MISMATCH, "the training state is of another model: %s (this model: %s)", mcfg, cfg); goto done; }
-    char *end;
-    errno = 0;
-    long long st = strtoll(step, &end, 10);
-    if (!*step || *end || errno || st < 0 || st > VT_MAX_STEPS) {
+    /* decimal digits by hand: no errno, which is thread-local and so absent from the shared-memory
+     * wasi build (clang-14: "only -ftls-model=local-exec is supported") */
+    long long st = 0;
+    const char *d = step;
+    for (; *d >= '0' && *d <= '9' && st <= VT_MAX_STEPS; d++) st = st * 10 + (*d - '0');
+    if (d == step || *d || st > VT_MAX_STEPS) {
         rc = vt_fail(VT_ERR_FORMAT, "training state: step '%.40s' is not an integer in 0..%ld", step, (long)VT_MAX_STEPS);
         goto done;
     }
@@ -279,6 +280,7 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
         char h[9];
         memcpy(h, rng + 8 * i, 8);
         h[8] = 0;
+        char *end;
         r.s[i] = (uint32_t)strtoul(h, &end, 16);
         if (*end) { rc = vt_fail(VT_ERR_FORMAT, "training state: bad rng '%s'", rng); goto done; }
     }

@@ -196,6 +196,10 @@ static void test_train_state(void) {
         {"step", "-1", "step"},
         {"step", "", "step"},
         {"step", "3x", "step"},
+        {"step", "+3", "step"},
+        {"step", " 3", "step"},
+        {"step", "2000000001", "step"},
+        {"step", "99999999999999999999999999", "step"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char val[600];

@@ -1,22 +1,24 @@
 #!/usr/bin/env node
 // cli.js: the Node command line over the wasm build, with the contract of the native
 // tools/cli.c (same lines, the same JSON from the parity harness, same exit status):
-//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
-//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
+//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD] [--threads N]
+//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD] [--threads N]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
-// BUILD: simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs).
+// BUILD: relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs:
+// relaxed SIMD, which Node 20 gets from the V8 flag set below, else SIMD128, else scalar).
+// --threads N: kernel threads (default every core; the same bits at any count).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
 import { mkdirSync, readdirSync, unlinkSync, statSync, rmdirSync, existsSync } from 'node:fs';
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import { createVitrine, readSafetensorsMeta } from './vitrine.js';
+import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, DataError, DEFAULT_MAX_PIXELS } from './data.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
-const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi]';
-const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm simd|scalar|wasi]';
+const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
+const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
 
 // printf's %.Ne: the exponent has at least two digits.
 function fmtE(v, digits) {
@@ -66,23 +68,31 @@ process.emitWarning = (warning, ...rest) => {
   if (type === 'ExperimentalWarning' && String(warning).includes('WASI')) return;
   return emitWarning.call(process, warning, ...rest);
 };
-const loadEngine = (wasm) => createVitrine({ wasm });
+// Node 20's V8 has relaxed SIMD behind --experimental-wasm-relaxed-simd: set it before anything
+// compiles wasm, so that the default (and --wasm relaxed) can use f32x4.relaxed_madd.
+await enableNodeRelaxedSimd();
+// threads: a string from --threads (undefined = every core); createVitrine runs at most 64
+const MAX_THREADS = 64;
+async function loadEngine(wasm, threads) {
+  return createVitrine({ wasm, threads: threads == null ? undefined : wholeNumber('--threads', String(threads), 1, MAX_THREADS) });
+}
 
 async function cmdParity(args) {
-  let policy = null, dump = null, json = false, wasm;
+  let policy = null, dump = null, json = false, wasm, threads;
   const files = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--grad-checkpointing' && i + 1 < args.length) policy = args[++i];
     else if (a === '--dump' && i + 1 < args.length) dump = args[++i];
     else if (a === '--wasm' && i + 1 < args.length) wasm = args[++i];
+    else if (a === '--threads' && i + 1 < args.length) threads = args[++i];
     else if (a === '--json') json = true;
     else if (a.startsWith('--')) { process.stderr.write(`vitrine parity: unknown option ${a}\n`); return 2; }
     else files.push(a);
   }
   if (!files.length) { process.stderr.write(USAGE_PARITY + '\n'); return 2; }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) try { makeDirs(dump); } catch (e) { process.stderr.write(`vitrine parity: --dump ${e.message}\n`); return 2; }
   let failed = 0;
   if (json) process.stdout.write('[');
@@ -108,6 +118,7 @@ async function cmdParity(args) {
 
 async function cmdPlan(args) {
   let preset = 'vit_tiny_patch16_224', policy = 'none', batch = 1, kept = 0, json = false, wasm;
+  let threads;
   const int = (flag, s, min) => { try { return wholeNumber(flag, s, min, 2147483647); } catch (e) { bad = e.message; return 0; } };
   let bad = null;
   for (let i = 0; i < args.length && !bad; i++) {
@@ -117,12 +128,15 @@ async function cmdPlan(args) {
     else if (a === '--tokens-kept' && more) kept = int(a, args[++i], 0);
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
     else if (a === '--wasm' && more) wasm = args[++i];
+    else if (a === '--threads' && more) threads = args[++i];
     else if (a === '--json') json = true;
     else { process.stderr.write(`vitrine plan: unknown option ${a}\n`); return 2; }
   }
   if (bad) { process.stderr.write(`vitrine plan: ${bad}\n`); return 2; }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  // the per-thread scratch (attention) is part of the plan: plan for the threads the engine runs
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  const nt = vt.threads;
   let p, model;
   try {
     model = vt.createModel({ preset, kind: 'lightly' });
@@ -133,11 +147,11 @@ async function cmdPlan(args) {
     return 1;
   } finally { if (model) model.dispose(); }
   if (json) {
-    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "params": ${p.params}, ` +
+    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${nt}, "params": ${p.params}, ` +
       `"grads": ${p.grads}, "optimizer": ${p.optimizer}, "activations": ${p.activations}, "total": ${p.total}}\n`);
   } else {
     const f = (n) => String(n).padStart(12);
-    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}\n` +
+    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${nt} thread${nt === 1 ? '' : 's'}\n` +
       `  params      ${f(p.params)} bytes\n  grads       ${f(p.grads)} bytes\n  optimizer   ${f(p.optimizer)} bytes\n` +
       `  activations ${f(p.activations)} bytes\n  total       ${f(p.total)} bytes (${(p.total / 1048576).toFixed(1)} MiB)\n`);
   }
@@ -146,8 +160,8 @@ async function cmdPlan(args) {
 
 // ---- train ------------------------------------------------------------------------------------
 
-const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist', batch: 64, steps: 1000, policy: 'block', out: 'out',
-  seed: 0, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
+const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist-p7', batch: 64, steps: 2000, policy: 'block', out: 'out',
+  seed: 0, maskRatio: 0.5, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
 // peak learning rate: lightly's MAE 1.5e-4 * batch / 256 and AIM 1e-3 * batch / 4096 are for
 // hundreds of epochs; a short run needs more (measured on Fashion-MNIST, see README)
 const defaultLr = (objective, batch) => (objective === 'mae' ? 2e-3 : 1e-3) * batch / 64;
@@ -157,7 +171,7 @@ const TRAIN_HELP = `usage: vitrine train [options]
   its encoder (and of the untrained encoder and raw pixels), saves weights, checkpoint and a
   picture of reconstructions.
   --objective mae|aim          self-supervised objective (default mae)
-  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default fmnist) or a timm preset (vit_tiny_patch16_224, ...)
+  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default ${TRAIN_DEFAULTS.preset}) or a timm preset (vit_tiny_patch16_224, ...)
   --config JSON|FILE           model config instead of a preset: {"encoder": {timm kwargs}, "decoder_dim": ...}
   --data DIR                   a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST
                                (with --resume: the folder, named again; nothing is read from a path in the checkpoint)
@@ -166,6 +180,7 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --steps N                    training steps, the length of the cosine schedule (default ${TRAIN_DEFAULTS.steps})
   --lr LR                      peak learning rate (default mae 2e-3, aim 1e-3, times batch / 64)
   --warmup N                   warm-up steps (default 5% of --steps)
+  --mask-ratio R               MAE: the share of patches masked, 0 <= R < 1 (default ${TRAIN_DEFAULTS.maskRatio})
   --grad-checkpointing POLICY  none | block | every:K | sqrt | selective | budget:BYTES (default block)
   --seed S                     initialisation S, masks S+1, data order S+2 (default 0)
   --out DIR                    where encoder.safetensors, checkpoint.safetensors, reconstructions.png go (default out)
@@ -179,7 +194,9 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
-  --wasm BUILD                 simd | scalar | wasi | wasi-simd | wasi-scalar`;
+  --wasm BUILD                 relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: relaxed
+                               where it validates, else simd; a resumed run keeps its checkpoint's build)
+  --threads N                  kernel threads (default every core; the same bits at any count)`;
 
 const STATE_FILE = 'checkpoint.safetensors', WEIGHTS_FILE = 'encoder.safetensors', IMAGE_FILE = 'reconstructions.png';
 
@@ -231,9 +248,13 @@ function parseTrainArgs(args) {
   const need = (i, a) => { if (i + 1 >= args.length) throw new Error(`${a} needs a value`); return args[i + 1]; };
   // whole numbers: decimal digits within what the engine counts (wasm's 32-bit int / long)
   const MAXI = { batch: 65536, steps: 2000000000, warmup: 2000000000, saveEvery: 2000000000, stopAt: 2000000000,
-    evalBank: 10000000, evalQueries: 10000000 };
-  const MINI = { batch: 1, steps: 1, saveEvery: 1, evalBank: 1, evalQueries: 1 };
+    evalBank: 10000000, evalQueries: 10000000, threads: MAX_THREADS };
+  const MINI = { batch: 1, steps: 1, saveEvery: 1, evalBank: 1, evalQueries: 1, threads: 1 };
   const num = (a, k, v) => {
+    if (k === 'maskRatio') { // its range is checked below
+      if (!DECIMAL.test(v)) throw new Error(`${a}: '${v}' is not a decimal number`);
+      return Number(v);
+    }
     if (k !== 'lr' && k !== 'maxImageMp') return wholeNumber(a, v, MINI[k] ?? 0, MAXI[k]);
     const x = Number(v);
     if (!DECIMAL.test(v) || !(x >= 0 && x <= 1000)) throw new Error(`${a}: '${v}' is not a decimal number in 0..1000`);
@@ -241,10 +262,11 @@ function parseTrainArgs(args) {
     return x;
   };
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
-    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
+    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--mask-ratio': 'maskRatio', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--max-image-mp': 'maxImageMp', '--init': 'init' };
-  const nums = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries', 'lr', 'maxImageMp']);
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--max-image-mp': 'maxImageMp', '--init': 'init',
+    '--threads': 'threads' };
+  const nums = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries', 'lr', 'maxImageMp', 'maskRatio', 'threads']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') o.json = true;
@@ -260,6 +282,7 @@ function parseTrainArgs(args) {
   if (o.seed != null) wholeNumber('--seed', o.seed, 0, 2 ** 53 - 3); // seed + 2 stays exact in JSON
   if (o.objective != null && !['mae', 'aim'].includes(o.objective)) throw new Error(`--objective: '${o.objective}' (use mae or aim)`);
   if (o.out === '') throw new Error('--out: an empty folder name');
+  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new Error(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`);
   return o;
 }
 
@@ -301,7 +324,7 @@ class TrainFailure extends Error {
 function trainSettings(o) {
   if (o.resume) {
     if (o.init) throw new TrainFailure('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
-    const fixed = ['objective', 'preset', 'config', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
+    const fixed = ['objective', 'preset', 'config', 'batch', 'steps', 'lr', 'warmup', 'maskRatio', 'seed'].filter((k) => o.given.has(k));
     if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
     let resumeBytes, meta;
     try { resumeBytes = new Uint8Array(readInput(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${why(e)}`); }
@@ -327,7 +350,7 @@ function trainSettings(o) {
   }
   const run = {
     objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
-    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05),
+    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05), maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
     seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
     policy: o.policy || TRAIN_DEFAULTS.policy,
@@ -382,15 +405,19 @@ function initFromFile(model, file, strict, say) {
 
 // The engine and the model: initialised (seed) or started from --init's weights, trainer ready
 // (masks: seed + 1), the checkpoint loaded over both when resuming.
-async function openModel(o, run, resumeBytes, seed, say = () => {}) {
+async function openModel(o, run, resumeBytes, seed, say = () => {}, warn = () => {}) {
   let vt, model, initBytes = null;
-  try { vt = await loadEngine(o.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
+  // a resumed run continues bit for bit only in the build that trained it (fused and unfused
+  // multiply-adds round differently): keep the checkpoint's build unless told otherwise
+  if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
+  try { vt = await loadEngine(o.wasm || run.wasm, o.threads); } catch (e) { throw new TrainFailure(e.message, 2); }
+  if (!run.wasm) run.wasm = vt.build;
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
     if (run.init && !resumeBytes) initBytes = initFromFile(model, run.init, !!o.initStrict, say);
-    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n });
+    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, maskRatio: run.maskRatio ?? 0.75, seed: seed + 1n });
     if (resumeBytes) model.loadTrainState(resumeBytes);
   } catch (e) {
     if (e instanceof TrainFailure) throw e;
@@ -436,7 +463,7 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
   process.on('SIGTERM', onSig);
   const startStep = tr.step;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
-    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
+    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}${run.spec.kind === 'mae' && run.maskRatio != null ? `, mask ratio ${run.maskRatio}` : ''}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
   const bar = new Progress(run.steps);
   let error = null, rate = 0, mem = '', lastLoss = run.lossFirst;
   const tTrain = performance.now();
@@ -467,11 +494,10 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
 // The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
 // (from the side evaluation).
 async function knnResults(model, side, say, warn) {
-  const { sets, knnOpts } = side, all = (n) => Int32Array.from({ length: n }, (_, i) => i);
+  const { sets, knnOpts } = side;
   const te = performance.now();
   const knn = { trained: null, initial: null, pixels: null };
-  knn.trained = knnAccuracy(features(model, sets.bank, all(sets.bank.n)), sets.bank.labels,
-    features(model, sets.query, all(sets.query.n)), sets.query.labels, knnOpts);
+  knn.trained = knnReadouts(model, sets.bank, sets.query, knnOpts); // { mean, cls }
   const s = await side.initial;
   if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
   else { knn.initial = s.initial; knn.pixels = s.pixels; }
@@ -489,24 +515,34 @@ function writeResults(model, run, data, paths, out, warn) {
   const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
   let png;
   try {
-    model.loss(showImgs, showMasks(model, nShow, 0.75));
+    model.loss(showImgs, showMasks(model, nShow, run.maskRatio ?? 0.75));
     png = encodePng(visualizeGrid(model, showImgs, model.visualize()));
   } catch (e) { warn(`no reconstructions: ${e.message}`); return; }
   out.write(paths.image, png);
 }
 
 // The report on stdout (and, with --json, one JSON line after it).
-function report(o, { run, model, side, knn, paths, finished, step, lastLoss, seconds }) {
+function report(o, { vt, run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
+  // the headline readout: the first of READOUTS this model has (the others beside it)
+  const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
+  const pick = (x, r) => (x && x[r] != null ? x[r] : null);
+  const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
+  const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
   process.stdout.write(
     `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
-    (side && knn.trained != null ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}): ` +
-      `trained ${pct(knn.trained)}, initial ${pct(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
+    (side && readout ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
+      `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
     `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`);
   if (o.json) {
+    const perReadout = {};
+    for (const r of READOUTS) { perReadout[`knn_trained_${r}`] = pick(knn.trained, r); perReadout[`knn_initial_${r}`] = pick(knn.initial, r); }
     process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
-      knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
+      knn_readout: readout, knn_trained: pick(knn.trained, readout), knn_initial: pick(knn.initial, readout), knn_pixels: knn.pixels,
+      ...perReadout, seconds: Number(seconds.toFixed(3)),
+      threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
+      images_per_second: Number((trained * run.batch / trainSeconds).toFixed(2)),
       weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
   }
 }
@@ -561,7 +597,7 @@ async function train(o) {
 
 async function trainIn(o, { run, resumeBytes, seed, paths, out, t0, say, warn }) {
   const statePath = paths.state;
-  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say);
+  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say, warn);
   const data = trainData(o, run, model, warn);
   const per = model.dims.chans * model.dims.img * model.dims.img;
   if (run.batch * per * 4 > 2 ** 31) throw new TrainFailure(`--batch ${run.batch}: one batch of ${model.dims.img}x${model.dims.img}x${model.dims.chans} images is ${(run.batch * per * 4 / 2 ** 30).toFixed(1)} GiB, more than wasm memory holds`);
@@ -592,7 +628,8 @@ async function trainIn(o, { run, resumeBytes, seed, paths, out, t0, say, warn })
     }
     if (error) say(`vitrine train: wrote what it could from step ${tr.step}: ${out.wrote.join(', ')}`);
     const knn = side && !interrupted && !error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
-    report(o, { run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000 });
+    report(o, { vt, run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000,
+      trained: tr.step - startStep, trainSeconds });
     model.dispose();
     return error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0;
   } finally { if (side) side.worker.terminate(); }
@@ -607,7 +644,7 @@ async function main(argv) {
       return 1;
     }
   }
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n`);
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] [--threads N] (--help)\n`);
   return 2;
 }
 

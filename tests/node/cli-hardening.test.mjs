@@ -34,12 +34,18 @@ test('bad numbers: one line each, exit 2, nothing made', () => {
   const cases = [[['--lr', ''], /--lr: '' is not a decimal number in 0\.\.1000/], [['--lr', '0x10'], /--lr: '0x10' is not a decimal/],
     [['--lr', '1e39'], /--lr: '1e39' is not a decimal/], [['--batch', '1e9'], /--batch: '1e9' is not a whole number in 1\.\.65536/],
     [['--save-every', '0'], /--save-every: '0' is not a whole number in 1\.\./], [['--eval-bank', '0', '--eval-queries', '0'], /--eval-bank: '0'/],
-    [['--seed', '-1'], /--seed: '-1' is not a whole number/], [['--max-image-mp', '0'], /admits no image/]];
+    [['--seed', '-1'], /--seed: '-1' is not a whole number/], [['--max-image-mp', '0'], /admits no image/],
+    [['--mask-ratio', '0x1'], /--mask-ratio: '0x1' is not a decimal number/], [['--mask-ratio', ''], /--mask-ratio: '' is not a decimal/],
+    [['--mask-ratio', '1'], /--mask-ratio: 1 is not in \[0, 1\)/], [['--threads', '0'], /--threads: '0' is not a whole number in 1\.\.64/],
+    [['--threads', '2x'], /--threads: '2x' is not a whole number/], [['--threads', '99999999999'], /--threads: '99999999999' is not a whole number in 1\.\.64/],
+    [['--wasm', 'relaxed-x'], /relaxed-x/]];
   for (const [args, re] of cases) {
     const r = train([...args, '--out', out]);
     oneLine(r, re, 2);
     assert.ok(!existsSync(out), `${args}: made ${out}`);
   }
+  oneLine(train(['--out', out, '--init']), /--init needs a value/, 2);
+  assert.ok(!existsSync(out));
   // plan, both CLIs: no silent wrap of 99999999999 to 1215752191
   for (const cmd of [[process.execPath, CLI], [NATIVE]]) {
     if (!existsSync(cmd[cmd.length - 1])) continue;
@@ -47,6 +53,12 @@ test('bad numbers: one line each, exit 2, nothing made', () => {
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--batch: '99999999999' is not a whole number in 1\.\.2147483647/);
     assert.doesNotMatch(r.stdout, /1215752191/);
+    // --threads: strict too, in plan and parity (atoi took '4x' as 4, '0x10' as 0)
+    for (const [sub, v] of [['plan', '4x'], ['plan', '0'], ['parity', '99999999999'], ['parity', '']]) {
+      const t = spawnSync(cmd[0], [...cmd.slice(1), sub, ...(sub === 'parity' ? ['x.safetensors'] : []), '--threads', v], { env, encoding: 'utf8' });
+      assert.equal(t.status, 2, `${sub} --threads '${v}': ${t.stderr}`);
+      assert.match(t.stderr, new RegExp(`^vitrine ${sub}: --threads: '${v}' is not a whole number in 1\\.\\.(64|2147483647)\\n$`));
+    }
   }
   rmSync(dir, { recursive: true, force: true });
 });

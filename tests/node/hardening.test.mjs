@@ -173,13 +173,18 @@ test('demo server: a foreign Host header gets 403 (DNS rebinding), symlinks neve
     const req = request({ host: '127.0.0.1', port, path: p, setHost: false, headers: host === null ? {} : { Host: host } }, (r) => {
       let body = '';
       r.on('data', (d) => { body += d; });
-      r.on('end', () => res({ status: r.statusCode, body }));
+      r.on('end', () => res({ status: r.statusCode, body, headers: r.headers }));
     });
     req.on('error', rej);
     req.end();
   });
-  for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, 'localhost'])
-    assert.equal((await get('/build/wasm/a.txt', h)).status, 200, h);
+  for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, 'localhost']) {
+    const r = await get('/build/wasm/a.txt', h);
+    assert.equal(r.status, 200, h);
+    // the Host check sits beside cross-origin isolation (threads), not instead of it
+    assert.equal(r.headers['cross-origin-opener-policy'], 'same-origin');
+    assert.equal(r.headers['cross-origin-embedder-policy'], 'require-corp');
+  }
   for (const h of [`evil.example:${port}`, 'evil.example', `127.0.0.1:${port + 1}`, `127.0.0.1.evil.example:${port}`]) {
     const r = await get('/build/wasm/a.txt', h);
     assert.equal(r.status, 403, String(h));
@@ -192,6 +197,19 @@ test('demo server: a foreign Host header gets 403 (DNS rebinding), symlinks neve
     assert.equal(r.status, 404, p);
     assert.doesNotMatch(r.body, /root:/);
   }
+  // --allow-host with --no-isolation: the named host is served, without COOP / COEP; others still get 403
+  const plain = await startServer({ port: 0, allowedHosts: ['Vitrine.Test'], isolate: false });
+  t.after(() => plain.server.close());
+  const get2 = (host) => new Promise((res, rej) => {
+    const req = request({ host: '127.0.0.1', port: plain.server.address().port, path: '/build/wasm/a.txt', setHost: false, headers: { Host: host } },
+      (r) => { r.resume(); r.on('end', () => res(r)); });
+    req.on('error', rej);
+    req.end();
+  });
+  const ok = await get2('vitrine.test');
+  assert.equal(ok.statusCode, 200);
+  assert.equal(ok.headers['cross-origin-opener-policy'], undefined);
+  assert.equal((await get2('evil.example')).statusCode, 403);
 });
 
 test('the image fuzz loop: 20000 mutated PNG / JPEG inputs, every decode exact or refused (tests/fuzz/fuzz_images.mjs)', () => {
