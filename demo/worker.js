@@ -359,14 +359,18 @@ const handlers = {
     return { bytes, kind: m.kind, step: m.stepCount, full: !!full };
   },
   importWeights({ bytes }) {
-    const m = run.model;
+    const m = run.model, cfg = run.cfg;
     const u8 = new Uint8Array(bytes);
-    const errors = [];
-    try { m.loadTrainState(u8); return { as: 'training state', step: m.stepCount }; } catch (e) { errors.push(`as a training state: ${e.message}`); }
-    try { m.loadSafetensors(u8, { modelPrefix: encoderPrefix(m.kind) }); return { as: `encoder (timm keys, into ${encoderPrefix(m.kind)}*)`, step: m.stepCount }; } catch (e) { errors.push(`as timm encoder weights: ${e.message}`); }
-    try { m.loadSafetensors(u8); return { as: 'full model (lightly keys)', step: m.stepCount }; } catch (e) { errors.push(`as the full model: ${e.message}`); }
-    const why = errors.map((e) => e.replace(/^as [^:]+: /, ''));
-    throw new Error(`could not load the file: ${why.every((w) => w === why[0]) ? why[0] : errors.join('; ')}`);
+    // this run's own training state resumes it; any other file starts training from its weights,
+    // its layout (timm, lightly, vitrine) recognised by the engine (Model.initFrom)
+    try { m.loadTrainState(u8); return { as: 'training state', step: m.stepCount }; } catch { /* not this run's state */ }
+    const r = m.initFrom(u8);
+    // a new start: step 0, fresh AdamW (and the gradient layout of a pos_embed that now trains)
+    m.trainerInit({ lr: cfg.lr, warmupSteps: cfg.warmup, totalSteps: cfg.steps, maskRatio: cfg.maskRatio, seed: cfg.seed });
+    run.losses = [];
+    const pos = { sincos_frozen: 'sin-cos pos_embed frozen', learned_now_trainable: 'learned pos_embed trains', trainable: 'pos_embed trains', none: 'no pos_embed loaded' }[r.posEmbed];
+    return { as: `${r.source}: ${r.loaded} tensors loaded, ${r.skipped} skipped${r.notes.length ? ` (${r.notes.join('; ')})` : ''}; ${pos}`,
+      step: m.stepCount, report: r };
   },
 };
 

@@ -97,7 +97,7 @@ static int default_only(const vt_json *v, const char *key) {
             vt_fail(VT_ERR_ARG, "config: %s other than %s is not supported", key, bools[i].truth ? "true" : "false");
             return 0;
         }
-    if (!strcmp(key, "fc_norm") || !strcmp(key, "weight_init")) {
+    if (!strcmp(key, "weight_init")) {
         if (v->type == VT_JSON_NULL || (v->type == VT_JSON_STRING && v->len == 0)) return 1;
         vt_fail(VT_ERR_ARG, "config: %s other than timm's default is not supported", key);
         return 0;
@@ -108,6 +108,7 @@ static int default_only(const vt_json *v, const char *key) {
 
 static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
     if (!o || o->type != VT_JSON_OBJECT) return vt_fail(VT_ERR_ARG, "config must be a JSON object");
+    int fc_norm = -1; /* timm's fc_norm: None (-1) = LayerNorm after avg / max / avgmax pooling */
     for (size_t i = 0; i < o->n; i++) {
         const char *k = o->keys[i];
         const vt_json *v = &o->items[i];
@@ -136,9 +137,20 @@ static int vit_from_obj(const vt_json *o, vt_vit_config *c) {
             if (v->type != VT_JSON_STRING || v->len >= sizeof c->global_pool)
                 rc = vt_fail(VT_ERR_ARG, "config: global_pool must be '', 'token', 'avg', 'max' or 'avgmax'");
             else strcpy(c->global_pool, v->str);
+        } else if (!strcmp(k, "fc_norm")) {
+            if (v->type == VT_JSON_BOOL) fc_norm = v->boolean;
+            else if (v->type != VT_JSON_NULL) rc = vt_fail(VT_ERR_ARG, "config: fc_norm must be null, true or false");
         } else if (!default_only(v, k)) rc = VT_ERR_ARG;
         if (rc) return rc;
     }
+    /* an explicit fc_norm is accepted when it is what timm's default gives for this pooling */
+    const char *gp = c->global_pool;
+    int dflt = !strcmp(gp, "avg") || !strcmp(gp, "max") || !strcmp(gp, "avgmax");
+    if (fc_norm >= 0 && fc_norm != dflt)
+        return vt_fail(VT_ERR_ARG, "config: fc_norm=%s with global_pool '%s' is not supported: vitrine computes timm's "
+                                   "default fc_norm=None (the LayerNorm after avg / max / avgmax pooling, the final "
+                                   "norm before pooling otherwise), which is fc_norm=%s here",
+                       fc_norm ? "true" : "false", gp, dflt ? "true" : "false");
     return VT_OK;
 }
 

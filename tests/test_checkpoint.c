@@ -295,6 +295,17 @@ static void test_direct(void) {
     policies_case("lightly d5 forward (token)", &c, VT_FN_FORWARD, &in, 3);
     policies_case("lightly d5 intermediates", &c, VT_FN_INTERMEDIATES, &in, 4);
     policies_case("lightly d5 intermediates norm", &c, VT_FN_INTERMEDIATES_NORM, &in, 5);
+    /* repeated idx_keep (a gather; more tokens than the sequence) */
+    int64_t rk[2 * 12] = {0, 3, 3, 1, 0, 3, 2, 9, 9, 9, 4, 5, 4, 4, 4, 0, 1, 2, 4, 10, 10, 8, 7, 6};
+    in.idx_keep = rk; in.n_keep = 12;
+    policies_case("lightly d5 encode repeated idx_keep", &c, VT_FN_ENCODE, &in, 41);
+    memset(&in, 0, sizeof in); in.batch = B;
+    /* timm's forward: avgmax pooling, fc_norm, a classifier head */
+    {
+        vt_model_config t = c;
+        t.kind = VT_KIND_TIMM; t.enc.mask_token = 0; t.enc.num_classes = 3; strcpy(t.enc.global_pool, "avgmax");
+        policies_case("timm d5 forward (avgmax, fc_norm, head)", &t, VT_FN_TIMM_FORWARD, &in, 42);
+    }
     /* plain block (no qk_norm / LayerScale), depth 7, bool mask */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 7, 2, 2.0f);
     uint8_t bm[2 * 5] = {0, 1, 0, 0, 1, 1, 0, 1, 0, 0};

@@ -280,10 +280,18 @@ static void test_timm_forward(void) {
         CHECK_ERR(vt_forward(m, VT_FN_TIMM_FORWARD, &in, 0), VT_ERR_ARG, "idx_keep", "timm forward with idx_keep");
         vt_model_free(m);
     }
-    /* fc_norm: only timm's default is accepted, refused with a clear message otherwise */
+    /* fc_norm: what timm's default gives for the pooling is accepted; anything else refused, clearly */
     vt_model_config c;
     const char *fcn = "{\"img_size\": 8, \"patch_size\": 4, \"embed_dim\": 8, \"depth\": 1, \"num_heads\": 2, \"fc_norm\": true}";
-    CHECK_ERR(vt_model_config_from_json(fcn, strlen(fcn), VT_KIND_TIMM, &c), VT_ERR_ARG, "fc_norm", "explicit fc_norm");
+    CHECK_ERR(vt_model_config_from_json(fcn, strlen(fcn), VT_KIND_TIMM, &c), VT_ERR_ARG, "fc_norm=true with global_pool 'token'",
+              "explicit fc_norm=true with token pooling");
+    const char *fcn_avg = "{\"fc_norm\": true, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2}";
+    CHECK_OK(vt_model_config_from_json(fcn_avg, strlen(fcn_avg), VT_KIND_TIMM, &c), "fc_norm=true with avg pooling (timm's default)");
+    const char *fcn_avg0 = "{\"fc_norm\": false, \"global_pool\": \"avg\"}";
+    CHECK_ERR(vt_model_config_from_json(fcn_avg0, strlen(fcn_avg0), VT_KIND_TIMM, &c), VT_ERR_ARG, "fc_norm=false",
+              "fc_norm=false with avg pooling");
+    const char *fcn_null = "{\"fc_norm\": null}";
+    CHECK_OK(vt_model_config_from_json(fcn_null, strlen(fcn_null), VT_KIND_TIMM, &c), "fc_norm=null");
 }
 
 /* ---- 3. idx_keep with repeated indices --------------------------------------------------------- */

@@ -129,6 +129,50 @@ int vtw_load_safetensors(int h, const uint8_t *bytes, size_t len, const char *mo
     GET_OR_FAIL(m, h);
     return vt_load_safetensors(m, bytes, len, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "");
 }
+/* JSON text of s (quotes, backslashes, control characters escaped) appended at b[*k] */
+static void put_json_str(char *b, size_t cap, size_t *k, const char *s, size_t n) {
+    if (*k < cap) b[(*k)++] = '"';
+    for (size_t i = 0; i < n && *k + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { b[(*k)++] = '\\'; b[(*k)++] = (char)c; }
+        else if (c < 0x20) *k += (size_t)snprintf(b + *k, cap - *k, "\\u%04x", c);
+        else b[(*k)++] = (char)c;
+    }
+    if (*k < cap) b[(*k)++] = '"';
+}
+/* vt_init_from_safetensors; out[0] = the report as JSON (malloc'd; free with free), out[1] = its
+ * length: {source, file_prefix, loaded, skipped, missing, pos_embed, notes: [lines]} */
+int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, uint32_t out[2]) {
+    GET_OR_FAIL(m, h);
+    out[0] = out[1] = 0;
+    vt_init_report *r = malloc(sizeof *r);
+    size_t cap = 2 * sizeof r->notes + 1024, k = 0;
+    char *b = malloc(cap);
+    if (!r || !b) { free(r); free(b); return vt_fail(VT_ERR_NOMEM, "out of memory"); }
+    int rc = vt_init_from_safetensors(m, bytes, len, strict, r);
+    if (rc) { free(r); free(b); return rc; }
+    static const char *pos[] = {"none", "sincos_frozen", "trainable", "learned_now_trainable"};
+    k += (size_t)snprintf(b + k, cap - k, "{\"source\": ");
+    put_json_str(b, cap, &k, r->source, strlen(r->source));
+    k += (size_t)snprintf(b + k, cap - k, ", \"file_prefix\": ");
+    put_json_str(b, cap, &k, r->file_prefix, strlen(r->file_prefix));
+    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"pos_embed\": \"%s\", \"notes\": [",
+                          r->loaded, r->skipped, r->missing, pos[r->pos_embed & 3]);
+    int first = 1;
+    for (const char *q = r->notes; *q;) {
+        const char *e = strchr(q, '\n');
+        size_t n = e ? (size_t)(e - q) : strlen(q);
+        if (!first && k + 2 < cap) { b[k++] = ','; b[k++] = ' '; }
+        put_json_str(b, cap, &k, q, n);
+        first = 0;
+        q += n + (e ? 1 : 0);
+    }
+    k += (size_t)snprintf(b + k, cap - k, "]}");
+    free(r);
+    out[0] = (uint32_t)(uintptr_t)b;
+    out[1] = (uint32_t)k;
+    return VT_OK;
+}
 /* out[0] = malloc'd bytes (free with free), out[1] = length. */
 int vtw_save_safetensors(int h, const char *model_prefix, const char *file_prefix, uint32_t out[2]) {
     GET_OR_FAIL(m, h);

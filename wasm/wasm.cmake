@@ -49,7 +49,7 @@ if(VT_WASM)
     vtw_last_error vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
     vtw_param_count vtw_param_name vtw_param_ndim vtw_param_dim vtw_param_numel vtw_param_data
     vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
-    vtw_load_safetensors vtw_save_safetensors vtw_forward vtw_output_count vtw_output
+    vtw_load_safetensors vtw_init_from vtw_save_safetensors vtw_forward vtw_output_count vtw_output
     vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr

@@ -137,6 +137,10 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --save-every N               write the checkpoint every N steps (default ${TRAIN_DEFAULTS.saveEvery}; and at the end)
   --stop-at STEP               stop after STEP steps (checkpoint written, no evaluation): resume later
   --resume FILE                continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)
+  --init FILE                  start from the weights in FILE: a timm VisionTransformer state_dict (head or not),
+                               lightly (vit. / backbone.vit. keys) or vitrine (encoder, model, checkpoint) safetensors;
+                               the layout is recognised; what cannot be used is named and skipped
+  --init-strict                with --init: any skipped tensor is an error
   --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
@@ -198,12 +202,13 @@ function parseTrainArgs(args) {
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
     '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm' };
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init' };
   const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') o.json = true;
     else if (a === '--no-eval') o.noEval = true;
+    else if (a === '--init-strict') o.initStrict = true;
     else if (a === '--help' || a === '-h') o.help = true;
     else if (flags[a]) {
       const k = flags[a], v = need(i, a); i++;
@@ -255,6 +260,7 @@ class TrainFailure extends Error {
 // The run's settings: from the options, or from the checkpoint being resumed (then its bytes too).
 function trainSettings(o) {
   if (o.resume) {
+    if (o.init) throw new TrainFailure('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
     const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
     if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
     let resumeBytes, meta;
@@ -279,23 +285,49 @@ function trainSettings(o) {
     seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
     policy: o.policy || TRAIN_DEFAULTS.policy,
+    init: o.init ? path.resolve(o.init) : null,
   };
+  if (o.initStrict && !o.init) throw new TrainFailure('--init-strict needs --init FILE', 2);
   return { run, resumeBytes: null };
 }
 
-// The engine and the model: initialised (seed), trainer ready (masks: seed + 1), the checkpoint
-// loaded over both when resuming.
-async function openModel(o, run, resumeBytes, seed) {
-  let vt, model;
+const POS_EMBED_SAYS = {
+  none: 'pos_embed: not loaded',
+  sincos_frozen: "pos_embed: lightly's sin-cos table, frozen (as lightly's MAE / AIM keep it)",
+  trainable: 'pos_embed: loaded, trainable',
+  learned_now_trainable: "pos_embed: a learned one (not the sin-cos table): trainable (lightly's objective would freeze a sin-cos table)",
+};
+
+// --init FILE: the weights it holds, over the seeded initialisation (before the trainer is set up)
+function initFromFile(model, file, strict, say) {
+  let bytes;
+  try { bytes = new Uint8Array(readFileSync(file)); } catch (e) { throw new TrainFailure(`--init: cannot read ${file}: ${STRERROR[e.code] || e.message}`); }
+  let r;
+  try { r = model.initFrom(bytes, { strict }); } catch (e) { throw new TrainFailure(`--init ${file}: ${e.message}`); }
+  say(`vitrine train: --init ${file}: ${r.source}: ${r.loaded} tensors loaded (trainable unless noted), ${r.skipped} skipped, ` +
+    `${r.missing} encoder parameters not in the file (kept as initialised)`);
+  for (const n of r.notes) say(`  ${n}`);
+  say(`  ${POS_EMBED_SAYS[r.posEmbed] || r.posEmbed}`);
+  return bytes;
+}
+
+// The engine and the model: initialised (seed) or started from --init's weights, trainer ready
+// (masks: seed + 1), the checkpoint loaded over both when resuming.
+async function openModel(o, run, resumeBytes, seed, say = () => {}) {
+  let vt, model, initBytes = null;
   try { vt = await loadEngine(o.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
+    if (run.init && !resumeBytes) initBytes = initFromFile(model, run.init, !!o.initStrict, say);
     model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n });
     if (resumeBytes) model.loadTrainState(resumeBytes);
-  } catch (e) { throw new TrainFailure(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
-  return { vt, model };
+  } catch (e) {
+    if (e instanceof TrainFailure) throw e;
+    throw new TrainFailure(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`);
+  }
+  return { vt, model, initBytes };
 }
 
 // The images at the model's size; a resumed run must find as many as it trained on.
@@ -310,13 +342,13 @@ function trainData(o, run, model, warn) {
 
 // The kNN bank and queries, and a worker that evaluates the untrained encoder and raw pixels on
 // them on the other core while this one trains. null when the data have no classes.
-function startSideEvaluation(o, vt, run, data, seed, warn) {
+function startSideEvaluation(o, vt, run, data, seed, warn, initBytes = null) {
   const sets = evalSets(data, o.evalBank ?? TRAIN_DEFAULTS.evalBank, o.evalQueries ?? TRAIN_DEFAULTS.evalQueries);
   if (!sets) { warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`); return null; }
   const knnOpts = { k: TRAIN_DEFAULTS.k, t: TRAIN_DEFAULTS.t, classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) };
   const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
   const worker = new Worker(new URL('./eval-worker.js', import.meta.url), {
-    workerData: { wasm: vt.build, spec, initSeed: seed, bank: sets.bank, query: sets.query, ...knnOpts },
+    workerData: { wasm: vt.build, spec, initSeed: seed, initBytes, bank: sets.bank, query: sets.query, ...knnOpts },
   });
   const initial = new Promise((resolve) => {
     worker.once('message', (m) => { resolve(m); worker.terminate(); });
@@ -426,10 +458,10 @@ async function train(o) {
   const outDir = o.out || TRAIN_DEFAULTS.out;
   const paths = { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) };
   const statePath = paths.state;
-  const { vt, model } = await openModel(o, run, resumeBytes, seed);
+  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say);
   const data = trainData(o, run, model, warn);
   const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
-  const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn) : null;
+  const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn, initBytes) : null;
   try {
     mkdirSync(outDir, { recursive: true });
     removeStaleTemps(outDir);

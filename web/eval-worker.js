@@ -1,7 +1,7 @@
 // eval-worker.js: a Node worker thread of `vitrine train` that computes, on the second core while
 // the main thread trains, the kNN accuracy of the untrained encoder (the same seeded
 // initialisation, re-created) and of the raw pixels. The engine is single-threaded; this keeps the
-// main job's wall time down on a 2-core machine. workerData: { wasm, spec, initSeed, bank, query,
+// main job's wall time down on a 2-core machine. workerData: { wasm, spec, initSeed, initBytes (--init), bank, query,
 // k, t, classes } with bank / query = { n, chans, size, pixels, labels }.
 import { parentPort, workerData } from 'node:worker_threads';
 import { createVitrine } from './vitrine.js';
@@ -17,6 +17,7 @@ try {
   const vt = await createVitrine({ wasm: w.wasm });
   const model = vt.createModel(w.spec);
   model.initWeights(w.initSeed);
+  if (w.initBytes) model.initFrom(w.initBytes); // --init: the encoder training started from
   const initial = knnAccuracy(features(model, w.bank, all(w.bank.n)), w.bank.labels,
     features(model, w.query, all(w.query.n)), w.query.labels, opts);
   model.dispose();

@@ -163,6 +163,8 @@ export class Model {
   zeroGrad(): void;
   params(): Param[];
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
+  /** Starts the model from timm / lightly / vitrine weights, the key layout recognised by itself. */
+  initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
   /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
@@ -225,3 +227,14 @@ export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number },
 export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length: number; header: Record<string, any> };
 /** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;
+
+/** What Model.initFrom loaded and skipped. */
+export interface InitReport {
+  source: string;
+  filePrefix: string;
+  loaded: number;
+  skipped: number;
+  missing: number;
+  posEmbed: 'none' | 'sincos_frozen' | 'trainable' | 'learned_now_trainable';
+  notes: string[];
+}

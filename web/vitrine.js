@@ -194,7 +194,7 @@ export class Vitrine {
     const names = ['vtw_last_error', 'vtw_kernels_simd', 'vtw_preset_name',
       'vtw_model_create', 'vtw_model_dims', 'vtw_model_free', 'vtw_param_count', 'vtw_param_name',
       'vtw_param_ndim', 'vtw_param_dim', 'vtw_param_numel', 'vtw_param_data', 'vtw_param_grad',
-      'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors',
+      'vtw_param_requires_grad', 'vtw_set_requires_grad', 'vtw_zero_grad', 'vtw_load_safetensors', 'vtw_init_from',
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
       'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan', 'vtw_plan_train_step',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
@@ -425,6 +425,26 @@ export class Model {
     try {
       vt.check(vt.withStrings([modelPrefix, filePrefix], (mp, fp) => c.load_safetensors(this._h, p, u8.length, mp, fp)));
     } finally { vt.free(p); }
+  }
+  /** Starts this model from the weights of a timm VisionTransformer state_dict (head or not),
+   * lightly's MaskedVisionTransformerTIMM (vit.*) or MAE / AIM models, or vitrine's own files
+   * (encoder, full model, training checkpoint): the key layout is recognised by itself. Returns
+   * { source, filePrefix, loaded, skipped, missing, posEmbed, notes: ['tensor [shape]: why', ...] };
+   * posEmbed: 'none' | 'sincos_frozen' | 'trainable' | 'learned_now_trainable'. strict: any
+   * skipped tensor (or an encoder parameter the file lacks) throws and changes nothing. Call it
+   * before the trainer is set up. */
+  initFrom(bytes, { strict = false } = {}) {
+    const vt = this._vt, c = this._c;
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = vt.copyIn(u8), out = vt.alloc(8);
+    try {
+      vt.check(c.init_from(this._h, p, u8.length, strict ? 1 : 0, out));
+      const [jp, jl] = vt.u32(out, 2);
+      const r = JSON.parse(new TextDecoder().decode(vt.u8().subarray(jp, jp + jl)));
+      vt.free(jp);
+      return { source: r.source, filePrefix: r.file_prefix, loaded: r.loaded, skipped: r.skipped, missing: r.missing,
+        posEmbed: r.pos_embed, notes: r.notes };
+    } finally { vt.free(p); vt.free(out); }
   }
   saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;

@@ -193,6 +193,28 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     assert.deepEqual(errors, []);
   });
 
+  test('"Load safetensors" recognises a timm state_dict with a head and starts training from it', async () => {
+    const { createVitrine } = await import('../../web/vitrine.js');
+    const vt = await createVitrine({ wasm: 'simd', wasmDir: join(BUILD, 'wasm') });
+    // the demo's fmnist model's encoder as timm's VisionTransformer(num_classes=10)
+    const timm = vt.createModel({ kind: 'timm', config: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4, num_classes: 10 } });
+    timm.initWeights(9n);
+    const file = join(profile, 'timm_vit.safetensors');
+    writeFileSync(file, timm.saveSafetensors());
+    timm.dispose();
+    await configure({ steps: 3 });
+    await page.setInputFiles('#load-weights', file);
+    await waitFor(() => /tensors loaded/.test(document.getElementById('status').textContent) || window.vitrineDemo.error);
+    const status = await S(() => document.getElementById('status').textContent);
+    assert.match(status, /vitrine encoder \(timm keys\): \d+ tensors loaded, 2 skipped.*head\.weight \[10, 64\]: skipped: a classifier head.*learned pos_embed trains/);
+    await page.click('#start');
+    await waitDone();
+    assert.equal(await S(() => window.vitrineDemo.error), null);
+    assert.equal((await losses()).length, 3);
+    await reset();
+    assert.deepEqual(errors, []);
+  });
+
   test('the shell in the page: ImageData and ImageBitmap in, the same bits as Float32Array NCHW', async () => {
     const r = await S(async () => {
       const { createVitrine } = await import('/web/vitrine.js');
