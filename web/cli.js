@@ -12,6 +12,7 @@ import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { createVitrine, readSafetensorsMeta } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
+import { cmdTrainClassify, cmdPredict, PREDICT_USAGE } from './classify-cli.js';
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
@@ -485,8 +486,10 @@ async function train(o) {
 async function main(argv) {
   if (argv[0] === 'parity') return cmdParity(argv.slice(1));
   if (argv[0] === 'plan') return cmdPlan(argv.slice(1));
+  if (argv[0] === 'train' && argv.some((a, i) => a === 'classify' && argv[i - 1] === '--objective')) return cmdTrainClassify(argv.slice(1));
   if (argv[0] === 'train') return cmdTrain(argv.slice(1));
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n`);
+  if (argv[0] === 'predict') return cmdPredict(argv.slice(1));
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n       vitrine train --objective classify [options] (--help)\n       ${PREDICT_USAGE.replace('usage: ', '')}\n`);
   return 2;
 }
 
