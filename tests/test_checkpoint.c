@@ -184,21 +184,6 @@ static void compare(const char *what, const result *a, const result *b, int grad
     CHECK(a->nimg == b->nimg && !memcmp(a->dimg, b->dimg, a->nimg * 4), "%s: d images differ", what);
 }
 
-static float **make_douts(vt_model *m, tu_rng *r, int *ndo) {
-    int n = vt_output_count(m);
-    float **d = tu_xcalloc((size_t)n + 1, sizeof(float *));
-    for (int i = 0; i < n; i++) {
-        int64_t sh[4];
-        int nd;
-        vt_output(m, i, sh, &nd);
-        size_t k = tu_numel(sh, nd);
-        d[i] = tu_xmalloc(k * 4);
-        tu_fill_normal(r, d[i], k, 0, 1);
-    }
-    *ndo = n;
-    return d;
-}
-
 /* All policies on one model object (policy switched between calls), vs none; then none again,
  * and the input-gradient-only backward under every policy. */
 static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn, vt_inputs *in, uint64_t seed) {
@@ -214,7 +199,7 @@ static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn
     float **douts = NULL;
     if (fn != VT_FN_LOSS) {
         if (!CHECK_OK(vt_forward(m, fn, in, 0), name)) goto out;
-        douts = make_douts(m, &r, &ndo);
+        douts = tu_random_douts(m, &r, &ndo);
     }
     size_t budgets[3], none = 0, block = 0;
     if (!CHECK_OK(mid_budgets(m, fn, in, budgets, &none, &block), name)) goto out;
@@ -272,8 +257,7 @@ static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn
     }
     result_free(&ref);
 out:
-    for (int i = 0; i < ndo; i++) free(douts[i]);
-    free(douts);
+    tu_free_douts(douts, ndo);
     free(img);
     vt_model_free(m);
 }

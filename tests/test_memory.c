@@ -30,7 +30,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     const vt_model_config *cfg = vt_model_get_config(m);
     size_t nimg = (size_t)in->batch * cfg->enc.in_chans * cfg->enc.img_size * cfg->enc.img_size;
     float *dimg = tu_xcalloc(nimg, 4);
-    float *douts[8] = {0};
+    float **douts = NULL;
     int ndo = 0;
     size_t none = 0, block = 0;
     int rc = plan_of(m, fn, in, 1, "none", &none);
@@ -48,17 +48,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
             continue;
         rc = vt_forward(m, fn, in, 1);
         if (!CHECK_OK(rc, what)) continue;
-        if (fn != VT_FN_LOSS && !douts[0]) {
-            ndo = vt_output_count(m);
-            for (int i = 0; i < ndo && i < 8; i++) {
-                int64_t sh[4];
-                int nd;
-                vt_output(m, i, sh, &nd);
-                size_t n = tu_numel(sh, nd);
-                douts[i] = tu_xmalloc(n * 4);
-                tu_fill_normal(r, douts[i], n, 0, 1);
-            }
-        }
+        if (fn != VT_FN_LOSS && !douts) douts = tu_random_douts(m, r, &ndo);
         rc = vt_backward(m, (const float *const *)douts, ndo, dimg, 1);
         if (!CHECK_OK(rc, what)) continue;
         vt_arena_stats st;
@@ -81,7 +71,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     if (cfg->enc.depth >= 2) CHECK(block < none, "%s: block plan %zu not below none plan %zu", name, block, none);
     tu_info("%-48s none %8zu  block %8zu bytes", name, none, block);
 out:
-    for (int i = 0; i < 8; i++) free(douts[i]);
+    tu_free_douts(douts, ndo);
     free(dimg);
     vt_set_grad_checkpointing(m, "none");
 }

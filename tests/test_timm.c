@@ -270,6 +270,38 @@ static void test_timm_forward(void) {
             free(feat);
             vt_model_free(m);
         }
+    /* max pooling over tied tokens: PyTorch's amax shares the gradient evenly among the maxima.
+     * A constant image, no pos_embed and no blocks make every patch token the same, so max = avg
+     * and both poolings must give the same image gradient (one winner would take it all) */
+    {
+        float cimg[2 * 3 * 8 * 8], *dimg[2];
+        for (size_t i = 0; i < sizeof cimg / sizeof cimg[0]; i++) cimg[i] = 0.7f;
+        const char *two[] = {"max", "avg"};
+        for (int k = 0; k < 2; k++) {
+            vt_model_config c;
+            tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 0, 2, 2.0f);
+            c.enc.pos_embed = 0;
+            c.enc.num_classes = 3;
+            strcpy(c.enc.global_pool, two[k]);
+            vt_model *m = NULL;
+            dimg[k] = tu_xcalloc(sizeof cimg / sizeof cimg[0], sizeof(float));
+            if (!CHECK_OK(vt_model_create(&c, &m), two[k])) continue;
+            tu_rng rr = {31};
+            tu_init_params(m, &rr); /* the same parameters for both (same table, same seed) */
+            vt_inputs in;
+            memset(&in, 0, sizeof in);
+            in.images = cimg; in.batch = B;
+            float dy[2 * 3] = {1.0f, -0.5f, 0.25f, 0.3f, 0.9f, -1.2f};
+            const float *dd[1] = {dy};
+            if (CHECK_OK(vt_forward(m, VT_FN_TIMM_FORWARD, &in, 1), two[k])) CHECK_OK(vt_backward(m, dd, 1, dimg[k], 1), two[k]);
+            vt_model_free(m);
+        }
+        double md = 0, mr = 0;
+        for (size_t i = 0; i < sizeof cimg / sizeof cimg[0]; i++) { md = fmax(md, fabs(dimg[0][i] - dimg[1][i])); mr = fmax(mr, fabs(dimg[1][i])); }
+        CHECK(mr > 0 && md <= 1e-6 * mr, "max pooling over tied tokens: image gradient %.3g off the evenly shared one (max %.3g)", md, mr);
+        free(dimg[0]);
+        free(dimg[1]);
+    }
     /* timm's forward takes none of lightly's token selections */
     vt_model *m = tiny_timm("token", 0, 0, &r);
     if (m) {

@@ -268,4 +268,24 @@ static size_t tu_numel(const int64_t *shape, int nd) {
     return n;
 }
 
+/* Upstream gradients for every output of the last vt_forward, normal(0, 1) from r: *n arrays
+ * (free with tu_free_douts). */
+static float **tu_random_douts(vt_model *m, tu_rng *r, int *n) {
+    *n = vt_output_count(m);
+    float **d = tu_xcalloc((size_t)*n + 1, sizeof(float *));
+    for (int i = 0; i < *n; i++) {
+        int64_t sh[4];
+        int nd;
+        vt_output(m, i, sh, &nd);
+        size_t k = tu_numel(sh, nd);
+        d[i] = tu_xmalloc(k * sizeof(float));
+        tu_fill_normal(r, d[i], k, 0, 1);
+    }
+    return d;
+}
+static void tu_free_douts(float **d, int n) {
+    for (int i = 0; d && i < n; i++) free(d[i]);
+    free(d);
+}
+
 #endif

@@ -80,38 +80,25 @@ static int check_param(vt_model *m, int i) {
     return (i >= 0 && i < vt_param_count(m)) ? VT_OK
                                              : vt_fail(VT_ERR_ARG, "parameter index %d out of range", i);
 }
-const char *vtw_param_name(int h, int i) {
+/* The model of handle h when i indexes one of its parameters, else NULL (the message says why). */
+static vt_model *get_param(int h, int i) {
     vt_model *m = get(h);
-    return m && !check_param(m, i) ? vt_param_name(m, i) : NULL;
+    return m && !check_param(m, i) ? m : NULL;
 }
-int vtw_param_ndim(int h, int i) {
-    GET_OR_FAIL(m, h);
-    int rc = check_param(m, i);
-    return rc ? rc : vt_param_ndim(m, i);
-}
+const char *vtw_param_name(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_name(m, i) : NULL; }
+int vtw_param_ndim(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_ndim(m, i) : VT_ERR_ARG; }
 int vtw_param_dim(int h, int i, int d) {
-    GET_OR_FAIL(m, h);
-    int rc = check_param(m, i);
-    if (rc) return rc;
+    vt_model *m = get_param(h, i);
+    if (!m) return VT_ERR_ARG;
     if (d < 0 || d >= vt_param_ndim(m, i)) return vt_fail(VT_ERR_ARG, "dimension %d out of range", d);
     return (int)vt_param_shape(m, i)[d];
 }
-double vtw_param_numel(int h, int i) {
-    vt_model *m = get(h);
-    return m && !check_param(m, i) ? (double)vt_param_numel(m, i) : -1;
-}
-float *vtw_param_data(int h, int i) {
-    vt_model *m = get(h);
-    return m && !check_param(m, i) ? vt_param_data(m, i) : NULL;
-}
-float *vtw_param_grad(int h, int i) {
-    vt_model *m = get(h);
-    return m && !check_param(m, i) ? vt_param_grad(m, i) : NULL;
-}
+double vtw_param_numel(int h, int i) { vt_model *m = get_param(h, i); return m ? (double)vt_param_numel(m, i) : -1; }
+float *vtw_param_data(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_data(m, i) : NULL; }
+float *vtw_param_grad(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_grad(m, i) : NULL; }
 int vtw_param_requires_grad(int h, int i) {
-    GET_OR_FAIL(m, h);
-    int rc = check_param(m, i);
-    return rc ? rc : vt_param_requires_grad(m, i);
+    vt_model *m = get_param(h, i);
+    return m ? vt_param_requires_grad(m, i) : VT_ERR_ARG;
 }
 /* Returns the number of parameters matched. */
 int vtw_set_requires_grad(int h, const char *name, int on) {
@@ -286,6 +273,7 @@ int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     return n;
 }
 
+/* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
 /* out[3] = planned, peak, capacity (bytes) of the activation arena for the last call. */
 int vtw_arena_stats(int h, double out[3]) {
     GET_OR_FAIL(m, h);
