@@ -11,6 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n elements of `size` bytes, zeroed, the size checked in 64 bits first (size_t is 32-bit in
+ * wasm); NULL with the message on failure */
+static void *alloc_n(uint64_t n, size_t size) {
+    uint64_t bytes = (n ? n : 1) * (uint64_t)size;
+    if (bytes / size != (n ? n : 1) || bytes > SIZE_MAX) {
+        vt_fail(VT_ERR_NOMEM, "%llu elements of %zu bytes do not fit in memory", (unsigned long long)n, size);
+        return NULL;
+    }
+    void *p = calloc(1, (size_t)bytes);
+    if (!p) vt_fail(VT_ERR_NOMEM, "out of memory: %llu bytes", (unsigned long long)bytes);
+    return p;
+}
+
 /* ---- what the engine computed, to compare and to dump ---------------------------------------- */
 
 typedef struct {
@@ -44,8 +57,8 @@ static vt_status push(outs *s, const char *name, const float *data, size_t n, in
     t->ndim = ndim;
     for (int i = 0; i < ndim && i < 4; i++) t->shape[i] = shape[i];
     t->n = n;
-    t->data = malloc((n ? n : 1) * sizeof(float));
-    if (!t->data) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", n * sizeof(float));
+    t->data = alloc_n(n, sizeof(float));
+    if (!t->data) return VT_ERR_NOMEM;
     memcpy(t->data, data, n * sizeof(float));
     s->n++;
     return VT_OK;
@@ -96,8 +109,8 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
 /* ---- reading the file ------------------------------------------------------------------------- */
 
 static float *tensor_f32(const vt_st_tensor *t) {
-    float *d = malloc((t->numel ? t->numel : 1) * sizeof(float));
-    if (!d) { vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", t->numel * sizeof(float)); return NULL; }
+    float *d = alloc_n(t->numel, sizeof(float));
+    if (!d) return NULL;
     if (vt_st_to_f32(t, d)) { free(d); return NULL; }
     return d;
 }
@@ -111,7 +124,7 @@ static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long 
         if (want_cols >= 0) return vt_fail(VT_ERR_MISMATCH, "%s must be [B, %lld]", key, want_cols);
         return vt_fail(VT_ERR_MISMATCH, "%s must be [B, K]", key);
     }
-    *out = malloc(t->numel * sizeof **out + 8);
+    *out = alloc_n(t->numel, sizeof **out);
     if (!*out) return VT_ERR_NOMEM;
     *cols = (int)t->shape[1];
     return vt_st_to_i64(t, *out);
@@ -215,9 +228,10 @@ static vt_status run_sincos(const vt_st_file *f, outs *o) {
             return vt_fail(VT_ERR_FORMAT, "unexpected key '%s' in a sin-cos file", t->name);
         if (D <= 0 || D > 65536 || G <= 0 || G > 1024 || P < 0 || P > 64)
             return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' out of range", t->name);
-        size_t n = (size_t)(P + G * G) * D;
-        float *tab = malloc(n * sizeof(float));
-        if (!tab) return vt_fail(VT_ERR_NOMEM, "out of memory");
+        uint64_t rows = (uint64_t)P + (uint64_t)G * G;
+        float *tab = alloc_n(rows * D, sizeof(float));
+        if (!tab) return VT_ERR_NOMEM;
+        size_t n = (size_t)(rows * D); /* fits: alloc_n checked its bytes */
         int rc = vt_sincos_table(tab, D, G, P);
         long long shape[2] = {P + G * G, D};
         if (!rc) rc = push(o, t->name + 7, tab, n, 2, shape);
@@ -252,8 +266,8 @@ static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_jso
     const vt_st_tensor *w = vt_st_find(f, "param/w");
     if (!w) return vt_fail(VT_ERR_FORMAT, "AdamW file needs param/w");
     size_t n = w->numel;
-    float *p = tensor_f32(w), *m = calloc(n + 1, sizeof(float)), *v = calloc(n + 1, sizeof(float));
-    rc = (p && m && v) ? VT_OK : vt_fail(VT_ERR_NOMEM, "out of memory");
+    float *p = tensor_f32(w), *m = alloc_n(n, sizeof(float)), *v = alloc_n(n, sizeof(float));
+    rc = (p && m && v) ? VT_OK : VT_ERR_NOMEM;
     for (long s = 0; s < steps->integer && !rc; s++) {
         char k[64];
         snprintf(k, sizeof k, "input/grad.%ld", s);
@@ -374,7 +388,7 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     if (!rc) rc = read_i64(f, "input/mask", in->batch, L, &mask, &cols);
     if (!rc && mask) {
         size_t n = (size_t)in->batch * (size_t)L;
-        x->mask = malloc(n + 1);
+        x->mask = alloc_n(n, 1);
         if (!x->mask) rc = VT_ERR_NOMEM;
         for (size_t i = 0; i < n && !rc; i++) x->mask[i] = mask[i] != 0;
         in->mask = x->mask;
@@ -467,10 +481,10 @@ static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_te
         douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
         rc = douts ? push_outputs(f, m, fn, o, douts, &n_douts) : vt_fail(VT_ERR_NOMEM, "out of memory");
     }
-    size_t img_n = (size_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
+    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
-        dimages = calloc(img_n, sizeof(float));
-        if (!dimages) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
+        dimages = alloc_n(img_n, sizeof(float));
+        if (!dimages) rc = VT_ERR_NOMEM;
     }
     if (!rc) {
         vt_zero_grad(m);
@@ -479,7 +493,7 @@ static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_te
     if (!rc) rc = push_grads(m, o);
     if (!rc && dimages) {
         long long shl[4] = {x.in.batch, ec->in_chans, ec->img_size, ec->img_size};
-        rc = push(o, "grad/input/images", dimages, img_n, 4, shl);
+        rc = push(o, "grad/input/images", dimages, (size_t)img_n, 4, shl);
     }
 
     for (int i = 0; douts && i < n_douts; i++) free(douts[i]);

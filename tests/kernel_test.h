@@ -67,6 +67,24 @@ static inline void check_guards(const char *what, const char *ctx, const float *
     snprintf(buf, sizeof buf, "%s: wrote outside its buffer", ctx);
     result(guards_ok(p, n), what, buf);
 }
+/* |got - ref| <= abs_tol + rel_tol |ref| elementwise (equal values, infinities and NaN pairs
+ * pass); one result for the array, naming its first offender */
+static inline int check_close(const char *what, const char *ctx, const float *got, const float *ref, size_t n,
+                              double abs_tol, double rel_tol) {
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] == ref[i] || (isnan(got[i]) && isnan(ref[i]))) continue;
+        double tol = abs_tol + rel_tol * fabs((double)ref[i]);
+        if (!(fabs((double)got[i] - (double)ref[i]) <= tol)) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s: [%zu] got %.9g ref %.9g |d| %.3g > tol %.3g", ctx, i, got[i], ref[i],
+                     fabs((double)got[i] - ref[i]), tol);
+            result(0, what, buf);
+            return 0;
+        }
+    }
+    result(1, what, ctx);
+    return 1;
+}
 static inline int same_bits(const char *what, const char *ctx, const float *s, const float *r, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&s[i], &r[i], sizeof(float)) != 0) {

@@ -111,3 +111,21 @@ test('a NaN in the result is a failure with err = Infinity, in valid JSON', asyn
   assert.equal(r.err, Infinity);
   assert.match(r.json, /"worst": "sincos\.d96\.g3\.p0", "err": 1e999,/); // JSON has no inf: 1e999 reads as Infinity
 });
+
+// A parity file names the sizes it wants computed; sizes past what wasm32 can address are refused
+// with a message (they wrapped around in 32-bit size_t and the table overran its buffer).
+test('a sin-cos key past wasm32 memory is an out-of-memory error, not an overrun', async () => {
+  const header = { __metadata__: { format: 'vitrine-parity/1', module: 'lightly.utils.get_2d_sincos_pos_embed', config: '{}', call: '{"fn": "sincos"}' },
+    'expect/sincos.d65536.g1024.p0': { dtype: 'F32', shape: [1], data_offsets: [0, 4] } };
+  let text = JSON.stringify(header);
+  while ((8 + text.length) % 8) text += ' ';
+  const bytes = new Uint8Array(8 + text.length + 4);
+  new DataView(bytes.buffer).setBigUint64(0, BigInt(text.length), true);
+  bytes.set(new TextEncoder().encode(text), 8);
+  for (const build of BUILDS) {
+    const r = (await engine(build)).parity(bytes);
+    assert.equal(r.pass, false, build);
+    assert.equal(r.status, -2, `${build}: ${r.error}`);
+    assert.match(r.error, /do not fit in memory/, build);
+  }
+});
