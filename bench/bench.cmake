@@ -3,7 +3,8 @@
 #   native: build/kernel_bench (peak + matmul/attention kernels), build/train_bench (training step
 #           per checkpointing policy: time, memory, kernel breakdown)
 #   wasm (WASI commands, target vitrine_bench, not built by default):
-#           build/wasm/kernel_bench-simd.wasm, kernel_bench-scalar.wasm, train_bench-simd.wasm
+#           build/wasm/kernel_bench-simd.wasm, kernel_bench-scalar.wasm, train_bench-simd.wasm,
+#           kernel_bench-relaxed.wasm, train_bench-relaxed.wasm (relaxed SIMD, clang-19)
 # The kernels' dispatch functions, wrapped at link time so train_bench can time each kernel
 set(VT_BENCH_WRAPPED vt_matmul_forward vt_matmul_backward vt_attention_forward vt_attention_backward
     vt_layernorm_forward vt_layernorm_backward vt_gelu_forward vt_gelu_backward)
@@ -61,6 +62,24 @@ if(VT_WASM AND VT_WASI_CC AND VT_WASM_LD AND EXISTS ${VT_WASI_SYSROOT}/lib/wasm3
       list(APPEND bench_wasm ${out})
     endforeach()
   endforeach()
+  # the relaxed-SIMD twins (clang-19 + wasm-ld-19, wasm/wasm.cmake's vt_clang19_wasm)
+  if(VT_WASM_RELAXED)
+    set(wrap_ld)
+    foreach(s ${VT_BENCH_WRAPPED})
+      list(APPEND wrap_ld --wrap=${s})
+    endforeach()
+    foreach(prog kernel_bench train_bench)
+      set(pl --initial-memory=268435456)
+      if(prog STREQUAL "train_bench")
+        set(pl ${wrap_ld} --initial-memory=2147483648)
+      endif()
+      set(out ${VT_WASM_DIR}/${prog}-relaxed.wasm)
+      vt_clang19_wasm(OUT ${out} KIND command
+        SOURCES ${bench_core} ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c ${CMAKE_SOURCE_DIR}/bench/${prog}.c
+        CFLAGS ${VT_WASM_RELAXED_FLAGS} -I${CMAKE_SOURCE_DIR}/bench LDFLAGS ${pl})
+      list(APPEND bench_wasm ${out})
+    endforeach()
+  endif()
   add_custom_target(vitrine_bench_wasm DEPENDS ${bench_wasm})
   list(APPEND VT_BENCH_OUTPUTS vitrine_bench_wasm)
 endif()

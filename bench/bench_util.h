@@ -14,7 +14,9 @@ static inline int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-#if defined(__wasm_simd128__)
+#if defined(__wasm_relaxed_simd__)
+#define BENCH_BUILD "wasm-relaxed"
+#elif defined(__wasm_simd128__)
 #define BENCH_BUILD "wasm-simd"
 #elif defined(__wasm__)
 #define BENCH_BUILD "wasm-scalar"

@@ -10,7 +10,7 @@ const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] :
 const preset = opt('--preset', 'vit_tiny_patch16_224'), B = Number(opt('--batch', 1));
 const repeat = Number(opt('--repeat', 3));
 const policies = args.flatMap((a, i) => (a === '--policy' ? [args[i + 1]] : []));
-const vt = await createVitrine({ wasm: 'simd' });
+const vt = await createVitrine({ wasm: 'simd', threads: 1 }); // one thread: beside the WASI command (bench/threads_bench.mjs measures threads)
 const model = vt.createModel({ preset, kind: 'lightly' });
 if (typeof model.initWeights === 'function') model.initWeights(1);
 const { img, chans, dim } = model.dims;

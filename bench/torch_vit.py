@@ -1,4 +1,5 @@
-"""torch_vit.py: the PyTorch side of bench/run.mjs -- a ViT training step on the CPU, one thread.
+"""torch_vit.py: the PyTorch side of bench/run.mjs -- a ViT training step on the CPU, one thread
+(--threads N: N intra-op threads, for bench/threads_bench.mjs).
 
 The model is timm's VisionTransformer written out in plain torch (no timm): ViT-Ti/16 =
 vit_tiny_patch16_224 (D 192, depth 12, 3 heads), ViT-S/16 = vit_small_patch16_224 (D 384, 6 heads):
@@ -109,8 +110,9 @@ def main():
     ap.add_argument("--policy", action="append")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     info = blas_info()
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), **info}), flush=True)
@@ -135,7 +137,8 @@ def main():
                 n = len(times)
                 ms = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
                 print(json.dumps({"build": "pytorch", "model": preset, "objective": "encode", "batch": B,
-                                  "policy": policy, "repeat": a.repeat, "ms_per_step": round(ms, 3),
+                                  "policy": policy, "repeat": a.repeat, "threads": torch.get_num_threads(),
+                                  "ms_per_step": round(ms, 3),
                                   "images_per_s": round(B * 1e3 / ms, 4)}), flush=True)
 
 

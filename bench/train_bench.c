@@ -212,11 +212,13 @@ int main(int argc, char **argv) {
                     printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, \"policy\": \"%s\", "
                            "\"repeat\": %d, \"ms_per_step\": %.3f, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"opt_ms\": %.3f, "
                            "\"images_per_s\": %.4f, \"step_gflop\": %.4f, \"gflops\": %.3f, "
-                           "\"activation_bytes\": %zu, \"planned_activation_bytes\": %zu, \"param_bytes\": %zu, "
-                           "\"grad_bytes\": %zu, \"optimizer_bytes\": %zu, \"total_bytes\": %zu, \"kernels_ms\": {",
+                           "\"activation_bytes\": %llu, \"planned_activation_bytes\": %llu, \"param_bytes\": %llu, "
+                           "\"grad_bytes\": %llu, \"optimizer_bytes\": %llu, \"total_bytes\": %llu, \"kernels_ms\": {",
                            build, presets[p], kinds[k], B, policies[q], repeat, ms, mf, mb, mo, B * 1e3 / ms,
-                           flops / 1e9, flops / ms / 1e6, st.peak, pb.activations, pb.params, pb.grads, pb.optimizer,
-                           pb.params + pb.grads + pb.optimizer + st.peak);
+                           flops / 1e9, flops / ms / 1e6, (unsigned long long)st.peak,
+                           (unsigned long long)pb.activations, (unsigned long long)pb.params,
+                           (unsigned long long)pb.grads, (unsigned long long)pb.optimizer,
+                           (unsigned long long)(pb.params + pb.grads + pb.optimizer + st.peak));
                     for (int j = 0; j < K_N; j++) {
                         printf("\"%s\": %.3f, ", k_name[j], kk[j]);
                         ksum += kk[j];

@@ -6,6 +6,8 @@ import { readFileSync } from 'node:fs';
 const emitWarning = process.emitWarning; // node:wasi warns once that it is experimental
 process.emitWarning = (w, ...rest) => (String(w).includes('WASI') ? undefined : emitWarning.call(process, w, ...rest));
 const { WASI } = await import('node:wasi');
+// Node 20's V8 has relaxed SIMD behind a flag (the *-relaxed builds); it must be set before the compile.
+(await import('node:v8')).setFlagsFromString('--experimental-wasm-relaxed-simd');
 const [file, ...args] = process.argv.slice(2);
 const wasi = new WASI({ version: 'preview1', args: [file, ...args], env: {}, returnOnExit: true });
 const module = await WebAssembly.compile(readFileSync(file));

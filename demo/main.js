@@ -45,6 +45,7 @@ class Rpc {
 const S = {
   booted: false,      // start-up done (a saved run resumed, if any)
   ready: false, build: null, simdKernels: false, error: null,
+  threads: 0, threadsNote: null, // the training engine's kernel threads, and why fewer than every core
   run: null,          // { cfg, dims, params, data } of the configured run
   running: false, step: 0, losses: [], stopped: null,
   policy: 'none',     // the run's current checkpointing policy
@@ -578,9 +579,15 @@ async function boot() {
   } catch (e) { setStatus(`the engine did not load: ${e.message}`, true); return; }
   S.build = info.build;
   S.simdKernels = info.simdKernels;
+  S.threads = info.threads;
+  S.threadsNote = info.threadsNote;
   const badge = $('build');
-  badge.textContent = `wasm: ${info.build}${info.simdKernels ? ' (SIMD128 kernels)' : ''}`;
-  badge.classList.toggle('simd', info.build === 'simd');
+  // the training worker's engine runs a pool of info.threads threads (web/pool.js); without
+  // cross-origin isolation (COOP/COEP headers: demo/serve.mjs sends them) it runs on 1 and says why
+  badge.textContent = `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}` +
+    `, ${info.threads} thread${info.threads === 1 ? '' : 's'}` + (info.threadsNote ? ` (${info.threadsNote.replace(/^1 thread: /, '')})` : '');
+  badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread`;
+  badge.classList.toggle('simd', info.simdKernels);
   const sel = $('model');
   for (const [k, label] of Object.entries(info.models)) sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
   for (const p of info.presets) sel.add(new Option(`${p} (224 px RGB: heavy for a tab)`, p));

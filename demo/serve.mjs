@@ -1,8 +1,11 @@
 // serve.mjs: one command for the browser demo. Makes what the page needs (the wasm build, via
 // CMake, when it is missing; the Fashion-MNIST sample from Debian's dataset-fashion-mnist) and
 // serves the repository's demo/, web/, build/wasm/ and build/demo-data/ on 127.0.0.1.
-//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--no-build]     (npm run demo)
+//   node demo/serve.mjs [--port 8080] [--host 127.0.0.1] [--no-build] [--no-isolation]   (npm run demo)
 // --port 0 picks a free port. Nothing is fetched from outside: the page loads only these files.
+// Every response carries Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy:
+// require-corp: the page is then cross-origin isolated, which is what gives it SharedArrayBuffer,
+// so the engine's thread pool (web/pool.js) can run. Without them the page runs on 1 thread.
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -13,7 +16,10 @@ import { prepareData } from './prepare-data.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
-const WASM_FILES = ['vitrine-simd.mjs', 'vitrine-simd.wasm', 'vitrine-scalar.mjs', 'vitrine-scalar.wasm'];
+const WASM_FILES = ['vitrine-simd.mjs', 'vitrine-simd.wasm', 'vitrine-scalar.mjs', 'vitrine-scalar.wasm',
+  'vitrine-simd-mt.mjs', 'vitrine-simd-mt.wasm'];
+// cross-origin isolation (threads); same-origin files need nothing more under require-corp
+export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 
 const MIME = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
@@ -62,10 +68,12 @@ function resolvePath(urlPath) {
   return null;
 }
 
-/** Starts the static server; resolves to { server, url } once it listens. */
-export function startServer({ port = 8080, host = '127.0.0.1', log = false } = {}) {
+/** Starts the static server; resolves to { server, url } once it listens. isolate: false leaves
+ * out the COOP / COEP headers (to see the page's 1-thread fallback). */
+export function startServer({ port = 8080, host = '127.0.0.1', log = false, isolate = true } = {}) {
+  const iso = isolate ? ISOLATION_HEADERS : {};
   const server = createServer(async (req, res) => {
-    const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...headers }); res.end(text); };
+    const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...iso, ...headers }); res.end(text); };
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
     let path;
     try { path = decodeURIComponent(new URL(req.url, 'http://x').pathname); } catch { return send(400, 'bad URL\n'); }
@@ -81,6 +89,7 @@ export function startServer({ port = 8080, host = '127.0.0.1', log = false } = {
       'Content-Length': st.size,
       'Cache-Control': 'no-cache',
       'X-Content-Type-Options': 'nosniff',
+      ...iso,
     });
     if (log) console.log(`${req.method} ${path}`);
     if (req.method === 'HEAD') return res.end();
@@ -100,7 +109,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
   try {
     await prepare({ build: !args.includes('--no-build') });
-    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log') });
+    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log'), isolate: !args.includes('--no-isolation') });
     console.log(`vitrine demo: ${url}   (Ctrl-C stops)`);
   } catch (e) {
     console.error(`demo: ${e.message}`);

@@ -323,6 +323,7 @@ const handlers = {
     vt = await createVitrine();
     baseline = vt.memory().linear;
     return { build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), baseline,
+      threads: vt.threads, threadsNote: vt.threadsNote, isolated: globalThis.crossOriginIsolated === true,
       models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) } };
   },
   plan,

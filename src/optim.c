@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "threads.h"
 
 float vt_cosine_warmup(long step, double warmup, double total) {
     /* lightly CosineWarmupScheduler: linear warmup (step+1)/W, then cosine from 1 to 0.001 */
@@ -71,6 +72,28 @@ vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out) {
     return VT_OK;
 }
 
+/* The update is element-wise (each element's arithmetic is the same in any split), so threads
+ * take ranges of VT_ADAMW_UNIT gradient elements, cutting across parameters. */
+#define VT_ADAMW_UNIT 4096
+typedef struct { vt_model *m; float lr; } adamw_job;
+static void adamw_units(void *ctx, int lo, int hi, int tid) {
+    const adamw_job *j = ctx;
+    vt_model *m = j->m;
+    const vt_adamw_config *c = &m->opt.cfg;
+    size_t g0 = (size_t)lo * VT_ADAMW_UNIT, g1 = (size_t)hi * VT_ADAMW_UNIT;
+    for (int i = 0; i < m->pt.n; i++) {
+        const vt_param *p = &m->pt.p[i];
+        if (p->goff < 0) continue;
+        size_t a = (size_t)p->goff, b = a + p->numel; /* this parameter's gradient range */
+        if (a < g0) a = g0;
+        if (b > g1) b = g1;
+        if (a >= b) continue;
+        size_t o = a - (size_t)p->goff;
+        vt_adamw_step(m->pt.data + p->off + o, m->pt.grad + a, m->opt.m + a, m->opt.v + a, b - a,
+                      m->opt.t, j->lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
+    }
+}
+
 vt_status vt_optimizer_step(vt_model *m, float lr) {
     if (!m->opt.m) return vt_fail(VT_ERR_STATE, "call vt_optimizer_init first");
     if (m->opt.n != m->pt.gtotal)
@@ -78,12 +101,8 @@ vt_status vt_optimizer_step(vt_model *m, float lr) {
     for (size_t i = 0; i < m->pt.gtotal; i++)
         if (!isfinite(m->pt.grad[i])) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
     m->opt.t++;
-    const vt_adamw_config *c = &m->opt.cfg;
-    for (int i = 0; i < m->pt.n; i++) {
-        const vt_param *p = &m->pt.p[i];
-        if (p->goff < 0) continue;
-        vt_adamw_step(m->pt.data + p->off, m->pt.grad + p->goff, m->opt.m + p->goff, m->opt.v + p->goff,
-                      p->numel, m->opt.t, lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
-    }
+    adamw_job j = {m, lr};
+    size_t units = (m->pt.gtotal + VT_ADAMW_UNIT - 1) / VT_ADAMW_UNIT;
+    vt_parallel_for((int)units, 1, 20.0 * (double)m->pt.gtotal, adamw_units, &j);
     return VT_OK;
 }

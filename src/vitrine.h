@@ -64,6 +64,13 @@ void vt_vit_config_default(vt_vit_config *c);
 void vt_model_config_default(vt_model_config *c, vt_kind kind);
 /* timm names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
  * vit_base_patch32_224 (num_classes 0). */
+/* Threads (src/threads.h): every kernel that pays splits its work over this many threads, with
+ * the same bits at any count. Native: starts n-1 worker threads; wasm: uses n-1 workers started
+ * by the JavaScript pool (web/pool.js). Call between engine calls (per-thread scratch is planned
+ * for the count in force). Returns n or a negative vt_status. */
+int vt_set_threads(int n);
+int vt_threads_max(void);
+
 vt_status vt_preset(const char *name, vt_vit_config *c);
 const char *vt_preset_name(int i); /* NULL past the end */
 /* Reads a timm-kwargs JSON object into c (keys not named in vt_vit_config are an error unless

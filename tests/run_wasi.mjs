@@ -11,6 +11,8 @@ process.emitWarning = (warning, ...rest) => {
   return emitWarning.call(process, warning, ...rest);
 };
 const { WASI } = await import('node:wasi');
+// Node 20's V8 has relaxed SIMD behind a flag (the *-relaxed builds); it must be set before the compile.
+(await import('node:v8')).setFlagsFromString('--experimental-wasm-relaxed-simd');
 
 const [file, ...args] = process.argv.slice(2);
 if (!file) {

@@ -24,7 +24,11 @@
  *   gelu':     |simd - ref| <= |dout| (4 eps (1 + |x| phi(x)) + 4 eps |gelu'|) (same reason);
  *   softmax:   |simd - ref| <= (8 + n) eps |ref| (exp within 2 ulp, sum re-associated);
  * Kernels whose SIMD order of summation equals the reference's (matmul backward, dbias,
- * AdamW) are also expected bit-identical; that is checked where promised. Attention is composed
+ * AdamW) are also expected bit-identical; that is checked where promised. Fused builds (relaxed
+ * SIMD wasm: test_kernels_relaxed.wasm; native FMA: test_kernels_fma) round each MADD once:
+ * matmul backward is then held to the reassociation tolerance against the reference AND bit for
+ * bit against the reference's loop with fmaf (same order); dbias and AdamW never MADD and stay
+ * bit-identical; MADD itself must equal fmaf lane for lane. Attention is composed
  * from the matmuls (src/kernels/kernels_attn.c) and tested by tests/test_attention.c. */
 #include "kernel_test.h"
 #include "kernels.h"
@@ -41,6 +45,9 @@
 #define EPS FLT_EPSILON
 #define ERF_MAX_ULP 2
 #define EXP_MAX_ULP 2
+
+/* vt_simd_madd_fused(): 0 MADD = mul + add, 1 fused, 2 fused build on a host that does not fuse */
+static int madd_mode;
 
 /* ---------------------------------------------------------------------------- utilities */
 
@@ -151,8 +158,11 @@ static void test_vocabulary(void) {
             lanes(got, DIV(a, b)), check_lanes("DIV", got, want, in);
             for (int l = 0; l < 4; l++) want[l] = in[l] - in[l] * bin[l];
             lanes(got, SUB(a, MUL(a, b))), check_lanes("SUB/MUL", got, want, in);
-            for (int l = 0; l < 4; l++) want[l] = in[l] + in[l] * bin[l]; /* two roundings */
-            lanes(got, MADD(a, a, b)), check_lanes("MADD (no FMA)", got, want, in);
+            /* two roundings in SIMD128/SSE2, one in the fused builds (on a host that fuses) */
+            for (int l = 0; l < 4; l++)
+                want[l] = madd_mode == 1 ? fmaf(in[l], bin[l], in[l]) : in[l] + in[l] * bin[l];
+            lanes(got, MADD(a, a, b));
+            check_lanes(madd_mode == 1 ? "MADD (fused)" : "MADD (two roundings)", got, want, in);
         }
         for (int l = 0; l < 4; l++) want[l] = sqrtf(in[l]);
         lanes(got, SQRT(a)), check_lanes("SQRT", got, want, in);
@@ -185,6 +195,26 @@ static void test_vocabulary(void) {
 
 /* ---------------------------------------------------------------------------- matmul */
 
+/* vt_ref_matmul_backward's dinp and dw loops with each `+= g*x` fused (fmaf: one rounding): what
+ * the fused builds' matmul backward must give bit for bit on a host that fuses. */
+static void fused_ref_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                                      const float *w, int M, int K, int N) {
+    if (dinp)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float g = dout[(size_t)m * N + n];
+                for (int k = 0; k < K; k++)
+                    dinp[(size_t)m * K + k] = fmaf(g, w[(size_t)n * K + k], dinp[(size_t)m * K + k]);
+            }
+    if (dw)
+        for (int n = 0; n < N; n++)
+            for (int m = 0; m < M; m++) {
+                float g = dout[(size_t)m * N + n];
+                for (int k = 0; k < K; k++)
+                    dw[(size_t)n * K + k] = fmaf(g, inp[(size_t)m * K + k], dw[(size_t)n * K + k]);
+            }
+}
+
 static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "M=%d K=%d N=%d bias=%d grads=%d%d%d", M, K, N, use_bias,
@@ -210,16 +240,32 @@ static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
     float *gr[3], *gs[3];
     grads_pair(grad_mask, (size_t[3]){nMK, nNK, (size_t)N}, gr, gs);
     float *di_r = gr[0], *dw_r = gr[1], *db_r = gr[2], *di_s = gs[0], *dw_s = gs[1], *db_s = gs[2];
+    float *di_f = di_r ? gcopy(di_r, nMK) : NULL, *dw_f = dw_r ? gcopy(dw_r, nNK) : NULL;
     vt_simd_matmul_backward(di_s, dw_s, db_s, dout, inp, w, M, K, N);
     vt_ref_matmul_backward(di_r, dw_r, db_r, dout, inp, w, M, K, N);
-    /* same order of summation as the reference: bit-identical */
-    if (di_s) same_bits("matmul_backward dinp", ctx, di_s, di_r, nMK);
-    if (dw_s) same_bits("matmul_backward dw", ctx, dw_s, dw_r, nNK);
+    if (madd_mode == 0) { /* same order of summation as the reference: bit-identical */
+        if (di_s) same_bits("matmul_backward dinp", ctx, di_s, di_r, nMK);
+        if (dw_s) same_bits("matmul_backward dw", ctx, dw_s, dw_r, nNK);
+    } else {
+        /* Fused: every `+= g*x` of the reference rounds once instead of twice, so the sums differ
+         * from the reference by the products' roundings (at most half an ulp of each term), well
+         * inside the reassociation bound (u per term of size |dout| |w| or |dout| |inp|) ... */
+        if (di_s) close_red("matmul_backward dinp (fused)", ctx, di_s, di_r, nMK, N, md * mw);
+        if (dw_s) close_red("matmul_backward dw (fused)", ctx, dw_s, dw_r, nNK, M, md * ma);
+        /* ... and, where the host fuses, equal bit for bit to the reference's loop with each
+         * multiply-add fused (same order of summation) */
+        if (madd_mode == 1) {
+            fused_ref_matmul_backward(di_f, dw_f, dout, inp, w, M, K, N);
+            if (di_s) same_bits("matmul_backward dinp = fused-order reference", ctx, di_s, di_f, nMK);
+            if (dw_s) same_bits("matmul_backward dw = fused-order reference", ctx, dw_s, dw_f, nNK);
+        }
+    }
+    /* column sums are plain adds in every build: bit-identical */
     if (db_s) same_bits("matmul_backward dbias", ctx, db_s, db_r, N);
     check_guards("matmul_backward dinp", ctx, di_s, nMK);
     check_guards("matmul_backward dw", ctx, dw_s, nNK);
     check_guards("matmul_backward dbias", ctx, db_s, N);
-    (void)md;
+    gfree(di_f), gfree(dw_f);
     gfree(inp), gfree(w), gfree(bias), gfree(dout), gfree(o_s), gfree(o_r);
     gfree(di_r), gfree(dw_r), gfree(db_r), gfree(di_s), gfree(dw_s), gfree(db_s);
 }
@@ -465,6 +511,18 @@ static void test_dispatch(void) {
 }
 
 int main(void) {
+#if defined(VT_TEST_EXPECT_FUSED) && defined(__x86_64__)
+    if (!__builtin_cpu_supports("fma")) { /* the FMA kernels would fault: skip (ctest: 77) */
+        puts("skipped: this CPU has no FMA3");
+        return 77;
+    }
+#endif
+    madd_mode = vt_simd_madd_fused();
+    printf("MADD: %s\n", madd_mode == 0 ? "mul then add (two roundings)" : madd_mode == 1
+           ? "fused (one rounding)" : "fused build, but this host's relaxed_madd does not fuse");
+#if defined(VT_TEST_EXPECT_FUSED) /* the native FMA build: _mm_fmadd_ps always fuses */
+    result(madd_mode == 1, "MADD fused", "native FMA build");
+#endif
     test_dispatch();
     test_vocabulary();
     test_erf_exp();

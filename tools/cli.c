@@ -1,7 +1,8 @@
 /* cli.c: the native command line, build/vitrine (the engine itself is src/, the parity harness
  * harness/).
- *   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]
- *   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json]
+ *   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]
+ *   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--threads N]
+ * --threads N: kernel threads (default: every online core); the same bits at any count.
  * Exit status: 0 when everything passed, 1 when a check failed or a file could not be run,
  * 2 on a usage error. The Node CLI (web/cli.js) has the same contract over the wasm build. */
 #include "parity.h"
@@ -11,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#define VT_MAX_CLI_THREADS 64
 
 static vt_status read_file(const char *path, uint8_t **out, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -49,6 +53,22 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* --threads N (default: every online core): the engine's kernel threads (vt_set_threads) */
+static int threads_opt = -1; /* -1: not given */
+static int start_threads(const char *cmd) {
+    int n = threads_opt;
+    if (n == 0) { fprintf(stderr, "vitrine %s: --threads needs a whole number >= 1\n", cmd); return -1; }
+    if (n < 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c < 1 ? 1 : c > VT_MAX_CLI_THREADS ? VT_MAX_CLI_THREADS : (int)c;
+    }
+    if (vt_set_threads(n) < 0 && (threads_opt > 0 || vt_set_threads(1) < 0)) {
+        fprintf(stderr, "vitrine %s: %s\n", cmd, vt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_parity(int argc, char **argv) {
     const char *policy = NULL, *dump = NULL;
     int json = 0, nfiles = 0, failed = 0;
@@ -57,10 +77,12 @@ static int cmd_parity(int argc, char **argv) {
         if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_opt = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else if (!strncmp(argv[i], "--", 2)) { fprintf(stderr, "vitrine parity: unknown option %s\n", argv[i]); free(files); return 2; }
         else files[nfiles++] = argv[i];
     }
-    if (!nfiles) { fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]\n"); free(files); return 2; }
+    if (!nfiles) { fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"); free(files); return 2; }
+    if (start_threads("parity")) { free(files); return 2; }
     if (dump) mkdir(dump, 0777);
     if (json) printf("[");
     for (int i = 0; i < nfiles; i++) {
@@ -110,8 +132,12 @@ static int cmd_plan(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) kept = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
         else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads_opt = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 0;
         else { fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]); return 2; }
     }
+    /* the per-thread scratch (attention) is part of the plan */
+    if (start_threads("plan")) return 2;
+    int threads = vt_threads_max();
     vt_model_config mc;
     vt_model_config_default(&mc, VT_KIND_LIGHTLY);
     int rc = vt_preset(preset, &mc.enc);
@@ -131,13 +157,13 @@ static int cmd_plan(int argc, char **argv) {
     vt_model_free(m);
     if (rc) { fprintf(stderr, "vitrine plan: %s\n", vt_last_error()); return 1; }
     if (json)
-        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"params\": %llu, "
+        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"threads\": %d, \"params\": %llu, "
                "\"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, \"total\": %llu}\n",
-               preset, batch, kept, policy, U(p.params), U(p.grads), U(p.optimizer), U(p.activations), U(p.total));
+               preset, batch, kept, policy, threads, U(p.params), U(p.grads), U(p.optimizer), U(p.activations), U(p.total));
     else
-        printf("%s batch %d%s, grad checkpointing %s\n  params      %12llu bytes\n  grads       %12llu bytes\n"
+        printf("%s batch %d%s, grad checkpointing %s, %d thread%s\n  params      %12llu bytes\n  grads       %12llu bytes\n"
                "  optimizer   %12llu bytes\n  activations %12llu bytes\n  total       %12llu bytes (%.1f MiB)\n",
-               preset, batch, kept ? " (tokens kept)" : "", policy, U(p.params), U(p.grads), U(p.optimizer),
+               preset, batch, kept ? " (tokens kept)" : "", policy, threads, threads == 1 ? "" : "s", U(p.params), U(p.grads), U(p.optimizer),
                U(p.activations), U(p.total), p.total / 1048576.0);
     return 0;
 }
@@ -145,7 +171,7 @@ static int cmd_plan(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "parity")) return cmd_parity(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "plan")) return cmd_plan(argc - 2, argv + 2);
-    fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json]\n"
-                    "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json]\n");
+    fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"
+                    "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--threads N]\n");
     return 2;
 }

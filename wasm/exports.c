@@ -29,6 +29,28 @@ const char *vtw_last_error(void) { return vt_last_error(); }
 int vtw_kernels_simd(void);
 const char *vtw_preset_name(int i) { return vt_preset_name(i); }
 
+/* ---- threads (web/pool.js) ------------------------------------------------------------------ */
+void vt_worker_loop(int tid);
+void vt_threads_shutdown(void);
+void vt_threads_caller_can_wait(int yes);
+int vt_threads_ready(void);
+/* A pool worker's body (its own instance of this module, its own stack): never returns until
+ * vtw_threads_shutdown. Only kernels run there: no libc, no allocation. */
+void vtw_worker_run(int tid) { vt_worker_loop(tid); }
+int vtw_set_threads(int n, int caller_can_wait) {
+    vt_threads_caller_can_wait(caller_can_wait);
+    return vt_set_threads(n);
+}
+int vtw_threads_max(void) { return vt_threads_max(); }
+int vtw_threads_ready(void) { return vt_threads_ready(); }
+void vtw_threads_shutdown(void) { vt_threads_shutdown(); }
+/* tests: split even tiny shapes (0), or restore the default (negative) */
+void vt_threads_set_min_work(double flops);
+void vtw_threads_set_min_work(double flops) { vt_threads_set_min_work(flops < 0 ? 2.0e5 : flops); }
+/* tests: chunks of pooled loops thread tid has run */
+int vt_threads_chunks_run(int tid);
+int vtw_threads_chunks_run(int tid) { return vt_threads_chunks_run(tid); }
+
 /* ---- models --------------------------------------------------------------------------------- */
 
 /* kind: vt_kind. Either preset (a timm name; the kind's defaults for everything else, e.g. lightly's

@@ -1,9 +1,15 @@
-# wasm/wasm.cmake: the four WebAssembly builds of the engine (included by CMakeLists.txt).
-# Made by calling emcc and clang-14 directly, beside the native build (no toolchain file):
+# wasm/wasm.cmake: the WebAssembly builds of the engine (included by CMakeLists.txt).
+# Made by calling emcc, clang-14 and clang-19 directly, beside the native build (no toolchain file):
 #   build/wasm/vitrine-simd.{mjs,wasm}    Emscripten, SIMD128, ES module factory (browser + Node)
 #   build/wasm/vitrine-scalar.{mjs,wasm}  Emscripten, no SIMD
 #   build/wasm/vitrine-wasi-simd.wasm     WASI reactor (clang-14 + wasi-libc + lld), SIMD128
 #   build/wasm/vitrine-wasi-scalar.wasm   WASI reactor, no SIMD
+#   build/wasm/vitrine-relaxed.wasm       WASI-style reactor, SIMD128 + relaxed SIMD (fused MADD),
+#                                         clang-19 -c + wasm-ld-19; loaded by web/vitrine.js's own
+#                                         WASI shim in the browser and in Node
+#   build/wasm/vitrine-simd-mt.{mjs,wasm,worker.js}, vitrine-wasi-simd-mt.wasm, vitrine-relaxed-mt.wasm
+#                                         the SIMD builds over an imported shared memory, for the
+#                                         engine's thread pool (web/pool.js, src/threads.c)
 # ON when the tools are found; -DVT_WASM=OFF turns it off. See wasm/README.md.
 option(VT_WASM "Build the WebAssembly modules when emcc / clang-14 + wasi-libc are found" ON)
 
@@ -36,7 +42,7 @@ if(VT_WASM)
   function(vt_wasm_variant variant out_src out_flags)
     set(src ${ARGN})
     set(flags "")
-    if(variant STREQUAL "simd")
+    if(variant MATCHES "^simd") # simd, simd-mt
       set(flags ${VT_WASM_SIMD_FLAGS})
       list(APPEND src ${VT_WASM_SIMD_EXTRA})
     endif()
@@ -53,7 +59,8 @@ if(VT_WASM)
     vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
     vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_labels vtw_train_step_count vtw_train_lr
-    vtw_train_state_save vtw_train_state_load vtw_loss_visualize malloc free)
+    vtw_train_state_save vtw_train_state_load vtw_loss_visualize
+    vtw_worker_run vtw_set_threads vtw_threads_max vtw_threads_ready vtw_threads_shutdown vtw_threads_set_min_work vtw_threads_chunks_run malloc free)
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
@@ -69,8 +76,13 @@ if(VT_WASM)
     set(em_flags -sMODULARIZE=1 -sEXPORT_ES6=1 -sENVIRONMENT=web,worker
         -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
-    foreach(variant simd scalar)
+    foreach(variant simd scalar simd-mt)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
+      # -mt: shared memory (imported, a SharedArrayBuffer) for the engine's own worker pool
+      # (web/pool.js, src/threads.c); Emscripten's pthread_create is never called.
+      if(variant MATCHES "-mt$")
+        list(APPEND vflags -pthread -Wno-pthreads-mem-growth)
+      endif()
       set(out ${VT_WASM_DIR}/vitrine-${variant}.mjs)
       add_custom_command(OUTPUT ${out} ${VT_WASM_DIR}/vitrine-${variant}.wasm
         COMMAND ${CMAKE_COMMAND} -E env NODE_PATH=/usr/share/nodejs
@@ -90,8 +102,15 @@ if(VT_WASM)
     foreach(e ${VT_WASM_EXPORTS})
       list(APPEND wasi_flags -Wl,--export=${e})
     endforeach()
-    foreach(variant simd scalar)
+    foreach(variant simd scalar simd-mt)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
+      # -mt: shared, imported memory for the worker pool (web/pool.js). wasi-libc is not built
+      # with atomics, hence --no-check-features: only the main thread ever runs libc code;
+      # workers run kernels on their own stack (__stack_pointer exported so the pool can set it).
+      if(variant MATCHES "-mt$")
+        list(APPEND vflags -matomics -mbulk-memory -Wl,--shared-memory -Wl,--import-memory
+             -Wl,--no-check-features -Wl,--export=__stack_pointer)
+      endif()
       set(out ${VT_WASM_DIR}/vitrine-wasi-${variant}.wasm)
       add_custom_command(OUTPUT ${out}
         COMMAND ${VT_WASI_CC} ${VT_WASM_CFLAGS} ${vflags} ${wasi_flags} ${vsrc} -o ${out}
@@ -105,7 +124,8 @@ if(VT_WASM)
       set(ktest ${VT_WASM_DIR}/test_kernels_simd.wasm)
       set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
           ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
-          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c)
+          ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c
+          ${CMAKE_SOURCE_DIR}/src/threads.c)
       set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
@@ -132,6 +152,84 @@ if(VT_WASM)
     endif()
   else()
     message(STATUS "vitrine: clang-14 / wasm-ld / wasi-libc not found, skipping the WASI builds")
+  endif()
+
+  # ---- clang-19 builds: relaxed SIMD (f32x4.relaxed_madd) ------------------------------------
+  # Debian's emcc 3.1.6 knows only clang-14, which has no relaxed SIMD; clang-19's driver would
+  # run Debian's wasm-opt 108 after linking, which rejects relaxed opcodes. So: compile each
+  # source with clang-19 -c, link with wasm-ld-19 ourselves (what the driver would pass, minus
+  # wasm-opt). vt_clang19_wasm(OUT file KIND reactor|command SOURCES ... [CFLAGS ...] [LDFLAGS ...])
+  # adds the commands; the threads build can reuse it with its own flags.
+  find_program(VT_CLANG19 clang-19)
+  find_program(VT_WASM_LD19 wasm-ld-19)
+  set(VT_CLANG19_RT /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a
+      CACHE FILEPATH "compiler-rt builtins for wasm32 (libclang-rt-19-dev-wasm32)")
+  if(VT_CLANG19 AND VT_WASM_LD19 AND EXISTS ${VT_CLANG19_RT} AND EXISTS ${VT_WASI_SYSROOT}/lib/wasm32-wasi/libc.a)
+    set(VT_WASM_RELAXED ON)
+    function(vt_clang19_wasm)
+      cmake_parse_arguments(A "" "OUT;KIND" "SOURCES;CFLAGS;LDFLAGS" ${ARGN})
+      get_filename_component(name ${A_OUT} NAME_WE)
+      set(objdir ${VT_WASM_DIR}/obj-${name})
+      file(MAKE_DIRECTORY ${objdir})
+      set(objs)
+      foreach(src ${A_SOURCES})
+        get_filename_component(b ${src} NAME_WE)
+        set(o ${objdir}/${b}.o)
+        add_custom_command(OUTPUT ${o}
+          COMMAND ${VT_CLANG19} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${A_CFLAGS} -c ${src} -o ${o}
+          DEPENDS ${src} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h ${CMAKE_SOURCE_DIR}/wasm/wasm.cmake
+          COMMENT "clang-19: ${name}/${b}.o"
+          VERBATIM)
+        list(APPEND objs ${o})
+      endforeach()
+      set(lib ${VT_WASI_SYSROOT}/lib/wasm32-wasi)
+      if(A_KIND STREQUAL "reactor")
+        set(crt ${lib}/crt1-reactor.o --entry _initialize)
+      else()
+        set(crt ${lib}/crt1-command.o)
+      endif()
+      add_custom_command(OUTPUT ${A_OUT}
+        COMMAND ${VT_WASM_LD19} -m wasm32 -L${lib} ${crt} ${objs} -lc ${VT_CLANG19_RT}
+                --max-memory=4294967296 -z stack-size=1048576 ${A_LDFLAGS} -o ${A_OUT}
+        DEPENDS ${objs}
+        COMMENT "wasm-ld-19: wasm/${name}.wasm"
+        VERBATIM)
+    endfunction()
+    set(VT_WASM_RELAXED_FLAGS ${VT_WASM_CFLAGS} -msimd128 -mrelaxed-simd -DVT_HAVE_SIMD_KERNELS)
+    set(relaxed_exports)
+    foreach(e ${VT_WASM_EXPORTS})
+      list(APPEND relaxed_exports --export=${e})
+    endforeach()
+    set(relaxed_src ${VT_WASM_SOURCES} ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c)
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed.wasm KIND reactor SOURCES ${relaxed_src}
+                    CFLAGS ${VT_WASM_RELAXED_FLAGS} LDFLAGS ${relaxed_exports})
+    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed.wasm)
+    # its shared-memory twin for the worker pool (web/pool.js, src/threads.c), as vitrine-wasi-simd-mt:
+    # atomics, an imported shared memory, --no-check-features (wasi-libc is not built with atomics;
+    # only the main thread ever runs libc code), __stack_pointer exported for the workers' stacks
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed-mt.wasm KIND reactor SOURCES ${relaxed_src}
+                    CFLAGS ${VT_WASM_RELAXED_FLAGS} -matomics -mbulk-memory
+                    LDFLAGS ${relaxed_exports} --shared-memory --import-memory --no-check-features
+                            --export=__stack_pointer)
+    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed-mt.wasm)
+    # the kernels and attention tests, relaxed (run by Node with relaxed SIMD enabled)
+    set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
+        ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
+        ${CMAKE_SOURCE_DIR}/src/kernels/kernels_attn.c ${CMAKE_SOURCE_DIR}/src/status.c
+        ${CMAKE_SOURCE_DIR}/src/threads.c)
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/test_kernels_relaxed.wasm KIND command
+                    SOURCES ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c
+                    CFLAGS ${VT_WASM_RELAXED_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels)
+    vt_clang19_wasm(OUT ${VT_WASM_DIR}/test_attention_relaxed.wasm KIND command
+                    SOURCES ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_attention.c CFLAGS ${VT_WASM_RELAXED_FLAGS})
+    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/test_kernels_relaxed.wasm ${VT_WASM_DIR}/test_attention_relaxed.wasm)
+    find_program(VT_NODE node)
+    if(VT_NODE)
+      add_test(NAME kernels_relaxed_wasm COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${VT_WASM_DIR}/test_kernels_relaxed.wasm)
+      add_test(NAME attention_wasm_relaxed COMMAND ${VT_NODE} ${CMAKE_SOURCE_DIR}/tests/run_wasi.mjs ${VT_WASM_DIR}/test_attention_relaxed.wasm)
+    endif()
+  else()
+    message(STATUS "vitrine: clang-19 / wasm-ld-19 / libclang-rt-19-dev-wasm32 not found, skipping the relaxed-SIMD build")
   endif()
 
   if(VT_WASM_OUTPUTS)

@@ -1,23 +1,25 @@
 #!/usr/bin/env node
 // cli.js: the Node command line over the wasm build, with the contract of the native
 // tools/cli.c (same lines, the same JSON from the parity harness, same exit status):
-//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD]
-//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD]
+//   vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm BUILD] [--threads N]
+//   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm BUILD] [--threads N]
 //   vitrine train [options]   (the main job: MAE / AIM on Fashion-MNIST or a folder; see TRAIN_HELP)
-// BUILD: simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs).
+// BUILD: relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs:
+// relaxed SIMD, which Node 20 gets from the V8 flag set below, else SIMD128, else scalar).
+// --threads N: kernel threads (default every core; the same bits at any count).
 // Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
 import { readFileSync, writeFileSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import { createVitrine, readSafetensorsMeta } from './vitrine.js';
+import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic } from './data.js';
 import { cmdTrainClassify, cmdPredict, PREDICT_USAGE } from './classify-cli.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, features, knnAccuracy,
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
-const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm simd|scalar|wasi]';
-const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm simd|scalar|wasi]';
+const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
+const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
 
 // printf's %.Ne: the exponent has at least two digits.
 function fmtE(v, digits) {
@@ -36,23 +38,31 @@ process.emitWarning = (warning, ...rest) => {
   if (type === 'ExperimentalWarning' && String(warning).includes('WASI')) return;
   return emitWarning.call(process, warning, ...rest);
 };
-const loadEngine = (wasm) => createVitrine({ wasm });
+// Node 20's V8 has relaxed SIMD behind --experimental-wasm-relaxed-simd: set it before anything
+// compiles wasm, so that the default (and --wasm relaxed) can use f32x4.relaxed_madd.
+await enableNodeRelaxedSimd();
+// threads: a string from --threads (undefined = every core)
+function loadEngine(wasm, threads) {
+  if (threads != null && !/^[1-9]\d*$/.test(String(threads))) return Promise.reject(new Error(`--threads: '${threads}' is not a whole number >= 1`));
+  return createVitrine({ wasm, threads: threads == null ? undefined : Number(threads) });
+}
 
 async function cmdParity(args) {
-  let policy = null, dump = null, json = false, wasm;
+  let policy = null, dump = null, json = false, wasm, threads;
   const files = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--grad-checkpointing' && i + 1 < args.length) policy = args[++i];
     else if (a === '--dump' && i + 1 < args.length) dump = args[++i];
     else if (a === '--wasm' && i + 1 < args.length) wasm = args[++i];
+    else if (a === '--threads' && i + 1 < args.length) threads = args[++i];
     else if (a === '--json') json = true;
     else if (a.startsWith('--')) { process.stderr.write(`vitrine parity: unknown option ${a}\n`); return 2; }
     else files.push(a);
   }
   if (!files.length) { process.stderr.write(USAGE_PARITY + '\n'); return 2; }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) mkdirSync(dump, { recursive: true });
   let failed = 0;
   if (json) process.stdout.write('[');
@@ -78,6 +88,7 @@ async function cmdParity(args) {
 
 async function cmdPlan(args) {
   let preset = 'vit_tiny_patch16_224', policy = 'none', batch = 1, kept = 0, json = false, wasm;
+  let threads;
   const int = (s) => parseInt(s, 10) || 0; // atoi
   for (let i = 0; i < args.length; i++) {
     const a = args[i], more = i + 1 < args.length;
@@ -86,11 +97,14 @@ async function cmdPlan(args) {
     else if (a === '--tokens-kept' && more) kept = int(args[++i]);
     else if (a === '--grad-checkpointing' && more) policy = args[++i];
     else if (a === '--wasm' && more) wasm = args[++i];
+    else if (a === '--threads' && more) threads = args[++i];
     else if (a === '--json') json = true;
     else { process.stderr.write(`vitrine plan: unknown option ${a}\n`); return 2; }
   }
   let vt;
-  try { vt = await loadEngine(wasm); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  // the per-thread scratch (attention) is part of the plan: plan for the threads the engine runs
+  try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine plan: ${e.message}\n`); return 2; }
+  const nt = vt.threads;
   let p, model;
   try {
     model = vt.createModel({ preset, kind: 'lightly' });
@@ -101,11 +115,11 @@ async function cmdPlan(args) {
     return 1;
   } finally { if (model) model.dispose(); }
   if (json) {
-    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "params": ${p.params}, ` +
+    process.stdout.write(`{"preset": "${preset}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${nt}, "params": ${p.params}, ` +
       `"grads": ${p.grads}, "optimizer": ${p.optimizer}, "activations": ${p.activations}, "total": ${p.total}}\n`);
   } else {
     const f = (n) => String(n).padStart(12);
-    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}\n` +
+    process.stdout.write(`${preset} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${nt} thread${nt === 1 ? '' : 's'}\n` +
       `  params      ${f(p.params)} bytes\n  grads       ${f(p.grads)} bytes\n  optimizer   ${f(p.optimizer)} bytes\n` +
       `  activations ${f(p.activations)} bytes\n  total       ${f(p.total)} bytes (${(p.total / 1048576).toFixed(1)} MiB)\n`);
   }
@@ -114,8 +128,8 @@ async function cmdPlan(args) {
 
 // ---- train ------------------------------------------------------------------------------------
 
-const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist', batch: 64, steps: 1000, policy: 'block', out: 'out',
-  seed: 0, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
+const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist-p7', batch: 64, steps: 2000, policy: 'block', out: 'out',
+  seed: 0, maskRatio: 0.5, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
 // peak learning rate: lightly's MAE 1.5e-4 * batch / 256 and AIM 1e-3 * batch / 4096 are for
 // hundreds of epochs; a short run needs more (measured on Fashion-MNIST, see README)
 const defaultLr = (objective, batch) => (objective === 'mae' ? 2e-3 : 1e-3) * batch / 64;
@@ -125,13 +139,14 @@ const TRAIN_HELP = `usage: vitrine train [options]
   its encoder (and of the untrained encoder and raw pixels), saves weights, checkpoint and a
   picture of reconstructions.
   --objective mae|aim          self-supervised objective (default mae)
-  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default fmnist) or a timm preset (vit_tiny_patch16_224, ...)
+  --preset NAME                ${Object.keys(TRAIN_PRESETS).join(', ')} (default ${TRAIN_DEFAULTS.preset}) or a timm preset (vit_tiny_patch16_224, ...)
   --config JSON|FILE           model config instead of a preset: {"encoder": {timm kwargs}, "decoder_dim": ...}
   --data DIR                   a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST
   --batch B                    images per step (default ${TRAIN_DEFAULTS.batch})
   --steps N                    training steps, the length of the cosine schedule (default ${TRAIN_DEFAULTS.steps})
   --lr LR                      peak learning rate (default mae 2e-3, aim 1e-3, times batch / 64)
   --warmup N                   warm-up steps (default 5% of --steps)
+  --mask-ratio R               MAE: the share of patches masked, 0 <= R < 1 (default ${TRAIN_DEFAULTS.maskRatio})
   --grad-checkpointing POLICY  none | block | every:K | sqrt | selective | budget:BYTES (default block)
   --seed S                     initialisation S, masks S+1, data order S+2 (default 0)
   --out DIR                    where encoder.safetensors, checkpoint.safetensors, reconstructions.png go (default out)
@@ -145,7 +160,9 @@ const TRAIN_HELP = `usage: vitrine train [options]
   --eval-bank N, --eval-queries N   kNN bank (train images) and queries (test images), default 10000 / 2000
   --no-eval                    skip the kNN evaluation
   --json                       end the output with one JSON line
-  --wasm BUILD                 simd | scalar | wasi | wasi-simd | wasi-scalar`;
+  --wasm BUILD                 relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: relaxed
+                               where it validates, else simd; a resumed run keeps its checkpoint's build)
+  --threads N                  kernel threads (default every core; the same bits at any count)`;
 
 const STATE_FILE = 'checkpoint.safetensors', WEIGHTS_FILE = 'encoder.safetensors', IMAGE_FILE = 'reconstructions.png';
 
@@ -201,9 +218,9 @@ function parseTrainArgs(args) {
     return x;
   };
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data',
-    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--grad-checkpointing': 'policy',
+    '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--mask-ratio': 'maskRatio', '--grad-checkpointing': 'policy',
     '--seed': 'seed', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume',
-    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init' };
+    '--eval-bank': 'evalBank', '--eval-queries': 'evalQueries', '--wasm': 'wasm', '--init': 'init', '--threads': 'threads' };
   const ints = new Set(['batch', 'steps', 'warmup', 'saveEvery', 'stopAt', 'evalBank', 'evalQueries']);
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
@@ -213,12 +230,13 @@ function parseTrainArgs(args) {
     else if (a === '--help' || a === '-h') o.help = true;
     else if (flags[a]) {
       const k = flags[a], v = need(i, a); i++;
-      o[k] = ints.has(k) ? num(a, v) : k === 'lr' ? num(a, v, false) : v;
+      o[k] = ints.has(k) ? num(a, v) : k === 'lr' || k === 'maskRatio' ? num(a, v, false) : v;
       o.given.add(k);
     } else throw new Error(`unknown option ${a}`);
   }
   if (o.seed != null && !/^\d+$/.test(o.seed)) throw new Error(`--seed: '${o.seed}' is not a whole number`);
   if (o.objective != null && !['mae', 'aim'].includes(o.objective)) throw new Error(`--objective: '${o.objective}' (use mae or aim)`);
+  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new Error(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`);
   if (o.batch === 0) throw new Error('--batch must be at least 1');
   if (o.steps === 0) throw new Error('--steps must be at least 1');
   return o;
@@ -262,7 +280,7 @@ class TrainFailure extends Error {
 function trainSettings(o) {
   if (o.resume) {
     if (o.init) throw new TrainFailure('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
-    const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'seed'].filter((k) => o.given.has(k));
+    const fixed = ['objective', 'preset', 'config', 'data', 'batch', 'steps', 'lr', 'warmup', 'maskRatio', 'seed'].filter((k) => o.given.has(k));
     if (fixed.length) throw new TrainFailure(`--resume takes ${fixed.map((k) => '--' + k).join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
     let resumeBytes, meta;
     try { resumeBytes = new Uint8Array(readFileSync(o.resume)); } catch (e) { throw new TrainFailure(`cannot read ${o.resume}: ${STRERROR[e.code] || e.message}`); }
@@ -282,7 +300,7 @@ function trainSettings(o) {
   }
   const run = {
     objective, preset: config ? null : (o.preset || TRAIN_DEFAULTS.preset), batch, steps,
-    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05),
+    lr: o.lr ?? defaultLr(objective, batch), warmup: o.warmup ?? Math.round(steps * 0.05), maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
     seed: o.seed || String(TRAIN_DEFAULTS.seed), data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
     policy: o.policy || TRAIN_DEFAULTS.policy,
@@ -314,15 +332,19 @@ function initFromFile(model, file, strict, say) {
 
 // The engine and the model: initialised (seed) or started from --init's weights, trainer ready
 // (masks: seed + 1), the checkpoint loaded over both when resuming.
-async function openModel(o, run, resumeBytes, seed, say = () => {}) {
+async function openModel(o, run, resumeBytes, seed, say = () => {}, warn = () => {}) {
   let vt, model, initBytes = null;
-  try { vt = await loadEngine(o.wasm); } catch (e) { throw new TrainFailure(e.message, 2); }
+  // a resumed run continues bit for bit only in the build that trained it (fused and unfused
+  // multiply-adds round differently): keep the checkpoint's build unless told otherwise
+  if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
+  try { vt = await loadEngine(o.wasm || run.wasm, o.threads); } catch (e) { throw new TrainFailure(e.message, 2); }
+  if (!run.wasm) run.wasm = vt.build;
   try {
     model = vt.createModel(run.spec);
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
     if (run.init && !resumeBytes) initBytes = initFromFile(model, run.init, !!o.initStrict, say);
-    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n });
+    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, maskRatio: run.maskRatio ?? 0.75, seed: seed + 1n });
     if (resumeBytes) model.loadTrainState(resumeBytes);
   } catch (e) {
     if (e instanceof TrainFailure) throw e;
@@ -368,7 +390,7 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
   process.on('SIGTERM', onSig);
   const startStep = tr.step;
   say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
-    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
+    `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}${run.spec.kind === 'mae' && run.maskRatio != null ? `, mask ratio ${run.maskRatio}` : ''}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
   const bar = new Progress(run.steps);
   let error = null, rate = 0, mem = '', lastLoss = run.lossFirst;
   const tTrain = performance.now();
@@ -399,11 +421,10 @@ async function trainLoop({ vt, model, run, data, seed, stopAt, saveEvery, save, 
 // The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
 // (from the side evaluation).
 async function knnResults(model, side, say, warn) {
-  const { sets, knnOpts } = side, all = (n) => Int32Array.from({ length: n }, (_, i) => i);
+  const { sets, knnOpts } = side;
   const te = performance.now();
   const knn = { trained: null, initial: null, pixels: null };
-  knn.trained = knnAccuracy(features(model, sets.bank, all(sets.bank.n)), sets.bank.labels,
-    features(model, sets.query, all(sets.query.n)), sets.query.labels, knnOpts);
+  knn.trained = knnReadouts(model, sets.bank, sets.query, knnOpts); // { mean, cls }
   const s = await side.initial;
   if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
   else { knn.initial = s.initial; knn.pixels = s.pixels; }
@@ -417,22 +438,32 @@ function writeResults(model, run, data, paths) {
   writeAtomic(paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
   const showDs = data.test || data.train, nShow = Math.min(TRAIN_DEFAULTS.show, showDs.n);
   const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
-  model.loss(showImgs, showMasks(model, nShow, 0.75));
+  model.loss(showImgs, showMasks(model, nShow, run.maskRatio ?? 0.75));
   writeAtomic(paths.image, encodePng(visualizeGrid(model, showImgs, model.visualize())));
 }
 
 // The report on stdout (and, with --json, one JSON line after it).
-function report(o, { run, model, side, knn, paths, finished, step, lastLoss, seconds }) {
+function report(o, { vt, run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
+  // the headline readout: the first of READOUTS this model has (the others beside it)
+  const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
+  const pick = (x, r) => (x && x[r] != null ? x[r] : null);
+  const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
+  const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
   process.stdout.write(
     `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
-    (side && knn.trained != null ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}): ` +
-      `trained ${pct(knn.trained)}, initial ${pct(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
+    (side && readout ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
+      `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
     `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`);
   if (o.json) {
+    const perReadout = {};
+    for (const r of READOUTS) { perReadout[`knn_trained_${r}`] = pick(knn.trained, r); perReadout[`knn_initial_${r}`] = pick(knn.initial, r); }
     process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
-      knn_trained: knn.trained, knn_initial: knn.initial, knn_pixels: knn.pixels, seconds: Number(seconds.toFixed(3)),
+      knn_readout: readout, knn_trained: pick(knn.trained, readout), knn_initial: pick(knn.initial, readout), knn_pixels: knn.pixels,
+      ...perReadout, seconds: Number(seconds.toFixed(3)),
+      threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
+      images_per_second: Number((trained * run.batch / trainSeconds).toFixed(2)),
       weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
   }
 }
@@ -459,7 +490,7 @@ async function train(o) {
   const outDir = o.out || TRAIN_DEFAULTS.out;
   const paths = { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) };
   const statePath = paths.state;
-  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say);
+  const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say, warn);
   const data = trainData(o, run, model, warn);
   const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
   const side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn, initBytes) : null;
@@ -477,7 +508,8 @@ async function train(o) {
     const finished = tr.step >= run.steps;
     writeResults(model, run, data, paths);
     const knn = side && !interrupted && !error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
-    report(o, { run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000 });
+    report(o, { vt, run, model, side, knn, paths, finished, step: tr.step, lastLoss, seconds: (performance.now() - t0) / 1000,
+      trained: tr.step - startStep, trainSeconds });
     model.dispose();
     return error ? 1 : 0;
   } finally { if (side) side.worker.terminate(); }
@@ -489,7 +521,7 @@ async function main(argv) {
   if (argv[0] === 'train' && argv.some((a, i) => a === 'classify' && argv[i - 1] === '--objective')) return cmdTrainClassify(argv.slice(1));
   if (argv[0] === 'train') return cmdTrain(argv.slice(1));
   if (argv[0] === 'predict') return cmdPredict(argv.slice(1));
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] (--help)\n       vitrine train --objective classify [options] (--help)\n       ${PREDICT_USAGE.replace('usage: ', '')}\n`);
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] [--threads N] (--help)\n       vitrine train --objective classify [options] (--help)\n       ${PREDICT_USAGE.replace('usage: ', '')}\n`);
   return 2;
 }
 

@@ -1,11 +1,11 @@
 // eval-worker.js: a Node worker thread of `vitrine train` that computes, on the second core while
 // the main thread trains, the kNN accuracy of the untrained encoder (the same seeded
-// initialisation, re-created) and of the raw pixels. The engine is single-threaded; this keeps the
-// main job's wall time down on a 2-core machine. workerData: { wasm, spec, initSeed, initBytes (--init), bank, query,
+// initialisation, re-created; every readout) and of the raw pixels. Its engine runs on 1 thread, beside the
+// training's pool; this keeps the main job's wall time down. workerData: { wasm, spec, initSeed, initBytes (--init), bank, query,
 // k, t, classes } with bank / query = { n, chans, size, pixels, labels }.
 import { parentPort, workerData } from 'node:worker_threads';
 import { createVitrine } from './vitrine.js';
-import { features, pixelFeatures, knnAccuracy } from './train.js';
+import { pixelFeatures, knnAccuracy, knnReadouts } from './train.js';
 
 const w = workerData;
 const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
@@ -14,12 +14,11 @@ try {
   const opts = { k: w.k, t: w.t, classes: w.classes };
   const pixels = knnAccuracy(pixelFeatures(w.bank, all(w.bank.n)), w.bank.labels,
     pixelFeatures(w.query, all(w.query.n)), w.query.labels, opts);
-  const vt = await createVitrine({ wasm: w.wasm });
+  const vt = await createVitrine({ wasm: w.wasm, threads: 1 });
   const model = vt.createModel(w.spec);
   model.initWeights(w.initSeed);
   if (w.initBytes) model.initFrom(w.initBytes); // --init: the encoder training started from
-  const initial = knnAccuracy(features(model, w.bank, all(w.bank.n)), w.bank.labels,
-    features(model, w.query, all(w.query.n)), w.query.labels, opts);
+  const initial = knnReadouts(model, w.bank, w.query, opts); // { mean, cls }
   model.dispose();
   parentPort.postMessage({ initial, pixels, seconds: (performance.now() - t0) / 1000 });
 } catch (e) {

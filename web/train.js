@@ -11,14 +11,23 @@
 //   visualizeGrid                 originals / masked / reconstructions as one RGBA image
 import { channelStats, toRGBA, readSafetensorsHeader } from './vitrine.js';
 
-/** Small ViTs for small images. `fmnist` is the default of `vitrine train`: Fashion-MNIST 28x28
- * grey, patch 4 (7x7 = 49 patches + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE
- * decoder dim 64, depth 2, 4 heads; AIM head hidden 128, 2 blocks. `fmnist-base` is twice as wide
- * and 1.5x as deep (embed_dim 128, depth 6), for longer runs. timm presets
- * (vit_tiny_patch16_224, ...) work too, at 224x224 RGB. */
+/** Small ViTs for small images (Fashion-MNIST 28x28 grey). `fmnist`: patch 4 (7x7 = 49 patches
+ * + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE decoder dim 64, depth 2, 4 heads;
+ * AIM head hidden 128, 2 blocks. `fmnist-p7` (the default of `vitrine train`): patch 7, embed_dim
+ * 128, the same depth, heads, decoder and head. `fmnist-base` is twice as wide and 1.5x as deep
+ * as `fmnist` (embed_dim 128, depth 6), for longer runs. timm presets (vit_tiny_patch16_224, ...)
+ * work too, at 224x224 RGB. */
 export const TRAIN_PRESETS = {
   fmnist: {
     encoder: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 },
+    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 },
+    aim: { head_hidden_dim: 128, head_blocks: 2 },
+  },
+  // the default of `vitrine train`: patch 7 (4x4 = 16 patches + [CLS]) at embed_dim 128 costs
+  // about what `fmnist` costs per MAE step (fewer, wider tokens) and its features are twice as
+  // wide: the better kNN per minute of the presets measured (README)
+  'fmnist-p7': {
+    encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 128, depth: 4, num_heads: 4 },
     mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 },
     aim: { head_hidden_dim: 128, head_blocks: 2 },
   },
@@ -167,17 +176,42 @@ export function withMetadata(bytes, extra) {
 
 // ---- evaluation -------------------------------------------------------------------------------
 
-/** The encoder's pooled features (model.forward: lightly's forward = the normed [CLS] token, or
- * the average for AIM) of images `indices` of ds, in chunks: Float32Array [n, D]. */
+/** The encoder's features of images `indices` of ds, in chunks, one encode pass for every
+ * readout: { cls, mean } of Float32Array [n, D] (as { data, dim }).
+ *   cls   the normed [CLS] token, encode(x)[:, 0]: lightly's forward with timm's default
+ *         global_pool 'token' (null when the model has no prefix token, as AIM's)
+ *   mean  the mean of the normed patch tokens, encode(x)[:, prefix:].mean(1): the pooling of
+ *         timm's global_pool 'avg' on these tokens (an AIM encoder's forward is this pooling) */
 export function features(model, ds, indices, chunk = 250) {
-  let out = null, D = 0;
-  for (let s = 0; s < indices.length; s += chunk) {
-    const idx = indices.subarray(s, Math.min(indices.length, s + chunk));
-    const f = model.forward(makeBatch(ds, idx));
-    if (!out) { D = f.shape[f.shape.length - 1]; out = new Float32Array(indices.length * D); }
-    out.set(f.data, s * D);
+  const P = model.dims.prefix, n = indices.length;
+  let cls = null, mean = null, D = 0;
+  for (let s = 0; s < n; s += chunk) {
+    const idx = indices.subarray(s, Math.min(n, s + chunk));
+    const x = model.encode(makeBatch(ds, idx)); // [b, T, D]
+    const [b, T] = x.shape;
+    if (!mean) {
+      D = x.shape[2];
+      mean = new Float32Array(n * D);
+      if (P > 0) cls = new Float32Array(n * D);
+    }
+    for (let i = 0; i < b; i++) {
+      const row = x.data.subarray(i * T * D, (i + 1) * T * D), o = (s + i) * D;
+      if (cls) cls.set(row.subarray(0, D), o);
+      const acc = new Float64Array(D);
+      for (let t = P; t < T; t++) for (let d = 0; d < D; d++) acc[d] += row[t * D + d];
+      for (let d = 0; d < D; d++) mean[o + d] = acc[d] / (T - P);
+    }
   }
-  return { data: out, dim: D };
+  return { cls: cls && { data: cls, dim: D }, mean: { data: mean, dim: D } };
+}
+/** Readouts of features() that `vitrine train` reports, the first one the headline. */
+export const READOUTS = ['mean', 'cls'];
+/** kNN top-1 of every readout the model has: { mean, cls } (cls null without a prefix token). */
+export function knnReadouts(model, bank, query, opts) {
+  const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
+  const fb = features(model, bank, all(bank.n)), fq = features(model, query, all(query.n)), out = {};
+  for (const r of READOUTS) out[r] = fb[r] ? knnAccuracy(fb[r], bank.labels, fq[r], query.labels, opts) : null;
+  return out;
 }
 /** The normalised pixels themselves as features (the raw-pixel baseline). */
 export function pixelFeatures(ds, indices) {

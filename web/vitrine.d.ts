@@ -1,13 +1,15 @@
 // vitrine.d.ts: hand-written types of web/vitrine.js.
 
-export type WasmBuild = 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar';
+/** '-mt': the shared-memory file of a build, even at 1 thread (threads > 1 picks it by itself). */
+export type WasmBuild = 'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' | 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt';
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
 export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
 export interface CreateOptions {
-  /** Default: 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
+  /** Default: 'relaxed' (SIMD128 + fused multiply-add; other bits than 'simd') where relaxed SIMD
+   * validates, else 'simd' where WebAssembly SIMD128 validates, else 'scalar'. WASI builds: Node only. */
   wasm?: WasmBuild;
   /** Where to fetch the build's .wasm from, e.g. (file) => '/static/' + file. `file` is the file's
    * name ('vitrine-simd.wasm'), `url` where it is by default (beside this module, or where a bundler
@@ -17,16 +19,41 @@ export interface CreateOptions {
    * is imported at run time (not followed by bundlers). Node also reads $VITRINE_WASM_DIR, $VITRINE_BUILD/wasm.
    * Default: the files of the package, build/wasm/ beside web/vitrine.js. */
   wasmDir?: string | URL;
+  /** Kernel threads, 1..64. Default: every core the host reports (navigator.hardwareConcurrency,
+   * os.availableParallelism()). More than 1 needs SharedArrayBuffer (in a browser: a
+   * cross-origin-isolated page, COOP same-origin + COEP require-corp) and a SIMD build; where
+   * that is missing the engine runs on 1 thread and `threadsNote` says why. Every count gives
+   * the same bits. */
+  threads?: number;
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 /** The builds createVitrine can load and the files of each (in build/wasm/ of the package). */
 export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
-  readonly runtime: 'emscripten' | 'wasi';
+  readonly runtime: 'emscripten' | 'wasi' | 'reactor';
   readonly simd: boolean;
+  /** a shared-memory ("-mt") file, for the thread pool */
+  readonly threads: boolean;
   readonly files: readonly string[];
 }>>;
 export function simdSupported(): boolean;
+/** WebAssembly.validate of a tiny module using f32x4.relaxed_madd. */
+export function relaxedSimdSupported(): boolean;
+/** Node 20: sets V8's --experimental-wasm-relaxed-simd (before the first compile); resolves to relaxedSimdSupported(). */
+export function enableNodeRelaxedSimd(): Promise<boolean>;
+/** Thrown by the WASI shim when the module calls proc_exit. */
+export class WasiExit extends Error { readonly code: number; }
+/** vitrine.js's own WASI preview1 imports for clang-built reactors (no node:wasi; browser and Node). */
+// Structural stand-ins for WebAssembly's types: a Node project's lib (es2022 + @types/node) has no
+// WebAssembly namespace, and this file must check there too (tests/package).
+type WasmMemory = { readonly buffer: ArrayBufferLike; grow(delta: number): number };
+type WasmModule = object;
+type WasmInstance = { readonly exports: Record<string, unknown> };
+type WasmImports = Record<string, Record<string, unknown>>;
+export function wasiShim(getMemory: () => WasmMemory, module?: WasmModule | null): { wasi_snapshot_preview1: Record<string, Function> };
+/** Compile + instantiate a clang-built reactor from dir/file with wasiShim (+ imports), run _initialize. */
+export function loadReactor(dir: string | URL, file: string, options?: { imports?: WasmImports; memory?: WasmMemory | null }):
+  Promise<{ fn(name: string): Function | undefined; buffer(): ArrayBufferLike; instance: WasmInstance; module: WasmModule }>;
 
 /** The names of the engine's statuses (src/status.h), VitrineError.code. */
 export type StatusCode = 'VT_ERR_ARG' | 'VT_ERR_NOMEM' | 'VT_ERR_FORMAT' | 'VT_ERR_MISMATCH' | 'VT_ERR_NUMERIC'
@@ -94,6 +121,16 @@ export class Vitrine {
   readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
   /** This build has the SIMD128 kernels (not only -msimd128). */
   readonly simdKernels: boolean;
+  /** Threads the kernels use (the caller + pool workers). */
+  readonly threads: number;
+  /** The shared-memory (-mt) file is loaded. */
+  readonly threaded: boolean;
+  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...'), else null. */
+  readonly threadsNote: string | null;
+  /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
+  readonly threadStackBytes: number;
+  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  close(): void;
   presets(): string[];
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
   /** readError: the file could not be read (bytes are ignored); the result says so. */

@@ -1,13 +1,16 @@
 // vitrine.js: the JavaScript shell of the vitrine engine, one ES module for the browser and Node.
 //
-// It loads one wasm build (Emscripten SIMD128 where the host validates SIMD, Emscripten scalar
-// otherwise; in Node also the WASI reactor builds), wraps wasm/exports.c in a small class API,
+// It loads one wasm build (the relaxed-SIMD reactor where the host validates relaxed SIMD, else
+// Emscripten SIMD128 where it validates SIMD, else Emscripten scalar; in Node also the WASI
+// reactor builds), wraps wasm/exports.c in a small class API,
 // copies images in (ImageData, ImageBitmap, Float32Array NCHW) and copies results out.
 // Rules kept everywhere below: typed-array views over wasm memory are built fresh for each use
 // (memory may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
 // VitrineError carrying the engine's message and status. Training (initWeights, trainerInit,
 // trainStep, save/loadTrainState, visualize) calls the engine's trainer (src/trainer.c); the loop
 // around it is web/train.js. No file I/O here except reading the .wasm.
+
+import { startPool, hostCores, threadsUnavailableReason, importedMemoryPages } from './pool.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 
@@ -55,6 +58,26 @@ export function simdSupported() {
 export const STATUS_CODES = Object.freeze({ [-1]: 'VT_ERR_ARG', [-2]: 'VT_ERR_NOMEM', [-3]: 'VT_ERR_FORMAT',
   [-4]: 'VT_ERR_MISMATCH', [-5]: 'VT_ERR_NUMERIC', [-6]: 'VT_ERR_BUDGET', [-7]: 'VT_ERR_STATE', [-8]: 'VT_ERR_IO' });
 
+// (module (func (result v128) f32.const 0 f32x4.splat (x3) f32x4.relaxed_madd)): valid only with
+// relaxed SIMD (Chromium 114+ by default; Node 20 behind V8's --experimental-wasm-relaxed-simd).
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10,
+  28, 1, 26, 0, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 253, 133, 2, 11]);
+
+export function relaxedSimdSupported() {
+  try { return WebAssembly.validate(RELAXED_PROBE); } catch { return false; }
+}
+
+/** Node 20 only: turn on V8's relaxed SIMD (--experimental-wasm-relaxed-simd) for this process,
+ * so that the 'relaxed' build validates and compiles. Must run before the first wasm compile that
+ * should see it; V8 flags are per process (workers started later inherit it). Returns whether
+ * relaxed SIMD validates afterwards. A no-op in browsers and where it already validates. The CLI
+ * and the Node tests call it; a library user decides for their own process. */
+export async function enableNodeRelaxedSimd() {
+  if (relaxedSimdSupported() || !IS_NODE) return relaxedSimdSupported();
+  try { (await nodeModule('v8')).setFlagsFromString('--experimental-wasm-relaxed-simd'); } catch { /* not V8 */ }
+  return relaxedSimdSupported();
+}
+
 export class VitrineError extends Error {
   constructor(message, status) {
     super(message);
@@ -77,22 +100,39 @@ export class VitrineError extends Error {
 // The WASI builds run in Node only: their URL is not a literal, so bundlers leave them out.
 import createSimdModule from '../build/wasm/vitrine-simd.mjs';
 import createScalarModule from '../build/wasm/vitrine-scalar.mjs';
+import createSimdMtModule from '../build/wasm/vitrine-simd-mt.mjs';
 
 // wasm / glue: the file names (wasm is what locateFile is given); url: where the .wasm is by
 // default; extra: any other file of the build that must ship (none yet).
 const WASM_BASE = '../build/wasm/';
 const BUILDS = {
-  simd: { runtime: 'emscripten', simd: true, wasm: 'vitrine-simd.wasm', glue: 'vitrine-simd.mjs', factory: createSimdModule,
+  simd: { runtime: 'emscripten', simd: true, mt: 'simd-mt', wasm: 'vitrine-simd.wasm', glue: 'vitrine-simd.mjs', factory: createSimdModule,
     url: () => new URL('../build/wasm/vitrine-simd.wasm', import.meta.url) },
   scalar: { runtime: 'emscripten', simd: false, wasm: 'vitrine-scalar.wasm', glue: 'vitrine-scalar.mjs', factory: createScalarModule,
     url: () => new URL('../build/wasm/vitrine-scalar.wasm', import.meta.url) },
-  'wasi-simd': { runtime: 'wasi', simd: true, wasm: 'vitrine-wasi-simd.wasm' },
+  // SIMD128 + relaxed SIMD's fused multiply-add: a clang-19 reactor (no glue), loaded with our own
+  // WASI shim (wasiShim below), in the browser as in Node
+  relaxed: { runtime: 'reactor', simd: true, mt: 'relaxed-mt', wasm: 'vitrine-relaxed.wasm',
+    url: () => new URL('../build/wasm/vitrine-relaxed.wasm', import.meta.url) },
+  'wasi-simd': { runtime: 'wasi', simd: true, mt: 'wasi-simd-mt', wasm: 'vitrine-wasi-simd.wasm' },
   'wasi-scalar': { runtime: 'wasi', simd: false, wasm: 'vitrine-wasi-scalar.wasm' },
+  // The shared-memory ("-mt") file of each build that has threads (mt above): the same engine over
+  // a SharedArrayBuffer, for the pool of web/pool.js (same bits at any thread count). Separate
+  // files because a module importing shared memory cannot run without cross-origin isolation.
+  // Emscripten's -pthread glue names a worker file of its own (never started: the pool is ours),
+  // which a bundler follows, so it ships too.
+  'simd-mt': { runtime: 'emscripten', simd: true, threads: true, wasm: 'vitrine-simd-mt.wasm', glue: 'vitrine-simd-mt.mjs',
+    factory: createSimdMtModule, extra: ['vitrine-simd-mt.worker.js'],
+    url: () => new URL('../build/wasm/vitrine-simd-mt.wasm', import.meta.url) },
+  'relaxed-mt': { runtime: 'reactor', simd: true, threads: true, wasm: 'vitrine-relaxed-mt.wasm',
+    url: () => new URL('../build/wasm/vitrine-relaxed-mt.wasm', import.meta.url) },
+  'wasi-simd-mt': { runtime: 'wasi', simd: true, threads: true, wasm: 'vitrine-wasi-simd-mt.wasm' },
 };
 
-/** The builds createVitrine can load: name -> { runtime, simd, files } (files: in build/wasm/ beside web/). */
+/** The builds createVitrine can load: name -> { runtime, simd, threads, files } (files: in build/wasm/
+ * beside web/; threads: a shared-memory "-mt" file). */
 export const WASM_BUILDS = Object.freeze(Object.fromEntries(Object.entries(BUILDS).map(([name, b]) => [name,
-  Object.freeze({ runtime: b.runtime, simd: b.simd, files: Object.freeze([b.glue, b.wasm, ...(b.extra || [])].filter(Boolean)) })])));
+  Object.freeze({ runtime: b.runtime, simd: b.simd, threads: !!b.threads, files: Object.freeze([b.glue, b.wasm, ...(b.extra || [])].filter(Boolean)) })])));
 
 // Node's built-in modules, imported only when running in Node. Not a literal specifier, so that a
 // bundler neither stubs it nor splits a chunk for it in a browser build.
@@ -135,30 +175,175 @@ async function readBytes(url) {
   return new Uint8Array(await res.arrayBuffer());
 }
 
-// Emscripten build: an ES module factory. We hand it the bytes ourselves (Emscripten 3.1.6 would
-// otherwise try fetch() on a path in Node, and a bundler could not see which file it fetches).
-async function startEmscripten(factory, wasmBinary) {
-  const M = await factory({ wasmBinary, print: () => {}, printErr: () => {} });
+// Emscripten build: an ES module factory. We compile the bytes ourselves and hand the glue the
+// instance (Emscripten 3.1.6 would otherwise try fetch() on a path in Node, and a bundler could
+// not see which file it fetches); the compiled module is kept for the thread pool's workers.
+// shared: a "-mt" build (-pthread: its memory is a SharedArrayBuffer).
+async function startEmscripten(factory, bytes, shared) {
+  const module = await WebAssembly.compile(bytes);
+  let failed;
+  const instantiated = new Promise((_, reject) => { failed = reject; });
+  const M = await Promise.race([instantiated, factory({
+    print: () => {}, printErr: () => {},
+    instantiateWasm(imports, receive) {
+      WebAssembly.instantiate(module, imports).then((inst) => receive(inst, module), failed);
+      return {};
+    },
+  })]);
   return {
     fn: (name) => M['_' + name],
-    buffer: () => M.HEAPU8.buffer, // the glue re-points HEAPU8 when memory grows
+    // the glue re-points HEAPU8 when memory grows; a shared memory's .buffer is always current
+    buffer: shared ? () => M.wasmMemory.buffer : () => M.HEAPU8.buffer,
+    module, memory: shared ? M.wasmMemory : null,
+    run: shared ? rawExportName(M, '_vtw_worker_run') : null,
+    stack: shared ? { fn: rawExportName(M, 'stackRestore') } : null,
   };
 }
 
+// A WASI-preview1 import object of our own for the clang-built reactors ('relaxed'), so they run
+// in the browser as in Node without node:wasi. The engine does no I/O: wasi-libc links only
+// fd_write / fd_seek / fd_close (stdio) into it; stdout/stderr lines go to the console, other
+// descriptors are EBADF, and any other preview1 function the module imports answers ENOSYS.
+// getMemory() is read at each call (the memory is the instance's export, or an imported one).
+export class WasiExit extends Error {
+  constructor(code) { super(`wasm called proc_exit(${code})`); this.code = code; }
+}
+export function wasiShim(getMemory, module = null) {
+  const ERR = { SUCCESS: 0, BADF: 8, INVAL: 28, NOSYS: 52, SPIPE: 70 };
+  const dv = () => new DataView(getMemory().buffer);
+  const bytes = (p, n) => new Uint8Array(getMemory().buffer, p >>> 0, n >>> 0).slice(); // copy: shared memory can't be decoded
+  const pending = { 1: '', 2: '' };
+  const stdio = (fd) => fd === 0 || fd === 1 || fd === 2;
+  const now = (id) => (id === 0 ? BigInt(Date.now()) * 1000000n
+    : BigInt(Math.round((globalThis.performance ? performance.now() : Date.now()) * 1e6)));
+  const w = {
+    fd_write(fd, iovs, n, nwritten) {
+      if (fd !== 1 && fd !== 2) return ERR.BADF;
+      const d = dv();
+      let total = 0, text = '';
+      for (let i = 0; i < n; i++) {
+        const p = d.getUint32(iovs + 8 * i, true), len = d.getUint32(iovs + 8 * i + 4, true);
+        text += new TextDecoder().decode(bytes(p, len));
+        total += len;
+      }
+      const lines = (pending[fd] + text).split('\n');
+      pending[fd] = lines.pop();
+      for (const l of lines) (fd === 1 ? console.log : console.error)(l);
+      dv().setUint32(nwritten, total, true);
+      return ERR.SUCCESS;
+    },
+    fd_seek: (fd) => (stdio(fd) ? ERR.SPIPE : ERR.BADF),
+    fd_close: (fd) => (stdio(fd) ? ERR.SUCCESS : ERR.BADF),
+    fd_fdstat_get(fd, p) {
+      if (!stdio(fd)) return ERR.BADF;
+      const d = dv();
+      d.setUint8(p, 2); d.setUint16(p + 2, 0, true); // character device, no flags
+      d.setBigUint64(p + 8, 0xffffffffffffffffn, true); d.setBigUint64(p + 16, 0xffffffffffffffffn, true);
+      return ERR.SUCCESS;
+    },
+    fd_prestat_get: () => ERR.BADF, // no pre-opened directories
+    environ_sizes_get(count, size) { dv().setUint32(count, 0, true); dv().setUint32(size, 0, true); return ERR.SUCCESS; },
+    environ_get: () => ERR.SUCCESS,
+    args_sizes_get(count, size) { dv().setUint32(count, 0, true); dv().setUint32(size, 0, true); return ERR.SUCCESS; },
+    args_get: () => ERR.SUCCESS,
+    clock_time_get(id, _precision, out) {
+      if (id > 3) return ERR.INVAL;
+      dv().setBigUint64(out, now(id), true);
+      return ERR.SUCCESS;
+    },
+    clock_res_get(id, out) { dv().setBigUint64(out, 1000n, true); return ERR.SUCCESS; },
+    random_get(p, n) {
+      for (let o = 0; o < n; o += 65536) {
+        const chunk = new Uint8Array(Math.min(65536, n - o));
+        globalThis.crypto.getRandomValues(chunk);
+        new Uint8Array(getMemory().buffer, (p >>> 0) + o, chunk.length).set(chunk);
+      }
+      return ERR.SUCCESS;
+    },
+    sched_yield: () => ERR.SUCCESS,
+    proc_exit(code) { throw new WasiExit(code); },
+  };
+  if (module) // whatever else the module imports from preview1: ENOSYS
+    for (const imp of WebAssembly.Module.imports(module))
+      if (imp.module === 'wasi_snapshot_preview1' && imp.kind === 'function' && !(imp.name in w)) w[imp.name] = () => ERR.NOSYS;
+  return { wasi_snapshot_preview1: w };
+}
+
+/** A clang-built WASI-style reactor (build/wasm/<file>), browser or Node: compile, instantiate with
+ * wasiShim() (+ `imports`, e.g. { env: { memory } } for a build that imports its memory), run
+ * _initialize. Returns the low-level { fn(name), buffer(), instance, module } the Vitrine class
+ * takes. `memory`: the imported WebAssembly.Memory, if any (else the instance's export). */
+export async function loadReactor(dir, file, options = {}) {
+  return startReactor(await readBytes(await fileUrl(dir, file)), options);
+}
+
+// A build linked with --import-memory (a "-mt" file) gets a new shared memory of the size it asks
+// for, and what the pool needs: the module, the memory, the worker loop and the stack pointer.
+async function startReactor(bytes, { imports = {}, memory = null } = {}) {
+  const module = await WebAssembly.compile(bytes);
+  const pages = memory ? null : importedMemoryPages(bytes);
+  if (pages != null) {
+    memory = new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true });
+    imports = { ...imports, env: { ...(imports.env || {}), memory } };
+  }
+  let instance = null;
+  const getMemory = () => memory || instance.exports.memory;
+  const shim = wasiShim(getMemory, module);
+  instance = await WebAssembly.instantiate(module, { ...imports, ...shim });
+  if (typeof instance.exports._initialize === 'function') instance.exports._initialize();
+  const ex = instance.exports;
+  return { fn: (name) => ex[name], buffer: () => getMemory().buffer, instance, module,
+    memory: pages != null ? memory : null, run: 'vtw_worker_run', stack: { global: '__stack_pointer' } };
+}
+
+// Emscripten -O3 minifies the wasm export names; its JS wrapper for `name` says which one it
+// calls (Module["asm"]["xy"]), or is that raw export itself once it has been called.
+function rawExportName(M, name) {
+  const f = M[name];
+  const m = /Module\["asm"\]\["([^"]+)"\]/.exec(String(f));
+  if (m) return m[1];
+  for (const [k, v] of Object.entries(M.asm || {})) if (v === f) return k;
+  throw new Error(`cannot find the wasm export behind ${name}`);
+}
+
+// Node's WASI builds: 'wasi-simd', 'wasi-scalar', 'wasi-simd-mt' (imports a shared memory)
 async function startWasi(bytes) {
   const { WASI } = await nodeModule('wasi');
+  const module = await WebAssembly.compile(bytes);
   const wasi = new WASI({ version: 'preview1', args: [], env: {}, returnOnExit: true });
-  const { instance } = await WebAssembly.instantiate(bytes, wasi.getImportObject());
-  wasi.initialize(instance);
+  const imports = { ...wasi.getImportObject() }; // (not extensible as returned)
+  const pages = importedMemoryPages(bytes);
+  let memory = null;
+  if (pages != null) {
+    memory = new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true });
+    imports.env = { memory };
+  }
+  const instance = await WebAssembly.instantiate(module, imports);
   const ex = instance.exports;
-  return { fn: (name) => ex[name], buffer: () => ex.memory.buffer };
+  // node:wasi finds the memory among the exports; an imported one is not there
+  wasi.initialize(memory ? { exports: { _initialize: ex._initialize, memory } } : instance);
+  const mem = memory || ex.memory;
+  return {
+    fn: (name) => ex[name], buffer: () => mem.buffer,
+    module, memory, run: 'vtw_worker_run', stack: { global: '__stack_pointer' },
+  };
 }
 
 /**
- * createVitrine({ wasm, locateFile, wasmDir })
- * wasm: a name of WASM_BUILDS ('simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar') or 'wasi'. Default:
- * 'simd' where WebAssembly SIMD128 validates, else 'scalar'; 'wasi' is WASI SIMD where SIMD
- * validates, else WASI scalar (Node only).
+ * createVitrine({ wasm, threads, locateFile, wasmDir })
+ * wasm: a name of WASM_BUILDS ('relaxed' | 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar', or a
+ * shared-memory file 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt', asked for even at 1 thread) or 'wasi'.
+ * Default: 'relaxed' (SIMD128 + fused multiply-add) where relaxed SIMD validates, else 'simd'
+ * where SIMD128 validates, else 'scalar'. The default trades bit-identity with the SIMD128 build
+ * for ~1.5-2x speed: 'relaxed' rounds each multiply-add once, so its bits differ from 'simd''s
+ * (both pass parity; see wasm/README.md for which builds agree bitwise). Ask for wasm: 'simd'
+ * to get the same bits on every host. In Node 20, relaxed SIMD needs enableNodeRelaxedSimd()
+ * first. 'wasi' is the WASI SIMD build where SIMD validates (else WASI scalar), Node only.
+ * threads: default every core the host reports. More than 1 loads the build's shared-memory
+ * ("-mt") file and starts a pool of workers (same bits at any thread count); where that cannot be
+ * (no cross-origin isolation in a browser, a scalar build) the engine runs on 1 thread and
+ * `threadsNote` says why. vt.build names the build without "-mt"; vt.threaded says whether the
+ * shared-memory file is loaded.
  * locateFile(file, url): where to fetch the build's .wasm instead (e.g. 'vitrine-simd.wasm' and the
  * URL beside this module -> a URL or string), for apps that serve it from elsewhere.
  * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
@@ -167,10 +352,50 @@ async function startWasi(bytes) {
  */
 export async function createVitrine(options = {}) {
   const simd = simdSupported();
-  let name = options.wasm || (simd ? 'simd' : 'scalar');
+  let name = options.wasm || (relaxedSimdSupported() ? 'relaxed' : simd ? 'simd' : 'scalar');
   if (name === 'wasi') name = simd ? 'wasi-simd' : 'wasi-scalar';
-  const b = Object.hasOwn(BUILDS, name) ? BUILDS[name] : null;
-  if (!b) throw new Error(`unknown wasm build '${name}' (${[...Object.keys(BUILDS), 'wasi'].join(', ')})`);
+  if (!Object.hasOwn(BUILDS, name)) throw new Error(`unknown wasm build '${name}' (${[...Object.keys(BUILDS), 'wasi'].join(', ')})`);
+  let threads = options.threads == null ? await hostCores() : options.threads;
+  if (!Number.isInteger(threads) || threads < 1 || threads > 64)
+    throw new VitrineError(`threads must be an integer in [1, 64], got ${options.threads}`, -1);
+  const forceMt = !!BUILDS[name].threads;
+  let build = forceMt ? name.slice(0, -3) : name;
+  let note = null;
+  const threadsFor = (b) => { // the thread count build b can have here (note: why fewer)
+    if (threads <= 1 && !forceMt) return threads;
+    const why = threadsUnavailableReason() || (BUILDS[b].mt ? null : `the ${b} build has no threads`);
+    if (!why) return threads;
+    if (forceMt) throw new Error(`wasm build ${name}: ${why}`);
+    note = `1 thread: ${why}`;
+    return 1;
+  };
+  const fileOf = (b) => (threads > 1 || forceMt ? BUILDS[b].mt : b);
+  threads = threadsFor(build);
+  let low;
+  try {
+    low = await loadBuild(fileOf(build), options);
+  } catch (e) { // the default's relaxed file is not there (built without clang-19): SIMD128
+    if (options.wasm || build !== 'relaxed') throw e;
+    build = simd ? 'simd' : 'scalar';
+    threads = threadsFor(build);
+    low = await loadBuild(fileOf(build), options);
+  }
+  const vt = new Vitrine(low, build);
+  vt.threaded = !!low.memory;
+  vt.threadsNote = note;
+  if (threads > 1) {
+    const c = vt._c;
+    vt._pool = await startPool({
+      module: low.module, memory: low.memory, malloc: (n) => c.malloc(n),
+      setThreads: (n, w) => c.set_threads(n, w), ready: () => c.threads_ready(),
+      shutdown: () => c.threads_shutdown(), run: low.run, stack: low.stack,
+    }, threads);
+  }
+  return vt;
+}
+
+async function loadBuild(name, options) {
+  const b = BUILDS[name];
   if (b.runtime === 'wasi' && !IS_NODE) throw new Error(`the WASI build runs in Node only; use wasm: 'simd' or 'scalar'`);
   const dir = options.wasmDir || envWasmDir();
   let url = dir ? await fileUrl(dir, b.wasm) : b.url ? b.url() : new URL(WASM_BASE + b.wasm, import.meta.url);
@@ -181,8 +406,8 @@ export async function createVitrine(options = {}) {
   }
   if (options.locateFile) url = await toUrl(await options.locateFile(b.wasm, url));
   const bytes = await readBytes(url);
-  const low = b.runtime === 'emscripten' ? await startEmscripten(factory, bytes) : await startWasi(bytes);
-  return new Vitrine(low, name);
+  if (b.runtime === 'emscripten') return startEmscripten(factory, bytes, !!b.threads);
+  return b.runtime === 'reactor' ? startReactor(bytes) : startWasi(bytes);
 }
 
 // ---- the engine ------------------------------------------------------------------------------
@@ -199,7 +424,10 @@ export class Vitrine {
       'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan', 'vtw_plan_train_step',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
       'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_labels', 'vtw_train_step_count',
-      'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize', 'malloc', 'free'];
+      'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize',
+      'vtw_set_threads', 'vtw_threads_max', 'vtw_threads_ready', 'vtw_threads_shutdown', 'vtw_threads_set_min_work',
+      'vtw_threads_chunks_run',
+      'malloc', 'free'];
     this._c = {};
     for (const n of names) {
       const f = low.fn(n);
@@ -207,7 +435,23 @@ export class Vitrine {
       this._c[n.replace(/^vtw_/, '')] = f;
     }
     this.simdKernels = this._c.kernels_simd() === 1;
+    this._pool = null;
+    this.threaded = false; // the shared-memory (-mt) file is loaded
+    this.threadsNote = null;
   }
+
+  /** Threads the engine's kernels use (1 + pool workers). */
+  get threads() { return this._c.threads_max(); }
+  /** Bytes of linear memory the pool's worker stacks take (besides the plan's per-thread scratch). */
+  get threadStackBytes() { return this._pool ? this._pool.stackBytes : 0; }
+  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  close() {
+    if (this._pool) { this._pool.close(); this._pool = null; }
+  }
+  /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
+  _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }
+  /** Tests: chunks of pooled loops each thread has run so far ([caller, worker 1, ...]). */
+  _chunksRun() { return Array.from({ length: this.threads }, (_, t) => this._c.threads_chunks_run(t)); }
 
   // Fresh views on every use: never keep one across a call into wasm.
   u8() { return new Uint8Array(this._low.buffer()); }
@@ -234,7 +478,7 @@ export class Vitrine {
     const u8 = this.u8();
     let end = ptr;
     while (u8[end]) end++;
-    return new TextDecoder().decode(u8.subarray(ptr, end));
+    return new TextDecoder().decode(u8.slice(ptr, end)); // a copy: decode() refuses shared memory
   }
   str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
   // Runs fn(...ptrs) with C strings made from strs, freed afterwards.
@@ -280,7 +524,7 @@ export class Vitrine {
       const rc = this.withStrings([policy || '', file || '', readError || ''],
         (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
       const [jp, jl, dp, dl] = this.u32(out, 4);
-      const json = jp ? new TextDecoder().decode(this.u8().subarray(jp, jp + jl)) : null;
+      const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jl)) : null;
       const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
       result.json = json;
       if (dp) result.dump = this.u8().slice(dp, dp + dl);
@@ -440,7 +684,7 @@ export class Model {
     try {
       vt.check(c.init_from(this._h, p, u8.length, strict ? 1 : 0, out));
       const [jp, jl] = vt.u32(out, 2);
-      const r = JSON.parse(new TextDecoder().decode(vt.u8().subarray(jp, jp + jl)));
+      const r = JSON.parse(new TextDecoder().decode(vt.u8().slice(jp, jp + jl)));
       vt.free(jp);
       return { source: r.source, filePrefix: r.file_prefix, loaded: r.loaded, skipped: r.skipped, missing: r.missing,
         posEmbed: r.pos_embed, notes: r.notes };

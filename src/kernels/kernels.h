@@ -72,6 +72,10 @@ void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long 
 /* Routing to the scalar reference (for tests comparing SIMD against it). */
 void vt_kernels_use_reference(int on);
 int vt_kernels_simd(void); /* 1 if this build has SIMD kernels */
+/* How the SIMD kernels' multiply-adds round: 0 = mul then add (SIMD128, SSE2, scalar builds),
+ * 1 = fused (relaxed-SIMD wasm on an FMA host, native FMA build), 2 = a fused build on a host
+ * that runs relaxed_madd unfused. Tests pick bitwise or tolerance checks by it. */
+int vt_kernels_madd_fused(void);
 
 /* Scalar references, always compiled. */
 void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,

@@ -1,14 +1,16 @@
-/* kernels_simd.c: 4 x f32 SIMD128 kernels (no relaxed-simd, no FMA), one per scalar reference in
- * kernels_ref.c, same signatures and conventions (kernels.h): backward +=, NULL gradient = skip,
+/* kernels_simd.c: 4 x f32 SIMD128 kernels, one per scalar reference in kernels_ref.c, same signatures and conventions (kernels.h): backward +=, NULL gradient = skip,
  * gelu_backward overwrites and may alias. Every vectorised loop has a scalar tail; nothing
  * allocates. Written only in the vector vocabulary of simd128.h, which maps it to WebAssembly
  * SIMD128 (-msimd128) or x86-64 SSE2 with the same per-lane results, so the browser and the
- * native build compute the same bits; compiles to nothing on other targets.
+ * native build compute the same bits; compiles to nothing on other targets. The multiply-
+ * accumulates go through MADD, which the relaxed-SIMD wasm build and the native FMA build fuse
+ * (simd128.h); everything else is the same operation in every build.
  *
  * Attention has no SIMD kernel of its own: kernels_attn.c composes it from the matmuls here.
  *
  * Where the reference's summation order is kept, results are bit-identical (matmul backward incl.
- * dbias, layernorm db, AdamW); dot products over contiguous memory use 4 lane-wise
+ * dbias, layernorm db, AdamW; in fused builds matmul backward equals the reference's loop with
+ * each `+= a*b` fused, and dbias, db, AdamW, which never MADD, stay bit-identical); dot products over contiguous memory use 4 lane-wise
  * partial sums, so they differ from the reference by reassociation only. erf/exp are our own
  * f32x4 approximations (<= 2 ulp / 1 ulp from libm, measured by the test).
  *
@@ -42,6 +44,21 @@ VT_INLINE f32x4 hsum4(f32x4 a, f32x4 b, f32x4 c, f32x4 d) {
  * the row (which might be the end of linear memory). */
 VT_INLINE f32x4 load_partial(const float *p, int n) {
     return MAKE(n > 0 ? p[0] : 0.0f, n > 1 ? p[1] : 0.0f, n > 2 ? p[2] : 0.0f, 0.0f);
+}
+
+/* How MADD rounds here: 0 = a mul and an add (unfused build), 1 = once (fused build on a host that
+ * fuses), 2 = a fused build whose host runs f32x4.relaxed_madd as mul + add (allowed by the
+ * relaxed-SIMD spec: V8 on an x86 CPU without FMA3). Probe: (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24
+ * with one rounding and 0 with two. The operands are read through volatile so nothing folds. */
+int vt_simd_madd_fused(void) {
+    static volatile float a = 1.0f + 0x1p-12f, c = -(1.0f + 0x1p-11f);
+    f32x4 va = SPLAT(a);
+    float r = LANE0(MADD(SPLAT(c), va, va));
+#if defined(VT_SIMD128_FUSED)
+    return r != 0.0f ? 1 : 2;
+#else
+    return r != 0.0f ? 1 : 0; /* 1 here would be a bug (caught by the tests) */
+#endif
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -126,11 +143,22 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
 /* ------------------------------------------------------------------------------------------ */
 /* matmul forward: out[M,N] = inp[M,K] @ w[N,K]^T + bias                                      */
 
+/* The tile does not change any result (each output's 4 lane sums run over k in order, then one
+ * hsum4), only speed. Fused builds: 3 x 3 (9 accumulators + 6 loaded vectors in x86's 16
+ * registers) keeps more FMAs in flight than 4 x 2 (an FMA has ~4 cycles of latency on 2 ports);
+ * measured side by side on the ViT shapes, relaxed wasm under V8. */
+#if defined(VT_SIMD128_FUSED)
+#define VT_MM_MR_DEFAULT 3
+#define VT_MM_NR_DEFAULT 3
+#else
+#define VT_MM_MR_DEFAULT 4
+#define VT_MM_NR_DEFAULT 2
+#endif
 #ifndef VT_MM_MR
-#define VT_MM_MR 4 /* rows of inp per tile */
+#define VT_MM_MR VT_MM_MR_DEFAULT /* rows of inp per tile */
 #endif
 #ifndef VT_MM_NR
-#define VT_MM_NR 2 /* rows of w (output columns) per tile */
+#define VT_MM_NR VT_MM_NR_DEFAULT /* rows of w (output columns) per tile */
 #endif
 /* Weight rows per block: the w block (NB x K floats) is reused by every row tile of inp, so keep
  * it within ~256 KB (L2) while inp's MR rows stay in L1. */
@@ -242,6 +270,14 @@ VT_INLINE void bcast_tile(float *c, int ldc, const float *a, int ars, int acs, c
         for (int v = 0; v < nv; v++) ST(c + (size_t)i * ldc + 4 * v, acc[i][v]);
 }
 
+/* The scalar form of MADD: fused in the fused builds (fmaf: vfmadd231ss on x86 FMA; wasm has no
+ * scalar FMA, so wasi-libc's correctly rounded fmaf), so tail columns round like vector ones. */
+#if defined(VT_SIMD128_FUSED)
+#define MADD1(acc, a, b) fmaf((a), (b), (acc))
+#else
+#define MADD1(acc, a, b) ((acc) + (a) * (b))
+#endif
+
 /* Scalar columns (the K % 4 tail) for mr rows. */
 static void bcast_tail(float *c, int ldc, const float *a, int ars, int acs, const float *b,
                        int ldb, int J, int mr, int ncols) {
@@ -249,7 +285,7 @@ static void bcast_tail(float *c, int ldc, const float *a, int ars, int acs, cons
         for (int col = 0; col < ncols; col++) {
             float s = c[(size_t)i * ldc + col];
             for (int j = 0; j < J; j++)
-                s += a[(size_t)i * ars + (size_t)j * acs] * b[(size_t)j * ldb + col];
+                s = MADD1(s, a[(size_t)i * ars + (size_t)j * acs], b[(size_t)j * ldb + col]);
             c[(size_t)i * ldc + col] = s;
         }
 }
@@ -332,16 +368,24 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
     if (M <= 0 || N <= 0) return; /* nothing to add (K = 0: the gradients are empty) */
     /* dinp[m,:] += sum_n dout[m,n] w[n,:]   (A = dout, row-major [M,N]) */
     if (dinp && K > 0) gemm_bcast_acc(dinp, K, dout, N, 1, w, K, M, N, K);
+    vt_simd_matmul_backward_dw(dw, dbias, dout, inp, M, K, N, 0, N);
+}
+
+/* Rows [n0, n1) of dw and dbias (the threads' split: each element's sum over m is unchanged;
+ * n0 and n1 multiples of 4 or N, so the same columns of dbias take the vector path). */
+void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
+                                int M, int K, int N, int n0, int n1) {
+    if (M <= 0 || n1 <= n0) return;
     /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]) */
-    if (dw && K > 0) gemm_bcast_acc(dw, K, dout, 1, N, inp, K, N, M, K);
+    if (dw && K > 0) gemm_bcast_acc(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, n1 - n0, M, K);
     if (dbias) { /* dbias[n] += sum_m dout[m,n]: column sums, 4 columns per vector, m in order */
-        int n = 0;
-        for (; n + 4 <= N; n += 4) {
+        int n = n0;
+        for (; n + 4 <= n1; n += 4) {
             f32x4 s = ZERO();
             for (int m = 0; m < M; m++) s = ADD(s, LD(dout + (size_t)m * N + n));
             ST(dbias + n, ADD(LD(dbias + n), s));
         }
-        for (; n < N; n++) {
+        for (; n < n1; n++) {
             float s = 0.0f;
             for (int m = 0; m < M; m++) s += dout[(size_t)m * N + n];
             dbias[n] += s;
@@ -398,6 +442,14 @@ void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float
 void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int M, int D) {
+    if (dinp) vt_simd_layernorm_backward_dinp(dinp, dout, inp, w, mean, rstd, M, D);
+    vt_simd_layernorm_backward_params(dw, db, dout, inp, mean, rstd, M, D, 0, D);
+}
+
+/* dinp rows (the threads split over m) */
+void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd, int M,
+                                     int D) {
     const f32x4 one = SPLAT(1.0f);
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
@@ -422,23 +474,43 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
         }
         float mean_dn = sum_dn / (float)D, mean_dn_n = sum_dn_n / (float)D;
         f32x4 vmdn = SPLAT(mean_dn), vmdnn = SPLAT(mean_dn_n);
+        float *di = dinp + (size_t)m * D;
         for (i = 0; i + 4 <= D; i += 4) {
             f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
             f32x4 g = LD(dy + i);
-            if (dw) ST(dw + i, MADD(LD(dw + i), n, g));
-            if (db) ST(db + i, ADD(LD(db + i), g));
-            if (dinp) {
-                f32x4 dn = w ? MUL(LD(w + i), g) : g;
-                float *di = dinp + (size_t)m * D + i;
-                ST(di, ADD(LD(di), MUL(SUB(SUB(dn, vmdn), MUL(n, vmdnn)), vrs)));
-            }
+            f32x4 dn = w ? MUL(LD(w + i), g) : g;
+            ST(di + i, ADD(LD(di + i), MUL(SUB(SUB(dn, vmdn), MUL(n, vmdnn)), vrs)));
         }
         for (; i < D; i++) {
             float n = (x[i] - mu) * rs;
             float dn = w ? w[i] * dy[i] : dy[i];
+            di[i] += (dn - mean_dn - n * mean_dn_n) * rs;
+        }
+    }
+}
+
+/* dw, db columns [d0, d1) summed over every row in m order (the threads split over columns;
+ * d0, d1 multiples of 4 or D, so the same columns take the vector path as in one piece) */
+void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, const float *inp,
+                                       const float *mean, const float *rstd, int M, int D, int d0,
+                                       int d1) {
+    if (!dw && !db) return;
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        const float *dy = dout + (size_t)m * D;
+        float mu = mean[m], rs = rstd[m];
+        f32x4 vmu = SPLAT(mu), vrs = SPLAT(rs);
+        int i = d0;
+        for (; i + 4 <= d1; i += 4) {
+            f32x4 n = MUL(SUB(LD(x + i), vmu), vrs);
+            f32x4 g = LD(dy + i);
+            if (dw) ST(dw + i, MADD(LD(dw + i), n, g));
+            if (db) ST(db + i, ADD(LD(db + i), g));
+        }
+        for (; i < d1; i++) {
+            float n = (x[i] - mu) * rs;
             if (dw) dw[i] += n * dy[i];
             if (db) db[i] += dy[i];
-            if (dinp) dinp[(size_t)m * D + i] += (dn - mean_dn - n * mean_dn_n) * rs;
         }
     }
 }

@@ -14,6 +14,16 @@ void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const 
                             int M, int K, int N);
 void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                              const float *inp, const float *w, int M, int K, int N);
+/* the pieces the threads split (kernels.c): dw/dbias rows [n0, n1) of a matmul backward; a
+ * layernorm backward's dinp rows and its dw/db columns [d0, d1) */
+void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
+                                int M, int K, int N, int n0, int n1);
+void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd, int M,
+                                     int D);
+void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, const float *inp,
+                                       const float *mean, const float *rstd, int M, int D, int d0,
+                                       int d1);
 void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int M, int D, float eps);
 void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
@@ -22,6 +32,9 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
 void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_simd_softmax_row(float *y, const float *x, int n);
+/* 0: MADD is a mul then an add; 1: fused (one rounding); 2: a fused build on a host whose
+ * relaxed_madd does not fuse (see simd128.h) */
+int vt_simd_madd_fused(void);
 
 /* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (kernels_ref.c):
  * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. */

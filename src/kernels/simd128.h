@@ -2,16 +2,24 @@
  * "small macro vocabulary mapped per ISA in one header"). kernels_simd.c is written only in these
  * names; this header is the only place that names an ISA's intrinsics.
  *
- *   WebAssembly SIMD128 (__wasm_simd128__)  <wasm_simd128.h>
- *   x86-64 SSE2 (__SSE2__)                 <emmintrin.h>; SSE4.1's roundps when __SSE4_1__
+ *   WebAssembly SIMD128 (__wasm_simd128__)  <wasm_simd128.h>; + relaxed SIMD (-mrelaxed-simd)
+ *   x86-64 SSE2 (__SSE2__)                 <emmintrin.h>; SSE4.1's roundps when __SSE4_1__;
+ *                                          FMA3 (-mfma: the native FMA build) for MADD
  *   anything else (e.g. aarch64)           nothing: VT_SIMD128_AVAILABLE stays undefined and
  *                                          kernels.c / optim.c use the scalar references.
  *
  * Every operation has the SAME per-lane result on every ISA, bit for bit, so a native build
  * reproduces the browser's numbers (checked by `vitrine parity --dump` on both):
  *   ADD SUB MUL DIV SQRT   IEEE-754 binary32, round to nearest even, subnormals kept (SSE's
- *                          default MXCSR: no FTZ/DAZ), never fused: MADD is a mul then an add
- *                          (SIMD128 has no FMA; the x86 build never enables -mfma)
+ *                          default MXCSR: no FTZ/DAZ)
+ *   MADD(acc,a,b)          acc + a*b. Two families of builds (VT_SIMD128_FUSED says which):
+ *                            unfused (SIMD128, SSE2): a mul then an add, two roundings;
+ *                            fused (wasm relaxed SIMD: f32x4.relaxed_madd; x86 FMA3:
+ *                            _mm_fmadd_ps): one rounding. relaxed_madd may be either, per the
+ *                            wasm spec; V8 fuses it where the CPU has FMA (every x86-64 since
+ *                            2013-15, every arm64), so the relaxed build there gives the native
+ *                            FMA build's bits. Only MADD ever fuses (-ffp-contract=off): a build
+ *                            differs from its unfused twin exactly where a kernel calls MADD.
  *   PMIN(a,b) PMAX(a,b)    wasm's pseudo-min/max: PMIN = b < a ? b : a, PMAX = a < b ? b : a;
  *                          a NaN in `a` (or an unordered pair) gives `a` back. SSE's minps(x,y)
  *                          is x < y ? x : y, so PMIN(a,b) = minps(b,a), PMAX(a,b) = maxps(b,a)
@@ -140,8 +148,23 @@ static inline __attribute__((always_inline)) f32x4 vt_sse_nearest(f32x4 x) {
 #endif /* ISA */
 
 #if defined(VT_SIMD128_AVAILABLE)
-/* acc + a*b as two roundings (no FMA anywhere) */
+#if defined(__wasm_relaxed_simd__)
+/* acc + a*b, fused where the engine's CPU has FMA (see above) */
+#define MADD(acc, a, b) wasm_f32x4_relaxed_madd((a), (b), (acc))
+#define VT_SIMD128_FUSED 1
+#undef VT_SIMD128_ISA
+#define VT_SIMD128_ISA "wasm-relaxed-simd"
+#elif defined(__SSE2__) && defined(__FMA__)
+#include <immintrin.h>
+/* acc + a*b with one rounding (vfmadd231ps), the bits of relaxed_madd on an FMA host */
+#define MADD(acc, a, b) _mm_fmadd_ps((a), (b), (acc))
+#define VT_SIMD128_FUSED 1
+#undef VT_SIMD128_ISA
+#define VT_SIMD128_ISA "fma3"
+#else
+/* acc + a*b as two roundings */
 #define MADD(acc, a, b) ADD((acc), MUL((a), (b)))
+#endif
 #endif
 
 #endif /* VT_SIMD128_H */

@@ -1,7 +1,8 @@
 // demo.test.mjs: the browser demo (demo/) in headless Debian Chromium, driven by playwright-core.
 //   node --test tests/browser/
 // Serves the page on 127.0.0.1 (random port) with demo/serve.mjs, opens it in a fresh profile and
-// checks: the SIMD build loads; training runs with the loss falling; switching checkpointing in
+// checks: the relaxed-SIMD build loads, cross-origin isolated, with a pool of > 1 thread (and, served
+// without COOP / COEP, falls back to 1 thread saying why); training runs with the loss falling; switching checkpointing in
 // the middle of a run leaves every loss bit the same as a run that never switched; a reload
 // resumes from IndexedDB bit for bit; a configuration that does not fit the budget is refused
 // with the numbers and a policy; the user's own images (PNG files) train; the shell itself takes
@@ -98,14 +99,38 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     if (profile) rmSync(profile, { recursive: true, force: true });
   });
 
-  test('the page loads the SIMD build', async () => {
-    const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent }));
-    assert.equal(s.build, 'simd');
+  test('the page loads the relaxed-SIMD build (Chromium validates relaxed SIMD by default), cross-origin isolated, with a pool of threads', async () => {
+    const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent,
+      threads: window.vitrineDemo.threads, note: window.vitrineDemo.threadsNote, isolated: window.crossOriginIsolated, cores: navigator.hardwareConcurrency }));
+    assert.equal(s.build, 'relaxed');
     assert.equal(s.k, true);
-    assert.match(s.badge, /simd/);
+    assert.match(s.badge, /relaxed/);
+    assert.equal(s.isolated, true, 'serve.mjs sends COOP / COEP');
+    assert.ok(s.threads > 1, `the page reports ${s.threads} thread(s) (${s.note}); cores ${s.cores}`);
+    assert.equal(s.threads, s.cores);
+    assert.match(s.badge, new RegExp(`${s.threads} threads`));
   });
 
   let reference; // the losses of a run that never switched
+  test('served without COOP / COEP, the page falls back to 1 thread and says why', async () => {
+    const { startServer } = await import('../../demo/serve.mjs');
+    const plain = await startServer({ port: 0, isolate: false });
+    const p2 = await ctx.newPage();
+    try {
+      await p2.goto(plain.url);
+      await p2.waitForFunction(() => window.vitrineDemo && window.vitrineDemo.booted, null, { timeout: 30_000, polling: 50 });
+      const s = await p2.evaluate(() => ({ threads: window.vitrineDemo.threads, note: window.vitrineDemo.threadsNote,
+        isolated: window.crossOriginIsolated, badge: document.getElementById('build').textContent }));
+      assert.equal(s.isolated, false);
+      assert.equal(s.threads, 1);
+      assert.match(s.note, /not cross-origin isolated/);
+      assert.match(s.badge, /1 thread \(.*cross-origin isolated/);
+    } finally {
+      await p2.close();
+      plain.server.close();
+    }
+  });
+
   test('trains with the loss falling; checkpointing switched mid-run changes no bit', async () => {
     await configure();
     assert.equal(await page.isChecked('#ckpt'), false);

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { BUILDS, REPO, FIXTURES, NATIVE, engine, fixture, fixtureNames, readSafetensors, f32, relErr } from './util.mjs';
+import { BUILDS, REPO, FIXTURES, NATIVE, NATIVE_FMA, HOST_FMA, RELAXED, engine, fixture, fixtureNames, readSafetensors, f32, relErr } from './util.mjs';
 import { readSafetensorsHeader } from '../../web/vitrine.js';
 
 const names = fixtureNames();
@@ -14,6 +14,8 @@ const isModel = (bytes) => {
   const { meta } = readSafetensors(bytes);
   return meta.module !== 'torch.optim.AdamW' && JSON.parse(meta.call).fn !== 'sincos';
 };
+
+test('relaxed SIMD is enabled in this Node', () => assert.ok(RELAXED, 'enableNodeRelaxedSimd() failed: no relaxed build tested'));
 
 for (const build of BUILDS) {
   test(`fixtures pass through the ${build} build`, async () => {
@@ -48,34 +50,49 @@ const NATIVE_SIMD = process.arch === 'x64' && (() => {
   try { return /^VT_NATIVE_SIMD:BOOL=ON$/m.test(readFileSync(path.join(path.dirname(NATIVE), 'CMakeCache.txt'), 'utf8')); } catch { return false; }
 })();
 
+// The relaxed build is compared with the native FMA build (build/vitrine-fma) where this CPU has
+// FMA (both fuse every MADD: same bits); the others with the plain native build.
+const USE_FMA = HOST_FMA && existsSync(NATIVE_FMA);
 test('wasm builds agree with the native build', { skip: !existsSync(NATIVE) && `no native ${NATIVE}` }, async (t) => {
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-native-'));
+  const fmaDir = mkdtempSync(path.join(tmpdir(), 'vitrine-native-fma-'));
   try {
     const files = names.map((n) => path.join(FIXTURES, n));
     const run = spawnSync(NATIVE, ['parity', ...files, '--dump', dir], { encoding: 'utf8' });
     assert.equal(run.status, 0, run.stdout + run.stderr);
+    if (USE_FMA) {
+      const r2 = spawnSync(NATIVE_FMA, ['parity', ...files, '--dump', fmaDir], { encoding: 'utf8' });
+      assert.equal(r2.status, 0, r2.stdout + r2.stderr);
+    }
     for (const build of BUILDS) {
+      const fused = build.startsWith('relaxed');
+      if (fused && !USE_FMA) { t.diagnostic(`relaxed vs native FMA: skipped (${HOST_FMA ? `no ${NATIVE_FMA}` : 'this CPU has no FMA'})`); continue; }
+      const nativeDir = fused ? fmaDir : dir, nativeName = fused ? 'native FMA' : 'native';
       const vt = await engine(build);
       const tol = build.endsWith('scalar') ? 1e-5 : 1e-4; // scalar: the native kernels; SIMD: parity tolerance
       let worst = 0, worstAt = '', bitwiseFiles = 0;
       for (const name of names) {
         const ours = readSafetensors(vt.parity(fixture(name), { dump: true }).dump).tensors;
-        const native = readSafetensors(readFileSync(path.join(dir, name))).tensors;
+        const native = readSafetensors(readFileSync(path.join(nativeDir, name))).tensors;
         assert.deepEqual(Object.keys(ours).sort(), Object.keys(native).sort(), name);
         let same = true;
         for (const k of Object.keys(native)) {
           const e = relErr(f32(ours[k]), f32(native[k]));
           if (!Buffer.from(ours[k].bytes).equals(Buffer.from(native[k].bytes))) same = false;
           if (e > worst) { worst = e; worstAt = `${name} ${k}`; }
-          assert.ok(e <= tol, `${build} vs native: ${name} ${k} err ${e} > ${tol}`);
+          assert.ok(e <= tol, `${build} vs ${nativeName}: ${name} ${k} err ${e} > ${tol}`);
         }
         if (same) bitwiseFiles++;
       }
-      t.diagnostic(`${build} vs native: ${bitwiseFiles}/${names.length} files bitwise equal, worst rel err ${worst.toExponential(3)}${worstAt ? ` (${worstAt})` : ''}`);
-      // an x86-64 native build runs the same SIMD128 kernels (src/kernels/simd128.h): same bits
-      if (!build.endsWith('scalar') && NATIVE_SIMD) assert.equal(bitwiseFiles, names.length, `${build} vs native SIMD: every dump byte-identical`);
+      t.diagnostic(`${build} vs ${nativeName}: ${bitwiseFiles}/${names.length} files bitwise equal, worst rel err ${worst.toExponential(3)}${worstAt ? ` (${worstAt})` : ''}`);
+      // an x86-64 native build runs the same SIMD128 kernels (src/kernels/simd128.h): same bits;
+      // the native FMA build fuses exactly the relaxed build's multiply-adds: same bits
+      if (!build.endsWith('scalar') && (fused || NATIVE_SIMD)) assert.equal(bitwiseFiles, names.length, `${build} vs ${nativeName}: every dump byte-identical`);
     }
-  } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(fmaDir, { recursive: true, force: true });
+  }
 });
 
 // The parity harness writes the one JSON form of a result (harness/parity.c): the native CLI

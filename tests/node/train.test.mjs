@@ -10,7 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine, readSafetensors } from './util.mjs';
 import { loadFashionMNIST, loadImageFolder, parseIdx, DataError } from '../../web/data.js';
-import { TrainingRun, DataOrder, makeBatch, knnAccuracy } from '../../web/train.js';
+import { TrainingRun, DataOrder, makeBatch, knnAccuracy, features, READOUTS } from '../../web/train.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');
@@ -119,6 +119,32 @@ test('kNN: lightly-style weighted votes', () => {
   assert.equal(knnAccuracy(bank, labels, q, Int32Array.from([1, 1]), { k: 3 }), 0.5);
 });
 
+test('kNN readouts: [CLS] is the bits of lightly\'s forward, mean is the mean of encode\'s patch tokens', async () => {
+  const ds = fmnist(), idx = Int32Array.from({ length: 7 }, (_, i) => i);
+  const m = await tinyModel('mae');
+  for (let i = 0; i < 3; i++) m.trainStep(makeBatch(ds, [i, i + 3]), 2); // not the initialisation's symmetry
+  const f = features(m, ds, idx, 3); // chunks of 3: 3 + 3 + 1
+  const fwd = m.forward(makeBatch(ds, idx)), enc = m.encode(makeBatch(ds, idx));
+  const [B, T, D] = enc.shape, P = m.dims.prefix;
+  assert.equal(P, 1);
+  assert.equal(f.cls.dim, D);
+  assert.ok(Buffer.from(f.cls.data.buffer).equals(Buffer.from(fwd.data.buffer, fwd.data.byteOffset, fwd.data.byteLength)), 'cls != forward');
+  let worst = 0;
+  for (let b = 0; b < B; b++) for (let d = 0; d < D; d++) {
+    let s = 0;
+    for (let t = P; t < T; t++) s += enc.data[(b * T + t) * D + d];
+    worst = Math.max(worst, Math.abs(s / (T - P) - f.mean.data[b * D + d]));
+  }
+  assert.ok(worst < 1e-6, `mean readout off by ${worst}`);
+  m.dispose();
+  const a = await tinyModel('aim'); // no prefix token: no [CLS] readout
+  const fa = features(a, ds, idx);
+  assert.equal(fa.cls, null);
+  assert.equal(fa.mean.data.length, 7 * a.dims.dim);
+  a.dispose();
+  assert.ok(READOUTS.includes('mean') && READOUTS.includes('cls'));
+});
+
 test('Fashion-MNIST: read and validated', () => {
   const t = loadFashionMNIST('test');
   assert.equal(t.n, 10000);
@@ -215,15 +241,20 @@ test('killing the process during checkpoint saves leaves a loadable checkpoint',
 
 test('vitrine train --json: the main job on a tiny run, resumable bit for bit', () => {
   const a = tmp(), b = tmp();
-  const common = ['--config', JSON.stringify(TINY), '--steps', '6', '--batch', '8', '--seed', '3'];
+  const common = ['--config', JSON.stringify(TINY), '--steps', '6', '--batch', '8', '--seed', '3', '--mask-ratio', '0.6'];
   const r = cli([...common, '--out', a, '--eval-bank', '300', '--eval-queries', '100', '--json']);
   assert.equal(r.status, 0, r.stderr);
   const last = r.stdout.trim().split('\n').pop();
   const j = JSON.parse(last);
-  for (const k of ['steps', 'loss_first', 'loss_last', 'knn_trained', 'knn_initial', 'knn_pixels', 'seconds', 'weights', 'image'])
+  for (const k of ['steps', 'loss_first', 'loss_last', 'knn_readout', 'knn_trained', 'knn_initial', 'knn_pixels', 'seconds', 'weights', 'image',
+    ...READOUTS.flatMap((r) => [`knn_trained_${r}`, `knn_initial_${r}`])])
     assert.ok(k in j && j[k] != null, `key ${k} in ${last}`);
   assert.equal(j.steps, 6);
+  assert.equal(j.knn_readout, READOUTS[0]);
+  assert.equal(j.knn_trained, j[`knn_trained_${READOUTS[0]}`]);
+  assert.equal(j.knn_initial, j[`knn_initial_${READOUTS[0]}`]);
   assert.ok(j.knn_pixels > 0.5 && j.knn_trained > 0.1 && j.knn_initial > 0.1, last);
+  assert.match(r.stdout, new RegExp(`features: ${j.knn_readout === 'mean' ? 'mean of patch tokens' : '\\[CLS\\]'}\\): trained `));
   const enc = readSafetensors(readFileSync(j.weights));
   assert.ok('blocks.0.attn.qkv.weight' in enc.tensors && 'cls_token' in enc.tensors, 'timm keys');
   assert.deepEqual([...readFileSync(j.image).subarray(1, 4)], [0x50, 0x4e, 0x47]);
@@ -237,6 +268,11 @@ test('vitrine train --json: the main job on a tiny run, resumable bit for bit', 
   const sa = readSafetensors(readFileSync(path.join(a, 'checkpoint.safetensors'))), sb = readSafetensors(readFileSync(path.join(b, 'checkpoint.safetensors')));
   for (const k of Object.keys(sa.tensors)) assert.ok(Buffer.from(sa.tensors[k].bytes).equals(Buffer.from(sb.tensors[k].bytes)), k);
   assert.equal(sa.meta.rng, sb.meta.rng);
+  assert.equal(Math.fround(JSON.parse(sb.meta.train_config).mask_ratio), Math.fround(0.6), 'the mask ratio travels in the checkpoint');
   assert.equal(cli(['--resume', path.join(b, 'checkpoint.safetensors'), '--batch', '4']).status, 2);
+  assert.equal(cli(['--resume', path.join(b, 'checkpoint.safetensors'), '--mask-ratio', '0.5']).status, 2);
+  const bad = cli(['--mask-ratio', '1', '--out', b]);
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /--mask-ratio: 1 is not in \[0, 1\)/);
   rmSync(a, { recursive: true }); rmSync(b, { recursive: true });
 });

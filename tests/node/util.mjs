@@ -4,7 +4,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createVitrine, readSafetensorsHeader } from '../../web/vitrine.js';
+import { createVitrine, readSafetensorsHeader, enableNodeRelaxedSimd } from '../../web/vitrine.js';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const FIXTURES = path.resolve(REPO, '../shared/fixtures');
@@ -23,11 +23,21 @@ process.emitWarning = (warning, ...rest) => {
   return emitWarning.call(process, warning, ...rest);
 };
 
-// The three builds the suite must pass.
-export const BUILDS = ['simd', 'scalar', 'wasi-simd', 'wasi-scalar'];
+// Node 20: relaxed SIMD is behind a V8 flag; set it before any test compiles wasm.
+export const RELAXED = await enableNodeRelaxedSimd();
+export const NATIVE_FMA = path.join(BUILD, 'vitrine-fma');
+// this CPU has FMA3 (x86-64; V8 then fuses f32x4.relaxed_madd) or is arm64 (always fused)
+export const HOST_FMA = process.arch === 'arm64' || (process.arch === 'x64' && (() => {
+  try { return /^flags\s*:.*\bfma\b/m.test(readFileSync('/proc/cpuinfo', 'utf8')); } catch { return false; }
+})());
+
+// The builds the suite must pass: each plain file on 1 thread, and each shared-memory ("-mt")
+// file with its pool on every core (tests/node/threads.test.mjs: the same bits at any count).
+export const BUILDS = ['simd', 'scalar', 'wasi-simd', 'wasi-scalar', 'relaxed', 'simd-mt', 'wasi-simd-mt', 'relaxed-mt'];
 const engines = new Map();
 export function engine(build) {
-  if (!engines.has(build)) engines.set(build, createVitrine({ wasm: build, wasmDir: WASM_DIR }));
+  if (!engines.has(build))
+    engines.set(build, createVitrine({ wasm: build, wasmDir: WASM_DIR, threads: build.endsWith('-mt') ? undefined : 1 }));
   return engines.get(build);
 }
 

@@ -68,7 +68,7 @@ after(() => { for (const d of temps) rmSync(d, { recursive: true, force: true })
 test('contents: the shell, its types, the CLI and every wasm build; nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
   const want = ['package.json', 'README.md', 'LICENSE', 'web/vitrine.js', 'web/vitrine.d.ts', 'web/cli.js', 'web/train.js',
-    'web/data.js', 'web/eval-worker.js', 'web/classify.js', 'web/classify-cli.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
+    'web/data.js', 'web/eval-worker.js', 'web/classify.js', 'web/classify-cli.js', 'web/pool.js', 'web/pool-worker.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
   assert.deepEqual(files, want.sort());
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
   assert.equal(pkg.private, undefined);
@@ -99,7 +99,8 @@ test('node: import vitrine, train with checkpointing, save and reload safetensor
   const d = installed('node');
   copyApp(d, ['tiny.js', 'node-app.mjs']);
   const r = JSON.parse(run(process.execPath, ['node-app.mjs'], d).stdout);
-  assert.equal(r.build, 'simd');
+  assert.equal(r.relaxed, true, 'enableNodeRelaxedSimd() did not enable relaxed SIMD');
+  assert.equal(r.build, 'relaxed'); // the default where relaxed SIMD validates
   assert.equal(r.simdKernels, true);
   assert.equal(r.policy, 'block');
   assert.ok(r.falling, `loss did not fall: ${r.losses}`);
@@ -161,7 +162,7 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
     writeFileSync(join(d, 'plain/worker.js'), worker.replace("from 'vitrine';", "from '../node_modules/vitrine/web/vitrine.js';"));
     // the .wasm served from elsewhere, for locateFile
     mkdirSync(join(d, 'elsewhere'));
-    copyFileSync(join(d, 'node_modules/vitrine/build/wasm/vitrine-simd.wasm'), join(d, 'elsewhere/vitrine-simd.wasm'));
+    copyFileSync(join(d, 'node_modules/vitrine/build/wasm/vitrine-relaxed.wasm'), join(d, 'elsewhere/vitrine-relaxed.wasm'));
 
     const { build } = await import('vite');
     await build({ root: d, base: './', configFile: false, logLevel: 'warn', build: { outDir: join(d, 'dist'), emptyOutDir: true } });
@@ -187,7 +188,7 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
     await page.waitForFunction(() => window.ready === true, null, { timeout: 20_000 });
     const r = await page.evaluate((m) => window.runTraining(m), msg);
     assert.ok(r.ok, r.error);
-    assert.equal(r.build, 'simd');
+    assert.equal(r.build, 'relaxed'); // Chromium validates relaxed SIMD: the default build
     assert.equal(r.simdKernels, true);
     assert.equal(r.policy, 'block');
     assert.ok(falling(r.losses), `loss did not fall: ${r.losses}`);
@@ -199,9 +200,11 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
   test('Vite bundle: the wasm copied into dist/, loaded from there; training in a Worker', async () => {
     const dist = join(d, 'dist');
     const files = readdirSync(dist, { recursive: true }).map((f) => f.split(sep).join('/'));
-    const simd = ourFile('vitrine-simd.wasm');
-    const copied = files.filter((f) => f.endsWith('.wasm') && readFileSync(join(dist, f)).equals(simd));
-    assert.equal(copied.length, 1, `Vite did not copy vitrine-simd.wasm into dist/: ${files.join(', ')}`);
+    const copiedOf = (name) => files.filter((f) => f.endsWith('.wasm') && readFileSync(join(dist, f)).equals(ourFile(name)));
+    // every browser build (named by a literal URL) is copied; the relaxed one is loaded here
+    for (const name of ['vitrine-simd.wasm', 'vitrine-scalar.wasm', 'vitrine-relaxed.wasm'])
+      assert.equal(copiedOf(name).length, 1, `Vite did not copy ${name} into dist/: ${files.join(', ')}`);
+    const copied = copiedOf('vitrine-relaxed.wasm');
     assert.ok(!files.some((f) => /wasi/.test(f)), `the Node-only WASI builds were copied: ${files.join(', ')}`);
     await trainIn('/dist/index.html', { steps: 20 });
     assert.ok(log.every(([s, p]) => s === 200 && p.startsWith('/dist/')), `requests outside dist/ or failed: ${JSON.stringify(log)}`);
@@ -210,7 +213,7 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
 
   test('no bundler: <script type="module">, the worker imports node_modules/vitrine/web/vitrine.js', async () => {
     await trainIn('/plain/index.html', { steps: 20 });
-    assert.deepEqual(wasmRequests(), [[200, '/node_modules/vitrine/build/wasm/vitrine-simd.wasm']]);
+    assert.deepEqual(wasmRequests(), [[200, '/node_modules/vitrine/build/wasm/vitrine-relaxed.wasm']]);
     assert.ok(log.every(([s]) => s === 200), JSON.stringify(log));
   });
 
@@ -224,15 +227,15 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
       page.on('response', onResponse);
       await trainIn('/index.html', { steps: 20 }, dev.resolvedUrls.local[0].replace(/\/$/, ''));
       page.off('response', onResponse);
-      assert.deepEqual(wasm, [[200, '/node_modules/vitrine/build/wasm/vitrine-simd.wasm']]);
+      assert.deepEqual(wasm, [[200, '/node_modules/vitrine/build/wasm/vitrine-relaxed.wasm']]);
     } finally { await dev.close(); }
   });
 
   test('locateFile: the .wasm served from elsewhere (bundled and not)', async () => {
     await trainIn('/plain/index.html', { steps: 12, wasmBase: '/elsewhere/' });
-    assert.deepEqual(wasmRequests(), [[200, '/elsewhere/vitrine-simd.wasm']]);
+    assert.deepEqual(wasmRequests(), [[200, '/elsewhere/vitrine-relaxed.wasm']]);
     await trainIn('/dist/index.html', { steps: 12, wasmBase: '/elsewhere/' });
-    assert.deepEqual(wasmRequests(), [[200, '/elsewhere/vitrine-simd.wasm']]);
+    assert.deepEqual(wasmRequests(), [[200, '/elsewhere/vitrine-relaxed.wasm']]);
   });
 });
 

@@ -1,15 +1,17 @@
 // node-app.mjs: the installed package in Node. Trains tiny.js's MAE model with per-block
 // checkpointing, checks the losses are the bits of a run without checkpointing, saves the weights
 // and the training state as safetensors files, reloads them into new models (same bytes; the
-// resumed run continues bit for bit) and loads every build of WASM_BUILDS. Prints one JSON line.
+// resumed run continues bit for bit) and loads every build of WASM_BUILDS (relaxed SIMD enabled first). Prints one JSON line.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createVitrine, WASM_BUILDS, readSafetensorsMeta } from 'vitrine';
+import { createVitrine, WASM_BUILDS, readSafetensorsMeta, enableNodeRelaxedSimd } from 'vitrine';
 import { CONFIG, BATCH, images, train, falling } from './tiny.js';
 
 const hex = (v) => Buffer.from(new Float32Array([v]).buffer).toString('hex');
 const same = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)) === 0;
+// Node 20: relaxed SIMD is behind a V8 flag, which a Node app turns on before its first compile
+const relaxed = await enableNodeRelaxedSimd();
 const vt = await createVitrine();
-const r = { build: vt.build, simdKernels: vt.simdKernels };
+const r = { relaxed, build: vt.build, simdKernels: vt.simdKernels };
 
 const { model, losses } = train(vt, { steps: 20, policy: 'block' });
 r.policy = model.gradCheckpointing;
@@ -38,9 +40,10 @@ const nextResumed = [resumed.trainStep(x, BATCH), resumed.trainStep(x, BATCH)];
 r.resumeBitForBit = next.every((l, i) => hex(l) === hex(nextResumed[i]));
 
 r.builds = {};
-for (const name of Object.keys(WASM_BUILDS)) {
-  const e = await createVitrine({ wasm: name });
+for (const name of Object.keys(WASM_BUILDS)) { // 1 thread: a "-mt" name loads its shared-memory file anyway
+  const e = await createVitrine({ wasm: name, threads: 1 });
   const { losses: l } = train(e, { steps: 2 });
-  r.builds[name] = { build: e.build, simdKernels: e.simdKernels, loss: l[1] };
+  r.builds[name] = { build: e.threaded ? `${e.build}-mt` : e.build, simdKernels: e.simdKernels, loss: l[1] };
+  e.close();
 }
 console.log(JSON.stringify(r));

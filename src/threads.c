@@ -1,0 +1,216 @@
+/* threads.c: the pool behind vt_parallel_for (threads.h).
+ *
+ * One job at a time, posted by the thread that calls the engine: the job's fields are written,
+ * its chunks (a few per thread) are opened in one 32-bit `claim` word, `gen` is bumped and
+ * sleeping workers are woken. Every thread, the caller
+ * included, claims chunks by compare-and-swap until none is left; the caller then waits only for
+ * chunks others are running. So a worker that the OS has paused (2 cores shared with other
+ * work) delays nothing: the caller does its share. Chunk k always covers the same items, so
+ * who runs it changes no bit. Waiting: spin first, then block (wasm: memory.atomic.wait32;
+ * Linux: futex). A browser's main thread may not block: there the caller only spins
+ * (vt_threads_caller_can_wait(0)).
+ *
+ * Backends: wasm with shared memory (-matomics: workers are instances of the same module run by
+ * web/pool.js, entering vt_worker_loop), Linux (pthreads + futex), and none (one thread). */
+#include "threads.h"
+#include "status.h"
+#include <stdatomic.h>
+#include <stdint.h>
+
+#if defined(__wasm__) && defined(__wasm_atomics__)
+#define VT_POOL_WASM 1
+#elif defined(__linux__)
+#define VT_POOL_NATIVE 1
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* a chunk should hold at least this many flops to be worth a wake-up (~10 us at 20 GFLOP/s);
+ * tests set 0 so that even their tiny shapes are split */
+static double min_work = 2.0e5;
+void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; }
+#define VT_SPIN 4000      /* polls before blocking: consecutive kernels follow within microseconds */
+#define VT_CHUNKS_PER_THREAD 4
+
+/* claim word: chunks claimed (high 16 bits) | chunk count (low 16 bits) of the current job. It
+ * needs no job tag: a claim succeeds only while that job has chunks left, and whoever wins one
+ * reads the job's fields only after winning, so a stale view can at worst claim a chunk of the
+ * current job, which it then runs correctly. (32 bits: no 64-bit atomics needed.) */
+#define CLAIM(next, count) (((uint32_t)(next) << 16) | (uint32_t)(count))
+#define C_NEXT(c) ((int)((c) >> 16))
+#define C_COUNT(c) ((int)((c) & 0xffff))
+
+static struct {
+    atomic_int gen;          /* bumped per job (and at shutdown); idle workers wait on it */
+    _Atomic uint32_t claim;  /* the current job's chunks, claimed one at a time by any thread */
+    atomic_int done;         /* chunks of the current job finished */
+    atomic_int arrived;      /* workers that have seen the current job (tests: see below) */
+    atomic_int ready;        /* workers inside vt_worker_loop */
+    atomic_int quit;
+    atomic_int busy;         /* a job is running: calls from inside it run inline */
+    vt_par_fn fn;            /* the job; written only while no chunk of it can be claimed */
+    void *ctx;
+    int n, grain;
+} pool;
+static int threads_max = 1;
+__attribute__((unused)) static int workers = 0, caller_can_wait = 1;
+/* chunks each thread has run (tests check that the workers really take part) */
+static atomic_int chunks_run[VT_MAX_THREADS];
+int vt_threads_chunks_run(int tid) { return tid >= 0 && tid < VT_MAX_THREADS ? atomic_load(&chunks_run[tid]) : -1; }
+
+int vt_threads_max(void) { return threads_max; }
+int vt_threads_ready(void) { return atomic_load(&pool.ready); }
+void vt_threads_caller_can_wait(int yes) { caller_can_wait = yes; }
+
+/* ---- waiting ---- */
+#if defined(VT_POOL_WASM)
+static void wait_while(atomic_int *a, int v) { __builtin_wasm_memory_atomic_wait32((int *)a, v, -1); }
+static void wake_all(atomic_int *a) { __builtin_wasm_memory_atomic_notify((int *)a, 0x7fffffffu); }
+#elif defined(VT_POOL_NATIVE)
+static void wait_while(atomic_int *a, int v) { syscall(SYS_futex, (int *)a, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0); }
+static void wake_all(atomic_int *a) { syscall(SYS_futex, (int *)a, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0); }
+#endif
+
+#if defined(VT_POOL_WASM) || defined(VT_POOL_NATIVE)
+/* Claims and runs chunks of the current job until none is left. Chunk k of C covers items
+ * [units*k/C, units*(k+1)/C) x grain: the same ranges whoever runs them. A successful claim
+ * proves the job is unfinished, so its fields stay as they are until this chunk is done. */
+static void run_chunks(int tid) {
+    uint32_t c = atomic_load(&pool.claim);
+    while (C_NEXT(c) < C_COUNT(c)) {
+        if (!atomic_compare_exchange_weak(&pool.claim, &c, c + ((uint32_t)1 << 16))) continue;
+        int k = C_NEXT(c), C = C_COUNT(c), n = pool.n, grain = pool.grain;
+        int64_t units = ((int64_t)n + grain - 1) / grain;
+        int64_t lo = units * k / C * grain, hi = units * (k + 1) / C * grain;
+        pool.fn(pool.ctx, (int)lo, (int)(hi < n ? hi : n), tid);
+        atomic_fetch_add_explicit(&chunks_run[tid], 1, memory_order_relaxed);
+        if (atomic_fetch_add(&pool.done, 1) + 1 == C) wake_all(&pool.done);
+        c = atomic_load(&pool.claim);
+    }
+}
+
+void vt_worker_loop(int tid) {
+    int seen = atomic_load(&pool.gen);
+    atomic_fetch_add(&pool.ready, 1);
+    for (;;) {
+        int g, spins = 0;
+        while ((g = atomic_load(&pool.gen)) == seen) {
+            if (++spins < VT_SPIN) continue;
+            wait_while(&pool.gen, seen);
+        }
+        seen = g;
+        if (atomic_load(&pool.quit)) break;
+        atomic_fetch_add(&pool.arrived, 1);
+        run_chunks(tid);
+    }
+    atomic_fetch_sub(&pool.ready, 1);
+}
+
+void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t units = ((int64_t)n + grain - 1) / grain;
+    double by_work = min_work > 0 ? work / min_work : (double)VT_MAX_THREADS;
+    int nt = threads_max;
+    if (units < nt) nt = (int)units;
+    if (by_work < nt) nt = by_work < 1 ? 1 : (int)by_work;
+    /* inline: one thread pays, no workers, nested, or a worker joined after vt_set_threads */
+    if (nt <= 1 || workers == 0 || atomic_load(&pool.busy) || atomic_load(&pool.ready) != workers) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    /* more chunks than threads: a thread that the OS has paused leaves its share to the others */
+    int64_t C = (int64_t)nt * VT_CHUNKS_PER_THREAD;
+    if (C > units) C = units;
+    atomic_store(&pool.busy, 1);
+    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain;
+    atomic_store(&pool.done, 0);
+    atomic_store(&pool.arrived, 0);
+    atomic_store(&pool.claim, CLAIM(0, C));
+    atomic_fetch_add(&pool.gen, 1);
+    wake_all(&pool.gen);
+    /* Tests split even microsecond-long loops (min_work 0), which the caller would finish before
+     * a sleeping worker wakes: there it lets every worker arrive first, so that the workers
+     * really run chunks and the bitwise tests compare threads, not the caller with itself. */
+    if (min_work == 0)
+        while (atomic_load(&pool.arrived) < workers) {}
+    run_chunks(0);
+    int d, spins = 0;
+    while ((d = atomic_load(&pool.done)) != (int)C) { /* only chunks others are running are left */
+        if (++spins < VT_SPIN) continue;
+#if defined(VT_POOL_NATIVE)
+        wait_while(&pool.done, d);
+#else
+        if (caller_can_wait) wait_while(&pool.done, d);
+#endif
+    }
+    atomic_store(&pool.busy, 0);
+}
+
+void vt_threads_shutdown(void) {
+    if (!workers) return;
+    atomic_store(&pool.quit, 1);
+    atomic_fetch_add(&pool.gen, 1);
+    wake_all(&pool.gen);
+#if defined(VT_POOL_NATIVE)
+    extern void vt_native_join(void);
+    vt_native_join();
+#else
+    while (atomic_load(&pool.ready) > 0) {} /* each leaves its loop at once */
+#endif
+    atomic_store(&pool.quit, 0);
+    workers = 0;
+    threads_max = 1;
+}
+#else /* no threads */
+void vt_worker_loop(int tid) { (void)tid; }
+void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
+    (void)grain, (void)work;
+    if (n > 0) fn(ctx, 0, n, 0);
+}
+void vt_threads_shutdown(void) {}
+#endif
+
+#if defined(VT_POOL_WASM)
+int vt_set_threads(int n) {
+    if (n < 1 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [1, %d]", n, VT_MAX_THREADS);
+    int ready = atomic_load(&pool.ready);
+    if (ready < n - 1)
+        return vt_fail(VT_ERR_STATE, "threads: %d wanted, only %d pool workers are running", n, ready);
+    workers = ready; /* every running worker acknowledges every job */
+    threads_max = n;
+    return n;
+}
+#elif defined(VT_POOL_NATIVE)
+static pthread_t tids[VT_MAX_THREADS];
+static void *native_worker(void *arg) {
+    vt_worker_loop((int)(intptr_t)arg);
+    return NULL;
+}
+void vt_native_join(void) {
+    for (int i = 1; i <= workers; i++) pthread_join(tids[i], NULL);
+}
+int vt_set_threads(int n) {
+    if (n < 1 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [1, %d]", n, VT_MAX_THREADS);
+    if (n == threads_max && workers == n - 1) return n;
+    vt_threads_shutdown();
+    for (int i = 1; i < n; i++) {
+        if (pthread_create(&tids[i], NULL, native_worker, (void *)(intptr_t)i) != 0) {
+            vt_threads_shutdown();
+            return vt_fail(VT_ERR_NOMEM, "threads: cannot start worker thread %d", i);
+        }
+        workers = i;
+    }
+    while (atomic_load(&pool.ready) < n - 1) sched_yield();
+    threads_max = n;
+    return n;
+}
+#else
+int vt_set_threads(int n) {
+    if (n == 1) return 1;
+    return vt_fail(VT_ERR_ARG, "threads: this build has no threads (asked for %d)", n);
+}
+#endif

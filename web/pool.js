@@ -1,0 +1,115 @@
+// pool.js: the engine's thread pool. The engine's wasm module is instantiated once more per
+// worker over the one shared WebAssembly.Memory (web/pool-worker.js); each worker runs
+// src/threads.c's loop on a stack of its own. Works for every "-mt" build: Emscripten
+// (-pthread: shared memory, but Emscripten's pthread_create is never used) and WASI reactors
+// (clang, --shared-memory --import-memory). Needs SharedArrayBuffer: Node, or a browser page that
+// is cross-origin isolated (COOP same-origin + COEP require-corp).
+
+const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
+// Node's built-in modules, imported only in Node; not a literal specifier, so that a bundler
+// neither stubs it nor splits a chunk for it in a browser build (as web/vitrine.js's nodeModule)
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
+
+export const STACK_BYTES = 256 * 1024; // per worker: kernels use < 20 KB (a packed 16 KB block)
+
+/** Every core the host reports. */
+export async function hostCores() {
+  if (IS_NODE) {
+    const os = await nodeModule('os');
+    return os.availableParallelism ? os.availableParallelism() : os.cpus().length;
+  }
+  return (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) || 1;
+}
+
+/** null if shared memory (so threads) can be had here, else why not. */
+export function threadsUnavailableReason() {
+  if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined')
+    return IS_NODE ? 'this Node has no SharedArrayBuffer' :
+      'the page is not cross-origin isolated (it needs Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp), so SharedArrayBuffer is unavailable';
+  if (!IS_NODE && globalThis.crossOriginIsolated === false)
+    return 'the page is not cross-origin isolated (it needs Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
+  return null;
+}
+
+/** The initial page count of a module's imported memory (parsed from its import section), or null. */
+export function importedMemoryPages(bytes) {
+  let p = 8;
+  const u = () => { let r = 0, s = 0, b; do { b = bytes[p++]; r += (b & 0x7f) * 2 ** s; s += 7; } while (b & 0x80); return r; };
+  while (p < bytes.length) {
+    const id = bytes[p++], size = u(), end = p + size;
+    if (id === 2) {
+      const n = u();
+      for (let i = 0; i < n; i++) {
+        for (let k = 0; k < 2; k++) { const len = u(); p += len; } // module, name
+        const kind = bytes[p++];
+        if (kind === 0) u();                                        // function: type index
+        else if (kind === 1) { p++; const f = bytes[p++]; u(); if (f & 1) u(); } // table
+        else if (kind === 2) { p++; return u(); }                   // memory: flags, initial
+        else if (kind === 3) p += 2;                                // global: type, mutability
+      }
+      return null;
+    }
+    p = end;
+  }
+  return null;
+}
+
+/**
+ * Starts n-1 workers and hands the engine n threads. engine: { module (WebAssembly.Module),
+ * memory (shared WebAssembly.Memory), malloc (fn), setThreads (fn(n, callerCanWait)), ready (fn),
+ * shutdown (fn), run (export name of vtw_worker_run), stack: { global: name } | { fn: name } }.
+ * Returns { threads, workers, stackBytes, close() }.
+ */
+export async function startPool(engine, n) {
+  const workers = [], stacks = [];
+  let WorkerCtor;
+  if (IS_NODE) WorkerCtor = (await nodeModule('worker_threads')).Worker;
+  else WorkerCtor = globalThis.Worker;
+  if (!WorkerCtor) throw new Error('no Worker here: threads need Web Workers');
+  const url = new URL('./pool-worker.js', import.meta.url);
+  const started = [];
+  try {
+    for (let tid = 1; tid < n; tid++) {
+      const base = engine.malloc(STACK_BYTES + 16) >>> 0;
+      if (!base) throw new Error('out of memory for a worker stack');
+      stacks.push(base);
+      const stackTop = (base + STACK_BYTES) & ~15;
+      const w = IS_NODE ? new WorkerCtor(url) : new WorkerCtor(url, { type: 'module' });
+      if (IS_NODE) w.unref(); // a worker blocked in the engine's loop must not keep Node alive
+      workers.push(w);
+      started.push(new Promise((resolve, reject) => {
+        const off = () => (IS_NODE ? w.off('message', onMsg) : w.removeEventListener('message', onMsg));
+        const onMsg = (m) => {
+          const d = IS_NODE ? m : m.data;
+          // listening keeps a Node worker's port referenced: stop once it has started
+          if (d.ready === tid) { off(); resolve(); } else if (d.error) { off(); reject(new Error(d.error)); }
+        };
+        if (IS_NODE) { w.on('message', onMsg); w.once('error', reject); } else { w.addEventListener('message', onMsg); w.addEventListener('error', (e) => reject(new Error(e.message || 'pool worker failed to start'))); }
+      }));
+      w.postMessage({ module: engine.module, memory: engine.memory, tid, stackTop, stack: engine.stack, run: engine.run });
+    }
+    await Promise.all(started);
+    // 'ready' is posted just before a worker enters the loop: wait until all are inside
+    for (let i = 0; engine.ready() < n - 1; i++) {
+      if (i > 5000) throw new Error(`pool: only ${engine.ready()} of ${n - 1} workers entered the loop`);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    const callerCanWait = IS_NODE || typeof window === 'undefined'; // a browser's main thread must spin
+    const got = engine.setThreads(n, callerCanWait ? 1 : 0);
+    if (got !== n) throw new Error(`pool: the engine refused ${n} threads (${got})`);
+  } catch (e) {
+    try { engine.shutdown(); } catch { /* engine gone */ }
+    workers.forEach((w) => w.terminate());
+    throw e;
+  }
+  return {
+    threads: n,
+    workers,
+    stackBytes: stacks.length * (STACK_BYTES + 16),
+    close() {
+      engine.shutdown(); // workers leave the loop
+      workers.forEach((w) => w.terminate());
+      workers.length = 0;
+    },
+  };
+}
