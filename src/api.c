@@ -80,7 +80,8 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
     m->last.need_grad = need_grad;
     memset(m->last.inter, 0, sizeof m->last.inter);
     m->last.fin_ln = m->last.fin_m = m->last.fin_r = NULL;
-    if (fn == VT_FN_LOSS) rc = vt_loss_forward(m, in, need_grad, lays);
+    if (fn == VT_FN_LOSS && vt_is_classifier(m)) rc = vt_classify_forward(m, in, need_grad, lays);
+    else if (fn == VT_FN_LOSS) rc = vt_loss_forward(m, in, need_grad, lays);
     else rc = vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
     if (rc) return rc;
     m->last.have_fwd = 1;
@@ -122,7 +123,8 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
     vt_arena_event(&m->arena);
     if (m->last.fn == VT_FN_LOSS) {
         float dl = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
-        rc = vt_loss_backward(m, dl, dimages, param_grads);
+        rc = vt_is_classifier(m) ? vt_classify_backward(m, dl, dimages, param_grads)
+                                 : vt_loss_backward(m, dl, dimages, param_grads);
     } else {
         rc = vt_encoder_call_backward(m, douts, n_douts, dimages, param_grads);
     }

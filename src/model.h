@@ -256,6 +256,7 @@ typedef struct {
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
     float loss;
     vt_loss_acts ls;
+    float *cls_logp;               /* classifier loss: log-softmax of the logits [B, C] */
 } vt_call_state;
 
 struct vt_model {

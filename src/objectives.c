@@ -435,6 +435,7 @@ vt_status vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg) {
 vt_status vt_loss_visualize(const vt_model *m, float *masked, float *recon) {
     if (!m || !masked || !recon) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: NULL argument");
     if (!m->last.have_fwd || m->last.fn != VT_FN_LOSS) return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
+    if (vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: a classifier reconstructs nothing (MAE / AIM only)");
     const vt_vit_config *c = &m->cfg.enc;
     const vt_inputs *in = &m->last.in;
     int B = in->batch, O = patch_dim(m), G = c->img_size / c->patch_size, N = G * G;

@@ -274,8 +274,13 @@ static vt_status check_loss_inputs(const vt_model *m, const vt_inputs *in, int v
 
 vt_status vt_check_call(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
     int loss_kind = m->cfg.kind == VT_KIND_MAE || m->cfg.kind == VT_KIND_AIM;
-    if (fn == VT_FN_LOSS && !loss_kind) return vt_fail(VT_ERR_ARG, "loss needs an MAE or AIM model");
+    if (fn == VT_FN_LOSS && !loss_kind && !vt_is_classifier(m))
+        return vt_fail(VT_ERR_ARG, "loss needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
     if (!is_encoder_fn(fn) && fn != VT_FN_LOSS) return vt_fail(VT_ERR_ARG, "unknown call %d", (int)fn);
+    if (fn == VT_FN_LOSS && !loss_kind) {
+        vt_status rc = check_encoder_inputs(m, in, 0, values);
+        return rc ? rc : vt_classify_check(m, in, values);
+    }
     if (fn == VT_FN_LOSS) return check_loss_inputs(m, in, values);
     vt_status rc = check_encoder_inputs(m, in, vt_causal_kind(m), values);
     if (rc) return rc;
@@ -296,6 +301,7 @@ vt_status vt_check_call(const vt_model *m, vt_fn fn, const vt_inputs *in, int va
 
 uint64_t vt_plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                         const vt_chain_layout *lays) {
+    if (fn == VT_FN_LOSS && vt_is_classifier(m)) return vt_classify_plan(m, in, need_grad, lays);
     if (fn == VT_FN_LOSS) return vt_loss_plan(m, in, need_grad, lays);
     return vt_encoder_call_plan(m, fn, in, need_grad, &lays[0]);
 }
@@ -426,10 +432,13 @@ vt_status vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_gra
 static vt_status train_step_inputs(const vt_model *m, int batch, float mask_ratio, vt_inputs *in) {
     static const int64_t idx = 0;
     static const uint8_t mask = 0;
+    static const int32_t label = 0;
     memset(in, 0, sizeof *in);
     in->batch = batch;
     int L = m->enc.T_full;
-    if (m->cfg.kind == VT_KIND_MAE) {
+    if (vt_is_classifier(m)) { /* the classifier: labels, no masks */
+        in->labels = &label;
+    } else if (m->cfg.kind == VT_KIND_MAE) {
         if (!(mask_ratio >= 0 && mask_ratio < 1))
             return vt_fail(VT_ERR_ARG, "mask_ratio must be in [0, 1), got %g", mask_ratio);
         int nk = vt_mask_keep_count(L, mask_ratio, 0);
@@ -497,8 +506,8 @@ vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, con
                              uint64_t budget, vt_step_plan *out) {
     if (!m || !out) return vt_fail(VT_ERR_ARG, "vt_plan_train_step: NULL argument");
     memset(out, 0, sizeof *out);
-    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM)
-        return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model");
+    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM && !vt_is_classifier(m))
+        return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     if (mask_ratio < 0) mask_ratio = vt_trainer_mask_ratio(m);
     vt_policy pol = m->policy;

@@ -1,6 +1,8 @@
 /* trainer.c: one MAE or AIM training step, and the training state that makes a run resumable.
  *   step = draw masks (seeded) -> zero grads -> loss forward -> backward -> clip -> AdamW at the
  *          scheduled learning rate
+ * A classifier (timm VisionTransformer with num_classes, classify.c) takes the same step with
+ * labels instead of masks (vt_train_step_labels).
  * The same seed and data give the same bits whatever the checkpointing policy, and a step that
  * meets a non-finite loss or gradient changes nothing (parameters, optimizer, generator, step
  * count stay at the last good state). The state (parameters, AdamW m/v, step, generator, both
@@ -34,11 +36,12 @@ void vt_train_config_default(vt_train_config *t, vt_kind kind) {
 static int check_train_config(const vt_train_config *t) {
     if (!(t->lr >= 0 && t->lr <= VT_MAX_LR) || !(t->clip_norm >= 0 && isfinite(t->clip_norm)) ||
         !(t->mask_ratio >= 0 && t->mask_ratio < 1) || !(t->weight_decay >= 0 && isfinite(t->weight_decay)) ||
-        !(t->eps >= 0 && isfinite(t->eps)) || !(t->beta1 >= 0 && t->beta1 < 1) || !(t->beta2 >= 0 && t->beta2 < 1))
+        !(t->eps >= 0 && isfinite(t->eps)) || !(t->beta1 >= 0 && t->beta1 < 1) || !(t->beta2 >= 0 && t->beta2 < 1) ||
+        !(t->label_smoothing >= 0 && t->label_smoothing < 1))
         return vt_fail(VT_ERR_ARG, "training config: needs 0 <= lr <= %g, finite clip_norm, weight_decay, eps >= 0, "
-                                   "0 <= mask_ratio, beta1, beta2 < 1 (got lr %g, clip_norm %g, weight_decay %g, eps %g, "
-                                   "mask_ratio %g, betas %g %g)", VT_MAX_LR, t->lr, t->clip_norm, t->weight_decay, t->eps,
-                       t->mask_ratio, t->beta1, t->beta2);
+                                   "0 <= mask_ratio, beta1, beta2, label_smoothing < 1 (got lr %g, clip_norm %g, weight_decay %g, "
+                                   "eps %g, mask_ratio %g, betas %g %g, label_smoothing %g)", VT_MAX_LR, t->lr, t->clip_norm,
+                       t->weight_decay, t->eps, t->mask_ratio, t->beta1, t->beta2, t->label_smoothing);
     if (t->warmup_steps < 0 || t->warmup_steps > VT_MAX_STEPS || t->total_steps < 0 || t->total_steps > VT_MAX_STEPS)
         return vt_fail(VT_ERR_ARG, "training config: warmup_steps %ld and total_steps %ld must be in 0..%ld",
                        t->warmup_steps, t->total_steps, (long)VT_MAX_STEPS);
@@ -50,8 +53,8 @@ static int check_train_config(const vt_train_config *t) {
 
 vt_status vt_trainer_init(vt_model *m, const vt_train_config *t) {
     if (!m || !t) return vt_fail(VT_ERR_ARG, "vt_trainer_init: NULL argument");
-    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM)
-        return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model");
+    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM && !vt_is_classifier(m))
+        return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
     int rc = check_train_config(t);
     if (rc) return rc;
     vt_adamw_config oc = {t->lr, t->beta1, t->beta2, t->eps, t->weight_decay};
@@ -96,9 +99,45 @@ static int masks_reserve(vt_model *m, int B) {
     return VT_OK;
 }
 
+/* zero grads -> loss forward -> backward -> clip -> AdamW; on failure the generator goes back to
+ * `saved` (the next try draws the same masks) and a numeric failure names the step */
+static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *loss) {
+    vt_zero_grad(m);
+    vt_status rc = vt_forward(m, VT_FN_LOSS, in, 1);
+    if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
+    if (!rc && m->train.cfg.clip_norm > 0) rc = vt_clip_grad_norm(m, m->train.cfg.clip_norm, NULL);
+    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt.t)); /* checks gradients first */
+    if (loss) *loss = m->last.loss;
+    if (rc) {
+        m->train.rng = saved;
+        if (rc == VT_ERR_NUMERIC) {
+            char msg[900];
+            snprintf(msg, sizeof msg, "%s", vt_last_error());
+            vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt.t, msg);
+        }
+    }
+    return rc;
+}
+
+vt_status vt_train_step_labels(vt_model *m, const float *images, const int32_t *labels, int batch,
+                               float *loss) {
+    if (!m || !images || !labels) return vt_fail(VT_ERR_ARG, "vt_train_step_labels: NULL argument");
+    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (!vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
+    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = images;
+    in.batch = batch;
+    in.labels = labels;
+    in.label_smoothing = m->train.cfg.label_smoothing;
+    return step_on(m, &in, m->train.rng, loss);
+}
+
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
     if (!m || !images) return vt_fail(VT_ERR_ARG, "vt_train_step: NULL argument");
     if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     int rc = masks_reserve(m, batch);
     if (rc) return rc;
@@ -121,23 +160,11 @@ vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss
         in.mask = m->train.prefix;
         in.is_causal = 1;
     }
-    if (!rc) {
-        vt_zero_grad(m);
-        rc = vt_forward(m, VT_FN_LOSS, &in, 1);
-    }
-    if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
-    if (!rc && m->train.cfg.clip_norm > 0) rc = vt_clip_grad_norm(m, m->train.cfg.clip_norm, NULL);
-    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt.t)); /* checks gradients first */
-    if (loss) *loss = m->last.loss;
     if (rc) {
         m->train.rng = saved;
-        if (rc == VT_ERR_NUMERIC) {
-            char msg[900];
-            snprintf(msg, sizeof msg, "%s", vt_last_error());
-            vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt.t, msg);
-        }
+        return rc;
     }
-    return rc;
+    return step_on(m, &in, saved, loss);
 }
 
 /* ---- training state <-> safetensors bytes ------------------------------------------------- */
@@ -150,9 +177,9 @@ static int train_config_json(const vt_train_config *t, char *buf, size_t len) {
     int n = snprintf(buf, len,
                      "{\"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"weight_decay\": %.9g, "
                      "\"warmup_steps\": %ld, \"total_steps\": %ld, \"clip_norm\": %.9g, \"mask_ratio\": %.9g, "
-                     "\"seed\": %llu}",
+                     "\"seed\": %llu, \"label_smoothing\": %.9g}",
                      t->lr, t->beta1, t->beta2, t->eps, t->weight_decay, t->warmup_steps, t->total_steps, t->clip_norm,
-                     t->mask_ratio, (unsigned long long)t->seed);
+                     t->mask_ratio, (unsigned long long)t->seed, t->label_smoothing);
     return n < 0 || (size_t)n >= len ? vt_fail(VT_ERR_ARG, "training config too long") : VT_OK;
 }
 
@@ -296,7 +323,12 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
         if (i != 7 && i != 8 && v[i] != floor(v[i])) rc = vt_fail(VT_ERR_FORMAT, "training state: %s must be an integer", keys[i]);
     if (rc) goto done;
     t = (vt_train_config){(float)v[0], (float)v[1], (float)v[2], (float)v[3], (float)v[4], (long)v[5], (long)v[6],
-                          (float)v[7], (float)v[8], (uint64_t)v[9]};
+                          (float)v[7], (float)v[8], (uint64_t)v[9], 0.0f};
+    if (vt_json_get(tj, "label_smoothing")) { /* absent in states written before the classifier */
+        double ls = 0;
+        if ((rc = num(tj, "label_smoothing", 0, 1, &ls))) goto done;
+        t.label_smoothing = (float)ls;
+    }
     if ((rc = check_train_config(&t))) goto done;
     /* every tensor checked and converted before anything of the model changes */
     size_t P = m->pt.total, G = m->pt.gtotal;

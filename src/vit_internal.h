@@ -69,6 +69,14 @@ vt_status vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg);
 uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad,
                       const vt_chain_layout *lays);
 
+/* classify.c: the classifier loss (timm VisionTransformer with num_classes, cross-entropy with
+ * label smoothing) on the encoder and forward_head of vit.c */
+int vt_is_classifier(const vt_model *m);
+vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values);
+vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays);
+vt_status vt_classify_backward(vt_model *m, float dloss, float *dimages, int pg);
+uint64_t vt_classify_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays);
+
 /* trainer.c: the mask ratio a training step draws with (the trainer's, else the default) */
 float vt_trainer_mask_ratio(const vt_model *m);
 #endif

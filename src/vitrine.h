@@ -149,7 +149,9 @@ void vt_free(void *p);
 /* ---- calls -------------------------------------------------------------------------------- */
 
 /* The encoder calls run any model's ViT (an MAE / AIM model's backbone too); VT_FN_LOSS needs
- * an MAE or AIM model. VT_FN_FORWARD is lightly's forward (pooled features, no fc_norm, no head);
+ * an MAE or AIM model, or a classifier (VT_KIND_TIMM with num_classes > 0: timm's forward, then
+ * cross-entropy with label smoothing on vt_inputs.labels; its output 0 is the logits [B, C]).
+ * VT_FN_FORWARD is lightly's forward (pooled features, no fc_norm, no head);
  * VT_FN_TIMM_FORWARD is timm's (no idx_mask / idx_keep / token mask: timm's forward has none). */
 typedef enum {
     VT_FN_ENCODE = 0,         /* lightly encode / timm forward_features: [B,T,D] */
@@ -172,6 +174,10 @@ typedef struct {
      * prefix tokens included, in both cases (what harness/parity.c passes, what vit.c reads). */
     const uint8_t *mask;
     int is_causal;       /* causal / AIM: apply the causal part of `mask` (lightly default 1) */
+    /* VT_FN_LOSS of a classifier (VT_KIND_TIMM with num_classes > 0): labels [B] in 0..C-1 and
+     * timm's label smoothing s in [0, 1) (LabelSmoothingCrossEntropy; 0 = cross-entropy) */
+    const int32_t *labels;
+    float label_smoothing;
 } vt_inputs;
 
 /* Runs `fn`. With need_grad, keeps what vt_backward needs (per the checkpointing policy);
@@ -229,7 +235,8 @@ typedef struct {
     vt_plan_bytes least_bytes;
     int max_batch;          /* the largest batch in 1..batch that fits under some policy (0: none) */
 } vt_step_plan;
-/* Plans vt_train_step(m, images, batch) before anything is allocated, for an MAE or AIM model.
+/* Plans vt_train_step(m, images, batch) before anything is allocated, for an MAE or AIM model
+ * (or vt_train_step_labels for a classifier: all tokens kept, none masked).
  * mask_ratio < 0: the trainer's (vt_trainer_init / vt_train_state_load), else the default of
  * vt_train_config_default. policy NULL: the model's. The model is not changed. */
 vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, const char *policy,
@@ -302,16 +309,22 @@ typedef struct {
     float clip_norm;                /* global gradient-norm clipping, 0 = off */
     float mask_ratio;               /* MAE: random_token_mask ratio */
     uint64_t seed;                  /* masks are drawn from a generator seeded with this */
+    float label_smoothing;          /* classifier: timm's label smoothing (0 = cross-entropy) */
 } vt_train_config;
 
 void vt_train_config_default(vt_train_config *t, vt_kind kind);
-/* Makes an MAE or AIM model trainable: AdamW state, the mask generator, step 0. */
+/* Makes an MAE or AIM model, or a classifier (VT_KIND_TIMM with num_classes > 0), trainable:
+ * AdamW state, the mask generator, step 0. */
 vt_status vt_trainer_init(vt_model *m, const vt_train_config *t);
 /* One step: masks (seeded), loss, backward, clipping, AdamW at the scheduled lr. On a NaN/Inf
  * loss or gradient it returns VT_ERR_NUMERIC and changes nothing (the last good state is kept).
  * *loss (may be NULL) receives the step's loss. Works under any checkpointing policy, switchable
  * between steps, with the same bits. */
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss);
+/* The same step for a classifier: cross-entropy (label smoothing from the train config) on
+ * labels [batch] in 0..num_classes-1; no masks. */
+vt_status vt_train_step_labels(vt_model *m, const float *images, const int32_t *labels, int batch,
+                               float *loss);
 long vt_train_step_count(const vt_model *m);
 float vt_train_lr(const vt_model *m, long step);
 /* Everything a resumed run needs (parameters, AdamW m/v, step, generator, configs) as

@@ -317,6 +317,15 @@ static void test_direct(void) {
     uint8_t am[2 * 4] = {0, 1, 1, 1, 0, 0, 1, 1};
     memset(&in, 0, sizeof in); in.batch = B; in.mask = am; in.is_causal = 1;
     policies_case("AIM e3 h3 loss", &c, VT_FN_LOSS, &in, 10);
+    /* the classifier loss (timm + cross-entropy, label smoothing), token and avg (fc_norm) pools */
+    int32_t labels[2] = {2, 0};
+    for (int avg = 0; avg <= 1; avg++) {
+        tu_tiny_config(&c, VT_KIND_TIMM, 12, 4, 12, 5, 2, 2.0f);
+        c.enc.num_classes = 3; c.enc.reg_tokens = 1;
+        strcpy(c.enc.global_pool, avg ? "avg" : "token");
+        memset(&in, 0, sizeof in); in.batch = B; in.labels = labels; in.label_smoothing = 0.1f;
+        policies_case(avg ? "classifier d5 loss (avg, fc_norm)" : "classifier d5 loss (token)", &c, VT_FN_LOSS, &in, 11 + (uint64_t)avg);
+    }
 }
 
 /* ---- 3. masked causal: is_causal matters, and each is stable ------------------------------------------ */

@@ -692,6 +692,72 @@ static void test_models(void) {
     uint8_t am[2 * 4] = {0, 1, 1, 1, 0, 0, 1, 1};
     memset(&in, 0, sizeof in); in.batch = B; in.mask = am; in.is_causal = 1;
     model_fd("AIM loss (mask, is_causal)", &c, VT_FN_LOSS, &in, 18);
+
+    /* the classifier loss: timm's forward + LabelSmoothingCrossEntropy, pools with and without
+     * fc_norm, smoothing off (F.cross_entropy) and on */
+    {
+        const char *pools[] = {"token", "avg", "avgmax"};
+        int32_t labels[3] = {3, 0, 4};
+        for (int pi = 0; pi < 3; pi++)
+            for (int si = 0; si <= 1; si++) {
+                char nm[96];
+                tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+                c.enc.reg_tokens = pi == 1;
+                strcpy(c.enc.global_pool, pools[pi]);
+                c.enc.num_classes = 5;
+                memset(&in, 0, sizeof in); in.batch = 3; in.labels = labels; in.label_smoothing = si ? 0.1f : 0.0f;
+                snprintf(nm, sizeof nm, "classifier loss pool '%s' smoothing %.1f", pools[pi], in.label_smoothing);
+                model_fd(nm, &c, VT_FN_LOSS, &in, 70 + (uint64_t)(pi * 2 + si));
+            }
+    }
+}
+
+/* The classifier loss's value is timm's LabelSmoothingCrossEntropy of the logits it returns,
+ * computed here from them in double: (1-s) * nll + s * mean_c(-logp), mean over the batch. */
+static void test_classifier_loss_value(void) {
+    vt_model_config c;
+    tu_rng r = {91};
+    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+    c.enc.num_classes = 4;
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(&c, &m), "classifier create")) return;
+    tu_init_params(m, &r);
+    float img[3 * 3 * 8 * 8];
+    tu_fill_normal(&r, img, sizeof img / sizeof img[0], 0, 1);
+    int32_t labels[3] = {1, 3, 0};
+    for (int si = 0; si < 3; si++) {
+        float s = si == 0 ? 0.0f : si == 1 ? 0.1f : 0.5f;
+        vt_inputs in;
+        memset(&in, 0, sizeof in);
+        in.images = img; in.batch = 3; in.labels = labels; in.label_smoothing = s;
+        if (!CHECK_OK(vt_forward(m, VT_FN_LOSS, &in, 0), "classifier loss forward")) break;
+        int64_t sh[4];
+        int nd;
+        const float *z = vt_output(m, 0, sh, &nd);
+        CHECK(nd == 2 && sh[0] == 3 && sh[1] == 4, "classifier loss output: logits [3, 4], got rank %d", nd);
+        double want = 0;
+        for (int b = 0; b < 3; b++) {
+            double mx = z[b * 4], se = 0, nll, smooth = 0;
+            for (int k = 1; k < 4; k++) mx = fmax(mx, z[b * 4 + k]);
+            for (int k = 0; k < 4; k++) se += exp(z[b * 4 + k] - mx);
+            nll = -(z[b * 4 + labels[b]] - mx - log(se));
+            for (int k = 0; k < 4; k++) smooth += -(z[b * 4 + k] - mx - log(se)) / 4;
+            want += ((1 - s) * nll + s * smooth) / 3;
+        }
+        double got = vt_loss_value(m);
+        CHECK(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7, "classifier loss s=%g: %.9g, LabelSmoothingCrossEntropy %.9g", s, got, want);
+    }
+    /* bad labels and smoothing are refused, naming what is wrong */
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = img; in.batch = 3;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "labels"), "no labels: %s", vt_last_error());
+    int32_t bad[3] = {0, 4, 1};
+    in.labels = bad;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "labels[1] = 4"), "label 4 of 4 classes: %s", vt_last_error());
+    in.labels = labels; in.label_smoothing = 1.0f;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "label_smoothing"), "smoothing 1: %s", vt_last_error());
+    vt_model_free(m);
 }
 
 int main(void) {
@@ -726,6 +792,7 @@ int main(void) {
     double t1 = tu_now();
     tu_info("kernels: %.2f s", t1 - t0);
     test_models();
+    test_classifier_loss_value();
     tu_info("models: %.2f s", tu_now() - t1);
     return tu_finish();
 }

@@ -187,6 +187,19 @@ static void test_tiny(void) {
     if (m) plan_case("AIM e3 h3 loss", m, VT_FN_LOSS, &in, &r);
     vt_model_free(m);
     free(img);
+    /* the classifier loss (timm forward + cross-entropy), with and without fc_norm */
+    for (int avg = 0; avg <= 1; avg++) {
+        tu_tiny_config(&c, VT_KIND_TIMM, 12, 4, 8, 3, 2, 2.0f);
+        c.enc.num_classes = 4;
+        strcpy(c.enc.global_pool, avg ? "avg" : "token");
+        m = make(&c, &r);
+        img = images(&r, &c, B);
+        int32_t labels[2] = {3, 1};
+        memset(&in, 0, sizeof in); in.images = img; in.batch = B; in.labels = labels; in.label_smoothing = 0.1f;
+        if (m) plan_case(avg ? "classifier e3 loss (avg)" : "classifier e3 loss (token)", m, VT_FN_LOSS, &in, &r);
+        vt_model_free(m);
+        free(img);
+    }
 }
 
 static void test_vit_tiny(void) {
@@ -276,11 +289,13 @@ static void test_budget(void) {
 static void test_train_step_plan(void) {
     tu_rng r = {77};
     const int B = 3;
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < 3; kind++) { /* MAE, AIM, classifier */
         vt_model_config c;
         if (kind == 0) tu_tiny_config(&c, VT_KIND_MAE, 16, 4, 8, 4, 2, 2.0f);
-        else tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 4, 2, 2.0f);
-        const char *name = kind == 0 ? "mae" : "aim";
+        else if (kind == 1) tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 4, 2, 2.0f);
+        else { tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 4, 2, 2.0f); c.enc.num_classes = 3; }
+        const char *name = kind == 0 ? "mae" : kind == 1 ? "aim" : "classifier";
+        static const int32_t labels[3] = {0, 2, 1};
         vt_model *m = make(&c, &r);
         if (!m) return;
         float *img = images(&r, &c, B);
@@ -314,7 +329,8 @@ static void test_train_step_plan(void) {
             memset(&in, 0, sizeof in);
             in.batch = B;
             if (kind == 0) { in.idx_keep = &idx; in.n_keep = nk; in.idx_mask = &idx; in.n_mask = L - nk; }
-            else { in.mask = &pm; in.is_causal = 1; }
+            else if (kind == 1) { in.mask = &pm; in.is_causal = 1; }
+            else in.labels = labels;
             vt_plan_bytes pb;
             CHECK_OK(vt_set_grad_checkpointing(m, POL[p]), POL[p]);
             if (CHECK_OK(vt_plan(m, VT_FN_LOSS, &in, 1, &pb), what))
@@ -322,7 +338,7 @@ static void test_train_step_plan(void) {
                       (unsigned long long)sp.bytes.activations, (unsigned long long)pb.activations);
             /* the step sizes its arena from the same plan */
             float loss;
-            if (CHECK_OK(vt_train_step(m, img, B, &loss), what)) {
+            if (CHECK_OK(kind == 2 ? vt_train_step_labels(m, img, labels, B, &loss) : vt_train_step(m, img, B, &loss), what)) {
                 vt_arena_stats st;
                 vt_arena_get_stats(m, &st);
                 CHECK(st.planned == sp.bytes.activations && st.peak <= st.planned,

@@ -200,6 +200,84 @@ static void test_trainer(vt_kind kind) {
     vt_model_free(a); vt_model_free(b); vt_model_free(c); vt_model_free(d);
 }
 
+/* The classifier (timm, num_classes 2, cross-entropy with label smoothing): a two-class task
+ * (bright top half vs bright bottom half, noisy) is learnt -- the loss falls and the training
+ * images are classified right; N steps straight == N/2, save, resume, N/2 (policies switched) bit
+ * for bit; a NaN keeps the last good state; the MAE step and the labelled step refuse each
+ * other's model. */
+static void test_classifier(void) {
+    vt_model_config mc;
+    vt_model_config_default(&mc, VT_KIND_TIMM);
+    mc.enc.img_size = 16; mc.enc.patch_size = 4; mc.enc.embed_dim = 16; mc.enc.depth = 2; mc.enc.num_heads = 2;
+    mc.enc.num_classes = 2;
+    int B = 8, S = 16, per = 3 * S * S, n = B * per, N = 6;
+    float *img = malloc(n * sizeof(float));
+    int32_t y[8];
+    vt_rng r;
+    vt_rng_seed(&r, 4);
+    for (int b = 0; b < B; b++) {
+        y[b] = b % 2;
+        for (int i = 0; i < per; i++) {
+            int row = (i % (S * S)) / S;
+            img[b * per + i] = ((row < S / 2) == (y[b] == 0) ? 1.0f : -1.0f) + 0.5f * vt_rng_normal(&r);
+        }
+    }
+    vt_train_config tc;
+    vt_train_config_default(&tc, VT_KIND_TIMM);
+    tc.lr = 3e-3f; tc.warmup_steps = 2; tc.total_steps = 30; tc.clip_norm = 1.0f; tc.label_smoothing = 0.1f;
+    vt_model *a = NULL, *b = NULL, *c = NULL;
+    vt_model_create(&mc, &a); vt_model_create(&mc, &b); vt_model_create(&mc, &c);
+    if (!a || !b || !c) { CHECK(0, "classifier create: %s", vt_last_error()); return; }
+    vt_init_weights(a, 1); vt_init_weights(b, 1); vt_init_weights(c, 1);
+    CHECK(!vt_trainer_init(a, &tc) && !vt_trainer_init(b, &tc), "classifier trainer init: %s", vt_last_error());
+    float first = 0, last = 0;
+    int rc = 0;
+    CHECK(vt_train_step(a, img, B, NULL) == VT_ERR_ARG && strstr(vt_last_error(), "labels"), "a classifier refuses the unlabelled step");
+    for (int s = 0; s < 30 && !rc; s++) {
+        rc = vt_train_step_labels(a, img, y, B, s ? &last : &first);
+        if (s == N - 1) { /* b: N/2 steps under switching policies, saved, resumed in c */
+            const char *pol[] = {"none", "block", "selective", "every:2", "sqrt", "none"};
+            for (int k = 0; k < N / 2 && !rc; k++) { vt_set_grad_checkpointing(b, pol[k]); rc = vt_train_step_labels(b, img, y, B, NULL); }
+            uint8_t *st = NULL;
+            size_t len = 0;
+            if (!rc) rc = vt_train_state_save(b, &st, &len);
+            if (!rc) rc = vt_train_state_load(c, st, len);
+            for (int k = N / 2; k < N && !rc; k++) { vt_set_grad_checkpointing(c, pol[k]); rc = vt_train_step_labels(c, img, y, B, NULL); }
+            CHECK(!rc && !memcmp(vt_param_data(a, 0), vt_param_data(c, 0), vt_param_total(a) * sizeof(float)),
+                  "classifier: %d steps straight == %d, save, resume, %d (policies switched) bit for bit (%s)", N, N / 2, N / 2,
+                  rc ? vt_last_error() : "");
+            vt_free(st);
+        }
+    }
+    CHECK(!rc, "classifier training ran (%s)", vt_last_error());
+    CHECK(last < 0.5f * first, "classifier loss falls: %g -> %g", first, last);
+    vt_inputs in = {0};
+    in.images = img; in.batch = B;
+    int correct = 0;
+    CHECK(!vt_forward(a, VT_FN_TIMM_FORWARD, &in, 0), "timm forward: %s", vt_last_error());
+    const float *z = vt_output(a, 0, NULL, NULL);
+    for (int k = 0; k < B && z; k++) correct += (z[2 * k + 1] > z[2 * k]) == (y[k] == 1);
+    CHECK(correct == B, "classifier: %d of %d training images right after 30 steps", correct, B);
+    /* a NaN stops the step and keeps the last good state */
+    size_t P = vt_param_total(a);
+    float *before = malloc(P * sizeof(float));
+    memcpy(before, vt_param_data(a, 0), P * sizeof(float));
+    long steps = vt_train_step_count(a);
+    img[7] = NAN;
+    rc = vt_train_step_labels(a, img, y, B, NULL);
+    CHECK(rc == VT_ERR_NUMERIC && !memcmp(before, vt_param_data(a, 0), P * sizeof(float)) && vt_train_step_count(a) == steps,
+          "classifier NaN refused, state kept: %s", vt_last_error());
+    int32_t bad[8] = {0, 1, 0, 2, 0, 1, 0, 1};
+    img[7] = 0.0f;
+    CHECK(vt_train_step_labels(a, img, bad, B, NULL) == VT_ERR_ARG && strstr(vt_last_error(), "labels[3] = 2"), "label out of range: %s", vt_last_error());
+    vt_model *mae = tiny(VT_KIND_MAE);
+    vt_train_config_default(&tc, VT_KIND_MAE);
+    vt_trainer_init(mae, &tc);
+    CHECK(vt_train_step_labels(mae, img, y, 1, NULL) == VT_ERR_ARG, "an MAE model refuses labels");
+    free(before); free(img);
+    vt_model_free(a); vt_model_free(b); vt_model_free(c); vt_model_free(mae);
+}
+
 /* the activation timeline comes from the arena itself: its maximum is the measured peak */
 static void test_timeline(void) {
     vt_model *m = tiny(VT_KIND_MAE);
@@ -243,6 +321,7 @@ int main(void) {
     test_optim();
     test_training(VT_KIND_MAE);
     test_training(VT_KIND_AIM);
+    test_classifier();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

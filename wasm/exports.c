@@ -316,18 +316,20 @@ int vtw_init_weights(int h, uint32_t seed_lo, uint32_t seed_hi) {
     return vt_init_weights(m, seed64(seed_lo, seed_hi));
 }
 
-/* cfg[9] = lr, beta1, beta2, eps, weight_decay, warmup_steps, total_steps, clip_norm, mask_ratio */
-int vtw_train_config_default(int kind, double cfg[9]) {
+/* cfg[10] = lr, beta1, beta2, eps, weight_decay, warmup_steps, total_steps, clip_norm, mask_ratio,
+ * label_smoothing */
+int vtw_train_config_default(int kind, double cfg[10]) {
     if (kind < VT_KIND_TIMM || kind > VT_KIND_AIM) return vt_fail(VT_ERR_ARG, "unknown model kind %d", kind);
     vt_train_config t;
     vt_train_config_default(&t, (vt_kind)kind);
     cfg[0] = t.lr; cfg[1] = t.beta1; cfg[2] = t.beta2; cfg[3] = t.eps; cfg[4] = t.weight_decay;
     cfg[5] = (double)t.warmup_steps; cfg[6] = (double)t.total_steps; cfg[7] = t.clip_norm; cfg[8] = t.mask_ratio;
+    cfg[9] = t.label_smoothing;
     return VT_OK;
 }
 
-/* cfg[9] as vtw_train_config_default; the mask seed as two halves. */
-int vtw_trainer_init(int h, const double cfg[9], uint32_t seed_lo, uint32_t seed_hi) {
+/* cfg[10] as vtw_train_config_default; the mask seed as two halves. */
+int vtw_trainer_init(int h, const double cfg[10], uint32_t seed_lo, uint32_t seed_hi) {
     GET_OR_FAIL(m, h);
     if (!cfg) return vt_fail(VT_ERR_ARG, "trainer init: config is missing");
     for (int i = 5; i < 7; i++)
@@ -339,6 +341,7 @@ int vtw_trainer_init(int h, const double cfg[9], uint32_t seed_lo, uint32_t seed
     t.lr = (float)cfg[0]; t.beta1 = (float)cfg[1]; t.beta2 = (float)cfg[2]; t.eps = (float)cfg[3];
     t.weight_decay = (float)cfg[4]; t.warmup_steps = (long)cfg[5]; t.total_steps = (long)cfg[6];
     t.clip_norm = (float)cfg[7]; t.mask_ratio = (float)cfg[8]; t.seed = seed64(seed_lo, seed_hi);
+    t.label_smoothing = (float)cfg[9];
     return vt_trainer_init(m, &t);
 }
 
@@ -346,6 +349,11 @@ int vtw_trainer_init(int h, const double cfg[9], uint32_t seed_lo, uint32_t seed
 int vtw_train_step(int h, const float *images, int batch, float *loss) {
     GET_OR_FAIL(m, h);
     return vt_train_step(m, images, batch, loss);
+}
+/* A classifier's step: labels [batch] (int32). */
+int vtw_train_step_labels(int h, const float *images, const int32_t *labels, int batch, float *loss) {
+    GET_OR_FAIL(m, h);
+    return vt_train_step_labels(m, images, labels, batch, loss);
 }
 double vtw_train_step_count(int h) { vt_model *m = get(h); return m ? (double)vt_train_step_count(m) : -1; }
 float vtw_train_lr(int h, double step) {

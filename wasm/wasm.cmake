@@ -58,7 +58,7 @@ if(VT_WASM)
     vtw_load_safetensors vtw_init_from vtw_save_safetensors vtw_forward vtw_output_count vtw_output
     vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
     vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
-    vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_count vtw_train_lr
+    vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_labels vtw_train_step_count vtw_train_lr
     vtw_train_state_save vtw_train_state_load vtw_loss_visualize
     vtw_worker_run vtw_set_threads vtw_threads_max vtw_threads_ready vtw_threads_shutdown vtw_threads_set_min_work vtw_threads_chunks_run malloc free)
 

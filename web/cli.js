@@ -13,7 +13,8 @@ import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
-import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, DataError, DEFAULT_MAX_PIXELS } from './data.js';
+import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, makeDirs, DataError, DEFAULT_MAX_PIXELS } from './data.js';
+import { cmdTrainClassify, cmdPredict, PREDICT_USAGE } from './classify-cli.js';
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
@@ -37,21 +38,7 @@ const why = (e) => (e instanceof DataError ? e.message : STRERROR[e.code] || e.m
 const MAX_INPUT_BYTES = 1 << 30;
 const readInput = (file) => readRegularFile(file, MAX_INPUT_BYTES);
 
-/** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
- * time, each checked. Returns the directories it created (to remove them again on failure). */
-export function makeDirs(dir) {
-  const abs = path.resolve(dir), made = [];
-  let p = path.parse(abs).root;
-  for (const part of abs.slice(p.length).split(path.sep).filter(Boolean)) {
-    p = path.join(p, part);
-    let st = null;
-    try { st = statSync(p); } catch (e) { if (e.code !== 'ENOENT') throw new Error(`${dir}: ${p}: ${why(e)}`); }
-    if (st) { if (!st.isDirectory()) throw new Error(`${dir}: ${p} is not a directory`); continue; }
-    try { mkdirSync(p); } catch (e) { throw new Error(`${dir}: cannot create ${p}: ${why(e)}`); }
-    made.push(p);
-  }
-  return made;
-}
+export { makeDirs }; // mkdir -p, checked (web/data.js)
 const removeEmptyDirs = (made) => { for (const d of [...made].reverse()) try { rmdirSync(d); } catch { return; } };
 
 // Strict numbers for options: decimal only ('' is not 0, '0x10' is not 16, '1e9' is not a count).
@@ -636,7 +623,8 @@ async function trainIn(o, { run, resumeBytes, seed, paths, out, t0, say, warn })
 }
 
 async function main(argv) {
-  const cmd = { parity: cmdParity, plan: cmdPlan, train: cmdTrain }[argv[0]];
+  const classify = argv[0] === 'train' && argv.some((a, i) => a === 'classify' && argv[i - 1] === '--objective');
+  const cmd = { parity: cmdParity, plan: cmdPlan, train: classify ? cmdTrainClassify : cmdTrain, predict: cmdPredict }[argv[0]];
   if (cmd) {
     try { return await cmd(argv.slice(1)); } catch (e) { // one line, never a stack trace
       if (process.env.VITRINE_DEBUG) process.stderr.write(`${e.stack}\n`);
@@ -644,7 +632,7 @@ async function main(argv) {
       return 1;
     }
   }
-  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] [--threads N] (--help)\n`);
+  process.stderr.write(`${USAGE_PARITY}\n       ${USAGE_PLAN}\n       vitrine train [--objective mae|aim] [--preset NAME | --config JSON] [--data DIR] [--batch B] [--steps N] [--lr LR] [--grad-checkpointing POLICY] [--out DIR] [--resume FILE] [--seed S] [--json] [--wasm BUILD] [--threads N] (--help)\n       vitrine train --objective classify [options] (--help)\n       ${PREDICT_USAGE.replace('usage: ', '')}\n`);
   return 2;
 }
 

@@ -19,7 +19,7 @@
 //                            torchvision Resize + CenterCrop; area-average when shrinking,
 //                            bilinear when growing) and convert grey <-> colour.
 //   writeAtomic(file, bytes)  the old content or the new one, never a torn file (checkpoints).
-import { readFileSync, readdirSync, statSync, openSync, writeSync, fsyncSync, closeSync, renameSync, fstatSync, readSync, unlinkSync, constants as fsConstants } from 'node:fs';
+import { readFileSync, readdirSync, statSync, mkdirSync, openSync, writeSync, fsyncSync, closeSync, renameSync, fstatSync, readSync, unlinkSync, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
@@ -207,6 +207,27 @@ export function readRegularFile(file, maxBytes = MAX_IMAGE_FILE_BYTES) {
     }
     return buf.subarray(0, off);
   } finally { closeSync(fd); }
+}
+
+// strerror() wording for the usual reasons a path cannot be made
+const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', ENOTDIR: 'Not a directory',
+  ENOSPC: 'No space left on device', EROFS: 'Read-only file system', EEXIST: 'File exists', EDQUOT: 'Disk quota exceeded' };
+const strerror = (e) => STRERROR[e.code] || e.message;
+
+/** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
+ * time, each checked. Returns the directories it created (to remove them again on failure). */
+export function makeDirs(dir) {
+  const abs = path.resolve(dir), made = [];
+  let p = path.parse(abs).root;
+  for (const part of abs.slice(p.length).split(path.sep).filter(Boolean)) {
+    p = path.join(p, part);
+    let st = null;
+    try { st = statSync(p); } catch (e) { if (e.code !== 'ENOENT') throw new Error(`${dir}: ${p}: ${strerror(e)}`); }
+    if (st) { if (!st.isDirectory()) throw new Error(`${dir}: ${p} is not a directory`); continue; }
+    try { mkdirSync(p); } catch (e) { throw new Error(`${dir}: cannot create ${p}: ${strerror(e)}`); }
+    made.push(p);
+  }
+  return made;
 }
 
 // Per-axis resampling weights from `src` samples to `dst` (after scaling by `scale` and skipping

@@ -223,6 +223,9 @@ export class Model {
   /** One step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr); returns the loss.
    * A non-finite loss or gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and keeps the last good state. */
   trainStep(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): number;
+  /** A classifier's step (kind timm, num_classes > 0): cross-entropy with timm's label smoothing
+   * on one class index per image. Returns the loss. */
+  trainStepLabels(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): number;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
   /** Scheduled learning rate at `step` (default: the next step). */
@@ -249,6 +252,7 @@ export interface TrainOptions {
   clipNorm?: number;
   /** MAE: fraction of patches masked (lightly random_token_mask). */
   maskRatio?: number;
+  labelSmoothing?: number;
   /** Seed of the mask generator. */
   seed?: number | bigint;
 }

@@ -423,7 +423,7 @@ export class Vitrine {
       'vtw_save_safetensors', 'vtw_forward', 'vtw_output_count', 'vtw_output', 'vtw_loss_value',
       'vtw_backward', 'vtw_set_grad_checkpointing', 'vtw_get_grad_checkpointing', 'vtw_plan', 'vtw_plan_train_step',
       'vtw_arena_stats', 'vtw_activation_timeline', 'vtw_release_activations', 'vtw_parity_run',
-      'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_count',
+      'vtw_init_weights', 'vtw_train_config_default', 'vtw_trainer_init', 'vtw_train_step', 'vtw_train_step_labels', 'vtw_train_step_count',
       'vtw_train_lr', 'vtw_train_state_save', 'vtw_train_state_load', 'vtw_loss_visualize',
       'vtw_set_threads', 'vtw_threads_max', 'vtw_threads_ready', 'vtw_threads_shutdown', 'vtw_threads_set_min_work',
       'vtw_threads_chunks_run',
@@ -915,27 +915,29 @@ export class Model {
   /** The engine's default training settings for this model's kind (lightly's benchmarks). */
   trainDefaults() {
     const vt = this._vt, c = this._c;
-    const out = vt.alloc(72);
+    const out = vt.alloc(80);
     try {
       vt.check(c.train_config_default(KINDS[this.kind], out));
-      const [lr, beta1, beta2, eps, weightDecay, warmupSteps, totalSteps, clipNorm, maskRatio] = vt.f64(out, 9);
-      return { lr, beta1, beta2, eps, weightDecay, warmupSteps, totalSteps, clipNorm, maskRatio, seed: 0 };
+      const [lr, beta1, beta2, eps, weightDecay, warmupSteps, totalSteps, clipNorm, maskRatio, labelSmoothing] = vt.f64(out, 10);
+      return { lr, beta1, beta2, eps, weightDecay, warmupSteps, totalSteps, clipNorm, maskRatio, labelSmoothing, seed: 0 };
     } finally { vt.free(out); }
   }
 
-  /** Makes an MAE / AIM model trainable: AdamW state, the seeded mask generator, step 0. Options
-   * not given take trainDefaults(); totalSteps 0 = constant lr, else lightly's cosine warmup. */
+  /** Makes an MAE / AIM model, or a timm classifier (kind timm, num_classes > 0: trainStepLabels),
+   * trainable: AdamW state, the seeded mask generator, step 0. Options not given take
+   * trainDefaults(); totalSteps 0 = constant lr, else lightly's cosine warmup; labelSmoothing:
+   * timm's (classifier). */
   trainerInit(options = {}) {
     const vt = this._vt, c = this._c;
-    const known = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'warmupSteps', 'totalSteps', 'clipNorm', 'maskRatio', 'seed'];
+    const known = ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'warmupSteps', 'totalSteps', 'clipNorm', 'maskRatio', 'labelSmoothing', 'seed'];
     for (const k of Object.keys(options)) {
       if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     }
     const t = { ...this.trainDefaults() };
     for (const k of known) if (options[k] != null) t[k] = options[k];
-    const cfg = vt.alloc(72);
+    const cfg = vt.alloc(80);
     try {
-      vt.f64(cfg, 9).set([t.lr, t.beta1, t.beta2, t.eps, t.weightDecay, t.warmupSteps, t.totalSteps, t.clipNorm, t.maskRatio].map(Number));
+      vt.f64(cfg, 10).set([t.lr, t.beta1, t.beta2, t.eps, t.weightDecay, t.warmupSteps, t.totalSteps, t.clipNorm, t.maskRatio, t.labelSmoothing].map(Number));
       const [lo, hi] = seedHalves(t.seed);
       vt.check(c.trainer_init(this._h, cfg, lo, hi));
     } finally { vt.free(cfg); }
@@ -966,6 +968,29 @@ export class Model {
       this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true };
       return loss;
     } finally { vt.free(pLoss); }
+  }
+
+  /** A classifier's training step: cross-entropy (timm's label smoothing from trainerInit) on
+   * labels (Int32Array or array of class indices, one per image), backward, clipping, AdamW.
+   * Images as for trainStep. Returns the loss; a non-finite one throws and changes nothing. */
+  trainStepLabels(images, labels, opts = {}) {
+    const vt = this._vt, c = this._c;
+    const x = toNCHW(images, this.dims, opts);
+    const y = Int32Array.from(labels);
+    if (y.length !== x.batch)
+      throw new VitrineError(`trainStepLabels: ${y.length} labels for ${x.batch} images`, -1);
+    this._freeInputs();
+    this._last = null;
+    const pImg = vt.copyIn(x.data), pLab = vt.alloc(4 * y.length);
+    this._inputs.push(pImg);
+    new Int32Array(vt._low.buffer(), pLab >>> 0, y.length).set(y);
+    const pLoss = vt.alloc(4);
+    try {
+      const rc = c.train_step_labels(this._h, pImg, pLab, x.batch, pLoss);
+      if (rc < 0) throw vt.error(rc);
+      this._last = { fn: FN.loss, batch: x.batch, nImages: x.data.length, train: true, classify: true };
+      return vt.f32(pLoss, 1)[0];
+    } finally { vt.free(pLoss); vt.free(pLab); }
   }
 
   /** Steps done (the AdamW step count; it comes back with loadTrainState). */

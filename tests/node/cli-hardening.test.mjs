@@ -237,3 +237,30 @@ test('full disk: the truth about the checkpoint, no temporary files, exit 1', (t
   const meta = readSafetensorsMeta(new Uint8Array(readFileSync(path.join(mid, 'checkpoint.safetensors'))));
   assert.equal(meta.step, '4');
 });
+
+test('train --objective classify and predict: strict numbers, FIFOs, /dev/zero, --out under /proc: one line each', () => {
+  const dir = tmp(), out = path.join(dir, 'out');
+  const classify = (args) => node(['train', '--objective', 'classify', '--config', TINY, '--batch', '4', '--steps', '2', '--no-eval', ...args]);
+  for (const [args, re] of [[['--batch', '1e9'], /--batch: '1e9' is not a whole number in 1\.\.65536/], [['--lr', '0x10'], /--lr: '0x10' is not a decimal/],
+    [['--label-smoothing', '1'], /--label-smoothing: '1' is not a decimal number in \[0, 1\)/], [['--threads', '0'], /--threads: '0' is not a whole number in 1\.\.64/],
+    [['--seed', '-1'], /--seed: '-1' is not a whole number/], [['--eval-max', '0'], /--eval-max: '0'/], [['--steps', ''], /--steps: '' is not a whole number/]]) {
+    const r = classify([...args, '--out', out]);
+    oneLine(r, re, 2);
+    assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    assert.ok(!existsSync(out), `${args}: made ${out}`);
+  }
+  spawnSync('mkfifo', [path.join(dir, 'fifo')]);
+  const fifo = existsSync(path.join(dir, 'fifo')) ? path.join(dir, 'fifo') : '/dev/zero';
+  for (const flag of ['--resume', '--init', '--config']) {
+    const r = node(['train', '--objective', 'classify', ...(flag === '--init' ? ['--config', TINY, '--steps', '2'] : []), flag, fifo], { timeout: 30000 });
+    assert.notEqual(r.status, null, `${flag} FIFO: hung`);
+    oneLine(r, /not a regular file/, flag === '--init' ? 1 : flag === '--config' ? 2 : 1);
+  }
+  oneLine(classify(['--out', '/proc/vitrine-x/y']), /--out \/proc\/vitrine-x\/y: cannot create \/proc\/vitrine-x/, 2);
+  // predict: --top strict, the weights and images read only when regular files
+  oneLine(node(['predict', '--weights', fifo, '--top', '2x', 'a.png']), /--top: '2x' is not a whole number in 1\.\.1000/, 2);
+  const w = node(['predict', '--weights', fifo, 'a.png'], { timeout: 30000 });
+  assert.notEqual(w.status, null, 'predict --weights FIFO: hung');
+  oneLine(w, /cannot read .*: not a regular file/, 1);
+  rmSync(dir, { recursive: true, force: true });
+});

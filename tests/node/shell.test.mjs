@@ -12,8 +12,8 @@ import { REPO, FIXTURES, NATIVE, WASM_DIR, engine, fixture, readSafetensors, f32
 const BUILD = simdSupported() ? 'simd' : 'scalar';
 
 // The lightly encoder of vit_encode.safetensors with its weights, all trainable as in the dump.
-async function fixtureModel(name = 'vit_encode.safetensors') {
-  const vt = await engine(BUILD);
+async function fixtureModel(name = 'vit_encode.safetensors', build = BUILD) {
+  const vt = await engine(build);
   const bytes = fixture(name);
   const st = readSafetensors(bytes);
   const model = vt.createModel({ kind: 'lightly', config: st.meta.config });
@@ -134,8 +134,11 @@ test('memory(): used activations == planned exactly', async () => {
   assert.deepEqual(off, []);
 });
 
-test('views are rebuilt after memory growth; old results stay readable', async () => {
-  const { vt, model, images } = await fixtureModel();
+// in a plain build (its memory's buffer is replaced: old views detach) and a shared-memory one
+for (const build of simdSupported() ? ['simd', 'simd-mt'] : ['scalar'])
+test(`views are rebuilt after memory growth; old results stay readable (${build})`, async () => {
+  const { vt, model, images } = await fixtureModel(undefined, build);
+  assert.equal(vt.threaded, build.endsWith('-mt'));
   const out = model.encode(images);
   const param0 = model.params()[1].data.slice();
   const staleView = model.params()[1].data;

@@ -31,11 +31,13 @@ export const HOST_FMA = process.arch === 'arm64' || (process.arch === 'x64' && (
   try { return /^flags\s*:.*\bfma\b/m.test(readFileSync('/proc/cpuinfo', 'utf8')); } catch { return false; }
 })());
 
-// The builds the suite must pass.
-export const BUILDS = ['simd', 'scalar', 'wasi-simd', 'wasi-scalar', 'relaxed'];
+// The builds the suite must pass: each plain file on 1 thread, and each shared-memory ("-mt")
+// file with its pool on every core (tests/node/threads.test.mjs: the same bits at any count).
+export const BUILDS = ['simd', 'scalar', 'wasi-simd', 'wasi-scalar', 'relaxed', 'simd-mt', 'wasi-simd-mt', 'relaxed-mt'];
 const engines = new Map();
 export function engine(build) {
-  if (!engines.has(build)) engines.set(build, createVitrine({ wasm: build, wasmDir: WASM_DIR }));
+  if (!engines.has(build))
+    engines.set(build, createVitrine({ wasm: build, wasmDir: WASM_DIR, threads: build.endsWith('-mt') ? undefined : 1 }));
   return engines.get(build);
 }
 

@@ -68,7 +68,7 @@ after(() => { for (const d of temps) rmSync(d, { recursive: true, force: true })
 test('contents: the shell, its types, the CLI and every wasm build; nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
   const want = ['package.json', 'README.md', 'LICENSE', 'web/vitrine.js', 'web/vitrine.d.ts', 'web/cli.js', 'web/train.js',
-    'web/data.js', 'web/eval-worker.js', 'web/pool.js', 'web/pool-worker.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
+    'web/data.js', 'web/eval-worker.js', 'web/classify.js', 'web/classify-cli.js', 'web/pool.js', 'web/pool-worker.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
   assert.deepEqual(files, want.sort());
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
   assert.equal(pkg.private, undefined);

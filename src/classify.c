@@ -1,0 +1,113 @@
+/* classify.c: fine-tuning to labels -- timm's VisionTransformer with num_classes (a VT_KIND_TIMM
+ * model whose config has num_classes > 0) trained with cross-entropy:
+ *   forward_features(images) -> forward_head (pool -> fc_norm -> head, vit.c) = logits [B,C]
+ *   loss = mean_b [ (1-s) * -logp[b, y_b] + s * mean_c(-logp[b, c]) ]
+ * which is timm's LabelSmoothingCrossEntropy (s = smoothing; s = 0 is F.cross_entropy).
+ *   d logits[b,c] = dloss / B * (p[b,c] - (1-s) [c == y_b] - s / C)
+ * The arena rows of the call are a step table like the encoder call's (vit.c call_steps): the
+ * encoder's rows, the head's, the log-probabilities; backward: d logits, d features, the head's
+ * backward scratch, the encoder's backward rows. */
+#include "vit_internal.h"
+#include <math.h>
+#include <string.h>
+
+int vt_is_classifier(const vt_model *m) {
+    return m->cfg.kind == VT_KIND_TIMM && m->cfg.enc.num_classes > 0;
+}
+
+enum {
+    CLS_ENC = 0, CLS_HEAD = VT_ENC_FWD_ROWS, CLS_LOGP = CLS_HEAD + VT_HEAD_FWD_ROWS, CLS_DLOGITS,
+    CLS_DFEAT, CLS_HEAD_BWD, CLS_ENC_BWD = CLS_HEAD_BWD + VT_HEAD_BWD_ROWS,
+    CLS_ROWS = CLS_ENC_BWD + VT_ENC_BWD_ROWS
+};
+
+static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
+                      vt_step st[CLS_ROWS]) {
+    uint64_t B = in->batch, D = m->enc.chain.D, T = m->enc.T_full, C = m->cfg.enc.num_classes, g = need_grad ? 1 : 0;
+    vt_encoder_steps(m, in, (int)T, need_grad, 0, lay, st + CLS_ENC, st + CLS_ENC_BWD);
+    vt_head_steps(m, (int)B, (int)T, need_grad, st + CLS_HEAD, st + CLS_HEAD_BWD);
+    st[CLS_LOGP] = vt_keep(B * C);
+    st[CLS_DLOGITS] = vt_keep(g * B * C);
+    st[CLS_DFEAT] = vt_keep(g * B * T * D);
+}
+
+uint64_t vt_classify_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    vt_step st[CLS_ROWS];
+    cls_steps(m, in, need_grad, &lays[0], st);
+    return vt_steps_peak(st, CLS_ROWS);
+}
+
+vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values) {
+    if (!m->cfg.enc.global_pool[0])
+        return vt_fail(VT_ERR_ARG, "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
+    if (in->idx_mask || in->idx_keep || in->mask)
+        return vt_fail(VT_ERR_ARG, "the classifier loss runs timm's forward: no idx_mask / idx_keep / mask");
+    if (!(in->label_smoothing >= 0.0f && in->label_smoothing < 1.0f))
+        return vt_fail(VT_ERR_ARG, "label_smoothing must be in [0, 1), got %g", in->label_smoothing);
+    if (!values) return VT_OK;
+    if (!in->labels) return vt_fail(VT_ERR_ARG, "the classifier loss needs labels");
+    for (int b = 0; b < in->batch; b++)
+        if (in->labels[b] < 0 || in->labels[b] >= m->cfg.enc.num_classes)
+            return vt_fail(VT_ERR_ARG, "labels[%d] = %d is not a class of 0..%d", b, (int)in->labels[b],
+                           m->cfg.enc.num_classes - 1);
+    return VT_OK;
+}
+
+vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    vt_arena *ar = &m->arena;
+    int B = in->batch, T = m->enc.T_full, C = m->cfg.enc.num_classes;
+    float s = in->label_smoothing;
+    vt_step st[CLS_ROWS];
+    cls_steps(m, in, need_grad, &lays[0], st);
+    float *x0 = vt_arena_alloc(ar, st[CLS_ENC + VT_ENC_X0].n), *feat;
+    if (!x0) return vt_arena_overflow(ar);
+    vt_status rc = vt_encoder_preprocess(m, in, 0, x0);
+    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], T, x0, 0, 0, &feat);
+    if (!rc) rc = vt_head_forward(m, &m->last.head, feat, B, T);
+    if (rc) return rc;
+    const float *logits = m->last.head.out; /* [B, C] */
+    float *logp = vt_arena_alloc(ar, st[CLS_LOGP].n);
+    if (!logp) return vt_arena_overflow(ar);
+    m->last.cls_logp = logp;
+    double total = 0;
+    for (int b = 0; b < B; b++) { /* log-softmax in double: exp of (x - max) cannot overflow */
+        const float *z = logits + (size_t)b * C;
+        float *lp = logp + (size_t)b * C;
+        double mx = z[0], se = 0, sum_lp = 0;
+        for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
+        for (int c = 0; c < C; c++) se += exp((double)z[c] - mx);
+        double lse = mx + log(se);
+        for (int c = 0; c < C; c++) { lp[c] = (float)((double)z[c] - lse); sum_lp += (double)z[c] - lse; }
+        total += (1.0 - s) * -((double)z[in->labels[b]] - lse) + s * -(sum_lp / C);
+    }
+    m->last.loss = (float)(total / B);
+    m->last.out = (float *)logits;
+    m->last.out_ndim = 2;
+    m->last.out_shape[0] = B; m->last.out_shape[1] = C;
+    return VT_OK;
+}
+
+vt_status vt_classify_backward(vt_model *m, float dloss, float *dimages, int pg) {
+    vt_arena *ar = &m->arena;
+    const vt_inputs *in = &m->last.in;
+    const vt_chain_run *r = &m->last.enc_run;
+    int B = in->batch, C = m->cfg.enc.num_classes;
+    float s = in->label_smoothing;
+    vt_step st[CLS_ROWS];
+    cls_steps(m, in, 1, &r->lay, st);
+    size_t mark = vt_arena_mark(ar);
+    float *dlogits = vt_arena_alloc(ar, st[CLS_DLOGITS].n);
+    float *dfeat = vt_arena_zalloc(ar, st[CLS_DFEAT].n);
+    if (ar->overflow) return vt_arena_overflow(ar);
+    float scale = dloss / (float)B, off = s / (float)C;
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)b * C + c;
+            float target = (c == in->labels[b] ? 1.0f - s : 0.0f) + off;
+            dlogits[i] = scale * (expf(m->last.cls_logp[i]) - target);
+        }
+    vt_status rc = vt_head_backward(m, &m->last.head, dlogits, dfeat, pg);
+    if (!rc) rc = vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
+    vt_arena_reset(ar, mark);
+    return rc;
+}

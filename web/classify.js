@@ -1,0 +1,107 @@
+// classify.js: fine-tuning to labels -- timm's VisionTransformer with num_classes and its head,
+// trained with cross-entropy (timm's label smoothing) by the engine (src/classify.c). For the Node
+// CLI (`vitrine train --objective classify`, `vitrine predict`) and the browser demo: no file I/O
+// and no Node modules here.
+//
+//   classifierSpec      the model: a preset's encoder (or a timm config) + num_classes + pooling
+//   splitEval           which images train and which are held out (every 5th of a folder)
+//   ClassifyRun         model + labelled data set + order: one step at a time, resumable
+//   evaluate            top-1 and the confusion matrix of a held-out set
+//   predictTop          softmax of the logits -> the top classes with probabilities
+import { TRAIN_PRESETS, DataOrder, makeBatch } from './train.js';
+
+/** The classifier createModel takes: kind timm, the preset's encoder (or config.encoder) with
+ * num_classes and global_pool ('token': the [CLS] token, as timm's default and lightly's MAE
+ * encoder; 'avg': the mean of the patch tokens with fc_norm, as timm's MAE fine-tuning). */
+export function classifierSpec({ preset = 'fmnist', config = null, numClasses, pool = 'token' }) {
+  if (!(numClasses >= 2)) throw new Error(`a classifier needs at least 2 classes, got ${numClasses}`);
+  let encoder;
+  if (config != null) {
+    const c = typeof config === 'string' ? JSON.parse(config) : config;
+    encoder = { ...(c.encoder || c) };
+  } else if (TRAIN_PRESETS[preset]) {
+    encoder = { ...TRAIN_PRESETS[preset].encoder };
+  } else {
+    throw new Error(`classifier preset '${preset}': use ${Object.keys(TRAIN_PRESETS).join(', ')} or --config`);
+  }
+  return { kind: 'timm', config: { ...encoder, num_classes: numClasses, global_pool: pool } }; // timm kwargs
+}
+
+/** Train / held-out indices. Fashion-MNIST: its train and test splits (test: all 10000). A folder:
+ * every 5th image (i % 5 == 4) held out, the rest trained on. */
+export function splitEval(train, test) {
+  const range = (n) => Int32Array.from({ length: n }, (_, i) => i);
+  if (test) return { trainSet: train, trainIdx: range(train.n), evalSet: test, evalIdx: range(test.n) };
+  const all = Array.from(range(train.n));
+  return { trainSet: train, trainIdx: Int32Array.from(all.filter((i) => i % 5 !== 4)), evalSet: train,
+    evalIdx: Int32Array.from(all.filter((i) => i % 5 === 4)) };
+}
+
+/** One classifier training run over the images `indices` of a labelled data set; the position
+ * comes from model.stepCount, so a model restored with loadTrainState continues where it stopped. */
+export class ClassifyRun {
+  constructor({ model, dataset, indices, batch, steps, dataSeed }) {
+    if (!dataset.labels) throw new Error(`data set ${dataset.name} has no labels (sub-folders = classes)`);
+    if (model.dims.img !== dataset.size || model.dims.chans !== dataset.chans)
+      throw new Error(`data set ${dataset.name} is ${dataset.size}x${dataset.size}x${dataset.chans}, the model takes ${model.dims.img}x${model.dims.img}x${model.dims.chans}`);
+    this.model = model;
+    this.dataset = dataset;
+    this.indices = indices;
+    this.batch = batch;
+    this.steps = steps;
+    this.order = new DataOrder(indices.length, dataSeed);
+    this._buf = new Float32Array(batch * dataset.chans * dataset.size * dataset.size);
+    this._lab = new Int32Array(batch);
+  }
+  get step() { return this.model.stepCount; }
+  get done() { return this.step >= this.steps; }
+  get epoch() { return (this.step * this.batch) / this.indices.length; }
+  /** One step: { step (done so far), loss, seconds }. Throws on a non-finite loss (state kept). */
+  trainOne() {
+    const t0 = performance.now();
+    const pos = this.order.batch(this.step, this.batch);
+    const idx = Int32Array.from(pos, (p) => this.indices[p]);
+    makeBatch(this.dataset, idx, this._buf);
+    idx.forEach((i, j) => { this._lab[j] = this.dataset.labels[i]; });
+    const loss = this.model.trainStepLabels(this._buf, this._lab);
+    return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
+  }
+}
+
+/** The logits of images `indices` of ds (timm's forward, no gradient), in chunks. */
+export function logits(model, ds, indices, chunk = 250) {
+  let out = null, C = 0;
+  for (let s = 0; s < indices.length; s += chunk) {
+    const idx = indices.subarray(s, Math.min(indices.length, s + chunk));
+    const z = model.timmForward(makeBatch(ds, idx));
+    if (!out) { C = z.shape[1]; out = new Float32Array(indices.length * C); }
+    out.set(z.data, s * C);
+  }
+  return { data: out, classes: C };
+}
+
+/** Top-1 accuracy and the confusion matrix (rows: true class, columns: predicted) of images
+ * `indices` of ds. */
+export function evaluate(model, ds, indices, numClasses) {
+  const { data, classes: C } = logits(model, ds, indices);
+  const K = numClasses || C, confusion = Array.from({ length: K }, () => new Array(K).fill(0));
+  let correct = 0;
+  for (let q = 0; q < indices.length; q++) {
+    let best = 0;
+    for (let c = 1; c < C; c++) if (data[q * C + c] > data[q * C + best]) best = c;
+    const y = ds.labels[indices[q]];
+    confusion[y][best]++;
+    if (best === y) correct++;
+  }
+  return { top1: indices.length ? correct / indices.length : NaN, n: indices.length, confusion };
+}
+
+/** Softmax of one row of logits -> [{ index, name, p }] sorted by probability, the first k. */
+export function predictTop(z, names, k = 3) {
+  let mx = -Infinity;
+  for (const v of z) mx = Math.max(mx, v);
+  let s = 0;
+  const e = Array.from(z, (v) => { const x = Math.exp(v - mx); s += x; return x; });
+  return e.map((x, i) => ({ index: i, name: names && names[i] != null ? names[i] : String(i), p: x / s }))
+    .sort((a, b) => b.p - a.p || a.index - b.index).slice(0, k);
+}
