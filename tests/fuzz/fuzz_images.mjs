@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decodeImage, imageHeader } from '../../web/data.js';
+import { chunk, PNG_SIGNATURE } from '../png_chunks.mjs';
 
 const require = createRequire(import.meta.url);
 const { PNG } = require('pngjs');
@@ -20,14 +21,6 @@ let seed = 12345;
 const rand = () => { seed = (seed * 1103515245 + 12345) >>> 0; return seed / 2 ** 32; };
 const ri = (n) => Math.floor(rand() * n);
 
-const CRC = new Uint32Array(256).map((_, n) => { let c = n; for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1; return c >>> 0; });
-const crc32 = (b) => { let c = 0xffffffff; for (const x of b) c = CRC[(c ^ x) & 255] ^ (c >>> 8); return (c ^ 0xffffffff) >>> 0; };
-function chunk(type, data) {
-  const out = Buffer.alloc(12 + data.length);
-  out.writeUInt32BE(data.length, 0); out.write(type, 4, 'latin1'); Buffer.from(data).copy(out, 8);
-  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
-  return out;
-}
 // a valid PNG of any type: rows of random bytes with random filters (filters decode anything)
 function makePng(w, h, depth, ctype, interlace) {
   const ch = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 }[ctype], bits = ch * depth;
@@ -40,7 +33,7 @@ function makePng(w, h, depth, ctype, interlace) {
   }
   const ihdr = Buffer.alloc(13);
   ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr[8] = depth; ihdr[9] = ctype; ihdr[12] = interlace;
-  const parts = [Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr)];
+  const parts = [PNG_SIGNATURE, chunk('IHDR', ihdr)];
   if (ctype === 3) parts.push(chunk('PLTE', Buffer.from(Array.from({ length: 3 << depth }, () => ri(256)))));
   if (ctype === 3 && ri(2)) parts.push(chunk('tRNS', Buffer.from([ri(256), ri(256)])));
   parts.push(chunk('IDAT', deflateSync(Buffer.from(rows))), chunk('IEND', Buffer.alloc(0)));

@@ -9,24 +9,17 @@ import { spawnSync } from 'node:child_process';
 import { deflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 import { decodeImage, imageHeader, loadImageFolder, writeAtomic, DataError } from '../../web/data.js';
+import { chunk, PNG_SIGNATURE } from '../png_chunks.mjs';
 
 const require = createRequire(import.meta.url);
 const { PNG } = require('pngjs');
 const tmp = () => mkdtempSync(path.join(tmpdir(), 'vitrine-hard-'));
 
-// ---- a PNG writer of our own (any chunk, any data; CRCs right so pngjs gets past them) ----
-const CRC = new Uint32Array(256).map((_, n) => { let c = n; for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1; return c >>> 0; });
-const crc32 = (b) => { let c = 0xffffffff; for (const x of b) c = CRC[(c ^ x) & 255] ^ (c >>> 8); return (c ^ 0xffffffff) >>> 0; };
-function chunk(type, data) {
-  const out = Buffer.alloc(12 + data.length);
-  out.writeUInt32BE(data.length, 0); out.write(type, 4, 'latin1'); Buffer.from(data).copy(out, 8);
-  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
-  return out;
-}
+// ---- PNGs of any chunks (tests/png_chunks.mjs) ----
 function png({ width, height, depth = 8, ctype = 0, interlace = 0, raw = null, idat = null, iend = true }) {
   const ihdr = Buffer.alloc(13);
   ihdr.writeUInt32BE(width, 0); ihdr.writeUInt32BE(height, 4); ihdr[8] = depth; ihdr[9] = ctype; ihdr[12] = interlace;
-  const parts = [Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr)];
+  const parts = [PNG_SIGNATURE, chunk('IHDR', ihdr)];
   if (idat || raw) parts.push(chunk('IDAT', idat || deflateSync(raw)));
   if (iend) parts.push(chunk('IEND', Buffer.alloc(0)));
   return Buffer.concat(parts);
