@@ -11,10 +11,10 @@ import { createVitrine, readSafetensorsMeta } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, decodeImage, resizeCrop, DataError, readRegularFile, makeDirs,
   DEFAULT_MAX_PIXELS } from './data.js';
 import { TRAIN_PRESETS, withMetadata, makeBatch } from './train.js';
-import { classifierSpec, splitEval, ClassifyRun, evaluate, predictTop } from './classify.js';
+import { classifierSpec, splitEval, ClassifyRun, evaluate, predictTop, parseAugment, augmentText } from './classify.js';
 
 const DEFAULTS = { preset: 'fmnist', batch: 128, steps: 2000, policy: 'block', out: 'out', seed: '0', saveEvery: 200,
-  labelSmoothing: 0.1, pool: 'token', lr: 1e-3, weightDecay: 0.05 };
+  labelSmoothing: 0.1, pool: 'token', lr: 1e-3, weightDecay: 0.05, augment: 'flip,shift:2' };
 const WEIGHTS = 'classifier.safetensors', STATE = 'classify-checkpoint.safetensors', FORMAT = 'vitrine-classifier/1';
 
 export const CLASSIFY_HELP = `usage: vitrine train --objective classify [options]
@@ -24,10 +24,13 @@ export const CLASSIFY_HELP = `usage: vitrine train --objective classify [options
   --preset NAME | --config JSON|FILE   the encoder (${Object.keys(TRAIN_PRESETS).join(', ')}; default ${DEFAULTS.preset})
   --data DIR                   a folder whose sub-folders are classes (default: Fashion-MNIST)
   --init FILE                  start from weights: out/encoder.safetensors of vitrine train (MAE / AIM),
-                               a timm or lightly state_dict (default: random init)
+                               a timm or lightly state_dict (default: random init); the encoder's
+                               architecture comes from the file's timm_kwargs unless --preset / --config
   --pool token|avg             [CLS] token, or mean of patch tokens + fc_norm (default ${DEFAULTS.pool})
   --batch B, --steps N, --lr LR, --warmup N, --weight-decay W   (default ${DEFAULTS.batch}, ${DEFAULTS.steps}, ${DEFAULTS.lr}, 5% of steps, ${DEFAULTS.weightDecay})
   --label-smoothing S          timm's LabelSmoothingCrossEntropy smoothing (default ${DEFAULTS.labelSmoothing})
+  --augment SPEC               none, or flip and / or shift:N: horizontal flip, translation by up to N
+                               pixels (torchvision's RandomHorizontalFlip + RandomCrop padding N) (default ${DEFAULTS.augment})
   --grad-checkpointing POLICY  none | block | every:K | sqrt | selective | budget:BYTES (default ${DEFAULTS.policy})
   --seed S                     initialisation S, data order S+2 (default 0)
   --train-max N, --eval-max N  use only the first N training / held-out images
@@ -59,7 +62,7 @@ function parseArgs(args) {
   const o = { given: new Set() };
   const flags = { '--objective': 'objective', '--preset': 'preset', '--config': 'config', '--data': 'data', '--init': 'init',
     '--pool': 'pool', '--batch': 'batch', '--steps': 'steps', '--lr': 'lr', '--warmup': 'warmup', '--weight-decay': 'weightDecay',
-    '--label-smoothing': 'labelSmoothing', '--grad-checkpointing': 'policy', '--seed': 'seed', '--train-max': 'trainMax',
+    '--label-smoothing': 'labelSmoothing', '--augment': 'augment', '--grad-checkpointing': 'policy', '--seed': 'seed', '--train-max': 'trainMax',
     '--eval-max': 'evalMax', '--out': 'out', '--save-every': 'saveEvery', '--stop-at': 'stopAt', '--resume': 'resume', '--wasm': 'wasm',
     '--threads': 'threads', '--max-image-mp': 'maxImageMp' };
   // [min, max] of the whole numbers; decimals: [min, max] (maxOpen: [min, max))
@@ -96,7 +99,7 @@ function loadData(dir, encoder, warn, maxPixels) {
 // The run's settings (from the options, or from the checkpoint resumed) and the checkpoint bytes.
 function settings(o) {
   if (o.resume) {
-    const fixed = ['preset', 'config', 'init', 'pool', 'batch', 'steps', 'lr', 'warmup', 'weightDecay', 'labelSmoothing', 'seed', 'trainMax']
+    const fixed = ['preset', 'config', 'init', 'pool', 'batch', 'steps', 'lr', 'warmup', 'weightDecay', 'labelSmoothing', 'augment', 'seed', 'trainMax']
       .filter((k) => o.given.has(k));
     if (fixed.length) throw new Failure(`--resume takes ${fixed.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())).join(', ')} from the checkpoint; leave them out`, 2);
     let bytes, meta;
@@ -120,12 +123,32 @@ function settings(o) {
     try { config = JSON.parse(o.config.trim().startsWith('{') ? o.config : new TextDecoder().decode(readInput(o.config))); } catch (e) {
       throw new Failure(`--config: ${e.code || e instanceof DataError ? `cannot read ${o.config}: ${why(e)}` : `not JSON (${e.message})`}`, 2);
     }
-  }
+  } else if (o.init != null && o.preset == null) config = initArchitecture(o.init);
   return { run: { preset: config ? null : o.preset || DEFAULTS.preset, config, data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     init: o.init ? path.resolve(o.init) : null, pool: o.pool || DEFAULTS.pool, batch: o.batch ?? DEFAULTS.batch, steps,
     lr: o.lr ?? DEFAULTS.lr, warmup: o.warmup ?? Math.round(steps * 0.05), weightDecay: o.weightDecay ?? DEFAULTS.weightDecay,
-    labelSmoothing: o.labelSmoothing ?? DEFAULTS.labelSmoothing, seed: o.seed || DEFAULTS.seed, trainMax: o.trainMax ?? null,
+    labelSmoothing: o.labelSmoothing ?? DEFAULTS.labelSmoothing, augment: augmentOption(o.augment ?? DEFAULTS.augment), seed: o.seed || DEFAULTS.seed, trainMax: o.trainMax ?? null,
     policy: o.policy || DEFAULTS.policy }, resumeBytes: null };
+}
+
+// The encoder an --init file was trained as, when it says (vitrine's encoder.safetensors carries
+// timm's constructor arguments, `timm_kwargs`): the classifier is built to match it, so
+// `--init out/encoder.safetensors` needs no --preset. null when the file does not say (a timm /
+// lightly state_dict): the preset is used. The engine checks every value when it builds the model.
+function initArchitecture(file) {
+  let meta;
+  try { meta = readSafetensorsMeta(readInput(file)); } catch (e) { return null; } // named again, with the reason, when --init reads it
+  if (typeof meta.timm_kwargs !== 'string') return null;
+  let kw;
+  try { kw = JSON.parse(meta.timm_kwargs); } catch (e) { throw new Failure(`--init ${file}: timm_kwargs in its metadata is not JSON (${e.message})`); }
+  if (!kw || typeof kw !== 'object' || Array.isArray(kw)) throw new Failure(`--init ${file}: timm_kwargs in its metadata is not an object`);
+  const { num_classes, global_pool, ...encoder } = kw; // the classifier's own come from the data and --pool
+  return { encoder };
+}
+
+// --augment text -> its canonical form (a usage error when it does not parse)
+function augmentOption(text) {
+  try { return augmentText(parseAugment(text)); } catch (e) { throw new Failure(`--augment: ${e.message}`, 2); }
 }
 
 // The run stored in a checkpoint is untrusted input: every field the run uses is range-checked.
@@ -145,6 +168,9 @@ function checkedRun(file, text) {
   for (const k of ['trainMax', 'trainN']) if (run[k] != null && !isInt(run[k], 1, 2 ** 31 - 1)) throw bad(`${k} ${JSON.stringify(run[k])}`);
   if (run.lossFirst != null && typeof run.lossFirst !== 'number') throw bad(`lossFirst ${JSON.stringify(run.lossFirst)}`);
   if (!run.spec || typeof run.spec !== 'object' || Array.isArray(run.spec)) throw bad('spec is not an object');
+  // absent in checkpoints written before augmentation existed: those runs trained without
+  if (run.augment == null) run.augment = 'none';
+  try { if (typeof run.augment !== 'string') throw new Error('not text'); parseAugment(run.augment); } catch (e) { throw bad(`augment ${JSON.stringify(run.augment)}`); }
   return run;
 }
 
@@ -202,11 +228,12 @@ async function trainClassify(o) {
   try { makeDirs(outDir); } catch (e) { throw new Failure(`--out ${e.message}`, 2); }
   const runMeta = () => JSON.stringify({ ...run, config: run.config });
   const save = () => writeAtomic(statePath, withMetadata(model.saveTrainState(), { vitrine_classify: runMeta() }));
-  const cr = new ClassifyRun({ model, dataset: sp.trainSet, indices: trainIdx, batch: run.batch, steps: run.steps, dataSeed: seed + 2n });
+  const cr = new ClassifyRun({ model, dataset: sp.trainSet, indices: trainIdx, batch: run.batch, steps: run.steps, dataSeed: seed + 2n,
+    augment: parseAugment(run.augment), augmentSeed: seed + 3n });
   const stopAt = Math.min(run.steps, o.stopAt ?? run.steps), startStep = cr.step;
-  say(`vitrine train: classify ${run.preset || 'config'} ${model.dims.img}x${model.dims.img}x${model.dims.chans} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
+  say(`vitrine train: classify ${run.preset || (o.init && o.config == null && !resumeBytes ? 'encoder of --init' : 'config')} ${model.dims.img}x${model.dims.img}x${model.dims.chans} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
     `${classes.length} classes, pool ${run.pool}, ${trainIdx.length} training images (${run.data}), ${evalIdx.length} held out, batch ${run.batch}, ` +
-    `steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, label smoothing ${run.labelSmoothing}, ` +
+    `steps ${startStep ? startStep + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, label smoothing ${run.labelSmoothing}, augment ${run.augment}, ` +
     `init ${run.init ? path.basename(run.init) : 'random'}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
   let interrupted = false, error = null, lossFirst = run.lossFirst ?? null, lossLast = null, rate = 0;
   const onSig = () => { interrupted = true; };

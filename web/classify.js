@@ -8,7 +8,9 @@
 //   ClassifyRun         model + labelled data set + order: one step at a time, resumable
 //   evaluate            top-1 and the confusion matrix of a held-out set
 //   predictTop          softmax of the logits -> the top classes with probabilities
-import { TRAIN_PRESETS, DataOrder, makeBatch } from './train.js';
+//   parseAugment / augmentBatch   seeded training-time augmentation (flip, shift), resumable
+import { TRAIN_PRESETS, DataOrder, makeBatch, hash32, seedWords } from './train.js';
+import { channelStats } from './vitrine.js';
 
 /** The classifier createModel takes: kind timm, the preset's encoder (or config.encoder) with
  * num_classes and global_pool ('token': the [CLS] token, as timm's default and lightly's MAE
@@ -37,10 +39,54 @@ export function splitEval(train, test) {
     evalIdx: Int32Array.from(all.filter((i) => i % 5 === 4)) };
 }
 
+/** Augmentation settings from text: 'none', or a comma list of 'flip' (horizontal, p = 0.5) and
+ * 'shift:N' (translate by -N..N pixels each way, the uncovered border black: torchvision's
+ * RandomCrop(size, padding=N) + RandomHorizontalFlip, as small-image classifiers train). */
+export function parseAugment(text) {
+  const a = { flip: false, shift: 0 };
+  if (text === 'none') return a;
+  for (const part of String(text).split(',')) {
+    const m = /^shift:(\d{1,2})$/.exec(part);
+    if (part === 'flip') a.flip = true;
+    else if (m) a.shift = Number(m[1]);
+    else throw new Error(`'${text}': use none, or flip and / or shift:N (N pixels, 0..99), comma-separated`);
+  }
+  return a;
+}
+export const augmentText = (a) => (a && (a.flip || a.shift) ? [a.flip && 'flip', a.shift && `shift:${a.shift}`].filter(Boolean).join(',') : 'none');
+
+/** Augments a normalised batch [B, C, S, S] in place. Image j of step `step` draws its flip and
+ * shift from hash32(seed, step, j): nothing to save, a resumed run draws the same. The border a
+ * shift uncovers is raw pixel 0 (black), normalised as the rest. */
+export function augmentBatch(buf, B, chans, size, aug, seed, step) {
+  if (!aug || (!aug.flip && !aug.shift)) return buf;
+  const [w0, w1] = seedWords(seed), px = size * size, per = chans * px, st = channelStats(chans), n = 2 * aug.shift + 1;
+  const tmp = new Float32Array(px);
+  for (let j = 0; j < B; j++) {
+    const h = hash32(w0, w1, step, j), flip = aug.flip && (h & 1) === 1;
+    const dx = aug.shift ? ((h >>> 1) % n) - aug.shift : 0, dy = aug.shift ? ((h >>> 9) % n) - aug.shift : 0;
+    if (!flip && !dx && !dy) continue;
+    for (let c = 0; c < chans; c++) {
+      const img = buf.subarray(j * per + c * px, j * per + (c + 1) * px), fill = -st.mean[c] / st.std[c];
+      tmp.set(img);
+      for (let y = 0; y < size; y++) {
+        const sy = y - dy;
+        for (let x = 0; x < size; x++) {
+          let sx = x - dx;
+          if (flip) sx = size - 1 - sx; // flip the shifted image
+          img[y * size + x] = sy >= 0 && sy < size && sx >= 0 && sx < size ? tmp[sy * size + sx] : fill;
+        }
+      }
+    }
+  }
+  return buf;
+}
+
 /** One classifier training run over the images `indices` of a labelled data set; the position
- * comes from model.stepCount, so a model restored with loadTrainState continues where it stopped. */
+ * comes from model.stepCount, so a model restored with loadTrainState continues where it stopped.
+ * augment: { flip, shift } (parseAugment), drawn from augmentSeed, step and slot. */
 export class ClassifyRun {
-  constructor({ model, dataset, indices, batch, steps, dataSeed }) {
+  constructor({ model, dataset, indices, batch, steps, dataSeed, augment = null, augmentSeed = 0n }) {
     if (!dataset.labels) throw new Error(`data set ${dataset.name} has no labels (sub-folders = classes)`);
     if (model.dims.img !== dataset.size || model.dims.chans !== dataset.chans)
       throw new Error(`data set ${dataset.name} is ${dataset.size}x${dataset.size}x${dataset.chans}, the model takes ${model.dims.img}x${model.dims.img}x${model.dims.chans}`);
@@ -52,6 +98,8 @@ export class ClassifyRun {
     this.order = new DataOrder(indices.length, dataSeed);
     this._buf = new Float32Array(batch * dataset.chans * dataset.size * dataset.size);
     this._lab = new Int32Array(batch);
+    this.augment = augment;
+    this.augmentSeed = augmentSeed;
   }
   get step() { return this.model.stepCount; }
   get done() { return this.step >= this.steps; }
@@ -62,6 +110,7 @@ export class ClassifyRun {
     const pos = this.order.batch(this.step, this.batch);
     const idx = Int32Array.from(pos, (p) => this.indices[p]);
     makeBatch(this.dataset, idx, this._buf);
+    augmentBatch(this._buf, this.batch, this.dataset.chans, this.dataset.size, this.augment, this.augmentSeed, this.step);
     idx.forEach((i, j) => { this._lab[j] = this.dataset.labels[i]; });
     const loss = this.model.trainStepLabels(this._buf, this._lab);
     return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };

@@ -75,7 +75,7 @@ export function rng32(seed) {
     return (t ^ (t >>> 14)) >>> 0;
   };
 }
-const seedWords = (seed) => { const s = BigInt(seed); return [Number(s & 0xffffffffn), Number((s >> 32n) & 0xffffffffn)]; };
+export const seedWords = (seed) => { const s = BigInt(seed); return [Number(s & 0xffffffffn), Number((s >> 32n) & 0xffffffffn)]; };
 
 /** A seeded permutation of 0..n-1 (Fisher-Yates). */
 export function permutation(n, seed) {

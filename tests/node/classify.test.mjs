@@ -9,7 +9,8 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine } from './util.mjs';
-import { classifierSpec, predictTop } from '../../web/classify.js';
+import { classifierSpec, predictTop, parseAugment, augmentText, augmentBatch } from '../../web/classify.js';
+import { channelStats } from '../../web/vitrine.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');
@@ -112,4 +113,72 @@ test('classify: the engine step through JS (trainStepLabels) and predictTop', as
   const t = predictTop(Float32Array.of(0, Math.log(3), 0), ['a', 'b', 'c'], 2);
   assert.deepEqual(t.map((e) => e.name), ['b', 'a']);
   assert.ok(Math.abs(t[0].p - 0.6) < 1e-6 && Math.abs(t[1].p - 0.2) < 1e-6);
+});
+
+test('classify: --init with a vitrine encoder builds the classifier as that encoder (timm_kwargs), no --preset needed', async () => {
+  const dir = twoClassFolder();
+  const vt = await engine('simd');
+  const mae = vt.createModel({ kind: 'mae', config: { ...JSON.parse(TINY), decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 } });
+  mae.initWeights(5);
+  const enc = path.join(dir, 'encoder.safetensors');
+  writeFileSync(enc, mae.saveSafetensors({ modelPrefix: 'backbone.vit.' })); // what `vitrine train` writes
+  mae.dispose();
+  const r = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', enc, '--batch', '8', '--steps', '2',
+    '--out', path.join(dir, 'o'), '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /classify encoder of --init 28x28x1 dim 32 depth 2,/);
+  const j = lastJson(r);
+  assert.ok(j.init_report.loaded > 0 && j.init_report.skipped === 0 && j.init_report.missing === 0, JSON.stringify(j.init_report));
+  // a preset named beside it wins: its shapes differ, so nothing loads, and the run says so
+  const p = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', enc, '--preset', 'fmnist', '--batch', '8',
+    '--steps', '1', '--out', path.join(dir, 'p'), '--json', '--no-eval']);
+  assert.equal(p.status, 1);
+  assert.match(p.stderr, /nothing in the file fits the model:\npos_embed|nothing in the file fits the model:\ncls_token \[1, 1, 32\]: skipped: the model's cls_token is \[1, 1, 64\]/);
+  // timm_kwargs that are not JSON: a clear error before anything runs
+  const bytes = readFileSync(enc), n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  header.__metadata__.timm_kwargs = '{not json';
+  let text = JSON.stringify(header);
+  while (text.length % 8) text += ' ';
+  const h = new TextEncoder().encode(text), bad = new Uint8Array(8 + h.length + bytes.length - 8 - n);
+  new DataView(bad.buffer).setBigUint64(0, BigInt(h.length), true);
+  bad.set(h, 8); bad.set(bytes.subarray(8 + n), 8 + h.length);
+  writeFileSync(path.join(dir, 'bad-kwargs.safetensors'), bad);
+  const b = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', path.join(dir, 'bad-kwargs.safetensors'), '--out', path.join(dir, 'q')]);
+  assert.equal(b.status, 1);
+  assert.match(b.stderr, /bad-kwargs\.safetensors: timm_kwargs in its metadata is not JSON/);
+});
+
+test('classify: augmentation (flip, shift) is what it says, seeded per step and slot', () => {
+  assert.deepEqual(parseAugment('none'), { flip: false, shift: 0 });
+  assert.deepEqual(parseAugment('flip,shift:2'), { flip: true, shift: 2 });
+  assert.equal(augmentText(parseAugment('shift:3,flip')), 'flip,shift:3');
+  for (const badSpec of ['', 'flip,', 'shift', 'shift:-1', 'shift:100', 'rotate']) assert.throws(() => parseAugment(badSpec), /use none, or flip/);
+  const S = 6, B = 64, st = channelStats(1), black = -st.mean[0] / st.std[0];
+  const base = new Float32Array(B * S * S).map((_, i) => (i % (S * S)) + 1); // pixel value = its index + 1
+  const none = augmentBatch(base.slice(), B, 1, S, parseAugment('none'), 7n, 3);
+  assert.deepEqual(none, base);
+  const a = augmentBatch(base.slice(), B, 1, S, parseAugment('flip,shift:2'), 7n, 3);
+  assert.deepEqual(augmentBatch(base.slice(), B, 1, S, parseAugment('flip,shift:2'), 7n, 3), a, 'same seed, step: same draws');
+  assert.notDeepEqual(augmentBatch(base.slice(), B, 1, S, parseAugment('flip,shift:2'), 7n, 4), a, 'another step: other draws');
+  // every image is its source flipped or not and shifted by (dx, dy) in -2..2 with a black border
+  const seen = new Set();
+  for (let j = 0; j < B; j++) {
+    const img = a.subarray(j * S * S, (j + 1) * S * S);
+    let found = null;
+    for (const flip of [false, true]) for (let dx = -2; dx <= 2; dx++) for (let dy = -2; dy <= 2; dy++) {
+      let ok = true;
+      for (let y = 0; y < S && ok; y++) for (let x = 0; x < S && ok; x++) {
+        const sy = y - dy;
+        let sx = x - dx;
+        if (flip) sx = S - 1 - sx;
+        const want = sy >= 0 && sy < S && sx >= 0 && sx < S ? sy * S + sx + 1 : black;
+        ok = img[y * S + x] === Math.fround(want);
+      }
+      if (ok && !found) found = `${flip} ${dx} ${dy}`;
+    }
+    assert.ok(found, `image ${j} is no flip / shift of its source`);
+    seen.add(found);
+  }
+  assert.ok(seen.size > 20, `64 images drew only ${seen.size} of the 50 flip x shift combinations`);
 });
