@@ -872,7 +872,7 @@ async function onLoadWeights(file) {
   try {
     if (!(await ensureRun())) return;
     const bytes = new Uint8Array(await file.arrayBuffer());
-    const r = await trainer.call('importWeights', { bytes }, [bytes.buffer]);
+    const r = await trainer.call('importWeights', { bytes, name: file.name }, [bytes.buffer]);
     setStatus(`loaded ${file.name} as ${r.as}`);
     S.step = r.step;
     S.losses = [];

@@ -491,7 +491,7 @@ const handlers = {
     const bytes = full ? m.saveSafetensors() : m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) });
     return { bytes, kind: m.kind, step: m.stepCount, full: !!full };
   },
-  importWeights({ bytes }) {
+  importWeights({ bytes, name }) {
     const m = run.model, cfg = run.cfg;
     const u8 = new Uint8Array(bytes);
     // this run's own training state resumes it; any other file starts training from its weights,
@@ -502,7 +502,7 @@ const handlers = {
     m.trainerInit(trainerOptions(cfg));
     run.losses = [];
     run.evals = [];
-    if (run.cls) run.cfg = { ...cfg, frozen: frozenNames(m), initFrom: 'a safetensors file' };
+    if (run.cls) run.cfg = { ...cfg, frozen: frozenNames(m), initFrom: name || 'a safetensors file' };
     return { as: initText(r), step: m.stepCount, report: r };
   },
 };

@@ -6,8 +6,8 @@
 // image gets a prediction with probabilities, the right class; the classifier's plan is the
 // measured peak; switching checkpointing mid-run (the timeline measures a real training step and
 // restores the state) changes no loss bit; a reload resumes the run and its classes; a
-// classifier starts from the MAE encoder trained in the tab; the Fashion-MNIST sample fills ten
-// classes. Writes build/demo-classify-screenshot.png. Skipped only when /usr/bin/chromium is absent.
+// classifier starts from the MAE encoder trained in the tab, or from a file; the downloaded
+// classifier is one `vitrine predict` reads; the Fashion-MNIST sample fills ten classes. Writes build/demo-classify-screenshot.png. Skipped only when /usr/bin/chromium is absent.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deflateSync } from 'node:zlib';
+import { spawnSync } from 'node:child_process';
 import { PNG_SIGNATURE, chunk } from '../png_chunks.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -93,7 +94,7 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     const { chromium } = await import('playwright-core');
     profile = mkdtempSync(join(tmpdir(), 'vitrine-chromium-'));
     ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads: false,
+      executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads: true,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
         '--disable-component-update', '--disable-sync'],
     });
@@ -112,6 +113,7 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
   });
 
   let reference; // the losses and accuracies of the run trained straight through
+  let classifierFile; // the classifier downloaded from the page
   test('errors are messages; two classes of the user\'s images (file input and drop) train to a held-out accuracy above chance; a dropped image is predicted', async () => {
     await configure();
     assert.equal(await page.isVisible('#classify-data'), true);
@@ -192,6 +194,17 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await dropFiles('#predict-drop', [['new-h.png', stripes('horizontal', 902, 28)]]);
     await waitFor(() => window.vitrineDemo.prediction && window.vitrineDemo.prediction.file === 'new-h.png');
     await page.screenshot({ path: join(BUILD, 'demo-classify-screenshot.png'), fullPage: true });
+
+    // the classifier downloaded: timm keys, head and class names, as `vitrine predict` reads them
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-classifier')]);
+    assert.equal(download.suggestedFilename(), 'vitrine-classifier-step40.safetensors');
+    classifierFile = join(dir, 'classifier.safetensors');
+    await download.saveAs(classifierFile);
+    const cli = spawnSync(process.execPath, [join(ROOT, 'web/cli.js'), 'predict', '--weights', classifierFile, '--json',
+      write('cli-v.png', stripes('vertical', 904, 28)), write('cli-h.png', stripes('horizontal', 905, 28))],
+    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: join(BUILD, 'wasm') } });
+    assert.equal(cli.status, 0, cli.stderr);
+    assert.deepEqual(JSON.parse(cli.stdout).map((r) => r.top[0].class), ['vertical', 'horizontal']);
     reference = { losses: l.map((x) => x.hex), evals: evals.map((e) => e.top1) };
     assert.deepEqual(errors, []);
   });
@@ -268,6 +281,22 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     assert.match(await page.textContent('#status'), /the encoder trained in this tab is model 'mini': choose that model/);
     assert.equal(await S(() => window.vitrineDemo.run), null);
 
+    // from a file: the classifier downloaded above (its head has the shape of this one's: loaded too)
+    await page.selectOption('#model', 'mini');
+    await page.selectOption('#init', 'file');
+    assert.equal(await page.isVisible('#init-file'), true);
+    await page.click('#start');
+    await waitFor(() => /Choose the safetensors file/.test(document.getElementById('class-msg').textContent));
+    await page.setInputFiles('#init-file', classifierFile);
+    await waitFor(() => window.vitrineDemo.initFile);
+    await page.click('#start');
+    await waitDone();
+    assert.equal(await S(() => window.vitrineDemo.error), null);
+    assert.equal(await page.textContent('#stat-init'), 'classifier.safetensors');
+    // trained 40 steps and started from those weights, 3 more steps: still right
+    assert.ok(/^100\.0%/.test(await page.textContent('#stat-acc')), await page.textContent('#stat-acc'));
+
+    await reset();
     await page.selectOption('#init', 'random');
     await page.click('#clear-classes');
     await page.click('#fmnist-classes');
@@ -275,6 +304,21 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     const meta = await S(async () => (await fetch('/build/demo-data/fmnist-sample.json')).json());
     assert.deepEqual(await S(() => window.vitrineDemo.classes.map((c) => c.name)), meta.classes);
     assert.equal(await S(() => window.vitrineDemo.classes.reduce((a, c) => a + c.images.length, 0)), meta.n);
+    // the memory budget: a classifier that does not fit is refused before it runs, with a policy that fits
+    await configure({ model: 'fmnist-base', batch: 512 });
+    await page.uncheck('#ckpt');
+    await page.selectOption('#budget', '512');
+    await page.click('#start');
+    await waitFor(() => !document.getElementById('refusal').hidden);
+    assert.match(await page.textContent('#refusal'), /Refused before running\. Does not fit.*MiB.*fits with checkpointing '(selective|block|sqrt|every:\d)'/);
+    assert.equal(await S(() => window.vitrineDemo.run), null);
+    await page.selectOption('#budget', '1024');
+    // a 224 px timm preset: not offered for classify, said so
+    await page.selectOption('#model', 'vit_tiny_patch16_224');
+    await page.click('#start');
+    await waitFor(() => /Cannot set up this model/.test(document.getElementById('refusal').textContent));
+    assert.match(await page.textContent('#refusal'), /classify mode builds its classifier on a 28 \/ 32 px model or a custom config/);
+    assert.equal(await S(() => window.vitrineDemo.run), null);
     await configure({ steps: 2, batch: 16 });
     await page.click('#start');
     await waitDone();
