@@ -1,7 +1,10 @@
 // main.js: the demo page. Everything heavy runs in two module workers (worker.js): the trainer
 // and the planner. This file reads the controls, draws (canvas), decodes the user's images and
 // exposes its state as window.vitrineDemo (for people poking around, and for the browser test).
+// The classify mode: the user's classes (class editor), held-out accuracy, prediction of a
+// dropped image.
 import { fmtBytes, MiB } from './plan.js';
+import { fetchFmnistSample } from './sample.js';
 
 const $ = (id) => document.getElementById(id);
 const POLICY_LABEL = (p) => (p.startsWith('budget:') ? `budget:${fmtBytes(Number(p.slice(7)))}` : p);
@@ -54,6 +57,13 @@ const S = {
   timeline: null,     // the last measure() result
   userImages: [],     // ImageBitmaps
   saved: null, resumed: false, lastSpeed: null, mem: null,
+  // classify mode
+  classes: [],        // [{ name, images: [ImageBitmap], bad: [file names that are not images] }]
+  evals: [],          // [{ step, top1, n, confusion }] held-out accuracy of the run
+  split: null,        // { train, heldOut } image counts of the run
+  prediction: null,   // { file, step, top: [{ name, index, p }] } | { file, error }
+  tabEncoder: null,   // { kind, step, model, custom }: the last MAE / AIM encoder trained in this tab
+  initFile: null,     // { name, bytes } the safetensors file a classifier starts from
 };
 window.vitrineDemo = S;
 
@@ -70,7 +80,8 @@ function startPlanner() { planner = new Rpc('planner'); return planner.call('ini
 
 // ---- the form ----------------------------------------------------------------------------------
 
-const CONFIG_IDS = ['kind', 'model', 'custom', 'batch', 'mask-ratio', 'lr', 'steps', 'warmup', 'seed', 'data', 'files'];
+const CONFIG_IDS = ['kind', 'model', 'custom', 'batch', 'mask-ratio', 'lr', 'steps', 'warmup', 'seed', 'data', 'files',
+  'init', 'init-file', 'pool', 'class-name', 'add-class', 'fmnist-classes', 'clear-classes'];
 function readForm() {
   const num = (id) => Number($(id).value);
   return {
@@ -78,6 +89,7 @@ function readForm() {
     batch: Math.max(1, Math.floor(num('batch'))), maskRatio: num('mask-ratio'), lr: num('lr'),
     steps: Math.max(1, Math.floor(num('steps'))), warmup: Math.max(0, Math.floor(num('warmup'))), seed: Math.max(0, Math.floor(num('seed'))),
     data: $('data').value, checkpointing: $('ckpt').checked, policy: $('policy').value,
+    init: $('init').value, pool: $('pool').value, classes: S.classes.map((c) => c.name),
   };
 }
 function writeForm(cfg) {
@@ -85,16 +97,29 @@ function writeForm(cfg) {
   $('batch').value = cfg.batch; $('mask-ratio').value = cfg.maskRatio; $('lr').value = cfg.lr; $('steps').value = cfg.steps;
   $('warmup').value = cfg.warmup; $('seed').value = cfg.seed; $('data').value = cfg.data;
   $('ckpt').checked = !!cfg.checkpointing; $('policy').value = cfg.policy;
+  if (cfg.init) $('init').value = cfg.init;
+  if (cfg.pool) $('pool').value = cfg.pool;
   syncFormVisibility();
 }
 const budgetBytes = () => Number($('budget').value) * MiB;
+const classifyMode = () => $('kind').value === 'classify';
 function syncFormVisibility() {
+  const cls = classifyMode();
   $('custom-wrap').hidden = $('model').value !== 'custom';
   $('mask-wrap').style.visibility = $('kind').value === 'mae' ? '' : 'hidden';
+  $('mae-data').hidden = cls;
+  $('classify-data').hidden = !cls;
+  $('init-file-wrap').hidden = $('init').value !== 'file';
+  $('classify-panel').hidden = !cls;
+  $('recon-panel').hidden = cls;
+  $('download-encoder').hidden = cls;
+  $('download-full').hidden = cls;
+  $('download-classifier').hidden = !cls;
 }
 function lockForm(locked) {
   for (const id of CONFIG_IDS) $(id).disabled = locked;
   $('lock-note').hidden = !locked;
+  renderClasses();
 }
 function syncButtons() {
   const has = !!S.run;
@@ -104,6 +129,7 @@ function syncButtons() {
   $('measure').disabled = !has;
   $('download-encoder').disabled = !has;
   $('download-full').disabled = !has;
+  $('download-classifier').disabled = !has;
   lockForm(has);
 }
 
@@ -352,7 +378,7 @@ function drawTimelines() {
     ctx.fillStyle = color;
     ctx.fillText(`'${POLICY_LABEL(r.policy)}'  peak ${fmtBytes(r.peak)}`, pad.l + 6, pad.t + 12);
     $(capId).textContent = `${POLICY_LABEL(r.policy)}: peak ${fmtBytes(r.peak)} (planned ${fmtBytes(r.planned)}), ` +
-      `forward + backward ${r.ms.toFixed(0)} ms, ${n} arena events, batch ${t.batch}`;
+      `${r.what || 'forward + backward'} ${r.ms.toFixed(0)} ms, ${n} arena events, batch ${t.batch}`;
   });
 }
 
@@ -381,6 +407,9 @@ function onTrainerEvent(m) {
     scheduleDraw();
   } else if (m.type === 'viz') {
     drawRecon(m);
+  } else if (m.type === 'eval') {
+    S.evals.push({ step: m.step, top1: m.top1, n: m.n, confusion: m.confusion });
+    renderEvals();
   } else if (m.type === 'stopped') {
     S.running = false;
     S.stopped = m.reason;
@@ -424,14 +453,15 @@ async function addFiles(files) {
   if (added && !S.run) { $('data').value = 'user'; planSoon(); }
 }
 
-/** The user's images at the model's size: centre square crop, resized by the canvas; planar RGB
+/** Images at the model's size, as every image the page gives the engine (training images, the
+ * classes' images, an image to predict): centre square crop, resized by the canvas; planar RGB
  * bytes [n, 3, S, S] (the worker turns them grey for a 1-channel model). */
-function userData(size) {
-  const n = S.userImages.length, px = size * size, pixels = new Uint8Array(n * 3 * px);
+function planarRGB(bitmaps, size) {
+  const n = bitmaps.length, px = size * size, pixels = new Uint8Array(n * 3 * px);
   const c = document.createElement('canvas');
   c.width = c.height = size;
   const ctx = c.getContext('2d', { willReadFrequently: true });
-  S.userImages.forEach((bm, i) => {
+  bitmaps.forEach((bm, i) => {
     const s = Math.min(bm.width, bm.height);
     ctx.clearRect(0, 0, size, size);
     ctx.imageSmoothingQuality = 'high';
@@ -439,13 +469,280 @@ function userData(size) {
     const d = ctx.getImageData(0, 0, size, size).data;
     for (let k = 0; k < px; k++) for (let ch = 0; ch < 3; ch++) pixels[i * 3 * px + ch * px + k] = d[4 * k + ch];
   });
-  return { name: 'your images', n, chans: 3, size, pixels };
+  return pixels;
+}
+function userData(size) {
+  return { name: 'your images', n: S.userImages.length, chans: 3, size, pixels: planarRGB(S.userImages, size) };
+}
+
+// ---- classify: the classes -----------------------------------------------------------------------
+
+const MAX_CLASS_IMAGES = 4096; // over all classes
+const classImageCount = () => S.classes.reduce((a, c) => a + c.images.length, 0);
+function classMessage(text) {
+  const el = $('class-msg');
+  el.hidden = !text;
+  el.textContent = text || '';
+}
+
+/** ImageBitmaps of the files the browser can decode; the others by name. */
+async function decodeAll(files) {
+  const ok = [], bad = [];
+  for (const f of files) {
+    try { ok.push(await createImageBitmap(f)); } catch { bad.push(f.name || 'a file'); }
+  }
+  return { ok, bad };
+}
+
+function addClass(name) {
+  if (S.run) { classMessage('The classes are fixed while a run exists: Reset to change them.'); return null; }
+  name = (name || '').trim() || `class ${S.classes.length + 1}`;
+  if (S.classes.some((c) => c.name === name)) { classMessage(`There is already a class named '${name}'.`); return null; }
+  const c = { name, images: [], bad: [] };
+  S.classes.push(c);
+  classMessage(null);
+  renderClasses();
+  planSoon();
+  return c;
+}
+
+async function addToClass(c, files) {
+  if (S.run) { classMessage('The classes are fixed while a run exists: Reset to change them.'); return; }
+  if (!files.length) return;
+  const { ok, bad } = await decodeAll(files);
+  const room = Math.max(0, MAX_CLASS_IMAGES - classImageCount());
+  c.images.push(...ok.slice(0, room));
+  c.bad = bad;
+  const parts = [];
+  if (bad.length) parts.push(`not images this browser can decode, left out of '${c.name}': ${bad.join(', ')}`);
+  if (ok.length > room) parts.push(`at most ${MAX_CLASS_IMAGES} images in all: ${ok.length - room} left out`);
+  classMessage(parts.length ? parts.join('; ') : null);
+  renderClasses();
+}
+
+function removeClass(i) {
+  if (S.run) return;
+  S.classes.splice(i, 1);
+  classMessage(null);
+  renderClasses();
+  planSoon();
+}
+
+/** The ten classes of the built-in Fashion-MNIST sample (merged by name with the user's). */
+async function fmnistClasses() {
+  if (S.run) { classMessage('The classes are fixed while a run exists: Reset to change them.'); return; }
+  $('fmnist-classes').disabled = true;
+  setStatus('reading the Fashion-MNIST sample…');
+  try {
+    const d = await fetchFmnistSample(), px = d.size * d.size;
+    const byName = new Map(S.classes.map((c) => [c.name, c]));
+    const target = d.classes.map((name) => byName.get(name) || { name, images: [], bad: [] });
+    const room = Math.max(0, MAX_CLASS_IMAGES - classImageCount());
+    const n = Math.min(d.n, room), rgba = new Uint8ClampedArray(4 * px);
+    for (let i = 0; i < n; i++) {
+      for (let k = 0; k < px; k++) { const v = d.pixels[i * px + k]; rgba[4 * k] = rgba[4 * k + 1] = rgba[4 * k + 2] = v; rgba[4 * k + 3] = 255; }
+      target[d.labels[i]].images.push(await createImageBitmap(new ImageData(rgba, d.size, d.size)));
+    }
+    for (const c of target) if (!byName.has(c.name)) S.classes.push(c);
+    classMessage(null);
+    setStatus(`${n} Fashion-MNIST images in ${d.classes.length} classes`);
+  } catch (e) { classMessage(e.message); setStatus(e.message, true, false); }
+  renderClasses();
+  syncButtons();
+  planSoon();
+}
+
+/** Which images are held out: every 5th over the classes in order (web/classify.js splitEval). */
+function heldOutCounts() {
+  let i = 0;
+  return S.classes.map((c) => { let h = 0; for (let j = 0; j < c.images.length; j++, i++) if (i % 5 === 4) h++; return h; });
+}
+
+function thumb(bm, size = 24) {
+  const c = document.createElement('canvas');
+  c.width = c.height = size;
+  const s = Math.min(bm.width, bm.height);
+  c.getContext('2d').drawImage(bm, (bm.width - s) / 2, (bm.height - s) / 2, s, s, 0, 0, size, size);
+  return c;
+}
+
+function renderClasses() {
+  const list = $('class-list'), locked = !!S.run, held = heldOutCounts();
+  list.textContent = '';
+  S.classes.forEach((c, i) => {
+    const card = document.createElement('div');
+    card.className = 'class-card';
+    card.dataset.class = String(i);
+    const name = document.createElement('div');
+    name.className = 'name';
+    name.title = c.name;
+    name.textContent = c.name + ' ';
+    const count = document.createElement('span');
+    count.className = 'count';
+    count.textContent = `${c.images.length} image${c.images.length === 1 ? '' : 's'}${held[i] ? `, ${held[i]} held out` : ''}`;
+    name.appendChild(count);
+    const th = document.createElement('div');
+    th.className = 'thumbs';
+    for (const bm of c.images.slice(0, 20)) th.appendChild(thumb(bm));
+    if (!c.images.length) th.textContent = 'no images yet: drop image files here';
+    const tools = document.createElement('div');
+    tools.className = 'tools';
+    const add = document.createElement('label');
+    add.className = 'filebtn';
+    add.textContent = 'add images';
+    const input = document.createElement('input');
+    input.type = 'file';
+    input.accept = 'image/*';
+    input.multiple = true;
+    input.disabled = locked;
+    input.addEventListener('change', () => { addToClass(c, [...input.files]); input.value = ''; });
+    add.appendChild(input);
+    const rm = document.createElement('button');
+    rm.textContent = 'remove';
+    rm.disabled = locked;
+    rm.addEventListener('click', () => removeClass(i));
+    tools.append(add, rm);
+    card.append(name, th, tools);
+    if (c.bad.length) {
+      const bad = document.createElement('div');
+      bad.className = 'bad';
+      bad.textContent = `not images: ${c.bad.join(', ')}`;
+      card.appendChild(bad);
+    }
+    card.addEventListener('dragover', (e) => { e.preventDefault(); e.stopPropagation(); card.classList.add('over'); });
+    card.addEventListener('dragleave', () => card.classList.remove('over'));
+    card.addEventListener('drop', (e) => {
+      e.preventDefault();
+      e.stopPropagation();
+      card.classList.remove('over');
+      addToClass(c, [...e.dataTransfer.files]);
+    });
+    list.appendChild(card);
+  });
+  const n = classImageCount(), h = held.reduce((a, b) => a + b, 0);
+  $('class-summary').textContent = S.classes.length ? `${S.classes.length} classes, ${n} images (${n - h} train, ${h} held out)` : 'no classes yet';
+}
+
+/** What stops a classify run from starting, in words (null: nothing). */
+function classProblem(cfg) {
+  if (S.classes.length < 2) return `Classify needs at least two classes (there ${S.classes.length === 1 ? 'is 1' : `are ${S.classes.length}`}): add classes and their images, or use the Fashion-MNIST sample.`;
+  const empty = S.classes.find((c) => !c.images.length);
+  if (empty) return `Class '${empty.name}' has no images: add some (its "add images" button, or drop files onto it), or remove it.`;
+  if (classImageCount() - heldOutCounts().reduce((a, b) => a + b, 0) < 1) return 'No training images: add more images.';
+  if (cfg.init === 'tab' && !S.tabEncoder) return 'No MAE / AIM encoder has been trained in this tab yet: train one first (then Reset and switch to classify), or start from random init.';
+  if (cfg.init === 'file' && !S.initFile) return 'Choose the safetensors file to start from (or start from random init).';
+  return null;
+}
+
+/** The classes' images at the model's size: planar RGB, labels, names. */
+function classData(size) {
+  const bitmaps = [], labels = [];
+  S.classes.forEach((c, k) => c.images.forEach((bm) => { bitmaps.push(bm); labels.push(k); }));
+  return { name: 'your classes', n: bitmaps.length, chans: 3, size, pixels: planarRGB(bitmaps, size), labels: Int32Array.from(labels),
+    classes: S.classes.map((c) => c.name) };
+}
+
+/** A resumed classify run gives its classes' images back (at the model's size): the editor shows them. */
+async function classesFrom(ud) {
+  const px = ud.size * ud.size, rgba = new Uint8ClampedArray(4 * px);
+  const classes = ud.classes.map((name) => ({ name, images: [], bad: [] }));
+  for (let i = 0; i < ud.n; i++) {
+    for (let k = 0; k < px; k++) {
+      for (let ch = 0; ch < 3; ch++) rgba[4 * k + ch] = ud.pixels[i * 3 * px + ch * px + k];
+      rgba[4 * k + 3] = 255;
+    }
+    classes[ud.labels[i]].images.push(await createImageBitmap(new ImageData(rgba, ud.size, ud.size)));
+  }
+  S.classes = classes;
+  renderClasses();
+}
+
+function syncTabEncoder(info) {
+  S.tabEncoder = info || null;
+  const opt = $('init').querySelector('option[value=tab]');
+  opt.disabled = !info;
+  opt.textContent = info ? `the ${info.kind.toUpperCase()} encoder trained in this tab (model ${info.model}, step ${info.step})`
+    : 'the MAE / AIM encoder trained in this tab (none yet)';
+  if (!info && $('init').value === 'tab') $('init').value = 'random';
+}
+
+// ---- classify: accuracy and prediction -------------------------------------------------------------
+
+function renderEvals() {
+  const last = S.evals[S.evals.length - 1], names = S.run && S.run.cfg.classes ? S.run.cfg.classes : [];
+  $('stat-acc').textContent = last ? `${(100 * last.top1).toFixed(1)}% (${Math.round(last.top1 * last.n)}/${last.n}) at step ${last.step}` : '–';
+  $('acc-history').textContent = S.evals.length > 1 ? `held-out accuracy by step: ${S.evals.map((e) => `${e.step}: ${(100 * e.top1).toFixed(0)}%`).join(' · ')}` : '';
+  const t = $('confusion');
+  t.textContent = '';
+  if (!last) return;
+  const head = document.createElement('tr');
+  head.innerHTML = '<th>true ↓ predicted →</th>';
+  for (const n of names) { const th = document.createElement('th'); th.textContent = n; th.title = n; head.appendChild(th); }
+  t.appendChild(head);
+  last.confusion.forEach((row, i) => {
+    const tr = document.createElement('tr');
+    const th = document.createElement('th');
+    th.textContent = names[i] || String(i);
+    tr.appendChild(th);
+    row.forEach((v, j) => { const td = document.createElement('td'); td.textContent = v; if (i === j) td.className = 'diag'; tr.appendChild(td); });
+    t.appendChild(tr);
+  });
+}
+
+function renderPrediction() {
+  const ol = $('prediction'), p = S.prediction;
+  ol.textContent = '';
+  if (!p) return;
+  if (p.error) { const li = document.createElement('li'); li.className = 'bad'; li.textContent = p.error; ol.appendChild(li); return; }
+  for (const t of p.top) {
+    const li = document.createElement('li');
+    const b = document.createElement('b');
+    b.textContent = t.name;
+    const bar = document.createElement('span');
+    bar.className = 'pbar';
+    bar.style.width = `${Math.round(120 * t.p)}px`;
+    li.append(b, ` ${(100 * t.p).toFixed(1)}%`, bar);
+    ol.appendChild(li);
+  }
+}
+
+async function onPredict(file) {
+  if (!file) return;
+  const ctx = $('predict-img').getContext('2d');
+  ctx.clearRect(0, 0, 56, 56);
+  if (!S.run || !S.run.cfg || S.run.cfg.kind !== 'classify') {
+    S.prediction = { file: file.name, error: 'No classifier yet: in classify mode, add classes and press Start; then drop an image here.' };
+    renderPrediction();
+    return;
+  }
+  let bm;
+  try { bm = await createImageBitmap(file); } catch {
+    S.prediction = { file: file.name, error: `${file.name}: not an image this browser can decode` };
+    renderPrediction();
+    return;
+  }
+  ctx.drawImage(thumb(bm, 56), 0, 0);
+  try {
+    const size = S.run.dims.img, pixels = planarRGB([bm], size);
+    const r = await trainer.call('predict', { pixels, size }, [pixels.buffer]);
+    S.prediction = { file: file.name, step: r.step, top: r.top };
+    setStatus(`${file.name}: ${r.top[0].name} (${(100 * r.top[0].p).toFixed(1)}%), the classifier at step ${r.step}`);
+  } catch (e) { S.prediction = { file: file.name, error: e.message }; }
+  renderPrediction();
 }
 
 // ---- actions -----------------------------------------------------------------------------------
 
 function afterSetup(r) {
   S.run = { cfg: r.cfg, dims: r.dims, params: r.params, data: r.data };
+  S.evals = (r.evals || []).map((e) => ({ step: e.step, top1: e.top1, n: e.n, confusion: e.confusion }));
+  S.split = r.split || null;
+  if ('tabEncoder' in r) syncTabEncoder(r.tabEncoder);
+  if (r.cfg.kind === 'classify') {
+    $('stat-heldout').textContent = r.split ? `${r.split.heldOut} of ${r.split.train + r.split.heldOut} images` : '–';
+    $('stat-init').textContent = r.cfg.initFrom || 'random init';
+    renderEvals();
+  }
   S.step = r.step;
   S.losses = r.losses.map((l) => ({ step: l.step, loss: l.loss, hex: l.hex, policy: l.policy, ms: l.ms }));
   S.policy = r.policy;
@@ -461,7 +758,12 @@ function afterSetup(r) {
 async function ensureRun() {
   if (S.run) return true;
   const cfg = readForm();
-  if (cfg.data === 'user' && !S.userImages.length) { showRefusal('No images of yours yet: drop some image files, or train on the Fashion-MNIST sample.'); return false; }
+  const cls = cfg.kind === 'classify';
+  if (cls) {
+    const problem = classProblem(cfg);
+    classMessage(problem);
+    if (problem) { setStatus(problem, true, false); return false; }
+  } else if (cfg.data === 'user' && !S.userImages.length) { showRefusal('No images of yours yet: drop some image files, or train on the Fashion-MNIST sample.'); return false; }
   setStatus('planning…');
   const p = await refreshPlan();
   if (!p || p.error) { showRefusal(`Cannot set up this model: ${p ? p.error : 'the engine is not ready'}`); setStatus(''); return false; }
@@ -475,10 +777,12 @@ async function ensureRun() {
   showRefusal(null);
   cfg.resolved = p.report.policy;
   setStatus('setting up the model…');
-  const ud = cfg.data === 'user' ? userData(p.dims.img) : null;
-  const r = await trainer.call('setup', { cfg, userData: ud }, ud ? [ud.pixels.buffer] : []);
+  const ud = cls ? classData(p.dims.img) : cfg.data === 'user' ? userData(p.dims.img) : null;
+  const init = cls && cfg.init === 'file' ? { name: S.initFile.name, bytes: S.initFile.bytes.slice() } : null;
+  const r = await trainer.call('setup', { cfg, userData: ud, init }, [...(ud ? [ud.pixels.buffer] : []), ...(init ? [init.bytes.buffer] : [])]);
   afterSetup(r);
-  setStatus(`${r.params.toLocaleString()} parameters, ${r.dims.img}x${r.dims.img}x${r.dims.chans}, data: ${r.data.name} (${r.data.n})`);
+  setStatus(`${r.params.toLocaleString()} parameters, ${r.dims.img}x${r.dims.img}x${r.dims.chans}, data: ${r.data.name} (${r.data.n})` +
+    (r.init ? `; started from ${r.init.what}: ${r.init.text}` : ''));
   await measure();
   return true;
 }
@@ -505,8 +809,13 @@ async function onPause() {
 }
 
 async function onReset() {
-  try { await trainer.call('reset'); } catch (e) { setStatus(e.message, true); }
-  Object.assign(S, { run: null, running: false, step: 0, losses: [], stopped: null, timeline: null, resumed: false, mem: null, refusal: null, error: null });
+  // the MAE / AIM encoder of the run reset stays in the worker for a classifier to start from
+  try { syncTabEncoder((await trainer.call('reset')).tabEncoder); } catch (e) { setStatus(e.message, true); }
+  Object.assign(S, { run: null, running: false, step: 0, losses: [], stopped: null, timeline: null, resumed: false, mem: null, refusal: null, error: null,
+    evals: [], split: null, prediction: null });
+  $('stat-acc').textContent = '–'; $('stat-heldout').textContent = '–'; $('stat-init').textContent = '–';
+  renderEvals(); renderPrediction(); classMessage(null);
+  $('predict-img').getContext('2d').clearRect(0, 0, 56, 56);
   $('stat-step').textContent = '0'; $('stat-loss').textContent = '–'; $('stat-ms').textContent = '–'; $('stat-ips').textContent = '–'; $('stat-policy').textContent = '–';
   setupCanvas($('recon')); $('recon-note').textContent = '';
   $('storage-status').textContent = 'The training state is kept in this browser (IndexedDB): reload and it resumes.';
@@ -553,17 +862,23 @@ function download(bytes, name) {
 async function onDownload(full) {
   try {
     const r = await trainer.call('exportWeights', { full });
-    download(r.bytes, `vitrine-${r.kind}-${full ? 'full' : 'encoder-timm'}-step${r.step}.safetensors`);
-    setStatus(`downloaded ${full ? 'the full model (lightly keys)' : 'the encoder (timm keys)'}: ${fmtBytes(r.bytes.length)}`);
+    const what = r.kind === 'classifier' ? 'classifier' : full ? 'full' : 'encoder-timm';
+    download(r.bytes, `vitrine-${r.kind === 'classifier' ? '' : r.kind + '-'}${what}-step${r.step}.safetensors`);
+    setStatus(`downloaded ${r.kind === 'classifier' ? 'the classifier (timm keys, head, class names: vitrine predict --weights reads it)'
+      : full ? 'the full model (lightly keys)' : 'the encoder (timm keys)'}: ${fmtBytes(r.bytes.length)}`);
   } catch (e) { setStatus(e.message, true); }
 }
 async function onLoadWeights(file) {
   try {
     if (!(await ensureRun())) return;
     const bytes = new Uint8Array(await file.arrayBuffer());
-    const r = await trainer.call('importWeights', { bytes }, [bytes.buffer]);
+    const r = await trainer.call('importWeights', { bytes, name: file.name }, [bytes.buffer]);
     setStatus(`loaded ${file.name} as ${r.as}`);
     S.step = r.step;
+    S.losses = [];
+    S.evals = [];
+    if (S.run.cfg.kind === 'classify') { S.run.cfg = { ...S.run.cfg, initFrom: file.name }; $('stat-init').textContent = file.name; renderEvals(); }
+    drawLoss();
     $('stat-step').textContent = `${r.step} / ${S.run.cfg.steps}`;
     syncButtons();
   } catch (e) { setStatus(e.message, true); }
@@ -606,6 +921,28 @@ async function boot() {
   $('measure').addEventListener('click', measure);
   $('download-encoder').addEventListener('click', () => onDownload(false));
   $('download-full').addEventListener('click', () => onDownload(true));
+  $('download-classifier').addEventListener('click', () => onDownload(true));
+  // classify mode: the class editor, where to start from, prediction
+  $('add-class').addEventListener('click', () => { if (addClass($('class-name').value)) $('class-name').value = ''; });
+  $('class-name').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('add-class').click(); });
+  $('fmnist-classes').addEventListener('click', fmnistClasses);
+  $('clear-classes').addEventListener('click', () => { if (S.run) return; S.classes = []; classMessage(null); renderClasses(); planSoon(); });
+  $('init').addEventListener('change', () => {
+    const t = S.tabEncoder;
+    if ($('init').value === 'tab' && t) { $('model').value = t.model; if (t.model === 'custom') $('custom').value = t.custom; syncFormVisibility(); planSoon(); }
+  });
+  $('init-file').addEventListener('change', async (e) => {
+    const f = e.target.files[0];
+    S.initFile = f ? { name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) } : null;
+  });
+  const cdata = $('classify-data');
+  cdata.addEventListener('dragover', (e) => e.preventDefault());
+  cdata.addEventListener('drop', (e) => { e.preventDefault(); classMessage(S.run ? 'The classes are fixed while a run exists: Reset to change them.' : 'Drop images onto a class (add a class first).'); });
+  $('predict-file').addEventListener('change', (e) => { onPredict(e.target.files[0]); e.target.value = ''; });
+  const pdrop = $('predict-drop');
+  pdrop.addEventListener('dragover', (e) => { e.preventDefault(); pdrop.classList.add('over'); });
+  pdrop.addEventListener('dragleave', () => pdrop.classList.remove('over'));
+  pdrop.addEventListener('drop', (e) => { e.preventDefault(); pdrop.classList.remove('over'); onPredict(e.dataTransfer.files[0]); });
   $('files').addEventListener('change', (e) => addFiles([...e.target.files]));
   $('load-weights').addEventListener('change', (e) => { if (e.target.files[0]) onLoadWeights(e.target.files[0]); e.target.value = ''; });
   const drop = $('drop');
@@ -614,6 +951,7 @@ async function boot() {
   drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove('over'); if (!S.run) addFiles([...e.dataTransfer.files]); });
 
   S.ready = true;
+  renderClasses();
   drawLoss();
   drawTimelines();
   // a run kept in IndexedDB resumes
@@ -625,6 +963,7 @@ async function boot() {
       setStatus(`resuming the run kept in this browser (step ${saved.step})…`);
       const r = await trainer.call('setup', { resume: true });
       afterSetup(r);
+      if (r.userData && r.userData.classes) await classesFrom(r.userData);
       S.resumed = true;
       setStatus(`resumed at step ${r.step} of ${r.cfg.steps}: press Continue`);
       $('storage-status').textContent = `Resumed from this browser's storage at step ${r.step}.`;

@@ -2,10 +2,16 @@
 // model, the training loop, the activation timelines, weights, IndexedDB) and the planner
 // (creates a configuration's model only to plan it, so a refused configuration never grows the
 // trainer's memory; wasm memory never shrinks). Messages in: {id, type, ...}; replies carry the
-// same id. Unsolicited messages (step, viz, timeline, stopped, error) have no id.
+// same id. Unsolicited messages (step, viz, eval, stopped, error) have no id.
+// Objectives: MAE and AIM (Model.trainStep on unlabelled images) and classify (timm's
+// VisionTransformer with a head, Model.trainStepLabels on the user's classes; web/classify.js:
+// the CLI's settings, split, evaluation and prediction).
 import { createVitrine, simdSupported, toRGBA } from '../web/vitrine.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, DataOrder, makeBatch, showMasks } from '../web/train.js';
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, DataOrder, makeBatch, showMasks, withMetadata } from '../web/train.js';
+import { classifierSpec, classifyTrainerOptions, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFY_DEFAULTS,
+  CLASSIFIER_FORMAT } from '../web/classify.js';
 import { fitReport, planStep, resolvePolicy, fmtBytes } from './plan.js';
+import { fetchFmnistSample } from './sample.js';
 
 // Demo models beside train.js's: `mini` is small enough to train at a glance (and in the tests).
 export const DEMO_MODELS = {
@@ -23,14 +29,27 @@ export const DEMO_MODELS = {
   },
 };
 
+function customConfig(cfg) {
+  try { return JSON.parse(cfg.custom); } catch (e) { throw new Error(`custom config: not JSON (${e.message})`); }
+}
+/** The encoder's timm kwargs of cfg.model (null for a timm preset name). */
+function encoderOf(cfg) {
+  if (cfg.model === 'custom') { const c = customConfig(cfg); return { ...(c.encoder || c) }; }
+  const d = DEMO_MODELS[cfg.model] || TRAIN_PRESETS[cfg.model];
+  return d ? { ...d.encoder } : null;
+}
+
 /** cfg.model: a DEMO_MODELS or TRAIN_PRESETS key, a timm preset name, or 'custom' (cfg.custom:
- * JSON text as the engine reads it: { encoder: {...timm kwargs}, decoder_dim, ... }). */
+ * JSON text as the engine reads it: { encoder: {...timm kwargs}, decoder_dim, ... }). cfg.kind
+ * classify: timm's VisionTransformer on that encoder with a head of cfg.classes.length classes
+ * (at least 2, for planning before the classes exist) and cfg.pool pooling. */
 export function specFor(cfg) {
-  if (cfg.model === 'custom') {
-    let config;
-    try { config = JSON.parse(cfg.custom); } catch (e) { throw new Error(`custom config: not JSON (${e.message})`); }
-    return { kind: cfg.kind, config };
+  if (cfg.kind === 'classify') {
+    const encoder = encoderOf(cfg);
+    if (!encoder) throw new Error(`classify mode builds its classifier on a 28 / 32 px model or a custom config; the timm preset '${cfg.model}' (224 px RGB) is offered for MAE / AIM only`);
+    return classifierSpec({ config: { encoder }, numClasses: Math.max(2, (cfg.classes || []).length), pool: cfg.pool || CLASSIFY_DEFAULTS.pool });
   }
+  if (cfg.model === 'custom') return { kind: cfg.kind, config: customConfig(cfg) };
   const d = DEMO_MODELS[cfg.model];
   if (d) return { kind: cfg.kind, config: { encoder: { ...d.encoder }, ...d[cfg.kind] } };
   if (TRAIN_PRESETS[cfg.model]) return modelSpec(cfg.kind, { preset: cfg.model });
@@ -49,14 +68,7 @@ const post = (msg, transfer = []) => self.postMessage(msg, transfer);
 
 let fmnist = null; // { name, n, chans: 1, size: 28, pixels, labels, classes }
 async function loadFmnist() {
-  if (fmnist) return fmnist;
-  const base = new URL('../build/demo-data/', import.meta.url);
-  const [meta, px, lb] = await Promise.all([
-    fetch(new URL('fmnist-sample.json', base)).then((r) => { if (!r.ok) throw new Error(`Fashion-MNIST sample missing (HTTP ${r.status}): run node demo/serve.mjs, which prepares it`); return r.json(); }),
-    fetch(new URL('fmnist-sample.bin', base)).then((r) => r.arrayBuffer()),
-    fetch(new URL('fmnist-sample-labels.bin', base)).then((r) => r.arrayBuffer()),
-  ]);
-  fmnist = { name: 'fashion-mnist sample', n: meta.n, chans: 1, size: meta.width, pixels: new Uint8Array(px), labels: new Uint8Array(lb), classes: meta.classes };
+  if (!fmnist) fmnist = await fetchFmnistSample();
   return fmnist;
 }
 
@@ -84,14 +96,19 @@ function adaptImage(src, i, S, C, out, off) {
   }
 }
 
+const ADAPT_MAX = 64 * 1024 * 1024; // bytes of a data set adapted once, whole
+function adaptAll(src, S, C) {
+  if (src.size === S && src.chans === C) return src;
+  const per = C * S * S, pixels = new Uint8Array(src.n * per);
+  for (let i = 0; i < src.n; i++) adaptImage(src, i, S, C, pixels, i * per);
+  return { ...src, chans: C, size: S, pixels };
+}
+
 /** The data set at the model's size and channels: adapted once when small, else per batch. */
 function makeSource(src, S, C) {
   const per = C * S * S;
-  if (src.size === S && src.chans === C) return { ds: src, get: (idx) => makeBatch(src, idx) };
-  if (src.n * per <= 64 * 1024 * 1024) {
-    const pixels = new Uint8Array(src.n * per);
-    for (let i = 0; i < src.n; i++) adaptImage(src, i, S, C, pixels, i * per);
-    const ds = { ...src, chans: C, size: S, pixels };
+  if ((src.size === S && src.chans === C) || src.n * per <= ADAPT_MAX) {
+    const ds = adaptAll(src, S, C);
     return { ds, get: (idx) => makeBatch(ds, idx) };
   }
   return {
@@ -132,8 +149,45 @@ const MAX_SAVED = 256 * 1024 * 1024;
 
 // ---- the trainer ------------------------------------------------------------------------------
 
-let run = null;       // { cfg, model, src, get, order, losses, userData }
+let run = null;       // { cfg, model, src, get, order, losses, userData, cls, evals }
 let running = false, loopToken = 0, lastViz = 0, lastSave = 0, saving = null;
+// cls (classify runs): { cr: ClassifyRun, ds (at the model's size), evalIdx, every }; evals: [{ step, top1, n, confusion }]
+
+// The encoder of the last MAE / AIM run of this tab (kept when that run is reset or replaced), for
+// a classifier to start from: { bytes (timm keys), kind, step, model, custom }. Memory only.
+let tabEncoder = null;
+function stashEncoder() {
+  if (!run || run.cls || run.model.stepCount === 0) return;
+  const m = run.model;
+  tabEncoder = { bytes: m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) }), kind: m.kind, step: m.stepCount, model: run.cfg.model, custom: run.cfg.custom };
+}
+const tabEncoderInfo = () => (tabEncoder ? { kind: tabEncoder.kind, step: tabEncoder.step, model: tabEncoder.model, custom: tabEncoder.custom } : null);
+
+// trainerInit options: classify as `vitrine train --objective classify` (web/classify.js)
+const trainerOptions = (cfg) => (cfg.kind === 'classify'
+  ? classifyTrainerOptions({ lr: cfg.lr, warmup: cfg.warmup, steps: cfg.steps, seed: cfg.seed })
+  : { lr: cfg.lr, warmupSteps: cfg.warmup, totalSteps: cfg.steps, maskRatio: cfg.maskRatio, seed: cfg.seed });
+
+// Starts a new classifier from the encoder trained in this tab or a file (init: { bytes }).
+function classifierInit(model, cfg, init) {
+  let bytes = init && init.bytes, what = init && init.name;
+  if (cfg.init === 'tab') {
+    if (!tabEncoder) throw new Error('no MAE / AIM encoder has been trained in this tab yet: train one (then Reset), or start from random init');
+    if (JSON.stringify(encoderOf(tabEncoder)) !== JSON.stringify(encoderOf(cfg)))
+      throw new Error(`the encoder trained in this tab is model '${tabEncoder.model}': choose that model to start from it`);
+    bytes = tabEncoder.bytes;
+    what = `the ${tabEncoder.kind.toUpperCase()} encoder trained in this tab (step ${tabEncoder.step})`;
+  } else if (cfg.init === 'file') {
+    if (!bytes) throw new Error('choose the safetensors file to start from');
+  } else return null;
+  const r = model.initFrom(new Uint8Array(bytes));
+  return { what, text: initText(r), report: r };
+}
+const initText = (r) => {
+  const pos = { sincos_frozen: 'sin-cos pos_embed frozen', learned_now_trainable: 'learned pos_embed trains', trainable: 'pos_embed trains', none: 'no pos_embed loaded' }[r.posEmbed];
+  return `${r.source}: ${r.loaded} tensors loaded, ${r.skipped} skipped${r.notes.length ? ` (${r.notes.join('; ')})` : ''}; ${pos}`;
+};
+const frozenNames = (m) => m.params().filter((p) => !p.requiresGrad).map((p) => p.name);
 
 function batchAt(step) {
   const idx = run.order.batch(step, run.cfg.batch);
@@ -151,26 +205,45 @@ function memInfo() {
   return out;
 }
 
-async function setup({ cfg, userData, resume }) {
+async function setup({ cfg, userData, resume, init }) {
   stop();
+  if (saving) await saving;
+  stashEncoder();
   if (run) { run.model.dispose(); run = null; }
   const saved = resume ? await idbGet() : null;
   if (resume && !saved) throw new Error('nothing saved to resume');
   if (saved) { cfg = saved.cfg; userData = saved.userData || null; }
+  const cls = cfg.kind === 'classify';
   const spec = specFor(cfg);
   const model = vt.createModel(spec);
+  let initReport = null;
   try {
     const { img, chans } = model.dims;
-    const src = cfg.data === 'user' ? userData : await loadFmnist();
-    if (!src || !src.n) throw new Error('no images: pick or drop some image files first');
+    const src = cls || cfg.data === 'user' ? userData : await loadFmnist();
+    if (!src || !src.n) throw new Error(cls ? 'no images in your classes yet' : 'no images: pick or drop some image files first');
     model.initWeights(cfg.seed);
-    model.trainerInit({ lr: cfg.lr, warmupSteps: cfg.warmup, totalSteps: cfg.steps, maskRatio: cfg.maskRatio, seed: cfg.seed });
+    if (cls && saved) for (const name of cfg.frozen || []) model.setRequiresGrad(name, false); // the saved run's layout
+    else if (cls) {
+      initReport = classifierInit(model, cfg, init);
+      cfg = { ...cfg, frozen: frozenNames(model), initFrom: initReport && initReport.what };
+    }
+    model.trainerInit(trainerOptions(cfg));
     model.setGradCheckpointing(policyOf(cfg));
-    const { get } = makeSource(src, img, chans);
-    run = { cfg, model, src, get, order: new DataOrder(src.n, cfg.seed), losses: [], userData: cfg.data === 'user' ? userData : null };
+    run = { cfg, model, src, losses: [], userData: cls || cfg.data === 'user' ? userData : null, cls: null, evals: [] };
+    if (cls) {
+      if (src.n * chans * img * img > ADAPT_MAX) throw new Error(`${src.n} images at ${img}x${img}x${chans} are too many for the tab: remove some`);
+      const ds = adaptAll(src, img, chans), sp = splitEval(ds);
+      if (!sp.trainIdx.length) throw new Error('no training images: add more images to your classes');
+      const cr = new ClassifyRun({ model, dataset: ds, indices: sp.trainIdx, batch: cfg.batch, steps: cfg.steps, dataSeed: BigInt(cfg.seed) + 2n });
+      run.cls = { cr, ds, evalIdx: sp.evalIdx, every: Math.max(1, Math.round(cfg.steps / 10)) };
+    } else {
+      run.get = makeSource(src, img, chans).get;
+      run.order = new DataOrder(src.n, cfg.seed);
+    }
     if (saved) {
       model.loadTrainState(saved.state);
       run.losses = saved.losses || [];
+      run.evals = saved.evals || [];
     }
   } catch (e) {
     model.dispose();
@@ -178,8 +251,14 @@ async function setup({ cfg, userData, resume }) {
     throw e;
   }
   const params = run.model.params().reduce((a, p) => a + p.numel, 0);
-  return { cfg, dims: run.model.dims, params, step: run.model.stepCount, losses: run.losses, policy: run.model.gradCheckpointing,
-    data: { name: run.src.name, n: run.src.n }, mem: memInfo(), resumed: !!saved };
+  const out = { cfg, dims: run.model.dims, params, step: run.model.stepCount, losses: run.losses, policy: run.model.gradCheckpointing,
+    data: { name: run.src.name, n: run.src.n }, mem: memInfo(), resumed: !!saved, evals: run.evals, tabEncoder: tabEncoderInfo(),
+    init: initReport && { what: initReport.what, text: initReport.text } };
+  if (run.cls) {
+    out.split = { train: run.cls.cr.indices.length, heldOut: run.cls.evalIdx.length };
+    if (saved) out.userData = run.userData; // the classes' images (at the model's size), for the page's class editor
+  }
+  return out;
 }
 
 function stop() { running = false; loopToken++; }
@@ -202,11 +281,11 @@ async function loop(token) {
 
 function stepOnce() {
   const m = run.model, s = m.stepCount, B = run.cfg.batch;
-  const x = batchAt(s);
+  const x = run.cls ? null : batchAt(s);
   const lr = m.lr(s);
   const t0 = now();
   let loss;
-  try { loss = m.trainStep(x, B); } catch (e) {
+  try { loss = run.cls ? run.cls.cr.trainOne().loss : m.trainStep(x, B); } catch (e) {
     running = false;
     post({ type: 'error', where: 'train', message: e.message, step: s });
     return false;
@@ -218,12 +297,25 @@ function stepOnce() {
   const t = now();
   if (t - lastViz > 700 || s + 1 >= run.cfg.steps || s === 0) {
     lastViz = t;
-    post({ type: 'viz', ...vizOf(x) });
+    if (!run.cls) post({ type: 'viz', ...vizOf(x) });
     msg.mem = memInfo();
   }
   post(msg);
+  if (run.cls && ((s + 1) % run.cls.every === 0 || s + 1 >= run.cfg.steps)) evalNow();
   if (t - lastSave > 5000) { lastSave = t; persist(); }
   return true;
+}
+
+/** Held-out top-1 and confusion matrix now (every 5th image of the classes, as splitEval), in
+ * chunks of the training batch (inference of a batch needs less than its training step). */
+function evalNow() {
+  const { cls, model, cfg } = run, step = model.stepCount;
+  if (!cls.evalIdx.length || (run.evals.length && run.evals[run.evals.length - 1].step === step)) return;
+  const t0 = now();
+  const ev = evaluate(model, cls.ds, cls.evalIdx, cfg.classes.length, cfg.batch);
+  const rec = { step, top1: ev.top1, n: ev.n, confusion: ev.confusion, ms: now() - t0 };
+  run.evals.push(rec);
+  post({ type: 'eval', ...rec });
 }
 
 // originals / masked / reconstructions of the first images of the last step, as RGBA bytes
@@ -248,7 +340,7 @@ async function persist() {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });
     return;
   }
-  const rec = { cfg: run.cfg, step: run.model.stepCount, state, losses: run.losses, userData: run.userData, savedAt: Date.now() };
+  const rec = { cfg: run.cfg, step: run.model.stepCount, state, losses: run.losses, evals: run.evals, userData: run.userData, savedAt: Date.now() };
   saving = idbPut(rec).then(() => post({ type: 'saved', ok: true, step: rec.step, bytes: state.length }),
     (e) => post({ type: 'saved', ok: false, message: `IndexedDB: ${e && e.message}` })).finally(() => { saving = null; });
   return saving;
@@ -256,11 +348,21 @@ async function persist() {
 
 /** One forward + backward under 'none' and under the chosen policy, on the next batch, with
  * fixed masks: the arena's own account of each. Parameters, optimizer and the mask generator are
- * untouched (the next trainStep zeroes the gradients), so training continues bit for bit. */
+ * untouched (the next trainStep zeroes the gradients), so training continues bit for bit.
+ * A classifier (its loss needs labels, which only trainStepLabels takes): the next training step
+ * itself, then the training state saved before it restored (parameters, AdamW, step), so training
+ * continues bit for bit too. */
 function measure({ policy, budget }) {
   const m = run.model, cur = m.gradCheckpointing, B = run.cfg.batch;
-  const x = batchAt(m.stepCount);
-  const masks = showMasks(m, B, run.cfg.maskRatio, 7);
+  let x, labels, masks, state = null;
+  if (run.cls) {
+    const b = run.cls.cr.batchAt(m.stepCount);
+    x = b.images.slice();
+    labels = b.labels.slice();
+  } else {
+    x = batchAt(m.stepCount);
+    masks = showMasks(m, B, run.cfg.maskRatio, 7);
+  }
   const extra = baseline + x.byteLength, sizes = { batch: B, maskRatio: run.cfg.maskRatio };
   const out = [];
   try {
@@ -269,13 +371,25 @@ function measure({ policy, budget }) {
       const pl = planStep(m, { ...sizes, policy: p });
       if (!pl.policyMet || pl.total + extra > budget) { out.push({ policy: p, planned: pl.activations, need: pl.total + extra, skipped: true }); continue; }
       m.setGradCheckpointing(p);
-      const t0 = now();
-      m.loss(x, { ...masks, needGrad: true });
-      m.backward();
-      const ms = now() - t0;
-      const tl = m.activationTimeline();
+      let ms, tl;
+      if (run.cls) {
+        state = state || m.saveTrainState();
+        const t0 = now();
+        try {
+          m.trainStepLabels(x, labels);
+          ms = now() - t0;
+          tl = m.activationTimeline();
+        } finally { m.loadTrainState(state); }
+      } else {
+        const t0 = now();
+        m.loss(x, { ...masks, needGrad: true });
+        m.backward();
+        ms = now() - t0;
+        tl = m.activationTimeline();
+      }
       const peak = tl.bytes.reduce((a, b) => Math.max(a, b), 0);
-      out.push({ policy: p, bytes: tl.bytes, live: tl.live, backwardStart: tl.backwardStart, planned: pl.activations, peak, ms });
+      out.push({ policy: p, bytes: tl.bytes, live: tl.live, backwardStart: tl.backwardStart, planned: pl.activations, peak, ms,
+        what: run.cls ? 'a training step' : 'forward + backward' });
     }
   } finally {
     m.zeroGrad();
@@ -294,6 +408,17 @@ function setPolicy({ policy, budget }) {
   if (r.policy !== 'none') run.cfg = { ...run.cfg, checkpointing: true, policy, resolved: r.policy };
   else run.cfg = { ...run.cfg, checkpointing: false };
   return { ok: true, policy: r.policy, report: r };
+}
+
+/** The classifier's top classes for one image: planar RGB bytes [3, S, S] at the model's size
+ * (the page resizes it as it resized the classes' images), turned grey here as they were. */
+function predict({ pixels, size }) {
+  if (!run || !run.cls) throw new Error('no classifier yet: set up a classify run first');
+  const m = run.model, { img, chans } = m.dims, classes = run.cfg.classes;
+  if (size !== img || pixels.length !== 3 * img * img) throw new Error(`predict: a ${size}x${size} image, the model takes ${img}x${img}`);
+  const one = adaptAll({ n: 1, chans: 3, size, pixels }, img, chans);
+  const z = m.timmForward(makeBatch(one, Int32Array.of(0)));
+  return { top: predictTop(z.data, classes, Math.min(3, classes.length)), step: m.stepCount };
 }
 
 // ---- the planner ------------------------------------------------------------------------------
@@ -347,19 +472,26 @@ const handlers = {
   async reset() {
     stop();
     if (saving) await saving;
+    stashEncoder();
     if (run) { run.model.dispose(); run = null; }
     await idbDel();
-    return { mem: { linear: vt.memory().linear, baseline } };
+    return { mem: { linear: vt.memory().linear, baseline }, tabEncoder: tabEncoderInfo() };
   },
+  predict,
   policy: (msg) => setPolicy(msg),
   measure: (msg) => measure(msg),
   memory: () => memInfo(),
   exportWeights({ full }) {
     const m = run.model;
+    if (run.cls) {
+      // timm keys with the head, the class names in the metadata: what `vitrine predict --weights` reads
+      const meta = { format: CLASSIFIER_FORMAT, classes: run.cfg.classes, spec: specFor(run.cfg), img: m.dims.img, chans: m.dims.chans };
+      return { bytes: withMetadata(m.saveSafetensors(), { vitrine_classifier: JSON.stringify(meta) }), kind: 'classifier', step: m.stepCount, full: true };
+    }
     const bytes = full ? m.saveSafetensors() : m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) });
     return { bytes, kind: m.kind, step: m.stepCount, full: !!full };
   },
-  importWeights({ bytes }) {
+  importWeights({ bytes, name }) {
     const m = run.model, cfg = run.cfg;
     const u8 = new Uint8Array(bytes);
     // this run's own training state resumes it; any other file starts training from its weights,
@@ -367,11 +499,11 @@ const handlers = {
     try { m.loadTrainState(u8); return { as: 'training state', step: m.stepCount }; } catch { /* not this run's state */ }
     const r = m.initFrom(u8);
     // a new start: step 0, fresh AdamW (and the gradient layout of a pos_embed that now trains)
-    m.trainerInit({ lr: cfg.lr, warmupSteps: cfg.warmup, totalSteps: cfg.steps, maskRatio: cfg.maskRatio, seed: cfg.seed });
+    m.trainerInit(trainerOptions(cfg));
     run.losses = [];
-    const pos = { sincos_frozen: 'sin-cos pos_embed frozen', learned_now_trainable: 'learned pos_embed trains', trainable: 'pos_embed trains', none: 'no pos_embed loaded' }[r.posEmbed];
-    return { as: `${r.source}: ${r.loaded} tensors loaded, ${r.skipped} skipped${r.notes.length ? ` (${r.notes.join('; ')})` : ''}; ${pos}`,
-      step: m.stepCount, report: r };
+    run.evals = [];
+    if (run.cls) run.cfg = { ...cfg, frozen: frozenNames(m), initFrom: name || 'a safetensors file' };
+    return { as: initText(r), step: m.stepCount, report: r };
   },
 };
 

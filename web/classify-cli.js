@@ -11,11 +11,13 @@ import { createVitrine, readSafetensorsMeta } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, decodeImage, resizeCrop, DataError, readRegularFile, makeDirs,
   DEFAULT_MAX_PIXELS } from './data.js';
 import { TRAIN_PRESETS, withMetadata, makeBatch } from './train.js';
-import { classifierSpec, splitEval, ClassifyRun, evaluate, predictTop, parseAugment, augmentText } from './classify.js';
+import { classifierSpec, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFY_DEFAULTS, CLASSIFIER_FORMAT, classifyTrainerOptions,
+  parseAugment, augmentText } from './classify.js';
 
 const DEFAULTS = { preset: 'fmnist', batch: 128, steps: 2000, policy: 'block', out: 'out', seed: '0', saveEvery: 200,
-  labelSmoothing: 0.1, pool: 'token', lr: 1e-3, weightDecay: 0.05, augment: 'flip,shift:2' };
-const WEIGHTS = 'classifier.safetensors', STATE = 'classify-checkpoint.safetensors', FORMAT = 'vitrine-classifier/1';
+  labelSmoothing: CLASSIFY_DEFAULTS.labelSmoothing, pool: CLASSIFY_DEFAULTS.pool, lr: CLASSIFY_DEFAULTS.lr, weightDecay: CLASSIFY_DEFAULTS.weightDecay,
+  augment: 'flip,shift:2' };
+const WEIGHTS = 'classifier.safetensors', STATE = 'classify-checkpoint.safetensors', FORMAT = CLASSIFIER_FORMAT;
 
 export const CLASSIFY_HELP = `usage: vitrine train --objective classify [options]
   Fine-tunes timm's VisionTransformer (num_classes, pool -> fc_norm -> head) to labels with
@@ -211,8 +213,7 @@ async function trainClassify(o) {
       say(`vitrine train: --init ${run.init}: ${initReport.source}, ${initReport.loaded} tensors loaded, ${initReport.skipped} skipped, ${initReport.missing} missing`);
       for (const n of initReport.notes) say(`  ${n}`);
     }
-    model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, weightDecay: run.weightDecay,
-      clipNorm: 1.0, labelSmoothing: run.labelSmoothing, seed: seed + 1n });
+    model.trainerInit(classifyTrainerOptions(run));
     if (resumeBytes) model.loadTrainState(resumeBytes);
   } catch (e) { if (e instanceof Failure) throw e; throw new Failure(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
   const data = { train: adapt(raw.train, model.dims.img, model.dims.chans), test: raw.test && adapt(raw.test, model.dims.img, model.dims.chans) };

@@ -3,6 +3,8 @@
 // CLI (`vitrine train --objective classify`, `vitrine predict`) and the browser demo: no file I/O
 // and no Node modules here.
 //
+//   CLASSIFY_DEFAULTS   the training settings (lr, weight decay, label smoothing, clipping, pooling)
+//   classifyTrainerOptions   trainerInit options of a run (seeds: init S, trainer S+1, data S+2)
 //   classifierSpec      the model: a preset's encoder (or a timm config) + num_classes + pooling
 //   splitEval           which images train and which are held out (every 5th of a folder)
 //   ClassifyRun         model + labelled data set + order: one step at a time, resumable
@@ -11,6 +13,21 @@
 //   parseAugment / augmentBatch   seeded training-time augmentation (flip, shift), resumable
 import { TRAIN_PRESETS, DataOrder, makeBatch, hash32, seedWords } from './train.js';
 import { channelStats } from './vitrine.js';
+
+/** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
+ * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, [CLS] pooling. */
+export const CLASSIFY_DEFAULTS = { lr: 1e-3, weightDecay: 0.05, labelSmoothing: 0.1, clipNorm: 1.0, pool: 'token' };
+/** The `format` of a classifier file's vitrine_classifier metadata (class names, spec, img, chans). */
+export const CLASSIFIER_FORMAT = 'vitrine-classifier/1';
+
+/** trainerInit options of a classifier run: lightly's cosine schedule after `warmup` linear steps
+ * over `steps`; the trainer's seed is the run's seed + 1 (initWeights takes the seed, the data
+ * order seed + 2). seed: a number, bigint or decimal string. */
+export function classifyTrainerOptions({ lr = CLASSIFY_DEFAULTS.lr, warmup, steps, weightDecay = CLASSIFY_DEFAULTS.weightDecay,
+  labelSmoothing = CLASSIFY_DEFAULTS.labelSmoothing, seed }) {
+  return { lr, warmupSteps: warmup, totalSteps: steps, weightDecay, clipNorm: CLASSIFY_DEFAULTS.clipNorm, labelSmoothing,
+    seed: BigInt(seed) + 1n };
+}
 
 /** The classifier createModel takes: kind timm, the preset's encoder (or config.encoder) with
  * num_classes and global_pool ('token': the [CLS] token, as timm's default and lightly's MAE
@@ -104,15 +121,20 @@ export class ClassifyRun {
   get step() { return this.model.stepCount; }
   get done() { return this.step >= this.steps; }
   get epoch() { return (this.step * this.batch) / this.indices.length; }
+  /** The images (normalised NCHW, a buffer reused by the next call) and labels of step `step`. */
+  batchAt(step = this.step) {
+    const pos = this.order.batch(step, this.batch);
+    const idx = Int32Array.from(pos, (p) => this.indices[p]);
+    makeBatch(this.dataset, idx, this._buf);
+    augmentBatch(this._buf, this.batch, this.dataset.chans, this.dataset.size, this.augment, this.augmentSeed, step);
+    idx.forEach((i, j) => { this._lab[j] = this.dataset.labels[i]; });
+    return { images: this._buf, labels: this._lab };
+  }
   /** One step: { step (done so far), loss, seconds }. Throws on a non-finite loss (state kept). */
   trainOne() {
     const t0 = performance.now();
-    const pos = this.order.batch(this.step, this.batch);
-    const idx = Int32Array.from(pos, (p) => this.indices[p]);
-    makeBatch(this.dataset, idx, this._buf);
-    augmentBatch(this._buf, this.batch, this.dataset.chans, this.dataset.size, this.augment, this.augmentSeed, this.step);
-    idx.forEach((i, j) => { this._lab[j] = this.dataset.labels[i]; });
-    const loss = this.model.trainStepLabels(this._buf, this._lab);
+    const { images, labels } = this.batchAt();
+    const loss = this.model.trainStepLabels(images, labels);
     return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
   }
 }
@@ -130,9 +152,9 @@ export function logits(model, ds, indices, chunk = 250) {
 }
 
 /** Top-1 accuracy and the confusion matrix (rows: true class, columns: predicted) of images
- * `indices` of ds. */
-export function evaluate(model, ds, indices, numClasses) {
-  const { data, classes: C } = logits(model, ds, indices);
+ * `indices` of ds, `chunk` images per forward (the demo: its training batch, within its budget). */
+export function evaluate(model, ds, indices, numClasses, chunk = 250) {
+  const { data, classes: C } = logits(model, ds, indices, chunk);
   const K = numClasses || C, confusion = Array.from({ length: K }, () => new Array(K).fill(0));
   let correct = 0;
   for (let q = 0; q < indices.length; q++) {
