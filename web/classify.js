@@ -15,8 +15,11 @@ import { TRAIN_PRESETS, DataOrder, makeBatch, hash32, seedWords } from './train.
 import { channelStats } from './vitrine.js';
 
 /** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
- * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, [CLS] pooling. */
-export const CLASSIFY_DEFAULTS = { lr: 1e-3, weightDecay: 0.05, labelSmoothing: 0.1, clipNorm: 1.0, pool: 'token' };
+ * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, and the pooling of
+ * timm's MAE fine-tuning (global_pool 'avg': the mean of the patch tokens, fc_norm): an MAE
+ * encoder never trains its [CLS] token. Measured on Fashion-MNIST (README): avg at 2e-3 beat
+ * [CLS] at 1e-3 from the same start. */
+export const CLASSIFY_DEFAULTS = { lr: 2e-3, weightDecay: 0.05, labelSmoothing: 0.1, clipNorm: 1.0, pool: 'avg' };
 /** The `format` of a classifier file's vitrine_classifier metadata (class names, spec, img, chans). */
 export const CLASSIFIER_FORMAT = 'vitrine-classifier/1';
 

@@ -40,7 +40,7 @@ function twoClassFolder() {
   return dir;
 }
 const train = (dir, out, extra = []) => run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--config', TINY,
-  '--batch', '8', '--steps', '30', '--lr', '3e-3', '--out', path.join(dir, out), '--json', ...extra]);
+  '--batch', '8', '--steps', '30', '--lr', '3e-3', '--augment', 'flip,shift:2', '--out', path.join(dir, out), '--json', ...extra]); // resumed with its augmentation
 const lastJson = (r) => JSON.parse(r.stdout.trim().split('\n').pop());
 
 test('classify: a two-class folder is learnt (loss falls, held-out top-1 above chance, confusion matrix)', () => {
@@ -128,7 +128,13 @@ test('classify: --init with a vitrine encoder builds the classifier as that enco
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /classify encoder of --init 28x28x1 dim 32 depth 2,/);
   const j = lastJson(r);
-  assert.ok(j.init_report.loaded > 0 && j.init_report.skipped === 0 && j.init_report.missing === 0, JSON.stringify(j.init_report));
+  // everything but the final norm: timm's avg pooling (the default) has fc_norm, new, instead of norm
+  assert.ok(j.init_report.loaded === 28 && j.init_report.skipped === 2 && j.init_report.missing === 2, JSON.stringify(j.init_report));
+  assert.deepEqual(j.init_report.notes.map((n) => n.split(/[ :]/)[0]).sort(), ['fc_norm.bias', 'fc_norm.weight', 'norm.bias', 'norm.weight']);
+  const t = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', enc, '--pool', 'token', '--batch', '8', '--steps', '1',
+    '--out', path.join(dir, 't'), '--json', '--no-eval']);
+  assert.equal(t.status, 0, t.stderr);
+  assert.ok(lastJson(t).init_report.loaded === 30 && lastJson(t).init_report.skipped === 0 && lastJson(t).init_report.missing === 0, t.stdout);
   // a preset named beside it wins: its shapes differ, so nothing loads, and the run says so
   const p = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', enc, '--preset', 'fmnist', '--batch', '8',
     '--steps', '1', '--out', path.join(dir, 'p'), '--json', '--no-eval']);
