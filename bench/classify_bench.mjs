@@ -1,38 +1,58 @@
-// classify_bench.mjs: training-step throughput of the classifier (timm ViT + head, cross-entropy,
-// Model.trainStepLabels) beside the MAE step (Model.trainStep) on the same encoder, through the JS
-// shell (Emscripten SIMD128 build) in Node, interleaved (A B A B). Reports images per second of
-// wall time and of this process's CPU time: the engine is single-threaded, so on a machine shared
-// with other jobs the CPU-time rate is what one idle core would give (the wall rate is what this
-// run got). One JSON line per objective: medians over the repeats.
-//   node bench/classify_bench.mjs [--preset fmnist] [--batch 64] [--policy block] [--repeat 10]
+// classify_bench.mjs: training-step throughput of the two default jobs through the JS shell in Node:
+// the classifier (timm ViT + head, cross-entropy, Model.trainStepLabels; `train --objective
+// classify`: batch 128, avg pooling) and the MAE step (Model.trainStep; `vitrine train`: batch 64),
+// each under two checkpointing policies (default none vs block), interleaved step by step
+// (classify/none, classify/block, mae/none, mae/block, repeated), so that the paired ratios share
+// the machine's state; with several presets (--presets a,b) every preset's steps are interleaved
+// too. Prints the CPU and vector ISA, then one JSON line per (preset, objective, policy): median
+// step time, images/s of wall time, and medians of the paired ratios to the first policy and to
+// the first preset.
+//   node bench/classify_bench.mjs [--presets fmnist-p7-mlp2,fmnist-p7] [--batch 128] [--mae-batch 64]
+//                                 [--policies none,block] [--repeat 20] [--wasm BUILD] [--threads N]
+import { readFileSync } from 'node:fs';
 import { createVitrine } from '../web/vitrine.js';
 import { modelSpec } from '../web/train.js';
 import { classifierSpec } from '../web/classify.js';
 
 const args = process.argv.slice(2);
 const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
-const preset = opt('--preset', 'fmnist'), B = Number(opt('--batch', 64)), policy = opt('--policy', 'block');
-const repeat = Number(opt('--repeat', 10));
-const vt = await createVitrine({ wasm: 'simd' });
-const cls = vt.createModel(classifierSpec({ preset, numClasses: 10 })), mae = vt.createModel(modelSpec('mae', { preset }));
-for (const m of [cls, mae]) { m.setGradCheckpointing(policy); m.initWeights(1); m.trainerInit({ lr: 1e-4, seed: 2 }); }
-const { img, chans } = cls.dims;
-const x = new Float32Array(B * chans * img * img).map((_, i) => Math.sin(i * 0.37));
+const presets = opt('--presets', 'fmnist-p7-mlp2,fmnist-p7').split(','), B = Number(opt('--batch', 128)), BM = Number(opt('--mae-batch', 64));
+const policies = opt('--policies', 'none,block').split(','), repeat = Number(opt('--repeat', 20));
+const threads = opt('--threads', null);
+const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? undefined : Number(threads) });
+const cpuinfo = (() => { try { return readFileSync('/proc/cpuinfo', 'utf8'); } catch { return ''; } })();
+const cpu = (/model name\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || 'unknown CPU';
+const flags = ((/flags\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || '').split(' ');
+const isa = ['avx512f', 'avx2', 'fma'].filter((f) => flags.includes(f)).join('+') || 'n/a';
+console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread(s)`);
+
+const models = {};
+for (const pr of presets) for (const p of policies) {
+  const c = vt.createModel(classifierSpec({ preset: pr, numClasses: 10, pool: 'avg' })), m = vt.createModel(modelSpec('mae', { preset: pr }));
+  for (const x of [c, m]) { x.setGradCheckpointing(p); x.initWeights(1); x.trainerInit({ lr: 1e-4, seed: 2 }); }
+  models[`${pr}/${p}`] = { classify: c, mae: m };
+}
+const { img, chans } = models[`${presets[0]}/${policies[0]}`].classify.dims;
+const xs = { classify: new Float32Array(B * chans * img * img).map((_, i) => Math.sin(i * 0.37)),
+  mae: new Float32Array(BM * chans * img * img).map((_, i) => Math.sin(i * 0.37)) };
 const y = Int32Array.from({ length: B }, (_, i) => i % 10);
-const steps = { classify: () => cls.trainStepLabels(x, y), mae: () => mae.trainStep(x, B) };
-const wall = { classify: [], mae: [] }, cpu = { classify: [], mae: [] };
+const step = { classify: (m) => m.trainStepLabels(xs.classify, y), mae: (m) => m.trainStep(xs.mae, BM) };
+const times = {};
 for (let i = 0; i < repeat + 2; i++) {
-  for (const k of ['classify', 'mae']) {
-    const c0 = process.cpuUsage(), t0 = performance.now();
-    steps[k]();
-    const t = (performance.now() - t0) / 1000, c = process.cpuUsage(c0), cs = (c.user + c.system) / 1e6;
-    if (i >= 2) { wall[k].push(t); cpu[k].push(cs); } // 2 warm-up steps: V8 tiers the wasm up
+  for (const k of ['classify', 'mae']) for (const pr of presets) for (const p of policies) {
+    const t0 = performance.now();
+    step[k](models[`${pr}/${p}`][k]);
+    const t = (performance.now() - t0) / 1000;
+    if (i >= 2) (times[`${pr}/${k}/${p}`] ||= []).push(t); // 2 warm-up steps: V8 tiers the wasm up
   }
 }
 const med = (a) => { const s = [...a].sort((p, q) => p - q), n = s.length; return n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2; };
-for (const k of ['classify', 'mae']) {
-  console.log(JSON.stringify({ build: 'shell-simd', model: preset, objective: k, batch: B, policy, repeat,
-    step_s: +med(wall[k]).toFixed(4), cpu_s: +med(cpu[k]).toFixed(4), img_per_s_wall: +(B / med(wall[k])).toFixed(1),
-    img_per_s_cpu: +(B / med(cpu[k])).toFixed(1) }));
+const ratio = (a, b) => +med(a.map((v, i) => v / b[i])).toFixed(3);
+for (const pr of presets) for (const k of ['classify', 'mae']) for (const p of policies) {
+  const t = times[`${pr}/${k}/${p}`];
+  console.log(JSON.stringify({ build: vt.build, threads: vt.threads, preset: pr, objective: k, batch: k === 'mae' ? BM : B, policy: p, repeat,
+    step_s: +med(t).toFixed(4), img_per_s: +((k === 'mae' ? BM : B) / med(t)).toFixed(1),
+    [`time_ratio_to_${policies[0]}`]: ratio(t, times[`${pr}/${k}/${policies[0]}`]),
+    [`time_ratio_to_${presets[0]}`]: ratio(t, times[`${presets[0]}/${k}/${p}`]) }));
 }
-cls.dispose(); mae.dispose();
+for (const m of Object.values(models)) { m.classify.dispose(); m.mae.dispose(); }

@@ -14,7 +14,7 @@ import { TRAIN_PRESETS, withMetadata, makeBatch } from './train.js';
 import { classifierSpec, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFY_DEFAULTS, CLASSIFIER_FORMAT, classifyTrainerOptions,
   parseAugment, augmentText } from './classify.js';
 
-const DEFAULTS = { preset: 'fmnist-p7', batch: 128, steps: 2000, policy: 'block', out: 'out', seed: '0', saveEvery: 200,
+const DEFAULTS = { preset: 'fmnist-p7-mlp2', batch: 128, steps: 3500, policy: 'block', out: 'out', seed: '0', saveEvery: 200,
   labelSmoothing: CLASSIFY_DEFAULTS.labelSmoothing, pool: CLASSIFY_DEFAULTS.pool, lr: CLASSIFY_DEFAULTS.lr, weightDecay: CLASSIFY_DEFAULTS.weightDecay,
   augment: 'none' };
 const WEIGHTS = 'classifier.safetensors', STATE = 'classify-checkpoint.safetensors', FORMAT = CLASSIFIER_FORMAT;

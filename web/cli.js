@@ -147,7 +147,7 @@ async function cmdPlan(args) {
 
 // ---- train ------------------------------------------------------------------------------------
 
-const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist-p7', batch: 64, steps: 2000, policy: 'block', out: 'out',
+const TRAIN_DEFAULTS = { objective: 'mae', preset: 'fmnist-p7-mlp2', batch: 64, steps: 5000, policy: 'block', out: 'out',
   seed: 0, maskRatio: 0.5, saveEvery: 200, evalBank: 10000, evalQueries: 2000, k: 20, t: 0.1, show: 8 };
 // peak learning rate: lightly's MAE 1.5e-4 * batch / 256 and AIM 1e-3 * batch / 4096 are for
 // hundreds of epochs; a short run needs more (measured on Fashion-MNIST, see README)
