@@ -10,7 +10,7 @@
 //   node bench/classify_bench.mjs [--presets fmnist-p7-mlp2,fmnist-p7] [--batch 128] [--mae-batch 64]
 //                                 [--policies none,block] [--repeat 20] [--wasm BUILD] [--threads N]
 import { readFileSync } from 'node:fs';
-import { createVitrine } from '../web/vitrine.js';
+import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
 import { modelSpec } from '../web/train.js';
 import { classifierSpec } from '../web/classify.js';
 
@@ -19,6 +19,7 @@ const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] :
 const presets = opt('--presets', 'fmnist-p7-mlp2,fmnist-p7').split(','), B = Number(opt('--batch', 128)), BM = Number(opt('--mae-batch', 64));
 const policies = opt('--policies', 'none,block').split(','), repeat = Number(opt('--repeat', 20));
 const threads = opt('--threads', null);
+await enableNodeRelaxedSimd(); // as the CLI: the default build is the one the jobs run
 const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? undefined : Number(threads) });
 const cpuinfo = (() => { try { return readFileSync('/proc/cpuinfo', 'utf8'); } catch { return ''; } })();
 const cpu = (/model name\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || 'unknown CPU';

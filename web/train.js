@@ -34,9 +34,10 @@ export const TRAIN_PRESETS = {
     mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
     aim: { head_hidden_dim: 128, head_blocks: 2 },
   },
-  // the default: `fmnist-p7` with MLPs of 2x width instead of 4x. A step costs 1/1.5 of
-  // `fmnist-p7`'s (the MLPs and their GELU are most of it), and per step its kNN was as good
-  // (5000 steps: 83.25% vs 83.00% after 4000 of `fmnist-p7`): the most kNN per minute measured
+  // the default: `fmnist-p7` with MLPs of 2x width instead of 4x. An MAE step costs 1/1.27 of
+  // `fmnist-p7`'s at 2 threads, 1/1.5 at one (the MLPs and their GELU are most of it;
+  // bench/classify_bench.mjs), and per step its kNN was as good (5000 steps: 83.25%; `fmnist-p7`
+  // after 4000: 83.00%): the most kNN per minute measured (README)
   'fmnist-p7-mlp2': {
     encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 128, depth: 4, num_heads: 4, mlp_ratio: 2 },
     mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
