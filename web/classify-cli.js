@@ -34,7 +34,7 @@ export const CLASSIFY_HELP = `usage: vitrine train --objective classify [options
   --augment SPEC               none, or flip and / or shift:N: horizontal flip, translation by up to N
                                pixels (torchvision's RandomHorizontalFlip + RandomCrop padding N) (default ${DEFAULTS.augment})
   --grad-checkpointing POLICY  none | block | every:K | sqrt | selective | budget:BYTES (default ${DEFAULTS.policy})
-  --seed S                     initialisation S, data order S+2 (default 0)
+  --seed S                     initialisation S, data order S+2, augmentation S+3 (default 0)
   --train-max N, --eval-max N  use only the first N training / held-out images
   --out DIR                    ${WEIGHTS}, ${STATE} (default out)
   --save-every N, --stop-at STEP, --resume FILE   as vitrine train
