@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine } from './util.mjs';
 import { classifierSpec, predictTop, parseAugment, augmentText, augmentBatch } from '../../web/classify.js';
 import { channelStats } from '../../web/vitrine.js';
+import { withMetadata } from '../../web/train.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');
@@ -141,14 +142,7 @@ test('classify: --init with a vitrine encoder builds the classifier as that enco
   assert.equal(p.status, 1);
   assert.match(p.stderr, /nothing in the file fits the model:\npos_embed|nothing in the file fits the model:\ncls_token \[1, 1, 32\]: skipped: the model's cls_token is \[1, 1, 64\]/);
   // timm_kwargs that are not JSON: a clear error before anything runs
-  const bytes = readFileSync(enc), n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
-  header.__metadata__.timm_kwargs = '{not json';
-  let text = JSON.stringify(header);
-  while (text.length % 8) text += ' ';
-  const h = new TextEncoder().encode(text), bad = new Uint8Array(8 + h.length + bytes.length - 8 - n);
-  new DataView(bad.buffer).setBigUint64(0, BigInt(h.length), true);
-  bad.set(h, 8); bad.set(bytes.subarray(8 + n), 8 + h.length);
+  const bad = withMetadata(new Uint8Array(readFileSync(enc)), { timm_kwargs: '{not json' });
   writeFileSync(path.join(dir, 'bad-kwargs.safetensors'), bad);
   const b = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', path.join(dir, 'bad-kwargs.safetensors'), '--out', path.join(dir, 'q')]);
   assert.equal(b.status, 1);
