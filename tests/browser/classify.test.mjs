@@ -10,28 +10,13 @@
 // classifier is one `vitrine predict` reads; the Fashion-MNIST sample fills ten classes. Writes build/demo-classify-screenshot.png. Skipped only when /usr/bin/chromium is absent.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { deflateSync } from 'node:zlib';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { PNG_SIGNATURE, chunk } from '../png_chunks.mjs';
+import { ROOT, BUILD, skip, png, openDemoBrowser } from './harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: browser tests skipped (apt-get install chromium; CI installs it)`;
 if (skip) console.log(`# ${skip}`);
 
-/** An RGB PNG, 8 bit. */
-function png(w, h, pixel) {
-  const raw = Buffer.alloc(h * (1 + 3 * w));
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw.set(pixel(x, y), y * (1 + 3 * w) + 1 + 3 * x);
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr[8] = 8; ihdr[9] = 2;
-  return Buffer.concat([PNG_SIGNATURE, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
 // stripes 2 pixels wide, horizontal or vertical, under seeded noise; 28x28 (the mini model's size)
 // and 36x36 (resized by the page's canvas, as any image of the user's)
 function stripes(dir, i, size = 28) {
@@ -45,32 +30,14 @@ function stripes(dir, i, size = 28) {
 }
 
 describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
-  let server, url, ctx, page, profile, dir;
-  const errors = [];
+  let page, profile, url, errors, close, dir, waitFor, openPage, reset, fill;
   const S = (expr, arg) => page.evaluate(expr, arg);
-  const waitFor = (fn, arg, timeout = 30_000) => page.waitForFunction(fn, arg, { timeout, polling: 50 });
   const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 90_000);
   const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy })));
   const classMsg = () => S(() => (document.getElementById('class-msg').hidden ? '' : document.getElementById('class-msg').textContent));
   const write = (name, bytes) => { const p = join(dir, name); writeFileSync(p, bytes); return p; };
   const N = 20; // images per class: 40 in all, every 5th held out: 8
-  async function reset() {
-    await page.click('#reset');
-    await waitFor(() => !window.vitrineDemo.run && window.vitrineDemo.losses.length === 0);
-  }
-  async function openPage() {
-    await page.goto(url);
-    await waitFor(() => window.vitrineDemo && window.vitrineDemo.booted, null, 30_000);
-  }
-  async function configure({ kind = 'classify', model = 'mini', batch = 8, steps = 40, lr = '0.003', warmup = 2, seed = 1 } = {}) {
-    await page.selectOption('#kind', kind);
-    await page.selectOption('#model', model);
-    await page.fill('#batch', String(batch));
-    await page.fill('#steps', String(steps));
-    await page.fill('#lr', lr);
-    await page.fill('#warmup', String(warmup));
-    await page.fill('#seed', String(seed));
-  }
+  const configure = (o = {}) => fill({ kind: 'classify', model: 'mini', batch: 8, steps: 40, lr: '0.003', warmup: 2, seed: 1, ...o });
   /** A drop event carrying files (name, bytes) onto the element `selector`, as a drag from the desktop. */
   async function dropFiles(selector, files) {
     await S(async ({ selector, files }) => {
@@ -88,29 +55,13 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
   const count = (i) => S((i) => { const c = window.vitrineDemo.classes[i]; return c ? c.images.length : -1; }, i);
 
   before(async () => {
-    const { prepare, startServer } = await import('../../demo/serve.mjs');
-    await prepare({ quiet: true });
-    ({ server, url } = await startServer({ port: 0 }));
-    const { chromium } = await import('playwright-core');
-    profile = mkdtempSync(join(tmpdir(), 'vitrine-chromium-'));
-    ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
-    page = ctx.pages()[0] || (await ctx.newPage());
-    page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+    ({ page, profile, url, errors, close, waitFor, openPage, reset, configure: fill } = await openDemoBrowser({ acceptDownloads: true }));
     dir = join(profile, 'images');
     mkdirSync(dir);
     await openPage();
   });
 
-  after(async () => {
-    if (ctx) await ctx.close();
-    if (server) server.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
-  });
+  after(async () => { if (close) await close(); });
 
   let reference; // the losses and accuracies of the run trained straight through
   let classifierFile; // the classifier downloaded from the page

@@ -10,79 +10,23 @@
 // build/demo-screenshot.png. Skipped (with a message) only when /usr/bin/chromium is absent.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { deflateSync } from 'node:zlib';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { BUILD, skip, png, openDemoBrowser } from './harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM) ? false : `${CHROMIUM} not found: browser tests skipped (apt-get install chromium; CI installs it)`;
 if (skip) console.log(`# ${skip}`);
-
-// ---- a minimal PNG writer (RGB, 8 bit) -----------------------------------------------------------
-const CRC = new Int32Array(256).map((_, n) => { let c = n; for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1; return c; });
-const crc32 = (buf) => { let c = -1; for (const b of buf) c = CRC[(c ^ b) & 0xff] ^ (c >>> 8); return (c ^ -1) >>> 0; };
-function chunk(type, data) {
-  const out = Buffer.alloc(12 + data.length);
-  out.writeUInt32BE(data.length, 0);
-  out.write(type, 4, 'ascii');
-  data.copy(out, 8);
-  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
-  return out;
-}
-function png(w, h, pixel) {
-  const raw = Buffer.alloc(h * (1 + 3 * w));
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) raw.set(pixel(x, y), y * (1 + 3 * w) + 1 + 3 * x);
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0); ihdr.writeUInt32BE(h, 4); ihdr[8] = 8; ihdr[9] = 2;
-  return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
 
 // ---- the browser ---------------------------------------------------------------------------------
 
 describe('browser demo', { skip, timeout: 180_000 }, () => {
-  let server, url, ctx, page, profile, files;
-  const errors = [];
+  let page, ctx, profile, url, errors, close, files, waitFor, openPage, reset, fill;
   const S = (expr) => page.evaluate(expr);
-  const waitFor = (fn, arg, timeout = 30_000) => page.waitForFunction(fn, arg, { timeout, polling: 50 });
   const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy, loss: l.loss })));
-  async function configure({ model = 'fmnist', batch = 16, steps = 60, lr = '0.002', warmup = 2, seed = 3, data = 'fmnist' } = {}) {
-    await page.selectOption('#kind', 'mae');
-    await page.selectOption('#model', model);
-    await page.fill('#batch', String(batch));
-    await page.fill('#steps', String(steps));
-    await page.fill('#lr', lr);
-    await page.fill('#warmup', String(warmup));
-    await page.fill('#seed', String(seed));
-    await page.selectOption('#data', data);
-  }
+  const configure = (o = {}) => fill({ kind: 'mae', model: 'fmnist', batch: 16, steps: 60, lr: '0.002', warmup: 2, seed: 3, data: 'fmnist', ...o });
   const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 60_000);
-  async function reset() {
-    await page.click('#reset');
-    await waitFor(() => !window.vitrineDemo.run && window.vitrineDemo.losses.length === 0);
-  }
-  async function openPage() {
-    await page.goto(url);
-    await waitFor(() => window.vitrineDemo && window.vitrineDemo.booted, null, 30_000);
-  }
 
   before(async () => {
-    const { prepare, startServer } = await import('../../demo/serve.mjs');
-    await prepare({ quiet: true });
-    ({ server, url } = await startServer({ port: 0 }));
-    const { chromium } = await import('playwright-core');
-    profile = mkdtempSync(join(tmpdir(), 'vitrine-chromium-'));
-    ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads: false,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
-    page = ctx.pages()[0] || (await ctx.newPage());
-    page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+    ({ page, ctx, profile, url, errors, close, waitFor, openPage, reset, configure: fill } = await openDemoBrowser());
     const dir = join(profile, 'images');
     mkdirSync(dir);
     files = [
@@ -93,11 +37,7 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await openPage();
   });
 
-  after(async () => {
-    if (ctx) await ctx.close();
-    if (server) server.close();
-    if (profile) rmSync(profile, { recursive: true, force: true });
-  });
+  after(async () => { if (close) await close(); });
 
   test('the page loads the relaxed-SIMD build (Chromium validates relaxed SIMD by default), cross-origin isolated, with a pool of threads', async () => {
     const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent,
