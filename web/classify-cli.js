@@ -9,7 +9,7 @@
 import path from 'node:path';
 import { createVitrine, readSafetensorsMeta } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, decodeImage, resizeCrop, DataError, readRegularFile, makeDirs,
-  DEFAULT_MAX_PIXELS } from './data.js';
+  resumedData, DEFAULT_MAX_PIXELS } from './data.js';
 import { TRAIN_PRESETS, withMetadata, makeBatch } from './train.js';
 import { classifierSpec, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFY_DEFAULTS, CLASSIFIER_FORMAT, classifyTrainerOptions,
   parseAugment, augmentText } from './classify.js';
@@ -109,13 +109,7 @@ function settings(o) {
     try { meta = readSafetensorsMeta(bytes); } catch (e) { throw new Failure(`${o.resume}: not a safetensors file (${e.message})`); }
     if (meta.format !== 'vitrine-train/1' || !meta.vitrine_classify) throw new Failure(`${o.resume}: not a checkpoint of vitrine train --objective classify`);
     const run = checkedRun(o.resume, meta.vitrine_classify);
-    // the data: only what the user names now (a path stored in the checkpoint is never read)
-    if (run.data === 'fashion-mnist') {
-      if (o.data != null) throw new Failure(`${o.resume}: the run trained on Fashion-MNIST; leave --data out`, 2);
-    } else {
-      if (o.data == null) throw new Failure(`${o.resume}: the run trained on a folder of images (${JSON.stringify(run.data)}); name it again with --data DIR`, 2);
-      run.data = path.resolve(o.data);
-    }
+    try { run.data = resumedData(o.resume, run.data, o.data); } catch (e) { throw new Failure(e.message, 2); }
     run.policy = o.policy || meta.grad_checkpointing || DEFAULTS.policy;
     return { run, resumeBytes: bytes };
   }

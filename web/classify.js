@@ -11,7 +11,7 @@
 //   evaluate            top-1 and the confusion matrix of a held-out set
 //   predictTop          softmax of the logits -> the top classes with probabilities
 //   parseAugment / augmentBatch   seeded training-time augmentation (flip, shift), resumable
-import { TRAIN_PRESETS, DataOrder, makeBatch, hash32, seedWords } from './train.js';
+import { TRAIN_PRESETS, TrainingRun, makeBatch, hash32, seedWords } from './train.js';
 import { channelStats } from './vitrine.js';
 
 /** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
@@ -102,32 +102,20 @@ export function augmentBatch(buf, B, chans, size, aug, seed, step) {
   return buf;
 }
 
-/** One classifier training run over the images `indices` of a labelled data set; the position
- * comes from model.stepCount, so a model restored with loadTrainState continues where it stopped.
- * augment: { flip, shift } (parseAugment), drawn from augmentSeed, step and slot. */
-export class ClassifyRun {
+/** One classifier training run over the images `indices` of a labelled data set (TrainingRun's
+ * order and position) with their labels; augment: { flip, shift } (parseAugment), drawn from
+ * augmentSeed, step and slot. */
+export class ClassifyRun extends TrainingRun {
   constructor({ model, dataset, indices, batch, steps, dataSeed, augment = null, augmentSeed = 0n }) {
     if (!dataset.labels) throw new Error(`data set ${dataset.name} has no labels (sub-folders = classes)`);
-    if (model.dims.img !== dataset.size || model.dims.chans !== dataset.chans)
-      throw new Error(`data set ${dataset.name} is ${dataset.size}x${dataset.size}x${dataset.chans}, the model takes ${model.dims.img}x${model.dims.img}x${model.dims.chans}`);
-    this.model = model;
-    this.dataset = dataset;
-    this.indices = indices;
-    this.batch = batch;
-    this.steps = steps;
-    this.order = new DataOrder(indices.length, dataSeed);
-    this._buf = new Float32Array(batch * dataset.chans * dataset.size * dataset.size);
+    super({ model, dataset, indices, batch, steps, dataSeed });
     this._lab = new Int32Array(batch);
     this.augment = augment;
     this.augmentSeed = augmentSeed;
   }
-  get step() { return this.model.stepCount; }
-  get done() { return this.step >= this.steps; }
-  get epoch() { return (this.step * this.batch) / this.indices.length; }
   /** The images (normalised NCHW, a buffer reused by the next call) and labels of step `step`. */
   batchAt(step = this.step) {
-    const pos = this.order.batch(step, this.batch);
-    const idx = Int32Array.from(pos, (p) => this.indices[p]);
+    const idx = this.imagesAt(step);
     makeBatch(this.dataset, idx, this._buf);
     augmentBatch(this._buf, this.batch, this.dataset.chans, this.dataset.size, this.augment, this.augmentSeed, step);
     idx.forEach((i, j) => { this._lab[j] = this.dataset.labels[i]; });

@@ -13,7 +13,7 @@ import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
-import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, makeDirs, DataError, DEFAULT_MAX_PIXELS } from './data.js';
+import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, makeDirs, resumedData, DataError, DEFAULT_MAX_PIXELS } from './data.js';
 import { cmdTrainClassify, cmdPredict, PREDICT_USAGE } from './classify-cli.js';
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
@@ -318,13 +318,7 @@ function trainSettings(o) {
     try { meta = readSafetensorsMeta(resumeBytes); } catch (e) { throw new TrainFailure(`${o.resume}: not a safetensors file (${e.message})`); }
     if (meta.format !== 'vitrine-train/1' || !meta.vitrine_run) throw new TrainFailure(`${o.resume}: not a checkpoint of vitrine train`);
     const run = checkedRun(o.resume, meta);
-    // the data: only what the user names now (a path stored in the checkpoint is never read)
-    if (run.data === 'fashion-mnist') {
-      if (o.data != null) throw new TrainFailure(`${o.resume}: the run trained on Fashion-MNIST; leave --data out`, 2);
-    } else {
-      if (o.data == null) throw new TrainFailure(`${o.resume}: the run trained on a folder of images (${JSON.stringify(run.data)}); name it again with --data DIR`, 2);
-      run.data = path.resolve(o.data);
-    }
+    try { run.data = resumedData(o.resume, run.data, o.data); } catch (e) { throw new TrainFailure(e.message, 2); }
     run.policy = o.policy || meta.grad_checkpointing || TRAIN_DEFAULTS.policy;
     return { run, resumeBytes };
   }

@@ -209,6 +209,18 @@ export function readRegularFile(file, maxBytes = MAX_IMAGE_FILE_BYTES) {
   } finally { closeSync(fd); }
 }
 
+/** The data a resumed run reads: only what the user names now, never a path stored in the
+ * checkpoint (file). stored: the run's 'fashion-mnist' or folder; given: --data or null. Returns
+ * 'fashion-mnist' or the folder named, resolved; DataError when they do not go together. */
+export function resumedData(file, stored, given) {
+  if (stored === 'fashion-mnist') {
+    if (given != null) throw new DataError(`${file}: the run trained on Fashion-MNIST; leave --data out`);
+    return stored;
+  }
+  if (given == null) throw new DataError(`${file}: the run trained on a folder of images (${JSON.stringify(stored)}); name it again with --data DIR`);
+  return path.resolve(given);
+}
+
 // strerror() wording for the usual reasons a path cannot be made
 const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', ENOTDIR: 'Not a directory',
   ENOSPC: 'No space left on device', EROFS: 'Read-only file system', EEXIST: 'File exists', EDQUOT: 'Disk quota exceeded' };

@@ -20,19 +20,22 @@ import { channelStats, toRGBA, readSafetensorsHeader } from './vitrine.js';
  * classify`): `fmnist-p7` with mlp_ratio 2. `fmnist-base` is twice as wide and 1.5x as deep
  * as `fmnist` (embed_dim 128, depth 6), for longer runs. timm presets (vit_tiny_patch16_224, ...)
  * work too, at 224x224 RGB. */
+// every small preset's MAE decoder and AIM head (modelSpec copies them out)
+const SMALL_HEADS = {
+  mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
+  aim: { head_hidden_dim: 128, head_blocks: 2 },
+};
 export const TRAIN_PRESETS = {
   fmnist: {
     encoder: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 },
-    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
-    aim: { head_hidden_dim: 128, head_blocks: 2 },
+    ...SMALL_HEADS,
   },
   // patch 7 (4x4 = 16 patches + [CLS]) at embed_dim 128 costs about what `fmnist` costs per MAE
   // step (fewer, wider tokens) and its features are twice as wide: better kNN per minute than
   // `fmnist` (README)
   'fmnist-p7': {
     encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 128, depth: 4, num_heads: 4 },
-    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
-    aim: { head_hidden_dim: 128, head_blocks: 2 },
+    ...SMALL_HEADS,
   },
   // the default: `fmnist-p7` with MLPs of 2x width instead of 4x. An MAE step costs 1/1.27 of
   // `fmnist-p7`'s at 2 threads, 1/1.5 at one (the MLPs and their GELU are most of it;
@@ -40,13 +43,11 @@ export const TRAIN_PRESETS = {
   // after 4000: 83.00%): the most kNN per minute measured (README)
   'fmnist-p7-mlp2': {
     encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 128, depth: 4, num_heads: 4, mlp_ratio: 2 },
-    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
-    aim: { head_hidden_dim: 128, head_blocks: 2 },
+    ...SMALL_HEADS,
   },
   'fmnist-base': {
     encoder: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 128, depth: 6, num_heads: 4 },
-    mae: { decoder_dim: 64, decoder_depth: 2, decoder_heads: 4, norm_pix_loss: true },
-    aim: { head_hidden_dim: 128, head_blocks: 2 },
+    ...SMALL_HEADS,
   },
 };
 
@@ -141,28 +142,35 @@ export function makeBatch(ds, indices, out = null) {
 
 // ---- the run -----------------------------------------------------------------------------------
 
-/** One training run: model (trainer initialised), data set, batch, total steps, data seed.
- * step() trains on the next batch of the order; the position comes from model.stepCount, so a
- * model restored with loadTrainState continues where it stopped. */
+/** One training run: model (trainer initialised), data set (the images `indices` of it, default
+ * all), batch, total steps, data seed. step() trains on the next batch of the order; the position
+ * comes from model.stepCount, so a model restored with loadTrainState continues where it stopped. */
 export class TrainingRun {
-  constructor({ model, dataset, batch, steps, dataSeed }) {
+  constructor({ model, dataset, indices = null, batch, steps, dataSeed }) {
     if (model.dims.img !== dataset.size || model.dims.chans !== dataset.chans)
       throw new Error(`data set ${dataset.name} is ${dataset.size}x${dataset.size}x${dataset.chans}, the model takes ${model.dims.img}x${model.dims.img}x${model.dims.chans}`);
     this.model = model;
     this.dataset = dataset;
+    this.indices = indices;
+    this.n = indices ? indices.length : dataset.n;
     this.batch = batch;
     this.steps = steps;
-    this.order = new DataOrder(dataset.n, dataSeed);
+    this.order = new DataOrder(this.n, dataSeed);
     this._buf = new Float32Array(batch * dataset.chans * dataset.size * dataset.size);
   }
   get step() { return this.model.stepCount; }
   get done() { return this.step >= this.steps; }
-  get epoch() { return (this.step * this.batch) / this.dataset.n; }
+  get epoch() { return (this.step * this.batch) / this.n; }
+  /** The data set's indices of the images of step `step`. */
+  imagesAt(step) {
+    const pos = this.order.batch(step, this.batch);
+    return this.indices ? Int32Array.from(pos, (p) => this.indices[p]) : pos;
+  }
   /** One step: { step (done so far), loss, seconds }. Throws the engine's VitrineError on a
    * non-finite loss (the model keeps its last good state). */
   trainOne() {
     const t0 = performance.now();
-    const idx = this.order.batch(this.step, this.batch);
+    const idx = this.imagesAt(this.step);
     makeBatch(this.dataset, idx, this._buf);
     const loss = this.model.trainStep(this._buf, this.batch);
     return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
