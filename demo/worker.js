@@ -7,7 +7,9 @@
 // VisionTransformer with a head, Model.trainStepLabels on the user's classes; web/classify.js:
 // the CLI's settings, split, evaluation and prediction).
 import { createVitrine, simdSupported, toRGBA } from '../web/vitrine.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, DataOrder, makeBatch, showMasks, withMetadata } from '../web/train.js';
+import { TRAIN_PRESETS, modelSpec, encoderPrefix, DataOrder, showMasks } from '../web/train.js';
+import { makeBatch } from '../web/images.js';
+import { withMetadata } from '../web/safetensors.js';
 import { classifierSpec, classifyTrainerOptions, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFY_DEFAULTS,
   CLASSIFIER_FORMAT } from '../web/classify.js';
 import { fitReport, planStep, resolvePolicy, fmtBytes } from './plan.js';
