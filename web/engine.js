@@ -41,26 +41,27 @@ export class Vitrine {
   /** Tests: chunks of pooled loops each thread has run so far ([caller, worker 1, ...]). */
   _chunksRun() { return Array.from({ length: this.threads }, (_, t) => this._c.threads_chunks_run(t)); }
 
-  // ---- memory: fresh views on every use, never kept across a call into wasm ----
-  u8() { return new Uint8Array(this._low.buffer()); }
-  f32(ptr, n) { return new Float32Array(this._low.buffer(), ptr >>> 0, n); }
-  f64(ptr, n) { return new Float64Array(this._low.buffer(), ptr >>> 0, n); }
-  u32(ptr, n) { return new Uint32Array(this._low.buffer(), ptr >>> 0, n); }
-  i32(ptr, n) { return new Int32Array(this._low.buffer(), ptr >>> 0, n); }
+  // ---- memory: fresh views on every use, never kept across a call into wasm. @internal: the
+  // shell's own helpers (web/model.js), not declared in vitrine.d.ts ----
+  /** @internal */ u8() { return new Uint8Array(this._low.buffer()); }
+  /** @internal */ f32(ptr, n) { return new Float32Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ f64(ptr, n) { return new Float64Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ u32(ptr, n) { return new Uint32Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ i32(ptr, n) { return new Int32Array(this._low.buffer(), ptr >>> 0, n); }
 
-  alloc(bytes) {
+  /** @internal */ alloc(bytes) {
     const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
     if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
     return p;
   }
-  free(p) { if (p) this._c.free(p); }
-  copyIn(bytes) { // a typed array -> a new wasm allocation
+  /** @internal */ free(p) { if (p) this._c.free(p); }
+  /** @internal */ copyIn(bytes) { // a typed array -> a new wasm allocation
     const src = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const p = this.alloc(src.length);
     this.u8().set(src, p);
     return p;
   }
-  cstring(ptr) {
+  /** @internal */ cstring(ptr) {
     ptr >>>= 0;
     if (!ptr) return null;
     const u8 = this.u8();
@@ -68,8 +69,8 @@ export class Vitrine {
     while (u8[end]) end++;
     return new TextDecoder().decode(u8.slice(ptr, end)); // a copy: decode() refuses shared memory
   }
-  str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
-  // Runs fn(...ptrs) with C strings made from strs, freed afterwards.
+  /** @internal */ str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
+  /** @internal Runs fn(...ptrs) with C strings made from strs, freed afterwards. */
   withStrings(strs, fn) {
     const ptrs = [];
     try {
@@ -77,11 +78,11 @@ export class Vitrine {
       return fn(...ptrs);
     } finally { ptrs.forEach((p) => this.free(p)); }
   }
-  error(status) {
+  /** @internal */ error(status) {
     const msg = this.cstring(this._c.last_error()) || 'unknown error';
     return new VitrineError(msg, status);
   }
-  check(rc) { if (rc < 0) throw this.error(rc); return rc; }
+  /** @internal */ check(rc) { if (rc < 0) throw this.error(rc); return rc; }
 
   // ---- results laid out by name (vtw_manifest's layouts) ----
   _layout(name) {
@@ -90,7 +91,7 @@ export class Vitrine {
     const width = L.type === 'text' ? this.manifest.limits.policy_text_max : ELEMENT[L.type][1];
     return { ...L, width, bytes: L.size * width };
   }
-  /** The fields of layout `name` at ptr, by name (camelCase): numbers, or strings for a text layout. */
+  /** @internal The fields of layout `name` at ptr, by name (camelCase): numbers, or strings for a text layout. */
   readLayout(name, ptr) {
     const L = this._layout(name), out = {};
     const view = L.type === 'text' ? null : new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
@@ -98,7 +99,7 @@ export class Vitrine {
       out[camelCase(f)] = view ? view[i] : this.cstring((ptr >>> 0) + i * L.width) || '';
     return out;
   }
-  /** Writes the fields of `values` (camelCase names; every field of the layout) at ptr. */
+  /** @internal Writes the fields of `values` (camelCase names; every field of the layout) at ptr. */
   writeLayout(name, ptr, values) {
     const L = this._layout(name), view = new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
     for (const [f, i] of Object.entries(L.fields)) {
@@ -107,7 +108,7 @@ export class Vitrine {
       view[i] = Number(v);
     }
   }
-  /** Calls fn(...ptrs) with a zeroed array for each layout named (filled from `inputs[i]` when
+  /** @internal Calls fn(...ptrs) with a zeroed array for each layout named (filled from `inputs[i]` when
    * given), checks its status and returns the layouts' fields by name (an array of objects). */
   withLayouts(names, fn, inputs = []) {
     const ptrs = [];
@@ -122,7 +123,7 @@ export class Vitrine {
       return names.map((n, i) => this.readLayout(n, ptrs[i]));
     } finally { ptrs.forEach((p) => this.free(p)); }
   }
-  /** Bytes the engine allocated and handed out through a bytes_out layout (fn(ptr)), copied, then freed. */
+  /** @internal Bytes the engine allocated and handed out through a bytes_out layout (fn(ptr)), copied, then freed. */
   takeBytes(fn) {
     const [{ ptr, len }] = this.withLayouts(['bytes_out'], fn);
     const bytes = this.u8().slice(ptr, ptr + len);
