@@ -171,9 +171,9 @@ export async function decodeBlob(blob) {
 }
 
 /** Images as the model takes them: Float32Array NCHW passes through (its length checked);
- * ImageData-like { width, height, data: RGBA } and ImageBitmap (one or an array) go through the
- * pipeline: resizeCrop to the model's size and channels, then (v / 255 - mean) / std with
- * stats { mean, std } (ImageNet's by default). Returns { data, batch }. */
+ * ImageBitmap (any size) and ImageData-like { width, height, data: RGBA } (the model's size) go
+ * through the pipeline: resizeCrop to the model's size and channels, then (v / 255 - mean) / std
+ * with stats { mean, std } (ImageNet's by default). Returns { data, batch }. */
 export function toNCHW(images, { img, chans }, stats = {}) {
   const per = chans * img * img;
   if (images instanceof Float32Array) {
@@ -185,9 +185,12 @@ export function toNCHW(images, { img, chans }, stats = {}) {
   if (!list.length) throw new VitrineError('images: empty list', -1);
   const pixels = new Uint8Array(list.length * per);
   list.forEach((im, b) => {
-    if (isBitmap(im)) im = bitmapPixels(im);
+    const bitmap = isBitmap(im);
+    if (bitmap) im = bitmapPixels(im);
     if (!isImageLike(im) || im.data.length !== 4 * im.width * im.height)
       throw new VitrineError('images: expected Float32Array (NCHW), ImageData (RGBA) or ImageBitmap', -1);
+    if (!bitmap && (im.width !== img || im.height !== img)) // pixels the caller prepared: the model's size
+      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img} (decodeBlob + resizeCrop, or an ImageBitmap, resize)`, -1);
     pixels.set(resizeCrop(im.data, im.width, im.height, 4, img, chans), b * per);
   });
   const ds = { chans, size: img, pixels };

@@ -176,9 +176,9 @@ export class Vitrine {
 export interface ImageDataLike { readonly width: number; readonly height: number; readonly data: Uint8ClampedArray | Uint8Array; }
 /** An ImageBitmap (browser only: its pixels read through a canvas, then the pixel pipeline). */
 export interface ImageBitmapLike { readonly width: number; readonly height: number; close(): void; }
-/** ImageData / ImageBitmap of any size (one or an array; through the pixel pipeline: shorter side
- * resized to the model's size, centre crop, its channels, normalised with mean / std) or
- * Float32Array NCHW (taken as it is). */
+/** ImageBitmap of any size or ImageData of the model's size (one or an array; through the pixel
+ * pipeline: shorter side resized to the model's size, centre crop, its channels, normalised with
+ * mean / std) or Float32Array NCHW (taken as it is). */
 export type Images = Float32Array | ImageDataLike | ImageBitmapLike | Array<ImageDataLike | ImageBitmapLike>;
 /** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
 export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
