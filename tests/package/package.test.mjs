@@ -3,7 +3,7 @@
 // WASM_BUILDS), then each test in a fresh temporary directory outside the repository, with the
 // tarball installed by `npm install <tarball>` (its dependencies, pngjs and jpeg-js, from the npm
 // cache, else the registry) and none of the repository's VITRINE_* variables:
-//   contents  the shell, its .d.ts, the CLI and every file of WASM_BUILDS; no C, tests, benchmarks, fixtures
+//   contents  the shell, its .d.ts, the CLI, the docs and every file of wasm/builds.json; no C, tests, benchmarks, fixtures
 //   prepack   its check of build/wasm/ (a missing build file, a stray vitrine-* file) on a made-up directory
 //   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors
 //   cli       npx vitrine plan / parity <fixture> from the installed package, as the repository's CLI
@@ -68,7 +68,8 @@ after(() => { for (const d of temps) rmSync(d, { recursive: true, force: true })
 test('contents: the shell, its types, the CLI and every wasm build; nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
   const web = readdirSync(join(REPO, 'web'), { recursive: true }).map((f) => `web/${f.split(sep).join('/')}`).filter((f) => /\.(js|ts)$/.test(f));
-  const want = ['package.json', 'README.md', 'LICENSE', 'wasm/builds.json', ...web, `build/wasm/${TABLE}`,
+  const docs = readdirSync(join(REPO, 'docs')).map((f) => `docs/${f}`);
+  const want = ['package.json', 'README.md', 'LICENSE', 'wasm/builds.json', ...web, ...docs, `build/wasm/${TABLE}`,
     ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
   assert.deepEqual(files, want.sort());
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
