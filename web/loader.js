@@ -101,15 +101,20 @@ async function readBytes(url) {
   return new Uint8Array(await res.arrayBuffer());
 }
 
+// The Node-only builds' files (and a glue the build table does not import) are found by a URL
+// made at run time from this base: not a literal, so bundlers neither copy nor follow them.
+const WASM_BASE = '../build/wasm/';
+
 /** Loads build `name`: options { wasmDir, locateFile } as createVitrine's. Returns `low` (above). */
 export async function loadBuild(name, options = {}) {
   const b = WASM_BUILDS[name], wasmFile = b.files.find((f) => f.endsWith('.wasm'));
   if (!b.browser && !IS_NODE) throw new Error(`the ${name} build runs in Node only; use wasm: '${manifest.default.join("', '")}'`);
   const dir = options.wasmDir || envWasmDir();
-  let url = dir ? await fileUrl(dir, wasmFile) : urls[name] ? urls[name]() : new URL(`../build/wasm/${wasmFile}`, import.meta.url);
+  let url = dir ? await fileUrl(dir, wasmFile) : urls[name] ? urls[name]() : new URL(WASM_BASE + wasmFile, import.meta.url);
   let factory = glue[name];
   if (b.runtime === 'emscripten' && (dir || !factory)) {
-    const glueUrl = dir ? await fileUrl(dir, b.files.find((f) => f.endsWith('.mjs'))) : new URL(`../build/wasm/${b.files[0]}`, import.meta.url);
+    const glueFile = b.files.find((f) => f.endsWith('.mjs'));
+    const glueUrl = dir ? await fileUrl(dir, glueFile) : new URL(WASM_BASE + glueFile, import.meta.url);
     factory = (await import(/* @vite-ignore */ /* webpackIgnore: true */ glueUrl.href)).default;
   }
   if (options.locateFile) url = await toUrl(await options.locateFile(wasmFile, url));
