@@ -191,7 +191,7 @@ async function startReactor(bytes, { imports = {}, memory = null } = {}) {
     memory: pages != null ? memory : null, run: 'vtw_worker_run', stack: { global: '__stack_pointer' } };
 }
 
-// Node's WASI builds: 'wasi-simd', 'wasi-scalar', 'wasi-simd-mt' (imports a shared memory)
+// Node's WASI builds (node:wasi); a "-mt" one imports a shared memory
 async function startWasi(bytes) {
   const { WASI } = await nodeModule('wasi');
   const module = await WebAssembly.compile(bytes);

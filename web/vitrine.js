@@ -28,8 +28,8 @@ export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './safe
 
 /**
  * createVitrine({ wasm, threads, locateFile, wasmDir }) -> Promise<Vitrine>
- * wasm: a name of WASM_BUILDS ('relaxed' | 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar', or a
- * shared-memory file 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt', asked for even at 1 thread) or 'wasi'.
+ * wasm: a name of WASM_BUILDS (wasm/builds.json; a shared-memory "-mt" file is asked for even at 1
+ * thread) or 'wasi'.
  * Default: 'relaxed' (SIMD128 + fused multiply-add) where relaxed SIMD validates, else 'simd'
  * where SIMD128 validates, else 'scalar' (wasm/builds.json's `default`). The default trades
  * bit-identity with the SIMD128 build for ~1.5-2x speed: 'relaxed' rounds each multiply-add once,
