@@ -69,6 +69,13 @@ static const char *const call_names[] = {
     [VT_FN_ENCODE] = "encode", [VT_FN_FORWARD] = "forward", [VT_FN_INTERMEDIATES] = "intermediates",
     [VT_FN_INTERMEDIATES_NORM] = "intermediates_norm", [VT_FN_LOSS] = "loss", [VT_FN_TIMM_FORWARD] = "timm_forward"};
 
+/* Every layout by name: its element type and its fields in order (from VTW_LAYOUTS). */
+#define VTW_NAME(f) #f,
+#define VTW_NAMES(layout, type, FIELDS) static const char *const layout##_names[] = {FIELDS(VTW_NAME)};
+VTW_LAYOUTS(VTW_NAMES)
+#define VTW_ENTRY(layout, type, FIELDS) {#layout, #type, layout##_names, layout##_SIZE},
+static const struct { const char *name, *type; const char *const *fields; int n; } layouts[] = {VTW_LAYOUTS(VTW_ENTRY)};
+
 /* What the shell needs to know of this engine, as JSON (a static string, built once):
  * {"layouts": {"step_plan": {"type": "f64", "size": 22, "fields": {"params": 0, ...}}, ...},
  *  "kinds": [...], "calls": [...], "policies": [...], "presets": [...],
@@ -78,13 +85,12 @@ VTW_API const char *vtw_manifest(void) {
     if (json[0]) return json;
     size_t k = 0, cap = sizeof json;
 #define PUT(...) (k += (size_t)snprintf(json + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__))
-#define VTW_FIELD(f) PUT("%s\"%s\": %d", i ? ", " : "", #f, i); i++;
-#define VTW_DESCRIBE(layout, type, FIELDS) { int i = 0; \
-        PUT("%s\"%s\": {\"type\": \"%s\", \"size\": %d, \"fields\": {", n++ ? ", " : "", #layout, #type, layout##_SIZE); \
-        FIELDS(VTW_FIELD) PUT("}}"); }
-    int n = 0;
     PUT("{\"layouts\": {");
-    VTW_LAYOUTS(VTW_DESCRIBE)
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        PUT("%s\"%s\": {\"type\": \"%s\", \"size\": %d, \"fields\": {", l ? ", " : "", layouts[l].name, layouts[l].type, layouts[l].n);
+        for (int i = 0; i < layouts[l].n; i++) PUT("%s\"%s\": %d", i ? ", " : "", layouts[l].fields[i], i);
+        PUT("}}");
+    }
     PUT("}, \"kinds\": [");
     for (int i = VT_KIND_TIMM; i <= VT_KIND_AIM; i++) PUT("%s\"%s\"", i ? ", " : "", vt_kind_name((vt_kind)i));
     PUT("], \"calls\": [");
@@ -96,8 +102,6 @@ VTW_API const char *vtw_manifest(void) {
     PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
 #undef PUT
-#undef VTW_FIELD
-#undef VTW_DESCRIBE
     if (k >= cap) { json[0] = 0; vt_fail(VT_ERR_NOMEM, "vtw_manifest: %zu bytes do not fit its buffer", k); return NULL; }
     return json;
 }
