@@ -47,6 +47,18 @@ function seedHalves(seed) {
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
 
+// A plan's byte counts are exact integers in JavaScript only up to 2^53: a plan beyond that (a
+// batch of billions) is refused rather than printed rounded.
+function exactBytes(plan, batch) {
+  for (const [k, v] of Object.entries(plan))
+    if (!Number.isSafeInteger(v)) throw new VitrineError(`plan of batch ${batch}: ${k} of about ${v.toExponential(2)} bytes, more than 2^53: beyond what JavaScript counts exactly (a smaller batch)`, -1);
+  return plan;
+}
+
+/** @internal The engine's model_dims layout as Model.dims names it. */
+export const modelDims = (d) => ({ img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth,
+  heads: d.numHeads, prefix: d.prefixTokens });
+
 export class Model {
   constructor(vt, handle, kind) {
     this._vt = vt;
@@ -54,9 +66,7 @@ export class Model {
     this.kind = kind;
     this._inputs = [];   // wasm allocations of the last forward's inputs (kept for backward)
     this._last = null;   // { fn, batch, nImages, sizes | train } of the last call
-    const [d] = vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p));
-    this.dims = { img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth, heads: d.numHeads,
-      prefix: d.prefixTokens };
+    this.dims = modelDims(vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p))[0]);
   }
   get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
   _fn(name) { // a call's number (vt_fn) from its name
@@ -240,7 +250,7 @@ export class Model {
    * intermediates | intermediates_norm | loss | timm_forward. */
   plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
     const vt = this._vt, c = this._c, f = this._fn(fn);
-    return vt.withLayouts(['plan_bytes'], (out) => c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out))[0];
+    return exactBytes(vt.withLayouts(['plan_bytes'], (out) => c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out))[0], batch);
   }
 
   /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
@@ -256,6 +266,7 @@ export class Model {
       (out, names) => c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names)));
     const keys = Object.keys(vt.manifest.layouts.plan_bytes.fields);
     const bytes = (prefix) => Object.fromEntries(keys.map((k) => [k, r[prefix ? prefix + k[0].toUpperCase() + k.slice(1) : k]]));
+    exactBytes(bytes(''), batch);
     return {
       ...bytes(''), policyMet: r.policyMet === 1, tokensKept: r.tokensKept, tokensMasked: r.tokensMasked,
       recomputeFlops: r.recomputeFlops, fits: r.fits === 1,

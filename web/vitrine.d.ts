@@ -28,8 +28,8 @@ export interface CreateOptions {
   /** Kernel threads, 1..64. Default: every core the host reports (navigator.hardwareConcurrency,
    * os.availableParallelism()). More than 1 needs SharedArrayBuffer (in a browser: a
    * cross-origin-isolated page, COOP same-origin + COEP require-corp) and a SIMD build; where
-   * that is missing the engine runs on 1 thread and `threadsNote` says why. Every count gives
-   * the same bits. */
+   * that is missing (or the workers fail to start) the engine runs on 1 thread and `threadsNote`
+   * says why. Every count gives the same bits. */
   threads?: number;
 }
 
@@ -148,15 +148,17 @@ export class Vitrine {
   readonly manifest: EngineManifest;
   /** This build has the SIMD128 kernels (not only -msimd128). */
   readonly simdKernels: boolean;
-  /** Threads the kernels use (the caller + pool workers). */
+  /** Threads the kernels use (the caller + pool workers alive). */
   readonly threads: number;
   /** The shared-memory (-mt) file is loaded. */
   readonly threaded: boolean;
-  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...'), else null. */
+  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...',
+   * '2 threads: pool worker 1 stopped (exit code 1)'), else null. */
   readonly threadsNote: string | null;
   /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
   readonly threadStackBytes: number;
-  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker died
+   * unseen (a bounded wait; threadsNote then says so). */
   close(): void;
   /** The timm preset names the engine knows. */
   presets(): string[];
@@ -165,6 +167,9 @@ export class Vitrine {
   /** A byte count as budget:BYTES reads it ('300MB' -> 300000000, '256MiB'); throws a VitrineError otherwise. */
   parseBytes(text: string): number;
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
+  /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
+   * checks it (a VitrineError otherwise), nothing allocated. */
+  checkModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): ModelDims;
   /** readError: the file could not be read (bytes are ignored); the result says so. */
   parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
   /** Size of the wasm linear memory in bytes. */
@@ -215,9 +220,12 @@ export interface ModelMemory {
   arena: { planned: number; peak: number; capacity: number };
 }
 
+/** A model's image size, patch size, channels, width, depth, heads and prefix tokens ([CLS] + registers). */
+export interface ModelDims { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number }
+
 export class Model {
   readonly kind: ModelKind;
-  readonly dims: { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number };
+  readonly dims: ModelDims;
   encode(images: Images, options?: CallOptions): Tensor;
   /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
   timmForward(images: Images, options?: CallOptions): Tensor;

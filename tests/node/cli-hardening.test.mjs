@@ -160,11 +160,11 @@ test('resume reads only the data the user names; broken metadata is one line', (
   r = node(['train', '--resume', evil, '--data', imgs, '--out', path.join(dir, 'o2'), '--no-eval']);
   assert.equal(r.status, 0, r.stderr);
   // broken metadata: one line each, nothing written
-  const cases = [[{ vitrine_run: '{"batch": ' }, /damaged checkpoint metadata \(vitrine_run is not JSON/],
-    [{ vitrine_run: JSON.stringify({ ...run, batch: 1e9 }) }, /damaged checkpoint metadata \(batch 1000000000\)/],
-    [{ vitrine_run: JSON.stringify({ ...run, seed: '-1' }) }, /damaged checkpoint metadata \(seed "-1"\)/],
-    [{ vitrine_run: JSON.stringify({ ...run, lr: 'x' }) }, /damaged checkpoint metadata \(lr "x"\)/],
-    [{ model_config: '{' }, /damaged checkpoint metadata \(model_config is not JSON/]];
+  const cases = [[{ vitrine_run: '{"batch": ' }, /damaged checkpoint metadata: vitrine_run: not JSON/],
+    [{ vitrine_run: JSON.stringify({ ...run, batch: 1e9 }) }, /damaged checkpoint metadata: vitrine_run\.batch: 1000000000 is not a whole number/],
+    [{ vitrine_run: JSON.stringify({ ...run, seed: '-1' }) }, /damaged checkpoint metadata: vitrine_run\.seed: "-1" is not/],
+    [{ vitrine_run: JSON.stringify({ ...run, lr: 'x' }) }, /damaged checkpoint metadata: vitrine_run\.lr: "x" is not a number/],
+    [{ model_config: '{' }, /damaged checkpoint metadata: model_config: not JSON/]];
   for (const [extra, re] of cases) {
     const f = path.join(dir, 'broken.safetensors');
     writeFileSync(f, withMetadata(new Uint8Array(readFileSync(ck)), extra));

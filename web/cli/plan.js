@@ -9,7 +9,8 @@
 import { TRAIN_PRESETS, modelSpec } from '../train.js';
 import { classifierSpec, CLASSIFY_DEFAULTS } from '../classify.js';
 import { CliError, whole, oneOf } from './args.js';
-import { loadEngine, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { loadEngine, specDims, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { setPolicy } from './run.js';
 import { readConfig, mib } from './io.js';
 import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
 
@@ -64,10 +65,11 @@ async function plan(o) {
   try { spec = specOf(o, objective); } catch (e) { throw new CliError(e.message, e instanceof CliError ? e.status : 2); }
   const vt = await loadEngine(o), nt = vt.threads;
   let model;
+  specDims(vt, spec); // --preset / --config refused by name, before anything is allocated
   try {
     model = vt.createModel(spec);
     const policy = o.policy || TRAIN_DEFAULTS.policy;
-    model.setGradCheckpointing(policy);
+    setPolicy(model, policy);
     const budget = o.budget != null ? budgetOf(vt, o.budget) : null;
     const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
     const maskRatio = objective === 'mae' ? o.maskRatio ?? TRAIN_DEFAULTS.maskRatio : null;
@@ -84,7 +86,7 @@ async function plan(o) {
     return 0;
   } catch (e) {
     if (e instanceof CliError) throw e;
-    throw new CliError(e.message);
+    throw new CliError(e.message, e.code === 'VT_ERR_ARG' ? 2 : 1); // what the flags asked for is refused: a usage error
   } finally { if (model) model.dispose(); }
 }
 
