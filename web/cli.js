@@ -7,7 +7,8 @@
 // BUILD: relaxed | simd | scalar | wasi | wasi-simd | wasi-scalar (default: the best this host runs:
 // relaxed SIMD, which Node 20 gets from the V8 flag set below, else SIMD128, else scalar).
 // --threads N: kernel threads (default every core; the same bits at any count).
-// Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error.
+// Exit status: 0 all passed, 1 a check failed or a file could not be run, 2 usage error or (parity)
+// a file that could not be read. parity --tap / --junit FILE / --tolerance: web/parity-report.js.
 import { mkdirSync, readdirSync, unlinkSync, statSync, rmdirSync, existsSync } from 'node:fs';
 import path, { basename } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -15,19 +16,13 @@ import { createRequire } from 'node:module';
 import { createVitrine, readSafetensorsMeta, enableNodeRelaxedSimd } from './vitrine.js';
 import { loadFashionMNIST, loadImageFolder, adapt, writeAtomic, readRegularFile, makeDirs, resumedData, DataError, DEFAULT_MAX_PIXELS } from './data.js';
 import { cmdTrainClassify, cmdPredict, PREDICT_USAGE } from './classify-cli.js';
+import { checkTolerance, applyTolerance, passRule, textLine, tapReport, junitReport, unreadable } from './parity-report.js';
 import { TRAIN_PRESETS, modelSpec, encoderPrefix, TrainingRun, withMetadata, knnReadouts, READOUTS,
   showMasks, visualizeGrid, makeBatch } from './train.js';
 
-const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
+const USAGE_PARITY = 'usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json | --tap] [--junit FILE] [--tolerance T] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
 const USAGE_PLAN = 'vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--wasm relaxed|simd|scalar|wasi] [--threads N]';
 
-// printf's %.Ne: the exponent has at least two digits.
-function fmtE(v, digits) {
-  const [m, e] = Number(v).toExponential(digits).split('e');
-  const sign = e[0] === '-' ? '-' : '+';
-  const ex = e.replace(/^[+-]/, '');
-  return `${m}e${sign}${ex.length < 2 ? '0' + ex : ex}`;
-}
 // strerror() wording for the usual reasons a file cannot be opened.
 const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory',
   ENOTDIR: 'Not a directory', ENOSPC: 'No space left on device', EFBIG: 'File too large', EDQUOT: 'Disk quota exceeded',
@@ -65,7 +60,7 @@ async function loadEngine(wasm, threads) {
 }
 
 async function cmdParity(args) {
-  let policy = null, dump = null, json = false, wasm, threads;
+  let policy = null, dump = null, json = false, tap = false, junit = null, tolerance, wasm, threads;
   const files = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
@@ -73,34 +68,51 @@ async function cmdParity(args) {
     else if (a === '--dump' && i + 1 < args.length) dump = args[++i];
     else if (a === '--wasm' && i + 1 < args.length) wasm = args[++i];
     else if (a === '--threads' && i + 1 < args.length) threads = args[++i];
+    else if (a === '--junit' && i + 1 < args.length) junit = args[++i];
+    else if (a === '--tolerance' && i + 1 < args.length) tolerance = args[++i];
     else if (a === '--json') json = true;
+    else if (a === '--tap') tap = true;
     else if (a.startsWith('--')) { process.stderr.write(`vitrine parity: unknown option ${a}\n`); return 2; }
     else files.push(a);
   }
   if (!files.length) { process.stderr.write(USAGE_PARITY + '\n'); return 2; }
+  if (json && tap) { process.stderr.write('vitrine parity: --json and --tap are two forms of stdout: choose one\n'); return 2; }
+  let tol;
+  try { tol = checkTolerance(tolerance); } catch (e) { process.stderr.write(`vitrine parity: --${e.message}\n`); return 2; }
   let vt;
   try { vt = await loadEngine(wasm, threads); } catch (e) { process.stderr.write(`vitrine parity: ${e.message}\n`); return 2; }
   if (dump) try { makeDirs(dump); } catch (e) { process.stderr.write(`vitrine parity: --dump ${e.message}\n`); return 2; }
-  let failed = 0;
+  let failed = 0, unread = 0;
+  const items = [];
   if (json) process.stdout.write('[');
+  else if (!tap) process.stdout.write(passRule(tol) + '\n');
   files.forEach((file, i) => {
     let bytes = null, readError = null;
     try { bytes = readInput(file); } catch (e) { readError = `cannot open ${file}: ${why(e)}`; }
-    const r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
+    const t0 = performance.now();
+    let r = vt.parity(bytes, { policy, dump: !!dump, file, readError });
+    if (tolerance != null) r = applyTolerance(r, tol);
+    items.push({ file, result: r, seconds: (performance.now() - t0) / 1000 });
     if (!r.pass) failed++;
+    if (unreadable(r)) unread++;
     if (dump && r.dump) { // pass or fail: what was computed
       try { writeAtomic(path.join(dump, basename(file)), r.dump); } catch (e) { process.stderr.write(`vitrine parity: cannot write ${path.join(dump, basename(file))}: ${why(e)}\n`); failed++; }
     }
-    if (json) {
-      process.stdout.write(`${i ? ',' : ''}\n ${r.json}`);
-    } else if (r.error) {
-      process.stdout.write(`FAIL ${file}: ${r.error}\n`);
-    } else if (r.worst != null) {
-      process.stdout.write(`${r.pass ? 'PASS' : 'FAIL'} ${file}  worst ${r.worst} err ${fmtE(r.err, 3)} torch32_err ${fmtE(r.torch32_err, 3)}  (${r.tensors.length} tensors, max torch32_err ${fmtE(r.max_torch32_err, 3)})\n`);
-    }
+    if (json) { // the harness's JSON; with --tolerance, its pass under the tighter rule and the tolerance
+      const text = tolerance == null ? r.json : r.json.replace(/"pass": (true|false)/, `"pass": ${r.pass}, "tolerance": ${tol}`);
+      process.stdout.write(`${i ? ',' : ''}\n ${text}`);
+    } else if (!tap) process.stdout.write(textLine(file, r) + '\n');
   });
-  process.stdout.write(json ? '\n]\n' : `${files.length - failed} passed, ${failed} failed\n`);
-  return failed ? 1 : 0;
+  if (json) process.stdout.write('\n]\n');
+  else if (tap) process.stdout.write(tapReport(items, tol));
+  else process.stdout.write(`${files.length - failed} passed, ${failed} failed\n`);
+  if (junit) {
+    try { writeAtomic(junit, new TextEncoder().encode(junitReport(items, { tolerance: tol, policy, build: vt.build }))); } catch (e) {
+      process.stderr.write(`vitrine parity: cannot write --junit ${junit}: ${why(e)}\n`);
+      return 2;
+    }
+  }
+  return unread ? 2 : failed ? 1 : 0;
 }
 
 async function cmdPlan(args) {

@@ -221,10 +221,11 @@ export function resumedData(file, stored, given) {
   return path.resolve(given);
 }
 
-// strerror() wording for the usual reasons a path cannot be made
+// strerror() wording for the usual reasons a path cannot be made (or read)
 const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', ENOTDIR: 'Not a directory',
-  ENOSPC: 'No space left on device', EROFS: 'Read-only file system', EEXIST: 'File exists', EDQUOT: 'Disk quota exceeded' };
-const strerror = (e) => STRERROR[e.code] || e.message;
+  ENOSPC: 'No space left on device', EROFS: 'Read-only file system', EEXIST: 'File exists', EDQUOT: 'Disk quota exceeded',
+  EISDIR: 'Is a directory' };
+export const strerror = (e) => STRERROR[e.code] || e.message;
 
 /** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
  * time, each checked. Returns the directories it created (to remove them again on failure). */
