@@ -107,7 +107,10 @@ async function cmdParity(args) {
   else if (tap) process.stdout.write(tapReport(items, tol));
   else process.stdout.write(`${files.length - failed} passed, ${failed} failed\n`);
   if (junit) {
-    try { writeAtomic(junit, new TextEncoder().encode(junitReport(items, { tolerance: tol, policy, build: vt.build }))); } catch (e) {
+    try {
+      makeDirs(path.dirname(path.resolve(junit)));
+      writeAtomic(junit, new TextEncoder().encode(junitReport(items, { tolerance: tol, policy, build: vt.build })));
+    } catch (e) {
       process.stderr.write(`vitrine parity: cannot write --junit ${junit}: ${why(e)}\n`);
       return 2;
     }
