@@ -68,7 +68,10 @@ async function cmdParity(args) {
     else if (a === '--dump' && i + 1 < args.length) dump = args[++i];
     else if (a === '--wasm' && i + 1 < args.length) wasm = args[++i];
     else if (a === '--threads' && i + 1 < args.length) threads = args[++i];
-    else if (a === '--junit' && i + 1 < args.length) junit = args[++i];
+    else if (a === '--junit') { // a report file, never the next option taken for one
+      if (i + 1 >= args.length || args[i + 1].startsWith('--')) { process.stderr.write('vitrine parity: --junit needs a file name\n'); return 2; }
+      junit = args[++i];
+    }
     else if (a === '--tolerance' && i + 1 < args.length) tolerance = args[++i];
     else if (a === '--json') json = true;
     else if (a === '--tap') tap = true;
