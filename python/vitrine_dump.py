@@ -677,7 +677,7 @@ class _NoContext:
         return False
 
 
-def _check_inputs(module, cfg, fn, images, given):
+def _check_inputs(cfg, images, given):
     enc = cfg.get('encoder', cfg)
     C, S = enc['in_chans'], enc['img_size']
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or tuple(images.shape[1:]) != (C, S, S):
@@ -733,8 +733,8 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
             raise DumpError(f'{module}.{call} needs {k}')
     if module == KINDS['causal'] and 'mask' in given and 'is_causal' not in given:
         given['is_causal'] = True  # lightly's default, written down
-    _check_inputs(module, config, call, images, given)
-    if any(p.requires_grad for _, p in _params(model)) is False and call != 'loss':
+    _check_inputs(config, images, given)
+    if not any(p.requires_grad for _, p in _params(model)):
         warn('no parameter requires grad: only the image gradient is checked')
     kwargs = dict(given)
     if reference is None:
@@ -749,7 +749,11 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
     # the upstream gradients need the outputs' shapes: one float32 forward without grad first
     with torch.no_grad(), (_SdpaFallback([model]) if sdpa else _NoContext()):
         m = copy.deepcopy(model).eval()
-        shapes = {k: v.shape for k, v in _outputs(call, getattr(m, call)(images, **kwargs)).items()}
+        try:
+            result = getattr(m, call)(images, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- the model's own complaint, passed on
+            raise DumpError(f'{module}.{call} failed in PyTorch: {type(e).__name__}: {e}') from e
+        shapes = {k: v.shape for k, v in _outputs(call, result).items()}
     if call == 'loss':
         douts = {}
     else:
