@@ -113,8 +113,9 @@ static void test_parity_nonfinite(void) {
         char *js = NULL;
         size_t n = 0;
         if (CHECK_OK(vt_parity_json(&r, NULL, &js, &n), "json")) {
+            /* no inf / nan; null only for the absent torch32 errors (these tensors have no torch32/ twin) */
             CHECK(strstr(js, "\"error\": \"expect/sincos.d4.g1.p0 holds an infinity") && !strstr(js, ": inf") &&
-                      !strstr(js, ": nan") && !strstr(js, "null"), "JSON: %s", js);
+                      !strstr(js, ": nan") && !strstr(js, "\"err\": null") && strstr(js, "\"max_torch32_err\": null"), "JSON: %s", js);
             free(js);
         }
         vt_parity_free(&r);

@@ -1,6 +1,7 @@
-// parity-report.js: what `vitrine parity` and vitrine/testing say about parity results (the objects
-// Vitrine.parity returns: the harness's JSON, harness/parity.c): the pass rule and a tighter
-// tolerance, the one-line text form, TAP and JUnit XML. No engine here: results in, text out.
+// parity-report.js: what `vitrine parity` (web/cli/parity.js) and vitrine/testing say about parity
+// results (the objects Vitrine.parity returns: the harness's JSON, harness/parity.c): the pass rule
+// and a tighter tolerance, a failure in a few lines, TAP and JUnit XML. No engine here: results in,
+// text out. A torch32 error the file does not have (null) is left out, as in the CLI's lines.
 
 /** The harness's pass rule (VT_PARITY_TOL, harness/parity.h): every expect/ tensor has
  * err = max|ours - expect| / max|expect| <= 1e-4. */
@@ -8,7 +9,8 @@ export const PARITY_TOLERANCE = 1e-4;
 
 /** printf's %.Ne (the exponent has at least two digits); inf / nan as C prints them. */
 export function fmtE(v, digits = 3) {
-  if (v == null || Number.isNaN(v)) return 'nan';
+  if (v == null) return 'none';
+  if (Number.isNaN(v)) return 'nan';
   if (!Number.isFinite(v)) return v < 0 ? '-inf' : 'inf';
   const [m, e] = Number(v).toExponential(digits).split('e');
   const ex = e.replace(/^[+-]/, '');
@@ -18,16 +20,15 @@ export function fmtE(v, digits = 3) {
  * returns it; Vitrine.parity's readError does). `vitrine parity` exits 2 for such a file. */
 export const unreadable = (r) => r.status === -8;
 
-// torch32_err is -1 when the file has no torch32/ tensor for it
-const fmtT32 = (v) => (v != null && v < 0 ? 'n/a' : fmtE(v));
+// torch32_err is null when the file has no torch32/ tensor for it: then it is left out
+const t32 = (v, text) => (v == null ? '' : text(fmtE(v)));
 
 /** The tolerance a run checks against: PARITY_TOLERANCE, or a tighter one. A looser value is a
  * RangeError: the rule of the format is the loosest a file may pass under. */
-export function checkTolerance(tolerance) {
-  if (tolerance == null) return PARITY_TOLERANCE;
-  const t = typeof tolerance === 'string' && /^[+]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(tolerance.trim()) ? Number(tolerance) : tolerance;
+export function checkTolerance(t) {
+  if (t == null) return PARITY_TOLERANCE;
   if (typeof t !== 'number' || !Number.isFinite(t) || t < 0)
-    throw new RangeError(`tolerance ${JSON.stringify(tolerance)}: not a number >= 0`);
+    throw new RangeError(`tolerance ${JSON.stringify(t)}: not a number >= 0`);
   if (t > PARITY_TOLERANCE)
     throw new RangeError(`tolerance ${fmtE(t)} is looser than the parity rule (err <= ${fmtE(PARITY_TOLERANCE)}): refused; a tolerance can only tighten it`);
   return t;
@@ -51,20 +52,12 @@ export function applyTolerance(result, tolerance = PARITY_TOLERANCE) {
 export const overTolerance = (result, tolerance = result.tolerance ?? PARITY_TOLERANCE) =>
   (result.tensors || []).filter((t) => !(t.err <= tolerance)).sort((a, b) => (b.err > a.err ? 1 : b.err < a.err ? -1 : 0));
 
-/** One line for a file: "PASS file  worst T err E torch32_err E  (N tensors, max torch32_err E)",
- * or "FAIL file: why" when it could not be run (the native CLI's lines, tools/cli.c). */
-export function textLine(file, r) {
-  if (r.error) return `FAIL ${file}: ${r.error}`;
-  if (r.worst == null) return `FAIL ${file}: nothing was compared`;
-  return `${r.pass ? 'PASS' : 'FAIL'} ${file}  worst ${r.worst} err ${fmtE(r.err)} torch32_err ${fmtT32(r.torch32_err)}  ` +
-    `(${r.tensors.length} tensors, max torch32_err ${fmtE(r.max_torch32_err)})`;
-}
-
 /** What failed, in a few lines: the worst tensor, its err and PyTorch's own; the others over. */
 export function failureDetail(r, tolerance = r.tolerance ?? PARITY_TOLERANCE) {
   if (r.error) return r.error;
   const over = overTolerance(r, tolerance);
-  const lines = [`worst tensor ${r.worst}: err ${fmtE(r.err)} > ${fmtE(tolerance)} (PyTorch's own float32: torch32_err ${fmtT32(r.torch32_err)})`];
+  const own = r.torch32_err == null ? 'the file has no torch32/ result for it' : `PyTorch's own float32: torch32_err ${fmtE(r.torch32_err)}`;
+  const lines = [`worst tensor ${r.worst}: err ${fmtE(r.err)} > ${fmtE(tolerance)} (${own})`];
   if (over.length > 1) {
     const shown = over.slice(0, 8).map((t) => `${t.name} ${fmtE(t.err)}`).join(', ');
     lines.push(`${over.length} of ${r.tensors.length} tensors over: ${shown}${over.length > 8 ? ', ...' : ''}`);
@@ -86,10 +79,11 @@ export function tapReport(items, tolerance = PARITY_TOLERANCE) {
     if (r.module) y.push(`  module: ${yamlString(r.module)}`, `  fn: ${yamlString(r.fn)}`);
     if (r.error) y.push(`  error: ${yamlString(r.error)}`);
     if (r.worst != null) {
-      y.push(`  worst: ${yamlString(r.worst)}`, `  err: ${yamlString(fmtE(r.err))}`, `  torch32_err: ${yamlString(fmtT32(r.torch32_err))}`,
-        `  tensors: ${r.tensors.length}`, `  tolerance: ${yamlString(fmtE(tolerance))}`);
+      y.push(`  worst: ${yamlString(r.worst)}`, `  err: ${yamlString(fmtE(r.err))}`);
+      if (r.torch32_err != null) y.push(`  torch32_err: ${yamlString(fmtE(r.torch32_err))}`);
+      y.push(`  tensors: ${r.tensors.length}`, `  tolerance: ${yamlString(fmtE(tolerance))}`);
       const over = overTolerance(r, tolerance);
-      if (over.length) y.push('  over:', ...over.map((t) => `    - { name: ${yamlString(t.name)}, err: ${yamlString(fmtE(t.err))}, torch32_err: ${yamlString(fmtT32(t.torch32_err))} }`));
+      if (over.length) y.push('  over:', ...over.map((t) => `    - { name: ${yamlString(t.name)}, err: ${yamlString(fmtE(t.err))}${t32(t.torch32_err, (e) => `, torch32_err: ${yamlString(e)}`)} }`));
     }
     y.push('  ...');
     out.push(...y);
@@ -123,11 +117,11 @@ export function junitReport(items, { tolerance = PARITY_TOLERANCE, name = 'vitri
     lines.push(`    <testcase name="${xmlEscape(file)}" classname="${xmlEscape(cls)}" file="${xmlEscape(file)}" time="${seconds.toFixed(3)}">`);
     if (r.error) lines.push(`      <error message="${xmlEscape(r.error)}" type="${unreadable(r) ? 'unreadable' : 'not run'}">${xmlEscape(r.error)}</error>`);
     else if (!r.pass) {
-      const msg = `worst tensor ${r.worst}: err ${fmtE(r.err)} > ${fmtE(tolerance)} (torch32_err ${fmtT32(r.torch32_err)})`;
+      const msg = `worst tensor ${r.worst}: err ${fmtE(r.err)} > ${fmtE(tolerance)}${t32(r.torch32_err, (e) => ` (torch32_err ${e})`)}`;
       lines.push(`      <failure message="${xmlEscape(msg)}" type="parity">${xmlEscape(failureDetail(r, tolerance))}</failure>`);
     }
     if (r.tensors && r.tensors.length) {
-      const body = r.tensors.map((t) => `${t.err <= tolerance ? 'ok  ' : 'OVER'} ${t.name} err ${fmtE(t.err)} torch32_err ${fmtT32(t.torch32_err)}`).join('\n');
+      const body = r.tensors.map((t) => `${t.err <= tolerance ? 'ok  ' : 'OVER'} ${t.name} err ${fmtE(t.err)}${t32(t.torch32_err, (e) => ` torch32_err ${e}`)}`).join('\n');
       lines.push(`      <system-out>${xmlEscape(body)}</system-out>`);
     }
     lines.push('    </testcase>');

@@ -109,8 +109,8 @@ test('the pass rule: err <= 1e-4 in the harness, in the CLI and in applyToleranc
       assert.match(c.stdout, new RegExp(`^${pass ? 'PASS' : 'FAIL'} .*worst out err`, 'm'));
     }
     assert.equal(checkTolerance(undefined), 1e-4);
-    assert.equal(checkTolerance('1e-6'), 1e-6);
-    for (const bad of ['1e-3', 'x', '-1', Infinity, '0x10']) assert.throws(() => checkTolerance(bad), RangeError, String(bad));
+    assert.equal(checkTolerance(1e-6), 1e-6);
+    for (const bad of [1e-3, 'x', -1, Infinity, NaN, '1e-6']) assert.throws(() => checkTolerance(bad), RangeError, String(bad));
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });
 
@@ -161,13 +161,24 @@ test('vitrine parity --junit / --tap / --tolerance / --json, and the exit status
     assert.equal(r.status, 2);
     assert.match(r.stderr, /^vitrine parity: --tolerance 1\.000e-03 is looser than the parity rule \(err <= 1\.000e-04\): refused/);
     assert.equal(r.stdout, '');
+    r = cli([pass, '--tolerance=0x10']);
+    assert.equal(r.status, 2);
+    assert.equal(r.stderr, "vitrine parity: --tolerance: '0x10' is not a decimal number\n");
+    r = cli([pass, `--junit=${xml}`, '--tolerance=1e-5', '--tap']); // --flag=value as --flag value
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^TAP version 13\n# vitrine parity: pass rule: .* <= 1\.000e-05 /);
+    assert.match(readFileSync(xml, 'utf8'), /tests="1" failures="0" errors="0"[\s\S]*<property name="tolerance" value="1\.000e-05"\/>/);
+    r = cli(['--help']);
+    assert.equal(r.status, 0);
+    for (const flag of ['--tap', '--junit FILE', '--tolerance T']) assert.match(r.stdout, new RegExp(`^ {2}${flag} `, 'm'));
+    assert.match(r.stdout, /2 a usage error or a file\n +that could not be read/);
     r = cli([pass, fail, '--json', '--tolerance', '1e-9']);
     const j = JSON.parse(r.stdout);
     assert.deepEqual(j.map((o) => [o.pass, o.tolerance]), [[false, 1e-9], [false, 1e-9]]);
     assert.equal(cli([pass, '--json', '--tap']).status, 2);
     r = cli([pass, '--junit']); // then --wasm simd: not a file name
     assert.equal(r.status, 2);
-    assert.match(r.stderr, /^vitrine parity: --junit needs a file name$/m);
+    assert.match(r.stderr, /^vitrine parity: --junit needs a file name \('--wasm' is an option\)$/m);
     assert.ok(!existsSync(path.join(REPO, '--wasm')));
     writeFileSync(path.join(dir, 'file'), 'x');
     r = cli([pass, '--junit', path.join(dir, 'file', 'x.xml')]);
