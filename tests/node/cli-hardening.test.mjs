@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { REPO, WASM_DIR } from './util.mjs';
+import { REPO, WASM_DIR, tmpfs } from './util.mjs';
 import { readSafetensorsMeta } from '../../web/vitrine.js';
 
 const require = createRequire(import.meta.url);
@@ -199,15 +199,6 @@ test('SIGINT saves, says how to resume and exits 130', async () => {
   assert.ok(existsSync(path.join(dir, 'checkpoint.safetensors')));
   rmSync(dir, { recursive: true, force: true });
 });
-
-// A real full disk: a small tmpfs (root only; skipped, saying so, elsewhere).
-function tmpfs(t, kib) {
-  const dir = tmp();
-  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${kib}k`, 'tmpfs', dir], { encoding: 'utf8' });
-  if (r.status !== 0) { t.skip(`cannot mount a tmpfs here (${(r.stderr || '').trim() || 'not root'})`); return null; }
-  t.after(() => { spawnSync('umount', [dir]); rmSync(dir, { recursive: true, force: true }); });
-  return dir;
-}
 
 test('full disk: the truth about the checkpoint, no temporary files, exit 1', (t) => {
   // sizes of a tiny run's files

@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync, readFileSync, readdirSync, existsSync, rmSy
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { REPO, WASM_DIR, FIXTURES, NATIVE } from './util.mjs';
+import { REPO, WASM_DIR, FIXTURES, NATIVE, tmpfs } from './util.mjs';
 import { createVitrine, readSafetensorsHeader, readSafetensorsMeta, withMetadata } from '../../web/vitrine.js';
 
 const CLI = path.join(REPO, 'web/cli.js');
@@ -119,15 +119,6 @@ test('resumed MAE checkpoints: metadata errors name the field; a complete run, -
 test('createVitrine({ threads: \'4\' }) is refused, naming the string (item 6)', async () => {
   await assert.rejects(createVitrine({ threads: '4', wasm: 'simd', wasmDir: WASM_DIR }), /threads must be an integer in \[1, 64\], got the string "4"/);
 });
-
-// A real full disk: a small tmpfs (root only; skipped, saying so, elsewhere).
-function tmpfs(t, kib) {
-  const dir = tmp();
-  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${kib}k`, 'tmpfs', dir], { encoding: 'utf8' });
-  if (r.status !== 0) { t.skip(`cannot mount a tmpfs here (${(r.stderr || '').trim() || 'not root'})`); return null; }
-  t.after(() => { spawnSync('umount', [dir]); rmSync(dir, { recursive: true, force: true }); });
-  return dir;
-}
 
 test('full disk at the end of an MAE run: the encoder that fits is still written, the truth told, exit 1 (item 6)', (t) => {
   const probe = tmp(), train = (out) => cli(['train', '--config', TINY, '--batch', '4', '--steps', '4', '--no-eval', '--out', out]);
