@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # tests/fuzz.sh [SECONDS]: every libFuzzer harness (tests/fuzz/) under ASan + UBSan, and the JS image
-# fuzz loop, for SECONDS in all (default 600), split evenly. The corpus grows in
+# and metadata fuzz loops, for SECONDS in all (default 600), split evenly. The corpus grows in
 # build-asan/fuzz-long/<harness> across runs (seeds: build-asan/fuzz-corpus, written by fuzz_seeds).
 # Prints per harness: runs, crashes, and the edges covered per source file (libFuzzer -print_coverage).
 # Exit status: non-zero when any harness found a crash (its input: build-asan/fuzz-crash-*).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 total=${1:-600}
-harnesses="safetensors config weights checkpoint parity"
-n=6 # five C harnesses + the JS image loop
+harnesses="safetensors config weights checkpoint parity train meta"
+n=9 # seven C harnesses + the JS image and metadata loops
 per=$(( total / n )); [ "$per" -lt 5 ] && per=5
 B=build-asan
 cmake -S . -B $B -DCMAKE_C_COMPILER=clang-14 -DVT_SANITIZE=ON -DVT_WASM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2
@@ -19,7 +19,8 @@ status=0
 for h in $harnesses; do
   mkdir -p $B/fuzz-long/$h
   log=$B/fuzz-$h.log
-  $B/fuzz_$h -max_total_time=$per -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -print_coverage=1 \
+  dict=; case $h in checkpoint|train|meta) dict=-dict=tests/fuzz/state.dict ;; esac
+  $B/fuzz_$h $dict -max_total_time=$per -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -print_coverage=1 \
     -artifact_prefix=$B/fuzz-crash-$h- $B/fuzz-long/$h $B/fuzz-corpus/$h >"$log" 2>&1
   rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
@@ -34,4 +35,6 @@ for h in $harnesses; do
 done
 echo "== images (JS loop, web/data.js decodeImage)"
 node tests/fuzz/fuzz_images.mjs --seconds "$per" || status=1
+echo "== metadata (JS loop, web/metadata.js validators + the engine's check of the specs they accept)"
+node tests/fuzz/fuzz_metadata.mjs --seconds "$per" --coverage || status=1
 exit $status
