@@ -5,7 +5,8 @@
 // the disk (its encoder is still written). Each: one line, the right exit status, nothing left.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, readFileSync, readdirSync, existsSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, readFileSync, readdirSync, existsSync, rmSync, statSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -136,4 +137,34 @@ test('full disk at the end of an MAE run: the encoder that fits is still written
   assert.match(r.stderr, /wrote what it could from step 4: .*encoder\.safetensors/);
   assert.ok(existsSync(path.join(disk, 'encoder.safetensors')));
   assert.ok(!readdirSync(disk).some((f) => f.includes('.tmp-')), readdirSync(disk).join(' '));
+});
+
+test('full disk at the end of a classifier run: the classifier that does not fit is named, the checkpoint\'s truth told, no empty folder (item 6)', (t) => {
+  const dir = tmp(), { PNG } = createRequire(import.meta.url)('pngjs');
+  for (const c of ['a', 'b']) for (let i = 0; i < 5; i++) {
+    const p = new PNG({ width: 28, height: 28 });
+    p.data.fill(c === 'a' ? 20 * i : 250 - 20 * i);
+    mkdirSync(path.join(dir, 'imgs', c), { recursive: true });
+    writeFileSync(path.join(dir, 'imgs', c, `${i}.png`), PNG.sync.write(p));
+  }
+  const cfg = JSON.stringify({ img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 32, depth: 1, num_heads: 2 });
+  const classify = (out, extra = []) => cli(['train', '--objective', 'classify', '--config', cfg, '--data', path.join(dir, 'imgs'), '--batch', '4',
+    '--steps', '2', '--no-eval', '--out', out, ...extra]);
+  assert.equal(classify(path.join(dir, 'probe')).status, 0);
+  const ckBytes = statSync(path.join(dir, 'probe', 'classify-checkpoint.safetensors')).size;
+  // nothing fits: one line per failed write, no folder left
+  const none = tmpfs(t, 8);
+  if (!none) return;
+  let r = classify(path.join(none, 'out'), ['--save-every', '1']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /cannot write .*classify-checkpoint\.safetensors: No space left on device; no checkpoint has been written/);
+  assert.doesNotMatch(r.stderr, /ENOSPC|\n\s+at /);
+  assert.deepEqual(readdirSync(none), []);
+  // the checkpoint fits, the classifier does not
+  const mid = tmpfs(t, 4 * (Math.ceil(ckBytes / 4096) + 2));
+  r = classify(path.join(mid, 'out'));
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /cannot write .*classifier\.safetensors: No space left on device \(the checkpoint of step 2 in .* is complete\)/);
+  assert.deepEqual(readdirSync(path.join(mid, 'out')), ['classify-checkpoint.safetensors']);
+  rmSync(dir, { recursive: true, force: true });
 });
