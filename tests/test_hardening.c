@@ -123,6 +123,47 @@ static void test_parity_nonfinite(void) {
     }
 }
 
+/* issue 22: a parity file's metadata checked field by field before any tensor is read (harness/
+ * parity.c check_meta), its JSON errors naming the field, never a byte offset */
+static void test_parity_meta(void) {
+    float w[4] = {1, 2, 3, 4};
+    long long sh[1] = {4};
+    vt_st_entry e[2] = {{"param/w", VT_DT_F32, 1, sh, w}, {"input/grad.0", VT_DT_F32, 1, sh, w}};
+    const char *adamw_cfg = "{\"betas\": [0.9, 0.95], \"eps\": 1e-08, \"lr\": 0.001, \"weight_decay\": 0.05}";
+    struct { const char *module, *config, *call, *word; } cases[] = {
+        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 2.5}", "metadata call.steps: 2.5 is not a whole number"},
+        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 0}", "metadata call.steps: 0 is outside [1, 100000]"},
+        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 1, \"steps\": 2}", "metadata call.steps appears twice"},
+        {"torch.optim.AdamW", "{\"betas\": [0.9, 1], \"eps\": 1e-08, \"lr\": 0.001, \"weight_decay\": 0}", "{\"fn\": \"adamw\", \"steps\": 1}",
+         "metadata config.betas[1]: a number in [0, 1) is needed"},
+        {"torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"eps\": 1e-08, \"lr\": 1e300, \"weight_decay\": 0}", "{\"fn\": \"adamw\", \"steps\": 1}",
+         "metadata config.lr: 1e+300 is outside [0, 1000]"},
+        {"torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"eps\": -1, \"lr\": 0.001, \"weight_decay\": 0}", "{\"fn\": \"adamw\", \"steps\": 1}",
+         "metadata config.eps: -1 is outside [0, 1]"},
+        {"torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"lr\": 0.001}", "{\"fn\": \"adamw\", \"steps\": 1}", "metadata config.eps: a number is needed"},
+        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 1, \"lr\": 2}", "unsupported call option 'lr'"},
+        {"timm.VisionTransformer", "{}", "{\"fn\": \"forward\", \"norm\": \"yes\"}", "metadata call.norm: true or false is needed"},
+        {"lightly.MaskedCausalVisionTransformer", "{}", "{\"fn\": \"forward_features\", \"is_causal\": 1}", "metadata call.is_causal: true or false"},
+        {"timm.VisionTransformer", "{}", "{\"fn\": 5}", "metadata call.fn: the call's name"},
+        {"timm.VisionTransformer", "{}", "{\"fn\": ", "metadata call is not JSON (unexpected end of input"},
+        {"timm.VisionTransformer", "{\"encoder\": {\"img_size\": 8, \"img_size\": 9}}", "{\"fn\": \"forward\"}",
+         "metadata config.encoder.img_size appears twice"},
+        {"timm.VisionTransformer", "[1]", "{\"fn\": \"forward\"}", "metadata config and call must be JSON objects"},
+        {"nope.Module", "{}", "{\"fn\": \"forward\"}", "unsupported module 'nope.Module'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *k[] = {"format", "module", "config", "call"}, *v[] = {"vitrine-parity/1", cases[i].module, cases[i].config, cases[i].call};
+        uint8_t *bytes = NULL;
+        size_t len = 0;
+        if (!CHECK_OK(vt_st_write(e, 2, k, v, 4, &bytes, &len), "write")) continue;
+        vt_parity_result r;
+        CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_FORMAT, cases[i].word, WHAT("module %s, config %s, call %s", cases[i].module, cases[i].config, cases[i].call));
+        CHECK(!strstr(r.error, "at byte"), "a byte offset instead of the field: %s", r.error);
+        vt_parity_free(&r);
+        free(bytes);
+    }
+}
+
 /* ---- training state ---- */
 
 /* The same safetensors bytes with one metadata value replaced (value NULL: the key removed). */
@@ -267,6 +308,7 @@ int main(void) {
     test_ptable();
     test_sincos_parity();
     test_parity_nonfinite();
+    test_parity_meta();
     test_train_state();
     return tu_finish();
 }
