@@ -3,6 +3,7 @@
  * then runs the encoder call (vit.c) or the loss (objectives.c); vt_backward runs its backward. */
 #include "vit_internal.h"
 #include "kernels/kernels.h"
+#include "threads.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,15 @@ void vt_model_free(vt_model *m) {
 }
 
 const vt_model_config *vt_model_get_config(const vt_model *m) { return &m->cfg; }
+
+vt_status vt_model_set_threads(vt_model *m, int n) {
+    if (!m) return vt_fail(VT_ERR_ARG, "vt_model_set_threads: model is NULL");
+    if (n < 0 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [0, %d]", n, VT_MAX_THREADS);
+    if (n != m->threads) m->last.have_fwd = 0; /* what it kept was planned for the old count */
+    m->threads = n;
+    return VT_OK;
+}
+int vt_model_threads(const vt_model *m) { return m->threads ? m->threads : vt_threads_max(); }
 void vt_free(void *p) { free(p); }
 
 vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {

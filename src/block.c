@@ -146,7 +146,7 @@ static void gather_qk(float *dst, const float *qkv, int s, size_t M, int D) {
  * producing steps are skipped. xo may be NULL (re-computation that needs only the internals).
  * ascr: the attention kernel's scratch (attn_scratch_floats). */
 static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                          const float *x, float *xo, float *ascr, int B, int T,
+                          const float *x, float *xo, float *ascr, int B, int T, int nt,
                           const uint8_t *cmask, int have) {
     const vt_block_params *p = &c->blk[i];
     int M = B * T, D = c->D, F = c->F, H = c->H, hd = c->hd;
@@ -166,7 +166,7 @@ static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_
             q = qn; k = kn; qk_rs = D;
         }
         vt_attention_forward(a->ao, a->att, ascr, q, k, qk_rs, a->qkv + 2 * D, 3 * D, cmask, B, T,
-                             H, hd, 1.0f / sqrtf((float)hd));
+                             H, hd, nt, 1.0f / sqrtf((float)hd));
         float *xmw = a->xm;
         if (c->layerscale) {
             if (!(have & F_PO)) vt_matmul_forward(a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
@@ -206,8 +206,8 @@ typedef struct {
 } bwd_scratch;
 
 /* The attention kernels' scratch (0 for MLP-only chains). */
-static uint64_t attn_scratch_floats(const vt_chain *c, int T) {
-    return c->has_attn ? vt_attention_scratch_floats(T, c->hd) : 0;
+static uint64_t attn_scratch_floats(const vt_chain *c, int T, int nt) {
+    return c->has_attn ? vt_attention_scratch_floats(T, c->hd, nt) : 0;
 }
 
 /* The MLP's backward runs VT_MLP_ROWS token rows at a time, so that its (rows, F) hidden-layer
@@ -219,16 +219,16 @@ static uint64_t scratch_A(const vt_chain *c, uint64_t M) {
     return mlp > qkv ? mlp : qkv;
 }
 
-static uint64_t scratch_floats(const vt_chain *c, int B, int T) {
+static uint64_t scratch_floats(const vt_chain *c, int B, int T, int nt) {
     uint64_t M = (uint64_t)B * T, D = c->D;
     uint64_t n = vt_round(scratch_A(c, M)) + vt_round(M * D);
     if (c->layerscale) n += vt_round(M * D);
     if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
-    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T));
+    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T, nt));
     return n;
 }
 
-static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scratch *s) {
+static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, int nt, bwd_scratch *s) {
     size_t M = (size_t)B * T, D = c->D;
     memset(s, 0, sizeof *s);
     s->A = vt_arena_alloc(a, (size_t)scratch_A(c, M));
@@ -239,7 +239,7 @@ static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scra
         s->R = vt_arena_alloc(a, 2 * M * D);
         s->Z = vt_arena_alloc(a, 2 * M * D);
     }
-    if (c->has_attn) s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T));
+    if (c->has_attn) s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T, nt));
 }
 
 /* LayerScale y = x + g * branch: d branch = g * dy (into out), d g += sum_rows dy * branch */
@@ -255,7 +255,8 @@ static const float *layerscale_backward(float *out, float *dg, const float *g, c
 
 /* dres: on entry d(xo), on return d(x). pg: accumulate parameter gradients. */
 static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                           const float *x, float *dres, const bwd_scratch *s, int B, int T, int pg) {
+                           const float *x, float *dres, const bwd_scratch *s, int B, int T, int nt,
+                           int pg) {
     const vt_block_params *p = &c->blk[i];
     size_t M = (size_t)B * T;
     int D = c->D, F = c->F, H = c->H, hd = c->hd;
@@ -293,7 +294,7 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
     if (c->qk_norm) {
         memset(s->E, 0, 2 * M * D * sizeof(float));
         vt_attention_backward(s->E, s->E + M * D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkn,
-                              a->qkn + M * D, D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
+                              a->qkn + M * D, D, a->qkv + 2 * D, 3 * D, B, T, H, hd, nt, scale);
         /* q_norm / k_norm: LayerNorm over hd rows; inputs re-gathered from qkv */
         gather_qk(s->R, a->qkv, 0, M, D);
         gather_qk(s->R + M * D, a->qkv, 1, M, D);
@@ -309,7 +310,7 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
             }
     } else {
         vt_attention_backward(s->A, s->A + D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkv, a->qkv + D,
-                              3 * D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
+                              3 * D, a->qkv + 2 * D, 3 * D, B, T, H, hd, nt, scale);
     }
     /* qkv = ln1 @ qkv^T + b;  ln1 = norm1(x);  dres (d xm) flows to x directly as well */
     memset(s->Bb, 0, M * D * sizeof(float));
@@ -378,7 +379,7 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
     size_t mark = vt_arena_mark(ar);
     if (need_tmp && !r->handover) fields_alloc(ar, c, B, T, all, &tmp);
     r->handover_acts = tmp;
-    float *ascr = c->has_attn ? vt_arena_alloc(ar, attn_scratch_floats(c, T)) : NULL;
+    float *ascr = c->has_attn ? vt_arena_alloc(ar, attn_scratch_floats(c, T, l->threads)) : NULL;
     float *pp[2] = {NULL, NULL};
     if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
     if (ar->overflow) return vt_arena_overflow(ar);
@@ -389,7 +390,7 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
         if (need_grad && l->store[i] == VT_STORE_FULL) a = r->acts[i];
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_take(&a, &r->acts[i], sel);
         float *xo = r->xs[i + 1] ? r->xs[i + 1] : pp[i & 1];
-        block_forward(m, c, i, &a, x, xo, ascr, B, T, r->causal_mask, 0);
+        block_forward(m, c, i, &a, x, xo, ascr, B, T, l->threads, r->causal_mask, 0);
         x = xo;
     }
     vt_arena_reset(ar, mark);
@@ -406,7 +407,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
     int all = fields_all(c), sel = fields_selective(c);
     size_t mark = vt_arena_mark(ar);
     bwd_scratch s;
-    scratch_alloc(ar, c, B, T, &s);
+    scratch_alloc(ar, c, B, T, l->threads, &s);
     /* re-computation slots: a whole segment (seg blocks) when any block is checkpointed,
      * else one block for selective re-computation */
     int any_ckpt = 0, any_sel = 0;
@@ -441,7 +442,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
             a = slot[0];
             fields_take(&a, &r->acts[i], sel);
             x = r->xs[i];
-            block_forward(m, c, i, &a, x, NULL, s.attn, B, T, r->causal_mask, sel);
+            block_forward(m, c, i, &a, x, NULL, s.attn, B, T, l->threads, r->causal_mask, sel);
         } else {
             if (seg_lo < 0 || i < seg_lo) { /* re-run the segment that ends at block i */
                 int s0 = i;
@@ -449,14 +450,14 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
                 for (int j = s0; j <= i; j++) {
                     const float *xin = j == s0 ? r->xs[s0] : slot_x[j - s0];
                     float *xo = j < i ? slot_x[j + 1 - s0] : NULL;
-                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, r->causal_mask, 0);
+                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, l->threads, r->causal_mask, 0);
                 }
                 seg_lo = s0;
             }
             a = slot[i - seg_lo];
             x = i == seg_lo ? r->xs[i] : slot_x[i - seg_lo];
         }
-        block_backward(m, c, i, &a, x, dres, &s, B, T, pg);
+        block_backward(m, c, i, &a, x, dres, &s, B, T, l->threads, pg);
         /* for the timeline: block i's kept internals and its output are no longer needed (and,
          * after block 0, the chain input) */
         uint64_t done = st == VT_STORE_FULL ? fields_floats(c, B, T, all)
@@ -492,10 +493,10 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     if (handover) k += fields_floats(c, B, T, all); /* the forward's scratch, kept as slot 0 */
     *kept = k;
     *fwd_extra = (need_tmp && !handover ? fields_floats(c, B, T, all) : 0) +
-                 (c->has_attn ? vt_round(attn_scratch_floats(c, T)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
+                 (c->has_attn ? vt_round(attn_scratch_floats(c, T, l->threads)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
-    *bwd_extra = need_grad ? scratch_floats(c, B, T) +
+    *bwd_extra = need_grad ? scratch_floats(c, B, T, l->threads) +
                                  (uint64_t)(nslots - handover) * fields_floats(c, B, T, slot_fields) +
                                  (nslots > 1 ? (uint64_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;

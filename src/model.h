@@ -156,6 +156,7 @@ typedef struct {
 #define VT_CHAINS 2
 typedef struct {
     int seg;                        /* segment length for checkpointed blocks (>= 1) */
+    int threads;                    /* kernel threads the plan is made for (attention scratch) */
     unsigned char store[VT_MAX_DEPTH];
 } vt_chain_layout;
 
@@ -271,6 +272,7 @@ struct vt_model {
     vt_chain head;
 
     vt_policy policy;
+    int threads;         /* kernel threads its plans are made for; 0: the pool's (vt_threads_max) */
     vt_arena arena;
     vt_optim_state opt;
     vt_trainer_state train;

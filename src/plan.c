@@ -306,12 +306,19 @@ uint64_t vt_plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int ne
     return vt_encoder_call_plan(m, fn, in, need_grad, &lays[0]);
 }
 
+/* No layout yet, planned for the model's thread count (the attention scratch is per thread). */
+static void layouts_clear(const vt_model *m, vt_chain_layout lays[VT_CHAINS]) {
+    memset(lays, 0, VT_CHAINS * sizeof *lays);
+    for (int k = 0; k < VT_CHAINS; k++) lays[k].threads = vt_model_threads(m);
+}
+
 static void layouts_for_policy(const vt_model *m, const vt_policy *p, vt_fn fn,
                                vt_chain_layout lays[VT_CHAINS]) {
-    memset(lays, 0, VT_CHAINS * sizeof *lays);
+    layouts_clear(m, lays);
     for (int k = 0; k < VT_CHAINS; k++) {
         const vt_chain *c = chain_k(m, k);
         if (c) layout_for_policy(p, c, k == 0 && vt_fn_is_inter(fn), &lays[k]);
+        lays[k].threads = vt_model_threads(m);
     }
 }
 
@@ -475,7 +482,7 @@ static int cheapest_fit(const vt_model *m, const vt_inputs *in, uint64_t avail, 
             memcpy(best_lays, tl, sizeof tl);
         }
     }
-    memset(tl, 0, sizeof tl);
+    layouts_clear(m, tl);
     if (budget_search(m, VT_FN_LOSS, in, 1, avail_floats, tl)) {
         double f = layouts_flops(m, VT_FN_LOSS, in, tl);
         if (!found || f < *best_flops) {
@@ -498,7 +505,7 @@ static int batch_fits(const vt_model *m, int batch, float mask_ratio, uint64_t a
     vt_chain_layout lays[VT_CHAINS];
     char name[VT_POLICY_TEXT_MAX];
     if (least_plan(m, VT_FN_LOSS, &in, 1, lays, name) <= avail / sizeof(float)) return 1;
-    memset(lays, 0, sizeof lays);
+    layouts_clear(m, lays);
     return budget_search(m, VT_FN_LOSS, &in, 1, avail / sizeof(float), lays);
 }
 

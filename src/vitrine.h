@@ -91,6 +91,12 @@ typedef struct vt_model vt_model;
 vt_status vt_model_create(const vt_model_config *cfg, vt_model **out);
 void vt_model_free(vt_model *m);
 const vt_model_config *vt_model_get_config(const vt_model *m);
+/* The kernel threads a model's plans are made for (the attention's per-thread scratch is part of
+ * its activation memory; its kernels then use at most that many threads). n >= 1: that count,
+ * whatever the pool has; 0 (the default): the pool's count (vt_threads_max) when a call is
+ * planned. vt_model_threads: the count its next plan is made for. */
+vt_status vt_model_set_threads(vt_model *m, int n);
+int vt_model_threads(const vt_model *m);
 
 /* The parameter table: state_dict names and order of the PyTorch module; one buffer. */
 int vt_param_count(const vt_model *m);

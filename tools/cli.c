@@ -166,7 +166,7 @@ static int cmd_plan(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) { if (!whole("plan", argv[i], argv[i + 1], 1, &threads_opt)) return 2; i++; }
         else { fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]); return 2; }
     }
-    /* the per-thread scratch (attention) is part of the plan */
+    /* the per-thread scratch (attention) is part of the plan: the model's plan is made for N */
     if (start_threads("plan")) return 2;
     int threads = vt_threads_max();
     vt_model_config mc;
@@ -176,6 +176,7 @@ static int cmd_plan(int argc, char **argv) {
     vt_model *m = NULL;
     if (!rc) rc = vt_model_create(&mc, &m);
     if (!rc) rc = vt_set_grad_checkpointing(m, policy);
+    if (!rc) rc = vt_model_set_threads(m, threads); /* the plan is made for this count */
     vt_plan_bytes p;
     if (!rc) {
         vt_inputs in;
