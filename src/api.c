@@ -2,7 +2,8 @@
  * inputs, resolves the layouts and sizes the arena from the plan (plan.c) before anything runs,
  * then runs the encoder call (vit.c) or the loss (objectives.c); vt_backward runs its backward. */
 #include "vit_internal.h"
-#include "kernels/kernels.h"
+#include "exec.h"
+#include "record.h"
 #include "threads.h"
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +70,20 @@ vt_status vt_model_set_threads(vt_model *m, int n) {
 int vt_model_threads(const vt_model *m) { return m->threads ? m->threads : vt_threads_max(); }
 void vt_free(void *p) { free(p); }
 
+/* recording: the buffers a call's kernels may address (record.h) */
+static void record_inputs(vt_model *m, const vt_inputs *in, uint64_t arena_bytes) {
+    vt_recorder *r = m->arena.rec;
+    const vt_vit_config *c = &m->cfg.enc;
+    uint64_t B = (uint64_t)in->batch, L = (uint64_t)m->enc.T_full;
+    vt_rec_region(r, VT_REG_ARENA, m->arena.base, arena_bytes, 0);
+    vt_rec_region(r, VT_REG_IMAGES, in->images, B * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
+    vt_rec_region(r, VT_REG_IDX_KEEP, in->idx_keep, B * (uint64_t)in->n_keep * sizeof(int64_t), 0);
+    vt_rec_region(r, VT_REG_IDX_MASK, in->idx_mask, B * (uint64_t)in->n_mask * sizeof(int64_t), 0);
+    vt_rec_region(r, VT_REG_MASK, in->mask, B * L, 0);
+    vt_rec_region(r, VT_REG_LABELS, in->labels, B * sizeof(int32_t), 0);
+    r->t->arena_planned = arena_bytes;
+}
+
 vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_forward: model is NULL");
     m->last.have_fwd = 0;
@@ -84,6 +99,8 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
     rc = vt_arena_reserve(&m->arena, (size_t)plan);
     if (rc) return rc;
     vt_arena_begin(&m->arena);
+    if (vt_exec_recording(m)) record_inputs(m, in, (uint64_t)plan * sizeof(float));
+    vt_exec_mark(m, VT_PHASE_FORWARD, -1, -1);
     m->last.planned_floats = (size_t)plan;
     m->last.fn = fn;
     m->last.in = *in;
@@ -120,7 +137,7 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
     return m->last.inter[i - 1];
 }
 
-float vt_loss_value(const vt_model *m) { return m->last.loss; }
+float vt_loss_value(const vt_model *m) { return m->sc.loss; }
 
 vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int param_grads) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_backward: model is NULL");
@@ -131,10 +148,28 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
     int rc;
     m->arena.tl_backward = m->arena.tl_n;
     vt_arena_event(&m->arena);
+    vt_exec_mark(m, VT_PHASE_BACKWARD, -1, -1);
+    if (vt_exec_recording(m)) { /* the upstream gradients, one output after the other; d images */
+        const vt_vit_config *c = &m->cfg.enc;
+        uint64_t voff = 0;
+        for (int i = 0; i < n_douts; i++) {
+            int64_t shape[4];
+            int nd = 0;
+            vt_output(m, i, shape, &nd);
+            uint64_t n = 1;
+            for (int d = 0; d < nd; d++) n *= (uint64_t)shape[d];
+            if (douts && douts[i]) vt_rec_region(m->arena.rec, VT_REG_DOUTS, douts[i], n * sizeof(float), voff);
+            voff += n * sizeof(float);
+        }
+        vt_rec_region(m->arena.rec, VT_REG_DIMAGES, dimages,
+                      (uint64_t)m->last.in.batch * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
+    }
     if (m->last.fn == VT_FN_LOSS) {
-        float dl = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
-        rc = vt_is_classifier(m) ? vt_classify_backward(m, dl, dimages, param_grads)
-                                 : vt_loss_backward(m, dl, dimages, param_grads);
+        /* d loss: the scalars region's input (1 unless given) */
+        m->sc.dloss = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
+        if (!vt_is_classifier(m) && !isfinite(m->sc.dloss)) return vt_fail(VT_ERR_NUMERIC, "d loss is not finite");
+        rc = vt_is_classifier(m) ? vt_classify_backward(m, dimages, param_grads)
+                                 : vt_loss_backward(m, dimages, param_grads);
     } else {
         rc = vt_encoder_call_backward(m, douts, n_douts, dimages, param_grads);
     }

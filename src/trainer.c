@@ -11,6 +11,7 @@
 #include "json.h"
 #include "safetensors.h"
 #include "vit_internal.h"
+#include "exec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +107,8 @@ static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *
     vt_status rc = vt_forward(m, VT_FN_LOSS, in, 1);
     if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
     if (!rc && m->train.cfg.clip_norm > 0) rc = vt_clip_grad_norm(m, m->train.cfg.clip_norm, NULL);
-    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt.t)); /* checks gradients first */
-    if (loss) *loss = m->last.loss;
+    if (!rc) rc = vt_optimizer_apply(m, vt_train_lr(m, m->opt.t), 1); /* checks the loss and gradients first */
+    if (loss) *loss = m->sc.loss;
     if (rc) {
         m->train.rng = saved;
         if (rc == VT_ERR_NUMERIC) {
@@ -358,9 +359,9 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
         vt_adamw_config oc = {t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
         if ((rc = vt_optimizer_init(m, &oc))) goto done;
     }
-    memcpy(m->pt.data, np, P * sizeof *np);
-    memcpy(m->opt.m, nm, G * sizeof *nm);
-    memcpy(m->opt.v, nv, G * sizeof *nv);
+    vt_k_copy2d(m, m->pt.data, np, 1, (int64_t)P, 0, 0);
+    vt_k_copy2d(m, m->opt.m, nm, 1, (int64_t)G, 0, 0);
+    vt_k_copy2d(m, m->opt.v, nv, 1, (int64_t)G, 0, 0);
     m->opt.cfg = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
     m->opt.t = (long)st;
     m->train.cfg = t;

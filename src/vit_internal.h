@@ -65,7 +65,7 @@ uint64_t vt_plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int ne
 /* objectives.c: MAE / AIM */
 vt_status vt_objectives_build(vt_model *m);
 vt_status vt_loss_forward(vt_model *m, const vt_inputs *in, int need_grad, vt_chain_layout *lays);
-vt_status vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg);
+vt_status vt_loss_backward(vt_model *m, float *dimages, int pg); /* d loss: m->sc.dloss */
 uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad,
                       const vt_chain_layout *lays);
 
@@ -74,7 +74,7 @@ uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad,
 int vt_is_classifier(const vt_model *m);
 vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values);
 vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays);
-vt_status vt_classify_backward(vt_model *m, float dloss, float *dimages, int pg);
+vt_status vt_classify_backward(vt_model *m, float *dimages, int pg);
 uint64_t vt_classify_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays);
 
 /* trainer.c: the mask ratio a training step draws with (the trainer's, else the default) */

@@ -344,6 +344,104 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len);
  * ones (AIM: every patch is predicted). */
 vt_status vt_loss_visualize(const vt_model *m, float *masked, float *recon);
 
+/* ---- the step as data (exec.c, record.c, trace.c; docs/kernels.md) ------------------------------ */
+
+/* A training step -- or a call and its backward -- is a closed list of kernel calls (the kernel
+ * list, docs/kernels.md) over planned buffers. Recording runs the engine's own orchestration
+ * (checks, plan, masks, arena) without running a kernel and keeps each call: the kernel, its
+ * integer and float arguments, and each buffer operand as (region, byte offset, bytes, access).
+ * What varies from step to step is an input of the list, never baked into it: the images,
+ * indices, masks and labels, and the learning rate and AdamW step count (scalars region); the
+ * non-finite check is a kernel whose flag makes AdamW skip, so a device needs no read-back in the
+ * middle of a step. The list replays through this engine's kernels bit for bit
+ * (vt_trace_replay), at any step whose shapes and policy are the recorded ones. */
+typedef enum {
+    VT_REG_NONE = 0,                  /* an absent (NULL) operand */
+    VT_REG_PARAMS,                    /* the parameter buffer (vt_param_total floats) */
+    VT_REG_GRADS,                     /* the gradient buffer (vt_grad_total floats) */
+    VT_REG_ADAM_M, VT_REG_ADAM_V,     /* AdamW's moments, in the gradient layout */
+    VT_REG_ARENA,                     /* the activation arena (the call's planned bytes) */
+    VT_REG_IMAGES,                    /* input: images [B, C, H, W] f32 */
+    VT_REG_IDX_KEEP, VT_REG_IDX_MASK, /* input: [B, n] int64 */
+    VT_REG_MASK,                      /* input: [B, L] bytes */
+    VT_REG_LABELS,                    /* input: [B] int32 */
+    VT_REG_DOUTS,                     /* input: upstream gradients of the outputs, one after the other */
+    VT_REG_DIMAGES,                   /* output: d images [B, C, H, W] f32 (accumulated) */
+    VT_REG_SCALARS,                   /* vt_scalars */
+    VT_REG_COUNT
+} vt_region;
+typedef enum { VT_ACC_R = 1, VT_ACC_W = 2, VT_ACC_RW = 3 } vt_access; /* W: every element written */
+typedef enum { VT_PHASE_FORWARD, VT_PHASE_RECOMPUTE, VT_PHASE_BACKWARD, VT_PHASE_OPTIMIZER } vt_phase;
+typedef enum {
+    VT_TR_CALL,    /* a kernel call */
+    VT_TR_ALLOC,   /* an arena buffer: name, offset, bytes (the arena's top is offset + bytes) */
+    VT_TR_RESET,   /* the arena's top goes back to offset (a scope ends) */
+    VT_TR_RELEASE  /* bytes the backward is done with (still allocated: for the timeline) */
+} vt_trace_kind;
+
+/* The scalars region of a model, byte for byte: what a step reads and writes besides tensors. */
+typedef struct {
+    float loss;       /* out: the loss of a VT_FN_LOSS forward */
+    float dloss;      /* in: its upstream gradient (1 in a training step) */
+    float lr;         /* in: AdamW's learning rate of the step */
+    float step;       /* in: AdamW's 1-based step count t, as (float)t */
+    float nonfinite;  /* out: 1 when the loss or a gradient is NaN or infinite (AdamW skipped) */
+    float pad;
+    double grad_norm; /* out: the global gradient norm (clipping) */
+} vt_scalars;
+
+#define VT_TRACE_MAX_OPS 10
+#define VT_TRACE_MAX_INTS 10
+#define VT_TRACE_MAX_FLOATS 4
+typedef struct {
+    uint8_t region, access, dtype; /* vt_region, vt_access; dtype 0 f32, 3 f64, 4 i64, 5 i32, 7 u8 */
+    uint64_t offset, bytes;        /* in the region (bytes == 0 for an absent operand) */
+} vt_trace_operand;
+typedef struct {
+    vt_trace_kind kind;
+    int phase;             /* vt_phase */
+    int chain, block;      /* chain 0 the encoder, 1 the MAE decoder / AIM head, -1 none; its block or -1 */
+    int kernel;            /* VT_TR_CALL: vt_kernel_name(kernel) */
+    int nops, nints, nfloats;
+    vt_trace_operand op[VT_TRACE_MAX_OPS];
+    int64_t ints[VT_TRACE_MAX_INTS];
+    float floats[VT_TRACE_MAX_FLOATS];
+    double flops;          /* multiply + add = 2 */
+    uint64_t offset, bytes; /* ALLOC: the buffer; RESET: the new top (offset); RELEASE: bytes */
+    char name[40];         /* ALLOC: the buffer's name, e.g. enc.blocks.3.att */
+} vt_trace_entry;
+typedef struct vt_trace vt_trace;
+
+/* Records one vt_train_step (labels NULL) or vt_train_step_labels of `batch` images, without
+ * running anything: the model, its optimizer and its generator are left as they were. */
+vt_status vt_trace_train_step(vt_model *m, const float *images, const int32_t *labels, int batch, vt_trace **out);
+/* Records vt_forward(fn, in, backward) and, with backward, vt_backward(douts, n_douts, dimages,
+ * param_grads). */
+vt_status vt_trace_call(vt_model *m, vt_fn fn, const vt_inputs *in, int backward, const float *const *douts,
+                        int n_douts, float *dimages, int param_grads, vt_trace **out);
+void vt_trace_free(vt_trace *t);
+int vt_trace_count(const vt_trace *t);
+const vt_trace_entry *vt_trace_get(const vt_trace *t, int i);
+/* Bytes of a region the list addresses (0: unused); the input regions' bytes as recorded (images,
+ * indices, masks, labels, douts, and the scalars with the step's lr, step and dloss), NULL when
+ * unused: what a replay of the recorded step starts from. */
+uint64_t vt_trace_region_bytes(const vt_trace *t, vt_region r);
+const void *vt_trace_input(const vt_trace *t, vt_region r);
+/* Runs the list's calls through this build's kernels (vt_kernels_use_reference(1): the scalar
+ * references) over bufs[region], each of at least vt_trace_region_bytes bytes (NULL where unused). */
+vt_status vt_trace_replay(const vt_trace *t, void *const bufs[VT_REG_COUNT]);
+/* The list as JSON (format vitrine-trace/1, docs/kernels.md), or as a summary for people: calls and
+ * FLOPs per kernel, FLOPs re-computed, the arena's peak, what each block stores, frees and re-computes.
+ * malloc'd text (free with vt_free). */
+vt_status vt_trace_json(const vt_trace *t, char **out, size_t *len);
+vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len);
+/* The kernel list (kernel_list.h): names, and each kernel's signature as the docs print it */
+int vt_kernel_count(void);
+const char *vt_kernel_name(int k);
+vt_status vt_kernel_contract(char **out, size_t *len); /* markdown table of every kernel */
+const char *vt_region_name(int r);
+const char *vt_phase_name(int phase);
+
 const char *vt_kind_name(vt_kind k);
 vt_status vt_kind_from_name(const char *name, vt_kind *k);
 vt_status vt_model_config_to_json(const vt_model_config *c, char *buf, size_t len);
