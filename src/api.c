@@ -177,6 +177,22 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
     return rc;
 }
 
+void *vt_model_region(vt_model *m, vt_region r, uint64_t *bytes) {
+    void *base = NULL;
+    uint64_t n = 0;
+    switch (r) {
+    case VT_REG_PARAMS: base = m->pt.data, n = (uint64_t)m->pt.total * sizeof(float); break;
+    case VT_REG_GRADS: base = m->pt.grad, n = (uint64_t)m->pt.gtotal * sizeof(float); break;
+    case VT_REG_ADAM_M: base = m->opt.m, n = (uint64_t)m->opt.n * sizeof(float); break;
+    case VT_REG_ADAM_V: base = m->opt.v, n = (uint64_t)m->opt.n * sizeof(float); break;
+    case VT_REG_ARENA: base = m->arena.base, n = (uint64_t)m->arena.cap * sizeof(float); break;
+    case VT_REG_SCALARS: base = &m->sc, n = sizeof m->sc; break;
+    default: break;
+    }
+    if (bytes) *bytes = base ? n : 0;
+    return base;
+}
+
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out) {
     out->planned = m->last.planned_floats * sizeof(float);
     out->peak = m->arena.peak * sizeof(float);

@@ -51,6 +51,45 @@ vt_status vt_preset(const char *name, vt_vit_config *c) {
                                "vit_base_patch16_224, vit_base_patch32_224)", name ? name : "(null)");
 }
 
+/* The small training presets for 28x28 grey images (Fashion-MNIST), with their MAE decoder / AIM
+ * head: what `vitrine train` and the demo run. Any other name: a timm preset's encoder (vt_preset)
+ * in the kind's defaults. */
+static const struct {
+    const char *name;
+    int img, patch, chans, dim, depth, heads;
+    double mlp;
+} small_presets[] = {
+    {"fmnist", 28, 4, 1, 64, 4, 4, 4.0},
+    {"fmnist-p7", 28, 7, 1, 128, 4, 4, 4.0},
+    {"fmnist-p7-mlp2", 28, 7, 1, 128, 4, 4, 2.0},
+    {"fmnist-base", 28, 4, 1, 128, 6, 4, 4.0},
+};
+#define N_SMALL (int)(sizeof small_presets / sizeof small_presets[0])
+
+const char *vt_model_preset_name(int i) { return i >= 0 && i < N_SMALL ? small_presets[i].name : NULL; }
+
+vt_status vt_model_preset(const char *name, vt_kind kind, vt_model_config *c) {
+    vt_model_config_default(c, kind);
+    for (int i = 0; i < N_SMALL; i++)
+        if (name && !strcmp(name, small_presets[i].name)) {
+            c->enc.img_size = small_presets[i].img; c->enc.patch_size = small_presets[i].patch;
+            c->enc.in_chans = small_presets[i].chans; c->enc.embed_dim = small_presets[i].dim;
+            c->enc.depth = small_presets[i].depth; c->enc.num_heads = small_presets[i].heads;
+            c->enc.mlp_ratio = small_presets[i].mlp;
+            /* every small preset's MAE decoder and AIM head */
+            c->decoder_dim = 64; c->decoder_depth = 2; c->decoder_heads = 4; c->norm_pix_loss = 1;
+            c->head_hidden_dim = 128; c->head_blocks = 2;
+            return VT_OK;
+        }
+    vt_vit_config p;
+    vt_vit_config_default(&p);
+    vt_status rc = vt_preset(name, &p);
+    if (rc) return rc;
+    c->enc.img_size = p.img_size; c->enc.patch_size = p.patch_size; c->enc.embed_dim = p.embed_dim;
+    c->enc.depth = p.depth; c->enc.num_heads = p.num_heads; c->enc.mlp_ratio = p.mlp_ratio;
+    return VT_OK;
+}
+
 /* ---- JSON ---- */
 
 static int get_int(const vt_json *v, const char *key, int *out) {

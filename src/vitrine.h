@@ -73,6 +73,11 @@ int vt_threads_max(void);
 
 vt_status vt_preset(const char *name, vt_vit_config *c);
 const char *vt_preset_name(int i); /* NULL past the end */
+/* A whole model by preset name for a kind: the small training presets for 28x28 grey images
+ * (fmnist, fmnist-p7, fmnist-p7-mlp2, fmnist-base; vt_model_preset_name) with their MAE decoder
+ * and AIM head, or a timm preset's encoder in the kind's defaults. */
+vt_status vt_model_preset(const char *name, vt_kind kind, vt_model_config *c);
+const char *vt_model_preset_name(int i); /* the small ones; NULL past the end */
 /* Reads a timm-kwargs JSON object into c (keys not named in vt_vit_config are an error unless
  * they hold timm's default value). */
 vt_status vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c);
@@ -430,6 +435,11 @@ const void *vt_trace_input(const vt_trace *t, vt_region r);
 /* Runs the list's calls through this build's kernels (vt_kernels_use_reference(1): the scalar
  * references) over bufs[region], each of at least vt_trace_region_bytes bytes (NULL where unused). */
 vt_status vt_trace_replay(const vt_trace *t, void *const bufs[VT_REG_COUNT]);
+/* Routes every kernel to its scalar reference (1) or back to this build's fastest (0); tests. */
+void vt_kernels_use_reference(int on);
+/* A model's own regions (params, grads, adam_m, adam_v, arena, scalars): base and bytes (NULL and
+ * 0 for the others, or one it does not have yet), to hand a step's state to another backend. */
+void *vt_model_region(vt_model *m, vt_region r, uint64_t *bytes);
 /* The list as JSON (format vitrine-trace/1, docs/kernels.md), or as a summary for people: calls and
  * FLOPs per kernel, FLOPs re-computed, the arena's peak, what each block stores, frees and re-computes.
  * malloc'd text (free with vt_free). */

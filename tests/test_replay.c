@@ -1,0 +1,181 @@
+/* test_replay.c: the step as data. One training step of every objective (MAE, AIM, classifier)
+ * and the encoder calls with their backward (encode, forward, forward_intermediates with and
+ * without norm, timm's forward; the losses with image gradients), over configs with qk_norm,
+ * LayerScale, registers, no_embed_class, causal masks (is_causal on and off), token masks and a
+ * repeated idx_keep, under every checkpointing policy: recorded, replayed over fresh buffers, and
+ * compared bit for bit with the real step (harness/replay.c) -- through the scalar references and
+ * through this build's kernels, at 1 and 2 threads (split down to the smallest shapes). Also:
+ * what a recording must refuse, and what the recorded list says. */
+#include "test_util.h"
+#include "replay.h"
+#include "threads.h"
+
+static const char *policies[] = {"none", "block", "every:2", "sqrt", "selective", "budget:350000"};
+#define NPOL (int)(sizeof policies / sizeof *policies)
+
+static void small(vt_model_config *mc, vt_kind kind) {
+    vt_model_config_default(mc, kind);
+    mc->enc.img_size = 16; mc->enc.patch_size = 4; mc->enc.in_chans = 3; mc->enc.embed_dim = 24; mc->enc.depth = 3;
+    mc->enc.num_heads = 2; mc->enc.mlp_ratio = 2.0;
+    mc->decoder_dim = 16; mc->decoder_depth = 2; mc->decoder_heads = 2; mc->head_hidden_dim = 20; mc->head_blocks = 2;
+}
+
+typedef struct {
+    const char *name;
+    vt_replay_case c;
+} named_case;
+
+static int cases(named_case *out) {
+    int n = 0;
+    vt_replay_case c;
+    /* training steps */
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_MAE); c.cfg.norm_pix_loss = 1; c.cfg.enc.qk_norm = 1;
+    c.cfg.enc.init_values = 0.1f; c.fn = -1; c.batch = 3; c.warm_steps = 1;
+    out[n++] = (named_case){"mae step (qk_norm, LayerScale, norm_pix)", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_MAE); c.fn = -1; c.batch = 2; c.clip_norm = 0.5f;
+    out[n++] = (named_case){"mae step (clipped)", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_AIM); c.cfg.enc.init_values = 0.2f; c.fn = -1; c.batch = 3;
+    c.warm_steps = 1; c.clip_norm = 1.0f;
+    out[n++] = (named_case){"aim step (LayerScale, clipped)", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3; c.cfg.enc.reg_tokens = 2;
+    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avg"); c.fn = -1; c.batch = 4; c.warm_steps = 1;
+    c.clip_norm = 1.0f;
+    out[n++] = (named_case){"classifier step (avg pool, registers)", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 4; c.cfg.enc.qk_norm = 1;
+    c.fn = -1; c.batch = 2;
+    out[n++] = (named_case){"classifier step (token pool, qk_norm)", c};
+    /* lightly's encoder calls */
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_LIGHTLY); c.cfg.enc.qk_norm = 1; c.cfg.enc.init_values = 0.1f;
+    c.cfg.enc.reg_tokens = 2; c.fn = VT_FN_ENCODE; c.batch = 2; c.idx_keep = 9; c.idx_mask = 4;
+    out[n++] = (named_case){"encode (idx_keep repeated, idx_mask, registers)", c};
+    c.fn = VT_FN_INTERMEDIATES; c.idx_mask = 0; c.bool_mask = 1;
+    out[n++] = (named_case){"forward_intermediates (token mask)", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_LIGHTLY); c.cfg.enc.no_embed_class = 1;
+    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avg"); c.fn = VT_FN_FORWARD; c.batch = 2;
+    c.idx_keep = 7;
+    out[n++] = (named_case){"forward (avg pool, no_embed_class, idx_keep)", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_LIGHTLY); c.fn = VT_FN_INTERMEDIATES_NORM; c.batch = 2; c.idx_mask = 3;
+    out[n++] = (named_case){"forward_intermediates(norm) (idx_mask)", c};
+    /* causal: the prefix mask with is_causal on and off */
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_CAUSAL); c.cfg.enc.init_values = 0.3f; c.fn = VT_FN_ENCODE;
+    c.batch = 3; c.bool_mask = 1; c.is_causal = 1;
+    out[n++] = (named_case){"causal encode (is_causal)", c};
+    c.is_causal = 0; c.fn = VT_FN_FORWARD;
+    out[n++] = (named_case){"causal forward (is_causal off)", c};
+    /* timm's forward through its head */
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3; c.cfg.enc.reg_tokens = 1;
+    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avgmax"); c.fn = VT_FN_TIMM_FORWARD; c.batch = 2;
+    out[n++] = (named_case){"timm forward (avgmax pool)", c};
+    /* the losses with image gradients */
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_MAE); c.cfg.norm_pix_loss = 1; c.fn = VT_FN_LOSS; c.batch = 2;
+    c.idx_keep = 5; c.idx_mask = 12;
+    out[n++] = (named_case){"mae loss + d images", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_AIM); c.cfg.enc.qk_norm = 1; c.fn = VT_FN_LOSS; c.batch = 2;
+    c.bool_mask = 1; c.is_causal = 1;
+    out[n++] = (named_case){"aim loss + d images", c};
+    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3;
+    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "max"); c.fn = VT_FN_LOSS; c.batch = 3;
+    out[n++] = (named_case){"classifier loss + d images (max pool)", c};
+    return n;
+}
+
+static void test_replays(void) {
+    named_case cs[32];
+    int n = cases(cs), checked = 0;
+    long calls = 0;
+    for (int threads = 1; threads <= 2; threads++) {
+        CHECK(vt_set_threads(threads) == threads, "%d threads: %s", threads, vt_last_error());
+        vt_threads_set_min_work(threads > 1 ? 0 : 2e5); /* split even these tiny shapes */
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < NPOL; p++)
+                for (int ref = 0; ref <= 1; ref++) {
+                    vt_replay_case c = cs[i].c;
+                    c.policy = policies[p];
+                    c.reference = ref;
+                    vt_replay_result r;
+                    CHECK_OK(vt_replay_check(&c, &r), "replay check");
+                    CHECK(r.pass, "%s, %s, %s kernels, %d thread(s): %s", cs[i].name, policies[p],
+                          ref ? "reference" : "this build's", threads, r.error);
+                    checked++;
+                    calls += r.calls;
+                }
+    }
+    vt_threads_set_min_work(2e5);
+    vt_set_threads(1);
+    tu_info("%d recorded steps replayed bit for bit (%ld kernel calls)", checked, calls);
+}
+
+/* What the list says: regions, markers, FLOPs re-computed; and what recording refuses. */
+static void test_list(void) {
+    vt_model_config mc;
+    small(&mc, VT_KIND_MAE);
+    vt_model *m = NULL;
+    CHECK_OK(vt_model_create(&mc, &m), "create");
+    vt_init_weights(m, 1);
+    vt_train_config tc;
+    vt_train_config_default(&tc, VT_KIND_MAE);
+    CHECK_OK(vt_trainer_init(m, &tc), "trainer");
+    int B = 2, n = B * 3 * 16 * 16;
+    float *img = tu_xcalloc((size_t)n, sizeof(float));
+    vt_trace *none = NULL, *block = NULL;
+    CHECK_OK(vt_trace_train_step(m, img, NULL, B, &none), "record under none");
+    vt_set_grad_checkpointing(m, "block");
+    CHECK_OK(vt_trace_train_step(m, img, NULL, B, &block), "record under block");
+    double re_none = 0, re_block = 0;
+    int phases[4] = {0}, allocs = 0, named = 0, lr_in = 0;
+    for (int i = 0; i < vt_trace_count(none); i++) re_none += vt_trace_get(none, i)->phase == VT_PHASE_RECOMPUTE;
+    for (int i = 0; i < vt_trace_count(block); i++) {
+        const vt_trace_entry *e = vt_trace_get(block, i);
+        if (e->kind == VT_TR_CALL) {
+            phases[e->phase]++;
+            if (e->phase == VT_PHASE_RECOMPUTE) re_block += e->flops;
+            for (int k = 0; k < e->nops; k++) /* AdamW reads the learning rate from the scalars region */
+                if (!strcmp(vt_kernel_name(e->kernel), "adamw") && e->op[k].region == VT_REG_SCALARS &&
+                    e->op[k].offset == offsetof(vt_scalars, lr))
+                    lr_in = 1;
+        }
+        if (e->kind == VT_TR_ALLOC) allocs++, named += !strncmp(e->name, "enc.blocks.", 11) || !strncmp(e->name, "dec.blocks.", 11);
+    }
+    CHECK(re_none == 0 && re_block > 0, "none re-computes nothing (%g calls), block re-computes %g FLOPs", re_none, re_block);
+    CHECK(phases[0] && phases[1] && phases[2] && phases[3], "every phase marked (%d %d %d %d)", phases[0], phases[1], phases[2], phases[3]);
+    CHECK(allocs > 0 && named > 0, "arena events named (%d allocations, %d block buffers)", allocs, named);
+    CHECK(lr_in, "the learning rate is an input of the list (scalars), not a number in it");
+    const vt_scalars *sc = vt_trace_input(block, VT_REG_SCALARS);
+    CHECK(sc && sc->step == 1.0f && sc->dloss == 1.0f, "the recorded inputs: step %g, dloss %g", sc ? sc->step : -1,
+          sc ? sc->dloss : -1);
+    CHECK(vt_trace_region_bytes(block, VT_REG_IDX_KEEP) && vt_trace_input(block, VT_REG_IDX_KEEP), "idx_keep is an input");
+    char *text = NULL, *json = NULL;
+    size_t len = 0, jlen = 0;
+    CHECK_OK(vt_trace_summary(block, &text, &len), "summary");
+    CHECK(text && strstr(text, "re-computed") && strstr(text, "chain enc") && strstr(text, "chain dec"), "summary: %.200s", text ? text : "");
+    CHECK_OK(vt_trace_json(block, &json, &jlen), "json");
+    CHECK(json && strstr(json, "\"format\": \"vitrine-trace/1\"") && strstr(json, "\"call\": \"adamw\""), "json");
+    vt_free(text), vt_free(json);
+    CHECK(vt_train_step_count(m) == 0, "recording took no step");
+    /* a replay without a buffer for a region the list addresses is refused */
+    void *bufs[VT_REG_COUNT] = {0};
+    CHECK_ERR(vt_trace_replay(block, bufs), VT_ERR_ARG, "no buffer", "replay without buffers");
+    vt_trace_free(none), vt_trace_free(block);
+    /* recording refuses what the call refuses, and leaves no recording behind */
+    vt_trace *t = NULL;
+    CHECK(vt_trace_train_step(m, img, NULL, 0, &t) != VT_OK && !t, "batch 0 refused");
+    CHECK_OK(vt_trace_train_step(m, img, NULL, B, &t), "records again after a refusal");
+    vt_trace_free(t);
+    free(img);
+    vt_model_free(m);
+    /* the contract names every kernel */
+    CHECK_OK(vt_kernel_contract(&text, &len), "contract");
+    for (int k = 0; k < vt_kernel_count(); k++) {
+        char want[64];
+        snprintf(want, sizeof want, "| `%s` |", vt_kernel_name(k));
+        CHECK(strstr(text, want), "the contract lists %s", vt_kernel_name(k));
+    }
+    vt_free(text);
+}
+
+int main(void) {
+    test_list();
+    test_replays();
+    vt_threads_shutdown();
+    return tu_finish();
+}
