@@ -98,9 +98,9 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
                                      "platform can address", (double)plan * sizeof(float) / 1e9);
     rc = vt_arena_reserve(&m->arena, (size_t)plan);
     if (rc) return rc;
+    vt_exec_mark(m, VT_PHASE_FORWARD, -1, -1);
     vt_arena_begin(&m->arena);
     if (vt_exec_recording(m)) record_inputs(m, in, (uint64_t)plan * sizeof(float));
-    vt_exec_mark(m, VT_PHASE_FORWARD, -1, -1);
     m->last.planned_floats = (size_t)plan;
     m->last.fn = fn;
     m->last.in = *in;

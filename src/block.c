@@ -355,6 +355,7 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
     int all = fields_all(c), sel = fields_selective(c);
     /* 1. what is kept, allocated up front, in block order */
     for (int i = 0; i < c->depth; i++) {
+        vt_exec_mark(m, VT_PHASE_FORWARD, c->id, i);
         memset(&r->acts[i], 0, sizeof r->acts[i]);
         if (need_grad && l->store[i] == VT_STORE_FULL) fields_alloc(ar, c, B, T, all, &r->acts[i], "blocks", i);
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i], "blocks", i);
@@ -362,6 +363,7 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
     }
     /* 2. transient: one block's internals (kept when handed over to the backward), the
      * attention scratch and two ping-pong inputs for blocks not kept */
+    vt_exec_mark(m, VT_PHASE_FORWARD, c->id, -1);
     vt_block_acts tmp;
     memset(&tmp, 0, sizeof tmp);
     int need_tmp = 0, need_pp = 0;
@@ -403,6 +405,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
     size_t MD = (size_t)B * T * D;
     int all = fields_all(c), sel = fields_selective(c);
     size_t mark = vt_arena_mark(ar);
+    vt_exec_mark(m, VT_PHASE_BACKWARD, c->id, -1);
     bwd_scratch s;
     scratch_alloc(ar, c, B, T, l->threads, &s);
     /* re-computation slots: a whole segment (seg blocks) when any block is checkpointed,
