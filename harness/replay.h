@@ -34,4 +34,13 @@ typedef struct {
 } vt_replay_result;
 
 vt_status vt_replay_check(const vt_replay_case *c, vt_replay_result *r);
+
+/* The cases: every objective's training step and the encoder calls over the configs that matter
+ * (tests/test_replay.c lists them); case i under policy p (vt_replay_policy: none, block, every:2,
+ * sqrt, selective, budget), through the references or not. Returns its name (NULL past the end). */
+int vt_replay_case_count(void);
+const char *vt_replay_policy(int p);
+const char *vt_replay_case_get(int i, int policy, int reference, vt_replay_case *out);
+/* the small model the cases use, of a kind */
+void vt_replay_small(vt_model_config *mc, vt_kind kind);
 #endif

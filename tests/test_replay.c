@@ -10,91 +10,20 @@
 #include "replay.h"
 #include "threads.h"
 
-static const char *policies[] = {"none", "block", "every:2", "sqrt", "selective", "budget:350000"};
-#define NPOL (int)(sizeof policies / sizeof *policies)
-
-static void small(vt_model_config *mc, vt_kind kind) {
-    vt_model_config_default(mc, kind);
-    mc->enc.img_size = 16; mc->enc.patch_size = 4; mc->enc.in_chans = 3; mc->enc.embed_dim = 24; mc->enc.depth = 3;
-    mc->enc.num_heads = 2; mc->enc.mlp_ratio = 2.0;
-    mc->decoder_dim = 16; mc->decoder_depth = 2; mc->decoder_heads = 2; mc->head_hidden_dim = 20; mc->head_blocks = 2;
-}
-
-typedef struct {
-    const char *name;
-    vt_replay_case c;
-} named_case;
-
-static int cases(named_case *out) {
-    int n = 0;
-    vt_replay_case c;
-    /* training steps */
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_MAE); c.cfg.norm_pix_loss = 1; c.cfg.enc.qk_norm = 1;
-    c.cfg.enc.init_values = 0.1f; c.fn = -1; c.batch = 3; c.warm_steps = 1;
-    out[n++] = (named_case){"mae step (qk_norm, LayerScale, norm_pix)", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_MAE); c.fn = -1; c.batch = 2; c.clip_norm = 0.5f;
-    out[n++] = (named_case){"mae step (clipped)", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_AIM); c.cfg.enc.init_values = 0.2f; c.fn = -1; c.batch = 3;
-    c.warm_steps = 1; c.clip_norm = 1.0f;
-    out[n++] = (named_case){"aim step (LayerScale, clipped)", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3; c.cfg.enc.reg_tokens = 2;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avg"); c.fn = -1; c.batch = 4; c.warm_steps = 1;
-    c.clip_norm = 1.0f;
-    out[n++] = (named_case){"classifier step (avg pool, registers)", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 4; c.cfg.enc.qk_norm = 1;
-    c.fn = -1; c.batch = 2;
-    out[n++] = (named_case){"classifier step (token pool, qk_norm)", c};
-    /* lightly's encoder calls */
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_LIGHTLY); c.cfg.enc.qk_norm = 1; c.cfg.enc.init_values = 0.1f;
-    c.cfg.enc.reg_tokens = 2; c.fn = VT_FN_ENCODE; c.batch = 2; c.idx_keep = 9; c.idx_mask = 4;
-    out[n++] = (named_case){"encode (idx_keep repeated, idx_mask, registers)", c};
-    c.fn = VT_FN_INTERMEDIATES; c.idx_mask = 0; c.bool_mask = 1;
-    out[n++] = (named_case){"forward_intermediates (token mask)", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_LIGHTLY); c.cfg.enc.no_embed_class = 1;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avg"); c.fn = VT_FN_FORWARD; c.batch = 2;
-    c.idx_keep = 7;
-    out[n++] = (named_case){"forward (avg pool, no_embed_class, idx_keep)", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_LIGHTLY); c.fn = VT_FN_INTERMEDIATES_NORM; c.batch = 2; c.idx_mask = 3;
-    out[n++] = (named_case){"forward_intermediates(norm) (idx_mask)", c};
-    /* causal: the prefix mask with is_causal on and off */
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_CAUSAL); c.cfg.enc.init_values = 0.3f; c.fn = VT_FN_ENCODE;
-    c.batch = 3; c.bool_mask = 1; c.is_causal = 1;
-    out[n++] = (named_case){"causal encode (is_causal)", c};
-    c.is_causal = 0; c.fn = VT_FN_FORWARD;
-    out[n++] = (named_case){"causal forward (is_causal off)", c};
-    /* timm's forward through its head */
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3; c.cfg.enc.reg_tokens = 1;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avgmax"); c.fn = VT_FN_TIMM_FORWARD; c.batch = 2;
-    out[n++] = (named_case){"timm forward (avgmax pool)", c};
-    /* the losses with image gradients */
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_MAE); c.cfg.norm_pix_loss = 1; c.fn = VT_FN_LOSS; c.batch = 2;
-    c.idx_keep = 5; c.idx_mask = 12;
-    out[n++] = (named_case){"mae loss + d images", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_AIM); c.cfg.enc.qk_norm = 1; c.fn = VT_FN_LOSS; c.batch = 2;
-    c.bool_mask = 1; c.is_causal = 1;
-    out[n++] = (named_case){"aim loss + d images", c};
-    memset(&c, 0, sizeof c); small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "max"); c.fn = VT_FN_LOSS; c.batch = 3;
-    out[n++] = (named_case){"classifier loss + d images (max pool)", c};
-    return n;
-}
-
 static void test_replays(void) {
-    named_case cs[32];
-    int n = cases(cs), checked = 0;
+    int n = vt_replay_case_count(), checked = 0;
     long calls = 0;
     for (int threads = 1; threads <= 2; threads++) {
         CHECK(vt_set_threads(threads) == threads, "%d threads: %s", threads, vt_last_error());
         vt_threads_set_min_work(threads > 1 ? 0 : 2e5); /* split even these tiny shapes */
         for (int i = 0; i < n; i++)
-            for (int p = 0; p < NPOL; p++)
+            for (int p = 0; vt_replay_policy(p); p++)
                 for (int ref = 0; ref <= 1; ref++) {
-                    vt_replay_case c = cs[i].c;
-                    c.policy = policies[p];
-                    c.reference = ref;
+                    vt_replay_case c;
+                    const char *name = vt_replay_case_get(i, p, ref, &c);
                     vt_replay_result r;
                     CHECK_OK(vt_replay_check(&c, &r), "replay check");
-                    CHECK(r.pass, "%s, %s, %s kernels, %d thread(s): %s", cs[i].name, policies[p],
+                    CHECK(r.pass, "%s, %s, %s kernels, %d thread(s): %s", name, c.policy,
                           ref ? "reference" : "this build's", threads, r.error);
                     checked++;
                     calls += r.calls;
@@ -108,7 +37,7 @@ static void test_replays(void) {
 /* What the list says: regions, markers, FLOPs re-computed; and what recording refuses. */
 static void test_list(void) {
     vt_model_config mc;
-    small(&mc, VT_KIND_MAE);
+    vt_replay_small(&mc, VT_KIND_MAE);
     vt_model *m = NULL;
     CHECK_OK(vt_model_create(&mc, &m), "create");
     vt_init_weights(m, 1);
