@@ -1,8 +1,10 @@
-/* api.c: the public calls. Creates models (parameter table per kind); vt_forward checks the
- * inputs, resolves the layouts and sizes the arena from the plan (plan.c) before anything runs,
- * then runs the encoder call (vit.c) or the loss (objectives.c); vt_backward runs its backward. */
+/* api.c: the public calls. Creates models (their objective's parameter table, objective.h);
+ * vt_forward checks the inputs, resolves the layouts and sizes the arena from the plan (policy.c)
+ * before anything runs, then runs the call's objective (the encoder calls: vit.c; MAE / AIM:
+ * objectives.c; the classifier: classify.c); vt_backward runs its backward. */
 #include "vit_internal.h"
 #include "exec.h"
+#include "objective.h"
 #include "record.h"
 #include "threads.h"
 #include <math.h>
@@ -20,21 +22,13 @@ vt_status vt_model_create(const vt_model_config *cfg, vt_model **out) {
     vt_model *m = calloc(1, sizeof *m);
     if (!m) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for the model", sizeof *m);
     m->cfg = *cfg;
+    /* every index of an optional parameter starts absent (-1); the objective's build adds its own */
     m->enc.mask_token = -1;
+    m->de_w = m->de_b = m->d_mask_token = m->d_pos = m->dn_w = m->dn_b = m->pred_w = m->pred_b = -1;
+    m->h_in_w = m->hn_w = m->hn_b = m->h_out_w = -1;
     vt_policy_parse("none", &m->policy);
-    switch (cfg->kind) {
-    case VT_KIND_TIMM: rc = vt_encoder_build(m, "", 1); break;
-    case VT_KIND_CAUSAL: rc = vt_encoder_build(m, "", 1); break;
-    case VT_KIND_LIGHTLY:
-        if (cfg->enc.mask_token)
-            rc = vt_param_add(m, &m->enc.mask_token, "", "mask_token", 3, 1, 1, cfg->enc.embed_dim, 0, 1);
-        /* lightly's default pos_embed_initialization 'sincos' freezes pos_embed */
-        if (!rc) rc = vt_encoder_build(m, "vit.", 0);
-        break;
-    case VT_KIND_MAE:
-    case VT_KIND_AIM: rc = vt_objectives_build(m); break;
-    default: rc = vt_fail(VT_ERR_ARG, "unknown model kind %d", (int)cfg->kind);
-    }
+    m->obj = vt_objective_of(cfg);
+    rc = m->obj->build(m);
     if (!rc) rc = vt_ptable_alloc(&m->pt);
     if (rc) {
         vt_model_free(m);
@@ -107,9 +101,7 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
     m->last.need_grad = need_grad;
     memset(m->last.inter, 0, sizeof m->last.inter);
     m->last.fin_ln = m->last.fin_m = m->last.fin_r = NULL;
-    if (fn == VT_FN_LOSS && vt_is_classifier(m)) rc = vt_classify_forward(m, in, need_grad, lays);
-    else if (fn == VT_FN_LOSS) rc = vt_loss_forward(m, in, need_grad, lays);
-    else rc = vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
+    rc = vt_call_objective(m, fn)->forward(m, fn, in, need_grad, lays);
     if (rc) return rc;
     m->last.have_fwd = 1;
     return VT_OK;
@@ -164,15 +156,9 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
         vt_rec_region(m->arena.rec, VT_REG_DIMAGES, dimages,
                       (uint64_t)m->last.in.batch * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
     }
-    if (m->last.fn == VT_FN_LOSS) {
-        /* d loss: the scalars region's input (1 unless given) */
-        m->sc.dloss = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
-        if (!vt_is_classifier(m) && !isfinite(m->sc.dloss)) return vt_fail(VT_ERR_NUMERIC, "d loss is not finite");
-        rc = vt_is_classifier(m) ? vt_classify_backward(m, dimages, param_grads)
-                                 : vt_loss_backward(m, dimages, param_grads);
-    } else {
-        rc = vt_encoder_call_backward(m, douts, n_douts, dimages, param_grads);
-    }
+    /* a loss's upstream gradient is the scalars region's input (1 unless given) */
+    if (m->last.fn == VT_FN_LOSS) m->sc.dloss = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
+    rc = vt_call_objective(m, m->last.fn)->backward(m, douts, n_douts, dimages, param_grads);
     if (!rc && m->arena.overflow) rc = vt_arena_overflow(&m->arena);
     return rc;
 }

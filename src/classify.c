@@ -9,11 +9,8 @@
  * backward scratch, the encoder's backward rows. */
 #include "vit_internal.h"
 #include "exec.h"
+#include "objective.h"
 #include <string.h>
-
-int vt_is_classifier(const vt_model *m) {
-    return m->cfg.kind == VT_KIND_TIMM && m->cfg.enc.num_classes > 0;
-}
 
 enum {
     CLS_ENC = 0, CLS_HEAD = VT_ENC_FWD_ROWS, CLS_LOGP = CLS_HEAD + VT_HEAD_FWD_ROWS, CLS_DLOGITS,
@@ -31,13 +28,15 @@ static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, con
     st[CLS_DFEAT] = vt_keep(g * B * T * D);
 }
 
-uint64_t vt_classify_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static uint64_t cls_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
     vt_step st[CLS_ROWS];
     cls_steps(m, in, need_grad, &lays[0], st);
     return vt_steps_peak(st, CLS_ROWS);
 }
 
-vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values) {
+static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
+    vt_status rc = vt_check_encoder_inputs(m, in, 0, values);
+    if (rc) return rc;
     if (!m->cfg.enc.global_pool[0])
         return vt_fail(VT_ERR_ARG, "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
     if (in->idx_mask || in->idx_keep || in->mask)
@@ -53,7 +52,7 @@ vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values) 
     return VT_OK;
 }
 
-vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
     vt_arena *ar = &m->arena;
     int B = in->batch, T = m->enc.T_full, C = m->cfg.enc.num_classes;
     vt_step st[CLS_ROWS];
@@ -75,7 +74,7 @@ vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, c
     return VT_OK;
 }
 
-vt_status vt_classify_backward(vt_model *m, float *dimages, int pg) {
+static vt_status cls_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int pg) {
     vt_arena *ar = &m->arena;
     const vt_inputs *in = &m->last.in;
     const vt_chain_run *r = &m->last.enc_run;
@@ -92,3 +91,18 @@ vt_status vt_classify_backward(vt_model *m, float *dimages, int pg) {
     vt_arena_reset(ar, mark);
     return rc;
 }
+
+/* the labels of a training step come from the caller (vt_train_step_labels): a plan only needs
+ * to know they are given */
+static vt_status cls_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+    static const int32_t label = 0;
+    memset(in, 0, sizeof *in);
+    in->batch = batch;
+    in->labels = &label;
+    return VT_OK;
+}
+
+static vt_status cls_build(vt_model *m) { return vt_encoder_build(m, "", 1); }
+
+const vt_objective vt_objective_classifier = {"classifier", 1, cls_build, cls_check, vt_encoder_chains, cls_plan,
+                                              cls_forward, cls_backward, cls_step_inputs};

@@ -261,8 +261,10 @@ typedef struct {
     float *cls_logp;               /* classifier loss: log-softmax of the logits [B, C] */
 } vt_call_state;
 
+typedef struct vt_objective vt_objective; /* objective.h */
 struct vt_model {
     vt_model_config cfg;
+    const vt_objective *obj; /* what it computes: its parameters and its loss */
     vt_ptable pt;
     vt_encoder enc;
     /* MAE */

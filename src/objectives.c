@@ -13,6 +13,7 @@
  * allocates its rows and vt_loss_plan is the table's peak. */
 #include "vit_internal.h"
 #include "exec.h"
+#include "objective.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,46 +25,47 @@ static int patch_dim(const vt_model *m) {
     return m->cfg.enc.patch_size * m->cfg.enc.patch_size * m->cfg.enc.in_chans;
 }
 
-vt_status vt_objectives_build(vt_model *m) {
+/* lightly's MAE: backbone.mask_token, backbone.vit.* (sin-cos pos_embed, frozen), the decoder */
+static vt_status mae_build(vt_model *m) {
     const vt_model_config *c = &m->cfg;
     int D = c->enc.embed_dim, L = (c->enc.img_size / c->enc.patch_size) * (c->enc.img_size / c->enc.patch_size) +
                                    c->enc.class_token + c->enc.reg_tokens;
-    int rc = 0, O = patch_dim(m);
-    m->de_w = m->de_b = m->d_mask_token = m->d_pos = m->dn_w = m->dn_b = m->pred_w = m->pred_b = -1;
-    m->h_in_w = m->hn_w = m->hn_b = m->h_out_w = -1;
-    if (c->kind == VT_KIND_MAE) {
-        int Dd = c->decoder_dim;
-        rc |= vt_param_add(m, &m->enc.mask_token, "", "backbone.mask_token", 3, 1, 1, D, 0, 1);
-        if (!rc) rc = vt_encoder_build(m, "backbone.vit.", 0); /* sincos pos_embed: frozen */
-        rc |= vt_param_add(m, &m->de_w, "", "decoder_embed.weight", 2, Dd, D, 0, 0, 1);
-        rc |= vt_param_add(m, &m->de_b, "", "decoder_embed.bias", 1, Dd, 0, 0, 0, 1);
-        rc |= vt_param_add(m, &m->d_mask_token, "", "decoder.mask_token", 3, 1, 1, Dd, 0, 1);
-        rc |= vt_param_add(m, &m->d_pos, "", "decoder.pos_embed", 3, 1, L, Dd, 0, 0);
-        if (rc) return rc < 0 ? rc : VT_ERR_ARG;
-        rc = vt_chain_build(m, &m->dec, "decoder.blocks.", c->decoder_depth, Dd, c->decoder_heads,
-                            (int)vt_mlp_hidden(Dd, c->decoder_mlp_ratio), 1, 1, 1, 0, 0, 1e-6f, 1, 1, "dec");
-        if (rc) return rc;
-        rc |= vt_param_add(m, &m->dn_w, "", "decoder.norm.weight", 1, Dd, 0, 0, 0, 1);
-        rc |= vt_param_add(m, &m->dn_b, "", "decoder.norm.bias", 1, Dd, 0, 0, 0, 1);
-        rc |= vt_param_add(m, &m->pred_w, "", "prediction_head.weight", 2, O, Dd, 0, 0, 1);
-        rc |= vt_param_add(m, &m->pred_b, "", "prediction_head.bias", 1, O, 0, 0, 0, 1);
-    } else {
-        int Hh = c->head_hidden_dim, nb = c->head_blocks;
-        char name[VT_NAME_MAX];
-        rc = vt_encoder_build(m, "backbone.", 0);
-        if (rc) return rc;
-        rc |= vt_param_add(m, &m->h_in_w, "", "projection_head.blocks.0.weight", 2, Hh, D, 0, 0, 1);
-        if (rc) return rc < 0 ? rc : VT_ERR_ARG;
-        rc = vt_chain_build(m, &m->head, "projection_head.blocks.", nb, Hh, 0,
-                            (int)vt_mlp_hidden(Hh, c->head_mlp_ratio), 0, 0, 0, 0, 0, LN_EPS_HEAD, 1, 1, "head");
-        if (rc) return rc;
-        snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 1);
-        rc |= vt_param_add(m, &m->hn_w, "", name, 1, Hh, 0, 0, 0, 1);
-        snprintf(name, sizeof name, "projection_head.blocks.%d.bias", nb + 1);
-        rc |= vt_param_add(m, &m->hn_b, "", name, 1, Hh, 0, 0, 0, 1);
-        snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 2);
-        rc |= vt_param_add(m, &m->h_out_w, "", name, 2, O, Hh, 0, 0, 1);
-    }
+    int rc = 0, O = patch_dim(m), Dd = c->decoder_dim;
+    rc |= vt_param_add(m, &m->enc.mask_token, "", "backbone.mask_token", 3, 1, 1, D, 0, 1);
+    if (!rc) rc = vt_encoder_build(m, "backbone.vit.", 0); /* sincos pos_embed: frozen */
+    rc |= vt_param_add(m, &m->de_w, "", "decoder_embed.weight", 2, Dd, D, 0, 0, 1);
+    rc |= vt_param_add(m, &m->de_b, "", "decoder_embed.bias", 1, Dd, 0, 0, 0, 1);
+    rc |= vt_param_add(m, &m->d_mask_token, "", "decoder.mask_token", 3, 1, 1, Dd, 0, 1);
+    rc |= vt_param_add(m, &m->d_pos, "", "decoder.pos_embed", 3, 1, L, Dd, 0, 0);
+    if (rc) return rc < 0 ? rc : VT_ERR_ARG;
+    rc = vt_chain_build(m, &m->dec, "decoder.blocks.", c->decoder_depth, Dd, c->decoder_heads,
+                        (int)vt_mlp_hidden(Dd, c->decoder_mlp_ratio), 1, 1, 1, 0, 0, 1e-6f, 1, 1, "dec");
+    if (rc) return rc;
+    rc |= vt_param_add(m, &m->dn_w, "", "decoder.norm.weight", 1, Dd, 0, 0, 0, 1);
+    rc |= vt_param_add(m, &m->dn_b, "", "decoder.norm.bias", 1, Dd, 0, 0, 0, 1);
+    rc |= vt_param_add(m, &m->pred_w, "", "prediction_head.weight", 2, O, Dd, 0, 0, 1);
+    rc |= vt_param_add(m, &m->pred_b, "", "prediction_head.bias", 1, O, 0, 0, 0, 1);
+    return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
+}
+
+/* lightly's AIM: backbone.* (a causal timm ViT), projection_head.blocks.* */
+static vt_status aim_build(vt_model *m) {
+    const vt_model_config *c = &m->cfg;
+    int D = c->enc.embed_dim, O = patch_dim(m), Hh = c->head_hidden_dim, nb = c->head_blocks;
+    char name[VT_NAME_MAX];
+    int rc = vt_encoder_build(m, "backbone.", 0);
+    if (rc) return rc;
+    rc |= vt_param_add(m, &m->h_in_w, "", "projection_head.blocks.0.weight", 2, Hh, D, 0, 0, 1);
+    if (rc) return rc < 0 ? rc : VT_ERR_ARG;
+    rc = vt_chain_build(m, &m->head, "projection_head.blocks.", nb, Hh, 0,
+                        (int)vt_mlp_hidden(Hh, c->head_mlp_ratio), 0, 0, 0, 0, 0, LN_EPS_HEAD, 1, 1, "head");
+    if (rc) return rc;
+    snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 1);
+    rc |= vt_param_add(m, &m->hn_w, "", name, 1, Hh, 0, 0, 0, 1);
+    snprintf(name, sizeof name, "projection_head.blocks.%d.bias", nb + 1);
+    rc |= vt_param_add(m, &m->hn_b, "", name, 1, Hh, 0, 0, 0, 1);
+    snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 2);
+    rc |= vt_param_add(m, &m->h_out_w, "", name, 2, O, Hh, 0, 0, 1);
     return rc ? (rc < 0 ? rc : VT_ERR_ARG) : VT_OK;
 }
 
@@ -129,13 +131,6 @@ static void last_steps(const vt_model *m, vt_step *st) {
     vt_chain_layout lays[VT_CHAINS] = {m->last.enc_run.lay, m->cfg.kind == VT_KIND_MAE ? m->last.dec_run.lay : m->last.head_run.lay};
     loss_steps(m, &m->last.in, 1, lays, st);
 }
-
-uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
-    vt_step st[LOSS_ROWS];
-    loss_steps(m, in, need_grad, lays, st);
-    return vt_steps_peak(st, LOSS_ROWS);
-}
-
 
 /* The rows LN .. TRS after the chain: its norm (output, mean, rstd), the norm's rows at
  * idx_mask (MAE), prediction, target and the target's statistics (norm_pix). */
@@ -312,33 +307,135 @@ static int aim_backward(vt_model *m, float *dimages, int pg) {
     return vt_encoder_backward(m, df2, NULL, NULL, dimages, pg);
 }
 
-/* ---- dispatch and plan ---------------------------------------------------------------------------------- */
+/* ---- the objectives (objective.h) ---------------------------------------------------------------- */
 
-vt_status vt_loss_forward(vt_model *m, const vt_inputs *in, int need_grad, vt_chain_layout *lays) {
+static vt_status mae_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
+    if (!in) return vt_fail(VT_ERR_ARG, "inputs are NULL");
+    if (!in->idx_keep || !in->idx_mask)
+        return vt_fail(VT_ERR_ARG, "the MAE loss needs idx_keep and idx_mask (random_token_mask)");
+    if (in->mask) return vt_fail(VT_ERR_ARG, "the MAE loss takes no bool mask");
+    /* the encoder sees idx_keep only (lightly's MAE never passes idx_mask to the encoder) */
+    vt_inputs e = encoder_inputs(in);
+    vt_status rc = vt_check_encoder_inputs(m, &e, 0, values);
+    if (rc) return rc;
+    /* the MAE scatters the encoded tokens back to idx_keep: a repeat would be a race in PyTorch's
+     * scatter (which write wins is undefined), so it is refused here */
+    if (in->n_keep > m->enc.T_full)
+        return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row, the MAE scatters them into %d tokens", in->n_keep,
+                       m->enc.T_full);
+    for (int b = 0; values && b < in->batch; b++)
+        for (int j = 1; j < in->n_keep; j++)
+            if (vt_row_has(in->idx_keep + (size_t)b * in->n_keep, j, in->idx_keep[(size_t)b * in->n_keep + j]))
+                return vt_fail(VT_ERR_ARG, "idx_keep[%d] repeats index %lld: the MAE scatters the encoded tokens "
+                               "back to idx_keep, which needs distinct indices", b,
+                               (long long)in->idx_keep[(size_t)b * in->n_keep + j]);
+    if (in->n_mask < 1 || in->n_mask > m->enc.T_full)
+        return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row (1..%d)", in->n_mask, m->enc.T_full);
+    if (values) {
+        int L = m->enc.T_full, P = m->enc.P;
+        for (int b = 0; b < in->batch; b++)
+            for (int j = 0; j < in->n_mask; j++) {
+                int64_t v = in->idx_mask[(size_t)b * in->n_mask + j];
+                if (v < P || v >= L)
+                    return vt_fail(VT_ERR_ARG, "idx_mask[%d][%d] = %lld: MAE masks patches only, indices %d..%d", b, j,
+                                   (long long)v, P, L - 1);
+                if (vt_row_has(in->idx_mask + (size_t)b * in->n_mask, j, v))
+                    return vt_fail(VT_ERR_ARG, "idx_mask[%d] repeats index %lld", b, (long long)v);
+            }
+    }
+    return VT_OK;
+}
+
+static vt_status aim_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
+    if (!in) return vt_fail(VT_ERR_ARG, "inputs are NULL");
+    if (in->idx_keep || in->idx_mask) return vt_fail(VT_ERR_ARG, "the AIM loss takes a prefix mask, not idx_keep/idx_mask");
+    return vt_check_encoder_inputs(m, in, 1, values);
+}
+
+/* the encoder on the kept tokens, then the decoder / head over the whole sequence */
+static void mae_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+    vt_encoder_chains(m, fn, in, c, T);
+    c[1] = &m->dec;
+    T[1] = m->enc.T_full;
+}
+static void aim_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+    vt_encoder_chains(m, fn, in, c, T);
+    c[1] = &m->head;
+    T[1] = m->enc.T_full;
+}
+
+static uint64_t loss_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    vt_step st[LOSS_ROWS];
+    loss_steps(m, in, need_grad, lays, st);
+    return vt_steps_peak(st, LOSS_ROWS);
+}
+
+static vt_status loss_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
     int rc = m->cfg.kind == VT_KIND_MAE ? mae_forward(m, in, need_grad, lays) : aim_forward(m, in, need_grad, lays);
     if (rc) return rc;
     m->last.out = &m->sc.loss;
     m->last.out_ndim = 1;
     m->last.out_shape[0] = 1;
-    /* a recorded step has no loss yet: its non-finite check is a kernel (vt_optimizer_step) */
+    /* a recorded step has no loss yet: its non-finite check is a kernel (vt_optimizer_apply) */
     if (!vt_exec_recording(m) && !isfinite(m->sc.loss))
         return vt_fail(VT_ERR_NUMERIC, "the loss is %s", isnan(m->sc.loss) ? "NaN" : "infinite");
     return VT_OK;
 }
 
-vt_status vt_loss_backward(vt_model *m, float *dimages, int pg) {
+static vt_status loss_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int pg) {
+    if (!isfinite(m->sc.dloss)) return vt_fail(VT_ERR_NUMERIC, "d loss is not finite");
     size_t mark = vt_arena_mark(&m->arena);
     int rc = m->cfg.kind == VT_KIND_MAE ? mae_backward(m, dimages, pg) : aim_backward(m, dimages, pg);
     vt_arena_reset(&m->arena, mark);
     return rc;
 }
 
+/* lightly random_token_mask: idx_keep [B, n_keep] and idx_mask [B, L - n_keep] */
+static vt_status mae_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+    static const int64_t idx = 0;
+    int L = m->enc.T_full, nk = 0;
+    memset(in, 0, sizeof *in);
+    in->batch = batch;
+    if (draw) {
+        vt_status rc = vt_random_token_mask(draw->rng, batch, L, mask_ratio, 0, draw->keep, draw->masked, &nk);
+        if (rc) return rc;
+        in->idx_keep = draw->keep;
+        in->idx_mask = draw->masked;
+    } else {
+        if (!(mask_ratio >= 0 && mask_ratio < 1)) return vt_fail(VT_ERR_ARG, "mask_ratio must be in [0, 1), got %g", mask_ratio);
+        nk = vt_mask_keep_count(L, mask_ratio, 0);
+        in->idx_keep = in->idx_mask = &idx;
+    }
+    if (nk >= L) return vt_fail(VT_ERR_ARG, "mask_ratio %g masks no patch of %d tokens", mask_ratio, L);
+    in->n_keep = nk;
+    in->n_mask = L - nk;
+    return VT_OK;
+}
+
+/* lightly aim.py: random_prefix_mask((B, N), max_prefix_length = N - 1), causal */
+static vt_status aim_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+    static const uint8_t mask = 0;
+    int L = m->enc.T_full;
+    memset(in, 0, sizeof *in);
+    in->batch = batch;
+    in->mask = &mask;
+    in->is_causal = 1;
+    if (!draw) return VT_OK;
+    in->mask = draw->prefix;
+    return vt_random_prefix_mask(draw->rng, batch, L, L > 1 ? L - 1 : 1, draw->prefix);
+}
+
+const vt_objective vt_objective_mae = {"MAE", 0, mae_build, mae_check, mae_chains, loss_plan, loss_forward,
+                                       loss_backward, mae_step_inputs};
+const vt_objective vt_objective_aim = {"AIM", 0, aim_build, aim_check, aim_chains, loss_plan, loss_forward,
+                                       loss_backward, aim_step_inputs};
+
 /* ---- pictures for teaching ---------------------------------------------------------------------- */
 
 vt_status vt_loss_visualize(const vt_model *cm, float *masked, float *recon) {
     if (!cm || !masked || !recon) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: NULL argument");
     if (!cm->last.have_fwd || cm->last.fn != VT_FN_LOSS) return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
-    if (vt_is_classifier(cm)) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: a classifier reconstructs nothing (MAE / AIM only)");
+    if (cm->obj->labels) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: a classifier reconstructs nothing (MAE / AIM only)");
     vt_model *m = (vt_model *)cm; /* the kernels below only read the model */
     const vt_vit_config *c = &m->cfg.enc;
     const vt_inputs *in = &m->last.in;

@@ -4,6 +4,7 @@
  * peak, and per block what is stored, re-computed and freed. Recording runs the real call
  * (vt_train_step, vt_forward / vt_backward) with the model's arena in recording mode (record.h):
  * nothing of the model changes (no kernel runs; the generator and step count are restored). */
+#include "objective.h"
 #include "record.h"
 #include "vit_internal.h"
 #include <math.h>
@@ -39,13 +40,19 @@ static vt_status end(vt_model *m, vt_recorder *r, vt_status rc, const char *what
     vt_trace *t = r->t;
     snprintf(t->what, sizeof t->what, "%s, batch %d, grad checkpointing %s, %d thread%s", what, m->last.in.batch,
              m->policy.text, m->last.enc_run.lay.threads, m->last.enc_run.lay.threads == 1 ? "" : "s");
-    const vt_chain_run *runs[VT_CHAINS] = {&m->last.enc_run, m->cfg.kind == VT_KIND_MAE ? &m->last.dec_run : &m->last.head_run};
-    t->nchains = m->last.fn == VT_FN_LOSS && (m->cfg.kind == VT_KIND_MAE || m->cfg.kind == VT_KIND_AIM) ? 2 : 1;
-    for (int k = 0; k < t->nchains; k++) {
-        t->lay[k] = runs[k]->lay;
-        t->depth[k] = runs[k]->c ? runs[k]->c->depth : 0;
-        snprintf(t->chain_name[k], sizeof t->chain_name[k], "%s", runs[k]->c ? runs[k]->c->tag : "?");
-    }
+    /* the chains the call ran and their layouts */
+    const vt_chain *cs[VT_CHAINS] = {0};
+    int T[VT_CHAINS] = {0};
+    vt_call_objective(m, m->last.fn)->chains(m, m->last.fn, &m->last.in, cs, T);
+    const vt_chain_run *runs[] = {&m->last.enc_run, &m->last.dec_run, &m->last.head_run};
+    for (int k = 0; k < VT_CHAINS && cs[k]; k++)
+        for (size_t j = 0; j < sizeof runs / sizeof *runs; j++)
+            if (runs[j]->c == cs[k]) {
+                t->lay[k] = runs[j]->lay;
+                t->depth[k] = cs[k]->depth;
+                snprintf(t->chain_name[k], sizeof t->chain_name[k], "%s", cs[k]->tag);
+                t->nchains = k + 1;
+            }
     *out = vt_rec_finish(r);
     return *out ? VT_OK : VT_ERR_STATE;
 }

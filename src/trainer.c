@@ -12,6 +12,7 @@
 #include "safetensors.h"
 #include "vit_internal.h"
 #include "exec.h"
+#include "objective.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ static int check_train_config(const vt_train_config *t) {
 
 vt_status vt_trainer_init(vt_model *m, const vt_train_config *t) {
     if (!m || !t) return vt_fail(VT_ERR_ARG, "vt_trainer_init: NULL argument");
-    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM && !vt_is_classifier(m))
+    if (!m->obj->step_inputs)
         return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
     int rc = check_train_config(t);
     if (rc) return rc;
@@ -124,12 +125,12 @@ vt_status vt_train_step_labels(vt_model *m, const float *images, const int32_t *
                                float *loss) {
     if (!m || !images || !labels) return vt_fail(VT_ERR_ARG, "vt_train_step_labels: NULL argument");
     if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
-    if (!vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
+    if (!m->obj->labels) return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     vt_inputs in;
-    memset(&in, 0, sizeof in);
+    vt_status rc = m->obj->step_inputs(m, NULL, batch, m->train.cfg.mask_ratio, &in);
+    if (rc) return rc;
     in.images = images;
-    in.batch = batch;
     in.labels = labels;
     in.label_smoothing = m->train.cfg.label_smoothing;
     return step_on(m, &in, m->train.rng, loss);
@@ -138,33 +139,19 @@ vt_status vt_train_step_labels(vt_model *m, const float *images, const int32_t *
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
     if (!m || !images) return vt_fail(VT_ERR_ARG, "vt_train_step: NULL argument");
     if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
-    if (vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
+    if (m->obj->labels) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     int rc = masks_reserve(m, batch);
     if (rc) return rc;
     vt_rng saved = m->train.rng; /* restored when the step fails: the next try draws the same masks */
+    vt_step_draw draw = {&m->train.rng, m->train.keep, m->train.masked, m->train.prefix};
     vt_inputs in;
-    memset(&in, 0, sizeof in);
-    in.images = images;
-    in.batch = batch;
-    int L = m->enc.T_full;
-    if (m->cfg.kind == VT_KIND_MAE) {
-        int nk = 0;
-        rc = vt_random_token_mask(&m->train.rng, batch, L, m->train.cfg.mask_ratio, 0, m->train.keep, m->train.masked, &nk);
-        in.idx_keep = m->train.keep;
-        in.n_keep = nk;
-        in.idx_mask = m->train.masked;
-        in.n_mask = L - nk;
-        if (!rc && nk >= L) rc = vt_fail(VT_ERR_ARG, "mask_ratio %g masks no patch of %d tokens", m->train.cfg.mask_ratio, L);
-    } else { /* lightly aim.py: random_prefix_mask((B, N), max_prefix_length = N - 1) */
-        rc = vt_random_prefix_mask(&m->train.rng, batch, L, L > 1 ? L - 1 : 1, m->train.prefix);
-        in.mask = m->train.prefix;
-        in.is_causal = 1;
-    }
+    rc = m->obj->step_inputs(m, &draw, batch, m->train.cfg.mask_ratio, &in);
     if (rc) {
         m->train.rng = saved;
         return rc;
     }
+    in.images = images;
     return step_on(m, &in, saved, loss);
 }
 

@@ -8,6 +8,7 @@
  * vt_encoder_backward here. */
 #include "vit_internal.h"
 #include "exec.h"
+#include "objective.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,12 +180,6 @@ vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, con
         *feat = m->last.fin_ln;
     }
     return VT_OK;
-}
-
-int vt_row_has(const int64_t *row, int n, int64_t v) {
-    for (int i = 0; i < n; i++)
-        if (row[i] == v) return 1;
-    return 0;
 }
 
 /* Floats the preprocessing needs on top of x0 (forward) and of dx0 (backward, worst case). */
@@ -468,3 +463,49 @@ void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_gr
     bwd[VT_ENC_BWD] = vt_peak(need_grad ? bx : 0);
     bwd[VT_ENC_PRE_BWD] = vt_peak(need_grad ? pre_b : 0);
 }
+
+/* ---- the encoder calls as an objective (objective.h): every model has them ---------------------- */
+
+/* timm / causal: timm's keys, a learned pos_embed; lightly: its mask token, then vit.<timm keys>
+ * with the sin-cos pos_embed frozen (lightly's default pos_embed_initialization) */
+static vt_status enc_build(vt_model *m) {
+    if (m->cfg.kind != VT_KIND_LIGHTLY) return vt_encoder_build(m, "", 1);
+    vt_status rc = VT_OK;
+    if (m->cfg.enc.mask_token)
+        rc = vt_param_add(m, &m->enc.mask_token, "", "mask_token", 3, 1, 1, m->cfg.enc.embed_dim, 0, 1);
+    return rc ? rc : vt_encoder_build(m, "vit.", 0);
+}
+
+static vt_status enc_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
+    if (fn == VT_FN_LOSS) /* a model whose objective is its encoder calls has no loss */
+        return vt_fail(VT_ERR_ARG, "loss needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
+    vt_status rc = vt_check_encoder_inputs(m, in, vt_causal_kind(m), values);
+    if (rc) return rc;
+    if (fn == VT_FN_TIMM_FORWARD && (in->idx_mask || in->idx_keep || (in->mask && !vt_causal_kind(m))))
+        return vt_fail(VT_ERR_ARG, "timm's forward takes no idx_mask / idx_keep / token mask (lightly's "
+                                   "encode / forward do)");
+    if (fn == VT_FN_TIMM_FORWARD && strcmp(m->cfg.enc.global_pool, "token") && m->cfg.enc.global_pool[0] &&
+        m->enc.T_full <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
+                       m->cfg.enc.global_pool, m->enc.P);
+    if (fn == VT_FN_FORWARD && !strcmp(m->cfg.enc.global_pool, "avg") &&
+        (in->idx_keep ? in->n_keep : m->enc.T_full) <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "avg pooling needs at least one token after the %d prefix tokens", m->enc.P);
+    return VT_OK;
+}
+
+void vt_encoder_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+    c[0] = &m->enc.chain;
+    T[0] = in->idx_keep ? in->n_keep : m->enc.T_full;
+}
+
+static uint64_t enc_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    return vt_encoder_call_plan(m, fn, in, need_grad, &lays[0]);
+}
+
+static vt_status enc_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    return vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
+}
+
+const vt_objective vt_objective_encoder = {"encoder calls", 0, enc_build, enc_check, vt_encoder_chains, enc_plan,
+                                           enc_forward, vt_encoder_call_backward, NULL};
