@@ -6,7 +6,6 @@
 #include "exec.h"
 #include "objective.h"
 #include "record.h"
-#include "threads.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,14 +53,7 @@ void vt_model_free(vt_model *m) {
 
 const vt_model_config *vt_model_get_config(const vt_model *m) { return &m->cfg; }
 
-vt_status vt_model_set_threads(vt_model *m, int n) {
-    if (!m) return vt_fail(VT_ERR_ARG, "vt_model_set_threads: model is NULL");
-    if (n < 0 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [0, %d]", n, VT_MAX_THREADS);
-    if (n != m->threads) m->last.have_fwd = 0; /* what it kept was planned for the old count */
-    m->threads = n;
-    return VT_OK;
-}
-int vt_model_threads(const vt_model *m) { return m->threads ? m->threads : vt_threads_max(); }
+
 void vt_free(void *p) { free(p); }
 
 /* recording: the buffers a call's kernels may address (record.h) */

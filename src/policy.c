@@ -11,6 +11,7 @@
  * against a budget is step_plan.c. */
 #include "objective.h"
 #include "vit_internal.h"
+#include "threads.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -83,6 +84,17 @@ vt_status vt_set_grad_checkpointing(vt_model *m, const char *policy) {
 }
 
 const char *vt_get_grad_checkpointing(const vt_model *m) { return m->policy.text; }
+
+/* ---- threads: the count a plan is made for (the attention's per-thread scratch) ---- */
+
+vt_status vt_model_set_threads(vt_model *m, int n) {
+    if (!m) return vt_fail(VT_ERR_ARG, "vt_model_set_threads: model is NULL");
+    if (n < 0 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [0, %d]", n, VT_MAX_THREADS);
+    if (n != m->threads) m->last.have_fwd = 0; /* what it kept was planned for the old count */
+    m->threads = n;
+    return VT_OK;
+}
+int vt_model_threads(const vt_model *m) { return m->threads ? m->threads : vt_threads_max(); }
 
 /* ---- layouts ---------------------------------------------------------------------------------- */
 
