@@ -261,7 +261,7 @@ static int cases(named_case *out) {
     c.warm_steps = 1; c.clip_norm = 1.0f;
     out[n++] = (named_case){"aim step (LayerScale, clipped)", c};
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3; c.cfg.enc.reg_tokens = 2;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avg"); c.fn = -1; c.batch = 4; c.warm_steps = 1;
+    c.cfg.enc.global_pool = VT_POOL_AVG; c.fn = -1; c.batch = 4; c.warm_steps = 1;
     c.clip_norm = 1.0f;
     out[n++] = (named_case){"classifier step (avg pool, registers)", c};
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 4; c.cfg.enc.qk_norm = 1;
@@ -274,7 +274,7 @@ static int cases(named_case *out) {
     c.fn = VT_FN_INTERMEDIATES; c.idx_mask = 0; c.bool_mask = 1;
     out[n++] = (named_case){"forward_intermediates (token mask)", c};
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_LIGHTLY); c.cfg.enc.no_embed_class = 1;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avg"); c.fn = VT_FN_FORWARD; c.batch = 2;
+    c.cfg.enc.global_pool = VT_POOL_AVG; c.fn = VT_FN_FORWARD; c.batch = 2;
     c.idx_keep = 7;
     out[n++] = (named_case){"forward (avg pool, no_embed_class, idx_keep)", c};
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_LIGHTLY); c.fn = VT_FN_INTERMEDIATES_NORM; c.batch = 2; c.idx_mask = 3;
@@ -287,7 +287,7 @@ static int cases(named_case *out) {
     out[n++] = (named_case){"causal forward (is_causal off)", c};
     /* timm's forward through its head */
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3; c.cfg.enc.reg_tokens = 1;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "avgmax"); c.fn = VT_FN_TIMM_FORWARD; c.batch = 2;
+    c.cfg.enc.global_pool = VT_POOL_AVGMAX; c.fn = VT_FN_TIMM_FORWARD; c.batch = 2;
     out[n++] = (named_case){"timm forward (avgmax pool)", c};
     /* the losses with image gradients */
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_MAE); c.cfg.norm_pix_loss = 1; c.fn = VT_FN_LOSS; c.batch = 2;
@@ -297,7 +297,7 @@ static int cases(named_case *out) {
     c.bool_mask = 1; c.is_causal = 1;
     out[n++] = (named_case){"aim loss + d images", c};
     memset(&c, 0, sizeof c); vt_replay_small(&c.cfg, VT_KIND_TIMM); c.cfg.enc.num_classes = 3;
-    snprintf(c.cfg.enc.global_pool, sizeof c.cfg.enc.global_pool, "max"); c.fn = VT_FN_LOSS; c.batch = 3;
+    c.cfg.enc.global_pool = VT_POOL_MAX; c.fn = VT_FN_LOSS; c.batch = 3;
     out[n++] = (named_case){"classifier loss + d images (max pool)", c};
     return n;
 }

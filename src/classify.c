@@ -37,7 +37,7 @@ static uint64_t cls_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int n
 static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
     vt_status rc = vt_check_encoder_inputs(m, in, 0, values);
     if (rc) return rc;
-    if (!m->cfg.enc.global_pool[0])
+    if (m->cfg.enc.global_pool == VT_POOL_NONE)
         return vt_fail(VT_ERR_ARG, "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
     if (in->idx_mask || in->idx_keep || in->mask)
         return vt_fail(VT_ERR_ARG, "the classifier loss runs timm's forward: no idx_mask / idx_keep / mask");

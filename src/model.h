@@ -45,6 +45,8 @@ void vt_ptable_free(vt_ptable *t);
 struct vt_model;
 /* Adds parameter pfx + name of shape (d0, d1, d2, d3)[:ndim] to the model's table; *idx = its
  * index. The one way the builders (vit.c, block.c, objectives.c) add parameters. */
+/* config.c: the encoder's timm VisionTransformer kwargs as JSON (a saved encoder's timm_kwargs) */
+vt_status vt_timm_kwargs_json(const vt_vit_config *c, char *buf, size_t len);
 vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim,
                        int64_t d0, int64_t d1, int64_t d2, int64_t d3, int trainable);
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int has_pool(const vt_model *m) { return m->cfg.enc.global_pool[0] != 0; }
+static int has_pool(const vt_model *m) { return m->cfg.enc.global_pool != VT_POOL_NONE; }
 static int has_norm(const vt_model *m) { return m->enc.norm_w >= 0; }
 
 /* ---- parameter table --------------------------------------------------------------------------- */
@@ -30,8 +30,7 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     e->N = e->G * e->G;
     e->P = (c->class_token ? 1 : 0) + c->reg_tokens;
     e->T_full = e->N + e->P;
-    e->use_fc_norm = !strcmp(c->global_pool, "avg") || !strcmp(c->global_pool, "max") ||
-                     !strcmp(c->global_pool, "avgmax");
+    e->use_fc_norm = c->global_pool == VT_POOL_AVG || c->global_pool == VT_POOL_MAX || c->global_pool == VT_POOL_AVGMAX;
     if (c->class_token) rc |= vt_param_add(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
     if (c->reg_tokens) rc |= vt_param_add(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
     if (c->pos_embed)
@@ -198,30 +197,22 @@ static void plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint
 
 /* lightly's forward: y [B,D] = x[:, P:].mean(dim=1) for "avg", x[:, 0] otherwise (token, and
  * lightly's max / avgmax, which pool the class token too) */
-static int lightly_pool(const vt_model *m) { return !strcmp(m->cfg.enc.global_pool, "avg") ? VT_POOLK_AVG : VT_POOLK_TOKEN; }
+static int lightly_pool(const vt_model *m) { return m->cfg.enc.global_pool == VT_POOL_AVG ? VT_POOLK_AVG : VT_POOLK_TOKEN; }
 
 /* ---- timm forward_head: pool -> fc_norm -> head ---------------------------------------------------- */
 
-typedef enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX } pool_kind;
-static int pool_kernel(pool_kind pk) {
-    return pk == POOL_AVG ? VT_POOLK_AVG : pk == POOL_MAX ? VT_POOLK_MAX : pk == POOL_AVGMAX ? VT_POOLK_AVGMAX : VT_POOLK_TOKEN;
-}
-static pool_kind timm_pool(const vt_model *m) {
-    const char *gp = m->cfg.enc.global_pool;
-    if (!gp[0]) return POOL_NONE;
-    if (!strcmp(gp, "avg")) return POOL_AVG;
-    if (!strcmp(gp, "max")) return POOL_MAX;
-    if (!strcmp(gp, "avgmax")) return POOL_AVGMAX;
-    return POOL_TOKEN;
+/* the pooling kernels' kinds (ops.h) of timm's global_pool (none has no kernel) */
+static int pool_kernel(vt_pool pk) {
+    return pk == VT_POOL_AVG ? VT_POOLK_AVG : pk == VT_POOL_MAX ? VT_POOLK_MAX : pk == VT_POOL_AVGMAX ? VT_POOLK_AVGMAX : VT_POOLK_TOKEN;
 }
 
 void vt_head_steps(const vt_model *m, int B, int T, int need_grad, vt_step fwd[VT_HEAD_FWD_ROWS],
                    vt_step bwd[VT_HEAD_BWD_ROWS]) {
-    pool_kind pk = timm_pool(m);
+    vt_pool pk = m->cfg.enc.global_pool;
     uint64_t D = m->enc.chain.D, C = m->cfg.enc.num_classes > 0 ? (uint64_t)m->cfg.enc.num_classes : 0;
-    uint64_t rows = pk == POOL_NONE ? (uint64_t)B * T : (uint64_t)B;
+    uint64_t rows = pk == VT_POOL_NONE ? (uint64_t)B * T : (uint64_t)B;
     int fcn = m->enc.use_fc_norm;
-    fwd[VT_HEAD_POOL] = vt_keep(pk == POOL_NONE ? 0 : rows * D);
+    fwd[VT_HEAD_POOL] = vt_keep(pk == VT_POOL_NONE ? 0 : rows * D);
     fwd[VT_HEAD_NORM] = vt_keep(fcn ? rows * D : 0);
     fwd[VT_HEAD_NORM_STATS] = vt_keep(fcn ? rows : 0);
     fwd[VT_HEAD_NORM_STATS].count = 2;
@@ -235,15 +226,15 @@ vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, in
     vt_arena *ar = &m->arena;
     vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
     vt_head_steps(m, B, T, 0, st, bst);
-    pool_kind pk = timm_pool(m);
+    vt_pool pk = m->cfg.enc.global_pool;
     int D = e->chain.D, P = e->P, C = m->cfg.enc.num_classes > 0 ? m->cfg.enc.num_classes : 0;
     memset(h, 0, sizeof *h);
     h->B = B; h->T = T; h->D = D; h->C = C; h->x = x;
-    h->rows = pk == POOL_NONE ? B * T : B;
-    if (pk != POOL_NONE && pk != POOL_TOKEN && T <= P)
+    h->rows = pk == VT_POOL_NONE ? B * T : B;
+    if (pk != VT_POOL_NONE && pk != VT_POOL_TOKEN && T <= P)
         return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
-                       m->cfg.enc.global_pool, P);
-    h->pooled = pk == POOL_NONE ? (float *)x : vt_arena_alloc(ar, st[VT_HEAD_POOL].n, "head.pooled");
+                       vt_pool_name(m->cfg.enc.global_pool), P);
+    h->pooled = pk == VT_POOL_NONE ? (float *)x : vt_arena_alloc(ar, st[VT_HEAD_POOL].n, "head.pooled");
     if (e->use_fc_norm) {
         h->normed = vt_arena_alloc(ar, st[VT_HEAD_NORM].n, "head.fc_norm");
         h->mean = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n, "head.fc_norm.mean");
@@ -251,7 +242,7 @@ vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, in
     }
     float *logits = C ? vt_arena_alloc(ar, st[VT_HEAD_OUT].n, "head.out") : NULL;
     if (ar->overflow) return vt_arena_overflow(ar);
-    if (pk != POOL_NONE) vt_k_pool_forward(m, h->pooled, x, B, T, D, P, pool_kernel(pk));
+    if (pk != VT_POOL_NONE) vt_k_pool_forward(m, h->pooled, x, B, T, D, P, pool_kernel(pk));
     const float *hin = h->pooled;
     if (e->use_fc_norm) {
         vt_k_layernorm_forward(m, h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w), vt_P(m, e->fcn_b),
@@ -268,7 +259,7 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
     vt_arena *ar = &m->arena;
     vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
     vt_head_steps(m, h->B, h->T, 1, st, bst);
-    pool_kind pk = timm_pool(m);
+    vt_pool pk = m->cfg.enc.global_pool;
     int B = h->B, T = h->T, D = h->D, P = e->P, C = h->C;
     size_t mark = vt_arena_mark(ar), RD = (size_t)h->rows * D;
     float *scratch = bst[VT_HEAD_SCRATCH].n ? vt_zalloc(m, bst[VT_HEAD_SCRATCH].n, "head.grad") : NULL;
@@ -287,7 +278,7 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
                                 vt_P(m, e->fcn_w), h->mean, h->rstd, h->rows, D);
         dp = dpool;
     }
-    if (pk == POOL_NONE) vt_k_add2d(m, dx, dp, 1, (int64_t)B * T * D, 0, 0);
+    if (pk == VT_POOL_NONE) vt_k_add2d(m, dx, dp, 1, (int64_t)B * T * D, 0, 0);
     else vt_k_pool_backward(m, dx, dp, h->x, B, T, D, P, pool_kernel(pk), 0);
     vt_arena_reset(ar, mark);
     return VT_OK;
@@ -356,7 +347,7 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
         if (rc) return rc;
         m->last.out = h->out;
         int width = h->C ? h->C : D;
-        m->last.out_ndim = timm_pool(m) == POOL_NONE ? 3 : 2;
+        m->last.out_ndim = m->cfg.enc.global_pool == VT_POOL_NONE ? 3 : 2;
         m->last.out_shape[m->last.out_ndim - 1] = width;
     }
     if (vt_fn_is_inter(fn))
@@ -484,11 +475,11 @@ static vt_status enc_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
     if (fn == VT_FN_TIMM_FORWARD && (in->idx_mask || in->idx_keep || (in->mask && !vt_causal_kind(m))))
         return vt_fail(VT_ERR_ARG, "timm's forward takes no idx_mask / idx_keep / token mask (lightly's "
                                    "encode / forward do)");
-    if (fn == VT_FN_TIMM_FORWARD && strcmp(m->cfg.enc.global_pool, "token") && m->cfg.enc.global_pool[0] &&
-        m->enc.T_full <= m->enc.P)
-        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
-                       m->cfg.enc.global_pool, m->enc.P);
-    if (fn == VT_FN_FORWARD && !strcmp(m->cfg.enc.global_pool, "avg") &&
+    vt_pool gp = m->cfg.enc.global_pool;
+    if (fn == VT_FN_TIMM_FORWARD && gp != VT_POOL_TOKEN && gp != VT_POOL_NONE && m->enc.T_full <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens", vt_pool_name(gp),
+                       m->enc.P);
+    if (fn == VT_FN_FORWARD && gp == VT_POOL_AVG &&
         (in->idx_keep ? in->n_keep : m->enc.T_full) <= m->enc.P)
         return vt_fail(VT_ERR_ARG, "avg pooling needs at least one token after the %d prefix tokens", m->enc.P);
     return VT_OK;

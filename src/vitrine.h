@@ -23,8 +23,15 @@ extern "C" {
 
 #define VT_MAX_TOKENS 4096   /* tokens of a sequence (patches + prefix tokens) a config may have */
 
+/* timm's global_pool: '' (none: every token), 'token' (the class token), 'avg', 'max', 'avgmax'
+ * (= (max + avg) / 2) over the patch tokens; 'map' (attention pooling) is read and refused. */
+typedef enum { VT_POOL_NONE = 0, VT_POOL_TOKEN, VT_POOL_AVG, VT_POOL_MAX, VT_POOL_AVGMAX, VT_POOL_MAP } vt_pool;
+const char *vt_pool_name(vt_pool p); /* its name in JSON and in timm */
+vt_status vt_pool_from_name(const char *name, vt_pool *out);
+
 /* timm VisionTransformer constructor arguments that vitrine implements (timm's defaults via
- * vt_vit_config_default), plus lightly's mask token. */
+ * vt_vit_config_default), plus lightly's mask token. The fields' defaults, JSON reader, validator
+ * and JSON writers come from one list (config.c). */
 typedef struct {
     int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
     double mlp_ratio;     /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
@@ -35,7 +42,7 @@ typedef struct {
     int no_embed_class;   /* pos_embed covers patches only, prefix tokens get none */
     int pos_embed;        /* 1: learned pos_embed parameter ('learn'); 0: none */
     float init_values;    /* LayerScale ls1/ls2 when > 0 */
-    char global_pool[8];  /* "", "token", "avg", "max", "avgmax" */
+    vt_pool global_pool;  /* timm's global_pool ('', token, avg, max, avgmax; JSON: the names) */
     int mask_token;       /* lightly MaskedVisionTransformerTIMM's mask_token [1,1,D] */
     int num_classes;      /* timm classifier head.* (kept for load/save; lightly never applies it) */
 } vt_vit_config;

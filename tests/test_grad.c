@@ -591,19 +591,19 @@ static void test_models(void) {
 
     /* 3. timm kind (trainable pos_embed), no class token, avg pool */
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
-    c.enc.mask_token = 0; c.enc.class_token = 0; strcpy(c.enc.global_pool, "avg");
+    c.enc.mask_token = 0; c.enc.class_token = 0; vt_pool_from_name("avg", &c.enc.global_pool);
     memset(&in, 0, sizeof in); in.batch = B;
     model_fd("timm no-cls avg pool forward", &c, VT_FN_FORWARD, &in, 3);
 
     /* 4. class token + reg tokens, avg pool (prefix excluded) */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    c.enc.reg_tokens = 2; strcpy(c.enc.global_pool, "avg");
+    c.enc.reg_tokens = 2; vt_pool_from_name("avg", &c.enc.global_pool);
     memset(&in, 0, sizeof in); in.batch = B;
     model_fd("lightly cls+reg2 avg pool forward", &c, VT_FN_FORWARD, &in, 4);
 
     /* 5. global_pool '' forward: [B,T,D] */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    strcpy(c.enc.global_pool, "");
+    vt_pool_from_name("", &c.enc.global_pool);
     memset(&in, 0, sizeof in); in.batch = B;
     model_fd("lightly global_pool '' forward", &c, VT_FN_FORWARD, &in, 5);
 
@@ -658,7 +658,7 @@ static void test_models(void) {
                 char nm[96];
                 tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
                 c.enc.reg_tokens = 1;
-                strcpy(c.enc.global_pool, pools[pi]);
+                vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 c.enc.num_classes = nc;
                 memset(&in, 0, sizeof in); in.batch = B;
                 snprintf(nm, sizeof nm, "timm forward pool '%s' num_classes %d", pools[pi], nc);
@@ -703,7 +703,7 @@ static void test_models(void) {
                 char nm[96];
                 tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
                 c.enc.reg_tokens = pi == 1;
-                strcpy(c.enc.global_pool, pools[pi]);
+                vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 c.enc.num_classes = 5;
                 memset(&in, 0, sizeof in); in.batch = 3; in.labels = labels; in.label_smoothing = si ? 0.1f : 0.0f;
                 snprintf(nm, sizeof nm, "classifier loss pool '%s' smoothing %.1f", pools[pi], in.label_smoothing);

@@ -259,7 +259,7 @@ static int cmd_trace(int argc, char **argv) {
         free(bytes);
     } else {
         rc = vt_model_preset(preset, kind, &mc);
-        if (!rc && classify) { mc.enc.num_classes = classes; snprintf(mc.enc.global_pool, sizeof mc.enc.global_pool, "avg"); }
+        if (!rc && classify) { mc.enc.num_classes = classes; mc.enc.global_pool = VT_POOL_AVG; }
     }
     if (!rc && encode) mc.enc.mask_token = 1;
     vt_model *m = NULL;
