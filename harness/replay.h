@@ -6,7 +6,9 @@
  * identical models A and B; B records the step (vt_trace_*), the list is replayed over fresh
  * buffers (a NaN-filled arena, B's parameters and optimizer state, the recorded inputs); A runs the
  * step for real. Pass: parameters, gradients, AdamW moments, the loss (and, for a call, its
- * outputs and d images) equal bit for bit, and B, which only recorded, then steps as A did.
+ * outputs and d images) equal bit for bit, and B, which only recorded, then steps as A did; a
+ * training step's list then replays the next two steps too, fed their inputs
+ * (vt_train_step_begin / _end).
  * Shared by tests/test_replay.c (ctest) and wasm/exports.c (node --test through every build). */
 #ifndef VT_REPLAY_H
 #define VT_REPLAY_H
@@ -14,7 +16,7 @@
 
 typedef struct {
     vt_model_config cfg;
-    const char *policy;
+    const char *policy;  /* a policy, or "budget": half way between none's and block's activation plans */
     int fn;              /* -1: a training step; else the vt_fn recorded with its backward */
     int batch;
     /* inputs of a recorded call (a training step draws its own) */
@@ -37,7 +39,7 @@ vt_status vt_replay_check(const vt_replay_case *c, vt_replay_result *r);
 
 /* The cases: every objective's training step and the encoder calls over the configs that matter
  * (tests/test_replay.c lists them); case i under policy p (vt_replay_policy: none, block, every:2,
- * sqrt, selective, budget), through the references or not. Returns its name (NULL past the end). */
+ * sqrt, selective, budget half way), through the references or not. Returns its name (NULL past the end). */
 int vt_replay_case_count(void);
 const char *vt_replay_policy(int p);
 const char *vt_replay_case_get(int i, int policy, int reference, vt_replay_case *out);

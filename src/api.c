@@ -133,10 +133,11 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
     m->arena.tl_backward = m->arena.tl_n;
     vt_arena_event(&m->arena);
     vt_exec_mark(m, VT_PHASE_BACKWARD, -1, -1);
-    if (vt_exec_recording(m)) { /* the upstream gradients, one output after the other; d images */
+    if (vt_exec_recording(m)) { /* the upstream gradients, one output after the other (a loss's is
+                                 * the scalars region's dloss); d images */
         const vt_vit_config *c = &m->cfg.enc;
         uint64_t voff = 0;
-        for (int i = 0; i < n_douts; i++) {
+        for (int i = 0; i < n_douts && m->last.fn != VT_FN_LOSS; i++) {
             int64_t shape[4];
             int nd = 0;
             vt_output(m, i, shape, &nd);

@@ -5,7 +5,7 @@
  *   xo = xm + ls2 * fc2(gelu(fc1(norm2(xm))))
  * Checkpointing never changes a bit: a re-computation calls the very same block_forward (same
  * kernels, same order, same inputs) that the first forward ran. Which activations are kept is a
- * per-block storage mode (VT_STORE_*), derived from the policy in plan.c. The memory plan
+ * per-block storage mode (VT_STORE_*), derived from the policy in policy.c. The memory plan
  * for all of this is vt_chain_plan at the bottom, written to mirror the allocations here. */
 #include "exec.h"
 #include <math.h>

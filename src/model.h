@@ -154,7 +154,7 @@ typedef struct {
 
 /* The concrete layout of one chain for one call: a segment length (blocks re-computed together
  * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layouts
- * (plan.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
+ * (policy.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
  * head. */
 #define VT_MAX_DEPTH 64
 #define VT_CHAINS 2
@@ -232,6 +232,8 @@ typedef struct {
     int64_t *keep, *masked; /* MAE idx_keep / idx_mask of a step */
     uint8_t *prefix;     /* AIM prefix mask of a step */
     size_t cap;          /* tokens the three buffers hold (batch x sequence of the largest step) */
+    int begun;           /* vt_train_step_begin, not ended yet */
+    vt_rng begun_rng;    /* the generator before that step's masks */
 } vt_trainer_state;
 
 /* What the MAE / AIM loss forward keeps for its backward (objectives.c); arena pointers. */

@@ -121,38 +121,80 @@ static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *
     return rc;
 }
 
+/* A step's checks and inputs: labels (a classifier) or masks drawn from the generator (its state
+ * before them in *saved, for a step that fails: the next try draws the same masks). who: the
+ * public call, for its messages. */
+static vt_status step_inputs(vt_model *m, const float *images, const int32_t *labels, int batch, const char *who,
+                             vt_inputs *in, vt_rng *saved) {
+    if (!m || !images || (!strcmp(who, "vt_train_step_labels") && !labels))
+        return vt_fail(VT_ERR_ARG, "%s: NULL argument", who);
+    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (labels && !m->obj->labels)
+        return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
+    if (!labels && m->obj->labels) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
+    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
+    int rc = labels ? VT_OK : masks_reserve(m, batch);
+    if (rc) return rc;
+    *saved = m->train.rng;
+    vt_step_draw draw = {&m->train.rng, m->train.keep, m->train.masked, m->train.prefix};
+    rc = m->obj->step_inputs(m, labels ? NULL : &draw, batch, m->train.cfg.mask_ratio, in);
+    if (rc) {
+        m->train.rng = *saved;
+        return rc;
+    }
+    in->images = images;
+    if (labels) {
+        in->labels = labels;
+        in->label_smoothing = m->train.cfg.label_smoothing;
+    }
+    return VT_OK;
+}
+
 vt_status vt_train_step_labels(vt_model *m, const float *images, const int32_t *labels, int batch,
                                float *loss) {
-    if (!m || !images || !labels) return vt_fail(VT_ERR_ARG, "vt_train_step_labels: NULL argument");
-    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
-    if (!m->obj->labels) return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
-    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     vt_inputs in;
-    vt_status rc = m->obj->step_inputs(m, NULL, batch, m->train.cfg.mask_ratio, &in);
-    if (rc) return rc;
-    in.images = images;
-    in.labels = labels;
-    in.label_smoothing = m->train.cfg.label_smoothing;
-    return step_on(m, &in, m->train.rng, loss);
+    vt_rng saved;
+    vt_status rc = step_inputs(m, images, labels, batch, "vt_train_step_labels", &in, &saved);
+    return rc ? rc : step_on(m, &in, saved, loss);
 }
 
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
-    if (!m || !images) return vt_fail(VT_ERR_ARG, "vt_train_step: NULL argument");
-    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
-    if (m->obj->labels) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
-    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
-    int rc = masks_reserve(m, batch);
-    if (rc) return rc;
-    vt_rng saved = m->train.rng; /* restored when the step fails: the next try draws the same masks */
-    vt_step_draw draw = {&m->train.rng, m->train.keep, m->train.masked, m->train.prefix};
     vt_inputs in;
-    rc = m->obj->step_inputs(m, &draw, batch, m->train.cfg.mask_ratio, &in);
-    if (rc) {
-        m->train.rng = saved;
-        return rc;
+    vt_rng saved;
+    vt_status rc = step_inputs(m, images, NULL, batch, "vt_train_step", &in, &saved);
+    return rc ? rc : step_on(m, &in, saved, loss);
+}
+
+/* ---- a step run elsewhere (a replayed list) ---- */
+
+vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch, vt_inputs *in,
+                              vt_scalars *sc) {
+    if (!in || !sc) return vt_fail(VT_ERR_ARG, "vt_train_step_begin: NULL argument");
+    vt_status rc = step_inputs(m, images, labels, batch, "vt_train_step_begin", in, &m->train.begun_rng);
+    if (rc) return rc;
+    if (m->opt.t >= VT_MAX_STEPS) {
+        m->train.rng = m->train.begun_rng;
+        return vt_fail(VT_ERR_STATE, "AdamW has taken %ld steps, the most it counts", m->opt.t);
     }
-    in.images = images;
-    return step_on(m, &in, saved, loss);
+    memset(sc, 0, sizeof *sc);
+    sc->lr = vt_train_lr(m, m->opt.t); /* what vt_optimizer_apply would set */
+    sc->step = (float)(m->opt.t + 1);
+    sc->dloss = 1.0f;
+    m->train.begun = 1;
+    return VT_OK;
+}
+
+vt_status vt_train_step_end(vt_model *m, const vt_scalars *sc) {
+    if (!m || !sc) return vt_fail(VT_ERR_ARG, "vt_train_step_end: NULL argument");
+    if (!m->train.begun) return vt_fail(VT_ERR_STATE, "vt_train_step_end needs a vt_train_step_begin first");
+    m->train.begun = 0;
+    if (sc->nonfinite != 0.0f) { /* AdamW skipped every update: the state is the last good one */
+        m->train.rng = m->train.begun_rng;
+        return vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: the loss or a gradient is not finite; the last "
+                                       "good state is kept", m->opt.t);
+    }
+    m->opt.t++;
+    return VT_OK;
 }
 
 /* ---- training state <-> safetensors bytes ------------------------------------------------- */

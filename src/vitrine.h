@@ -444,6 +444,17 @@ const void *vt_trace_input(const vt_trace *t, vt_region r);
 vt_status vt_trace_replay(const vt_trace *t, void *const bufs[VT_REG_COUNT]);
 /* Routes every kernel to its scalar reference (1) or back to this build's fastest (0); tests. */
 void vt_kernels_use_reference(int on);
+/* A training step run elsewhere -- a replay of its recorded list, by another backend or over other
+ * buffers: vt_train_step_begin gives the step's inputs as vt_train_step would draw them (in: the
+ * images, the masks / indices, in the model's buffers until the next step, or the labels; sc: the
+ * scalars region's inputs lr, step, dloss) and vt_train_step_end, with the replay's scalars,
+ * commits it as vt_train_step does: the step counts when the loss and gradients were finite
+ * (nonfinite 0), else VT_ERR_NUMERIC and the generator goes back (the next step draws the same
+ * masks). labels: NULL for MAE / AIM. The model's own buffers are not touched: the state lives
+ * where the replay ran. */
+vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch, vt_inputs *in,
+                              vt_scalars *sc);
+vt_status vt_train_step_end(vt_model *m, const vt_scalars *sc);
 /* A model's own regions (params, grads, adam_m, adam_v, arena, scalars): base and bytes (NULL and
  * 0 for the others, or one it does not have yet), to hand a step's state to another backend. */
 void *vt_model_region(vt_model *m, vt_region r, uint64_t *bytes);
