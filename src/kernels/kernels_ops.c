@@ -260,12 +260,7 @@ void vt_sum_rows_at(float *out, const float *x, const int64_t *idx, int64_t B, i
 void vt_layernorm_backward_rows(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                 const float *w, const float *mean, const float *rstd, const int64_t *idx,
                                 int64_t B, int64_t L, int64_t K, int64_t D) {
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t k = 0; k < K; k++) {
-            int64_t row = b * L + idx[b * K + k];
-            vt_layernorm_backward(dinp + row * D, dw, db, dout + (b * K + k) * D, inp + row * D, w, mean + row,
-                                  rstd + row, 1, (int)D);
-        }
+    vt_layernorm_backward_rows_by(vt_layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, idx, B, L, K, D);
 }
 
 /* ---- pooling: images ---- */

@@ -194,17 +194,21 @@ void vt_ref_sum_rows_at(float *out, const float *x, const int64_t *idx, int64_t 
             for (int64_t d = 0; d < D; d++) out[d] += x[(b * L + idx[b * K + k]) * D + d];
 }
 
-/* row by row through the layernorm backward reference (or, in vt_layernorm_backward_rows, through
- * vt_layernorm_backward: the same per-row arithmetic as a one-row call) */
-void vt_ref_layernorm_backward_rows(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                    const float *w, const float *mean, const float *rstd, const int64_t *idx,
-                                    int64_t B, int64_t L, int64_t K, int64_t D) {
+/* row by row through a layernorm backward: the reference here, the dispatch (SIMD, threads) in
+ * vt_layernorm_backward_rows -- the per-row arithmetic of a one-row call either way */
+void vt_layernorm_backward_rows_by(vt_layernorm_backward_fn ln, float *dinp, float *dw, float *db, const float *dout,
+                                   const float *inp, const float *w, const float *mean, const float *rstd,
+                                   const int64_t *idx, int64_t B, int64_t L, int64_t K, int64_t D) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t k = 0; k < K; k++) {
             int64_t row = b * L + idx[b * K + k];
-            vt_ref_layernorm_backward(dinp + row * D, dw, db, dout + (b * K + k) * D, inp + row * D, w,
-                                      mean + row, rstd + row, 1, (int)D);
+            ln(dinp + row * D, dw, db, dout + (b * K + k) * D, inp + row * D, w, mean + row, rstd + row, 1, (int)D);
         }
+}
+void vt_ref_layernorm_backward_rows(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                    const float *w, const float *mean, const float *rstd, const int64_t *idx,
+                                    int64_t B, int64_t L, int64_t K, int64_t D) {
+    vt_layernorm_backward_rows_by(vt_ref_layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, idx, B, L, K, D);
 }
 
 /* ---- pooling ---- */

@@ -84,6 +84,12 @@ VT_OPS_DECL(layernorm_backward_rows, float *dinp, float *dw, float *db, const fl
             const float *w, const float *mean, const float *rstd, const int64_t *idx, int64_t B, int64_t L,
             int64_t K, int64_t D)
 
+typedef void (*vt_layernorm_backward_fn)(float *, float *, float *, const float *, const float *, const float *,
+                                         const float *, const float *, int, int);
+void vt_layernorm_backward_rows_by(vt_layernorm_backward_fn ln, float *dinp, float *dw, float *db, const float *dout,
+                                   const float *inp, const float *w, const float *mean, const float *rstd,
+                                   const int64_t *idx, int64_t B, int64_t L, int64_t K, int64_t D);
+
 /* timm's pooling over x [B, T, D] to y [B, D]: token x[:, 0]; avg / max / avgmax (= (max + avg) / 2)
  * over the tokens P..T-1 (kinds VT_POOLK_*) */
 VT_OPS_DECL(pool_forward, float *y, const float *x, int64_t B, int64_t T, int64_t D, int64_t P, int64_t kind)
