@@ -7,6 +7,7 @@
 #include "record.h"
 #include "safetensors.h" /* vt_dtype: the element types of operands */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ typedef struct {
     const char *len; /* the length expression, for the docs */
 } kop;
 typedef struct {
-    const char *name, *doc;
+    const char *name, *doc, *flops;
     const kop *ops;
     int nops, nints, nfloats;
     const char *ints[VT_TRACE_MAX_INTS + 1], *floats[VT_TRACE_MAX_FLOATS + 1];
@@ -31,7 +32,7 @@ VT_KERNEL_LIST(VT_KERNEL_OPS)
 #undef VT_KERNEL_OPS
 
 #define VT_KERNEL_INFO(name, ints, floats, ops, flops, call, doc)                                     \
-    {#name, doc, ops_##name, VT_COUNT(ops), VT_COUNT(ints), VT_COUNT(floats),                        \
+    {#name, doc, #flops, ops_##name, VT_COUNT(ops), VT_COUNT(ints), VT_COUNT(floats),                \
      {VT_EACH(VT_NAME_STR, ints) 0}, {VT_EACH(VT_NAME_STR, floats) 0}},
 static const kinfo kernels[VT_KERNEL_COUNT] = {VT_KERNEL_LIST(VT_KERNEL_INFO)};
 #undef VT_KERNEL_INFO
@@ -42,6 +43,12 @@ static const kinfo kernels[VT_KERNEL_COUNT] = {VT_KERNEL_LIST(VT_KERNEL_INFO)};
                        VT_COUNT(floats) <= VT_TRACE_MAX_FLOATS, #name ": too many arguments for a record");
 VT_KERNEL_LIST(VT_KERNEL_FITS)
 #undef VT_KERNEL_FITS
+
+/* the scalars region's layout is part of the contract (docs/kernels.md) */
+_Static_assert(offsetof(vt_scalars, loss) == 0 && offsetof(vt_scalars, dloss) == 4 && offsetof(vt_scalars, lr) == 8 &&
+                   offsetof(vt_scalars, step) == 12 && offsetof(vt_scalars, nonfinite) == 16 &&
+                   offsetof(vt_scalars, grad_norm) == 24 && sizeof(vt_scalars) == 32,
+               "vt_scalars as docs/kernels.md describes it");
 
 int vt_kernel_count(void) { return VT_KERNEL_COUNT; }
 const char *vt_kernel_name(int k) { return k >= 0 && k < VT_KERNEL_COUNT ? kernels[k].name : "?"; }
@@ -194,7 +201,7 @@ vt_status vt_kernel_contract(char **out, size_t *len) {
         if (w_ < 0 || (size_t)w_ >= cap - n) { free(s); return vt_fail(VT_ERR_NOMEM, "contract table too long"); } \
         n += (size_t)w_;                                                                              \
     } while (0)
-    PUT("| kernel | operands (type access [length]) | ints | floats | semantics |\n|---|---|---|---|---|\n");
+    PUT("| kernel | operands (type access [length]) | ints | floats | FLOPs | semantics |\n|---|---|---|---|---|---|\n");
     for (int k = 0; k < VT_KERNEL_COUNT; k++) {
         const kinfo *K = &kernels[k];
         PUT("| `%s` | ", K->name);
@@ -205,7 +212,7 @@ vt_status vt_kernel_contract(char **out, size_t *len) {
         for (int i = 0; i < K->nints; i++) PUT("%s%s", i ? ", " : "", K->ints[i]);
         PUT(" | ");
         for (int i = 0; i < K->nfloats; i++) PUT("%s%s", i ? ", " : "", K->floats[i]);
-        PUT(" | %s |\n", K->doc);
+        PUT(" | %s | %s |\n", K->flops, K->doc);
     }
 #undef PUT
     *out = s;

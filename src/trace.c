@@ -281,7 +281,8 @@ vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len) {
                     if (o->region != VT_REG_ARENA || o->access == VT_ACC_R) continue;
                     for (int j = nlive - 1; j >= 0; j--)
                         if (o->offset >= live[j].off && o->offset < live[j].off + live[j].bytes) {
-                            add_name(B->recomputed, sizeof B->recomputed, field_of(live[j].name, t->chain_name[e->chain]));
+                            const char *f = field_of(live[j].name, t->chain_name[e->chain]);
+                            if (!strstr(f, "scratch")) add_name(B->recomputed, sizeof B->recomputed, f); /* not kernel scratch */
                             break;
                         }
                 }

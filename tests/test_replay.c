@@ -102,8 +102,70 @@ static void test_list(void) {
     vt_free(text);
 }
 
+/* A replayed step that meets a NaN refuses the update without a read-back: the flag makes AdamW
+ * skip, parameters and moments stay as they were, and vt_train_step_end reports it, counting no
+ * step and giving the generator back (the next step draws the same masks). */
+static void test_refused_replay(void) {
+    vt_model_config mc;
+    vt_replay_small(&mc, VT_KIND_MAE);
+    vt_model *m = NULL;
+    CHECK_OK(vt_model_create(&mc, &m), "create");
+    vt_init_weights(m, 1);
+    vt_train_config tc;
+    vt_train_config_default(&tc, VT_KIND_MAE);
+    CHECK_OK(vt_trainer_init(m, &tc), "trainer");
+    int B = 2, n = B * 3 * 16 * 16;
+    float *img = tu_xcalloc((size_t)n, sizeof(float));
+    CHECK_OK(vt_train_step(m, img, B, NULL), "a real step first");
+    vt_trace *t = NULL;
+    CHECK_OK(vt_trace_train_step(m, img, NULL, B, &t), "record");
+    void *bufs[VT_REG_COUNT] = {0};
+    uint64_t bytes[VT_REG_COUNT] = {0};
+    for (int g = 1; g < VT_REG_COUNT; g++) {
+        bytes[g] = vt_trace_region_bytes(t, (vt_region)g);
+        if (!bytes[g]) continue;
+        bufs[g] = tu_xcalloc((size_t)bytes[g], 1);
+        uint64_t have = 0;
+        const void *src = vt_model_region(m, (vt_region)g, &have);
+        if (src && g != VT_REG_ARENA && g != VT_REG_SCALARS) memcpy(bufs[g], src, (size_t)bytes[g]);
+    }
+    vt_inputs in;
+    vt_scalars sc;
+    img[7] = NAN; /* one pixel */
+    CHECK_OK(vt_train_step_begin(m, img, NULL, B, &in, &sc), "begin");
+    memcpy(bufs[VT_REG_IMAGES], in.images, (size_t)bytes[VT_REG_IMAGES]);
+    memcpy(bufs[VT_REG_IDX_KEEP], in.idx_keep, (size_t)bytes[VT_REG_IDX_KEEP]);
+    memcpy(bufs[VT_REG_IDX_MASK], in.idx_mask, (size_t)bytes[VT_REG_IDX_MASK]);
+    memcpy(bufs[VT_REG_SCALARS], &sc, sizeof sc);
+    uint8_t *keep_drawn = tu_xmalloc((size_t)bytes[VT_REG_IDX_KEEP]);
+    memcpy(keep_drawn, in.idx_keep, (size_t)bytes[VT_REG_IDX_KEEP]);
+    CHECK_OK(vt_trace_replay(t, bufs), "replay");
+    const vt_scalars *out = bufs[VT_REG_SCALARS];
+    CHECK(out->nonfinite == 1.0f, "the replay flags the NaN (loss %g)", out->loss);
+    static const vt_region kept[] = {VT_REG_PARAMS, VT_REG_ADAM_M, VT_REG_ADAM_V};
+    for (int k = 0; k < 3; k++)
+        CHECK(!memcmp(bufs[kept[k]], vt_model_region(m, kept[k], NULL), (size_t)bytes[kept[k]]), "%s unchanged",
+              vt_region_name(kept[k]));
+    long steps = vt_train_step_count(m);
+    CHECK_ERR(vt_train_step_end(m, out), VT_ERR_NUMERIC, "not finite", "the refused replay is reported");
+    CHECK(vt_train_step_count(m) == steps, "no step counted");
+    img[7] = 0;
+    CHECK_OK(vt_train_step_begin(m, img, NULL, B, &in, &sc), "begin again");
+    CHECK(!memcmp(in.idx_keep, keep_drawn, (size_t)bytes[VT_REG_IDX_KEEP]), "the next try draws the same masks");
+    sc.nonfinite = 0;
+    CHECK_OK(vt_train_step_end(m, &sc), "a finite step counts");
+    CHECK(vt_train_step_count(m) == steps + 1, "one step counted");
+    CHECK_ERR(vt_train_step_end(m, &sc), VT_ERR_STATE, "begin", "end without begin");
+    for (int g = 0; g < VT_REG_COUNT; g++) free(bufs[g]);
+    free(keep_drawn);
+    free(img);
+    vt_trace_free(t);
+    vt_model_free(m);
+}
+
 int main(void) {
     test_list();
+    test_refused_replay();
     test_replays();
     vt_threads_shutdown();
     return tu_finish();

@@ -37,7 +37,7 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
     X(layernorm_backward, (M, D), (),                                                               \
       ((dinp, F32, RW, M * D), (dw, F32, RW, D), (db, F32, RW, D), (dout, F32, R, M * D),           \
        (inp, F32, R, M * D), (w, F32, R, D), (mean, F32, R, M), (rstd, F32, R, M)),                 \
-      (dinp ? 12.0 * M * D : 0) + (dw || db ? 6.0 * M * D : 0),                                     \
+      (dinp ? 12.0 * M * D : 0) + (dw ? 6.0 * M * D : db ? 6.0 * M * D : 0),                                     \
       vt_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, M, D),                          \
       "dinp += d/dinp; dw += sum dout * norm; db += sum dout")                                     \
     X(gelu_forward, (n), (), ((out, F32, W, n), (inp, F32, R, n)), 30.0 * n,                        \

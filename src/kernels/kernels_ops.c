@@ -18,12 +18,11 @@
 
 /* A split job: the kernel's arguments and the range function for one chunk. */
 typedef struct {
-    float *o0, *o1, *o2;
-    const float *i0, *i1, *i2, *i3;
-    const int64_t *x0, *x1;
-    const uint8_t *u0;
-    const double *d0;
-    int64_t n[10];
+    float *o0, *o1;                   /* outputs */
+    const float *i0, *i1, *i2;        /* inputs */
+    const int64_t *x0, *x1;           /* index rows */
+    const uint8_t *u0;                /* a token mask */
+    int64_t n[10];                    /* the integer arguments */
     float f[4];
 } job;
 

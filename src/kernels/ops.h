@@ -23,7 +23,8 @@ enum { VT_POOLK_TOKEN = 0, VT_POOLK_AVG, VT_POOLK_MAX, VT_POOLK_AVGMAX };
 
 /* x[0:n] = value */
 VT_OPS_DECL(fill, float *x, int64_t n, float value)
-/* dst[r*dst_stride + c] = src[r*src_stride + c], r < rows, c < cols (src_stride 0: one row for all) */
+/* dst[r*dst_stride + c] = src[r*src_stride + c], r < rows, c < cols (src_stride 0: one row for all;
+ * dst and src do not overlap) */
 VT_OPS_DECL(copy2d, float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride,
             int64_t src_stride)
 /* dst[r*dst_stride + c] += src[r*src_stride + c] (residual adds, gradient sums) */
