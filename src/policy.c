@@ -41,6 +41,18 @@ static int parse_bytes(const char *s, uint64_t *out) {
     return 0;
 }
 
+vt_status vt_parse_bytes(const char *text, uint64_t *bytes) {
+    if (!text || parse_bytes(text, bytes))
+        return vt_fail(VT_ERR_ARG, "'%.60s' is not a byte count (such as 300000000, 300MB or 256MiB)", text ? text : "(null)");
+    return VT_OK;
+}
+
+/* The policies as vt_policy_parse reads them, for menus, help and errors (the one list). */
+static const char *const policy_names[] = {"none", "block", "every:K", "sqrt", "budget:BYTES", "selective"};
+const char *vt_policy_name(int i) {
+    return i >= 0 && i < (int)(sizeof policy_names / sizeof policy_names[0]) ? policy_names[i] : NULL;
+}
+
 vt_status vt_policy_parse(const char *text, vt_policy *p) {
     memset(p, 0, sizeof *p);
     if (!text) return vt_fail(VT_ERR_ARG, "checkpointing policy is NULL");
@@ -68,8 +80,10 @@ vt_status vt_policy_parse(const char *text, vt_policy *p) {
             return vt_fail(VT_ERR_ARG, "budget:BYTES needs a byte count such as 300000000, 300MB or 256MiB, got '%s'", text);
         p->kind = VT_POL_BUDGET;
     } else {
-        return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%s' (none, block, every:K, sqrt, "
-                                   "budget:BYTES, selective)", text);
+        char names[96] = "";
+        for (int i = 0; vt_policy_name(i); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", vt_policy_name(i));
+        return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%s' (%s)", text, names);
     }
     return VT_OK;
 }
@@ -231,7 +245,7 @@ int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_
 
 /* The named policies in the order they are tried: block, selective, sqrt, then every:K for
  * K = 2.. up to the deepest chain. i past the end: 0. */
-int vt_named_policy(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_policy *p) {
+int vt_policy_named(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_policy *p) {
     static const char *first[] = {"block", "selective", "sqrt"};
     if (i < 3) return vt_policy_parse(first[i], p) == VT_OK;
     const vt_chain *cs[VT_CHAINS];
@@ -245,13 +259,22 @@ int vt_named_policy(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_
     return vt_policy_parse(t, p) == VT_OK;
 }
 
+int vt_named_policy(const vt_model *m, int i, char text[VT_POLICY_TEXT_MAX]) {
+    vt_policy p;
+    vt_inputs in;
+    memset(&in, 0, sizeof in); /* the chains of the model's own call; their tokens do not matter here */
+    if (!m || i < 0 || !vt_policy_named(m, VT_FN_LOSS, &in, i, &p)) return 0;
+    snprintf(text, VT_POLICY_TEXT_MAX, "%s", p.text);
+    return 1;
+}
+
 /* The smallest activation plan any named policy reaches, its layouts and its name. */
 uint64_t vt_least_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                        vt_chain_layout lays[VT_CHAINS], char name[VT_POLICY_TEXT_MAX]) {
     uint64_t best = UINT64_MAX;
     vt_policy p;
     vt_chain_layout tl[VT_CHAINS];
-    for (int i = 0; vt_named_policy(m, fn, in, i, &p); i++) {
+    for (int i = 0; vt_policy_named(m, fn, in, i, &p); i++) {
         vt_layouts_for_policy(m, &p, fn, in, tl);
         uint64_t f = vt_plan_floats(m, fn, in, need_grad, tl);
         if (f < best) {

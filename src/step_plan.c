@@ -19,7 +19,7 @@ static int cheapest_fit(const vt_model *m, const vt_inputs *in, uint64_t avail, 
     uint64_t avail_floats = avail / sizeof(float);
     for (int i = -1;; i++) { /* -1: none */
         if (i < 0) vt_policy_parse("none", &p);
-        else if (!vt_named_policy(m, VT_FN_LOSS, in, i, &p)) break;
+        else if (!vt_policy_named(m, VT_FN_LOSS, in, i, &p)) break;
         vt_layouts_for_policy(m, &p, VT_FN_LOSS, in, tl);
         if (vt_plan_floats(m, VT_FN_LOSS, in, 1, tl) > avail_floats) continue;
         double f = vt_layouts_flops(m, VT_FN_LOSS, in, tl);

@@ -75,7 +75,7 @@ double vt_layouts_flops(const vt_model *m, vt_fn fn, const vt_inputs *in, const 
 int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, uint64_t budget_floats,
                      vt_chain_layout lays[VT_CHAINS]);
 /* the named policies in the order they are tried (block, selective, sqrt, every:2..); 0 past the end */
-int vt_named_policy(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_policy *p);
+int vt_policy_named(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_policy *p);
 /* the smallest activation plan a named policy reaches, its layouts and its name */
 uint64_t vt_least_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                        vt_chain_layout lays[VT_CHAINS], char name[VT_POLICY_TEXT_MAX]);
