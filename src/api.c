@@ -6,6 +6,7 @@
 #include "exec.h"
 #include "objective.h"
 #include "record.h"
+#include "optim.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * masks, indices against the sequence, the mask token they need) and index rows. Untrusted values
  * are checked here before any plan or kernel reads them; the objectives (vit.c, objectives.c,
  * classify.c) add their own. */
-#include "vit_internal.h"
+#include "check.h"
 #include <string.h>
 
 int vt_row_has(const int64_t *row, int n, int64_t v) {

@@ -5,7 +5,6 @@
 #ifndef VT_MODEL_H
 #define VT_MODEL_H
 #include "vitrine.h"
-#include "optim.h"
 
 /* ---- parameter table (params.c) ------------------------------------------------------------ */
 #define VT_NAME_MAX 96

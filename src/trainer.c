@@ -13,6 +13,7 @@
 #include "vit_internal.h"
 #include "exec.h"
 #include "objective.h"
+#include "optim.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

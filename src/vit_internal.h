@@ -1,8 +1,9 @@
 /* vit_internal.h: functions shared by vit.c (encoder), objectives.c (MAE, AIM), classify.c,
- * check.c (input checks), policy.c (layouts, plans), step_plan.c, api.c and trainer.c. Not public. */
+ * policy.c (layouts, plans), step_plan.c, api.c and trainer.c. Not public. */
 #ifndef VT_VIT_INTERNAL_H
 #define VT_VIT_INTERNAL_H
 #include "model.h"
+#include "check.h"
 
 static inline int vt_fn_is_inter(vt_fn fn) {
     return fn == VT_FN_INTERMEDIATES || fn == VT_FN_INTERMEDIATES_NORM;
@@ -11,10 +12,6 @@ static inline int vt_fn_is_inter(vt_fn fn) {
 static inline int vt_causal_kind(const vt_model *m) {
     return m->cfg.kind == VT_KIND_CAUSAL || m->cfg.kind == VT_KIND_AIM;
 }
-/* check.c: the checks the objectives share */
-int vt_row_has(const int64_t *row, int n, int64_t v);
-vt_status vt_check_index(const int64_t *idx, int B, int K, int L, const char *what, int allow_repeat, uint8_t *seen);
-vt_status vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int causal, int check_values);
 
 /* vit.c: the encoder */
 vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable);

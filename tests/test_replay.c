@@ -34,8 +34,8 @@ static void test_replays(void) {
     tu_info("%d recorded steps replayed bit for bit (%ld kernel calls)", checked, calls);
 }
 
-/* What the list says: regions, markers, FLOPs re-computed; and what recording refuses. */
-static void test_list(void) {
+/* The oracle's small MAE model, initialised, its trainer ready; *img: B zero images of its size. */
+static vt_model *small_mae(int B, float **img) {
     vt_model_config mc;
     vt_replay_small(&mc, VT_KIND_MAE);
     vt_model *m = NULL;
@@ -44,8 +44,15 @@ static void test_list(void) {
     vt_train_config tc;
     vt_train_config_default(&tc, VT_KIND_MAE);
     CHECK_OK(vt_trainer_init(m, &tc), "trainer");
-    int B = 2, n = B * 3 * 16 * 16;
-    float *img = tu_xcalloc((size_t)n, sizeof(float));
+    *img = tu_xcalloc((size_t)B * 3 * 16 * 16, sizeof(float));
+    return m;
+}
+
+/* What the list says: regions, markers, FLOPs re-computed; and what recording refuses. */
+static void test_list(void) {
+    int B = 2;
+    float *img = NULL;
+    vt_model *m = small_mae(B, &img);
     vt_trace *none = NULL, *block = NULL;
     CHECK_OK(vt_trace_train_step(m, img, NULL, B, &none), "record under none");
     vt_set_grad_checkpointing(m, "block");
@@ -106,16 +113,9 @@ static void test_list(void) {
  * skip, parameters and moments stay as they were, and vt_train_step_end reports it, counting no
  * step and giving the generator back (the next step draws the same masks). */
 static void test_refused_replay(void) {
-    vt_model_config mc;
-    vt_replay_small(&mc, VT_KIND_MAE);
-    vt_model *m = NULL;
-    CHECK_OK(vt_model_create(&mc, &m), "create");
-    vt_init_weights(m, 1);
-    vt_train_config tc;
-    vt_train_config_default(&tc, VT_KIND_MAE);
-    CHECK_OK(vt_trainer_init(m, &tc), "trainer");
-    int B = 2, n = B * 3 * 16 * 16;
-    float *img = tu_xcalloc((size_t)n, sizeof(float));
+    int B = 2;
+    float *img = NULL;
+    vt_model *m = small_mae(B, &img);
     CHECK_OK(vt_train_step(m, img, B, NULL), "a real step first");
     vt_trace *t = NULL;
     CHECK_OK(vt_trace_train_step(m, img, NULL, B, &t), "record");
