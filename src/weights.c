@@ -63,6 +63,16 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
                               uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_save_safetensors: NULL argument");
     const char *mp = model_prefix ? model_prefix : "", *fp = file_prefix ? file_prefix : "";
+    /* weights are never written with a NaN or infinity in them (an update that went non-finite, or
+     * values set so): nothing non-finite is saved as good */
+    if (m->opt.bad) return vt_fail(VT_ERR_NUMERIC, "not saved: the update of step %ld made the state non-finite", m->opt.bad);
+    for (int i = 0; i < m->pt.n; i++) {
+        const vt_param *p = &m->pt.p[i];
+        if (!starts(p->name, mp)) continue;
+        for (size_t j = 0; j < p->numel; j++)
+            if (!isfinite(m->pt.data[p->off + j]))
+                return vt_fail(VT_ERR_NUMERIC, "not saved: %s holds %g at element %zu", p->name, (double)m->pt.data[p->off + j], j);
+    }
     int n = m->pt.n, k = 0, rc = VT_OK;
     vt_st_entry *e = calloc((size_t)n + 1, sizeof *e);
     char (*names)[VT_NAME_MAX * 2 + 8] = calloc((size_t)n + 1, sizeof *names);

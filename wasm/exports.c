@@ -505,6 +505,8 @@ VTW_API int vtw_train_state_load(int h, const uint8_t *bytes, size_t len) {
     GET_OR_FAIL(m, h);
     return vt_train_state_load(m, bytes, len);
 }
+/* A training state's metadata (and its CRC-32s) checked with no model: before a caller makes one. */
+VTW_API int vtw_train_state_check(const uint8_t *bytes, size_t len) { return vt_train_state_check(bytes, len); }
 /* masked, recon: [B, C, H, W] each, B the batch of the last loss forward. */
 VTW_API int vtw_loss_visualize(int h, float *masked, float *recon) {
     GET_OR_FAIL(m, h);

@@ -168,6 +168,15 @@ export class Vitrine {
     return modelDims(this._withSpec(spec, (k, p, j, n) => this.withLayouts(['model_dims'], (out) => this._c.model_check(k, p, j, n, out)))[0]);
   }
 
+  /** Checks the metadata of training-state bytes (saveTrainState's format: format, kind,
+   * model_config, train_config, step, rng, the CRC-32 of every tensor) with no model, as
+   * loadTrainState checks them first; a VitrineError names the field. For a caller that reads a
+   * checkpoint before it makes anything from it. */
+  checkTrainState(bytes) {
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), p = this.copyIn(u8);
+    try { this.check(this._c.train_state_check(p, u8.length)); } finally { this.free(p); }
+  }
+
   /** Runs a parity file (docs/parity-format.md) through the engine's parity harness. Returns its
    * result; `json` holds the result as the harness wrote it (what the CLIs print), with `file` in
    * it when given; with dump, `dump` holds the safetensors bytes of what the engine computed.

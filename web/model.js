@@ -356,7 +356,10 @@ export class Model {
    * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, through the
    * pixel pipeline as for forward). `batch`, when given, must match. Returns the loss. A non-finite
    * loss or gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and changes nothing: the last
-   * good state is kept. The step's images stay in wasm memory until the next call, for visualize(). */
+   * good state is kept. An update that makes a parameter or moment non-finite (AdamW's fused check)
+   * throws 'VT_ERR_NUMERIC' having written it: the state is then not good -- saveTrainState and
+   * saveSafetensors refuse it, no step runs -- until loadTrainState (or trainerInit): the last state
+   * saved is the good one. The step's images stay in wasm memory until the next call, for visualize(). */
   trainStep(images, batch, opts = {}) { return this._step('trainStep', images, batch, null, opts); }
   /** A classifier's training step: cross-entropy (timm's label smoothing from trainerInit) on
    * labels (Int32Array or array of class indices, one per image), backward, clipping, AdamW.
@@ -382,10 +385,12 @@ export class Model {
   lr(step = this.stepCount) { return this._c.train_lr(this._h, step); }
 
   /** Everything a resumed run needs (parameters, AdamW m / v, step, mask generator, configs) as
-   * safetensors bytes; loadTrainState continues bit for bit. */
+   * safetensors bytes; loadTrainState continues bit for bit. A state holding a NaN or infinity is
+   * never saved (VT_ERR_NUMERIC). */
   saveTrainState() { return this._vt.takeBytes((out) => this._c.train_state_save(this._h, out)); }
   /** All or nothing; the model's config must be the saved one (initWeights first, so the same
-   * parameters are frozen). */
+   * parameters are frozen). Every field of the metadata and every value is checked first: a NaN or
+   * infinity, a negative second moment, a generator of zeros are refused by name. */
   loadTrainState(bytes) {
     const vt = this._vt, c = this._c;
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);

@@ -180,6 +180,10 @@ export class Vitrine {
   /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
    * checks it (a VitrineError otherwise), nothing allocated. */
   checkModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): ModelDims;
+  /** Checks the metadata of training-state bytes (format, kind, model_config, train_config, step,
+   * rng, the tensors' CRC-32s) with no model, as Model.loadTrainState checks them first; a
+   * VitrineError names the field. */
+  checkTrainState(bytes: Uint8Array | ArrayBuffer): void;
   /** readError: the file could not be read (bytes are ignored); the result says so. */
   parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
   /** Size of the wasm linear memory in bytes. */
@@ -287,9 +291,10 @@ export class Model {
   readonly stepCount: number;
   /** Scheduled learning rate at `step` (default: the next step). */
   lr(step?: number): number;
-  /** Parameters, AdamW m / v, step, mask generator, configs: safetensors bytes. */
+  /** Parameters, AdamW m / v, step, mask generator, configs: safetensors bytes (never a state holding a NaN or infinity). */
   saveTrainState(): Uint8Array;
-  /** All or nothing; resumes bit for bit (call initWeights first so the same parameters are frozen). */
+  /** All or nothing; resumes bit for bit (call initWeights first so the same parameters are frozen);
+   * the metadata and every value checked first (finite, second moments >= 0). */
   loadTrainState(bytes: Uint8Array | ArrayBuffer): void;
   /** After loss() or trainStep(): normalised NCHW images for teaching (masked input, reconstruction). */
   visualize(): { masked: Float32Array; recon: Float32Array; shape: [number, number, number, number] };

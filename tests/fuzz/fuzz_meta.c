@@ -1,9 +1,10 @@
-/* fuzz_meta: the checks of a training state's metadata (format, kind, model_config, train_config,
- * step, rng, grad_checkpointing, crc32), fed directly: the input is a trainer (byte 0: MAE, AIM,
- * classifier) and metadata entries "key\0value\0..."; the harness puts them on that trainer's own
- * tensors with valid CRC-32s (unless the input names a crc32 of its own), so every input reaches
- * the metadata checks, which mutations of whole files (fuzz_checkpoint) seldom do. A refused state
- * changes nothing; an accepted one is good and saves again. Seeds: the entries vitrine writes. */
+/* fuzz_meta: the checks of a training state's metadata (trainer.c check_state_meta: format, kind,
+ * model_config, train_config, step, rng, crc32), fed directly: the input is a trainer (byte 0: MAE,
+ * AIM, classifier) and metadata entries "key\0value\0..."; the harness puts them on that trainer's
+ * own tensors with valid CRC-32s (unless the input names a crc32 of its own), so every input
+ * reaches the metadata checks, which mutations of whole files (fuzz_checkpoint) seldom do. What
+ * loads also passes the check without a model (vt_train_state_check); a refused load changes
+ * nothing; an accepted one is good and saves again. Seeds: the entries vitrine writes. */
 #include "fuzz_trainer.h"
 #include <stdint.h>
 
@@ -46,7 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const uint8_t *in = file;
         size_t in_len = len;
         if (!own_crc && !fz_fix_crcs(file, len, &fixed, &fixed_len)) { in = fixed; in_len = fixed_len; }
-        if (!fz_load_checked(k, in, in_len)) fz_restart(k);
+        /* what loads passes the check without a model (vt_train_state_check) too */
+        int checked = vt_train_state_check(in, in_len), loaded = fz_load_checked(k, in, in_len);
+        if (!loaded && checked) abort(); /* loaded what the check refuses */
+        if (!loaded) fz_restart(k);
     }
     free(file);
     free(fixed);

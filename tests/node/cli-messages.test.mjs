@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, readFileSync, readdirSync, existsSync, rmSync, statSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { crc32 } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -97,7 +98,7 @@ test('resumed MAE checkpoints: metadata errors name the field; a complete run, -
     [{ vitrine_run: JSON.stringify(run).replace('{', '{"batch": 4, ') }, /damaged checkpoint metadata: vitrine_run\.batch: the key appears twice$/],
     [{ vitrine_run: JSON.stringify({ ...run, wasm: 'nope' }) }, /damaged checkpoint metadata: wasm: /],
     [{ grad_checkpointing: 'every:0' }, /damaged checkpoint metadata: grad_checkpointing: every:K needs/],
-    [{ model_config: meta.model_config.replace('"img_size": 28', '"img_size": 10000000') }, /damaged checkpoint metadata: model_config: config: img_size must be an integer/],
+    [{ model_config: meta.model_config.replace('"img_size": 28', '"img_size": 10000000') }, /training state: model_config: config: img_size must be an integer/],
     [{ step: '5' }, /damaged checkpoint metadata: step: 5 is past the run's last step \(vitrine_run\.steps 4\)$/]];
   for (const [extra, re] of cases) {
     const f = path.join(dir, 'crafted.safetensors');
@@ -167,5 +168,43 @@ test('full disk at the end of a classifier run: the classifier that does not fit
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /cannot write .*classifier\.safetensors: No space left on device \(the checkpoint of step 2 in .* is complete\)/);
   assert.deepEqual(readdirSync(path.join(mid, 'out')), ['classify-checkpoint.safetensors']);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+// checkpoint bytes with one float32 of `tensor` set, and the CRC-32 of every tensor written afresh
+function withValue(bytes, tensor, at, x) {
+  const b = new Uint8Array(bytes), { length: n, header } = readSafetensorsHeader(b);
+  new DataView(b.buffer, b.byteOffset).setFloat32(8 + n + header[tensor].data_offsets[0] + 4 * at, x, true);
+  const sums = {};
+  for (const [k, v] of Object.entries(header)) if (k !== '__metadata__') sums[k] = crc32(b.subarray(8 + n + v.data_offsets[0], 8 + n + v.data_offsets[1])).toString(16).padStart(8, '0');
+  return withMetadata(b, { crc32: JSON.stringify(sums) });
+}
+
+test('a state with NaN or negative moments is refused on resume; a run whose update goes non-finite keeps the last finite checkpoint (item 4)', () => {
+  const dir = tmp(), a = path.join(dir, 'a');
+  let r = cli(['train', '--config', TINY, '--batch', '4', '--steps', '6', '--stop-at', '2', '--no-eval', '--out', a]);
+  assert.equal(r.status, 0, r.stderr);
+  const ck = path.join(a, 'checkpoint.safetensors'), bytes = new Uint8Array(readFileSync(ck));
+  const t = Object.keys(readSafetensorsHeader(bytes).header).find((k) => k.startsWith('adam_v/') && k.endsWith('patch_embed.proj.weight'));
+  for (const [tensor, x, re] of [[t, NaN, /adam_v\/.* non-finite \(nan at element 5\)/], [t, -1, /adam_v\/.* negative: a second moment never is \(-1 at element 5\)/],
+    [t.replace('adam_v/', 'adam_m/'), Infinity, /adam_m\/.* non-finite \(inf at element 5\)/], [t.replace('adam_v/', 'param/'), NaN, /param\/.* non-finite/]]) {
+    const f = path.join(dir, 'crafted.safetensors');
+    writeFileSync(f, withValue(bytes, tensor, 5, x));
+    r = cli(['train', '--resume', f, '--no-eval', '--out', path.join(dir, 'o')]);
+    oneLine(r, re, 1);
+    assert.ok(!existsSync(path.join(dir, 'o')));
+  }
+  // finite values whose next update overflows (m / eps past float's range): the run stops there,
+  // the checkpoint on disk stays the last finite one, nothing non-finite is written
+  const f = path.join(dir, 'b', 'checkpoint.safetensors');
+  mkdirSync(path.dirname(f));
+  writeFileSync(f, withValue(withValue(bytes, t.replace('adam_v/', 'adam_m/'), 5, 3e38), t, 5, 0));
+  const before = readFileSync(f);
+  r = cli(['train', '--resume', f, '--no-eval', '--save-every', '1', '--out', path.dirname(f)]);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /training stopped: the update of step 3 made param\/\S+ non-finite/);
+  assert.match(r.stderr, /not saved: the update of step 3 made the state non-finite; .*checkpoint\.safetensors is unchanged/);
+  assert.ok(readFileSync(f).equals(before), 'the last finite checkpoint was overwritten');
+  assert.deepEqual(readdirSync(path.dirname(f)), ['checkpoint.safetensors']);
   rmSync(dir, { recursive: true, force: true });
 });

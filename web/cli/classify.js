@@ -15,7 +15,7 @@ import { CliError, whole, decimal, oneOf, seed } from './args.js';
 import { loadEngine, specDims, checkBatch, ENGINE_OPTIONS, namesHelp } from './engine.js';
 import { checkEncoder } from '../metadata.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
-import { readCheckpoint, refuseOnResume, stopAtOf, setPolicy, trainSteps, endSteps } from './run.js';
+import { readCheckpoint, checkState, refuseOnResume, stopAtOf, setPolicy, trainSteps, endSteps } from './run.js';
 
 const DEFAULTS = { preset: 'fmnist-p7-mlp2', batch: 128, steps: 3500, policy: 'block', out: 'out', seed: '0', saveEvery: 200,
   augment: 'none', ...CLASSIFY_DEFAULTS };
@@ -146,6 +146,7 @@ async function trainClassify(o) {
   const t0 = performance.now(), st = settings(o), { run, resumeBytes } = st, seed = BigInt(run.seed);
   const stopAt = stopAtOf(o, run, st.step);
   const vt = await loadEngine({ wasm: o.wasm, threads: o.threads });
+  if (resumeBytes) checkState(vt, o.resume, resumeBytes);
   // the spec checked by the engine, then the data read at its size: the number of classes makes the head
   const { dims } = checkedSpec(vt, o, run);
   checkBatch(run.batch, dims);

@@ -40,6 +40,12 @@ export function readCheckpoint(file, key, what, dataGiven, { requireCrc = false 
   return { bytes, meta, ...c };
 }
 
+/** The engine's part of checkpoint `file` (its training state's metadata and CRC-32s), checked with
+ * the engine loaded and before a model or data are made for it (Vitrine.checkTrainState). */
+export function checkState(vt, file, bytes) {
+  try { vt.checkTrainState(bytes); } catch (e) { throw new CliError(`${file}: ${e.message}`); }
+}
+
 /** A damaged-metadata error of checkpoint `file` naming `field` (for what the engine refuses of it). */
 export const damaged = (file, field, message) => new CliError(`${file}: damaged checkpoint metadata: ${field}: ${message}`);
 
@@ -114,8 +120,9 @@ export function endSteps(loop, { tr, run, outputs, save, resumeFile }) {
     throw new CliError(`no step was taken; ${kept}`);
   }
   if (outputs.savedStep !== tr.step) try { save(tr.step); } catch (e) { saveError = e; status = status || 1; }
+  // (a state an update made non-finite is refused by the engine: the save's message says what is kept)
   if (saveError) say(`vitrine train: ${saveError.message}`);
-  if (error) say(`vitrine train: ${error.message}\n${saveError ? `the last good state (step ${tr.step}) could not be saved` : `the last good state (step ${tr.step}) is in ${outputs.paths.state}`}`);
+  if (error) say(`vitrine train: ${error.message}${saveError ? '' : `\nthe last good state (step ${tr.step}) is in ${outputs.paths.state}`}`);
   else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; ${saveError ? 'its checkpoint could not be written' : `continue with --resume ${outputs.paths.state}`}`);
   const n = tr.step - startStep;
   say(`vitrine train: ${n} steps in ${trainSeconds.toFixed(1)} s (${n ? (n * run.batch / trainSeconds).toFixed(0) : 0} img/s)`);

@@ -10,7 +10,7 @@ import { TRAIN_PRESETS, modelSpec, TrainingRun } from '../train.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
 import { loadEngineFor, specDims, checkBatch, ENGINE_OPTIONS, namesHelp } from './engine.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
-import { readCheckpoint, refuseOnResume, stopAtOf, setPolicy, trainSteps, endSteps } from './run.js';
+import { readCheckpoint, checkState, refuseOnResume, stopAtOf, setPolicy, trainSteps, endSteps } from './run.js';
 import { startSideEvaluation, knnResults, writeResults, report } from './train-results.js';
 import { command as classify } from './classify.js';
 
@@ -120,6 +120,7 @@ async function openModel(o, { run, resumeBytes, policyFromFile }, seed, say, war
   if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
   const vt = await loadEngineFor(o, run, resumeBytes && o.resume);
   if (!run.wasm) run.wasm = vt.build;
+  if (resumeBytes) checkState(vt, o.resume, resumeBytes);
   // the spec checked before anything is allocated for it, one batch against wasm's memory
   checkBatch(run.batch, specDims(vt, run.spec, { from: resumeBytes ? { file: o.resume, field: 'model_config' } : null }));
   try {
