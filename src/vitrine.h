@@ -132,7 +132,8 @@ void vt_zero_grad(vt_model *m);
 /* Loads every parameter of m from tensors named file_prefix + <param name>, where only params
  * whose names start with model_prefix are taken (and model_prefix is stripped before adding
  * file_prefix). Missing, unexpected (under file_prefix) or mis-shaped tensors are an error that
- * names them; nothing is changed unless all are good. Accepts F32, F16, BF16, F64. */
+ * names them, and so is a value that is not finite as a float (NaN, infinity, a float64 past float's
+ * range); nothing is changed unless all are good. Accepts F32, F16, BF16, F64. */
 vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
                               const char *file_prefix);
 /* Writes the selected parameters as F32 (malloc'd buffer, free with vt_free). */

@@ -11,6 +11,24 @@
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
+/* The first element of t that is not a finite float once converted (a NaN, an infinity, a float64
+ * past float's range): 1 with *at and *x, else 0. Converted in blocks on the stack, before anything
+ * of the model is written. */
+static int first_nonfinite(const vt_st_tensor *t, size_t *at, float *x) {
+    float buf[256];
+    vt_st_tensor c = *t;
+    size_t es = (size_t)vt_dtype_size(t->dtype);
+    for (size_t i = 0; i < t->numel; i += 256) {
+        c.numel = t->numel - i < 256 ? t->numel - i : 256;
+        c.data = t->data + i * es;
+        c.nbytes = c.numel * es;
+        if (vt_st_to_f32(&c, buf)) return 0;
+        for (size_t j = 0; j < c.numel; j++)
+            if (!isfinite(buf[j])) { *at = i + j; *x = buf[j]; return 1; }
+    }
+    return 0;
+}
+
 vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
                               const char *file_prefix) {
     if (!m || !bytes) return vt_fail(VT_ERR_ARG, "vt_load_safetensors: NULL argument");
@@ -41,6 +59,14 @@ vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, con
         }
         if (t->dtype != VT_DT_F32 && t->dtype != VT_DT_F16 && t->dtype != VT_DT_BF16 && t->dtype != VT_DT_F64) {
             rc = vt_fail(VT_ERR_MISMATCH, "tensor '%s' has dtype %s, expected a float dtype", key, vt_dtype_name(t->dtype));
+            break;
+        }
+        /* weights that are not finite are damaged: refused here rather than trained from (every
+         * loss NaN) or kept until a save refuses them (nothing non-finite is ever saved) */
+        size_t at = 0;
+        float x = 0;
+        if (first_nonfinite(t, &at, &x)) {
+            rc = vt_fail(VT_ERR_FORMAT, "tensor '%s' holds %g at element %zu: weights must be finite", key, (double)x, at);
             break;
         }
         src[i] = t;

@@ -416,6 +416,64 @@ static void test_state_values(void) {
     vt_model_free(m);
 }
 
+/* issue 22: weights files hold values too. A NaN, an infinity, or a float64 past float's range
+ * loaded as weights is refused by tensor and element, the model unchanged (fuzz_weights found such
+ * a file loading, then its weights refused by the save: what loads must save). */
+static void test_weights_values(void) {
+    vt_model_config c;
+    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 1, 2, 2.0f);
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(&c, &m), "create")) return;
+    vt_init_weights(m, 1);
+    uint8_t *w = NULL, *again = NULL;
+    size_t len = 0, len2 = 0;
+    if (!CHECK_OK(vt_save_safetensors(m, "", "", &w, &len), "save")) { vt_model_free(m); return; }
+    const char *name = vt_param_name(m, 1);
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        uint8_t *b = tu_xmalloc(len);
+        memcpy(b, w, len);
+        vt_st_file f;
+        if (CHECK_OK(vt_st_parse(b, len, &f), "parse")) {
+            const vt_st_tensor *t = vt_st_find(&f, name);
+            if (CHECK(t, "no tensor %s", name)) memcpy(b + (t->data - b) + 4 * 5, &bad[i], 4);
+            vt_st_free(&f);
+            CHECK_ERR(vt_load_safetensors(m, b, len, "", ""), VT_ERR_FORMAT, "holds", WHAT("%s[5] = %g", name, bad[i]));
+            CHECK(strstr(vt_last_error(), name) && strstr(vt_last_error(), "at element 5: weights must be finite"), "message: %s", vt_last_error());
+        }
+        free(b);
+    }
+    /* float64 values that are finite as doubles, not as floats */
+    vt_st_file f;
+    if (CHECK_OK(vt_st_parse(w, len, &f), "parse")) {
+        vt_st_entry e[64];
+        double *d = NULL;
+        if (CHECK(f.n <= 64, "tensors")) {
+            for (size_t i = 0; i < f.n; i++) {
+                const vt_st_tensor *t = &f.tensors[i];
+                e[i] = (vt_st_entry){t->name, t->dtype, t->ndim, t->shape, t->data};
+                if (strcmp(t->name, name)) continue;
+                d = tu_xmalloc(t->numel * sizeof *d);
+                for (size_t j = 0; j < t->numel; j++) d[j] = j == 7 ? 1e300 : 0.5;
+                e[i].dtype = VT_DT_F64;
+                e[i].data = d;
+            }
+            uint8_t *b = NULL;
+            size_t bl = 0;
+            if (CHECK_OK(vt_st_write(e, f.n, NULL, NULL, 0, &b, &bl), "write"))
+                CHECK_ERR(vt_load_safetensors(m, b, bl, "", ""), VT_ERR_FORMAT, "holds inf at element 7", "a float64 of 1e300");
+            free(b);
+        }
+        free(d);
+        vt_st_free(&f);
+    }
+    CHECK_OK(vt_save_safetensors(m, "", "", &again, &len2), "save after the refusals");
+    CHECK(len2 == len && !memcmp(again, w, len), "a refused file changed the weights");
+    free(again);
+    free(w);
+    vt_model_free(m);
+}
+
 int main(void) {
     test_config_sizes();
     test_ptable();
@@ -424,5 +482,6 @@ int main(void) {
     test_parity_meta();
     test_train_state();
     test_state_values();
+    test_weights_values();
     return tu_finish();
 }
