@@ -257,6 +257,7 @@ export class Model {
   setRequiresGrad(name: string, on?: boolean): number;
   zeroGrad(): void;
   params(): Param[];
+  /** All or nothing: a missing, unexpected or mis-shaped tensor, or a value that is not finite (NaN, infinity), is refused by name. */
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
   /** Starts the model from timm / lightly / vitrine weights, the key layout recognised by itself. */
   initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
