@@ -624,7 +624,7 @@ int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
         float denom = sqrtf(v[i]) / bc2s + eps;
         p[i] -= step * (m[i] / denom);
-        bad |= !isfinite(p[i]) | !isfinite(m[i]) | !isfinite(v[i]);
+        bad |= !(isfinite(p[i]) && isfinite(m[i]) && isfinite(v[i]));
     }
     return bad;
 }
