@@ -208,7 +208,7 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim);
 float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
 
 /* Backward of the last vt_forward(need_grad=1). douts[i] is the upstream gradient of output i
- * (NULL = zero; for VT_FN_LOSS douts may be NULL: d loss = 1). Parameter gradients are
+ * (NULL = zero, and douts NULL = all zero; for VT_FN_LOSS: d loss = 1). Parameter gradients are
  * accumulated (+=) when param_grads != 0, left untouched otherwise; dimages (may be NULL) is
  * accumulated too. */
 vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,

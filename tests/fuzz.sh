@@ -7,8 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 total=${1:-600}
-harnesses="safetensors config weights checkpoint parity train meta"
-n=9 # seven C harnesses + the JS image and metadata loops
+harnesses="safetensors config weights checkpoint parity train meta api"
+n=10 # eight C harnesses + the JS image and metadata loops
 per=$(( total / n )); [ "$per" -lt 5 ] && per=5
 B=build-asan
 cmake -S . -B $B -DCMAKE_C_COMPILER=clang-14 -DVT_SANITIZE=ON -DVT_WASM=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 2

@@ -474,6 +474,31 @@ static void test_weights_values(void) {
     vt_model_free(m);
 }
 
+/* issue 22 (found by fuzz_api): a backward given no list of upstream gradients but a count reads
+ * none of them (all zero, as a NULL entry is) instead of dereferencing NULL */
+static void test_backward_no_douts(void) {
+    vt_model_config c;
+    tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 1, 2, 2.0f);
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(&c, &m), "create")) return;
+    vt_init_weights(m, 1);
+    float img[2 * 3 * 8 * 8], dimg[2 * 3 * 8 * 8] = {0};
+    tu_rng r = {9};
+    tu_fill_normal(&r, img, sizeof img / 4, 0, 1);
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = img;
+    in.batch = 2;
+    for (int fn = VT_FN_ENCODE; fn <= VT_FN_INTERMEDIATES_NORM; fn++) {
+        if (!CHECK_OK(vt_forward(m, (vt_fn)fn, &in, 1), WHAT("forward %d", fn))) continue;
+        CHECK_OK(vt_backward(m, NULL, vt_output_count(m), dimg, 0), WHAT("backward %d, douts NULL", fn));
+        int zero = 1;
+        for (size_t i = 0; i < sizeof dimg / 4; i++) zero &= dimg[i] == 0.0f;
+        CHECK(zero, "call %d: zero upstream gradients gave non-zero image gradients", fn);
+    }
+    vt_model_free(m);
+}
+
 int main(void) {
     test_config_sizes();
     test_ptable();
@@ -483,5 +508,6 @@ int main(void) {
     test_train_state();
     test_state_values();
     test_weights_values();
+    test_backward_no_douts();
     return tu_finish();
 }

@@ -1,7 +1,7 @@
 # tests/fuzz/fuzz.cmake: the libFuzzer harnesses (sanitizer build only, included by CMakeLists.txt
 # when VT_SANITIZE). ctest runs fuzz_seeds (the seed corpus, written by the tests, never committed)
 # then each harness for a fixed number of runs; `bash tests/fuzz.sh SECONDS` runs them for longer.
-set(VT_FUZZ_HARNESSES safetensors config weights checkpoint parity train meta)
+set(VT_FUZZ_HARNESSES safetensors config weights checkpoint parity train meta api)
 set(VT_FUZZ_RUNS 20000 CACHE STRING "runs of each harness in ctest")
 # the harnesses that train or rebuild whole states run fewer (a few ms each under ASan)
 set(VT_FUZZ_RUNS_train 5000)

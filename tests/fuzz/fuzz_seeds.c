@@ -133,6 +133,21 @@ static void parity_seed(const char *name, vt_kind kind, const char *module, cons
     vt_model_free(m);
 }
 
+/* fuzz_api: 8 control bytes (model, call and backward bits, batch + 1, n_keep + 1, n_mask + 1,
+ * flags, policy, smoothing x 200), then idx_keep, idx_mask (72 each), mask (96), labels (3) */
+static void api_seed(const char *name, int model, int call, int batch, int n_keep, int n_mask, int flags,
+                     const int8_t *keep, const int8_t *midx, const int8_t *mask, int smoothing) {
+    uint8_t b[8 + 72 + 72 + 96 + 3] = {(uint8_t)model, (uint8_t)(call | 0x80 | 0x40 | 0x20), (uint8_t)(batch + 1),
+                                       (uint8_t)(n_keep + 1), (uint8_t)(n_mask + 1), (uint8_t)flags, 1, (uint8_t)smoothing};
+    for (int r = 0; r < batch; r++) { /* the same row for every image */
+        for (int j = 0; j < n_keep; j++) b[8 + r * n_keep + j] = (uint8_t)keep[j];
+        for (int j = 0; j < n_mask; j++) b[80 + r * n_mask + j] = (uint8_t)midx[j];
+        for (int j = 0; mask && j < 5; j++) b[152 + r * 5 + j] = (uint8_t)mask[j];
+        b[248 + r] = (uint8_t)r;
+    }
+    put("api", name, b, sizeof b);
+}
+
 static void copy_fixture(const char *fixtures, const char *name) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", fixtures, name);
@@ -213,6 +228,19 @@ int main(int argc, char **argv) {
     parity_seed("causal_mask.st", VT_KIND_CAUSAL, "lightly.MaskedCausalVisionTransformer", "{\"fn\": \"forward_features\", \"mask\": true, \"is_causal\": true}", 0, 1, 0);
     parity_seed("mae_loss.st", VT_KIND_MAE, "lightly.examples.MAE", "{\"fn\": \"loss\", \"idx_keep\": true, \"idx_mask\": true}", 3, 0, 0);
     parity_seed("aim_loss.st", VT_KIND_AIM, "lightly.examples.AIM", "{\"fn\": \"loss\", \"mask\": true}", 0, 1, 0);
+    /* encoder calls and losses of every kind, with the inputs each takes (a sequence of 5 tokens) */
+    {
+        static const int8_t keep[] = {0, 1, 3}, midx[] = {2, 4}, pre[] = {1, 1, 0, 0, 0};
+        api_seed("timm_encode", 0, VT_FN_ENCODE, 2, -1, -1, 0, keep, midx, NULL, 0);
+        api_seed("timm_forward", 0, VT_FN_TIMM_FORWARD, 2, -1, -1, 0, keep, midx, NULL, 0);
+        api_seed("timm_loss", 0, VT_FN_LOSS, 3, -1, -1, 4, keep, midx, NULL, 20);
+        api_seed("lightly_keep", 1, VT_FN_INTERMEDIATES, 2, 3, -1, 0, keep, midx, NULL, 0);
+        api_seed("lightly_mask", 1, VT_FN_FORWARD, 2, -1, 2, 0, keep, midx, NULL, 0);
+        api_seed("lightly_tokmask", 1, VT_FN_INTERMEDIATES_NORM, 1, -1, -1, 1, keep, midx, pre, 0);
+        api_seed("causal", 2, VT_FN_ENCODE, 2, -1, -1, 3, keep, midx, pre, 0);
+        api_seed("mae_loss", 3, VT_FN_LOSS, 2, 3, 2, 0, keep, midx, NULL, 0);
+        api_seed("aim_loss", 4, VT_FN_LOSS, 2, -1, -1, 3, keep, midx, pre, 0);
+    }
     /* every dtype */
     {
         static const uint8_t bytes[64] = {1, 2, 3, 4, 0x80, 0x7f, 0xff, 0x3c, 0, 0x7c, 0, 0xfc, 0, 0x7e};
