@@ -11,6 +11,7 @@ import { CONFIG_IDS, readForm, writeForm, budgetBytes, syncFormVisibility, syncB
 import { showRefusal, renderMemory, refreshPlan, planSoon, planTimer } from './memory-view.js';
 import { POLICY_LABEL, setupCanvas, drawLoss, drawRecon, drawTimelines } from './charts.js';
 import { addFiles, userData } from './own-images.js';
+import { ensureIsolation } from './isolation.js';
 import { classMessage, addClass, fmnistClasses, renderClasses, classProblem, classData, classesFrom, syncTabEncoder, renderEvals,
   renderPrediction, onPredict } from './class-editor.js';
 
@@ -223,6 +224,7 @@ async function onLoadWeights(file) {
 
 async function boot() {
   let info;
+  S.isolation = await ensureIsolation();
   try {
     info = await startWorkers(onTrainerEvent);
   } catch (e) { setStatus(`the engine did not load: ${e.message}`, true); return; }
@@ -235,7 +237,8 @@ async function boot() {
   // cross-origin isolation (COOP/COEP headers: demo/serve.mjs sends them) it runs on 1 and says why
   badge.textContent = `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}` +
     `, ${info.threads} thread${info.threads === 1 ? '' : 's'}` + (info.threadsNote ? ` (${info.threadsNote.replace(/^1 thread: /, '')})` : '');
-  badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread`;
+  badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread;` +
+    ` cross-origin isolated by ${S.isolation === 'service worker' ? 'the service worker coi-sw.js (a static host)' : 'the server\'s headers'}`;
   badge.classList.toggle('simd', info.simdKernels);
   const sel = $('model');
   for (const [k, label] of Object.entries(info.models)) sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
