@@ -3,7 +3,7 @@
 // half of interleaved rounds), a plot of memory against time with one point per policy and every:K as a
 // curve with the sqrt point ringed -- and, from the model's own numbers, why sqrt can lose to block.
 import { fmtBytes, policyLabel } from './plan.js';
-import { chainName, mflop } from './schedule-view.js';
+import { chainName, mflop, ordinal } from './schedule-view.js';
 import { blockSizes } from './trace-model.js';
 
 const NS = 'http://www.w3.org/2000/svg';
@@ -31,10 +31,10 @@ export const order = (policies, depth) => [...policies].sort((a, b) => {
 
 const WORDS = { full: 'everything', input: 'the input', selective: 'matmul outputs', none: 'nothing' };
 /** What the encoder's blocks keep, in words: one phrase, or runs of blocks. */
-function keeps(r) {
+export function keeps(r) {
   const st = r.chains[0].store, seg = r.chains[0].segment;
   if (new Set(st).size === 1) return st[0] === 'input' ? "each block's input" : WORDS[st[0]] || st[0];
-  if (seg > 1 && st.every((x, i) => x === (i % seg ? 'none' : 'input'))) return `every ${seg}${seg === 2 ? 'nd' : seg === 3 ? 'rd' : 'th'} block's input`;
+  if (seg > 1 && st.every((x, i) => x === (i % seg ? 'none' : 'input'))) return `every ${ordinal(seg)} block's input`;
   const runs = [];
   st.forEach((x, i) => { const last = runs[runs.length - 1]; if (last && last.x === x) last.to = i; else runs.push({ x, from: i, to: i }); });
   return runs.map((q) => `${q.from === q.to ? `block ${q.from}` : `blocks ${q.from}–${q.to}`}: ${WORDS[q.x] || q.x}`).join('; ');
@@ -86,7 +86,7 @@ export function drawComparePlot(svg, R, times) {
   for (let i = 0; i <= 4; i++) {
     const v = (ymax * i) / 4, xv = xmin + ((xmax - xmin) * i) / 4;
     el('text', { x: Lx - 4, y: ys(v) + 4, class: 'axis', 'text-anchor': 'end' }, svg, fmtBytes(v).replace(' MiB', ''));
-    el('text', { x: xs(xv), y: By + 14, class: 'axis', 'text-anchor': 'middle' }, svg, measured ? xv.toFixed(0) : xv.toFixed(2));
+    el('text', { x: xs(xv), y: By + 14, class: 'axis', 'text-anchor': 'middle' }, svg, Number(xv.toPrecision(3)).toString());
   }
   el('text', { x: (Lx + Rx) / 2, y: By + 30, class: 'axis', 'text-anchor': 'middle' }, svg, measured ? 'step time, ms (median; bar: the middle half of the rounds)' : 'GFLOP per step (not timed yet)');
   el('text', { x: 4, y: 10, class: 'axis' }, svg, 'arena peak, MiB');

@@ -26,10 +26,11 @@ page.syncButtons = syncButtons;
 // ---- worker events -----------------------------------------------------------------------------
 
 let lastStepAt = 0, stepWait = null; // a step that takes over a second shows as a wait
+const endStepWait = () => { if (stepWait) { stepWait(); stepWait = null; } };
 function onTrainerEvent(m) {
   if (m.type === 'step') {
     lastStepAt = performance.now();
-    if (stepWait) { stepWait(); stepWait = null; }
+    endStepWait();
     S.losses.push({ step: m.step, loss: m.loss, hex: m.hex, policy: m.policy, ms: m.ms });
     S.step = m.step;
     S.policy = m.policy;
@@ -48,6 +49,7 @@ function onTrainerEvent(m) {
     renderEvals();
   } else if (m.type === 'stopped') {
     S.running = false;
+    endStepWait();
     S.stopped = m.reason;
     setStatus(m.reason === 'done' ? `finished: ${m.step} steps` : `stopped at step ${m.step}`);
     syncButtons();
@@ -56,6 +58,7 @@ function onTrainerEvent(m) {
     $('storage-status').textContent = m.ok ? `Training state (${fmtBytes(m.bytes)}) kept in this browser at step ${m.step}: reload and it resumes.` : m.message;
   } else if (m.type === 'error') {
     S.running = false;
+    endStepWait();
     setStatus(`training stopped: ${m.message}`, true);
     syncButtons();
   }
@@ -69,7 +72,7 @@ function scheduleDraw() {
 // while training: a step still running after a second is a wait with its progress (a 224 px step)
 setInterval(() => {
   if (!S.running || stepWait || performance.now() - lastStepAt < 1000) return;
-  busy(`training step ${S.step + 1}`, new Promise((r) => { stepWait = r; }), { expect: expectedStepSeconds() });
+  busy(`training step ${S.step + 1}`, new Promise((r) => { stepWait = r; }), { expect: expectedStepSeconds(), blocking: false });
 }, 250);
 
 // ---- actions -----------------------------------------------------------------------------------
@@ -159,6 +162,7 @@ async function onStart() {
 async function onPause() {
   try { await trainer.call('pause'); } catch (e) { setStatus(e.message, true); }
   S.running = false;
+  endStepWait();
   setStatus(`paused at step ${S.step}`);
   syncButtons();
 }

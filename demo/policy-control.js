@@ -1,8 +1,8 @@
 // policy-control.js: the checkpointing policy of the page -- one menu of the engine's policies
 // ('none' among them), K of every:K, a sentence on what the chosen one keeps and re-computes --
 // and when a choice counts: a pick with the mouse at once; with the keyboard, the arrow keys only
-// preview it and Enter, Tab (leaving the menu) or a pause of a second commits it, so that walking
-// through the list does not re-plan and re-apply the run's policy at every key.
+// preview it and Enter or Tab (leaving the menu) commits it, so that walking through the list does
+// not re-plan and re-apply the run's policy at every key.
 import { $ } from './state.js';
 
 export const POLICY_TEXT = {
@@ -55,9 +55,8 @@ export function syncPolicy(depth) {
 /** Calls onPreview(policy) at every change and onCommit(policy) when a choice counts (above). */
 export function wirePolicy({ onPreview, onCommit }) {
   const sel = $('policy'), k = $('policy-k');
-  let keyed = false, pending = false, timer = 0, last = policyValue();
+  let keyed = false, pending = false, last = policyValue();
   const commit = () => {
-    clearTimeout(timer);
     pending = false;
     const p = policyValue();
     if (p === last) return;
@@ -68,8 +67,7 @@ export function wirePolicy({ onPreview, onCommit }) {
     syncPolicy();
     onPreview(policyValue());
     pending = true;
-    clearTimeout(timer);
-    if (keyed) timer = setTimeout(commit, 1000); else commit();
+    if (!keyed) commit(); // a keyboard choice waits for Enter or Tab
   };
   for (const el of [sel, k]) {
     el.addEventListener('keydown', (e) => { keyed = true; if (e.key === 'Enter' && pending) { e.preventDefault(); commit(); } });
@@ -78,5 +76,5 @@ export function wirePolicy({ onPreview, onCommit }) {
     el.addEventListener('blur', () => { if (pending) commit(); keyed = false; });
   }
   k.addEventListener('input', () => { keyed = true; });
-  return { reset: (p) => { last = p; pending = false; clearTimeout(timer); } };
+  return { reset: (p) => { last = p; pending = false; } };
 }

@@ -10,6 +10,7 @@ export const COLOR = { forward: '#2f6fde', recompute: '#d9731c', backward: '#8a4
 const CHAIN = { enc: 'encoder', dec: 'decoder', head: 'AIM head' };
 export const chainName = (r, c) => (c < 0 ? 'outside the blocks' : CHAIN[r.chains[c].name] || r.chains[c].name);
 const STORE = { full: 'everything', input: 'its input', none: 'nothing', selective: 'matmul outputs' };
+export const ordinal = (k) => `${k}${k % 10 === 1 && k % 100 !== 11 ? 'st' : k % 10 === 2 && k % 100 !== 12 ? 'nd' : k % 10 === 3 && k % 100 !== 13 ? 'rd' : 'th'}`;
 export const mflop = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(1)} MFLOP`);
 
 function el(name, attrs = {}, parent = null, text = null) {

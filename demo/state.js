@@ -48,18 +48,20 @@ export function clearStale() {
 
 /** Runs `promise` as a wait the page shows: after a second the header's progress bar and the label
  * with the seconds waited (and `expect`ed, when known); progress(fraction) makes the bar
- * determinate. Resolves / rejects as the promise. Waits may overlap: the latest is shown. */
+ * determinate. Resolves / rejects as the promise. Waits may overlap: the latest is shown. A
+ * blocking wait (setting a run up) keeps Start disabled meanwhile (S.busy). */
 const waits = [];
-export async function busy(label, promise, { expect = 0 } = {}) {
-  const w = { label, t0: performance.now(), expect, fraction: null };
+const blockingLabel = () => { const b = waits.filter((w) => w.blocking); return b.length ? b[b.length - 1].label : null; };
+export async function busy(label, promise, { expect = 0, blocking = true } = {}) {
+  const w = { label, t0: performance.now(), expect, fraction: null, blocking };
   waits.push(w);
-  S.busy = label;
+  S.busy = blockingLabel();
   page.syncButtons();
   const timer = setInterval(showWait, 250);
   try { return await promise; } finally {
     clearInterval(timer);
     waits.splice(waits.indexOf(w), 1);
-    S.busy = waits.length ? waits[waits.length - 1].label : null;
+    S.busy = blockingLabel();
     showWait();
     page.syncButtons();
   }

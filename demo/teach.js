@@ -9,8 +9,8 @@ import { fmtBytes, policyLabel, MiB } from './plan.js';
 import { startTeacher } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
 import { specFor, encoderOf } from './worker-data.js';
-import { drawSchedule, describeMoment } from './schedule-view.js';
-import { renderCompareTable, drawComparePlot, sqrtProse, order, median } from './compare-view.js';
+import { drawSchedule, describeMoment, chainName, ordinal } from './schedule-view.js';
+import { renderCompareTable, drawComparePlot, sqrtProse, order, median, keeps } from './compare-view.js';
 import { renderMask, renderFrozen } from './bugs-view.js';
 import { renderMemory } from './memory-view.js';
 
@@ -61,9 +61,13 @@ async function refresh(force = false) {
   $('sched-record').hidden = true;
   const mine = ++seq;
   try {
-    const res = await busy('recording the step under every policy', teacher.call('traces', { spec: pc.spec, batch: pc.batch, maskRatio: pc.maskRatio }));
+    const res = await busy('recording the step under every policy', teacher.call('traces', { spec: pc.spec, batch: pc.batch, maskRatio: pc.maskRatio }), { blocking: false });
     if (mine !== seq) return;
-    Object.assign(T(), { key, pc, R: res.results, forwardFlops: res.results.none.flops.forward, times: null, sched: { policy: null, index: -1 }, memory: res.memory });
+    Object.assign(T(), { key, pc, R: res.results, forwardFlops: res.results.none.flops.forward, times: null, sched: { policy: null, index: -1 }, memory: res.memory,
+      mask: null, frozen: null });
+    for (const id of ['mask-result', 'frozen-result']) $(id).querySelectorAll('tr').forEach((tr) => tr.remove());
+    for (const id of ['mask-prose', 'frozen-prose']) $(id).textContent = '';
+    document.querySelectorAll('#bug-mask svg.rowchart').forEach((x) => x.remove());
     $('teach-model').textContent = `(${pc.cfg.kind === 'classify' ? 'classifier' : pc.cfg.kind.toUpperCase()} '${pc.cfg.model}', batch ${pc.batch}: ${res.dims.depth} encoder blocks)`;
     $('times-note').textContent = '';
     fillSchedPolicies();
@@ -104,8 +108,8 @@ function showSchedule(policy, index) {
   t.sched.count = moments.length;
   $('sched-pos').textContent = index < 0 ? `${moments.length} moments: step through them` : `moment ${index + 1} of ${moments.length}`;
   const rec = r.moments.filter((m) => m.phase === 'recompute');
-  $('schedule-label').textContent = `The recorded training step under '${policyLabel(policy)}': ${r.chains.map((c) => `${c.depth} ${c.name} blocks`).join(' and ')}; ` +
-    (rec.length ? `re-computed in the backward: ${rec.map((m) => `${m.chain ? r.chains[m.chain].name : 'encoder'} block ${m.block}`).join(', ')}, each just before its backward; `
+  $('schedule-label').textContent = `The recorded training step under '${policyLabel(policy)}': ${r.chains.map((c, i) => `${c.depth} ${chainName(r, i)} blocks`).join(' and ')}; ` +
+    (rec.length ? `re-computed in the backward: ${rec.map((m) => `${chainName(r, m.chain)} block ${m.block}`).join(', ')}, each just before its backward; `
       : 'nothing is re-computed; ') + `activation arena peak ${fmtBytes(r.peak.bytes)} (the plan: ${fmtBytes(r.planned)}); ` +
     `${(r.flops.forward / 1e6).toFixed(0)} MFLOP forward, ${(r.flops.recompute / 1e6).toFixed(0)} re-computed, ${(r.flops.backward / 1e6).toFixed(0)} backward.`;
   $('sched-now').textContent = index < 0 ? $('schedule-label').textContent : describeMoment(r, moments[index]);
@@ -116,12 +120,12 @@ function policyProse(policy, r) {
   const t = T(), fwd = t.forwardFlops, rec = `${((100 * r.flops.recompute) / fwd).toFixed(0)}% of a forward`;
   if (policy === 'none') return `<p>Without checkpointing every block keeps what its backward needs: the arena climbs through the forward to ${fmtBytes(r.peak.bytes)} and nothing is computed twice.</p>`;
   if (policy.startsWith('budget:')) {
-    const chosen = r.chains.map((c) => `${c.name}: ${[...new Set(c.store)].join('/')} (segment ${c.segment})`).join('; ');
-    return `<p>The budget search was given ${fmtBytes(Number(policy.slice(7)))} for activations and chose the least re-computation that fits: ${chosen}; it re-computes ${rec}` +
+    return `<p>The budget search was given ${fmtBytes(Number(policy.slice(7)))} for activations and chose the least re-computation that fits; the encoder keeps ${keeps(r)}. It re-computes ${rec}` +
       `${r.flops.recompute ? '' : ': nothing needed re-computing'}, peak ${fmtBytes(r.peak.bytes)}.</p>`;
   }
   const what = policy === 'selective' ? 'Each block keeps the outputs of its matrix products and re-computes the rest (attention probabilities, GELU, LayerNorms) just before its backward'
-    : `Each block keeps ${r.chains[0].segment > 1 ? `only every ${r.chains[0].segment}th block's input; a whole segment runs forward again before its backward` : 'only its input; its forward runs again just before its backward'}`;
+    : r.chains[0].segment > 1 ? `Only every ${ordinal(r.chains[0].segment)} block keeps its input; a whole segment runs forward again before its backward`
+      : 'Each block keeps only its input; its forward runs again just before its backward';
   return `<p>${what}. Peak ${fmtBytes(r.peak.bytes)} against ${fmtBytes(t.R.none.peak.bytes)} without checkpointing, for ${rec} more work.</p>`;
 }
 
@@ -147,7 +151,7 @@ async function measureTimes() {
   $('measure-times').textContent = 'Stop measuring';
   try {
     const res = await busy(`timing ${policies.length} policies, ${reps} interleaved rounds (about ${Math.ceil(perRound * (reps + 1))} s)`,
-      teacher.call('times', { spec: t.pc.spec, batch: t.pc.batch, maskRatio: t.pc.maskRatio, policies, reps, warmup: 1 }));
+      teacher.call('times', { spec: t.pc.spec, batch: t.pc.batch, maskRatio: t.pc.maskRatio, policies, reps, warmup: 1 }), { blocking: false });
     t.times = res.ms;
     $('times-note').textContent = `${res.aborted ? 'Stopped: ' : ''}each policy: 1 warm-up step, then ${reps} rounds timing one step of every policy in turn ` +
       `(the order rotated each round), ${res.threads} thread${res.threads > 1 ? 's' : ''}; the median and the middle half (25th–75th percentile) of the rounds.` +
@@ -176,15 +180,23 @@ async function recycleTeacher() {
 }
 function onTeacherEvent(m) { if (m.type === 'progress') progress(m.done / m.total); }
 
+// the demonstrations run on the page's encoder (a classifier's in an MAE; a 224 px preset's on the
+// default 28 px model, to stay quick and small)
 function bugSpec() {
   const { cfg, spec } = pageConfig();
+  if (!encoderOf(cfg)) return specFor({ kind: 'mae', model: 'fmnist' });
   return cfg.kind === 'classify' ? { kind: 'mae', config: { encoder: encoderOf(cfg), decoder_dim: 64, decoder_depth: 1, decoder_heads: 4 } } : spec;
 }
 async function runBug(which) {
   try {
     const { cfg } = pageConfig();
-    if (which === 'mask') renderMask(await busy('running the mask demonstration', teacher.call('maskDemo', { encoder: encoderOf(cfg) || bugSpec().config.encoder })));
-    else renderFrozen(await busy('running the frozen-preprocessing demonstration', teacher.call('frozenDemo', { spec: bugSpec(), maskRatio: cfg.maskRatio })));
+    if (which === 'mask') {
+      T().mask = await busy('running the mask demonstration', teacher.call('maskDemo', { encoder: bugSpec().config.encoder }), { blocking: false });
+      renderMask(T().mask);
+    } else {
+      T().frozen = await busy('running the frozen-preprocessing demonstration', teacher.call('frozenDemo', { spec: bugSpec(), maskRatio: cfg.maskRatio }), { blocking: false });
+      renderFrozen(T().frozen);
+    }
     await recycleTeacher();
   } catch (e) { $(`${which}-prose`).textContent = e.message; }
 }
@@ -215,8 +227,8 @@ export async function initTeach() {
   $('run-mask').addEventListener('click', () => runBug('mask'));
   $('run-frozen').addEventListener('click', () => runBug('frozen'));
   try {
-    teacher = await busy('starting the teaching view\'s engine', startTeacher(onTeacherEvent));
-    await busy('measuring this tab\'s speed', calibrate());
+    teacher = await busy('starting the teaching view\'s engine', startTeacher(onTeacherEvent), { blocking: false });
+    await busy('measuring this tab\'s speed', calibrate(), { blocking: false });
     await refresh();
   } catch (e) { $('sched-now').textContent = `The teaching view's engine did not start: ${e.message}`; }
 }
