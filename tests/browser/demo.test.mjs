@@ -142,6 +142,7 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     assert.ok(m, text);
     assert.equal(await S(() => window.vitrineDemo.run), null);
     assert.equal(await S(() => window.vitrineDemo.step), 0);
+    await (await page.$('#ckpt-panel')).screenshot({ path: join(BUILD, 'demo-refusal.png') });
     // the fix, one click away: that policy, then the run starts
     assert.match(await page.textContent('#refusal-fix'), new RegExp(`Use checkpointing '${m[1]}'`));
     await page.click('#refusal-fix');

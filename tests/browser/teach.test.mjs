@@ -23,7 +23,14 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
   const teachReady = () => waitFor(() => window.vitrineDemo.teach && window.vitrineDemo.teach.R && window.vitrineDemo.teach.R.none, null, 90_000);
 
   before(async () => {
-    ({ page, profile, errors, close, waitFor, openPage, reset } = await openDemoBrowser());
+    let wait;
+    ({ page, profile, errors, close, waitFor: wait, openPage, reset } = await openDemoBrowser());
+    // a wait that times out says where the page was
+    waitFor = (fn, arg, timeout) => wait(fn, arg, timeout).catch(async (e) => {
+      const st = await page.evaluate(() => ({ status: document.getElementById('status').textContent, step: window.vitrineDemo.step, policy: window.vitrineDemo.policy,
+        busy: window.vitrineDemo.busy, running: window.vitrineDemo.running, error: window.vitrineDemo.error, focus: document.activeElement && document.activeElement.id }));
+      throw new Error(`${e.message}: ${JSON.stringify(st)}`);
+    });
     await openPage();
     await teachReady();
   });
