@@ -84,7 +84,8 @@ export function renderMemory() {
     r.parts.map(([n, b]) => [finite(b), COLORS[n] || '#999', n]), scale, budget));
   if (S.mem && S.run) {
     bars.appendChild(bar(`this tab's trainer now: wasm memory ${fmtBytes(lin)}` + (S.mem.arena ? ` (activation arena ${fmtBytes(S.mem.arena.capacity)})` : '') +
-      (lin > r.need ? `: more than planned for '${policyLabel(r.policy)}', as wasm memory never shrinks: it keeps what an earlier policy or run of this tab used, which fitted the budget then` : ''),
+      (lin > budget ? `: over the ${fmtBytes(budget)} budget chosen since (wasm memory never shrinks): Reset, and the next run starts a fresh engine`
+        : lin > r.need ? `: more than planned for '${policyLabel(r.policy)}', as wasm memory never shrinks: it keeps what an earlier policy or run of this tab used` : ''),
       [[lin, '#8fb3e8', 'wasm linear memory']], scale, budget));
   }
   const leg = document.createElement('div');
