@@ -1,11 +1,10 @@
 // teach-worker.js: the engine side of the page's "How checkpointing works" view (teach.js), a module
 // Web Worker with an engine of its own, so that nothing here touches the run being trained: the
-// recorded step of the page's model under each policy (web/trace.js, read by trace-model.js), the
+// recorded step of the page's model under each policy (Model.traceStep, read by trace-model.js), the
 // step times of every policy measured properly (warm-up, interleaved rounds, medians), and the two
 // lightly bugs run live (an AIM block without its mask; frozen preprocessing). Messages in:
 // {id, type, ...}; replies carry the id; {type: 'progress', done, total} while measuring.
 import { createVitrine } from '../web/vitrine.js';
-import { traceStep } from '../web/trace.js';
 import { showMasks } from '../web/train.js';
 import { readTrace } from './trace-model.js';
 
@@ -44,7 +43,8 @@ function traces({ spec, batch, maskRatio, policies = null }) {
     for (const p of policies) {
       m.setGradCheckpointing(p);
       const plan = m.planTrainStep({ batch });
-      out[p] = { ...readTrace(traceStep(m, { batch })), policy: p, activations: plan.activations, recomputeFlops: plan.recomputeFlops };
+      const labels = classifier(spec) ? new Int32Array(batch) : null; // labels are inputs of the list, not part of it
+      out[p] = { ...readTrace(m.traceStep({ batch, labels, json: true })), policy: p, activations: plan.activations, recomputeFlops: plan.recomputeFlops };
     }
     return { results: out, named: m.namedPolicies(), dims: m.dims, memory: vt.memory().linear };
   } finally { m.dispose(); }

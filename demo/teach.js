@@ -1,6 +1,6 @@
 // teach.js: the "How checkpointing works" view. For the model on the page (the run's, else the
 // form's) the teacher worker (teach-worker.js) records one training step under every policy
-// (web/trace.js); schedule-view.js draws one of them moment by moment, compare-view.js sets them
+// (Model.traceStep); schedule-view.js draws one of them moment by moment, compare-view.js sets them
 // side by side (with step times measured on request) and explains sqrt against block, bugs-view.js
 // shows the two lightly bugs run live. Also the page's expected seconds per step: the recorded
 // step's FLOPs at the rate this tab measured.

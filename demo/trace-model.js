@@ -1,4 +1,4 @@
-// trace-model.js: the engine's recorded training step (web/trace.js; the format 'vitrine-trace/1' of
+// trace-model.js: the engine's recorded training step (Model.traceStep; the format 'vitrine-trace/1' of
 // docs/kernels.md) read for teaching: the step as a schedule of block-level moments on a time axis
 // weighted by FLOPs, the activation arena over that time, and per block what its forward keeps and
 // what the backward re-computes. Pure functions of the list (Node tests use them as the page does).

@@ -1,7 +1,7 @@
 // teach.test.mjs: the demo's "How checkpointing works" view in headless Debian Chromium
 // (playwright-core), on the default model. Checks: the schedule drawn for 'block' and 'every:2'
 // re-computes the blocks the engine's recorded step re-computes, at its moments (the list recorded
-// again here through web/trace.js and read without the page's code), each just before its
+// again here through Model.traceStep and read without the page's code), each just before its
 // backward; every policy but none re-computes something; step times measured in interleaved
 // rounds; the mask demonstration differs without the mask and is bit for bit the same
 // checkpointed; checkpointed blocks behind a frozen patch embedding get their gradients; and
@@ -40,14 +40,13 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
   // as (chain, block, t0, t1) in FLOPs from the start, merging consecutive calls of one block
   const recorded = (policy) => S(async (policy) => {
     const { createVitrine } = await import('/web/vitrine.js');
-    const { traceStep } = await import('/web/trace.js');
     const { TRAIN_PRESETS } = await import('/web/train.js');
     const vt = await createVitrine({ threads: 1 });
     const p = TRAIN_PRESETS.fmnist, m = vt.createModel({ kind: 'mae', config: { encoder: { ...p.encoder }, ...p.mae } });
     m.initWeights(1);
     m.trainerInit({ maskRatio: 0.75 });
     m.setGradCheckpointing(policy);
-    const t = traceStep(m, { batch: 32 });
+    const t = m.traceStep({ batch: 32, json: true });
     m.dispose();
     const out = [], order = [];
     let now = 0;

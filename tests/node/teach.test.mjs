@@ -1,12 +1,11 @@
 // teach.test.mjs: what the demo's "How checkpointing works" view reads from the engine's recorded
-// step (demo/trace-model.js over web/trace.js), for the default model: the arena's peak is the
+// step (demo/trace-model.js over Model.traceStep), for the default model: the arena's peak is the
 // plan under every policy, the FLOPs by phase are the engine's summary's, the backward re-computes
 // the blocks the policy drops (block: each but the last, just before its backward; every:2: a
 // segment at a time), the blocks' kept bytes, and the sqrt-against-block explanation's numbers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createVitrine } from '../../web/vitrine.js';
-import { traceStep } from '../../web/trace.js';
 import { TRAIN_PRESETS } from '../../web/train.js';
 import { WASM_DIR } from './util.mjs';
 import { readTrace, blockMoments, recomputations, blockSizes } from '../../demo/trace-model.js';
@@ -23,11 +22,11 @@ test('the recorded step read for teaching: peaks, FLOPs, re-computations and kep
   const R = {};
   for (const p of ['none', 'block', 'every:2', 'sqrt', 'selective']) {
     m.setGradCheckpointing(p);
-    const r = R[p] = readTrace(traceStep(m, { batch: B }));
+    const r = R[p] = readTrace(m.traceStep({ batch: B, json: true }));
     assert.equal(r.peak.bytes, r.planned, `${p}: the arena's highest point is the plan`);
     assert.equal(r.planned, m.planTrainStep({ batch: B }).activations);
     // the engine's own summary: "forward F, re-computed R (..), backward K" in GFLOP
-    const sum = traceStep(m, { batch: B, json: false });
+    const sum = m.traceStep({ batch: B });
     const g = /forward ([\d.]+), re-computed ([\d.]+) \([\d.]+% of the forward\), backward ([\d.]+), optimizer ([\d.]+)/.exec(sum);
     assert.ok(g, sum.slice(0, 300));
     ['forward', 'recompute', 'backward', 'optimizer'].forEach((k, i) => assert.ok(Math.abs(r.flops[k] / 1e9 - Number(g[i + 1])) <= 0.0005, `${p} ${k}: ${r.flops[k]} vs ${g[i + 1]}`));
