@@ -1,10 +1,12 @@
 // compare-view.js: every policy on the page's model side by side -- a table (what a block keeps,
 // the arena's peak, FLOPs re-computed and their share of a forward, step time: median and middle
-// half of interleaved rounds), a plot of memory against time with one point per policy and every:K as a
-// curve with the sqrt point ringed -- and, from the model's own numbers, why sqrt can lose to block.
+// half of interleaved rounds, against none the median of each round's ratio), a plot of memory
+// against time with one point per policy and every:K as a curve with the sqrt point ringed -- and,
+// from the model's own numbers, why sqrt can lose to block.
 import { fmtBytes, policyLabel } from './plan.js';
 import { chainName, mflop, ordinal } from './schedule-view.js';
 import { blockSizes } from './trace-model.js';
+import { quantile, median, pairedRatios } from './teach-measure.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 const el = (name, attrs = {}, parent = null, text = null) => {
@@ -14,12 +16,6 @@ const el = (name, attrs = {}, parent = null, text = null) => {
   if (parent) parent.appendChild(e);
   return e;
 };
-/** The q-quantile of a (linear between order statistics); median = quantile(a, 0.5). */
-export const quantile = (a, q) => {
-  const s = [...a].sort((x, y) => x - y), i = q * (s.length - 1), lo = Math.floor(i);
-  return s.length ? s[lo] + (s[Math.min(lo + 1, s.length - 1)] - s[lo]) * (i - lo) : NaN;
-};
-export const median = (a) => quantile(a, 0.5);
 const K = (p, depth) => (p === 'block' ? 1 : /^every:(\d+)$/.test(p) ? Number(p.slice(6)) : p === 'none' ? depth + 1 : 0);
 const pct = (f, fwd) => `${((100 * f) / fwd).toFixed(0)}%`;
 
@@ -40,21 +36,31 @@ export function keeps(r) {
   return runs.map((q) => `${q.from === q.to ? `block ${q.from}` : `blocks ${q.from}–${q.to}`}: ${WORDS[q.x] || q.x}`).join('; ');
 }
 
+// a policy's step time against none's in the same round: the median ratio, and the middle half when it is not none
+const ratio = (times, p) => {
+  const q = times ? pairedRatios(times, p) : [];
+  return !q.length ? '–' : p === 'none' ? '1×' : `${median(q).toFixed(2)}× (${quantile(q, 0.25).toFixed(2)}–${quantile(q, 0.75).toFixed(2)})`;
+};
+
+/** A policy's name in the table: sqrt with its segment length in each chain, a budget with where it lies. */
+export const policyName = (p, r) => policyLabel(p) + (p === 'sqrt' ? ` (segments of ${r.chains.map((c, i) => `${c.segment} in the ${chainName(r, i)}`).join(', ')})`
+  : p.startsWith('budget:') ? ' (half way between none and block)' : '');
+
 /** The table: one row per policy of `R` (readTrace results by policy), with times { [policy]: [ms] }. */
 export function renderCompareTable(table, R, times, fwd) {
   table.querySelectorAll('tr').forEach((tr) => tr.remove());
-  const cols = ['policy', 'the encoder keeps', 'arena peak', 're-computed per step', 'step time: median (middle half of the rounds)', 'vs none'];
+  const cols = ['policy', 'the encoder keeps', 'arena peak', 're-computed per step', 'step time: median (middle half of the rounds)', 'vs none: median of the rounds\' ratios'];
   const tr0 = table.appendChild(document.createElement('tr'));
   for (const h of cols) { const th = document.createElement('th'); th.scope = 'col'; th.textContent = h; tr0.appendChild(th); }
-  const depth = R.none.chains[0].depth, base = times && times.none ? median(times.none) : NaN;
+  const depth = R.none.chains[0].depth;
   for (const p of order(Object.keys(R), depth)) {
     const r = R[p], t = times && times[p], med = t ? median(t) : NaN;
     const tr = document.createElement('tr');
     tr.dataset.policy = p;
-    const cells = [policyLabel(p) + (p === 'sqrt' ? ` (every:${r.chains[0].segment})` : p.startsWith('budget:') ? ' (half way between none and block)' : ''), keeps(r), fmtBytes(r.peak.bytes),
+    const cells = [policyName(p, r), keeps(r), fmtBytes(r.peak.bytes),
       r.flops.recompute ? `${mflop(r.flops.recompute)} (${pct(r.flops.recompute, fwd)} of a forward)` : p.startsWith('budget:') ? '0: nothing needed re-computing' : '0',
       t && t.length ? `${med.toFixed(1)} ms (${quantile(t, 0.25).toFixed(1)}–${quantile(t, 0.75).toFixed(1)}, ${t.length} rounds)` : '–',
-      t && t.length && Number.isFinite(base) ? `${(med / base).toFixed(2)}×` : '–'];
+      ratio(times, p)];
     cells.forEach((c, i) => {
       const td = document.createElement(i ? 'td' : 'th');
       if (!i) td.scope = 'row';

@@ -1,81 +1,19 @@
 // teach-worker.js: the engine side of the page's "How checkpointing works" view (teach.js), a module
 // Web Worker with an engine of its own, so that nothing here touches the run being trained: the
 // recorded step of the page's model under each policy (Model.traceStep, read by trace-model.js), the
-// step times of every policy measured properly (warm-up, interleaved rounds, medians), and the two
+// step times of every policy measured properly (teach-measure.js: warm-up, interleaved rounds), and the two
 // lightly bugs run live (an AIM block without its mask; frozen preprocessing). Messages in:
 // {id, type, ...}; replies carry the id; {type: 'progress', done, total} while measuring.
 import { createVitrine } from '../web/vitrine.js';
 import { showMasks } from '../web/train.js';
-import { readTrace } from './trace-model.js';
+import { modelFor as modelOn, recordPolicies, measureTimes, wave } from './teach-measure.js';
 
 let vt = null, aborted = false;
 const post = (m) => self.postMessage(m);
-const now = () => performance.now();
 const yieldNow = () => new Promise((r) => setTimeout(r, 0));
-
-// deterministic stand-ins for images and upstream gradients (values in [-1, 1])
-const wave = (n, k = 0.37, ph = 0) => { const x = new Float32Array(n); for (let i = 0; i < n; i++) x[i] = Math.sin(i * k + ph); return x; };
+const modelFor = (spec, opts) => modelOn(vt, spec, opts);
 const hex = (a) => { const u = new Uint32Array(a.buffer, a.byteOffset, a.length); let h = 0x811c9dc5; for (const v of u) h = Math.imul(h ^ v, 16777619) >>> 0; return h.toString(16); };
-const classifier = (spec) => spec.kind === 'timm';
 
-function modelFor(spec, { maskRatio, trainer = true }) {
-  const m = vt.createModel(spec);
-  m.initWeights(1);
-  if (trainer) m.trainerInit({ lr: 1e-4, warmupSteps: 0, totalSteps: 1000, maskRatio, seed: 1 });
-  return m;
-}
-function oneStep(m, spec, batch, x) {
-  if (classifier(spec)) return m.trainStepLabels(x, Int32Array.from({ length: batch }, (_, i) => i % 2));
-  return m.trainStep(x, batch);
-}
-
-/** The recorded step under each policy (null: 'none', the named policies the engine's budget
- * search tries, and a budget half way between the activations of none and block), read for
- * teaching, with the engine's plan beside it. */
-function traces({ spec, batch, maskRatio, policies = null }) {
-  const m = modelFor(spec, { maskRatio });
-  try {
-    const out = {};
-    if (!policies) {
-      const act = (p) => m.planTrainStep({ batch, policy: p }).activations;
-      policies = [...m.namedPolicies(), `budget:${Math.floor((act('none') + act('block')) / 2)}`];
-    }
-    for (const p of policies) {
-      m.setGradCheckpointing(p);
-      const plan = m.planTrainStep({ batch });
-      const labels = classifier(spec) ? new Int32Array(batch) : null; // labels are inputs of the list, not part of it
-      out[p] = { ...readTrace(m.traceStep({ batch, labels, json: true })), policy: p, activations: plan.activations, recomputeFlops: plan.recomputeFlops };
-    }
-    return { results: out, named: m.namedPolicies(), dims: m.dims, memory: vt.memory().linear };
-  } finally { m.dispose(); }
-}
-
-/** Step times of `policies`: `warmup` steps of each first (the first allocates the arena), then
- * `reps` rounds, each timing one step of every policy in a rotated order (so that a slow moment of
- * the machine falls on every policy alike). Returns { [policy]: [ms per round] }. */
-async function times({ spec, batch, maskRatio, policies, reps = 7, warmup = 1 }) {
-  aborted = false;
-  const m = modelFor(spec, { maskRatio });
-  const { img, chans } = m.dims, x = wave(batch * chans * img * img);
-  const total = policies.length * (warmup + reps);
-  let done = 0;
-  const out = Object.fromEntries(policies.map((p) => [p, []]));
-  try {
-    for (const p of policies) for (let w = 0; w < warmup; w++) { m.setGradCheckpointing(p); oneStep(m, spec, batch, x); post({ type: 'progress', done: ++done, total }); await yieldNow(); }
-    for (let r = 0; r < reps && !aborted; r++) {
-      for (let i = 0; i < policies.length && !aborted; i++) {
-        const p = policies[(i + r) % policies.length];
-        m.setGradCheckpointing(p);
-        const t0 = now();
-        oneStep(m, spec, batch, x);
-        out[p].push(now() - t0);
-        post({ type: 'progress', done: ++done, total });
-        await yieldNow();
-      }
-    }
-    return { ms: out, aborted, threads: vt.threads };
-  } finally { m.dispose(); }
-}
 
 const maxAbs = (a) => a.reduce((s, v) => Math.max(s, Math.abs(v)), 0);
 const maxDiff = (a, b) => a.reduce((s, v, i) => Math.max(s, Math.abs(v - b[i])), 0);
@@ -152,7 +90,13 @@ function frozenDemo({ spec, batch = 4, maskRatio = 0.75 }) {
 
 const handlers = {
   async init() { vt = await createVitrine(); return { build: vt.build, threads: vt.threads, memory: vt.memory().linear }; },
-  traces, times, maskDemo, frozenDemo,
+  traces: (msg) => ({ ...recordPolicies(vt, msg), memory: vt.memory().linear }),
+  async times(msg) {
+    aborted = false;
+    const res = await measureTimes(vt, msg, { onStep: async (done, total) => { post({ type: 'progress', done, total }); await yieldNow(); }, stopped: () => aborted });
+    return { ...res, threads: vt.threads };
+  },
+  maskDemo, frozenDemo,
   memory: () => ({ linear: vt.memory().linear }),
 };
 

@@ -10,7 +10,8 @@ import { startTeacher } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
 import { specFor, encoderOf } from './worker-data.js';
 import { drawSchedule, describeMoment, chainName, ordinal } from './schedule-view.js';
-import { renderCompareTable, drawComparePlot, sqrtProse, order, median, keeps } from './compare-view.js';
+import { renderCompareTable, drawComparePlot, sqrtProse, order, keeps } from './compare-view.js';
+import { median } from './teach-measure.js';
 import { renderMask, renderFrozen } from './bugs-view.js';
 import { renderMemory } from './memory-view.js';
 

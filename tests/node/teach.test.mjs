@@ -9,7 +9,8 @@ import { createVitrine } from '../../web/vitrine.js';
 import { TRAIN_PRESETS } from '../../web/train.js';
 import { WASM_DIR } from './util.mjs';
 import { readTrace, blockMoments, recomputations, blockSizes } from '../../demo/trace-model.js';
-import { quantile, median } from '../../demo/compare-view.js';
+import { quantile, median, pairedRatios, measureTimes } from '../../demo/teach-measure.js';
+import { specFor } from '../../demo/worker-data.js';
 
 const P = TRAIN_PRESETS.fmnist;
 const B = 8;
@@ -60,4 +61,23 @@ test('quantiles of the step times', () => {
   assert.equal(quantile([1, 2, 3, 4, 5], 0.25), 2);
   assert.equal(quantile([1, 2, 3, 4, 5], 0.75), 4);
   assert.ok(Number.isNaN(median([])));
+  assert.deepEqual(pairedRatios({ none: [2, 4], block: [3, 5, 7] }, 'block'), [1.5, 1.25], 'round by round, as far as both go');
+});
+
+test('step times in interleaved rounds: every policy once a round, the order rotated, a round stopped half way dropped', async () => {
+  const vt = await createVitrine({ threads: 1, wasmDir: WASM_DIR });
+  const policies = ['none', 'block', 'sqrt'], seen = [];
+  let clock = 0, steps = 0;
+  const spec = specFor({ kind: 'mae', model: 'mini' });
+  // the policies set on the model, in order, seen through its setGradCheckpointing; a clock that ticks 1 ms a reading
+  const create = vt.createModel.bind(vt);
+  vt.createModel = (sp) => { const m = create(sp), set = m.setGradCheckpointing.bind(m); m.setGradCheckpointing = (p) => { seen.push(p); return set(p); }; return m; };
+  const r = await measureTimes(vt, { spec, batch: 2, maskRatio: 0.75, policies, reps: 3, warmup: 1 },
+    { now: () => clock++, onStep: async () => { steps++; }, stopped: () => steps >= 3 + 3 * 2 + 1 });
+  assert.deepEqual(seen.slice(0, 3), policies, 'one warm-up step of each first');
+  assert.deepEqual(seen.slice(3, 9), ['none', 'block', 'sqrt', 'block', 'sqrt', 'none'], 'each round rotated by one');
+  assert.equal(r.aborted, true);
+  for (const p of policies) assert.equal(r.ms[p].length, 2, `${p}: the third round, stopped after one step, is dropped`);
+  assert.deepEqual(Object.values(r.ms).flat(), new Array(6).fill(1));
+  vt.close();
 });
