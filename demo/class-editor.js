@@ -96,7 +96,7 @@ export function renderClasses() {
     name.appendChild(count);
     const th = document.createElement('div');
     th.className = 'thumbs';
-    for (const bm of c.images.slice(0, 20)) th.appendChild(thumb(bm));
+    c.images.slice(0, 20).forEach((bm, k) => th.appendChild(thumb(bm, 24, `image ${k + 1} of ${c.images.length} in class ${c.name}`)));
     if (!c.images.length) th.textContent = 'no images yet: drop image files here';
     const tools = document.createElement('div');
     tools.className = 'tools';

@@ -133,5 +133,17 @@ ${Math.sqrt(n / ratio) < 1.5 ? 'below 2, so every block is its own segment, whic
 <p>The whole step's peak is the arena's highest point, wherever it falls: ${fmtBytes(R.block.peak.bytes)} under block (${where(R.block)}),
 ${fmtBytes(R.sqrt.peak.bytes)} under sqrt (${where(R.sqrt)}). And sqrt re-computes more: ${pct(R.sqrt.flops.recompute, fwd)} of a forward
 against ${pct(R.block.flops.recompute, fwd)} for block, because a segment runs again whole, while under block the last block of each
-chain is not re-run at all: its internals are still in the slot when the backward begins.</p>`;
+chain is not re-run at all: its internals are still in the slot when the backward begins.</p>${everyKProse(R, where)}`;
+}
+
+/** When every:K's peak stays put as K grows because another chain (the MAE decoder, the AIM head) sets it. */
+function everyKProse(R, where) {
+  const depth = R.none.chains[0].depth, ks = Object.keys(R).filter((p) => /^every:\d+$/.test(p) && K(p, depth) > 1).sort((a, b) => K(a, depth) - K(b, depth));
+  if (ks.length < 2) return '';
+  const at = ks.map((p) => R[p].moments[R[p].peak.moment].chain), c = at[0];
+  if (c <= 0 || at.some((x) => x !== c)) return '';
+  const r = R[ks[0]], d = r.chains[c].depth, { input: a } = blockSizes(R.block, R.none, c), { input: a0 } = blockSizes(R.block, R.none, 0);
+  return `<p><b>Why the every:K curve is flat.</b> ${ks.map((p) => `${fmtBytes(R[p].peak.bytes)} at K = ${K(p, depth)}`).join(', ')}: for every K from 2 the
+peak falls in the ${chainName(r, c)}, ${where(r)}. K applies to every chain, and the ${chainName(r, c)} has ${d} block${d === 1 ? '' : 's'}, so from K = ${d} on
+it is one segment re-run whole; its blocks carry ${fmtBytes(a)} each against the encoder's ${fmtBytes(a0)}, so they, not the encoder's K, set the peak.</p>`;
 }

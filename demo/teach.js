@@ -9,7 +9,7 @@ import { fmtBytes, policyLabel, MiB } from './plan.js';
 import { startTeacher } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
 import { specFor, encoderOf } from './worker-data.js';
-import { drawSchedule, describeMoment, chainName, ordinal } from './schedule-view.js';
+import { drawSchedule, describeMoment, chainName, ordinal, mflop } from './schedule-view.js';
 import { renderCompareTable, drawComparePlot, sqrtProse, order, keeps } from './compare-view.js';
 import { median } from './teach-measure.js';
 import { renderMask, renderFrozen } from './bugs-view.js';
@@ -109,10 +109,10 @@ function showSchedule(policy, index) {
   t.sched.count = moments.length;
   $('sched-pos').textContent = index < 0 ? `${moments.length} moments: step through them` : `moment ${index + 1} of ${moments.length}`;
   const rec = r.moments.filter((m) => m.phase === 'recompute');
-  $('schedule-label').textContent = `The recorded training step under '${policyLabel(policy)}': ${r.chains.map((c, i) => `${c.depth} ${chainName(r, i)} blocks`).join(' and ')}; ` +
+  $('schedule-label').textContent = `The recorded training step under '${policyLabel(policy)}': ${r.chains.map((c, i) => `${c.depth} ${chainName(r, i)} block${c.depth === 1 ? '' : 's'}`).join(' and ')}; ` +
     (rec.length ? `re-computed in the backward: ${rec.map((m) => `${chainName(r, m.chain)} block ${m.block}`).join(', ')}, each just before its backward; `
       : 'nothing is re-computed; ') + `activation arena peak ${fmtBytes(r.peak.bytes)} (the plan: ${fmtBytes(r.planned)}); ` +
-    `${(r.flops.forward / 1e6).toFixed(0)} MFLOP forward, ${(r.flops.recompute / 1e6).toFixed(0)} re-computed, ${(r.flops.backward / 1e6).toFixed(0)} backward.`;
+    `${mflop(r.flops.forward)} forward, ${mflop(r.flops.recompute)} re-computed, ${mflop(r.flops.backward)} backward.`;
   $('sched-now').textContent = index < 0 ? $('schedule-label').textContent : describeMoment(r, moments[index]);
   $('sched-prose').innerHTML = policyProse(policy, r);
 }

@@ -79,6 +79,7 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await waitFor(() => /there is 1/.test(document.getElementById('class-msg').textContent));
     await page.fill('#class-name', 'vertical');
     await page.press('#class-name', 'Enter');
+    assert.equal(await page.isHidden('#class-msg'), true, 'a second class clears the stale "at least two classes"');
     await page.fill('#class-name', 'vertical');
     await page.click('#add-class');
     assert.match(await classMsg(), /already a class named 'vertical'/);

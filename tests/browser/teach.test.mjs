@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BUILD, skip, png, openDemoBrowser } from './harness.mjs';
+import { median, pairedRatios } from '../../demo/teach-measure.js';
 
 if (skip) console.log(`# ${skip}`);
 
@@ -100,10 +101,15 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
     for (const r of rows) assert.ok(r.p === 'none' ? r.rec === 0 : r.rec > 0, `${r.p}: ${r.rec} FLOPs re-computed`);
     assert.match(await page.textContent('#sqrt-prose'), /Why sqrt (loses to|beats) block here/);
     await page.click('#measure-times');
+    // a wait over a second shows the progress bar and what is being waited for
+    await waitFor(() => !document.getElementById('progress').hidden && /^timing \d+ policies, \d+ interleaved rounds .*… \d+ s/.test(document.getElementById('progress-text').textContent), null, 30_000);
     await waitFor(() => window.vitrineDemo.teach.times, null, 200_000);
     const times = await S(() => window.vitrineDemo.teach.times);
-    for (const p of policies) assert.ok(times[p].length >= 3 && times[p].every((ms) => ms > 0), `${p}: ${times[p]}`);
+    for (const p of policies) assert.ok(times[p].length >= 3 && times[p].length === times.none.length && times[p].every((ms) => ms > 0), `${p}: ${times[p]}`);
     assert.match(await page.textContent('#times-note'), /rounds timing one step of every policy in turn/);
+    // against none: the median of the rounds' ratios
+    const vsNone = await S(() => Object.fromEntries([...document.querySelectorAll('#compare-table tr[data-policy]')].map((tr) => [tr.dataset.policy, tr.lastElementChild.textContent])));
+    for (const p of policies.filter((q) => q !== 'none')) assert.ok(vsNone[p].startsWith(`${median(pairedRatios(times, p)).toFixed(2)}×`), `${p}: ${vsNone[p]}`);
     await shot('#teach-panel', 'teach');
   });
 
@@ -150,14 +156,26 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
     await page.keyboard.type('4000');
     await tabTo('#policy');
     await page.keyboard.press('Home'); // none
+    // a key that should open the file picker; when none opens, the error says what the page saw
+    const openPicker = async (key) => {
+      await S(() => {
+        const seen = window.pickerSeen = [], act = () => navigator.userActivation.isActive;
+        for (const id of ['drop', 'files']) document.getElementById(id).addEventListener('keydown', (e) => seen.push(`keydown '${e.key}' on ${e.target.id}, activation ${act()}`));
+        document.getElementById('files').addEventListener('click', () => seen.push(`click on files, activation ${act()}`));
+      });
+      const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 10_000 }).catch(async (e) => {
+        throw new Error(`${e.message}: ${JSON.stringify(await S(() => ({ seen: window.pickerSeen, focused: document.hasFocus(), active: document.activeElement.id })))}`);
+      }), page.keyboard.press(key)]);
+      return chooser;
+    };
     // the file picker, from the keyboard: Tab onto it, Enter opens it
     await tabTo('#files');
-    const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press('Enter')]);
+    const chooser = await openPicker('Enter');
     await chooser.setFiles(files.slice(0, 2));
     await waitFor(() => /2 images of yours/.test(document.getElementById('user-count').textContent));
     // the drop zone too: focused, Space opens the same picker
     await tabTo('#drop');
-    const [chooser2] = await Promise.all([page.waitForEvent('filechooser'), page.keyboard.press(' ')]);
+    const chooser2 = await openPicker(' ');
     await chooser2.setFiles(files.slice(2));
     await waitFor(() => /3 images of yours/.test(document.getElementById('user-count').textContent));
     assert.equal(await page.inputValue('#data'), 'user');
@@ -179,6 +197,23 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
     await page.keyboard.press('Enter');
     await waitFor(() => !window.vitrineDemo.running);
     await shot('#setup-panel', 'keyboard');
+    // text alternatives: every canvas and drawing says what it shows (the loss with its numbers, the schedule, the plot)
+    const alts = await S(() => [...document.querySelectorAll('canvas, svg:not(svg svg)')].filter((e) => e.getClientRects().length).map((e) => ({ id: e.id || e.outerHTML.slice(0, 80), role: e.getAttribute('role'),
+      text: e.getAttribute('aria-label') || (e.getAttribute('aria-labelledby') || '').split(' ').map((id) => (document.getElementById(id) || {}).textContent || '').join(' ').trim() })));
+    for (const a of alts) assert.ok(a.role === 'img' && a.text.length > 10, `${a.id}: role ${a.role}, text alternative '${a.text}'`);
+    const alt = Object.fromEntries(alts.map((a) => [a.id, a.text]));
+    assert.match(alt['loss-chart'], /^Loss on a log scale, \d+ steps: [\d.]+ at step \d+, running mean/);
+    assert.match(alt.schedule, /activation arena peak [\d.]+ [KM]iB/);
+    assert.match(alt['compare-plot'], /Arena peak against/);
+    // refusals and class messages are alerts; status, accuracy and the schedule's moments live regions
+    for (const id of ['refusal', 'class-msg']) assert.equal(await page.getAttribute(`#${id}`, 'role'), 'alert');
+    for (const id of ['status', 'stat-acc', 'sched-now', 'times-note']) assert.ok(await S((id) => { const e = document.getElementById(id); return e.getAttribute('role') === 'status' || !!e.getAttribute('aria-live'); }, id), id);
+    // every file picker can be focused (none is display:none), every button names what it acts on, no two alike
+    const pickers = await S(() => [...document.querySelectorAll('input[type=file]')].map((e) => ({ id: e.id, display: getComputedStyle(e).display, tab: e.tabIndex })));
+    for (const f of pickers) assert.ok(f.display !== 'none' && f.tab >= 0, JSON.stringify(f));
+    const names = await S(() => [...document.querySelectorAll('button')].filter((b) => b.getClientRects().length).map((b) => (b.getAttribute('aria-label') || b.textContent).trim()));
+    for (const n of names) assert.ok(n.split(/\s+/).length >= 2, `button '${n}' says what it acts on`);
+    assert.equal(new Set(names).size, names.length, `buttons alike: ${names}`);
     await page.screenshot({ path: join(BUILD, 'demo-keyboard-page.png'), fullPage: true });
     await reset();
     assert.deepEqual(errors, []);

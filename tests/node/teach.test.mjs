@@ -10,6 +10,7 @@ import { TRAIN_PRESETS } from '../../web/train.js';
 import { WASM_DIR } from './util.mjs';
 import { readTrace, blockMoments, recomputations, blockSizes } from '../../demo/trace-model.js';
 import { quantile, median, pairedRatios, measureTimes } from '../../demo/teach-measure.js';
+import { sqrtProse } from '../../demo/compare-view.js';
 import { specFor } from '../../demo/worker-data.js';
 
 const P = TRAIN_PRESETS.fmnist;
@@ -21,7 +22,7 @@ test('the recorded step read for teaching: peaks, FLOPs, re-computations and kep
   m.initWeights(1);
   m.trainerInit({ maskRatio: 0.75 });
   const R = {};
-  for (const p of ['none', 'block', 'every:2', 'sqrt', 'selective']) {
+  for (const p of ['none', 'block', 'every:2', 'every:4', 'sqrt', 'selective']) {
     m.setGradCheckpointing(p);
     const r = R[p] = readTrace(m.traceStep({ batch: B, json: true }));
     assert.equal(r.peak.bytes, r.planned, `${p}: the arena's highest point is the plan`);
@@ -52,6 +53,11 @@ test('the recorded step read for teaching: peaks, FLOPs, re-computations and kep
   assert.ok(internals > 10 * input, `a block's internals (${internals}) dwarf its input (${input})`);
   assert.deepEqual(R.selective.blocks[0][0].keptNames.sort(), ['fc1_out', 'out', 'qkv']);
   assert.ok(R.sqrt.chains[0].segment === 2 && R.sqrt.peak.bytes > R.block.peak.bytes, 'sqrt keeps more than block at depth 4');
+  // every:K from 2 on peaks where the 2-block decoder runs again whole, which the page says
+  for (const p of ['every:2', 'every:4']) assert.deepEqual(R[p].moments[R[p].peak.moment], { ...R[p].moments[R[p].peak.moment], phase: 'recompute', chain: 1, block: 0 });
+  const prose = sqrtProse(R);
+  assert.match(prose, /Why sqrt loses to block here/);
+  assert.match(prose, /Why the every:K curve is flat\.<\/b> [\d.]+ [KM]iB at K = 2, [\d.]+ [KM]iB at K = 4: for every K from 2 the\npeak falls in the decoder, as the re-computation of decoder block 0 begins/);
   m.dispose();
 });
 
