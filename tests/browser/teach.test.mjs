@@ -100,6 +100,10 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
     assert.ok(policies.some((p) => p.startsWith('budget:')));
     for (const r of rows) assert.ok(r.p === 'none' ? r.rec === 0 : r.rec > 0, `${r.p}: ${r.rec} FLOPs re-computed`);
     assert.match(await page.textContent('#sqrt-prose'), /Why sqrt (loses to|beats) block here/);
+    // budget at the default 1 GB: everything fits, and the page says that nothing needed re-computing
+    await page.selectOption('#policy', 'auto');
+    await waitFor(() => /budget search chose to keep everything: nothing needed re-computing/.test(document.getElementById('mem-summary').textContent), null, 30_000);
+    await page.selectOption('#policy', 'none');
     await page.click('#measure-times');
     // a wait over a second shows the progress bar and what is being waited for
     await waitFor(() => !document.getElementById('progress').hidden && /^timing \d+ policies, \d+ interleaved rounds .*… \d+ s/.test(document.getElementById('progress-text').textContent), null, 30_000);
