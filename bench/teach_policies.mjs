@@ -6,15 +6,17 @@
 // forward, and the step time -- warm-up steps, then rounds timing one step of every policy in a
 // rotated order: the median and middle half of the rounds, and against none the median of the
 // rounds' ratios and of their differences (the time the re-computation costs). Prints the CPU and
-// its vector ISA, then a markdown table (--json: one JSON object). The table in docs/demo.md.
+// its vector ISA, then a markdown table (--json FILE: the numbers and every round's times there
+// too). The table in docs/demo.md.
 //   node bench/teach_policies.mjs [--kind mae|aim] [--model fmnist] [--batch 32] [--mask-ratio 0.75]
-//                                 [--reps 21] [--warmup 2] [--wasm BUILD] [--threads N] [--json]
+//                                 [--reps 21] [--warmup 2] [--wasm BUILD] [--threads N] [--json FILE]
 import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
 import { specFor } from '../demo/worker-data.js';
 import { recordPolicies, measureTimes, median, quantile, pairedRatios } from '../demo/teach-measure.js';
 import { order, keeps, policyName } from '../demo/compare-view.js';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { host } from './host.mjs';
+import { writeFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
 const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
@@ -25,6 +27,7 @@ await enableNodeRelaxedSimd(); // the build the page runs in Chromium (relaxed S
 const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? availableParallelism() : Number(threads) }); // the tab's: every core
 const spec = specFor(cfg), { cpu, isa } = host();
 
+const load0 = loadavg()[0];
 const { results: R, dims } = recordPolicies(vt, { spec, batch, maskRatio });
 const policies = order(Object.keys(R), dims.depth);
 const { ms } = await measureTimes(vt, { spec, batch, maskRatio, policies, reps, warmup });
@@ -36,12 +39,13 @@ const rows = policies.map((p) => {
     ms: { median: median(ms[p]), q1: quantile(ms[p], 0.25), q3: quantile(ms[p], 0.75) },
     vsNone: { median: median(q), q1: quantile(q, 0.25), q3: quantile(q, 0.75) }, extraMs: median(d), rounds: ms[p] };
 });
-const out = { cpu, isa, build: vt.build, threads: vt.threads, model: { ...cfg, batch, maskRatio, depth: dims.depth }, forwardFlops: fwd, reps, warmup, rows };
+const load = [load0, loadavg()[0]];
+const out = { cpu, isa, load, build: vt.build, threads: vt.threads, model: { ...cfg, batch, maskRatio, depth: dims.depth }, forwardFlops: fwd, reps, warmup, rows };
 vt.close();
-if (args.includes("--json")) { console.log(JSON.stringify(out)); process.exit(0); }
+if (opt('--json', null)) writeFileSync(opt('--json'), `${JSON.stringify(out, null, 1)}\n`);
 
 const MiB = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
-console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread${vt.threads > 1 ? 's' : ''}`);
+console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread${vt.threads > 1 ? 's' : ''}; load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
 console.log(`# ${cfg.kind.toUpperCase()} '${cfg.model}' (depth ${dims.depth}), batch ${batch}, mask ratio ${maskRatio}: forward ${(fwd / 1e6).toFixed(1)} MFLOP; ` +
   `${warmup} warm-up step(s) per policy, then ${reps} rounds of one step of every policy, the order rotated each round\n`);
 console.log('| policy | the encoder keeps | arena peak | whole step (planned) | re-computed per step | step time, ms: median (middle half) | vs none: median of the rounds\' ratios (middle half) | re-computation\'s time: median extra ms per step |');
