@@ -45,7 +45,7 @@ vt.close();
 if (opt('--json', null)) writeFileSync(opt('--json'), `${JSON.stringify(out, null, 1)}\n`);
 
 const MiB = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
-console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread${vt.threads > 1 ? 's' : ''}; load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
+console.log(`# ${cpu} (host ${isa}); wasm ${out.build} (128-bit vectors), ${out.threads} thread${out.threads > 1 ? 's' : ''}; load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
 console.log(`# ${cfg.kind.toUpperCase()} '${cfg.model}' (depth ${dims.depth}), batch ${batch}, mask ratio ${maskRatio}: forward ${(fwd / 1e6).toFixed(1)} MFLOP; ` +
   `${warmup} warm-up step(s) per policy, then ${reps} rounds of one step of every policy, the order rotated each round\n`);
 console.log('| policy | the encoder keeps | arena peak | whole step (planned) | re-computed per step | step time, ms: median (middle half) | vs none: median of the rounds\' ratios (middle half) | re-computation\'s time: median extra ms per step |');
