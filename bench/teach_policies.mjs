@@ -3,7 +3,7 @@
 // it (demo/teach-measure.js) but with more rounds: per policy what the encoder keeps, the
 // activation arena's peak (the recorded step's highest point, which is the plan) and the whole
 // step's planned bytes, the forward FLOPs re-computed in the recorded step and their share of a
-// forward, and the step time -- warm-up steps, then rounds timing one step of every policy in a
+// forward, the step's FLOPs against none's (the slow-down the FLOPs predict), and the step time -- warm-up steps, then rounds timing one step of every policy in a
 // rotated order: the median and middle half of the rounds, and against none the median of the
 // rounds' ratios and of their differences (the time the re-computation costs). Prints the CPU and
 // its vector ISA, then a markdown table (--json FILE: the numbers and every round's times there
@@ -35,7 +35,7 @@ const fwd = R.none.flops.forward;
 const rows = policies.map((p) => {
   const r = R[p], q = pairedRatios(ms, p), d = ms[p].map((t, i) => t - ms.none[i]);
   return { policy: p, keeps: keeps(r), segments: r.chains.map((c) => c.segment), arenaPeak: r.peak.bytes, stepBytes: r.stepBytes,
-    recomputeFlops: r.flops.recompute, recomputeShare: r.flops.recompute / fwd, planRecomputeFlops: r.recomputeFlops,
+    recomputeFlops: r.flops.recompute, recomputeShare: r.flops.recompute / fwd, flopsVsNone: r.total / R.none.total, planRecomputeFlops: r.recomputeFlops,
     ms: { median: median(ms[p]), q1: quantile(ms[p], 0.25), q3: quantile(ms[p], 0.75) },
     vsNone: { median: median(q), q1: quantile(q, 0.25), q3: quantile(q, 0.75) }, extraMs: median(d), rounds: ms[p] };
 });
@@ -48,10 +48,10 @@ const MiB = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 console.log(`# ${cpu} (host ${isa}); wasm ${out.build} (128-bit vectors), ${out.threads} thread${out.threads > 1 ? 's' : ''}; load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
 console.log(`# ${cfg.kind.toUpperCase()} '${cfg.model}' (depth ${dims.depth}), batch ${batch}, mask ratio ${maskRatio}: forward ${(fwd / 1e6).toFixed(1)} MFLOP; ` +
   `${warmup} warm-up step(s) per policy, then ${reps} rounds of one step of every policy, the order rotated each round\n`);
-console.log('| policy | the encoder keeps | arena peak | whole step (planned) | re-computed per step | step time, ms: median (middle half) | vs none: median of the rounds\' ratios (middle half) | re-computation\'s time: median extra ms per step |');
-console.log('|---|---|---|---|---|---|---|---|');
+console.log('| policy | the encoder keeps | arena peak | whole step (planned) | re-computed per step | step FLOPs vs none | step time, ms: median (middle half) | vs none: median of the rounds\' ratios (middle half) | re-computation\'s time: median extra ms per step |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const w of rows) {
-  console.log(`| ${policyName(w.policy, R[w.policy])} | ${w.keeps} | ${MiB(w.arenaPeak)} | ${MiB(w.stepBytes)} | ${(w.recomputeFlops / 1e6).toFixed(1)} MFLOP (${(100 * w.recomputeShare).toFixed(0)}% of a forward) | ` +
+  console.log(`| ${policyName(w.policy, R[w.policy])} | ${w.keeps} | ${MiB(w.arenaPeak)} | ${MiB(w.stepBytes)} | ${(w.recomputeFlops / 1e6).toFixed(1)} MFLOP (${(100 * w.recomputeShare).toFixed(0)}% of a forward) | ${w.flopsVsNone.toFixed(2)} | ` +
     `${w.ms.median.toFixed(1)} (${w.ms.q1.toFixed(1)}–${w.ms.q3.toFixed(1)}) | ${w.policy === 'none' ? '1' : `${w.vsNone.median.toFixed(2)} (${w.vsNone.q1.toFixed(2)}–${w.vsNone.q3.toFixed(2)})`} | ` +
     `${w.policy === 'none' ? '0' : w.extraMs.toFixed(1)} |`);
 }
