@@ -19,6 +19,7 @@ if (skip) console.log(`# ${skip}`);
 
 describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, () => {
   let page, profile, errors, close, waitFor, openPage, reset;
+  const choosers = [];
   const S = (fn, arg) => page.evaluate(fn, arg);
   const shot = async (sel, name) => (await page.$(sel)).screenshot({ path: join(BUILD, `demo-${name}.png`) });
   const teachReady = () => waitFor(() => window.vitrineDemo.teach && window.vitrineDemo.teach.R && window.vitrineDemo.teach.R.none, null, 90_000);
@@ -32,6 +33,9 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
         busy: window.vitrineDemo.busy, running: window.vitrineDemo.running, error: window.vitrineDemo.error, focus: document.activeElement && document.activeElement.id }));
       throw new Error(`${e.message}: ${JSON.stringify(st)}`);
     });
+    // file pickers, intercepted from the start: Playwright turns Chromium's interception on with the first
+    // listener, and a picker opened while that is still on its way is not reported
+    page.on('filechooser', (c) => choosers.push(c));
     await openPage();
     await teachReady();
   });
@@ -167,10 +171,12 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
         for (const id of ['drop', 'files']) document.getElementById(id).addEventListener('keydown', (e) => seen.push(`keydown '${e.key}' on ${e.target.id}, activation ${act()}`));
         document.getElementById('files').addEventListener('click', () => seen.push(`click on files, activation ${act()}`));
       });
-      const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 10_000 }).catch(async (e) => {
-        throw new Error(`${e.message}: ${JSON.stringify(await S(() => ({ seen: window.pickerSeen, focused: document.hasFocus(), active: document.activeElement.id })))}`);
-      }), page.keyboard.press(key)]);
-      return chooser;
+      const n = choosers.length;
+      await page.keyboard.press(key);
+      for (let t0 = Date.now(); choosers.length === n; await new Promise((r) => setTimeout(r, 50))) {
+        if (Date.now() - t0 > 10_000) throw new Error(`no file picker opened: ${JSON.stringify(await S(() => ({ seen: window.pickerSeen, focused: document.hasFocus(), active: document.activeElement.id })))}`);
+      }
+      return choosers[n];
     };
     // the file picker, from the keyboard: Tab onto it, Enter opens it
     await tabTo('#files');
