@@ -153,8 +153,9 @@ async function measureTimes() {
   try {
     const res = await busy(`timing ${policies.length} policies, ${reps} interleaved rounds (about ${Math.ceil(perRound * (reps + 1))} s)`,
       teacher.call('times', { spec: t.pc.spec, batch: t.pc.batch, maskRatio: t.pc.maskRatio, policies, reps, warmup: 1 }), { blocking: false });
-    t.times = res.ms;
-    $('times-note').textContent = `${res.aborted ? 'Stopped: ' : ''}each policy: 1 warm-up step, then ${reps} rounds timing one step of every policy in turn ` +
+    const rounds = Math.max(...Object.values(res.ms).map((a) => a.length));
+    t.times = rounds ? res.ms : null; // stopped before a whole round: nothing to show
+    $('times-note').textContent = `${res.aborted ? `Stopped after ${rounds} of ${reps} rounds. ` : ''}Each policy: 1 warm-up step, then ${rounds} rounds timing one step of every policy in turn ` +
       `(the order rotated each round), ${res.threads} thread${res.threads > 1 ? 's' : ''}; the median and the middle half (25th–75th percentile) of the rounds.` +
       (skipped.length ? ` Not timed (over the budget): ${skipped.map(policyLabel).join(', ')}.` : '') + (S.running ? ' Training ran meanwhile: the times are shared with it.' : '');
     renderCompare();

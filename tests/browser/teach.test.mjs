@@ -108,10 +108,17 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
     await page.selectOption('#policy', 'auto');
     await waitFor(() => /budget search chose to keep everything: nothing needed re-computing/.test(document.getElementById('mem-summary').textContent), null, 30_000);
     await page.selectOption('#policy', 'none');
+    // a wait over a second shows the progress bar and what is being waited for; the button stops it
+    const measuring = () => waitFor(() => !document.getElementById('progress').hidden && /^timing \d+ policies, \d+ interleaved rounds .*… \d+ s/.test(document.getElementById('progress-text').textContent), null, 30_000);
     await page.click('#measure-times');
-    // a wait over a second shows the progress bar and what is being waited for
-    await waitFor(() => !document.getElementById('progress').hidden && /^timing \d+ policies, \d+ interleaved rounds .*… \d+ s/.test(document.getElementById('progress-text').textContent), null, 30_000);
-    await waitFor(() => window.vitrineDemo.teach.times, null, 200_000);
+    await measuring();
+    assert.equal(await page.textContent('#measure-times'), 'Stop measuring');
+    await page.click('#measure-times');
+    await waitFor(() => /^Stopped after \d+ of \d+ rounds\. Each policy/.test(document.getElementById('times-note').textContent), null, 30_000);
+    await waitFor(() => document.getElementById('measure-times').textContent === 'Measure the step time of every policy');
+    await page.click('#measure-times');
+    await measuring();
+    await waitFor(() => window.vitrineDemo.teach.times && /^Each/.test(document.getElementById('times-note').textContent), null, 200_000);
     const times = await S(() => window.vitrineDemo.teach.times);
     for (const p of policies) assert.ok(times[p].length >= 3 && times[p].length === times.none.length && times[p].every((ms) => ms > 0), `${p}: ${times[p]}`);
     assert.match(await page.textContent('#times-note'), /rounds timing one step of every policy in turn/);
