@@ -98,6 +98,14 @@ export function drawComparePlot(svg, R, times) {
   el('text', { x: 4, y: 10, class: 'axis' }, svg, 'arena peak, MiB');
   const curve = pts.filter((q) => q.p === 'block' || q.p.startsWith('every:')).sort((a, b) => K(a.p, depth) - K(b.p, depth));
   if (curve.length > 1) el('path', { d: curve.map((q, i) => `${i ? 'L' : 'M'}${xs(q.x)},${ys(q.y)}`).join(''), fill: 'none', stroke: '#d9731c', 'stroke-width': 1.5, class: 'everyk' }, svg);
+  // labels placed one by one, each moved down past any it would overlap (about 6.5 px a character, 13 px a line)
+  const placed = [], place = (x, y, text, end) => {
+    const w = 6.5 * text.length, box = () => ({ x0: end ? x - w : x, x1: end ? x : x + w, y0: y - 11, y1: y + 2 });
+    const hits = (b) => placed.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1);
+    for (let i = 0; i < 8 && hits(box()); i++) y += 13;
+    placed.push(box());
+    return y;
+  };
   for (const q of pts) {
     if (q.lo != null) el('line', { x1: xs(q.lo), x2: xs(q.hi), y1: ys(q.y), y2: ys(q.y), stroke: '#8d99a6', 'stroke-width': 3, 'stroke-opacity': 0.5 }, svg);
     const k = K(q.p, depth);
@@ -105,7 +113,8 @@ export function drawComparePlot(svg, R, times) {
       stroke: q.p === 'sqrt' ? '#1d232b' : 'none', 'stroke-width': 2, 'data-policy': q.p }, svg);
     const label = q.p === 'block' ? 'block (K=1)' : q.p.startsWith('every:') ? `K=${k}` : q.p === 'sqrt' ? `sqrt (K=${R.sqrt.chains[0].segment})` : policyLabel(q.p);
     const below = q.p === 'sqrt' || q.p === 'selective' || (q.p.startsWith('every:') && k % 2 === 1);
-    el('text', { x: xs(q.x) + (q.p === 'block' ? -8 : 8), y: ys(q.y) + (below ? 16 : -7), class: 'pt', 'text-anchor': q.p === 'block' ? 'end' : 'start' }, svg, label);
+    const x = xs(q.x) + (q.p === 'block' ? -8 : 8), y = place(x, ys(q.y) + (below ? 16 : -7), label, q.p === 'block');
+    el('text', { x, y, class: 'pt', 'text-anchor': q.p === 'block' ? 'end' : 'start' }, svg, label);
   }
   return pts;
 }
