@@ -1,14 +1,15 @@
 // static.test.mjs: the demo as static files (npm run build:demo) served by a plain static server
 // -- one that sends no headers but Content-Type, as a static host does -- runs threaded: the page
 // registers coi-sw.js, reloads once under it, is cross-origin isolated and its engine runs a pool
-// of more than one thread; a few training steps run. Skipped (saying so) without Chromium.
+// of more than one thread; a few training steps run (screenshot: build/demo-static.png). Skipped
+// (saying so) without Chromium.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { createReadStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, extname, resolve, sep } from 'node:path';
-import { skip, CHROMIUM } from './harness.mjs';
+import { skip, CHROMIUM, BUILD } from './harness.mjs';
 
 if (skip) console.log(`# ${skip}`);
 
@@ -77,6 +78,8 @@ describe('the static demo (npm run build:demo)', { skip, timeout: 180_000 }, () 
     assert.equal(r.error, null);
     assert.equal(r.n, 3);
     assert.equal(r.data, 'fashion-mnist sample');
+    assert.match(await page.textContent('#build'), /\d+ threads/);
+    await page.screenshot({ path: join(BUILD, 'demo-static.png') }); // the page's top: the badge names the threads
     assert.deepEqual(errors, []);
   });
 });
