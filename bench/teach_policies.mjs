@@ -3,11 +3,12 @@
 // it (demo/teach-measure.js) but with more rounds: per policy what the encoder keeps, the
 // activation arena's peak (the recorded step's highest point, which is the plan) and the whole
 // step's planned bytes, the forward FLOPs re-computed in the recorded step and their share of a
-// forward, the step's FLOPs against none's (the slow-down the FLOPs predict), and the step time -- warm-up steps, then rounds timing one step of every policy in a
-// rotated order: the median and middle half of the rounds, and against none the median of the
-// rounds' ratios and of their differences (the time the re-computation costs). Prints the CPU and
-// its vector ISA, then a markdown table (--json FILE: the numbers and every round's times there
-// too). The table in docs/demo.md.
+// forward, the step's FLOPs against none's (the slow-down the FLOPs predict), and the step time --
+// warm-up steps, then rounds timing one step of every policy in a rotated order: the median and
+// middle half of the rounds, and against none the median of the rounds' ratios and of their
+// differences (the time the re-computation costs). Prints the CPU and its vector ISA, then a
+// markdown table (--json FILE: the numbers and every round's times there too). The table in
+// docs/demo.md.
 //   node bench/teach_policies.mjs [--kind mae|aim] [--model fmnist] [--batch 32] [--mask-ratio 0.75]
 //                                 [--reps 21] [--warmup 2] [--wasm BUILD] [--threads N] [--json FILE]
 import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
@@ -24,7 +25,8 @@ const cfg = { kind: opt('--kind', 'mae'), model: opt('--model', 'fmnist') };
 const batch = Number(opt('--batch', 32)), maskRatio = Number(opt('--mask-ratio', 0.75));
 const reps = Number(opt('--reps', 21)), warmup = Number(opt('--warmup', 2)), threads = opt('--threads', null);
 await enableNodeRelaxedSimd(); // the build the page runs in Chromium (relaxed SIMD validates there)
-const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? availableParallelism() : Number(threads) }); // the tab's: every core
+// threads: the tab's, every core, unless asked
+const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? availableParallelism() : Number(threads) });
 const spec = specFor(cfg), { cpu, isa } = host();
 
 const load0 = loadavg()[0];
