@@ -17,14 +17,14 @@ import { fileURLToPath } from 'node:url';
 import { prepareData } from './prepare-data.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
+export const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
 // the browser builds' files (wasm/builds.json) and the table the loader reads
 const { builds } = JSON.parse(readFileSync(join(ROOT, 'wasm/builds.json'), 'utf8'));
-const WASM_FILES = ['vitrine-builds.js', ...Object.values(builds).filter((b) => b.browser).flatMap((b) => b.files)];
+export const WASM_FILES = ['vitrine-builds.js', ...Object.values(builds).filter((b) => b.browser).flatMap((b) => b.files)];
 // cross-origin isolation (threads); same-origin files need nothing more under require-corp
 export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 
-const MIME = {
+export const MIME = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8', '.json': 'application/json; charset=utf-8', '.wasm': 'application/wasm',
   '.bin': 'application/octet-stream', '.png': 'image/png', '.svg': 'image/svg+xml', '.ico': 'image/x-icon',
