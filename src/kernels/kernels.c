@@ -143,6 +143,10 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
     vt_ref_gelu_backward(dinp, inp, dout, n);
 }
 #endif
+void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
+             int I, int J, int L, int accumulate, const float *bias) {
+    PICK(gemm)(c, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bias);
+}
 void vt_softmax_row(float *y, const float *x, int n) { PICK(softmax_row)(y, x, n); }
 void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
                    float b1, float b2, float eps, float wd) {

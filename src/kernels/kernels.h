@@ -17,6 +17,15 @@ void vt_matmul_forward(float *out, const float *inp, const float *w, const float
 void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                         const float *inp, const float *w, int M, int K, int N);
 
+/* The general product behind both (and attention): C[I,L] (row stride ldc) = A B (+ bias[L])
+ * when accumulate = 0, C += A B when accumulate = 1 (bias then unused, NULL), with
+ * A(i,j) = a[i*ars + j*acs] and B(j,l) = b[j*brs + l*bcs]: any layout (row-major, transposed,
+ * the strided heads of a fused qkv buffer). Each C element adds its J products in j order after
+ * its old value (or 0), then the bias: the order of the references' loops, so SIMD and scalar
+ * builds differ only where a build fuses its multiply-adds. C must not overlap A or B. */
+void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
+             int I, int J, int L, int accumulate, const float *bias);
+
 /* Per row of D: mean, biased variance, rstd = 1/sqrt(var+eps); out = (x-mean)*rstd*w + b.
  * out may alias inp (in place).
  * w and b may each be NULL (no scale / no shift). mean/rstd [M] (may be NULL) are saved for
@@ -49,8 +58,8 @@ void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, cons
                            const float *att, const float *q, const float *k, int qk_rs,
                            const float *v, int v_rs, int B, int T, int H, int hd, float scale);
 /* The implementation behind vt_attention_* in every build (kernels_attn.c): per (batch, head),
- * q, k, v gathered into contiguous [T,hd] buffers of the scratch, QK^T, PV and the four products
- * of the backward done by vt_matmul_forward / vt_matmul_backward. */
+ * QK^T, PV and the four products of the backward done by vt_gemm on the heads where they lie
+ * (strided column blocks of q, k, v, out and the gradients). */
 void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q,
                                const float *k, int qk_rs, const float *v, int v_rs,
                                const uint8_t *causal_mask, int B, int T, int H, int hd,
@@ -82,6 +91,8 @@ void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const f
                            int M, int K, int N);
 void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int M, int K, int N);
+void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                 int bcs, int I, int J, int L, int accumulate, const float *bias);
 void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int M, int D, float eps);
 void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,

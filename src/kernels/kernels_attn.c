@@ -1,50 +1,35 @@
-/* kernels_attn.c: multi-head attention composed from the matmul kernels (vt_attention_*, every
- * build: native, wasm scalar, wasm SIMD128). Per (batch, head) the head's q, k, v (strided rows
- * of a fused qkv buffer) are gathered into contiguous [T, hd] buffers, so that the two products
- * of the forward and the four of the backward are plain vt_matmul_forward / vt_matmul_backward
- * calls and run at the matmul kernels' speed; results are scattered back with the caller's
- * strides. Same semantics as the scalar reference vt_ref_attention_* (kernels_ref.c), tested
- * against it (tests/test_attention.c); sums are associated as the matmul kernels associate them.
- * Not here: the fused one-row-at-a-time loops (that is the reference).
+/* kernels_attn.c: multi-head attention composed from the general product vt_gemm (vt_attention_*,
+ * every build: native, wasm scalar, wasm SIMD128). vt_gemm reads its operands through strides,
+ * so each (batch, head) is multiplied where it lies: the head's q, k, v are strided column blocks
+ * of a fused qkv buffer, its output a column block of out, its gradients column blocks of dq, dk,
+ * dv; no copies. The two products of the forward and the four of the backward run at the GEMM's
+ * speed. Same semantics as the scalar reference vt_ref_attention_* (kernels_ref.c), tested against
+ * it (tests/test_attention.c); sums are in the reference's order (vt_gemm adds in j order), the
+ * dot products of the scores and of dP included. Not here: the fused one-row-at-a-time loops (that
+ * is the reference).
  * Threads: the (image, head) pairs are split among the pool's threads, each with its own part of
- * the scratch; the matmuls inside run on the thread that runs the pair. */
+ * the scratch; the products inside run on the thread that runs the pair. */
 #include "kernels.h"
 #include "../threads.h"
 #include <math.h>
 #include <string.h>
 
-/* sub-buffers of the scratch start on 16-byte boundaries (relative to scratch) */
-static size_t r4(size_t n) { return (n + 3) & ~(size_t)3; }
-
-/* the backward takes d(prob) VT_ATT_ROWS query rows at a time: no [T,T] scratch besides att */
-#define VT_ATT_ROWS 16
-static int att_rows(int T) { return T < VT_ATT_ROWS ? T : VT_ATT_ROWS; }
-
-/* one thread's scratch: the backward's [rows, T] block of dP + 6 [T,hd]; the forward uses 4 */
-static size_t scratch_per_thread(int T, int hd) {
-    size_t Thd = r4((size_t)T * hd);
-    return r4((size_t)att_rows(T) * T) + 6 * Thd;
+/* the backward takes d(prob) for a block of query rows at a time: no [T,T] scratch besides att;
+ * blocks of up to VT_ATT_ROWS rows, as even as multiples of 4 allow (dK += dS^T Q sums over
+ * the block's rows: short blocks would make short sums) */
+#define VT_ATT_ROWS 64
+static int att_rows(int T) {
+    int nb = (T + VT_ATT_ROWS - 1) / VT_ATT_ROWS, r = (T + nb - 1) / nb;
+    r = (r + 3) & ~3;
+    return r < T ? r : T;
 }
+
+/* one thread's scratch: the backward's [rows, T] block of dP (the forward needs none) */
+static size_t scratch_per_thread(int T) { return ((size_t)att_rows(T) * T + 3) & ~(size_t)3; }
 /* every thread of the pool gets its own (threads.h): the (image, head) pairs run in parallel */
 size_t vt_attention_scratch_floats(int T, int hd) {
     if (T <= 0 || hd <= 0) return 0;
-    return scratch_per_thread(T, hd) * (size_t)vt_threads_max();
-}
-
-/* dst[T, hd] (contiguous) = the hd floats at src + t*rs, t < T */
-static void gather(float *dst, const float *src, int rs, int T, int hd) {
-    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * hd, src + (size_t)t * rs, (size_t)hd * sizeof(float));
-}
-/* the hd floats at dst + t*rs = src[t, :] */
-static void scatter(float *dst, int rs, const float *src, int T, int hd) {
-    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * rs, src + (size_t)t * hd, (size_t)hd * sizeof(float));
-}
-/* dst[hd, T] = (the hd floats at src + t*rs)^T */
-static void gather_t(float *dst, const float *src, int rs, int T, int hd) {
-    for (int t = 0; t < T; t++) {
-        const float *s = src + (size_t)t * rs;
-        for (int e = 0; e < hd; e++) dst[(size_t)e * T + t] = s[e];
-    }
+    return scratch_per_thread(T) * (size_t)vt_threads_max();
 }
 
 /* The arguments of one attention call; items are (b, h) pairs, item = b*H + h. Each item writes
@@ -62,19 +47,14 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
     const attn_job *J = ctx;
     int T = J->T, H = J->H, hd = J->hd, D = H * hd, qk_rs = J->qk_rs, v_rs = J->v_rs;
     float scale = J->scale;
-    size_t Thd = r4((size_t)T * hd);
-    float *qh = J->scratch + scratch_per_thread(T, hd) * (size_t)tid;
-    float *kh = qh + Thd, *vt = kh + Thd, *oh = vt + Thd; /* [T,hd] [T,hd] [hd,T] [T,hd] */
     for (int item = lo; item < hi; item++) {
         int b = item / H, h = item % H;
         const uint8_t *cm = J->causal_mask ? J->causal_mask + (size_t)b * T : NULL;
         size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
+        const float *qh = J->q + off_qk, *kh = J->k + off_qk, *vh = J->v + off_v;
         float *P = J->att + ((size_t)b * H + h) * T * T; /* (T, T) */
-        gather(qh, J->q + off_qk, qk_rs, T, hd);
-        gather(kh, J->k + off_qk, qk_rs, T, hd);
-        gather_t(vt, J->v + off_v, v_rs, T, hd);
-        /* S = q k^T, scaled; query i sees key j when j <= i or cm[j] == 0 */
-        vt_matmul_forward(P, qh, kh, NULL, T, hd, T);
+        /* S = q k^T (A = q rows, B(e, j) = k[j, e]), scaled; query i sees key j when j <= i or cm[j] == 0 */
+        vt_gemm(P, T, qh, qk_rs, 1, kh, 1, qk_rs, T, hd, T, 0, NULL);
         for (int i = 0; i < T; i++) {
             float *row = P + (size_t)i * T;
             for (int j = 0; j < T; j++) row[j] *= scale;
@@ -83,9 +63,8 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
                     if (cm[j]) row[j] = -INFINITY;
             vt_softmax_row(row, row, T);
         }
-        /* O = P V  (w = V^T [hd, T]) */
-        vt_matmul_forward(oh, P, vt, NULL, T, T, hd);
-        scatter(J->out + (size_t)b * T * D + (size_t)h * hd, D, oh, T, hd);
+        /* O = P V, into the head's columns of out */
+        vt_gemm(J->out + (size_t)b * T * D + (size_t)h * hd, D, P, T, 1, vh, v_rs, 1, T, T, hd, 0, NULL);
     }
 }
 
@@ -103,32 +82,21 @@ static void attn_backward_items(void *ctx, int lo, int hi, int tid) {
     const attn_job *J = ctx;
     int T = J->T, H = J->H, hd = J->hd, D = H * hd, qk_rs = J->qk_rs, v_rs = J->v_rs;
     float scale = J->scale, *dq = J->dq, *dk = J->dk, *dv = J->dv;
-    size_t Thd = r4((size_t)T * hd);
     int R = att_rows(T);
-    float *dP = J->scratch + scratch_per_thread(T, hd) * (size_t)tid; /* (R, T): d(prob), then d(score), for R query rows */
-    float *doh = dP + r4((size_t)R * T), *vh = doh + Thd, *qh = vh + Thd, *kh = qh + Thd;
-    float *dqh = kh + Thd, *dkh = dqh + Thd;
+    float *dP = J->scratch + scratch_per_thread(T) * (size_t)tid; /* (R, T): d(prob), then d(score), for R query rows */
     for (int item = lo; item < hi; item++) {
         int b = item / H, h = item % H;
         size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
         const float *P = J->att_in + ((size_t)b * H + h) * T * T; /* (T, T) */
-        gather(doh, J->dout + (size_t)b * T * D + (size_t)h * hd, D, T, hd);
-        if (dv) { /* O = P V  =>  dV += P^T dO (accumulated on dv's values, in i order; qh is free) */
-            float *dvh = qh;
-            gather(dvh, dv + off_v, v_rs, T, hd);
-            vt_matmul_backward(NULL, dvh, NULL, P, doh, NULL, T, hd, T);
-            scatter(dv + off_v, v_rs, dvh, T, hd);
-        }
+        const float *doh = J->dout + (size_t)b * T * D + (size_t)h * hd; /* (T, hd), row stride D */
+        const float *qh = J->q + off_qk, *kh = J->k + off_qk, *vh = J->v + off_v;
+        /* O = P V  =>  dV += P^T dO (A(j, i) = P[i, j]; accumulated on dv's values, in i order) */
+        if (dv) vt_gemm(dv + off_v, v_rs, P, 1, T, doh, D, 1, T, T, hd, 1, NULL);
         if (!dq && !dk) continue;
-        gather(vh, J->v + off_v, v_rs, T, hd);
-        gather(qh, J->q + off_qk, qk_rs, T, hd);
-        gather(kh, J->k + off_qk, qk_rs, T, hd);
-        if (dq) gather(dqh, dq + off_qk, qk_rs, T, hd);
-        if (dk) gather(dkh, dk + off_qk, qk_rs, T, hd);
         for (int i0 = 0; i0 < T; i0 += R) {
             int n = T - i0 < R ? T - i0 : R;
-            /* dP = dO V^T for rows i0.. */
-            vt_matmul_forward(dP, doh + (size_t)i0 * hd, vh, NULL, n, hd, T);
+            /* dP = dO V^T for rows i0.. (B(e, j) = v[j, e]) */
+            vt_gemm(dP, T, doh + (size_t)i0 * D, D, 1, vh, 1, v_rs, n, hd, T, 0, NULL);
             /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
             for (int i = 0; i < n; i++) {
                 const float *p = P + (size_t)(i0 + i) * T;
@@ -138,11 +106,9 @@ static void attn_backward_items(void *ctx, int lo, int hi, int tid) {
                 for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - sum_pdp) * scale;
             }
             /* S = q k^T  =>  dQ[rows] += dS K, dK += dS^T Q[rows] (rows in order) */
-            vt_matmul_backward(dq ? dqh + (size_t)i0 * hd : NULL, dk ? dkh : NULL, NULL, dP,
-                               qh + (size_t)i0 * hd, kh, n, hd, T);
+            if (dq) vt_gemm(dq + off_qk + (size_t)i0 * qk_rs, qk_rs, dP, T, 1, kh, qk_rs, 1, n, T, hd, 1, NULL);
+            if (dk) vt_gemm(dk + off_qk, qk_rs, dP, 1, T, qh + (size_t)i0 * qk_rs, qk_rs, 1, T, n, hd, 1, NULL);
         }
-        if (dq) scatter(dq + off_qk, qk_rs, dqh, T, hd);
-        if (dk) scatter(dk + off_qk, qk_rs, dkh, T, hd);
     }
 }
 

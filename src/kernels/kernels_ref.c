@@ -50,6 +50,22 @@ void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *d
     }
 }
 
+void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                 int bcs, int I, int J, int L, int accumulate, const float *bias) {
+    for (int i = 0; i < I; i++) {
+        float *ci = c + (size_t)i * ldc;
+        if (!accumulate)
+            for (int l = 0; l < L; l++) ci[l] = 0.0f;
+        for (int j = 0; j < J; j++) { /* row i of C += A(i,j) B(j,:): each element in j order */
+            float x = a[(size_t)i * ars + (size_t)j * acs];
+            const float *bj = b + (size_t)j * brs;
+            for (int l = 0; l < L; l++) ci[l] += x * bj[(size_t)l * bcs];
+        }
+        if (!accumulate && bias)
+            for (int l = 0; l < L; l++) ci[l] += bias[l];
+    }
+}
+
 void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int M, int D, float eps) {
     for (int m = 0; m < M; m++) {

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                  int bcs, int I, int J, int L, int accumulate, const float *bias);
 void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                             int M, int K, int N);
 void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
