@@ -529,14 +529,41 @@ static void check_softmax(int n, int with_masked, int in_place) {
     gfree(x), gfree(y_s), gfree(y_r);
 }
 
-static void test_softmax(void) {
-    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197};
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
+/* d = p (d - p.d) scale: the dot product re-associated (4 lanes), so each output is off by
+ * p_i scale times the sum's error (u n max|p d|), plus its own rounding */
+static void check_softmax_backward(int n, int with_masked) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "n=%d masked=%d", n, with_masked);
+    float *x = galloc(n), *p = galloc(n), *d_s = galloc(n), *d_r = galloc(n);
+    fill(x, n, -8, 8);
+    if (with_masked)
+        for (int i = 1; i < n; i += 3) x[i] = -INFINITY;
+    vt_ref_softmax_row(p, x, n);
+    fill(d_s, n, -1, 1);
+    memcpy(d_r, d_s, n * sizeof(float));
+    float scale = 0.125f, md = maxabs(d_s, n);
+    vt_simd_softmax_backward_row(d_s, p, n, scale);
+    vt_ref_softmax_backward_row(d_r, p, n, scale);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++)
+        ok = fabsf(d_s[i] - d_r[i]) <= p[i] * scale * U * n * md * 2 + U * fabsf(d_r[i]) &&
+             (p[i] != 0.0f || d_s[i] == 0.0f);
+    result(ok, "softmax_backward_row (masked entries exactly 0)", ctx);
+    check_guards("softmax_backward_row", ctx, d_s, n);
+    gfree(x), gfree(p), gfree(d_s), gfree(d_r);
 }
 
-/* attention: no SIMD kernel of its own (kernels_attn.c composes it from the matmuls above);
- * tests/test_attention.c checks it against the reference, built for WASI SIMD128 as well. */
+static void test_softmax(void) {
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
+        for (int v = 0; v < 2; v++) check_softmax_backward(ns[i], v);
+    }
+}
+
+/* attention: no SIMD kernel of its own (kernels_attn.c composes it from vt_gemm and the softmax
+ * rows above); tests/test_attention.c checks it against the reference, built for WASI SIMD128 as
+ * well. */
 
 /* ---------------------------------------------------------------------------- adamw */
 

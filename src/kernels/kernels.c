@@ -148,6 +148,9 @@ void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b
     PICK(gemm)(c, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bias);
 }
 void vt_softmax_row(float *y, const float *x, int n) { PICK(softmax_row)(y, x, n); }
+void vt_softmax_backward_row(float *d, const float *p, int n, float scale) {
+    PICK(softmax_backward_row)(d, p, n, scale);
+}
 void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
                    float b1, float b2, float eps, float wd) {
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)

@@ -71,6 +71,9 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
+/* Its backward for one row, in place, times scale: d_i = p_i (d_i - sum_j p_j d_j) * scale (d: the
+ * gradient of the probabilities p in, of the logits out). Used by attention. */
+void vt_softmax_backward_row(float *d, const float *p, int n, float scale);
 
 /* One AdamW step (torch.optim.AdamW, single-tensor) over a flat range of n floats; t is the 1-based
  * step count after this update. The scalar reference is vt_adamw_update (kernels_ref.c, declared
@@ -101,6 +104,7 @@ void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *d
 void vt_ref_gelu_forward(float *out, const float *inp, size_t n);
 void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_ref_softmax_row(float *y, const float *x, int n);
+void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale);
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
                               int B, int T, int H, int hd, float scale);

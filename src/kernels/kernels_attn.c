@@ -14,10 +14,11 @@
 #include <math.h>
 #include <string.h>
 
-/* the backward takes d(prob) for a block of query rows at a time: no [T,T] scratch besides att;
- * blocks of up to VT_ATT_ROWS rows, as even as multiples of 4 allow (dK += dS^T Q sums over
- * the block's rows: short blocks would make short sums) */
-#define VT_ATT_ROWS 64
+/* the backward takes d(prob) for a block of query rows at a time: for T <= VT_ATT_ROWS (a 224-px
+ * ViT: 197) all of them, else blocks as even as multiples of 4 allow. Fewer, longer products run
+ * faster (dK += dS^T Q sums over a block's rows; each product packs its operands once), at
+ * [rows, T] floats of scratch per thread. */
+#define VT_ATT_ROWS 256
 static int att_rows(int T) {
     int nb = (T + VT_ATT_ROWS - 1) / VT_ATT_ROWS, r = (T + nb - 1) / nb;
     r = (r + 3) & ~3;
@@ -98,13 +99,7 @@ static void attn_backward_items(void *ctx, int lo, int hi, int tid) {
             /* dP = dO V^T for rows i0.. (B(e, j) = v[j, e]) */
             vt_gemm(dP, T, doh + (size_t)i0 * D, D, 1, vh, 1, v_rs, n, hd, T, 0, NULL);
             /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
-            for (int i = 0; i < n; i++) {
-                const float *p = P + (size_t)(i0 + i) * T;
-                float *ds = dP + (size_t)i * T;
-                float sum_pdp = 0.0f;
-                for (int j = 0; j < T; j++) sum_pdp += p[j] * ds[j];
-                for (int j = 0; j < T; j++) ds[j] = p[j] * (ds[j] - sum_pdp) * scale;
-            }
+            for (int i = 0; i < n; i++) vt_softmax_backward_row(dP + (size_t)i * T, P + (size_t)(i0 + i) * T, T, scale);
             /* S = q k^T  =>  dQ[rows] += dS K, dK += dS^T Q[rows] (rows in order) */
             if (dq) vt_gemm(dq + off_qk + (size_t)i0 * qk_rs, qk_rs, dP, T, 1, kh, qk_rs, 1, n, T, hd, 1, NULL);
             if (dk) vt_gemm(dk + off_qk, qk_rs, dP, 1, T, qh + (size_t)i0 * qk_rs, qk_rs, 1, T, n, hd, 1, NULL);

@@ -147,6 +147,12 @@ void vt_ref_softmax_row(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] *= inv;
 }
 
+void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += p[i] * d[i];
+    for (int i = 0; i < n; i++) d[i] = p[i] * (d[i] - s) * scale;
+}
+
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
                               int B, int T, int H, int hd, float scale) {

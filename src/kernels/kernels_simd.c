@@ -535,6 +535,19 @@ void vt_simd_softmax_row(float *y, const float *x, int n) {
     for (; i < n; i++) y[i] *= inv;
 }
 
+/* d = p (d - p.d) scale: the dot product in 4 lane-wise partial sums (re-associated against the
+ * reference's one chain), the update element-wise in the reference's order */
+void vt_simd_softmax_backward_row(float *d, const float *p, int n, float scale) {
+    f32x4 vs = ZERO();
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vs = MADD(vs, LD(p + i), LD(d + i));
+    float s = hsum(vs);
+    for (; i < n; i++) s += p[i] * d[i];
+    f32x4 vsum = SPLAT(s), vscale = SPLAT(scale);
+    for (i = 0; i + 4 <= n; i += 4) ST(d + i, MUL(MUL(LD(p + i), SUB(LD(d + i), vsum)), vscale));
+    for (; i < n; i++) d[i] = p[i] * (d[i] - s) * scale;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* AdamW                                                                                       */
 

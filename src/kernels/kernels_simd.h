@@ -34,6 +34,7 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
 void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_simd_softmax_row(float *y, const float *x, int n);
+void vt_simd_softmax_backward_row(float *d, const float *p, int n, float scale);
 /* 0: MADD is a mul then an add; 1: fused (one rounding); 2: a fused build on a host whose
  * relaxed_madd does not fuse (see simd128.h) */
 int vt_simd_madd_fused(void);
