@@ -7,8 +7,14 @@
  * it (tests/test_attention.c); sums are in the reference's order (vt_gemm adds in j order), the
  * dot products of the scores and of dP included. Not here: the fused one-row-at-a-time loops (that
  * is the reference).
- * Threads: the (image, head) pairs are split among the pool's threads, each with its own part of
- * the scratch; the products inside run on the thread that runs the pair. */
+ *
+ * Threads: the work items are the (image, head) pairs, each with its own part of the scratch.
+ * When they do not divide evenly among the threads (ViT-Ti at batch 1: 3 heads, 2 threads), a
+ * pair is split further: the forward by blocks of query rows (their scores, softmax and output
+ * rows are independent), the backward in two parallel phases per pair (d(score) and dQ by query
+ * rows into a [T,T] scratch shared by the threads, then dK and dV by key rows). Every element is
+ * computed by the same operations in the same order either way, so every thread count gives the
+ * same bits. */
 #include "kernels.h"
 #include "../threads.h"
 #include <math.h>
@@ -33,30 +39,50 @@ size_t vt_attention_scratch_floats(int T, int hd) {
     return scratch_per_thread(T) * (size_t)vt_threads_max();
 }
 
-/* The arguments of one attention call; items are (b, h) pairs, item = b*H + h. Each item writes
- * only its own head's columns of out / dq / dk / dv and its own [T,T] block of att, so items
- * run on any thread in any order with the same results. */
+/* Blocks of query rows per (image, head) pair in the forward (1 = whole pairs): enough for the
+ * pairs' blocks to divide evenly among the threads. */
+static int pair_split(int pairs, int T) {
+    int nt = vt_threads_max();
+    if (nt <= 1 || pairs % nt == 0) return 1;
+    for (int r = 2; r <= nt && 8 * r <= T; r++)
+        if (pairs * r % nt == 0) return r;
+    return 1;
+}
+/* rows [lo, hi) of block p of n blocks of T rows (multiples of 4) */
+static void rows_of(int T, int n, int p, int *lo, int *hi) {
+    int units = (T + 3) / 4;
+    *lo = units * p / n * 4, *hi = units * (p + 1) / n * 4;
+    if (*lo > T) *lo = T;
+    if (*hi > T) *hi = T;
+}
+
+/* The arguments of one attention call. Items write only their own head's columns (and rows) of
+ * out / dq / dk / dv and of their [T,T] block of att, so they run on any thread in any order with
+ * the same results. */
 typedef struct {
     float *out, *att, *scratch, *dq, *dk, *dv;
     const float *q, *k, *v, *dout, *att_in;
     const uint8_t *causal_mask;
-    int qk_rs, v_rs, B, T, H, hd;
+    int qk_rs, v_rs, B, T, H, hd, split;
     float scale;
+    int b, h; /* the pair of a two-phase backward */
 } attn_job;
 
+/* forward, item = (b*H + h) * split + block: query rows of the block */
 static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
     const attn_job *J = ctx;
     int T = J->T, H = J->H, hd = J->hd, D = H * hd, qk_rs = J->qk_rs, v_rs = J->v_rs;
     float scale = J->scale;
     for (int item = lo; item < hi; item++) {
-        int b = item / H, h = item % H;
+        int pair = item / J->split, b = pair / H, h = pair % H, r0, r1;
+        rows_of(T, J->split, item % J->split, &r0, &r1);
         const uint8_t *cm = J->causal_mask ? J->causal_mask + (size_t)b * T : NULL;
         size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
         const float *qh = J->q + off_qk, *kh = J->k + off_qk, *vh = J->v + off_v;
         float *P = J->att + ((size_t)b * H + h) * T * T; /* (T, T) */
         /* S = q k^T (A = q rows, B(e, j) = k[j, e]), scaled; query i sees key j when j <= i or cm[j] == 0 */
-        vt_gemm(P, T, qh, qk_rs, 1, kh, 1, qk_rs, T, hd, T, 0, NULL);
-        for (int i = 0; i < T; i++) {
+        vt_gemm(P + (size_t)r0 * T, T, qh + (size_t)r0 * qk_rs, qk_rs, 1, kh, 1, qk_rs, r1 - r0, hd, T, 0, NULL);
+        for (int i = r0; i < r1; i++) {
             float *row = P + (size_t)i * T;
             for (int j = 0; j < T; j++) row[j] *= scale;
             if (cm)
@@ -65,7 +91,8 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
             vt_softmax_row(row, row, T);
         }
         /* O = P V, into the head's columns of out */
-        vt_gemm(J->out + (size_t)b * T * D + (size_t)h * hd, D, P, T, 1, vh, v_rs, 1, T, T, hd, 0, NULL);
+        vt_gemm(J->out + ((size_t)b * T + r0) * D + (size_t)h * hd, D, P + (size_t)r0 * T, T, 1, vh, v_rs, 1,
+                r1 - r0, T, hd, 0, NULL);
     }
 }
 
@@ -75,35 +102,73 @@ void vt_gemm_attention_forward(float *out, float *att, float *scratch, const flo
     if (T <= 0 || hd <= 0) return;
     attn_job J = {.out = out, .att = att, .scratch = scratch, .q = q, .k = k, .v = v,
                   .causal_mask = causal_mask, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
-                  .hd = hd, .scale = scale};
-    vt_parallel_for(B * H, 1, 4.0 * B * H * (double)T * T * hd, attn_forward_items, &J);
+                  .hd = hd, .scale = scale, .split = pair_split(B * H, T)};
+    vt_parallel_for(B * H * J.split, 1, 4.0 * B * H * (double)T * T * hd, attn_forward_items, &J);
 }
 
+/* The backward of one pair's query rows [r0, r1): dS = P (dP - rowsum(P dP)) scale with
+ * dP = dO V^T, into ds (row stride T), and dQ[rows] += dS K. */
+static void attn_backward_rows(const attn_job *J, int b, int h, int r0, int r1, float *ds) {
+    int T = J->T, H = J->H, hd = J->hd, D = H * hd, qk_rs = J->qk_rs, v_rs = J->v_rs;
+    size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
+    const float *P = J->att_in + ((size_t)b * H + h) * T * T;
+    const float *doh = J->dout + (size_t)b * T * D + (size_t)h * hd; /* (T, hd), row stride D */
+    /* dP = dO V^T for the rows (B(e, j) = v[j, e]) */
+    vt_gemm(ds, T, doh + (size_t)r0 * D, D, 1, J->v + off_v, 1, v_rs, r1 - r0, hd, T, 0, NULL);
+    /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
+    for (int i = r0; i < r1; i++) vt_softmax_backward_row(ds + (size_t)(i - r0) * T, P + (size_t)i * T, T, J->scale);
+    /* S = q k^T  =>  dQ[rows] += dS K */
+    if (J->dq)
+        vt_gemm(J->dq + off_qk + (size_t)r0 * qk_rs, qk_rs, ds, T, 1, J->k + off_qk, qk_rs, 1, r1 - r0, T, hd, 1, NULL);
+}
+/* dK[keys] += dS[rows, keys]^T Q[rows] for the query rows [r0, r1) (in order) and key rows [k0, k1) */
+static void attn_backward_dk(const attn_job *J, int b, int h, const float *ds, int r0, int r1, int k0, int k1) {
+    int T = J->T, hd = J->hd, qk_rs = J->qk_rs;
+    size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd;
+    vt_gemm(J->dk + off_qk + (size_t)k0 * qk_rs, qk_rs, ds + k0, 1, T, J->q + off_qk + (size_t)r0 * qk_rs, qk_rs, 1,
+            k1 - k0, r1 - r0, hd, 1, NULL);
+}
+/* dV[keys] += P[:, keys]^T dO (A(j, i) = P[i, j]; accumulated on dv's values, i ascending) */
+static void attn_backward_dv(const attn_job *J, int b, int h, int k0, int k1) {
+    int T = J->T, H = J->H, hd = J->hd, D = H * hd, v_rs = J->v_rs;
+    const float *P = J->att_in + ((size_t)b * H + h) * T * T;
+    vt_gemm(J->dv + (size_t)b * T * v_rs + (size_t)h * hd + (size_t)k0 * v_rs, v_rs, P + k0, 1, T,
+            J->dout + (size_t)b * T * D + (size_t)h * hd, D, 1, k1 - k0, T, hd, 1, NULL);
+}
+
+/* whole pairs, item = b*H + h, each with its thread's [R, T] block of scratch */
 static void attn_backward_items(void *ctx, int lo, int hi, int tid) {
     const attn_job *J = ctx;
-    int T = J->T, H = J->H, hd = J->hd, D = H * hd, qk_rs = J->qk_rs, v_rs = J->v_rs;
-    float scale = J->scale, *dq = J->dq, *dk = J->dk, *dv = J->dv;
-    int R = att_rows(T);
-    float *dP = J->scratch + scratch_per_thread(T) * (size_t)tid; /* (R, T): d(prob), then d(score), for R query rows */
+    int T = J->T, H = J->H, R = att_rows(T);
+    float *dP = J->scratch + scratch_per_thread(T) * (size_t)tid;
     for (int item = lo; item < hi; item++) {
         int b = item / H, h = item % H;
-        size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd, off_v = (size_t)b * T * v_rs + (size_t)h * hd;
-        const float *P = J->att_in + ((size_t)b * H + h) * T * T; /* (T, T) */
-        const float *doh = J->dout + (size_t)b * T * D + (size_t)h * hd; /* (T, hd), row stride D */
-        const float *qh = J->q + off_qk, *kh = J->k + off_qk, *vh = J->v + off_v;
-        /* O = P V  =>  dV += P^T dO (A(j, i) = P[i, j]; accumulated on dv's values, in i order) */
-        if (dv) vt_gemm(dv + off_v, v_rs, P, 1, T, doh, D, 1, T, T, hd, 1, NULL);
-        if (!dq && !dk) continue;
+        if (J->dv) attn_backward_dv(J, b, h, 0, T);
+        if (!J->dq && !J->dk) continue;
         for (int i0 = 0; i0 < T; i0 += R) {
-            int n = T - i0 < R ? T - i0 : R;
-            /* dP = dO V^T for rows i0.. (B(e, j) = v[j, e]) */
-            vt_gemm(dP, T, doh + (size_t)i0 * D, D, 1, vh, 1, v_rs, n, hd, T, 0, NULL);
-            /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
-            for (int i = 0; i < n; i++) vt_softmax_backward_row(dP + (size_t)i * T, P + (size_t)(i0 + i) * T, T, scale);
-            /* S = q k^T  =>  dQ[rows] += dS K, dK += dS^T Q[rows] (rows in order) */
-            if (dq) vt_gemm(dq + off_qk + (size_t)i0 * qk_rs, qk_rs, dP, T, 1, kh, qk_rs, 1, n, T, hd, 1, NULL);
-            if (dk) vt_gemm(dk + off_qk, qk_rs, dP, 1, T, qh + (size_t)i0 * qk_rs, qk_rs, 1, T, n, hd, 1, NULL);
+            int i1 = T - i0 < R ? T : i0 + R;
+            attn_backward_rows(J, b, h, i0, i1, dP);
+            if (J->dk) attn_backward_dk(J, b, h, dP, i0, i1, 0, T);
         }
+    }
+}
+/* a pair split among the threads: phase 1 by query rows into the shared [T,T] dS, phase 2 by key rows */
+static void attn_backward_phase1(void *ctx, int lo, int hi, int tid) {
+    const attn_job *J = ctx;
+    for (int p = lo; p < hi; p++) {
+        int r0, r1;
+        rows_of(J->T, J->split, p, &r0, &r1);
+        if (r1 > r0) attn_backward_rows(J, J->b, J->h, r0, r1, J->scratch + (size_t)r0 * J->T);
+    }
+}
+static void attn_backward_phase2(void *ctx, int lo, int hi, int tid) {
+    const attn_job *J = ctx;
+    for (int p = lo; p < hi; p++) {
+        int k0, k1;
+        rows_of(J->T, J->split, p, &k0, &k1);
+        if (k1 <= k0) continue;
+        if (J->dv) attn_backward_dv(J, J->b, J->h, k0, k1);
+        if (J->dk) attn_backward_dk(J, J->b, J->h, J->scratch, 0, J->T, k0, k1);
     }
 }
 
@@ -114,5 +179,17 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     attn_job J = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .att_in = att,
                   .q = q, .k = k, .v = v, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
                   .hd = hd, .scale = scale};
-    vt_parallel_for(B * H, 1, 8.0 * B * H * (double)T * T * hd, attn_backward_items, &J);
+    double work = 8.0 * B * H * (double)T * T * hd;
+    int nt = vt_threads_max();
+    /* split pairs only where whole ones leave threads idle and one [T,T] dS fits the scratch */
+    if (pair_split(B * H, T) == 1 || att_rows(T) < T) {
+        vt_parallel_for(B * H, 1, work, attn_backward_items, &J);
+        return;
+    }
+    J.split = nt;
+    for (J.b = 0; J.b < B; J.b++)
+        for (J.h = 0; J.h < H; J.h++) {
+            if (dq || dk) vt_parallel_for(nt, 1, work / (B * H) * 0.6, attn_backward_phase1, &J);
+            vt_parallel_for(nt, 1, work / (B * H) * 0.4, attn_backward_phase2, &J);
+        }
 }

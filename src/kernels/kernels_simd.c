@@ -306,6 +306,24 @@ void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const flo
     }
 }
 
+/* How to split C among `parts` threads (kernels.c): 1 = into ranges of columns (multiples of 8),
+ * 0 = of rows (multiples of 4). Each part is a whole GEMM of its own, which packs its own
+ * operands: split along L, every part packs all of A (again for each of its B blocks) and its
+ * columns of B; along I, its rows of A and all of B. The estimate: the cycles of the slowest
+ * part, its products (2 FMAs a cycle, 8 floats wide) plus ~0.5 cycle per float packed. */
+int vt_simd_gemm_split(int I, int J, int L, int parts) {
+    if (parts <= 1 || J <= 0) return 0;
+    int nkb = (J + VT_GEMM_KC - 1) / VT_GEMM_KC, kcb = (J + nkb - 1) / nkb;
+    double nc = VT_GEMM_BBLOCK / kcb / VT_GEMM_NR * VT_GEMM_NR;
+    double ui = (I + 3) / 4, ul = (L + 7) / 8; /* units: tile rows, tile columns */
+    double pi = ceil(ui / parts) * 4, pl = ceil(ul / parts) * 8; /* the biggest part's rows / columns */
+    if (pi > I) pi = I;
+    if (pl > L) pl = L;
+    double by_i = pi * L * J / 16 + 0.5 * ((double)pi * J * ceil(L / nc) + (double)J * L);
+    double by_l = I * pl * J / 16 + 0.5 * ((double)I * J * ceil(pl / nc) + (double)J * pl);
+    return ul >= parts && by_l < by_i;
+}
+
 void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                             int M, int K, int N) {
     /* out[m,n] = sum_k inp[m,k] w[n,k] (+ bias[n]): A = inp, B(k,n) = w[n*K + k] */

@@ -12,6 +12,8 @@
 
 void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
                   int bcs, int I, int J, int L, int accumulate, const float *bias);
+/* the threads' split of a vt_simd_gemm into `parts`: 1 = by columns of C, 0 = by rows */
+int vt_simd_gemm_split(int I, int J, int L, int parts);
 void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                             int M, int K, int N);
 void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
