@@ -617,10 +617,21 @@ static void put_num(sbuf *b, double v) {
     else snprintf(e, sizeof e, "%.9e", v);
     put_raw(b, e);
 }
+/* A PyTorch float32 error, absent (null) when the file has none for the tensor (-1). */
+static void put_torch32(sbuf *b, double v) {
+    if (v < 0) put_raw(b, "null");
+    else put_num(b, v);
+}
 static void put_key(sbuf *b, const char *key) {
     put_raw(b, ", \"");
     put_raw(b, key);
     put_raw(b, "\": ");
+}
+
+double vt_parity_max_torch32(const vt_parity_result *r) {
+    int any = 0;
+    for (int k = 0; k < r->n; k++) any |= r->t[k].torch32_err >= 0;
+    return any ? r->max_torch32_err : -1;
 }
 
 vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
@@ -637,15 +648,15 @@ vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out
     if (r->worst >= 0) {
         put_key(&b, "worst"); put_str(&b, r->t[r->worst].name);
         put_key(&b, "err"); put_num(&b, r->t[r->worst].err);
-        put_key(&b, "torch32_err"); put_num(&b, r->t[r->worst].torch32_err);
+        put_key(&b, "torch32_err"); put_torch32(&b, r->t[r->worst].torch32_err);
     }
-    put_key(&b, "max_torch32_err"); put_num(&b, r->max_torch32_err);
+    put_key(&b, "max_torch32_err"); put_torch32(&b, vt_parity_max_torch32(r));
     put_key(&b, "tensors"); put_raw(&b, "[");
     for (int k = 0; k < r->n; k++) {
         put_raw(&b, k ? ", {\"name\": " : "{\"name\": ");
         put_str(&b, r->t[k].name);
         put_key(&b, "err"); put_num(&b, r->t[k].err);
-        put_key(&b, "torch32_err"); put_num(&b, r->t[k].torch32_err);
+        put_key(&b, "torch32_err"); put_torch32(&b, r->t[k].torch32_err);
         put_raw(&b, "}");
     }
     put_raw(&b, "]}");

@@ -40,6 +40,18 @@ static int parse_bytes(const char *s, uint64_t *out) {
     return 0;
 }
 
+vt_status vt_parse_bytes(const char *text, uint64_t *bytes) {
+    if (!text || parse_bytes(text, bytes))
+        return vt_fail(VT_ERR_ARG, "'%.60s' is not a byte count (such as 300000000, 300MB or 256MiB)", text ? text : "(null)");
+    return VT_OK;
+}
+
+/* The policies as vt_policy_parse reads them, for menus, help and errors (the one list). */
+static const char *const policy_names[] = {"none", "block", "every:K", "sqrt", "budget:BYTES", "selective"};
+const char *vt_policy_name(int i) {
+    return i >= 0 && i < (int)(sizeof policy_names / sizeof policy_names[0]) ? policy_names[i] : NULL;
+}
+
 vt_status vt_policy_parse(const char *text, vt_policy *p) {
     memset(p, 0, sizeof *p);
     if (!text) return vt_fail(VT_ERR_ARG, "checkpointing policy is NULL");
@@ -67,8 +79,10 @@ vt_status vt_policy_parse(const char *text, vt_policy *p) {
             return vt_fail(VT_ERR_ARG, "budget:BYTES needs a byte count such as 300000000, 300MB or 256MiB, got '%s'", text);
         p->kind = VT_POL_BUDGET;
     } else {
-        return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%s' (none, block, every:K, sqrt, "
-                                   "budget:BYTES, selective)", text);
+        char names[96] = "";
+        for (int i = 0; vt_policy_name(i); i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", vt_policy_name(i));
+        return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%s' (%s)", text, names);
     }
     return VT_OK;
 }
@@ -363,6 +377,13 @@ static int named_policy(const vt_model *m, int i, vt_policy *p) {
     char t[24];
     snprintf(t, sizeof t, "every:%d", K);
     return vt_policy_parse(t, p) == VT_OK;
+}
+
+int vt_named_policy(const vt_model *m, int i, char text[VT_POLICY_TEXT_MAX]) {
+    vt_policy p;
+    if (!m || i < 0 || !named_policy(m, i, &p)) return 0;
+    snprintf(text, VT_POLICY_TEXT_MAX, "%s", p.text);
+    return 1;
 }
 
 /* The smallest activation plan any named policy reaches, its layouts and its name. */

@@ -203,6 +203,11 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
  * VT_ERR_STATE), since what it kept follows the old policy. */
 vt_status vt_set_grad_checkpointing(vt_model *m, const char *policy);
 const char *vt_get_grad_checkpointing(const vt_model *m);
+/* The policies as vt_set_grad_checkpointing reads them: "none", "block", "every:K", "sqrt",
+ * "budget:BYTES", "selective" (NULL past the end). */
+const char *vt_policy_name(int i);
+/* A byte count as budget:BYTES reads it (300000000, 300MB, 256MiB, ...). */
+vt_status vt_parse_bytes(const char *text, uint64_t *bytes);
 
 typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can address */
     uint64_t params, grads, optimizer; /* bytes */
@@ -241,6 +246,9 @@ typedef struct {
  * vt_train_config_default. policy NULL: the model's. The model is not changed. */
 vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, const char *policy,
                              uint64_t budget, vt_step_plan *out);
+/* The i-th named policy the budget search tries for m (block, selective, sqrt, every:2 .. every:D
+ * for D the deepest chain) into text; returns 1, or 0 past the end. */
+int vt_named_policy(const vt_model *m, int i, char text[VT_POLICY_TEXT_MAX]);
 /* What the last call used: arena bytes at peak, arena capacity, planned bytes. */
 typedef struct {
     size_t planned, peak, capacity;

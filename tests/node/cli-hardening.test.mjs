@@ -184,7 +184,7 @@ test('resume reads only the data the user names; broken metadata is one line', (
 
 let trainJs = null;
 function awaitTrainJs() { return trainJs; }
-test.before(async () => { trainJs = await import('../../web/train.js'); });
+test.before(async () => { trainJs = await import('../../web/safetensors.js'); });
 
 test('SIGINT saves, says how to resume and exits 130', async () => {
   const dir = tmp();

@@ -3,7 +3,7 @@
 // WASM_BUILDS), then each test in a fresh temporary directory outside the repository, with the
 // tarball installed by `npm install <tarball>` (its dependencies, pngjs and jpeg-js, from the npm
 // cache, else the registry) and none of the repository's VITRINE_* variables:
-//   contents  the shell, its .d.ts, the CLI and every file of WASM_BUILDS; no C, tests, benchmarks, fixtures
+//   contents  the shell, its .d.ts, the CLI, the docs and every file of wasm/builds.json; no C, tests, benchmarks, fixtures
 //   prepack   its check of build/wasm/ (a missing build file, a stray vitrine-* file) on a made-up directory
 //   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors
 //   cli       npx vitrine plan / parity <fixture> from the installed package, as the repository's CLI
@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname, extname, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
-import { WASM_BUILDS } from '../../web/vitrine.js';
+import { BUILDS as WASM_BUILDS, TABLE, wasmDirProblems } from '../../scripts/prepack.mjs';
 import { falling } from './app/tiny.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -67,8 +67,10 @@ after(() => { for (const d of temps) rmSync(d, { recursive: true, force: true })
 
 test('contents: the shell, its types, the CLI and every wasm build; nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
-  const want = ['package.json', 'README.md', 'LICENSE', 'web/vitrine.js', 'web/vitrine.d.ts', 'web/cli.js', 'web/train.js',
-    'web/data.js', 'web/eval-worker.js', 'web/classify.js', 'web/classify-cli.js', 'web/pool.js', 'web/pool-worker.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
+  const web = readdirSync(join(REPO, 'web'), { recursive: true }).map((f) => `web/${f.split(sep).join('/')}`).filter((f) => /\.(js|ts)$/.test(f));
+  const docs = readdirSync(join(REPO, 'docs')).map((f) => `docs/${f}`);
+  const want = ['package.json', 'README.md', 'LICENSE', 'wasm/builds.json', ...web, ...docs, `build/wasm/${TABLE}`,
+    ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
   assert.deepEqual(files, want.sort());
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
   assert.equal(pkg.private, undefined);
@@ -84,15 +86,14 @@ test('contents: the shell, its types, the CLI and every wasm build; nothing else
   console.log(`${packed.filename}: ${kB(packed.size)} packed, ${kB(packed.unpackedSize)} unpacked, ${packed.files.length} files\n${lines.join('\n')}`);
 });
 
-test('prepack: refuses a build/wasm/ that lacks a file of WASM_BUILDS or holds a vitrine-* it does not list', async () => {
-  const { wasmDirProblems } = await import('../../scripts/prepack.mjs');
+test('prepack: refuses a build/wasm/ that lacks a file of wasm/builds.json or holds a vitrine-* it does not list', () => {
   const d = tempDir('wasmdir');
-  const files = Object.values(WASM_BUILDS).flatMap((b) => b.files);
+  const files = [TABLE, ...Object.values(WASM_BUILDS).flatMap((b) => b.files)];
   for (const f of [...files, 'test_kernels_simd.wasm']) writeFileSync(join(d, f), ''); // test_*: neither shipped nor checked
   assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [], stray: [] });
-  rmSync(join(d, files[1]));
+  rmSync(join(d, files[2]));
   writeFileSync(join(d, 'vitrine-old.wasm'), '');
-  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [files[1]], stray: ['vitrine-old.wasm'] });
+  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [files[2]], stray: ['vitrine-old.wasm'] });
 });
 
 test('node: import vitrine, train with checkpointing, save and reload safetensors', () => {
