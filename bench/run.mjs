@@ -120,6 +120,11 @@ else {
       ...(BEFORE ? ['--engine', `${BEFORE}:relaxed-mt:1:before 1t`, '--engine', `${BEFORE}:relaxed-mt:2:before 2t`] : [])], { cpus: TWO })[0] || null,
   }));
 
+  // ---- the default jobs' steps: presets and policies (bench/classify_bench.mjs) -----------------
+  await section('default_jobs', async () => ({
+    rows: run('default jobs', node('classify_bench.mjs'), ['--threads', '2', '--repeat', QUICK ? '2' : '15'], { cpus: TWO }),
+  }));
+
   // ---- where the time goes, and the checkpointing policies (train_bench, relaxed, one core) ------
   await section('policies', async () => {
     const tb = wasi(join(BUILD, 'wasm/train_bench-relaxed.wasm'));
@@ -302,6 +307,23 @@ if (mj) {
   P(`\n2 threads / 1 thread: ${fr(mainJob.speedup)}x; same bits at 1 and 2 threads: ${mainJob.same ? 'yes' : '**no**'}.`);
 }
 P();
+
+// 5b. the default jobs
+const dj = S.default_jobs?.rows || [];
+if (dj.length) {
+  P('### The default jobs\' steps: presets and policies');
+  P();
+  P('bench/classify_bench.mjs: the classifier step (`vitrine train --objective classify`: timm ViT + head, batch 128, avg pooling) and ' +
+    'the MAE step (`vitrine train`: batch 64, mask ratio 0.5) of two presets under two policies, all interleaved step by step in one ' +
+    `process, relaxed-mt, 2 threads, pinned to cpus 0-1, ${dj[0].repeat} steps each after 2 warm-up steps. Statistic: images/s = batch / ` +
+    `median step time; ratios = median of per-step ratios. ${loadNote(S.default_jobs)}.`);
+  P();
+  P('| preset | objective | batch | policy | images/s | time vs none | time vs the first preset |');
+  P('|---|---|---|---|---|---|---|');
+  for (const o of dj) P(`| ${o.preset} | ${o.objective}${o.mask_ratio ? ` (mask ${o.mask_ratio})` : ''} | ${o.batch} | ${o.policy} | ${f(o.img_per_s, 0)} | ` +
+    `${f(o[Object.keys(o).find((k) => k.startsWith('time_ratio_to_none'))], 2)} | ${f(o[Object.keys(o).find((k) => k.startsWith('time_ratio_to_fmnist'))], 2)} |`);
+  P();
+}
 
 // 6. policies and breakdown
 const pr = S.policies?.rows || [];
