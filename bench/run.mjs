@@ -377,8 +377,11 @@ if (dm) {
   P();
   P('| decoder | dim x depth (heads) | s per step | planned total MiB (activations) |');
   P('|---|---|---|---|');
-  const D = { tab: '128 x 2 (4)', lightly: '512 x 8 (16)' };
-  for (const r of dm.runs) P(`| ${r.variant} | ${D[r.variant]} | ${f(r.ms_median / 1e3, 2)} | ${MiB(r.plan.total)} (${MiB(r.plan.activations)}) |`);
+  const { MAE_DECODERS } = await import('../web/train.js');
+  for (const r of dm.runs) {
+    const d = MAE_DECODERS[r.variant];
+    P(`| ${r.variant} | ${d.decoder_dim} x ${d.decoder_depth} (${d.decoder_heads}) | ${f(r.ms_median / 1e3, 2)} | ${MiB(r.plan.total)} (${MiB(r.plan.activations)}) |`);
+  }
 }
 P();
 

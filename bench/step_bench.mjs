@@ -15,8 +15,8 @@
 //   mainjob  the main job, `node web/cli.js train`'s step: TrainingRun.trainOne on Fashion-MNIST
 //            (batch assembly + Model.trainStep: MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5,
 //            block checkpointing, the CLI's lr and schedule). images/s = batch / step time.
-//   demo     the demo's 224-px MAE on a timm preset with its decoders (--decoders tab,lightly):
-//            trainStep at batch 8; also each one's planned bytes.
+//   demo     the demo's 224-px MAE on a timm preset with its decoders (--decoders tab,lightly of
+//            web/train.js's MAE_DECODERS): trainStep at batch 8; also each one's planned bytes.
 // Engines (--engine, repeatable): ROOT:BUILD:THREADS[:LABEL]; ROOT '.' is this tree.
 // The statistic: ms = median over rounds; an engine's time against the first engine's = median of
 // the per-round ratios, with their min and max. Bits: engines of one checkout and one build
@@ -38,11 +38,6 @@ const specs = all('--engine');
 if (!specs.length) specs.push('.:relaxed:1');
 
 const PRESET_DIMS = { vit_tiny_patch16_224: [192, 12, 3], vit_small_patch16_224: [384, 12, 6], vit_base_patch16_224: [768, 12, 12] };
-/** The 224-px MAE decoders of the demo (demo/worker.js): sized for a tab, and lightly's. */
-export const DEMO_DECODERS = {
-  tab: { decoder_dim: 128, decoder_depth: 2, decoder_heads: 4 },
-  lightly: { decoder_dim: 512, decoder_depth: 8, decoder_heads: 16 },
-};
 const CLASSES = 1000;
 
 // model FLOPs of one ViT classifier step (multiply-add = 2; matmuls and attention; bench/train_bench.c)
@@ -91,9 +86,8 @@ async function setupMainJob(e) {
 }
 
 async function setupDemo(e, decoder) {
-  const [D, depth, heads] = PRESET_DIMS[preset];
-  const m = e.vt.createModel({ kind: 'mae', config: { encoder: { img_size: 224, patch_size: 16, in_chans: 3, embed_dim: D, depth, num_heads: heads },
-    ...DEMO_DECODERS[decoder] } });
+  const { maeDecoder } = await e.dirMod('train.js'); // the demo's decoders (web/train.js MAE_DECODERS)
+  const m = e.vt.createModel({ kind: 'mae', preset, config: maeDecoder(decoder) });
   m.setGradCheckpointing('none');
   m.initWeights(1);
   m.trainerInit({ lr: 1.5e-4, maskRatio: 0.75, seed: 1n });

@@ -8,6 +8,7 @@ export const S = {
   booted: false,      // start-up done (a saved run resumed, if any)
   ready: false, build: null, simdKernels: false, error: null,
   threads: 0, threadsNote: null, // the training engine's kernel threads, and why fewer than every core
+  presets: [],        // the engine's timm presets (224 px)
   run: null,          // { cfg, dims, params, data } of the configured run
   running: false, step: 0, losses: [], stopped: null,
   policy: 'none',     // the run's current checkpointing policy

@@ -141,10 +141,18 @@ export class Vitrine {
   parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
 
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
-   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
+   * timm); a timm preset name, a config (object or JSON text; MAE/AIM: {encoder, ...}), or both:
+   * the preset's encoder under the config's other settings (an MAE decoder, an AIM head). */
   createModel({ preset, config, kind = 'timm' } = {}) {
     const k = this.manifest.kinds.indexOf(kind);
     if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
+    if (preset && config != null) {
+      const enc = this.manifest.preset_encoders[preset];
+      if (!enc) throw new VitrineError(`unknown preset '${preset}' (${this.manifest.presets.join(', ')})`, -1);
+      const c = typeof config === 'string' ? JSON.parse(config) : config;
+      if (c.encoder != null) throw new VitrineError('createModel: a preset and a config with its own encoder', -1);
+      return this.createModel({ kind, config: kind === 'mae' || kind === 'aim' ? { ...c, encoder: enc } : { ...enc, ...c } });
+    }
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(k, p, j, bytes));

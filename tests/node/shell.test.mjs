@@ -79,6 +79,22 @@ test('forwardIntermediates, loss and plan', async () => {
   aim.dispose();
 });
 
+test('createModel with a preset and a config: the preset\'s encoder under another MAE decoder (web/train.js MAE_DECODERS)', async () => {
+  const { MAE_DECODERS, maeDecoder } = await import('../../web/train.js');
+  const vt = await engine(BUILD);
+  const shapes = (m, pred) => m.params().filter((p) => pred(p.name)).map((p) => `${p.name} ${p.shape.join('x')}`);
+  const isDec = (n) => !n.startsWith('backbone.'); // lightly's MAE: backbone.* (the encoder), the decoder and its head
+  const byPreset = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224' }); // the engine's default: lightly's
+  const tab = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: maeDecoder('tab') });
+  const lightly = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: maeDecoder('lightly') });
+  assert.deepEqual(shapes(tab, (n) => !isDec(n)), shapes(byPreset, (n) => !isDec(n))); // the same encoder
+  assert.deepEqual(shapes(lightly, () => true), shapes(byPreset, () => true)); // lightly's = the default
+  assert.ok(shapes(tab, isDec).includes(`decoder_embed.weight ${MAE_DECODERS.tab.decoder_dim}x192`));
+  throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_nope', config: {} }), /unknown preset 'vit_nope'/);
+  throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: {} } }), /its own encoder/);
+  for (const m of [byPreset, tab, lightly]) m.dispose();
+});
+
 test('bad inputs throw Errors carrying the engine message and status', async () => {
   const vt = await engine(BUILD);
   const { model, images } = await fixtureModel();
