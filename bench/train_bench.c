@@ -23,15 +23,17 @@
  *
  * Model FLOPs (multiply+add = 2; matmuls and attention only, norms/GELU/softmax/AdamW ignored;
  * re-computation under checkpointing NOT counted, so that policies compare at equal work):
- *   block(T, D)    = 24 T D^2 + 4 T^2 D           (qkv 6TD^2, proj 2TD^2, fc1+fc2 16TD^2; QK^T, PV)
- *   encode fwd     = 2*196*768*D + depth * block(197, D)
- *   mae fwd        = 2*196*768*D + depth * block(n_keep, D) + 2*n_keep*D*512 + block(197, 512)
- *                    + 2*n_mask*512*768
- *   step           = B * (3 * fwd - 2*196*768*D)    (backward = 2x forward, minus the patch
- *                                                    embedding's input gradient, not computed)
+ *   block(T, D)    = (8 + 4r) T D^2 + 4 T^2 D     (qkv 6TD^2, proj 2TD^2, fc1+fc2 4rTD^2 with r the
+ *                                                  mlp ratio: 24 T D^2 at r 4; QK^T, PV)
+ *   encode fwd     = 2*N*Kp*D + depth * block(N+1, D)     (N patches of Kp = C P^2 values: 196, 768 at
+ *                                                          224 px, patch 16)
+ *   mae fwd        = 2*N*Kp*D + depth * block(n_keep, D) + 2*n_keep*D*Dd + block(N+1, Dd)
+ *                    + 2*n_mask*Dd*Kp                    (Dd: the decoder's width, 512 here)
+ *   step           = B * (3 * fwd - 2*N*Kp*D)    (backward = 2x forward, minus the patch
+ *                                                 embedding's input gradient, not computed)
  *
- *   train_bench [--preset NAME]... [--kind encode|mae]... [--batch B]... [--policy P]...
- *               [--repeat R] [--warmup W] [--mask-ratio R] [--clock wall|cpu]
+ *   train_bench [--preset NAME]... | [--config JSON] [--kind encode|mae]... [--batch B]...
+ *               [--policy P]... [--repeat R] [--warmup W] [--mask-ratio R] [--clock wall|cpu]
  *                                                               (JSON to stdout, one object per line) */
 #include "bench_util.h"
 #include "vitrine.h"
@@ -112,14 +114,16 @@ void __wrap_vt_gelu_backward(float *di, const float *i, const float *d, size_t n
 #define MAE_DEC_DIM 512
 #define MAE_DEC_DEPTH 1
 #define MAE_DEC_HEADS 16
-static double block_flops(double T, double D) { return 24 * T * D * D + 4 * T * T * D; }
+/* qkv 6TD^2, proj 2TD^2, fc1 + fc2 4rTD^2 (r = mlp_ratio); QK^T and PV 4T^2 D */
+static double block_flops(double T, double D, double r) { return (8 + 4 * r) * T * D * D + 4 * T * T * D; }
 static double step_flops(const vt_model_config *mc, int B, int mae, int n_keep, int n_mask) {
-    double D = mc->enc.embed_dim, N = 196, Kp = 768, L = 197, fwd = 2 * N * Kp * D;
-    if (!mae) fwd += mc->enc.depth * block_flops(L, D);
+    double P = mc->enc.patch_size, N = (double)(mc->enc.img_size / mc->enc.patch_size) * (mc->enc.img_size / mc->enc.patch_size);
+    double D = mc->enc.embed_dim, Kp = mc->enc.in_chans * P * P, L = N + 1, fwd = 2 * N * Kp * D;
+    if (!mae) fwd += mc->enc.depth * block_flops(L, D, mc->enc.mlp_ratio);
     else {
         double Dd = mc->decoder_dim;
-        fwd += mc->enc.depth * block_flops(n_keep, D) + 2.0 * n_keep * D * Dd +
-               mc->decoder_depth * block_flops(L, Dd) + 2.0 * n_mask * Dd * Kp;
+        fwd += mc->enc.depth * block_flops(n_keep, D, mc->enc.mlp_ratio) + 2.0 * n_keep * D * Dd +
+               mc->decoder_depth * block_flops(L, Dd, mc->decoder_mlp_ratio) + 2.0 * n_mask * Dd * Kp;
     }
     return B * (3 * fwd - 2 * N * Kp * D);
 }
@@ -154,6 +158,7 @@ int main(int argc, char **argv) {
     const char *presets[8], *policies[16], *kinds[4];
     int np = 0, npol = 0, nb = 0, nk = 0, batches[8], repeat = 3, warmup = 1;
     float mask_ratio = 0.75f;
+    const char *config = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--preset") && i + 1 < argc && np < 8) presets[np++] = argv[++i];
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc && nk < 4) kinds[nk++] = argv[++i];
@@ -162,6 +167,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mask-ratio") && i + 1 < argc) mask_ratio = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i], presets[0] = "config", np = 1;
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc) cpu_clock = !strcmp(argv[++i], "cpu");
         else if (!strcmp(argv[i], "--json")) {}
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
@@ -178,10 +184,17 @@ int main(int argc, char **argv) {
             for (int b = 0; b < nb; b++) {
                 int mae = !strcmp(kinds[k], "mae");
                 vt_model_config mc;
-                vt_model_config_default(&mc, mae ? VT_KIND_MAE : VT_KIND_LIGHTLY);
-                if (vt_preset(presets[p], &mc.enc)) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
+                if (config) { /* the model as JSON (a small model: the main job's) */
+                    if (vt_model_config_from_json(config, strlen(config), mae ? VT_KIND_MAE : VT_KIND_LIGHTLY, &mc)) {
+                        fprintf(stderr, "%s\n", vt_last_error());
+                        return 1;
+                    }
+                } else {
+                    vt_model_config_default(&mc, mae ? VT_KIND_MAE : VT_KIND_LIGHTLY);
+                    if (vt_preset(presets[p], &mc.enc)) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
+                    mc.decoder_dim = MAE_DEC_DIM, mc.decoder_depth = MAE_DEC_DEPTH, mc.decoder_heads = MAE_DEC_HEADS;
+                }
                 mc.enc.mask_token = 1;
-                mc.decoder_dim = MAE_DEC_DIM, mc.decoder_depth = MAE_DEC_DEPTH, mc.decoder_heads = MAE_DEC_HEADS;
                 /* one model per policy, same weights: the policies' steps interleave */
                 vt_model *models[16] = {0};
                 int rc = 0;
