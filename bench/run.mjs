@@ -451,5 +451,12 @@ P('Raw numbers: bench/results.json.');
 
 writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
 writeFileSync(join(ROOT, 'bench/results.md'), md.join('\n') + '\n');
+// a full run's tables also go into bench/README.md, between its markers (a smoke run's never)
+if (!R.quick && !FROM) {
+  const readme = join(ROOT, 'bench/README.md'), text = readFileSync(readme, 'utf8');
+  const a = '<!-- results: written by bench/run.mjs -->', b = '<!-- /results -->';
+  const i = text.indexOf(a), j = text.indexOf(b);
+  if (i >= 0 && j > i) writeFileSync(readme, text.slice(0, i + a.length) + '\n' + md.slice(1).join('\n').replace(/^#/gm, '##').trim() + '\n' + text.slice(j));
+}
 process.stdout.write(md.join('\n') + '\n');
 log('wrote bench/results.md and bench/results.json');
