@@ -6,6 +6,7 @@
 // order rotated every round; a ratio is the median of the per-round ratios, with its range.
 // Processes are pinned with taskset: one core (cpu 0) for one-core figures, cpus 0-1 for two.
 //   node bench/run.mjs [--quick] [--before-root DIR --before-ref REV] [--from results.json]
+//                      [--only kernels,one_core,two_cores,main_job,default_jobs,policies,thread_profile,builds,demo]
 import { execSync } from 'node:child_process';
 import { writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,8 +39,10 @@ function run(label, [cmd, args0], args, { cpus = ONE, env = {} } = {}) {
   }
   return r.objects;
 }
-/** A section: its measurements with the load average before and after. */
+/** A section: its measurements with the load average before and after (--only a,b: those). */
+const ONLY = argVal('--only') ? argVal('--only').split(',') : null;
 async function section(key, fn) {
+  if (ONLY && !ONLY.includes(key)) return;
   const s = { load_start: loadavg(), t_start: (Date.now() - t0) / 1e3 };
   try { Object.assign(s, await fn()); } catch (e) { s.error = String(e && e.stack || e); log(`${key}: ${s.error}`); }
   s.load_end = loadavg();
@@ -142,6 +145,22 @@ else {
       ['--preset', TINY, '--kind', 'encode', '--batch', String(QUICK ? 1 : 4), '--policy', 'none', '--repeat', QUICK ? '2' : '5', '--warmup', '2'])
       .map((o) => ({ ...o, before: true })));
     return { rows: out };
+  });
+
+  // ---- where the time goes at 1 and 2 threads: the native FMA twin (train_bench has per-kernel
+  // timers; the wasm commands have no threads), processes in rounds -----------------------------
+  await section('thread_profile', async () => {
+    const MAIN = '{"encoder": {"img_size": 28, "patch_size": 7, "in_chans": 1, "embed_dim": 128, "depth": 4, "num_heads": 4, ' +
+      '"mlp_ratio": 2}, "decoder_dim": 64, "decoder_depth": 2, "decoder_heads": 4, "norm_pix_loss": true}'; // web/train.js fmnist-p7-mlp2
+    const jobs = [['vit_tiny b1', ['--preset', TINY, '--batch', '1']], ...(QUICK ? [] : [['vit_tiny b4', ['--preset', TINY, '--batch', '4']]]),
+      ['main job', ['--config', MAIN, '--kind', 'mae', '--batch', '64', '--mask-ratio', '0.5', '--policy', 'block']]];
+    const res = [];
+    for (let r = 0; r < rounds; r++)
+      for (const [name, a] of jobs)
+        for (const t of r % 2 ? [2, 1] : [1, 2])
+          res.push(...run(`thread profile ${name} ${t}t`, [join(BUILD, 'train_bench_fma'), []], [...a, '--threads', String(t), '--repeat', QUICK ? '2' : '5',
+            '--warmup', '2'], { cpus: TWO }).map((o) => ({ ...o, job: name, round: r })));
+    return { rows: res };
   });
 
   // ---- builds side by side on one core: wasm relaxed vs native FMA, SIMD128 vs SSE2 -------------
@@ -350,6 +369,26 @@ P(`|---|---|---|${KN.map(() => '---').join('|')}|`);
 for (const o of pr.filter((o) => o.policy === 'none' && !o.error))
   P(`| ${o.before ? 'before: ' : ''}${short(o.model)} | ${o.objective} | ${o.batch} | ${KN.map((k) => `${f(o.kernels_ms[k], 0)} (${f(100 * o.kernels_ms[k] / o.ms_per_step, 0)}%)`).join(' | ')} |`);
 P();
+
+// 6b. threads profile
+const tp = S.thread_profile?.rows || [];
+if (tp.length) {
+  P('### Where the time goes at 1 and 2 threads');
+  P();
+  P('The native FMA build (vitrine_fma: the relaxed wasm build\'s kernels, splits and bits; train_bench has per-kernel timers, the ' +
+    'wasm commands no threads), pinned to cpus 0-1, 1 and 2 threads in alternating processes, rounds. ViT-Ti/16 encode step (+ AdamW), ' +
+    'policy none; the main job\'s MAE step (fmnist-p7-mlp2, batch 64, mask ratio 0.5, block). ms per step (per kernel: mean over the ' +
+    `steps) = median over rounds; x = 1-thread time / 2-thread time. "other": the step minus its kernels (the serial loops of the ` +
+    `orchestration, and the fork/join of the kernels that the wrappers do not see). ${loadNote(S.thread_profile)}.`);
+  P();
+  P(`| job | ${['step', ...KN].join(' | ')} |`);
+  P(`|---|${['step', ...KN].map(() => '---').join('|')}|`);
+  for (const job of [...new Set(tp.map((o) => o.job))]) {
+    const g = (t, k) => median(tp.filter((o) => o.job === job && o.threads === t && !o.error).map((o) => (k === 'step' ? o.ms_per_step : o.kernels_ms[k])));
+    P(`| ${job} | ${['step', ...KN].map((k) => `${f(g(1, k), 1)} / ${f(g(2, k), 1)} (x${f(g(1, k) / g(2, k), 2)})`).join(' | ')} |`);
+  }
+  P();
+}
 
 // 7. builds
 const br = S.builds?.rounds || [];

@@ -34,6 +34,7 @@
  *
  *   train_bench [--preset NAME]... | [--config JSON] [--kind encode|mae]... [--batch B]...
  *               [--policy P]... [--repeat R] [--warmup W] [--mask-ratio R] [--clock wall|cpu]
+ *               [--threads N]   (native builds only: the pool's pthreads)
  *                                                               (JSON to stdout, one object per line) */
 #include "bench_util.h"
 #include "vitrine.h"
@@ -159,6 +160,7 @@ int main(int argc, char **argv) {
     int np = 0, npol = 0, nb = 0, nk = 0, batches[8], repeat = 3, warmup = 1;
     float mask_ratio = 0.75f;
     const char *config = NULL;
+    int threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--preset") && i + 1 < argc && np < 8) presets[np++] = argv[++i];
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc && nk < 4) kinds[nk++] = argv[++i];
@@ -168,6 +170,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mask-ratio") && i + 1 < argc) mask_ratio = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i], presets[0] = "config", np = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--clock") && i + 1 < argc) cpu_clock = !strcmp(argv[++i], "cpu");
         else if (!strcmp(argv[i], "--json")) {}
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
@@ -179,6 +182,8 @@ int main(int argc, char **argv) {
     if (repeat < 1) repeat = 1;
     if (repeat > 64) repeat = 64;
     const char *build = BENCH_BUILD;
+    /* native builds: pthreads (the wasm commands have none: asking for 2 fails, said so) */
+    if (threads != 1 && vt_set_threads(threads) != threads) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
     for (int p = 0; p < np; p++)
         for (int k = 0; k < nk; k++)
             for (int b = 0; b < nb; b++) {
@@ -261,12 +266,12 @@ int main(int argc, char **argv) {
                     for (int i = 1; i < repeat; i++) rlo = ratio[i] < rlo ? ratio[i] : rlo, rhi = ratio[i] > rhi ? ratio[i] : rhi;
                     double ms = median(tt[q], repeat), mf = median(tf[q], repeat), mb = median(tb[q], repeat), mo = median(to[q], repeat);
                     printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, \"policy\": \"%s\", "
-                           "\"mask_ratio\": %.3f, \"repeat\": %d, \"ms_per_step\": %.3f, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"opt_ms\": %.3f, "
+                           "\"threads\": %d, \"mask_ratio\": %.3f, \"repeat\": %d, \"ms_per_step\": %.3f, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"opt_ms\": %.3f, "
                            "\"time_vs_first_policy\": %.4f, \"time_vs_first_min\": %.4f, \"time_vs_first_max\": %.4f, "
                            "\"images_per_s\": %.4f, \"step_gflop\": %.4f, \"gflops\": %.3f, "
                            "\"activation_bytes\": %llu, \"planned_activation_bytes\": %llu, \"param_bytes\": %llu, "
                            "\"grad_bytes\": %llu, \"optimizer_bytes\": %llu, \"total_bytes\": %llu, \"kernels_ms\": {",
-                           build, presets[p], kinds[k], B, policies[q], mae ? mask_ratio : 0.0, repeat, ms, mf, mb, mo,
+                           build, presets[p], kinds[k], B, policies[q], threads, mae ? mask_ratio : 0.0, repeat, ms, mf, mb, mo,
                            median(ratio, repeat), rlo, rhi, B * 1e3 / ms, flops / 1e9, flops / ms / 1e6,
                            (unsigned long long)st.peak, (unsigned long long)pb[q].activations, (unsigned long long)pb[q].params,
                            (unsigned long long)pb[q].grads, (unsigned long long)pb[q].optimizer,
