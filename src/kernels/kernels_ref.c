@@ -54,12 +54,21 @@ void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const floa
                  int bcs, int I, int J, int L, int accumulate, const float *bias) {
     for (int i = 0; i < I; i++) {
         float *ci = c + (size_t)i * ldc;
+        if (bcs != 1) { /* B's rows strided (B = K^T of attention): one dot product per element */
+            for (int l = 0; l < L; l++) {
+                float acc = accumulate ? ci[l] : 0.0f;
+                for (int j = 0; j < J; j++) acc += a[(size_t)i * ars + (size_t)j * acs] * b[(size_t)j * brs + (size_t)l * bcs];
+                ci[l] = !accumulate && bias ? acc + bias[l] : acc;
+            }
+            continue;
+        }
+        /* the same sums with B's rows contiguous: row i of C += A(i,j) B(j,:), each element in j order */
         if (!accumulate)
             for (int l = 0; l < L; l++) ci[l] = 0.0f;
-        for (int j = 0; j < J; j++) { /* row i of C += A(i,j) B(j,:): each element in j order */
+        for (int j = 0; j < J; j++) {
             float x = a[(size_t)i * ars + (size_t)j * acs];
             const float *bj = b + (size_t)j * brs;
-            for (int l = 0; l < L; l++) ci[l] += x * bj[(size_t)l * bcs];
+            for (int l = 0; l < L; l++) ci[l] += x * bj[l];
         }
         if (!accumulate && bias)
             for (int l = 0; l < L; l++) ci[l] += bias[l];
