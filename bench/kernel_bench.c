@@ -7,8 +7,9 @@
  *
  * The statistic (one for every row): each kernel call is paired with a peak call made just
  * before it, and the row gives the median over R rounds of (kernel GFLOP/s / peak GFLOP/s), with
- * the lowest and highest of those ratios. Both calls of a pair see the same machine, so other
- * processes distort the ratio far less than two separate timings. Warm-up first: V8 runs a wasm
+ * the lowest and highest of those ratios, both timed by the thread's CPU clock. Both calls of a
+ * pair see the same machine, so other processes distort the ratio far less than two separate
+ * timings, and a call during which the OS ran something else on the core is not charged for it. Warm-up first: V8 runs a wasm
  * function in its baseline tier until it has been called a few times (toolchain.md), so every
  * kernel and the peak loop are called >= 3 times and >= 0.2 s before any timing.
  *
@@ -72,11 +73,12 @@ static void warm(bench_fn f, void *arg) {
     double t0 = now_s();
     for (int i = 0; i < 3 || now_s() - t0 < min_time; i++) f(arg);
 }
-/* seconds of one call of f */
+/* CPU seconds of one call of f (the thread's CPU time: on a shared machine, the time another
+ * process held the core is not the kernel's) */
 static double timed(bench_fn f, void *arg) {
-    double t = now_s();
+    double t = now_cpu_s();
     f(arg);
-    return now_s() - t;
+    return now_cpu_s() - t;
 }
 static double peak_gflops_once(bench_fn f) { double t = timed(f, NULL); return peak_flops / t / 1e9; }
 
@@ -192,7 +194,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 15; i++) { double g = peak_gflops_once(run_avx2); pa = g > pa ? g : pa; }
 #endif
     printf("{\"build\": \"%s\", \"simd_kernels\": %d, \"madd_fused\": %d, \"rounds\": %d, "
-           "\"statistic\": \"median over rounds of (kernel GFLOP/s / GFLOP/s of the peak call just before), min and max\",\n"
+           "\"statistic\": \"median over rounds of (kernel GFLOP/s / GFLOP/s of the peak call just before; both by the thread's CPU time), min and max\",\n"
            "  \"peak\": {\"name\": \"%s\", \"gflops_median\": %.3f, \"gflops_best\": %.3f}",
            BENCH_BUILD, vt_kernels_simd(), vt_kernels_madd_fused(), rounds, PEAK_NAME, p_med, p_best);
     if (pa > 0) printf(",\n  \"avx2_fma_gflops_best\": %.3f", pa);
