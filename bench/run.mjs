@@ -225,8 +225,8 @@ P('## 2. GEMM and attention at ViT widths, % of the one-core peak');
 P();
 P('M = 2 images x 197 tokens = 394 rows. Forward = `vt_matmul_forward` (2MKN flops), backward = `vt_matmul_backward` with dinp, dW and dbias ' +
   '(4MKN); attention = `vt_attention_forward` / `_backward` (head_dim 64, T 197; flops of its products 4T²D / 8T²D). Statistic: every ' +
-  'kernel call is paired with a peak call just before it; the cell is the median over 11 rounds of (kernel GFLOP/s / that peak), ' +
-  `with its lowest and highest. ${loadNote(S.kernels)}.`);
+  `kernel call is paired with a peak call just before it, both timed by the thread's CPU clock; the cell is the median over ` +
+  `${K['wasm-relaxed']?.rounds ?? '?'} rounds of (kernel GFLOP/s / that peak), with its lowest and highest. ${loadNote(S.kernels)}.`);
 P();
 const kb = (b) => K[b]?.rows || [];
 const cols = ['wasm-relaxed', ...(K['before wasm-relaxed'] ? ['before wasm-relaxed'] : []), 'wasm-simd', 'native-fma', 'native-sse2'].filter((b) => K[b]);
