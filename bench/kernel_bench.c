@@ -21,6 +21,7 @@
  *   kernel_bench [--widths 192,384,768] [--batch B] [--rounds R] [--quick]   (JSON to stdout) */
 #include "bench_util.h"
 #include "kernels/kernels.h"
+#include "threads.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,19 +112,28 @@ static void run_bwd(void *p) {
     for (int r = 0; r < a->reps; r++)
         vt_matmul_backward(a->dinp, a->dw, a->dbias, a->dout, a->inp, a->w, a->M, a->K, a->N);
 }
+/* The attention kernels take the plan's thread count since the step became a list of kernel calls
+ * (kernel_list.h); an older engine (bench/run.sh --before) has the signatures without it. */
+#if __has_include("kernels/kernel_list.h")
+#define ATT_THREADS , vt_threads_max()
+#define ATT_SCRATCH(T, hd) vt_attention_scratch_floats((T), (hd), vt_threads_max())
+#else
+#define ATT_THREADS
+#define ATT_SCRATCH(T, hd) vt_attention_scratch_floats((T), (hd))
+#endif
 static void run_att_fwd(void *p) {
     args *a = p;
     int D = a->H * a->hd;
     for (int r = 0; r < a->reps; r++)
         vt_attention_forward(a->out, a->att, a->scratch, a->q, a->q + D, 3 * D, a->q + 2 * D, 3 * D, NULL,
-                             a->B, a->T, a->H, a->hd, 0.125f);
+                             a->B, a->T, a->H, a->hd ATT_THREADS, 0.125f);
 }
 static void run_att_bwd(void *p) {
     args *a = p;
     int D = a->H * a->hd;
     for (int r = 0; r < a->reps; r++)
         vt_attention_backward(a->dq, a->dq + D, a->dq + 2 * D, a->scratch, a->dout, a->att, a->q, a->q + D,
-                              3 * D, a->q + 2 * D, 3 * D, a->B, a->T, a->H, a->hd, 0.125f);
+                              3 * D, a->q + 2 * D, 3 * D, a->B, a->T, a->H, a->hd ATT_THREADS, 0.125f);
 }
 
 static void *xmalloc(size_t n) {
@@ -222,7 +232,7 @@ int main(int argc, char **argv) {
         size_t BHT2 = (size_t)a.B * a.H * T * T, BTD = (size_t)a.B * T * D;
         a.out = xmalloc(BTD * 4), a.dout = xmalloc(BTD * 4), a.att = xmalloc(BHT2 * 4);
         a.q = xmalloc(3 * BTD * 4), a.dq = xmalloc(3 * BTD * 4);
-        a.scratch = xmalloc(vt_attention_scratch_floats(T, a.hd) * 4 + 16);
+        a.scratch = xmalloc(ATT_SCRATCH(T, a.hd) * 4 + 16);
         fill(a.q, 3 * BTD, 7), fill(a.dout, BTD, 8);
         memset(a.dq, 0, 3 * BTD * 4);
         double f1 = 2.0 * a.B * a.H * (double)T * T * a.hd; /* one of QK^T or PV */

@@ -8,13 +8,15 @@
  * dot products of the scores and of dP included. Not here: the fused one-row-at-a-time loops (that
  * is the reference).
  *
- * Threads: the work items are the (image, head) pairs, each with its own part of the scratch.
+ * Threads: the work items are the (image, head) pairs, split among at most `threads` of the
+ * pool's threads (the count the scratch was planned for), each with its own part of the scratch.
  * When they do not divide evenly among the threads (ViT-Ti at batch 1: 3 heads, 2 threads), a
  * pair is split further: the forward by blocks of query rows (their scores, softmax and output
  * rows are independent), the backward in two parallel phases per pair (d(score) and dQ by query
  * rows into a [T,T] scratch shared by the threads, then dK and dV by key rows). Every element is
  * computed by the same operations in the same order either way, so every thread count gives the
- * same bits. */
+ * same bits.
+ * Also here: the dispatch of vt_attention_* (the reference when a test routes to it). */
 #include "kernels.h"
 #include "../threads.h"
 #include <math.h>
@@ -33,16 +35,20 @@ static int att_rows(int T) {
 
 /* one thread's scratch: the backward's [rows, T] block of dP (the forward needs none) */
 static size_t scratch_per_thread(int T) { return ((size_t)att_rows(T) * T + 3) & ~(size_t)3; }
-/* every thread of the pool gets its own (threads.h): the (image, head) pairs run in parallel */
-size_t vt_attention_scratch_floats(int T, int hd) {
+/* every thread the plan counts gets its own (threads.h): the (image, head) pairs run in parallel */
+size_t vt_attention_scratch_floats(int T, int hd, int threads) {
     if (T <= 0 || hd <= 0) return 0;
-    return scratch_per_thread(T) * (size_t)vt_threads_max();
+    return scratch_per_thread(T) * (size_t)(threads < 1 ? 1 : threads);
+}
+/* the threads a call runs on: the plan's count, at most the pool's */
+static int threads_of(int threads) {
+    int nt = vt_threads_max();
+    return threads < 1 ? 1 : threads < nt ? threads : nt;
 }
 
 /* Blocks of query rows per (image, head) pair in the forward (1 = whole pairs): enough for the
- * pairs' blocks to divide evenly among the threads. */
-static int pair_split(int pairs, int T) {
-    int nt = vt_threads_max();
+ * pairs' blocks to divide evenly among nt threads. */
+static int pair_split(int pairs, int T, int nt) {
     if (nt <= 1 || pairs % nt == 0) return 1;
     for (int r = 2; r <= nt && 8 * r <= T; r++)
         if (pairs * r % nt == 0) return r;
@@ -98,12 +104,13 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
 
 void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
                           int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, float scale) {
+                          int T, int H, int hd, int threads, float scale) {
     if (T <= 0 || hd <= 0) return;
+    int nt = threads_of(threads);
     attn_job J = {.out = out, .att = att, .scratch = scratch, .q = q, .k = k, .v = v,
                   .causal_mask = causal_mask, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
-                  .hd = hd, .scale = scale, .split = pair_split(B * H, T)};
-    vt_parallel_for(B * H * J.split, 1, 4.0 * B * H * (double)T * T * hd, attn_forward_items, &J);
+                  .hd = hd, .scale = scale, .split = pair_split(B * H, T, nt)};
+    vt_parallel_for_max(B * H * J.split, 1, 4.0 * B * H * (double)T * T * hd, nt, attn_forward_items, &J);
 }
 
 /* The backward of one pair's query rows [r0, r1): dS = P (dP - rowsum(P dP)) scale with
@@ -174,22 +181,41 @@ static void attn_backward_phase2(void *ctx, int lo, int hi, int tid) {
 
 void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                            const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, float scale) {
+                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
+                           float scale) {
     if (T <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
     attn_job J = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .att_in = att,
                   .q = q, .k = k, .v = v, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
                   .hd = hd, .scale = scale};
     double work = 8.0 * B * H * (double)T * T * hd;
-    int nt = vt_threads_max();
-    /* split pairs only where whole ones leave threads idle and one [T,T] dS fits the scratch */
-    if (pair_split(B * H, T) == 1 || att_rows(T) < T) {
-        vt_parallel_for(B * H, 1, work, attn_backward_items, &J);
+    int nt = threads_of(threads);
+    /* split pairs only where whole ones leave threads idle and one [T,T] dS fits the scratch
+     * (nt parts of [T,T]: the plan's `threads` >= nt of them) */
+    if (pair_split(B * H, T, nt) == 1 || att_rows(T) < T) {
+        vt_parallel_for_max(B * H, 1, work, nt, attn_backward_items, &J);
         return;
     }
     J.split = nt;
     for (J.b = 0; J.b < B; J.b++)
         for (J.h = 0; J.h < H; J.h++) {
-            if (dq || dk) vt_parallel_for(nt, 1, work / (B * H) * 0.6, attn_backward_phase1, &J);
-            vt_parallel_for(nt, 1, work / (B * H) * 0.4, attn_backward_phase2, &J);
+            if (dq || dk) vt_parallel_for_max(nt, 1, work / (B * H) * 0.6, nt, attn_backward_phase1, &J);
+            vt_parallel_for_max(nt, 1, work / (B * H) * 0.4, nt, attn_backward_phase2, &J);
         }
+}
+
+/* ---- dispatch: the composition above in every build, or the scalar reference (tests) ---- */
+void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
+                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
+                          int T, int H, int hd, int threads, float scale) {
+    if (vt_kernels_reference()) vt_ref_attention_forward(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
+    else vt_gemm_attention_forward(out, att, scratch, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, threads, scale);
+}
+void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                           const float *att, const float *q, const float *k, int qk_rs,
+                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
+                           float scale) {
+    if (vt_kernels_reference())
+        vt_ref_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
+    else
+        vt_gemm_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, threads, scale);
 }
