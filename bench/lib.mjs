@@ -71,11 +71,24 @@ export function runJSON(cmd, args, { env = {}, cpus = null, cwd = ROOT, timeoutM
   return { status: r.status, signal: r.signal, objects, stderr: r.stderr || '' };
 }
 
+// ---- clocks -------------------------------------------------------------------------------------
+
+/** A clock in ms: 'wall' (performance.now) or 'cpu' (this process's CPU time, user + system, all
+ * its threads). On a busy machine a process pinned to one core is charged only for the time it
+ * ran: another process's share of that core is not counted (its caches' effects still are). Wall
+ * time is the only clock for a thread speedup. */
+export function clockOf(kind = 'wall') {
+  if (kind === 'cpu') return () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e3; };
+  if (kind !== 'wall') throw new Error(`clock: 'wall' or 'cpu', not ${kind}`);
+  return () => performance.now();
+}
+
 // ---- the peak loop in JavaScript's hands --------------------------------------------------------
 
 /** build/wasm/peak-{relaxed,simd}.wasm of a build directory: { name, gflops() } runs the 12-chain
- * multiply-add loop once (~3 ms) and returns its GFLOP/s; null when the file is missing. */
-export async function loadPeak(buildDir, kind = 'relaxed') {
+ * multiply-add loop once (~3 ms) and returns its GFLOP/s, timed by `clock` (clockOf); null when
+ * the file is missing. */
+export async function loadPeak(buildDir, kind = 'relaxed', clock = clockOf('wall')) {
   const file = join(buildDir, 'wasm', `peak-${kind}.wasm`);
   if (!existsSync(file)) return null;
   if (kind === 'relaxed') (await import('node:v8')).setFlagsFromString('--experimental-wasm-relaxed-simd');
@@ -86,7 +99,7 @@ export async function loadPeak(buildDir, kind = 'relaxed') {
   const inst = await WebAssembly.instantiate(mod, imports);
   inst.exports._initialize?.();
   const iters = 200000;
-  const gflops = () => { const t = performance.now(); const fl = inst.exports.peak(iters); return fl / ((performance.now() - t) * 1e6); };
+  const gflops = () => { const t = clock(); const fl = inst.exports.peak(iters); return fl / ((clock() - t) * 1e6); };
   for (let i = 0; i < 20; i++) gflops(); // V8 tiers the loop up on a later call
   return { name: kind === 'relaxed' ? 'f32x4.relaxed_madd, 12 chains' : 'f32x4 mul+add, 12 chains', gflops };
 }

@@ -5,6 +5,9 @@
 // kernel_bench's peak pairs), process by process in rounds (A B C A B C ...) otherwise, with the
 // order rotated every round; a ratio is the median of the per-round ratios, with its range.
 // Processes are pinned with taskset: one core (cpu 0) for one-core figures, cpus 0-1 for two.
+// Clocks: one-core figures are CPU time (each process's, or kernel_bench's / train_bench's
+// thread's: another process's share of the core is not charged), two-core figures and thread
+// speedups wall time (nothing else measures a speedup); each table names its clock.
 //   node bench/run.mjs [--quick] [--before-root DIR --before-ref REV] [--from results.json]
 //                      [--only kernels,one_core,two_cores,main_job,default_jobs,policies,thread_profile,builds,demo]
 import { execSync } from 'node:child_process';
@@ -24,6 +27,7 @@ const log = (s) => process.stderr.write(`[bench ${((Date.now() - t0) / 1e3).toFi
 const node = (file) => [process.execPath, [join(ROOT, 'bench', file)]];
 const wasi = (wasm) => [process.execPath, [join(ROOT, 'bench/wasi_run.mjs'), wasm]];
 const ONE = '0', TWO = '0,1';
+const CPU = ['--clock', 'cpu']; // the one-core runs' clock (see above)
 
 let R = { date: new Date().toISOString(), host: hostInfo(), quick: QUICK, before: BEFORE ? { root: BEFORE, ref: BEFORE_REF } : null,
   commit: null, sections: {}, notes: [] };
@@ -76,11 +80,11 @@ else {
       const steps = QUICK ? 2 : b === 1 ? 5 : 3;
       const jobs = [
         ['vitrine', () => run(`1 core b${b} vitrine`, node('step_bench.mjs'), ['--job', 'vit', '--batch', String(b), '--rounds', String(steps),
-          '--warmup', '3', '--peak', 'relaxed', '--engine', '.:relaxed:1', ...(BEFORE ? ['--engine', `${BEFORE}:relaxed:1:before`] : [])])[0]],
+          '--warmup', '3', '--peak', 'relaxed', ...CPU, '--engine', '.:relaxed:1', ...(BEFORE ? ['--engine', `${BEFORE}:relaxed:1:before`] : [])])[0]],
         ...(haveTorch() ? [['pytorch', () => run(`1 core b${b} pytorch`, [PY, [join(ROOT, 'bench/torch_vit.py')]], ['--batch', String(b),
-          '--torch-threads', '1', '--blas-threads', '1', '--steps', String(steps), '--warmup', '2'])[0]]] : []),
+          '--torch-threads', '1', '--blas-threads', '1', '--steps', String(steps), '--warmup', '2', ...CPU])[0]]] : []),
         ...(haveTfjs() ? [['tfjs', () => run(`1 core b${b} tfjs wasm`, node('tfjs_vit.mjs'), ['--backend', 'wasm', '--batch', String(b),
-          '--steps', String(QUICK ? 1 : b === 1 ? 3 : 2), '--warmup', QUICK ? '1' : '2'])[0]]] : []),
+          '--steps', String(QUICK ? 1 : b === 1 ? 3 : 2), '--warmup', QUICK ? '1' : '2', ...CPU])[0]]] : []),
       ];
       for (let r = 0; r < rounds; r++) {
         const round = { batch: b, round: r, load: loadavg()[0] };
@@ -88,7 +92,7 @@ else {
         res.push(round);
       }
       if (!QUICK && b === 1 && haveTfjs()) res.push({ batch: b, naive_tfjs: run('1 core b1 tfjs wasm, naive layout', node('tfjs_vit.mjs'),
-        ['--backend', 'wasm', '--batch', '1', '--steps', '1', '--warmup', '1', '--layout', 'naive'])[0] || null });
+        ['--backend', 'wasm', '--batch', '1', '--steps', '1', '--warmup', '1', '--layout', 'naive', ...CPU])[0] || null });
     }
     if (!haveTorch()) R.notes.push(`PyTorch: ${PY} cannot import torch (bash scripts/setup.sh installs python3-torch)`);
     if (!haveTfjs()) R.notes.push('TF.js: node_modules/@tensorflow missing (npm ci)');
@@ -140,9 +144,9 @@ else {
     const out = [];
     for (const [preset, kind, b, policies] of jobs)
       out.push(...run(`policies ${preset} ${kind} b${b}`, tb, ['--preset', preset, '--kind', kind, '--batch', String(b), ...pol(policies),
-        '--repeat', QUICK ? '2' : '5', '--warmup', '2']));
+        '--repeat', QUICK ? '2' : '5', '--warmup', '2', ...CPU]));
     if (BEFORE) out.push(...run('policies before', wasi(join(BEFORE, 'build/wasm/train_bench-relaxed.wasm')),
-      ['--preset', TINY, '--kind', 'encode', '--batch', String(QUICK ? 1 : 4), '--policy', 'none', '--repeat', QUICK ? '2' : '5', '--warmup', '2'])
+      ['--preset', TINY, '--kind', 'encode', '--batch', String(QUICK ? 1 : 4), '--policy', 'none', '--repeat', QUICK ? '2' : '5', '--warmup', '2', ...CPU])
       .map((o) => ({ ...o, before: true })));
     return { rows: out };
   });
@@ -172,7 +176,7 @@ else {
       const round = { round: r, load: loadavg()[0] };
       for (const [name, cmd] of rotate(progs, r))
         round[name] = run(`builds ${name}`, cmd, ['--preset', TINY, '--kind', 'encode', ...batches.flatMap((b) => ['--batch', String(b)]),
-          '--policy', 'none', '--repeat', '3', '--warmup', '2']);
+          '--policy', 'none', '--repeat', '3', '--warmup', '2', ...CPU]);
       res.push(round);
     }
     return { rounds: res };
@@ -251,9 +255,11 @@ P('One step of timm\'s ViT-Ti/16 (vit_tiny_patch16_224) with a 1000-class head: 
   'one core (torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1, taskset); its share of CPU time over the timed steps is shown. TF.js: ' +
   'wasm backend (XNNPACK, SIMD, threads off) on its fast path: every product a plain 2-D matMul without transpose flags, their ' +
   'gradients written with explicit tf.transpose, attention per head on 2-D slices (XNNPACK takes only that layout; the rest falls to ' +
-  'scalar loops). Statistic: rounds of the three processes (order rotated); ms = median over rounds of each process\'s median step; ' +
+  'scalar loops). Clock: each process\'s CPU time (user + system, all its threads), so that other processes on cpu 0 are not charged. ' +
+  'Statistic: rounds of the three processes (order rotated); ms = median over rounds of each process\'s median step; ' +
   'ratios = median (min–max) of the per-round ratios. % of peak: model FLOPs (bench/train_bench.c\'s formula + the head) / step time / ' +
-  'the relaxed-madd peak timed just before each step, median (min–max) over the steps.');
+  'the relaxed-madd peak timed (by the same clock) just before each step, median (min–max) over the steps. PyTorch\'s CPU share is ' +
+  'its CPU time over wall time (at most 100% pinned to one core).');
 P();
 P('| batch | rounds | load | vitrine ms | PyTorch ms (CPU share) | TF.js ms | vitrine / PyTorch | TF.js / vitrine | vitrine % of peak | vitrine images/s |');
 P('|---|---|---|---|---|---|---|---|---|---|');
@@ -283,7 +289,7 @@ P();
 P('The step of section 3, processes pinned to cpus 0-1. vitrine: the relaxed shared-memory build (relaxed-mt) at 1 and 2 threads in ONE ' +
   'process, their steps alternating; "same bits": the losses of every step and the weights after the last are identical at both thread ' +
   'counts. PyTorch: each (torch intra-op threads x OpenBLAS threads) setting in its own process, OPENBLAS_NUM_THREADS set before loading. ' +
-  'Statistic: rounds of all processes (order rotated); ms = median over rounds of each process\'s median step; speedups and ratios = ' +
+  'Clock: wall time (a speedup is a wall-time figure; on a busy machine the other processes\' share of the two cores lowers it). Statistic: rounds of all processes (order rotated); ms = median over rounds of each process\'s median step; speedups and ratios = ' +
   'median (min–max) of per-round ratios (vitrine 2 threads vs 1: per step pair).');
 P();
 P('| batch | load | vitrine 1t ms | 2t ms | 2t speedup | same bits | PyTorch 1x1 | 1x2 | 2x1 | 2x2 (torch x OpenBLAS threads, ms) | best PyTorch 2-core | its speedup vs 1x1 | vitrine 2t / best PyTorch |');
@@ -311,7 +317,7 @@ P('## 5. The main job: images per second');
 P();
 P('The step of `node web/cli.js train` (the main job) as the CLI runs it: TrainingRun.trainOne on Fashion-MNIST = batch assembly + ' +
   'Model.trainStep (MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5, block checkpointing, the CLI\'s lr schedule), relaxed-mt build, ' +
-  'pinned to cpus 0-1, 1 and 2 threads (and the older engine with --before) alternating step by step in one process. images/s = 64 / ' +
+  'pinned to cpus 0-1, 1 and 2 threads (and the older engine with --before) alternating step by step in one process, wall time. images/s = 64 / ' +
   'the median step time (the CLI\'s own figure averages the same steps, start-up and evaluation excluded).' + (mj ? ` ${mj.rounds} rounds after ` +
   `${mj.warmup} warm-up steps; load ${mj.loadavg_start[0]} -> ${mj.loadavg_end[0]}.` : ''));
 P();
@@ -334,7 +340,7 @@ if (dj.length) {
   P();
   P('bench/classify_bench.mjs: the classifier step (`vitrine train --objective classify`: timm ViT + head, batch 128, avg pooling) and ' +
     'the MAE step (`vitrine train`: batch 64, mask ratio 0.5) of two presets under two policies, all interleaved step by step in one ' +
-    `process, relaxed-mt, 2 threads, pinned to cpus 0-1, ${dj[0].repeat} steps each after 2 warm-up steps. Statistic: images/s = batch / ` +
+    `process, relaxed-mt, 2 threads, pinned to cpus 0-1, ${dj[0].repeat} steps each after 2 warm-up steps, wall time. Statistic: images/s = batch / ` +
     `median step time; ratios = median of per-step ratios. ${loadNote(S.default_jobs)}.`);
   P();
   P('| preset | objective | batch | policy | images/s | time vs none | time vs the first preset |');
@@ -350,7 +356,7 @@ P('## 6. Where the time goes, and the checkpointing policies (one core)');
 P();
 P('bench/train_bench.c, relaxed build (WASI), pinned to cpu 0: "encode" = lightly\'s encode over 197 tokens + backward of a fixed upstream ' +
   'gradient + AdamW; "mae" = lightly\'s MAE example (mask ratio 0.75, decoder 512 wide, 1 deep). One model per policy, same weights; ' +
-  `the policies' steps interleaved round by round. Statistic: ms = median over rounds; x none = median (min–max) of per-round ratios. ${loadNote(S.policies)}.`);
+  `the policies' steps interleaved round by round, timed by the thread's CPU clock. Statistic: ms = median over rounds; x none = median (min–max) of per-round ratios. ${loadNote(S.policies)}.`);
 P();
 P('| model | objective | batch | policy | ms/step | x none | GFLOP/s | activations MiB | total MiB |');
 P('|---|---|---|---|---|---|---|---|---|');
@@ -377,7 +383,7 @@ if (tp.length) {
   P();
   P('The native FMA build (vitrine_fma: the relaxed wasm build\'s kernels, splits and bits; train_bench has per-kernel timers, the ' +
     'wasm commands no threads), pinned to cpus 0-1, 1 and 2 threads in alternating processes, rounds. ViT-Ti/16 encode step (+ AdamW), ' +
-    'policy none; the main job\'s MAE step (fmnist-p7-mlp2, batch 64, mask ratio 0.5, block). ms per step (per kernel: mean over the ' +
+    'policy none; the main job\'s MAE step (fmnist-p7-mlp2, batch 64, mask ratio 0.5, block); wall time. ms per step (per kernel: mean over the ' +
     `steps) = median over rounds; x = 1-thread time / 2-thread time. "other": the step minus its kernels (the serial loops of the ` +
     `orchestration, and the fork/join of the kernels that the wrappers do not see). ${loadNote(S.thread_profile)}.`);
   P();
@@ -394,7 +400,8 @@ if (tp.length) {
 const br = S.builds?.rounds || [];
 P('## 7. Builds side by side, one core');
 P();
-P('bench/train_bench.c\'s encode step (ViT-Ti/16, policy none) in each build, processes pinned to cpu 0 in rounds (order rotated). ' +
+P('bench/train_bench.c\'s encode step (ViT-Ti/16, policy none) in each build, processes pinned to cpu 0 in rounds (order rotated), ' +
+  'timed by the thread\'s CPU clock. ' +
   `Statistic: ms = median over rounds; ratios = median (min–max) of per-round ratios. ${loadNote(S.builds)}.`);
 P();
 P('| batch | wasm relaxed | native FMA | wasm SIMD128 | native SSE2 | relaxed / native FMA | SIMD128 / SSE2 | SIMD128 / relaxed |');
@@ -412,7 +419,7 @@ P('## 8. The demo\'s 224-px MAE: a decoder sized for a tab, and lightly\'s');
 P();
 if (dm) {
   P(`MAE on ViT-Ti/16 at 224 px, batch 8, mask ratio 0.75, policy none, relaxed-mt, 2 threads (pinned to cpus 0-1), the two decoders' steps ` +
-    `alternating in one process (bench/step_bench.mjs --job demo). ms = median over ${dm.rounds} rounds; load ${dm.loadavg_start[0]} -> ${dm.loadavg_end[0]}.`);
+    `alternating in one process (bench/step_bench.mjs --job demo), wall time. ms = median over ${dm.rounds} rounds; load ${dm.loadavg_start[0]} -> ${dm.loadavg_end[0]}.`);
   P();
   P('| decoder | dim x depth (heads) | s per step | planned total MiB (activations) |');
   P('|---|---|---|---|');

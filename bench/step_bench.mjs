@@ -18,6 +18,8 @@
 //   demo     the demo's 224-px MAE on a timm preset with its decoders (--decoders tab,lightly of
 //            web/train.js's MAE_DECODERS): trainStep at batch 8; also each one's planned bytes.
 // Engines (--engine, repeatable): ROOT:BUILD:THREADS[:LABEL]; ROOT '.' is this tree.
+// --clock cpu times each step (and the peak) by the process's CPU time instead of wall time: for
+// one-thread engines on a pinned core of a busy machine (bench/lib.mjs clockOf); never for threads.
 // The statistic: ms = median over rounds; an engine's time against the first engine's = median of
 // the per-round ratios, with their min and max. Bits: engines of one checkout and one build
 // family (relaxed and relaxed-mt) must give the same losses and weights at every thread count.
@@ -25,7 +27,7 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, hostInfo, loadavg, loadPeak, median, paired, summary } from './lib.mjs';
+import { ROOT, clockOf, hostInfo, loadavg, loadPeak, median, paired, summary } from './lib.mjs';
 
 const args = process.argv.slice(2);
 const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
@@ -36,6 +38,7 @@ const preset = opt('--preset', 'vit_tiny_patch16_224'), peakKind = opt('--peak',
 const decoders = opt('--decoders', 'tab,lightly').split(',');
 const specs = all('--engine');
 if (!specs.length) specs.push('.:relaxed:1');
+const clockKind = opt('--clock', 'wall'), clock = clockOf(clockKind);
 
 const PRESET_DIMS = { vit_tiny_patch16_224: [192, 12, 3], vit_small_patch16_224: [384, 12, 6], vit_base_patch16_224: [768, 12, 12] };
 const CLASSES = 1000;
@@ -104,11 +107,12 @@ for (const e of engines) {
   if (job === 'demo') for (const d of decoders) runs.push({ e, variant: d, ...(await setupDemo(e, d)) });
   else runs.push({ e, variant: null, ...(job === 'vit' ? await setupVit(e) : await setupMainJob(e)) });
 }
-const peak = peakKind ? await loadPeak(join(ROOT, 'build'), peakKind) : null;
+if (clockKind === 'cpu' && engines.some((e) => e.threads > 1)) throw new Error('--clock cpu: one-thread engines only (CPU time is not a thread speedup)');
+const peak = peakKind ? await loadPeak(join(ROOT, 'build'), peakKind, clock) : null;
 
 const loadStart = loadavg();
 for (const r of runs) { r.ms = []; r.losses = []; r.peak = []; }
-const timeStep = (r) => { const t = performance.now(); const loss = r.step(); return { ms: performance.now() - t, loss }; };
+const timeStep = (r) => { const t = clock(); const loss = r.step(); return { ms: clock() - t, loss }; };
 for (let w = 0; w < warmup; w++) for (const r of runs) r.losses.push(timeStep(r).loss); // V8 tiers the wasm up
 for (let i = 0; i < rounds; i++)
   for (let j = 0; j < runs.length; j++) {
@@ -132,7 +136,7 @@ for (const r of runs) {
 }
 
 const out = { job, preset: job === 'mainjob' ? 'fmnist-p7-mlp2' : preset, batch: B, rounds, warmup, host: hostInfo(), loadavg_start: loadStart,
-  loadavg_end: loadEnd, statistic: 'ms: median over rounds; vs_first: median (min, max) of the per-round ratio of step times to the first run\'s',
+  loadavg_end: loadEnd, clock: clockKind, statistic: 'ms: median over rounds; vs_first: median (min, max) of the per-round ratio of step times to the first run\'s',
   peak: peak ? { name: peak.name, ...summary(runs.flatMap((r) => r.peak)) } : null, same_bits: bits, runs: [] };
 for (const r of runs) {
   const o = { label: r.e.label, root: r.e.root, build: r.e.build, threads: r.e.threads, variant: r.variant, ms: r.ms.map((x) => +x.toFixed(2)),

@@ -17,9 +17,11 @@
 // eps 1e-6 via moments, fused qkv, softmax(q k^T / sqrt(hd)) v, proj, fc1 -> exact GELU (erf) ->
 // fc2), final LayerNorm, [CLS] into a 1000-class head. Step: forward, cross-entropy, gradients by
 // tf.variableGrads, AdamW written out in tf ops (TF.js has none).
-//   node bench/tfjs_vit.mjs --backend wasm|cpu [--preset NAME] [--batch B] [--steps R] [--layout fast|naive]
+// --clock cpu times each step by the process's CPU time (bench/lib.mjs clockOf), not wall time.
+//   node bench/tfjs_vit.mjs --backend wasm|cpu [--preset NAME] [--batch B] [--steps R] [--layout fast|naive] [--clock wall|cpu]
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { clockOf } from './lib.mjs';
 
 const require = createRequire(import.meta.url);
 const tf = require('@tensorflow/tfjs');
@@ -31,6 +33,7 @@ const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[
 const backend = opt('--backend', 'wasm'), layout = opt('--layout', 'fast');
 const preset = opt('--preset', 'vit_tiny_patch16_224');
 const B = Number(opt('--batch', 1)), steps = Number(opt('--steps', 3)), warmup = Number(opt('--warmup', 2));
+const clockKind = opt('--clock', 'wall'), clock = clockOf(clockKind);
 const [D, depth, H] = PRESETS[preset];
 const hd = D / H, T = 197, N = 196, P = 16, CLASSES = 1000;
 
@@ -122,13 +125,13 @@ function step() {
   tf.dispose(grads);
 }
 
-const result = { build: `tfjs-${backend}`, layout, model: preset, objective: 'classify', batch: B, tfjs: tf.version.tfjs, threads: 1 };
+const result = { build: `tfjs-${backend}`, layout, model: preset, objective: 'classify', batch: B, tfjs: tf.version.tfjs, threads: 1, clock: clockKind };
 try {
   const times = [];
   for (let i = 0; i < warmup + steps; i++) {
-    const t0 = performance.now();
+    const t0 = clock();
     step();
-    if (i >= warmup) times.push(performance.now() - t0);
+    if (i >= warmup) times.push(clock() - t0);
   }
   const s = [...times].sort((a, b) => a - b), n = s.length;
   Object.assign(result, { ms: times.map((x) => +x.toFixed(2)), ms_per_step: +(n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2).toFixed(3) });
