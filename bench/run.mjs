@@ -290,10 +290,11 @@ P('The step of section 3, processes pinned to cpus 0-1. vitrine: the relaxed sha
   'process, their steps alternating; "same bits": the losses of every step and the weights after the last are identical at both thread ' +
   'counts. PyTorch: each (torch intra-op threads x OpenBLAS threads) setting in its own process, OPENBLAS_NUM_THREADS set before loading. ' +
   'Clock: wall time (a speedup is a wall-time figure; on a busy machine the other processes\' share of the two cores lowers it). Statistic: rounds of all processes (order rotated); ms = median over rounds of each process\'s median step; speedups and ratios = ' +
-  'median (min–max) of per-round ratios (vitrine 2 threads vs 1: per step pair).');
+  'median (min–max) of per-round ratios (vitrine 2 threads vs 1: per step pair). "cores had": the 2-thread steps\' CPU time over their ' +
+  'wall time, median (2.0 = both cores its own; less = other processes took part of them).');
 P();
-P('| batch | load | vitrine 1t ms | 2t ms | 2t speedup | same bits | PyTorch 1x1 | 1x2 | 2x1 | 2x2 (torch x OpenBLAS threads, ms) | best PyTorch 2-core | its speedup vs 1x1 | vitrine 2t / best PyTorch |');
-P('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+P('| batch | load | vitrine 1t ms | 2t ms | 2t speedup | cores had (2t) | same bits | PyTorch 1x1 | 1x2 | 2x1 | 2x2 (torch x OpenBLAS threads, ms) | best PyTorch 2-core | its speedup vs 1x1 | vitrine 2t / best PyTorch |');
+P('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
 const twoCore = {};
 for (const b of [...new Set(tc.map((r) => r.batch))]) {
   const rs = tc.filter((r) => r.batch === b);
@@ -304,9 +305,10 @@ for (const b of [...new Set(tc.map((r) => r.batch))]) {
   const names = ['1x2', '2x1', '2x2'];
   const best = names.map((c) => [c, median(cfg(c))]).filter((x) => x[1] != null).sort((x, y) => x[1] - y[1])[0];
   const v2r = rs.map((r) => runOf(r.vitrine, 'this tree relaxed-mt 2t')?.ms_median);
-  twoCore[b] = { v1: median(v1), v2: median(v2), speedup: sp, same, best, v2_over_best: best ? paired(v2r, cfg(best[0])) : null,
+  const had = median(rs.map((r) => runOf(r.vitrine, 'this tree relaxed-mt 2t')?.cores_used?.median));
+  twoCore[b] = { v1: median(v1), v2: median(v2), speedup: sp, cores_had: had, same, best, v2_over_best: best ? paired(v2r, cfg(best[0])) : null,
     torch_speedup: best ? paired(cfg('1x1'), cfg(best[0])) : null };
-  P(`| ${b} | ${f(rs[0]?.load, 1)}–${f(rs[rs.length - 1]?.load, 1)} | ${f(median(v1), 0)} | ${f(median(v2), 0)} | ${fr(sp)} | ${same ? 'yes' : '**no**'} | ` +
+  P(`| ${b} | ${f(rs[0]?.load, 1)}–${f(rs[rs.length - 1]?.load, 1)} | ${f(median(v1), 0)} | ${f(median(v2), 0)} | ${fr(sp)} | ${f(had, 2)} | ${same ? 'yes' : '**no**'} | ` +
     `${['1x1', ...names].map((c) => f(median(cfg(c)), 0)).join(' | ')} | ${best ? best[0] : '–'} | ${fr(twoCore[b].torch_speedup)} | ${fr(twoCore[b].v2_over_best)} |`);
 }
 P();
@@ -323,9 +325,9 @@ P('The step of `node web/cli.js train` (the main job) as the CLI runs it: Traini
 P();
 const mainJob = {};
 if (mj) {
-  P('| engine | threads | ms per step | images/s | time vs the first row: median (min–max) |');
-  P('|---|---|---|---|---|');
-  for (const r of mj.runs) P(`| ${r.label} | ${r.threads} | ${f(r.ms_median, 1)} | ${f(r.images_per_s, 0)} | ${fr(r.vs_first)} |`);
+  P('| engine | threads | ms per step | images/s | time vs the first row: median (min–max) | cores had (CPU / wall, median) |');
+  P('|---|---|---|---|---|---|');
+  for (const r of mj.runs) P(`| ${r.label} | ${r.threads} | ${f(r.ms_median, 1)} | ${f(r.images_per_s, 0)} | ${fr(r.vs_first)} | ${f(r.cores_used?.median, 2)} |`);
   const a1 = mj.runs.find((r) => r.label === 'this tree relaxed-mt 1t'), a2 = mj.runs.find((r) => r.label === 'this tree relaxed-mt 2t');
   if (a1 && a2) mainJob.speedup = paired(a1.ms, a2.ms);
   mainJob.same = mj.same_bits.every((x) => x.same);

@@ -111,15 +111,23 @@ if (clockKind === 'cpu' && engines.some((e) => e.threads > 1)) throw new Error('
 const peak = peakKind ? await loadPeak(join(ROOT, 'build'), peakKind, clock) : null;
 
 const loadStart = loadavg();
-for (const r of runs) { r.ms = []; r.losses = []; r.peak = []; }
-const timeStep = (r) => { const t = clock(); const loss = r.step(); return { ms: clock() - t, loss }; };
+for (const r of runs) { r.ms = []; r.losses = []; r.peak = []; r.cores = []; }
+// each step's time by the chosen clock, and its CPU time over its wall time (the cores the process
+// had: below the thread count when other processes share the cores)
+const cpuClock = clockOf('cpu'), wallClock = clockOf('wall');
+const timeStep = (r) => {
+  const t = clock(), c = cpuClock(), w = wallClock();
+  const loss = r.step();
+  const ms = clock() - t, cores = (cpuClock() - c) / (wallClock() - w);
+  return { ms, loss, cores };
+};
 for (let w = 0; w < warmup; w++) for (const r of runs) r.losses.push(timeStep(r).loss); // V8 tiers the wasm up
 for (let i = 0; i < rounds; i++)
   for (let j = 0; j < runs.length; j++) {
     const r = runs[(i + j) % runs.length];
     if (peak) r.peak.push(peak.gflops());
-    const { ms, loss } = timeStep(r);
-    r.ms.push(ms); r.losses.push(loss);
+    const { ms, loss, cores } = timeStep(r);
+    r.ms.push(ms); r.losses.push(loss); r.cores.push(cores);
   }
 const loadEnd = loadavg();
 
@@ -140,7 +148,7 @@ const out = { job, preset: job === 'mainjob' ? 'fmnist-p7-mlp2' : preset, batch:
   peak: peak ? { name: peak.name, ...summary(runs.flatMap((r) => r.peak)) } : null, same_bits: bits, runs: [] };
 for (const r of runs) {
   const o = { label: r.e.label, root: r.e.root, build: r.e.build, threads: r.e.threads, variant: r.variant, ms: r.ms.map((x) => +x.toFixed(2)),
-    ms_median: median(r.ms), vs_first: paired(r.ms, runs[0].ms), images_per_s: B * 1e3 / median(r.ms) };
+    ms_median: median(r.ms), cores_used: summary(r.cores), vs_first: paired(r.ms, runs[0].ms), images_per_s: B * 1e3 / median(r.ms) };
   if (r.flops) {
     o.step_gflop = r.flops / 1e9;
     o.gflops = r.flops / median(r.ms) / 1e6;
