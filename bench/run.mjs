@@ -468,7 +468,14 @@ if (R.before) {
   for (const b of ocb) {
     const rs = oc.filter((r) => r.batch === b && r.round != null);
     const a = rs.flatMap((r) => runOf(r.vitrine)?.ms || []), bf = rs.flatMap((r) => runOf(r.vitrine, 'before')?.ms || []);
-    P(`| ViT-Ti/16 step b${b}, 1 thread, ms | ${f(median(bf), 0)} | ${f(median(a), 0)} | ${fr(paired(bf, a))} |`);
+    P(`| ViT-Ti/16 step b${b}, 1 core (CPU time), ms | ${f(median(bf), 0)} | ${f(median(a), 0)} | ${fr(paired(bf, a))} |`);
+    // per round: each engine's median step against the same round's PyTorch and TF.js processes
+    const bm = rs.map((r) => runOf(r.vitrine, 'before')?.ms_median), am = rs.map((r) => runOf(r.vitrine)?.ms_median);
+    const t = rs.map((r) => r.pytorch?.ms_per_step), j = rs.map((r) => r.tfjs?.ms_per_step);
+    P(`| ViT-Ti/16 b${b}, 1 core: vitrine / PyTorch strictly one core | ${fr(paired(bm, t))} | ${fr(paired(am, t))} | |`);
+    P(`| ViT-Ti/16 b${b}, 1 core: TF.js fast path / vitrine | ${fr(paired(j, bm))} | ${fr(paired(j, am))} | |`);
+    const pk = (label) => summary(rs.flatMap((r) => { const x = runOf(r.vitrine, label); return x?.pct_peak ? [x.pct_peak.median] : []; }));
+    P(`| ViT-Ti/16 b${b}, 1 core: whole step, % of the relaxed-madd peak | ${pct(pk('before'), 0)} | ${pct(pk(), 0)} | |`);
   }
   for (const b of [...new Set(tc.map((r) => r.batch))]) {
     const rs = tc.filter((r) => r.batch === b);
@@ -478,6 +485,12 @@ if (R.before) {
     }
     const bf1 = rs.flatMap((r) => runOf(r.vitrine, 'before 1t')?.ms || []), bf2 = rs.flatMap((r) => runOf(r.vitrine, 'before 2t')?.ms || []);
     P(`| ViT-Ti/16 b${b}: 2 threads / 1 thread | ${fr(paired(bf1, bf2))} | ${fr(twoCore[b]?.speedup)} | |`);
+    const best = twoCore[b]?.best;
+    if (best) {
+      const t = rs.map((r) => r[`pytorch ${best[0]}`]?.ms_per_step);
+      P(`| ViT-Ti/16 b${b}, 2 cores: vitrine 2 threads / best PyTorch (${best[0]}) | ${fr(paired(rs.map((r) => runOf(r.vitrine, 'before 2t')?.ms_median), t))} | ` +
+        `${fr(twoCore[b].v2_over_best)} | |`);
+    }
   }
   if (mj) {
     for (const t of [1, 2]) {
@@ -490,7 +503,8 @@ if (R.before) {
   const before = kb('before wasm-relaxed');
   if (before.length) {
     const g = (rows) => rows.filter((r) => r.op !== 'attention').map((r) => r.pct_peak);
-    P(`| GEMM rows, % of peak (lowest–highest) | ${f(Math.min(...g(before)), 0)}–${f(Math.max(...g(before)), 0)}% | ${f(Math.min(...g(kb('wasm-relaxed'))), 0)}–${f(Math.max(...g(kb('wasm-relaxed'))), 0)}% | |`);
+    P(`| GEMM rows (relaxed, one core), % of peak: lowest–highest, median | ${f(Math.min(...g(before)), 0)}–${f(Math.max(...g(before)), 0)}%, ${f(median(g(before)), 0)}% | ` +
+      `${f(Math.min(...g(kb('wasm-relaxed'))), 0)}–${f(Math.max(...g(kb('wasm-relaxed'))), 0)}%, ${f(median(g(kb('wasm-relaxed'))), 0)}% | |`);
   }
   P();
 }
