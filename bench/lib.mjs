@@ -14,11 +14,16 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** CPU model, cores, the host's vector ISA (what PyTorch / OpenBLAS can use; wasm has 128-bit
  * vectors whatever the host), Node and V8. */
 export function hostInfo() {
-  let flags = [];
-  try { flags = ((readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m) || ['', ''])[1]).trim().split(/\s+/); } catch { /* not Linux */ }
+  let flags = [], info = '';
+  try { info = readFileSync('/proc/cpuinfo', 'utf8'); } catch { /* not Linux */ }
+  flags = ((info.match(/^flags\s*:(.*)$/m) || ['', ''])[1]).trim().split(/\s+/);
   const isa = flags.includes('avx512f') ? 'AVX-512 + AVX2 + FMA3' : flags.includes('avx2') ? 'AVX2 + FMA3'
     : flags.includes('fma') ? 'AVX + FMA3' : flags.includes('sse2') ? 'SSE2 (no FMA)' : process.arch;
-  return { cpu: os.cpus()[0]?.model || 'unknown CPU', cores: os.cpus().length, isa, fma: flags.includes('fma') || process.arch === 'arm64',
+  // a VM's model name may hide the generation ("AMD EPYC"): AMD's cpu family tells it
+  const family = Number((info.match(/^cpu family\s*:\s*(\d+)/m) || [])[1]);
+  const zen = /AuthenticAMD/.test(info) ? { 23: 'Zen / Zen 2', 25: flags.includes('avx512f') ? 'Zen 4' : 'Zen 3', 26: 'Zen 5' }[family] : null;
+  const model = os.cpus()[0]?.model || 'unknown CPU';
+  return { cpu: zen && !model.includes('Zen') ? `${model} (${zen})` : model, cores: os.cpus().length, isa, fma: flags.includes('fma') || process.arch === 'arm64',
     node: process.version, v8: process.versions.v8, taskset: hasTaskset() };
 }
 /** The 1-minute load average, rounded (printed beside every measurement). */

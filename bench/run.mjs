@@ -201,8 +201,15 @@ const loadNote = (s) => (s ? `load average ${s.load_start?.[0]} -> ${s.load_end?
 const H = R.host;
 P('# vitrine benchmarks');
 P();
+// a run on a busy machine says so first (the loads of every section, 1 min)
+const loads = Object.values(S).flatMap((x) => [x.load_start?.[0], x.load_end?.[0]]).filter((x) => x != null);
+if (loads.length && Math.max(...loads) > 0.5 * R.host.cores)
+  P(`**Measured under load**: the 1-minute load average was ${f(Math.min(...loads), 1)}–${f(Math.max(...loads), 1)} on ${R.host.cores} cores ` +
+    'during this run (other work on the machine). The paired ratios and the CPU-time figures hold up best; two-core wall times and ' +
+    'thread speedups are lowered by what the other processes took (see "cores had").\n');
 P(`${R.date}, commit ${R.commit || '?'}${R.before ? ` (before: ${R.before.ref || R.before.root})` : ''}. ${H.cpu}, ${H.cores} cores, host vector ISA ` +
-  `${H.isa} (PyTorch/OpenBLAS use it; wasm vectors are 128-bit whatever the host), Node ${H.node} (V8 ${H.v8}). ` +
+  `${H.isa} (PyTorch/OpenBLAS use it); vitrine runs WebAssembly SIMD128, 128-bit vectors whatever the host (its default relaxed ` +
+  `build: f32x4.relaxed_madd, an FMA${H.fma ? ' here' : ' where the CPU has one'}), Node ${H.node} (V8 ${H.v8}). ` +
   `${R.quick ? '**QUICK smoke run: the figures mean nothing.** ' : ''}Made by \`bash bench/run.sh${R.before ? ` --before ${R.before.ref}` : ''}\` in ` +
   `${f(R.seconds / 60, 1)} min (the measuring; run.sh adds the builds). Processes pinned with taskset: one core = cpu 0, two cores = cpus 0-1.` +
   `${H.taskset ? '' : ' (taskset missing: NOT pinned.)'} Every table names its statistic and its load average (1 min, at its start and end): ` +
