@@ -18,10 +18,13 @@
  * dbias, 4MKN); attention (vt_attention_forward / _backward, head_dim 64, flops of its products:
  * 4 T^2 D forward, 8 T^2 D backward). Only the kernels' public names are used, so the same source
  * measures an older engine (bench/run.sh --before).
- *   kernel_bench [--widths 192,384,768] [--batch B] [--rounds R] [--quick]   (JSON to stdout) */
+ *   kernel_bench [--widths 192,384,768] [--batch B] [--rounds R] [--quick]   (JSON to stdout)
+ * Native only: kernel_bench --peak-threads N [--rounds R] instead measures how far N threads can
+ * scale on this machine right now (below). */
 #include "bench_util.h"
 #include "kernels/kernels.h"
 #include "threads.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +54,14 @@ double peak_fma128(long iters, const volatile float *in, volatile float *sink);
 #endif
 static volatile float peak_in4[4] = {0.999999f, 1e-7f, 0.5f, 0.25f};
 static volatile float peak_sink4;
-static double peak_chains(long iters) {
+static double peak_chains_into(long iters, volatile float *sink) {
 #if defined(VT_BENCH_FMA128)
-    return peak_fma128(iters, peak_in4, &peak_sink4);
+    return peak_fma128(iters, peak_in4, sink);
 #else
-    return peak_portable(iters, peak_in4, &peak_sink4);
+    return peak_portable(iters, peak_in4, sink);
 #endif
 }
+static double peak_chains(long iters) { return peak_chains_into(iters, &peak_sink4); }
 #endif
 #if defined(VT_BENCH_AVX2)
 double peak_avx2(long iters, const volatile float *in, volatile float *sink);
@@ -87,6 +91,41 @@ static double median(double *x, int n) {
     qsort(x, (size_t)n, sizeof(double), cmp_d);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
+
+#if !defined(__wasm__)
+#include <pthread.h>
+/* --peak-threads N: the ceiling of a thread speedup on this machine at this moment. Rounds of the
+ * peak loop on one thread, then on N threads at once (each its own loop, registers only: no
+ * memory, no synchronisation inside), by wall time from the start to the last thread's end;
+ * the ratio N-thread GFLOP/s / 1-thread GFLOP/s per round, median and range. On N idle cores it
+ * is ~N; on a shared machine it says how much of N cores a compute-bound program got. */
+#define PT_MAX 16
+static long pt_iters = 3000000; /* ~5 ms a loop */
+static volatile float pt_sink[PT_MAX * 16]; /* one cache line per thread */
+static void *pt_loop(void *p) { peak_chains_into(pt_iters, &pt_sink[16 * (int)(intptr_t)p]); return NULL; }
+static double pt_gflops(int n) {
+    pthread_t th[PT_MAX];
+    double t = now_s();
+    for (int i = 1; i < n; i++)
+        if (pthread_create(&th[i], NULL, pt_loop, (void *)(intptr_t)i)) return 0;
+    pt_loop(0);
+    for (int i = 1; i < n; i++) pthread_join(th[i], NULL);
+    return n * (double)pt_iters * 12 * 4 * 2 / (now_s() - t) / 1e9;
+}
+static int peak_threads(int n, int rounds) {
+    if (n < 1 || n > PT_MAX) { fprintf(stderr, "--peak-threads: 1..%d\n", PT_MAX); return 2; }
+    double g1[256], gn[256], r[256];
+    pt_gflops(1), pt_gflops(n);
+    for (int i = 0; i < rounds; i++) g1[i] = pt_gflops(1), gn[i] = pt_gflops(n), r[i] = gn[i] / g1[i];
+    double lo = r[0], hi = r[0];
+    for (int i = 1; i < rounds; i++) lo = r[i] < lo ? r[i] : lo, hi = r[i] > hi ? r[i] : hi;
+    printf("{\"build\": \"%s\", \"peak_threads\": %d, \"rounds\": %d, \"loop\": \"%s\", "
+           "\"statistic\": \"per round: N threads' GFLOP/s (wall) / one thread's just before; median, min, max\", "
+           "\"gflops_1\": %.3f, \"gflops_n\": %.3f, \"scaling\": %.3f, \"scaling_min\": %.3f, \"scaling_max\": %.3f}\n",
+           BENCH_BUILD, n, rounds, PEAK_NAME, median(g1, rounds), median(gn, rounds), median(r, rounds), lo, hi);
+    return 0;
+}
+#endif
 
 /* ---- matmul and attention -------------------------------------------------------------------- */
 
@@ -173,7 +212,7 @@ static void row(const char *op, const char *dir, int D, int M, int K, int N, dou
 }
 
 int main(int argc, char **argv) {
-    int widths[8] = {192, 384, 768}, nw = 3, batch = 2, quick = 0;
+    int widths[8] = {192, 384, 768}, nw = 3, batch = 2, quick = 0, pthreads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--widths") && i + 1 < argc) {
             nw = 0;
@@ -184,6 +223,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--peak-threads") && i + 1 < argc) pthreads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json")) {}
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
@@ -191,6 +231,14 @@ int main(int argc, char **argv) {
     if (rounds < 1) rounds = 1;
     if (rounds > 256) rounds = 256;
     if (batch < 1) batch = 1;
+    if (pthreads) {
+#if !defined(__wasm__)
+        return peak_threads(pthreads, rounds);
+#else
+        fprintf(stderr, "--peak-threads: native builds only\n");
+        return 2;
+#endif
+    }
 
     /* the peak alone first (its median and best of 15 calls), and the AVX2 loop beside (native) */
     warm(run_peak, NULL);
