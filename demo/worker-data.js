@@ -2,7 +2,7 @@
 // web/train.js's presets and the spec of a form's configuration, the Fashion-MNIST sample and any
 // data set at the model's size (web/images.js, the pixel pipeline), and the training state in
 // IndexedDB (so that a reload resumes).
-import { TRAIN_PRESETS, modelSpec } from '../web/train.js';
+import { TRAIN_PRESETS, modelSpec, maeDecoder } from '../web/train.js';
 import { adapt, makeBatch } from '../web/images.js';
 import { classifierSpec, CLASSIFY_DEFAULTS } from '../web/classify.js';
 import { fetchFmnistSample } from './sample.js';
@@ -47,6 +47,9 @@ export function specFor(cfg) {
   const d = DEMO_MODELS[cfg.model];
   if (d) return { kind: cfg.kind, config: { encoder: { ...d.encoder }, ...d[cfg.kind] } };
   if (TRAIN_PRESETS[cfg.model]) return modelSpec(cfg.kind, { preset: cfg.model });
+  // a timm preset (224 px): MAE with cfg.decoder of web/train.js's MAE_DECODERS ('tab' in the
+  // form by default; a run saved before the choice existed trained lightly's, the engine's default)
+  if (cfg.kind === 'mae') return { kind: 'mae', preset: cfg.model, config: maeDecoder(cfg.decoder || 'lightly') };
   return { kind: cfg.kind, preset: cfg.model };
 }
 // the policy a config trains under ('auto' is resolved by the planner into budget:BYTES)

@@ -7,7 +7,7 @@
 // VisionTransformer with a head, Model.trainStepLabels on the user's classes; web/classify.js:
 // the CLI's settings, split, evaluation and prediction). Models and data: worker-data.js.
 import { createVitrine, simdSupported, toRGBA } from '../web/vitrine.js';
-import { TRAIN_PRESETS, encoderPrefix, DataOrder } from '../web/train.js';
+import { TRAIN_PRESETS, MAE_DECODERS, encoderPrefix, DataOrder, showMasks } from '../web/train.js';
 import { adapt, makeBatch } from '../web/images.js';
 import { withMetadata } from '../web/safetensors.js';
 import { classifyTrainerOptions, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFIER_FORMAT } from '../web/classify.js';
@@ -268,7 +268,26 @@ function plan({ cfg, budget }) {
   const m = planModel;
   const report = fitReport(m, { batch: cfg.batch, maskRatio: cfg.maskRatio, policy: policyOf(cfg), budget, baseline });
   const params = m.params().reduce((a, p) => a + p.numel, 0);
-  return { report, dims: m.dims, params, linear: vt.memory().linear };
+  return { report, dims: m.dims, params, linear: vt.memory().linear, stepSeconds: stepEstimate(m, cfg, key) };
+}
+
+// A timm preset's step takes seconds: before a run starts, the page says about how many. One
+// forward pass of one image is timed here (after one untimed pass: the wasm's optimised tier),
+// then times 3 (the backward does twice the forward's work) times the batch. Small models: null.
+let estimateKey = '', fwdSeconds = 0;
+function stepEstimate(m, cfg, key) {
+  if (cfg.kind === 'classify' || !vt.presets().includes(cfg.model)) return null;
+  if (key !== estimateKey) {
+    const { img, chans } = m.dims, x = new Float32Array(chans * img * img);
+    const masks = showMasks(m, 1, cfg.maskRatio);
+    m.loss(x, masks);
+    const t = performance.now();
+    m.loss(x, masks);
+    fwdSeconds = (performance.now() - t) / 1e3;
+    m.releaseActivations();
+    estimateKey = key;
+  }
+  return 3 * fwdSeconds * cfg.batch;
 }
 
 // ---- messages ---------------------------------------------------------------------------------
@@ -279,7 +298,8 @@ const handlers = {
     baseline = vt.memory().linear;
     return { build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
       threads: vt.threads, threadsNote: vt.threadsNote, isolated: globalThis.crossOriginIsolated === true,
-      models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) } };
+      models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) },
+      decoders: Object.fromEntries(Object.entries(MAE_DECODERS).map(([k, v]) => [k, v.label])) };
   },
   plan,
   setup,

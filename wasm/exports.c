@@ -79,6 +79,7 @@ static const struct { const char *name, *type; const char *const *fields; int n;
 /* What the shell needs to know of this engine, as JSON (a static string, built once):
  * {"layouts": {"step_plan": {"type": "f64", "size": 22, "fields": {"params": 0, ...}}, ...},
  *  "kinds": [...], "calls": [...], "policies": [...], "presets": [...],
+ *  "preset_encoders": {"vit_tiny_patch16_224": {timm kwargs}, ...},
  *  "limits": {"policy_text_max": 48, "timeline_max": 4096, "max_models": 256}} */
 VTW_API const char *vtw_manifest(void) {
     static char json[8192];
@@ -99,7 +100,17 @@ VTW_API const char *vtw_manifest(void) {
     for (int i = 0; vt_policy_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_policy_name(i));
     PUT("], \"presets\": [");
     for (int i = 0; vt_preset_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_preset_name(i));
-    PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
+    /* each preset's encoder as timm kwargs (a preset is timm's defaults plus these): what a config
+     * needs to put another MAE decoder or AIM head on a preset's encoder (Vitrine.createModel) */
+    PUT("], \"preset_encoders\": {");
+    for (int i = 0; vt_preset_name(i); i++) {
+        vt_vit_config p;
+        if (vt_preset(vt_preset_name(i), &p)) return NULL;
+        PUT("%s\"%s\": {\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, \"depth\": %d, "
+            "\"num_heads\": %d, \"mlp_ratio\": %g}", i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans,
+            p.embed_dim, p.depth, p.num_heads, p.mlp_ratio);
+    }
+    PUT("}, \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
 #undef PUT
     if (k >= cap) { json[0] = 0; vt_fail(VT_ERR_NOMEM, "vtw_manifest: %zu bytes do not fit its buffer", k); return NULL; }

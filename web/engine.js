@@ -145,17 +145,26 @@ export class Vitrine {
   /** A byte count as the policy budget:BYTES reads it ('300MB' -> 300000000, '256MiB', ...). */
   parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
 
-  // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed after
+  // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed after;
+  // a preset and a config together: the preset's encoder under the config's other settings
   _withSpec({ preset, config, kind = 'timm' } = {}, fn) {
     const k = this.manifest.kinds.indexOf(kind);
     if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
+    if (preset && config != null) {
+      const enc = this.manifest.preset_encoders[preset];
+      if (!enc) throw new VitrineError(`unknown preset '${preset}' (${this.manifest.presets.join(', ')})`, -1);
+      const c = typeof config === 'string' ? JSON.parse(config) : config;
+      if (c.encoder != null) throw new VitrineError('createModel: a preset and a config with its own encoder', -1);
+      return this._withSpec({ kind, config: kind === 'mae' || kind === 'aim' ? { ...c, encoder: enc } : { ...enc, ...c } }, fn);
+    }
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     return this.withStrings([preset || '', json], (p, j) => fn(k, p, j, bytes));
   }
 
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
-   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
+   * timm); a timm preset name, a config (object or JSON text; MAE/AIM: {encoder, ...}), or both:
+   * the preset's encoder under the config's other settings (an MAE decoder, an AIM head). */
   createModel(spec = {}) {
     const h = this.check(this._withSpec(spec, (k, p, j, n) => this._c.model_create(k, p, j, n)));
     return new Model(this, h, spec.kind || 'timm');

@@ -49,6 +49,20 @@ export const TRAIN_PRESETS = {
   },
 };
 
+/** MAE decoders for a 224-px timm preset (Vitrine.createModel({ kind: 'mae', preset, config })):
+ * `tab`, sized for a browser tab, the demo's default; `lightly`, lightly's MAE example's (and the
+ * engine's default for a preset). Step times: bench/README.md, section 8. */
+export const MAE_DECODERS = {
+  tab: { label: 'sized for a tab: 128 wide, 2 deep, 4 heads', decoder_dim: 128, decoder_depth: 2, decoder_heads: 4 },
+  lightly: { label: "lightly's MAE: 512 wide, 8 deep, 16 heads", decoder_dim: 512, decoder_depth: 8, decoder_heads: 16 },
+};
+/** The config (for createModel with a preset) of decoder `name` of MAE_DECODERS. */
+export function maeDecoder(name) {
+  const d = MAE_DECODERS[name];
+  if (!d) throw new Error(`MAE decoder '${name}': use ${Object.keys(MAE_DECODERS).join(', ')}`);
+  return { decoder_dim: d.decoder_dim, decoder_depth: d.decoder_depth, decoder_heads: d.decoder_heads };
+}
+
 /** What createModel takes for an objective ('mae' | 'aim') and a preset name or a config
  * (object or JSON text: { encoder: {...timm kwargs}, decoder_dim, ... } as the engine reads it). */
 export function modelSpec(objective, { preset = 'fmnist', config = null } = {}) {

@@ -149,6 +149,9 @@ export interface EngineManifest {
   readonly calls: readonly CallName[];
   readonly policies: readonly string[];
   readonly presets: readonly string[];
+  /** Each preset's encoder as timm kwargs (createModel with a preset and a config uses it). */
+  readonly preset_encoders: Readonly<Record<string, { readonly img_size: number; readonly patch_size: number; readonly in_chans: number;
+    readonly embed_dim: number; readonly depth: number; readonly num_heads: number; readonly mlp_ratio: number }>>;
   readonly limits: { readonly policy_text_max: number; readonly timeline_max: number; readonly max_models: number };
 }
 
@@ -176,6 +179,7 @@ export class Vitrine {
   policies(): string[];
   /** A byte count as budget:BYTES reads it ('300MB' -> 300000000, '256MiB'); throws a VitrineError otherwise. */
   parseBytes(text: string): number;
+  /** A preset, a config, or both: the preset's encoder under the config's MAE decoder / AIM head. */
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
   /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
    * checks it (a VitrineError otherwise), nothing allocated. */
