@@ -131,7 +131,9 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
  * or for a model without one, a tensor the model has no parameter for. strict: any skipped
  * tensor, or an encoder parameter the file lacks, is an error (nothing changes). pos_embed: a
  * frozen parameter (lightly's sin-cos) loaded with values that are not the sin-cos table is
- * learned (timm's): it becomes trainable (rep->pos_embed). Call before vt_trainer_init. */
+ * learned (timm's): it becomes trainable (rep->pos_embed). A pos_embed of another grid and a
+ * patch_embed of another patch size are resampled as timm resamples them on load (bicubic with
+ * antialias; the FlexiViT pseudo-inverse), and noted. Call before vt_trainer_init. */
 enum { VT_INIT_POS_NONE = 0, VT_INIT_POS_SINCOS_FROZEN, VT_INIT_POS_TRAINABLE, VT_INIT_POS_LEARNED_NOW_TRAINABLE };
 typedef struct {
     char source[64];      /* the layout recognised */
@@ -139,6 +141,8 @@ typedef struct {
     int loaded;           /* parameters loaded */
     int skipped;          /* tensors of the file not used */
     int missing;          /* encoder parameters the file lacks (kept as initialised) */
+    int resampled;        /* of those loaded: pos_embed / patch_embed of another grid, resampled as
+                           * timm does on load (src/resample.h) */
     int pos_embed;        /* VT_INIT_POS_* */
     char notes[4096];     /* one line per skipped / missing tensor */
 } vt_init_report;

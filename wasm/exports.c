@@ -257,7 +257,7 @@ static void put_json_str(char *b, size_t cap, size_t *k, const char *s, size_t n
     if (*k < cap) b[(*k)++] = '"';
 }
 /* vt_init_from_safetensors; out: the report as JSON (bytes_out):
- * {source, file_prefix, loaded, skipped, missing, pos_embed, notes: [lines]} */
+ * {source, file_prefix, loaded, skipped, missing, resampled, pos_embed, notes: [lines]} */
 VTW_API int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, uint32_t out[bytes_out_SIZE]) {
     GET_OR_FAIL(m, h);
     bytes_out(out, NULL, 0);
@@ -272,8 +272,8 @@ VTW_API int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, u
     put_json_str(b, cap, &k, r->source, strlen(r->source));
     k += (size_t)snprintf(b + k, cap - k, ", \"file_prefix\": ");
     put_json_str(b, cap, &k, r->file_prefix, strlen(r->file_prefix));
-    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"pos_embed\": \"%s\", \"notes\": [",
-                          r->loaded, r->skipped, r->missing, pos[r->pos_embed & 3]);
+    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"resampled\": %d, \"pos_embed\": \"%s\", \"notes\": [",
+                          r->loaded, r->skipped, r->missing, r->resampled, pos[r->pos_embed & 3]);
     int first = 1;
     for (const char *q = r->notes; *q;) {
         const char *e = strchr(q, '\n');
