@@ -12,6 +12,14 @@ const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Arra
 /** snake_case (C) -> camelCase (JS): 'fit_recompute_flops' -> 'fitRecomputeFlops'. */
 export const camelCase = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 
+/** createModel(name, options): the spec of timm's create_model(name, **kwargs), options in camelCase
+ * (numClasses -> num_classes) or timm's own names; kind: the model around the ViT (default timm). */
+export function timmSpec(name, { kind = 'timm', ...kwargs } = {}) {
+  const snake = (s) => s.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
+  const config = Object.fromEntries(Object.entries(kwargs).filter(([, v]) => v !== undefined).map(([key, v]) => [snake(key), v]));
+  return { kind, preset: name, config: Object.keys(config).length ? config : null };
+}
+
 export class Vitrine {
   /** low: what web/loader.js hands on for one build; build: its name (without "-mt"). */
   constructor(low, build) {
@@ -141,15 +149,20 @@ export class Vitrine {
   parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
 
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
-   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
-  createModel({ preset, config, kind = 'timm' } = {}) {
+   * timm); a timm preset name, a config (object or JSON text; MAE/AIM: {encoder, ...}), or both:
+   * the preset with config's timm kwargs over its encoder.
+   * createModel(name, { numClasses, imgSize, patchSize, inChans, globalPool, kind, ...timm kwargs }):
+   * timm's create_model(name, num_classes=..., img_size=...) for a timm preset name. */
+  createModel(spec = {}, options = {}) {
+    if (typeof spec === 'string') return this.createModel(timmSpec(spec, options));
+    const { preset, config, kind = 'timm' } = spec;
     const k = this.manifest.kinds.indexOf(kind);
     if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(k, p, j, bytes));
     this.check(h);
-    return new Model(this, h, kind);
+    return new Model(this, h, kind, preset || null);
   }
 
   /** Runs a parity file (docs/parity-format.md) through the engine's parity harness. Returns its
