@@ -209,12 +209,12 @@ export class Session {
     const seed = BigInt(run.seed), vt = this.vt;
     let weights = null;
     if (!resume && o.weights != null) {
-      weights = o.weights.bytes ? o.weights : await readWeights(o.weights, { onProgress: this.onLoad, name: o.weightsName });
+      weights = await readWeights(o.weights.bytes || o.weights, { onProgress: this.onLoad, name: o.weights.name || o.weightsName });
       run.init = run.init || weights.name;
     }
     if (!run.spec) {
-      let spec = newSpec(o, classes || []);
-      if (cls && o.model == null && o.config == null && weights && weights.meta.timm_kwargs) { // an encoder of vitrine train: its architecture
+      let spec = o.spec || newSpec(o, classes || []);
+      if (cls && !o.spec && o.model == null && o.config == null && weights && weights.meta.timm_kwargs) { // an encoder of vitrine train: its architecture
         const kw = parseKwargs(weights.meta.timm_kwargs, weights.name);
         spec = classifierSpec({ config: { encoder: kw }, numClasses: classes.length, pool: run.pool });
         run.preset = null;
