@@ -143,7 +143,9 @@ VTW_API int vtw_threads_chunks_run(int tid) { return vt_threads_chunks_run(tid);
 /* ---- models --------------------------------------------------------------------------------- */
 
 /* kind: vt_kind. Either preset (a timm name; the kind's defaults for everything else, e.g. lightly's
- * mask token, lightly's MAE decoder / AIM head sizes) or json (vt_model_config_from_json). */
+ * mask token, lightly's MAE decoder / AIM head sizes), with json then the encoder's timm kwargs
+ * over it (timm's create_model(name, **kwargs): num_classes, img_size, ...), or json alone
+ * (vt_model_config_from_json). */
 VTW_API int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
     if (kind < VT_KIND_TIMM || kind > VT_KIND_AIM) return vt_fail(VT_ERR_ARG, "unknown model kind %d", kind);
     vt_model_config mc;
@@ -155,6 +157,7 @@ VTW_API int vtw_model_create(int kind, const char *preset, const char *json, siz
         if (rc) return rc;
         mc.enc.img_size = p.img_size; mc.enc.patch_size = p.patch_size; mc.enc.embed_dim = p.embed_dim;
         mc.enc.depth = p.depth; mc.enc.num_heads = p.num_heads; mc.enc.mlp_ratio = p.mlp_ratio;
+        if (json && (rc = vt_vit_config_from_json(json, json_len, &mc.enc))) return rc;
     } else {
         if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
         rc = vt_model_config_from_json(json, json_len, (vt_kind)kind, &mc);

@@ -159,7 +159,7 @@ const NUM = '(\\d+(?:\\.\\d+)?|\\.\\d+)';
  * Returns { flip, shift, hflip, rrc: { scale: [A, B], ratio: [C, D] } | null }. */
 export function parseAugment(text) {
   const a = { flip: false, shift: 0, hflip: 0, rrc: null };
-  if (text === 'none' || text === '') return a;
+  if (text === 'none') return a;
   const bad = () => new DataError(`augment '${text}': use none, or a comma list of hflip[:P], rrc[:A-B[:C-D]] (timm's RandomResizedCrop scale, ratio), flip, shift:N`);
   for (const part of String(text).split(',')) {
     let m;

@@ -185,7 +185,7 @@ export class Session {
       Object.assign(run, {
         preset: typeof o.model === 'string' ? o.model : o.model == null && o.config == null ? 'fmnist-p7-mlp2' : null,
         batch, steps, lr: o.lr ?? defaultLr(objective, batch * gradAccum), warmup, seed: String(o.seed ?? RUN_DEFAULTS.seed),
-        policy: o.policy || RUN_DEFAULTS.policy, ...o.runInfo,
+        policy: o.policy || RUN_DEFAULTS.policy, data: train.name, ...o.runInfo,
       });
       if (gradAccum !== 1) run.gradAccum = gradAccum;
       if (o.minLr) run.minLr = o.minLr;
@@ -225,7 +225,11 @@ export class Session {
     this.arch = run.spec.preset || (typeof run.preset === 'string' && TIMM_PRETRAINED[run.preset] ? run.preset : null);
     model.setGradCheckpointing(run.policy);
     model.initWeights(seed);
-    for (const name of run.frozen || o.frozen || []) model.setRequiresGrad(name, false);
+    const frozenNames = run.frozen || o.frozen;
+    if (frozenNames) { // exactly the run's: weights it started from may have made a frozen one trainable
+      model.setRequiresGrad('', true);
+      for (const name of frozenNames) model.setRequiresGrad(name, false);
+    }
     this.initReport = null;
     if (weights) {
       try { this.initReport = { ...model.initFrom(weights.bytes, { strict: !!o.weightsStrict }), name: weights.name }; } catch (e) {
@@ -241,8 +245,7 @@ export class Session {
     } else this.normalizationSource = 'the checkpoint';
     this.stats = run.mean != null ? { mean: run.mean, std: run.std } : {};
     model.normalization = { ...channelStats(model.dims.chans, this.stats), source: this.normalizationSource };
-    const frozen = model.params().filter((p) => !p.requiresGrad).map((p) => p.name);
-    if (frozen.length) run.frozen = frozen;
+    run.frozen = model.params().filter((p) => !p.requiresGrad).map((p) => p.name);
     this.trainerOptions = {
       lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n,
       ...(cls ? { weightDecay: run.weightDecay, clipNorm: CLASSIFY_DEFAULTS.clipNorm, labelSmoothing: run.labelSmoothing }

@@ -151,7 +151,7 @@ async function restoreModel(o, r, state, eng) {
   try {
     model.setGradCheckpointing(r.policy);
     model.initWeights(BigInt(r.seed));
-    for (const name of r.frozen || []) model.setRequiresGrad(name, false);
+    if (r.frozen) { model.setRequiresGrad('', true); for (const name of r.frozen) model.setRequiresGrad(name, false); }
     model.trainerInit({ lr: r.lr, warmupSteps: r.warmup, totalSteps: r.steps, maskRatio: r.maskRatio ?? 0.75, seed: BigInt(r.seed) + 1n,
       ...(r.weightDecay != null ? { weightDecay: r.weightDecay } : {}), ...(r.minLr ? { minLr: r.minLr } : {}) });
     model.loadTrainState(state);
