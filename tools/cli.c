@@ -4,7 +4,7 @@
  *   vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--threads N]
  * --threads N: kernel threads (default: every online core); the same bits at any count.
  * Exit status: 0 when everything passed, 1 when a check failed or a file could not be run,
- * 2 on a usage error. The Node CLI (web/cli.js) has the same contract over the wasm build. */
+ * 2 on a usage error or (parity) a file that could not be read. The Node CLI (web/cli.js) has the same contract over the wasm build. */
 #include "parity.h"
 #include "vitrine.h"
 #include <errno.h>
@@ -97,7 +97,7 @@ static int start_threads(const char *cmd) {
 
 static int cmd_parity(int argc, char **argv) {
     const char *policy = NULL, *dump = NULL;
-    int json = 0, nfiles = 0, failed = 0;
+    int json = 0, nfiles = 0, failed = 0, unreadable = 0;
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
@@ -116,11 +116,13 @@ static int cmd_parity(int argc, char **argv) {
     }
     if (start_threads("parity")) { free(files); return 2; }
     if (json) printf("[");
+    else printf("pass rule: every expect/ tensor has err = max|ours - expect| / max|expect| <= %.3e\n", VT_PARITY_TOL);
     for (int i = 0; i < nfiles; i++) {
         size_t len = 0;
         uint8_t *bytes = NULL;
         vt_parity_result r;
         int rc = read_file(files[i], &bytes, &len);
+        if (rc) unreadable++;
         if (rc) vt_parity_fail(&r, rc, vt_last_error());
         else vt_parity_run(bytes, len, policy, dump != NULL, &r);
         free(bytes);
@@ -151,7 +153,7 @@ static int cmd_parity(int argc, char **argv) {
     if (json) printf("\n]\n");
     else printf("%d passed, %d failed\n", nfiles - failed, failed);
     free(files);
-    return failed ? 1 : 0;
+    return unreadable ? 2 : failed ? 1 : 0; /* 2: a file could not be read (as a usage error) */
 }
 
 #define U(x) ((unsigned long long)(x))

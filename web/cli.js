@@ -3,7 +3,8 @@
 // `command`: its name, options, help and main), all over one argument parser (web/cli/args.js):
 //   vitrine COMMAND [options]     vitrine COMMAND --help     vitrine --help     vitrine --version
 // The engine is loaded only by the commands that run it, so help works before anything is built.
-// Exit status: 0 done (all passed), 1 a check failed or something could not be done, 2 a usage error.
+// Exit status: 0 done (all passed), 1 a check failed or something could not be done, 2 a usage error
+// (parity: or a file that cannot be read).
 import { readFileSync } from 'node:fs';
 import { runCommand } from './cli/args.js';
 

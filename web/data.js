@@ -222,10 +222,11 @@ export function resumedData(file, stored, given) {
   return path.resolve(given);
 }
 
-// strerror() wording for the usual reasons a path cannot be made
-const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', ENOTDIR: 'Not a directory',
-  ENOSPC: 'No space left on device', EROFS: 'Read-only file system', EEXIST: 'File exists', EDQUOT: 'Disk quota exceeded' };
-const strerror = (e) => STRERROR[e.code] || e.message;
+// strerror() wording for the usual reasons a file cannot be opened, read, written or made
+const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory', ENOSPC: 'No space left on device', EFBIG: 'File too large', EDQUOT: 'Disk quota exceeded',
+  EROFS: 'Read-only file system', EEXIST: 'File exists' };
+export const strerror = (e) => STRERROR[e.code] || e.message;
 
 /** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
  * time, each checked. Returns the directories it created (to remove them again on failure). */

@@ -13,8 +13,6 @@ import { REPO, WASM_DIR, engine } from './util.mjs';
 const README = readFileSync(path.join(REPO, 'README.md'), 'utf8');
 const CLI = path.join(REPO, 'web/cli.js');
 const env = { ...process.env, VITRINE_WASM_DIR: WASM_DIR };
-// written by the parity-format work (issue 24); linked already
-const PENDING = new Set(['docs/parity-format.md']);
 const tableOf = (heading) => {
   const part = README.slice(README.indexOf(`## ${heading}`));
   return [...part.slice(0, part.indexOf('\n## ', 3)).matchAll(/^\| `([^`]+)`/gm)].map((m) => m[1]);
@@ -71,7 +69,7 @@ test('README and docs/: every file they link exists', () => {
     for (const [, link] of text.matchAll(/\]\(([^)#]+)(?:#[^)]*)?\)/g)) {
       if (/^[a-z]+:/.test(link)) continue;
       const target = path.relative(REPO, path.resolve(path.dirname(path.join(REPO, file)), link));
-      assert.ok(existsSync(path.join(REPO, target)) || PENDING.has(target), `${file} links ${link}, which does not exist`);
+      assert.ok(existsSync(path.join(REPO, target)), `${file} links ${link}, which does not exist`);
     }
   }
 });

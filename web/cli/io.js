@@ -1,18 +1,14 @@
 // io.js: what the commands share for files and the terminal: untrusted input files read safely,
 // errors in strerror's words, the output folder of a run (made once, written atomically, removed
-// again when nothing went in), a progress line, printf-style numbers.
+// again when nothing went in), a progress line.
 import { readdirSync, unlinkSync, rmdirSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { readRegularFile, writeAtomic, makeDirs, DataError } from '../data.js';
+import { readRegularFile, writeAtomic, makeDirs, DataError, strerror } from '../data.js';
 import { CliError } from './args.js';
 
-// strerror() wording for the usual reasons a file cannot be opened or written
-const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory',
-  ENOTDIR: 'Not a directory', ENOSPC: 'No space left on device', EFBIG: 'File too large', EDQUOT: 'Disk quota exceeded',
-  EROFS: 'Read-only file system', EEXIST: 'File exists' };
 /** Why a file operation failed, in strerror's words (a DataError's own message). */
-export const why = (e) => (e instanceof DataError ? e.message : STRERROR[e.code] || e.message);
+export const why = (e) => (e instanceof DataError ? e.message : strerror(e));
 
 /** The bytes of an input file (weights, checkpoints, configs, parity files, images): a regular
  * file only (a FIFO or /dev/zero would hang a plain read), at most 1 GiB. */
@@ -25,12 +21,6 @@ export function readConfig(text) {
   }
 }
 
-/** printf's %.Ne: the exponent has at least two digits. */
-export function fmtE(v, digits) {
-  const [m, e] = Number(v).toExponential(digits).split('e');
-  const ex = e.replace(/^[+-]/, '');
-  return `${m}e${e[0] === '-' ? '-' : '+'}${ex.length < 2 ? '0' + ex : ex}`;
-}
 export const mib = (b) => (b / 1048576).toFixed(1);
 const fmtTime = (s) => `${Math.floor(s / 60)}:${String(Math.floor(s % 60)).padStart(2, '0')}`;
 
