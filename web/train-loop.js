@@ -77,6 +77,10 @@ export function runFromCheckpoint(meta, what = 'the checkpoint') {
   return { run, objective: run.objective };
 }
 
+// A classifier's pooling: timm's default ([CLS], 'token') for a timm architecture (fine-tuning its
+// supervised weights as timm does), else timm's MAE fine-tuning's ('avg' + fc_norm: CLASSIFY_DEFAULTS).
+const defaultPool = (model) => (typeof model === 'string' && !TRAIN_PRESETS[model] ? 'token' : CLASSIFY_DEFAULTS.pool);
+
 // The model a new run trains: the objective's model on a train preset, a timm architecture (timm's
 // create_model with imgSize / patchSize), a config, or (classify, from an encoder file) its timm_kwargs.
 function newSpec(o, classes) {
@@ -84,7 +88,7 @@ function newSpec(o, classes) {
   const over = { img_size: o.imgSize, patch_size: o.patchSize, in_chans: o.inChans };
   Object.keys(over).forEach((k) => over[k] === undefined && delete over[k]);
   if (o.objective === 'classify') {
-    const pool = o.pool || CLASSIFY_DEFAULTS.pool, numClasses = classes.length;
+    const pool = o.pool || defaultPool(o.model), numClasses = classes.length;
     if (arch && !TRAIN_PRESETS[arch]) return timmSpec(arch, { ...over, num_classes: numClasses, global_pool: pool });
     const config = o.config != null ? o.config : arch ? null : o.model && typeof o.model === 'object' ? o.model : null;
     const s = classifierSpec({ preset: arch || 'fmnist-p7-mlp2', config, numClasses, pool });
@@ -190,7 +194,7 @@ export class Session {
       if (gradAccum !== 1) run.gradAccum = gradAccum;
       if (o.minLr) run.minLr = o.minLr;
       if (o.imgSize != null) run.imgSize = o.imgSize;
-      if (cls) Object.assign(run, { config: o.config ?? null, pool: o.pool || CLASSIFY_DEFAULTS.pool, weightDecay: o.weightDecay ?? CLASSIFY_DEFAULTS.weightDecay,
+      if (cls) Object.assign(run, { config: o.config ?? null, pool: o.pool || defaultPool(o.model), weightDecay: o.weightDecay ?? CLASSIFY_DEFAULTS.weightDecay,
         labelSmoothing: o.labelSmoothing ?? CLASSIFY_DEFAULTS.labelSmoothing, augment: augmentText(parseAugment(o.augment ?? RUN_DEFAULTS.augment)),
         trainMax: o.trainMax ?? null });
       else {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { readSafetensorsMeta } from '../../web/vitrine.js';
-import { REPO, WASM_DIR, engine, readSafetensors } from './util.mjs';
+import { REPO, WASM_DIR, engine, readSafetensors, writeSafetensors } from './util.mjs';
 
 const CLI = path.join(REPO, 'web/cli.js');
 const ENC = { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 32, depth: 2, num_heads: 2 };
@@ -20,18 +20,7 @@ const cli = (args) => spawnSync(process.execPath, [CLI, 'train', ...args], { env
 // The same tensors without metadata (a file as timm's / lightly's save_file writes it); drop: names to leave out.
 function plain(bytes, drop = []) {
   const { tensors } = readSafetensors(bytes);
-  const names = Object.keys(tensors).filter((n) => !drop.includes(n));
-  const header = {};
-  let off = 0;
-  for (const n of names) { header[n] = { dtype: tensors[n].dtype, shape: tensors[n].shape, data_offsets: [off, off + tensors[n].bytes.length] }; off += tensors[n].bytes.length; }
-  let json = JSON.stringify(header);
-  while (json.length % 8) json += ' ';
-  const hb = new TextEncoder().encode(json), out = new Uint8Array(8 + hb.length + off);
-  new DataView(out.buffer).setBigUint64(0, BigInt(hb.length), true);
-  out.set(hb, 8);
-  let p = 8 + hb.length;
-  for (const n of names) { out.set(tensors[n].bytes, p); p += tensors[n].bytes.length; }
-  return out;
+  return writeSafetensors(Object.fromEntries(Object.entries(tensors).filter(([n]) => !drop.includes(n))));
 }
 
 // timm VisionTransformer(num_classes=10) and lightly MaskedVisionTransformerTIMM files, seeded

@@ -58,6 +58,21 @@ export function readSafetensors(buf) {
   return { meta, tensors };
 }
 export const f32 = (t) => new Float32Array(t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength / 4);
+// safetensors bytes of { name: { dtype, shape, bytes } } (and string metadata), as save_file writes them.
+export function writeSafetensors(tensors, meta = null) {
+  const header = {};
+  let off = 0;
+  for (const [n, t] of Object.entries(tensors)) { header[n] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes.length] }; off += t.bytes.length; }
+  if (meta) header.__metadata__ = meta;
+  let json = JSON.stringify(header);
+  while (json.length % 8) json += ' ';
+  const hb = new TextEncoder().encode(json), out = new Uint8Array(8 + hb.length + off);
+  new DataView(out.buffer).setBigUint64(0, BigInt(hb.length), true);
+  out.set(hb, 8);
+  let p = 8 + hb.length;
+  for (const t of Object.values(tensors)) { out.set(t.bytes, p); p += t.bytes.length; }
+  return out;
+}
 
 // max|a - b| / max|b|, the parity-format error.
 export function relErr(a, b) {

@@ -34,7 +34,7 @@ export const command = {
     'val-split': { value: 'F', help: 'held-out share of --data instead (0.2: every 5th image; 0: none)', parse: decimal(0, 1, { open: true }) },
     init: { value: 'FILE|URL', help: 'start from weights: out/encoder.safetensors of vitrine train (MAE / AIM), a timm or\nlightly state_dict, a file or an http(s) URL (default: random init); the encoder\'s\narchitecture comes from the file\'s timm_kwargs unless --preset / --config; a pos_embed /\npatch_embed of another size is resampled as timm does' },
     'init-strict': { type: 'boolean', help: 'with --init: any skipped tensor is an error' },
-    pool: { value: 'token|avg', help: `[CLS] token, or mean of patch tokens + fc_norm (default ${DEFAULTS.pool})`, parse: oneOf('token', 'avg') },
+    pool: { value: 'token|avg', help: `[CLS] token, or mean of patch tokens + fc_norm (default ${DEFAULTS.pool}; a timm architecture:\ntoken, timm's default)`, parse: oneOf('token', 'avg') },
     batch: { value: 'B', short: 'b', alias: 'batch-size', help: `images per step (default ${DEFAULTS.batch}; with --grad-accum-steps K: per micro-batch)`, parse: whole(1, 65536) },
     steps: { value: 'N', help: `training steps (default ${DEFAULTS.steps})`, parse: whole(1, COUNT) },
     lr: { value: 'LR', help: `peak learning rate (default ${DEFAULTS.lr})`, parse: decimal(0, 1000) },
@@ -87,7 +87,7 @@ async function trainClassify(o) {
   try {
     const options = resumeBytes
       ? { resume: resumeBytes, resumeName: o.resume, data: dataOption(run.data), val, policy: o.policy }
-      : { objective: 'classify', model: run.preset ?? undefined, config: run.config ?? undefined, pool: o.pool || DEFAULTS.pool,
+      : { objective: 'classify', model: run.preset ?? undefined, config: run.config ?? undefined, pool: o.pool,
         data: dataOption(run.data), val, weights: run.init ?? undefined, weightsStrict: !!o.initStrict, batch: o.batch ?? DEFAULTS.batch,
         steps: o.epochs == null ? o.steps ?? DEFAULTS.steps : undefined, labelSmoothing: o.labelSmoothing, seed: o.seed || DEFAULTS.seed,
         policy: o.policy || DEFAULTS.policy, trainMax: o.trainMax, runInfo: { data: run.data, init: run.init }, ...scheduleOptions(o) };
