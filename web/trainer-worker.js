@@ -10,16 +10,14 @@ import { createVitrine, enableNodeRelaxedSimd } from './vitrine.js';
 import { Session } from './train-loop.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
-let post, listen;
-if (IS_NODE) {
-  const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
-  const { parentPort } = await nodeModule('worker_threads');
-  post = (m, t) => parentPort.postMessage(m, t);
-  listen = (h) => parentPort.on('message', h);
-} else {
-  post = (m, t) => self.postMessage(m, t);
-  listen = (h) => { self.onmessage = (e) => h(e.data); };
-}
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
+// the port to the Trainer (no top-level await: bundlers build workers as classic scripts too);
+// messages wait in the port until the listener is there
+let post = null;
+const port = IS_NODE
+  ? nodeModule('worker_threads').then(({ parentPort }) => ({ post: (m, t) => parentPort.postMessage(m, t), listen: (h) => parentPort.on('message', h) }))
+  : Promise.resolve({ post: (m, t) => self.postMessage(m, t), listen: (h) => { self.onmessage = (e) => h(e.data); } });
+port.then((p) => { post = p.post; p.listen(onMessage); });
 
 let session = null, paused = false, aborted = false, waiting = [];
 const wake = () => waiting.splice(0).forEach((r) => r());
@@ -27,7 +25,7 @@ const control = { paused: () => paused, aborted: () => aborted, waitResume: () =
 const errorOf = (e) => ({ message: e && e.message ? e.message : String(e), status: e && e.status, code: e && e.code, name: e && e.name });
 const buffers = (...xs) => xs.filter((x) => x instanceof Uint8Array).map((x) => x.buffer);
 
-listen(async (msg) => {
+async function onMessage(msg) {
   if (msg.type === 'start') start(msg.options);
   else if (msg.type === 'pause') paused = true;
   else if (msg.type === 'resume') { paused = false; wake(); } else if (msg.type === 'abort') { aborted = true; paused = false; wake(); } else if (msg.type === 'predict') {
@@ -36,7 +34,7 @@ listen(async (msg) => {
       post({ type: 'reply', id: msg.id, ok: true, result: await session.predict(msg.images, msg.options) });
     } catch (e) { post({ type: 'reply', id: msg.id, ok: false, error: errorOf(e) }); }
   }
-});
+}
 
 async function start(o) {
   const event = (name, data, transfer = []) => post({ type: 'event', name, data }, transfer);

@@ -5,6 +5,8 @@
 import { readRegularFile, decodeImage, DataError } from '../data.js';
 import { readSafetensorsMeta } from '../safetensors.js';
 import { predictTop, CLASSIFIER_FORMAT } from '../classify.js';
+import { resizeCrop, makeBatch, IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
+import { statsFromMeta } from '../pretrained.js';
 import { CliError, whole } from './args.js';
 import { loadEngine, ENGINE_OPTIONS } from './engine.js';
 import { readInput, why } from './io.js';
@@ -37,6 +39,8 @@ async function predict({ values: o, positionals: images }) {
   try {
     model = vt.createModel(meta.spec);
     model.loadSafetensors(bytes);
+    const stats = statsFromMeta(readSafetensorsMeta(bytes), o.weights);
+    model.normalization = stats || { mean: IMAGENET_MEAN, std: IMAGENET_STD };
   } catch (e) { throw new CliError(`${o.weights}: ${e.message}`); }
   let failed = 0;
   const results = [];
@@ -51,7 +55,10 @@ async function predict({ values: o, positionals: images }) {
       results.push({ file, error: text });
       continue;
     }
-    const z = model.timmForward(im); // the pipeline: the model's size and channels, ImageNet's mean / std
+    // the pixel pipeline: shorter side to the model's size, centre crop, its channels, then the
+    // classifier's normalisation (its pretrained_cfg; ImageNet's for classifiers written before)
+    const { img, chans } = model.dims, x = { chans, size: img, pixels: resizeCrop(im.data, im.width, im.height, 4, img, chans) };
+    const z = model.timmForward(makeBatch(x, [0], null, model.normalization));
     const t = predictTop(z.data, meta.classes, Math.min(top, meta.classes.length));
     results.push({ file, top: t.map(({ name, index, p }) => ({ class: name, index, p: Number(p.toFixed(6)) })) });
     if (!o.json) process.stdout.write(`${file}: ${t.map(({ name, p }) => `${name} ${(100 * p).toFixed(1)}%`).join(', ')}\n`);
