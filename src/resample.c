@@ -37,8 +37,9 @@ static vt_status taps_alloc(axis_taps *a, int n_out, int stride) {
 }
 
 /* upsample_bicubic2d (align_corners=False): Keys' cubic convolution with A = -0.75 on the 4
- * source samples around x = scale * (o + 0.5) - 0.5, indices clamped to the border. The float
- * arithmetic of ATen/native/UpSample.h (get_cubic_upsample_coefficients). */
+ * source samples around x = scale * (o + 0.5) - 0.5, indices clamped to the border. The
+ * arithmetic of PyTorch's kernel: scale in float, the source position in double, the coefficients
+ * in float (ATen/native/UpSample.h get_cubic_upsample_coefficients). */
 static float cubic1(float x, float A) { return ((A + 2) * x - (A + 3)) * x * x + 1; }
 static float cubic2(float x, float A) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }
 static vt_status taps_bicubic(axis_taps *a, int n_in, int n_out) {
@@ -46,9 +47,9 @@ static vt_status taps_bicubic(axis_taps *a, int n_in, int n_out) {
     if (rc) return rc;
     const float scale = (float)n_in / (float)n_out, A = -0.75f;
     for (int o = 0; o < n_out; o++) {
-        float real = scale * ((float)o + 0.5f) - 0.5f;
-        int base = (int)floorf(real);
-        float t = real - (float)base;
+        double real = (double)scale * ((double)o + 0.5) - 0.5;
+        int base = (int)floor(real);
+        float t = (float)(real - (double)base);
         float c[4] = {cubic2((float)((double)t + 1.0), A), cubic1(t, A), 0, 0};
         float t2 = (float)(1.0 - (double)t);
         c[2] = cubic1(t2, A);

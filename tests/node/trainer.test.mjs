@@ -33,7 +33,7 @@ function stripes(n = 48) {
 const tensorsOf = (bytes) => Object.entries(readSafetensors(bytes).tensors).map(([n, t]) => [n, Buffer.from(t.bytes).toString('hex')]);
 
 test('train(): events, abort at a step boundary, the checkpoint resumes bit for bit; pause and resume', async () => {
-  const opts = { objective: 'mae', config: TINY, data: stripes(), steps: 12, batch: 8, lr: 2e-3, seed: 3, ...ENGINE };
+  const opts = { objective: 'mae', config: TINY, data: stripes(), steps: 12, batch: 8, lr: 2e-3, seed: 3, augment: 'hflip,rrc:0.3-1', ...ENGINE }; // augmented: drawn again on resume
   const events = [], checkpoints = [];
   let ready = null;
   const straight = await train({ ...opts, checkpointEvery: 4, onStep: (e) => events.push(e), onCheckpoint: (c) => checkpoints.push(c.step),
