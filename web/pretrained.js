@@ -50,7 +50,7 @@ export function resolveNormalization({ mean = null, std = null, meta = null, arc
   if (m) return { ...m, source: 'the weights\' pretrained_cfg' };
   const t = arch && TIMM_PRETRAINED[arch];
   if (t) return { mean: t.mean, std: t.std, source: `timm's pretrained_cfg of ${arch}.${t.tag}` };
-  return { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: 'ImageNet (vitrine\'s default)' };
+  return { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: 'ImageNet (vitrine\'s default)', isDefault: true };
 }
 
 /** The `pretrained_cfg` metadata entry vitrine writes into what it saves (timm's keys). */

@@ -24,7 +24,7 @@ export const OBJECTIVES = ['mae', 'aim', 'classify'];
 export const RUN_KEY = { mae: 'vitrine_run', aim: 'vitrine_run', classify: 'vitrine_classify' };
 /** Defaults of a run (the CLI's): MAE / AIM lr scales with the batch (defaultLr). */
 export const RUN_DEFAULTS = { batch: { mae: 64, aim: 64, classify: 128 }, policy: 'block', maskRatio: 0.5, seed: '0', gradAccum: 1,
-  minLr: 0, warmupShare: 0.05, weightDecay: 0.05, augment: 'none', valFraction: 0.2 };
+  warmupShare: 0.05, augment: 'none', valFraction: 0.2 };
 // peak learning rate: lightly's MAE 1.5e-4 * batch / 256 and AIM 1e-3 * batch / 4096 are for
 // hundreds of epochs; a short run needs more (measured on Fashion-MNIST: docs/experiments.md)
 export const defaultLr = (objective, batch) => (objective === 'classify' ? CLASSIFY_DEFAULTS.lr : (objective === 'mae' ? 2e-3 : 1e-3) * batch / 64);
@@ -245,7 +245,7 @@ export class Session {
       const n = resolveNormalization({ mean: o.mean ?? null, std: o.std ?? null, meta: weights && weights.meta, arch: this.arch, what: weights && weights.name });
       const st = channelStats(model.dims.chans, n);
       this.normalizationSource = n.source;
-      if (n.source !== 'ImageNet (vitrine\'s default)') { run.mean = st.mean; run.std = st.std; } // absent: what runs before this kept
+      if (!n.isDefault) { run.mean = st.mean; run.std = st.std; } // absent: ImageNet's, what runs before this kept
     } else this.normalizationSource = 'the checkpoint';
     this.stats = run.mean != null ? { mean: run.mean, std: run.std } : {};
     model.normalization = { ...channelStats(model.dims.chans, this.stats), source: this.normalizationSource };

@@ -117,8 +117,9 @@ export class Trainer {
   }
 
   async _start() {
-    const { onStep, onEval, onCheckpoint, onLoad, onLog, onReady, onEngine, signal, data, val, weights, resume, ...rest } = this.options;
-    void onStep; void onEval; void onCheckpoint; void onLoad; void onLog; void onReady; void onEngine; void signal;
+    const { signal, data, val, weights, resume, ...rest } = this.options;
+    void signal; // the callbacks and the signal stay here; the rest crosses to the worker
+    for (const cb of Object.values(CALLBACKS)) delete rest[cb];
     const options = { ...rest, data: await describeData(data, 'data'), weights: await describeSource(weights) };
     if (val != null) options.val = typeof val === 'number' ? val : await describeData(val, 'val');
     if (resume != null) options.resume = isBlob(resume) ? new Uint8Array(await resume.arrayBuffer()) : resume;

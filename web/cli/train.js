@@ -9,7 +9,7 @@ import { TRAIN_PRESETS } from '../train.js';
 import { IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
 import { defaultLr } from '../train-loop.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { ENGINE_OPTIONS, namesHelp, loadEngine } from './engine.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
 import { readCheckpoint, refuseOnResume, runTrainer, endRun, dataOption, sayInit, SCHEDULE_OPTIONS, scheduleOptions } from './run.js';
 import { startSideEvaluation, knnResults, writeResults, report, KNN_OPTIONS } from './train-results.js';
@@ -145,7 +145,6 @@ async function train(o) {
 
 // The trained model in this thread (kNN, reconstructions): the run's model with its checkpoint.
 async function restoreModel(o, r, state, eng) {
-  const { loadEngine } = await import('./engine.js');
   const vt = await loadEngine({ wasm: eng ? eng.build : o.wasm, threads: o.threads });
   const model = vt.createModel(r.spec);
   try {
