@@ -88,7 +88,7 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
         snprintf(buf, len, "; likely cause: a batch of %lld in the file against %lld images", b[0], a[0]);
     else if (fwd && na != nb)
         snprintf(buf, len, "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
-                           "others pool to [B, .]", c->global_pool);
+                           "others pool to [B, .]", vt_pool_name(c->global_pool));
     else if (fwd && lb == c->embed_dim && la != lb)
         snprintf(buf, len, "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
                            "config has num_classes %d: set num_classes 0", lb, c->num_classes);
@@ -98,11 +98,11 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
                            "never does): set num_classes %lld in the config", lb, lb, lb);
     else if (fwd && la != lb)
         snprintf(buf, len, "; likely cause: num_classes (config %d) or global_pool ('%s')", c->num_classes,
-                 c->global_pool);
+                 vt_pool_name(c->global_pool));
     else
         snprintf(buf, len, "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
                            "global_pool '%s', num_classes %d) or the call's indices", c->img_size, c->patch_size,
-                 c->class_token, c->reg_tokens, c->global_pool, c->num_classes);
+                 c->class_token, c->reg_tokens, vt_pool_name(c->global_pool), c->num_classes);
     return buf;
 }
 

@@ -517,3 +517,67 @@ VTW_API int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy,
     vt_parity_free(&r);
     return jrc ? jrc : rc;
 }
+
+/* ---- the step as data (src/trace.c, docs/kernels.md; harness/replay.h) ------------------------- */
+#include "replay.h"
+
+/* Records one step of model h without running it and prints it: what -1 a training step (labels
+ * for a classifier, else NULL: vt_trace_train_step), or VT_FN_ENCODE with its backward (an upstream
+ * gradient of zeros: its values are an input of the list). json: the list (vitrine-trace/1), else
+ * the summary; the malloc'd text in out (bytes_out). */
+VTW_API int vtw_trace(int h, int what, const float *images, const int32_t *labels, int batch, int json,
+                      uint32_t out[bytes_out_SIZE]) {
+    GET_OR_FAIL(m, h);
+    vt_trace *t = NULL;
+    float *dout = NULL;
+    int rc;
+    if (what < 0) {
+        rc = vt_trace_train_step(m, images, labels, batch, &t);
+    } else if (what == VT_FN_ENCODE) {
+        const vt_model_config *c = vt_model_get_config(m);
+        int G = c->enc.img_size / c->enc.patch_size;
+        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) * (uint64_t)(G * G + c->enc.class_token + c->enc.reg_tokens) *
+                     (uint64_t)c->enc.embed_dim;
+        if (n > SIZE_MAX / sizeof(float) - 1 || !(dout = calloc((size_t)n + 1, sizeof *dout)))
+            return vt_fail(VT_ERR_NOMEM, "out of memory: %llu floats of upstream gradient", (unsigned long long)n);
+        vt_inputs in;
+        memset(&in, 0, sizeof in);
+        in.images = images;
+        in.batch = batch;
+        const float *d[1] = {dout};
+        rc = vt_trace_call(m, VT_FN_ENCODE, &in, 1, d, 1, NULL, 1, &t);
+    } else {
+        return vt_fail(VT_ERR_ARG, "trace: %d is not -1 (a training step) or %d (encode)", what, VT_FN_ENCODE);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (!rc) rc = json ? vt_trace_json(t, &text, &len) : vt_trace_summary(t, &text, &len);
+    out[bytes_out_ptr] = (uint32_t)(uintptr_t)text;
+    out[bytes_out_len] = (uint32_t)len;
+    vt_trace_free(t);
+    free(dout);
+    return rc;
+}
+
+/* The kernel list as docs/kernels.md prints it (a markdown table in out, bytes_out). */
+VTW_API int vtw_kernel_contract(uint32_t out[bytes_out_SIZE]) {
+    char *text = NULL;
+    size_t len = 0;
+    int rc = vt_kernel_contract(&text, &len);
+    out[bytes_out_ptr] = (uint32_t)(uintptr_t)text;
+    out[bytes_out_len] = (uint32_t)len;
+    return rc;
+}
+
+/* Tests: the replay oracle's case i under policy p (reference 0/1): 1 pass, 0 fail (err says why),
+ * -1 past the end. */
+VTW_API int vtw_replay_case_count(void) { return vt_replay_case_count(); }
+VTW_API int vtw_replay_run(int i, int policy, int reference, char *err, int errlen) {
+    vt_replay_case c;
+    const char *name = vt_replay_case_get(i, policy, reference, &c);
+    if (!name) return -1;
+    vt_replay_result r;
+    vt_replay_check(&c, &r);
+    if (err && errlen > 0) snprintf(err, (size_t)errlen, "%s, %s: %s", name, c.policy, r.pass ? "pass" : r.error);
+    return r.pass;
+}

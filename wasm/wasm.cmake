@@ -21,7 +21,7 @@ if(VT_WASM)
   # Same sources as the native library, plus the JS-facing ABI and the parity harness it exports.
   # The SIMD kernels join the SIMD builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS
   # re-checks at build time).
-  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c)
+  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c harness/replay.c)
   foreach(s ${VT_SOURCES})
     list(APPEND VT_WASM_SOURCES ${s})
   endforeach()

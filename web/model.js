@@ -377,6 +377,19 @@ export class Model {
    * Images as for trainStep. Returns the loss; a non-finite one throws and changes nothing. */
   trainStepLabels(images, labels, opts = {}) { return this._step('trainStepLabels', images, null, Int32Array.from(labels), opts); }
 
+  /** A training step of `batch` images (a classifier's with `labels`), or call 'encode' and its backward,
+   * recorded, not run (docs/kernels.md): the engine's summary, or with json its list of kernel calls. */
+  traceStep({ batch, call = 'train', labels = null, json = false } = {}) {
+    const vt = this._vt, c = this._c, d = this.dims, n = 4 * batch * d.chans * d.img * d.img;
+    if (call !== 'train' && call !== 'encode') throw new VitrineError(`traceStep: call '${call}' (train or encode)`, -1);
+    const img = vt.alloc(n), lab = labels ? vt.copyIn(Int32Array.from(labels)) : 0;
+    vt.u8().fill(0, img, img + n); // image values are inputs of the list, not part of it
+    try {
+      const out = vt.takeBytes((o) => c.trace(this._h, call === 'train' ? -1 : this._fn('encode'), img, lab, batch, json ? 1 : 0, o));
+      return json ? JSON.parse(new TextDecoder().decode(out)) : new TextDecoder().decode(out);
+    } finally { vt.free(img); vt.free(lab); }
+  }
+
   /** Steps done (the AdamW step count; it comes back with loadTrainState). */
   get stepCount() { return this._c.train_step_count(this._h); }
   /** The learning rate the schedule gives at `step` (default: the next step). */

@@ -112,6 +112,16 @@ export interface ParityResult {
 }
 
 export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+/** A recorded step (docs/kernels.md: format vitrine-trace/1). */
+export interface TraceList {
+  format: 'vitrine-trace/1';
+  what: string;
+  kernels: string[];
+  regions: Record<string, number>;
+  arena_planned: number;
+  chains: { name: string; depth: number; segment: number; threads: number; store: string[] }[];
+  entries: Record<string, unknown>[];
+}
 /** One training step's plan (vt_plan_train_step). */
 export interface TrainStepPlan extends PlanBytes {
   /** false only for a budget:BYTES policy no layout meets (the bytes are then least's) */
@@ -278,6 +288,9 @@ export class Model {
   /** A classifier's step (kind timm, num_classes > 0): cross-entropy with timm's label smoothing
    * on one class index per image. Returns the loss. */
   trainStepLabels(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): number;
+  /** One training step (or with call 'encode' an encode pass and its backward) recorded, not run:
+   * the engine's summary, or with json the list of kernel calls (docs/kernels.md). */
+  traceStep(options: { batch: number; call?: 'train' | 'encode'; labels?: ArrayLike<number> | null; json?: boolean }): string | TraceList;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
   /** Scheduled learning rate at `step` (default: the next step). */

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { REPO, WASM_DIR, engine } from './util.mjs';
 import { modelSpec } from '../../web/train.js';
 
-const CLI = path.join(REPO, 'web/cli.js'), COMMANDS = ['train', 'predict', 'plan', 'parity'];
+const CLI = path.join(REPO, 'web/cli.js'), COMMANDS = ['train', 'predict', 'plan', 'trace', 'parity'];
 const env = { ...process.env, VITRINE_WASM_DIR: WASM_DIR };
 const run = (args, cli = CLI, e = env) => spawnSync(process.execPath, [cli, ...args], { env: e, encoding: 'utf8', timeout: 60000 });
 

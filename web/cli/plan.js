@@ -40,7 +40,7 @@ export const command = {
 };
 
 // The model a step of `objective` trains (as vitrine train builds it)
-function specOf(o, objective) {
+export function specOf(o, objective) {
   const config = o.config != null ? readConfig(o.config) : null;
   const preset = o.preset || TRAIN_DEFAULTS.preset;
   if (objective === 'mae' || objective === 'aim') return modelSpec(objective, { preset, config });
