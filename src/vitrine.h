@@ -340,6 +340,10 @@ typedef struct {
     float mask_ratio;               /* MAE: random_token_mask ratio */
     uint64_t seed;                  /* masks are drawn from a generator seeded with this */
     float label_smoothing;          /* classifier: timm's label smoothing (0 = cross-entropy) */
+    float min_lr;                   /* the cosine ends at min_lr + (lr - min_lr) * 0.001 (timm's lr_min) */
+    int grad_accum;                 /* K >= 1: a step of batch images runs K micro-batches of batch / K,
+                                     * each loss scaled by 1/K (timm's --grad-accum-steps), then one
+                                     * clip + AdamW: one big batch up to fp32 summation order */
 } vt_train_config;
 
 void vt_train_config_default(vt_train_config *t, vt_kind kind);
@@ -348,8 +352,9 @@ void vt_train_config_default(vt_train_config *t, vt_kind kind);
 vt_status vt_trainer_init(vt_model *m, const vt_train_config *t);
 /* One step: masks (seeded), loss, backward, clipping, AdamW at the scheduled lr. On a NaN/Inf
  * loss or gradient it returns VT_ERR_NUMERIC and changes nothing (the last good state is kept).
- * *loss (may be NULL) receives the step's loss. Works under any checkpointing policy, switchable
- * between steps, with the same bits. */
+ * *loss (may be NULL) receives the step's loss (with grad_accum K: the mean of the K micro-batch
+ * losses; batch must be a multiple of K, the masks are drawn for the whole batch). Works under any
+ * checkpointing policy, switchable between steps, with the same bits. */
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss);
 /* The same step for a classifier: cross-entropy (label smoothing from the train config) on
  * labels [batch] in 0..num_classes-1; no masks. */

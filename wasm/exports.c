@@ -44,7 +44,7 @@ static vt_model *get(int h) {
 #define STEP_PLAN_TEXT(F) F(fit_policy) F(least_policy) /* VT_POLICY_TEXT_MAX bytes each */
 #define ARENA_STATS(F) F(planned) F(peak) F(capacity)
 #define TRAIN_CONFIG(F) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay) F(warmup_steps) F(total_steps) F(clip_norm) \
-    F(mask_ratio) F(label_smoothing)
+    F(mask_ratio) F(label_smoothing) F(min_lr) F(grad_accum)
 #define BYTES_OUT(F) F(ptr) F(len) /* a malloc'd buffer handed to JS (it frees it with vtw_free) */
 #define PARITY_OUT(F) F(json) F(json_len) F(dump) F(dump_len)
 /* name, element type (as JS reads it), field list */
@@ -441,8 +441,9 @@ VTW_API int vtw_trainer_init(int h, const double cfg[train_config_SIZE], uint32_
     GET_OR_FAIL(m, h);
     if (!cfg) return vt_fail(VT_ERR_ARG, "trainer init: config is missing");
     static const struct { int i; const char *name; } counts[] = {{train_config_warmup_steps, "warmup_steps"},
-                                                                {train_config_total_steps, "total_steps"}};
-    for (int c = 0; c < 2; c++) {
+                                                                {train_config_total_steps, "total_steps"},
+                                                                {train_config_grad_accum, "grad_accum"}};
+    for (int c = 0; c < 3; c++) {
         double v = cfg[counts[c].i];
         if (!(v >= 0 && v <= 2147483647.0) || v != (double)(long)v)
             return vt_fail(VT_ERR_ARG, "trainer init: %s must be an integer in [0, 2^31), got %g", counts[c].name, v);
@@ -455,6 +456,8 @@ VTW_API int vtw_trainer_init(int h, const double cfg[train_config_SIZE], uint32_
     t.clip_norm = (float)cfg[train_config_clip_norm]; t.mask_ratio = (float)cfg[train_config_mask_ratio];
     t.seed = seed64(seed_lo, seed_hi);
     t.label_smoothing = (float)cfg[train_config_label_smoothing];
+    t.min_lr = (float)cfg[train_config_min_lr];
+    t.grad_accum = (int)cfg[train_config_grad_accum]; /* an integer in [0, 2^31): vt_trainer_init checks the range */
     return vt_trainer_init(m, &t);
 }
 

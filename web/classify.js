@@ -4,6 +4,7 @@
 // predict`) and the browser demo: no file I/O and no Node modules here.
 //
 //   CLASSIFY_DEFAULTS   the training settings (lr, weight decay, label smoothing, clipping, pooling)
+//   classifyTrainerOptions   trainerInit options of a run (seeds: init S, trainer S+1, data S+2)
 //   classifierSpec      the model: a preset's encoder (or a timm config) + num_classes + pooling
 //   predictTop          softmax of the logits -> the top classes with probabilities
 import { TRAIN_PRESETS } from './train.js';
@@ -14,6 +15,12 @@ import { TRAIN_PRESETS } from './train.js';
  * encoder never trains its [CLS] token. lr 2e-3 with avg pooling: the settings of the Fashion-MNIST
  * runs that reached 90% (README; [CLS] at 1e-3, the old default, was only run from random init). */
 export const CLASSIFY_DEFAULTS = { lr: 2e-3, weightDecay: 0.05, labelSmoothing: 0.1, clipNorm: 1.0, pool: 'avg' };
+/** trainerInit's options of a classifier run (the Session's, and vitrine trace's step). */
+export function classifyTrainerOptions({ lr = CLASSIFY_DEFAULTS.lr, warmup, steps, weightDecay = CLASSIFY_DEFAULTS.weightDecay,
+  labelSmoothing = CLASSIFY_DEFAULTS.labelSmoothing, seed }) {
+  return { lr, warmupSteps: warmup, totalSteps: steps, weightDecay, clipNorm: CLASSIFY_DEFAULTS.clipNorm, labelSmoothing,
+    seed: BigInt(seed) + 1n };
+}
 /** The `format` of a classifier file's vitrine_classifier metadata (class names, spec, img, chans). */
 export const CLASSIFIER_FORMAT = 'vitrine-classifier/1';
 

@@ -347,6 +347,7 @@ export class Model {
     const [lo, hi] = seedHalves(t.seed);
     vt.withLayouts(['train_config'], (cfg) => c.trainer_init(this._h, cfg, lo, hi), [t]);
     this._last = null;
+    this._gradAccum = t.gradAccum;
     return t;
   }
 
@@ -362,7 +363,9 @@ export class Model {
     const pLab = labels ? vt.copyIn(labels) : 0, pLoss = vt.alloc(4);
     try {
       vt.check(labels ? c.train_step_labels(this._h, pImg, pLab, x.batch, pLoss) : c.train_step(this._h, pImg, x.batch, pLoss));
-      this._last = { fn: 'loss', batch: x.batch, nImages: x.data.length, train: true };
+      // with gradAccum K the engine ran K micro-batches: the last one is what visualize and memory see
+      const K = this._gradAccum || 1;
+      this._last = { fn: 'loss', batch: x.batch / K, nImages: x.data.length / K, train: true };
       return vt.f32(pLoss, 1)[0];
     } finally { vt.free(pLoss); vt.free(pLab); }
   }
@@ -406,6 +409,7 @@ export class Model {
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
+    this._gradAccum = JSON.parse(readSafetensorsMeta(u8).train_config).grad_accum ?? 1; // checked by the engine
   }
 
   /** After a loss() forward or a trainStep(): { masked, recon, shape [B, C, H, W] }, normalised

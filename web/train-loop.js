@@ -11,7 +11,7 @@
 // engine's generator in the state. Seeds: initialisation S, trainer (masks) S+1, data order S+2,
 // augmentation S+3.
 import { TRAIN_PRESETS, modelSpec, DataOrder, encoderPrefix } from './train.js';
-import { classifierSpec, CLASSIFY_DEFAULTS, CLASSIFIER_FORMAT, predictTop } from './classify.js';
+import { classifierSpec, classifyTrainerOptions, CLASSIFY_DEFAULTS, CLASSIFIER_FORMAT, predictTop } from './classify.js';
 import { openSource, splitFraction, Batches, parseAugment, augmentText, DataError, DEFAULT_CACHE_BYTES } from './datasets.js';
 import { readWeights, resolveNormalization, checkStats, pretrainedCfg, TIMM_PRETRAINED } from './pretrained.js';
 import { channelStats, decodeBlob, bitmapPixels, resizeCrop, makeBatch } from './images.js';
@@ -251,10 +251,10 @@ export class Session {
     model.normalization = { ...channelStats(model.dims.chans, this.stats), source: this.normalizationSource };
     run.frozen = model.params().filter((p) => !p.requiresGrad).map((p) => p.name);
     this.trainerOptions = {
-      lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n,
-      ...(cls ? { weightDecay: run.weightDecay, clipNorm: CLASSIFY_DEFAULTS.clipNorm, labelSmoothing: run.labelSmoothing }
-        : { maskRatio: run.maskRatio ?? 0.75, ...(run.weightDecay != null ? { weightDecay: run.weightDecay } : {}) }),
-      ...(run.minLr ? { minLr: run.minLr } : {}),
+      ...(cls ? classifyTrainerOptions({ lr: run.lr, warmup: run.warmup, steps: run.steps, weightDecay: run.weightDecay, labelSmoothing: run.labelSmoothing, seed })
+        : { lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, seed: seed + 1n, maskRatio: run.maskRatio ?? 0.75,
+          ...(run.weightDecay != null ? { weightDecay: run.weightDecay } : {}) }),
+      ...(run.minLr ? { minLr: run.minLr } : {}), gradAccum: run.gradAccum || 1,
     };
     model.trainerInit(this.trainerOptions);
     if (resume) {
@@ -294,8 +294,7 @@ export class Session {
   async stepOnce() {
     const t0 = now(), m = this.model, lr = m.lr(m.stepCount);
     const { images, labels } = await this.batchAt();
-    const opts = this.run.gradAccum > 1 ? { gradAccum: this.run.gradAccum } : {};
-    const loss = labels ? m.trainStepLabels(images, labels, opts) : m.trainStep(images, this.effBatch, opts);
+    const loss = labels ? m.trainStepLabels(images, labels) : m.trainStep(images, this.effBatch); // gradAccum: the engine's micro-batches
     if (this.run.lossFirst == null) this.run.lossFirst = this.lossFirst = loss;
     this.lossLast = loss;
     return { step: m.stepCount, loss, lr, seconds: (now() - t0) / 1000, images };

@@ -318,6 +318,11 @@ export interface TrainOptions {
   /** MAE: fraction of patches masked (lightly random_token_mask). */
   maskRatio?: number;
   labelSmoothing?: number;
+  /** timm's lr_min: the cosine falls to minLr + (lr - minLr) * 0.001 (0 = lightly's schedule). */
+  minLr?: number;
+  /** K micro-batches per step (timm's --grad-accum-steps): a step's batch must be a multiple of K;
+   * each loss is scaled by 1/K, then one clip + AdamW (one big batch up to fp32 summation order). */
+  gradAccum?: number;
   /** Seed of the mask generator. */
   seed?: number | bigint;
 }

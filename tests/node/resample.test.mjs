@@ -3,7 +3,8 @@
 // torch computes for timm's resample_abs_pos_embed / resample_patch_embed (bicubic, antialias,
 // the pinv of the resize; tools/resample_reference.py), on several grid changes with 0, 1 and 5
 // prefix rows and patch sizes 16 -> 8 / 14 / 32 and 14 -> 16. Skipped (saying so) without
-// /usr/bin/python3 with torch.
+// /usr/bin/python3 with torch. VITRINE_TIMM_SRC=DIR (a pytorch-image-models checkout): the reference
+// is timm's own functions from it (the same bits as the script's steps: docs/finetune.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -24,7 +25,8 @@ test('pos_embed and patch_embed of another grid load as timm resamples them', { 
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-resample-'));
   try {
     const file = path.join(dir, 'ref.safetensors');
-    const r = spawnSync(PY, [path.join(REPO, 'tools/resample_reference.py'), file], { encoding: 'utf8' });
+    const timm = process.env.VITRINE_TIMM_SRC ? ['--timm', process.env.VITRINE_TIMM_SRC] : [];
+    const r = spawnSync(PY, [path.join(REPO, 'tools/resample_reference.py'), file, ...timm], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const ref = readSafetensors(readFileSync(file)), cases = JSON.parse(ref.meta.cases), vt = await engine('simd');
     const rows = [];
@@ -51,6 +53,6 @@ test('pos_embed and patch_embed of another grid load as timm resamples them', { 
       if (pos) assert.ok(got.subarray(0, c.prefix * D).every((v, i) => v === input[i]), `${c.name}: the prefix rows changed`);
       model.dispose();
     }
-    console.log(`against torch ${ref.meta.torch}:\n${rows.join('\n')}`);
+    console.log(`against ${ref.meta.by || 'torch'} with torch ${ref.meta.torch}:\n${rows.join('\n')}`);
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });

@@ -73,6 +73,27 @@ test('train(): events, abort at a step boundary, the checkpoint resumes bit for 
   run.dispose();
 });
 
+test('train(): gradAccum K runs K micro-batches of batch images as one step (timm\'s --grad-accum-steps, each loss / K): one batch of K x batch up to fp32 summation order; minLr', async () => {
+  const base = { objective: 'mae', config: TINY, data: stripes(), steps: 4, lr: 2e-3, minLr: 1e-4, seed: 5, ...ENGINE };
+  const one = [], acc = [];
+  const a = await train({ ...base, batch: 8, onStep: (e) => one.push(e) }).done;
+  const b = await train({ ...base, batch: 4, gradAccum: 2, onStep: (e) => acc.push(e) }).done;
+  // the same images and masks per step: the first loss differs by the mean's rounding (an ulp or two),
+  // later ones also by what the regrouped gradient sums moved the parameters (through AdamW)
+  assert.ok(Math.abs(acc[0].loss - one[0].loss) <= 4 * 2 ** -23 * one[0].loss, `${acc[0].loss} vs ${one[0].loss}`);
+  for (let i = 0; i < 4; i++) assert.ok(Math.abs(acc[i].loss - one[i].loss) <= 1e-5 * one[i].loss, `step ${i + 1}: ${acc[i].loss} vs ${one[i].loss}`);
+  assert.deepEqual(acc.map((e) => [e.epoch, e.lr]), one.map((e) => [e.epoch, e.lr]));
+  assert.equal(Math.fround(one.at(-1).lr), Math.fround(Math.fround(1e-4) + Math.fround(Math.fround(2e-3) - Math.fround(1e-4)) * Math.fround(0.001)), 'the cosine ends at minLr');
+  // activations planned for the micro-batch: less than for the whole batch
+  assert.ok(acc[0].memory.planned.activations < one[0].memory.planned.activations, `${acc[0].memory.planned.activations} vs ${one[0].memory.planned.activations}`);
+  const cfg = (r) => JSON.parse(readSafetensorsMeta(r.checkpoint).train_config);
+  assert.deepEqual([cfg(b).grad_accum, cfg(a).grad_accum, Math.fround(cfg(b).min_lr)], [2, 1, Math.fround(1e-4)]);
+  // resumed from step 2 of the accumulated run: bit for bit
+  const half = await train({ ...base, batch: 4, gradAccum: 2, stopAt: 2 }).done;
+  const res = await train({ data: base.data, resume: half.checkpoint, ...ENGINE }).done;
+  assert.deepEqual(tensorsOf(res.checkpoint), tensorsOf(b.checkpoint));
+});
+
 test('train(): a classifier learns two classes, evaluates the held-out fifth and predicts with probabilities', async () => {
   const evals = [];
   const run = train({ objective: 'classify', model: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 32, depth: 2, num_heads: 2 }, data: stripes(60),
@@ -189,5 +210,46 @@ test('vitrine train at 224 px on the built-in Fashion-MNIST streams its batches 
     const j = JSON.parse(r.stdout.trim().split('\n').pop());
     assert.equal(j.steps, 2);
     assert.deepEqual(JSON.parse(readSafetensorsMeta(new Uint8Array(readFileSync(j.weights))).pretrained_cfg).input_size, [3, 224, 224]);
+  } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+test('the CLI speaks timm\'s training vocabulary: --epochs, --warmup-epochs, --min-lr, --grad-accum-steps, -b / --batch-size, --weight-decay, --knn-k / --knn-t', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-vocab-'));
+  const { PNG } = require('pngjs');
+  try {
+    const s = stripes(24);
+    for (let i = 0; i < s.n; i++) {
+      const p = new PNG({ width: 28, height: 28 });
+      for (let j = 0; j < 784; j++) p.data.set([s.pixels[i * 784 + j], s.pixels[i * 784 + j], s.pixels[i * 784 + j], 255], 4 * j);
+      mkdirSync(path.join(dir, 'photos', s.classes[s.labels[i]]), { recursive: true });
+      writeFileSync(path.join(dir, 'photos', s.classes[s.labels[i]], `${i}.png`), PNG.sync.write(p));
+    }
+    const cli = (args) => spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'train', ...args, '--threads', '1', '--json'],
+      { env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR }, encoding: 'utf8' });
+    const model = JSON.stringify({ img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 32, depth: 1, num_heads: 2 });
+    // 24 images, every 4th held out: 18 train; 2 epochs of 2 x 3 images = ceil(36 / 6) = 6 steps
+    let r = cli(['--objective', 'classify', '--config', model, '--data', path.join(dir, 'photos'), '--val-split', '0.25', '--epochs', '2', '--batch-size', '3',
+      '--grad-accum-steps', '2', '--warmup-epochs', '0.5', '--lr', '1e-3', '--min-lr', '1e-4', '--weight-decay', '0.01', '--out', path.join(dir, 'c')]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /18 training images .*6 held out, batch 3 x 2 accumulated, steps 6\/6, lr 0\.001 -> 0\.0001/);
+    let j = JSON.parse(r.stdout.trim().split('\n').pop());
+    assert.equal(j.steps, 6);
+    const t = JSON.parse(readSafetensorsMeta(new Uint8Array(readFileSync(j.checkpoint))).train_config);
+    assert.deepEqual([t.grad_accum, t.warmup_steps, t.total_steps, Math.fround(t.min_lr), Math.fround(t.weight_decay)], [2, 2, 6, Math.fround(1e-4), Math.fround(0.01)]);
+    // -b and a batch that is not a multiple: the micro-batch is -b, so any -b goes
+    r = cli(['--objective', 'classify', '--config', model, '--data', path.join(dir, 'photos'), '--steps', '1', '-b', '5', '--grad-accum-steps', '3', '--no-eval', '--out', path.join(dir, 'd')]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /batch 5 x 3 accumulated/);
+    // MAE with kNN k / t
+    r = cli(['--config', JSON.stringify(TINY), '--steps', '2', '-b', '4', '--grad-accum-steps', '2', '--eval-bank', '200', '--eval-queries', '50', '--knn-k', '3', '--knn-t', '0.5',
+      '--out', path.join(dir, 'm')]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /batch 4 x 2, .*kNN top-1 \(cosine, k=3, votes exp\(sim\/0\.5\)/s);
+    j = JSON.parse(r.stdout.trim().split('\n').pop());
+    assert.ok(j.knn_trained > 0 && j.steps === 2, JSON.stringify(j));
+    // a min-lr above the lr: the engine's message, before any step
+    r = cli(['--objective', 'classify', '--config', model, '--data', path.join(dir, 'photos'), '--steps', '1', '--lr', '1e-4', '--min-lr', '1e-3', '--out', path.join(dir, 'e')]);
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /0 <= min_lr <= lr, .*got lr 0\.0001, min_lr 0\.001/);
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });
