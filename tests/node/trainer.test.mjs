@@ -240,13 +240,15 @@ test('the CLI speaks timm\'s training vocabulary: --epochs, --warmup-epochs, --m
     r = cli(['--objective', 'classify', '--config', model, '--data', path.join(dir, 'photos'), '--steps', '1', '-b', '5', '--grad-accum-steps', '3', '--no-eval', '--out', path.join(dir, 'd')]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stderr, /batch 5 x 3 accumulated/);
-    // MAE with kNN k / t
-    r = cli(['--config', JSON.stringify(TINY), '--steps', '2', '-b', '4', '--grad-accum-steps', '2', '--eval-bank', '200', '--eval-queries', '50', '--knn-k', '3', '--knn-t', '0.5',
-      '--out', path.join(dir, 'm')]);
+    // MAE with kNN k / t and its weight decay
+    r = cli(['--config', JSON.stringify(TINY), '--steps', '2', '-b', '4', '--grad-accum-steps', '2', '--weight-decay', '0.02', '--eval-bank', '200', '--eval-queries', '50',
+      '--knn-k', '3', '--knn-t', '0.5', '--out', path.join(dir, 'm')]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /batch 4 x 2, .*kNN top-1 \(cosine, k=3, votes exp\(sim\/0\.5\)/s);
     j = JSON.parse(r.stdout.trim().split('\n').pop());
     assert.ok(j.knn_trained > 0 && j.steps === 2, JSON.stringify(j));
+    const tm = JSON.parse(readSafetensorsMeta(new Uint8Array(readFileSync(j.checkpoint))).train_config);
+    assert.deepEqual([tm.grad_accum, Math.fround(tm.weight_decay)], [2, Math.fround(0.02)]);
     // a min-lr above the lr: the engine's message, before any step
     r = cli(['--objective', 'classify', '--config', model, '--data', path.join(dir, 'photos'), '--steps', '1', '--lr', '1e-4', '--min-lr', '1e-3', '--out', path.join(dir, 'e')]);
     assert.notEqual(r.status, 0);
