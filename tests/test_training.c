@@ -348,6 +348,10 @@ static void test_grad_accum(vt_kind kind, int classifier) {
     vt_trace *tr = NULL;
     CHECK(vt_trace_train_step(acc, img, classifier ? y : NULL, B, &tr) == VT_ERR_ARG && !tr && strstr(vt_last_error(), "not recorded"),
           "%s an accumulated step is not traced: %s", name, vt_last_error());
+    vt_inputs bin;
+    vt_scalars bsc;
+    CHECK(vt_train_step_begin(acc, img, classifier ? y : NULL, B, &bin, &bsc) == VT_ERR_ARG && strstr(vt_last_error(), "grad_accum 4"),
+          "%s an accumulated step is not begun elsewhere: %s", name, vt_last_error());
     float l1 = 0, lk = 0, lk2 = 0;
     rc = STEP(one, B, &l1);
     if (!rc) rc = STEP(acc, B, &lk);

@@ -59,18 +59,24 @@ test('train(): events, abort at a step boundary, the checkpoint resumes bit for 
   assert.deepEqual(tensorsOf(resumed.checkpoint), tensorsOf(straight.checkpoint), 'resumed != straight');
   assert.equal(resumed.lossLast, straight.lossLast);
   // paused at step 3 (the run waits at the next boundary), resumed: the same losses
-  const losses = [];
-  const run = train({ ...opts, onStep: (e) => { losses.push(e.loss); if (e.step === 3) run.pause(); } });
-  await new Promise((r) => setTimeout(r, 300));
-  assert.equal(run.status, 'paused');
-  const at = run.step;
-  await new Promise((r) => setTimeout(r, 200));
-  assert.equal(run.step, at, 'a paused run took a step');
-  run.resume();
-  const done = await run.done;
-  assert.deepEqual(losses, events.map((e) => e.loss));
-  assert.deepEqual(tensorsOf(done.checkpoint), tensorsOf(straight.checkpoint));
-  run.dispose();
+  const losses = [], sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  let paused;
+  const third = new Promise((r) => { paused = r; });
+  const run = train({ ...opts, onStep: (e) => { losses.push(e.loss); if (e.step === 3) { run.pause(); paused(); } } });
+  try { // a failed assertion must not leave a paused worker holding the process
+    await third; // no fixed wait for the worker to start: under load that takes long
+    assert.equal(run.status, 'paused');
+    // the step under way when the message arrives finishes (step 4 at most); then none
+    let at = -1;
+    for (let i = 0; i < 50 && at !== run.step; i++) { at = run.step; await sleep(400); }
+    assert.ok(at <= 4, `paused at step 3, still stepping at ${at}`);
+    await sleep(300);
+    assert.equal(run.step, at, 'a paused run took a step');
+    run.resume();
+    const done = await run.done;
+    assert.deepEqual(losses, events.map((e) => e.loss));
+    assert.deepEqual(tensorsOf(done.checkpoint), tensorsOf(straight.checkpoint));
+  } finally { run.dispose(); }
 });
 
 test('train(): gradAccum K runs K micro-batches of batch images as one step (timm\'s --grad-accum-steps, each loss / K): one batch of K x batch up to fp32 summation order; minLr', async () => {
