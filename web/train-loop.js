@@ -402,9 +402,10 @@ export class Session {
   dispose() { if (this.model) { this.model.dispose(); this.model = null; } }
 }
 
-// An encoder file's timm_kwargs (web/metadata.js checkEncoder: a damaged entry names its field)
-// without what the classifier's head takes from the data and pool.
-function encoderKwargs(meta, name) {
+/** An encoder file's timm_kwargs (web/metadata.js checkEncoder: a damaged entry names its field,
+ * "<name>: damaged encoder metadata: timm_kwargs...") without what the classifier's head takes
+ * from the data and pool; null when the file has none (a timm / lightly state_dict). */
+export function encoderKwargs(meta, name) {
   let kw;
   try { kw = checkEncoder(meta); } catch (e) {
     if (e instanceof MetadataError) throw Object.assign(new VitrineError(`${name}: damaged encoder metadata: ${e.message}`, -3), { field: e.field });

@@ -12,9 +12,8 @@ import { CLASSIFY_DEFAULTS, classifierSpec } from '../classify.js';
 import { TIMM_PRETRAINED } from '../pretrained.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
 import { loadEngine, specDims, checkBatch, ENGINE_OPTIONS, namesHelp } from './engine.js';
-import { checkEncoder } from '../metadata.js';
 import { readSafetensorsMeta } from '../safetensors.js';
-import { runSpec } from '../train-loop.js';
+import { runSpec, encoderKwargs } from '../train-loop.js';
 import { readInput, readConfig, Outputs } from './io.js';
 import { readCheckpoint, checkState, refuseOnResume, stopAtOf, runTrainer, endRun, dataOption, sayInit, SCHEDULE_OPTIONS, scheduleOptions } from './run.js';
 
@@ -81,15 +80,11 @@ function settings(o) {
 
 // The encoder an --init file (a local one) was trained as, when it says (vitrine's
 // encoder.safetensors carries timm's constructor arguments, timm_kwargs: the classifier is built to
-// match it): its kwargs checked (web/metadata.js checkEncoder), or null when the file does not say.
+// match it): its kwargs checked as the run checks them (web/train-loop.js encoderKwargs), or null.
 function initKwargs(file) {
-  let meta, kw;
+  let meta;
   try { meta = readSafetensorsMeta(readInput(file)); } catch (e) { return null; } // named again, with the reason, when the run reads it
-  try { kw = checkEncoder(meta); } catch (e) { throw new CliError(`--init ${file}: damaged encoder metadata: ${e.message}`); }
-  if (!kw) return null;
-  const { num_classes, global_pool, ...encoder } = kw; // the classifier's own come from the data and --pool
-  void num_classes; void global_pool;
-  return encoder;
+  try { return encoderKwargs(meta, `--init ${file}`); } catch (e) { throw new CliError(e.message); }
 }
 
 // Before the Trainer is made, with the engine and nothing allocated: a resumed checkpoint's
