@@ -9,7 +9,7 @@ import { TRAIN_PRESETS } from '../train.js';
 import { IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
 import { defaultLr, runSpec } from '../train-loop.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { ENGINE_OPTIONS, namesHelp, loadEngineFor, specDims, checkBatch } from './engine.js';
+import { ENGINE_OPTIONS, namesHelp, loadEngine, loadEngineFor, specDims, checkBatch } from './engine.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
 import { readCheckpoint, checkState, refuseOnResume, stopAtOf, runTrainer, endRun, dataOption, sayInit, SCHEDULE_OPTIONS, scheduleOptions } from './run.js';
 import { startSideEvaluation, knnResults, writeResults, report, KNN_OPTIONS } from './train-results.js';
@@ -149,6 +149,7 @@ async function train(o) {
       say(`vitrine train: wrote what it could from step ${result.step}: nothing`);
       return status;
     }
+    if (vt.build !== eng.build) { vt.close(); vt = null; vt = await loadEngine({ wasm: eng.build, threads: o.threads }); } // the worker's build, for its bits
     const model = await restoreModel(vt, r, result.checkpoint);
     try {
       try { writeResults(model, r, outputs, warn, maxPixels); } catch (e) { throw new CliError(`${e.message} (${outputs.stateNote()})`); }
