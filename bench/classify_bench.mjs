@@ -10,11 +10,11 @@
 // the first preset.
 //   node bench/classify_bench.mjs [--presets fmnist-p7-mlp2,fmnist-p7] [--batch 128] [--mae-batch 64]
 //                                 [--policies none,block] [--repeat 20] [--wasm BUILD] [--threads N]
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
 import { modelSpec } from '../web/train.js';
 import { classifierSpec } from '../web/classify.js';
+import { hostInfo } from './lib.mjs';
 
 const args = process.argv.slice(2);
 const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
@@ -23,10 +23,7 @@ const policies = opt('--policies', 'none,block').split(','), repeat = Number(opt
 const threads = opt('--threads', null);
 await enableNodeRelaxedSimd(); // as the CLI: the default build is the one the jobs run
 const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? undefined : Number(threads) });
-const cpuinfo = (() => { try { return readFileSync('/proc/cpuinfo', 'utf8'); } catch { return ''; } })();
-const cpu = (/model name\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || 'unknown CPU';
-const flags = ((/flags\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || '').split(' ');
-const isa = ['avx512f', 'avx2', 'fma'].filter((f) => flags.includes(f)).join('+') || 'n/a';
+const { cpu, isa } = hostInfo();
 console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread(s); load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 
 const models = {};
