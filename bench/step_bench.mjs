@@ -12,8 +12,8 @@
 //            bench/torch_vit.py and bench/tfjs_vit.mjs do too. Optionally each round first times
 //            the build's peak loop (--peak: build/wasm/peak-relaxed.wasm), so that the step's
 //            "% of the one-core peak" is a paired ratio.
-//   mainjob  the main job, `node web/cli.js train`'s step: TrainingRun.trainOne on Fashion-MNIST
-//            (batch assembly + Model.trainStep: MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5,
+//   mainjob  the main job, `node web/cli.js train`'s step: Session.stepOnce on Fashion-MNIST
+//            (web/train-loop.js; TrainingRun.trainOne in trees before it; batch assembly + Model.trainStep: MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5,
 //            block checkpointing, the CLI's lr and schedule). images/s = batch / step time.
 //   demo     the demo's 224-px MAE on a timm preset with its decoders (--decoders tab,lightly of
 //            web/train.js's MAE_DECODERS): trainStep at batch 8; also each one's planned bytes.
@@ -77,6 +77,12 @@ async function setupVit(e) {
 let fmnist = null;
 async function setupMainJob(e) {
   const { modelSpec, TrainingRun } = await e.dirMod('train.js');
+  if (!TrainingRun) { // the CLI's loop since the Trainer (web/train-loop.js): a Session, its defaults are the main job
+    const { Session } = await e.dirMod('train-loop.js');
+    const s = await Session.open(e.vt, { objective: 'mae', data: { kind: 'fashion-mnist' }, batch: B, steps: 5000 });
+    return { model: s.model, step: async () => (await s.stepOnce()).loss };
+  }
+  // an older tree (bench/run.sh --before): its TrainingRun, set up as its CLI did
   const { loadFashionMNIST } = await e.dirMod('data.js');
   fmnist ||= loadFashionMNIST('train');
   const m = e.vt.createModel(modelSpec('mae', { preset: 'fmnist-p7-mlp2' }));
@@ -115,18 +121,18 @@ for (const r of runs) { r.ms = []; r.losses = []; r.peak = []; r.cores = []; }
 // each step's time by the chosen clock, and its CPU time over its wall time (the cores the process
 // had: below the thread count when other processes share the cores)
 const cpuClock = clockOf('cpu'), wallClock = clockOf('wall');
-const timeStep = (r) => {
+const timeStep = async (r) => {
   const t = clock(), c = cpuClock(), w = wallClock();
-  const loss = r.step();
+  const loss = await r.step(); // the main job's step is the Session's (async: it assembles its batch)
   const ms = clock() - t, cores = (cpuClock() - c) / (wallClock() - w);
   return { ms, loss, cores };
 };
-for (let w = 0; w < warmup; w++) for (const r of runs) r.losses.push(timeStep(r).loss); // V8 tiers the wasm up
+for (let w = 0; w < warmup; w++) for (const r of runs) r.losses.push((await timeStep(r)).loss); // V8 tiers the wasm up
 for (let i = 0; i < rounds; i++)
   for (let j = 0; j < runs.length; j++) {
     const r = runs[(i + j) % runs.length];
     if (peak) r.peak.push(peak.gflops());
-    const { ms, loss, cores } = timeStep(r);
+    const { ms, loss, cores } = await timeStep(r);
     r.ms.push(ms); r.losses.push(loss); r.cores.push(cores);
   }
 const loadEnd = loadavg();
