@@ -32,7 +32,11 @@
  * tests set 0 so that even their tiny shapes are split */
 static double min_work = 2.0e5;
 void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; }
-#define VT_SPIN 4000      /* polls before blocking: consecutive kernels follow within microseconds */
+/* polls before blocking (~150 us at ~0.4 ns a poll): a step's kernels follow each other within
+ * microseconds, and a blocked thread is slow to wake where the cores are virtual (measured on the
+ * 2-vCPU VM of bench/README.md: 4,000 polls, ~1.5 us, let the workers block between kernels and
+ * the main job's step gained 1.1-1.35x from a second thread; 400,000 polls: 1.5-1.9x, same bits) */
+#define VT_SPIN 400000
 #define VT_CHUNKS_PER_THREAD 4
 
 /* claim word: chunks claimed (high 16 bits) | chunk count (low 16 bits) of the current job. It
