@@ -185,11 +185,11 @@ export class Harness {
   async run(arrays, calls, { shared = true, times = 1 } = {}) {
     const names = Object.keys(arrays), where = {}, bufs = [];
     if (shared) {
-      let off = 7; // floats: operands at odd offsets inside the window
-      for (const n of names) { where[n] = { b: 0, off }; off += Math.ceil(arrays[n].byteLength / 4) + 5; }
+      let off = 6; // floats: operands at offsets that are not 256-byte aligned (but 8-byte: i64 data)
+      for (const n of names) { where[n] = { b: 0, off }; off += Math.ceil(arrays[n].byteLength / 8) * 2 + 6; }
       bufs.push(await this.pool.storage(off * 4, 'test arena'));
     } else
-      for (const n of names) { where[n] = { b: bufs.length, off: 3 }; bufs.push(await this.pool.storage(arrays[n].byteLength + 32, n)); }
+      for (const n of names) { where[n] = { b: bufs.length, off: 2 }; bufs.push(await this.pool.storage(arrays[n].byteLength + 32, n)); }
     for (const n of names) this.pool.upload(bufs[where[n].b], where[n].off * 4, arrays[n]);
     const prog = this.kernels.program('test');
     const op = (n) => {

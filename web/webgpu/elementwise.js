@@ -51,7 +51,8 @@ fn normal_cdf(x: f32) -> f32 {
 }
 `;
 
-const elementwise = (body) => `@compute @workgroup_size(256)
+/** A kernel with one invocation per element i < u.n (`i` in scope). */
+export const elementwise = (body) => `@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
   let i = (${LINEAR_WG}) * 256u + li;
@@ -60,6 +61,11 @@ ${body}
 }`;
 
 const maxg = (prog) => prog.gpu.limits.maxComputeWorkgroupsPerDimension;
+
+/** Appends an element-wise kernel over n elements (args gets n); prelude: WGSL functions. */
+export function ew(prog, name, ops, args, fargs, n, body, prelude = '') {
+  prog.dispatch(name, ops, prelude + elementwise(body), { n, ...args }, fargs, grid1d(n, 256, maxg(prog)));
+}
 
 /** out[n] = gelu(inp) (out may alias inp) */
 export function geluForward(prog, { out, inp }, n) {

@@ -23,13 +23,18 @@ import { header } from './wgsl.js';
 
 export const WORKSPACE = Symbol('workspace');
 const SLOT = 256; // bytes of uniforms per dispatch (minUniformBufferOffsetAlignment <= 256 everywhere)
-const TYPE_BYTES = { f32: 4, u32: 4, i32: 4, u8: 1 };
+// element sizes; on the GPU an f64 operand holds a float32 in its first word (WGSL has no f64;
+// only this backend's kernels read it: grad_norm -> clip_grads), an i64 is read by its low word
+export const TYPE_BYTES = { f32: 4, u32: 4, i32: 4, u8: 1, i64: 8, f64: 8 };
 
 /** An operand: `len` elements of `type` at element `off` of `buf` (a GPUBuffer or WORKSPACE). */
 export function operand(buf, off = 0, len = undefined, type = 'f32') {
   if (len === undefined) len = buf.size / TYPE_BYTES[type] - off;
   return { buf, off, len, type };
 }
+
+/** An absent operand of a type (the kernel's flags say not to touch it). */
+export const absent = (type) => ({ absent: true, type });
 
 /** Pipelines by WGSL source, per device (compiled once, shared by every program). */
 export class PipelineCache {
@@ -81,26 +86,30 @@ export class Program {
 
   get workspaceBytes() { return this.workspaceFloats * 4; }
 
-  /** A workspace operand of n floats at float offset off (for kernels.js). */
-  scratch(n, off = 0) {
+  /** A workspace operand of n 4-byte elements (f32, or u32) at word offset off. */
+  scratch(n, off = 0, type = 'f32') {
     this.workspaceFloats = Math.max(this.workspaceFloats, off + n);
-    return operand(WORKSPACE, off, n, 'f32');
+    return operand(WORKSPACE, off, n, type);
   }
 
   /**
    * Appends one dispatch: kernel `name` with WGSL `body` (after the header wgsl.js makes), ops
-   * { name: operand | null }, u32 args, f32 fargs, grid [x, y, z] workgroups. A null operand is
-   * bound to the first present one (so that a kernel with and without it shares one pipeline):
-   * the kernel must not touch it (its flags say so).
+   * { name: operand | null | absent(type) }, u32 args, f32 fargs, grid [x, y, z] workgroups. An
+   * absent operand (null: an f32 one) is bound to the place of the first present one (so that a
+   * kernel with and without it shares one pipeline): the kernel must not touch it (flags say so).
    */
   dispatch(name, ops, body, args, fargs, grid) {
     if (this.built) throw new Error('Program.dispatch after build()');
     if (grid.some((g) => g === 0)) return; // nothing to compute
     const maxg = this.gpu.limits.maxComputeWorkgroupsPerDimension;
     if (grid.some((g) => g > maxg)) throw new GpuError('limit', `${name}: ${grid.join('x')} workgroups exceed ${maxg} per dimension`);
-    const first = Object.values(ops).find((o) => o);
+    const first = Object.values(ops).find((o) => o && !o.absent);
     const all = {};
-    for (const [k, o] of Object.entries(ops)) all[k] = o || { ...first, len: 1 };
+    for (const [k, o] of Object.entries(ops)) {
+      if (o && !o.absent) { all[k] = o; continue; }
+      const type = o ? o.type : 'f32';
+      all[k] = { buf: first.buf, off: Math.floor(first.off * TYPE_BYTES[first.type] / TYPE_BYTES[type]), len: 1, type };
+    }
     for (const v of Object.values(args))
       if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new Error(`${name}: argument ${v} is not a u32`);
     this.list.push({ label: name, ops: all, body, args, fargs, grid });

@@ -34,17 +34,20 @@ fn row_max(li: u32, lane: u32, v: f32) -> f32 {
 }
 `;
 
-const rowKernel = (body) => `${ROW_LIB}
-@compute @workgroup_size(256)
+/** A kernel over u.R rows: `row`, `lane` (0..63), `ok` (row < u.R) and row_sum / row_max in
+ * scope. rows = rows per workgroup: 4 (256 invocations), or 1 (64) when a row's loop count
+ * depends on the row's data (barriers inside must be reached by the whole workgroup). */
+export const rowKernel = (body, rows = 4) => `${ROW_LIB.replace('256>', `${64 * rows}>`)}
+@compute @workgroup_size(${64 * rows})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
   let lane = li % 64u;
-  let row = (${LINEAR_WG}) * 4u + li / 64u;
+  let row = (${LINEAR_WG}) * ${rows}u + li / 64u;
   let ok = row < u.R;
 ${body}
 }`;
 
-const rowGrid = (prog, R) => grid1d(R, 4, prog.gpu.limits.maxComputeWorkgroupsPerDimension);
+export const rowGrid = (prog, R, rows = 4) => grid1d(R, rows, prog.gpu.limits.maxComputeWorkgroupsPerDimension);
 
 /** Per row of D: out = (x - mean) * rstd * w + b, rstd = 1/sqrt(var + eps) (biased variance,
  * two passes as the C reference); mean, rstd [M] saved when given; out may alias inp. */

@@ -5,6 +5,8 @@
 //   ld_X(i) -> f32 / st_X(i, v)   element i of f32 operand X
 //   ldu_X(i) -> u32               element i of a u32 / i32 operand (i32: bitcast<i32>)
 //   ldb_X(i) -> u32               byte i of a u8 operand
+//   ldi_X(i) -> u32               the low word of element i of an i64 operand (indices >= 0)
+//   ld_X / st_X of an f64 operand: a float32 in its first word (the second is written 0)
 
 /** The header: struct Params (u32 fields, f32 for those in floatFields), bindings, accessors. */
 export function header(nbuf, fields, floatFields, bind) {
@@ -16,10 +18,16 @@ export function header(nbuf, fields, floatFields, bind) {
     if (type === 'f32') {
       lines.push(`fn ld_${x}(i: u32) -> f32 { return bitcast<f32>(b${s}[u.o_${x} + i]); }`);
       lines.push(`fn st_${x}(i: u32, v: f32) { b${s}[u.o_${x} + i] = bitcast<u32>(v); }`);
+    } else if (type === 'f64') {
+      lines.push(`fn ld_${x}(i: u32) -> f32 { return bitcast<f32>(b${s}[u.o_${x} + 2u * i]); }`);
+      lines.push(`fn st_${x}(i: u32, v: f32) { b${s}[u.o_${x} + 2u * i] = bitcast<u32>(v); b${s}[u.o_${x} + 2u * i + 1u] = 0u; }`);
+    } else if (type === 'i64') {
+      lines.push(`fn ldi_${x}(i: u32) -> u32 { return b${s}[u.o_${x} + 2u * i]; }`);
     } else if (type === 'u8') {
       lines.push(`fn ldb_${x}(i: u32) -> u32 { let a = u.o_${x} + i; return (b${s}[a >> 2u] >> ((a & 3u) * 8u)) & 0xffu; }`);
     } else {
       lines.push(`fn ldu_${x}(i: u32) -> u32 { return b${s}[u.o_${x} + i]; }`);
+      lines.push(`fn stu_${x}(i: u32, v: u32) { b${s}[u.o_${x} + i] = v; }`);
     }
   }
   return lines.join('\n') + '\n';
