@@ -9,8 +9,8 @@ import {
   layernormRef, layernormBackwardRef, attentionRef,
 } from './webgpu-util.mjs';
 import {
-  matmulForward, matmulBackward, layernormForward, layernormBackward, geluForward, geluBackward,
-  attentionForward, attentionBackward, adamwStep, adamwScalars, fill,
+  matmul_forward, matmul_backward, layernorm_forward, layernorm_backward, gelu_forward, gelu_backward,
+  attention_forward, attention_backward, KERNELS,
 } from '../../web/webgpu/kernels.js';
 import { ERF_WGSL } from '../../web/webgpu/elementwise.js';
 import { gemmSplit } from '../../web/webgpu/gemm.js';
@@ -38,8 +38,8 @@ test('matmul forward: tile edges, bias or none, both binding layouts', async () 
     [1030, 20, 520, true], [0, 5, 4, true]]) {
     for (const bias of [true, false]) {
       const x = rand(M * K, 1), w = rand(N * K, 2), b = rand(N, 3), out = rand(M * N, 4);
-      const r = await H.run({ x, w, b, out }, (p, o) => matmulForward(p, { out: o('out'), inp: o('x'), w: o('w'),
-        bias: bias ? o('b') : null }, M, K, N), { shared });
+      const r = await H.run({ x, w, b, out }, (p, o) => matmul_forward(p, { out: o('out'), inp: o('x'), w: o('w'),
+        bias: bias ? o('b') : null }, { M, K, N }), { shared });
       check('matmul_forward', r.out, matmulRef(x, w, bias ? b : null, M, K, N));
       assert.ok(sameBits(r.x, x) && sameBits(r.w, w) && sameBits(r.b, b), 'inputs untouched');
     }
@@ -52,15 +52,15 @@ test('matmul backward: accumulates into dinp, dw, dbias; each optional; split-K 
     const dout = rand(M * N, 5), x = rand(M * K, 6), w = rand(N * K, 7);
     const ref = matmulBackwardRef(dout, x, w, M, K, N);
     const di0 = rand(M * K, 8, 0.5), dw0 = rand(N * K, 9, 0.5), db0 = rand(N, 10, 0.5);
-    const r = await H.run({ dout, x, w, di: di0, dw: dw0, db: db0 }, (p, o) => matmulBackward(p,
-      { dinp: o('di'), dw: o('dw'), dbias: o('db'), dout: o('dout'), inp: o('x'), w: o('w') }, M, K, N));
+    const r = await H.run({ dout, x, w, di: di0, dw: dw0, db: db0 }, (p, o) => matmul_backward(p,
+      { dinp: o('di'), dw: o('dw'), dbias: o('db'), dout: o('dout'), inp: o('x'), w: o('w') }, { M, K, N }));
     const plus = (a, b) => a.map((v, i) => v + b[i]);
     check('matmul_backward', r.di, plus(Float64Array.from(di0), ref.dinp));
     check('matmul_backward', r.dw, plus(Float64Array.from(dw0), ref.dw));
     check('matmul_backward', r.db, plus(Float64Array.from(db0), ref.db));
     // from zero: the gradients alone (the precision measure); null operands: untouched
     const z = await H.run({ dout, x, w, di: new Float32Array(M * K), dw: new Float32Array(N * K), db: dw0.slice(0, N) },
-      (p, o) => matmulBackward(p, { dinp: o('di'), dw: o('dw'), dbias: null, dout: o('dout'), inp: o('x'), w: o('w') }, M, K, N));
+      (p, o) => matmul_backward(p, { dinp: o('di'), dw: o('dw'), dbias: null, dout: o('dout'), inp: o('x'), w: o('w') }, { M, K, N }));
     check('matmul_backward', z.di, ref.dinp);
     check('matmul_backward', z.dw, ref.dw);
     assert.ok(sameBits(z.db, dw0.slice(0, N)), 'a null dbias is not written');
@@ -72,25 +72,25 @@ test('layernorm forward and backward: D of 1, 3, 64, 67, 200; no affine; in plac
     const x = rand(M * D, 11, 2).map((v) => v + 3), w = rand(D, 12), b = rand(D, 13);
     const ref = layernormRef(x, w, b, M, D, 1e-6);
     const r = await H.run({ x, w, b, out: new Float32Array(M * D), mean: new Float32Array(M), rstd: new Float32Array(M) },
-      (p, o) => layernormForward(p, { out: o('out'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('w'), b: o('b') }, M, D, 1e-6));
+      (p, o) => layernorm_forward(p, { out: o('out'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('w'), b: o('b') }, { M, D }, { eps: 1e-6 }));
     check('layernorm_forward', r.out, ref.out);
     check('layernorm_forward', r.mean, ref.mean);
     check('layernorm_forward', r.rstd, ref.rstd);
     // in place, no weight and no bias, no saved statistics
-    const ip = await H.run({ x }, (p, o) => layernormForward(p, { out: o('x'), mean: null, rstd: null, inp: o('x'), w: null, b: null }, M, D, 1e-5));
+    const ip = await H.run({ x }, (p, o) => layernorm_forward(p, { out: o('x'), mean: null, rstd: null, inp: o('x'), w: null, b: null }, { M, D }, { eps: 1e-5 }));
     check('layernorm_forward', ip.x, layernormRef(x, null, null, M, D, 1e-5).out);
     // backward from the saved statistics, accumulating
     const dy = rand(M * D, 14), g = layernormBackwardRef(dy, x, w, M, D, 1e-6);
     const d0 = rand(M * D, 15, 0.1);
     const rb = await H.run({ dy, x, w, mean: r.mean, rstd: r.rstd, di: d0, dw: new Float32Array(D), db: new Float32Array(D) },
-      (p, o) => layernormBackward(p, { dinp: o('di'), dw: o('dw'), db: o('db'), dout: o('dy'), inp: o('x'), w: o('w'),
-        mean: o('mean'), rstd: o('rstd') }, M, D));
+      (p, o) => layernorm_backward(p, { dinp: o('di'), dw: o('dw'), db: o('db'), dout: o('dy'), inp: o('x'), w: o('w'),
+        mean: o('mean'), rstd: o('rstd') }, { M, D }));
     check('layernorm_backward', rb.di, Float64Array.from(d0).map((v, i) => v + g.dinp[i]));
     check('layernorm_backward', rb.dw, g.dw);
     check('layernorm_backward', rb.db, g.db);
     const only = await H.run({ dy, x, mean: r.mean, rstd: r.rstd, db: new Float32Array(D) },
-      (p, o) => layernormBackward(p, { dinp: null, dw: null, db: o('db'), dout: o('dy'), inp: o('x'), w: null,
-        mean: o('mean'), rstd: o('rstd') }, M, D));
+      (p, o) => layernorm_backward(p, { dinp: null, dw: null, db: o('db'), dout: o('dy'), inp: o('x'), w: null,
+        mean: o('mean'), rstd: o('rstd') }, { M, D }));
     check('layernorm_backward', only.db, g.db);
   }
 });
@@ -118,12 +118,12 @@ test('GELU forward and backward (exact erf), in place backward', async () => {
   for (const n of [1, 3, 1000, 4099]) {
     const x = rand(n, 16, 6), dy = rand(n, 17);
     const r = await H.run({ x, y: new Float32Array(n), dy, dx: new Float32Array(n) }, (p, o) => {
-      geluForward(p, { out: o('y'), inp: o('x') }, n);
-      geluBackward(p, { dinp: o('dx'), inp: o('x'), dout: o('dy') }, n);
+      gelu_forward(p, { out: o('y'), inp: o('x') }, { n });
+      gelu_backward(p, { dinp: o('dx'), inp: o('x'), dout: o('dy') }, { n });
     });
     check('gelu_forward', r.y, Float64Array.from(x, gelu64));
     check('gelu_backward', r.dx, Float64Array.from(x, (v, i) => dy[i] * geluGrad64(v)));
-    const ip = await H.run({ x, dy }, (p, o) => geluBackward(p, { dinp: o('dy'), inp: o('x'), dout: o('dy') }, n));
+    const ip = await H.run({ x, dy }, (p, o) => gelu_backward(p, { dinp: o('dy'), inp: o('x'), dout: o('dy') }, { n }));
     assert.ok(sameBits(ip.dy, r.dx), 'in place = out of place');
   }
 });
@@ -136,7 +136,7 @@ const attnCases = [
 test('attention forward and backward: fused qkv and separate q/k, AIM prefix-causal mask', async () => {
   for (const [B, T, Hh, hd, fused, causal] of attnCases) {
     const D = Hh * hd, qk_rs = fused ? 3 * D : D, v_rs = fused ? 3 * D : D;
-    const a = { qk_rs, v_rs, B, T, H: Hh, hd, scale: 1 / Math.sqrt(hd) };
+    const a = { qk_rs, v_rs, B, T, H: Hh, hd, scale: 1 / Math.sqrt(hd) }, f = { scale: a.scale };
     let mask = null;
     if (causal) { // per image: a random prefix length, the rest causal
       mask = new Uint8Array(B * T);
@@ -163,9 +163,9 @@ test('attention forward and backward: fused qkv and separate q/k, AIM prefix-cau
     const r = await H.run(arrays, (p, o) => {
       const sub = (x, off) => ({ ...x, off: x.off + off, len: x.len - off });
       const q = fused ? o('qkv') : o('q'), k = fused ? sub(o('qkv'), D) : o('k'), v = fused ? sub(o('qkv'), 2 * D) : o('v');
-      attentionForward(p, { out: o('out'), att: o('att'), q, k, v, causal_mask: mask ? o('mask') : null }, a);
+      attention_forward(p, { out: o('out'), att: o('att'), q, k, v, causal_mask: mask ? o('mask') : null }, a, f);
       const dq = fused ? o('dqkv') : o('dq'), dk = fused ? sub(o('dqkv'), D) : o('dk'), dv = fused ? sub(o('dqkv'), 2 * D) : o('dv');
-      attentionBackward(p, { dq, dk, dv, dout: o('dout'), att: o('att'), q, k, v }, a);
+      attention_backward(p, { dq, dk, dv, dout: o('dout'), att: o('att'), q, k, v }, a, f);
     });
     check('attention_forward', r.out, ref.out);
     check('attention_forward', r.att, ref.att);
@@ -189,25 +189,6 @@ test('attention forward and backward: fused qkv and separate q/k, AIM prefix-cau
   }
 });
 
-test('AdamW step against torch.optim.AdamW in float64', async () => {
-  const n = 1001, p0 = rand(n, 30), g = rand(n, 31, 0.1), m0 = rand(n, 32, 0.01), v0 = rand(n, 33, 0.01).map(Math.abs);
-  const t = 7, lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;
-  const r = await H.run({ p: p0, g, m: m0, v: v0 }, (p, o) => adamwStep(p, { p: o('p'), g: o('g'), m: o('m'), v: o('v') },
-    n, t, lr, b1, b2, eps, wd));
-  const want = { p: new Float64Array(n), m: new Float64Array(n), v: new Float64Array(n) };
-  for (let i = 0; i < n; i++) {
-    want.m[i] = b1 * m0[i] + (1 - b1) * g[i];
-    want.v[i] = b2 * v0[i] + (1 - b2) * g[i] * g[i];
-    const den = Math.sqrt(want.v[i]) / Math.sqrt(1 - b2 ** t) + eps;
-    want.p[i] = p0[i] * (1 - lr * wd) - lr / (1 - b1 ** t) * want.m[i] / den;
-  }
-  check('adamw', r.m, want.m);
-  check('adamw', r.v, want.v);
-  check('adamw', r.p, want.p, 1e-6); // the update itself is ~1e-3 of p: compare p tightly
-  const s = adamwScalars(t, lr, b1, b2, wd);
-  assert.ok(Math.abs(s.step - lr / (1 - b1 ** t)) < 1e-9 && s.decay === Math.fround(1 - Math.fround(lr * wd)));
-});
-
 test('determinism: every kernel, run twice on fresh buffers, gives the same bits', async () => {
   const M = 150, K = 40, N = 48, B = 2, T = 75, Hh = 2, hd = 24, D = Hh * hd;
   const arrays = () => ({
@@ -216,21 +197,23 @@ test('determinism: every kernel, run twice on fresh buffers, gives the same bits
     rstd: new Float32Array(M), ln: new Float32Array(M * K), lw: rand(K, 44), dlw: new Float32Array(K),
     qkv: rand(B * T * 3 * D, 45), att: new Float32Array(B * Hh * T * T), ao: new Float32Array(B * T * D),
     dao: rand(B * T * D, 46), dqkv: new Float32Array(B * T * 3 * D), m: new Float32Array(N * K), v: new Float32Array(N * K),
+    lr: Float32Array.of(1e-3), step: Float32Array.of(1), flag: new Float32Array(1),
   });
   const calls = (p, o) => {
     const sub = (x, off) => ({ ...x, off: x.off + off, len: x.len - off });
-    layernormForward(p, { out: o('ln'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('lw'), b: null }, M, K, 1e-6);
-    matmulForward(p, { out: o('y'), inp: o('ln'), w: o('w'), bias: o('b') }, M, K, N);
-    geluForward(p, { out: o('y'), inp: o('y') }, M * N);
-    geluBackward(p, { dinp: o('dy'), inp: o('y'), dout: o('dy') }, M * N);
-    matmulBackward(p, { dinp: o('dx'), dw: o('dw'), dbias: o('db'), dout: o('dy'), inp: o('ln'), w: o('w') }, M, K, N);
-    layernormBackward(p, { dinp: o('dx'), dw: o('dlw'), db: null, dout: o('dx'), inp: o('x'), w: o('lw'), mean: o('mean'),
-      rstd: o('rstd') }, M, K);
-    const at = { qk_rs: 3 * D, v_rs: 3 * D, B, T, H: Hh, hd, scale: 0.2 };
+    layernorm_forward(p, { out: o('ln'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('lw'), b: null }, { M, D: K }, { eps: 1e-6 });
+    matmul_forward(p, { out: o('y'), inp: o('ln'), w: o('w'), bias: o('b') }, { M, K, N });
+    gelu_forward(p, { out: o('y'), inp: o('y') }, { n: M * N });
+    gelu_backward(p, { dinp: o('dy'), inp: o('y'), dout: o('dy') }, { n: M * N });
+    matmul_backward(p, { dinp: o('dx'), dw: o('dw'), dbias: o('db'), dout: o('dy'), inp: o('ln'), w: o('w') }, { M, K, N });
+    layernorm_backward(p, { dinp: o('dx'), dw: o('dlw'), db: null, dout: o('dx'), inp: o('x'), w: o('lw'), mean: o('mean'),
+      rstd: o('rstd') }, { M, D: K });
+    const at = { qk_rs: 3 * D, v_rs: 3 * D, B, T, H: Hh, hd }, sc = { scale: 0.2 };
     const q = o('qkv'), k = sub(o('qkv'), D), v = sub(o('qkv'), 2 * D);
-    attentionForward(p, { out: o('ao'), att: o('att'), q, k, v, causal_mask: null }, at);
-    attentionBackward(p, { dq: o('dqkv'), dk: sub(o('dqkv'), D), dv: sub(o('dqkv'), 2 * D), dout: o('dao'), att: o('att'), q, k, v }, at);
-    adamwStep(p, { p: o('w'), g: o('dw'), m: o('m'), v: o('v') }, N * K, 1, 1e-3, 0.9, 0.999, 1e-8, 0.05);
+    attention_forward(p, { out: o('ao'), att: o('att'), q, k, v, causal_mask: null }, at, sc);
+    attention_backward(p, { dq: o('dqkv'), dk: sub(o('dqkv'), D), dv: sub(o('dqkv'), 2 * D), dout: o('dao'), att: o('att'), q, k, v }, at, sc);
+    KERNELS.adamw(p, { p: o('w'), g: o('dw'), m: o('m'), v: o('v'), lr: o('lr'), step: o('step'), flag: o('flag') }, { n: N * K },
+      { b1: 0.9, b2: 0.999, eps: 1e-8, wd: 0.05 });
   };
   const r1 = await H.run(arrays(), calls), r2 = await H.run(arrays(), calls, { shared: false });
   for (const k of Object.keys(arrays())) assert.ok(sameBits(r1[k], r2[k]), `${k}: the same bits`);
@@ -244,7 +227,7 @@ test('faults: a shader that does not compile, an operand beyond its buffer, a lo
   await assert.rejects(H.run({ x: rand(4, 1) }, (p, o) => p.dispatch('broken', { x: o('x') },
     '@compute @workgroup_size(1) fn main() { let a: f32 = undefined_thing; }', {}, {}, [1, 1, 1])),
   (e) => e instanceof GpuError && e.kind === 'compile' && /broken/.test(e.message));
-  await assert.rejects(H.run({ x: rand(4, 1) }, (p, o) => fill(p, { x: { ...o('x'), len: 1 << 20 } }, 1 << 20)),
+  await assert.rejects(H.run({ x: rand(4, 1) }, (p, o) => KERNELS.fill(p, { x: { ...o('x'), len: 1 << 20 } }, { n: 1 << 20 }, { value: 0 })),
     (e) => e instanceof GpuError && e.kind === 'limit');
   await assert.rejects(H.pool.storage(gpu.limits.maxBufferSize + 1, 'too big'),
     (e) => e instanceof GpuError && e.kind === 'limit' && /maxBufferSize/.test(e.message));
@@ -252,6 +235,6 @@ test('faults: a shader that does not compile, an operand beyond its buffer, a lo
   const g2 = await testGpu(), h2 = new Harness(g2);
   g2.device.destroy();
   await new Promise((r) => setTimeout(r, 10));
-  await assert.rejects(h2.run({ x: rand(4, 1) }, (p, o) => fill(p, { x: o('x') }, 4)),
+  await assert.rejects(h2.run({ x: rand(4, 1) }, (p, o) => KERNELS.fill(p, { x: o('x') }, { n: 4 }, { value: 0 })),
     (e) => e instanceof GpuError && e.kind === 'lost');
 });

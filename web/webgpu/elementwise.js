@@ -1,6 +1,7 @@
-// elementwise.js: kernels with one invocation per element -- exact-erf GELU forward/backward,
-// AdamW. 256 invocations a workgroup, consecutive invocations on consecutive elements
-// (coalesced); memory-bound: each element is read and written once.
+// elementwise.js: kernels with one invocation per element (ew: the frame every element-wise
+// kernel of ops.js uses) and the exact-erf GELU forward/backward. 256 invocations a workgroup,
+// consecutive invocations on consecutive elements (coalesced); memory-bound: each element is read
+// and written once.
 import { grid1d, LINEAR_WG } from './wgsl.js';
 
 // WGSL has no erf. Coefficients from web/webgpu/tools/erf_fit.py (which also measures them):
@@ -69,42 +70,13 @@ export function ew(prog, name, ops, args, fargs, n, body, prelude = '') {
 
 /** out[n] = gelu(inp) (out may alias inp) */
 export function geluForward(prog, { out, inp }, n) {
-  prog.dispatch('gelu_forward', { out, inp }, ERF_WGSL + elementwise(`  let x = ld_inp(i);
-  st_out(i, x * normal_cdf(x));`), { n }, {}, grid1d(n, 256, maxg(prog)));
+  ew(prog, 'gelu_forward', { out, inp }, {}, {}, n, `  let x = ld_inp(i);
+  st_out(i, x * normal_cdf(x));`, ERF_WGSL);
 }
 
 /** dinp[n] = dout * gelu'(inp) (not accumulated; dinp may alias dout) */
 export function geluBackward(prog, { dinp, inp, dout }, n) {
-  prog.dispatch('gelu_backward', { dinp, inp, dout }, ERF_WGSL + elementwise(`  let x = ld_inp(i);
+  ew(prog, 'gelu_backward', { dinp, inp, dout }, {}, {}, n, `  let x = ld_inp(i);
   let pdf = 0.39894228040143267794 * exp(-0.5 * x * x);
-  st_dinp(i, ld_dout(i) * (normal_cdf(x) + x * pdf));`), { n }, {}, grid1d(n, 256, maxg(prog)));
-}
-
-/** The scalars of one AdamW step as the C reference computes them in float32 (vt_adamw_update):
- * step = lr / (1 - b1^t), bc2s = sqrt(1 - b2^t), decay = 1 - lr wd. */
-export function adamwScalars(t, lr, b1, b2, wd) {
-  const f = Math.fround;
-  const bc1 = f(1 - f(Math.pow(f(b1), t))), bc2 = f(1 - f(Math.pow(f(b2), t)));
-  return { step: f(f(lr) / bc1), bc2s: f(Math.sqrt(bc2)), decay: f(1 - f(f(lr) * f(wd))) };
-}
-
-/**
- * One AdamW step over n floats (torch.optim.AdamW):
- *   p *= decay; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= step * m / (sqrt(v) / bc2s + eps)
- * s: { step, bc2s, decay } (adamwScalars: they change every step: Program.setFloat), b1, b2, eps.
- */
-export function adamw(prog, { p, g, m, v }, n, s, b1, b2, eps) {
-  prog.dispatch('adamw', { p, g, m, v }, elementwise(`  let gi = ld_g(i);
-  let mi = u.b1 * ld_m(i) + (1.0 - u.b1) * gi;
-  let vi = u.b2 * ld_v(i) + (1.0 - u.b2) * gi * gi;
-  st_m(i, mi);
-  st_v(i, vi);
-  let denom = sqrt(vi) / u.bc2s + u.eps;
-  st_p(i, ld_p(i) * u.decay - u.step * (mi / denom));`), { n },
-  { b1, b2, eps, step: s.step, bc2s: s.bc2s, decay: s.decay }, grid1d(n, 256, maxg(prog)));
-}
-
-/** x[n] = value (zeroing a gradient, a scratch) */
-export function fill(prog, { x }, n, value = 0) {
-  prog.dispatch('fill', { x }, elementwise('  st_x(i, u.value);'), { n }, { value }, grid1d(n, 256, maxg(prog)));
+  st_dinp(i, ld_dout(i) * (normal_cdf(x) + x * pdf));`, ERF_WGSL);
 }

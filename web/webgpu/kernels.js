@@ -7,19 +7,19 @@
 import { gemm } from './gemm.js';
 import { colsum } from './reduce.js';
 import { layernormForward, layernormBackward, attentionSoftmax, attentionSoftmaxBackward } from './rows.js';
-import { geluForward, geluBackward, adamw, adamwScalars, fill } from './elementwise.js';
+import { geluForward, geluBackward } from './elementwise.js';
+import * as ops from './ops.js';
 import { PipelineCache, Program } from './program.js';
 
-export { operand, Program, WORKSPACE } from './program.js';
-export { adamwScalars };
+export { operand, absent, Program, WORKSPACE } from './program.js';
 
 /** out[M,N] = inp[M,K] @ w[N,K]^T + bias[N] (bias may be null) */
-export function matmulForward(prog, { out, inp, w, bias }, M, K, N) {
+export function matmul_forward(prog, { out, inp, w, bias }, { M, K, N }) {
   gemm(prog, { a: inp, b: w, c: out, bias, M, N, K, lda: K, ldb: K, ldc: N });
 }
 
 /** dinp[M,K] += dout[M,N] @ w[N,K]; dw[N,K] += dout^T @ inp; dbias[N] += sum_m dout (each may be null) */
-export function matmulBackward(prog, { dinp, dw, dbias, dout, inp, w }, M, K, N) {
+export function matmul_backward(prog, { dinp, dw, dbias, dout, inp, w }, { M, K, N }) {
   if (M === 0 || N === 0) return;
   if (dinp && K > 0) // C(m, k) = sum_n dout(m, n) w(n, k): B(n'=k, k'=n) = w[n*K + k], transposed
     gemm(prog, { a: dout, b: w, c: dinp, M, N: K, K: N, lda: N, ldb: K, ldc: K, bT: true, acc: true });
@@ -28,13 +28,17 @@ export function matmulBackward(prog, { dinp, dw, dbias, dout, inp, w }, M, K, N)
   if (dbias) colsum(prog, 'dbias', [{ out: dbias, expr: 'ld_dout(m * u.N + n)' }], { dout }, {}, M, N, true);
 }
 
-export { layernormForward, layernormBackward, geluForward, geluBackward, fill };
+export function layernorm_forward(prog, o, { M, D }, { eps }) { layernormForward(prog, o, M, D, eps); }
+export function layernorm_backward(prog, o, { M, D }) { layernormBackward(prog, o, M, D); }
+export function gelu_forward(prog, o, { n }) { geluForward(prog, o, n); }
+export function gelu_backward(prog, o, { n }) { geluBackward(prog, o, n); }
 
 /** attention: q,k rows of stride qk_rs, v of v_rs (token t, head h, element e at
  * (b*T + t)*rs + h*hd + e); out [B,T,H*hd]; att [B,H,T,T] the saved probabilities;
- * causal_mask: null or AIM's [B,T] bytes. a = { qk_rs, v_rs, B, T, H, hd, scale }. */
-export function attentionForward(prog, { out, att, q, k, v, causal_mask }, a) {
-  const { qk_rs, v_rs, B, T, H, hd, scale } = a, D = H * hd;
+ * causal_mask: null or AIM's [B,T] bytes. The CPU's scratch operand and thread count are not used
+ * (the workspace serves). */
+export function attention_forward(prog, { out, att, q, k, v, causal_mask }, { qk_rs, v_rs, B, T, H, hd }, { scale }) {
+  const D = H * hd;
   // S = scale q k^T per (image, head): batch offsets (b, h) of q/k: b*T*qk_rs + h*hd
   gemm(prog, { a: q, b: k, c: att, M: T, N: T, K: hd, lda: qk_rs, ldb: qk_rs, ldc: T, alpha: scale,
     batch: { B, H, a: [T * qk_rs, hd], b: [T * qk_rs, hd], c: [H * T * T, T * T] } });
@@ -51,8 +55,8 @@ export const attentionChunk = (B, H, T) => Math.max(1, Math.min(B, Math.floor(AT
 
 /** dq/dk (stride qk_rs), dv (stride v_rs) += the gradients of attentionForward (each may be null).
  * d scores are materialised per chunk of images in the program's workspace. */
-export function attentionBackward(prog, { dq, dk, dv, dout, att, q, k, v }, a) {
-  const { qk_rs, v_rs, B, T, H, hd, scale } = a, D = H * hd;
+export function attention_backward(prog, { dq, dk, dv, dout, att, q, k, v }, { qk_rs, v_rs, B, T, H, hd }, { scale }) {
+  const D = H * hd;
   if (B === 0 || T === 0 || (!dq && !dk && !dv)) return;
   const cb = attentionChunk(B, H, T);
   for (let b0 = 0; b0 < B; b0 += cb) {
@@ -79,10 +83,11 @@ export function attentionBackward(prog, { dq, dk, dv, dout, att, q, k, v }, a) {
   }
 }
 
-/** One AdamW step over a flat range (p, g, m, v of n floats); t the 1-based step after it. */
-export function adamwStep(prog, ops, n, t, lr, b1, b2, eps, wd) {
-  adamw(prog, ops, n, adamwScalars(t, lr, b1, b2, wd), b1, b2, eps);
-}
+/** Every kernel of the contract (issue 20's kernel_list.h) by name: (prog, ops, ints, floats). */
+export const KERNELS = {
+  matmul_forward, matmul_backward, layernorm_forward, layernorm_backward, gelu_forward, gelu_backward,
+  attention_forward, attention_backward, ...ops,
+};
 
 /** The kernel library of one device: its pipeline cache; programs are made from it. */
 export class Kernels {

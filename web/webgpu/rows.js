@@ -5,6 +5,7 @@
 // partials are added by a fixed tree in workgroup memory (32, 16, ..., 1): the same order every
 // run, no atomics, no subgroup operations (whose order the spec leaves open).
 import { colsum } from './reduce.js';
+import { absent } from './program.js';
 import { grid1d, LINEAR_WG } from './wgsl.js';
 
 const ROW_LIB = `
@@ -62,13 +63,15 @@ export function layernormForward(prog, { out, mean, rstd, inp, w, b }, M, D, eps
   if (ok) {
     for (var i = lane; i < u.D; i += 64u) {
       var y = (ld_inp(base + i) - mu) * rs;
-      ${w ? 'y = y * ld_w(i);' : ''}
-      ${b ? 'y = y + ld_b(i);' : ''}
+      if ((u.flags & 1u) != 0u) { y = y * ld_w(i); }
+      if ((u.flags & 2u) != 0u) { y = y + ld_b(i); }
       st_out(base + i, y);
     }
-    if (lane == 0u) { ${mean ? 'st_mean(row, mu);' : ''} ${rstd ? 'st_rstd(row, rs);' : ''} }
+    if (lane == 0u && (u.flags & 4u) != 0u) { st_mean(row, mu); }
+    if (lane == 0u && (u.flags & 8u) != 0u) { st_rstd(row, rs); }
   }`;
-  prog.dispatch('layernorm_forward', { out, mean, rstd, inp, w, b }, rowKernel(body), { R: M, D }, { eps },
+  const flags = (w ? 1 : 0) | (b ? 2 : 0) | (mean ? 4 : 0) | (rstd ? 8 : 0);
+  prog.dispatch('layernorm_forward', { out, mean, rstd, inp, w, b }, rowKernel(body), { R: M, D, flags }, { eps },
     rowGrid(prog, M));
 }
 
@@ -83,7 +86,8 @@ export function layernormBackward(prog, { dinp, dw, db, dout, inp, w, mean, rstd
   if (ok) {
     for (var i = lane; i < u.D; i += 64u) {
       let n = (ld_inp(base + i) - mu) * rs;
-      let dn = ${w ? 'ld_w(i) * ' : ''}ld_dout(base + i);
+      var dn = ld_dout(base + i);
+      if (u.has_w != 0u) { dn = ld_w(i) * dn; }
       a = a + dn;
       c = c + dn * n;
     }
@@ -93,17 +97,18 @@ export function layernormBackward(prog, { dinp, dw, db, dout, inp, w, mean, rstd
   if (ok) {
     for (var i = lane; i < u.D; i += 64u) {
       let n = (ld_inp(base + i) - mu) * rs;
-      let dn = ${w ? 'ld_w(i) * ' : ''}ld_dout(base + i);
+      var dn = ld_dout(base + i);
+      if (u.has_w != 0u) { dn = ld_w(i) * dn; }
       st_dinp(base + i, ld_dinp(base + i) + (dn - mean_dn - n * mean_dn_n) * rs);
     }
   }`;
-    prog.dispatch('layernorm_backward_dinp', { dinp, dout, inp, w, mean, rstd }, rowKernel(body), { R: M, D }, {},
-      rowGrid(prog, M));
+    prog.dispatch('layernorm_backward_dinp', { dinp, dout, inp, w, mean, rstd }, rowKernel(body),
+      { R: M, D, has_w: w ? 1 : 0 }, {}, rowGrid(prog, M));
   }
   colsum(prog, 'layernorm_dw_db', [
     { out: dw, expr: '(ld_inp(m * u.D + n) - ld_mean(m)) * ld_rstd(m) * ld_dout(m * u.D + n)' },
     { out: db, expr: 'ld_dout(m * u.D + n)' },
-  ], dw ? { dout, inp, mean, rstd } : { dout }, { D }, M, D, true);
+  ], { dout, inp, mean, rstd }, { D }, M, D, true);
 }
 
 /**
@@ -113,7 +118,7 @@ export function layernormBackward(prog, { dinp, dw, db, dout, inp, w, mean, rstd
  * may assume finite floats).
  */
 export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
-  const hidden = causal_mask ? '(j > i && ldb_causal_mask(b * u.T + j) != 0u)' : 'false';
+  const hidden = '(u.causal != 0u && j > i && ldb_causal_mask(b * u.T + j) != 0u)';
   const body = `  let base = row * u.T;
   let i = row % u.T;
   let b = row / (u.T * u.H);
@@ -132,8 +137,8 @@ export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
   let inv = 1.0 / row_sum(li, lane, s);
   if (ok) { for (var j = lane; j < u.T; j += 64u) { st_att(base + j, ld_att(base + j) * inv); } }`;
   const R = B * H * T;
-  prog.dispatch(`attention_softmax${causal_mask ? '_causal' : ''}`, { att, causal_mask }, rowKernel(body),
-    { R, T, H }, {}, rowGrid(prog, R));
+  prog.dispatch('attention_softmax', { att, causal_mask: causal_mask || absent('u8') }, rowKernel(body),
+    { R, T, H, causal: causal_mask ? 1 : 0 }, {}, rowGrid(prog, R));
 }
 
 /** In place over rows of dP (ds): ds = p (dp - sum_j p dp) scale, p the saved probabilities. */
