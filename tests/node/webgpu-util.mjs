@@ -184,20 +184,26 @@ export class Harness {
   }
   async run(arrays, calls, { shared = true, times = 1 } = {}) {
     const names = Object.keys(arrays), where = {}, bufs = [];
-    if (shared) {
-      let off = 6; // floats: operands at offsets that are not 256-byte aligned (but 8-byte: i64 data)
-      for (const n of names) { where[n] = { b: 0, off }; off += Math.ceil(arrays[n].byteLength / 8) * 2 + 6; }
-      bufs.push(await this.pool.storage(off * 4, 'test arena'));
-    } else
-      for (const n of names) { where[n] = { b: bufs.length, off: 2 }; bufs.push(await this.pool.storage(arrays[n].byteLength + 32, n)); }
+    const opFor = (bufOf) => (n) => {
+      const a = arrays[n], w = where[n];
+      return a instanceof Uint8Array ? operand(bufOf(w.b), w.off * 4, a.length, 'u8') : operand(bufOf(w.b), w.off, a.length);
+    };
+    // a dry run of the calls sizes the workspace, which then sits in the same buffer (as in the
+    // backend: one binding per dispatch, one pipeline per kernel)
+    const dry = this.kernels.program('dry');
+    let top = 6; // floats: operands at offsets that are not 256-byte aligned (but 8-byte: i64 data)
+    for (const n of names) {
+      where[n] = shared ? { b: 0, off: top } : { b: bufs.length + names.indexOf(n), off: 2 };
+      top += Math.ceil(arrays[n].byteLength / 8) * 2 + 6;
+    }
+    calls(dry, opFor(() => ({ size: Infinity })));
+    const wsOff = Math.ceil(top * 4 / 256) * 256;
+    if (shared) bufs.push(await this.pool.storage(wsOff + dry.workspaceBytes, 'test arena'));
+    else for (const n of names) bufs.push(await this.pool.storage(arrays[n].byteLength + 32, n));
     for (const n of names) this.pool.upload(bufs[where[n].b], where[n].off * 4, arrays[n]);
     const prog = this.kernels.program('test');
-    const op = (n) => {
-      const a = arrays[n], w = where[n];
-      return a instanceof Uint8Array ? operand(bufs[w.b], w.off * 4, a.length, 'u8') : operand(bufs[w.b], w.off, a.length);
-    };
-    calls(prog, op);
-    await prog.build();
+    calls(prog, opFor((b) => bufs[b]));
+    await prog.build(shared ? { workspace: { buf: bufs[0], byteOffset: wsOff } } : {});
     for (let i = 0; i < times; i++) prog.run();
     const out = {};
     for (const n of names) {

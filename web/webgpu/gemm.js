@@ -125,13 +125,14 @@ ${tileLoad('B', BN, 'BS', 'lb', 'n0')}
  * Appends C = alpha A B^T (+ bias) (+ C) to program `prog` (see the header for the layout).
  * g: { a, b, c, bias?: operands; M, N, K; lda, ldb, ldc; aT, bT, acc, alpha?: number;
  *      batch?: { B, H, a: [sb, sh], b: [sb, sh], c: [sb, sh] }; ws?: workspace float offset for split-K
- *      partials (past any workspace the caller's operands use) }
+ *      partials (past any workspace the caller's operands use); tile?: 64 | 128 rows (default: by shape) }
  */
 export function gemm(prog, g) {
   const { M, N, K } = g;
   const nb = g.batch ? g.batch.B * g.batch.H : 1;
   if (M === 0 || N === 0 || nb === 0) return;
-  const { BM, TM } = tileFor(M, N, nb);
+  // the tile shape only changes speed, never a bit (see the header): g.tile may force one
+  const { BM, TM } = g.tile ? { BM: g.tile, TM: g.tile / 16 } : tileFor(M, N, nb);
   const { S, kchunk } = gemmSplit(M, N, K, nb);
   const split = S > 1;
   if (split && (g.bias || g.alpha !== undefined)) throw new Error('gemm: split-K without bias / alpha only');
