@@ -214,14 +214,17 @@ test('MAE / AIM targets (norm_pix, repeated and absent idx) and their backward; 
   for (const [idx, K] of [[[3, 1, 9, 9, 5, 2], 3], [null, G * G]]) {
     for (const norm_pix of [0, 1]) {
       const dpred = rand(B * K * O, 41), di0 = rand(B * C * S * S, 42);
-      const arrays = { images, tgt: new Float32Array(B * K * O), trs: new Float32Array(B * K), dpred, dt: new Float32Array(B * K * O), di: di0 };
+      const arrays = { images, tgt: new Float32Array(B * K * O), trs: new Float32Array(B * K), dpred, dt: new Float32Array(B * K * O), di: di0,
+        recon: images.slice(), masked: images.slice() };
       if (idx) arrays.i64idx = i64(idx);
       const r = await run(arrays, (pr, o) => {
         const I = idx ? o('i64idx') : null, a = { B, K, C, S, p, G, offset, norm_pix };
         ops.patch_targets(pr, { tgt: o('tgt'), trs: norm_pix ? o('trs') : null, images: o('images'), idx: I }, a);
         ops.targets_backward(pr, { dimages: o('di'), dt: o('dt'), dpred: o('dpred'), tgt: o('tgt'), trs: o('trs'), idx: I }, a);
+        ops.unpatchify(pr, { recon: o('recon'), masked: o('masked'), pred: o('dpred'), images: o('images'), idx: I }, a);
       });
       const tgt = new Float64Array(B * K * O), trs = new Float64Array(B * K), di = Float64Array.from(di0);
+      const recon = Float64Array.from(images), msk = Float64Array.from(images);
       for (let b = 0; b < B; b++) for (let j = 0; j < K; j++) {
         const row = b * K + j, n = idx ? idx[row] - offset : j, t = [];
         for (let e = 0; e < O; e++) t.push(images[b * C * S * S + pix(n, e)]);
@@ -237,10 +240,18 @@ test('MAE / AIM targets (norm_pix, repeated and absent idx) and their backward; 
           d = d.map((v, e) => rs * (v - md - y[e] * c));
         }
         d.forEach((v, e) => { di[b * C * S * S + pix(n, e)] += v; });
+        const mu = t.reduce((s, v) => s + v, 0) / O, sd = Math.sqrt(t.reduce((s, x) => s + (x - mu) ** 2, 0) / (O - 1) + 1e-6);
+        for (let e = 0; e < O; e++) {
+          const at = b * C * S * S + pix(n, e), v = dpred[row * O + e];
+          recon[at] = norm_pix ? v * sd + mu : v;
+          msk[at] = 0;
+        }
       }
       close(`patch_targets ${norm_pix}`, r.tgt, tgt);
       if (norm_pix) close('trs', r.trs, trs);
       close(`targets_backward ${norm_pix}`, r.di, di);
+      close(`unpatchify ${norm_pix}`, r.recon, recon);
+      assert.ok(sameBits(r.masked, Float32Array.from(msk)), 'unpatchify: masked patches zeroed');
     }
   }
   // MSE over more than one reduction chunk; cross-entropy with label smoothing

@@ -453,3 +453,39 @@ export function adamw(prog, { p, m, v, g, lr, step, flag }, { n }, { b1, b2, eps
   st_v(i, vi);
   st_p(i, ld_p(i) * (1.0 - a * u.wd) - stp * (mi / (sqrt(vi) / bc2s + u.eps)));`);
 }
+
+// ---- teaching (not part of a step) ------------------------------------------------------------------------
+
+export function unpatchify(prog, { recon, masked, pred, images, idx }, { B, K, C, S, p, G, offset, norm_pix }) {
+  const O = C * p * p;
+  // a patch predicted twice (a repeated index) shows the later row, as the reference writes it
+  const chain = idx ? chains(prog, idx, B, K, 0) : null;
+  const body = `  let o = row * u.O;
+  let img = (row / u.K) * u.C * u.S * u.S;
+  var n = 0u;
+  var last = true;
+  if (ok) {
+    n = patch_of(row);
+    if (u.has_idx != 0u) { last = (ldu_chain(row) & ${NONE}u) == ${NONE}u; }
+  }
+  var mu = 0.0; var sd = 1.0;
+  if (u.norm_pix != 0u) { // the original patch's statistics invert normalize_mean_var
+    var s = 0.0;
+    if (ok) { for (var e = lane; e < u.O; e += 64u) { s = s + ld_images(img + pix(n, e)); } }
+    mu = row_sum(li, lane, s) / f32(u.O);
+    var q = 0.0;
+    if (ok) { for (var e = lane; e < u.O; e += 64u) { let d = ld_images(img + pix(n, e)) - mu; q = q + d * d; } }
+    sd = sqrt(row_sum(li, lane, q) / f32(max(u.O, 2u) - 1u) + ${NORM_PIX_EPS});
+  }
+  if (ok && last) {
+    for (var e = lane; e < u.O; e += 64u) {
+      let at = img + pix(n, e);
+      let v = ld_pred(o + e);
+      st_recon(at, select(v, v * sd + mu, u.norm_pix != 0u));
+      if (u.has_masked != 0u) { st_masked(at, 0.0); }
+    }
+  }`;
+  prog.dispatch('unpatchify', { recon, masked, pred, images, idx: idx || absent('i64'), chain: chain || absent('u32') },
+    PIX + rowKernel(body), { R: B * K, K, C, S, p, G, O, offset, norm_pix, has_idx: idx ? 1 : 0, has_masked: masked ? 1 : 0 },
+    {}, rowGrid(prog, B * K));
+}
