@@ -15,6 +15,7 @@ import {
 import { ERF_WGSL } from '../../web/webgpu/elementwise.js';
 import { gemm, gemmSplit } from '../../web/webgpu/gemm.js';
 import { GpuError } from '../../web/webgpu/device.js';
+import { execFileSync } from 'node:child_process';
 
 const TOL = 1e-4; // parity-format.md
 let gpu, H;
@@ -245,4 +246,13 @@ test('faults: a shader that does not compile, an operand beyond its buffer, a lo
   await new Promise((r) => setTimeout(r, 10));
   await assert.rejects(h2.run({ x: rand(4, 1) }, (p, o) => KERNELS.fill(p, { x: o('x') }, { n: 4 }, { value: 0 })),
     (e) => e instanceof GpuError && e.kind === 'lost');
+});
+
+test('no adapter: requestGpu says why (GpuError "unavailable")', () => {
+  // a child process whose Vulkan loader finds no driver
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', `
+    const { requestGpu } = await import(${JSON.stringify(new URL('../../web/webgpu/device.js', import.meta.url).href)});
+    try { await requestGpu({ swiftshader: false }); console.log('adapter'); } catch (e) { console.log(e.kind + ': ' + e.message); }`],
+  { env: { ...process.env, VK_ICD_FILENAMES: '/nonexistent.json', VITRINE_WEBGPU: '' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  assert.match(out, /^unavailable: no WebGPU adapter .*VITRINE_WEBGPU=swiftshader/m);
 });

@@ -1,7 +1,8 @@
 // The WGSL data-movement, masking, pooling, loss and optimizer kernels (web/webgpu/ops.js) on the
 // SwiftShader adapter against float64 transcriptions of their C references (kernels_ops_ref.c),
 // on small edge shapes: repeated indices, masks, no index at all, sizes 1 and 3. Copies, gathers
-// and scatters must be exact; sums within the parity rule. Needs an adapter (fails without).
+// and scatters must be exact; sums within the parity rule; every run twice, the same bits.
+// Needs an adapter (fails without).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { testGpu, Harness, rand, rel, sameBits } from './webgpu-util.mjs';
@@ -19,8 +20,9 @@ const close = (name, got, want, tol = TOL) => {
 const i64 = (vals) => { const a = new BigInt64Array(vals.length); vals.forEach((v, i) => { a[i] = BigInt(v); }); return new Uint8Array(a.buffer); };
 const idxOf = (u8) => Array.from(new BigInt64Array(u8.buffer, u8.byteOffset, u8.byteLength / 8), Number);
 // operands: f32 arrays as they are; 'i64:' / 'u8:' / 'i32:' prefixed names carry other types
+// every call runs twice on fresh buffers: the same bits (reductions in a fixed order, chains)
 async function run(arrays, call) {
-  return H.run(arrays, (p, o) => {
+  const once = () => H.run(arrays, (p, o) => {
     const op = (n) => {
       if (n === null) return null;
       const x = o(n);
@@ -30,6 +32,9 @@ async function run(arrays, call) {
     };
     call(p, op);
   });
+  const a = await once(), b = await once();
+  for (const k of Object.keys(arrays)) assert.ok(sameBits(a[k], b[k]), `${k}: the same bits twice`);
+  return a;
 }
 
 test('copies, adds, LayerScale, row sums (strided, broadcast)', async () => {
