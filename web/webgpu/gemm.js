@@ -19,18 +19,23 @@
 // then reducePartials adds them in order s = 0, 1, ... -- no atomics.
 import { reducePartials } from './reduce.js';
 
-const BK = 16, BN = 64, TN = 4;
+const BK = 16, TN = 4;
+// tile shapes: rows x columns of C a workgroup computes, rows per invocation (4 columns each)
+const TILES = { 128: { BM: 128, BN: 64, TM: 8 }, 64: { BM: 64, BN: 64, TM: 4 }, 32: { BM: 32, BN: 32, TM: 4 } };
+const tileCount = (t, M, N, batch) => Math.ceil(M / t.BM) * Math.ceil(N / t.BN) * batch;
 
 function tileFor(M, N, batch) {
-  // 8x4 register tiles where there are enough 128-row tiles to fill a GPU (~64 workgroups)
-  const big = Math.ceil(M / 128) * Math.ceil(N / BN) * batch >= 64;
-  return big ? { BM: 128, TM: 8 } : { BM: 64, TM: 4 };
+  // 128x64 (8x4 a invocation) where there are enough such tiles to fill a GPU (~64 workgroups);
+  // 32x32 (64 invocations) for small products (attention of few tokens, narrow heads), where a
+  // 64x64 tile would be mostly padding and leave the GPU idle; 64x64 otherwise
+  if (tileCount(TILES[128], M, N, batch) >= 64) return TILES[128];
+  if (M <= 32 || N <= 32 || tileCount(TILES[64], M, N, batch) < 16) return TILES[32];
+  return TILES[64];
 }
 
 /** The split of a long reduction (shape only): S pieces of kchunk (a multiple of BK). */
 export function gemmSplit(M, N, K, batch) {
-  const { BM } = tileFor(M, N, batch);
-  const tiles = Math.ceil(M / BM) * Math.ceil(N / BN) * batch;
+  const tiles = tileCount(tileFor(M, N, batch), M, N, batch);
   if (batch !== 1 || tiles >= 64 || K < 1024) return { S: 1, kchunk: Math.max(K, 1) };
   let S = Math.min(Math.ceil(K / 256), Math.ceil(256 / tiles));
   const kchunk = Math.ceil(K / S / BK) * BK;
@@ -40,7 +45,7 @@ export function gemmSplit(M, N, K, batch) {
 
 // One shader per tile shape: the operands' layouts (strides), bias, accumulation and split are
 // uniforms tested in workgroup-uniform branches, not variants to compile.
-function gemmWGSL({ BM, TM }) {
+function gemmWGSL({ BM, BN, TM }) {
   const WX = BN / TN, WY = BM / TM, NT = WX * WY, AS = BM / 4 + 1, BS = BN / 4 + 1;
   // tile loads: each invocation stores whole vec4s (4 consecutive m or n at one k). A transposed
   // operand (contiguous along m or n) gives 4 consecutive elements to each invocation; a row-major
@@ -72,6 +77,19 @@ fn lb(base: u32, n: u32, k: u32, kend: u32) -> f32 {
   if (n < u.N && k < kend) { return ld_b(base + n * u.b_sn + k * u.b_sk); }
   return 0.0;
 }
+fn store_row(cbase: u32, m: u32, n0: u32, v4: vec4<f32>) {
+  if (m >= u.M) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    let n = n0 + j;
+    if (n < u.N) {
+      var v = v4[j] * u.alpha;
+      if ((u.flags & 1u) != 0u) { v = v + ld_bias(n); }
+      let ci = cbase + m * u.ldc + n;
+      if ((u.flags & 2u) != 0u) { v = ld_c(ci) + v; }
+      st_c(ci, v);
+    }
+  }
+}
 @compute @workgroup_size(${WX}, ${WY}, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
@@ -85,39 +103,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
   let bbase = zb * u.b_sb + zh * u.b_sh;
   let kbeg = s * u.kchunk;
   let kend = min(u.K, kbeg + u.kchunk);
-  var acc: array<vec4<f32>, ${TM}>;
+${Array.from({ length: TM }, (_, i) => `  var c${i} = vec4<f32>(0.0);`).join('\n')}
   for (var k0 = kbeg; k0 < kend; k0 += BK) {
 ${tileLoad('A', BM, 'AS', 'la', 'm0')}
 ${tileLoad('B', BN, 'BS', 'lb', 'n0')}
     workgroupBarrier();
     // a ${TM}x4 outer product a step: ${TM / 4 + 1} vec4 reads of workgroup memory, ${TM} vec4 fma
+    // (accumulators in named registers: an array indexed in a loop may live in memory)
     for (var kk = 0u; kk < BK; kk++) {
       let b = Bs[kk * BS + lid.x];
-      for (var r = 0u; r < ${TM / 4}u; r++) {
-        let a = As[kk * AS + lid.y * ${TM / 4}u + r];
-        acc[4u * r] = fma(vec4<f32>(a.x), b, acc[4u * r]);
-        acc[4u * r + 1u] = fma(vec4<f32>(a.y), b, acc[4u * r + 1u]);
-        acc[4u * r + 2u] = fma(vec4<f32>(a.z), b, acc[4u * r + 2u]);
-        acc[4u * r + 3u] = fma(vec4<f32>(a.w), b, acc[4u * r + 3u]);
-      }
+${Array.from({ length: TM / 4 }, (_, r) => `      let a${r} = As[kk * AS + lid.y * ${TM / 4}u + ${r}u];`).join('\n')}
+${Array.from({ length: TM }, (_, i) => `      c${i} = fma(vec4<f32>(a${i >> 2}.${'xyzw'[i & 3]}), b, c${i});`).join('\n')}
     }
     workgroupBarrier();
   }
   // epilogue: alpha (1 = exact), bias (flags & 1), accumulate (flags & 2); split-K partials at s * c_ss
   let cbase = zb * u.c_sb + zh * u.c_sh + s * u.c_ss;
-  for (var i = 0u; i < ${TM}u; i++) {
-    let m = m0 + lid.y * ${TM}u + i;
-    for (var j = 0u; j < 4u; j++) {
-      let n = n0 + lid.x * 4u + j;
-      if (m < u.M && n < u.N) {
-        var v = acc[i][j] * u.alpha;
-        if ((u.flags & 1u) != 0u) { v = v + ld_bias(n); }
-        let ci = cbase + m * u.ldc + n;
-        if ((u.flags & 2u) != 0u) { v = ld_c(ci) + v; }
-        st_c(ci, v);
-      }
-    }
-  }
+${Array.from({ length: TM }, (_, i) => `  store_row(cbase, m0 + lid.y * ${TM}u + ${i}u, n0 + lid.x * 4u, c${i});`).join('\n')}
 }`;
 }
 
@@ -125,14 +127,14 @@ ${tileLoad('B', BN, 'BS', 'lb', 'n0')}
  * Appends C = alpha A B^T (+ bias) (+ C) to program `prog` (see the header for the layout).
  * g: { a, b, c, bias?: operands; M, N, K; lda, ldb, ldc; aT, bT, acc, alpha?: number;
  *      batch?: { B, H, a: [sb, sh], b: [sb, sh], c: [sb, sh] }; ws?: workspace float offset for split-K
- *      partials (past any workspace the caller's operands use); tile?: 64 | 128 rows (default: by shape) }
+ *      partials (past any workspace the caller's operands use); tile?: 32 | 64 | 128 (default: by shape) }
  */
 export function gemm(prog, g) {
   const { M, N, K } = g;
   const nb = g.batch ? g.batch.B * g.batch.H : 1;
   if (M === 0 || N === 0 || nb === 0) return;
   // the tile shape only changes speed, never a bit (see the header): g.tile may force one
-  const { BM, TM } = g.tile ? { BM: g.tile, TM: g.tile / 16 } : tileFor(M, N, nb);
+  const tile = g.tile ? TILES[g.tile] : tileFor(M, N, nb), { BM, BN } = tile;
   const { S, kchunk } = gemmSplit(M, N, K, nb);
   const split = S > 1;
   if (split && (g.bias || g.alpha !== undefined)) throw new Error('gemm: split-K without bias / alpha only');
@@ -146,13 +148,13 @@ export function gemm(prog, g) {
   };
   const part = split ? prog.scratch(S * M * N, g.ws || 0) : null;
   prog.dispatch(`gemm_${BM}x${BN}`, { a: g.a, b: g.b, c: split ? part : g.c, bias: g.bias || null },
-    gemmWGSL({ BM, TM }), args, { alpha: g.alpha ?? 1 }, [Math.ceil(N / BN), Math.ceil(M / BM), nb * S]);
+    gemmWGSL(tile), args, { alpha: g.alpha ?? 1 }, [Math.ceil(N / BN), Math.ceil(M / BM), nb * S]);
   if (split) reducePartials(prog, part, g.c, M * N, S, !!g.acc);
 }
 
 /** Design of the tile a problem of this shape runs with (the bench's design table). */
 export function gemmDesign(M, N, K, batch = 1) {
-  const { BM, TM } = tileFor(M, N, batch);
+  const { BM, BN, TM } = tileFor(M, N, batch);
   const { S } = gemmSplit(M, N, K, batch);
   return {
     tile: `${BM}x${BN}x${BK}`, workgroup: `${BN / TN}x${BM / TM}`, perThread: `${TM}x${TN}`,

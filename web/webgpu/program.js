@@ -217,6 +217,25 @@ export class Program {
     pass.end();
   }
 
+  /** Runs each dispatch alone and waits for it: [{ label, ms }] (a bench's per-kernel view; slow). */
+  async profile() {
+    const out = [];
+    for (const [i, s] of this.steps.entries()) {
+      const enc = this.gpu.device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      pass.setPipeline(s.pipeline);
+      pass.setBindGroup(0, s.bindGroup);
+      pass.dispatchWorkgroups(s.grid[0], s.grid[1], s.grid[2]);
+      pass.end();
+      const t = performance.now();
+      this.gpu.device.queue.submit([enc.finish()]);
+      await this.gpu.device.queue.onSubmittedWorkDone();
+      out.push({ label: this.list[i].label, ms: performance.now() - t, grid: s.grid });
+    }
+    this.gpu.check();
+    return out;
+  }
+
   /** Runs the program once (submitted; completes in queue order). */
   run() {
     this.gpu.check();
