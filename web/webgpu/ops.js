@@ -37,6 +37,15 @@ function chains(prog, idx, B, K, ws) {
   return chain;
 }
 
+// WGSL: v += the rows of the later occurrences of this index, in k order (c: the first's chain
+// word, b: the image); row(k) is the value of chain row k
+const chainAdd = (row) => `  loop {
+    let nxt = c & ${NONE}u;
+    if (nxt == ${NONE}u) { break; }
+    v = v + ${row('(b * u.K + nxt)')};
+    c = ldu_chain(b * u.K + nxt);
+  }`;
+
 // the masked map [B, L] (u32 0/1) in the workspace at ws: rows idx[b, :] when idx is given,
 // else mask[b, l] != 0, else none
 function maskedMap(prog, idx, mask, B, L, K, ws) {
@@ -179,12 +188,7 @@ export function scatter_add_rows(prog, { out, x, idx }, { B, L, K, D }) {
   let b = bk / u.K;
   let at = (b * u.L + ldi_idx(bk)) * u.D + d;
   var v = ld_out(at) + ld_x(i);
-  loop {
-    let nxt = c & ${NONE}u;
-    if (nxt == ${NONE}u) { break; }
-    v = v + ld_x((b * u.K + nxt) * u.D + d);
-    c = ldu_chain(b * u.K + nxt);
-  }
+${chainAdd((k) => `ld_x(${k} * u.D + d)`)}
   st_out(at, v);`);
 }
 
@@ -370,12 +374,7 @@ export function targets_backward(prog, { dimages, dt, dpred, tgt, trs, idx }, { 
   let b = row / u.K;
   let at = b * u.C * u.S * u.S + pix(patch_of(row), e);
   var v = ld_dimages(at) + ld_dt(i);
-  loop {
-    let nxt = c & ${NONE}u;
-    if (nxt == ${NONE}u) { break; }
-    v = v + ld_dt((b * u.K + nxt) * u.O + e);
-    c = ldu_chain(b * u.K + nxt);
-  }
+${chainAdd((k) => `ld_dt(${k} * u.O + e)`)}
   st_dimages(at, v);`, PIX);
 }
 
