@@ -10,6 +10,7 @@
  *   kernel_bench [--widths 192,384,768] [--batch B] [--quick] [--json]     (JSON to stdout) */
 #include "bench_util.h"
 #include "kernels/kernels.h"
+#include "threads.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,13 +192,13 @@ static void run_att_fwd(void *p) {
     args *a = p;
     int D = a->H * a->hd;
     vt_attention_forward(a->out, a->att, a->scratch, a->q, a->q + D, 3 * D, a->q + 2 * D, 3 * D, NULL, a->B,
-                         a->T, a->H, a->hd, 0.125f);
+                         a->T, a->H, a->hd, vt_threads_max(), 0.125f);
 }
 static void run_att_bwd(void *p) {
     args *a = p;
     int D = a->H * a->hd;
     vt_attention_backward(a->dq, a->dq + D, a->dq + 2 * D, a->scratch, a->dout, a->att, a->q,
-                          a->q + D, 3 * D, a->q + 2 * D, 3 * D, a->B, a->T, a->H, a->hd, 0.125f);
+                          a->q + D, 3 * D, a->q + 2 * D, 3 * D, a->B, a->T, a->H, a->hd, vt_threads_max(), 0.125f);
 }
 
 static void *xmalloc(size_t n) {
@@ -289,7 +290,7 @@ int main(int argc, char **argv) {
         args a = {.B = batch, .T = T, .hd = 64, .H = D / 64};
         size_t BHT2 = (size_t)a.B * a.H * T * T, BTD = (size_t)a.B * T * D;
         a.out = xmalloc(BHT2 * 4), a.inp = xmalloc(BTD * 4), a.w = xmalloc(BTD * 4), a.dout = xmalloc(BTD * 4);
-        a.att = xmalloc(BHT2 * 4), a.q = xmalloc(3 * BTD * 4), a.dq = xmalloc(3 * BTD * 4), a.scratch = xmalloc(vt_attention_scratch_floats(T, a.hd) * 4);
+        a.att = xmalloc(BHT2 * 4), a.q = xmalloc(3 * BTD * 4), a.dq = xmalloc(3 * BTD * 4), a.scratch = xmalloc(vt_attention_scratch_floats(T, a.hd, vt_threads_max()) * 4);
         fill(a.inp, BTD, 5), fill(a.w, BTD, 6), fill(a.q, 3 * BTD, 7), fill(a.dout, BTD, 8);
         fill(a.out, BHT2, 9);
         double f1 = 2.0 * a.B * a.H * T * T * a.hd; /* one of QK^T or PV */

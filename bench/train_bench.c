@@ -54,9 +54,9 @@ static int k_depth;
 void __real_vt_matmul_forward(float *, const float *, const float *, const float *, int, int, int);
 void __real_vt_matmul_backward(float *, float *, float *, const float *, const float *, const float *, int, int, int);
 void __real_vt_attention_forward(float *, float *, float *, const float *, const float *, int, const float *, int,
-                                 const uint8_t *, int, int, int, int, float);
+                                 const uint8_t *, int, int, int, int, int, float);
 void __real_vt_attention_backward(float *, float *, float *, float *, const float *, const float *, const float *,
-                                  const float *, int, const float *, int, int, int, int, int, float);
+                                  const float *, int, const float *, int, int, int, int, int, int, float);
 void __real_vt_layernorm_forward(float *, float *, float *, const float *, const float *, const float *, int, int, float);
 void __real_vt_layernorm_backward(float *, float *, float *, const float *, const float *, const float *,
                                   const float *, const float *, int, int);
@@ -71,13 +71,14 @@ void __wrap_vt_matmul_backward(float *di, float *dw, float *db, const float *d, 
     TIMED(K_MM_B, __real_vt_matmul_backward(di, dw, db, d, i, w, M, K, N));
 }
 void __wrap_vt_attention_forward(float *o, float *att, float *sc, const float *q, const float *k, int qk_rs,
-                                 const float *v, int v_rs, const uint8_t *cm, int B, int T, int H, int hd, float s) {
-    TIMED(K_ATT_F, __real_vt_attention_forward(o, att, sc, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, s));
+                                 const float *v, int v_rs, const uint8_t *cm, int B, int T, int H, int hd, int nt,
+                                 float s) {
+    TIMED(K_ATT_F, __real_vt_attention_forward(o, att, sc, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, nt, s));
 }
 void __wrap_vt_attention_backward(float *dq, float *dk, float *dv, float *sc, const float *d, const float *att,
                                   const float *q, const float *k, int qk_rs, const float *v, int v_rs, int B,
-                                  int T, int H, int hd, float s) {
-    TIMED(K_ATT_B, __real_vt_attention_backward(dq, dk, dv, sc, d, att, q, k, qk_rs, v, v_rs, B, T, H, hd, s));
+                                  int T, int H, int hd, int nt, float s) {
+    TIMED(K_ATT_B, __real_vt_attention_backward(dq, dk, dv, sc, d, att, q, k, qk_rs, v, v_rs, B, T, H, hd, nt, s));
 }
 void __wrap_vt_layernorm_forward(float *o, float *mean, float *rstd, const float *i, const float *w,
                                  const float *b, int M, int D, float eps) {

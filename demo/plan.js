@@ -22,9 +22,9 @@ export function resolvePolicy(model, policy, { batch, maskRatio, budget, extra =
   return `budget:${Math.max(1, Math.floor(budget - (pl.params + pl.grads + pl.optimizer + extra)))}`;
 }
 
-export function candidatePolicies(depth, chosen) {
-  const list = ['none', 'selective', 'block', 'sqrt'];
-  for (const k of [2, 4]) if (k < depth) list.push(`every:${k}`);
+// every policy the engine's budget search tries for this model (Model.namedPolicies), and the one chosen
+function candidatePolicies(model, chosen) {
+  const list = model.namedPolicies();
   if (chosen && !list.includes(chosen)) list.push(chosen);
   return list;
 }
@@ -32,14 +32,14 @@ export function candidatePolicies(depth, chosen) {
 /**
  * fitReport(model, { batch, maskRatio, policy, budget, extra }) -> {
  *   fits, policy, need, budget, plan: {params, grads, optimizer, activations, total},
- *   rows: [{ policy, activations, total, need, fits }]   every named policy, for teaching
+ *   rows: [{ policy, activations, total, need, fits }]   every policy the engine tries, for teaching
  *   suggestion: { policy, fit, named } | { batch, policy } | null, message }
  * `extra`: bytes the tab needs besides the plan (the wasm module's own memory, the batch).
  */
 export function fitReport(model, { batch, maskRatio, policy, budget, extra = 0 }) {
   policy = resolvePolicy(model, policy, { batch, maskRatio, budget, extra });
   const rows = [];
-  for (const p of candidatePolicies(model.dims.depth, policy)) {
+  for (const p of candidatePolicies(model, policy)) {
     try {
       const pl = planStep(model, { batch, maskRatio, policy: p });
       rows.push({ policy: p, activations: pl.activations, total: pl.total, need: pl.total + extra, fits: pl.policyMet && pl.total + extra <= budget });

@@ -9,7 +9,7 @@
 // require-corp: the page is then cross-origin isolated, which is what gives it SharedArrayBuffer,
 // so the engine's thread pool (web/pool.js) can run. Without them the page runs on 1 thread.
 import { createServer } from 'node:http';
-import { createReadStream } from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import { stat, realpath } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import { join, resolve, dirname, extname, sep } from 'node:path';
@@ -18,8 +18,9 @@ import { prepareData } from './prepare-data.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
-const WASM_FILES = ['vitrine-simd.mjs', 'vitrine-simd.wasm', 'vitrine-scalar.mjs', 'vitrine-scalar.wasm',
-  'vitrine-simd-mt.mjs', 'vitrine-simd-mt.wasm'];
+// the browser builds' files (wasm/builds.json) and the table the loader reads
+const { builds } = JSON.parse(readFileSync(join(ROOT, 'wasm/builds.json'), 'utf8'));
+const WASM_FILES = ['vitrine-builds.js', ...Object.values(builds).filter((b) => b.browser).flatMap((b) => b.files)];
 // cross-origin isolation (threads); same-origin files need nothing more under require-corp
 export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 

@@ -5,147 +5,21 @@
 // same id. Unsolicited messages (step, viz, eval, stopped, error) have no id.
 // Objectives: MAE and AIM (Model.trainStep on unlabelled images) and classify (timm's
 // VisionTransformer with a head, Model.trainStepLabels on the user's classes; web/classify.js:
-// the CLI's settings, split, evaluation and prediction).
+// the CLI's settings, split, evaluation and prediction). Models and data: worker-data.js.
 import { createVitrine, simdSupported, toRGBA } from '../web/vitrine.js';
-import { TRAIN_PRESETS, modelSpec, encoderPrefix, DataOrder, makeBatch, showMasks, withMetadata } from '../web/train.js';
-import { classifierSpec, classifyTrainerOptions, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFY_DEFAULTS,
-  CLASSIFIER_FORMAT } from '../web/classify.js';
+import { TRAIN_PRESETS, encoderPrefix, DataOrder, showMasks } from '../web/train.js';
+import { adapt, makeBatch } from '../web/images.js';
+import { withMetadata } from '../web/safetensors.js';
+import { classifyTrainerOptions, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFIER_FORMAT } from '../web/classify.js';
 import { fitReport, planStep, resolvePolicy, fmtBytes } from './plan.js';
-import { fetchFmnistSample } from './sample.js';
+import { DEMO_MODELS, specFor, encoderOf, policyOf, loadFmnist, makeSource, ADAPT_MAX, idbGet, idbPut, idbDel, MAX_SAVED } from './worker-data.js';
 
-// Demo models beside train.js's: `mini` is small enough to train at a glance (and in the tests).
-export const DEMO_MODELS = {
-  mini: {
-    label: 'mini: 28 px, patch 7, dim 48, depth 3 (fast)',
-    encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 48, depth: 3, num_heads: 3 },
-    mae: { decoder_dim: 32, decoder_depth: 1, decoder_heads: 2 },
-    aim: { head_hidden_dim: 64, head_blocks: 1 },
-  },
-  'rgb32-tiny': {
-    label: 'rgb32-tiny: 32 px RGB, patch 4, dim 192, depth 12 (vit_tiny at 32 px)',
-    encoder: { img_size: 32, patch_size: 4, in_chans: 3, embed_dim: 192, depth: 12, num_heads: 3 },
-    mae: { decoder_dim: 128, decoder_depth: 2, decoder_heads: 4 },
-    aim: { head_hidden_dim: 256, head_blocks: 2 },
-  },
-};
-
-function customConfig(cfg) {
-  try { return JSON.parse(cfg.custom); } catch (e) { throw new Error(`custom config: not JSON (${e.message})`); }
-}
-/** The encoder's timm kwargs of cfg.model (null for a timm preset name). */
-function encoderOf(cfg) {
-  if (cfg.model === 'custom') { const c = customConfig(cfg); return { ...(c.encoder || c) }; }
-  const d = DEMO_MODELS[cfg.model] || TRAIN_PRESETS[cfg.model];
-  return d ? { ...d.encoder } : null;
-}
-
-/** cfg.model: a DEMO_MODELS or TRAIN_PRESETS key, a timm preset name, or 'custom' (cfg.custom:
- * JSON text as the engine reads it: { encoder: {...timm kwargs}, decoder_dim, ... }). cfg.kind
- * classify: timm's VisionTransformer on that encoder with a head of cfg.classes.length classes
- * (at least 2, for planning before the classes exist) and cfg.pool pooling. */
-export function specFor(cfg) {
-  if (cfg.kind === 'classify') {
-    const encoder = encoderOf(cfg);
-    if (!encoder) throw new Error(`classify mode builds its classifier on a 28 / 32 px model or a custom config; the timm preset '${cfg.model}' (224 px RGB) is offered for MAE / AIM only`);
-    return classifierSpec({ config: { encoder }, numClasses: Math.max(2, (cfg.classes || []).length), pool: cfg.pool || CLASSIFY_DEFAULTS.pool });
-  }
-  if (cfg.model === 'custom') return { kind: cfg.kind, config: customConfig(cfg) };
-  const d = DEMO_MODELS[cfg.model];
-  if (d) return { kind: cfg.kind, config: { encoder: { ...d.encoder }, ...d[cfg.kind] } };
-  if (TRAIN_PRESETS[cfg.model]) return modelSpec(cfg.kind, { preset: cfg.model });
-  return { kind: cfg.kind, preset: cfg.model };
-}
-// the policy a config trains under ('auto' is resolved by the planner into budget:BYTES)
-const policyOf = (cfg) => (cfg.checkpointing ? cfg.resolved || cfg.policy : 'none');
 const f32hex = (x) => { const b = new DataView(new ArrayBuffer(4)); b.setFloat32(0, x); return b.getUint32(0).toString(16).padStart(8, '0'); };
 const now = () => performance.now();
 
 let vt = null;
 let baseline = 0;      // the wasm memory of a fresh engine (module, stack, heap start)
 const post = (msg, transfer = []) => self.postMessage(msg, transfer);
-
-// ---- data -------------------------------------------------------------------------------------
-
-let fmnist = null; // { name, n, chans: 1, size: 28, pixels, labels, classes }
-async function loadFmnist() {
-  if (!fmnist) fmnist = await fetchFmnistSample();
-  return fmnist;
-}
-
-// One image of a source data set (bytes [chans, size, size]) -> [chans, S, S] bytes: bilinear
-// resize (align_corners=False), grey <-> colour (grey = mean of R, G, B; colour repeats grey).
-function adaptImage(src, i, S, C, out, off) {
-  const s = src.size, sc = src.chans, per = sc * s * s, base = i * per, px = s * s;
-  const scale = s / S;
-  for (let y = 0; y < S; y++) {
-    const fy = Math.max(0, (y + 0.5) * scale - 0.5), y0 = Math.min(s - 1, Math.floor(fy)), y1 = Math.min(s - 1, y0 + 1), wy = fy - y0;
-    for (let x = 0; x < S; x++) {
-      const fx = Math.max(0, (x + 0.5) * scale - 0.5), x0 = Math.min(s - 1, Math.floor(fx)), x1 = Math.min(s - 1, x0 + 1), wx = fx - x0;
-      const sample = (c) => {
-        const o = base + c * px;
-        const a = src.pixels[o + y0 * s + x0], b = src.pixels[o + y0 * s + x1], cc = src.pixels[o + y1 * s + x0], d = src.pixels[o + y1 * s + x1];
-        return (a * (1 - wx) + b * wx) * (1 - wy) + (cc * (1 - wx) + d * wx) * wy;
-      };
-      const vals = [];
-      for (let c = 0; c < sc; c++) vals.push(sample(c));
-      for (let c = 0; c < C; c++) {
-        const v = C === 1 && sc > 1 ? (vals[0] + vals[1 % sc] + vals[2 % sc]) / 3 : vals[c % sc];
-        out[off + c * S * S + y * S + x] = Math.round(v);
-      }
-    }
-  }
-}
-
-const ADAPT_MAX = 64 * 1024 * 1024; // bytes of a data set adapted once, whole
-function adaptAll(src, S, C) {
-  if (src.size === S && src.chans === C) return src;
-  const per = C * S * S, pixels = new Uint8Array(src.n * per);
-  for (let i = 0; i < src.n; i++) adaptImage(src, i, S, C, pixels, i * per);
-  return { ...src, chans: C, size: S, pixels };
-}
-
-/** The data set at the model's size and channels: adapted once when small, else per batch. */
-function makeSource(src, S, C) {
-  const per = C * S * S;
-  if ((src.size === S && src.chans === C) || src.n * per <= ADAPT_MAX) {
-    const ds = adaptAll(src, S, C);
-    return { ds, get: (idx) => makeBatch(ds, idx) };
-  }
-  return {
-    ds: src,
-    get: (idx) => {
-      const pixels = new Uint8Array(idx.length * per);
-      idx.forEach((i, j) => adaptImage(src, i, S, C, pixels, j * per));
-      return makeBatch({ chans: C, size: S, pixels }, Int32Array.from(idx, (_, j) => j));
-    },
-  };
-}
-
-// ---- IndexedDB (the training state, so that a reload resumes) --------------------------------
-
-const DB_NAME = 'vitrine-demo', STORE = 'runs', KEY = 'current';
-function db() {
-  return new Promise((res, rej) => {
-    const r = indexedDB.open(DB_NAME, 1);
-    r.onupgradeneeded = () => r.result.createObjectStore(STORE);
-    r.onsuccess = () => res(r.result);
-    r.onerror = () => rej(r.error);
-  });
-}
-async function idb(mode, fn) {
-  const d = await db();
-  try {
-    return await new Promise((res, rej) => {
-      const tx = d.transaction(STORE, mode), req = fn(tx.objectStore(STORE));
-      tx.oncomplete = () => res(req.result);
-      tx.onerror = tx.onabort = () => rej(tx.error);
-    });
-  } finally { d.close(); }
-}
-const idbGet = () => idb('readonly', (s) => s.get(KEY));
-const idbPut = (v) => idb('readwrite', (s) => s.put(v, KEY));
-const idbDel = () => idb('readwrite', (s) => s.delete(KEY));
-const MAX_SAVED = 256 * 1024 * 1024;
 
 // ---- the trainer ------------------------------------------------------------------------------
 
@@ -232,7 +106,7 @@ async function setup({ cfg, userData, resume, init }) {
     run = { cfg, model, src, losses: [], userData: cls || cfg.data === 'user' ? userData : null, cls: null, evals: [] };
     if (cls) {
       if (src.n * chans * img * img > ADAPT_MAX) throw new Error(`${src.n} images at ${img}x${img}x${chans} are too many for the tab: remove some`);
-      const ds = adaptAll(src, img, chans), sp = splitEval(ds);
+      const ds = adapt(src, img, chans), sp = splitEval(ds);
       if (!sp.trainIdx.length) throw new Error('no training images: add more images to your classes');
       const cr = new ClassifyRun({ model, dataset: ds, indices: sp.trainIdx, batch: cfg.batch, steps: cfg.steps, dataSeed: BigInt(cfg.seed) + 2n });
       run.cls = { cr, ds, evalIdx: sp.evalIdx, every: Math.max(1, Math.round(cfg.steps / 10)) };
@@ -410,14 +284,13 @@ function setPolicy({ policy, budget }) {
   return { ok: true, policy: r.policy, report: r };
 }
 
-/** The classifier's top classes for one image: planar RGB bytes [3, S, S] at the model's size
- * (the page resizes it as it resized the classes' images), turned grey here as they were. */
-function predict({ pixels, size }) {
+/** The classifier's top classes for one image: bytes [chans, size, size] at the model's size and
+ * channels (the page's pixel pipeline, as for the classes' images). */
+function predict({ pixels, size, chans: c }) {
   if (!run || !run.cls) throw new Error('no classifier yet: set up a classify run first');
   const m = run.model, { img, chans } = m.dims, classes = run.cfg.classes;
-  if (size !== img || pixels.length !== 3 * img * img) throw new Error(`predict: a ${size}x${size} image, the model takes ${img}x${img}`);
-  const one = adaptAll({ n: 1, chans: 3, size, pixels }, img, chans);
-  const z = m.timmForward(makeBatch(one, Int32Array.of(0)));
+  if (size !== img || c !== chans || pixels.length !== chans * img * img) throw new Error(`predict: a ${size}x${size}x${c} image, the model takes ${img}x${img}x${chans}`);
+  const z = m.timmForward(makeBatch({ chans, size, pixels }, Int32Array.of(0)));
   return { top: predictTop(z.data, classes, Math.min(3, classes.length)), step: m.stepCount };
 }
 
@@ -447,7 +320,7 @@ const handlers = {
   async init() {
     vt = await createVitrine();
     baseline = vt.memory().linear;
-    return { build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), baseline,
+    return { build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
       threads: vt.threads, threadsNote: vt.threadsNote, isolated: globalThis.crossOriginIsolated === true,
       models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) } };
   },

@@ -88,7 +88,7 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
         snprintf(buf, len, "; likely cause: a batch of %lld in the file against %lld images", b[0], a[0]);
     else if (fwd && na != nb)
         snprintf(buf, len, "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
-                           "others pool to [B, .]", c->global_pool);
+                           "others pool to [B, .]", vt_pool_name(c->global_pool));
     else if (fwd && lb == c->embed_dim && la != lb)
         snprintf(buf, len, "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
                            "config has num_classes %d: set num_classes 0", lb, c->num_classes);
@@ -98,11 +98,11 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
                            "never does): set num_classes %lld in the config", lb, lb, lb);
     else if (fwd && la != lb)
         snprintf(buf, len, "; likely cause: num_classes (config %d) or global_pool ('%s')", c->num_classes,
-                 c->global_pool);
+                 vt_pool_name(c->global_pool));
     else
         snprintf(buf, len, "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
                            "global_pool '%s', num_classes %d) or the call's indices", c->img_size, c->patch_size,
-                 c->class_token, c->reg_tokens, c->global_pool, c->num_classes);
+                 c->class_token, c->reg_tokens, vt_pool_name(c->global_pool), c->num_classes);
     return buf;
 }
 
@@ -150,18 +150,38 @@ static double rel_err(const float *ours, const float *ref, size_t n) {
     return mr > 0 ? md / mr : md;
 }
 
-/* PyTorch's own float32 error against its float64 expect (-1 when the file has no torch32/ key) */
-static double torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const char *key) {
+/* PyTorch's own float32 error against its float64 expect, in *err (-1 when the file has no
+ * torch32/ key); a torch32/ tensor of another size than its expect/ one is an error */
+static vt_status torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const float *ref, const char *key,
+                             double *err) {
     char tk[200];
     snprintf(tk, sizeof tk, "torch32/%s", key);
     const vt_st_tensor *t32 = vt_st_find(f, tk);
-    if (!t32 || t32->numel != expect->numel) return -1;
-    double e = -1;
-    float *a = tensor_f32(t32), *b = tensor_f32(expect);
-    if (a && b) e = rel_err(a, b, expect->numel);
+    *err = -1;
+    if (!t32) return VT_OK;
+    if (t32->numel != expect->numel) {
+        char sa[96], sb[96];
+        shape_str(sa, sizeof sa, t32->ndim, t32->shape);
+        shape_str(sb, sizeof sb, expect->ndim, expect->shape);
+        return vt_fail(VT_ERR_MISMATCH, "%s is %s, %s is %s", tk, sa, expect->name, sb);
+    }
+    float *a = tensor_f32(t32);
+    if (!a) return VT_ERR_FORMAT;
+    *err = rel_err(a, ref, expect->numel);
     free(a);
-    free(b);
-    return e;
+    return VT_OK;
+}
+
+/* an expected value that is NaN or infinite makes the comparison meaningless: the dump is broken */
+static vt_status check_finite(const vt_st_tensor *t, const float *v) {
+    for (size_t i = 0; i < t->numel; i++)
+        if (!isfinite(v[i])) {
+            char sh[96];
+            shape_str(sh, sizeof sh, t->ndim, t->shape);
+            return vt_fail(VT_ERR_FORMAT, "%s holds %s (element %zu of %s): the reference is broken; make the dump again",
+                           t->name, isnan(v[i]) ? "NaN" : "an infinity", i, sh);
+        }
+    return VT_OK;
 }
 
 /* compares every expect/ key of the file with the computed outputs */
@@ -191,11 +211,15 @@ static vt_status compare(const vt_st_file *f, const outs *o, vt_parity_result *r
         }
         float *ref = tensor_f32(t);
         if (!ref) return perr(r, VT_ERR_FORMAT);
+        double t32 = -1;
+        int rc = check_finite(t, ref);
+        if (!rc) rc = torch32_err(f, t, ref, key, &t32);
+        if (rc) { free(ref); return perr(r, rc); }
         vt_parity_tensor *pt = &r->t[r->n++];
         snprintf(pt->name, sizeof pt->name, "%s", key);
         pt->err = rel_err(mine->data, ref, t->numel);
         free(ref);
-        pt->torch32_err = torch32_err(f, t, key);
+        pt->torch32_err = t32;
         if (pt->torch32_err > r->max_torch32_err) r->max_torch32_err = pt->torch32_err;
         if (!(pt->err <= VT_PARITY_TOL)) r->pass = 0;
         if (r->worst < 0 || !(pt->err <= r->t[r->worst].err)) r->worst = r->n - 1;
@@ -342,7 +366,8 @@ static vt_status load_params(const vt_st_file *f, vt_model *m) {
         snprintf(a, sizeof a, "param/%s", name);
         snprintf(b, sizeof b, "frozen/%s", name);
         const vt_st_tensor *ta = vt_st_find(f, a), *tb = vt_st_find(f, b), *t = ta ? ta : tb;
-        if (!t || (ta && tb)) return vt_fail(VT_ERR_MISMATCH, "the file must hold exactly one of %s, %s", a, b);
+        if (!t) return vt_fail(VT_ERR_MISMATCH, "%s is missing (the model has this parameter; nor is there %s)", a, b);
+        if (ta && tb) return vt_fail(VT_ERR_MISMATCH, "the file must hold exactly one of %s, %s", a, b);
         if (t->numel != vt_param_numel(m, i))
             return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the model expects %zu", t->name, t->numel, vt_param_numel(m, i));
         int trainable = ta != NULL;
@@ -377,7 +402,8 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     const vt_vit_config *ec = &vt_model_get_config(m)->enc;
     vt_inputs *in = &x->in;
     const vt_st_tensor *ti = vt_st_find(f, "input/images");
-    if (!ti || ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size || ti->shape[3] != ec->img_size)
+    if (!ti) return vt_fail(VT_ERR_MISMATCH, "input/images is missing");
+    if ( ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size || ti->shape[3] != ec->img_size)
         return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]", ec->in_chans, ec->img_size, ec->img_size);
     in->batch = (int)ti->shape[0];
     x->images = tensor_f32(ti);
@@ -403,6 +429,12 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     free(mask);
     in->is_causal = call_flag(call, "is_causal", 1); /* lightly's default is_causal=True */
     return rc;
+}
+
+static int has_prefix(const vt_st_file *f, const char *prefix) {
+    for (size_t i = 0; i < f->n; i++)
+        if (!strncmp(f->tensors[i].name, prefix, strlen(prefix))) return 1;
+    return 0;
 }
 
 /* Pushes each output of the call (loss, or out + intermediates.i) and reads the upstream gradient
@@ -437,6 +469,10 @@ static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, 
             }
             douts[i] = tensor_f32(dt);
             if (!douts[i]) return VT_ERR_FORMAT;
+        } else if (has_prefix(f, "expect/grad/")) {
+            /* a missing upstream gradient would be taken as zero: every gradient would then fail */
+            return vt_fail(VT_ERR_FORMAT, "%s is missing: the expect/grad/ tensors are gradients of sum(%s * dout)",
+                           dk, nm);
         }
         *n_douts = i + 1;
     }
@@ -617,10 +653,21 @@ static void put_num(sbuf *b, double v) {
     else snprintf(e, sizeof e, "%.9e", v);
     put_raw(b, e);
 }
+/* A PyTorch float32 error, absent (null) when the file has none for the tensor (-1). */
+static void put_torch32(sbuf *b, double v) {
+    if (v < 0) put_raw(b, "null");
+    else put_num(b, v);
+}
 static void put_key(sbuf *b, const char *key) {
     put_raw(b, ", \"");
     put_raw(b, key);
     put_raw(b, "\": ");
+}
+
+double vt_parity_max_torch32(const vt_parity_result *r) {
+    int any = 0;
+    for (int k = 0; k < r->n; k++) any |= r->t[k].torch32_err >= 0;
+    return any ? r->max_torch32_err : -1;
 }
 
 vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
@@ -637,15 +684,15 @@ vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out
     if (r->worst >= 0) {
         put_key(&b, "worst"); put_str(&b, r->t[r->worst].name);
         put_key(&b, "err"); put_num(&b, r->t[r->worst].err);
-        put_key(&b, "torch32_err"); put_num(&b, r->t[r->worst].torch32_err);
+        put_key(&b, "torch32_err"); put_torch32(&b, r->t[r->worst].torch32_err);
     }
-    put_key(&b, "max_torch32_err"); put_num(&b, r->max_torch32_err);
+    put_key(&b, "max_torch32_err"); put_torch32(&b, vt_parity_max_torch32(r));
     put_key(&b, "tensors"); put_raw(&b, "[");
     for (int k = 0; k < r->n; k++) {
         put_raw(&b, k ? ", {\"name\": " : "{\"name\": ");
         put_str(&b, r->t[k].name);
         put_key(&b, "err"); put_num(&b, r->t[k].err);
-        put_key(&b, "torch32_err"); put_num(&b, r->t[k].torch32_err);
+        put_key(&b, "torch32_err"); put_torch32(&b, r->t[k].torch32_err);
         put_raw(&b, "}");
     }
     put_raw(&b, "]}");

@@ -49,9 +49,12 @@ void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message);
  *    "worst": ..., "err": ..., "torch32_err": ..., "max_torch32_err": ...,
  *    "tensors": [{"name": ..., "err": ..., "torch32_err": ...}, ...]}
  * "file" only when file != NULL, "error" only when there is one, "worst" / "err" / "torch32_err"
- * only when a tensor was compared; numbers as %.9e. */
+ * only when a tensor was compared; numbers as %.9e; a torch32 error the file does not have (no
+ * torch32/ tensor) is null, and so is max_torch32_err when no tensor has one. */
 vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len);
 void vt_parity_free(vt_parity_result *r);
+/* The largest PyTorch float32 error of the compared tensors; -1 when none has one. */
+double vt_parity_max_torch32(const vt_parity_result *r);
 
 #ifdef __cplusplus
 }

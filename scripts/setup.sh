@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Set-up on a fresh Debian (bookworm) machine: system packages, npm packages, the native and wasm
-# builds; then the main job, `node web/cli.js train` (unless --no-main). Safe to run again.
+# builds; then the main job, `node web/cli.js train` (unless --no-main). Safe to run again. Each
+# phase says what it does and, when it is done, how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run_main=1
 [ "${1:-}" = "--no-main" ] && run_main=0
+
+start=$SECONDS
+phase_start=$SECONDS
+phase() { phase_start=$SECONDS; echo "== $*"; }
+done_phase() { echo "   done in $((SECONDS - phase_start)) s"; }
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -17,26 +23,34 @@ for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 if [ -n "$missing" ]; then
-  echo "== installing:$missing"
+  phase "apt-get install:$missing (a few minutes on a fresh machine; apt's own output is hidden)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  done_phase
+else
+  echo "== apt: every package is installed"
 fi
 
 if [ -f package-lock.json ]; then
-  echo "== npm ci"
+  phase "npm ci: the npm packages of package-lock.json (the runtime's pngjs, jpeg-js; the tests' and benchmarks' playwright-core, vite, typescript, tfjs)"
   npm ci --no-audit --no-fund --loglevel=error
   # the runtime dependencies (pngjs, jpeg-js) with their registry data in the npm cache: tests/package
   # installs the packed tarball elsewhere from the cache (npm ci fetches only the lock's tarballs)
   npm cache add $(node -p "Object.entries(require('./package.json').dependencies || {}).map(([n, v]) => n + '@' + v).join(' ')") --loglevel=error
+  done_phase
 fi
 
-echo "== build (native + wasm)"
+phase "build: native engine, CLI and C tests, and every wasm build of wasm/builds.json (cmake, build/)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
+done_phase
 
 if [ "$run_main" = 1 ]; then
-  # MAE on Fashion-MNIST through the wasm SIMD build: progress, kNN accuracy, weights, checkpoint
-  # and reconstructions in out/ (~3-4 min on 2 cores). Parity: node web/cli.js parity ../shared/fixtures/*.safetensors
-  echo "== main job: node web/cli.js train"
+  # MAE on Fashion-MNIST through the default wasm build (relaxed SIMD, every core): progress, kNN
+  # accuracy, weights, checkpoint and reconstructions in out/ (about 7-8 min on 2 cores; the run
+  # measured: docs/experiments.md). Parity: node web/cli.js parity ../shared/fixtures/*.safetensors
+  phase "main job: node web/cli.js train (MAE on Fashion-MNIST, 5000 steps, then kNN; about 7-8 min on 2 cores)"
   node web/cli.js train
+  done_phase
 fi
+echo "== set-up done in $((SECONDS - start)) s"

@@ -1,8 +1,12 @@
-/* api.c: the public calls. Creates models (parameter table per kind); vt_forward checks the
- * inputs, resolves the layouts and sizes the arena from the plan (plan.c) before anything runs,
- * then runs the encoder call (vit.c) or the loss (objectives.c); vt_backward runs its backward. */
+/* api.c: the public calls. Creates models (their objective's parameter table, objective.h);
+ * vt_forward checks the inputs, resolves the layouts and sizes the arena from the plan (policy.c)
+ * before anything runs, then runs the call's objective (the encoder calls: vit.c; MAE / AIM:
+ * objectives.c; the classifier: classify.c); vt_backward runs its backward. */
 #include "vit_internal.h"
-#include "kernels/kernels.h"
+#include "exec.h"
+#include "objective.h"
+#include "record.h"
+#include "optim.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,21 +22,13 @@ vt_status vt_model_create(const vt_model_config *cfg, vt_model **out) {
     vt_model *m = calloc(1, sizeof *m);
     if (!m) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for the model", sizeof *m);
     m->cfg = *cfg;
+    /* every index of an optional parameter starts absent (-1); the objective's build adds its own */
     m->enc.mask_token = -1;
+    m->de_w = m->de_b = m->d_mask_token = m->d_pos = m->dn_w = m->dn_b = m->pred_w = m->pred_b = -1;
+    m->h_in_w = m->hn_w = m->hn_b = m->h_out_w = -1;
     vt_policy_parse("none", &m->policy);
-    switch (cfg->kind) {
-    case VT_KIND_TIMM: rc = vt_encoder_build(m, "", 1); break;
-    case VT_KIND_CAUSAL: rc = vt_encoder_build(m, "", 1); break;
-    case VT_KIND_LIGHTLY:
-        if (cfg->enc.mask_token)
-            rc = vt_param_add(m, &m->enc.mask_token, "", "mask_token", 3, 1, 1, cfg->enc.embed_dim, 0, 1);
-        /* lightly's default pos_embed_initialization 'sincos' freezes pos_embed */
-        if (!rc) rc = vt_encoder_build(m, "vit.", 0);
-        break;
-    case VT_KIND_MAE:
-    case VT_KIND_AIM: rc = vt_objectives_build(m); break;
-    default: rc = vt_fail(VT_ERR_ARG, "unknown model kind %d", (int)cfg->kind);
-    }
+    m->obj = vt_objective_of(cfg);
+    rc = m->obj->build(m);
     if (!rc) rc = vt_ptable_alloc(&m->pt);
     if (rc) {
         vt_model_free(m);
@@ -57,7 +53,23 @@ void vt_model_free(vt_model *m) {
 }
 
 const vt_model_config *vt_model_get_config(const vt_model *m) { return &m->cfg; }
+
+
 void vt_free(void *p) { free(p); }
+
+/* recording: the buffers a call's kernels may address (record.h) */
+static void record_inputs(vt_model *m, const vt_inputs *in, uint64_t arena_bytes) {
+    vt_recorder *r = m->arena.rec;
+    const vt_vit_config *c = &m->cfg.enc;
+    uint64_t B = (uint64_t)in->batch, L = (uint64_t)m->enc.T_full;
+    vt_rec_region(r, VT_REG_ARENA, m->arena.base, arena_bytes, 0);
+    vt_rec_region(r, VT_REG_IMAGES, in->images, B * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
+    vt_rec_region(r, VT_REG_IDX_KEEP, in->idx_keep, B * (uint64_t)in->n_keep * sizeof(int64_t), 0);
+    vt_rec_region(r, VT_REG_IDX_MASK, in->idx_mask, B * (uint64_t)in->n_mask * sizeof(int64_t), 0);
+    vt_rec_region(r, VT_REG_MASK, in->mask, B * L, 0);
+    vt_rec_region(r, VT_REG_LABELS, in->labels, B * sizeof(int32_t), 0);
+    r->t->arena_planned = arena_bytes;
+}
 
 vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_forward: model is NULL");
@@ -73,16 +85,16 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
                                      "platform can address", (double)plan * sizeof(float) / 1e9);
     rc = vt_arena_reserve(&m->arena, (size_t)plan);
     if (rc) return rc;
+    vt_exec_mark(m, VT_PHASE_FORWARD, -1, -1);
     vt_arena_begin(&m->arena);
+    if (vt_exec_recording(m)) record_inputs(m, in, (uint64_t)plan * sizeof(float));
     m->last.planned_floats = (size_t)plan;
     m->last.fn = fn;
     m->last.in = *in;
     m->last.need_grad = need_grad;
     memset(m->last.inter, 0, sizeof m->last.inter);
     m->last.fin_ln = m->last.fin_m = m->last.fin_r = NULL;
-    if (fn == VT_FN_LOSS && vt_is_classifier(m)) rc = vt_classify_forward(m, in, need_grad, lays);
-    else if (fn == VT_FN_LOSS) rc = vt_loss_forward(m, in, need_grad, lays);
-    else rc = vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
+    rc = vt_call_objective(m, fn)->forward(m, fn, in, need_grad, lays);
     if (rc) return rc;
     m->last.have_fwd = 1;
     return VT_OK;
@@ -110,7 +122,7 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
     return m->last.inter[i - 1];
 }
 
-float vt_loss_value(const vt_model *m) { return m->last.loss; }
+float vt_loss_value(const vt_model *m) { return m->sc.loss; }
 
 vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int param_grads) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_backward: model is NULL");
@@ -121,15 +133,44 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
     int rc;
     m->arena.tl_backward = m->arena.tl_n;
     vt_arena_event(&m->arena);
-    if (m->last.fn == VT_FN_LOSS) {
-        float dl = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
-        rc = vt_is_classifier(m) ? vt_classify_backward(m, dl, dimages, param_grads)
-                                 : vt_loss_backward(m, dl, dimages, param_grads);
-    } else {
-        rc = vt_encoder_call_backward(m, douts, n_douts, dimages, param_grads);
+    vt_exec_mark(m, VT_PHASE_BACKWARD, -1, -1);
+    if (vt_exec_recording(m)) { /* the upstream gradients, one output after the other (a loss's is
+                                 * the scalars region's dloss); d images */
+        const vt_vit_config *c = &m->cfg.enc;
+        uint64_t voff = 0;
+        for (int i = 0; i < n_douts && m->last.fn != VT_FN_LOSS; i++) {
+            int64_t shape[4];
+            int nd = 0;
+            vt_output(m, i, shape, &nd);
+            uint64_t n = 1;
+            for (int d = 0; d < nd; d++) n *= (uint64_t)shape[d];
+            if (douts && douts[i]) vt_rec_region(m->arena.rec, VT_REG_DOUTS, douts[i], n * sizeof(float), voff);
+            voff += n * sizeof(float);
+        }
+        vt_rec_region(m->arena.rec, VT_REG_DIMAGES, dimages,
+                      (uint64_t)m->last.in.batch * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
     }
+    /* a loss's upstream gradient is the scalars region's input (1 unless given) */
+    if (m->last.fn == VT_FN_LOSS) m->sc.dloss = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
+    rc = vt_call_objective(m, m->last.fn)->backward(m, douts, n_douts, dimages, param_grads);
     if (!rc && m->arena.overflow) rc = vt_arena_overflow(&m->arena);
     return rc;
+}
+
+void *vt_model_region(vt_model *m, vt_region r, uint64_t *bytes) {
+    void *base = NULL;
+    uint64_t n = 0;
+    switch (r) {
+    case VT_REG_PARAMS: base = m->pt.data, n = (uint64_t)m->pt.total * sizeof(float); break;
+    case VT_REG_GRADS: base = m->pt.grad, n = (uint64_t)m->pt.gtotal * sizeof(float); break;
+    case VT_REG_ADAM_M: base = m->opt.m, n = (uint64_t)m->opt.n * sizeof(float); break;
+    case VT_REG_ADAM_V: base = m->opt.v, n = (uint64_t)m->opt.n * sizeof(float); break;
+    case VT_REG_ARENA: base = m->arena.base, n = (uint64_t)m->arena.cap * sizeof(float); break;
+    case VT_REG_SCALARS: base = &m->sc, n = sizeof m->sc; break;
+    default: break;
+    }
+    if (bytes) *bytes = base ? n : 0;
+    return base;
 }
 
 void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out) {

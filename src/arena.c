@@ -1,10 +1,12 @@
 /* arena.c: the activation arena, a bump allocator over one buffer sized by the plan. It never
  * grows during a call: running past the capacity is a planning bug, reported, never a crash. */
-#include "model.h"
+#include "record.h"
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-float *vt_arena_alloc(vt_arena *a, size_t nfloats) {
+float *vt_arena_alloc(vt_arena *a, size_t nfloats, const char *name, ...) {
     size_t n = vt_round(nfloats);
     if (a->top + n > a->cap || !a->base) {
         a->overflow = 1;
@@ -14,13 +16,27 @@ float *vt_arena_alloc(vt_arena *a, size_t nfloats) {
     a->top += n;
     if (a->top > a->peak) a->peak = a->top;
     vt_arena_event(a);
+    if (a->rec) {
+        char text[64];
+        va_list ap;
+        va_start(ap, name);
+        vsnprintf(text, sizeof text, name, ap);
+        va_end(ap);
+        vt_rec_alloc(a->rec, (uint64_t)(p - a->base) * sizeof(float), (uint64_t)n * sizeof(float), text);
+    }
     return p;
 }
 
-float *vt_arena_zalloc(vt_arena *a, size_t nfloats) {
-    float *p = vt_arena_alloc(a, nfloats);
-    if (p) memset(p, 0, nfloats * sizeof(float));
-    return p;
+void vt_arena_release(vt_arena *a, uint64_t nfloats) {
+    a->released += (size_t)nfloats;
+    vt_arena_event(a);
+    if (a->rec) vt_rec_release(a->rec, nfloats * sizeof(float));
+}
+
+void vt_arena_reset(vt_arena *a, size_t mark) {
+    a->top = mark;
+    vt_arena_event(a);
+    if (a->rec) vt_rec_reset(a->rec, (uint64_t)mark * sizeof(float));
 }
 
 vt_status vt_arena_overflow(const vt_arena *a) {
@@ -49,6 +65,7 @@ void vt_arena_begin(vt_arena *a) {
     a->tl_n = 0;
     a->tl_backward = -1;
     a->released = 0;
+    if (a->rec) vt_rec_reset(a->rec, 0);
 }
 
 void vt_arena_free(vt_arena *a) {

@@ -5,10 +5,9 @@
  *   xo = xm + ls2 * fc2(gelu(fc1(norm2(xm))))
  * Checkpointing never changes a bit: a re-computation calls the very same block_forward (same
  * kernels, same order, same inputs) that the first forward ran. Which activations are kept is a
- * per-block storage mode (VT_STORE_*), derived from the policy in plan.c. The memory plan
+ * per-block storage mode (VT_STORE_*), derived from the policy in policy.c. The memory plan
  * for all of this is vt_chain_plan at the bottom, written to mirror the allocations here. */
-#include "kernels/kernels.h"
-#include "model.h"
+#include "exec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +17,13 @@
 
 vt_status vt_chain_build(vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
                          int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale,
-                         float eps, int trainable) {
+                         float eps, int trainable, int id, const char *tag) {
     memset(c, 0, sizeof *c);
     if (depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "depth %d exceeds %d", depth, VT_MAX_DEPTH);
     c->depth = depth; c->D = D; c->H = H; c->hd = H ? D / H : 0; c->F = F;
     c->has_attn = has_attn; c->qkv_bias = qkv_bias; c->mlp_bias = mlp_bias;
     c->qk_norm = qk_norm; c->layerscale = layerscale; c->eps = eps;
+    c->id = id; c->tag = tag;
     c->blk = calloc((size_t)(depth ? depth : 1), sizeof *c->blk);
     if (!c->blk) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", depth * sizeof *c->blk);
     int rc = 0, t = trainable, hd = c->hd;
@@ -103,20 +103,30 @@ static uint64_t fields_floats(const vt_chain *c, int B, int T, int f) {
     return n;
 }
 
+/* One buffer of a block's activations, named <tag>.<what>[.<idx>].<field> (idx < 0: none) for
+ * the recorded list: enc.blocks.3.att, enc.scratch.h, dec.slot.0.qkv */
+static float *falloc(vt_arena *a, size_t n, const vt_chain *c, const char *what, int idx, const char *field) {
+    return idx >= 0 ? vt_arena_alloc(a, n, "%s.%s.%d.%s", c->tag, what, idx, field)
+                    : vt_arena_alloc(a, n, "%s.%s.%s", c->tag, what, field);
+}
+
 /* Allocates the fields in f (same order and sizes as fields_floats). */
-static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_block_acts *x) {
+static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_block_acts *x, const char *what,
+                        int idx) {
     size_t M = (size_t)B * T, D = c->D, H = c->H, F = c->F;
-    if (f & F_LN1) { x->ln1 = vt_arena_alloc(a, M * D); x->ln1m = vt_arena_alloc(a, M); x->ln1r = vt_arena_alloc(a, M); }
-    if (f & F_QKV) x->qkv = vt_arena_alloc(a, 3 * M * D);
-    if (f & F_QKN) { x->qkn = vt_arena_alloc(a, 2 * M * D); x->qkm = vt_arena_alloc(a, 2 * M * H); x->qkr = vt_arena_alloc(a, 2 * M * H); }
-    if (f & F_ATT) x->att = vt_arena_alloc(a, (size_t)B * H * T * T);
-    if (f & F_AO) x->ao = vt_arena_alloc(a, M * D);
-    if (f & F_PO) x->po = vt_arena_alloc(a, M * D);
-    if (f & F_XM) x->xm = vt_arena_alloc(a, M * D);
-    if (f & F_LN2) { x->ln2 = vt_arena_alloc(a, M * D); x->ln2m = vt_arena_alloc(a, M); x->ln2r = vt_arena_alloc(a, M); }
-    if (f & F_H) x->h = vt_arena_alloc(a, M * F);
-    if (f & F_HG) x->hg = vt_arena_alloc(a, M * F);
-    if (f & F_FO) x->fo = vt_arena_alloc(a, M * D);
+#define A(n, field) falloc(a, (n), c, what, idx, field)
+    if (f & F_LN1) { x->ln1 = A(M * D, "ln1"); x->ln1m = A(M, "ln1.mean"); x->ln1r = A(M, "ln1.rstd"); }
+    if (f & F_QKV) x->qkv = A(3 * M * D, "qkv");
+    if (f & F_QKN) { x->qkn = A(2 * M * D, "qk_norm"); x->qkm = A(2 * M * H, "qk_norm.mean"); x->qkr = A(2 * M * H, "qk_norm.rstd"); }
+    if (f & F_ATT) x->att = A((size_t)B * H * T * T, "att");
+    if (f & F_AO) x->ao = A(M * D, "attn_out");
+    if (f & F_PO) x->po = A(M * D, "proj_out");
+    if (f & F_XM) x->xm = A(M * D, "mid");
+    if (f & F_LN2) { x->ln2 = A(M * D, "ln2"); x->ln2m = A(M, "ln2.mean"); x->ln2r = A(M, "ln2.rstd"); }
+    if (f & F_H) x->h = A(M * F, "fc1_out");
+    if (f & F_HG) x->hg = A(M * F, "gelu_out");
+    if (f & F_FO) x->fo = A(M * D, "fc2_out");
+#undef A
     return a->overflow ? vt_arena_overflow(a) : VT_OK;
 }
 
@@ -137,61 +147,51 @@ static void fields_take(vt_block_acts *dst, const vt_block_acts *src, int f) {
 
 /* ---- one block ----------------------------------------------------------------------------------- */
 
-/* Copies q (s = 0) or k (s = 1) of every head out of the fused (M, 3D) qkv rows into (M, D). */
-static void gather_qk(float *dst, const float *qkv, int s, size_t M, int D) {
-    for (size_t r = 0; r < M; r++) memcpy(dst + r * D, qkv + r * 3 * D + (size_t)s * D, (size_t)D * sizeof(float));
-}
-
 /* Forward of block i. `have` = fields already computed (kept by selective checkpointing): their
  * producing steps are skipped. xo may be NULL (re-computation that needs only the internals).
  * ascr: the attention kernel's scratch (attn_scratch_floats). */
 static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                          const float *x, float *xo, float *ascr, int B, int T,
+                          const float *x, float *xo, float *ascr, int B, int T, int nt,
                           const uint8_t *cmask, int have) {
     const vt_block_params *p = &c->blk[i];
     int M = B * T, D = c->D, F = c->F, H = c->H, hd = c->hd;
     const float *xm = x;
     if (c->has_attn) {
-        vt_layernorm_forward(a->ln1, a->ln1m, a->ln1r, x, vt_P(m, p->n1w), vt_P(m, p->n1b), M, D, c->eps);
-        if (!(have & F_QKV)) vt_matmul_forward(a->qkv, a->ln1, vt_P(m, p->qkvw), vt_P(m, p->qkvb), M, D, 3 * D);
+        vt_k_layernorm_forward(m, a->ln1, a->ln1m, a->ln1r, x, vt_P(m, p->n1w), vt_P(m, p->n1b), M, D, c->eps);
+        if (!(have & F_QKV)) vt_k_matmul_forward(m, a->qkv, a->ln1, vt_P(m, p->qkvw), vt_P(m, p->qkvb), M, D, 3 * D);
         const float *q = a->qkv, *k = a->qkv + D;
         int qk_rs = 3 * D;
         if (c->qk_norm) { /* LayerNorm over head_dim of each (token, head) of q and of k */
             float *qn = a->qkn, *kn = a->qkn + (size_t)M * D;
-            gather_qk(qn, a->qkv, 0, (size_t)M, D);
-            gather_qk(kn, a->qkv, 1, (size_t)M, D);
-            vt_layernorm_forward(qn, a->qkm, a->qkr, qn, vt_P(m, p->qnw), vt_P(m, p->qnb), M * H, hd, c->eps);
-            vt_layernorm_forward(kn, a->qkm + (size_t)M * H, a->qkr + (size_t)M * H, kn,
-                                 vt_P(m, p->knw), vt_P(m, p->knb), M * H, hd, c->eps);
+            vt_k_copy2d(m, qn, a->qkv, M, D, D, 3 * D);     /* q of every head out of the fused rows */
+            vt_k_copy2d(m, kn, a->qkv + D, M, D, D, 3 * D); /* k */
+            vt_k_layernorm_forward(m, qn, a->qkm, a->qkr, qn, vt_P(m, p->qnw), vt_P(m, p->qnb), M * H, hd, c->eps);
+            vt_k_layernorm_forward(m, kn, a->qkm + (size_t)M * H, a->qkr + (size_t)M * H, kn,
+                                   vt_P(m, p->knw), vt_P(m, p->knb), M * H, hd, c->eps);
             q = qn; k = kn; qk_rs = D;
         }
-        vt_attention_forward(a->ao, a->att, ascr, q, k, qk_rs, a->qkv + 2 * D, 3 * D, cmask, B, T,
-                             H, hd, 1.0f / sqrtf((float)hd));
-        float *xmw = a->xm;
-        if (c->layerscale) {
-            if (!(have & F_PO)) vt_matmul_forward(a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
-            const float *g = vt_P(m, p->ls1);
-            for (size_t r = 0; r < (size_t)M; r++)
-                for (int d = 0; d < D; d++) xmw[r * D + d] = x[r * D + d] + g[d] * a->po[r * D + d];
-        } else {
-            vt_matmul_forward(xmw, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
-            for (size_t e = 0; e < (size_t)M * D; e++) xmw[e] = x[e] + xmw[e];
+        vt_k_attention_forward(m, a->ao, a->att, ascr, q, k, a->qkv + 2 * D, cmask, qk_rs, 3 * D, B, T, H, hd,
+                               nt, 1.0f / sqrtf((float)hd));
+        if (c->layerscale) { /* xm = x + ls1 * proj(ao) */
+            if (!(have & F_PO)) vt_k_matmul_forward(m, a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
+            vt_k_layerscale_forward(m, a->xm, x, vt_P(m, p->ls1), a->po, M, D);
+        } else { /* xm = x + proj(ao) */
+            vt_k_matmul_forward(m, a->xm, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
+            vt_k_add2d(m, a->xm, x, 1, (int64_t)M * D, 0, 0);
         }
-        xm = xmw;
+        xm = a->xm;
     }
-    vt_layernorm_forward(a->ln2, a->ln2m, a->ln2r, xm, vt_P(m, p->n2w), vt_P(m, p->n2b), M, D, c->eps);
-    if (!(have & F_H)) vt_matmul_forward(a->h, a->ln2, vt_P(m, p->fc1w), vt_P(m, p->fc1b), M, D, F);
-    vt_gelu_forward(a->hg, a->h, (size_t)M * F);
+    vt_k_layernorm_forward(m, a->ln2, a->ln2m, a->ln2r, xm, vt_P(m, p->n2w), vt_P(m, p->n2b), M, D, c->eps);
+    if (!(have & F_H)) vt_k_matmul_forward(m, a->h, a->ln2, vt_P(m, p->fc1w), vt_P(m, p->fc1b), M, D, F);
+    vt_k_gelu_forward(m, a->hg, a->h, (int64_t)M * F);
     if (c->layerscale && c->has_attn) { /* fo is needed by the backward (d ls2) even without xo */
-        if (!(have & F_FO)) vt_matmul_forward(a->fo, a->hg, vt_P(m, p->fc2w), vt_P(m, p->fc2b), M, F, D);
+        if (!(have & F_FO)) vt_k_matmul_forward(m, a->fo, a->hg, vt_P(m, p->fc2w), vt_P(m, p->fc2b), M, F, D);
         if (!xo) return;
-        const float *g = vt_P(m, p->ls2);
-        for (size_t r = 0; r < (size_t)M; r++)
-            for (int d = 0; d < D; d++) xo[r * D + d] = xm[r * D + d] + g[d] * a->fo[r * D + d];
+        vt_k_layerscale_forward(m, xo, xm, vt_P(m, p->ls2), a->fo, M, D);
     } else {
         if (!xo) return;
-        vt_matmul_forward(xo, a->hg, vt_P(m, p->fc2w), vt_P(m, p->fc2b), M, F, D);
-        for (size_t e = 0; e < (size_t)M * D; e++) xo[e] = xm[e] + xo[e];
+        vt_k_matmul_forward(m, xo, a->hg, vt_P(m, p->fc2w), vt_P(m, p->fc2b), M, F, D);
+        vt_k_add2d(m, xo, xm, 1, (int64_t)M * D, 0, 0);
     }
 }
 
@@ -206,8 +206,8 @@ typedef struct {
 } bwd_scratch;
 
 /* The attention kernels' scratch (0 for MLP-only chains). */
-static uint64_t attn_scratch_floats(const vt_chain *c, int T) {
-    return c->has_attn ? vt_attention_scratch_floats(T, c->hd) : 0;
+static uint64_t attn_scratch_floats(const vt_chain *c, int T, int nt) {
+    return c->has_attn ? vt_attention_scratch_floats(T, c->hd, nt) : 0;
 }
 
 /* The MLP's backward runs VT_MLP_ROWS token rows at a time, so that its (rows, F) hidden-layer
@@ -219,43 +219,33 @@ static uint64_t scratch_A(const vt_chain *c, uint64_t M) {
     return mlp > qkv ? mlp : qkv;
 }
 
-static uint64_t scratch_floats(const vt_chain *c, int B, int T) {
+static uint64_t scratch_floats(const vt_chain *c, int B, int T, int nt) {
     uint64_t M = (uint64_t)B * T, D = c->D;
     uint64_t n = vt_round(scratch_A(c, M)) + vt_round(M * D);
     if (c->layerscale) n += vt_round(M * D);
     if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
-    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T));
+    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T, nt));
     return n;
 }
 
-static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, bwd_scratch *s) {
+static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, int nt, bwd_scratch *s) {
     size_t M = (size_t)B * T, D = c->D;
     memset(s, 0, sizeof *s);
-    s->A = vt_arena_alloc(a, (size_t)scratch_A(c, M));
-    s->Bb = vt_arena_alloc(a, M * D);
-    if (c->layerscale) s->C = vt_arena_alloc(a, M * D);
+    s->A = vt_arena_alloc(a, (size_t)scratch_A(c, M), "%s.grad.A", c->tag);
+    s->Bb = vt_arena_alloc(a, M * D, "%s.grad.B", c->tag);
+    if (c->layerscale) s->C = vt_arena_alloc(a, M * D, "%s.grad.layerscale", c->tag);
     if (c->has_attn && c->qk_norm) {
-        s->E = vt_arena_alloc(a, 2 * M * D);
-        s->R = vt_arena_alloc(a, 2 * M * D);
-        s->Z = vt_arena_alloc(a, 2 * M * D);
+        s->E = vt_arena_alloc(a, 2 * M * D, "%s.grad.qk_norm_out", c->tag);
+        s->R = vt_arena_alloc(a, 2 * M * D, "%s.grad.qk", c->tag);
+        s->Z = vt_arena_alloc(a, 2 * M * D, "%s.grad.qk_norm_in", c->tag);
     }
-    if (c->has_attn) s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T));
-}
-
-/* LayerScale y = x + g * branch: d branch = g * dy (into out), d g += sum_rows dy * branch */
-static const float *layerscale_backward(float *out, float *dg, const float *g, const float *dy,
-                                        const float *branch, size_t M, int D) {
-    for (size_t r = 0; r < M; r++)
-        for (int d = 0; d < D; d++) {
-            out[r * D + d] = g[d] * dy[r * D + d];
-            if (dg) dg[d] += dy[r * D + d] * branch[r * D + d];
-        }
-    return out;
+    if (c->has_attn) s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T, nt), "%s.grad.attn_scratch", c->tag);
 }
 
 /* dres: on entry d(xo), on return d(x). pg: accumulate parameter gradients. */
 static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                           const float *x, float *dres, const bwd_scratch *s, int B, int T, int pg) {
+                           const float *x, float *dres, const bwd_scratch *s, int B, int T, int nt,
+                           int pg) {
     const vt_block_params *p = &c->blk[i];
     size_t M = (size_t)B * T;
     int D = c->D, F = c->F, H = c->H, hd = c->hd;
@@ -263,58 +253,64 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
 
     /* xo = xm + ls2 * fo  =>  d fo = ls2 * dres, d ls2 += sum dres * fo, d xm = dres */
     const float *dfo = dres;
-    if (c->layerscale && c->has_attn)
-        dfo = layerscale_backward(s->C, vt_G(m, p->ls2, pg), vt_P(m, p->ls2), dres, a->fo, M, D);
+    if (c->layerscale && c->has_attn) {
+        vt_k_layerscale_backward(m, s->C, vt_G(m, p->ls2, pg), vt_P(m, p->ls2), dres, a->fo, M, D);
+        dfo = s->C;
+    }
     /* fo = hg @ fc2^T + b;  hg = gelu(h);  h = ln2 @ fc1^T + b;  ln2 = norm2(xm) */
     /* fc2's weight and bias gradients over all rows; the rest row chunk by row chunk (the matmul
      * kernels treat rows independently and add weight-gradient terms in row order) */
-    vt_matmul_backward(NULL, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), (int)M, F, D);
-    memset(s->Bb, 0, M * D * sizeof(float));
+    vt_k_matmul_backward(m, NULL, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), M, F, D);
+    vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
     for (size_t r0 = 0; r0 < M; r0 += VT_MLP_ROWS) {
         size_t n = M - r0 < VT_MLP_ROWS ? M - r0 : VT_MLP_ROWS;
-        memset(s->A, 0, n * F * sizeof(float));
-        vt_matmul_backward(s->A, NULL, NULL, dfo + r0 * D, a->hg + r0 * F, vt_P(m, p->fc2w), (int)n, F, D);
-        vt_gelu_backward(s->A, a->h + r0 * F, s->A, n * F);
-        vt_matmul_backward(s->Bb + r0 * D, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A, a->ln2 + r0 * D,
-                           vt_P(m, p->fc1w), (int)n, D, F);
+        vt_k_fill(m, s->A, (int64_t)(n * F), 0.0f);
+        vt_k_matmul_backward(m, s->A, NULL, NULL, dfo + r0 * D, a->hg + r0 * F, vt_P(m, p->fc2w), n, F, D);
+        vt_k_gelu_backward(m, s->A, a->h + r0 * F, s->A, (int64_t)(n * F));
+        vt_k_matmul_backward(m, s->Bb + r0 * D, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A, a->ln2 + r0 * D,
+                             vt_P(m, p->fc1w), n, D, F);
     }
-    vt_layernorm_backward(dres, vt_G(m, p->n2w, pg), vt_G(m, p->n2b, pg), s->Bb, xm, vt_P(m, p->n2w), a->ln2m, a->ln2r, (int)M, D);
+    vt_k_layernorm_backward(m, dres, vt_G(m, p->n2w, pg), vt_G(m, p->n2b, pg), s->Bb, xm, vt_P(m, p->n2w), a->ln2m,
+                            a->ln2r, M, D);
     if (!c->has_attn) return;
 
     /* xm = x + ls1 * po  =>  d po = ls1 * dres (dres is now d xm) */
     const float *dpo = dres;
-    if (c->layerscale) dpo = layerscale_backward(s->C, vt_G(m, p->ls1, pg), vt_P(m, p->ls1), dres, a->po, M, D);
+    if (c->layerscale) {
+        vt_k_layerscale_backward(m, s->C, vt_G(m, p->ls1, pg), vt_P(m, p->ls1), dres, a->po, M, D);
+        dpo = s->C;
+    }
     /* po = ao @ proj^T + b */
-    memset(s->Bb, 0, M * D * sizeof(float));
-    vt_matmul_backward(s->Bb, vt_G(m, p->projw, pg), vt_G(m, p->projb, pg), dpo, a->ao, vt_P(m, p->projw), (int)M, D, D);
+    vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
+    vt_k_matmul_backward(m, s->Bb, vt_G(m, p->projw, pg), vt_G(m, p->projb, pg), dpo, a->ao, vt_P(m, p->projw), M, D, D);
     /* ao = attention(q, k, v) */
-    memset(s->A, 0, M * 3 * D * sizeof(float));
+    vt_k_fill(m, s->A, (int64_t)(M * 3 * D), 0.0f);
     float scale = 1.0f / sqrtf((float)hd);
     if (c->qk_norm) {
-        memset(s->E, 0, 2 * M * D * sizeof(float));
-        vt_attention_backward(s->E, s->E + M * D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkn,
-                              a->qkn + M * D, D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
+        vt_k_fill(m, s->E, (int64_t)(2 * M * D), 0.0f);
+        vt_k_attention_backward(m, s->E, s->E + M * D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkn, a->qkn + M * D,
+                                a->qkv + 2 * D, D, 3 * D, B, T, H, hd, nt, scale);
         /* q_norm / k_norm: LayerNorm over hd rows; inputs re-gathered from qkv */
-        gather_qk(s->R, a->qkv, 0, M, D);
-        gather_qk(s->R + M * D, a->qkv, 1, M, D);
-        memset(s->Z, 0, 2 * M * D * sizeof(float));
-        vt_layernorm_backward(s->Z, vt_G(m, p->qnw, pg), vt_G(m, p->qnb, pg), s->E, s->R,
-                              vt_P(m, p->qnw), a->qkm, a->qkr, (int)M * H, hd);
-        vt_layernorm_backward(s->Z + M * D, vt_G(m, p->knw, pg), vt_G(m, p->knb, pg), s->E + M * D,
-                              s->R + M * D, vt_P(m, p->knw), a->qkm + M * H, a->qkr + M * H, (int)M * H, hd);
-        for (size_t r = 0; r < M; r++)
-            for (int d = 0; d < D; d++) {
-                s->A[r * 3 * D + d] += s->Z[r * D + d];
-                s->A[r * 3 * D + D + d] += s->Z[M * D + r * D + d];
-            }
+        vt_k_copy2d(m, s->R, a->qkv, M, D, D, 3 * D);
+        vt_k_copy2d(m, s->R + M * D, a->qkv + D, M, D, D, 3 * D);
+        vt_k_fill(m, s->Z, (int64_t)(2 * M * D), 0.0f);
+        vt_k_layernorm_backward(m, s->Z, vt_G(m, p->qnw, pg), vt_G(m, p->qnb, pg), s->E, s->R, vt_P(m, p->qnw),
+                                a->qkm, a->qkr, (int64_t)M * H, hd);
+        vt_k_layernorm_backward(m, s->Z + M * D, vt_G(m, p->knw, pg), vt_G(m, p->knb, pg), s->E + M * D,
+                                s->R + M * D, vt_P(m, p->knw), a->qkm + M * H, a->qkr + M * H, (int64_t)M * H, hd);
+        /* d q, d k back into the fused d qkv rows */
+        vt_k_add2d(m, s->A, s->Z, M, D, 3 * D, D);
+        vt_k_add2d(m, s->A + D, s->Z + M * D, M, D, 3 * D, D);
     } else {
-        vt_attention_backward(s->A, s->A + D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkv, a->qkv + D,
-                              3 * D, a->qkv + 2 * D, 3 * D, B, T, H, hd, scale);
+        vt_k_attention_backward(m, s->A, s->A + D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkv, a->qkv + D,
+                                a->qkv + 2 * D, 3 * D, 3 * D, B, T, H, hd, nt, scale);
     }
     /* qkv = ln1 @ qkv^T + b;  ln1 = norm1(x);  dres (d xm) flows to x directly as well */
-    memset(s->Bb, 0, M * D * sizeof(float));
-    vt_matmul_backward(s->Bb, vt_G(m, p->qkvw, pg), vt_G(m, p->qkvb, pg), s->A, a->ln1, vt_P(m, p->qkvw), (int)M, D, 3 * D);
-    vt_layernorm_backward(dres, vt_G(m, p->n1w, pg), vt_G(m, p->n1b, pg), s->Bb, x, vt_P(m, p->n1w), a->ln1m, a->ln1r, (int)M, D);
+    vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
+    vt_k_matmul_backward(m, s->Bb, vt_G(m, p->qkvw, pg), vt_G(m, p->qkvb, pg), s->A, a->ln1, vt_P(m, p->qkvw), M, D,
+                         3 * D);
+    vt_k_layernorm_backward(m, dres, vt_G(m, p->n1w, pg), vt_G(m, p->n1b, pg), s->Bb, x, vt_P(m, p->n1w), a->ln1m,
+                            a->ln1r, M, D);
 }
 
 /* ---- the chain ------------------------------------------------------------------------------------- */
@@ -359,13 +355,15 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
     int all = fields_all(c), sel = fields_selective(c);
     /* 1. what is kept, allocated up front, in block order */
     for (int i = 0; i < c->depth; i++) {
+        vt_exec_mark(m, VT_PHASE_FORWARD, c->id, i);
         memset(&r->acts[i], 0, sizeof r->acts[i]);
-        if (need_grad && l->store[i] == VT_STORE_FULL) fields_alloc(ar, c, B, T, all, &r->acts[i]);
-        if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i]);
-        r->xs[i + 1] = output_kept(c, l, i, need_grad, keep_all) ? vt_arena_alloc(ar, MD) : NULL;
+        if (need_grad && l->store[i] == VT_STORE_FULL) fields_alloc(ar, c, B, T, all, &r->acts[i], "blocks", i);
+        if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i], "blocks", i);
+        r->xs[i + 1] = output_kept(c, l, i, need_grad, keep_all) ? falloc(ar, MD, c, "blocks", i, "out") : NULL;
     }
     /* 2. transient: one block's internals (kept when handed over to the backward), the
      * attention scratch and two ping-pong inputs for blocks not kept */
+    vt_exec_mark(m, VT_PHASE_FORWARD, c->id, -1);
     vt_block_acts tmp;
     memset(&tmp, 0, sizeof tmp);
     int need_tmp = 0, need_pp = 0;
@@ -374,13 +372,13 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
         if (!r->xs[i + 1]) need_pp = 1;
     }
     r->handover = has_handover(c, l, need_grad);
-    if (r->handover) fields_alloc(ar, c, B, T, all, &tmp);
+    if (r->handover) fields_alloc(ar, c, B, T, all, &tmp, "scratch", -1);
     size_t mark = vt_arena_mark(ar);
-    if (need_tmp && !r->handover) fields_alloc(ar, c, B, T, all, &tmp);
+    if (need_tmp && !r->handover) fields_alloc(ar, c, B, T, all, &tmp, "scratch", -1);
     r->handover_acts = tmp;
-    float *ascr = c->has_attn ? vt_arena_alloc(ar, attn_scratch_floats(c, T)) : NULL;
+    float *ascr = c->has_attn ? falloc(ar, attn_scratch_floats(c, T, l->threads), c, "scratch", -1, "attn_scratch") : NULL;
     float *pp[2] = {NULL, NULL};
-    if (need_pp) { pp[0] = vt_arena_alloc(ar, MD); pp[1] = vt_arena_alloc(ar, MD); }
+    if (need_pp) { pp[0] = falloc(ar, MD, c, "scratch", -1, "out0"); pp[1] = falloc(ar, MD, c, "scratch", -1, "out1"); }
     if (ar->overflow) return vt_arena_overflow(ar);
     /* 3. run */
     const float *x = r->xs[0];
@@ -389,9 +387,11 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
         if (need_grad && l->store[i] == VT_STORE_FULL) a = r->acts[i];
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_take(&a, &r->acts[i], sel);
         float *xo = r->xs[i + 1] ? r->xs[i + 1] : pp[i & 1];
-        block_forward(m, c, i, &a, x, xo, ascr, B, T, r->causal_mask, 0);
+        vt_exec_mark(m, VT_PHASE_FORWARD, c->id, i);
+        block_forward(m, c, i, &a, x, xo, ascr, B, T, l->threads, r->causal_mask, 0);
         x = xo;
     }
+    vt_exec_mark(m, VT_PHASE_FORWARD, -1, -1);
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -405,8 +405,9 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
     size_t MD = (size_t)B * T * D;
     int all = fields_all(c), sel = fields_selective(c);
     size_t mark = vt_arena_mark(ar);
+    vt_exec_mark(m, VT_PHASE_BACKWARD, c->id, -1);
     bwd_scratch s;
-    scratch_alloc(ar, c, B, T, &s);
+    scratch_alloc(ar, c, B, T, l->threads, &s);
     /* re-computation slots: a whole segment (seg blocks) when any block is checkpointed,
      * else one block for selective re-computation */
     int any_ckpt = 0, any_sel = 0;
@@ -421,8 +422,8 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
     for (int j = 0; j < nslots; j++) {
         memset(&slot[j], 0, sizeof slot[j]);
         if (j == 0 && r->handover) slot[0] = r->handover_acts;
-        else fields_alloc(ar, c, B, T, slot_fields, &slot[j]);
-        slot_x[j] = j > 0 ? vt_arena_alloc(ar, MD) : NULL;
+        else fields_alloc(ar, c, B, T, slot_fields, &slot[j], "slot", j);
+        slot_x[j] = j > 0 ? falloc(ar, MD, c, "slot", j, "in") : NULL;
     }
     if (ar->overflow) return vt_arena_overflow(ar);
 
@@ -430,6 +431,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
      * block's, left there by the forward */
     int seg_lo = r->handover ? c->depth - 1 : -1;
     for (int i = c->depth - 1; i >= 0; i--) {
+        vt_exec_mark(m, VT_PHASE_BACKWARD, c->id, i);
         if (inject) inject(m, ctx, i, dres);
         vt_block_acts a;
         const float *x;
@@ -441,7 +443,8 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
             a = slot[0];
             fields_take(&a, &r->acts[i], sel);
             x = r->xs[i];
-            block_forward(m, c, i, &a, x, NULL, s.attn, B, T, r->causal_mask, sel);
+            vt_exec_mark(m, VT_PHASE_RECOMPUTE, c->id, i);
+            block_forward(m, c, i, &a, x, NULL, s.attn, B, T, l->threads, r->causal_mask, sel);
         } else {
             if (seg_lo < 0 || i < seg_lo) { /* re-run the segment that ends at block i */
                 int s0 = i;
@@ -449,14 +452,16 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
                 for (int j = s0; j <= i; j++) {
                     const float *xin = j == s0 ? r->xs[s0] : slot_x[j - s0];
                     float *xo = j < i ? slot_x[j + 1 - s0] : NULL;
-                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, r->causal_mask, 0);
+                    vt_exec_mark(m, VT_PHASE_RECOMPUTE, c->id, j);
+                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, l->threads, r->causal_mask, 0);
                 }
                 seg_lo = s0;
             }
             a = slot[i - seg_lo];
             x = i == seg_lo ? r->xs[i] : slot_x[i - seg_lo];
         }
-        block_backward(m, c, i, &a, x, dres, &s, B, T, pg);
+        vt_exec_mark(m, VT_PHASE_BACKWARD, c->id, i);
+        block_backward(m, c, i, &a, x, dres, &s, B, T, l->threads, pg);
         /* for the timeline: block i's kept internals and its output are no longer needed (and,
          * after block 0, the chain input) */
         uint64_t done = st == VT_STORE_FULL ? fields_floats(c, B, T, all)
@@ -467,6 +472,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
         if (st != VT_STORE_INPUT && st != VT_STORE_NONE) seg_lo = -1;
         else if (i == seg_lo) seg_lo = -1;
     }
+    vt_exec_mark(m, VT_PHASE_BACKWARD, -1, -1);
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -492,10 +498,10 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     if (handover) k += fields_floats(c, B, T, all); /* the forward's scratch, kept as slot 0 */
     *kept = k;
     *fwd_extra = (need_tmp && !handover ? fields_floats(c, B, T, all) : 0) +
-                 (c->has_attn ? vt_round(attn_scratch_floats(c, T)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
+                 (c->has_attn ? vt_round(attn_scratch_floats(c, T, l->threads)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
-    *bwd_extra = need_grad ? scratch_floats(c, B, T) +
+    *bwd_extra = need_grad ? scratch_floats(c, B, T, l->threads) +
                                  (uint64_t)(nslots - handover) * fields_floats(c, B, T, slot_fields) +
                                  (nslots > 1 ? (uint64_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;

@@ -8,12 +8,9 @@
  * encoder's rows, the head's, the log-probabilities; backward: d logits, d features, the head's
  * backward scratch, the encoder's backward rows. */
 #include "vit_internal.h"
-#include <math.h>
+#include "exec.h"
+#include "objective.h"
 #include <string.h>
-
-int vt_is_classifier(const vt_model *m) {
-    return m->cfg.kind == VT_KIND_TIMM && m->cfg.enc.num_classes > 0;
-}
 
 enum {
     CLS_ENC = 0, CLS_HEAD = VT_ENC_FWD_ROWS, CLS_LOGP = CLS_HEAD + VT_HEAD_FWD_ROWS, CLS_DLOGITS,
@@ -31,14 +28,16 @@ static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, con
     st[CLS_DFEAT] = vt_keep(g * B * T * D);
 }
 
-uint64_t vt_classify_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static uint64_t cls_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
     vt_step st[CLS_ROWS];
     cls_steps(m, in, need_grad, &lays[0], st);
     return vt_steps_peak(st, CLS_ROWS);
 }
 
-vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values) {
-    if (!m->cfg.enc.global_pool[0])
+static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
+    vt_status rc = vt_check_encoder_inputs(m, in, 0, values);
+    if (rc) return rc;
+    if (m->cfg.enc.global_pool == VT_POOL_NONE)
         return vt_fail(VT_ERR_ARG, "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
     if (in->idx_mask || in->idx_keep || in->mask)
         return vt_fail(VT_ERR_ARG, "the classifier loss runs timm's forward: no idx_mask / idx_keep / mask");
@@ -53,61 +52,57 @@ vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values) 
     return VT_OK;
 }
 
-vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
     vt_arena *ar = &m->arena;
     int B = in->batch, T = m->enc.T_full, C = m->cfg.enc.num_classes;
-    float s = in->label_smoothing;
     vt_step st[CLS_ROWS];
     cls_steps(m, in, need_grad, &lays[0], st);
-    float *x0 = vt_arena_alloc(ar, st[CLS_ENC + VT_ENC_X0].n), *feat;
+    float *x0 = vt_arena_alloc(ar, st[CLS_ENC + VT_ENC_X0].n, "enc.in"), *feat;
     if (!x0) return vt_arena_overflow(ar);
     vt_status rc = vt_encoder_preprocess(m, in, 0, x0);
     if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], T, x0, 0, 0, &feat);
     if (!rc) rc = vt_head_forward(m, &m->last.head, feat, B, T);
     if (rc) return rc;
     const float *logits = m->last.head.out; /* [B, C] */
-    float *logp = vt_arena_alloc(ar, st[CLS_LOGP].n);
+    float *logp = vt_arena_alloc(ar, st[CLS_LOGP].n, "loss.log_probabilities");
     if (!logp) return vt_arena_overflow(ar);
     m->last.cls_logp = logp;
-    double total = 0;
-    for (int b = 0; b < B; b++) { /* log-softmax in double: exp of (x - max) cannot overflow */
-        const float *z = logits + (size_t)b * C;
-        float *lp = logp + (size_t)b * C;
-        double mx = z[0], se = 0, sum_lp = 0;
-        for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
-        for (int c = 0; c < C; c++) se += exp((double)z[c] - mx);
-        double lse = mx + log(se);
-        for (int c = 0; c < C; c++) { lp[c] = (float)((double)z[c] - lse); sum_lp += (double)z[c] - lse; }
-        total += (1.0 - s) * -((double)z[in->labels[b]] - lse) + s * -(sum_lp / C);
-    }
-    m->last.loss = (float)(total / B);
+    vt_k_cross_entropy_forward(m, logp, &m->sc.loss, logits, in->labels, B, C, in->label_smoothing);
     m->last.out = (float *)logits;
     m->last.out_ndim = 2;
     m->last.out_shape[0] = B; m->last.out_shape[1] = C;
     return VT_OK;
 }
 
-vt_status vt_classify_backward(vt_model *m, float dloss, float *dimages, int pg) {
+static vt_status cls_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int pg) {
     vt_arena *ar = &m->arena;
     const vt_inputs *in = &m->last.in;
     const vt_chain_run *r = &m->last.enc_run;
     int B = in->batch, C = m->cfg.enc.num_classes;
-    float s = in->label_smoothing;
     vt_step st[CLS_ROWS];
     cls_steps(m, in, 1, &r->lay, st);
     size_t mark = vt_arena_mark(ar);
-    float *dlogits = vt_arena_alloc(ar, st[CLS_DLOGITS].n);
-    float *dfeat = vt_arena_zalloc(ar, st[CLS_DFEAT].n);
+    float *dlogits = vt_arena_alloc(ar, st[CLS_DLOGITS].n, "loss.grad.logits");
+    float *dfeat = vt_zalloc(m, st[CLS_DFEAT].n, "enc.grad.features");
     if (ar->overflow) return vt_arena_overflow(ar);
-    float scale = dloss / (float)B, off = s / (float)C;
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++) {
-            size_t i = (size_t)b * C + c;
-            float target = (c == in->labels[b] ? 1.0f - s : 0.0f) + off;
-            dlogits[i] = scale * (expf(m->last.cls_logp[i]) - target);
-        }
+    vt_k_cross_entropy_backward(m, dlogits, m->last.cls_logp, in->labels, &m->sc.dloss, B, C, in->label_smoothing);
     vt_status rc = vt_head_backward(m, &m->last.head, dlogits, dfeat, pg);
     if (!rc) rc = vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
     vt_arena_reset(ar, mark);
     return rc;
 }
+
+/* the labels of a training step come from the caller (vt_train_step_labels): a plan only needs
+ * to know they are given */
+static vt_status cls_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+    static const int32_t label = 0;
+    memset(in, 0, sizeof *in);
+    in->batch = batch;
+    in->labels = &label;
+    return VT_OK;
+}
+
+static vt_status cls_build(vt_model *m) { return vt_encoder_build(m, "", 1); }
+
+const vt_objective vt_objective_classifier = {"classifier", 1, cls_build, cls_check, vt_encoder_chains, cls_plan,
+                                              cls_forward, cls_backward, cls_step_inputs};

@@ -5,7 +5,6 @@
 #ifndef VT_MODEL_H
 #define VT_MODEL_H
 #include "vitrine.h"
-#include "optim.h"
 
 /* ---- parameter table (params.c) ------------------------------------------------------------ */
 #define VT_NAME_MAX 96
@@ -45,6 +44,8 @@ void vt_ptable_free(vt_ptable *t);
 struct vt_model;
 /* Adds parameter pfx + name of shape (d0, d1, d2, d3)[:ndim] to the model's table; *idx = its
  * index. The one way the builders (vit.c, block.c, objectives.c) add parameters. */
+/* config.c: the encoder's timm VisionTransformer kwargs as JSON (a saved encoder's timm_kwargs) */
+vt_status vt_timm_kwargs_json(const vt_vit_config *c, char *buf, size_t len);
 vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim,
                        int64_t d0, int64_t d1, int64_t d2, int64_t d3, int trainable);
 
@@ -65,14 +66,20 @@ typedef struct {
     size_t released;
     size_t tl[VT_TIMELINE_MAX], tl_live[VT_TIMELINE_MAX];
     int tl_n, tl_backward; /* events recorded; index where the backward began (-1: none) */
+    struct vt_recorder *rec; /* recording mode (record.h): its events go to the recorded list too */
 } vt_arena;
 
 /* 64-bit so that plans larger than a 32-bit (wasm) address space are still counted right */
 static inline uint64_t vt_round(uint64_t n) {
     return (n + VT_ALIGN_FLOATS - 1) / VT_ALIGN_FLOATS * VT_ALIGN_FLOATS;
 }
-float *vt_arena_alloc(vt_arena *a, size_t nfloats); /* NULL (and overflow flag) past capacity */
-float *vt_arena_zalloc(vt_arena *a, size_t nfloats);
+/* NULL (and the overflow flag) past capacity. name: printf-style, what the buffer holds (e.g.
+ * "enc.blocks.%d.att"): formatted only when the arena is recorded (the trace's ALLOC events). */
+float *vt_arena_alloc(vt_arena *a, size_t nfloats, const char *name, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 static inline size_t vt_arena_mark(const vt_arena *a) { return a->top; }
 static inline void vt_arena_event(vt_arena *a) {
     if (a->tl_n < VT_TIMELINE_MAX) {
@@ -81,14 +88,8 @@ static inline void vt_arena_event(vt_arena *a) {
     }
 }
 /* Marks nfloats below the top as no longer needed (timeline only; the space stays allocated). */
-static inline void vt_arena_release(vt_arena *a, uint64_t nfloats) {
-    a->released += (size_t)nfloats;
-    vt_arena_event(a);
-}
-static inline void vt_arena_reset(vt_arena *a, size_t mark) {
-    a->top = mark;
-    vt_arena_event(a);
-}
+void vt_arena_release(vt_arena *a, uint64_t nfloats);
+void vt_arena_reset(vt_arena *a, size_t mark);
 vt_status vt_arena_reserve(vt_arena *a, size_t nfloats); /* (re)allocate to at least nfloats */
 /* A call ran past its plan: a bug in the plan (never the caller's fault), reported, not a crash. */
 vt_status vt_arena_overflow(const vt_arena *a);
@@ -132,6 +133,8 @@ typedef struct {
     int depth, D, H, hd, F;
     int has_attn, qkv_bias, mlp_bias, qk_norm, layerscale;
     float eps;
+    int id;              /* in a call: 0 the encoder, 1 the MAE decoder / AIM head (recorded marks) */
+    const char *tag;     /* "enc", "dec", "head": the names of its arena buffers */
     vt_block_params *blk;
 } vt_chain;
 
@@ -150,12 +153,13 @@ typedef struct {
 
 /* The concrete layout of one chain for one call: a segment length (blocks re-computed together
  * from one stored input) and per-block storage. Derived from the policy by vt_resolve_layouts
- * (plan.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
+ * (policy.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
  * head. */
 #define VT_MAX_DEPTH 64
 #define VT_CHAINS 2
 typedef struct {
     int seg;                        /* segment length for checkpointed blocks (>= 1) */
+    int threads;                    /* kernel threads the plan is made for (attention scratch) */
     unsigned char store[VT_MAX_DEPTH];
 } vt_chain_layout;
 
@@ -227,6 +231,8 @@ typedef struct {
     int64_t *keep, *masked; /* MAE idx_keep / idx_mask of a step */
     uint8_t *prefix;     /* AIM prefix mask of a step */
     size_t cap;          /* tokens the three buffers hold (batch x sequence of the largest step) */
+    int begun;           /* vt_train_step_begin, not ended yet */
+    vt_rng begun_rng;    /* the generator before that step's masks */
 } vt_trainer_state;
 
 /* What the MAE / AIM loss forward keeps for its backward (objectives.c); arena pointers. */
@@ -254,13 +260,14 @@ typedef struct {
     float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
     float *inter[VT_MAX_DEPTH];    /* intermediates (aliases xs when not normed) */
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
-    float loss;
     vt_loss_acts ls;
     float *cls_logp;               /* classifier loss: log-softmax of the logits [B, C] */
 } vt_call_state;
 
+typedef struct vt_objective vt_objective; /* objective.h */
 struct vt_model {
     vt_model_config cfg;
+    const vt_objective *obj; /* what it computes: its parameters and its loss */
     vt_ptable pt;
     vt_encoder enc;
     /* MAE */
@@ -270,7 +277,9 @@ struct vt_model {
     int h_in_w, hn_w, hn_b, h_out_w;
     vt_chain head;
 
+    vt_scalars sc;       /* the scalars region (vitrine.h): loss, step inputs, flags */
     vt_policy policy;
+    int threads;         /* kernel threads its plans are made for; 0: the pool's (vt_threads_max) */
     vt_arena arena;
     vt_optim_state opt;
     vt_trainer_state train;
@@ -291,7 +300,7 @@ static inline float *vt_G(struct vt_model *m, int idx, int want) {
 
 vt_status vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H,
                          int F, int has_attn, int qkv_bias, int mlp_bias, int qk_norm,
-                         int layerscale, float eps, int trainable);
+                         int layerscale, float eps, int trainable, int id, const char *tag);
 void vt_chain_free(vt_chain *c);
 /* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
 vt_status vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,

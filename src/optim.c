@@ -4,11 +4,10 @@
  * (torch.nn.utils.clip_grad_norm_). The optimizer state m, v uses the gradient layout. */
 #include "optim.h"
 #include "model.h"
-#include "kernels/kernels.h" /* vt_adamw_step: the update of one flat range (kernels_ref.c, SIMD) */
+#include "exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "threads.h"
 
 float vt_cosine_warmup(long step, double warmup, double total) {
     /* lightly CosineWarmupScheduler: linear warmup (step+1)/W, then cosine from 1 to 0.001 */
@@ -53,57 +52,47 @@ void vt_optimizer_free(vt_model *m) {
     m->opt.n = 0;
 }
 
-vt_status vt_grad_norm(const vt_model *m, double *norm) {
-    double s = 0;
-    for (size_t i = 0; i < m->pt.gtotal; i++) s += (double)m->pt.grad[i] * m->pt.grad[i];
-    *norm = sqrt(s);
-    if (!isfinite(*norm)) return vt_fail(VT_ERR_NUMERIC, "the gradient norm is not finite");
-    return VT_OK;
-}
-
 vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_out) {
-    double norm;
-    int rc = vt_grad_norm(m, &norm);
-    if (norm_out) *norm_out = norm;
-    if (rc) return rc;
-    float coef = (float)(max_norm / (norm + 1e-6));
-    if (coef < 1.0f)
-        for (size_t i = 0; i < m->pt.gtotal; i++) m->pt.grad[i] *= coef;
+    vt_exec_mark(m, VT_PHASE_OPTIMIZER, -1, -1);
+    vt_k_grad_norm(m, &m->sc.grad_norm, m->pt.grad, (int64_t)m->pt.gtotal);
+    if (!vt_exec_recording(m)) { /* recorded: clip_grads itself skips a non-finite norm */
+        if (norm_out) *norm_out = m->sc.grad_norm;
+        if (!isfinite(m->sc.grad_norm)) return vt_fail(VT_ERR_NUMERIC, "the gradient norm is not finite");
+    }
+    vt_k_clip_grads(m, m->pt.grad, &m->sc.grad_norm, (int64_t)m->pt.gtotal, max_norm);
     return VT_OK;
 }
 
-/* The update is element-wise (each element's arithmetic is the same in any split), so threads
- * take ranges of VT_ADAMW_UNIT gradient elements, cutting across parameters. */
-#define VT_ADAMW_UNIT 4096
-typedef struct { vt_model *m; float lr; } adamw_job;
-static void adamw_units(void *ctx, int lo, int hi, int tid) {
-    const adamw_job *j = ctx;
-    vt_model *m = j->m;
-    const vt_adamw_config *c = &m->opt.cfg;
-    size_t g0 = (size_t)lo * VT_ADAMW_UNIT, g1 = (size_t)hi * VT_ADAMW_UNIT;
-    for (int i = 0; i < m->pt.n; i++) {
-        const vt_param *p = &m->pt.p[i];
-        if (p->goff < 0) continue;
-        size_t a = (size_t)p->goff, b = a + p->numel; /* this parameter's gradient range */
-        if (a < g0) a = g0;
-        if (b > g1) b = g1;
-        if (a >= b) continue;
-        size_t o = a - (size_t)p->goff;
-        vt_adamw_step(m->pt.data + p->off + o, m->pt.grad + a, m->opt.m + a, m->opt.v + a, b - a,
-                      m->opt.t, j->lr, c->beta1, c->beta2, c->eps, no_decay(p) ? 0.0f : c->weight_decay);
-    }
-}
-
-vt_status vt_optimizer_step(vt_model *m, float lr) {
+/* AdamW over the trainable parameters: one call per run of consecutive parameters that share a
+ * weight decay (contiguous in both buffers). The step's learning rate and count are the scalars
+ * region's inputs, and the non-finite flag (loss and gradients, computed by kernels) makes every
+ * call skip: a recorded step refuses a bad update without reading anything back mid-step. */
+vt_status vt_optimizer_apply(vt_model *m, float lr, int check_loss) {
     if (!m->opt.m) return vt_fail(VT_ERR_STATE, "call vt_optimizer_init first");
     if (m->opt.n != m->pt.gtotal)
         return vt_fail(VT_ERR_STATE, "the set of trainable parameters changed since vt_optimizer_init");
-    for (size_t i = 0; i < m->pt.gtotal; i++)
-        if (!isfinite(m->pt.grad[i])) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
+    vt_exec_mark(m, VT_PHASE_OPTIMIZER, -1, -1);
+    vt_k_fill(m, &m->sc.nonfinite, 1, 0.0f);
+    if (check_loss) vt_k_check_finite(m, &m->sc.nonfinite, &m->sc.loss, 1);
+    vt_k_check_finite(m, &m->sc.nonfinite, m->pt.grad, (int64_t)m->pt.gtotal);
+    int run = !vt_exec_recording(m);
+    if (run && m->sc.nonfinite != 0.0f) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
     if (m->opt.t >= VT_MAX_STEPS) return vt_fail(VT_ERR_STATE, "AdamW has taken %ld steps, the most it counts", m->opt.t);
-    m->opt.t++;
-    adamw_job j = {m, lr};
-    size_t units = (m->pt.gtotal + VT_ADAMW_UNIT - 1) / VT_ADAMW_UNIT;
-    vt_parallel_for((int)units, 1, 20.0 * (double)m->pt.gtotal, adamw_units, &j);
+    m->sc.lr = lr;
+    m->sc.step = (float)(m->opt.t + 1);
+    const vt_adamw_config *c = &m->opt.cfg;
+    for (int i = 0; i < m->pt.n;) {
+        const vt_param *p = &m->pt.p[i];
+        if (p->goff < 0) { i++; continue; }
+        int dec = !no_decay(p), j = i + 1;
+        size_t n = p->numel;
+        while (j < m->pt.n && m->pt.p[j].goff >= 0 && (!no_decay(&m->pt.p[j])) == dec) n += m->pt.p[j++].numel;
+        vt_k_adamw(m, m->pt.data + p->off, m->opt.m + p->goff, m->opt.v + p->goff, m->pt.grad + p->goff, &m->sc.lr,
+                   &m->sc.step, &m->sc.nonfinite, (int64_t)n, c->beta1, c->beta2, c->eps, dec ? c->weight_decay : 0.0f);
+        i = j;
+    }
+    if (run) m->opt.t++; /* a recorded step counts nothing: its replays do */
     return VT_OK;
 }
+
+vt_status vt_optimizer_step(vt_model *m, float lr) { return vt_optimizer_apply(m, lr, 0); }

@@ -5,5 +5,7 @@
 #include "vitrine.h"
 
 void vt_optimizer_free(vt_model *m);
-vt_status vt_grad_norm(const vt_model *m, double *norm);
+/* vt_optimizer_step, refusing also a non-finite loss when check_loss (a training step's) */
+vt_status vt_optimizer_apply(vt_model *m, float lr, int check_loss);
+
 #endif

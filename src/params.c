@@ -1,7 +1,7 @@
 /* params.c: the parameter table. One float buffer holds every parameter in the order of the
  * PyTorch state_dict; a second buffer holds gradients of the trainable ones only (a frozen
  * parameter has no gradient slot). AdamW's m and v reuse the gradient layout. */
-#include "model.h"
+#include "exec.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,5 +166,7 @@ vt_status vt_set_requires_grad(vt_model *m, const char *name, int requires_grad,
 }
 
 void vt_zero_grad(vt_model *m) {
-    if (m->pt.grad) memset(m->pt.grad, 0, m->pt.gtotal * sizeof(float));
+    if (!m->pt.grad) return;
+    vt_exec_mark(m, VT_PHASE_OPTIMIZER, -1, -1);
+    vt_k_fill(m, m->pt.grad, (int64_t)m->pt.gtotal, 0.0f);
 }

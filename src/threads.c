@@ -53,7 +53,7 @@ static struct {
     atomic_int busy;         /* a job is running: calls from inside it run inline */
     vt_par_fn fn;            /* the job; written only while no chunk of it can be claimed */
     void *ctx;
-    int n, grain;
+    int n, grain, max_tid;   /* max_tid: threads with tid >= it leave the job's chunks to others */
 } pool;
 static int threads_max = 1;
 __attribute__((unused)) static int workers = 0, caller_can_wait = 1;
@@ -81,6 +81,8 @@ static void wake_all(atomic_int *a) { syscall(SYS_futex, (int *)a, FUTEX_WAKE_PR
 static void run_chunks(int tid) {
     uint32_t c = atomic_load(&pool.claim);
     while (C_NEXT(c) < C_COUNT(c)) {
+        /* the job's fields were written before its claim word (seq_cst): max_tid is c's job's */
+        if (tid >= pool.max_tid) return;
         if (!atomic_compare_exchange_weak(&pool.claim, &c, c + ((uint32_t)1 << 16))) continue;
         int k = C_NEXT(c), C = C_COUNT(c), n = pool.n, grain = pool.grain;
         int64_t units = ((int64_t)n + grain - 1) / grain;
@@ -110,11 +112,15 @@ void vt_worker_loop(int tid) {
 }
 
 void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
+    vt_parallel_for_max(n, grain, work, VT_MAX_THREADS, fn, ctx);
+}
+
+void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int64_t units = ((int64_t)n + grain - 1) / grain;
     double by_work = min_work > 0 ? work / min_work : (double)VT_MAX_THREADS;
-    int nt = threads_max;
+    int nt = threads_max < max_threads ? threads_max : max_threads;
     if (units < nt) nt = (int)units;
     if (by_work < nt) nt = by_work < 1 ? 1 : (int)by_work;
     /* inline: one thread pays, no workers, nested, or a worker joined after vt_set_threads */
@@ -126,7 +132,7 @@ void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
     int64_t C = (int64_t)nt * VT_CHUNKS_PER_THREAD;
     if (C > units) C = units;
     atomic_store(&pool.busy, 1);
-    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain;
+    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain, pool.max_tid = nt;
     atomic_store(&pool.done, 0);
     atomic_store(&pool.arrived, 0);
     atomic_store(&pool.claim, CLAIM(0, C));
@@ -170,6 +176,10 @@ void vt_worker_loop(int tid) { (void)tid; }
 void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
     (void)grain, (void)work;
     if (n > 0) fn(ctx, 0, n, 0);
+}
+void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_fn fn, void *ctx) {
+    (void)max_threads;
+    vt_parallel_for(n, grain, work, fn, ctx);
 }
 void vt_threads_shutdown(void) {}
 #endif

@@ -20,6 +20,10 @@ typedef void (*vt_par_fn)(void *ctx, int lo, int hi, int tid);
  * off (small loops stay on the caller). The caller runs chunk 0 and returns when all are done.
  * A call made from inside a chunk runs inline (no nesting). */
 void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx);
+/* The same with at most max_threads threads (tid < max_threads): for kernels whose per-thread
+ * scratch was planned for that many (a plan is made for a stated thread count, which the pool
+ * may exceed). */
+void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_fn fn, void *ctx);
 
 /* Threads a parallel loop may use (1 = none): per-thread scratch is sized by it. */
 int vt_threads_max(void);

@@ -11,6 +11,9 @@
 #include "json.h"
 #include "safetensors.h"
 #include "vit_internal.h"
+#include "exec.h"
+#include "objective.h"
+#include "optim.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +56,7 @@ static int check_train_config(const vt_train_config *t) {
 
 vt_status vt_trainer_init(vt_model *m, const vt_train_config *t) {
     if (!m || !t) return vt_fail(VT_ERR_ARG, "vt_trainer_init: NULL argument");
-    if (m->cfg.kind != VT_KIND_MAE && m->cfg.kind != VT_KIND_AIM && !vt_is_classifier(m))
+    if (!m->obj->step_inputs)
         return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
     int rc = check_train_config(t);
     if (rc) return rc;
@@ -106,8 +109,8 @@ static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *
     vt_status rc = vt_forward(m, VT_FN_LOSS, in, 1);
     if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
     if (!rc && m->train.cfg.clip_norm > 0) rc = vt_clip_grad_norm(m, m->train.cfg.clip_norm, NULL);
-    if (!rc) rc = vt_optimizer_step(m, vt_train_lr(m, m->opt.t)); /* checks gradients first */
-    if (loss) *loss = m->last.loss;
+    if (!rc) rc = vt_optimizer_apply(m, vt_train_lr(m, m->opt.t), 1); /* checks the loss and gradients first */
+    if (loss) *loss = m->sc.loss;
     if (rc) {
         m->train.rng = saved;
         if (rc == VT_ERR_NUMERIC) {
@@ -119,52 +122,80 @@ static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *
     return rc;
 }
 
+/* A step's checks and inputs: labels (a classifier) or masks drawn from the generator (its state
+ * before them in *saved, for a step that fails: the next try draws the same masks). who: the
+ * public call, for its messages. */
+static vt_status step_inputs(vt_model *m, const float *images, const int32_t *labels, int batch, const char *who,
+                             vt_inputs *in, vt_rng *saved) {
+    if (!m || !images || (!strcmp(who, "vt_train_step_labels") && !labels))
+        return vt_fail(VT_ERR_ARG, "%s: NULL argument", who);
+    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (labels && !m->obj->labels)
+        return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
+    if (!labels && m->obj->labels) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
+    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
+    int rc = labels ? VT_OK : masks_reserve(m, batch);
+    if (rc) return rc;
+    *saved = m->train.rng;
+    vt_step_draw draw = {&m->train.rng, m->train.keep, m->train.masked, m->train.prefix};
+    rc = m->obj->step_inputs(m, labels ? NULL : &draw, batch, m->train.cfg.mask_ratio, in);
+    if (rc) {
+        m->train.rng = *saved;
+        return rc;
+    }
+    in->images = images;
+    if (labels) {
+        in->labels = labels;
+        in->label_smoothing = m->train.cfg.label_smoothing;
+    }
+    return VT_OK;
+}
+
 vt_status vt_train_step_labels(vt_model *m, const float *images, const int32_t *labels, int batch,
                                float *loss) {
-    if (!m || !images || !labels) return vt_fail(VT_ERR_ARG, "vt_train_step_labels: NULL argument");
-    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
-    if (!vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
-    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     vt_inputs in;
-    memset(&in, 0, sizeof in);
-    in.images = images;
-    in.batch = batch;
-    in.labels = labels;
-    in.label_smoothing = m->train.cfg.label_smoothing;
-    return step_on(m, &in, m->train.rng, loss);
+    vt_rng saved;
+    vt_status rc = step_inputs(m, images, labels, batch, "vt_train_step_labels", &in, &saved);
+    return rc ? rc : step_on(m, &in, saved, loss);
 }
 
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss) {
-    if (!m || !images) return vt_fail(VT_ERR_ARG, "vt_train_step: NULL argument");
-    if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
-    if (vt_is_classifier(m)) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
-    if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
-    int rc = masks_reserve(m, batch);
-    if (rc) return rc;
-    vt_rng saved = m->train.rng; /* restored when the step fails: the next try draws the same masks */
     vt_inputs in;
-    memset(&in, 0, sizeof in);
-    in.images = images;
-    in.batch = batch;
-    int L = m->enc.T_full;
-    if (m->cfg.kind == VT_KIND_MAE) {
-        int nk = 0;
-        rc = vt_random_token_mask(&m->train.rng, batch, L, m->train.cfg.mask_ratio, 0, m->train.keep, m->train.masked, &nk);
-        in.idx_keep = m->train.keep;
-        in.n_keep = nk;
-        in.idx_mask = m->train.masked;
-        in.n_mask = L - nk;
-        if (!rc && nk >= L) rc = vt_fail(VT_ERR_ARG, "mask_ratio %g masks no patch of %d tokens", m->train.cfg.mask_ratio, L);
-    } else { /* lightly aim.py: random_prefix_mask((B, N), max_prefix_length = N - 1) */
-        rc = vt_random_prefix_mask(&m->train.rng, batch, L, L > 1 ? L - 1 : 1, m->train.prefix);
-        in.mask = m->train.prefix;
-        in.is_causal = 1;
+    vt_rng saved;
+    vt_status rc = step_inputs(m, images, NULL, batch, "vt_train_step", &in, &saved);
+    return rc ? rc : step_on(m, &in, saved, loss);
+}
+
+/* ---- a step run elsewhere (a replayed list) ---- */
+
+vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch, vt_inputs *in,
+                              vt_scalars *sc) {
+    if (!in || !sc) return vt_fail(VT_ERR_ARG, "vt_train_step_begin: NULL argument");
+    vt_status rc = step_inputs(m, images, labels, batch, "vt_train_step_begin", in, &m->train.begun_rng);
+    if (rc) return rc;
+    if (m->opt.t >= VT_MAX_STEPS) {
+        m->train.rng = m->train.begun_rng;
+        return vt_fail(VT_ERR_STATE, "AdamW has taken %ld steps, the most it counts", m->opt.t);
     }
-    if (rc) {
-        m->train.rng = saved;
-        return rc;
+    memset(sc, 0, sizeof *sc);
+    sc->lr = vt_train_lr(m, m->opt.t); /* what vt_optimizer_apply would set */
+    sc->step = (float)(m->opt.t + 1);
+    sc->dloss = 1.0f;
+    m->train.begun = 1;
+    return VT_OK;
+}
+
+vt_status vt_train_step_end(vt_model *m, const vt_scalars *sc) {
+    if (!m || !sc) return vt_fail(VT_ERR_ARG, "vt_train_step_end: NULL argument");
+    if (!m->train.begun) return vt_fail(VT_ERR_STATE, "vt_train_step_end needs a vt_train_step_begin first");
+    m->train.begun = 0;
+    if (sc->nonfinite != 0.0f) { /* AdamW skipped every update: the state is the last good one */
+        m->train.rng = m->train.begun_rng;
+        return vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: the loss or a gradient is not finite; the last "
+                                       "good state is kept", m->opt.t);
     }
-    return step_on(m, &in, saved, loss);
+    m->opt.t++;
+    return VT_OK;
 }
 
 /* ---- training state <-> safetensors bytes ------------------------------------------------- */
@@ -358,9 +389,9 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
         vt_adamw_config oc = {t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
         if ((rc = vt_optimizer_init(m, &oc))) goto done;
     }
-    memcpy(m->pt.data, np, P * sizeof *np);
-    memcpy(m->opt.m, nm, G * sizeof *nm);
-    memcpy(m->opt.v, nv, G * sizeof *nv);
+    vt_k_copy2d(m, m->pt.data, np, 1, (int64_t)P, 0, 0);
+    vt_k_copy2d(m, m->opt.m, nm, 1, (int64_t)G, 0, 0);
+    vt_k_copy2d(m, m->opt.v, nv, 1, (int64_t)G, 0, 0);
     m->opt.cfg = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
     m->opt.t = (long)st;
     m->train.cfg = t;

@@ -7,13 +7,14 @@
  * and AIM (objectives.c) build on vt_encoder_preprocess / vt_encoder_blocks /
  * vt_encoder_backward here. */
 #include "vit_internal.h"
-#include "kernels/kernels.h"
+#include "exec.h"
+#include "objective.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int has_pool(const vt_model *m) { return m->cfg.enc.global_pool[0] != 0; }
+static int has_pool(const vt_model *m) { return m->cfg.enc.global_pool != VT_POOL_NONE; }
 static int has_norm(const vt_model *m) { return m->enc.norm_w >= 0; }
 
 /* ---- parameter table --------------------------------------------------------------------------- */
@@ -29,8 +30,7 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     e->N = e->G * e->G;
     e->P = (c->class_token ? 1 : 0) + c->reg_tokens;
     e->T_full = e->N + e->P;
-    e->use_fc_norm = !strcmp(c->global_pool, "avg") || !strcmp(c->global_pool, "max") ||
-                     !strcmp(c->global_pool, "avgmax");
+    e->use_fc_norm = c->global_pool == VT_POOL_AVG || c->global_pool == VT_POOL_MAX || c->global_pool == VT_POOL_AVGMAX;
     if (c->class_token) rc |= vt_param_add(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
     if (c->reg_tokens) rc |= vt_param_add(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
     if (c->pos_embed)
@@ -42,7 +42,7 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     snprintf(bp, sizeof bp, "%sblocks.", pfx);
     int F = (int)vt_mlp_hidden(D, c->mlp_ratio); /* >= 1: validated */
     rc = vt_chain_build(m, &e->chain, bp, c->depth, D, c->num_heads, F, 1, c->qkv_bias, 1,
-                        c->qk_norm, c->init_values > 0, 1e-6f, 1);
+                        c->qk_norm, c->init_values > 0, 1e-6f, 1, 0, "enc");
     if (rc) return rc;
     if (!e->use_fc_norm) {
         rc |= vt_param_add(m, &e->norm_w, pfx, "norm.weight", 1, D, 0, 0, 0, 1);
@@ -64,34 +64,6 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
  * (col2im) VT_PATCH_CHUNK rows at a time, so that no image-sized buffer is ever needed. */
 #define VT_PATCH_CHUNK 32
 
-/* rows [m0, m0+n) of patches[b*G*G + r*G + q][(c,i,j)] = img[b, c, r*p+i, q*p+j] (the conv
- * weight's flattening order) */
-static void im2col(float *patches, const float *img, int m0, int n, int C, int S, int p, int G) {
-    int Kp = C * p * p;
-    for (int m = m0; m < m0 + n; m++) {
-        int b = m / (G * G), r = (m % (G * G)) / G, q = m % G;
-        float *dst = patches + (size_t)(m - m0) * Kp;
-        for (int c = 0; c < C; c++)
-            for (int i = 0; i < p; i++)
-                memcpy(dst + (c * p + i) * p, img + (((size_t)b * C + c) * S + (size_t)r * p + i) * S + (size_t)q * p,
-                       (size_t)p * sizeof(float));
-    }
-}
-
-/* dimg += col2im(dpatches) for rows [m0, m0+n): patches do not overlap (a permutation) */
-static void col2im_add(float *dimg, const float *dpatches, int m0, int n, int C, int S, int p, int G) {
-    int Kp = C * p * p;
-    for (int m = m0; m < m0 + n; m++) {
-        int b = m / (G * G), r = (m % (G * G)) / G, q = m % G;
-        const float *src = dpatches + (size_t)(m - m0) * Kp;
-        for (int c = 0; c < C; c++)
-            for (int i = 0; i < p; i++) {
-                float *dst = dimg + (((size_t)b * C + c) * S + (size_t)r * p + i) * S + (size_t)q * p;
-                for (int j = 0; j < p; j++) dst[j] += src[(c * p + i) * p + j];
-            }
-    }
-}
-
 static int chunk_rows(int BN) { return BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
 
 /* x0 [B,T,D] (allocated by the caller) = the chain input. */
@@ -103,51 +75,33 @@ vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, fl
     int Kp = c->in_chans * p * p;
     size_t mark = vt_arena_mark(ar);
     int BN = B * N, CH = chunk_rows(BN);
-    float *tok = vt_arena_alloc(ar, (size_t)BN * D);
-    float *patches = vt_arena_alloc(ar, (size_t)CH * Kp);
-    float *seq = in->idx_keep ? vt_arena_alloc(ar, (size_t)B * L * D) : x0;
+    float *tok = vt_arena_alloc(ar, (size_t)BN * D, "enc.pre.tokens");
+    float *patches = vt_arena_alloc(ar, (size_t)CH * Kp, "enc.pre.patches");
+    float *seq = in->idx_keep ? vt_arena_alloc(ar, (size_t)B * L * D, "enc.pre.sequence") : x0;
     if (ar->overflow) return vt_arena_overflow(ar);
     for (int m0 = 0; m0 < BN; m0 += CH) { /* conv as matmul: tok = patches @ W^T + b */
         int n = BN - m0 < CH ? BN - m0 : CH;
-        im2col(patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
-        vt_matmul_forward(tok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), vt_P(m, e->pe_b), n, Kp, D);
+        vt_k_im2col(m, patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
+        vt_k_matmul_forward(m, tok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), vt_P(m, e->pe_b), n, Kp, D);
     }
-    for (int b = 0; b < B; b++) {
-        float *s = seq + (size_t)b * L * D;
-        if (c->class_token) memcpy(s, vt_P(m, e->cls), (size_t)D * sizeof(float));
-        if (c->reg_tokens)
-            memcpy(s + (size_t)(c->class_token ? 1 : 0) * D, vt_P(m, e->reg), (size_t)c->reg_tokens * D * sizeof(float));
-        memcpy(s + (size_t)P * D, tok + (size_t)b * N * D, (size_t)N * D * sizeof(float));
-    }
+    /* [cls, regs, patch tokens] per image */
+    if (c->class_token) vt_k_copy2d(m, seq, vt_P(m, e->cls), B, D, (int64_t)L * D, 0);
+    if (c->reg_tokens)
+        vt_k_copy2d(m, seq + (size_t)(c->class_token ? 1 : 0) * D, vt_P(m, e->reg), B, (int64_t)c->reg_tokens * D,
+                    (int64_t)L * D, 0);
+    vt_k_copy2d(m, seq + (size_t)P * D, tok, B, (int64_t)N * D, (int64_t)L * D, (int64_t)N * D);
     /* masking before the positional embedding: masked slots become the mask token. lightly
      * blends (1-m)*x + m*token, which equals this select for finite x. */
-    if (!causal && (in->idx_mask || in->mask)) {
-        const float *mt = vt_P(m, m->enc.mask_token);
-        for (int b = 0; b < B; b++) {
-            if (in->idx_mask) {
-                for (int k = 0; k < in->n_mask; k++)
-                    memcpy(seq + ((size_t)b * L + in->idx_mask[(size_t)b * in->n_mask + k]) * D, mt, (size_t)D * sizeof(float));
-            } else {
-                for (int l = 0; l < L; l++)
-                    if (in->mask[(size_t)b * L + l]) memcpy(seq + ((size_t)b * L + l) * D, mt, (size_t)D * sizeof(float));
-            }
-        }
-    }
-    if (e->pos >= 0) {
-        const float *pos = vt_P(m, e->pos);
-        int r0 = c->no_embed_class ? P : 0; /* no_embed_class: prefix tokens get no position */
-        for (int b = 0; b < B; b++)
-            for (int l = r0; l < L; l++) {
-                float *s = seq + ((size_t)b * L + l) * D;
-                const float *pr = pos + (size_t)(l - r0) * D;
-                for (int d = 0; d < D; d++) s[d] += pr[d];
-            }
+    if (!causal && (in->idx_mask || in->mask))
+        vt_k_mask_select(m, seq, vt_P(m, m->enc.mask_token), in->idx_mask, in->idx_mask ? NULL : in->mask, B, L, D,
+                         in->n_mask);
+    if (e->pos >= 0) { /* no_embed_class: prefix tokens get no position */
+        int r0 = c->no_embed_class ? P : 0;
+        vt_k_add_rows(m, seq + (size_t)r0 * D, seq + (size_t)r0 * D, vt_P(m, e->pos), B, (int64_t)(L - r0) * D,
+                      (int64_t)L * D);
     }
     if (in->idx_keep) /* gather after the positional embedding */
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < in->n_keep; k++)
-                memcpy(x0 + ((size_t)b * in->n_keep + k) * D,
-                       seq + ((size_t)b * L + in->idx_keep[(size_t)b * in->n_keep + k]) * D, (size_t)D * sizeof(float));
+        vt_k_gather_rows(m, x0, seq, in->idx_keep, B, L, in->n_keep, D);
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -163,75 +117,42 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
     size_t mark = vt_arena_mark(ar);
     float *dseq = (float *)dx0;
     if (in->idx_keep) { /* scatter-add: the gather's backward (a repeated index adds up) */
-        dseq = vt_arena_zalloc(ar, (size_t)B * L * D);
+        dseq = vt_zalloc(m, (size_t)B * L * D, "enc.pre_grad.sequence");
         if (!dseq) return vt_arena_overflow(ar);
-        for (int b = 0; b < B; b++)
-            for (int k = 0; k < in->n_keep; k++) {
-                float *dst = dseq + ((size_t)b * L + in->idx_keep[(size_t)b * in->n_keep + k]) * D;
-                const float *src = dx0 + ((size_t)b * in->n_keep + k) * D;
-                for (int d = 0; d < D; d++) dst[d] += src[d];
-            }
+        vt_k_scatter_add_rows(m, dseq, dx0, in->idx_keep, B, L, in->n_keep, D);
     }
     float *dpos = vt_G(m, e->pos, pg);
     if (dpos) {
         int r0 = c->no_embed_class ? P : 0;
-        for (int b = 0; b < B; b++)
-            for (int l = r0; l < L; l++) {
-                const float *s = dseq + ((size_t)b * L + l) * D;
-                float *dp = dpos + (size_t)(l - r0) * D;
-                for (int d = 0; d < D; d++) dp[d] += s[d];
-            }
+        vt_k_sum_rows(m, dpos, dseq + (size_t)r0 * D, B, (int64_t)(L - r0) * D, (int64_t)L * D);
     }
-    /* masked slots, image by image: their gradient goes to the mask token, none to what they
-     * replaced (class / register tokens, the patch embedding). dseq may be dx0 itself (no
-     * idx_keep), so it is only read. */
+    /* masked slots: their gradient goes to the mask token, none to what they replaced (class /
+     * register tokens, the patch embedding). dseq may be dx0 itself (no idx_keep): only read. */
     int masking = !causal && (in->idx_mask || in->mask);
+    const int64_t *midx = masking ? in->idx_mask : NULL;
+    const uint8_t *mmask = masking && !in->idx_mask ? in->mask : NULL;
     float *dmt = masking ? vt_G(m, e->mask_token, pg) : NULL;
     float *dcls = vt_G(m, e->cls, pg), *dreg = vt_G(m, e->reg, pg);
     float *dw = vt_G(m, e->pe_w, pg), *db = vt_G(m, e->pe_b, pg);
     int BN = B * N, CH = chunk_rows(BN);
-    float *dtok = NULL, *patches = NULL, *dpatches = NULL;
+    if (dmt) vt_k_mask_token_backward(m, dmt, dseq, midx, mmask, B, L, D, in->n_mask);
+    if (dcls || dreg)
+        vt_k_prefix_tokens_backward(m, dcls, dreg, dseq, midx, mmask, B, L, D, in->n_mask, c->class_token ? 1 : 0,
+                                    c->reg_tokens);
     if (dw || db || dimages) {
-        dtok = vt_arena_alloc(ar, (size_t)BN * D);
-        patches = vt_arena_alloc(ar, (size_t)CH * Kp);
-        dpatches = dimages ? vt_arena_alloc(ar, (size_t)CH * Kp) : NULL;
+        float *dtok = vt_arena_alloc(ar, (size_t)BN * D, "enc.pre_grad.tokens");
+        float *patches = vt_arena_alloc(ar, (size_t)CH * Kp, "enc.pre_grad.patches");
+        float *dpatches = dimages ? vt_arena_alloc(ar, (size_t)CH * Kp, "enc.pre_grad.dpatches") : NULL;
         if (ar->overflow) return vt_arena_overflow(ar);
-    }
-    uint8_t masked[VT_MAX_TOKENS];
-    for (int b = 0; b < B; b++) {
-        memset(masked, 0, (size_t)L);
-        if (masking && in->idx_mask)
-            for (int k = 0; k < in->n_mask; k++) masked[in->idx_mask[(size_t)b * in->n_mask + k]] = 1;
-        else if (masking)
-            for (int l = 0; l < L; l++) masked[l] = in->mask[(size_t)b * L + l] != 0;
-        const float *sb = dseq + (size_t)b * L * D;
-        if (dmt)
-            for (int l = 0; l < L; l++)
-                if (masked[l])
-                    for (int d = 0; d < D; d++) dmt[d] += sb[(size_t)l * D + d];
-        if (dcls && !masked[0])
-            for (int d = 0; d < D; d++) dcls[d] += sb[d];
-        if (dreg)
-            for (int r = 0; r < c->reg_tokens; r++) {
-                int l = (c->class_token ? 1 : 0) + r;
-                if (!masked[l])
-                    for (int d = 0; d < D; d++) dreg[(size_t)r * D + d] += sb[(size_t)l * D + d];
-            }
-        if (dtok)
-            for (int n = 0; n < N; n++) {
-                float *dst = dtok + ((size_t)b * N + n) * D;
-                if (masked[P + n]) memset(dst, 0, (size_t)D * sizeof(float));
-                else memcpy(dst, sb + (size_t)(P + n) * D, (size_t)D * sizeof(float));
-            }
-    }
-    if (dtok)
+        vt_k_patch_tokens_backward(m, dtok, dseq, midx, mmask, B, L, D, in->n_mask, P);
         for (int m0 = 0; m0 < BN; m0 += CH) {
             int n = BN - m0 < CH ? BN - m0 : CH;
-            if (dw) im2col(patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
-            if (dpatches) memset(dpatches, 0, (size_t)n * Kp * sizeof(float));
-            vt_matmul_backward(dpatches, dw, db, dtok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), n, Kp, D);
-            if (dimages) col2im_add(dimages, dpatches, m0, n, c->in_chans, c->img_size, p, e->G);
+            if (dw) vt_k_im2col(m, patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
+            if (dpatches) vt_k_fill(m, dpatches, (int64_t)n * Kp, 0.0f);
+            vt_k_matmul_backward(m, dpatches, dw, db, dtok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), n, Kp, D);
+            if (dimages) vt_k_col2im_add(m, dimages, dpatches, m0, n, c->in_chans, c->img_size, p, e->G);
         }
+    }
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -249,21 +170,15 @@ vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, con
     if (rc) return rc;
     *feat = r->xs[r->c->depth];
     if (m->enc.norm_w >= 0) {
-        m->last.fin_ln = vt_arena_alloc(ar, (size_t)B * T * D);
-        m->last.fin_m = vt_arena_alloc(ar, (size_t)B * T);
-        m->last.fin_r = vt_arena_alloc(ar, (size_t)B * T);
+        m->last.fin_ln = vt_arena_alloc(ar, (size_t)B * T * D, "enc.norm");
+        m->last.fin_m = vt_arena_alloc(ar, (size_t)B * T, "enc.norm.mean");
+        m->last.fin_r = vt_arena_alloc(ar, (size_t)B * T, "enc.norm.rstd");
         if (ar->overflow) return vt_arena_overflow(ar);
-        vt_layernorm_forward(m->last.fin_ln, m->last.fin_m, m->last.fin_r, *feat, vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b),
-                             B * T, D, 1e-6f);
+        vt_k_layernorm_forward(m, m->last.fin_ln, m->last.fin_m, m->last.fin_r, *feat, vt_P(m, m->enc.norm_w),
+                               vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
         *feat = m->last.fin_ln;
     }
     return VT_OK;
-}
-
-int vt_row_has(const int64_t *row, int n, int64_t v) {
-    for (int i = 0; i < n; i++)
-        if (row[i] == v) return 1;
-    return 0;
 }
 
 /* Floats the preprocessing needs on top of x0 (forward) and of dx0 (backward, worst case). */
@@ -282,55 +197,22 @@ static void plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint
 
 /* lightly's forward: y [B,D] = x[:, P:].mean(dim=1) for "avg", x[:, 0] otherwise (token, and
  * lightly's max / avgmax, which pool the class token too) */
-static void pool_forward(const vt_model *m, float *y, const float *x, int B, int T, int D) {
-    int P = m->enc.P, avg = !strcmp(m->cfg.enc.global_pool, "avg");
-    for (int b = 0; b < B; b++) {
-        const float *xb = x + (size_t)b * T * D;
-        float *yb = y + (size_t)b * D;
-        if (avg) {
-            for (int d = 0; d < D; d++) {
-                float s = 0.0f;
-                for (int t = P; t < T; t++) s += xb[(size_t)t * D + d];
-                yb[d] = s / (float)(T - P);
-            }
-        } else {
-            memcpy(yb, xb, (size_t)D * sizeof(float));
-        }
-    }
-}
-/* dx [B,T,D] (zeroed by the caller) from dy [B,D] */
-static void pool_backward(const vt_model *m, float *dx, const float *dy, int B, int T, int D) {
-    int P = m->enc.P, avg = !strcmp(m->cfg.enc.global_pool, "avg");
-    for (int b = 0; b < B; b++) {
-        const float *dp = dy + (size_t)b * D;
-        if (avg) {
-            for (int t = P; t < T; t++)
-                for (int d = 0; d < D; d++) dx[((size_t)b * T + t) * D + d] = dp[d] / (float)(T - P);
-        } else {
-            memcpy(dx + (size_t)b * T * D, dp, (size_t)D * sizeof(float));
-        }
-    }
-}
+static int lightly_pool(const vt_model *m) { return m->cfg.enc.global_pool == VT_POOL_AVG ? VT_POOLK_AVG : VT_POOLK_TOKEN; }
 
 /* ---- timm forward_head: pool -> fc_norm -> head ---------------------------------------------------- */
 
-typedef enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX } pool_kind;
-static pool_kind timm_pool(const vt_model *m) {
-    const char *gp = m->cfg.enc.global_pool;
-    if (!gp[0]) return POOL_NONE;
-    if (!strcmp(gp, "avg")) return POOL_AVG;
-    if (!strcmp(gp, "max")) return POOL_MAX;
-    if (!strcmp(gp, "avgmax")) return POOL_AVGMAX;
-    return POOL_TOKEN;
+/* the pooling kernels' kinds (ops.h) of timm's global_pool (none has no kernel) */
+static int pool_kernel(vt_pool pk) {
+    return pk == VT_POOL_AVG ? VT_POOLK_AVG : pk == VT_POOL_MAX ? VT_POOLK_MAX : pk == VT_POOL_AVGMAX ? VT_POOLK_AVGMAX : VT_POOLK_TOKEN;
 }
 
 void vt_head_steps(const vt_model *m, int B, int T, int need_grad, vt_step fwd[VT_HEAD_FWD_ROWS],
                    vt_step bwd[VT_HEAD_BWD_ROWS]) {
-    pool_kind pk = timm_pool(m);
+    vt_pool pk = m->cfg.enc.global_pool;
     uint64_t D = m->enc.chain.D, C = m->cfg.enc.num_classes > 0 ? (uint64_t)m->cfg.enc.num_classes : 0;
-    uint64_t rows = pk == POOL_NONE ? (uint64_t)B * T : (uint64_t)B;
+    uint64_t rows = pk == VT_POOL_NONE ? (uint64_t)B * T : (uint64_t)B;
     int fcn = m->enc.use_fc_norm;
-    fwd[VT_HEAD_POOL] = vt_keep(pk == POOL_NONE ? 0 : rows * D);
+    fwd[VT_HEAD_POOL] = vt_keep(pk == VT_POOL_NONE ? 0 : rows * D);
     fwd[VT_HEAD_NORM] = vt_keep(fcn ? rows * D : 0);
     fwd[VT_HEAD_NORM_STATS] = vt_keep(fcn ? rows : 0);
     fwd[VT_HEAD_NORM_STATS].count = 2;
@@ -344,47 +226,30 @@ vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, in
     vt_arena *ar = &m->arena;
     vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
     vt_head_steps(m, B, T, 0, st, bst);
-    pool_kind pk = timm_pool(m);
+    vt_pool pk = m->cfg.enc.global_pool;
     int D = e->chain.D, P = e->P, C = m->cfg.enc.num_classes > 0 ? m->cfg.enc.num_classes : 0;
     memset(h, 0, sizeof *h);
     h->B = B; h->T = T; h->D = D; h->C = C; h->x = x;
-    h->rows = pk == POOL_NONE ? B * T : B;
-    if (pk != POOL_NONE && pk != POOL_TOKEN && T <= P)
+    h->rows = pk == VT_POOL_NONE ? B * T : B;
+    if (pk != VT_POOL_NONE && pk != VT_POOL_TOKEN && T <= P)
         return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
-                       m->cfg.enc.global_pool, P);
-    h->pooled = pk == POOL_NONE ? (float *)x : vt_arena_alloc(ar, st[VT_HEAD_POOL].n);
+                       vt_pool_name(m->cfg.enc.global_pool), P);
+    h->pooled = pk == VT_POOL_NONE ? (float *)x : vt_arena_alloc(ar, st[VT_HEAD_POOL].n, "head.pooled");
     if (e->use_fc_norm) {
-        h->normed = vt_arena_alloc(ar, st[VT_HEAD_NORM].n);
-        h->mean = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n);
-        h->rstd = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n);
+        h->normed = vt_arena_alloc(ar, st[VT_HEAD_NORM].n, "head.fc_norm");
+        h->mean = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n, "head.fc_norm.mean");
+        h->rstd = vt_arena_alloc(ar, st[VT_HEAD_NORM_STATS].n, "head.fc_norm.rstd");
     }
-    float *logits = C ? vt_arena_alloc(ar, st[VT_HEAD_OUT].n) : NULL;
+    float *logits = C ? vt_arena_alloc(ar, st[VT_HEAD_OUT].n, "head.out") : NULL;
     if (ar->overflow) return vt_arena_overflow(ar);
-    for (int b = 0; b < B && pk != POOL_NONE; b++) {
-        const float *xb = x + (size_t)b * T * D;
-        float *yb = h->pooled + (size_t)b * D;
-        if (pk == POOL_TOKEN) {
-            memcpy(yb, xb, (size_t)D * sizeof(float));
-            continue;
-        }
-        for (int d = 0; d < D; d++) {
-            float s = 0.0f, mx = xb[(size_t)P * D + d];
-            for (int t = P; t < T; t++) {
-                float v = xb[(size_t)t * D + d];
-                s += v;
-                if (v > mx || v != v) mx = v; /* amax propagates NaN */
-            }
-            float avg = s / (float)(T - P);
-            yb[d] = pk == POOL_AVG ? avg : pk == POOL_MAX ? mx : 0.5f * (mx + avg);
-        }
-    }
+    if (pk != VT_POOL_NONE) vt_k_pool_forward(m, h->pooled, x, B, T, D, P, pool_kernel(pk));
     const float *hin = h->pooled;
     if (e->use_fc_norm) {
-        vt_layernorm_forward(h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w), vt_P(m, e->fcn_b),
-                             h->rows, D, 1e-6f);
+        vt_k_layernorm_forward(m, h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w), vt_P(m, e->fcn_b),
+                               h->rows, D, 1e-6f);
         hin = h->normed;
     }
-    if (C) vt_matmul_forward(logits, hin, vt_P(m, e->head_w), vt_P(m, e->head_b), h->rows, D, C);
+    if (C) vt_k_matmul_forward(m, logits, hin, vt_P(m, e->head_w), vt_P(m, e->head_b), h->rows, D, C);
     h->out = C ? logits : (float *)hin;
     return VT_OK;
 }
@@ -394,50 +259,27 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
     vt_arena *ar = &m->arena;
     vt_step st[VT_HEAD_FWD_ROWS], bst[VT_HEAD_BWD_ROWS];
     vt_head_steps(m, h->B, h->T, 1, st, bst);
-    pool_kind pk = timm_pool(m);
+    vt_pool pk = m->cfg.enc.global_pool;
     int B = h->B, T = h->T, D = h->D, P = e->P, C = h->C;
     size_t mark = vt_arena_mark(ar), RD = (size_t)h->rows * D;
-    float *scratch = bst[VT_HEAD_SCRATCH].n ? vt_arena_zalloc(ar, bst[VT_HEAD_SCRATCH].n) : NULL;
+    float *scratch = bst[VT_HEAD_SCRATCH].n ? vt_zalloc(m, bst[VT_HEAD_SCRATCH].n, "head.grad") : NULL;
     if (ar->overflow) return vt_arena_overflow(ar);
     const float *hin = e->use_fc_norm ? h->normed : h->pooled;
     const float *dh = dy; /* d(head input) [rows, D] */
     if (C) {
-        vt_matmul_backward(scratch, vt_G(m, e->head_w, pg), vt_G(m, e->head_b, pg), dy, hin, vt_P(m, e->head_w),
-                           h->rows, D, C);
+        vt_k_matmul_backward(m, scratch, vt_G(m, e->head_w, pg), vt_G(m, e->head_b, pg), dy, hin, vt_P(m, e->head_w),
+                             h->rows, D, C);
         dh = scratch;
     }
     const float *dp = dh; /* d(pool output) [rows, D] */
     if (e->use_fc_norm) {
         float *dpool = scratch + (C ? RD : 0);
-        vt_layernorm_backward(dpool, vt_G(m, e->fcn_w, pg), vt_G(m, e->fcn_b, pg), dh, h->pooled, vt_P(m, e->fcn_w),
-                              h->mean, h->rstd, h->rows, D);
+        vt_k_layernorm_backward(m, dpool, vt_G(m, e->fcn_w, pg), vt_G(m, e->fcn_b, pg), dh, h->pooled,
+                                vt_P(m, e->fcn_w), h->mean, h->rstd, h->rows, D);
         dp = dpool;
     }
-    for (int b = 0; b < B; b++) {
-        const float *xb = h->x + (size_t)b * T * D;
-        float *dxb = dx + (size_t)b * T * D;
-        if (pk == POOL_NONE) {
-            for (size_t i = 0; i < (size_t)T * D; i++) dxb[i] += dp[(size_t)b * T * D + i];
-            continue;
-        }
-        const float *g = dp + (size_t)b * D;
-        if (pk == POOL_TOKEN) {
-            for (int d = 0; d < D; d++) dxb[d] += g[d];
-            continue;
-        }
-        float n = (float)(T - P);
-        for (int d = 0; d < D; d++) {
-            float ga = pk == POOL_AVG ? g[d] / n : pk == POOL_AVGMAX ? 0.5f * g[d] / n : 0.0f;
-            float mx = -INFINITY;
-            int ties = 0;
-            if (pk != POOL_AVG) { /* amax's gradient is shared evenly by the maxima (as PyTorch's) */
-                for (int t = P; t < T; t++) mx = fmaxf(mx, xb[(size_t)t * D + d]);
-                for (int t = P; t < T; t++) ties += xb[(size_t)t * D + d] == mx;
-            }
-            float gm = ties ? (pk == POOL_AVGMAX ? 0.5f * g[d] : g[d]) / (float)ties : 0.0f;
-            for (int t = P; t < T; t++) dxb[(size_t)t * D + d] += ga + (ties && xb[(size_t)t * D + d] == mx ? gm : 0.0f);
-        }
-    }
+    if (pk == VT_POOL_NONE) vt_k_add2d(m, dx, dp, 1, (int64_t)B * T * D, 0, 0);
+    else vt_k_pool_backward(m, dx, dp, h->x, B, T, D, P, pool_kernel(pk), 0);
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -482,7 +324,7 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
     int causal = vt_causal_kind(m);
     vt_step st[CALL_ROWS];
     call_steps(m, fn, in, need_grad, lay, st);
-    float *x0 = vt_arena_alloc(ar, st[CALL_ENC + VT_ENC_X0].n);
+    float *x0 = vt_arena_alloc(ar, st[CALL_ENC + VT_ENC_X0].n, "enc.in");
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, causal, x0);
     if (rc) return rc;
@@ -492,9 +334,9 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
     m->last.out_ndim = 3;
     m->last.out_shape[0] = B; m->last.out_shape[1] = T; m->last.out_shape[2] = D;
     if (fn == VT_FN_FORWARD && has_pool(m)) {
-        float *pooled = vt_arena_alloc(ar, st[CALL_POOL].n);
+        float *pooled = vt_arena_alloc(ar, st[CALL_POOL].n, "enc.pooled");
         if (!pooled) return vt_arena_overflow(ar);
-        pool_forward(m, pooled, m->last.out, B, T, D);
+        vt_k_pool_forward(m, pooled, m->last.out, B, T, D, m->enc.P, lightly_pool(m));
         m->last.out = pooled;
         m->last.out_ndim = 2;
         m->last.out_shape[1] = D;
@@ -505,19 +347,19 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
         if (rc) return rc;
         m->last.out = h->out;
         int width = h->C ? h->C : D;
-        m->last.out_ndim = timm_pool(m) == POOL_NONE ? 3 : 2;
+        m->last.out_ndim = m->cfg.enc.global_pool == VT_POOL_NONE ? 3 : 2;
         m->last.out_shape[m->last.out_ndim - 1] = width;
     }
     if (vt_fn_is_inter(fn))
         for (int i = 0; i < c->depth; i++) {
             m->last.inter[i] = r->xs[i + 1];
             if (fn == VT_FN_INTERMEDIATES_NORM && has_norm(m)) {
-                m->last.inter[i] = vt_arena_alloc(ar, st[CALL_INTER].n);
-                m->last.inter_m[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
-                m->last.inter_r[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n);
+                m->last.inter[i] = vt_arena_alloc(ar, st[CALL_INTER].n, "enc.intermediates.%d", i);
+                m->last.inter_m[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n, "enc.intermediates.%d.mean", i);
+                m->last.inter_r[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n, "enc.intermediates.%d.rstd", i);
                 if (ar->overflow) return vt_arena_overflow(ar);
-                vt_layernorm_forward(m->last.inter[i], m->last.inter_m[i], m->last.inter_r[i], r->xs[i + 1],
-                                     vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
+                vt_k_layernorm_forward(m, m->last.inter[i], m->last.inter_m[i], m->last.inter_r[i], r->xs[i + 1],
+                                       vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
             }
         }
     return VT_OK;
@@ -530,14 +372,14 @@ vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inje
     vt_chain_run *r = &m->last.enc_run;
     size_t M = (size_t)r->B * r->T;
     int D = r->c->D;
-    float *dres = vt_arena_zalloc(&m->arena, M * D);
+    float *dres = vt_zalloc(m, M * D, "enc.grad");
     if (!dres) return vt_arena_overflow(&m->arena);
     if (dfeat) {
         if (has_norm(m))
-            vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, pg), vt_G(m, m->enc.norm_b, pg), dfeat,
-                                  r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->last.fin_m, m->last.fin_r, (int)M, D);
+            vt_k_layernorm_backward(m, dres, vt_G(m, m->enc.norm_w, pg), vt_G(m, m->enc.norm_b, pg), dfeat,
+                                    r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->last.fin_m, m->last.fin_r, M, D);
         else
-            for (size_t e = 0; e < M * D; e++) dres[e] += dfeat[e];
+            vt_k_add2d(m, dres, dfeat, 1, (int64_t)(M * D), 0, 0);
     }
     vt_status rc = vt_chain_backward(m, r, dres, pg, inject, ctx);
     if (!rc) rc = vt_encoder_backward_pre(m, &m->last.in, vt_causal_kind(m), dres, dimages, pg);
@@ -557,10 +399,10 @@ static void inject_intermediates(vt_model *m, void *vctx, int i, float *dres) {
     const vt_chain_run *r = &m->last.enc_run;
     int M = r->B * r->T, D = r->c->D;
     if (m->last.fn == VT_FN_INTERMEDIATES_NORM && has_norm(m))
-        vt_layernorm_backward(dres, vt_G(m, m->enc.norm_w, ctx->pg), vt_G(m, m->enc.norm_b, ctx->pg), dI,
-                              r->xs[i + 1], vt_P(m, m->enc.norm_w), m->last.inter_m[i], m->last.inter_r[i], M, D);
+        vt_k_layernorm_backward(m, dres, vt_G(m, m->enc.norm_w, ctx->pg), vt_G(m, m->enc.norm_b, ctx->pg), dI,
+                                r->xs[i + 1], vt_P(m, m->enc.norm_w), m->last.inter_m[i], m->last.inter_r[i], M, D);
     else
-        for (size_t e = 0; e < (size_t)M * D; e++) dres[e] += dI[e];
+        vt_k_add2d(m, dres, dI, 1, (int64_t)M * D, 0, 0);
 }
 
 vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts,
@@ -573,13 +415,14 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
     size_t mark = vt_arena_mark(ar);
     const float *dout = n_douts > 0 ? douts[0] : NULL;
     if (m->last.fn == VT_FN_FORWARD && has_pool(m)) {
-        float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
+        float *dfin = vt_zalloc(m, st[CALL_DFIN].n, "enc.grad.pooled");
         if (!dfin) return vt_arena_overflow(ar);
-        if (dout) pool_backward(m, dfin, dout, B, T, D);
+        if (dout) vt_k_pool_backward(m, dfin, dout, m->last.fin_ln ? m->last.fin_ln : r->xs[r->c->depth], B, T, D, m->enc.P,
+                                      lightly_pool(m), 1); /* (x: what was pooled; unread by token / avg) */
         dout = dout ? dfin : NULL;
     }
     if (m->last.fn == VT_FN_TIMM_FORWARD) {
-        float *dfin = vt_arena_zalloc(ar, st[CALL_DFIN].n);
+        float *dfin = vt_zalloc(m, st[CALL_DFIN].n, "enc.grad.head");
         if (!dfin) return vt_arena_overflow(ar);
         if (dout) {
             vt_status rc = vt_head_backward(m, &m->last.head, dout, dfin, pg);
@@ -611,3 +454,49 @@ void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_gr
     bwd[VT_ENC_BWD] = vt_peak(need_grad ? bx : 0);
     bwd[VT_ENC_PRE_BWD] = vt_peak(need_grad ? pre_b : 0);
 }
+
+/* ---- the encoder calls as an objective (objective.h): every model has them ---------------------- */
+
+/* timm / causal: timm's keys, a learned pos_embed; lightly: its mask token, then vit.<timm keys>
+ * with the sin-cos pos_embed frozen (lightly's default pos_embed_initialization) */
+static vt_status enc_build(vt_model *m) {
+    if (m->cfg.kind != VT_KIND_LIGHTLY) return vt_encoder_build(m, "", 1);
+    vt_status rc = VT_OK;
+    if (m->cfg.enc.mask_token)
+        rc = vt_param_add(m, &m->enc.mask_token, "", "mask_token", 3, 1, 1, m->cfg.enc.embed_dim, 0, 1);
+    return rc ? rc : vt_encoder_build(m, "vit.", 0);
+}
+
+static vt_status enc_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
+    if (fn == VT_FN_LOSS) /* a model whose objective is its encoder calls has no loss */
+        return vt_fail(VT_ERR_ARG, "loss needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
+    vt_status rc = vt_check_encoder_inputs(m, in, vt_causal_kind(m), values);
+    if (rc) return rc;
+    if (fn == VT_FN_TIMM_FORWARD && (in->idx_mask || in->idx_keep || (in->mask && !vt_causal_kind(m))))
+        return vt_fail(VT_ERR_ARG, "timm's forward takes no idx_mask / idx_keep / token mask (lightly's "
+                                   "encode / forward do)");
+    vt_pool gp = m->cfg.enc.global_pool;
+    if (fn == VT_FN_TIMM_FORWARD && gp != VT_POOL_TOKEN && gp != VT_POOL_NONE && m->enc.T_full <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens", vt_pool_name(gp),
+                       m->enc.P);
+    if (fn == VT_FN_FORWARD && gp == VT_POOL_AVG &&
+        (in->idx_keep ? in->n_keep : m->enc.T_full) <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "avg pooling needs at least one token after the %d prefix tokens", m->enc.P);
+    return VT_OK;
+}
+
+void vt_encoder_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+    c[0] = &m->enc.chain;
+    T[0] = in->idx_keep ? in->n_keep : m->enc.T_full;
+}
+
+static uint64_t enc_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    return vt_encoder_call_plan(m, fn, in, need_grad, &lays[0]);
+}
+
+static vt_status enc_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+    return vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
+}
+
+const vt_objective vt_objective_encoder = {"encoder calls", 0, enc_build, enc_check, vt_encoder_chains, enc_plan,
+                                           enc_forward, vt_encoder_call_backward, NULL};

@@ -1,8 +1,9 @@
-/* vit_internal.h: functions shared by vit.c (encoder), objectives.c (MAE, AIM), plan.c (checks,
- * layouts, plans), api.c and trainer.c. Not public. */
+/* vit_internal.h: functions shared by vit.c (encoder), objectives.c (MAE, AIM), classify.c,
+ * policy.c (layouts, plans), step_plan.c, api.c and trainer.c. Not public. */
 #ifndef VT_VIT_INTERNAL_H
 #define VT_VIT_INTERNAL_H
 #include "model.h"
+#include "check.h"
 
 static inline int vt_fn_is_inter(vt_fn fn) {
     return fn == VT_FN_INTERMEDIATES || fn == VT_FN_INTERMEDIATES_NORM;
@@ -11,7 +12,6 @@ static inline int vt_fn_is_inter(vt_fn fn) {
 static inline int vt_causal_kind(const vt_model *m) {
     return m->cfg.kind == VT_KIND_CAUSAL || m->cfg.kind == VT_KIND_AIM;
 }
-int vt_row_has(const int64_t *row, int n, int64_t v);
 
 /* vit.c: the encoder */
 vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable);
@@ -54,28 +54,32 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
 uint64_t vt_encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                               const vt_chain_layout *lay);
 
-/* plan.c: policies, checks and plans of a call */
+/* the encoder's chain of a call (the encoder calls' chains; the first of the losses') */
+void vt_encoder_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS],
+                       int T[VT_CHAINS]);
+
+/* policy.c: policies and the layouts they give, the plan of a call, the budget search */
 vt_status vt_policy_parse(const char *text, vt_policy *p);
-vt_status vt_check_call(const vt_model *m, vt_fn fn, const vt_inputs *in, int check_values);
 vt_status vt_resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                              vt_chain_layout lays[VT_CHAINS]);
 uint64_t vt_plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                         const vt_chain_layout *lays);
-
-/* objectives.c: MAE / AIM */
-vt_status vt_objectives_build(vt_model *m);
-vt_status vt_loss_forward(vt_model *m, const vt_inputs *in, int need_grad, vt_chain_layout *lays);
-vt_status vt_loss_backward(vt_model *m, float dloss, float *dimages, int pg);
-uint64_t vt_loss_plan(const vt_model *m, const vt_inputs *in, int need_grad,
-                      const vt_chain_layout *lays);
-
-/* classify.c: the classifier loss (timm VisionTransformer with num_classes, cross-entropy with
- * label smoothing) on the encoder and forward_head of vit.c */
-int vt_is_classifier(const vt_model *m);
-vt_status vt_classify_check(const vt_model *m, const vt_inputs *in, int values);
-vt_status vt_classify_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays);
-vt_status vt_classify_backward(vt_model *m, float dloss, float *dimages, int pg);
-uint64_t vt_classify_plan(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lays);
+void vt_layouts_clear(const vt_model *m, vt_chain_layout lays[VT_CHAINS]);
+void vt_layouts_for_policy(const vt_model *m, const vt_policy *p, vt_fn fn, const vt_inputs *in,
+                           vt_chain_layout lays[VT_CHAINS]);
+double vt_layouts_flops(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain_layout *lays);
+/* budget: the fitting layouts with the least re-computation (1), or none (0) */
+int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, uint64_t budget_floats,
+                     vt_chain_layout lays[VT_CHAINS]);
+/* the named policies in the order they are tried (block, selective, sqrt, every:2..); 0 past the end */
+int vt_policy_named(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_policy *p);
+/* the smallest activation plan a named policy reaches, its layouts and its name */
+uint64_t vt_least_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                       vt_chain_layout lays[VT_CHAINS], char name[VT_POLICY_TEXT_MAX]);
+/* layouts under policy p; budget: 0 when none fits (lays then the smallest plan's) */
+int vt_resolve(const vt_model *m, const vt_policy *p, vt_fn fn, const vt_inputs *in, int need_grad,
+               vt_chain_layout lays[VT_CHAINS]);
+void vt_plan_bytes_of(const vt_model *m, int need_grad, uint64_t act_floats, vt_plan_bytes *out);
 
 /* trainer.c: the mask ratio a training step draws with (the trainer's, else the default) */
 float vt_trainer_mask_ratio(const vt_model *m);

@@ -23,8 +23,15 @@ extern "C" {
 
 #define VT_MAX_TOKENS 4096   /* tokens of a sequence (patches + prefix tokens) a config may have */
 
+/* timm's global_pool: '' (none: every token), 'token' (the class token), 'avg', 'max', 'avgmax'
+ * (= (max + avg) / 2) over the patch tokens; 'map' (attention pooling) is read and refused. */
+typedef enum { VT_POOL_NONE = 0, VT_POOL_TOKEN, VT_POOL_AVG, VT_POOL_MAX, VT_POOL_AVGMAX, VT_POOL_MAP } vt_pool;
+const char *vt_pool_name(vt_pool p); /* its name in JSON and in timm */
+vt_status vt_pool_from_name(const char *name, vt_pool *out);
+
 /* timm VisionTransformer constructor arguments that vitrine implements (timm's defaults via
- * vt_vit_config_default), plus lightly's mask token. */
+ * vt_vit_config_default), plus lightly's mask token. The fields' defaults, JSON reader, validator
+ * and JSON writers come from one list (config.c). */
 typedef struct {
     int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
     double mlp_ratio;     /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
@@ -35,7 +42,7 @@ typedef struct {
     int no_embed_class;   /* pos_embed covers patches only, prefix tokens get none */
     int pos_embed;        /* 1: learned pos_embed parameter ('learn'); 0: none */
     float init_values;    /* LayerScale ls1/ls2 when > 0 */
-    char global_pool[8];  /* "", "token", "avg", "max", "avgmax" */
+    vt_pool global_pool;  /* timm's global_pool ('', token, avg, max, avgmax; JSON: the names) */
     int mask_token;       /* lightly MaskedVisionTransformerTIMM's mask_token [1,1,D] */
     int num_classes;      /* timm classifier head.* (kept for load/save; lightly never applies it) */
 } vt_vit_config;
@@ -73,6 +80,11 @@ int vt_threads_max(void);
 
 vt_status vt_preset(const char *name, vt_vit_config *c);
 const char *vt_preset_name(int i); /* NULL past the end */
+/* A whole model by preset name for a kind: the small training presets for 28x28 grey images
+ * (fmnist, fmnist-p7, fmnist-p7-mlp2, fmnist-base; vt_model_preset_name) with their MAE decoder
+ * and AIM head, or a timm preset's encoder in the kind's defaults. */
+vt_status vt_model_preset(const char *name, vt_kind kind, vt_model_config *c);
+const char *vt_model_preset_name(int i); /* the small ones; NULL past the end */
 /* Reads a timm-kwargs JSON object into c (keys not named in vt_vit_config are an error unless
  * they hold timm's default value). */
 vt_status vt_vit_config_from_json(const char *json, size_t len, vt_vit_config *c);
@@ -91,6 +103,12 @@ typedef struct vt_model vt_model;
 vt_status vt_model_create(const vt_model_config *cfg, vt_model **out);
 void vt_model_free(vt_model *m);
 const vt_model_config *vt_model_get_config(const vt_model *m);
+/* The kernel threads a model's plans are made for (the attention's per-thread scratch is part of
+ * its activation memory; its kernels then use at most that many threads). n >= 1: that count,
+ * whatever the pool has; 0 (the default): the pool's count (vt_threads_max) when a call is
+ * planned. vt_model_threads: the count its next plan is made for. */
+vt_status vt_model_set_threads(vt_model *m, int n);
+int vt_model_threads(const vt_model *m);
 
 /* The parameter table: state_dict names and order of the PyTorch module; one buffer. */
 int vt_param_count(const vt_model *m);
@@ -203,6 +221,11 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
  * VT_ERR_STATE), since what it kept follows the old policy. */
 vt_status vt_set_grad_checkpointing(vt_model *m, const char *policy);
 const char *vt_get_grad_checkpointing(const vt_model *m);
+/* The policies as vt_set_grad_checkpointing reads them: "none", "block", "every:K", "sqrt",
+ * "budget:BYTES", "selective" (NULL past the end). */
+const char *vt_policy_name(int i);
+/* A byte count as budget:BYTES reads it (300000000, 300MB, 256MiB, ...). */
+vt_status vt_parse_bytes(const char *text, uint64_t *bytes);
 
 typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can address */
     uint64_t params, grads, optimizer; /* bytes */
@@ -241,6 +264,9 @@ typedef struct {
  * vt_train_config_default. policy NULL: the model's. The model is not changed. */
 vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, const char *policy,
                              uint64_t budget, vt_step_plan *out);
+/* The i-th named policy the budget search tries for m (block, selective, sqrt, every:2 .. every:D
+ * for D the deepest chain) into text; returns 1, or 0 past the end. */
+int vt_named_policy(const vt_model *m, int i, char text[VT_POLICY_TEXT_MAX]);
 /* What the last call used: arena bytes at peak, arena capacity, planned bytes. */
 typedef struct {
     size_t planned, peak, capacity;
@@ -337,6 +363,120 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len);
  * recon: the predicted patches (de-normalised per patch when the target was) over the masked
  * ones (AIM: every patch is predicted). */
 vt_status vt_loss_visualize(const vt_model *m, float *masked, float *recon);
+
+/* ---- the step as data (exec.c, record.c, trace.c; docs/kernels.md) ------------------------------ */
+
+/* A training step -- or a call and its backward -- is a closed list of kernel calls (the kernel
+ * list, docs/kernels.md) over planned buffers. Recording runs the engine's own orchestration
+ * (checks, plan, masks, arena) without running a kernel and keeps each call: the kernel, its
+ * integer and float arguments, and each buffer operand as (region, byte offset, bytes, access).
+ * What varies from step to step is an input of the list, never baked into it: the images,
+ * indices, masks and labels, and the learning rate and AdamW step count (scalars region); the
+ * non-finite check is a kernel whose flag makes AdamW skip, so a device needs no read-back in the
+ * middle of a step. The list replays through this engine's kernels bit for bit
+ * (vt_trace_replay), at any step whose shapes and policy are the recorded ones. */
+typedef enum {
+    VT_REG_NONE = 0,                  /* an absent (NULL) operand */
+    VT_REG_PARAMS,                    /* the parameter buffer (vt_param_total floats) */
+    VT_REG_GRADS,                     /* the gradient buffer (vt_grad_total floats) */
+    VT_REG_ADAM_M, VT_REG_ADAM_V,     /* AdamW's moments, in the gradient layout */
+    VT_REG_ARENA,                     /* the activation arena (the call's planned bytes) */
+    VT_REG_IMAGES,                    /* input: images [B, C, H, W] f32 */
+    VT_REG_IDX_KEEP, VT_REG_IDX_MASK, /* input: [B, n] int64 */
+    VT_REG_MASK,                      /* input: [B, L] bytes */
+    VT_REG_LABELS,                    /* input: [B] int32 */
+    VT_REG_DOUTS,                     /* input: upstream gradients of the outputs, one after the other */
+    VT_REG_DIMAGES,                   /* output: d images [B, C, H, W] f32 (accumulated) */
+    VT_REG_SCALARS,                   /* vt_scalars */
+    VT_REG_COUNT
+} vt_region;
+typedef enum { VT_ACC_R = 1, VT_ACC_W = 2, VT_ACC_RW = 3 } vt_access; /* W: every element written */
+typedef enum { VT_PHASE_FORWARD, VT_PHASE_RECOMPUTE, VT_PHASE_BACKWARD, VT_PHASE_OPTIMIZER } vt_phase;
+typedef enum {
+    VT_TR_CALL,    /* a kernel call */
+    VT_TR_ALLOC,   /* an arena buffer: name, offset, bytes (the arena's top is offset + bytes) */
+    VT_TR_RESET,   /* the arena's top goes back to offset (a scope ends) */
+    VT_TR_RELEASE  /* bytes the backward is done with (still allocated: for the timeline) */
+} vt_trace_kind;
+
+/* The scalars region of a model, byte for byte: what a step reads and writes besides tensors. */
+typedef struct {
+    float loss;       /* out: the loss of a VT_FN_LOSS forward */
+    float dloss;      /* in: its upstream gradient (1 in a training step) */
+    float lr;         /* in: AdamW's learning rate of the step */
+    float step;       /* in: AdamW's 1-based step count t, as (float)t */
+    float nonfinite;  /* out: 1 when the loss or a gradient is NaN or infinite (AdamW skipped) */
+    float pad;
+    double grad_norm; /* out: the global gradient norm (clipping) */
+} vt_scalars;
+
+#define VT_TRACE_MAX_OPS 10
+#define VT_TRACE_MAX_INTS 10
+#define VT_TRACE_MAX_FLOATS 4
+typedef struct {
+    uint8_t region, access, dtype; /* vt_region, vt_access; dtype 0 f32, 3 f64, 4 i64, 5 i32, 7 u8 */
+    uint64_t offset, bytes;        /* in the region (bytes == 0 for an absent operand) */
+} vt_trace_operand;
+typedef struct {
+    vt_trace_kind kind;
+    int phase;             /* vt_phase */
+    int chain, block;      /* chain 0 the encoder, 1 the MAE decoder / AIM head, -1 none; its block or -1 */
+    int kernel;            /* VT_TR_CALL: vt_kernel_name(kernel) */
+    int nops, nints, nfloats;
+    vt_trace_operand op[VT_TRACE_MAX_OPS];
+    int64_t ints[VT_TRACE_MAX_INTS];
+    float floats[VT_TRACE_MAX_FLOATS];
+    double flops;          /* multiply + add = 2 */
+    uint64_t offset, bytes; /* ALLOC: the buffer; RESET: the new top (offset); RELEASE: bytes */
+    char name[40];         /* ALLOC: the buffer's name, e.g. enc.blocks.3.att */
+} vt_trace_entry;
+typedef struct vt_trace vt_trace;
+
+/* Records one vt_train_step (labels NULL) or vt_train_step_labels of `batch` images, without
+ * running anything: the model, its optimizer and its generator are left as they were. */
+vt_status vt_trace_train_step(vt_model *m, const float *images, const int32_t *labels, int batch, vt_trace **out);
+/* Records vt_forward(fn, in, backward) and, with backward, vt_backward(douts, n_douts, dimages,
+ * param_grads). */
+vt_status vt_trace_call(vt_model *m, vt_fn fn, const vt_inputs *in, int backward, const float *const *douts,
+                        int n_douts, float *dimages, int param_grads, vt_trace **out);
+void vt_trace_free(vt_trace *t);
+int vt_trace_count(const vt_trace *t);
+const vt_trace_entry *vt_trace_get(const vt_trace *t, int i);
+/* Bytes of a region the list addresses (0: unused); the input regions' bytes as recorded (images,
+ * indices, masks, labels, douts, and the scalars with the step's lr, step and dloss), NULL when
+ * unused: what a replay of the recorded step starts from. */
+uint64_t vt_trace_region_bytes(const vt_trace *t, vt_region r);
+const void *vt_trace_input(const vt_trace *t, vt_region r);
+/* Runs the list's calls through this build's kernels (vt_kernels_use_reference(1): the scalar
+ * references) over bufs[region], each of at least vt_trace_region_bytes bytes (NULL where unused). */
+vt_status vt_trace_replay(const vt_trace *t, void *const bufs[VT_REG_COUNT]);
+/* Routes every kernel to its scalar reference (1) or back to this build's fastest (0); tests. */
+void vt_kernels_use_reference(int on);
+/* A training step run elsewhere -- a replay of its recorded list, by another backend or over other
+ * buffers: vt_train_step_begin gives the step's inputs as vt_train_step would draw them (in: the
+ * images, the masks / indices, in the model's buffers until the next step, or the labels; sc: the
+ * scalars region's inputs lr, step, dloss) and vt_train_step_end, with the replay's scalars,
+ * commits it as vt_train_step does: the step counts when the loss and gradients were finite
+ * (nonfinite 0), else VT_ERR_NUMERIC and the generator goes back (the next step draws the same
+ * masks). labels: NULL for MAE / AIM. The model's own buffers are not touched: the state lives
+ * where the replay ran. */
+vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch, vt_inputs *in,
+                              vt_scalars *sc);
+vt_status vt_train_step_end(vt_model *m, const vt_scalars *sc);
+/* A model's own regions (params, grads, adam_m, adam_v, arena, scalars): base and bytes (NULL and
+ * 0 for the others, or one it does not have yet), to hand a step's state to another backend. */
+void *vt_model_region(vt_model *m, vt_region r, uint64_t *bytes);
+/* The list as JSON (format vitrine-trace/1, docs/kernels.md), or as a summary for people: calls and
+ * FLOPs per kernel, FLOPs re-computed, the arena's peak, what each block stores, frees and re-computes.
+ * malloc'd text (free with vt_free). */
+vt_status vt_trace_json(const vt_trace *t, char **out, size_t *len);
+vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len);
+/* The kernel list (kernel_list.h): names, and each kernel's signature as the docs print it */
+int vt_kernel_count(void);
+const char *vt_kernel_name(int k);
+vt_status vt_kernel_contract(char **out, size_t *len); /* markdown table of every kernel */
+const char *vt_region_name(int r);
+const char *vt_phase_name(int phase);
 
 const char *vt_kind_name(vt_kind k);
 vt_status vt_kind_from_name(const char *name, vt_kind *k);

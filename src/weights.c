@@ -59,30 +59,6 @@ done:
     return rc;
 }
 
-/* The timm VisionTransformer kwargs of the encoder (JSON), so that timm rebuilds it from the file
- * alone: VisionTransformer(**json.loads(metadata["timm_kwargs"])). Only timm's own kwargs
- * (lightly's mask_token is not one); fc_norm stays timm's default, which is what vitrine computes. */
-static vt_status timm_kwargs(const vt_model_config *mc, char *buf, size_t len) {
-    const vt_vit_config *c = &mc->enc;
-    char r[32], iv[32] = "null";
-    for (int prec = 1; prec <= 17; prec++) { /* the shortest text that reads back the same double */
-        snprintf(r, sizeof r, "%.*g", prec, c->mlp_ratio);
-        if (strtod(r, NULL) == c->mlp_ratio) break;
-    }
-    if (c->init_values > 0) snprintf(iv, sizeof iv, "%.9g", c->init_values);
-    int n = snprintf(buf, len,
-                     "{\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"num_classes\": %d, "
-                     "\"global_pool\": \"%s\", \"embed_dim\": %d, \"depth\": %d, \"num_heads\": %d, "
-                     "\"mlp_ratio\": %s, \"qkv_bias\": %s, \"qk_norm\": %s, \"init_values\": %s, "
-                     "\"class_token\": %s, \"reg_tokens\": %d, \"no_embed_class\": %s, \"pos_embed\": \"%s\"}",
-                     c->img_size, c->patch_size, c->in_chans, c->num_classes, c->global_pool, c->embed_dim,
-                     c->depth, c->num_heads, r, c->qkv_bias ? "true" : "false", c->qk_norm ? "true" : "false", iv,
-                     c->class_token ? "true" : "false", c->reg_tokens, c->no_embed_class ? "true" : "false",
-                     c->pos_embed ? "learn" : "none");
-    if (n < 0 || (size_t)n >= len) return vt_fail(VT_ERR_ARG, "timm kwargs need %d bytes", n);
-    return VT_OK;
-}
-
 vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const char *file_prefix,
                               uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_save_safetensors: NULL argument");
@@ -111,7 +87,8 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
     snprintf(pe, sizeof pe, "%spatch_embed.proj.weight", mp);
     int vit_only = !fp[0] && vt_param_find(m, pe) >= 0;
     for (int i = 0; i < k && vit_only; i++) vit_only = strcmp(e[i].name, "mask_token") != 0;
-    if (vit_only && (rc = timm_kwargs(&m->cfg, kw, sizeof kw))) goto done;
+    /* so that timm rebuilds it from the file alone: VisionTransformer(**json.loads(timm_kwargs)) */
+    if (vit_only && (rc = vt_timm_kwargs_json(&m->cfg.enc, kw, sizeof kw))) goto done;
     const char *mk[] = {"format", "timm_kwargs"}, *mv[] = {"pt", kw};
     rc = vt_st_write(e, (size_t)k, mk, mv, vit_only ? 2 : 1, out, out_len);
 done:

@@ -24,6 +24,7 @@
 #define KT_SEED 0x243F6A8885A308D3ull
 #include "kernel_test.h"
 #include "kernels/kernels.h"
+#include "threads.h"
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +44,7 @@ static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, 
              H, hd, qk_pad, v_pad, mask_kind, grad_mask & 1, (grad_mask >> 1) & 1, (grad_mask >> 2) & 1);
     int D = H * hd, qk_rs = 2 * D + qk_pad, v_rs = D + v_pad;
     size_t nqk = (size_t)B * T * qk_rs, nv = (size_t)B * T * v_rs, nout = (size_t)B * T * D;
-    size_t natt = (size_t)B * H * T * T, nscr = vt_attention_scratch_floats(T, hd);
+    size_t natt = (size_t)B * H * T * T, nscr = vt_attention_scratch_floats(T, hd, vt_threads_max());
     /* q and k live in one buffer (fused-qkv style): k starts D floats after q */
     float *qk = galloc(nqk), *v = galloc(nv), *dout = galloc(nout);
     fill(qk, nqk, -1, 1);
@@ -61,7 +62,7 @@ static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, 
     fill(o_s, nout, -9, 9); /* overwritten: junk must not leak through */
     fill(a_s, natt, -9, 9);
     fill(scr, nscr, -9, 9);
-    vt_attention_forward(o_s, a_s, scr, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, scale);
+    vt_attention_forward(o_s, a_s, scr, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, vt_threads_max(), scale);
     vt_ref_attention_forward(o_r, a_r, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, scale);
     float mq = maxabs(qk, nqk), mv = maxabs(v, nv), mdo = maxabs(dout, nout);
     double ds = U * hd * mq * mq * scale;
@@ -92,7 +93,7 @@ static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, 
     float *dq_s = (grad_mask & 1) ? dqk_s : NULL, *dk_s = (grad_mask & 2) ? dqk_s + D : NULL;
     float *dq_r = (grad_mask & 1) ? dqk_r : NULL, *dk_r = (grad_mask & 2) ? dqk_r + D : NULL;
     fill(scr, nscr, -9, 9);
-    vt_attention_backward(dq_s, dk_s, dv_s, scr, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
+    vt_attention_backward(dq_s, dk_s, dv_s, scr, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, vt_threads_max(), scale);
     vt_ref_attention_backward(dq_r, dk_r, dv_r, scr_r, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
     double e = U * hd * mdo * mv, term = 2 * mdo * mv * scale * mq;
     if (dqk_s) check_close("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 2 * e * scale * mq + U * T * term, 0);
@@ -112,15 +113,15 @@ static void check_dispatch(void) {
     int B = 2, T = 5, H = 2, hd = 3, D = H * hd;
     size_t n = (size_t)B * T * 3 * D, nout = (size_t)B * T * D, natt = (size_t)B * H * T * T;
     float *qkv = galloc(n), *o1 = galloc(nout), *o2 = galloc(nout), *a1 = galloc(natt), *a2 = galloc(natt);
-    float *scr = galloc(vt_attention_scratch_floats(T, hd));
+    float *scr = galloc(vt_attention_scratch_floats(T, hd, vt_threads_max()));
     fill(qkv, n, -1, 1);
     vt_kernels_use_reference(1);
-    vt_attention_forward(o1, a1, scr, qkv, qkv + D, 3 * D, qkv + 2 * D, 3 * D, NULL, B, T, H, hd, 0.5f);
+    vt_attention_forward(o1, a1, scr, qkv, qkv + D, 3 * D, qkv + 2 * D, 3 * D, NULL, B, T, H, hd, vt_threads_max(), 0.5f);
     vt_kernels_use_reference(0);
     vt_ref_attention_forward(o2, a2, qkv, qkv + D, 3 * D, qkv + 2 * D, 3 * D, NULL, B, T, H, hd, 0.5f);
     result(!memcmp(o1, o2, nout * 4) && !memcmp(a1, a2, natt * 4), "dispatch",
            "vt_kernels_use_reference(1) routes vt_attention_forward to vt_ref_attention_forward");
-    result(vt_attention_scratch_floats(T, hd) >= (size_t)T, "scratch size",
+    result(vt_attention_scratch_floats(T, hd, vt_threads_max()) >= (size_t)T, "scratch size",
            "holds the reference backward's T floats");
     gfree(qkv), gfree(o1), gfree(o2), gfree(a1), gfree(a2), gfree(scr);
 }

@@ -287,7 +287,7 @@ static void test_direct(void) {
     /* timm's forward: avgmax pooling, fc_norm, a classifier head */
     {
         vt_model_config t = c;
-        t.kind = VT_KIND_TIMM; t.enc.mask_token = 0; t.enc.num_classes = 3; strcpy(t.enc.global_pool, "avgmax");
+        t.kind = VT_KIND_TIMM; t.enc.mask_token = 0; t.enc.num_classes = 3; vt_pool_from_name("avgmax", &t.enc.global_pool);
         policies_case("timm d5 forward (avgmax, fc_norm, head)", &t, VT_FN_TIMM_FORWARD, &in, 42);
     }
     /* plain block (no qk_norm / LayerScale), depth 7, bool mask */
@@ -322,7 +322,7 @@ static void test_direct(void) {
     for (int avg = 0; avg <= 1; avg++) {
         tu_tiny_config(&c, VT_KIND_TIMM, 12, 4, 12, 5, 2, 2.0f);
         c.enc.num_classes = 3; c.enc.reg_tokens = 1;
-        strcpy(c.enc.global_pool, avg ? "avg" : "token");
+        vt_pool_from_name(avg ? "avg" : "token", &c.enc.global_pool);
         memset(&in, 0, sizeof in); in.batch = B; in.labels = labels; in.label_smoothing = 0.1f;
         policies_case(avg ? "classifier d5 loss (avg, fc_norm)" : "classifier d5 loss (token)", &c, VT_FN_LOSS, &in, 11 + (uint64_t)avg);
     }

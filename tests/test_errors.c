@@ -142,7 +142,7 @@ static void test_policies_presets_configs(void) {
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 10, 2, 3, 2.0f);
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "divisible", "embed_dim 10 with 3 heads");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
-    strcpy(c.enc.global_pool, "map");
+    vt_pool_from_name("map", &c.enc.global_pool);
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "map", "global_pool map");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
     c.enc.class_token = 0;
@@ -154,7 +154,7 @@ static void test_policies_presets_configs(void) {
     c.decoder_dim = 10; c.decoder_heads = 3;
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "decoder", "MAE decoder_dim 10 / 3 heads");
     tu_tiny_config(&c, VT_KIND_AIM, 12, 4, 12, 2, 2, 2.0f);
-    c.enc.class_token = 1; strcpy(c.enc.global_pool, "token");
+    c.enc.class_token = 1; vt_pool_from_name("token", &c.enc.global_pool);
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "prefix", "AIM with a class token");
     CHECK_ERR(vt_model_create(NULL, &x), VT_ERR_ARG, "NULL", "create NULL config");
 
@@ -179,7 +179,7 @@ static void test_policies_presets_configs(void) {
                       "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\"}";
     vt_vit_config_default(&vc);
     CHECK_OK(vt_vit_config_from_json(okj, strlen(okj), &vc), "timm kwargs with defaults");
-    CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 && !strcmp(vc.global_pool, "avg"),
+    CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 && vc.global_pool == VT_POOL_AVG,
           "JSON config values not taken");
     /* global_pool 'map' parses (it is a timm value) and is refused by validation / create */
     const char *mapj = "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, \"global_pool\": \"map\"}";

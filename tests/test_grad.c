@@ -299,7 +299,7 @@ typedef struct {
 } at_ctx;
 static double at_obj(void *vc) {
     at_ctx *c = vc;
-    vt_attention_forward(c->out, c->att, c->scratch, c->q, c->k, c->qk_rs, c->v, c->v_rs, c->mask, c->B, c->T, c->H, c->hd, c->scale);
+    vt_attention_forward(c->out, c->att, c->scratch, c->q, c->k, c->qk_rs, c->v, c->v_rs, c->mask, c->B, c->T, c->H, c->hd, vt_threads_max(), c->scale);
     return dot_d(c->out, c->dout, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -337,9 +337,9 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     c.att = tu_xmalloc((size_t)B * H * T * T * 4);
     c.dout = tu_xmalloc(M * D * 4);
     tu_fill_normal(r, c.dout, M * D, 0, 1);
-    float *scratch = tu_xmalloc(vt_attention_scratch_floats(T, hd) * 4);
+    float *scratch = tu_xmalloc(vt_attention_scratch_floats(T, hd, vt_threads_max()) * 4);
     c.scratch = scratch;
-    vt_attention_forward(c.out, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, c.scale);
+    vt_attention_forward(c.out, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, vt_threads_max(), c.scale);
     /* forward vs a double reference of the documented semantics */
     double err = 0;
     int mask_ok = 1;
@@ -377,7 +377,7 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
             for (int e = D; e < c.qk_rs; e++) { qb[t * c.qk_rs + e] = 1e30f; kb[t * c.qk_rs + e] = -1e30f; }
             for (int e = D; e < c.v_rs; e++) vb[t * c.v_rs + e] = NAN;
         }
-        vt_attention_forward(o2, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, c.scale);
+        vt_attention_forward(o2, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(o2, c.out, M * D * 4), "%s: the forward reads the row padding", tag);
         free(o2);
     }
@@ -397,7 +397,7 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
         memcpy(dqb, pq, nqk * 4); memcpy(dkb, pk, nqk * 4); memcpy(dvb, pv, nv * 4);
         gq = dqb; gk = dkb; gv = dvb;
     }
-    vt_attention_backward(gq, gk, gv, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, c.scale);
+    vt_attention_backward(gq, gk, gv, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
     /* analytic gradients at the logical entries */
     size_t nl = M * D;
     size_t *iq = tu_xmalloc(nl * sizeof(size_t)), *iv = tu_xmalloc(nl * sizeof(size_t));
@@ -429,13 +429,13 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
         /* each gradient alone (others NULL) gives the same bits */
         float *s = tu_xmalloc((nqk > nv ? nqk : nv) * 4);
         memcpy(s, pq, nqk * 4);
-        vt_attention_backward(s, NULL, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, c.scale);
+        vt_attention_backward(s, NULL, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(s, dqb, nqk * 4), "%s: dq alone differs from the full backward", tag);
         memcpy(s, pk, nqk * 4);
-        vt_attention_backward(NULL, s, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, c.scale);
+        vt_attention_backward(NULL, s, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(s, dkb, nqk * 4), "%s: dk alone differs from the full backward", tag);
         memcpy(s, pv, nv * 4);
-        vt_attention_backward(NULL, NULL, s, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, c.scale);
+        vt_attention_backward(NULL, NULL, s, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(s, dvb, nv * 4), "%s: dv alone differs from the full backward", tag);
         free(s);
     }
@@ -591,19 +591,19 @@ static void test_models(void) {
 
     /* 3. timm kind (trainable pos_embed), no class token, avg pool */
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
-    c.enc.mask_token = 0; c.enc.class_token = 0; strcpy(c.enc.global_pool, "avg");
+    c.enc.mask_token = 0; c.enc.class_token = 0; vt_pool_from_name("avg", &c.enc.global_pool);
     memset(&in, 0, sizeof in); in.batch = B;
     model_fd("timm no-cls avg pool forward", &c, VT_FN_FORWARD, &in, 3);
 
     /* 4. class token + reg tokens, avg pool (prefix excluded) */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    c.enc.reg_tokens = 2; strcpy(c.enc.global_pool, "avg");
+    c.enc.reg_tokens = 2; vt_pool_from_name("avg", &c.enc.global_pool);
     memset(&in, 0, sizeof in); in.batch = B;
     model_fd("lightly cls+reg2 avg pool forward", &c, VT_FN_FORWARD, &in, 4);
 
     /* 5. global_pool '' forward: [B,T,D] */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    strcpy(c.enc.global_pool, "");
+    vt_pool_from_name("", &c.enc.global_pool);
     memset(&in, 0, sizeof in); in.batch = B;
     model_fd("lightly global_pool '' forward", &c, VT_FN_FORWARD, &in, 5);
 
@@ -658,7 +658,7 @@ static void test_models(void) {
                 char nm[96];
                 tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
                 c.enc.reg_tokens = 1;
-                strcpy(c.enc.global_pool, pools[pi]);
+                vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 c.enc.num_classes = nc;
                 memset(&in, 0, sizeof in); in.batch = B;
                 snprintf(nm, sizeof nm, "timm forward pool '%s' num_classes %d", pools[pi], nc);
@@ -703,7 +703,7 @@ static void test_models(void) {
                 char nm[96];
                 tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
                 c.enc.reg_tokens = pi == 1;
-                strcpy(c.enc.global_pool, pools[pi]);
+                vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 c.enc.num_classes = 5;
                 memset(&in, 0, sizeof in); in.batch = 3; in.labels = labels; in.label_smoothing = si ? 0.1f : 0.0f;
                 snprintf(nm, sizeof nm, "classifier loss pool '%s' smoothing %.1f", pools[pi], in.label_smoothing);

@@ -116,7 +116,7 @@ static void test_tiny(void) {
     free(img);
     /* timm kind: avg pool (no final norm) and global_pool '' */
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
-    c.enc.mask_token = 0; strcpy(c.enc.global_pool, "avg");
+    c.enc.mask_token = 0; vt_pool_from_name("avg", &c.enc.global_pool);
     m = make(&c, &r);
     img = images(&r, &c, B);
     memset(&in, 0, sizeof in); in.images = img; in.batch = B;
@@ -128,7 +128,7 @@ static void test_tiny(void) {
     vt_model_free(m);
     free(img);
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
-    c.enc.mask_token = 0; strcpy(c.enc.global_pool, "");
+    c.enc.mask_token = 0; vt_pool_from_name("", &c.enc.global_pool);
     m = make(&c, &r);
     img = images(&r, &c, B);
     memset(&in, 0, sizeof in); in.images = img; in.batch = B;
@@ -142,7 +142,7 @@ static void test_tiny(void) {
             for (int nc = 0; nc <= 4; nc += 4) {
                 char nm[96];
                 tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 3, 2, 1.5f);
-                c.enc.reg_tokens = 1; c.enc.num_classes = nc; strcpy(c.enc.global_pool, pools[pi]);
+                c.enc.reg_tokens = 1; c.enc.num_classes = nc; vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 m = make(&c, &r);
                 img = images(&r, &c, B);
                 memset(&in, 0, sizeof in); in.images = img; in.batch = B;
@@ -191,7 +191,7 @@ static void test_tiny(void) {
     for (int avg = 0; avg <= 1; avg++) {
         tu_tiny_config(&c, VT_KIND_TIMM, 12, 4, 8, 3, 2, 2.0f);
         c.enc.num_classes = 4;
-        strcpy(c.enc.global_pool, avg ? "avg" : "token");
+        vt_pool_from_name(avg ? "avg" : "token", &c.enc.global_pool);
         m = make(&c, &r);
         img = images(&r, &c, B);
         int32_t labels[2] = {3, 1};

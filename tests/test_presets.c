@@ -36,7 +36,7 @@ int main(void) {
         CHECK_OK(vt_preset(P[i].name, &c), P[i].name);
         CHECK(c.embed_dim == P[i].D && c.patch_size == P[i].patch && c.num_heads == P[i].heads && c.depth == 12 &&
                   c.img_size == 224 && c.mlp_ratio == 4.0f && c.qkv_bias && c.class_token && c.num_classes == 0 &&
-                  !strcmp(c.global_pool, "token"),
+                  c.global_pool == VT_POOL_TOKEN,
               "%s: preset fields (D %d patch %d heads %d depth %d)", P[i].name, c.embed_dim, c.patch_size, c.num_heads, c.depth);
         CHECK(vt_preset_name(i) && !strcmp(vt_preset_name(i), P[i].name), "vt_preset_name(%d) = %s", i,
               vt_preset_name(i) ? vt_preset_name(i) : "NULL");

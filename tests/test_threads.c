@@ -91,6 +91,52 @@ static void test_training(void) {
         }
 }
 
+/* Threads belong to the plan: a model planned for N threads plans what a model following an
+ * N-thread pool plans (the attention scratch is per thread), whatever the pool has; its kernels
+ * then use at most N threads, so a pool larger than its plan runs it within its arena, with the
+ * bits of one thread. */
+static void test_model_threads(void) {
+    vt_model *m = small(VT_KIND_MAE);
+    vt_init_weights(m, 1);
+    vt_step_plan p3, p1, pool;
+    CHECK(vt_set_threads(3) == 3, "3 threads");
+    CHECK_OK(vt_plan_train_step(m, 4, -1, "none", 0, &pool), "plan for the pool's 3");
+    CHECK_OK(vt_model_set_threads(m, 1), "the model plans for 1");
+    CHECK(vt_model_threads(m) == 1, "vt_model_threads");
+    CHECK_OK(vt_plan_train_step(m, 4, -1, "none", 0, &p1), "plan for 1");
+    CHECK(vt_set_threads(1) == 1, "1 thread");
+    CHECK_OK(vt_model_set_threads(m, 3), "the model plans for 3");
+    CHECK_OK(vt_plan_train_step(m, 4, -1, "none", 0, &p3), "plan for 3 on a 1-thread pool");
+    CHECK(p3.bytes.activations == pool.bytes.activations && p1.bytes.activations < p3.bytes.activations,
+          "plans: 3 threads %llu (pool of 3: %llu), 1 thread %llu", (unsigned long long)p3.bytes.activations,
+          (unsigned long long)pool.bytes.activations, (unsigned long long)p1.bytes.activations);
+    CHECK(vt_model_set_threads(m, -1) != VT_OK && vt_model_set_threads(m, VT_MAX_THREADS + 1) != VT_OK, "counts refused");
+    vt_model_free(m);
+    /* planned for 1, run on a pool of 5 (split everything): within the plan, the bits of 1 thread */
+    uint8_t *st[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        vt_set_threads(k ? 5 : 1);
+        vt_model *x = small(VT_KIND_AIM);
+        vt_model_set_threads(x, 1);
+        vt_init_weights(x, 2);
+        vt_train_config tc;
+        vt_train_config_default(&tc, VT_KIND_AIM);
+        CHECK_OK(vt_trainer_init(x, &tc), "trainer");
+        float *img = tu_xmalloc(5 * 3 * 32 * 32 * sizeof(float));
+        for (int i = 0; i < 5 * 3 * 32 * 32; i++) img[i] = cosf(0.3f * i);
+        CHECK_OK(vt_train_step(x, img, 5, NULL), "step");
+        vt_arena_stats as;
+        vt_arena_get_stats(x, &as);
+        CHECK(as.peak <= as.planned, "a pool of %d inside a 1-thread plan: peak %zu, planned %zu", k ? 5 : 1, as.peak, as.planned);
+        CHECK_OK(vt_train_state_save(x, &st[k], &len[k]), "save");
+        free(img);
+        vt_model_free(x);
+    }
+    CHECK(len[0] == len[1] && !memcmp(st[0], st[1], len[0]), "a 1-thread plan on 5 threads gives the bits of 1");
+    vt_free(st[0]), vt_free(st[1]);
+}
+
 int main(void) {
 #if defined(VT_TEST_EXPECT_FUSED) && defined(__x86_64__) /* test_threads_fma: the native FMA build */
     if (!__builtin_cpu_supports("fma")) {
@@ -103,6 +149,7 @@ int main(void) {
     CHECK(vt_set_threads(3) == 3 && vt_threads_max() == 3, "3 threads");
     test_fixtures();
     test_training();
+    test_model_threads();
     /* the workers really took part (else every comparison above would be 1 thread against 1) */
     for (int t = 1; t < 5; t++) CHECK(vt_threads_chunks_run(t) > 0, "worker %d ran %d chunks", t, vt_threads_chunks_run(t));
     vt_threads_shutdown();

@@ -167,7 +167,7 @@ static vt_model *tiny_timm(const char *pool, int num_classes, int reg, tu_rng *r
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
     c.enc.reg_tokens = reg;
     c.enc.num_classes = num_classes;
-    strcpy(c.enc.global_pool, pool);
+    vt_pool_from_name(pool, &c.enc.global_pool);
     vt_model *m = NULL;
     if (!CHECK_OK(vt_model_create(&c, &m), pool)) return NULL;
     tu_init_params(m, r);
@@ -183,7 +183,7 @@ static const float *P(vt_model *m, const char *name) {
 static void ref_forward_head(vt_model *m, const float *x, int B, int T, double *y, int *rows_out, int *width) {
     const vt_vit_config *c = &vt_model_get_config(m)->enc;
     int D = c->embed_dim, Pn = (c->class_token ? 1 : 0) + c->reg_tokens, C = c->num_classes;
-    const char *gp = c->global_pool;
+    const char *gp = vt_pool_name(c->global_pool);
     int none = !gp[0], fcn = !strcmp(gp, "avg") || !strcmp(gp, "max") || !strcmp(gp, "avgmax");
     int rows = none ? B * T : B;
     double *pooled = tu_xcalloc((size_t)rows * D, sizeof(double));
@@ -282,7 +282,7 @@ static void test_timm_forward(void) {
             tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 0, 2, 2.0f);
             c.enc.pos_embed = 0;
             c.enc.num_classes = 3;
-            strcpy(c.enc.global_pool, two[k]);
+            vt_pool_from_name(two[k], &c.enc.global_pool);
             vt_model *m = NULL;
             dimg[k] = tu_xcalloc(sizeof cimg / sizeof cimg[0], sizeof(float));
             if (!CHECK_OK(vt_model_create(&c, &m), two[k])) continue;

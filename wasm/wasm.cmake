@@ -1,15 +1,12 @@
 # wasm/wasm.cmake: the WebAssembly builds of the engine (included by CMakeLists.txt).
-# Made by calling emcc, clang-14 and clang-19 directly, beside the native build (no toolchain file):
-#   build/wasm/vitrine-simd.{mjs,wasm}    Emscripten, SIMD128, ES module factory (browser + Node)
-#   build/wasm/vitrine-scalar.{mjs,wasm}  Emscripten, no SIMD
-#   build/wasm/vitrine-wasi-simd.wasm     WASI reactor (clang-14 + wasi-libc + lld), SIMD128
-#   build/wasm/vitrine-wasi-scalar.wasm   WASI reactor, no SIMD
-#   build/wasm/vitrine-relaxed.wasm       WASI-style reactor, SIMD128 + relaxed SIMD (fused MADD),
-#                                         clang-19 -c + wasm-ld-19; loaded by web/vitrine.js's own
-#                                         WASI shim in the browser and in Node
-#   build/wasm/vitrine-simd-mt.{mjs,wasm,worker.js}, vitrine-wasi-simd-mt.wasm, vitrine-relaxed-mt.wasm
-#                                         the SIMD builds over an imported shared memory, for the
-#                                         engine's thread pool (web/pool.js, src/threads.c)
+# Made by calling emcc, clang-14 and clang-19 directly, beside the native build (no toolchain file).
+# Two lists are read, never copied:
+#   wasm/builds.json   the builds (name, runtime, SIMD, relaxed SIMD, threads, files); each becomes
+#                      build/wasm/vitrine-<name>.*, made by emcc (runtime emscripten), clang-14 +
+#                      wasi-libc (wasi) or clang-19 + wasm-ld-19 (reactor: relaxed SIMD). It is also
+#                      written out as build/wasm/vitrine-builds.js for web/loader.js (with each browser
+#                      build's .wasm named by a literal URL and its glue imported, for bundlers).
+#   wasm/exports.c     the functions marked VTW_API: exactly these are exported, by every build.
 # ON when the tools are found; -DVT_WASM=OFF turns it off. See wasm/README.md.
 option(VT_WASM "Build the WebAssembly modules when emcc / clang-14 + wasi-libc are found" ON)
 
@@ -24,7 +21,7 @@ if(VT_WASM)
   # Same sources as the native library, plus the JS-facing ABI and the parity harness it exports.
   # The SIMD kernels join the SIMD builds once src/kernels/kernels_simd.c exists (CONFIGURE_DEPENDS
   # re-checks at build time).
-  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c)
+  set(VT_WASM_SOURCES wasm/exports.c harness/parity.c harness/replay.c)
   foreach(s ${VT_SOURCES})
     list(APPEND VT_WASM_SOURCES ${s})
   endforeach()
@@ -50,22 +47,64 @@ if(VT_WASM)
     set(${out_flags} ${flags} PARENT_SCOPE)
   endfunction()
 
-  # The one list of exported C functions (wasm/exports.c) plus malloc/free for the JS shell.
-  set(VT_WASM_EXPORTS
-    vtw_last_error vtw_kernels_simd vtw_preset_name vtw_model_create vtw_model_dims vtw_model_free
-    vtw_param_count vtw_param_name vtw_param_ndim vtw_param_dim vtw_param_numel vtw_param_data
-    vtw_param_grad vtw_param_requires_grad vtw_set_requires_grad vtw_zero_grad
-    vtw_load_safetensors vtw_init_from vtw_save_safetensors vtw_forward vtw_output_count vtw_output
-    vtw_loss_value vtw_backward vtw_set_grad_checkpointing vtw_get_grad_checkpointing vtw_plan vtw_plan_train_step
-    vtw_arena_stats vtw_activation_timeline vtw_release_activations vtw_parity_run
-    vtw_init_weights vtw_train_config_default vtw_trainer_init vtw_train_step vtw_train_step_labels vtw_train_step_count vtw_train_lr
-    vtw_train_state_save vtw_train_state_load vtw_loss_visualize
-    vtw_worker_run vtw_set_threads vtw_threads_max vtw_threads_ready vtw_threads_shutdown vtw_threads_set_min_work vtw_threads_chunks_run malloc free)
+  # The exported functions: those wasm/exports.c marks VTW_API (the one list), found by their name
+  # on the marker's line. (file(STRINGS) splits lines at ';': only the piece holding VTW_API matches.)
+  file(STRINGS ${CMAKE_SOURCE_DIR}/wasm/exports.c vt_api_lines REGEX "^VTW_API ")
+  set(VT_WASM_EXPORTS)
+  foreach(line ${vt_api_lines})
+    if(line MATCHES "^VTW_API [^(]*[ *](vtw_[a-z0-9_]+)\\(")
+      list(APPEND VT_WASM_EXPORTS ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  list(LENGTH VT_WASM_EXPORTS n)
+  if(n LESS 10)
+    message(FATAL_ERROR "wasm/exports.c: found only ${n} VTW_API functions (${VT_WASM_EXPORTS})")
+  endif()
+  file(READ ${CMAKE_SOURCE_DIR}/wasm/builds.json VT_BUILDS_JSON)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+               ${CMAKE_SOURCE_DIR}/wasm/exports.c ${CMAKE_SOURCE_DIR}/wasm/builds.json)
+
+  # The names of builds.json's builds; given a runtime (emscripten | wasi | reactor), its builds only.
+  function(vt_builds out)
+    set(names)
+    string(JSON n LENGTH "${VT_BUILDS_JSON}" builds)
+    math(EXPR last "${n} - 1")
+    foreach(i RANGE ${last})
+      string(JSON name MEMBER "${VT_BUILDS_JSON}" builds ${i})
+      string(JSON rt GET "${VT_BUILDS_JSON}" builds ${name} runtime)
+      if(NOT ARGN OR rt STREQUAL ARGN)
+        list(APPEND names ${name})
+      endif()
+    endforeach()
+    set(${out} ${names} PARENT_SCOPE)
+  endfunction()
+  # A build's vt_wasm_variant (simd or scalar, "-mt" with threads) and its files in build/wasm/.
+  function(vt_build_info name out_variant out_files)
+    string(JSON simd GET "${VT_BUILDS_JSON}" builds ${name} simd)
+    string(JSON threads GET "${VT_BUILDS_JSON}" builds ${name} threads)
+    set(variant scalar)
+    if(simd)
+      set(variant simd)
+    endif()
+    if(threads)
+      string(APPEND variant -mt)
+    endif()
+    string(JSON n LENGTH "${VT_BUILDS_JSON}" builds ${name} files)
+    math(EXPR last "${n} - 1")
+    set(files)
+    foreach(i RANGE ${last})
+      string(JSON f GET "${VT_BUILDS_JSON}" builds ${name} files ${i})
+      list(APPEND files ${VT_WASM_DIR}/${f})
+    endforeach()
+    set(${out_variant} ${variant} PARENT_SCOPE)
+    set(${out_files} ${files} PARENT_SCOPE)
+  endfunction()
 
   # -std=gnu11 as the native build (CMAKE_C_EXTENSIONS); no fast-math, no FMA contraction.
   set(VT_WASM_CFLAGS -O3 -std=gnu11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter
       -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/harness)
   set(VT_WASM_OUTPUTS)
+  set(VT_WASM_GLUES) # the Emscripten builds made here (their glue is imported by vitrine-builds.js)
 
   if(VT_EMCC)
     set(em_exports "")
@@ -76,21 +115,24 @@ if(VT_WASM)
     set(em_flags -sMODULARIZE=1 -sEXPORT_ES6=1 -sENVIRONMENT=web,worker
         -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
-    foreach(variant simd scalar simd-mt)
+    vt_builds(em_builds emscripten)
+    foreach(name ${em_builds})
+      vt_build_info(${name} variant files)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       # -mt: shared memory (imported, a SharedArrayBuffer) for the engine's own worker pool
       # (web/pool.js, src/threads.c); Emscripten's pthread_create is never called.
       if(variant MATCHES "-mt$")
         list(APPEND vflags -pthread -Wno-pthreads-mem-growth)
       endif()
-      set(out ${VT_WASM_DIR}/vitrine-${variant}.mjs)
-      add_custom_command(OUTPUT ${out} ${VT_WASM_DIR}/vitrine-${variant}.wasm
+      set(out ${VT_WASM_DIR}/vitrine-${name}.mjs)
+      add_custom_command(OUTPUT ${files}
         COMMAND ${CMAKE_COMMAND} -E env NODE_PATH=/usr/share/nodejs
                 ${VT_EMCC} ${VT_WASM_CFLAGS} ${vflags} ${vsrc} ${em_flags} -o ${out}
         DEPENDS ${vsrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/wasm/wasm.cmake
-        COMMENT "emcc: wasm/vitrine-${variant}.mjs"
+        COMMENT "emcc: wasm/vitrine-${name}.mjs"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${out})
+      list(APPEND VT_WASM_GLUES ${name})
     endforeach()
   else()
     message(STATUS "vitrine: emcc not found, skipping the Emscripten builds")
@@ -102,7 +144,9 @@ if(VT_WASM)
     foreach(e ${VT_WASM_EXPORTS})
       list(APPEND wasi_flags -Wl,--export=${e})
     endforeach()
-    foreach(variant simd scalar simd-mt)
+    vt_builds(wasi_builds wasi)
+    foreach(name ${wasi_builds})
+      vt_build_info(${name} variant files)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       # -mt: shared, imported memory for the worker pool (web/pool.js). wasi-libc is not built
       # with atomics, hence --no-check-features: only the main thread ever runs libc code;
@@ -111,11 +155,11 @@ if(VT_WASM)
         list(APPEND vflags -matomics -mbulk-memory -Wl,--shared-memory -Wl,--import-memory
              -Wl,--no-check-features -Wl,--export=__stack_pointer)
       endif()
-      set(out ${VT_WASM_DIR}/vitrine-wasi-${variant}.wasm)
+      set(out ${VT_WASM_DIR}/vitrine-${name}.wasm)
       add_custom_command(OUTPUT ${out}
         COMMAND ${VT_WASI_CC} ${VT_WASM_CFLAGS} ${vflags} ${wasi_flags} ${vsrc} -o ${out}
         DEPENDS ${vsrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/wasm/wasm.cmake
-        COMMENT "clang-14: wasm/vitrine-wasi-${variant}.wasm"
+        COMMENT "clang-14: wasm/vitrine-${name}.wasm"
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${out})
     endforeach()
@@ -213,17 +257,23 @@ if(VT_WASM)
       list(APPEND relaxed_exports --export=${e})
     endforeach()
     set(relaxed_src ${VT_WASM_SOURCES} ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c)
-    vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed.wasm KIND reactor SOURCES ${relaxed_src}
-                    CFLAGS ${VT_WASM_RELAXED_FLAGS} LDFLAGS ${relaxed_exports})
-    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed.wasm)
-    # its shared-memory twin for the worker pool (web/pool.js, src/threads.c), as vitrine-wasi-simd-mt:
-    # atomics, an imported shared memory, --no-check-features (wasi-libc is not built with atomics;
-    # only the main thread ever runs libc code), __stack_pointer exported for the workers' stacks
-    vt_clang19_wasm(OUT ${VT_WASM_DIR}/vitrine-relaxed-mt.wasm KIND reactor SOURCES ${relaxed_src}
-                    CFLAGS ${VT_WASM_RELAXED_FLAGS} -matomics -mbulk-memory
-                    LDFLAGS ${relaxed_exports} --shared-memory --import-memory --no-check-features
-                            --export=__stack_pointer)
-    list(APPEND VT_WASM_OUTPUTS ${VT_WASM_DIR}/vitrine-relaxed-mt.wasm)
+    vt_builds(reactor_builds reactor)
+    foreach(name ${reactor_builds})
+      vt_build_info(${name} variant files)
+      if(variant MATCHES "-mt$")
+        # the shared-memory twin for the worker pool (web/pool.js, src/threads.c), as vitrine-wasi-simd-mt:
+        # atomics, an imported shared memory, --no-check-features (wasi-libc is not built with atomics;
+        # only the main thread ever runs libc code), __stack_pointer exported for the workers' stacks
+        vt_clang19_wasm(OUT ${files} KIND reactor SOURCES ${relaxed_src}
+                        CFLAGS ${VT_WASM_RELAXED_FLAGS} -matomics -mbulk-memory
+                        LDFLAGS ${relaxed_exports} --shared-memory --import-memory --no-check-features
+                                --export=__stack_pointer)
+      else()
+        vt_clang19_wasm(OUT ${files} KIND reactor SOURCES ${relaxed_src}
+                        CFLAGS ${VT_WASM_RELAXED_FLAGS} LDFLAGS ${relaxed_exports})
+      endif()
+      list(APPEND VT_WASM_OUTPUTS ${files})
+    endforeach()
     # the kernels and attention tests, relaxed (run by Node with relaxed SIMD enabled)
     set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
         ${CMAKE_SOURCE_DIR}/src/kernels/kernels.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_portable.c
@@ -243,6 +293,32 @@ if(VT_WASM)
   else()
     message(STATUS "vitrine: clang-19 / wasm-ld-19 / libclang-rt-19-dev-wasm32 not found, skipping the relaxed-SIMD build")
   endif()
+
+  # build/wasm/vitrine-builds.js: builds.json for web/loader.js, with the patterns bundlers follow
+  # (each browser build's .wasm named by a literal new URL(), the Emscripten glues made here imported)
+  set(js "// vitrine-builds.js: written by wasm/wasm.cmake from wasm/builds.json (edit that, not this).\n")
+  set(glues)
+  set(urls)
+  vt_builds(all_builds)
+  foreach(name ${all_builds})
+    string(JSON browser GET "${VT_BUILDS_JSON}" builds ${name} browser)
+    vt_build_info(${name} variant files)
+    if(NOT browser)
+      continue()
+    endif()
+    foreach(f ${files})
+      get_filename_component(f ${f} NAME)
+      if(f MATCHES "\\.wasm$")
+        string(APPEND urls "  '${name}': () => new URL('./${f}', import.meta.url),\n")
+      elseif(f MATCHES "\\.mjs$" AND name IN_LIST VT_WASM_GLUES)
+        string(MAKE_C_IDENTIFIER "glue_${name}" id)
+        string(APPEND js "import ${id} from './${f}';\n")
+        string(APPEND glues "  '${name}': ${id},\n")
+      endif()
+    endforeach()
+  endforeach()
+  string(APPEND js "export const manifest = ${VT_BUILDS_JSON};\nexport const glue = {\n${glues}};\nexport const urls = {\n${urls}};\n")
+  file(CONFIGURE OUTPUT ${VT_WASM_DIR}/vitrine-builds.js CONTENT "${js}" @ONLY)
 
   if(VT_WASM_OUTPUTS)
     add_custom_target(vitrine_wasm ALL DEPENDS ${VT_WASM_OUTPUTS})

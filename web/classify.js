@@ -11,8 +11,8 @@
 //   evaluate            top-1 and the confusion matrix of a held-out set
 //   predictTop          softmax of the logits -> the top classes with probabilities
 //   parseAugment / augmentBatch   seeded training-time augmentation (flip, shift), resumable
-import { TRAIN_PRESETS, TrainingRun, makeBatch, hash32, seedWords } from './train.js';
-import { channelStats } from './vitrine.js';
+import { TRAIN_PRESETS, TrainingRun, hash32, seedWords } from './train.js';
+import { channelStats, makeBatch } from './images.js';
 
 /** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
  * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, and the pooling of

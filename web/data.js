@@ -3,7 +3,7 @@
 // A data set here is plain data, the same whatever its source:
 //   { name, n, chans, size, pixels: Uint8Array [n, chans, size, size] (0..255),
 //     labels: Int32Array [n] | null, classes: string[] | null, files: string[] | null }
-// Pixels stay bytes until a batch is made (train.js makeBatch normalises with channelStats:
+// Pixels stay bytes until a batch is made (images.js makeBatch normalises with channelStats:
 // ImageNet's mean / std, their channel average for a grey 1-channel model: 0.449 / 0.226).
 //
 // Sources:
@@ -15,14 +15,15 @@
 //                            files in sub-folders take the sub-folder's name as their class
 //                            (torchvision ImageFolder); anything unreadable is reported by name
 //                            and skipped; no usable image at all is an error.
-//   adapt(ds, size, chans)   resize (shorter side to `size`, then the centre `size` x `size`,
-//                            torchvision Resize + CenterCrop; area-average when shrinking,
-//                            bilinear when growing) and convert grey <-> colour.
+// Decoded images go through the pixel pipeline of web/images.js (resizeCrop: shorter side to the
+// model's size, centre crop, its channels), as in the browser; images.js's adapt() converts a
+// whole data set.
 //   writeAtomic(file, bytes)  the old content or the new one, never a torn file (checkpoints).
 import { readFileSync, readdirSync, statSync, mkdirSync, openSync, writeSync, fsyncSync, closeSync, renameSync, fstatSync, readSync, unlinkSync, constants as fsConstants } from 'node:fs';
 import path from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
+import { resizeCrop } from './images.js';
 
 const require = createRequire(import.meta.url);
 
@@ -221,10 +222,11 @@ export function resumedData(file, stored, given) {
   return path.resolve(given);
 }
 
-// strerror() wording for the usual reasons a path cannot be made
-const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', ENOTDIR: 'Not a directory',
-  ENOSPC: 'No space left on device', EROFS: 'Read-only file system', EEXIST: 'File exists', EDQUOT: 'Disk quota exceeded' };
-const strerror = (e) => STRERROR[e.code] || e.message;
+// strerror() wording for the usual reasons a file cannot be opened, read, written or made
+const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory', ENOSPC: 'No space left on device', EFBIG: 'File too large', EDQUOT: 'Disk quota exceeded',
+  EROFS: 'Read-only file system', EEXIST: 'File exists' };
+export const strerror = (e) => STRERROR[e.code] || e.message;
 
 /** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
  * time, each checked. Returns the directories it created (to remove them again on failure). */
@@ -240,58 +242,6 @@ export function makeDirs(dir) {
     made.push(p);
   }
   return made;
-}
-
-// Per-axis resampling weights from `src` samples to `dst` (after scaling by `scale` and skipping
-// `offset` destination samples): area average when shrinking, bilinear when growing.
-function axisWeights(src, dst, scale, offset) {
-  const out = [];
-  for (let o = 0; o < dst; o++) {
-    const taps = [];
-    if (scale >= 1) { // area: the source interval [a, b) of output pixel o
-      const a = (o + offset) * scale, b = (o + offset + 1) * scale;
-      for (let s = Math.floor(a); s < Math.min(src, Math.ceil(b)); s++) {
-        const w = Math.min(b, s + 1) - Math.max(a, s);
-        if (w > 0) taps.push([s, w / scale]);
-      }
-    } else { // bilinear, pixel centres (align_corners=False)
-      const c = (o + offset + 0.5) * scale - 0.5;
-      const s0 = Math.floor(c), f = c - s0;
-      const clamp = (v) => Math.min(src - 1, Math.max(0, v));
-      taps.push([clamp(s0), 1 - f], [clamp(s0 + 1), f]);
-    }
-    out.push(taps);
-  }
-  return out;
-}
-
-/** RGBA (or grey: channels 1) pixels of w x h -> Uint8Array [chans, size, size]: shorter side to
- * size, centre crop; a 1-channel result is the average (R+G+B)/3; colour from grey repeats it. */
-export function resizeCrop(src, w, h, srcChans, size, chans) {
-  const short = Math.min(w, h), scale = short / size;
-  const rw = Math.round(w / scale), rh = Math.round(h / scale); // resized size
-  const ox = Math.floor((rw - size) / 2), oy = Math.floor((rh - size) / 2);
-  const wx = axisWeights(w, size, scale, ox), wy = axisWeights(h, size, scale, oy);
-  const out = new Uint8Array(chans * size * size);
-  const plane = new Float32Array(w * h), tmp = new Float32Array(size * h);
-  for (let c = 0; c < chans; c++) {
-    for (let i = 0; i < w * h; i++) { // the source plane for output channel c
-      if (srcChans === 1) plane[i] = src[i];
-      else if (chans === 1) plane[i] = (src[srcChans * i] + src[srcChans * i + 1] + src[srcChans * i + 2]) / 3;
-      else plane[i] = src[srcChans * i + (c % 3)];
-    }
-    for (let y = 0; y < h; y++) for (let x = 0; x < size; x++) {
-      let v = 0;
-      for (const [s, wt] of wx[x]) v += wt * plane[y * w + s];
-      tmp[y * size + x] = v;
-    }
-    for (let y = 0; y < size; y++) for (let x = 0; x < size; x++) {
-      let v = 0;
-      for (const [s, wt] of wy[y]) v += wt * tmp[s * size + x];
-      out[c * size * size + y * size + x] = Math.max(0, Math.min(255, Math.round(v)));
-    }
-  }
-  return out;
 }
 
 /** Every PNG / JPEG under dir, resized / cropped to size x size with `chans` channels.
@@ -341,20 +291,6 @@ export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXE
     labels: labelled ? Int32Array.from(keep.map(([, c]) => classNames.indexOf(c))) : null,
     classes: labelled ? classNames : null, files: keep.map(([f]) => f),
   };
-}
-
-/** The data set at the model's size and channels (returns ds itself when they already match). */
-export function adapt(ds, size, chans) {
-  if (ds.size === size && ds.chans === chans) return ds;
-  if (ds.chans !== 1 && ds.chans < 3) throw new DataError(`${ds.name}: ${ds.chans}-channel images: only grey (1) or colour (3+) convert`);
-  const per = chans * size * size, src = ds.chans * ds.size * ds.size, out = new Uint8Array(ds.n * per);
-  const hwc = new Uint8Array(src);
-  for (let i = 0; i < ds.n; i++) { // CHW -> interleaved for resizeCrop
-    const im = ds.pixels.subarray(i * src, (i + 1) * src), px = ds.size * ds.size;
-    for (let c = 0; c < ds.chans; c++) for (let k = 0; k < px; k++) hwc[k * ds.chans + c] = im[c * px + k];
-    out.set(resizeCrop(hwc, ds.size, ds.size, ds.chans, size, chans), i * per);
-  }
-  return { ...ds, chans, size, pixels: out };
 }
 
 // ---- files ---------------------------------------------------------------------------------------

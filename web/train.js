@@ -5,11 +5,9 @@
 //   TRAIN_PRESETS / modelSpec()   the small default ViTs and their MAE decoder / AIM head
 //   DataOrder                     seeded, resumable data order: a new permutation every epoch
 //   TrainingRun                   model + data set + order: one step at a time, resumable
-//   withMetadata                  extra __metadata__ in safetensors bytes (the run's settings
-//                                 travel inside the training checkpoint: one file, one rename)
 //   features / knnAccuracy        lightly-style kNN evaluation of the encoder's pooled features
 //   visualizeGrid                 originals / masked / reconstructions as one RGBA image
-import { channelStats, toRGBA, readSafetensorsHeader } from './vitrine.js';
+import { makeBatch, toRGBA } from './images.js';
 
 /** Small ViTs for small images (Fashion-MNIST 28x28 grey). `fmnist`: patch 4 (7x7 = 49 patches
  * + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE decoder dim 64, depth 2, 4 heads,
@@ -126,20 +124,6 @@ export class DataOrder {
   }
 }
 
-/** Images `indices` of a data set -> normalised Float32Array NCHW (channelStats of its channels). */
-export function makeBatch(ds, indices, out = null) {
-  const per = ds.chans * ds.size * ds.size, px = ds.size * ds.size, st = channelStats(ds.chans);
-  out = out || new Float32Array(indices.length * per);
-  for (let c = 0; c < ds.chans; c++) {
-    const a = 1 / (255 * st.std[c]), b = st.mean[c] / st.std[c], o = c * px;
-    for (let j = 0; j < indices.length; j++) {
-      const src = indices[j] * per + o, dst = j * per + o;
-      for (let k = 0; k < px; k++) out[dst + k] = ds.pixels[src + k] * a - b;
-    }
-  }
-  return out;
-}
-
 // ---- the run -----------------------------------------------------------------------------------
 
 /** One training run: model (trainer initialised), data set (the images `indices` of it, default
@@ -175,23 +159,6 @@ export class TrainingRun {
     const loss = this.model.trainStep(this._buf, this.batch);
     return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
   }
-}
-
-// ---- safetensors metadata ---------------------------------------------------------------------
-
-/** The same safetensors bytes with extra __metadata__ entries (string values); tensor bytes are
- * untouched (offsets are relative to the data section). */
-export function withMetadata(bytes, extra) {
-  const { length: n, header } = readSafetensorsHeader(bytes);
-  header.__metadata__ = { ...(header.__metadata__ || {}) };
-  for (const [k, v] of Object.entries(extra)) header.__metadata__[k] = typeof v === 'string' ? v : JSON.stringify(v);
-  let text = JSON.stringify(header);
-  while ((8 + new TextEncoder().encode(text).length) % 8) text += ' ';
-  const h = new TextEncoder().encode(text), out = new Uint8Array(8 + h.length + bytes.length - 8 - n);
-  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
-  out.set(h, 8);
-  out.set(bytes.subarray(8 + n), 8 + h.length);
-  return out;
 }
 
 // ---- evaluation -------------------------------------------------------------------------------

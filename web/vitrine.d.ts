@@ -1,7 +1,13 @@
-// vitrine.d.ts: hand-written types of web/vitrine.js.
+// vitrine.d.ts: the types of web/vitrine.js, written by hand and checked against the JavaScript by
+// tests/node/types.test.mjs (declarations generated from the JS by tsc: every export and every
+// public member of Vitrine, Model, VitrineError and WasiExit must be declared here, and nothing
+// more; the builds must be wasm/builds.json's).
 
-/** '-mt': the shared-memory file of a build, even at 1 thread (threads > 1 picks it by itself). */
+/** The builds of wasm/builds.json, or 'wasi'. '-mt': the shared-memory file of a build, even at 1
+ * thread (threads > 1 picks it by itself). */
 export type WasmBuild = 'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' | 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt';
+/** A build as Vitrine.build names it (without "-mt"). */
+export type BuildName = Exclude<WasmBuild, 'wasi' | `${string}-mt`>;
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
 export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
@@ -28,12 +34,18 @@ export interface CreateOptions {
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
-/** The builds createVitrine can load and the files of each (in build/wasm/ of the package). */
+/** The builds createVitrine can load (wasm/builds.json) and the files of each (in build/wasm/ of the package). */
 export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
   readonly runtime: 'emscripten' | 'wasi' | 'reactor';
   readonly simd: boolean;
+  /** relaxed SIMD's fused multiply-add */
+  readonly relaxed: boolean;
   /** a shared-memory ("-mt") file, for the thread pool */
   readonly threads: boolean;
+  /** this build's "-mt" twin, if it has one */
+  readonly mt: Exclude<WasmBuild, 'wasi'> | null;
+  /** runs in a browser (the WASI builds: Node only) */
+  readonly browser: boolean;
   readonly files: readonly string[];
 }>>;
 export function simdSupported(): boolean;
@@ -75,7 +87,8 @@ export interface Tensor {
   shape: number[];
 }
 
-export interface ParityTensor { name: string; err: number; torch32_err: number; }
+/** torch32_err: PyTorch's own float32 error; null when the file has no torch32/ tensor for it. */
+export interface ParityTensor { name: string; err: number; torch32_err: number | null; }
 /** The parity harness's result (harness/parity.h). */
 export interface ParityResult {
   /** The file name, when one was given. */
@@ -88,8 +101,9 @@ export interface ParityResult {
   error?: string;
   worst?: string;
   err?: number;
-  torch32_err?: number;
-  max_torch32_err: number;
+  torch32_err?: number | null;
+  /** null when no tensor of the file has a PyTorch float32 result */
+  max_torch32_err: number | null;
   tensors: ParityTensor[];
   /** This result as the harness wrote it (the CLIs print it as is); null if it could not be written. */
   json: string | null;
@@ -98,6 +112,16 @@ export interface ParityResult {
 }
 
 export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+/** A recorded step (docs/kernels.md: format vitrine-trace/1). */
+export interface TraceList {
+  format: 'vitrine-trace/1';
+  what: string;
+  kernels: string[];
+  regions: Record<string, number>;
+  arena_planned: number;
+  chains: { name: string; depth: number; segment: number; threads: number; store: string[] }[];
+  entries: Record<string, unknown>[];
+}
 /** One training step's plan (vt_plan_train_step). */
 export interface TrainStepPlan extends PlanBytes {
   /** false only for a budget:BYTES policy no layout meets (the bytes are then least's) */
@@ -117,8 +141,21 @@ export interface TrainStepPlan extends PlanBytes {
   maxBatch: number;
 }
 
+/** What the engine states about itself (vtw_manifest in wasm/exports.c). */
+export interface EngineManifest {
+  /** The results the engine writes, laid out by name: { type, size, fields: { name: index } }. */
+  readonly layouts: Readonly<Record<string, { readonly type: 'i32' | 'u32' | 'f64' | 'text'; readonly size: number; readonly fields: Readonly<Record<string, number>> }>>;
+  readonly kinds: readonly ModelKind[];
+  readonly calls: readonly CallName[];
+  readonly policies: readonly string[];
+  readonly presets: readonly string[];
+  readonly limits: { readonly policy_text_max: number; readonly timeline_max: number; readonly max_models: number };
+}
+
 export class Vitrine {
-  readonly build: 'simd' | 'scalar' | 'wasi-simd' | 'wasi-scalar';
+  readonly build: BuildName;
+  /** What the engine states about itself: result layouts, model kinds, calls, policies, presets, limits. */
+  readonly manifest: EngineManifest;
   /** This build has the SIMD128 kernels (not only -msimd128). */
   readonly simdKernels: boolean;
   /** Threads the kernels use (the caller + pool workers). */
@@ -131,7 +168,12 @@ export class Vitrine {
   readonly threadStackBytes: number;
   /** Stops the pool's workers; the engine goes on with 1 thread. */
   close(): void;
+  /** The timm preset names the engine knows. */
   presets(): string[];
+  /** The checkpointing policies as the engine reads them: 'none', 'block', 'every:K', 'sqrt', 'budget:BYTES', 'selective'. */
+  policies(): string[];
+  /** A byte count as budget:BYTES reads it ('300MB' -> 300000000, '256MiB'); throws a VitrineError otherwise. */
+  parseBytes(text: string): number;
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
   /** readError: the file could not be read (bytes are ignored); the result says so. */
   parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
@@ -142,9 +184,11 @@ export class Vitrine {
 /** An ImageData, or anything of its shape: RGBA bytes, width x height. (Types by shape, here and
  * below, so that they compile without TypeScript's DOM lib, e.g. in a Node project.) */
 export interface ImageDataLike { readonly width: number; readonly height: number; readonly data: Uint8ClampedArray | Uint8Array; }
-/** An ImageBitmap (browser only: resized through an OffscreenCanvas). */
+/** An ImageBitmap (browser only: its pixels read through a canvas, then the pixel pipeline). */
 export interface ImageBitmapLike { readonly width: number; readonly height: number; close(): void; }
-/** ImageData / ImageBitmap (one or an array; normalised with mean/std) or Float32Array NCHW. */
+/** ImageBitmap of any size or ImageData of the model's size (one or an array; through the pixel
+ * pipeline: shorter side resized to the model's size, centre crop, its channels, normalised with
+ * mean / std) or Float32Array NCHW (taken as it is). */
 export type Images = Float32Array | ImageDataLike | ImageBitmapLike | Array<ImageDataLike | ImageBitmapLike>;
 /** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
 export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
@@ -196,6 +240,8 @@ export class Model {
   backward(options?: { douts?: Array<Float32Array | null>; inputGrad?: boolean; paramGrads?: boolean }): { dimages?: Float32Array };
   setGradCheckpointing(policy: Policy): void;
   readonly gradCheckpointing: string;
+  /** 'none' and the named policies the engine's budget search tries for this model (block, selective, sqrt, every:2 ...). */
+  namedPolicies(): string[];
   setRequiresGrad(name: string, on?: boolean): number;
   zeroGrad(): void;
   params(): Param[];
@@ -226,6 +272,9 @@ export class Model {
   /** A classifier's step (kind timm, num_classes > 0): cross-entropy with timm's label smoothing
    * on one class index per image. Returns the loss. */
   trainStepLabels(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): number;
+  /** One training step (or with call 'encode' an encode pass and its backward) recorded, not run:
+   * the engine's summary, or with json the list of kernel calls (docs/kernels.md). */
+  traceStep(options: { batch: number; call?: 'train' | 'encode'; labels?: ArrayLike<number> | null; json?: boolean }): string | TraceList;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
   /** Scheduled learning rate at `step` (default: the next step). */
@@ -259,8 +308,21 @@ export interface TrainOptions {
 
 export const IMAGENET_MEAN: number[];
 export const IMAGENET_STD: number[];
+/** Mean / std per channel; default ImageNet's. */
+export interface ChannelStats { mean?: number[]; std?: number[]; }
+/** A data set as the pixel pipeline keeps it: bytes [n, chans, size, size]. */
+export interface PixelSet { readonly chans: number; readonly size: number; readonly pixels: Uint8Array; }
+/** The pixel pipeline (web/images.js): interleaved pixels of w x h (RGBA: srcChans 4) -> bytes
+ * [chans, size, size]: shorter side resized to size, centre crop, the model's channels. */
+export function resizeCrop(src: ArrayLike<number>, w: number, h: number, srcChans: number, size: number, chans: number): Uint8Array;
+/** Images `indices` of a data set -> normalised Float32Array NCHW, (v / 255 - mean) / std. */
+export function makeBatch(ds: PixelSet, indices: ArrayLike<number>, out?: Float32Array | null, stats?: ChannelStats): Float32Array;
+/** Browser: a Blob / File decoded without colour conversion or premultiplied alpha -> RGBA pixels. */
+export function decodeBlob(blob: { readonly size: number; readonly type: string; arrayBuffer(): Promise<ArrayBuffer> }): Promise<{ width: number; height: number; data: Uint8ClampedArray }>;
+/** The same safetensors bytes with extra __metadata__ entries (strings; others as JSON text). */
+export function withMetadata(bytes: Uint8Array, extra: Record<string, unknown>): Uint8Array;
 /** Per-channel mean / std for `chans` channels (1 channel: the average of the 3 given, ImageNet: 0.449 / 0.226). */
-export function channelStats(chans: number, options?: { mean?: number[]; std?: number[] }): { mean: number[]; std: number[] };
+export function channelStats(chans: number, options?: ChannelStats): { mean: number[]; std: number[] };
 /** Normalised NCHW image b -> RGBA bytes (undoing mean / std; grey repeated over R, G, B). */
 export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number }, b?: number, options?: { mean?: number[]; std?: number[] }): Uint8ClampedArray;
 /** The JSON header of safetensors bytes and its length in bytes (data start at 8 + length);

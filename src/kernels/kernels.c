@@ -1,8 +1,8 @@
 /* kernels.c: dispatch from the public kernel names to the fastest implementation this build
  * has (the SIMD128 kernels when built with VT_HAVE_SIMD_KERNELS for a target simd128.h maps:
- * wasm SIMD128 or x86-64 SSE2; the scalar references and the portable matmul forward otherwise;
- * attention is composed from the matmuls in every build), or to the reference when a test asks
- * for it. */
+ * wasm SIMD128 or x86-64 SSE2; the scalar references and the portable matmul forward otherwise),
+ * or to the reference when a test asks for it. Attention, composed from the matmuls here, has its
+ * dispatch in kernels_attn.c. */
 #include "kernels.h"
 #include "kernels_simd.h" /* defines VT_SIMD128_AVAILABLE where the SIMD kernels compile */
 #include "vitrine.h"      /* vt_adamw_update: AdamW's scalar reference */
@@ -10,6 +10,7 @@
 
 static int use_ref = 0;
 void vt_kernels_use_reference(int on) { use_ref = on; }
+int vt_kernels_reference(void) { return use_ref; }
 
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
 int vt_kernels_simd(void) { return 1; }
@@ -151,17 +152,4 @@ void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long 
 #else
     vt_adamw_update(p, g, m, v, n, t, lr, b1, b2, eps, wd);
 #endif
-}
-/* attention: composed from the matmuls above in every build (kernels_attn.c) */
-void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
-                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, float scale) {
-    if (use_ref) vt_ref_attention_forward(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
-    else vt_gemm_attention_forward(out, att, scratch, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
-}
-void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                           const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, float scale) {
-    (use_ref ? vt_ref_attention_backward : vt_gemm_attention_backward)(
-        dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
 }

@@ -38,27 +38,29 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
  * a fused qkv buffer); v likewise with v_rs. out [B,T,D] with D = H*hd, heads concatenated. att [B,H,T,T] saved
  * probabilities. causal_mask: NULL (full attention) or the AIM [B,T] byte mask (1 = causal part):
  * query i may see key j when j <= i or causal_mask[b*T+j] == 0 (key is in the unmasked prefix).
- * scale = hd^-0.5. scratch: vt_attention_scratch_floats(T, hd) floats (the same size serves the
- * forward and the backward; its contents are not kept between calls). */
-size_t vt_attention_scratch_floats(int T, int hd);
+ * scale = hd^-0.5. scratch: vt_attention_scratch_floats(T, hd, threads) floats, one part per
+ * thread: the call runs on at most `threads` threads (the count its plan was made for; the same
+ * size serves the forward and the backward; its contents are not kept between calls). */
+size_t vt_attention_scratch_floats(int T, int hd, int threads);
 void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
                           int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, float scale);
+                          int T, int H, int hd, int threads, float scale);
 /* dq/dk share the strides of q/k (qk_rs), dv that of v (v_rs). */
 void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                            const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, float scale);
+                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
+                           float scale);
 /* The implementation behind vt_attention_* in every build (kernels_attn.c): per (batch, head),
  * q, k, v gathered into contiguous [T,hd] buffers of the scratch, QK^T, PV and the four products
  * of the backward done by vt_matmul_forward / vt_matmul_backward. */
 void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q,
                                const float *k, int qk_rs, const float *v, int v_rs,
                                const uint8_t *causal_mask, int B, int T, int H, int hd,
-                               float scale);
+                               int threads, float scale);
 void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
                                 const float *dout, const float *att, const float *q,
                                 const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
-                                int H, int hd, float scale);
+                                int H, int hd, int threads, float scale);
 
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
@@ -71,6 +73,7 @@ void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long 
 
 /* Routing to the scalar reference (for tests comparing SIMD against it). */
 void vt_kernels_use_reference(int on);
+int vt_kernels_reference(void); /* 1 while routed to the references */
 int vt_kernels_simd(void); /* 1 if this build has SIMD kernels */
 /* How the SIMD kernels' multiply-adds round: 0 = mul then add (SIMD128, SSE2, scalar builds),
  * 1 = fused (relaxed-SIMD wasm on an FMA host, native FMA build), 2 = a fused build on a host
@@ -93,7 +96,7 @@ void vt_ref_softmax_row(float *y, const float *x, int n);
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
                               int B, int T, int H, int hd, float scale);
-/* the reference backward's scratch: T floats (<= vt_attention_scratch_floats(T, hd)) */
+/* the reference backward's scratch: T floats (<= vt_attention_scratch_floats(T, hd, 1)) */
 void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
                                const float *dout, const float *att, const float *q,
                                const float *k, int qk_rs, const float *v, int v_rs, int B, int T,

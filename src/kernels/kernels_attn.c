@@ -6,8 +6,10 @@
  * strides. Same semantics as the scalar reference vt_ref_attention_* (kernels_ref.c), tested
  * against it (tests/test_attention.c); sums are associated as the matmul kernels associate them.
  * Not here: the fused one-row-at-a-time loops (that is the reference).
- * Threads: the (image, head) pairs are split among the pool's threads, each with its own part of
- * the scratch; the matmuls inside run on the thread that runs the pair. */
+ * Threads: the (image, head) pairs are split among at most `threads` of the pool's threads (the
+ * count the scratch was planned for), each with its own part of the scratch; the matmuls inside
+ * run on the thread that runs the pair.
+ * Also here: the dispatch of vt_attention_* (the reference when a test routes to it). */
 #include "kernels.h"
 #include "../threads.h"
 #include <math.h>
@@ -25,10 +27,10 @@ static size_t scratch_per_thread(int T, int hd) {
     size_t Thd = r4((size_t)T * hd);
     return r4((size_t)att_rows(T) * T) + 6 * Thd;
 }
-/* every thread of the pool gets its own (threads.h): the (image, head) pairs run in parallel */
-size_t vt_attention_scratch_floats(int T, int hd) {
+/* every thread the plan counts gets its own (threads.h): the (image, head) pairs run in parallel */
+size_t vt_attention_scratch_floats(int T, int hd, int threads) {
     if (T <= 0 || hd <= 0) return 0;
-    return scratch_per_thread(T, hd) * (size_t)vt_threads_max();
+    return scratch_per_thread(T, hd) * (size_t)(threads < 1 ? 1 : threads);
 }
 
 /* dst[T, hd] (contiguous) = the hd floats at src + t*rs, t < T */
@@ -57,6 +59,7 @@ typedef struct {
     int qk_rs, v_rs, B, T, H, hd;
     float scale;
 } attn_job;
+static int max_threads(int threads) { return threads < 1 ? 1 : threads; }
 
 static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
     const attn_job *J = ctx;
@@ -91,12 +94,12 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
 
 void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
                           int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, float scale) {
+                          int T, int H, int hd, int threads, float scale) {
     if (T <= 0 || hd <= 0) return;
     attn_job J = {.out = out, .att = att, .scratch = scratch, .q = q, .k = k, .v = v,
                   .causal_mask = causal_mask, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
                   .hd = hd, .scale = scale};
-    vt_parallel_for(B * H, 1, 4.0 * B * H * (double)T * T * hd, attn_forward_items, &J);
+    vt_parallel_for_max(B * H, 1, 4.0 * B * H * (double)T * T * hd, max_threads(threads), attn_forward_items, &J);
 }
 
 static void attn_backward_items(void *ctx, int lo, int hi, int tid) {
@@ -148,10 +151,28 @@ static void attn_backward_items(void *ctx, int lo, int hi, int tid) {
 
 void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                            const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, float scale) {
+                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
+                           float scale) {
     if (T <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
     attn_job J = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .att_in = att,
                   .q = q, .k = k, .v = v, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
                   .hd = hd, .scale = scale};
-    vt_parallel_for(B * H, 1, 8.0 * B * H * (double)T * T * hd, attn_backward_items, &J);
+    vt_parallel_for_max(B * H, 1, 8.0 * B * H * (double)T * T * hd, max_threads(threads), attn_backward_items, &J);
+}
+
+/* ---- dispatch: the composition above in every build, or the scalar reference (tests) ---- */
+void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
+                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
+                          int T, int H, int hd, int threads, float scale) {
+    if (vt_kernels_reference()) vt_ref_attention_forward(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
+    else vt_gemm_attention_forward(out, att, scratch, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, threads, scale);
+}
+void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                           const float *att, const float *q, const float *k, int qk_rs,
+                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
+                           float scale) {
+    if (vt_kernels_reference())
+        vt_ref_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
+    else
+        vt_gemm_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, threads, scale);
 }

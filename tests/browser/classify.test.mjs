@@ -192,9 +192,11 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await reset();
     await page.uncheck('#ckpt');
     await page.click('#start');
-    await waitFor(() => window.vitrineDemo.step >= 15);
-    await page.click('#pause');
+    // paused from inside the page as soon as step 15 is seen: a click from here can come after the
+    // last of the 40 fast steps (the pause button is then disabled)
+    await waitFor(() => window.vitrineDemo.step >= 15 && (document.getElementById('pause').click(), true));
     await waitFor(() => !window.vitrineDemo.running && /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
+    assert.ok(await S(() => window.vitrineDemo.step) < 40, 'paused mid-run');
     await openPage();
     assert.equal(await S(() => window.vitrineDemo.resumed), true);
     assert.equal(await page.inputValue('#kind'), 'classify');

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine } from './util.mjs';
 import { classifierSpec, predictTop, parseAugment, augmentText, augmentBatch } from '../../web/classify.js';
 import { channelStats } from '../../web/vitrine.js';
-import { withMetadata } from '../../web/train.js';
+import { withMetadata } from '../../web/safetensors.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');

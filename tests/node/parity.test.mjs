@@ -1,5 +1,5 @@
-// parity.test.mjs: the PyTorch fixture suite through each wasm build, checkpointing bit for bit,
-// and the wasm builds against the native build.
+// parity.test.mjs: the PyTorch fixture suite through each wasm build (vitrine/testing's
+// assertParity), checkpointing bit for bit, and the wasm builds against the native build.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { BUILDS, REPO, FIXTURES, NATIVE, NATIVE_FMA, HOST_FMA, RELAXED, engine, fixture, fixtureNames, readSafetensors, f32, relErr } from './util.mjs';
 import { readSafetensorsHeader } from '../../web/vitrine.js';
+import { assertParity } from '../../web/testing.js';
 
 const names = fixtureNames();
 const isModel = (bytes) => {
@@ -24,8 +25,7 @@ for (const build of BUILDS) {
     const simdKernels = !build.endsWith('scalar') && existsSync(path.join(REPO, 'src/kernels/kernels_simd.c'));
     assert.equal(vt.simdKernels, simdKernels, `${build}: SIMD kernels linked in`);
     for (const name of names) {
-      const r = vt.parity(fixture(name));
-      assert.equal(r.pass, true, `${name}: ${r.error || `worst ${r.worst} err ${r.err}`}`);
+      const r = await assertParity(path.join(FIXTURES, name), { engine: vt }); // vitrine/testing, as users run it
       assert.ok(r.tensors.length > 0);
     }
   });
@@ -104,8 +104,8 @@ test('parity --json: the native and Node CLIs print the harness\'s JSON, byte fo
   const nat = spawnSync(NATIVE, args, { encoding: 'utf8' });
   const js = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), ...args, '--wasm', 'simd'],
     { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: path.join(path.dirname(NATIVE), 'wasm') } });
-  assert.equal(nat.status, 1);
-  assert.equal(js.status, 1, js.stderr);
+  assert.equal(nat.status, 2); // a file that cannot be read
+  assert.equal(js.status, 2, js.stderr);
   assert.equal(js.stdout, nat.stdout);
   const r = JSON.parse(nat.stdout);
   assert.deepEqual(r.map((x) => [path.basename(x.file), x.pass, x.status]),
@@ -114,19 +114,26 @@ test('parity --json: the native and Node CLIs print the harness\'s JSON, byte fo
   assert.ok(r[0].tensors.length > 10 && r[0].err <= 1e-4 && r[0].max_torch32_err > 0);
 });
 
-test('a NaN in the result is a failure with err = Infinity, in valid JSON', async () => {
+test('a NaN in the result is a failure with err = Infinity, in valid JSON; a NaN in an expected value is a broken file', async () => {
   const vt = await engine('simd');
-  const bytes = new Uint8Array(fixture('sincos_pos_embed.safetensors'));
-  const { length: n, header } = readSafetensorsHeader(bytes);
-  const [a] = header['expect/sincos.d96.g3.p0'].data_offsets;
-  // in the middle of the tensor: a NaN used to count only as the last element
-  new DataView(bytes.buffer, bytes.byteOffset + 8 + n + a + 4 * 100, 4).setFloat32(0, NaN, true);
-  const r = vt.parity(bytes);
+  const nanAt = (name, key, i) => {
+    const bytes = new Uint8Array(fixture(name));
+    const { length: n, header } = readSafetensorsHeader(bytes);
+    new DataView(bytes.buffer, bytes.byteOffset + 8 + n + header[key].data_offsets[0] + 4 * i, 4).setFloat32(0, NaN, true);
+    return bytes;
+  };
+  // a NaN weight: AdamW's result is NaN in the middle of the tensor only (a NaN used to count only
+  // as the last element)
+  const r = vt.parity(nanAt('adamw_steps.safetensors', 'param/w', 17));
   assert.equal(r.pass, false);
   assert.equal(r.status, 0); // the file ran; it failed
-  assert.equal(r.worst, 'sincos.d96.g3.p0');
+  assert.equal(r.worst, 'param.0');
   assert.equal(r.err, Infinity);
-  assert.match(r.json, /"worst": "sincos\.d96\.g3\.p0", "err": 1e999,/); // JSON has no inf: 1e999 reads as Infinity
+  assert.match(r.json, /"worst": "param\.0", "err": 1e999,/); // JSON has no inf: 1e999 reads as Infinity
+  const e = vt.parity(nanAt('sincos_pos_embed.safetensors', 'expect/sincos.d96.g3.p0', 100));
+  assert.equal(e.pass, false);
+  assert.equal(e.status, -3);
+  assert.equal(e.error, 'expect/sincos.d96.g3.p0 holds NaN (element 100 of [9, 96]): the reference is broken; make the dump again');
 });
 
 // A parity file names the sizes it wants computed; sizes past what wasm32 can address are refused

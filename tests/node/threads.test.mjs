@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createVitrine } from '../../web/vitrine.js';
-import { WASM_DIR, fixtureNames, fixture } from './util.mjs'; // (util.mjs turns relaxed SIMD on)
+import { WASM_DIR, MT_BUILDS, fixtureNames, fixture } from './util.mjs'; // (util.mjs turns relaxed SIMD on)
 
 const POLICIES = ['none', 'block', 'selective', 'every:2'];
 const COUNTS = [2, 3, 5];
@@ -41,7 +41,7 @@ function runAll(vt) {
   return out;
 }
 
-for (const build of ['relaxed-mt', 'simd-mt', 'wasi-simd-mt']) {
+for (const build of MT_BUILDS) {
   test(`${build}: every fixture x policy and training, bitwise equal at 1, 2, 3 and 5 threads`, async () => {
     const one = await createVitrine({ wasm: build, threads: 1, wasmDir: WASM_DIR });
     assert.equal(one.threads, 1);

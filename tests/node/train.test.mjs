@@ -10,7 +10,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine, readSafetensors } from './util.mjs';
 import { loadFashionMNIST, loadImageFolder, parseIdx, DataError } from '../../web/data.js';
-import { TrainingRun, DataOrder, makeBatch, knnAccuracy, features, READOUTS } from '../../web/train.js';
+import { TrainingRun, DataOrder, knnAccuracy, features, READOUTS } from '../../web/train.js';
+import { makeBatch } from '../../web/images.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');

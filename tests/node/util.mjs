@@ -33,7 +33,10 @@ export const HOST_FMA = process.arch === 'arm64' || (process.arch === 'x64' && (
 
 // The builds the suite must pass: each plain file on 1 thread, and each shared-memory ("-mt")
 // file with its pool on every core (tests/node/threads.test.mjs: the same bits at any count).
-export const BUILDS = ['simd', 'scalar', 'wasi-simd', 'wasi-scalar', 'relaxed', 'simd-mt', 'wasi-simd-mt', 'relaxed-mt'];
+// (wasm/builds.json, the one list of builds; MT_BUILDS: its shared-memory files)
+const LISTED = JSON.parse(readFileSync(path.join(REPO, 'wasm/builds.json'), 'utf8')).builds;
+export const BUILDS = Object.keys(LISTED);
+export const MT_BUILDS = BUILDS.filter((b) => LISTED[b].threads);
 const engines = new Map();
 export function engine(build) {
   if (!engines.has(build))

@@ -3,14 +3,15 @@
 // WASM_BUILDS), then each test in a fresh temporary directory outside the repository, with the
 // tarball installed by `npm install <tarball>` (its dependencies, pngjs and jpeg-js, from the npm
 // cache, else the registry) and none of the repository's VITRINE_* variables:
-//   contents  the shell, its .d.ts, the CLI and every file of WASM_BUILDS; no C, tests, benchmarks, fixtures
+//   contents  the shell, its .d.ts, the CLI, the docs and every file of wasm/builds.json; no C, tests, benchmarks, fixtures
 //   prepack   its check of build/wasm/ (a missing build file, a stray vitrine-* file) on a made-up directory
 //   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors
 //   cli       npx vitrine plan / parity <fixture> from the installed package, as the repository's CLI
 //   bundler   app/ bundled by Vite (vite build), served on 127.0.0.1, in Debian's Chromium: trains in a
 //             Worker with the loss falling; the same app from Vite's dev server; the same page as plain
 //             <script type="module"> with no bundler; the locateFile option
-//   types     tsc --noEmit on app/example.ts against the shipped vitrine.d.ts
+//   types     tsc --noEmit on app/example.ts (and app/testing-example.ts) against the shipped .d.ts files
+//   ci        docs/testing.md's test file and docs/ci-example.yml's steps, as written, in a scratch project
 // The bundler test skips itself (saying so) when /usr/bin/chromium is absent, as tests/browser does.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname, extname, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
-import { WASM_BUILDS } from '../../web/vitrine.js';
+import { BUILDS as WASM_BUILDS, TABLE, wasmDirProblems } from '../../scripts/prepack.mjs';
 import { falling } from './app/tiny.js';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -34,8 +35,8 @@ if (noBrowser) console.log(`# ${noBrowser}`);
 // Children run as on a user's machine: no VITRINE_* (which would point the shell at this repo's build)
 // and no npm_* variables of an enclosing `npm test`.
 const ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(VITRINE_|npm_)/i.test(k)));
-function run(cmd, args, cwd, { ok = true } = {}) {
-  const r = spawnSync(cmd, args, { cwd, env: ENV, encoding: 'utf8', maxBuffer: 64 << 20 });
+function run(cmd, args, cwd, { ok = true, env = ENV } = {}) {
+  const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 64 << 20 });
   if (ok && r.status !== 0) assert.fail(`${cmd} ${args.join(' ')} (in ${cwd}) exited ${r.status}\n${r.stdout}\n${r.stderr}`);
   return r;
 }
@@ -67,12 +68,15 @@ after(() => { for (const d of temps) rmSync(d, { recursive: true, force: true })
 
 test('contents: the shell, its types, the CLI and every wasm build; nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
-  const want = ['package.json', 'README.md', 'LICENSE', 'web/vitrine.js', 'web/vitrine.d.ts', 'web/cli.js', 'web/train.js',
-    'web/data.js', 'web/eval-worker.js', 'web/classify.js', 'web/classify-cli.js', 'web/pool.js', 'web/pool-worker.js', ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
+  const web = readdirSync(join(REPO, 'web'), { recursive: true }).map((f) => `web/${f.split(sep).join('/')}`).filter((f) => /\.(js|ts)$/.test(f));
+  const docs = readdirSync(join(REPO, 'docs')).map((f) => `docs/${f}`);
+  const want = ['package.json', 'README.md', 'LICENSE', 'wasm/builds.json', 'python/vitrine_dump.py', ...web, ...docs, `build/wasm/${TABLE}`,
+    ...Object.values(WASM_BUILDS).flatMap((b) => b.files.map((f) => `build/wasm/${f}`))];
   assert.deepEqual(files, want.sort());
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8'));
   assert.equal(pkg.private, undefined);
   assert.equal(pkg.exports['.'].types, './web/vitrine.d.ts');
+  assert.deepEqual(pkg.exports['./testing'], { types: './web/testing.d.ts', default: './web/testing.js' });
   assert.equal(pkg.bin.vitrine, 'web/cli.js');
   assert.deepEqual(Object.keys(pkg.dependencies).sort(), ['jpeg-js', 'pngjs']);
   // sizes, for the README
@@ -84,15 +88,14 @@ test('contents: the shell, its types, the CLI and every wasm build; nothing else
   console.log(`${packed.filename}: ${kB(packed.size)} packed, ${kB(packed.unpackedSize)} unpacked, ${packed.files.length} files\n${lines.join('\n')}`);
 });
 
-test('prepack: refuses a build/wasm/ that lacks a file of WASM_BUILDS or holds a vitrine-* it does not list', async () => {
-  const { wasmDirProblems } = await import('../../scripts/prepack.mjs');
+test('prepack: refuses a build/wasm/ that lacks a file of wasm/builds.json or holds a vitrine-* it does not list', () => {
   const d = tempDir('wasmdir');
-  const files = Object.values(WASM_BUILDS).flatMap((b) => b.files);
+  const files = [TABLE, ...Object.values(WASM_BUILDS).flatMap((b) => b.files)];
   for (const f of [...files, 'test_kernels_simd.wasm']) writeFileSync(join(d, f), ''); // test_*: neither shipped nor checked
   assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [], stray: [] });
-  rmSync(join(d, files[1]));
+  rmSync(join(d, files[2]));
   writeFileSync(join(d, 'vitrine-old.wasm'), '');
-  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [files[1]], stray: ['vitrine-old.wasm'] });
+  assert.deepEqual(wasmDirProblems(d, WASM_BUILDS), { missing: [files[2]], stray: ['vitrine-old.wasm'] });
 });
 
 test('node: import vitrine, train with checkpointing, save and reload safetensors', () => {
@@ -126,6 +129,59 @@ test('cli: npx vitrine plan and parity', () => {
   assert.equal(parity.status, 0, parity.stdout + parity.stderr);
   assert.match(parity.stdout, /^PASS /m);
   assert.doesNotMatch(parity.stdout, /FAIL/);
+});
+
+// ---- vitrine/testing in a user's project ------------------------------------------------------
+
+const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
+const pyHas = (mod) => { const r = spawnSync(PY, ['-c', `import ${mod}`]); return !r.error && r.status === 0; };
+const noTorch = pyHas('torch') ? false : `${PY} cannot import torch: the CI example needs a dump (bash scripts/setup.sh installs python3-torch)`;
+
+test('ci: docs/testing.md\'s test file and docs/ci-example.yml\'s steps, as written, pass in a scratch project', { skip: noTorch }, (t) => {
+  const d = tempDir('ci');
+  writeFileSync(join(d, 'package.json'), JSON.stringify({ name: 'my-vit', private: true }, null, 2));
+  run('npm', ['install', '--save-dev', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], d);
+  mkdirSync(join(d, 'test'));
+  const doc = readFileSync(join(REPO, 'docs/testing.md'), 'utf8');
+  writeFileSync(join(d, 'test/vit.test.mjs'), /<!-- user-test:begin -->\n```js\n([\s\S]*?)```\n<!-- user-test:end -->/.exec(doc)[1]);
+  // the dump: the documented command where timm imports, else a torch-only stand-in of timm's ViT
+  const dump = /^python3 (node_modules\/vitrine\/python\/vitrine_dump\.py .*\\\n.*)$/m.exec(doc)[1];
+  if (pyHas('timm') && pyHas('lightly')) run('bash', ['-c', `"${PY}" ${dump}`], d);
+  else {
+    t.diagnostic(`timm / lightly not importable by ${PY}: the dump is python/test_vitrine_dump.py's stand-in of timm's ViT`);
+    run(PY, [join(REPO, 'python/test_vitrine_dump.py'), '--standin-dumps', join(d, 'stand-in')], d);
+    copyFileSync(join(d, 'stand-in/standin_forward_features.safetensors'), join(d, 'test/vit_tiny.safetensors'));
+    rmSync(join(d, 'stand-in'), { recursive: true });
+  }
+  // (NODE_TEST_CONTEXT, set for this file by the enclosing runner, would make their node --test a child)
+  const local = { ...ENV }, ci = { ...ENV, CI: 'true' };
+  for (const k of ['CI', 'NODE_TEST_CONTEXT']) delete local[k];
+  delete ci.NODE_TEST_CONTEXT;
+  // the first run records the golden (which the project commits); the second compares
+  let r = run(process.execPath, ['--test', 'test/'], d, { env: local });
+  assert.ok(existsSync(join(d, 'test/goldens/vit_tiny_encode.safetensors')));
+  r = run(process.execPath, ['--test', 'test/'], d, { env: local });
+  assert.match(r.stdout, /# pass 2\n# fail 0/);
+  // the workflow's `run:` steps in order, as CI runs them
+  const steps = [...readFileSync(join(REPO, 'docs/ci-example.yml'), 'utf8').matchAll(/^ +run: (.*)$/gm)].map((m) => m[1]);
+  assert.deepEqual(steps.map((s) => s.split(' ')[0]), ['npm', 'npx', 'node']);
+  for (const step of steps) run('bash', ['-c', step], d, { env: ci });
+  const parity = readFileSync(join(d, 'reports/parity.xml'), 'utf8'), tests = readFileSync(join(d, 'reports/node-test.xml'), 'utf8');
+  assert.match(parity, /<testsuite name="vitrine parity" tests="1" failures="0" errors="0"/);
+  assert.match(tests, /<testcase name="the encoding of my model has not changed"/);
+  assert.doesNotMatch(tests, /<failure/);
+  // a changed golden fails the test step, in the JUnit report too; a missing one fails in CI
+  const golden = join(d, 'test/goldens/vit_tiny_encode.safetensors'), bytes = readFileSync(golden);
+  bytes[bytes.length - 1] ^= 1;
+  writeFileSync(golden, bytes);
+  r = run('bash', ['-c', steps[2]], d, { env: ci, ok: false });
+  assert.notEqual(r.status, 0);
+  assert.match(readFileSync(join(d, 'reports/node-test.xml'), 'utf8'), /<failure[^>]*>[\s\S]*golden vit_tiny_encode .* differs \(bit for bit\)/);
+  rmSync(golden);
+  r = run('bash', ['-c', steps[2]], d, { env: ci, ok: false });
+  assert.notEqual(r.status, 0);
+  assert.match(r.stdout, /in CI \(CI=true\) a golden is never recorded/);
+  assert.ok(!existsSync(golden));
 });
 
 // ---- the bundler and the browser ---------------------------------------------------------------
@@ -241,9 +297,9 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
 
 // ---- TypeScript --------------------------------------------------------------------------------
 
-test('types: tsc --noEmit on a typed example against the shipped vitrine.d.ts', () => {
+test('types: tsc --noEmit on typed examples against the shipped vitrine.d.ts and testing.d.ts', () => {
   const d = installed('types');
-  copyApp(d, ['example.ts', 'example-browser.ts']);
+  copyApp(d, ['example.ts', 'example-browser.ts', 'testing-example.ts']);
   // the .d.ts names exactly the builds of WASM_BUILDS (a missing key or an excess one is an error)
   writeFileSync(join(d, 'builds.ts'), "import type { WASM_BUILDS } from 'vitrine';\n" +
     `export const names: Record<keyof typeof WASM_BUILDS, true> = ${JSON.stringify(Object.fromEntries(Object.keys(WASM_BUILDS).map((k) => [k, true])))};\n`);
@@ -255,7 +311,7 @@ test('types: tsc --noEmit on a typed example against the shipped vitrine.d.ts', 
   const configs = {
     'tsconfig.browser-nodenext.json': [{ ...browser, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'example-browser.ts']],
     'tsconfig.browser-bundler.json': [{ ...browser, module: 'esnext', moduleResolution: 'bundler' }, ['example.ts', 'example-browser.ts']],
-    'tsconfig.node.json': [{ ...node, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'builds.ts']],
+    'tsconfig.node.json': [{ ...node, module: 'nodenext', moduleResolution: 'nodenext' }, ['example.ts', 'builds.ts', 'testing-example.ts']],
   };
   for (const [name, [compilerOptions, files]] of Object.entries(configs)) {
     writeFileSync(join(d, name), JSON.stringify({ compilerOptions, files }, null, 2));

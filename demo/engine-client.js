@@ -1,0 +1,52 @@
+// engine-client.js: the page's side of the two engine workers (worker.js): the trainer (one
+// model, the training loop, timelines, weights, IndexedDB) and the planner (plans configurations
+// without growing the trainer's memory). A call is a message with an id; the reply carries it back.
+import { setStatus } from './state.js';
+
+class Rpc {
+  constructor(name, onEvent) {
+    this.name = name;
+    this.next = 1;
+    this.pending = new Map();
+    this.w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name });
+    this.w.onmessage = (e) => {
+      const m = e.data;
+      if (m.id && this.pending.has(m.id)) {
+        const { res, rej } = this.pending.get(m.id);
+        this.pending.delete(m.id);
+        if (m.ok) res(m.result); else rej(new Error(m.error));
+      } else if (onEvent) onEvent(m);
+    };
+    this.w.onerror = (e) => {
+      e.preventDefault();
+      const err = new Error(`${name} worker: ${e.message || 'failed to load (see the console)'}`);
+      setStatus(err.message, true);
+      for (const { rej } of this.pending.values()) rej(err);
+      this.pending.clear();
+    };
+  }
+  call(type, payload = {}, transfer = []) {
+    const id = this.next++;
+    return new Promise((res, rej) => {
+      this.pending.set(id, { res, rej });
+      this.w.postMessage({ id, type, ...payload }, transfer);
+    });
+  }
+  terminate() { this.w.terminate(); }
+}
+
+/** The trainer and the planner (live bindings: the planner is replaced when its memory grew). */
+export let trainer = null, planner = null;
+
+/** Starts both workers' engines; resolves to the trainer's init report. */
+export async function startWorkers(onTrainerEvent) {
+  trainer = new Rpc('trainer', onTrainerEvent);
+  const [info] = await Promise.all([trainer.call('init'), startPlanner()]);
+  return info;
+}
+/** A fresh planner (wasm memory never shrinks: one that planned a big model is replaced). */
+export function startPlanner() {
+  if (planner) planner.terminate();
+  planner = new Rpc('planner');
+  return planner.call('init');
+}

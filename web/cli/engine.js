@@ -1,0 +1,60 @@
+// engine.js: the commands' way to the wasm engine, imported only when a command runs it, so that
+// `vitrine --help` and every command's --help work before anything is built. The options every
+// engine command takes (--wasm, --threads) are described here once.
+import { readFileSync } from 'node:fs';
+import { CliError, UsageError, whole } from './args.js';
+
+const BUILDS = JSON.parse(readFileSync(new URL('../../wasm/builds.json', import.meta.url), 'utf8'));
+export const MAX_THREADS = 64;
+
+/** --wasm and --threads, as every command that runs the engine takes them. */
+export const ENGINE_OPTIONS = {
+  wasm: { value: 'BUILD', help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)` },
+  threads: { value: 'N', help: 'kernel threads (default every core; the same bits at any count)', parse: whole(1, MAX_THREADS) },
+};
+
+const missing = (what) => `the WebAssembly build is missing (${what}): run bash scripts/setup.sh, or npm run build`;
+
+/** The shell (web/vitrine.js), with relaxed SIMD turned on in this process before any wasm is
+ * compiled (Node 20 has it behind a V8 flag). A build that is not there is one line, not a stack. */
+export async function shell() {
+  let vitrine;
+  try {
+    vitrine = await import('../vitrine.js');
+  } catch (e) {
+    const m = /(build[/\\]wasm[/\\][^'" ]*)/.exec(e.message);
+    if (e.code === 'ERR_MODULE_NOT_FOUND' && m) throw new CliError(missing(m[1]));
+    throw e;
+  }
+  await vitrine.enableNodeRelaxedSimd();
+  return vitrine;
+}
+
+/** A loaded engine for --wasm / --threads; a build that cannot be loaded here is a usage error (exit 2). */
+export async function loadEngine({ wasm, threads } = {}) {
+  const { createVitrine } = await shell();
+  try {
+    return await createVitrine({ wasm, threads });
+  } catch (e) {
+    if (e.code === 'ENOENT') throw new CliError(missing(e.path));
+    throw new UsageError(e.message);
+  }
+}
+
+/** The names the engine offers, for help texts: { policies, presets }, or null before the build. */
+export async function engineNames() {
+  try {
+    const vt = await loadEngine({ threads: 1 });
+    const names = { policies: vt.policies(), presets: vt.presets() };
+    vt.close();
+    return names;
+  } catch { return null; }
+}
+
+/** The help's closing lines: the checkpointing policies and timm presets, from the engine. */
+export async function namesHelp() {
+  const n = await engineNames();
+  if (!n) return 'POLICY and timm presets: listed here once the engine is built (npm run build).\n';
+  return `POLICY: ${n.policies.join(', ')} (vitrine plan --all-policies shows what each costs)\n` +
+    `timm presets: ${n.presets.join(', ')}\n`;
+}

@@ -1,0 +1,138 @@
+// plan.js: `vitrine plan` -- the bytes a step needs, by kind, before anything is allocated: for
+// anything `vitrine train` runs (any preset or --config, MAE / AIM / classify, train's defaults:
+// fmnist-p7-mlp2, batch 64, checkpointing block) and for a plain encode pass. The numbers are the
+// engine's (Model.planTrainStep: vt_plan_train_step; Model.plan for encode); --budget asks the
+// engine what fits (the policy with the least re-computation, the largest batch), --all-policies
+// plans every policy the engine's search tries. A value that does not exist is left out (text)
+// or null (JSON), never -1. `--objective encode --json` prints what the native build/vitrine plan
+// prints for the same preset, batch and policy.
+import { TRAIN_PRESETS, modelSpec } from '../train.js';
+import { classifierSpec, CLASSIFY_DEFAULTS } from '../classify.js';
+import { CliError, whole, oneOf } from './args.js';
+import { loadEngine, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { readConfig, mib } from './io.js';
+import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
+
+const KINDS = ['params', 'grads', 'optimizer', 'activations', 'total'];
+
+export const command = {
+  name: 'plan',
+  summary: 'the memory of a training step (or an encode pass) by kind, and what fits a budget',
+  usage: 'vitrine plan [options]',
+  description: 'Plans one step before anything is allocated: parameters, gradients, AdamW state and\n' +
+    'activations in bytes, and the forward FLOPs the checkpointing policy re-computes. Defaults: the\n' +
+    `step vitrine train runs (MAE, ${TRAIN_DEFAULTS.preset}, batch ${TRAIN_DEFAULTS.batch}, checkpointing ${TRAIN_DEFAULTS.policy}).`,
+  options: {
+    objective: { value: 'OBJECTIVE', help: 'mae, aim, classify: a training step of that objective (default mae);\nencode: a forward and backward of the encoder (what the native build/vitrine plan plans)',
+      parse: oneOf('mae', 'aim', 'classify', 'encode') },
+    ...MODEL_OPTIONS,
+    batch: { ...MODEL_OPTIONS.batch, parse: whole(1, 2147483647) },
+    classes: { value: 'N', help: 'classify: the classes of the head (default 10)', parse: whole(2, 1000000) },
+    pool: { value: 'token|avg', help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`, parse: oneOf('token', 'avg') },
+    'tokens-kept': { value: 'K', help: 'encode: idx_keep of K tokens per image (default all)', parse: whole(0, 2147483647) },
+    budget: { value: 'BYTES', help: 'bytes the whole step may take: does it fit, the policy with the least\nre-computation that fits, the largest batch that fits (100MB, 2GiB, ... as budget:BYTES)' },
+    'all-policies': { type: 'boolean', help: 'one row per policy the engine tries (none, block, selective, sqrt, every:K)' },
+    json: { type: 'boolean', help: 'one JSON object instead' },
+    ...ENGINE_OPTIONS,
+  },
+  moreHelp: namesHelp,
+  main: ({ values }) => plan(values),
+};
+
+// The model a step of `objective` trains (as vitrine train builds it)
+export function specOf(o, objective) {
+  const config = o.config != null ? readConfig(o.config) : null;
+  const preset = o.preset || TRAIN_DEFAULTS.preset;
+  if (objective === 'mae' || objective === 'aim') return modelSpec(objective, { preset, config });
+  if (objective === 'classify') return classifierSpec({ preset, config, numClasses: o.classes ?? 10, pool: o.pool || CLASSIFY_DEFAULTS.pool });
+  if (config) return { kind: 'lightly', config: config.encoder || config };
+  return TRAIN_PRESETS[preset] ? { kind: 'lightly', config: TRAIN_PRESETS[preset].encoder } : { kind: 'lightly', preset };
+}
+
+// --budget text -> bytes, read by the engine's parser of budget:BYTES
+function budgetOf(vt, text) {
+  try { return vt.parseBytes(text); } catch (e) { throw new CliError(`--budget: ${e.message}`, 2); }
+}
+const flops = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(1)} MFLOP`);
+const pick = (p) => Object.fromEntries(KINDS.map((k) => [k, p[k]]));
+
+async function plan(o) {
+  const objective = o.objective || TRAIN_DEFAULTS.objective;
+  if (o.tokensKept != null && objective !== 'encode') throw new CliError(`--tokens-kept is for --objective encode (${objective} keeps what its step keeps)`, 2);
+  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
+  let spec;
+  try { spec = specOf(o, objective); } catch (e) { throw new CliError(e.message, e instanceof CliError ? e.status : 2); }
+  const vt = await loadEngine(o), nt = vt.threads;
+  let model;
+  try {
+    model = vt.createModel(spec);
+    const policy = o.policy || TRAIN_DEFAULTS.policy;
+    model.setGradCheckpointing(policy);
+    const budget = o.budget != null ? budgetOf(vt, o.budget) : null;
+    const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
+    const maskRatio = objective === 'mae' ? o.maskRatio ?? TRAIN_DEFAULTS.maskRatio : null;
+    const name = o.config != null ? 'config' : o.preset || TRAIN_DEFAULTS.preset, kept = o.tokensKept ?? 0;
+    const stepOf = (p) => {
+      if (objective !== 'encode') return { ...model.planTrainStep({ batch, maskRatio, policy: p, budget: budget ?? 0 }), policy: p };
+      model.setGradCheckpointing(p);
+      return { ...model.plan('encode', { batch, tokensKept: kept, needGrad: true }), policy: p };
+    };
+    const step = stepOf(policy);
+    const rows = o.allPolicies ? model.namedPolicies().map((p) => stepOf(p)) : null;
+    const out = { objective, name, batch, kept, maskRatio, policy, threads: nt, budget, step, rows, dims: model.dims };
+    process.stdout.write(o.json ? jsonOf(out) : textOf(out));
+    return 0;
+  } catch (e) {
+    if (e instanceof CliError) throw e;
+    throw new CliError(e.message);
+  } finally { if (model) model.dispose(); }
+}
+
+// JSON: encode without a budget or rows is the native CLI's object, byte for byte
+function jsonOf({ objective, name, batch, kept, maskRatio, policy, threads, budget, step, rows }) {
+  if (objective === 'encode' && budget == null && !rows) {
+    return `{"preset": "${name}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${threads}, ` +
+      KINDS.map((k) => `"${k}": ${step[k]}`).join(', ') + '}\n';
+  }
+  const fitsOf = (p) => (budget == null ? null : objective === 'encode' ? p.total <= budget : p.fits);
+  const row = (p) => ({ policy: p.policy, ...pick(p), recompute_flops: p.recomputeFlops ?? null, fits: fitsOf(p) });
+  const j = { objective, preset: name === 'config' ? null : name, batch, mask_ratio: maskRatio, tokens_kept: objective === 'encode' ? kept : step.tokensKept,
+    tokens_masked: objective === 'encode' ? null : step.tokensMasked, policy, threads, ...pick(step), recompute_flops: step.recomputeFlops ?? null,
+    policy_met: step.policyMet ?? null, budget, fits: fitsOf(step) };
+  if (budget != null && objective !== 'encode') {
+    j.fit = step.fit ? { policy: step.fit.policy, ...pick(step.fit), recompute_flops: step.fit.recomputeFlops } : null;
+    j.least = step.least ? { policy: step.least.policy, ...pick(step.least) } : null;
+    j.max_batch = step.maxBatch > 0 ? step.maxBatch : null;
+  }
+  if (rows) j.policies = rows.map(row);
+  return JSON.stringify(j) + '\n';
+}
+
+function textOf({ objective, name, batch, kept, maskRatio, policy, threads, budget, step, rows, dims }) {
+  const f = (n) => String(n).padStart(12);
+  let s = objective === 'encode'
+    ? `${name} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`
+    : `${objective.toUpperCase()} ${name} ${dims.img}x${dims.img}x${dims.chans} patch ${dims.patch} dim ${dims.dim} depth ${dims.depth}, batch ${batch}` +
+      `${maskRatio != null ? `, mask ratio ${maskRatio}: ${step.tokensKept} tokens kept, ${step.tokensMasked} masked per image` : ''}, ` +
+      `grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`;
+  s += KINDS.map((k) => `  ${k.padEnd(11)} ${f(step[k])} bytes${k === 'total' ? ` (${mib(step.total)} MiB)` : ''}\n`).join('');
+  if (step.recomputeFlops != null) s += `  re-computed ${flops(step.recomputeFlops).padStart(12)} per step (the forward FLOPs ${policy} runs again in the backward)\n`;
+  if (step.policyMet === false) s += `  no layout meets ${policy}: these are the bytes of the smallest plan\n`;
+  if (budget != null) {
+    const fits = objective === 'encode' ? step.total <= budget : step.fits;
+    s += `budget ${budget} bytes (${mib(budget)} MiB): ${fits ? 'fits' : 'does not fit'}\n`;
+    if (objective !== 'encode') {
+      if (step.fit) s += `  least re-computation that fits: ${step.fit.policy}, total ${step.fit.total} bytes (${mib(step.fit.total)} MiB), re-computes ${flops(step.fit.recomputeFlops)}\n`;
+      else s += `  no policy fits batch ${batch}; the smallest plan: ${step.least.policy}, total ${step.least.total} bytes (${mib(step.least.total)} MiB)\n`;
+      s += step.maxBatch > 0 ? `  largest batch that fits: ${step.maxBatch}${step.maxBatch === batch ? ' (the one asked)' : ''}\n` : '  no batch fits\n';
+    }
+  }
+  if (rows) {
+    const cols = ['policy', ...KINDS.map((k) => `${k} MiB`), 're-computed', ...(budget != null ? ['fits'] : [])];
+    const cells = rows.map((r) => [r.policy, ...KINDS.map((k) => mib(r[k])), r.recomputeFlops != null ? flops(r.recomputeFlops) : '',
+      ...(budget != null ? [(objective === 'encode' ? r.total <= budget : r.fits) ? 'yes' : 'no'] : [])]);
+    const w = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
+    s += [cols, ...cells].map((r) => '  ' + r.map((c, i) => (i ? c.padStart(w[i]) : c.padEnd(w[i]))).join('  ')).join('\n') + '\n';
+  }
+  return s;
+}

@@ -1,0 +1,178 @@
+// engine.js: the Vitrine class, one loaded engine. Its functions are the instance's own exports
+// (every function wasm/exports.c marks VTW_API); the names it offers (model kinds, calls,
+// checkpointing policies, timm presets), its limits and the layout of every result it writes come
+// from the engine itself (vtw_manifest), so nothing here counts positions or copies a C list.
+// Rules kept everywhere: typed-array views over wasm memory are built fresh for each use (memory
+// may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
+// VitrineError carrying the engine's message and status.
+import { VitrineError } from './errors.js';
+import { Model } from './model.js';
+
+const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Array, 8] };
+/** snake_case (C) -> camelCase (JS): 'fit_recompute_flops' -> 'fitRecomputeFlops'. */
+export const camelCase = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
+export class Vitrine {
+  /** low: what web/loader.js hands on for one build; build: its name (without "-mt"). */
+  constructor(low, build) {
+    this._low = low;
+    this.build = build;
+    this._c = low.exports;
+    for (const f of ['manifest', 'malloc', 'free', 'last_error'])
+      if (typeof this._c[f] !== 'function') throw new Error(`wasm build ${build} does not export vtw_${f}`);
+    /** What the engine states about itself: layouts, kinds, calls, policies, presets, limits (vtw_manifest). */
+    this.manifest = JSON.parse(this.cstring(this._c.manifest()));
+    this.simdKernels = this._c.kernels_simd() === 1;
+    this._pool = null;
+    this.threaded = false; // the shared-memory (-mt) file is loaded
+    this.threadsNote = null;
+  }
+
+  /** Threads the engine's kernels use (1 + pool workers). */
+  get threads() { return this._c.threads_max(); }
+  /** Bytes of linear memory the pool's worker stacks take (besides the plan's per-thread scratch). */
+  get threadStackBytes() { return this._pool ? this._pool.stackBytes : 0; }
+  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  close() {
+    if (this._pool) { this._pool.close(); this._pool = null; }
+  }
+  /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
+  _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }
+  /** Tests: chunks of pooled loops each thread has run so far ([caller, worker 1, ...]). */
+  _chunksRun() { return Array.from({ length: this.threads }, (_, t) => this._c.threads_chunks_run(t)); }
+
+  // ---- memory: fresh views on every use, never kept across a call into wasm. @internal: the
+  // shell's own helpers (web/model.js), not declared in vitrine.d.ts ----
+  /** @internal */ u8() { return new Uint8Array(this._low.buffer()); }
+  /** @internal */ f32(ptr, n) { return new Float32Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ f64(ptr, n) { return new Float64Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ u32(ptr, n) { return new Uint32Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ i32(ptr, n) { return new Int32Array(this._low.buffer(), ptr >>> 0, n); }
+
+  /** @internal */ alloc(bytes) {
+    const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
+    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
+    return p;
+  }
+  /** @internal */ free(p) { if (p) this._c.free(p); }
+  /** @internal */ copyIn(bytes) { // a typed array -> a new wasm allocation
+    const src = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const p = this.alloc(src.length);
+    this.u8().set(src, p);
+    return p;
+  }
+  /** @internal */ cstring(ptr) {
+    ptr >>>= 0;
+    if (!ptr) return null;
+    const u8 = this.u8();
+    let end = ptr;
+    while (u8[end]) end++;
+    return new TextDecoder().decode(u8.slice(ptr, end)); // a copy: decode() refuses shared memory
+  }
+  /** @internal */ str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
+  /** @internal Runs fn(...ptrs) with C strings made from strs, freed afterwards. */
+  withStrings(strs, fn) {
+    const ptrs = [];
+    try {
+      for (const s of strs) ptrs.push(s == null ? 0 : this.str(s));
+      return fn(...ptrs);
+    } finally { ptrs.forEach((p) => this.free(p)); }
+  }
+  /** @internal */ error(status) {
+    const msg = this.cstring(this._c.last_error()) || 'unknown error';
+    return new VitrineError(msg, status);
+  }
+  /** @internal */ check(rc) { if (rc < 0) throw this.error(rc); return rc; }
+
+  // ---- results laid out by name (vtw_manifest's layouts) ----
+  _layout(name) {
+    const L = this.manifest.layouts[name];
+    if (!L) throw new Error(`the engine describes no layout '${name}'`);
+    const width = L.type === 'text' ? this.manifest.limits.policy_text_max : ELEMENT[L.type][1];
+    return { ...L, width, bytes: L.size * width };
+  }
+  /** @internal The fields of layout `name` at ptr, by name (camelCase): numbers, or strings for a text layout. */
+  readLayout(name, ptr) {
+    const L = this._layout(name), out = {};
+    const view = L.type === 'text' ? null : new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
+    for (const [f, i] of Object.entries(L.fields))
+      out[camelCase(f)] = view ? view[i] : this.cstring((ptr >>> 0) + i * L.width) || '';
+    return out;
+  }
+  /** @internal Writes the fields of `values` (camelCase names; every field of the layout) at ptr. */
+  writeLayout(name, ptr, values) {
+    const L = this._layout(name), view = new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
+    for (const [f, i] of Object.entries(L.fields)) {
+      const v = values[camelCase(f)];
+      if (v == null) throw new Error(`${name}: no value for ${camelCase(f)}`);
+      view[i] = Number(v);
+    }
+  }
+  /** @internal Calls fn(...ptrs) with a zeroed array for each layout named (filled from `inputs[i]` when
+   * given), checks its status and returns the layouts' fields by name (an array of objects). */
+  withLayouts(names, fn, inputs = []) {
+    const ptrs = [];
+    try {
+      names.forEach((n, i) => {
+        const L = this._layout(n), p = this.alloc(L.bytes);
+        ptrs.push(p);
+        this.u8().fill(0, p, p + L.bytes);
+        if (inputs[i]) this.writeLayout(n, p, inputs[i]);
+      });
+      this.check(fn(...ptrs));
+      return names.map((n, i) => this.readLayout(n, ptrs[i]));
+    } finally { ptrs.forEach((p) => this.free(p)); }
+  }
+  /** @internal Bytes the engine allocated and handed out through a bytes_out layout (fn(ptr)), copied, then freed. */
+  takeBytes(fn) {
+    const [{ ptr, len }] = this.withLayouts(['bytes_out'], fn);
+    const bytes = this.u8().slice(ptr, ptr + len);
+    this.free(ptr);
+    return bytes;
+  }
+
+  /** The timm preset names the engine knows (vit_tiny_patch16_224, ...). */
+  presets() { return [...this.manifest.presets]; }
+  /** The checkpointing policies as the engine reads them: none, block, every:K, sqrt, budget:BYTES,
+   * selective (Model.namedPolicies() gives the concrete ones a model's budget search tries). */
+  policies() { return [...this.manifest.policies]; }
+
+  /** A byte count as the policy budget:BYTES reads it ('300MB' -> 300000000, '256MiB', ...). */
+  parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
+
+  /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
+   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
+  createModel({ preset, config, kind = 'timm' } = {}) {
+    const k = this.manifest.kinds.indexOf(kind);
+    if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
+    const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
+    const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
+    const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(k, p, j, bytes));
+    this.check(h);
+    return new Model(this, h, kind);
+  }
+
+  /** Runs a parity file (docs/parity-format.md) through the engine's parity harness. Returns its
+   * result; `json` holds the result as the harness wrote it (what the CLIs print), with `file` in
+   * it when given; with dump, `dump` holds the safetensors bytes of what the engine computed.
+   * readError: the file could not be read (bytes are ignored): a failed result saying so. */
+  parity(bytes, { policy = null, dump = false, file = null, readError = null } = {}) {
+    const u8 = bytes == null ? new Uint8Array(0) : bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const p = this.copyIn(u8), L = this._layout('parity_out'), out = this.alloc(L.bytes);
+    try {
+      const rc = this.withStrings([policy || '', file || '', readError || ''],
+        (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
+      const { json: jp, jsonLen, dump: dp, dumpLen } = this.readLayout('parity_out', out);
+      const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jsonLen)) : null;
+      const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
+      result.json = json;
+      if (dp) result.dump = this.u8().slice(dp, dp + dumpLen);
+      this.free(jp);
+      this.free(dp);
+      return result;
+    } finally { this.free(p); this.free(out); }
+  }
+
+  /** The wasm linear memory, in bytes. */
+  memory() { return { linear: this._low.buffer().byteLength }; }
+}

@@ -1,0 +1,198 @@
+// images.js: the one pixel pipeline, the same code in Node and in the browser:
+//   decode -> resize (shorter side to the model's size) -> centre crop -> channels -> normalise
+// Decoding is the platform's: in Node web/data.js's decodeImage (pngjs / jpeg-js behind header
+// checks), in a browser decodeBlob here (createImageBitmap without colour conversion or
+// premultiplication, read back through a canvas). Everything after it is this file, so a model
+// trained in Node sees the pixels the tab predicts on (tests/browser/pixels.test.mjs: the same
+// PNG and JPEG bytes through Node and through Chromium). No I/O, no Node modules.
+//
+// Against torchvision's Resize(size) + CenterCrop(size) + ToTensor() + Normalize(mean, std) on a
+// PIL image (what timm's eval transform does with crop_pct 1), it differs exactly here:
+//   - the long side: torchvision int(size * long / short) (truncated), here Math.round(long * size / short);
+//   - the crop offset: torchvision int(round((resized - size) / 2)) (Python rounds half to even),
+//     here floor((resized - size) / 2): they differ when resized - size is 3 mod 4;
+//   - shrinking (antialiasing): PIL's bilinear is a tent filter as wide as two source pixels per
+//     output pixel; here an area (box) average over exactly the source interval of the output pixel;
+//   - growing: both interpolate bilinearly between pixel centres (align_corners=False), edge pixels
+//     repeated; PIL rounds to 8 bits between its horizontal and vertical pass, this keeps floats
+//     and rounds once, to bytes, at the end;
+//   - grey from colour: (R + G + B) / 3 here, ITU-R 601 luma (0.299 R + 0.587 G + 0.114 B) in PIL's
+//     convert('L') and torchvision's Grayscale; colour from grey repeats it in both; alpha is
+//     dropped in both (no compositing);
+//   - normalise: (v / 255 - mean) / std, computed in double and rounded to float32 once;
+//     torchvision rounds each of its float32 operations (a difference of at most an ulp or so).
+import { VitrineError } from './errors.js';
+
+export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
+export const IMAGENET_STD = [0.229, 0.224, 0.225];
+
+/** Per-channel mean / std for a model of `chans` channels (ImageNet's by default; timm's
+ * pretrained_cfg gives others). Given 3 values and a 1-channel model, the grey channel (the average
+ * of R, G, B) uses the average of the three (ImageNet: mean 0.449, std 0.226); given one value,
+ * every channel uses it. */
+export function channelStats(chans, { mean = IMAGENET_MEAN, std = IMAGENET_STD } = {}) {
+  const avg = (a) => a.reduce((x, y) => x + y, 0) / a.length;
+  const pick = (a) => (chans === 1 ? [a.length === 1 ? a[0] : avg(a)] : Array.from({ length: chans }, (_, c) => a[c % a.length]));
+  return { mean: pick(mean), std: pick(std) };
+}
+
+// ---- resize, centre crop, channels ------------------------------------------------------------
+
+// Per-axis resampling taps [source index, weight] from `src` samples to `dst` (after scaling by
+// `scale` and skipping `offset` destination samples): area average when shrinking, bilinear when growing.
+function axisWeights(src, dst, scale, offset) {
+  const out = [];
+  for (let o = 0; o < dst; o++) {
+    const taps = [];
+    if (scale >= 1) { // area: the source interval [a, b) of output pixel o
+      const a = (o + offset) * scale, b = (o + offset + 1) * scale;
+      for (let s = Math.floor(a); s < Math.min(src, Math.ceil(b)); s++) {
+        const w = Math.min(b, s + 1) - Math.max(a, s);
+        if (w > 0) taps.push([s, w / scale]);
+      }
+    } else { // bilinear, pixel centres (align_corners=False)
+      const c = (o + offset + 0.5) * scale - 0.5;
+      const s0 = Math.floor(c), f = c - s0;
+      const clamp = (v) => Math.min(src - 1, Math.max(0, v));
+      taps.push([clamp(s0), 1 - f], [clamp(s0 + 1), f]);
+    }
+    out.push(taps);
+  }
+  return out;
+}
+
+/** Interleaved pixels (RGBA: srcChans 4, RGB 3, grey 1) of w x h -> Uint8Array [chans, size, size]:
+ * the shorter side resized to `size`, the centre `size` x `size` kept, then the model's channels
+ * (1: the average (R+G+B)/3; 3 from grey: repeated). */
+export function resizeCrop(src, w, h, srcChans, size, chans) {
+  if (!(w > 0 && h > 0)) throw new VitrineError(`an empty ${w}x${h} image`, -1);
+  const short = Math.min(w, h), scale = short / size;
+  const rw = Math.round(w / scale), rh = Math.round(h / scale); // resized size
+  const ox = Math.floor((rw - size) / 2), oy = Math.floor((rh - size) / 2);
+  const wx = axisWeights(w, size, scale, ox), wy = axisWeights(h, size, scale, oy);
+  const out = new Uint8Array(chans * size * size);
+  const plane = new Float32Array(w * h), tmp = new Float32Array(size * h);
+  for (let c = 0; c < chans; c++) {
+    for (let i = 0; i < w * h; i++) { // the source plane for output channel c
+      if (srcChans === 1) plane[i] = src[i];
+      else if (chans === 1) plane[i] = (src[srcChans * i] + src[srcChans * i + 1] + src[srcChans * i + 2]) / 3;
+      else plane[i] = src[srcChans * i + (c % 3)];
+    }
+    for (let y = 0; y < h; y++) for (let x = 0; x < size; x++) {
+      let v = 0;
+      for (const [s, wt] of wx[x]) v += wt * plane[y * w + s];
+      tmp[y * size + x] = v;
+    }
+    for (let y = 0; y < size; y++) for (let x = 0; x < size; x++) {
+      let v = 0;
+      for (const [s, wt] of wy[y]) v += wt * tmp[s * size + x];
+      out[c * size * size + y * size + x] = Math.max(0, Math.min(255, Math.round(v)));
+    }
+  }
+  return out;
+}
+
+/** A data set ({ n, chans, size, pixels: Uint8Array [n, chans, size, size], ... }) at another size
+ * and channel count, every image through resizeCrop (the data set itself when they already match). */
+export function adapt(ds, size, chans) {
+  if (ds.size === size && ds.chans === chans) return ds;
+  if (ds.chans !== 1 && ds.chans < 3) throw new VitrineError(`${ds.name}: ${ds.chans}-channel images: only grey (1) or colour (3+) convert`, -1);
+  const per = chans * size * size, src = ds.chans * ds.size * ds.size, out = new Uint8Array(ds.n * per);
+  const hwc = new Uint8Array(src), px = ds.size * ds.size;
+  for (let i = 0; i < ds.n; i++) { // CHW -> interleaved for resizeCrop
+    const im = ds.pixels.subarray(i * src, (i + 1) * src);
+    for (let c = 0; c < ds.chans; c++) for (let k = 0; k < px; k++) hwc[k * ds.chans + c] = im[c * px + k];
+    out.set(resizeCrop(hwc, ds.size, ds.size, ds.chans, size, chans), i * per);
+  }
+  return { ...ds, chans, size, pixels: out };
+}
+
+// ---- normalise ------------------------------------------------------------------------------------
+
+// (v / 255 - mean) / std as float32 for every byte value v, per channel
+function normaliseTables(chans, stats) {
+  const { mean, std } = channelStats(chans, stats);
+  return mean.map((m, c) => Float32Array.from({ length: 256 }, (_, v) => (v / 255 - m) / std[c]));
+}
+
+/** Images `indices` of a data set -> normalised Float32Array NCHW, (v / 255 - mean) / std with
+ * channelStats(ds.chans, stats) (ImageNet's by default). `out`: a buffer to reuse. */
+export function makeBatch(ds, indices, out = null, stats = {}) {
+  const per = ds.chans * ds.size * ds.size, px = ds.size * ds.size, lut = normaliseTables(ds.chans, stats);
+  out = out || new Float32Array(indices.length * per);
+  for (let c = 0; c < ds.chans; c++) {
+    const t = lut[c], o = c * px;
+    for (let j = 0; j < indices.length; j++) {
+      const src = indices[j] * per + o, dst = j * per + o;
+      for (let k = 0; k < px; k++) out[dst + k] = t[ds.pixels[src + k]];
+    }
+  }
+  return out;
+}
+
+/** Normalised NCHW floats (image b) -> RGBA bytes (W*H*4), undoing mean / std (as channelStats);
+ * grey images are repeated over R, G, B. For showing inputs and reconstructions. */
+export function toRGBA(nchw, { chans, img }, b = 0, stats = {}) {
+  const { mean, std } = channelStats(chans, stats);
+  const px = img * img, base = b * chans * px, out = new Uint8ClampedArray(4 * px);
+  for (let i = 0; i < px; i++) {
+    for (let k = 0; k < 3; k++) {
+      const c = chans === 1 ? 0 : k % chans;
+      out[4 * i + k] = Math.round(255 * (nchw[base + c * px + i] * std[c] + mean[c]));
+    }
+    out[4 * i + 3] = 255;
+  }
+  return out;
+}
+
+// ---- the API's image inputs -------------------------------------------------------------------------
+
+const isImageLike = (x) => x && typeof x === 'object' && typeof x.width === 'number' && typeof x.height === 'number' &&
+  (x.data instanceof Uint8ClampedArray || x.data instanceof Uint8Array);
+const isBitmap = (x) => typeof ImageBitmap !== 'undefined' && x instanceof ImageBitmap;
+
+/** An ImageBitmap's RGBA pixels at its own size (browser: an OffscreenCanvas, else a canvas). */
+export function bitmapPixels(bm) {
+  const canvas = typeof OffscreenCanvas !== 'undefined' ? new OffscreenCanvas(bm.width, bm.height)
+    : typeof document !== 'undefined' ? Object.assign(document.createElement('canvas'), { width: bm.width, height: bm.height }) : null;
+  if (!canvas) throw new VitrineError('ImageBitmap input needs a canvas (a browser)', -1);
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
+  ctx.drawImage(bm, 0, 0);
+  const d = ctx.getImageData(0, 0, bm.width, bm.height);
+  return { width: d.width, height: d.height, data: d.data };
+}
+
+/** Browser decoding: a Blob / File (PNG, JPEG, whatever the browser reads) -> { width, height,
+ * data: RGBA }, decoded without colour-space conversion or premultiplied alpha (pixels with
+ * alpha < 255 may still lose a level of RGB through the canvas). Throws when it is not an image. */
+export async function decodeBlob(blob) {
+  const bm = await createImageBitmap(blob, { colorSpaceConversion: 'none', premultiplyAlpha: 'none' });
+  try { return bitmapPixels(bm); } finally { bm.close(); }
+}
+
+/** Images as the model takes them: Float32Array NCHW passes through (its length checked);
+ * ImageBitmap (any size) and ImageData-like { width, height, data: RGBA } (the model's size) go
+ * through the pipeline: resizeCrop to the model's size and channels, then (v / 255 - mean) / std
+ * with stats { mean, std } (ImageNet's by default). Returns { data, batch }. */
+export function toNCHW(images, { img, chans }, stats = {}) {
+  const per = chans * img * img;
+  if (images instanceof Float32Array) {
+    if (images.length === 0 || images.length % per)
+      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1);
+    return { data: images, batch: images.length / per };
+  }
+  const list = Array.isArray(images) ? images : [images];
+  if (!list.length) throw new VitrineError('images: empty list', -1);
+  const pixels = new Uint8Array(list.length * per);
+  list.forEach((im, b) => {
+    const bitmap = isBitmap(im);
+    if (bitmap) im = bitmapPixels(im);
+    if (!isImageLike(im) || im.data.length !== 4 * im.width * im.height)
+      throw new VitrineError('images: expected Float32Array (NCHW), ImageData (RGBA) or ImageBitmap', -1);
+    if (!bitmap && (im.width !== img || im.height !== img)) // pixels the caller prepared: the model's size
+      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img} (decodeBlob + resizeCrop, or an ImageBitmap, resize)`, -1);
+    pixels.set(resizeCrop(im.data, im.width, im.height, 4, img, chans), b * per);
+  });
+  const ds = { chans, size: img, pixels };
+  return { data: makeBatch(ds, Int32Array.from(list, (_, i) => i), null, stats), batch: list.length };
+}

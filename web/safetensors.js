@@ -1,0 +1,41 @@
+// safetensors.js: the safetensors header in JavaScript -- read it, read its __metadata__, add to
+// it. The engine reads and writes the tensors themselves (Model.loadSafetensors / saveSafetensors);
+// this is for what travels beside them: a checkpoint's run settings, a classifier's class names,
+// an encoder's timm_kwargs. Browser and Node alike (no I/O).
+import { VitrineError } from './errors.js';
+
+/** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
+ * __metadata__) and its length in bytes (the data section starts at 8 + length). */
+export function readSafetensorsHeader(bytes) {
+  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3);
+  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
+  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
+  let h;
+  try { h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))); } catch (e) {
+    throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3);
+  }
+  if (!h || typeof h !== 'object' || Array.isArray(h)) throw new VitrineError('safetensors: the header is not a JSON object', -3);
+  return { length: n, header: h };
+}
+
+/** The __metadata__ of safetensors bytes ({} when none; e.g. a training state: format, kind,
+ * model_config, train_config, step, rng, grad_checkpointing). */
+export function readSafetensorsMeta(bytes) {
+  return readSafetensorsHeader(bytes).header.__metadata__ || {};
+}
+
+/** The same safetensors bytes with extra __metadata__ entries (string values; others are JSON
+ * text); the tensor bytes are untouched (their offsets are relative to the data section). */
+export function withMetadata(bytes, extra) {
+  const { length: n, header } = readSafetensorsHeader(bytes);
+  header.__metadata__ = { ...(header.__metadata__ || {}) };
+  for (const [k, v] of Object.entries(extra)) header.__metadata__[k] = typeof v === 'string' ? v : JSON.stringify(v);
+  let text = JSON.stringify(header);
+  while ((8 + new TextEncoder().encode(text).length) % 8) text += ' ';
+  const h = new TextEncoder().encode(text), out = new Uint8Array(8 + h.length + bytes.length - 8 - n);
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
+  out.set(h, 8);
+  out.set(bytes.subarray(8 + n), 8 + h.length);
+  return out;
+}
