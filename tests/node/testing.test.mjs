@@ -199,8 +199,14 @@ test('junitReport escapes what XML cannot hold and counts failures and errors ap
 // Runs fn with environment variables set (undefined: removed), restoring them after.
 function withEnv(vars, fn) {
   const old = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
-  for (const [k, v] of Object.entries(vars)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
-  try { return fn(); } finally { for (const [k, v] of Object.entries(old)) if (v === undefined) delete process.env[k]; else process.env[k] = v; }
+  const set = (o) => { for (const [k, v] of Object.entries(o)) if (v === undefined) delete process.env[k]; else process.env[k] = v; };
+  set(vars);
+  // an async fn keeps the variables until it settles (a plain finally would restore them at its first await)
+  let r;
+  try { r = fn(); } catch (e) { set(old); throw e; }
+  if (r && typeof r.then === 'function') return r.finally(() => set(old));
+  set(old);
+  return r;
 }
 const NOCI = { CI: undefined, VITRINE_UPDATE_GOLDENS: undefined };
 
