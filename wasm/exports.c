@@ -47,10 +47,11 @@ static vt_model *get(int h) {
     F(mask_ratio) F(label_smoothing)
 #define BYTES_OUT(F) F(ptr) F(len) /* a malloc'd buffer handed to JS (it frees it with vtw_free) */
 #define PARITY_OUT(F) F(json) F(json_len) F(dump) F(dump_len)
+#define STEP_INPUTS(F) F(idx_keep) F(idx_mask) F(mask) F(n_keep) F(n_mask) /* vt_train_step_begin's in */
 /* name, element type (as JS reads it), field list */
 #define VTW_LAYOUTS(L) L(model_dims, i32, MODEL_DIMS) L(plan_bytes, f64, PLAN_BYTES) L(step_plan, f64, STEP_PLAN) \
     L(step_plan_text, text, STEP_PLAN_TEXT) L(arena_stats, f64, ARENA_STATS) L(train_config, f64, TRAIN_CONFIG) \
-    L(bytes_out, u32, BYTES_OUT) L(parity_out, u32, PARITY_OUT)
+    L(bytes_out, u32, BYTES_OUT) L(parity_out, u32, PARITY_OUT) L(step_inputs, u32, STEP_INPUTS)
 
 /* LAYOUT_field: the index of each field (MODEL_DIMS_img_size, ...), LAYOUT_SIZE: the count */
 #define VTW_INDEX(layout, type, FIELDS) enum { FIELDS(VTW_INDEX_##layout) layout##_SIZE };
@@ -62,6 +63,7 @@ static vt_model *get(int h) {
 #define VTW_INDEX_train_config(f) train_config_##f,
 #define VTW_INDEX_bytes_out(f) bytes_out_##f,
 #define VTW_INDEX_parity_out(f) parity_out_##f,
+#define VTW_INDEX_step_inputs(f) step_inputs_##f,
 VTW_LAYOUTS(VTW_INDEX)
 
 /* The calls of vt_fn by name (the enum's order is the engine's). */
@@ -99,6 +101,8 @@ VTW_API const char *vtw_manifest(void) {
     for (int i = 0; vt_policy_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_policy_name(i));
     PUT("], \"presets\": [");
     for (int i = 0; vt_preset_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_preset_name(i));
+    PUT("], \"regions\": [");
+    for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
     PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
 #undef PUT
@@ -564,6 +568,37 @@ VTW_API int vtw_kernel_contract(uint32_t out[bytes_out_SIZE]) {
     out[bytes_out_ptr] = (uint32_t)(uintptr_t)text;
     out[bytes_out_len] = (uint32_t)len;
     return rc;
+}
+
+/* A step replayed elsewhere (docs/kernels.md, "Running a step elsewhere"; web/webgpu/backend.js).
+ * Region r's base in wasm memory (0 when the model has none yet) and its bytes in *bytes. */
+VTW_API void *vtw_model_region(int h, int r, double *bytes) {
+    vt_model *m = get(h);
+    uint64_t n = 0;
+    void *p = m && r > VT_REG_NONE && r < VT_REG_COUNT ? vt_model_region(m, (vt_region)r, &n) : NULL;
+    if (bytes) *bytes = (double)n;
+    return p;
+}
+/* The inputs of the next step (vt_train_step_begin): where its indices and mask are (out:
+ * step_inputs; 0 when unused) and the scalars region's inputs in sc (32 bytes, vt_scalars). */
+VTW_API int vtw_train_step_begin(int h, const float *images, const int32_t *labels, int batch,
+                                 uint32_t out[step_inputs_SIZE], vt_scalars *sc) {
+    GET_OR_FAIL(m, h);
+    if (!out || !sc) return vt_fail(VT_ERR_ARG, "train step begin: NULL argument");
+    vt_inputs in;
+    int rc = vt_train_step_begin(m, images, labels, batch, &in, sc);
+    if (rc) return rc;
+    out[step_inputs_idx_keep] = (uint32_t)(uintptr_t)in.idx_keep;
+    out[step_inputs_idx_mask] = (uint32_t)(uintptr_t)in.idx_mask;
+    out[step_inputs_mask] = (uint32_t)(uintptr_t)in.mask;
+    out[step_inputs_n_keep] = (uint32_t)in.n_keep;
+    out[step_inputs_n_mask] = (uint32_t)in.n_mask;
+    return VT_OK;
+}
+/* Commits the step with the replay's scalars (32 bytes, vt_scalars): VT_ERR_NUMERIC when it was refused. */
+VTW_API int vtw_train_step_end(int h, const vt_scalars *sc) {
+    GET_OR_FAIL(m, h);
+    return vt_train_step_end(m, sc);
 }
 
 /* Tests: the replay oracle's case i under policy p (reference 0/1): 1 pass, 0 fail (err says why),

@@ -35,6 +35,7 @@ export class Vitrine {
   /** Stops the pool's workers; the engine goes on with 1 thread. */
   close() {
     if (this._pool) { this._pool.close(); this._pool = null; }
+    if (this.backend && this.backend.gpu) { this.backend.gpu.destroy(); this.backend = { ...this.backend, name: 'wasm', reason: 'closed' }; }
   }
   /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
   _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }

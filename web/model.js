@@ -5,6 +5,7 @@
 // pipeline (web/images.js). Results come back by name through the engine's layouts.
 import { VitrineError } from './errors.js';
 import { toNCHW } from './images.js';
+import { GpuTrainer } from './webgpu/backend.js';
 
 // A view of a model's memory that cannot outlive the model: every access checks that the model is
 // alive (after dispose() it throws a VitrineError: writing through an old view would wreck the next
@@ -57,6 +58,15 @@ export class Model {
     const [d] = vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p));
     this.dims = { img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth, heads: d.numHeads,
       prefix: d.prefixTokens };
+    // the WebGPU backend (createVitrine({ backend })): training steps replayed on the GPU
+    this._gpu = vt.backend && vt.backend.name === 'webgpu' ? new GpuTrainer(this, vt.backend.gpu) : null;
+  }
+  // wasm memory must hold the newest state (after GPU steps: await sync() first); then a writer of
+  // the state marks the GPU copy stale
+  _wasmState(what, writes = true) {
+    if (!this._gpu) return;
+    if (this._gpu.dirty) throw new VitrineError(`${what}: the model's newest state is on the GPU (trainStepAsync): await model.sync() first`, -7);
+    if (writes) this._gpu.invalidate();
   }
   get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
   _fn(name) { // a call's number (vt_fn) from its name
@@ -67,6 +77,7 @@ export class Model {
 
   dispose() {
     if (!this._h) return;
+    this._gpu?.destroy();
     this._freeInputs();
     this._vt._c.model_free(this._h);
     this._h = 0;
@@ -76,6 +87,8 @@ export class Model {
   /** requires_grad for parameters named `name` or under `name.` ('' = all). Returns the count. */
   setRequiresGrad(name, on = true) {
     const c = this._c;
+    this._wasmState('setRequiresGrad');
+    this._gpu?.invalidate({ rerecord: true }); // the gradient layout changes
     return this._vt.check(this._vt.withStrings([name], (n) => c.set_requires_grad(this._h, n, on ? 1 : 0)));
   }
   zeroGrad() { this._c.zero_grad(this._h); }
@@ -126,6 +139,7 @@ export class Model {
   // ---- weights ----
   loadSafetensors(bytes, { modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState('loadSafetensors');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const p = vt.copyIn(u8);
     try {
@@ -141,6 +155,7 @@ export class Model {
    * before the trainer is set up. */
   initFrom(bytes, { strict = false } = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState('initFrom');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const p = vt.copyIn(u8);
     try {
@@ -151,12 +166,14 @@ export class Model {
   }
   saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState('saveSafetensors', false);
     return vt.withStrings([modelPrefix, filePrefix], (mp, fp) => vt.takeBytes((out) => c.save_safetensors(this._h, mp, fp, out)));
   }
 
   // ---- calls ----
   _run(fn, images, opts = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState(fn, opts.needGrad);
     const { data, batch } = toNCHW(images, this.dims, opts);
     const idxMask = toIndices('idxMask', opts.idxMask, batch);
     const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
@@ -300,6 +317,7 @@ export class Model {
    * bits everywhere). MAE: xavier Linears, frozen sin-cos pos_embed; see vt_init_weights. */
   initWeights(seed = 0) {
     const [lo, hi] = seedHalves(seed);
+    this._wasmState('initWeights');
     this._vt.check(this._c.init_weights(this._h, lo, hi));
     this._last = null;
   }
@@ -320,6 +338,8 @@ export class Model {
       if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     for (const k of known) if (options[k] != null) t[k] = options[k];
     const [lo, hi] = seedHalves(t.seed);
+    this._wasmState('trainerInit');
+    this._gpu?.invalidate({ rerecord: true }); // the mask ratio is part of the recording
     vt.withLayouts(['train_config'], (cfg) => c.trainer_init(this._h, cfg, lo, hi), [t]);
     this._last = null;
     return t;
@@ -330,6 +350,7 @@ export class Model {
     const vt = this._vt, c = this._c, x = toNCHW(images, this.dims, opts);
     if (batch != null && batch !== x.batch) throw new VitrineError(`${what}: batch ${batch} given, the images hold ${x.batch}`, -1);
     if (labels && labels.length !== x.batch) throw new VitrineError(`${what}: ${labels.length} labels for ${x.batch} images`, -1);
+    this._wasmState(what);
     this._freeInputs();
     this._last = null;
     const pImg = vt.copyIn(x.data);
@@ -351,6 +372,18 @@ export class Model {
    * labels (Int32Array or array of class indices, one per image), backward, clipping, AdamW.
    * Images as for trainStep. Returns the loss; a non-finite one throws and changes nothing. */
   trainStepLabels(images, labels, opts = {}) { return this._step('trainStepLabels', images, null, Int32Array.from(labels), opts); }
+  /** trainStep on the model's backend: with backend 'webgpu' the recorded step replayed on the GPU
+   * (web/webgpu/backend.js; the newest state then stays there until sync()), else trainStep. */
+  async trainStepAsync(images, batch, opts = {}) {
+    return this._gpu ? this._gpu.trainStep(images, batch, null, opts) : this.trainStep(images, batch, opts);
+  }
+  /** trainStepLabels on the model's backend (as trainStepAsync). */
+  async trainStepLabelsAsync(images, labels, opts = {}) {
+    return this._gpu ? this._gpu.trainStep(images, null, Int32Array.from(labels), opts) : this.trainStepLabels(images, labels, opts);
+  }
+  /** After GPU steps: copies the parameters, gradients and AdamW state back into wasm memory,
+   * where saving, evaluating and wasm steps read them (a no-op on the wasm backend). */
+  async sync() { if (this._gpu) await this._gpu.pull(); }
 
   /** A training step of `batch` images (a classifier's with `labels`), or call 'encode' and its backward,
    * recorded, not run (docs/kernels.md): the engine's summary, or with json its list of kernel calls. */
@@ -372,12 +405,16 @@ export class Model {
 
   /** Everything a resumed run needs (parameters, AdamW m / v, step, mask generator, configs) as
    * safetensors bytes; loadTrainState continues bit for bit. */
-  saveTrainState() { return this._vt.takeBytes((out) => this._c.train_state_save(this._h, out)); }
+  saveTrainState() {
+    this._wasmState('saveTrainState', false);
+    return this._vt.takeBytes((out) => this._c.train_state_save(this._h, out));
+  }
   /** All or nothing; the model's config must be the saved one (initWeights first, so the same
    * parameters are frozen). */
   loadTrainState(bytes) {
     const vt = this._vt, c = this._c;
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    this._wasmState('loadTrainState');
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
@@ -392,6 +429,7 @@ export class Model {
     const vt = this._vt, c = this._c;
     if (!this._last || this._last.fn !== 'loss')
       throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
+    if (this._last.gpu) throw new VitrineError('visualize: the last step ran on the GPU (its forward stays there); call loss() after sync()', -7);
     const n = this._last.nImages, { chans, img } = this.dims;
     const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
     try {

@@ -17,6 +17,7 @@ import { buildName, fallbackBuild, loadBuild, WASM_BUILDS } from './loader.js';
 import { startPool, hostCores, threadsUnavailableReason } from './pool.js';
 import { Vitrine } from './engine.js';
 import { VitrineError } from './errors.js';
+import { chooseBackend } from './webgpu/backend.js';
 
 export { simdSupported, relaxedSimdSupported, enableNodeRelaxedSimd, loadReactor, WASM_BUILDS } from './loader.js';
 export { wasiShim, WasiExit } from './wasi-shim.js';
@@ -27,7 +28,7 @@ export { IMAGENET_MEAN, IMAGENET_STD, channelStats, toRGBA, resizeCrop, makeBatc
 export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './safetensors.js';
 
 /**
- * createVitrine({ wasm, threads, locateFile, wasmDir }) -> Promise<Vitrine>
+ * createVitrine({ wasm, threads, locateFile, wasmDir, backend, gpu }) -> Promise<Vitrine>
  * wasm: a name of WASM_BUILDS (wasm/builds.json; a shared-memory "-mt" file is asked for even at 1
  * thread) or 'wasi'.
  * Default: 'relaxed' (SIMD128 + fused multiply-add) where relaxed SIMD validates, else 'simd'
@@ -46,6 +47,11 @@ export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './safe
  * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
  * elsewhere (in Node also $VITRINE_WASM_DIR / $VITRINE_BUILD); its glue is imported at run time,
  * which bundlers do not follow.
+ * backend: where training steps run -- 'wasm' (the default), 'webgpu' (the engine's recorded step
+ * replayed on a WebGPU adapter, software ones included; throws a GpuError when there is none) or
+ * 'auto' (WebGPU on a hardware adapter, else wasm). vt.backend = { name, reason, adapter } says
+ * which and why; models then train with trainStepAsync (web/webgpu/backend.js). gpu: options of
+ * the adapter request ({ swiftshader: true } in Node: Chromium's SwiftShader, no GPU needed).
  */
 export async function createVitrine(options = {}) {
   const name = buildName(options.wasm);
@@ -79,6 +85,9 @@ export async function createVitrine(options = {}) {
   const vt = new Vitrine(low, build);
   vt.threaded = !!low.memory;
   vt.threadsNote = note;
+  const be = await chooseBackend(options.backend, options.gpu || {});
+  vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
+  Object.defineProperty(vt.backend, 'gpu', { value: be.gpu, enumerable: false });
   if (threads > 1) {
     const c = vt._c;
     vt._pool = await startPool({
