@@ -138,12 +138,12 @@ export class GpuTrainer {
     const m = this.model, vt = this.vt, c = vt._c, x = toNCHW(images, m.dims, opts);
     if (batch != null && batch !== x.batch) throw new VitrineError(`trainStepAsync: batch ${batch} given, the images hold ${x.batch}`, -1);
     if (labels && labels.length !== x.batch) throw new VitrineError(`trainStepAsync: ${labels.length} labels for ${x.batch} images`, -1);
-    const s = await this._recording(x.batch, labels);
-    if (this.stale) this._upload();
     const pImg = vt.copyIn(x.data), pLab = labels ? vt.copyIn(labels) : 0;
     const L = vt._layout('step_inputs'), pIn = vt.alloc(L.bytes), pSc = vt.alloc(SCALARS);
     let begun = false;
     try {
+      const s = await this._recording(x.batch, labels);
+      if (this.stale) this._upload();
       vt.check(c.train_step_begin(m._h, pImg, pLab, x.batch, pIn, pSc));
       begun = true;
       const where = vt.readLayout('step_inputs', pIn);

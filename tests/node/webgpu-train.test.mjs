@@ -1,0 +1,167 @@
+// webgpu-train.test.mjs: the WebGPU backend (web/webgpu/backend.js) trains a model from its real
+// state on the SwiftShader adapter: createVitrine({ backend }) chooses and says why; the engine's
+// recorded step replays on the GPU with the wasm engine's masks, lr and step count, recorded once
+// per shape / policy; every checkpointing policy gives the bits of 'none' on the GPU; a 50-step MAE
+// run stays with the wasm run; checkpoints cross between the backends both ways; faults (lost
+// device, a shader that does not compile, out of memory) leave the weights intact. Needs an
+// adapter (fails without: webgpu-util.mjs). Models and batches are tiny: SwiftShader is a CPU
+// rasteriser (~0.3-1 s a step here once the pipelines are compiled).
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createVitrine } from '../../web/vitrine.js';
+import { GpuError } from '../../web/webgpu/device.js';
+import { WASM_DIR, readSafetensors } from './util.mjs';
+import { testGpu, rand, rel, sameBits } from './webgpu-util.mjs';
+
+const SMALL = { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 },
+  decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 };
+const B = 2;
+// the stated tolerance of a GPU run against the wasm run: relative difference of each step's loss
+// (measured on SwiftShader: <= 2.1e-7 over 50 steps; the kernels sum in other orders than the CPU's)
+const LOSS_TOL = 1e-4;
+
+await testGpu().then((g) => g.destroy()); // no adapter: every test here fails, saying what is missing
+const engines = [];
+async function engine(backend) {
+  const vt = await createVitrine({ wasm: 'simd', threads: 1, wasmDir: WASM_DIR, backend, gpu: { swiftshader: true } });
+  engines.push(vt);
+  return vt;
+}
+after(() => engines.forEach((vt) => vt.close()));
+const gpuVt = await engine('webgpu'), cpuVt = await engine('wasm');
+
+function model(vt, { policy = 'none', steps = 50, seed = 1 } = {}) {
+  const m = vt.createModel({ kind: 'mae', config: SMALL });
+  m.initWeights(seed);
+  m.setGradCheckpointing(policy);
+  m.trainerInit({ lr: 2e-3, warmupSteps: 2, totalSteps: steps, seed: seed + 1 });
+  return m;
+}
+const images = (step) => rand(B * 16 * 16, 100 + step);
+const state = (m) => m.params().map((p) => p.data.slice());
+const grads = (m) => m.params().filter((p) => p.grad).map((p) => p.grad.slice());
+const flat = (arrs) => { const n = arrs.reduce((a, x) => a + x.length, 0), out = new Float32Array(n); let o = 0; for (const x of arrs) { out.set(x, o); o += x.length; } return out; };
+
+test('backend: webgpu names its adapter, auto refuses a software one for wasm, wasm is the default', async () => {
+  assert.equal(gpuVt.backend.name, 'webgpu');
+  assert.equal(gpuVt.backend.adapter.software, true);
+  assert.match(gpuVt.backend.reason, /swiftshader/i);
+  assert.equal(cpuVt.backend.name, 'wasm');
+  const auto = await engine('auto');
+  assert.equal(auto.backend.name, 'wasm');
+  assert.match(auto.backend.reason, /software .*slower than wasm/);
+  await assert.rejects(createVitrine({ wasm: 'simd', threads: 1, wasmDir: WASM_DIR, backend: 'cuda' }), /backend must be 'webgpu', 'wasm' or 'auto'/);
+});
+
+test('a GPU step from the model\'s real state: the wasm run\'s losses and gradients, recorded once per shape and policy', async () => {
+  const g = model(gpuVt), c = model(cpuVt);
+  for (let s = 0; s < 3; s++) {
+    const lg = await g.trainStepAsync(images(s), B), lc = c.trainStep(images(s), B);
+    assert.ok(Math.abs(lg - lc) <= LOSS_TOL * Math.abs(lc), `step ${s}: loss ${lg} on the GPU, ${lc} on wasm`);
+  }
+  assert.equal(g._gpu.recordings, 1, 'one recording for three steps of one shape and policy');
+  assert.equal(g.stepCount, 3);
+  // the newest state is on the GPU: wasm readers refuse until sync()
+  assert.throws(() => g.saveTrainState(), /await model.sync\(\) first/);
+  assert.throws(() => g.initWeights(3), /await model.sync\(\) first/);
+  await g.sync();
+  const eg = rel(flat(grads(g)), flat(grads(c)));
+  assert.ok(eg <= 1e-4, `gradients of step 3: ${eg.toExponential(2)}`);
+  const ep = rel(flat(state(g)), flat(state(c)));
+  assert.ok(ep <= 1e-2, `parameters after 3 AdamW steps: ${ep.toExponential(2)}`); // AdamW's first steps are sign-like: lr-sized
+  assert.ok(g.saveTrainState().length > 0);
+  // another policy, another batch: recorded again, going on from the GPU's state
+  g.setGradCheckpointing('block');
+  c.setGradCheckpointing('block');
+  const lg = await g.trainStepAsync(rand(3 * 256, 7), 3), lc = c.trainStep(rand(3 * 256, 7), 3);
+  assert.equal(g._gpu.recordings, 2);
+  assert.ok(Math.abs(lg - lc) <= LOSS_TOL * Math.abs(lc), `after the switch: ${lg} vs ${lc}`);
+  await assert.rejects(g.trainStepAsync(images(0), 3), /batch 3 given, the images hold 2/);
+  g.dispose();
+});
+
+test('every checkpointing policy gives the bits of none on the GPU (losses, parameters, AdamW state)', async () => {
+  const probe = gpuVt.createModel({ kind: 'mae', config: SMALL }), policies = probe.namedPolicies();
+  probe.dispose();
+  assert.ok(policies.length >= 4 && policies.includes('block') && policies.includes('selective'), policies.join(' '));
+  let want = null;
+  for (const policy of policies) {
+    const m = model(gpuVt, { policy });
+    const losses = Float32Array.from([await m.trainStepAsync(images(0), B), await m.trainStepAsync(images(1), B)]);
+    await m.sync();
+    const got = { losses, params: flat(state(m)), grads: flat(grads(m)), train: m.saveTrainState(), calls: m._gpu.step.calls.length };
+    m.dispose();
+    if (!want) { want = got; continue; }
+    if (policy === 'block') assert.ok(got.calls > want.calls, `block re-computes: ${got.calls} calls, none ${want.calls}`);
+    for (const k of ['losses', 'params', 'grads']) assert.ok(sameBits(got[k], want[k]), `${policy}: ${k} differ from none's`);
+    // the checkpoint's tensors (AdamW's m and v, the step, the generator; its metadata names the policy)
+    const a = readSafetensors(got.train), b = readSafetensors(want.train);
+    assert.deepEqual(Object.keys(a.tensors), Object.keys(b.tensors));
+    for (const k of Object.keys(a.tensors))
+      assert.ok(Buffer.compare(Buffer.from(a.tensors[k].bytes), Buffer.from(b.tensors[k].bytes)) === 0, `${policy}: ${k} differs from none's`);
+  }
+});
+
+test('50 MAE steps on the GPU stay with the wasm run; checkpoints resume across backends both ways', async () => {
+  const N = 50, K = 40;
+  const g = model(gpuVt, { steps: N }), c = model(cpuVt, { steps: N });
+  const lossesClose = (a, b, what) => a.forEach((x, i) =>
+    assert.ok(Math.abs(x - b[i]) <= LOSS_TOL * Math.abs(b[i]), `${what}, step ${i}: ${x} vs ${b[i]}`));
+  const run = async (m, from, to, gpu) => {
+    const out = [];
+    for (let s = from; s < to; s++) out.push(gpu ? await m.trainStepAsync(images(s), B) : m.trainStep(images(s), B));
+    return out;
+  };
+  const lg = await run(g, 0, K, true), lc = await run(c, 0, K, false);
+  lossesClose(lg, lc, 'GPU vs wasm');
+  const mean = (a) => a.reduce((x, y) => x + y, 0) / a.length;
+  assert.ok(mean(lc.slice(-10)) < mean(lc.slice(0, 10)), 'the loss falls');
+  // GPU -> wasm: the GPU run's checkpoint resumes on wasm; wasm -> GPU the other way
+  await g.sync();
+  const fromGpu = g.saveTrainState(), fromCpu = c.saveTrainState();
+  const c2 = model(cpuVt, { steps: N, seed: 9 }), g2 = model(gpuVt, { steps: N, seed: 9 });
+  c2.loadTrainState(fromGpu);
+  g2.loadTrainState(fromCpu);
+  assert.equal(c2.stepCount, K);
+  assert.equal(g2.stepCount, K);
+  const tail = await run(c, K, N, false);
+  lossesClose(await run(g, K, N, true), tail, 'the GPU run');
+  lossesClose(await run(c2, K, N, false), tail, 'wasm resumed from the GPU\'s checkpoint');
+  lossesClose(await run(g2, K, N, true), tail, 'the GPU resumed from wasm\'s checkpoint');
+  for (const m of [g, c, c2, g2]) m.dispose();
+});
+
+test('faults: a lost device, a shader that does not compile, out of memory: a clear error, the weights intact', async () => {
+  // a shader that does not compile (one kernel's WGSL broken): the first step fails, nothing changes
+  const vt = await engine('webgpu');
+  const m = model(vt), before = state(m);
+  const { PipelineCache } = await import('../../web/webgpu/program.js');
+  const get = PipelineCache.prototype.get;
+  PipelineCache.prototype.get = function (label, code, n) { return get.call(this, label, /gelu/.test(label) ? `${code}\nfn broken( {` : code, n); };
+  try {
+    await assert.rejects(m.trainStepAsync(images(0), B), (e) => e instanceof GpuError && e.kind === 'compile' && /intact/.test(e.message));
+  } finally { PipelineCache.prototype.get = get; }
+  assert.equal(m.stepCount, 0);
+  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'parameters unchanged'));
+  // out of memory while allocating the step's buffers
+  const storage = m._gpu.pool.storage;
+  m._gpu.pool.storage = async () => { throw new GpuError('out-of-memory', 'allocating: out of GPU memory (injected)'); };
+  await assert.rejects(m.trainStepAsync(images(0), B), (e) => e.kind === 'out-of-memory' && /intact/.test(e.message));
+  m._gpu.pool.storage = storage;
+  assert.equal(m.stepCount, 0);
+  // two good steps (state on the GPU, not synced), then the device is lost: back to step 0's state
+  const l0 = await m.trainStepAsync(images(0), B);
+  await m.trainStepAsync(images(1), B);
+  assert.equal(m.stepCount, 2);
+  vt.backend.gpu.device.destroy();
+  await new Promise((r) => setTimeout(r, 10));
+  await assert.rejects(m.trainStepAsync(images(2), B),
+    (e) => e instanceof GpuError && e.kind === 'lost' && /back at step 0.*2 GPU steps lost/.test(e.message));
+  assert.equal(m.stepCount, 0);
+  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'the weights of the last sync'));
+  // the wasm engine carries on from there, with the masks of step 0 again (the generator went back)
+  const c = model(cpuVt), lc = c.trainStep(images(0), B);
+  assert.equal(m.trainStep(images(0), B), lc, 'the same step 0 on wasm');
+  assert.ok(Math.abs(l0 - lc) <= LOSS_TOL * Math.abs(lc), `the GPU's step 0: ${l0} vs ${lc}`);
+  m.dispose(); c.dispose();
+});
