@@ -154,11 +154,16 @@ export class TrainingRun {
    * non-finite loss (the model keeps its last good state). */
   trainOne() {
     const t0 = performance.now();
-    const idx = this.imagesAt(this.step);
-    makeBatch(this.dataset, idx, this._buf);
-    const loss = this.model.trainStep(this._buf, this.batch);
+    const loss = this.model.trainStep(this._nextBatch(), this.batch);
     return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
   }
+  /** trainOne on the model's backend (Model.trainStepAsync: the GPU with backend 'webgpu'). */
+  async trainOneAsync() {
+    const t0 = performance.now();
+    const loss = await this.model.trainStepAsync(this._nextBatch(), this.batch);
+    return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
+  }
+  _nextBatch() { return makeBatch(this.dataset, this.imagesAt(this.step), this._buf), this._buf; }
 }
 
 // ---- evaluation -------------------------------------------------------------------------------

@@ -8,9 +8,13 @@
 // rasteriser (~0.3-1 s a step here once the pipelines are compiled).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuError } from '../../web/webgpu/device.js';
-import { WASM_DIR, readSafetensors } from './util.mjs';
+import { REPO, WASM_DIR, readSafetensors } from './util.mjs';
 import { testGpu, rand, rel, sameBits } from './webgpu-util.mjs';
 
 const SMALL = { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 },
@@ -164,4 +168,25 @@ test('faults: a lost device, a shader that does not compile, out of memory: a cl
   assert.equal(m.trainStep(images(0), B), lc, 'the same step 0 on wasm');
   assert.ok(Math.abs(l0 - lc) <= LOSS_TOL * Math.abs(lc), `the GPU's step 0: ${l0} vs ${lc}`);
   m.dispose(); c.dispose();
+});
+
+test('vitrine train --backend webgpu: the wasm run\'s losses, its checkpoint resumed on wasm', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-gpu-train-'));
+  const config = JSON.stringify({ encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 16, depth: 1, num_heads: 2 },
+    decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 });
+  const cli = (out, ...args) => {
+    const r = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'train', '--wasm', 'simd', '--threads', '1', '--no-eval',
+      '--json', '--out', path.join(dir, out), ...args], { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } });
+    assert.equal(r.status, 0, r.stderr);
+    return { json: JSON.parse(r.stdout.trim().split('\n').pop()), stderr: r.stderr };
+  };
+  try {
+    const run = ['--config', config, '--batch', '4', '--steps', '6', '--save-every', '3'];
+    const gpu = cli('gpu', ...run, '--stop-at', '3', '--backend', 'webgpu'), cpu = cli('cpu', ...run);
+    assert.match(gpu.stderr, /backend webgpu \(WebGPU adapter .*swiftshader/i);
+    assert.ok(Math.abs(gpu.json.loss_first - cpu.json.loss_first) <= LOSS_TOL * cpu.json.loss_first, `${gpu.json.loss_first} vs ${cpu.json.loss_first}`);
+    const resumed = cli('gpu', '--resume', path.join(dir, 'gpu', 'checkpoint.safetensors'));
+    assert.equal(resumed.json.steps, 6);
+    assert.ok(Math.abs(resumed.json.loss_last - cpu.json.loss_last) <= LOSS_TOL * cpu.json.loss_last, `${resumed.json.loss_last} vs ${cpu.json.loss_last}`);
+  } finally { rmSync(dir, { recursive: true, force: true }); }
 });

@@ -2,7 +2,7 @@
 // `vitrine --help` and every command's --help work before anything is built. The options every
 // engine command takes (--wasm, --threads) are described here once.
 import { readFileSync } from 'node:fs';
-import { CliError, UsageError, whole } from './args.js';
+import { CliError, UsageError, whole, oneOf } from './args.js';
 
 const BUILDS = JSON.parse(readFileSync(new URL('../../wasm/builds.json', import.meta.url), 'utf8'));
 export const MAX_THREADS = 64;
@@ -11,6 +11,12 @@ export const MAX_THREADS = 64;
 export const ENGINE_OPTIONS = {
   wasm: { value: 'BUILD', help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)` },
   threads: { value: 'N', help: 'kernel threads (default every core; the same bits at any count)', parse: whole(1, MAX_THREADS) },
+};
+
+/** --backend, for the commands that run training steps or plan them (train, plan). */
+export const BACKEND_OPTION = {
+  backend: { value: 'wasm|webgpu|auto', parse: oneOf('wasm', 'webgpu', 'auto'),
+    help: 'where training steps run (default wasm). webgpu: the engine\'s recorded step replayed on a\nWebGPU adapter (Node: the npm package webgpu; VITRINE_WEBGPU=swiftshader uses Chromium\'s\nSwiftShader, no GPU needed); auto: WebGPU on a hardware adapter, else wasm' },
 };
 
 const missing = (what) => `the WebAssembly build is missing (${what}): run bash scripts/setup.sh, or npm run build`;
@@ -31,12 +37,13 @@ export async function shell() {
 }
 
 /** A loaded engine for --wasm / --threads; a build that cannot be loaded here is a usage error (exit 2). */
-export async function loadEngine({ wasm, threads } = {}) {
+export async function loadEngine({ wasm, threads, backend } = {}) {
   const { createVitrine } = await shell();
   try {
-    return await createVitrine({ wasm, threads });
+    return await createVitrine({ wasm, threads, backend });
   } catch (e) {
     if (e.code === 'ENOENT') throw new CliError(missing(e.path));
+    if (e.name === 'GpuError') throw new CliError(`--backend ${backend}: ${e.message}`);
     throw new UsageError(e.message);
   }
 }

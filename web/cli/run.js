@@ -57,7 +57,7 @@ export async function trainSteps({ tr, model, run, stopAt, saveEvery, save, warn
   try {
     while (tr.step < stopAt && !interrupted) {
       let r;
-      try { r = tr.trainOne(); } catch (e) { error = e; break; }
+      try { r = await tr.trainOne(); } catch (e) { error = e; break; } // (async on --backend webgpu)
       if (run.lossFirst == null) run.lossFirst = r.loss;
       lastLoss = r.loss;
       rate = rate ? 0.9 * rate + 0.1 * (run.batch / r.seconds) : run.batch / r.seconds;

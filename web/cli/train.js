@@ -8,7 +8,7 @@ import { adapt } from '../images.js';
 import { withMetadata } from '../safetensors.js';
 import { TRAIN_PRESETS, modelSpec, TrainingRun } from '../train.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { loadEngine, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { loadEngine, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
 import { readCheckpoint, refuseOnResume, trainSteps, endSteps } from './run.js';
 import { startSideEvaluation, knnResults, writeResults, report } from './train-results.js';
@@ -58,6 +58,7 @@ export const command = {
     'no-eval': { type: 'boolean', help: 'skip the kNN evaluation' },
     json: { type: 'boolean', help: 'end the output with one JSON line' },
     ...ENGINE_OPTIONS,
+    ...BACKEND_OPTION,
   },
   /** `--objective classify`: the classifier's command, with its own options. */
   route(argv) {
@@ -123,7 +124,7 @@ async function openModel(o, run, resumeBytes, seed, say, warn) {
   // a resumed run continues bit for bit only in the build that trained it (fused and unfused
   // multiply-adds round differently): keep the checkpoint's build unless told otherwise
   if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
-  const vt = await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads });
+  const vt = await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend });
   if (!run.wasm) run.wasm = vt.build;
   try {
     model = vt.createModel(run.spec);
@@ -154,6 +155,19 @@ function trainData(o, run, model, warn) {
   return data;
 }
 
+// --backend webgpu: each step replayed on the GPU (Model.trainStepAsync); the state comes back to
+// wasm memory (model.sync) where the loop saves it -- every saveEvery steps, at the end, after a
+// failed step -- and nowhere else
+function gpuSteps(tr, model, saveEvery, stopAt) {
+  tr.trainOne = async () => {
+    try {
+      const r = await tr.trainOneAsync();
+      if (r.step % saveEvery === 0 || r.step >= stopAt) await model.sync();
+      return r;
+    } catch (e) { await model.sync(); throw e; }
+  };
+}
+
 async function train(o) {
   const say = (s) => process.stderr.write(s + '\n');
   const warn = (s) => say(`vitrine train: warning: ${s}`);
@@ -177,8 +191,10 @@ async function train(o) {
     };
     const tr = new TrainingRun({ model, dataset: data.train, batch: run.batch, steps: run.steps, dataSeed: seed + 2n });
     say(`vitrine train: ${run.spec.kind.toUpperCase()} ${run.preset || 'config'} ${img}x${img}x${chans} patch ${model.dims.patch} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
-      `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${tr.step ? tr.step + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}${run.spec.kind === 'mae' && run.maskRatio != null ? `, mask ratio ${run.maskRatio}` : ''}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}`);
-    const loop = await trainSteps({ tr, model, run, stopAt, saveEvery: o.saveEvery ?? TRAIN_DEFAULTS.saveEvery, save, warn });
+      `${data.train.n} images (${run.data}), batch ${run.batch}, steps ${tr.step ? tr.step + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}${run.spec.kind === 'mae' && run.maskRatio != null ? `, mask ratio ${run.maskRatio}` : ''}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}, ${vt.threads} thread${vt.threads === 1 ? '' : 's'}${vt.threadsNote ? ` (${vt.threadsNote})` : ''}, backend ${vt.backend.name}${vt.backend.name === 'wasm' && !o.backend ? '' : ` (${vt.backend.reason})`}`);
+    const saveEvery = o.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
+    if (vt.backend.name === 'webgpu') gpuSteps(tr, model, saveEvery, stopAt);
+    const loop = await trainSteps({ tr, model, run, stopAt, saveEvery, save, warn });
     const { status, stepped } = endSteps(loop, { tr, run, outputs, save, resumeFile: resumeBytes && o.resume });
     if (!stepped && loop.interrupted) return status;
     try { writeResults(model, run, data, outputs, warn); } catch (e) {
@@ -189,6 +205,7 @@ async function train(o) {
     report(o, { vt, run, model, side, knn, paths: outputs.paths, finished: tr.step >= run.steps, step: tr.step, lastLoss: loop.lastLoss,
       seconds: (performance.now() - t0) / 1000, trained: tr.step - loop.startStep, trainSeconds: loop.trainSeconds });
     model.dispose();
+    if (vt.backend.name === 'webgpu') vt.close(); // the device would keep Node running
     return status;
   } finally {
     if (side) side.worker.terminate();
