@@ -5,9 +5,13 @@
 //     50-100 GB/s) from the recorded step itself (`vitrine trace --json`): per kernel the FLOPs
 //     and the bytes its operands move, the time at the design's efficiency, the total against
 //     the step's FLOPs at the wasm build's measured speed.
+//  3. (--step) a whole MAE training step on the GPU (the backend, web/webgpu/backend.js) against
+//     the wasm step on 2 threads, interleaved (GPU, wasm, GPU, wasm ...; median of the paired
+//     ratios), both from the same state and images, naming the adapter and the CPU.
 //   node bench/webgpu_bench.mjs [--preset vit_tiny_patch16_224] [--objective classify] [--batch 64]
 //                               [--policy none] [--trace FILE.json] [--cli build/vitrine]
 //                               [--wasm-gflops G]   (the 2-thread wasm step's GFLOP/s, measured)
+//   node bench/webgpu_bench.mjs --step [--step-config fmnist|small] [--step-batch 8] [--pairs 5]
 import { spawnSync } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -21,6 +25,44 @@ const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] :
 const PRESET = opt('--preset', 'vit_tiny_patch16_224'), OBJ = opt('--objective', 'classify');
 const BATCH = Number(opt('--batch', 64)), POLICY = opt('--policy', 'none');
 const P = (s = '') => process.stdout.write(s + '\n');
+
+// ---- 3. a training step, GPU vs wasm on 2 threads, interleaved ------------------------------------
+if (args.includes('--step')) {
+  const { createVitrine } = await import('../web/vitrine.js');
+  const { cpus } = await import('node:os');
+  const CONFIGS = {
+    fmnist: { encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 }, decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 },
+    small: { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 }, decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 },
+  };
+  const name = opt('--step-config', 'fmnist'), cfg = CONFIGS[name], B = Number(opt('--step-batch', 8)), pairs = Number(opt('--pairs', 5));
+  const gv = await createVitrine({ threads: 1, backend: 'webgpu', gpu: { swiftshader: process.env.VITRINE_WEBGPU !== 'default' } });
+  const cv = await createVitrine({ threads: 2 });
+  const mk = (vt) => { const m = vt.createModel({ kind: 'mae', config: cfg }); m.initWeights(1); m.trainerInit({ seed: 2 }); return m; };
+  const g = mk(gv), c = mk(cv), S = cfg.encoder.img_size, img = new Float32Array(B * S * S).map((_, i) => Math.sin(i * 0.37));
+  const t0 = performance.now();
+  await g.trainStepAsync(img, B); // records, compiles the pipelines
+  const first = performance.now() - t0;
+  c.trainStep(img, B);
+  const ratios = [], tg = [], tc = [];
+  for (let i = 0; i < pairs; i++) {
+    let t = performance.now();
+    await g.trainStepAsync(img, B); // the loss read back: the step is done
+    tg.push(performance.now() - t);
+    t = performance.now();
+    c.trainStep(img, B);
+    tc.push(performance.now() - t);
+    ratios.push(tg[i] / tc[i]);
+  }
+  const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  const i = gv.backend.adapter;
+  P(`## A training step: WebGPU vs wasm (2 threads), interleaved\n`);
+  P(`MAE ${name} (${JSON.stringify(cfg.encoder)}), batch ${B}, ${g._gpu.step.calls.length} kernel calls, ${g._gpu.step.prog.list.length} dispatches`);
+  P(`adapter: ${i.description || i.device} (${i.vendor} ${i.architecture})${i.software ? ', software: shaders run on the CPU' : ''}; CPU: ${cpus()[0].model}, wasm ${cv.build} on ${cv.threads} threads`);
+  P(`first GPU step (recording + pipeline compilation): ${first.toFixed(0)} ms`);
+  P(`GPU step median ${med(tg).toFixed(1)} ms, wasm step median ${med(tc).toFixed(1)} ms; median of ${pairs} paired ratios GPU / wasm = ${med(ratios).toFixed(2)}`);
+  gv.close(); cv.close();
+  process.exit(0);
+}
 
 // ---- 1. adapter and design ---------------------------------------------------------------------
 let adapter = 'none';
