@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuError } from '../../web/webgpu/device.js';
+import { deviceMisfit } from '../../web/webgpu/backend.js';
 import { REPO, WASM_DIR, readSafetensors } from './util.mjs';
 import { testGpu, rand, rel, sameBits } from './webgpu-util.mjs';
 
@@ -189,4 +190,19 @@ test('vitrine train --backend webgpu: the wasm run\'s losses, its checkpoint res
     assert.equal(resumed.json.steps, 6);
     assert.ok(Math.abs(resumed.json.loss_last - cpu.json.loss_last) <= LOSS_TOL * cpu.json.loss_last, `${resumed.json.loss_last} vs ${cpu.json.loss_last}`);
   } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+test('plan --backend webgpu: the step against the adapter\'s limits; a limit broken is named', () => {
+  const r = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'plan', '--backend', 'webgpu', '--wasm', 'simd', '--threads', '1', '--json'],
+    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } });
+  assert.equal(r.status, 0, r.stderr);
+  const w = JSON.parse(r.stdout).webgpu;
+  assert.equal(w.fits, true);
+  assert.match(w.adapter, /swiftshader/i);
+  // the same recorded step against smaller limits: the binding limit, then the buffer limit, named
+  const m = model(cpuVt), trace = m.traceStep({ batch: B, json: true }), arena = trace.regions.arena;
+  assert.equal(deviceMisfit(trace, { maxBufferSize: 2 ** 30, maxStorageBufferBindingSize: 2 ** 30 }), null);
+  assert.match(deviceMisfit(trace, { maxBufferSize: 2 ** 30, maxStorageBufferBindingSize: 1024 }), /binds \d+ bytes of the \w+ region at once, over maxStorageBufferBindingSize \(1024\)/);
+  assert.match(deviceMisfit(trace, { maxBufferSize: arena - 1, maxStorageBufferBindingSize: 2 ** 30 }), new RegExp(`the arena region needs ${arena} bytes, over maxBufferSize`));
+  m.dispose();
 });

@@ -203,3 +203,28 @@ export class GpuTrainer {
     this.pool.destroy();
   }
 }
+
+/**
+ * Whether a recorded step (vitrine-trace/1) fits a device's limits as the backend lays it out
+ * (step.js): every region within maxBufferSize, and every kernel call's operands in one region
+ * within one binding (maxStorageBufferBindingSize). Returns null when it fits, else the first
+ * limit it breaks, named, with the bytes.
+ */
+export function deviceMisfit(trace, limits) {
+  const maxBuf = limits.maxBufferSize, maxBind = limits.maxStorageBufferBindingSize;
+  for (const [r, bytes] of Object.entries(trace.regions))
+    if (bytes > maxBuf) return `the ${r} region needs ${bytes} bytes, over maxBufferSize (${maxBuf})`;
+  for (const e of trace.entries) {
+    if (!e.call) continue;
+    const span = {};
+    for (const o of e.ops) {
+      if (!o) continue;
+      const s = span[o[0]] || (span[o[0]] = [Infinity, 0]);
+      s[0] = Math.min(s[0], o[1]); s[1] = Math.max(s[1], o[1] + o[2]);
+    }
+    for (const [r, [lo, hi]] of Object.entries(span))
+      if (hi - Math.floor(lo / 256) * 256 > maxBind)
+        return `${e.call} binds ${hi - lo} bytes of the ${r} region at once, over maxStorageBufferBindingSize (${maxBind})`;
+  }
+  return null;
+}
