@@ -446,6 +446,10 @@ const vt_trace_entry *vt_trace_get(const vt_trace *t, int i);
  * indices, masks, labels, douts, and the scalars with the step's lr, step and dloss), NULL when
  * unused: what a replay of the recorded step starts from. */
 uint64_t vt_trace_region_bytes(const vt_trace *t, vt_region r);
+/* Where a recorded call leaves its outputs (vt_output's order; a training step: its loss in the
+ * scalars region): how many, and output i's bytes (0 past the end). The JSON lists them in full. */
+int vt_trace_output_count(const vt_trace *t);
+uint64_t vt_trace_output_bytes(const vt_trace *t, int i);
 const void *vt_trace_input(const vt_trace *t, vt_region r);
 /* Runs the list's calls through this build's kernels (vt_kernels_use_reference(1): the scalar
  * references) over bufs[region], each of at least vt_trace_region_bytes bytes (NULL where unused). */

@@ -24,6 +24,9 @@
 
 #define VTW_MAX_MODELS 256
 static vt_model *models[VTW_MAX_MODELS + 1];
+/* parity jobs run on another backend (vtw_parity_open): their models are in models[] too */
+static struct { vt_parity_job *job; vt_trace *fwd, *full; } jobs[VTW_MAX_MODELS + 1];
+void vtw_parity_close(int h);
 
 static vt_model *get(int h) {
     if (h < 1 || h > VTW_MAX_MODELS || !models[h]) {
@@ -187,6 +190,7 @@ VTW_API int vtw_model_dims(int h, int32_t out[model_dims_SIZE]) {
 
 VTW_API int vtw_model_free(int h) {
     GET_OR_FAIL(m, h);
+    if (jobs[h].job) { vtw_parity_close(h); return VT_OK; } /* a parity job's model goes with its job */
     vt_model_free(m);
     models[h] = NULL;
     return VT_OK;
@@ -515,6 +519,65 @@ VTW_API int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy,
     out[parity_out_dump] = (uint32_t)(uintptr_t)r.dump;
     out[parity_out_dump_len] = (uint32_t)r.dump_len;
     r.dump = NULL; /* ownership passes to the caller */
+    vt_parity_free(&r);
+    return jrc ? jrc : rc;
+}
+
+/* ---- a parity file run on another backend (harness/parity.h: vt_parity_open ...) ---------------- */
+
+/* The file's model joins the model table (its handle is for reading: params, regions; never
+ * vtw_model_free: vtw_parity_close frees it with the job). bytes must stay until the close. */
+VTW_API int vtw_parity_open(const uint8_t *bytes, size_t len, const char *policy) {
+    int h = 1;
+    while (h <= VTW_MAX_MODELS && models[h]) h++;
+    if (h > VTW_MAX_MODELS) return vt_fail(VT_ERR_NOMEM, "more than %d models at once", VTW_MAX_MODELS);
+    vt_parity_job *j = NULL;
+    int rc = vt_parity_open(bytes, len, policy && policy[0] ? policy : NULL, &j);
+    if (rc) return rc;
+    jobs[h].job = j;
+    models[h] = vt_parity_model(j);
+    return h;
+}
+VTW_API void vtw_parity_close(int h) {
+    if (h < 1 || h > VTW_MAX_MODELS || !jobs[h].job) return;
+    vt_trace_free(jobs[h].fwd);
+    vt_trace_free(jobs[h].full);
+    vt_parity_close(jobs[h].job);
+    memset(&jobs[h], 0, sizeof jobs[h]);
+    models[h] = NULL;
+}
+/* Records the call forward only and forward + backward; their lists (JSON) in fwd and full. */
+VTW_API int vtw_parity_record(int h, uint32_t fwd[bytes_out_SIZE], uint32_t full[bytes_out_SIZE]) {
+    if (h < 1 || h > VTW_MAX_MODELS || !jobs[h].job) return vt_fail(VT_ERR_ARG, "no parity job %d", h);
+    vt_trace_free(jobs[h].fwd);
+    vt_trace_free(jobs[h].full);
+    jobs[h].fwd = jobs[h].full = NULL;
+    int rc = vt_parity_record(jobs[h].job, &jobs[h].fwd, &jobs[h].full);
+    char *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    if (!rc) rc = vt_trace_json(jobs[h].fwd, &a, &na);
+    if (!rc) rc = vt_trace_json(jobs[h].full, &b, &nb);
+    bytes_out(fwd, a, na);
+    bytes_out(full, b, nb);
+    return rc;
+}
+/* The recorded bytes of input region r of list which (0 forward, 1 forward + backward); NULL if none. */
+VTW_API const void *vtw_parity_input(int h, int which, int r) {
+    if (h < 1 || h > VTW_MAX_MODELS || r <= VT_REG_NONE || r >= VT_REG_COUNT) return NULL;
+    return vt_trace_input(which ? jobs[h].full : jobs[h].fwd, (vt_region)r);
+}
+/* Compares a dump of what another backend computed with the file; out: parity_out as vtw_parity_run's. */
+VTW_API int vtw_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, const char *file,
+                             uint32_t out[parity_out_SIZE]) {
+    vt_parity_result r;
+    int rc = vt_parity_check(bytes, len, dump, dump_len, &r);
+    char *text = NULL;
+    size_t n = 0;
+    int jrc = vt_parity_json(&r, file && file[0] ? file : NULL, &text, &n);
+    out[parity_out_json] = (uint32_t)(uintptr_t)text;
+    out[parity_out_json_len] = (uint32_t)n;
+    out[parity_out_dump] = 0;
+    out[parity_out_dump_len] = 0;
     vt_parity_free(&r);
     return jrc ? jrc : rc;
 }

@@ -163,15 +163,19 @@ export class Vitrine {
     try {
       const rc = this.withStrings([policy || '', file || '', readError || ''],
         (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
-      const { json: jp, jsonLen, dump: dp, dumpLen } = this.readLayout('parity_out', out);
-      const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jsonLen)) : null;
-      const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
-      result.json = json;
-      if (dp) result.dump = this.u8().slice(dp, dp + dumpLen);
-      this.free(jp);
-      this.free(dp);
-      return result;
+      return this._parityResult(rc, out);
     } finally { this.free(p); this.free(out); }
+  }
+  /** @internal A parity_out layout at out (the harness's JSON, a dump) as a result; frees both. */
+  _parityResult(rc, out) {
+    const { json: jp, jsonLen, dump: dp, dumpLen } = this.readLayout('parity_out', out);
+    const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jsonLen)) : null;
+    const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
+    result.json = json;
+    if (dp) result.dump = this.u8().slice(dp, dp + dumpLen);
+    this.free(jp);
+    this.free(dp);
+    return result;
   }
 
   /** The wasm linear memory, in bytes. */
