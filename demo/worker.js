@@ -148,18 +148,30 @@ async function loop(token) {
       await persist();
       return;
     }
-    if (!stepOnce()) return;
+    if (!(await stepOnce())) return;
     await yieldNow();
   }
 }
 
-function stepOnce() {
+// MAE / AIM steps on the GPU with backend webgpu (Model.trainStepAsync; the classifier's stay on
+// wasm); messages wait for a GPU step in flight (`stepping`), and whatever reads the model's state
+// in wasm memory syncs it first (gpuSync)
+const onGpu = () => vt.backend.name === 'webgpu' && run && !run.cls;
+let stepping = null;
+async function gpuSync() { if (run && onGpu()) await run.model.sync(); }
+
+async function stepOnce() {
   const m = run.model, s = m.stepCount, B = run.cfg.batch;
   const x = run.cls ? null : batchAt(s);
   const lr = m.lr(s);
   const t0 = now();
   let loss;
-  try { loss = run.cls ? run.cls.cr.trainOne().loss : m.trainStep(x, B); } catch (e) {
+  try {
+    if (onGpu()) {
+      stepping = m.trainStepAsync(x, B);
+      try { loss = await stepping; } finally { stepping = null; }
+    } else loss = run.cls ? run.cls.cr.trainOne().loss : m.trainStep(x, B);
+  } catch (e) {
     running = false;
     post({ type: 'error', where: 'train', message: e.message, step: s });
     return false;
@@ -171,7 +183,7 @@ function stepOnce() {
   const t = now();
   if (t - lastViz > 700 || s + 1 >= run.cfg.steps || s === 0) {
     lastViz = t;
-    if (!run.cls) post({ type: 'viz', ...vizOf(x) });
+    if (!run.cls && !onGpu()) post({ type: 'viz', ...vizOf(x) }); // (a GPU step's forward stays on the GPU)
     msg.mem = memInfo();
   }
   post(msg);
@@ -209,6 +221,7 @@ async function persist() {
   // periodic save used to keep the earlier step, and a reload resumed from there)
   while (saving) await saving;
   if (!run) return;
+  await gpuSync();
   const state = run.model.saveTrainState();
   if (state.length > MAX_SAVED) {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });
@@ -317,10 +330,15 @@ function plan({ cfg, budget }) {
 // ---- messages ---------------------------------------------------------------------------------
 
 const handlers = {
-  async init() {
-    vt = await createVitrine();
+  async init({ backend = 'wasm' }) {
+    let fallback = null;
+    try { vt = await createVitrine({ backend }); } catch (e) { // webgpu asked for and refused: wasm, saying why
+      fallback = `${backend} asked for: ${e.message}`;
+      vt = await createVitrine();
+    }
     baseline = vt.memory().linear;
-    return { build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
+    const be = { name: vt.backend.name, reason: fallback || vt.backend.reason, adapter: vt.backend.adapter };
+    return { backend: be, build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
       threads: vt.threads, threadsNote: vt.threadsNote, isolated: globalThis.crossOriginIsolated === true,
       models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) } };
   },
@@ -352,9 +370,10 @@ const handlers = {
   },
   predict,
   policy: (msg) => setPolicy(msg),
-  measure: (msg) => measure(msg),
+  measure: async (msg) => { await gpuSync(); return measure(msg); },
   memory: () => memInfo(),
-  exportWeights({ full }) {
+  async exportWeights({ full }) {
+    await gpuSync();
     const m = run.model;
     if (run.cls) {
       // timm keys with the head, the class names in the metadata: what `vitrine predict --weights` reads
@@ -385,6 +404,7 @@ self.onmessage = (e) => {
   const msg = e.data;
   chain = chain.then(async () => {
     try {
+      while (stepping) await stepping.catch(() => {}); // not in the middle of a GPU step
       const h = handlers[msg.type];
       if (!h) throw new Error(`unknown message ${msg.type}`);
       const result = await h(msg);

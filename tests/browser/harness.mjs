@@ -24,10 +24,10 @@ export function png(w, h, pixel) {
 
 /** The demo served (demo/serve.mjs, its data prepared) and one page of a fresh headless Chromium
  * profile, page errors and console errors collected in `errors`; helpers on that page: waitFor(fn,
- * arg, timeout), openPage() (load the demo, wait until it booted), reset() (the Reset button, wait
+ * arg, timeout), openPage(query) (load the demo, with ?query, wait until it booted), reset() (the Reset button, wait
  * until the run is gone), configure({ kind, model, batch, steps, lr, warmup, seed, data }) (the run's
  * form; data only when given). close() ends all of it. */
-export async function openDemoBrowser({ acceptDownloads = false } = {}) {
+export async function openDemoBrowser({ acceptDownloads = false, args = [] } = {}) {
   const { prepare, startServer } = await import('../../demo/serve.mjs');
   await prepare({ quiet: true });
   const { server, url } = await startServer({ port: 0 });
@@ -36,15 +36,15 @@ export async function openDemoBrowser({ acceptDownloads = false } = {}) {
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
+      '--disable-component-update', '--disable-sync', ...args],
   });
   const page = ctx.pages()[0] || (await ctx.newPage());
   const errors = [];
   page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
   const waitFor = (fn, arg, timeout = 30_000) => page.waitForFunction(fn, arg, { timeout, polling: 50 });
-  const openPage = async () => {
-    await page.goto(url);
+  const openPage = async (query = '') => {
+    await page.goto(url + query);
     await waitFor(() => window.vitrineDemo && window.vitrineDemo.booted, null, 30_000);
   };
   const reset = async () => {

@@ -1,0 +1,50 @@
+// webgpu.test.mjs: the demo chooses where training runs and says why, in headless Debian Chromium
+// with WebGPU on SwiftShader (--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader):
+// ?backend=webgpu trains an MAE run on the GPU (the adapter named); auto, finding only a software
+// adapter, trains on wasm and says so; without WebGPU, ?backend=webgpu falls back to wasm with the
+// reason. Skipped (with a message) only when /usr/bin/chromium is absent.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { skip, openDemoBrowser } from './harness.mjs';
+
+if (skip) console.log(`# ${skip}`);
+const WEBGPU = ['--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'];
+
+describe('demo backends', { skip, timeout: 240_000 }, () => {
+  test('?backend=webgpu trains on the SwiftShader adapter; auto keeps wasm, saying why', async () => {
+    const b = await openDemoBrowser({ args: WEBGPU });
+    try {
+      const S = (expr) => b.page.evaluate(expr);
+      await b.openPage('?backend=webgpu');
+      const be = await S(() => window.vitrineDemo.backend);
+      assert.equal(be.name, 'webgpu', JSON.stringify(be));
+      assert.equal(be.adapter.architecture, 'swiftshader');
+      assert.match(await b.page.textContent('#backend'), /training on WebGPU: .*swiftshader.*software/i);
+      await b.reset();
+      await b.configure({ kind: 'mae', model: 'mini', batch: 4, steps: 3, lr: '0.002', warmup: 1, seed: 3 });
+      await b.page.click('#start');
+      await b.waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 180_000);
+      assert.equal(await S(() => window.vitrineDemo.error), null);
+      const losses = await S(() => window.vitrineDemo.losses.map((l) => l.loss));
+      assert.equal(losses.length, 3);
+      assert.ok(losses.every(Number.isFinite), losses.join(' '));
+      await b.reset();
+      await b.openPage(''); // auto: a software adapter only
+      const auto = await S(() => window.vitrineDemo.backend);
+      assert.equal(auto.name, 'wasm');
+      assert.match(await b.page.textContent('#backend'), /training on wasm: .*software .*slower than wasm/);
+      assert.deepEqual(b.errors, []);
+    } finally { await b.close(); }
+  });
+
+  test('without WebGPU, ?backend=webgpu falls back to wasm with the reason', async () => {
+    const b = await openDemoBrowser();
+    try {
+      await b.openPage('?backend=webgpu');
+      const be = await b.page.evaluate(() => window.vitrineDemo.backend);
+      assert.equal(be.name, 'wasm');
+      assert.match(be.reason, /^webgpu asked for: /);
+      assert.match(await b.page.textContent('#backend'), /training on wasm: webgpu asked for: /);
+    } finally { await b.close(); }
+  });
+});
