@@ -26,6 +26,8 @@ export class Vitrine {
     this._pool = null;
     this.threaded = false; // the shared-memory (-mt) file is loaded
     this.threadsNote = null;
+    /** Where training steps run and why (createVitrine's backend; web/webgpu/backend.js). */
+    this.backend = { name: 'wasm', reason: 'default', adapter: null };
   }
 
   /** Threads the engine's kernels use (1 + pool workers). */

@@ -31,7 +31,18 @@ export interface CreateOptions {
    * that is missing the engine runs on 1 thread and `threadsNote` says why. Every count gives
    * the same bits. */
   threads?: number;
+  /** Where training steps run: 'wasm' (default); 'webgpu' (the engine's recorded step replayed on a
+   * WebGPU adapter, software ones included; rejects with a GpuError when there is none); 'auto'
+   * (WebGPU on a hardware adapter, else wasm). `Vitrine.backend` says which and why. */
+  backend?: 'wasm' | 'webgpu' | 'auto';
+  /** The adapter request: { swiftshader: true } in Node uses Chromium's SwiftShader (no GPU needed). */
+  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
 }
+
+/** The adapter a WebGPU backend runs on. */
+export interface GpuAdapterInfo { vendor: string; architecture: string; device: string; description: string; software: boolean }
+/** Where training steps run, and why (createVitrine's backend option). */
+export interface Backend { name: 'wasm' | 'webgpu'; reason: string; adapter: GpuAdapterInfo | null }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 /** The builds createVitrine can load (wasm/builds.json) and the files of each (in build/wasm/ of the package). */
@@ -166,6 +177,8 @@ export class Vitrine {
   readonly threadsNote: string | null;
   /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
   readonly threadStackBytes: number;
+  /** Where training steps run (createVitrine's backend) and why. */
+  backend: Backend;
   /** Stops the pool's workers; the engine goes on with 1 thread. */
   close(): void;
   /** The timm preset names the engine knows. */
@@ -272,6 +285,13 @@ export class Model {
   /** A classifier's step (kind timm, num_classes > 0): cross-entropy with timm's label smoothing
    * on one class index per image. Returns the loss. */
   trainStepLabels(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): number;
+  /** trainStep on the engine's backend: with backend 'webgpu' the recorded step replayed on the GPU
+   * (the newest state then stays there: sync() before saving or evaluating), else trainStep. */
+  trainStepAsync(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): Promise<number>;
+  /** trainStepLabels on the engine's backend (as trainStepAsync). */
+  trainStepLabelsAsync(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): Promise<number>;
+  /** After GPU steps: the parameters, gradients and AdamW state back in wasm memory (a no-op on wasm). */
+  sync(): Promise<void>;
   /** One training step (or with call 'encode' an encode pass and its backward) recorded, not run:
    * the engine's summary, or with json the list of kernel calls (docs/kernels.md). */
   traceStep(options: { batch: number; call?: 'train' | 'encode'; labels?: ArrayLike<number> | null; json?: boolean }): string | TraceList;
