@@ -107,6 +107,28 @@ test('every checkpointing policy gives the bits of none on the GPU (losses, para
   }
 });
 
+test('a step over more than one binding: the regions split across buffers, the same bits', async () => {
+  const run = async () => {
+    const m = model(gpuVt);
+    const losses = Float32Array.from([await m.trainStepAsync(images(0), B), await m.trainStepAsync(images(1), B)]);
+    await m.sync();
+    const out = { losses, params: flat(state(m)), single: m._gpu.step.layout.single, buffers: m._gpu.step.layout.buffers.length };
+    m.dispose();
+    return out;
+  };
+  const one = await run(), limits = gpuVt.backend.gpu.limits, keep = { ...limits };
+  const m = model(cpuVt), regions = m.traceStep({ batch: B, json: true }).regions;
+  m.dispose();
+  // one binding no larger than the largest region: the whole no longer fits one buffer's binding
+  limits.maxStorageBufferBindingSize = Math.ceil(Math.max(...Object.values(regions)) / 256) * 256;
+  let split;
+  try { split = await run(); } finally { Object.assign(limits, keep); }
+  assert.equal(one.single, true);
+  assert.equal(split.single, false);
+  assert.ok(split.buffers > 3, `${split.buffers} buffers`);
+  assert.ok(sameBits(split.losses, one.losses) && sameBits(split.params, one.params), 'split = one buffer, bit for bit');
+});
+
 test('50 MAE steps on the GPU stay with the wasm run; checkpoints resume across backends both ways', async () => {
   const N = 50, K = 40;
   const g = model(gpuVt, { steps: N }), c = model(cpuVt, { steps: N });
@@ -134,41 +156,6 @@ test('50 MAE steps on the GPU stay with the wasm run; checkpoints resume across 
   lossesClose(await run(c2, K, N, false), tail, 'wasm resumed from the GPU\'s checkpoint');
   lossesClose(await run(g2, K, N, true), tail, 'the GPU resumed from wasm\'s checkpoint');
   for (const m of [g, c, c2, g2]) m.dispose();
-});
-
-test('faults: a lost device, a shader that does not compile, out of memory: a clear error, the weights intact', async () => {
-  // a shader that does not compile (one kernel's WGSL broken): the first step fails, nothing changes
-  const vt = await engine('webgpu');
-  const m = model(vt), before = state(m);
-  const { PipelineCache } = await import('../../web/webgpu/program.js');
-  const get = PipelineCache.prototype.get;
-  PipelineCache.prototype.get = function (label, code, n) { return get.call(this, label, /gelu/.test(label) ? `${code}\nfn broken( {` : code, n); };
-  try {
-    await assert.rejects(m.trainStepAsync(images(0), B), (e) => e instanceof GpuError && e.kind === 'compile' && /intact/.test(e.message));
-  } finally { PipelineCache.prototype.get = get; }
-  assert.equal(m.stepCount, 0);
-  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'parameters unchanged'));
-  // out of memory while allocating the step's buffers
-  const storage = m._gpu.pool.storage;
-  m._gpu.pool.storage = async () => { throw new GpuError('out-of-memory', 'allocating: out of GPU memory (injected)'); };
-  await assert.rejects(m.trainStepAsync(images(0), B), (e) => e.kind === 'out-of-memory' && /intact/.test(e.message));
-  m._gpu.pool.storage = storage;
-  assert.equal(m.stepCount, 0);
-  // two good steps (state on the GPU, not synced), then the device is lost: back to step 0's state
-  const l0 = await m.trainStepAsync(images(0), B);
-  await m.trainStepAsync(images(1), B);
-  assert.equal(m.stepCount, 2);
-  vt.backend.gpu.device.destroy();
-  await new Promise((r) => setTimeout(r, 10));
-  await assert.rejects(m.trainStepAsync(images(2), B),
-    (e) => e instanceof GpuError && e.kind === 'lost' && /back at step 0.*2 GPU steps lost/.test(e.message));
-  assert.equal(m.stepCount, 0);
-  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'the weights of the last sync'));
-  // the wasm engine carries on from there, with the masks of step 0 again (the generator went back)
-  const c = model(cpuVt), lc = c.trainStep(images(0), B);
-  assert.equal(m.trainStep(images(0), B), lc, 'the same step 0 on wasm');
-  assert.ok(Math.abs(l0 - lc) <= LOSS_TOL * Math.abs(lc), `the GPU's step 0: ${l0} vs ${lc}`);
-  m.dispose(); c.dispose();
 });
 
 test('vitrine train --backend webgpu: the wasm run\'s losses, its checkpoint resumed on wasm', () => {
@@ -205,4 +192,39 @@ test('plan --backend webgpu: the step against the adapter\'s limits; a limit bro
   assert.match(deviceMisfit(trace, { maxBufferSize: 2 ** 30, maxStorageBufferBindingSize: 1024 }), /binds \d+ bytes of the \w+ region at once, over maxStorageBufferBindingSize \(1024\)/);
   assert.match(deviceMisfit(trace, { maxBufferSize: arena - 1, maxStorageBufferBindingSize: 2 ** 30 }), new RegExp(`the arena region needs ${arena} bytes, over maxBufferSize`));
   m.dispose();
+});
+
+test('faults: a lost device, a shader that does not compile, out of memory: a clear error, the weights intact', async () => {
+  // a shader that does not compile (one kernel's WGSL broken): the first step fails, nothing changes
+  // (last in this file: it loses the shared device)
+  const vt = gpuVt, m = model(vt), before = state(m);
+  const { PipelineCache } = await import('../../web/webgpu/program.js');
+  const get = PipelineCache.prototype.get;
+  PipelineCache.prototype.get = function (label, code, n) { return get.call(this, label, /gelu/.test(label) ? `${code}\nfn broken( {` : code, n); };
+  try {
+    await assert.rejects(m.trainStepAsync(images(0), B), (e) => e instanceof GpuError && e.kind === 'compile' && /intact/.test(e.message));
+  } finally { PipelineCache.prototype.get = get; }
+  assert.equal(m.stepCount, 0);
+  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'parameters unchanged'));
+  // out of memory while allocating the step's buffers
+  const storage = m._gpu.pool.storage;
+  m._gpu.pool.storage = async () => { throw new GpuError('out-of-memory', 'allocating: out of GPU memory (injected)'); };
+  await assert.rejects(m.trainStepAsync(images(0), B), (e) => e.kind === 'out-of-memory' && /intact/.test(e.message));
+  m._gpu.pool.storage = storage;
+  assert.equal(m.stepCount, 0);
+  // two good steps (state on the GPU, not synced), then the device is lost: back to step 0's state
+  const l0 = await m.trainStepAsync(images(0), B);
+  await m.trainStepAsync(images(1), B);
+  assert.equal(m.stepCount, 2);
+  vt.backend.gpu.device.destroy();
+  await new Promise((r) => setTimeout(r, 10));
+  await assert.rejects(m.trainStepAsync(images(2), B),
+    (e) => e instanceof GpuError && e.kind === 'lost' && /back at step 0.*2 GPU steps lost/.test(e.message));
+  assert.equal(m.stepCount, 0);
+  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'the weights of the last sync'));
+  // the wasm engine carries on from there, with the masks of step 0 again (the generator went back)
+  const c = model(cpuVt), lc = c.trainStep(images(0), B);
+  assert.equal(m.trainStep(images(0), B), lc, 'the same step 0 on wasm');
+  assert.ok(Math.abs(l0 - lc) <= LOSS_TOL * Math.abs(lc), `the GPU's step 0: ${l0} vs ${lc}`);
+  m.dispose(); c.dispose();
 });
