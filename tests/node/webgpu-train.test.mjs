@@ -107,6 +107,19 @@ test('every checkpointing policy gives the bits of none on the GPU (losses, para
   }
 });
 
+test('a classifier\'s step on the GPU (labels uploaded each step): the wasm run\'s losses', async () => {
+  const enc = { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2, num_classes: 5 };
+  const mk = (vt) => { const m = vt.createModel({ kind: 'timm', config: enc }); m.initWeights(1); m.trainerInit({ lr: 1e-3, seed: 2 }); return m; };
+  const g = mk(gpuVt), c = mk(cpuVt);
+  for (let s = 0; s < 3; s++) {
+    const x = rand(3 * 256, s + 1), y = [s % 5, (s + 1) % 5, (s + 3) % 5];
+    const lg = await g.trainStepLabelsAsync(x, y), lc = c.trainStepLabels(x, y);
+    assert.ok(Math.abs(lg - lc) <= LOSS_TOL * lc, `step ${s}: ${lg} vs ${lc}`);
+  }
+  assert.equal(g._gpu.recordings, 1);
+  g.dispose(); c.dispose();
+});
+
 test('a step over more than one binding: the regions split across buffers, the same bits', async () => {
   const run = async () => {
     const m = model(gpuVt);
