@@ -5,7 +5,6 @@
 // pipeline (web/images.js). Results come back by name through the engine's layouts.
 import { VitrineError } from './errors.js';
 import { toNCHW } from './images.js';
-import { GpuTrainer } from './webgpu/backend.js';
 
 // A view of a model's memory that cannot outlive the model: every access checks that the model is
 // alive (after dispose() it throws a VitrineError: writing through an old view would wreck the next
@@ -59,7 +58,7 @@ export class Model {
     this.dims = { img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth, heads: d.numHeads,
       prefix: d.prefixTokens };
     // the WebGPU backend (createVitrine({ backend })): training steps replayed on the GPU
-    this._gpu = vt.backend && vt.backend.name === 'webgpu' ? new GpuTrainer(this, vt.backend.gpu) : null;
+    this._gpu = vt.backend && vt.backend.gpu ? new vt.backend.Trainer(this, vt.backend.gpu) : null;
   }
   // wasm memory must hold the newest state (after GPU steps: await sync() first); then a writer of
   // the state marks the GPU copy stale

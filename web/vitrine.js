@@ -17,7 +17,6 @@ import { buildName, fallbackBuild, loadBuild, WASM_BUILDS } from './loader.js';
 import { startPool, hostCores, threadsUnavailableReason } from './pool.js';
 import { Vitrine } from './engine.js';
 import { VitrineError } from './errors.js';
-import { chooseBackend } from './webgpu/backend.js';
 
 export { simdSupported, relaxedSimdSupported, enableNodeRelaxedSimd, loadReactor, WASM_BUILDS } from './loader.js';
 export { wasiShim, WasiExit } from './wasi-shim.js';
@@ -85,9 +84,12 @@ export async function createVitrine(options = {}) {
   const vt = new Vitrine(low, build);
   vt.threaded = !!low.memory;
   vt.threadsNote = note;
-  const be = await chooseBackend(options.backend, options.gpu || {});
-  vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
-  Object.defineProperty(vt.backend, 'gpu', { value: be.gpu, enumerable: false });
+  if (options.backend != null && options.backend !== 'wasm') { // the WebGPU modules only when asked for
+    const { chooseBackend, GpuTrainer } = await import('./webgpu/backend.js');
+    const be = await chooseBackend(options.backend, options.gpu || {});
+    vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
+    if (be.gpu) Object.defineProperties(vt.backend, { gpu: { value: be.gpu }, Trainer: { value: GpuTrainer } });
+  } else vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
   if (threads > 1) {
     const c = vt._c;
     vt._pool = await startPool({

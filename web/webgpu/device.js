@@ -8,6 +8,7 @@
 // SwiftShader ICD, a CPU rasteriser that needs no GPU (tests, CI).
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const DAWN_PACKAGE = 'webgpu';
 
 /** A WebGPU failure with a kind the caller can act on:
  * 'unavailable' (no WebGPU, no adapter), 'lost' (device lost), 'out-of-memory', 'validation',
@@ -35,7 +36,8 @@ const isNode = () => typeof process !== 'undefined' && !!process.versions && !!p
 async function nodeGpu(swiftshader) {
   let mod;
   try {
-    mod = await import('webgpu');
+    // a specifier bundlers do not follow: the browser never loads it (navigator.gpu is there)
+    mod = await import(/* @vite-ignore */ /* webpackIgnore: true */ DAWN_PACKAGE);
   } catch (e) {
     return { gpu: null, why: `the npm package "webgpu" (Dawn for Node) is not installed (${e.code || e.message})` };
   }

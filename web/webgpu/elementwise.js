@@ -4,7 +4,7 @@
 // and written once.
 import { grid1d, LINEAR_WG } from './wgsl.js';
 
-// WGSL has no erf. Coefficients from web/webgpu/tools/erf_fit.py (which also measures them):
+// WGSL has no erf. Coefficients from tools/webgpu_erf_fit.py (which also measures them):
 //   |z| < 0.9:        erf(z) = z P(z^2)
 //   0.9 <= |z| <= 5.5: erfc(|z|) = exp(Q(|z| - 3.2)); beyond 5.5 erfc counts as 0 (< 7.4e-15)
 // The normal cdf Phi(x) = 0.5 (1 + erf(x / sqrt 2)) takes 0.5 erfc(|z|) on the negative side

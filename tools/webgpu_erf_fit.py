@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# erf_fit.py: the coefficients of the WGSL erf (web/webgpu/elementwise.js; WGSL has no erf) and the
-# error of their float32 evaluation against float64 erf / erfc. Run: python3 erf_fit.py (numpy).
+# webgpu_erf_fit.py: the coefficients of the WGSL erf (web/webgpu/elementwise.js; WGSL has no erf) and the
+# error of their float32 evaluation against float64 erf / erfc. Run: python3 tools/webgpu_erf_fit.py (numpy).
 #   |x| <  A:  erf(x)  = x * P(x^2)            P of degree 6, fitted for relative error
 #   |x| >= A:  erfc(t) = exp(Q(t - C)), t=|x|  Q of degree 10 on [A, B] (log erfc is smooth)
 #              erf(x) = sign(x) (1 - erfc(t)); beyond B, erfc(t) < 7.4e-15 counts as 0
