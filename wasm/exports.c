@@ -658,6 +658,8 @@ VTW_API int vtw_train_step_begin(int h, const float *images, const int32_t *labe
     out[step_inputs_n_mask] = (uint32_t)in.n_mask;
     return VT_OK;
 }
+/* Recordings for a device that parallelises inside one call (vt_model_set_whole_rows): 1 on, 0 off. */
+VTW_API int vtw_model_set_whole_rows(int h, int on) { GET_OR_FAIL(m, h); return vt_model_set_whole_rows(m, on); }
 /* Commits the step with the replay's scalars (32 bytes, vt_scalars): VT_ERR_NUMERIC when it was refused. */
 VTW_API int vtw_train_step_end(int h, const vt_scalars *sc) {
     GET_OR_FAIL(m, h);

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuError } from '../../web/webgpu/device.js';
-import { deviceMisfit } from '../../web/webgpu/backend.js';
+import { deviceMisfit, wholeRows } from '../../web/webgpu/backend.js';
 import { REPO, WASM_DIR, readSafetensors } from './util.mjs';
 import { testGpu, rand, rel, sameBits } from './webgpu-util.mjs';
 
@@ -204,6 +204,12 @@ test('plan --backend webgpu: the step against the adapter\'s limits; a limit bro
   assert.equal(deviceMisfit(trace, { maxBufferSize: 2 ** 30, maxStorageBufferBindingSize: 2 ** 30 }), null);
   assert.match(deviceMisfit(trace, { maxBufferSize: 2 ** 30, maxStorageBufferBindingSize: 1024 }), /binds \d+ bytes of the \w+ region at once, over maxStorageBufferBindingSize \(1024\)/);
   assert.match(deviceMisfit(trace, { maxBufferSize: arena - 1, maxStorageBufferBindingSize: 2 ** 30 }), new RegExp(`the arena region needs ${arena} bytes, over maxBufferSize`));
+  // what the GPU records: whole row ranges (fewer, larger calls: the decoder's 136 rows are not
+  // cut into 64-row MLP chunks), a larger arena; the wasm model's own recording is as before
+  const calls = (t) => t.entries.filter((e) => e.call).length, chunked = m.traceStep({ batch: 8, json: true });
+  const whole = wholeRows(cpuVt, m._h, () => m.traceStep({ batch: 8, json: true }));
+  assert.ok(calls(whole) < calls(chunked) && whole.regions.arena > chunked.regions.arena, `${calls(whole)} vs ${calls(chunked)} calls`);
+  assert.equal(calls(m.traceStep({ batch: 8, json: true })), calls(chunked));
   m.dispose();
 });
 

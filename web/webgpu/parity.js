@@ -10,6 +10,7 @@
 import { BufferPool } from './buffers.js';
 import { Kernels, operand, KERNELS } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
+import { wholeRows } from './backend.js';
 import { readSafetensorsHeader } from '../safetensors.js';
 
 const INPUTS = ['images', 'idx_keep', 'idx_mask', 'mask', 'labels', 'douts', 'scalars'];
@@ -93,7 +94,7 @@ export class GpuParity {
     try {
       h = vt.withStrings([policy || ''], (pol) => c.parity_open(p, u8.byteLength, pol));
       if (h < 0) { const e = vt.error(h); h = 0; throw e; }
-      const [a, b] = vt.withLayouts(['bytes_out', 'bytes_out'], (x, y) => c.parity_record(h, x, y));
+      const [a, b] = wholeRows(vt, h, () => vt.withLayouts(['bytes_out', 'bytes_out'], (x, y) => c.parity_record(h, x, y)));
       const json = (o) => { const t = JSON.parse(new TextDecoder().decode(vt.u8().slice(o.ptr, o.ptr + o.len))); vt.free(o.ptr); return t; };
       const fwd = json(a), full = json(b);
       const region = (r) => { // the job's model region r: [ptr, bytes]
