@@ -1,10 +1,8 @@
-// charts.js: what the page draws on canvases: the loss of every step (coloured by the policy it
-// ran under), the reconstructions of the last batch, and one step's activation memory as the
-// engine's arena saw it, without and with checkpointing.
+// charts.js: what the page draws on canvases, each with a text alternative (its aria-label): the
+// loss of every step on a log axis with its running mean (coloured by the policy it ran under), and
+// the reconstructions of the last batch. (The activation memory of a step: teach.js, from the
+// engine's recorded step.)
 import { $, S } from './state.js';
-import { fmtBytes } from './plan.js';
-
-export const POLICY_LABEL = (p) => (p.startsWith('budget:') ? `budget:${fmtBytes(Number(p.slice(7)))}` : p);
 
 export function setupCanvas(c) {
   const ctx = c.getContext('2d');
@@ -13,35 +11,55 @@ export function setupCanvas(c) {
   return ctx;
 }
 
+/** The running mean the loss line shows: an exponential moving average (weight 0.1), bias-corrected
+ * at the start as Adam's moments are, so the first steps are not pulled towards 0. */
+export function smooth(values, w = 0.1) {
+  let m = 0, c = 0;
+  return values.map((v) => { m = (1 - w) * m + w * v; c = (1 - w) * c + w; return m / c; });
+}
+
 export function drawLoss() {
   const c = $('loss-chart'), ctx = setupCanvas(c), W = c.width, H = c.height;
-  const L = S.losses, pad = { l: 48, r: 10, t: 12, b: 26 };
+  const L = S.losses.filter((r) => Number.isFinite(r.loss) && r.loss > 0), pad = { l: 52, r: 10, t: 16, b: 26 };
   ctx.fillStyle = '#66707c';
-  if (!L.length) { ctx.fillText('the loss of every step appears here', pad.l, H / 2); return; }
+  if (!L.length) { ctx.fillText('the loss of every step appears here', pad.l, H / 2); c.setAttribute('aria-label', 'no loss yet: the loss of every step appears here'); return; }
   const maxStep = Math.max(S.run ? S.run.cfg.steps : 0, L[L.length - 1].step, 10);
   const xs = (s) => pad.l + ((W - pad.l - pad.r) * s) / maxStep;
   let lo = Infinity, hi = -Infinity;
-  for (const r of L) if (Number.isFinite(r.loss)) { lo = Math.min(lo, r.loss); hi = Math.max(hi, r.loss); }
-  if (hi - lo < 1e-6) { hi += 0.5; lo -= 0.5; }
-  const ys = (v) => pad.t + ((H - pad.t - pad.b) * (hi - v)) / (hi - lo);
+  for (const r of L) { lo = Math.min(lo, r.loss); hi = Math.max(hi, r.loss); }
+  // a log axis: the loss falls by factors, and the late steps stay readable
+  let a = Math.log10(lo), b = Math.log10(hi);
+  if (b - a < 0.1) { a -= 0.05; b += 0.05; }
+  const ys = (v) => pad.t + ((H - pad.t - pad.b) * (b - Math.log10(v))) / (b - a);
   ctx.strokeStyle = '#dde1e6';
   ctx.beginPath();
-  for (let i = 0; i <= 4; i++) { const v = lo + ((hi - lo) * i) / 4; ctx.moveTo(pad.l, ys(v)); ctx.lineTo(W - pad.r, ys(v)); ctx.fillText(v.toPrecision(3), 4, ys(v) + 4); }
+  for (let i = 0; i <= 4; i++) {
+    const v = 10 ** (a + ((b - a) * i) / 4);
+    ctx.moveTo(pad.l, ys(v)); ctx.lineTo(W - pad.r, ys(v)); ctx.fillText(v.toPrecision(3), 4, ys(v) + 4);
+  }
   ctx.stroke();
   ctx.fillText('0', pad.l, H - 8);
   ctx.fillText(`step ${maxStep}`, xs(maxStep) - 56, H - 8);
-  ctx.lineWidth = 1.5;
+  ctx.fillText('loss (log scale)', pad.l + 4, 11);
+  const color = (p) => (p === 'none' ? '#2f6fde' : '#d9731c');
+  for (const r of L) { ctx.fillStyle = color(r.policy) + '55'; ctx.fillRect(xs(r.step) - 1, ys(r.loss) - 1, 2, 2); }
+  const m = smooth(L.map((r) => r.loss));
+  ctx.lineWidth = 2;
   for (let i = 1; i < L.length; i++) {
-    ctx.strokeStyle = L[i].policy === 'none' ? '#2f6fde' : '#d9731c';
+    ctx.strokeStyle = color(L[i].policy);
     ctx.beginPath();
-    ctx.moveTo(xs(L[i - 1].step), ys(L[i - 1].loss));
-    ctx.lineTo(xs(L[i].step), ys(L[i].loss));
+    ctx.moveTo(xs(L[i - 1].step), ys(m[i - 1]));
+    ctx.lineTo(xs(L[i].step), ys(m[i]));
     ctx.stroke();
   }
-  if (L.length === 1) { ctx.fillStyle = '#2f6fde'; ctx.fillRect(xs(L[0].step) - 2, ys(L[0].loss) - 2, 4, 4); }
   ctx.lineWidth = 1;
   ctx.fillStyle = '#2f6fde'; ctx.fillRect(W - 230, 8, 10, 3); ctx.fillStyle = '#66707c'; ctx.fillText('no checkpointing', W - 216, 13);
   ctx.fillStyle = '#d9731c'; ctx.fillRect(W - 110, 8, 10, 3); ctx.fillStyle = '#66707c'; ctx.fillText('checkpointing', W - 96, 13);
+  ctx.fillText('dots: each step · line: running mean', W - 230, 27);
+  const last = L[L.length - 1], best = L.reduce((x, r) => (r.loss < x.loss ? r : x));
+  c.setAttribute('aria-label', `Loss on a log scale, ${L.length} steps: ${L[0].loss.toPrecision(3)} at step ${L[0].step}, ` +
+    `running mean ${m[m.length - 1].toPrecision(3)} at step ${last.step} (last step ${last.loss.toPrecision(3)}), lowest ${best.loss.toPrecision(3)} at step ${best.step}; ` +
+    `${L.filter((r) => r.policy !== 'none').length} steps ran with checkpointing.`);
 }
 
 export function drawRecon(v) {
@@ -65,85 +83,6 @@ export function drawRecon(v) {
     });
   });
   $('recon-note').textContent = `step ${v.step}, the first ${v.n} images of the batch`;
+  c.setAttribute('aria-label', `${labels.join(', ')}: the first ${v.n} images of the batch at step ${v.step}, in three rows`);
   void ctx;
-}
-
-export function drawTimelines() {
-  const t = S.timeline;
-  const pairs = [['tl-none', 'tl-none-cap'], ['tl-policy', 'tl-policy-cap']];
-  if (!t) {
-    pairs.forEach(([cid, cap], i) => {
-      const ctx = setupCanvas($(cid));
-      ctx.fillStyle = '#66707c';
-      ctx.fillText(i ? 'with checkpointing: measured when a run is set up or the policy changes' : 'without checkpointing: measured when a run is set up', 20, 100);
-      $(cap).textContent = '';
-    });
-    return;
-  }
-  let ymax = 1;
-  for (const r of t.results) ymax = Math.max(ymax, r.skipped ? (Number.isFinite(r.planned) ? r.planned : 0) : Math.max(r.peak, r.planned));
-  ymax *= 1.08;
-  pairs.forEach(([cid, capId], i) => {
-    const c = $(cid), ctx = setupCanvas(c), W = c.width, H = c.height, pad = { l: 58, r: 8, t: 10, b: 18 };
-    const r = t.results[i];
-    const ys = (v) => pad.t + (H - pad.t - pad.b) * (1 - v / ymax);
-    ctx.strokeStyle = '#dde1e6';
-    ctx.fillStyle = '#66707c';
-    ctx.beginPath();
-    for (let k = 0; k <= 4; k++) { const v = (ymax * k) / 4; ctx.moveTo(pad.l, ys(v)); ctx.lineTo(W - pad.r, ys(v)); ctx.fillText(fmtBytes(v).replace(' MiB', 'M').replace(' GiB', 'G'), 2, ys(v) + 4); }
-    ctx.stroke();
-    if (!r) {
-      ctx.fillText('turn on checkpointing (or pick a policy) to compare', pad.l + 10, H / 2);
-      $(capId).textContent = '';
-      return;
-    }
-    if (r.skipped) {
-      ctx.setLineDash([6, 4]);
-      ctx.strokeStyle = '#c0392b';
-      if (Number.isFinite(r.planned)) { ctx.beginPath(); ctx.moveTo(pad.l, ys(r.planned)); ctx.lineTo(W - pad.r, ys(r.planned)); ctx.stroke(); }
-      ctx.setLineDash([]);
-      ctx.fillStyle = '#c0392b';
-      ctx.fillText(`'${POLICY_LABEL(r.policy)}' not run: the step would need ${fmtBytes(r.need)},`, pad.l + 10, H / 2 - 8);
-      ctx.fillText(`over the budget. Dashed: its planned peak, ${fmtBytes(r.planned)} (plan only).`, pad.l + 10, H / 2 + 8);
-      $(capId).textContent = `${POLICY_LABEL(r.policy)}: plan only (would not fit the budget): activations ${fmtBytes(r.planned)}`;
-      return;
-    }
-    // filled: what the step needs at each moment (live: rises through the forward, falls through
-    // the backward, with the re-computation bumps); thin line: the arena in use (its peak = plan)
-    const n = r.bytes.length, xs = (k) => pad.l + ((W - pad.l - pad.r) * k) / Math.max(1, n - 1);
-    const color = r.policy === 'none' ? '#2f6fde' : '#d9731c';
-    const live = r.live || r.bytes;
-    ctx.beginPath();
-    ctx.moveTo(xs(0), ys(0));
-    live.forEach((b, k) => ctx.lineTo(xs(k), ys(b)));
-    ctx.lineTo(xs(n - 1), ys(0));
-    ctx.closePath();
-    ctx.fillStyle = color + '40';
-    ctx.fill();
-    ctx.beginPath();
-    live.forEach((b, k) => (k ? ctx.lineTo(xs(k), ys(b)) : ctx.moveTo(xs(k), ys(b))));
-    ctx.strokeStyle = color;
-    ctx.lineWidth = 1.5;
-    ctx.stroke();
-    ctx.lineWidth = 1;
-    ctx.beginPath();
-    r.bytes.forEach((b, k) => (k ? ctx.lineTo(xs(k), ys(b)) : ctx.moveTo(xs(k), ys(b))));
-    ctx.strokeStyle = color + '99';
-    ctx.setLineDash([2, 2]);
-    ctx.stroke();
-    ctx.setLineDash([]);
-    if (r.backwardStart >= 0) {
-      ctx.setLineDash([4, 3]);
-      ctx.strokeStyle = '#1d232b';
-      ctx.beginPath(); ctx.moveTo(xs(r.backwardStart), pad.t); ctx.lineTo(xs(r.backwardStart), H - pad.b); ctx.stroke();
-      ctx.setLineDash([]);
-      ctx.fillStyle = '#1d232b';
-      ctx.fillText('forward', pad.l + 4, H - 4);
-      ctx.fillText('backward →', xs(r.backwardStart) + 4, H - 4);
-    }
-    ctx.fillStyle = color;
-    ctx.fillText(`'${POLICY_LABEL(r.policy)}'  peak ${fmtBytes(r.peak)}`, pad.l + 6, pad.t + 12);
-    $(capId).textContent = `${POLICY_LABEL(r.policy)}: peak ${fmtBytes(r.peak)} (planned ${fmtBytes(r.planned)}), ` +
-      `${r.what || 'forward + backward'} ${r.ms.toFixed(0)} ms, ${n} arena events, batch ${t.batch}`;
-  });
 }

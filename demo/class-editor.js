@@ -96,7 +96,7 @@ export function renderClasses() {
     name.appendChild(count);
     const th = document.createElement('div');
     th.className = 'thumbs';
-    for (const bm of c.images.slice(0, 20)) th.appendChild(thumb(bm));
+    c.images.slice(0, 20).forEach((bm, k) => th.appendChild(thumb(bm, 24, `image ${k + 1} of ${c.images.length} in class ${c.name}`)));
     if (!c.images.length) th.textContent = 'no images yet: drop image files here';
     const tools = document.createElement('div');
     tools.className = 'tools';
@@ -104,6 +104,8 @@ export function renderClasses() {
     add.className = 'filebtn';
     add.textContent = 'add images';
     const input = document.createElement('input');
+    input.className = 'visually-hidden'; // focusable: Enter / Space opens the picker
+    input.setAttribute('aria-label', `add images to class ${c.name}`);
     input.type = 'file';
     input.accept = 'image/*';
     input.multiple = true;
@@ -112,6 +114,7 @@ export function renderClasses() {
     add.appendChild(input);
     const rm = document.createElement('button');
     rm.textContent = 'remove';
+    rm.setAttribute('aria-label', `remove class ${c.name}`);
     rm.disabled = locked;
     rm.addEventListener('click', () => removeClass(i));
     tools.append(add, rm);
@@ -184,6 +187,7 @@ export function syncTabEncoder(info) {
 export function renderEvals() {
   const last = S.evals[S.evals.length - 1], names = S.run && S.run.cfg.classes ? S.run.cfg.classes : [];
   $('stat-acc').textContent = last ? `${(100 * last.top1).toFixed(1)}% (${Math.round(last.top1 * last.n)}/${last.n}) at step ${last.step}` : '–';
+  $('confusion').setAttribute('aria-label', last ? `confusion matrix at step ${last.step}: rows the true class, columns the predicted` : '');
   $('acc-history').textContent = S.evals.length > 1 ? `held-out accuracy by step: ${S.evals.map((e) => `${e.step}: ${(100 * e.top1).toFixed(0)}%`).join(' · ')}` : '';
   const t = $('confusion');
   t.textContent = '';
@@ -223,6 +227,7 @@ export async function onPredict(file) {
   if (!file) return;
   const ctx = $('predict-img').getContext('2d');
   ctx.clearRect(0, 0, 56, 56);
+  $('predict-img').setAttribute('aria-label', `the image to predict: ${file.name}`);
   if (!S.run || !S.run.cfg || S.run.cfg.kind !== 'classify') {
     S.prediction = { file: file.name, error: 'No classifier yet: in classify mode, add classes and press Start; then drop an image here.' };
     renderPrediction();

@@ -1,14 +1,15 @@
-// engine-client.js: the page's side of the two engine workers (worker.js): the trainer (one
-// model, the training loop, timelines, weights, IndexedDB) and the planner (plans configurations
-// without growing the trainer's memory). A call is a message with an id; the reply carries it back.
+// engine-client.js: the page's side of the engine workers: the trainer (worker.js: one model, the
+// training loop, weights, IndexedDB), the planner (worker.js: plans configurations without growing
+// the trainer's memory) and the teacher (teach-worker.js: recorded steps, step times, the lightly
+// bugs live). A call is a message with an id; the reply carries it back.
 import { setStatus } from './state.js';
 
 class Rpc {
-  constructor(name, onEvent) {
+  constructor(name, onEvent, url = new URL('./worker.js', import.meta.url)) {
     this.name = name;
     this.next = 1;
     this.pending = new Map();
-    this.w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name });
+    this.w = new Worker(url, { type: 'module', name });
     this.w.onmessage = (e) => {
       const m = e.data;
       if (m.id && this.pending.has(m.id)) {
@@ -32,6 +33,7 @@ class Rpc {
       this.w.postMessage({ id, type, ...payload }, transfer);
     });
   }
+  post(type, payload = {}) { this.w.postMessage({ type, ...payload }); } // no reply (abort)
   terminate() { this.w.terminate(); }
 }
 
@@ -52,4 +54,10 @@ export function startPlanner() {
   if (planner) planner.terminate();
   planner = new Rpc('planner');
   return planner.call('init');
+}
+/** A teacher (teach.js replaces it with a fresh one when its memory grew: wasm memory never shrinks). */
+export async function startTeacher(onEvent) {
+  const t = new Rpc('teacher', onEvent, new URL('./teach-worker.js', import.meta.url));
+  await t.call('init');
+  return t;
 }

@@ -3,6 +3,7 @@
 import { $, S } from './state.js';
 import { MiB } from './plan.js';
 import { renderClasses } from './class-editor.js';
+import { policyValue, setPolicyValue } from './policy-control.js';
 
 export const CONFIG_IDS = ['kind', 'model', 'custom', 'batch', 'mask-ratio', 'lr', 'steps', 'warmup', 'seed', 'data', 'files',
   'init', 'init-file', 'pool', 'class-name', 'add-class', 'fmnist-classes', 'clear-classes'];
@@ -13,7 +14,8 @@ export function readForm() {
     kind: $('kind').value, model: $('model').value, custom: $('custom').value,
     batch: Math.max(1, Math.floor(num('batch'))), maskRatio: num('mask-ratio'), lr: num('lr'),
     steps: Math.max(1, Math.floor(num('steps'))), warmup: Math.max(0, Math.floor(num('warmup'))), seed: Math.max(0, Math.floor(num('seed'))),
-    data: $('data').value, checkpointing: $('ckpt').checked, policy: $('policy').value,
+    // checkpointing + policy: the form of a saved run (a run saved before 'none' was a policy of the menu reads the same)
+    data: $('data').value, checkpointing: policyValue() !== 'none', policy: policyValue(),
     init: $('init').value, pool: $('pool').value, classes: S.classes.map((c) => c.name),
   };
 }
@@ -21,7 +23,7 @@ export function writeForm(cfg) {
   $('kind').value = cfg.kind; $('model').value = cfg.model; $('custom').value = cfg.custom;
   $('batch').value = cfg.batch; $('mask-ratio').value = cfg.maskRatio; $('lr').value = cfg.lr; $('steps').value = cfg.steps;
   $('warmup').value = cfg.warmup; $('seed').value = cfg.seed; $('data').value = cfg.data;
-  $('ckpt').checked = !!cfg.checkpointing; $('policy').value = cfg.policy;
+  setPolicyValue(cfg.checkpointing ? cfg.policy : 'none');
   if (cfg.init) $('init').value = cfg.init;
   if (cfg.pool) $('pool').value = cfg.pool;
   syncFormVisibility();
@@ -49,24 +51,12 @@ function lockForm(locked) {
 }
 export function syncButtons() {
   const has = !!S.run;
-  $('start').disabled = !S.ready || S.running;
-  $('start').textContent = has && S.step > 0 ? 'Continue' : 'Start';
+  const done = has && S.step >= S.run.cfg.steps;
+  $('start').disabled = !S.ready || S.running || S.busy || done;
+  $('start').textContent = done ? 'Finished: reset to train again' : has && S.step > 0 ? 'Continue training' : 'Start training';
   $('pause').disabled = !S.running;
-  $('measure').disabled = !has;
   $('download-encoder').disabled = !has;
   $('download-full').disabled = !has;
   $('download-classifier').disabled = !has;
   lockForm(has);
-}
-
-/** The policy menu, from the engine's policies: every:K as every:2, budget:BYTES as the budget
- * the page chooses ('auto'); none is the checkbox off. */
-export function fillPolicies(policies) {
-  const sel = $('policy');
-  for (const p of policies) {
-    if (p === 'none') continue;
-    const value = p === 'every:K' ? 'every:2' : p === 'budget:BYTES' ? 'auto' : p;
-    sel.add(new Option(value === 'auto' ? 'budget: the least re-computation that fits' : value === 'block' ? "block (timm's set_grad_checkpointing)" : value, value));
-  }
-  sel.value = 'block';
 }

@@ -1,34 +1,36 @@
-// main.js: the demo page. Everything heavy runs in two module workers (worker.js, through
-// engine-client.js): the trainer and the planner. The page's parts, one module each: state.js (the
-// state, window.vitrineDemo), form.js (the run's form), memory-view.js (plan, budget, refusals),
-// charts.js (loss, reconstructions, activation timelines), own-images.js (the user's images through
-// the pixel pipeline), class-editor.js (the classify mode). This file: the trainer's events, the
-// buttons' actions and the start-up.
-import { $, S, page, setStatus } from './state.js';
-import { fmtBytes } from './plan.js';
+// main.js: the demo page. Everything heavy runs in module workers: the trainer and the planner
+// (worker.js, through engine-client.js) and the teacher (teach-worker.js, through teach.js). The
+// page's parts, one module each: state.js (the state, window.vitrineDemo, the status line and the
+// progress of waits), form.js (the run's form), policy-control.js (the checkpointing policy),
+// memory-view.js (plan, budget, refusals), charts.js (loss, reconstructions), own-images.js (the
+// user's images through the pixel pipeline), class-editor.js (the classify mode), weights.js
+// (download, load), teach.js (how checkpointing works), isolation.js (threads on a static host).
+// This file: the trainer's events, the buttons' actions and the start-up.
+import { $, S, page, setStatus, busy, clearStale } from './state.js';
+import { fmtBytes, policyLabel } from './plan.js';
 import { trainer, startWorkers } from './engine-client.js';
-import { CONFIG_IDS, readForm, writeForm, budgetBytes, syncFormVisibility, syncButtons, fillPolicies } from './form.js';
-import { showRefusal, renderMemory, refreshPlan, planSoon, planTimer } from './memory-view.js';
-import { POLICY_LABEL, setupCanvas, drawLoss, drawRecon, drawTimelines } from './charts.js';
+import { CONFIG_IDS, readForm, writeForm, budgetBytes, syncFormVisibility, syncButtons } from './form.js';
+import { fillPolicies, setPolicyValue, syncPolicy, wirePolicy } from './policy-control.js';
+import { showRefusal, wireRefusal, renderMemory, refreshPlan, planSoon, planTimer } from './memory-view.js';
+import { setupCanvas, drawLoss, drawRecon } from './charts.js';
 import { addFiles, userData } from './own-images.js';
 import { classMessage, addClass, fmnistClasses, renderClasses, classProblem, classData, classesFrom, syncTabEncoder, renderEvals,
   renderPrediction, onPredict } from './class-editor.js';
+import { onDownload, onLoadWeights } from './weights.js';
+import { ensureIsolation } from './isolation.js';
+import { initTeach, teachConfigChanged, expectedStepSeconds } from './teach.js';
 
-page.planSoon = planSoon;
+page.planSoon = () => { planSoon(); teachConfigChanged(); };
 page.syncButtons = syncButtons;
-
-async function measure() {
-  if (!S.run) return;
-  try {
-    S.timeline = await trainer.call('measure', { policy: $('policy').value, budget: budgetBytes() });
-    drawTimelines();
-  } catch (e) { setStatus(`timeline: ${e.message}`, true); }
-}
 
 // ---- worker events -----------------------------------------------------------------------------
 
+let lastStepAt = 0, stepWait = null; // a step that takes over a second shows as a wait
+const endStepWait = () => { if (stepWait) { stepWait(); stepWait = null; } };
 function onTrainerEvent(m) {
   if (m.type === 'step') {
+    lastStepAt = performance.now();
+    endStepWait();
     S.losses.push({ step: m.step, loss: m.loss, hex: m.hex, policy: m.policy, ms: m.ms });
     S.step = m.step;
     S.policy = m.policy;
@@ -38,7 +40,7 @@ function onTrainerEvent(m) {
     $('stat-loss').textContent = m.loss.toFixed(4);
     $('stat-ms').textContent = `${m.ms.toFixed(1)} ms`;
     $('stat-ips').textContent = m.ips.toFixed(0);
-    $('stat-policy').textContent = POLICY_LABEL(m.policy);
+    $('stat-policy').textContent = policyLabel(m.policy);
     scheduleDraw();
   } else if (m.type === 'viz') {
     drawRecon(m);
@@ -47,14 +49,16 @@ function onTrainerEvent(m) {
     renderEvals();
   } else if (m.type === 'stopped') {
     S.running = false;
+    endStepWait();
     S.stopped = m.reason;
-    setStatus(m.reason === 'done' ? `done: ${m.step} steps` : `stopped at step ${m.step}`);
+    setStatus(m.reason === 'done' ? `finished: ${m.step} steps` : `stopped at step ${m.step}`);
     syncButtons();
   } else if (m.type === 'saved') {
     S.saved = m;
     $('storage-status').textContent = m.ok ? `Training state (${fmtBytes(m.bytes)}) kept in this browser at step ${m.step}: reload and it resumes.` : m.message;
   } else if (m.type === 'error') {
     S.running = false;
+    endStepWait();
     setStatus(`training stopped: ${m.message}`, true);
     syncButtons();
   }
@@ -65,11 +69,16 @@ function scheduleDraw() {
   drawPending = true;
   requestAnimationFrame(() => { drawPending = false; drawLoss(); });
 }
+// while training: a step still running after a second is a wait with its progress (a 224 px step)
+setInterval(() => {
+  if (!S.running || stepWait || performance.now() - lastStepAt < 1000) return;
+  busy(`training step ${S.step + 1}`, new Promise((r) => { stepWait = r; }), { expect: expectedStepSeconds(), blocking: false });
+}, 250);
 
 // ---- actions -----------------------------------------------------------------------------------
 
 function afterSetup(r) {
-  S.run = { cfg: r.cfg, dims: r.dims, params: r.params, data: r.data };
+  S.run = { cfg: r.cfg, dims: r.dims, params: r.params, data: r.data, keep: r.keep };
   S.evals = (r.evals || []).map((e) => ({ step: e.step, top1: e.top1, n: e.n, confusion: e.confusion }));
   S.split = r.split || null;
   if ('tabEncoder' in r) syncTabEncoder(r.tabEncoder);
@@ -82,12 +91,28 @@ function afterSetup(r) {
   S.losses = r.losses.map((l) => ({ step: l.step, loss: l.loss, hex: l.hex, policy: l.policy, ms: l.ms }));
   S.policy = r.policy;
   S.mem = r.mem;
-  S.stopped = null;
+  S.stopped = r.step >= r.cfg.steps ? 'done' : null;
   $('stat-step').textContent = `${r.step} / ${r.cfg.steps}`;
-  $('stat-policy').textContent = POLICY_LABEL(r.policy);
+  $('stat-policy').textContent = policyLabel(r.policy);
   if (S.losses.length) $('stat-loss').textContent = S.losses[S.losses.length - 1].loss.toFixed(4);
+  if (r.viz) drawRecon(r.viz);
+  $('storage-status').textContent = r.keep ? 'The training state is kept in this browser (IndexedDB): reload and it resumes.'
+    : 'This run is not kept for a reload: saving its training state would pass the budget.';
   syncButtons();
   drawLoss();
+  renderMemory();
+}
+
+/** The one-click fix of a refusal: its policy (and batch), then `then` (start, or apply). */
+function fixFor(report, then) {
+  const s = report && report.suggestion;
+  if (!s) return null;
+  const batchChange = !S.run && s.batch !== Number($('batch').value);
+  const pol = s.policy.startsWith('budget:') ? 'auto' : s.policy;
+  return {
+    label: `Use checkpointing '${policyLabel(s.policy)}'${batchChange ? ` at batch ${s.batch}` : ''} (${fmtBytes(s.need)})`,
+    apply: () => { setPolicyValue(pol); if (batchChange) $('batch').value = String(s.batch); then(pol); },
+  };
 }
 
 async function ensureRun() {
@@ -97,33 +122,30 @@ async function ensureRun() {
   if (cls) {
     const problem = classProblem(cfg);
     classMessage(problem);
-    if (problem) { setStatus(problem, true, false); return false; }
+    if (problem) { setStatus(problem, true, false, () => !classProblem(readForm())); return false; }
   } else if (cfg.data === 'user' && !S.userImages.length) { showRefusal('No images of yours yet: drop some image files, or train on the Fashion-MNIST sample.'); return false; }
-  setStatus('planning…');
-  const p = await refreshPlan();
-  if (!p || p.error) { showRefusal(`Cannot set up this model: ${p ? p.error : 'the engine is not ready'}`); setStatus(''); return false; }
+  const p = await busy('planning the run', refreshPlan());
+  if (!p || p.error) { showRefusal(`Cannot set up this model: ${p ? p.error : 'the engine is not ready'}`); return false; }
   if (!p.report.fits) {
     S.refusal = p.report.message;
-    showRefusal(`Refused before running. ${p.report.message}`);
-    setStatus('refused: does not fit the budget', true, false);
+    showRefusal(`Refused before running. ${p.report.message}`, fixFor(p.report, () => onStart()));
+    setStatus('refused: does not fit the budget', true, false, () => S.plan && S.plan.fits);
     return false;
   }
   S.refusal = null;
   showRefusal(null);
   cfg.resolved = p.report.policy;
-  setStatus('setting up the model…');
   const ud = cls ? classData(p.dims.img, p.dims.chans) : cfg.data === 'user' ? userData(p.dims.img, p.dims.chans) : null;
   const init = cls && cfg.init === 'file' ? { name: S.initFile.name, bytes: S.initFile.bytes.slice() } : null;
-  const r = await trainer.call('setup', { cfg, userData: ud, init }, [...(ud ? [ud.pixels.buffer] : []), ...(init ? [init.bytes.buffer] : [])]);
+  const r = await busy('setting up the model', trainer.call('setup', { cfg, userData: ud, init, budget: budgetBytes(), keep: p.report.keep },
+    [...(ud ? [ud.pixels.buffer] : []), ...(init ? [init.bytes.buffer] : [])]));
   afterSetup(r);
   setStatus(`${r.params.toLocaleString()} parameters, ${r.dims.img}x${r.dims.img}x${r.dims.chans}, data: ${r.data.name} (${r.data.n})` +
     (r.init ? `; started from ${r.init.what}: ${r.init.text}` : ''));
-  await measure();
   return true;
 }
 
 async function onStart() {
-  $('start').disabled = true;
   S.error = null;
   clearTimeout(planTimer);
   try {
@@ -131,6 +153,7 @@ async function onStart() {
     await trainer.call('start');
     S.running = true;
     S.stopped = null;
+    lastStepAt = performance.now();
     setStatus('training…');
   } catch (e) { setStatus(e.message, true); }
   syncButtons();
@@ -139,92 +162,112 @@ async function onStart() {
 async function onPause() {
   try { await trainer.call('pause'); } catch (e) { setStatus(e.message, true); }
   S.running = false;
+  endStepWait();
   setStatus(`paused at step ${S.step}`);
   syncButtons();
 }
 
 async function onReset() {
   // the MAE / AIM encoder of the run reset stays in the worker for a classifier to start from
-  try { syncTabEncoder((await trainer.call('reset')).tabEncoder); } catch (e) { setStatus(e.message, true); }
-  Object.assign(S, { run: null, running: false, step: 0, losses: [], stopped: null, timeline: null, resumed: false, mem: null, refusal: null, error: null,
+  try { syncTabEncoder((await busy('resetting', trainer.call('reset'))).tabEncoder); } catch (e) { setStatus(e.message, true); }
+  Object.assign(S, { run: null, running: false, step: 0, losses: [], stopped: null, resumed: false, mem: null, refusal: null, error: null,
     evals: [], split: null, prediction: null });
   $('stat-acc').textContent = '–'; $('stat-heldout').textContent = '–'; $('stat-init').textContent = '–';
   renderEvals(); renderPrediction(); classMessage(null);
   $('predict-img').getContext('2d').clearRect(0, 0, 56, 56);
   $('stat-step').textContent = '0'; $('stat-loss').textContent = '–'; $('stat-ms').textContent = '–'; $('stat-ips').textContent = '–'; $('stat-policy').textContent = '–';
   setupCanvas($('recon')); $('recon-note').textContent = '';
+  $('recon').setAttribute('aria-label', 'reconstructions of the last batch appear here while training');
   $('storage-status').textContent = 'The training state is kept in this browser (IndexedDB): reload and it resumes.';
   showRefusal(null);
   drawLoss();
-  drawTimelines();
   syncButtons();
   setStatus('reset');
-  planSoon();
+  page.planSoon();
 }
 
-let prevCkpt = { checked: false, policy: 'block' };
-async function onCheckpointing() {
-  const want = $('ckpt').checked ? $('policy').value : 'none';
-  if (!S.run) { prevCkpt = { checked: $('ckpt').checked, policy: $('policy').value }; planSoon(); return; }
+/** A policy chosen (committed: policy-control.js): planned, and applied to the run from its next step. */
+let applied = 'none', policyCtl = null;
+async function commitPolicy(policy) {
+  teachConfigChanged();
+  if (!S.run) { showRefusal(null); await refreshPlan(); applied = policy; return; }
   try {
-    const r = await trainer.call('policy', { policy: want, budget: budgetBytes() });
+    const r = await busy(`applying checkpointing '${policy}'`, trainer.call('policy', { policy, budget: budgetBytes() }));
     if (!r.ok) {
-      $('ckpt').checked = prevCkpt.checked;
-      $('policy').value = prevCkpt.policy;
+      setPolicyValue(applied);
+      policyCtl.reset(applied);
       S.refusal = r.report.message;
-      showRefusal(`Checkpointing not changed. ${r.report.message}`);
+      showRefusal(`Checkpointing not changed: '${policyLabel(r.report.policy)}' does not fit. ${r.report.message}`, fixFor(r.report, (p) => commitPolicy(p)));
     } else {
-      prevCkpt = { checked: $('ckpt').checked, policy: $('policy').value };
+      applied = policy;
       S.policy = r.policy;
       showRefusal(null);
-      setStatus(`checkpointing '${POLICY_LABEL(r.policy)}' from the next step (step ${S.step + 1})`);
+      setStatus(`checkpointing '${policyLabel(r.policy)}' from the next step (step ${S.step + 1})`);
     }
   } catch (e) { setStatus(e.message, true); }
   await refreshPlan();
-  await measure();
-}
-
-function download(bytes, name) {
-  const url = URL.createObjectURL(new Blob([bytes], { type: 'application/octet-stream' }));
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = name;
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10000);
-}
-async function onDownload(full) {
-  try {
-    const r = await trainer.call('exportWeights', { full });
-    const what = r.kind === 'classifier' ? 'classifier' : full ? 'full' : 'encoder-timm';
-    download(r.bytes, `vitrine-${r.kind === 'classifier' ? '' : r.kind + '-'}${what}-step${r.step}.safetensors`);
-    setStatus(`downloaded ${r.kind === 'classifier' ? 'the classifier (timm keys, head, class names: vitrine predict --weights reads it)'
-      : full ? 'the full model (lightly keys)' : 'the encoder (timm keys)'}: ${fmtBytes(r.bytes.length)}`);
-  } catch (e) { setStatus(e.message, true); }
-}
-async function onLoadWeights(file) {
-  try {
-    if (!(await ensureRun())) return;
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    const r = await trainer.call('importWeights', { bytes, name: file.name }, [bytes.buffer]);
-    setStatus(`loaded ${file.name} as ${r.as}`);
-    S.step = r.step;
-    S.losses = [];
-    S.evals = [];
-    if (S.run.cfg.kind === 'classify') { S.run.cfg = { ...S.run.cfg, initFrom: file.name }; $('stat-init').textContent = file.name; renderEvals(); }
-    drawLoss();
-    $('stat-step').textContent = `${r.step} / ${S.run.cfg.steps}`;
-    syncButtons();
-  } catch (e) { setStatus(e.message, true); }
 }
 
 // ---- start-up ----------------------------------------------------------------------------------
 
+/** Enter or Space on a drop zone opens its file picker (keyboard users cannot drag). */
+function keyboardPicker(zoneId, inputId) {
+  $(zoneId).addEventListener('keydown', (e) => {
+    if (e.target !== e.currentTarget || (e.key !== 'Enter' && e.key !== ' ')) return;
+    e.preventDefault();
+    $(inputId).click();
+  });
+}
+function dropZone(id, onFiles) {
+  const z = $(id);
+  z.addEventListener('dragover', (e) => { e.preventDefault(); z.classList.add('over'); });
+  z.addEventListener('dragleave', () => z.classList.remove('over'));
+  z.addEventListener('drop', (e) => { e.preventDefault(); z.classList.remove('over'); onFiles([...e.dataTransfer.files]); });
+}
+
+function wire() {
+  for (const id of CONFIG_IDS) $(id).addEventListener('change', () => { syncFormVisibility(); page.planSoon(); });
+  for (const id of ['batch', 'lr', 'mask-ratio', 'custom']) $(id).addEventListener('input', page.planSoon);
+  $('budget').addEventListener('change', async () => { if (!S.run) showRefusal(null); await refreshPlan(); teachConfigChanged(); });
+  policyCtl = wirePolicy({ onPreview: () => teachConfigChanged(), onCommit: commitPolicy });
+  wireRefusal();
+  $('start').addEventListener('click', onStart);
+  $('pause').addEventListener('click', onPause);
+  $('reset').addEventListener('click', onReset);
+  $('download-encoder').addEventListener('click', () => onDownload(false));
+  $('download-full').addEventListener('click', () => onDownload(true));
+  $('download-classifier').addEventListener('click', () => onDownload(true));
+  // classify mode: the class editor, where to start from, prediction
+  $('add-class').addEventListener('click', () => { if (addClass($('class-name').value)) $('class-name').value = ''; clearStale(); });
+  $('class-name').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('add-class').click(); });
+  $('fmnist-classes').addEventListener('click', fmnistClasses);
+  $('clear-classes').addEventListener('click', () => { if (S.run) return; S.classes = []; classMessage(null); renderClasses(); page.planSoon(); });
+  $('init').addEventListener('change', () => {
+    const t = S.tabEncoder;
+    if ($('init').value === 'tab' && t) { $('model').value = t.model; if (t.model === 'custom') $('custom').value = t.custom; syncFormVisibility(); page.planSoon(); }
+  });
+  $('init-file').addEventListener('change', async (e) => {
+    const f = e.target.files[0];
+    S.initFile = f ? { name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) } : null;
+    clearStale();
+  });
+  const cdata = $('classify-data');
+  cdata.addEventListener('dragover', (e) => e.preventDefault());
+  cdata.addEventListener('drop', (e) => { e.preventDefault(); classMessage(S.run ? 'The classes are fixed while a run exists: Reset to change them.' : 'Drop images onto a class (add a class first).'); });
+  $('predict-file').addEventListener('change', (e) => { onPredict(e.target.files[0]); e.target.value = ''; });
+  dropZone('predict-drop', (files) => onPredict(files[0]));
+  keyboardPicker('predict-drop', 'predict-file');
+  $('files').addEventListener('change', (e) => { addFiles([...e.target.files]); e.target.value = ''; });
+  dropZone('drop', (files) => { if (!S.run) addFiles(files); });
+  keyboardPicker('drop', 'files');
+  $('load-weights').addEventListener('change', (e) => { if (e.target.files[0]) onLoadWeights(e.target.files[0], ensureRun); e.target.value = ''; });
+}
+
 async function boot() {
   let info;
+  S.isolation = await ensureIsolation();
   try {
-    info = await startWorkers(onTrainerEvent);
+    info = await busy('loading the engine', startWorkers(onTrainerEvent));
   } catch (e) { setStatus(`the engine did not load: ${e.message}`, true); return; }
   S.build = info.build;
   S.simdKernels = info.simdKernels;
@@ -235,7 +278,8 @@ async function boot() {
   // cross-origin isolation (COOP/COEP headers: demo/serve.mjs sends them) it runs on 1 and says why
   badge.textContent = `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}` +
     `, ${info.threads} thread${info.threads === 1 ? '' : 's'}` + (info.threadsNote ? ` (${info.threadsNote.replace(/^1 thread: /, '')})` : '');
-  badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread`;
+  badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread;` +
+    ` cross-origin isolated by ${S.isolation === 'service worker' ? 'the service worker coi-sw.js (a static host)' : 'the server\'s headers'}`;
   badge.classList.toggle('simd', info.simdKernels);
   const be = info.backend, a = be.adapter, bb = $('backend'); // where training steps run, and why
   S.backend = be;
@@ -249,72 +293,31 @@ async function boot() {
   sel.value = 'fmnist';
   fillPolicies(info.policies);
   syncFormVisibility();
-
-  for (const id of CONFIG_IDS) $(id).addEventListener('change', () => { syncFormVisibility(); planSoon(); });
-  for (const id of ['batch', 'lr', 'mask-ratio', 'custom']) $(id).addEventListener('input', planSoon);
-  $('budget').addEventListener('change', async () => { if (!S.run) showRefusal(null); await refreshPlan(); });
-  $('ckpt').addEventListener('change', onCheckpointing);
-  $('policy').addEventListener('change', () => { if ($('ckpt').checked || !S.run) onCheckpointing(); else measure(); });
-  $('start').addEventListener('click', onStart);
-  $('pause').addEventListener('click', onPause);
-  $('reset').addEventListener('click', onReset);
-  $('measure').addEventListener('click', measure);
-  $('download-encoder').addEventListener('click', () => onDownload(false));
-  $('download-full').addEventListener('click', () => onDownload(true));
-  $('download-classifier').addEventListener('click', () => onDownload(true));
-  // classify mode: the class editor, where to start from, prediction
-  $('add-class').addEventListener('click', () => { if (addClass($('class-name').value)) $('class-name').value = ''; });
-  $('class-name').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('add-class').click(); });
-  $('fmnist-classes').addEventListener('click', fmnistClasses);
-  $('clear-classes').addEventListener('click', () => { if (S.run) return; S.classes = []; classMessage(null); renderClasses(); planSoon(); });
-  $('init').addEventListener('change', () => {
-    const t = S.tabEncoder;
-    if ($('init').value === 'tab' && t) { $('model').value = t.model; if (t.model === 'custom') $('custom').value = t.custom; syncFormVisibility(); planSoon(); }
-  });
-  $('init-file').addEventListener('change', async (e) => {
-    const f = e.target.files[0];
-    S.initFile = f ? { name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) } : null;
-  });
-  const cdata = $('classify-data');
-  cdata.addEventListener('dragover', (e) => e.preventDefault());
-  cdata.addEventListener('drop', (e) => { e.preventDefault(); classMessage(S.run ? 'The classes are fixed while a run exists: Reset to change them.' : 'Drop images onto a class (add a class first).'); });
-  $('predict-file').addEventListener('change', (e) => { onPredict(e.target.files[0]); e.target.value = ''; });
-  const pdrop = $('predict-drop');
-  pdrop.addEventListener('dragover', (e) => { e.preventDefault(); pdrop.classList.add('over'); });
-  pdrop.addEventListener('dragleave', () => pdrop.classList.remove('over'));
-  pdrop.addEventListener('drop', (e) => { e.preventDefault(); pdrop.classList.remove('over'); onPredict(e.dataTransfer.files[0]); });
-  $('files').addEventListener('change', (e) => addFiles([...e.target.files]));
-  $('load-weights').addEventListener('change', (e) => { if (e.target.files[0]) onLoadWeights(e.target.files[0]); e.target.value = ''; });
-  const drop = $('drop');
-  drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
-  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
-  drop.addEventListener('drop', (e) => { e.preventDefault(); drop.classList.remove('over'); if (!S.run) addFiles([...e.dataTransfer.files]); });
+  wire();
 
   S.ready = true;
   renderClasses();
   drawLoss();
-  drawTimelines();
-  // a run kept in IndexedDB resumes
+  // a run kept in IndexedDB resumes (a finished one as finished, with its reconstructions)
   try {
     const saved = await trainer.call('saved');
     if (saved) {
       writeForm(saved.cfg);
-      prevCkpt = { checked: !!saved.cfg.checkpointing, policy: saved.cfg.policy };
-      setStatus(`resuming the run kept in this browser (step ${saved.step})…`);
-      const r = await trainer.call('setup', { resume: true });
+      applied = saved.cfg.checkpointing ? saved.cfg.policy : 'none';
+      policyCtl.reset(applied);
+      const r = await busy(`resuming the run kept in this browser (step ${saved.step})`, trainer.call('setup', { resume: true, budget: budgetBytes() }));
       afterSetup(r);
       if (r.userData && r.userData.classes) await classesFrom(r.userData);
       S.resumed = true;
-      setStatus(`resumed at step ${r.step} of ${r.cfg.steps}: press Continue`);
-      $('storage-status').textContent = `Resumed from this browser's storage at step ${r.step}.`;
-      await refreshPlan();
-      await measure();
-    } else {
-      setStatus('ready');
-      await refreshPlan();
-    }
+      const done = r.step >= r.cfg.steps;
+      setStatus(done ? `finished: ${r.step} steps (kept in this browser; Reset to train again)` : `resumed at step ${r.step} of ${r.cfg.steps}: press Continue training`);
+      $('storage-status').textContent = `Resumed from this browser's storage at step ${r.step}${done ? ', the run finished' : ''}.`;
+    } else setStatus('ready');
+    await refreshPlan();
   } catch (e) { setStatus(`could not resume: ${e.message}`, true); await refreshPlan(); }
+  syncPolicy();
   syncButtons();
+  initTeach();
   S.booted = true;
 }
 

@@ -1,22 +1,36 @@
-// memory-view.js: the memory panel -- one training step's plan by kind against the browser budget
-// the user chose (from the planner worker: the engine's numbers, demo/plan.js's words), the wasm
-// memory the trainer holds, one row per policy, and the refusal of a configuration that does not fit.
-import { $, S } from './state.js';
-import { fmtBytes, MiB } from './plan.js';
+// memory-view.js: the memory panel -- what the tab's trainer will hold for one configuration, part
+// by part, against the browser budget the user chose (the planner worker: the engine's plan plus
+// demo/plan.js's parts), the wasm memory the trainer holds now, one row per policy, and the refusal
+// of a configuration that does not fit, with the fix it offers one click away.
+import { $, S, clearStale } from './state.js';
+import { fmtBytes, policyLabel, MiB } from './plan.js';
 import { planner, startPlanner } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
-import { POLICY_LABEL } from './charts.js';
 
-export function showRefusal(text, fits = false) {
-  const el = $('refusal');
-  el.hidden = !text;
-  el.textContent = text || '';
-  el.classList.toggle('fits', fits);
+let fixAction = null;
+/** A refusal (null: none). fix: { label, apply } offered as a button. */
+export function showRefusal(text, fix = null) {
+  $('refusal').hidden = !text;
+  $('refusal-text').textContent = text || '';
+  const b = $('refusal-fix');
+  b.hidden = !fix;
+  b.textContent = fix ? fix.label : '';
+  fixAction = fix ? fix.apply : null;
 }
+export function wireRefusal() { $('refusal-fix').addEventListener('click', () => { const f = fixAction; showRefusal(null); if (f) f(); }); }
+
+const COLORS = { 'wasm module': '#b8c0ca', parameters: 'var(--params)', gradients: 'var(--grads)', 'AdamW m, v': 'var(--opt)', activations: 'var(--act)',
+  batch: '#8d99a6', reconstructions: '#c9a7e0', 'saved state': '#7fb8a4', 'its checked copy (reload)': '#a9d3c4' };
 
 function bar(label, segs, scale, limit) {
+  const wrap = document.createElement('div');
+  const l = document.createElement('div');
+  l.className = 'bar-label';
+  l.textContent = label;
   const b = document.createElement('div');
   b.className = 'bar';
+  b.setAttribute('aria-hidden', 'true');
+  wrap.append(l, b);
   let x = 0;
   for (const [w, color, title] of segs) {
     const s = document.createElement('div');
@@ -24,14 +38,10 @@ function bar(label, segs, scale, limit) {
     s.style.left = `${(100 * x) / scale}%`;
     s.style.width = `${Math.max(0, (100 * Math.min(w, scale - x)) / scale)}%`;
     s.style.background = color;
-    s.title = title;
+    s.title = `${title}: ${fmtBytes(w)}`;
     b.appendChild(s);
     x += w;
   }
-  const l = document.createElement('div');
-  l.className = 'label';
-  l.textContent = label;
-  b.appendChild(l);
   if (limit != null) {
     const lim = document.createElement('div');
     lim.className = 'limit';
@@ -39,49 +49,63 @@ function bar(label, segs, scale, limit) {
     lim.title = 'budget';
     b.appendChild(lim);
   }
-  return b;
+  return wrap;
+}
+
+const flops = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(1)} MFLOP`);
+/** FLOPs the policy re-computes per step and their share of one forward, from the engine's recorded
+ * step of this configuration (teach.js; '…' until it is recorded). */
+function recomputeText(policy) {
+  const r = S.teach && S.teach.R && S.teach.R[policy];
+  if (!r) return '…';
+  return r.flops.recompute ? `${flops(r.flops.recompute)} (${((100 * r.flops.recompute) / r.flops.forward).toFixed(0)}% of a forward)` : '0';
 }
 
 export function renderMemory() {
   const r = S.plan, budget = budgetBytes(), bars = $('mem-bars');
   bars.textContent = '';
-  if (!r || !r.plan) { $('mem-summary').textContent = r ? r.message : ''; $('policy-table').textContent = ''; return; }
-  const p = r.plan, extra = r.need - p.total;
+  const t = $('policy-table');
+  t.querySelectorAll('tr').forEach((tr) => tr.remove());
+  if (!r || !r.plan) { $('mem-summary').textContent = r ? r.message : ''; return; }
   const finite = (v) => (Number.isFinite(v) ? v : 4 * 1024 * MiB);
   const lin = S.mem ? S.mem.linear : 0;
   const scale = Math.max(budget, finite(r.need), lin) * 1.04;
-  $('mem-summary').innerHTML = '';
-  const sum = document.createElement('div');
-  sum.textContent = `One training step under '${POLICY_LABEL(r.policy)}' needs ${fmtBytes(r.need)} of the ${fmtBytes(budget)} budget` +
-    ` (${r.fits ? 'fits' : 'does not fit'}).`;
+  const sum = $('mem-summary');
+  sum.textContent = `The trainer under '${policyLabel(r.policy)}' at batch ${S.run ? S.run.cfg.batch : readForm().batch} will hold ${fmtBytes(r.need)} ` +
+    `of the ${fmtBytes(budget)} budget (${r.fits ? 'fits' : 'does not fit'})` +
+    (r.fits && !r.keep ? '; not kept for a reload: saving its state would not fit.' : '.') +
+    (r.policy.startsWith('budget:') && r.fits && !r.plan.recomputeFlops ? ' The budget search chose to keep everything: nothing needed re-computing.' : '');
   sum.style.color = r.fits ? 'var(--ok)' : 'var(--bad)';
-  $('mem-summary').appendChild(sum);
-  bars.appendChild(bar(`plan: params ${fmtBytes(p.params)} · grads ${fmtBytes(p.grads)} · AdamW ${fmtBytes(p.optimizer)} · activations ${fmtBytes(p.activations)}`, [
-    [p.params, 'var(--params)', 'parameters'], [p.grads, 'var(--grads)', 'gradients'], [p.optimizer, 'var(--opt)', 'AdamW m, v'],
-    [finite(p.activations), 'var(--act)', 'activations'], [extra, '#b8c0ca', 'wasm module + batch'],
-  ], scale, budget));
-  if (S.mem) {
-    const a = S.mem.arena ? S.mem.arena.capacity : 0;
-    bars.appendChild(bar(`this tab's trainer: wasm memory ${fmtBytes(lin)}${a ? ` (activation arena ${fmtBytes(a)})` : ''}`, [[lin, '#8fb3e8', 'wasm linear memory']], scale, budget));
+  if (S.teach && S.teach.R && S.plan.fits) { // the page's policy, from its recorded step
+    const rp = S.teach.R[r.policy];
+    if (rp && r.policy !== 'none') sum.textContent += ` It re-computes ${recomputeText(r.policy)} per step` + (rp.flops.recompute ? '.' : ': nothing needed re-computing.');
+  }
+  bars.appendChild(bar(`planned: ${r.parts.filter(([, b]) => b > 0).map(([n, b]) => `${n} ${fmtBytes(b)}`).join(' · ')}`,
+    r.parts.map(([n, b]) => [finite(b), COLORS[n] || '#999', n]), scale, budget));
+  if (S.mem && S.run) {
+    bars.appendChild(bar(`this tab's trainer now: wasm memory ${fmtBytes(lin)}` + (S.mem.arena ? ` (activation arena ${fmtBytes(S.mem.arena.capacity)})` : '') +
+      (lin > budget ? `: over the ${fmtBytes(budget)} budget chosen since (wasm memory never shrinks): Reset, and the next run starts a fresh engine`
+        : lin > r.need ? `: more than planned for '${policyLabel(r.policy)}', as wasm memory never shrinks: it keeps what an earlier policy or run of this tab used` : ''),
+      [[lin, '#8fb3e8', 'wasm linear memory']], scale, budget));
   }
   const leg = document.createElement('div');
   leg.className = 'legend';
-  leg.innerHTML = '<span><i style="background:var(--params)"></i>parameters</span><span><i style="background:var(--grads)"></i>gradients</span>' +
-    '<span><i style="background:var(--opt)"></i>AdamW m, v</span><span><i style="background:var(--act)"></i>activations</span>' +
-    '<span><i style="background:#b8c0ca"></i>wasm module, batch</span><span><i style="background:var(--bad)"></i>budget</span>' +
-    '<span>(wasm memory grows, never shrinks)</span>';
+  for (const [n] of r.parts) { const s = document.createElement('span'); s.innerHTML = `<i style="background:${COLORS[n] || '#999'}"></i>`; s.append(n); leg.appendChild(s); }
+  leg.insertAdjacentHTML('beforeend', '<span><i style="background:var(--bad)"></i>budget</span><span>(wasm memory grows, never shrinks)</span>');
   bars.appendChild(leg);
-  const t = $('policy-table');
-  t.innerHTML = '<tr><th>policy</th><th>activations</th><th>step total</th><th>fits the budget</th></tr>';
+  const head = document.createElement('tr');
+  for (const h of ['policy', 'activations', 're-computed per step', 'trainer total', 'fits the budget']) { const th = document.createElement('th'); th.textContent = h; th.scope = 'col'; head.appendChild(th); }
+  t.appendChild(head);
   for (const row of r.rows) {
     const tr = document.createElement('tr');
     if (row.policy === r.policy) tr.className = 'current';
-    const cells = row.error ? [POLICY_LABEL(row.policy), row.error, '', ''] :
-      [POLICY_LABEL(row.policy), fmtBytes(row.activations), fmtBytes(row.need), row.fits ? 'yes' : 'no'];
+    const cells = row.error ? [policyLabel(row.policy), row.error, '', '', ''] :
+      [policyLabel(row.policy), fmtBytes(row.activations), recomputeText(row.policy), fmtBytes(row.need), row.fits ? 'yes' : 'no'];
     cells.forEach((c, i) => {
-      const td = document.createElement('td');
+      const td = document.createElement(i ? 'td' : 'th');
+      if (!i) td.scope = 'row';
       td.textContent = c;
-      if (i === 3) td.className = row.fits ? 'yes' : 'no';
+      if (i === 4) td.className = row.fits ? 'yes' : 'no';
       tr.appendChild(td);
     });
     t.appendChild(tr);
@@ -90,22 +114,25 @@ export function renderMemory() {
 
 let planSeq = 0;
 /** Plans the form's configuration (or the run's, with the current checkpointing and budget). */
-export async function refreshPlan() {
+export async function refreshPlan(policy = null) {
   if (!S.ready) return null;
   const seq = ++planSeq;
-  const cfg = S.run ? { ...S.run.cfg, checkpointing: $('ckpt').checked, policy: $('policy').value, resolved: undefined } : readForm();
+  const form = readForm();
+  const cfg = S.run ? { ...S.run.cfg, checkpointing: (policy || form.policy) !== 'none', policy: policy || form.policy, resolved: undefined }
+    : { ...form, ...(policy ? { policy, checkpointing: policy !== 'none' } : {}) };
   try {
     const res = await planner.call('plan', { cfg, budget: budgetBytes() });
     if (seq !== planSeq) return res;
     S.plan = res.report;
     renderMemory();
+    clearStale();
     if (res.linear > 768 * MiB) await startPlanner(); // its memory never shrinks
     return res;
   } catch (e) {
-    if (seq === planSeq) { S.plan = null; $('mem-summary').textContent = e.message; $('mem-bars').textContent = ''; $('policy-table').textContent = ''; }
+    if (seq === planSeq) { S.plan = null; $('mem-summary').textContent = e.message; $('mem-bars').textContent = ''; }
     return { error: e.message };
   }
 }
 export let planTimer = 0;
 // a form change: the last refusal is stale; plan again shortly (typing)
-export const planSoon = () => { if (!S.run) showRefusal(null); clearTimeout(planTimer); planTimer = setTimeout(refreshPlan, 200); };
+export const planSoon = () => { if (!S.run) showRefusal(null); clearStale(); clearTimeout(planTimer); planTimer = setTimeout(refreshPlan, 200); };

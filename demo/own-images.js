@@ -27,10 +27,13 @@ export function pixelsFor(bitmaps, size, chans) {
   return pixels;
 }
 
-/** A small picture of an image for the page (display only: the canvas's own scaling). */
-export function thumb(bm, size = 24) {
+/** A small picture of an image for the page (display only: the canvas's own scaling); label: its
+ * text alternative. */
+export function thumb(bm, size = 24, label = 'an image') {
   const c = document.createElement('canvas');
   c.width = c.height = size;
+  c.setAttribute('role', 'img');
+  c.setAttribute('aria-label', `${label} (${bm.width}×${bm.height} px)`);
   const s = Math.min(bm.width, bm.height);
   c.getContext('2d').drawImage(bm, (bm.width - s) / 2, (bm.height - s) / 2, s, s, 0, 0, size, size);
   return c;
@@ -44,7 +47,7 @@ export async function addFiles(files) {
     (bad.length ? ` (not images: ${bad.join(', ')})` : '');
   const th = $('thumbs');
   th.textContent = '';
-  for (const bm of S.userImages.slice(0, 24)) th.appendChild(thumb(bm, 28));
+  S.userImages.slice(0, 24).forEach((bm, i) => th.appendChild(thumb(bm, 28, `your image ${i + 1} of ${S.userImages.length}`)));
   if (ok.length && !S.run) { $('data').value = 'user'; page.planSoon(); }
 }
 

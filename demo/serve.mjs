@@ -17,14 +17,14 @@ import { fileURLToPath } from 'node:url';
 import { prepareData } from './prepare-data.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
+export const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
 // the browser builds' files (wasm/builds.json) and the table the loader reads
 const { builds } = JSON.parse(readFileSync(join(ROOT, 'wasm/builds.json'), 'utf8'));
-const WASM_FILES = ['vitrine-builds.js', ...Object.values(builds).filter((b) => b.browser).flatMap((b) => b.files)];
+export const WASM_FILES = ['vitrine-builds.js', ...Object.values(builds).filter((b) => b.browser).flatMap((b) => b.files)];
 // cross-origin isolation (threads); same-origin files need nothing more under require-corp
 export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 
-const MIME = {
+export const MIME = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8', '.json': 'application/json; charset=utf-8', '.wasm': 'application/wasm',
   '.bin': 'application/octet-stream', '.png': 'image/png', '.svg': 'image/svg+xml', '.ico': 'image/x-icon',
@@ -87,14 +87,23 @@ function hostAllowed(header, port, allowed) {
   return allowed.has(m[1].toLowerCase());
 }
 
+/** How long a client may take (ms): to send a request's headers, the whole request, and between
+ * requests on a kept-alive connection; a half-sent request is closed after at most `headers` +
+ * `check` (Node's defaults would keep it open for a minute and more). */
+export const TIMEOUTS = { headers: 10000, request: 30000, keepAlive: 5000, check: 1000 };
+
 /** Starts the static server; resolves to { server, url } once it listens. isolate: false leaves
- * out the COOP / COEP headers (to see the page's 1-thread fallback). */
-export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [], isolate = true } = {}) {
+ * out the COOP / COEP headers (to see the page's 1-thread fallback); timeouts: TIMEOUTS' fields. */
+export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [], isolate = true, timeouts = {} } = {}) {
   const allowed = new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts.map((h) => h.toLowerCase())]);
   if (host !== '0.0.0.0' && host !== '::') allowed.add(host.includes(':') ? `[${host}]` : host.toLowerCase());
-  const iso = isolate ? ISOLATION_HEADERS : {};
-  const server = createServer(async (req, res) => {
-    const send = (code, text, headers = {}) => { res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', ...iso, ...headers }); res.end(text); };
+  const iso = isolate ? ISOLATION_HEADERS : {}, t = { ...TIMEOUTS, ...timeouts };
+  const server = createServer({ headersTimeout: t.headers, requestTimeout: t.request, keepAliveTimeout: t.keepAlive, connectionsCheckingInterval: t.check }, async (req, res) => {
+    // every response is text the browser must not sniff as something else (a 404 names the path asked for)
+    const send = (code, text, headers = {}) => {
+      res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', ...iso, ...headers });
+      res.end(text);
+    };
     if (!hostAllowed(req.headers.host, server.address().port, allowed))
       return send(403, `host '${req.headers.host || ''}' is not served (DNS rebinding?): use http://127.0.0.1:${server.address().port}/ or --allow-host NAME\n`);
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
@@ -103,10 +112,10 @@ export function startServer({ port = 8080, host = '127.0.0.1', log = false, allo
     if (path === '/' || path === '/demo') return send(302, 'see /demo/\n', { Location: '/demo/' });
     if (path.endsWith('/')) path += 'index.html';
     const file = await resolvePath(path);
-    if (!file) return send(404, `not found: ${path}\n`);
+    if (!file) return send(404, `not found: ${JSON.stringify(path)}\n`);
     let st;
     try { st = await stat(file); } catch { st = null; }
-    if (!st || !st.isFile()) return send(404, `not found: ${path}\n`);
+    if (!st || !st.isFile()) return send(404, `not found: ${JSON.stringify(path)}\n`);
     res.writeHead(200, {
       'Content-Type': MIME[extname(file).toLowerCase()] || 'application/octet-stream',
       'Content-Length': st.size,

@@ -1,5 +1,5 @@
 // worker.js: the demo's engine side, a module Web Worker. Two of them run: the trainer (one
-// model, the training loop, the activation timelines, weights, IndexedDB) and the planner
+// model, the training loop, weights, IndexedDB) and the planner
 // (creates a configuration's model only to plan it, so a refused configuration never grows the
 // trainer's memory; wasm memory never shrinks). Messages in: {id, type, ...}; replies carry the
 // same id. Unsolicited messages (step, viz, eval, stopped, error) have no id.
@@ -7,11 +7,11 @@
 // VisionTransformer with a head, Model.trainStepLabels on the user's classes; web/classify.js:
 // the CLI's settings, split, evaluation and prediction). Models and data: worker-data.js.
 import { createVitrine, simdSupported, toRGBA } from '../web/vitrine.js';
-import { TRAIN_PRESETS, encoderPrefix, DataOrder, showMasks } from '../web/train.js';
+import { TRAIN_PRESETS, encoderPrefix, DataOrder } from '../web/train.js';
 import { adapt, makeBatch } from '../web/images.js';
 import { withMetadata } from '../web/safetensors.js';
 import { classifyTrainerOptions, splitEval, ClassifyRun, evaluate, predictTop, CLASSIFIER_FORMAT } from '../web/classify.js';
-import { fitReport, planStep, resolvePolicy, fmtBytes } from './plan.js';
+import { fitReport, fmtBytes } from './plan.js';
 import { DEMO_MODELS, specFor, encoderOf, policyOf, loadFmnist, makeSource, ADAPT_MAX, idbGet, idbPut, idbDel, MAX_SAVED } from './worker-data.js';
 
 const f32hex = (x) => { const b = new DataView(new ArrayBuffer(4)); b.setFloat32(0, x); return b.getUint32(0).toString(16).padStart(8, '0'); };
@@ -79,11 +79,21 @@ function memInfo() {
   return out;
 }
 
-async function setup({ cfg, userData, resume, init }) {
+// wasm memory never shrinks: an engine that grew past the budget of the next run (an earlier, larger
+// run) is replaced by a fresh one, so that the budget bounds what this run's trainer holds
+async function freshEngineFor(budget) {
+  if (!budget || vt.memory().linear <= budget) return;
+  vt.close();
+  vt = await createVitrine();
+  baseline = vt.memory().linear;
+}
+
+async function setup({ cfg, userData, resume, init, budget, keep = true }) {
   stop();
   if (saving) await saving;
   stashEncoder();
   if (run) { run.model.dispose(); run = null; }
+  await freshEngineFor(budget);
   const saved = resume ? await idbGet() : null;
   if (resume && !saved) throw new Error('nothing saved to resume');
   if (saved) { cfg = saved.cfg; userData = saved.userData || null; }
@@ -103,7 +113,8 @@ async function setup({ cfg, userData, resume, init }) {
     }
     model.trainerInit(trainerOptions(cfg));
     model.setGradCheckpointing(policyOf(cfg));
-    run = { cfg, model, src, losses: [], userData: cls || cfg.data === 'user' ? userData : null, cls: null, evals: [] };
+    // keep: the plan leaves room to save the training state for a reload (demo/plan.js tabReach)
+    run = { cfg, model, src, losses: [], userData: cls || cfg.data === 'user' ? userData : null, cls: null, evals: [], keep: saved ? true : keep, viz: null };
     if (cls) {
       if (src.n * chans * img * img > ADAPT_MAX) throw new Error(`${src.n} images at ${img}x${img}x${chans} are too many for the tab: remove some`);
       const ds = adapt(src, img, chans), sp = splitEval(ds);
@@ -118,6 +129,7 @@ async function setup({ cfg, userData, resume, init }) {
       model.loadTrainState(saved.state);
       run.losses = saved.losses || [];
       run.evals = saved.evals || [];
+      run.viz = saved.viz || null;
     }
   } catch (e) {
     model.dispose();
@@ -127,7 +139,7 @@ async function setup({ cfg, userData, resume, init }) {
   const params = run.model.params().reduce((a, p) => a + p.numel, 0);
   const out = { cfg, dims: run.model.dims, params, step: run.model.stepCount, losses: run.losses, policy: run.model.gradCheckpointing,
     data: { name: run.src.name, n: run.src.n }, mem: memInfo(), resumed: !!saved, evals: run.evals, tabEncoder: tabEncoderInfo(),
-    init: initReport && { what: initReport.what, text: initReport.text } };
+    init: initReport && { what: initReport.what, text: initReport.text }, viz: run.viz, keep: run.keep };
   if (run.cls) {
     out.split = { train: run.cls.cr.indices.length, heldOut: run.cls.evalIdx.length };
     if (saved) out.userData = run.userData; // the classes' images (at the model's size), for the page's class editor
@@ -183,7 +195,7 @@ async function stepOnce() {
   const t = now();
   if (t - lastViz > 700 || s + 1 >= run.cfg.steps || s === 0) {
     lastViz = t;
-    if (!run.cls && !onGpu()) post({ type: 'viz', ...vizOf(x) }); // (a GPU step's forward stays on the GPU)
+    if (!run.cls && !onGpu()) { run.viz = vizOf(x); post({ type: 'viz', ...run.viz }); } // (a GPU step's forward stays on the GPU)
     msg.mem = memInfo();
   }
   post(msg);
@@ -220,76 +232,22 @@ async function persist() {
   // a save in flight holds an earlier step: wait for it, then save this one (pausing during a
   // periodic save used to keep the earlier step, and a reload resumed from there)
   while (saving) await saving;
-  if (!run) return;
+  if (!run || !run.keep) return;
   await gpuSync();
   const state = run.model.saveTrainState();
   if (state.length > MAX_SAVED) {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });
     return;
   }
-  const rec = { cfg: run.cfg, step: run.model.stepCount, state, losses: run.losses, evals: run.evals, userData: run.userData, savedAt: Date.now() };
+  const rec = { cfg: run.cfg, step: run.model.stepCount, state, losses: run.losses, evals: run.evals, userData: run.userData, viz: run.viz, savedAt: Date.now() };
   saving = idbPut(rec).then(() => post({ type: 'saved', ok: true, step: rec.step, bytes: state.length }),
     (e) => post({ type: 'saved', ok: false, message: `IndexedDB: ${e && e.message}` })).finally(() => { saving = null; });
   return saving;
 }
 
-/** One forward + backward under 'none' and under the chosen policy, on the next batch, with
- * fixed masks: the arena's own account of each. Parameters, optimizer and the mask generator are
- * untouched (the next trainStep zeroes the gradients), so training continues bit for bit.
- * A classifier (its loss needs labels, which only trainStepLabels takes): the next training step
- * itself, then the training state saved before it restored (parameters, AdamW, step), so training
- * continues bit for bit too. */
-function measure({ policy, budget }) {
-  const m = run.model, cur = m.gradCheckpointing, B = run.cfg.batch;
-  let x, labels, masks, state = null;
-  if (run.cls) {
-    const b = run.cls.cr.batchAt(m.stepCount);
-    x = b.images.slice();
-    labels = b.labels.slice();
-  } else {
-    x = batchAt(m.stepCount);
-    masks = showMasks(m, B, run.cfg.maskRatio, 7);
-  }
-  const extra = baseline + x.byteLength, sizes = { batch: B, maskRatio: run.cfg.maskRatio };
-  const out = [];
-  try {
-    const other = resolvePolicy(m, policy || (cur === 'none' ? 'block' : cur), { ...sizes, budget, extra });
-    for (const p of other === 'none' ? ['none'] : ['none', other]) {
-      const pl = planStep(m, { ...sizes, policy: p });
-      if (!pl.policyMet || pl.total + extra > budget) { out.push({ policy: p, planned: pl.activations, need: pl.total + extra, skipped: true }); continue; }
-      m.setGradCheckpointing(p);
-      let ms, tl;
-      if (run.cls) {
-        state = state || m.saveTrainState();
-        const t0 = now();
-        try {
-          m.trainStepLabels(x, labels);
-          ms = now() - t0;
-          tl = m.activationTimeline();
-        } finally { m.loadTrainState(state); }
-      } else {
-        const t0 = now();
-        m.loss(x, { ...masks, needGrad: true });
-        m.backward();
-        ms = now() - t0;
-        tl = m.activationTimeline();
-      }
-      const peak = tl.bytes.reduce((a, b) => Math.max(a, b), 0);
-      out.push({ policy: p, bytes: tl.bytes, live: tl.live, backwardStart: tl.backwardStart, planned: pl.activations, peak, ms,
-        what: run.cls ? 'a training step' : 'forward + backward' });
-    }
-  } finally {
-    m.zeroGrad();
-    m.setGradCheckpointing(cur);
-    m.releaseActivations();
-  }
-  return { results: out, step: m.stepCount, batch: B };
-}
-
 function setPolicy({ policy, budget }) {
   const m = run.model, cur = m.gradCheckpointing;
-  const x = run.cfg.batch * m.dims.chans * m.dims.img ** 2 * 4;
-  const r = fitReport(m, { batch: run.cfg.batch, maskRatio: run.cfg.maskRatio, policy, budget, extra: baseline + x });
+  const r = fitReport(m, { batch: run.cfg.batch, maskRatio: run.cfg.maskRatio, policy, budget, baseline });
   if (!r.fits) { m.setGradCheckpointing(cur); return { ok: false, policy: cur, report: r }; }
   m.setGradCheckpointing(r.policy); // from the next step on
   if (r.policy !== 'none') run.cfg = { ...run.cfg, checkpointing: true, policy, resolved: r.policy };
@@ -320,9 +278,8 @@ function plan({ cfg, budget }) {
     planModel = vt.createModel(spec); // parameters + gradients: the planner's memory, not the trainer's
     planKey = key;
   }
-  const m = planModel, { img, chans } = m.dims;
-  const x = cfg.batch * chans * img * img * 4;
-  const report = fitReport(m, { batch: cfg.batch, maskRatio: cfg.maskRatio, policy: policyOf(cfg), budget, extra: baseline + x });
+  const m = planModel;
+  const report = fitReport(m, { batch: cfg.batch, maskRatio: cfg.maskRatio, policy: policyOf(cfg), budget, baseline });
   const params = m.params().reduce((a, p) => a + p.numel, 0);
   return { report, dims: m.dims, params, linear: vt.memory().linear };
 }
@@ -370,7 +327,6 @@ const handlers = {
   },
   predict,
   policy: (msg) => setPolicy(msg),
-  measure: async (msg) => { await gpuSync(); return measure(msg); },
   memory: () => memInfo(),
   async exportWeights({ full }) {
     await gpuSync();

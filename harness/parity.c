@@ -272,41 +272,111 @@ static vt_status run_sincos(const vt_st_file *f, outs *o) {
     return VT_OK;
 }
 
-static vt_status json_num(const vt_json *o, const char *k, double *v) {
+/* ---- the file's metadata, checked before any tensor is read (one validator, every field named) ---- */
+
+typedef enum { PM_SINCOS, PM_ADAMW, PM_MODEL } pm_what;
+typedef struct {
+    pm_what what;
+    vt_kind kind;                        /* PM_MODEL: the module's */
+    const char *cfg_text;                /* the config as written (PM_MODEL: vt_model_config_from_json) */
+    vt_json *cfg, *call;
+    double lr, eps, weight_decay, b1, b2; /* PM_ADAMW */
+    long steps;
+} parity_meta;
+
+static const struct { const char *module; pm_what what; vt_kind kind; } MODULES[] = {
+    {"timm.VisionTransformer", PM_MODEL, VT_KIND_TIMM}, {"lightly.MaskedVisionTransformerTIMM", PM_MODEL, VT_KIND_LIGHTLY},
+    {"lightly.MaskedCausalVisionTransformer", PM_MODEL, VT_KIND_CAUSAL}, {"lightly.examples.MAE", PM_MODEL, VT_KIND_MAE},
+    {"lightly.examples.AIM", PM_MODEL, VT_KIND_AIM}, {"torch.optim.AdamW", PM_ADAMW, VT_KIND_TIMM},
+    {"lightly.models.utils.get_2d_sine_cosine_positional_embedding", PM_SINCOS, VT_KIND_TIMM}};
+
+/* a number of o (named field) in [lo, hi] (hi_open: [lo, hi)) */
+static vt_status meta_num(const vt_json *o, const char *field, const char *k, double lo, double hi, int hi_open, double *v) {
     const vt_json *j = vt_json_get(o, k);
-    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "AdamW config needs a number '%s'", k);
+    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "metadata %s.%s: a number is needed", field, k);
+    if (!(j->number >= lo && (hi_open ? j->number < hi : j->number <= hi)))
+        return vt_fail(VT_ERR_FORMAT, "metadata %s.%s: %g is outside %s%g, %g%s", field, k, j->number, "[", lo, hi, hi_open ? ")" : "]");
     *v = j->number;
     return VT_OK;
 }
 
-static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_json *call, outs *o) {
-    double lr = 0, eps = 0, wd = 0, b1, b2;
-    const vt_json *betas = vt_json_get(cfg, "betas");
-    int rc = json_num(cfg, "lr", &lr);
-    if (!rc) rc = json_num(cfg, "eps", &eps);
-    if (!rc) rc = json_num(cfg, "weight_decay", &wd);
+/* format, module, config and call: present, of their types, every option known and of its type,
+ * every number in range. pm holds the parsed config and call (parity_meta_free). */
+static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
+    memset(pm, 0, sizeof *pm);
+    const char *fmt = vt_st_meta(f, "format"), *module = vt_st_meta(f, "module"), *call_text = vt_st_meta(f, "call");
+    pm->cfg_text = vt_st_meta(f, "config");
+    if (!fmt || strcmp(fmt, "vitrine-parity/1"))
+        return vt_fail(VT_ERR_FORMAT, "not a vitrine-parity/1 file (metadata format = %s)", fmt ? fmt : "missing");
+    if (!module || !pm->cfg_text || !call_text) return vt_fail(VT_ERR_FORMAT, "metadata needs module, config and call");
+    int rc = vt_json_parse_field(pm->cfg_text, strlen(pm->cfg_text), "metadata config", &pm->cfg);
+    if (!rc) rc = vt_json_parse_field(call_text, strlen(call_text), "metadata call", &pm->call);
     if (rc) return rc;
-    if (!betas || betas->type != VT_JSON_ARRAY || betas->n != 2 || betas->items[0].type != VT_JSON_NUMBER ||
-        betas->items[1].type != VT_JSON_NUMBER)
-        return vt_fail(VT_ERR_FORMAT, "AdamW config needs betas [b1, b2]");
-    b1 = betas->items[0].number;
-    b2 = betas->items[1].number;
-    const vt_json *steps = vt_json_get(call, "steps");
-    if (!steps || !steps->is_integer || steps->integer < 1 || steps->integer > 100000)
-        return vt_fail(VT_ERR_FORMAT, "AdamW call needs steps >= 1");
+    if (pm->cfg->type != VT_JSON_OBJECT || pm->call->type != VT_JSON_OBJECT)
+        return vt_fail(VT_ERR_FORMAT, "metadata config and call must be JSON objects");
+    const vt_json *fn = vt_json_get(pm->call, "fn");
+    if (!fn || fn->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "metadata call.fn: the call's name (a string) is needed");
+    size_t i = 0, nm = sizeof MODULES / sizeof MODULES[0];
+    while (i < nm && strcmp(MODULES[i].module, module)) i++;
+    /* a sin-cos table is recognised by its call (whatever module wrote it) */
+    pm->what = !strcmp(fn->str, "sincos") ? PM_SINCOS : i < nm ? MODULES[i].what : PM_MODEL;
+    if (pm->what == PM_MODEL && i == nm) return vt_fail(VT_ERR_FORMAT, "unsupported module '%s'", module);
+    pm->kind = i < nm ? MODULES[i].kind : VT_KIND_TIMM;
+    /* the call's options: known for what the file runs, each of its type */
+    static const char *const model_opts[] = {"fn", "idx_mask", "idx_keep", "mask", "is_causal", "norm", NULL};
+    static const char *const adamw_opts[] = {"fn", "steps", NULL}, *const sincos_opts[] = {"fn", "keys", NULL};
+    const char *const *opts = pm->what == PM_MODEL ? model_opts : pm->what == PM_ADAMW ? adamw_opts : sincos_opts;
+    for (size_t k = 0; k < pm->call->n; k++) {
+        const char *key = pm->call->keys[k];
+        const vt_json *v = &pm->call->items[k];
+        int o = 0;
+        while (opts[o] && strcmp(opts[o], key)) o++;
+        if (!opts[o]) return vt_fail(VT_ERR_FORMAT, "unsupported call option '%s'", key);
+        if (pm->what == PM_MODEL && strcmp(key, "fn") && v->type != VT_JSON_BOOL)
+            return vt_fail(VT_ERR_FORMAT, "metadata call.%s: true or false is needed", key);
+        if (!strcmp(key, "keys") && v->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "metadata call.keys: a string is needed");
+    }
+    if (pm->what != PM_ADAMW) return VT_OK;
+    double steps = 0;
+    if ((rc = meta_num(pm->call, "call", "steps", 1, 100000, 0, &steps))) return rc;
+    if (steps != (long)steps) return vt_fail(VT_ERR_FORMAT, "metadata call.steps: %g is not a whole number", steps);
+    pm->steps = (long)steps;
+    const vt_json *betas = vt_json_get(pm->cfg, "betas");
+    if (!betas || betas->type != VT_JSON_ARRAY || betas->n != 2)
+        return vt_fail(VT_ERR_FORMAT, "metadata config.betas: [b1, b2] is needed");
+    for (int b = 0; b < 2; b++) {
+        const vt_json *x = &betas->items[b];
+        if (x->type != VT_JSON_NUMBER || !(x->number >= 0 && x->number < 1))
+            return vt_fail(VT_ERR_FORMAT, "metadata config.betas[%d]: a number in [0, 1) is needed", b);
+        *(b ? &pm->b2 : &pm->b1) = x->number;
+    }
+    /* torch's own bounds (lr, eps, weight_decay >= 0); lr at most the engine's 1e3 (VT_MAX_LR) */
+    if (!(rc = meta_num(pm->cfg, "config", "lr", 0, 1e3, 0, &pm->lr)) && !(rc = meta_num(pm->cfg, "config", "eps", 0, 1, 0, &pm->eps)))
+        rc = meta_num(pm->cfg, "config", "weight_decay", 0, 1e6, 0, &pm->weight_decay);
+    return rc;
+}
+
+static void parity_meta_free(parity_meta *pm) {
+    vt_json_free(pm->cfg);
+    vt_json_free(pm->call);
+    memset(pm, 0, sizeof *pm);
+}
+
+static vt_status run_adamw(const vt_st_file *f, const parity_meta *pm, outs *o) {
+    int rc;
     const vt_st_tensor *w = vt_st_find(f, "param/w");
     if (!w) return vt_fail(VT_ERR_FORMAT, "AdamW file needs param/w");
     size_t n = w->numel;
     float *p = tensor_f32(w), *m = alloc_n(n, sizeof(float)), *v = alloc_n(n, sizeof(float));
     rc = (p && m && v) ? VT_OK : VT_ERR_NOMEM;
-    for (long s = 0; s < steps->integer && !rc; s++) {
+    for (long s = 0; s < pm->steps && !rc; s++) {
         char k[64];
         snprintf(k, sizeof k, "input/grad.%ld", s);
         const vt_st_tensor *g = vt_st_find(f, k);
         if (!g || g->numel != n) { rc = vt_fail(VT_ERR_FORMAT, "missing or mis-shaped %s", k); break; }
         float *gd = tensor_f32(g);
         if (!gd) { rc = VT_ERR_FORMAT; break; }
-        vt_adamw_update(p, gd, m, v, n, s + 1, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd);
+        vt_adamw_update(p, gd, m, v, n, s + 1, (float)pm->lr, (float)pm->b1, (float)pm->b2, (float)pm->eps, (float)pm->weight_decay);
         free(gd);
         snprintf(k, sizeof k, "param.%ld", s);
         rc = push(o, k, p, n, w->ndim, w->shape);
@@ -319,26 +389,15 @@ static vt_status run_adamw(const vt_st_file *f, const vt_json *cfg, const vt_jso
 
 /* ---- files of a model: parameters in, one call forward and backward, outputs and gradients out -- */
 
-static vt_status kind_of(const char *module, vt_kind *k) {
-    if (!strcmp(module, "lightly.MaskedVisionTransformerTIMM")) *k = VT_KIND_LIGHTLY;
-    else if (!strcmp(module, "lightly.MaskedCausalVisionTransformer")) *k = VT_KIND_CAUSAL;
-    else if (!strcmp(module, "timm.VisionTransformer")) *k = VT_KIND_TIMM;
-    else if (!strcmp(module, "lightly.examples.MAE")) *k = VT_KIND_MAE;
-    else if (!strcmp(module, "lightly.examples.AIM")) *k = VT_KIND_AIM;
-    else return vt_fail(VT_ERR_FORMAT, "unsupported module '%s'", module);
-    return VT_OK;
-}
-
+/* a call option (checked by check_meta to be true or false when present) */
 static int call_flag(const vt_json *call, const char *k, int dflt) {
     const vt_json *j = vt_json_get(call, k);
-    return j && j->type == VT_JSON_BOOL ? j->boolean : dflt;
+    return j ? j->boolean : dflt;
 }
 
-/* The call's fn (PyTorch's method name) as a vt_fn; any option we do not implement is an error. */
+/* The call's fn (PyTorch's method name) as a vt_fn for this kind of module. */
 static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
-    const vt_json *fnj = vt_json_get(call, "fn");
-    if (!fnj || fnj->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "call has no fn");
-    const char *s = fnj->str;
+    const char *s = vt_json_get(call, "fn")->str;
     int loss_kind = kind == VT_KIND_MAE || kind == VT_KIND_AIM;
     if (!strcmp(s, "encode") || !strcmp(s, "forward_features")) *fn = VT_FN_ENCODE;
     /* timm's VisionTransformer.forward is forward_features + forward_head (pool, fc_norm, head);
@@ -347,12 +406,6 @@ static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     else if (!strcmp(s, "forward_intermediates")) *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
     else if (!strcmp(s, "loss") && loss_kind) *fn = VT_FN_LOSS;
     else return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
-    for (size_t i = 0; i < call->n; i++) {
-        const char *k = call->keys[i];
-        if (strcmp(k, "fn") && strcmp(k, "idx_mask") && strcmp(k, "idx_keep") && strcmp(k, "mask") &&
-            strcmp(k, "is_causal") && strcmp(k, "norm"))
-            return vt_fail(VT_ERR_FORMAT, "unsupported call option '%s'", k);
-    }
     return VT_OK;
 }
 
@@ -499,26 +552,25 @@ static vt_status push_grads(vt_model *m, outs *o) {
  * the parameter gradients and, when the file expects it, the image gradient. */
 /* The model of the file's config and parameters under `policy`, and the call's inputs (*m NULL
  * on failure; x freed by the caller either way). */
-static vt_status model_open(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
-                            const char *policy, vt_fn *fn, vt_model_config *mc, vt_model **m, model_inputs *x) {
+static vt_status model_open(const vt_st_file *f, const parity_meta *pm, const char *policy, vt_fn *fn,
+                            vt_model_config *mc, vt_model **m, model_inputs *x) {
     *m = NULL;
     memset(x, 0, sizeof *x);
-    int rc = call_fn(call, kind, fn);
-    if (!rc) rc = vt_model_config_from_json(cfg_text, strlen(cfg_text), kind, mc);
+    int rc = call_fn(pm->call, pm->kind, fn);
+    if (!rc) rc = vt_model_config_from_json(pm->cfg_text, strlen(pm->cfg_text), pm->kind, mc);
     if (!rc) rc = vt_model_create(mc, m);
     if (!rc) rc = load_params(f, *m);
     if (!rc && policy) rc = vt_set_grad_checkpointing(*m, policy);
-    if (!rc) rc = read_inputs(f, *m, call, x);
+    if (!rc) rc = read_inputs(f, *m, pm->call, x);
     return rc;
 }
 
-static vt_status run_model(const vt_st_file *f, vt_kind kind, const char *cfg_text, const vt_json *call,
-                     const char *policy, outs *o) {
+static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const char *policy, outs *o) {
     vt_fn fn = VT_FN_ENCODE;
     vt_model_config mc;
     vt_model *m = NULL;
     model_inputs x;
-    int rc = model_open(f, kind, cfg_text, call, policy, &fn, &mc, &m, &x);
+    int rc = model_open(f, pm, policy, &fn, &mc, &m, &x);
     float **douts = NULL, *dimages = NULL;
     int n_douts = 0;
     const vt_vit_config *ec = &mc.enc;
@@ -565,24 +617,15 @@ vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, in
     vt_st_file f;
     int rc = vt_st_parse(bytes, len, &f);
     if (rc) return r->status = perr(r, rc);
-    vt_json *cfg = NULL, *call = NULL;
     outs o = {0};
-    const char *fmt = vt_st_meta(&f, "format"), *module = vt_st_meta(&f, "module");
-    const char *cfg_text = vt_st_meta(&f, "config"), *call_text = vt_st_meta(&f, "call");
-    if (!fmt || strcmp(fmt, "vitrine-parity/1")) { rc = vt_fail(VT_ERR_FORMAT, "not a vitrine-parity/1 file (metadata format = %s)", fmt ? fmt : "missing"); goto out; }
-    if (!module || !cfg_text || !call_text) { rc = vt_fail(VT_ERR_FORMAT, "metadata needs module, config and call"); goto out; }
-    snprintf(r->module, sizeof r->module, "%s", module);
-    if ((rc = vt_json_parse(cfg_text, strlen(cfg_text), &cfg)) || (rc = vt_json_parse(call_text, strlen(call_text), &call))) goto out;
-    if (call->type != VT_JSON_OBJECT || cfg->type != VT_JSON_OBJECT) { rc = vt_fail(VT_ERR_FORMAT, "config and call must be JSON objects"); goto out; }
-    const vt_json *fnj = vt_json_get(call, "fn");
+    parity_meta pm;
+    const char *module = vt_st_meta(&f, "module");
+    snprintf(r->module, sizeof r->module, "%s", module ? module : "");
+    rc = check_meta(&f, &pm);
+    const vt_json *fnj = pm.call ? vt_json_get(pm.call, "fn") : NULL;
     snprintf(r->fn, sizeof r->fn, "%s", fnj && fnj->type == VT_JSON_STRING ? fnj->str : "?");
-    if (!strcmp(r->fn, "sincos")) rc = run_sincos(&f, &o);
-    else if (!strcmp(module, "torch.optim.AdamW")) rc = run_adamw(&f, cfg, call, &o);
-    else {
-        vt_kind kind = VT_KIND_TIMM;
-        rc = kind_of(module, &kind);
-        if (!rc) rc = run_model(&f, kind, cfg_text, call, policy, &o);
-    }
+    if (rc) goto out;
+    rc = pm.what == PM_SINCOS ? run_sincos(&f, &o) : pm.what == PM_ADAMW ? run_adamw(&f, &pm, &o) : run_model(&f, &pm, policy, &o);
     if (rc) goto out;
     rc = compare(&f, &o, r);
     if (rc) r->pass = 0;
@@ -600,8 +643,7 @@ done:
         else if (drc) { rc = drc; r->pass = 0; }
     }
     r->status = rc;
-    vt_json_free(cfg);
-    vt_json_free(call);
+    parity_meta_free(&pm);
     outs_free(&o);
     vt_st_free(&f);
     return rc;
@@ -611,7 +653,7 @@ done:
 
 struct vt_parity_job {
     vt_st_file f;
-    vt_json *call;
+    parity_meta pm;
     vt_fn fn;
     vt_model *m;
     model_inputs x;
@@ -626,7 +668,7 @@ void vt_parity_close(vt_parity_job *j) {
     free(j->dimages);
     inputs_free(&j->x);
     vt_model_free(j->m);
-    vt_json_free(j->call);
+    parity_meta_free(&j->pm);
     vt_st_free(&j->f);
     free(j);
 }
@@ -637,16 +679,10 @@ vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, v
     vt_parity_job *j = calloc(1, sizeof *j);
     if (!j) return vt_fail(VT_ERR_NOMEM, "out of memory");
     int rc = vt_st_parse(bytes, len, &j->f);
-    const char *fmt = rc ? NULL : vt_st_meta(&j->f, "format"), *module = rc ? NULL : vt_st_meta(&j->f, "module");
-    const char *cfg_text = rc ? NULL : vt_st_meta(&j->f, "config"), *call_text = rc ? NULL : vt_st_meta(&j->f, "call");
-    vt_kind kind = VT_KIND_TIMM;
     vt_model_config mc;
-    if (!rc && (!fmt || strcmp(fmt, "vitrine-parity/1"))) rc = vt_fail(VT_ERR_FORMAT, "not a vitrine-parity/1 file");
-    if (!rc && (!module || !cfg_text || !call_text)) rc = vt_fail(VT_ERR_FORMAT, "metadata needs module, config and call");
-    if (!rc) rc = kind_of(module, &kind); /* a model's file (AdamW and sin-cos files have no model) */
-    if (!rc) rc = vt_json_parse(call_text, strlen(call_text), &j->call);
-    if (!rc && j->call->type != VT_JSON_OBJECT) rc = vt_fail(VT_ERR_FORMAT, "call must be a JSON object");
-    if (!rc) rc = model_open(&j->f, kind, cfg_text, j->call, policy, &j->fn, &mc, &j->m, &j->x);
+    if (!rc) rc = check_meta(&j->f, &j->pm);
+    if (!rc && j->pm.what != PM_MODEL) rc = vt_fail(VT_ERR_ARG, "vt_parity_open: not a model's file (AdamW, sin-cos)");
+    if (!rc) rc = model_open(&j->f, &j->pm, policy, &j->fn, &mc, &j->m, &j->x);
     if (rc) { vt_parity_close(j); return rc; }
     *out = j;
     return VT_OK;

@@ -130,6 +130,7 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
         return vt_fail(VT_ERR_STATE, "vt_backward needs a vt_forward with need_grad=1 first");
     if (n_douts < 0 || n_douts > vt_output_count(m))
         return vt_fail(VT_ERR_ARG, "%d upstream gradients given, the call has %d outputs", n_douts, vt_output_count(m));
+    if (!douts) n_douts = 0; /* no list: every upstream gradient zero, as a NULL entry is (fuzz_api) */
     int rc;
     m->arena.tl_backward = m->arena.tl_n;
     vt_arena_event(&m->arena);

@@ -10,6 +10,7 @@
 #include <locale.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,11 +18,27 @@ typedef struct {
     const unsigned char *s;
     size_t len;
     size_t pos;
+    char path[256]; /* where the parser is: "encoder.img_size", "betas[1]" (cut short when longer) */
+    size_t plen;
 } jparser;
 
+/* what the last failure was, without its offset: vt_json_parse_field names the field instead */
+static struct { char what[96]; char dup[464]; } jlast;
+
 static int jerr(const jparser *p, const char *what) {
+    snprintf(jlast.what, sizeof jlast.what, "%s", what);
+    jlast.dup[0] = 0;
     return vt_fail(VT_ERR_FORMAT, "json: %s at byte %zu", what, p->pos);
 }
+
+/* the path one level down: ".key" (or "key" at the top) or "[i]"; returns the length to restore */
+static size_t path_push(jparser *p, const char *key, size_t index) {
+    size_t old = p->plen, room = sizeof p->path - old;
+    int n = key ? snprintf(p->path + old, room, "%s%s", old ? "." : "", key) : snprintf(p->path + old, room, "[%zu]", index);
+    p->plen = n < 0 || (size_t)n >= room ? sizeof p->path - 1 : old + (size_t)n;
+    return old;
+}
+static void path_pop(jparser *p, size_t old) { p->plen = old; p->path[old] = 0; }
 
 static int jnomem(size_t bytes) {
     return vt_fail(VT_ERR_NOMEM, "json: out of memory allocating %zu bytes", bytes);
@@ -337,7 +354,9 @@ static int parse_array(jparser *p, vt_json *v, int depth) {
         skip_ws(p);
         vt_json child;
         memset(&child, 0, sizeof child);
+        size_t at = path_push(p, NULL, v->n);
         int rc = parse_value(p, &child, depth);
+        path_pop(p, at);
         if (!rc) rc = grow(v, &cap, 0);
         if (rc) { free_contents(&child); return rc; }
         v->items[v->n++] = child;
@@ -358,14 +377,19 @@ static int keyref_cmp(const void *a, const void *b) {
     return (x->off > y->off) - (x->off < y->off);
 }
 
+/* a key of the object at p->path met twice: the message, and its path for vt_json_parse_field */
+static int dup_key(const jparser *p, const char *key, size_t off) {
+    snprintf(jlast.dup, sizeof jlast.dup, "%s%s%.200s", p->path, p->plen ? "." : "", key);
+    return vt_fail(VT_ERR_FORMAT, "json: duplicate key \"%.200s\" at byte %zu", key, off);
+}
+
 /* Rejects duplicate keys. Sorting keeps this O(n log n) even for hostile objects with many keys. */
-static int check_duplicates(const vt_json *v, const size_t *koff) {
+static int check_duplicates(const jparser *p, const vt_json *v, const size_t *koff) {
     if (v->n < 2) return VT_OK;
     if (v->n <= 8) {
         for (size_t j = 1; j < v->n; j++)
             for (size_t i = 0; i < j; i++)
-                if (strcmp(v->keys[i], v->keys[j]) == 0)
-                    return vt_fail(VT_ERR_FORMAT, "json: duplicate key \"%.200s\" at byte %zu", v->keys[j], koff[j]);
+                if (strcmp(v->keys[i], v->keys[j]) == 0) return dup_key(p, v->keys[j], koff[j]);
         return VT_OK;
     }
     keyref *r = malloc(v->n * sizeof(keyref)); /* n * 16 cannot overflow: items already hold n * sizeof(vt_json) */
@@ -375,7 +399,7 @@ static int check_duplicates(const vt_json *v, const size_t *koff) {
     int rc = VT_OK;
     for (size_t i = 1; i < v->n; i++)
         if (strcmp(r[i - 1].key, r[i].key) == 0) {
-            rc = vt_fail(VT_ERR_FORMAT, "json: duplicate key \"%.200s\" at byte %zu", r[i].key, r[i].off);
+            rc = dup_key(p, r[i].key, r[i].off);
             break;
         }
     free(r);
@@ -410,7 +434,9 @@ static int parse_object(jparser *p, vt_json *v, int depth) {
         skip_ws(p);
         vt_json child;
         memset(&child, 0, sizeof child);
+        size_t at = path_push(p, key, 0);
         rc = parse_value(p, &child, depth);
+        path_pop(p, at);
         if (!rc) rc = grow(v, &cap, 1);
         if (!rc && koff_cap < cap) {
             size_t *k2 = realloc(koff, cap * sizeof(size_t));
@@ -432,7 +458,7 @@ static int parse_object(jparser *p, vt_json *v, int depth) {
         if (c == '}') break;
         if (c != ',') { p->pos--; rc = jerr(p, "expected ',' or '}'"); goto done; }
     }
-    rc = check_duplicates(v, koff);
+    rc = check_duplicates(p, v, koff);
 done:
     free(koff);
     return rc;
@@ -460,16 +486,17 @@ static int parse_value(jparser *p, vt_json *v, int depth) {
     }
     if (c == '-' || isdigit_(c)) return parse_number(p, v);
     if (c == 0) return jerr(p, "NUL byte");
-    if (c >= 0x20 && c < 0x7F)
-        return vt_fail(VT_ERR_FORMAT, "json: unexpected character '%c' at byte %zu", c, p->pos);
-    return vt_fail(VT_ERR_FORMAT, "json: unexpected byte 0x%02x at byte %zu", c, p->pos);
+    char what[40];
+    if (c >= 0x20 && c < 0x7F) snprintf(what, sizeof what, "unexpected character '%c'", c);
+    else snprintf(what, sizeof what, "unexpected byte 0x%02x", c);
+    return jerr(p, what);
 }
 
 vt_status vt_json_parse(const char *text, size_t len, vt_json **out) {
     if (!out) return vt_fail(VT_ERR_ARG, "json: out is NULL");
     *out = NULL;
     if (!text && len) return vt_fail(VT_ERR_ARG, "json: text is NULL");
-    jparser p = {(const unsigned char *)text, len, 0};
+    jparser p = {(const unsigned char *)text, len, 0, {0}, 0};
     skip_ws(&p);
     if (p.pos >= p.len) return jerr(&p, "empty input");
     vt_json *root = calloc(1, sizeof(vt_json));
@@ -487,4 +514,17 @@ vt_status vt_json_parse(const char *text, size_t len, vt_json **out) {
     }
     *out = root;
     return VT_OK;
+}
+
+vt_status vt_json_parse_field(const char *text, size_t len, const char *field, vt_json **out) {
+    jlast.what[0] = jlast.dup[0] = 0;
+    int rc = vt_json_parse(text, len, out);
+    if (rc != VT_ERR_FORMAT) return rc;
+    if (jlast.dup[0]) return vt_fail(rc, "%s%s%s appears twice", field, jlast.dup[0] == '[' ? "" : ".", jlast.dup);
+    char what[160]; /* failures without a jerr (strings, numbers): their message, less its offset */
+    const char *m = vt_last_error(), *at = strstr(m, " at byte ");
+    if (!strncmp(m, "json: ", 6)) m += 6;
+    if (jlast.what[0]) snprintf(what, sizeof what, "%s", jlast.what);
+    else snprintf(what, sizeof what, "%.*s", (int)(at && at > m ? (size_t)(at - m) : strlen(m)), m);
+    return vt_fail(rc, "%s is not JSON (%s)", field, what);
 }

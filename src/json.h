@@ -28,6 +28,10 @@ typedef struct vt_json {
 /* Parses text[0..len) (need not be NUL-terminated). On success *out owns a tree to release with
  * vt_json_free. Errors: VT_ERR_FORMAT (message has the byte offset), VT_ERR_NOMEM, VT_ERR_ARG. */
 vt_status vt_json_parse(const char *text, size_t len, vt_json **out);
+/* The same, for the JSON of a named field of a file (e.g. "train_config"): its errors name the
+ * field instead of a byte offset -- "train_config.lr appears twice", "call is not JSON (unexpected
+ * end of input)". */
+vt_status vt_json_parse_field(const char *text, size_t len, const char *field, vt_json **out);
 void vt_json_free(vt_json *v); /* NULL-safe */
 /* Value of `key` in an object; NULL if obj is NULL, not an object, or has no such key. */
 const vt_json *vt_json_get(const vt_json *obj, const char *key);

@@ -221,6 +221,8 @@ typedef struct {
     float *m, *v;
     size_t n;            /* floats of m and of v (= the gradient buffer's then) */
     long t;              /* steps taken */
+    long bad;            /* 0, or the step whose update made a value NaN or infinite: the parameters and
+                          * moments are no longer a good state (nothing saves them, no step runs) */
     vt_adamw_config cfg;
 } vt_optim_state;
 

@@ -156,22 +156,41 @@ void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_
     atomic_store(&pool.busy, 0);
 }
 
-void vt_threads_shutdown(void) {
+/* A worker that will never run again (wasm: the JavaScript worker died, web/pool.js saw it) stops
+ * counting: jobs go on with the others, or inline once none is left. Between engine calls only,
+ * so the lost worker holds no chunk of a running job. */
+int vt_threads_lost(int n) {
+    if (n < 0 || n > workers) n = workers;
+    atomic_fetch_sub(&pool.ready, n);
+    workers -= n;
+    return workers;
+}
+
+/* Workers leave their loop at once (vt_threads_shutdown waits for them); returns at once. */
+void vt_threads_quit(void) {
     if (!workers) return;
     atomic_store(&pool.quit, 1);
     atomic_fetch_add(&pool.gen, 1);
     wake_all(&pool.gen);
+}
+
+void vt_threads_shutdown(void) {
+    if (workers) { /* (none left: every one lost, vt_threads_lost) */
+        vt_threads_quit();
 #if defined(VT_POOL_NATIVE)
-    extern void vt_native_join(void);
-    vt_native_join();
+        extern void vt_native_join(void);
+        vt_native_join();
 #else
-    while (atomic_load(&pool.ready) > 0) {} /* each leaves its loop at once */
+        while (atomic_load(&pool.ready) > 0) {} /* each leaves its loop at once */
 #endif
-    atomic_store(&pool.quit, 0);
+        atomic_store(&pool.quit, 0);
+    }
     workers = 0;
     threads_max = 1;
 }
 #else /* no threads */
+int vt_threads_lost(int n) { (void)n; return 0; }
+void vt_threads_quit(void) {}
 void vt_worker_loop(int tid) { (void)tid; }
 void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
     (void)grain, (void)work;

@@ -36,8 +36,15 @@ int vt_set_threads(int n);
 int vt_threads_ready(void);
 /* wasm: the body of a pool worker; returns when vt_threads_shutdown() is called. */
 void vt_worker_loop(int tid);
-/* Stops every worker (native: joins them). */
+/* Stops every worker (native: joins them; wasm: waits until every worker counted ready has left). */
 void vt_threads_shutdown(void);
+/* wasm: asks every worker to leave its loop and returns at once (the pool's close() waits with a
+ * time limit, then vt_threads_lost for any that never leave, then vt_threads_shutdown). */
+void vt_threads_quit(void);
+/* wasm: n pool workers will never run again (their JavaScript workers died): they stop counting
+ * as ready, and jobs run on the workers left (inline once none is). Call only between engine calls.
+ * Returns the workers left. */
+int vt_threads_lost(int n);
 /* Tests: chunks of pooled loops thread tid has run so far (-1 out of range). */
 int vt_threads_chunks_run(int tid);
 /* Tests: the flops below which a chunk is not worth a thread (0 = split everything). */

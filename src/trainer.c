@@ -116,7 +116,10 @@ static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *
         if (rc == VT_ERR_NUMERIC) {
             char msg[900];
             snprintf(msg, sizeof msg, "%s", vt_last_error());
-            vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt.t, msg);
+            if (m->opt.bad) /* the update went through, non-finite: what was saved before it is the good state */
+                vt_fail(VT_ERR_NUMERIC, "training stopped: %s; the last good state is the last one saved", msg);
+            else
+                vt_fail(VT_ERR_NUMERIC, "training stopped at step %ld: %s; the last good state is kept", m->opt.t, msg);
         }
     }
     return rc;
@@ -130,6 +133,9 @@ static vt_status step_inputs(vt_model *m, const float *images, const int32_t *la
     if (!m || !images || (!strcmp(who, "vt_train_step_labels") && !labels))
         return vt_fail(VT_ERR_ARG, "%s: NULL argument", who);
     if (!m->train.on) return vt_fail(VT_ERR_STATE, "call vt_trainer_init first");
+    if (m->opt.bad)
+        return vt_fail(VT_ERR_STATE, "the update of step %ld made the state non-finite: load a training state "
+                                     "(vt_train_state_load) or start again (vt_trainer_init)", m->opt.bad);
     if (labels && !m->obj->labels)
         return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
     if (!labels && m->obj->labels) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
@@ -195,7 +201,8 @@ vt_status vt_train_step_end(vt_model *m, const vt_scalars *sc) {
                                        "good state is kept", m->opt.t);
     }
     m->opt.t++;
-    return VT_OK;
+    m->sc.update_nonfinite = sc->update_nonfinite;
+    return vt_optimizer_after_update(m);
 }
 
 /* ---- training state <-> safetensors bytes ------------------------------------------------- */
@@ -261,6 +268,11 @@ static int verify_checksums(const vt_st_file *f) {
 vt_status vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_train_state_save: NULL argument");
     if (!m->train.on) return vt_fail(VT_ERR_STATE, "no training state: call vt_trainer_init first");
+    /* never a state that is not good: one an update made non-finite, or any NaN / infinity that got
+     * into it otherwise (a scan is cheap beside the CRC of every byte) */
+    char bad[300];
+    if (m->opt.bad) return vt_fail(VT_ERR_NUMERIC, "not saved: the update of step %ld made the state non-finite", m->opt.bad);
+    if (vt_state_bad_value(m, m->pt.data, m->opt.m, m->opt.v, bad, sizeof bad)) return vt_fail(VT_ERR_NUMERIC, "not saved: %s", bad);
     int n = m->pt.n, k = 0, rc;
     vt_st_entry *e = calloc((size_t)3 * n + 1, sizeof *e);
     char (*names)[VT_NAME_MAX + 16] = calloc((size_t)3 * n + 1, sizeof *names);
@@ -301,11 +313,97 @@ done:
  * integer type is undefined behaviour. */
 static int num(const vt_json *o, const char *k, double lo, double hi, double *v) {
     const vt_json *j = vt_json_get(o, k);
-    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "training state: train_config needs '%s'", k);
+    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "training state: train_config.%s: a number is needed", k);
     if (!(j->number >= lo && j->number <= hi))
-        return vt_fail(VT_ERR_FORMAT, "training state: train_config '%s' = %g is outside %g..%g", k, j->number, lo, hi);
+        return vt_fail(VT_ERR_FORMAT, "training state: train_config.%s = %g is outside %g..%g", k, j->number, lo, hi);
     *v = j->number;
     return VT_OK;
+}
+
+/* A training state's metadata, as the checks below read it */
+typedef struct {
+    vt_model_config cfg; /* model_config, read and checked */
+    vt_train_config t;   /* train_config, every number in range */
+    long step;
+    vt_rng rng;
+} state_meta;
+
+/* The one check of a training state's metadata, before anything is allocated or converted for its
+ * tensors: format, kind, model_config (checked as a config is; the model's own when m is given),
+ * train_config (every number by name), step, rng (hex, never all zero: a xoshiro128** state of
+ * zeros draws only zeros) and the CRC-32 of every tensor (when the state has them: states written
+ * before they existed load as before, docs/cli.md says why). Errors name the field. */
+static vt_status check_state_meta(const vt_st_file *f, const vt_model *m, state_meta *sm) {
+    memset(sm, 0, sizeof *sm);
+    const char *fmt = vt_st_meta(f, "format"), *kind = vt_st_meta(f, "kind"), *mcfg = vt_st_meta(f, "model_config");
+    const char *tcfg = vt_st_meta(f, "train_config"), *step = vt_st_meta(f, "step"), *rng = vt_st_meta(f, "rng");
+    if (!fmt || strcmp(fmt, TRAIN_FORMAT)) return vt_fail(VT_ERR_FORMAT, "not a vitrine training state (format %s)", fmt ? fmt : "missing");
+    const char *missing = !kind ? "kind" : !mcfg ? "model_config" : !tcfg ? "train_config" : !step ? "step" : !rng ? "rng" : NULL;
+    if (missing) return vt_fail(VT_ERR_FORMAT, "training state metadata incomplete: no %s", missing);
+    vt_kind k;
+    if (vt_kind_from_name(kind, &k)) return vt_fail(VT_ERR_FORMAT, "training state: kind '%.40s' is not a model kind", kind);
+    int rc;
+    if (m) { /* the model's own config, written as a state writes it */
+        char cfg[2048];
+        if ((rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg))) return rc;
+        if (strcmp(cfg, mcfg)) return vt_fail(VT_ERR_MISMATCH, "the training state is of another model: %s (this model: %s)", mcfg, cfg);
+        sm->cfg = m->cfg;
+    } else if ((rc = vt_model_config_from_json(mcfg, strlen(mcfg), k, &sm->cfg)) || (rc = vt_config_validate(&sm->cfg))) {
+        char why[700];
+        snprintf(why, sizeof why, "%s", vt_last_error());
+        return vt_fail(VT_ERR_FORMAT, "training state: model_config: %s", why);
+    }
+    if (sm->cfg.kind != k) return vt_fail(VT_ERR_FORMAT, "training state: kind '%s' is not its model_config's", kind);
+    /* decimal digits by hand: no errno, which is thread-local and so absent from the shared-memory
+     * wasi build (clang-14: "only -ftls-model=local-exec is supported") */
+    long long st = 0;
+    const char *d = step;
+    for (; *d >= '0' && *d <= '9' && st <= VT_MAX_STEPS; d++) st = st * 10 + (*d - '0');
+    if (d == step || *d || st > VT_MAX_STEPS)
+        return vt_fail(VT_ERR_FORMAT, "training state: step '%.40s' is not an integer in 0..%ld", step, (long)VT_MAX_STEPS);
+    sm->step = (long)st;
+    int hex = strlen(rng) == 32;
+    for (int i = 0; hex && i < 32; i++) hex = (rng[i] >= '0' && rng[i] <= '9') || (rng[i] >= 'a' && rng[i] <= 'f');
+    if (!hex) return vt_fail(VT_ERR_FORMAT, "training state: rng '%.40s' is not 32 hex digits", rng);
+    for (int i = 0; i < 4; i++) {
+        uint32_t w = 0;
+        for (int c = 0; c < 8; c++) w = w * 16 + (uint32_t)(rng[8 * i + c] <= '9' ? rng[8 * i + c] - '0' : rng[8 * i + c] - 'a' + 10);
+        sm->rng.s[i] = w;
+    }
+    if (!(sm->rng.s[0] | sm->rng.s[1] | sm->rng.s[2] | sm->rng.s[3]))
+        return vt_fail(VT_ERR_FORMAT, "training state: rng is all zero (a generator in that state draws nothing but zeros)");
+    vt_json *tj = NULL;
+    if ((rc = vt_json_parse_field(tcfg, strlen(tcfg), "training state: train_config", &tj))) return rc;
+    double v[10];
+    const char *keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps", "total_steps", "clip_norm", "mask_ratio", "seed"};
+    const double hi[] = {VT_MAX_LR, 1, 1, 1e30, 1e30, VT_MAX_STEPS, VT_MAX_STEPS, 1e30, 1, (double)VT_MAX_SEED};
+    if (tj->type != VT_JSON_OBJECT) rc = vt_fail(VT_ERR_FORMAT, "training state: train_config is not a JSON object");
+    for (int i = 0; i < 10 && !rc; i++) rc = num(tj, keys[i], 0, hi[i], &v[i]);
+    for (int i = 5; i < 10 && !rc; i++)
+        if (i != 7 && i != 8 && v[i] != floor(v[i])) rc = vt_fail(VT_ERR_FORMAT, "training state: train_config.%s must be an integer", keys[i]);
+    double ls = 0;
+    if (!rc && vt_json_get(tj, "label_smoothing")) rc = num(tj, "label_smoothing", 0, 1, &ls); /* absent before the classifier */
+    vt_json_free(tj);
+    if (rc) return rc;
+    sm->t = (vt_train_config){(float)v[0], (float)v[1], (float)v[2], (float)v[3], (float)v[4], (long)v[5], (long)v[6],
+                              (float)v[7], (float)v[8], (uint64_t)v[9], (float)ls};
+    if ((rc = check_train_config(&sm->t))) {
+        char why[700];
+        snprintf(why, sizeof why, "%s", vt_last_error());
+        return vt_fail(VT_ERR_FORMAT, "training state: %s", why);
+    }
+    return verify_checksums(f);
+}
+
+vt_status vt_train_state_check(const uint8_t *bytes, size_t len) {
+    if (!bytes) return vt_fail(VT_ERR_ARG, "vt_train_state_check: NULL argument");
+    vt_st_file f;
+    int rc = vt_st_parse(bytes, len, &f);
+    if (rc) return rc;
+    state_meta sm;
+    rc = check_state_meta(&f, NULL, &sm);
+    vt_st_free(&f);
+    return rc;
 }
 
 vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
@@ -313,54 +411,10 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     vt_st_file f;
     int rc = vt_st_parse(bytes, len, &f);
     if (rc) return rc;
-    vt_json *tj = NULL;
     float *nm = NULL, *nv = NULL, *np = NULL;
-    char cfg[2048];
-    const char *fmt = vt_st_meta(&f, "format"), *mcfg = vt_st_meta(&f, "model_config");
-    const char *tcfg = vt_st_meta(&f, "train_config"), *step = vt_st_meta(&f, "step"), *rng = vt_st_meta(&f, "rng");
-    if (!fmt || strcmp(fmt, TRAIN_FORMAT)) { rc = vt_fail(VT_ERR_FORMAT, "not a vitrine training state (format %s)", fmt ? fmt : "missing"); goto done; }
-    if (!mcfg || !tcfg || !step || !rng || strlen(rng) != 32) { rc = vt_fail(VT_ERR_FORMAT, "training state metadata incomplete"); goto done; }
-    if ((rc = verify_checksums(&f))) goto done;
-    rc = vt_model_config_to_json(&m->cfg, cfg, sizeof cfg);
-    if (rc) goto done;
-    if (strcmp(cfg, mcfg)) { rc = vt_fail(VT_ERR_MISMATCH, "the training state is of another model: %s (this model: %s)", mcfg, cfg); goto done; }
-    /* decimal digits by hand: no errno, which is thread-local and so absent from the shared-memory
-     * wasi build (clang-14: "only -ftls-model=local-exec is supported") */
-    long long st = 0;
-    const char *d = step;
-    for (; *d >= '0' && *d <= '9' && st <= VT_MAX_STEPS; d++) st = st * 10 + (*d - '0');
-    if (d == step || *d || st > VT_MAX_STEPS) {
-        rc = vt_fail(VT_ERR_FORMAT, "training state: step '%.40s' is not an integer in 0..%ld", step, (long)VT_MAX_STEPS);
-        goto done;
-    }
-    vt_rng r;
-    for (int i = 0; i < 4; i++) {
-        char h[9];
-        memcpy(h, rng + 8 * i, 8);
-        h[8] = 0;
-        char *end;
-        r.s[i] = (uint32_t)strtoul(h, &end, 16);
-        if (*end) { rc = vt_fail(VT_ERR_FORMAT, "training state: bad rng '%s'", rng); goto done; }
-    }
-    rc = vt_json_parse(tcfg, strlen(tcfg), &tj);
-    if (rc) goto done;
-    vt_train_config t;
-    memset(&t, 0, sizeof t);
-    double v[10];
-    const char *keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps", "total_steps", "clip_norm", "mask_ratio", "seed"};
-    const double hi[] = {VT_MAX_LR, 1, 1, 1e30, 1e30, VT_MAX_STEPS, VT_MAX_STEPS, 1e30, 1, (double)VT_MAX_SEED};
-    for (int i = 0; i < 10 && !rc; i++) rc = num(tj, keys[i], 0, hi[i], &v[i]);
-    for (int i = 5; i < 10 && !rc; i++)
-        if (i != 7 && i != 8 && v[i] != floor(v[i])) rc = vt_fail(VT_ERR_FORMAT, "training state: %s must be an integer", keys[i]);
-    if (rc) goto done;
-    t = (vt_train_config){(float)v[0], (float)v[1], (float)v[2], (float)v[3], (float)v[4], (long)v[5], (long)v[6],
-                          (float)v[7], (float)v[8], (uint64_t)v[9], 0.0f};
-    if (vt_json_get(tj, "label_smoothing")) { /* absent in states written before the classifier */
-        double ls = 0;
-        if ((rc = num(tj, "label_smoothing", 0, 1, &ls))) goto done;
-        t.label_smoothing = (float)ls;
-    }
-    if ((rc = check_train_config(&t))) goto done;
+    state_meta sm;
+    if ((rc = check_state_meta(&f, m, &sm))) goto done;
+    const vt_train_config t = sm.t;
     /* every tensor checked and converted before anything of the model changes */
     size_t P = m->pt.total, G = m->pt.gtotal;
     np = malloc((P + 1) * sizeof *np);
@@ -385,6 +439,10 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     }
     if (!rc && expected != f.n) rc = vt_fail(VT_ERR_MISMATCH, "training state: %zu tensors, expected %zu (trainable parameters differ)", f.n, expected);
     if (rc) goto done;
+    /* the values are a state to go on from: finite, second moments >= 0 (a CRC says only that they
+     * are what was written) */
+    char bad[300];
+    if (vt_state_bad_value(m, np, nm, nv, bad, sizeof bad)) { rc = vt_fail(VT_ERR_FORMAT, "training state: %s", bad); goto done; }
     if (!m->train.on || m->opt.n != G) {
         vt_adamw_config oc = {t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
         if ((rc = vt_optimizer_init(m, &oc))) goto done;
@@ -393,16 +451,16 @@ vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len) {
     vt_k_copy2d(m, m->opt.m, nm, 1, (int64_t)G, 0, 0);
     vt_k_copy2d(m, m->opt.v, nv, 1, (int64_t)G, 0, 0);
     m->opt.cfg = (vt_adamw_config){t.lr, t.beta1, t.beta2, t.eps, t.weight_decay};
-    m->opt.t = (long)st;
+    m->opt.t = sm.step;
+    m->opt.bad = 0;
     m->train.cfg = t;
-    m->train.rng = r;
+    m->train.rng = sm.rng;
     m->train.on = 1;
     m->last.have_fwd = 0;
 done:
     free(np);
     free(nm);
     free(nv);
-    vt_json_free(tj);
     vt_st_free(&f);
     return rc;
 }

@@ -141,7 +141,8 @@ void vt_zero_grad(vt_model *m);
 /* Loads every parameter of m from tensors named file_prefix + <param name>, where only params
  * whose names start with model_prefix are taken (and model_prefix is stripped before adding
  * file_prefix). Missing, unexpected (under file_prefix) or mis-shaped tensors are an error that
- * names them; nothing is changed unless all are good. Accepts F32, F16, BF16, F64. */
+ * names them, and so is a value that is not finite as a float (NaN, infinity, a float64 past float's
+ * range); nothing is changed unless all are good. Accepts F32, F16, BF16, F64. */
 vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
                               const char *file_prefix);
 /* Writes the selected parameters as F32 (malloc'd buffer, free with vt_free). */
@@ -216,7 +217,7 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim);
 float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
 
 /* Backward of the last vt_forward(need_grad=1). douts[i] is the upstream gradient of output i
- * (NULL = zero; for VT_FN_LOSS douts may be NULL: d loss = 1). Parameter gradients are
+ * (NULL = zero, and douts NULL = all zero; for VT_FN_LOSS: d loss = 1). Parameter gradients are
  * accumulated (+=) when param_grads != 0, left untouched otherwise; dimages (may be NULL) is
  * accumulated too. */
 vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
@@ -332,7 +333,7 @@ vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
 float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
 /* One AdamW update of a flat tensor p[n] (gradient g, moments m, v; t = the 1-based step), the
  * loop vt_optimizer_step runs per parameter with its weight decay; for checking it alone. */
-void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+int vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
                      float b1, float b2, float eps, float wd);
 
 /* ---- training (trainer.c) --------------------------------------------------------------------- */
@@ -353,6 +354,10 @@ void vt_train_config_default(vt_train_config *t, vt_kind kind);
 vt_status vt_trainer_init(vt_model *m, const vt_train_config *t);
 /* One step: masks (seeded), loss, backward, clipping, AdamW at the scheduled lr. On a NaN/Inf
  * loss or gradient it returns VT_ERR_NUMERIC and changes nothing (the last good state is kept).
+ * An update that makes a parameter or moment NaN or infinite (AdamW's fused finite check: from
+ * finite values too, e.g. g^2 past float's range) returns VT_ERR_NUMERIC having written it: the
+ * state is then not good -- vt_train_state_save and vt_save_safetensors refuse it, no step runs --
+ * until a state is loaded (vt_train_state_load, which checks every value) or vt_trainer_init.
  * *loss (may be NULL) receives the step's loss. Works under any checkpointing policy, switchable
  * between steps, with the same bits. */
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss);
@@ -367,6 +372,10 @@ float vt_train_lr(const vt_model *m, long step);
  * the saved one). Resuming continues bit for bit. */
 vt_status vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len);
 vt_status vt_train_state_load(vt_model *m, const uint8_t *bytes, size_t len);
+/* The checks of a training state's metadata alone (format, kind, model_config, train_config, step,
+ * rng, the CRC-32 of every tensor), with no model: what vt_train_state_load checks first, for a
+ * caller that reads a checkpoint before it makes anything from it. Errors name the field. */
+vt_status vt_train_state_check(const uint8_t *bytes, size_t len);
 /* After a VT_FN_LOSS forward: images [B,C,H,W] for teaching -- masked: MAE's masked patches set
  * to 0 (the mean colour after normalisation), the original elsewhere (AIM: the original);
  * recon: the predicted patches (de-normalised per patch when the target was) over the masked
@@ -415,7 +424,7 @@ typedef struct {
     float lr;         /* in: AdamW's learning rate of the step */
     float step;       /* in: AdamW's 1-based step count t, as (float)t */
     float nonfinite;  /* out: 1 when the loss or a gradient is NaN or infinite (AdamW skipped) */
-    float pad;
+    float update_nonfinite; /* out: 1 when AdamW's update made a parameter or moment NaN or infinite */
     double grad_norm; /* out: the global gradient norm (clipping) */
 } vt_scalars;
 

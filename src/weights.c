@@ -11,6 +11,24 @@
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
+/* The first element of t that is not a finite float once converted (a NaN, an infinity, a float64
+ * past float's range): 1 with *at and *x, else 0. Converted in blocks on the stack, before anything
+ * of the model is written. */
+static int first_nonfinite(const vt_st_tensor *t, size_t *at, float *x) {
+    float buf[256];
+    vt_st_tensor c = *t;
+    size_t es = (size_t)vt_dtype_size(t->dtype);
+    for (size_t i = 0; i < t->numel; i += 256) {
+        c.numel = t->numel - i < 256 ? t->numel - i : 256;
+        c.data = t->data + i * es;
+        c.nbytes = c.numel * es;
+        if (vt_st_to_f32(&c, buf)) return 0;
+        for (size_t j = 0; j < c.numel; j++)
+            if (!isfinite(buf[j])) { *at = i + j; *x = buf[j]; return 1; }
+    }
+    return 0;
+}
+
 vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, const char *model_prefix,
                               const char *file_prefix) {
     if (!m || !bytes) return vt_fail(VT_ERR_ARG, "vt_load_safetensors: NULL argument");
@@ -43,6 +61,14 @@ vt_status vt_load_safetensors(vt_model *m, const uint8_t *bytes, size_t len, con
             rc = vt_fail(VT_ERR_MISMATCH, "tensor '%s' has dtype %s, expected a float dtype", key, vt_dtype_name(t->dtype));
             break;
         }
+        /* weights that are not finite are damaged: refused here rather than trained from (every
+         * loss NaN) or kept until a save refuses them (nothing non-finite is ever saved) */
+        size_t at = 0;
+        float x = 0;
+        if (first_nonfinite(t, &at, &x)) {
+            rc = vt_fail(VT_ERR_FORMAT, "tensor '%s' holds %g at element %zu: weights must be finite", key, (double)x, at);
+            break;
+        }
         src[i] = t;
         used[t - f.tensors] = 1;
     }
@@ -63,6 +89,16 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
                               uint8_t **out, size_t *out_len) {
     if (!m || !out || !out_len) return vt_fail(VT_ERR_ARG, "vt_save_safetensors: NULL argument");
     const char *mp = model_prefix ? model_prefix : "", *fp = file_prefix ? file_prefix : "";
+    /* weights are never written with a NaN or infinity in them (an update that went non-finite, or
+     * values set so): nothing non-finite is saved as good */
+    if (m->opt.bad) return vt_fail(VT_ERR_NUMERIC, "not saved: the update of step %ld made the state non-finite", m->opt.bad);
+    for (int i = 0; i < m->pt.n; i++) {
+        const vt_param *p = &m->pt.p[i];
+        if (!starts(p->name, mp)) continue;
+        for (size_t j = 0; j < p->numel; j++)
+            if (!isfinite(m->pt.data[p->off + j]))
+                return vt_fail(VT_ERR_NUMERIC, "not saved: %s holds %g at element %zu", p->name, (double)m->pt.data[p->off + j], j);
+    }
     int n = m->pt.n, k = 0, rc = VT_OK;
     vt_st_entry *e = calloc((size_t)n + 1, sizeof *e);
     char (*names)[VT_NAME_MAX * 2 + 8] = calloc((size_t)n + 1, sizeof *names);

@@ -481,9 +481,12 @@ static void test_adamw(void) {
             fill(p, n, -1, 1), fill(g, n, -1, 1), fill(m, n, -0.1f, 0.1f), fill(v, n, 0, 0.01f);
             float *p2 = gcopy(p, n), *m2 = gcopy(m, n), *v2 = gcopy(v, n);
             float wd = (t % 2) ? 0.05f : 0.0f;
-            for (int step = 0; step < 3; step++) {
-                vt_simd_adamw_update(p, g, m, v, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
-                vt_adamw_update(p2, g, m2, v2, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
+            for (int step = 0; step < 3; step++) { /* finite data: the fused check says so, and changes no bit */
+                int bs = vt_simd_adamw_update(p, g, m, v, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
+                int br = vt_adamw_update(p2, g, m2, v2, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
+                char why[160];
+                snprintf(why, sizeof why, "%s: a finite update flagged (simd %d, reference %d)", ctx, bs, br);
+                result(!bs && !br, "adamw_update finite check", why);
             }
             same_bits("adamw_update p", ctx, p, p2, n);
             same_bits("adamw_update m", ctx, m, m2, n);
@@ -491,6 +494,43 @@ static void test_adamw(void) {
             check_guards("adamw_update", ctx, p, n);
             gfree(p), gfree(g), gfree(m), gfree(v), gfree(p2), gfree(m2), gfree(v2);
         }
+}
+
+/* The finite check fused into the update: an element whose new value overflows -- g^2 past float's
+ * range (v), m / eps (p), a huge weight decay (p), or a NaN / infinity coming in -- is flagged by
+ * the SIMD kernel as by the reference, wherever it sits (a vector body, the scalar tail), and every
+ * other element keeps the reference's bits. */
+static void test_adamw_nonfinite(void) {
+    static const size_t ns[] = {1, 4, 5, 8, 11};
+    struct { const char *what; float g, m, v, p, wd; } cases[] = {
+        {"g^2 overflows v", 3e30f, 0, 0, 0.5f, 0}, {"m / eps overflows p", 1e-30f, 3e38f, 0, 0.5f, 0},
+        {"weight decay overflows p", 0.1f, 0, 0.01f, 3e38f, 1e6f}, {"a NaN gradient", NAN, 0, 0.01f, 0.5f, 0},
+        {"an infinite v", 0.1f, 0, INFINITY, 0.5f, 0}};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (size_t at = 0; at < ns[a]; at += (ns[a] > 4 ? 3 : 1)) {
+                size_t n = ns[a];
+                char ctx[96];
+                snprintf(ctx, sizeof ctx, "%s, n=%zu at %zu", cases[c].what, n, at);
+                float *p = galloc(n), *g = galloc(n), *m = galloc(n), *v = galloc(n);
+                fill(p, n, -1, 1), fill(g, n, -1, 1), fill(m, n, -0.1f, 0.1f), fill(v, n, 0, 0.01f);
+                g[at] = cases[c].g, m[at] = cases[c].m, v[at] = cases[c].v, p[at] = cases[c].p;
+                float *p2 = gcopy(p, n), *m2 = gcopy(m, n), *v2 = gcopy(v, n);
+                float lr = cases[c].wd > 0 ? 1.0f : 1e-3f, wd = cases[c].wd > 0 ? cases[c].wd : 0.05f;
+                int bs = vt_simd_adamw_update(p, g, m, v, n, 1, lr, 0.9f, 0.999f, 1e-8f, wd);
+                int br = vt_adamw_update(p2, g, m2, v2, n, 1, lr, 0.9f, 0.999f, 1e-8f, wd);
+                char why[160];
+                snprintf(why, sizeof why, "%s: flags simd %d, reference %d (want 1, 1)", ctx, bs, br);
+                result(bs == 1 && br == 1, "adamw_update finite check", why);
+                int same = 1;
+                for (size_t i = 0; i < n; i++) { /* (a NaN's payload may differ between the two) */
+                    float x[3] = {p[i], m[i], v[i]}, y[3] = {p2[i], m2[i], v2[i]};
+                    for (int k = 0; k < 3; k++) same &= isnan(x[k]) ? isnan(y[k]) : memcmp(&x[k], &y[k], 4) == 0;
+                }
+                snprintf(why, sizeof why, "%s: the SIMD values differ from the reference's", ctx);
+                result(same, "adamw_update finite check", why);
+                gfree(p), gfree(g), gfree(m), gfree(v), gfree(p2), gfree(m2), gfree(v2);
+            }
 }
 
 /* ---------------------------------------------------------------------------- dispatch */
@@ -531,5 +571,6 @@ int main(void) {
     test_gelu();
     test_softmax();
     test_adamw();
+    test_adamw_nonfinite();
     return kt_finish();
 }

@@ -177,11 +177,16 @@ static int cmd_plan(int argc, char **argv) {
     int threads = vt_threads_max();
     vt_model_config mc;
     vt_model_config_default(&mc, VT_KIND_LIGHTLY);
-    int rc = vt_preset(preset, &mc.enc);
+    /* a preset or policy the engine refuses is a usage error naming its flag (as web/cli/plan.js) */
+    if (vt_preset(preset, &mc.enc)) { fprintf(stderr, "vitrine plan: --preset: %s\n", vt_last_error()); return 2; }
     mc.enc.mask_token = 1;
     vt_model *m = NULL;
-    if (!rc) rc = vt_model_create(&mc, &m);
-    if (!rc) rc = vt_set_grad_checkpointing(m, policy);
+    int rc = vt_model_create(&mc, &m);
+    if (!rc && vt_set_grad_checkpointing(m, policy)) {
+        fprintf(stderr, "vitrine plan: --grad-checkpointing: %s\n", vt_last_error());
+        vt_model_free(m);
+        return 2;
+    }
     if (!rc) rc = vt_model_set_threads(m, threads); /* the plan is made for this count */
     vt_plan_bytes p;
     if (!rc) {

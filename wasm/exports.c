@@ -128,6 +128,8 @@ static void bytes_out(uint32_t out[bytes_out_SIZE], void *p, size_t n) {
 /* ---- threads (web/pool.js) ------------------------------------------------------------------ */
 void vt_worker_loop(int tid);
 void vt_threads_shutdown(void);
+void vt_threads_quit(void);
+int vt_threads_lost(int n);
 void vt_threads_caller_can_wait(int yes);
 int vt_threads_ready(void);
 /* A pool worker's body (its own instance of this module, its own stack): never returns until
@@ -140,6 +142,8 @@ VTW_API int vtw_set_threads(int n, int caller_can_wait) {
 VTW_API int vtw_threads_max(void) { return vt_threads_max(); }
 VTW_API int vtw_threads_ready(void) { return vt_threads_ready(); }
 VTW_API void vtw_threads_shutdown(void) { vt_threads_shutdown(); }
+VTW_API void vtw_threads_quit(void) { vt_threads_quit(); }
+VTW_API int vtw_threads_lost(int n) { return vt_threads_lost(n); }
 /* tests: split even tiny shapes (0), or restore the default (negative) */
 void vt_threads_set_min_work(double flops);
 VTW_API void vtw_threads_set_min_work(double flops) { vt_threads_set_min_work(flops < 0 ? 2.0e5 : flops); }
@@ -150,33 +154,24 @@ VTW_API int vtw_threads_chunks_run(int tid) { return vt_threads_chunks_run(tid);
 /* ---- models --------------------------------------------------------------------------------- */
 
 /* kind: vt_kind. Either preset (a timm name; the kind's defaults for everything else, e.g. lightly's
- * mask token, lightly's MAE decoder / AIM head sizes) or json (vt_model_config_from_json). */
-VTW_API int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
+ * mask token, lightly's MAE decoder / AIM head sizes) or json (vt_model_config_from_json): the
+ * config, read and checked, nothing allocated. */
+static int config_of(int kind, const char *preset, const char *json, size_t json_len, vt_model_config *mc) {
     if (kind < VT_KIND_TIMM || kind > VT_KIND_AIM) return vt_fail(VT_ERR_ARG, "unknown model kind %d", kind);
-    vt_model_config mc;
-    int rc;
     if (preset && preset[0]) {
         vt_vit_config p;
-        vt_model_config_default(&mc, (vt_kind)kind);
-        rc = vt_preset(preset, &p);
+        vt_model_config_default(mc, (vt_kind)kind);
+        int rc = vt_preset(preset, &p);
         if (rc) return rc;
-        mc.enc.img_size = p.img_size; mc.enc.patch_size = p.patch_size; mc.enc.embed_dim = p.embed_dim;
-        mc.enc.depth = p.depth; mc.enc.num_heads = p.num_heads; mc.enc.mlp_ratio = p.mlp_ratio;
-    } else {
-        if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
-        rc = vt_model_config_from_json(json, json_len, (vt_kind)kind, &mc);
-        if (rc) return rc;
+        mc->enc.img_size = p.img_size; mc->enc.patch_size = p.patch_size; mc->enc.embed_dim = p.embed_dim;
+        mc->enc.depth = p.depth; mc->enc.num_heads = p.num_heads; mc->enc.mlp_ratio = p.mlp_ratio;
+        return VT_OK;
     }
-    int h = 1;
-    while (h <= VTW_MAX_MODELS && models[h]) h++;
-    if (h > VTW_MAX_MODELS) return vt_fail(VT_ERR_STATE, "too many live models (%d); dispose some", VTW_MAX_MODELS);
-    rc = vt_model_create(&mc, &models[h]);
-    return rc ? rc : h;
+    if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
+    return vt_model_config_from_json(json, json_len, (vt_kind)kind, mc);
 }
 
-VTW_API int vtw_model_dims(int h, int32_t out[model_dims_SIZE]) {
-    GET_OR_FAIL(m, h);
-    const vt_model_config *c = vt_model_get_config(m);
+static void dims_of(const vt_model_config *c, int32_t out[model_dims_SIZE]) {
     out[model_dims_kind] = c->kind;
     out[model_dims_img_size] = c->enc.img_size;
     out[model_dims_patch_size] = c->enc.patch_size;
@@ -185,6 +180,33 @@ VTW_API int vtw_model_dims(int h, int32_t out[model_dims_SIZE]) {
     out[model_dims_depth] = c->enc.depth;
     out[model_dims_num_heads] = c->enc.num_heads;
     out[model_dims_prefix_tokens] = c->enc.class_token + c->enc.reg_tokens;
+}
+
+VTW_API int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
+    vt_model_config mc;
+    int rc = config_of(kind, preset, json, json_len, &mc);
+    if (rc) return rc;
+    int h = 1;
+    while (h <= VTW_MAX_MODELS && models[h]) h++;
+    if (h > VTW_MAX_MODELS) return vt_fail(VT_ERR_STATE, "too many live models (%d); dispose some", VTW_MAX_MODELS);
+    rc = vt_model_create(&mc, &models[h]);
+    return rc ? rc : h;
+}
+
+/* The dims of the model vtw_model_create would make of the same arguments, from its config alone
+ * (checked as vt_model_create checks it; nothing allocated): a spec read from a file is checked
+ * before data are read at its size. */
+VTW_API int vtw_model_check(int kind, const char *preset, const char *json, size_t json_len, int32_t out[model_dims_SIZE]) {
+    vt_model_config mc;
+    int rc = config_of(kind, preset, json, json_len, &mc);
+    if (!rc) rc = vt_config_validate(&mc);
+    if (!rc) dims_of(&mc, out);
+    return rc;
+}
+
+VTW_API int vtw_model_dims(int h, int32_t out[model_dims_SIZE]) {
+    GET_OR_FAIL(m, h);
+    dims_of(vt_model_get_config(m), out);
     return VT_OK;
 }
 
@@ -491,6 +513,8 @@ VTW_API int vtw_train_state_load(int h, const uint8_t *bytes, size_t len) {
     GET_OR_FAIL(m, h);
     return vt_train_state_load(m, bytes, len);
 }
+/* A training state's metadata (and its CRC-32s) checked with no model: before a caller makes one. */
+VTW_API int vtw_train_state_check(const uint8_t *bytes, size_t len) { return vt_train_state_check(bytes, len); }
 /* masked, recon: [B, C, H, W] each, B the batch of the last loss forward. */
 VTW_API int vtw_loss_visualize(int h, float *masked, float *recon) {
     GET_OR_FAIL(m, h);

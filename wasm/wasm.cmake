@@ -112,8 +112,11 @@ if(VT_WASM)
       string(APPEND em_exports "_${e},")
     endforeach()
     string(REGEX REPLACE ",$" "" em_exports "${em_exports}")
+    # MEMORY_GROWTH_GEOMETRIC_STEP=0: memory grows to what malloc asks, not 20% beyond it (up to
+    # 96 MB more), as the relaxed build's sbrk does: the demo's budget bounds the wasm memory
+    # (demo/plan.js); the engine allocates in a few large blocks, so growth stays rare.
     set(em_flags -sMODULARIZE=1 -sEXPORT_ES6=1 -sENVIRONMENT=web,worker
-        -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB
+        -sEXPORT_NAME=createVitrineModule -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sMEMORY_GROWTH_GEOMETRIC_STEP=0
         -sFILESYSTEM=0 -sEXPORTED_FUNCTIONS=${em_exports})
     vt_builds(em_builds emscripten)
     foreach(name ${em_builds})

@@ -13,6 +13,7 @@
 //   parseAugment / augmentBatch   seeded training-time augmentation (flip, shift), resumable
 import { TRAIN_PRESETS, TrainingRun, hash32, seedWords } from './train.js';
 import { channelStats, makeBatch } from './images.js';
+import { FORMATS } from './metadata.js';
 
 /** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
  * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, and the pooling of
@@ -21,7 +22,7 @@ import { channelStats, makeBatch } from './images.js';
  * runs that reached 90% (README; [CLS] at 1e-3, the old default, was only run from random init). */
 export const CLASSIFY_DEFAULTS = { lr: 2e-3, weightDecay: 0.05, labelSmoothing: 0.1, clipNorm: 1.0, pool: 'avg' };
 /** The `format` of a classifier file's vitrine_classifier metadata (class names, spec, img, chans). */
-export const CLASSIFIER_FORMAT = 'vitrine-classifier/1';
+export const CLASSIFIER_FORMAT = FORMATS.classifier;
 
 /** trainerInit options of a classifier run: lightly's cosine schedule after `warmup` linear steps
  * over `steps`; the trainer's seed is the run's seed + 1 (initWeights takes the seed, the data

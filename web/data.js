@@ -23,7 +23,7 @@ import { readFileSync, readdirSync, statSync, mkdirSync, openSync, writeSync, fs
 import path from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
-import { resizeCrop } from './images.js';
+import { resizeCrop, checkDatasetBytes } from './images.js';
 
 const require = createRequire(import.meta.url);
 
@@ -265,6 +265,7 @@ export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXE
     }
   };
   walk(dir, null);
+  try { checkDatasetBytes(`--data ${dir}`, found.length, size, chans); } catch (e) { throw new DataError(e.message); }
   const per = chans * size * size, keep = [];
   const pixels = [];
   for (const [file, cls] of found) {

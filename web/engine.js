@@ -6,7 +6,7 @@
 // may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
 // VitrineError carrying the engine's message and status.
 import { VitrineError } from './errors.js';
-import { Model } from './model.js';
+import { Model, modelDims } from './model.js';
 
 const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Array, 8] };
 /** snake_case (C) -> camelCase (JS): 'fit_recompute_flops' -> 'fitRecomputeFlops'. */
@@ -30,19 +30,24 @@ export class Vitrine {
     this.backend = { name: 'wasm', reason: 'default', adapter: null };
   }
 
-  /** Threads the engine's kernels use (1 + pool workers). */
-  get threads() { return this._c.threads_max(); }
+  /** Threads the engine's kernels use: 1 + the pool's workers alive (threadsNote says when fewer
+   * than asked for). */
+  get threads() { return this._pool ? this._pool.live : this._c.threads_max(); }
   /** Bytes of linear memory the pool's worker stacks take (besides the plan's per-thread scratch). */
   get threadStackBytes() { return this._pool ? this._pool.stackBytes : 0; }
-  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker has
+   * died (it waits a bounded time for each to leave; threadsNote then says so). */
   close() {
-    if (this._pool) { this._pool.close(); this._pool = null; }
     if (this.backend && this.backend.gpu) { this.backend.gpu.destroy(); this.backend = { ...this.backend, name: 'wasm', reason: 'closed' }; }
+    if (!this._pool) return;
+    const stuck = this._pool.close();
+    this._pool = null;
+    if (stuck) this.threadsNote = `1 thread: ${stuck} pool worker${stuck === 1 ? '' : 's'} did not stop (dead) and ${stuck === 1 ? 'was' : 'were'} terminated`;
   }
   /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
   _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }
   /** Tests: chunks of pooled loops each thread has run so far ([caller, worker 1, ...]). */
-  _chunksRun() { return Array.from({ length: this.threads }, (_, t) => this._c.threads_chunks_run(t)); }
+  _chunksRun() { return Array.from({ length: this._c.threads_max() }, (_, t) => this._c.threads_chunks_run(t)); }
 
   // ---- memory: fresh views on every use, never kept across a call into wasm. @internal: the
   // shell's own helpers (web/model.js), not declared in vitrine.d.ts ----
@@ -143,16 +148,36 @@ export class Vitrine {
   /** A byte count as the policy budget:BYTES reads it ('300MB' -> 300000000, '256MiB', ...). */
   parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
 
-  /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
-   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
-  createModel({ preset, config, kind = 'timm' } = {}) {
+  // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed after
+  _withSpec({ preset, config, kind = 'timm' } = {}, fn) {
     const k = this.manifest.kinds.indexOf(kind);
     if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
-    const h = this.withStrings([preset || '', json], (p, j) => this._c.model_create(k, p, j, bytes));
-    this.check(h);
-    return new Model(this, h, kind);
+    return this.withStrings([preset || '', json], (p, j) => fn(k, p, j, bytes));
+  }
+
+  /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
+   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
+  createModel(spec = {}) {
+    const h = this.check(this._withSpec(spec, (k, p, j, n) => this._c.model_create(k, p, j, n)));
+    return new Model(this, h, spec.kind || 'timm');
+  }
+
+  /** The dims createModel(spec) would give the model ({ img, patch, chans, dim, depth, heads,
+   * prefix }), from the spec alone: checked as createModel checks it, nothing allocated -- a spec
+   * read from a file is checked before any data are read at its size. */
+  checkModel(spec = {}) {
+    return modelDims(this._withSpec(spec, (k, p, j, n) => this.withLayouts(['model_dims'], (out) => this._c.model_check(k, p, j, n, out)))[0]);
+  }
+
+  /** Checks the metadata of training-state bytes (saveTrainState's format: format, kind,
+   * model_config, train_config, step, rng, the CRC-32 of every tensor) with no model, as
+   * loadTrainState checks them first; a VitrineError names the field. For a caller that reads a
+   * checkpoint before it makes anything from it. */
+  checkTrainState(bytes) {
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), p = this.copyIn(u8);
+    try { this.check(this._c.train_state_check(p, u8.length)); } finally { this.free(p); }
   }
 
   /** Runs a parity file (docs/parity-format.md) through the engine's parity harness. Returns its

@@ -92,10 +92,21 @@ export function resizeCrop(src, w, h, srcChans, size, chans) {
   return out;
 }
 
+/** The most bytes a data set's pixels may take in memory (2 GiB): checked before it is read or
+ * converted, so that a model's size from an untrusted file is a message, not an out-of-memory abort. */
+export const MAX_DATASET_BYTES = 2 ** 31;
+/** Throws a VitrineError when n images of size x size x chans would take more than MAX_DATASET_BYTES. */
+export function checkDatasetBytes(name, n, size, chans) {
+  const bytes = n * chans * size * size;
+  if (bytes > MAX_DATASET_BYTES)
+    throw new VitrineError(`${name}: ${n} images at ${size}x${size}x${chans} would take ${(bytes / 2 ** 30).toFixed(1)} GiB, more than the ${MAX_DATASET_BYTES / 2 ** 30} GiB a data set may hold in memory (a smaller img_size, or fewer images)`, -1);
+}
+
 /** A data set ({ n, chans, size, pixels: Uint8Array [n, chans, size, size], ... }) at another size
  * and channel count, every image through resizeCrop (the data set itself when they already match). */
 export function adapt(ds, size, chans) {
   if (ds.size === size && ds.chans === chans) return ds;
+  checkDatasetBytes(ds.name, ds.n, size, chans);
   if (ds.chans !== 1 && ds.chans < 3) throw new VitrineError(`${ds.name}: ${ds.chans}-channel images: only grey (1) or colour (3+) convert`, -1);
   const per = chans * size * size, src = ds.chans * ds.size * ds.size, out = new Uint8Array(ds.n * per);
   const hwc = new Uint8Array(src), px = ds.size * ds.size;

@@ -47,6 +47,18 @@ function seedHalves(seed) {
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
 
+// A plan's byte counts are exact integers in JavaScript only up to 2^53: a plan beyond that (a
+// batch of billions) is refused rather than printed rounded.
+function exactBytes(plan, batch) {
+  for (const [k, v] of Object.entries(plan))
+    if (!Number.isSafeInteger(v)) throw new VitrineError(`plan of batch ${batch}: ${k} of about ${v.toExponential(2)} bytes, more than 2^53: beyond what JavaScript counts exactly (a smaller batch)`, -1);
+  return plan;
+}
+
+/** @internal The engine's model_dims layout as Model.dims names it. */
+export const modelDims = (d) => ({ img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth,
+  heads: d.numHeads, prefix: d.prefixTokens });
+
 export class Model {
   constructor(vt, handle, kind) {
     this._vt = vt;
@@ -54,9 +66,7 @@ export class Model {
     this.kind = kind;
     this._inputs = [];   // wasm allocations of the last forward's inputs (kept for backward)
     this._last = null;   // { fn, batch, nImages, sizes | train } of the last call
-    const [d] = vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p));
-    this.dims = { img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth, heads: d.numHeads,
-      prefix: d.prefixTokens };
+    this.dims = modelDims(vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p))[0]);
     // the WebGPU backend (createVitrine({ backend })): training steps replayed on the GPU
     this._gpu = vt.backend && vt.backend.gpu ? new vt.backend.Trainer(this, vt.backend.gpu) : null;
   }
@@ -256,7 +266,7 @@ export class Model {
    * intermediates | intermediates_norm | loss | timm_forward. */
   plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
     const vt = this._vt, c = this._c, f = this._fn(fn);
-    return vt.withLayouts(['plan_bytes'], (out) => c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out))[0];
+    return exactBytes(vt.withLayouts(['plan_bytes'], (out) => c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out))[0], batch);
   }
 
   /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
@@ -272,6 +282,7 @@ export class Model {
       (out, names) => c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names)));
     const keys = Object.keys(vt.manifest.layouts.plan_bytes.fields);
     const bytes = (prefix) => Object.fromEntries(keys.map((k) => [k, r[prefix ? prefix + k[0].toUpperCase() + k.slice(1) : k]]));
+    exactBytes(bytes(''), batch);
     return {
       ...bytes(''), policyMet: r.policyMet === 1, tokensKept: r.tokensKept, tokensMasked: r.tokensMasked,
       recomputeFlops: r.recomputeFlops, fits: r.fits === 1,
@@ -365,7 +376,10 @@ export class Model {
    * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, through the
    * pixel pipeline as for forward). `batch`, when given, must match. Returns the loss. A non-finite
    * loss or gradient throws a VitrineError (code 'VT_ERR_NUMERIC') and changes nothing: the last
-   * good state is kept. The step's images stay in wasm memory until the next call, for visualize(). */
+   * good state is kept. An update that makes a parameter or moment non-finite (AdamW's fused check)
+   * throws 'VT_ERR_NUMERIC' having written it: the state is then not good -- saveTrainState and
+   * saveSafetensors refuse it, no step runs -- until loadTrainState (or trainerInit): the last state
+   * saved is the good one. The step's images stay in wasm memory until the next call, for visualize(). */
   trainStep(images, batch, opts = {}) { return this._step('trainStep', images, batch, null, opts); }
   /** A classifier's training step: cross-entropy (timm's label smoothing from trainerInit) on
    * labels (Int32Array or array of class indices, one per image), backward, clipping, AdamW.
@@ -403,13 +417,15 @@ export class Model {
   lr(step = this.stepCount) { return this._c.train_lr(this._h, step); }
 
   /** Everything a resumed run needs (parameters, AdamW m / v, step, mask generator, configs) as
-   * safetensors bytes; loadTrainState continues bit for bit. */
+   * safetensors bytes; loadTrainState continues bit for bit. A state holding a NaN or infinity is
+   * never saved (VT_ERR_NUMERIC). */
   saveTrainState() {
     this._wasmState('saveTrainState', false);
     return this._vt.takeBytes((out) => this._c.train_state_save(this._h, out));
   }
   /** All or nothing; the model's config must be the saved one (initWeights first, so the same
-   * parameters are frozen). */
+   * parameters are frozen). Every field of the metadata and every value is checked first: a NaN or
+   * infinity, a negative second moment, a generator of zeros are refused by name. */
   loadTrainState(bytes) {
     const vt = this._vt, c = this._c;
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);

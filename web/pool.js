@@ -54,20 +54,63 @@ export function importedMemoryPages(bytes) {
   return null;
 }
 
+/** How long (ms) workers may take to start (instantiate the module, enter the loop), and to leave
+ * the loop at close(): past these, the pool goes on without the workers that did not. */
+export const POOL_TIMEOUTS = { start: 60000, close: 2000 };
+
 /**
  * Starts n-1 workers and hands the engine n threads. engine: { module (WebAssembly.Module),
  * memory (shared WebAssembly.Memory), malloc (fn), setThreads (fn(n, callerCanWait)), ready (fn),
- * shutdown (fn), run (export name of vtw_worker_run), stack: { global: name } | { fn: name } }.
- * Returns { threads, workers, stackBytes, close() }.
+ * quit (fn), lost (fn(n)), shutdown (fn), run (export name of vtw_worker_run), stack: { global:
+ * name } | { fn: name } }. onLost(note): a worker died after the start (its error / exit event, or
+ * an error it reported): the engine goes on with the workers left, or with one thread, and the
+ * note says so. A worker that fails to start, or is not in the loop within POOL_TIMEOUTS.start,
+ * fails the start (the caller goes on with one thread). A worker that dies inside a job cannot be
+ * recovered from: that job waits for it forever (only the engine's kernels run in workers, so a
+ * worker dies from outside: a terminated worker, a browser reclaiming memory).
+ * Returns { threads, live, workers, stackBytes, close() }.
  */
-export async function startPool(engine, n) {
-  const workers = [], stacks = [];
-  let WorkerCtor;
+export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } = {}) {
+  const T = { ...POOL_TIMEOUTS, ...timeouts }, workers = [], stacks = [], lost = new Set();
+  let WorkerCtor, started = false, closed = false;
   if (IS_NODE) WorkerCtor = (await nodeModule('worker_threads')).Worker;
   else WorkerCtor = globalThis.Worker;
   if (!WorkerCtor) throw new Error('no Worker here: threads need Web Workers');
   const url = new URL('./pool-worker.js', import.meta.url);
-  const started = [];
+  const pool = {
+    threads: n,
+    /** Threads that run jobs now: the caller and the workers alive. */
+    get live() { return closed ? 1 : n - lost.size; },
+    workers,
+    stackBytes: 0,
+    /** Stops the workers (bounded: one that does not leave within POOL_TIMEOUTS.close is counted
+     * lost and terminated); returns the workers that did not leave. */
+    close() {
+      if (closed) return 0;
+      closed = true;
+      engine.quit(); // workers leave their loop at once
+      const t0 = Date.now();
+      while (engine.ready() > 0 && Date.now() - t0 < T.close) { /* a few microseconds when every worker is alive */ }
+      const stuck = Math.max(0, engine.ready());
+      if (stuck) engine.lost(stuck);
+      engine.shutdown();
+      workers.forEach((w) => w.terminate());
+      workers.length = 0;
+      return stuck;
+    },
+  };
+  // a worker gone after the start: the engine stops counting it (between engine calls: events are
+  // handled on this thread, never inside a job)
+  let startError = null; // a worker that failed before the pool started: the start fails at once
+  const gone = (tid, why) => {
+    if (!started) { startError = startError || new Error(`pool worker ${tid}: ${why}`); return; }
+    if (closed || lost.has(tid)) return;
+    lost.add(tid);
+    engine.lost(1);
+    const left = n - lost.size;
+    onLost(`${left} thread${left === 1 ? '' : 's'}: pool worker ${tid} stopped (${why})`);
+  };
+  const ready = [];
   try {
     for (let tid = 1; tid < n; tid++) {
       const base = engine.malloc(STACK_BYTES + 16) >>> 0;
@@ -77,39 +120,46 @@ export async function startPool(engine, n) {
       const w = IS_NODE ? new WorkerCtor(url) : new WorkerCtor(url, { type: 'module' });
       if (IS_NODE) w.unref(); // a worker blocked in the engine's loop must not keep Node alive
       workers.push(w);
-      started.push(new Promise((resolve, reject) => {
+      ready.push(new Promise((resolve, reject) => {
         const off = () => (IS_NODE ? w.off('message', onMsg) : w.removeEventListener('message', onMsg));
         const onMsg = (m) => {
           const d = IS_NODE ? m : m.data;
-          // listening keeps a Node worker's port referenced: stop once it has started
-          if (d.ready === tid) { off(); resolve(); } else if (d.error) { off(); reject(new Error(d.error)); }
+          // listening keeps a Node worker's port referenced: stop once it has started (a Node worker
+          // that fails later ends with an 'exit'; a browser's may stay, having said so here)
+          if (d.ready === tid) { if (IS_NODE) off(); resolve(); } else if (d.error) { if (IS_NODE) off(); reject(new Error(d.error)); gone(tid, d.error.split('\n')[0]); }
         };
-        if (IS_NODE) { w.on('message', onMsg); w.once('error', reject); } else { w.addEventListener('message', onMsg); w.addEventListener('error', (e) => reject(new Error(e.message || 'pool worker failed to start'))); }
+        const failed = (why) => { reject(new Error(`pool worker ${tid}: ${why}`)); gone(tid, why); };
+        if (IS_NODE) {
+          w.on('message', onMsg);
+          w.once('error', (e) => failed(e.message));
+          w.once('exit', (code) => failed(`exit code ${code}`));
+        } else {
+          w.addEventListener('message', onMsg);
+          w.addEventListener('error', (e) => failed(e.message || 'a worker error'));
+        }
       }));
       w.postMessage({ module: engine.module, memory: engine.memory, tid, stackTop, stack: engine.stack, run: engine.run });
     }
-    await Promise.all(started);
+    pool.stackBytes = stacks.length * (STACK_BYTES + 16);
+    let timer;
+    const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`pool: workers not started within ${T.start} ms`)), T.start); });
+    try { await Promise.race([Promise.all(ready), late]); } finally { clearTimeout(timer); }
     // 'ready' is posted just before a worker enters the loop: wait until all are inside
-    for (let i = 0; engine.ready() < n - 1; i++) {
-      if (i > 5000) throw new Error(`pool: only ${engine.ready()} of ${n - 1} workers entered the loop`);
+    for (const t0 = Date.now(); engine.ready() < n - 1;) {
+      if (startError) throw startError;
+      if (Date.now() - t0 > T.start) throw new Error(`pool: only ${engine.ready()} of ${n - 1} workers entered the loop within ${T.start} ms`);
       await new Promise((r) => setTimeout(r, 1));
     }
     const callerCanWait = IS_NODE || typeof window === 'undefined'; // a browser's main thread must spin
     const got = engine.setThreads(n, callerCanWait ? 1 : 0);
     if (got !== n) throw new Error(`pool: the engine refused ${n} threads (${got})`);
+    started = true;
   } catch (e) {
+    closed = true;
     try { engine.shutdown(); } catch { /* engine gone */ }
     workers.forEach((w) => w.terminate());
+    ready.forEach((p) => p.catch(() => {})); // the others' rejections, once terminated, are expected
     throw e;
   }
-  return {
-    threads: n,
-    workers,
-    stackBytes: stacks.length * (STACK_BYTES + 16),
-    close() {
-      engine.shutdown(); // workers leave the loop
-      workers.forEach((w) => w.terminate());
-      workers.length = 0;
-    },
-  };
+  return pool;
 }

@@ -28,8 +28,8 @@ export interface CreateOptions {
   /** Kernel threads, 1..64. Default: every core the host reports (navigator.hardwareConcurrency,
    * os.availableParallelism()). More than 1 needs SharedArrayBuffer (in a browser: a
    * cross-origin-isolated page, COOP same-origin + COEP require-corp) and a SIMD build; where
-   * that is missing the engine runs on 1 thread and `threadsNote` says why. Every count gives
-   * the same bits. */
+   * that is missing (or the workers fail to start) the engine runs on 1 thread and `threadsNote`
+   * says why. Every count gives the same bits. */
   threads?: number;
   /** Where training steps run: 'wasm' (default); 'webgpu' (the engine's recorded step replayed on a
    * WebGPU adapter, software ones included; rejects with a GpuError when there is none); 'auto'
@@ -169,17 +169,19 @@ export class Vitrine {
   readonly manifest: EngineManifest;
   /** This build has the SIMD128 kernels (not only -msimd128). */
   readonly simdKernels: boolean;
-  /** Threads the kernels use (the caller + pool workers). */
+  /** Threads the kernels use (the caller + pool workers alive). */
   readonly threads: number;
   /** The shared-memory (-mt) file is loaded. */
   readonly threaded: boolean;
-  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...'), else null. */
+  /** Why fewer threads than asked for (e.g. '1 thread: the page is not cross-origin isolated ...',
+   * '2 threads: pool worker 1 stopped (exit code 1)'), else null. */
   readonly threadsNote: string | null;
   /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
   readonly threadStackBytes: number;
   /** Where training steps run (createVitrine's backend) and why. */
   backend: Backend;
-  /** Stops the pool's workers; the engine goes on with 1 thread. */
+  /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker died
+   * unseen (a bounded wait; threadsNote then says so). */
   close(): void;
   /** The timm preset names the engine knows. */
   presets(): string[];
@@ -188,6 +190,13 @@ export class Vitrine {
   /** A byte count as budget:BYTES reads it ('300MB' -> 300000000, '256MiB'); throws a VitrineError otherwise. */
   parseBytes(text: string): number;
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
+  /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
+   * checks it (a VitrineError otherwise), nothing allocated. */
+  checkModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): ModelDims;
+  /** Checks the metadata of training-state bytes (format, kind, model_config, train_config, step,
+   * rng, the tensors' CRC-32s) with no model, as Model.loadTrainState checks them first; a
+   * VitrineError names the field. */
+  checkTrainState(bytes: Uint8Array | ArrayBuffer): void;
   /** readError: the file could not be read (bytes are ignored); the result says so. */
   parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
   /** Size of the wasm linear memory in bytes. */
@@ -238,9 +247,12 @@ export interface ModelMemory {
   arena: { planned: number; peak: number; capacity: number };
 }
 
+/** A model's image size, patch size, channels, width, depth, heads and prefix tokens ([CLS] + registers). */
+export interface ModelDims { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number }
+
 export class Model {
   readonly kind: ModelKind;
-  readonly dims: { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number };
+  readonly dims: ModelDims;
   encode(images: Images, options?: CallOptions): Tensor;
   /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
   timmForward(images: Images, options?: CallOptions): Tensor;
@@ -258,6 +270,7 @@ export class Model {
   setRequiresGrad(name: string, on?: boolean): number;
   zeroGrad(): void;
   params(): Param[];
+  /** All or nothing: a missing, unexpected or mis-shaped tensor, or a value that is not finite (NaN, infinity), is refused by name. */
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
   /** Starts the model from timm / lightly / vitrine weights, the key layout recognised by itself. */
   initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
@@ -299,9 +312,10 @@ export class Model {
   readonly stepCount: number;
   /** Scheduled learning rate at `step` (default: the next step). */
   lr(step?: number): number;
-  /** Parameters, AdamW m / v, step, mask generator, configs: safetensors bytes. */
+  /** Parameters, AdamW m / v, step, mask generator, configs: safetensors bytes (never a state holding a NaN or infinity). */
   saveTrainState(): Uint8Array;
-  /** All or nothing; resumes bit for bit (call initWeights first so the same parameters are frozen). */
+  /** All or nothing; resumes bit for bit (call initWeights first so the same parameters are frozen);
+   * the metadata and every value checked first (finite, second moments >= 0). */
   loadTrainState(bytes: Uint8Array | ArrayBuffer): void;
   /** After loss() or trainStep(): normalised NCHW images for teaching (masked input, reconstruction). */
   visualize(): { masked: Float32Array; recon: Float32Array; shape: [number, number, number, number] };

@@ -38,9 +38,10 @@ export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './safe
  * needs enableNodeRelaxedSimd() first. 'wasi': the WASI SIMD build where SIMD validates, Node only.
  * threads: default every core the host reports. More than 1 loads the build's shared-memory
  * ("-mt") file and starts a pool of workers (same bits at any thread count); where that cannot be
- * (no cross-origin isolation in a browser, a scalar build) the engine runs on 1 thread and
- * `threadsNote` says why. vt.build names the build without "-mt"; vt.threaded says whether the
- * shared-memory file is loaded.
+ * (no cross-origin isolation in a browser, a scalar build, workers that fail to start) the engine
+ * runs on 1 thread and `threadsNote` says why; a worker that dies later (a browser reclaiming
+ * memory) leaves the engine running on the others (vt.threads, threadsNote), and close() returns.
+ * vt.build names the build without "-mt"; vt.threaded says whether the shared-memory file is loaded.
  * locateFile(file, url): where to fetch the build's .wasm instead (e.g. 'vitrine-simd.wasm' and the
  * URL beside this module -> a URL or string), for apps that serve it from elsewhere.
  * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
@@ -56,7 +57,7 @@ export async function createVitrine(options = {}) {
   const name = buildName(options.wasm);
   let threads = options.threads == null ? await hostCores() : options.threads;
   if (!Number.isInteger(threads) || threads < 1 || threads > 64)
-    throw new VitrineError(`threads must be an integer in [1, 64], got ${options.threads}`, -1);
+    throw new VitrineError(`threads must be an integer in [1, 64], got ${typeof options.threads === 'string' ? `the string ${JSON.stringify(options.threads)}` : String(options.threads)}`, -1);
   const forceMt = WASM_BUILDS[name].threads;
   let build = forceMt ? Object.keys(WASM_BUILDS).find((b) => WASM_BUILDS[b].mt === name) : name;
   let note = null;
@@ -92,11 +93,15 @@ export async function createVitrine(options = {}) {
   } else vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
   if (threads > 1) {
     const c = vt._c;
-    vt._pool = await startPool({
-      module: low.module, memory: low.memory, malloc: (n) => c.malloc(n),
-      setThreads: (n, w) => c.set_threads(n, w), ready: () => c.threads_ready(),
-      shutdown: () => c.threads_shutdown(), run: low.run, stack: low.stack,
-    }, threads);
+    try {
+      vt._pool = await startPool({
+        module: low.module, memory: low.memory, malloc: (n) => c.malloc(n),
+        setThreads: (n, w) => c.set_threads(n, w), ready: () => c.threads_ready(), quit: () => c.threads_quit(),
+        lost: (n) => c.threads_lost(n), shutdown: () => c.threads_shutdown(), run: low.run, stack: low.stack,
+      }, threads, { onLost: (note) => { vt.threadsNote = note; } });
+    } catch (e) { // the pool could not start: the engine runs on this thread, and says why
+      vt.threadsNote = `1 thread: ${e.message}`;
+    }
   }
   return vt;
 }

@@ -183,9 +183,9 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
       vt_check_finite(flag, x, n), "flag = 1 if flag or any x is NaN / infinite, else 0")          \
     X(adamw, (n), (b1, b2, eps, wd),                                                                \
       ((p, F32, RW, n), (m, F32, RW, n), (v, F32, RW, n), (g, F32, R, n), (lr, F32, R, 1),          \
-       (step, F32, R, 1), (flag, F32, R, 1)),                                                       \
-      12.0 * n, vt_adamw(p, m, v, g, lr, step, flag, n, b1, b2, eps, wd),                           \
-      "torch AdamW at learning rate *lr, step *step; nothing when *flag")                          \
+       (step, F32, R, 1), (flag, F32, R, 1), (bad, F32, RW, 1)),                                    \
+      12.0 * n, vt_adamw(p, m, v, g, lr, step, flag, bad, n, b1, b2, eps, wd),                      \
+      "torch AdamW at learning rate *lr, step *step; nothing when *flag; bad = 1 when a new value is not finite") \
     /* ---- teaching (not part of a step) ---- */                                                  \
     X(unpatchify, (B, K, C, S, p, G, offset, norm_pix), (),                                         \
       ((recon, F32, RW, B * C * S * S), (masked, F32, RW, B * C * S * S),                           \

@@ -145,11 +145,11 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
 }
 #endif
 void vt_softmax_row(float *y, const float *x, int n) { PICK(softmax_row)(y, x, n); }
-void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                   float b1, float b2, float eps, float wd) {
+int vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                  float b1, float b2, float eps, float wd) {
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
-    (use_ref ? vt_adamw_update : vt_simd_adamw_update)(p, g, m, v, n, t, lr, b1, b2, eps, wd);
+    return (use_ref ? vt_adamw_update : vt_simd_adamw_update)(p, g, m, v, n, t, lr, b1, b2, eps, wd);
 #else
-    vt_adamw_update(p, g, m, v, n, t, lr, b1, b2, eps, wd);
+    return vt_adamw_update(p, g, m, v, n, t, lr, b1, b2, eps, wd);
 #endif
 }

@@ -67,9 +67,10 @@ void vt_softmax_row(float *y, const float *x, int n);
 
 /* One AdamW step (torch.optim.AdamW, single-tensor) over a flat range of n floats; t is the 1-based
  * step count after this update. The scalar reference is vt_adamw_update (kernels_ref.c, declared
- * in vitrine.h); the SIMD128 version gives the same bits. */
-void vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                   float b1, float b2, float eps, float wd);
+ * in vitrine.h); the SIMD128 version gives the same bits. Returns 1 when a new p, m or v is NaN or
+ * infinite (checked as the values are written), else 0. */
+int vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                  float b1, float b2, float eps, float wd);
 
 /* Routing to the scalar reference (for tests comparing SIMD against it). */
 void vt_kernels_use_reference(int on);

@@ -367,25 +367,29 @@ void vt_check_finite(float *flag, const float *x, int64_t n) {
     *flag = j.f[1];
 }
 
-/* AdamW: element-wise, so units of elements on any thread give the same bits */
+/* AdamW: element-wise, so units of elements on any thread give the same bits; each unit's finite
+ * check may set the flag (a boolean: any thread may set it, none clears it) */
 typedef struct {
     float *p, *m, *v;
     const float *g;
     int64_t n;
     long t;
     float lr, b1, b2, eps, wd;
+    float bad;
 } adamw_job;
 static void adamw_units(void *c, int lo, int hi, int tid) {
-    const adamw_job *j = c;
+    adamw_job *j = c;
     int64_t a = lo_of(lo), b = hi_of(hi, j->n);
-    vt_adamw_step(j->p + a, j->g + a, j->m + a, j->v + a, (size_t)(b - a), j->t, j->lr, j->b1, j->b2, j->eps, j->wd);
+    if (vt_adamw_step(j->p + a, j->g + a, j->m + a, j->v + a, (size_t)(b - a), j->t, j->lr, j->b1, j->b2, j->eps, j->wd))
+        j->bad = 1.0f;
 }
 void vt_adamw(float *p, float *m, float *v, const float *g, const float *lr, const float *step, const float *flag,
-              int64_t n, float b1, float b2, float eps, float wd) {
-    if (REF) { vt_ref_adamw(p, m, v, g, lr, step, flag, n, b1, b2, eps, wd); return; }
+              float *bad, int64_t n, float b1, float b2, float eps, float wd) {
+    if (REF) { vt_ref_adamw(p, m, v, g, lr, step, flag, bad, n, b1, b2, eps, wd); return; }
     if (*flag != 0.0f) return;
-    adamw_job j = {p, m, v, g, n, (long)*step, *lr, b1, b2, eps, wd};
+    adamw_job j = {p, m, v, g, n, (long)*step, *lr, b1, b2, eps, wd, 0.0f};
     vt_parallel_for(units(n), 1, 20.0 * (double)n, adamw_units, &j);
+    if (j.bad != 0.0f) *bad = 1.0f;
 }
 void vt_unpatchify(float *recon, float *masked, const float *pred, const float *images, const int64_t *idx,
                    int64_t B, int64_t K, int64_t C, int64_t S, int64_t p, int64_t G, int64_t offset,

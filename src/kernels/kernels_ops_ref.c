@@ -379,10 +379,10 @@ void vt_ref_check_finite(float *flag, const float *x, int64_t n) {
 }
 
 void vt_ref_adamw(float *p, float *m, float *v, const float *g, const float *lr, const float *step,
-                  const float *flag, int64_t n, float b1, float b2, float eps, float wd) {
+                  const float *flag, float *bad, int64_t n, float b1, float b2, float eps, float wd) {
     if (*flag != 0.0f) return;
     /* *step = (float)t exactly as the update uses it: (float)(long)*step == *step */
-    vt_adamw_update(p, g, m, v, (size_t)n, (long)*step, *lr, b1, b2, eps, wd);
+    if (vt_adamw_update(p, g, m, v, (size_t)n, (long)*step, *lr, b1, b2, eps, wd)) *bad = 1.0f;
 }
 
 /* ---- teaching ---- */

@@ -204,16 +204,21 @@ void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 
 /* One AdamW step on n floats; t is the 1-based step count after this update.
  *   p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
- *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-void vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                     float b1, float b2, float eps, float wd) {
+ *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * Returns 1 when a new p, m or v is NaN or infinite (finite inputs can overflow: g^2, a large
+ * weight decay, m / eps), else 0: the check rides along the update, it changes no bit of it. */
+int vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
+                    float b1, float b2, float eps, float wd) {
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
+    int bad = 0;
     for (size_t i = 0; i < n; i++) {
         p[i] *= decay;
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
         float denom = sqrtf(v[i]) / bc2s + eps;
         p[i] -= step * (m[i] / denom);
+        bad |= !(isfinite(p[i]) && isfinite(m[i]) && isfinite(v[i]));
     }
+    return bad;
 }

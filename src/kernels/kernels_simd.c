@@ -592,13 +592,16 @@ void vt_simd_softmax_row(float *y, const float *x, int n) {
 /* ------------------------------------------------------------------------------------------ */
 /* AdamW                                                                                       */
 
-void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
-                          float lr, float b1, float b2, float eps, float wd) {
+int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
+                         float lr, float b1, float b2, float eps, float wd) {
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
     const f32x4 vdecay = SPLAT(decay), vb1 = SPLAT(b1), vb2 = SPLAT(b2), v1b1 = SPLAT(1.0f - b1),
                 v1b2 = SPLAT(1.0f - b2), vbc2s = SPLAT(bc2s), veps = SPLAT(eps),
                 vstep = SPLAT(step);
+    /* the finite check: x - x is +0 for a finite x and NaN otherwise, so the sum of them all is 0
+     * exactly when every new value is finite (three subtractions and adds beside the update) */
+    f32x4 nf = ZERO();
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         f32x4 gi = LD(g + i);
@@ -606,17 +609,24 @@ void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n
         f32x4 mi = ADD(MUL(vb1, LD(m + i)), MUL(v1b1, gi));
         f32x4 vi = ADD(MUL(vb2, LD(v + i)), MUL(MUL(v1b2, gi), gi));
         f32x4 denom = ADD(DIV(SQRT(vi), vbc2s), veps);
-        ST(p + i, SUB(pi, MUL(vstep, DIV(mi, denom))));
+        f32x4 pn = SUB(pi, MUL(vstep, DIV(mi, denom)));
+        ST(p + i, pn);
         ST(m + i, mi);
         ST(v + i, vi);
+        nf = ADD(nf, ADD(ADD(SUB(pn, pn), SUB(mi, mi)), SUB(vi, vi)));
     }
+    float lanes[4];
+    ST(lanes, nf);
+    int bad = lanes[0] != 0.0f || lanes[1] != 0.0f || lanes[2] != 0.0f || lanes[3] != 0.0f;
     for (; i < n; i++) {
         p[i] *= decay;
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
         float denom = sqrtf(v[i]) / bc2s + eps;
         p[i] -= step * (m[i] / denom);
+        bad |= !(isfinite(p[i]) && isfinite(m[i]) && isfinite(v[i]));
     }
+    return bad;
 }
 
 #endif /* VT_SIMD128_AVAILABLE */

@@ -37,9 +37,10 @@ void vt_simd_softmax_row(float *y, const float *x, int n);
 int vt_simd_madd_fused(void);
 
 /* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (kernels_ref.c):
- * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. */
-void vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
-                          float lr, float b1, float b2, float eps, float wd);
+ * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. Returns
+ * 1 when a new value is not finite, as the reference does. */
+int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
+                         float lr, float b1, float b2, float eps, float wd);
 
 /* The vectorised special functions behind gelu/softmax, over arrays (tests measure their ulp
  * error against libm with these; the kernels inline the f32x4 forms). */

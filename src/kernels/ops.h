@@ -128,9 +128,11 @@ VT_OPS_DECL(clip_grads, float *g, const double *norm, int64_t n, float max_norm)
 /* *flag = 1 when *flag != 0 or any x[0:n] is NaN or infinite, else 0 */
 VT_OPS_DECL(check_finite, float *flag, const float *x, int64_t n)
 /* AdamW on p, m, v [n] with gradient g (vt_adamw_update), unless *flag != 0; the learning rate and
- * the 1-based step count come from *lr and *step (inputs of a recorded step: they vary by step) */
+ * the 1-based step count come from *lr and *step (inputs of a recorded step: they vary by step).
+ * *bad = 1 when a new p, m or v is NaN or infinite (the finite check fused into the update; never
+ * cleared here) */
 VT_OPS_DECL(adamw, float *p, float *m, float *v, const float *g, const float *lr, const float *step,
-            const float *flag, int64_t n, float b1, float b2, float eps, float wd)
+            const float *flag, float *bad, int64_t n, float b1, float b2, float eps, float wd)
 
 /* For teaching (vt_loss_visualize; not part of a step): the predicted patches written into recon
  * [B, C, S, S] (de-normalised with the original patch's statistics when norm_pix); masked (may be

@@ -1,8 +1,11 @@
 # tests/fuzz/fuzz.cmake: the libFuzzer harnesses (sanitizer build only, included by CMakeLists.txt
 # when VT_SANITIZE). ctest runs fuzz_seeds (the seed corpus, written by the tests, never committed)
 # then each harness for a fixed number of runs; `bash tests/fuzz.sh SECONDS` runs them for longer.
-set(VT_FUZZ_HARNESSES safetensors config weights checkpoint parity)
+set(VT_FUZZ_HARNESSES safetensors config weights checkpoint parity train meta api)
 set(VT_FUZZ_RUNS 20000 CACHE STRING "runs of each harness in ctest")
+# the harnesses that train or rebuild whole states run fewer (a few ms each under ASan)
+set(VT_FUZZ_RUNS_train 5000)
+set(VT_FUZZ_RUNS_meta 5000)
 # every C test under the sanitizers: an allocation that fails must return NULL (the engine checks),
 # UBSan stops at the first finding
 set(VT_SAN_ENV "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=0"
@@ -27,11 +30,20 @@ if(VT_HAS_LIBFUZZER)
     # a fixed number of runs from a fixed seed over the seeds only; new inputs go to a scratch
     # folder (libFuzzer writes to the first corpus folder), emptied first
     set(scratch ${CMAKE_BINARY_DIR}/fuzz-new/${h})
+    set(runs ${VT_FUZZ_RUNS})
+    if(DEFINED VT_FUZZ_RUNS_${h})
+      set(runs ${VT_FUZZ_RUNS_${h}})
+    endif()
+    # a dictionary where the inputs are training states (tests/fuzz/state.dict)
+    set(dict "")
+    if(h STREQUAL "checkpoint" OR h STREQUAL "train" OR h STREQUAL "meta")
+      set(dict "-dict=${CMAKE_SOURCE_DIR}/tests/fuzz/state.dict")
+    endif()
     add_test(NAME fuzz_${h}_smoke COMMAND sh -c "rm -rf '${scratch}' && mkdir -p '${scratch}' && exec env ${VT_SAN_ENV_SH} \
-'$<TARGET_FILE:fuzz_${h}>' -runs=${VT_FUZZ_RUNS} -seed=1 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+'$<TARGET_FILE:fuzz_${h}>' -runs=${runs} -seed=1 ${dict} -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
 -artifact_prefix='${CMAKE_BINARY_DIR}/fuzz-crash-${h}-' '${scratch}' '${VT_FUZZ_CORPUS}/${h}'")
     # passes only on libFuzzer's own closing line (a crash, a leak, a timeout never print it)
     set_tests_properties(fuzz_${h}_smoke PROPERTIES FIXTURES_REQUIRED fuzz_corpus TIMEOUT 300
-                         PASS_REGULAR_EXPRESSION "Done ${VT_FUZZ_RUNS} runs in")
+                         PASS_REGULAR_EXPRESSION "Done ${runs} runs in")
   endforeach()
 endif()

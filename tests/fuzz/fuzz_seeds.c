@@ -42,6 +42,32 @@ static void check(int rc, const char *what) {
     if (rc) { fprintf(stderr, "fuzz_seeds: %s: %s\n", what, vt_last_error()); exit(1); }
 }
 
+/* fuzz_meta's seeds: the trainer byte, then the state's metadata entries (its crc32 left out:
+ * the harness writes it) as "key\0value\0...", and variants with one entry changed */
+static void meta_seed(const char *kind, int model, const uint8_t *state, size_t len) {
+    vt_st_file f;
+    check(vt_st_parse(state, len, &f), "meta seed");
+    static char buf[1 << 16];
+    const char *swap[][2] = {{NULL, NULL}, {"step", "2000000000"}, {"rng", "00000000000000000000000000000000"},
+                             {"train_config", "{\"lr\": 1e9}"}, {"format", "vitrine-train/2"}};
+    for (size_t s = 0; s < sizeof swap / sizeof swap[0]; s++) {
+        size_t n = 0;
+        buf[n++] = (char)model;
+        for (size_t i = 0; i < f.n_meta; i++) {
+            if (!strcmp(f.meta_keys[i], "crc32")) continue;
+            const char *v = swap[s][0] && !strcmp(swap[s][0], f.meta_keys[i]) ? swap[s][1] : f.meta_vals[i];
+            size_t kl = strlen(f.meta_keys[i]) + 1, vl = strlen(v) + 1;
+            if (n + kl + vl > sizeof buf) break;
+            memcpy(buf + n, f.meta_keys[i], kl), n += kl;
+            memcpy(buf + n, v, vl), n += vl;
+        }
+        char nm[64];
+        snprintf(nm, sizeof nm, "%s.%zu.meta", kind, s);
+        put("meta", nm, buf, n);
+    }
+    vt_st_free(&f);
+}
+
 /* a parity file: the model's parameters (one frozen when asked), images, the call's inputs, zero
  * expectations of the right shapes (out, every gradient, the image gradient) */
 static void parity_seed(const char *name, vt_kind kind, const char *module, const char *call, int idx, int mask, int frozen) {
@@ -107,6 +133,21 @@ static void parity_seed(const char *name, vt_kind kind, const char *module, cons
     vt_model_free(m);
 }
 
+/* fuzz_api: 8 control bytes (model, call and backward bits, batch + 1, n_keep + 1, n_mask + 1,
+ * flags, policy, smoothing x 200), then idx_keep, idx_mask (72 each), mask (96), labels (3) */
+static void api_seed(const char *name, int model, int call, int batch, int n_keep, int n_mask, int flags,
+                     const int8_t *keep, const int8_t *midx, const int8_t *mask, int smoothing) {
+    uint8_t b[8 + 72 + 72 + 96 + 3] = {(uint8_t)model, (uint8_t)(call | 0x80 | 0x40 | 0x20), (uint8_t)(batch + 1),
+                                       (uint8_t)(n_keep + 1), (uint8_t)(n_mask + 1), (uint8_t)flags, 1, (uint8_t)smoothing};
+    for (int r = 0; r < batch; r++) { /* the same row for every image */
+        for (int j = 0; j < n_keep; j++) b[8 + r * n_keep + j] = (uint8_t)keep[j];
+        for (int j = 0; j < n_mask; j++) b[80 + r * n_mask + j] = (uint8_t)midx[j];
+        for (int j = 0; mask && j < 5; j++) b[152 + r * 5 + j] = (uint8_t)mask[j];
+        b[248 + r] = (uint8_t)r;
+    }
+    put("api", name, b, sizeof b);
+}
+
 static void copy_fixture(const char *fixtures, const char *name) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", fixtures, name);
@@ -138,17 +179,34 @@ int main(int argc, char **argv) {
         check(vt_model_config_to_json(vt_model_get_config(m), cfg, sizeof cfg), "config");
         snprintf(nm, sizeof nm, "%s.json", kinds[k]);
         put("config", nm, cfg, strlen(cfg));
-        if (k >= 3) { /* a training state after one step */
+        if (k >= 3 || k == VT_KIND_TIMM) { /* a training state after one step (the timm model is a classifier) */
             vt_train_config t;
             vt_train_config_default(&t, (vt_kind)k);
             t.total_steps = 10; t.warmup_steps = 2; t.seed = 5;
+            if (k == VT_KIND_TIMM) t.label_smoothing = 0.1f;
             check(vt_trainer_init(m, &t), "trainer");
             float img[2 * 3 * 8 * 8], loss;
+            int32_t labels[2] = {2, 0};
             for (int i = 0; i < 2 * 3 * 8 * 8; i++) img[i] = (float)((i * 13) % 11) / 5.0f - 1.0f;
-            check(vt_train_step(m, img, 2, &loss), "step");
+            check(k == VT_KIND_TIMM ? vt_train_step_labels(m, img, labels, 2, &loss) : vt_train_step(m, img, 2, &loss), "step");
             check(vt_train_state_save(m, &out, &len), "state");
             snprintf(nm, sizeof nm, "%s.state", kinds[k]);
             put("checkpoint", nm, out, len);
+            /* fuzz_train: 4 control bytes (model, batch, policy, inputs) before the state; the
+             * metadata harness: its entries */
+            static const uint8_t ctrl[][4] = {{0, 0, 0, 0}, {0, 1, 1, 0x41}, {0, 2, 2, 0x02}, {0, 0, 5, 0x80}, {0, 1, 3, 0x43}};
+            int model = k == VT_KIND_MAE ? 0 : k == VT_KIND_AIM ? 1 : 2;
+            for (size_t c = 0; c < sizeof ctrl / sizeof ctrl[0]; c++) {
+                uint8_t *in = malloc(len + 4);
+                if (!in) { perror("malloc"); exit(1); }
+                memcpy(in, ctrl[c], 4);
+                in[0] = (uint8_t)model;
+                memcpy(in + 4, out, len);
+                snprintf(nm, sizeof nm, "%s.%zu.train", kinds[k], c);
+                put("train", nm, in, len + 4);
+                free(in);
+            }
+            meta_seed(kinds[k], model, out, len);
             vt_free(out);
         }
         vt_model_free(m);
@@ -170,6 +228,19 @@ int main(int argc, char **argv) {
     parity_seed("causal_mask.st", VT_KIND_CAUSAL, "lightly.MaskedCausalVisionTransformer", "{\"fn\": \"forward_features\", \"mask\": true, \"is_causal\": true}", 0, 1, 0);
     parity_seed("mae_loss.st", VT_KIND_MAE, "lightly.examples.MAE", "{\"fn\": \"loss\", \"idx_keep\": true, \"idx_mask\": true}", 3, 0, 0);
     parity_seed("aim_loss.st", VT_KIND_AIM, "lightly.examples.AIM", "{\"fn\": \"loss\", \"mask\": true}", 0, 1, 0);
+    /* encoder calls and losses of every kind, with the inputs each takes (a sequence of 5 tokens) */
+    {
+        static const int8_t keep[] = {0, 1, 3}, midx[] = {2, 4}, pre[] = {1, 1, 0, 0, 0};
+        api_seed("timm_encode", 0, VT_FN_ENCODE, 2, -1, -1, 0, keep, midx, NULL, 0);
+        api_seed("timm_forward", 0, VT_FN_TIMM_FORWARD, 2, -1, -1, 0, keep, midx, NULL, 0);
+        api_seed("timm_loss", 0, VT_FN_LOSS, 3, -1, -1, 4, keep, midx, NULL, 20);
+        api_seed("lightly_keep", 1, VT_FN_INTERMEDIATES, 2, 3, -1, 0, keep, midx, NULL, 0);
+        api_seed("lightly_mask", 1, VT_FN_FORWARD, 2, -1, 2, 0, keep, midx, NULL, 0);
+        api_seed("lightly_tokmask", 1, VT_FN_INTERMEDIATES_NORM, 1, -1, -1, 1, keep, midx, pre, 0);
+        api_seed("causal", 2, VT_FN_ENCODE, 2, -1, -1, 3, keep, midx, pre, 0);
+        api_seed("mae_loss", 3, VT_FN_LOSS, 2, 3, 2, 0, keep, midx, NULL, 0);
+        api_seed("aim_loss", 4, VT_FN_LOSS, 2, -1, -1, 3, keep, midx, pre, 0);
+    }
     /* every dtype */
     {
         static const uint8_t bytes[64] = {1, 2, 3, 4, 0x80, 0x7f, 0xff, 0x3c, 0, 0x7c, 0, 0xfc, 0, 0x7e};

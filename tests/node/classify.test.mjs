@@ -146,7 +146,7 @@ test('classify: --init with a vitrine encoder builds the classifier as that enco
   writeFileSync(path.join(dir, 'bad-kwargs.safetensors'), bad);
   const b = run(['train', '--objective', 'classify', '--data', path.join(dir, 'data'), '--init', path.join(dir, 'bad-kwargs.safetensors'), '--out', path.join(dir, 'q')]);
   assert.equal(b.status, 1);
-  assert.match(b.stderr, /bad-kwargs\.safetensors: timm_kwargs in its metadata is not JSON/);
+  assert.match(b.stderr, /bad-kwargs\.safetensors: damaged encoder metadata: timm_kwargs: not JSON/);
 });
 
 test('classify: augmentation (flip, shift) is what it says, seeded per step and slot', () => {

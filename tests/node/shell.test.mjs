@@ -196,5 +196,15 @@ test('CLI: the native contract (lines, exit status)', () => {
     const nat = spawnSync(NATIVE, ['plan', '--preset', 'vit_tiny_patch16_224', '--batch', '4', '--grad-checkpointing', 'block', '--json'], { encoding: 'utf8' });
     assert.equal(plan.stdout, nat.stdout);
   }
-  assert.equal(run('plan', '--preset', 'nope').status, 1);
+  // a preset or policy the engine refuses: a usage error naming the flag, in both CLIs
+  for (const [flag, v] of [['--preset', 'nope'], ['--grad-checkpointing', 'every:0']]) {
+    const r = run('plan', flag, v);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, new RegExp(`^vitrine plan: ${flag}: `));
+    if (existsSync(NATIVE)) {
+      const n = spawnSync(NATIVE, ['plan', flag, v], { encoding: 'utf8' });
+      assert.equal(n.status, 2, n.stderr);
+      assert.match(n.stderr, new RegExp(`^vitrine plan: ${flag}: `));
+    }
+  }
 });

@@ -1,7 +1,9 @@
 // util.mjs: shared helpers of the Node tests (not a test file itself).
 // The repo is two levels up; the fixtures are ../shared/fixtures beside it (never copied); the
 // build directory is $VITRINE_BUILD or <repo>/build, holding wasm/ and the native vitrine.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createVitrine, readSafetensorsHeader, enableNodeRelaxedSimd } from '../../web/vitrine.js';
@@ -64,4 +66,14 @@ export function relErr(a, b) {
   let d = 0, m = 0;
   for (let i = 0; i < b.length; i++) { d = Math.max(d, Math.abs(a[i] - b[i])); m = Math.max(m, Math.abs(b[i])); }
   return m > 0 ? d / m : d;
+}
+
+/** A real full disk: a tmpfs of `kib` KiB, unmounted after test t (root only; t skips, saying so,
+ * elsewhere). Returns its folder, or null when skipped. */
+export function tmpfs(t, kib) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-tmpfs-'));
+  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${kib}k`, 'tmpfs', dir], { encoding: 'utf8' });
+  if (r.status !== 0) { rmSync(dir, { recursive: true, force: true }); t.skip(`cannot mount a tmpfs here (${(r.stderr || '').trim() || 'not root'})`); return null; }
+  t.after(() => { spawnSync('umount', [dir]); rmSync(dir, { recursive: true, force: true }); });
+  return dir;
 }

@@ -12,9 +12,10 @@ import { TRAIN_PRESETS } from '../train.js';
 import { classifierSpec, splitEval, ClassifyRun, evaluate, CLASSIFY_DEFAULTS, CLASSIFIER_FORMAT, classifyTrainerOptions,
   parseAugment, augmentText } from '../classify.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { loadEngine, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { loadEngine, specDims, checkBatch, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { checkEncoder } from '../metadata.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
-import { readCheckpoint, refuseOnResume, trainSteps, endSteps } from './run.js';
+import { readCheckpoint, checkState, refuseOnResume, stopAtOf, setPolicy, trainSteps, endSteps } from './run.js';
 
 const DEFAULTS = { preset: 'fmnist-p7-mlp2', batch: 128, steps: 3500, policy: 'block', out: 'out', seed: '0', saveEvery: 200,
   augment: 'none', ...CLASSIFY_DEFAULTS };
@@ -46,8 +47,9 @@ export const command = {
     'eval-max': { value: 'N', help: 'use only the first N held-out images', parse: whole(1, 2 ** 31 - 1) },
     out: { value: 'DIR', help: `where ${WEIGHTS} and ${STATE} go (default ${DEFAULTS.out})` },
     'save-every': { value: 'N', help: `write the checkpoint every N steps (default ${DEFAULTS.saveEvery}; and at the end)`, parse: whole(1, COUNT) },
-    'stop-at': { value: 'STEP', help: 'stop after STEP steps (checkpoint written, no evaluation)', parse: whole(0, COUNT) },
+    'stop-at': { value: 'STEP', help: 'stop after STEP steps (checkpoint written, no evaluation)', parse: whole(1, COUNT) },
     resume: { value: 'FILE', help: 'continue a checkpoint bit for bit' },
+    'require-crc': { type: 'boolean', help: 'with --resume: refuse a checkpoint without CRC-32s of its tensors' },
     'max-image-mp': { value: 'N', help: `refuse images over N megapixels, from their header (default ${DEFAULT_MAX_PIXELS / 1e6})`, parse: decimal(0, 1e6) },
     'no-eval': { type: 'boolean', help: 'skip the held-out evaluation' },
     json: { type: 'boolean', help: 'end the output with one JSON line' },
@@ -68,12 +70,10 @@ function augmentOption(text) {
 // `--init out/encoder.safetensors` needs no --preset. null when the file does not say (a timm /
 // lightly state_dict): the preset is used. The engine checks every value when it builds the model.
 function initArchitecture(file) {
-  let meta;
+  let meta, kw;
   try { meta = readSafetensorsMeta(readInput(file)); } catch (e) { return null; } // named again, with the reason, when --init reads it
-  if (typeof meta.timm_kwargs !== 'string') return null;
-  let kw;
-  try { kw = JSON.parse(meta.timm_kwargs); } catch (e) { throw new CliError(`--init ${file}: timm_kwargs in its metadata is not JSON (${e.message})`); }
-  if (!kw || typeof kw !== 'object' || Array.isArray(kw)) throw new CliError(`--init ${file}: timm_kwargs in its metadata is not an object`);
+  try { kw = checkEncoder(meta); } catch (e) { throw new CliError(`--init ${file}: damaged encoder metadata: ${e.message}`); }
+  if (!kw) return null;
   const { num_classes, global_pool, ...encoder } = kw; // the classifier's own come from the data and --pool
   return { encoder };
 }
@@ -82,42 +82,49 @@ function initArchitecture(file) {
 function settings(o) {
   if (o.resume) {
     refuseOnResume(o.given, ['preset', 'config', 'init', 'pool', 'batch', 'steps', 'lr', 'warmup', 'weightDecay', 'labelSmoothing', 'augment', 'seed', 'trainMax']);
-    const { bytes, meta, run, bad, isInt } = readCheckpoint(o.resume, 'vitrine_classify', 'vitrine train --objective classify', o.data ?? null);
-    for (const [k, max] of [['weightDecay', 1000], ['labelSmoothing', 1]])
-      if (!(typeof run[k] === 'number' && run[k] >= 0 && run[k] <= max)) throw bad(`${k} ${JSON.stringify(run[k])}`);
-    if (!['token', 'avg'].includes(run.pool)) throw bad(`pool ${JSON.stringify(run.pool)}`);
-    for (const k of ['trainMax', 'trainN']) if (run[k] != null && !isInt(run[k], 1, 2 ** 31 - 1)) throw bad(`${k} ${JSON.stringify(run[k])}`);
-    if (!run.spec || typeof run.spec !== 'object' || Array.isArray(run.spec)) throw bad('spec is not an object');
-    if (run.augment == null) run.augment = 'none'; // checkpoints written before augmentation existed trained without
-    try { if (typeof run.augment !== 'string') throw new Error('not text'); parseAugment(run.augment); } catch (e) { throw bad(`augment ${JSON.stringify(run.augment)}`); }
-    run.policy = o.policy || meta.grad_checkpointing || DEFAULTS.policy;
-    return { run, resumeBytes: bytes };
+    const c = readCheckpoint(o.resume, 'vitrine_classify', 'vitrine train --objective classify', o.data ?? null, { requireCrc: !!o.requireCrc });
+    const run = { ...c.run, spec: c.spec, augment: c.run.augment ?? 'none' }; // checkpoints written before augmentation trained without
+    run.policy = o.policy || c.policy || DEFAULTS.policy;
+    return { run, resumeBytes: c.bytes, step: c.step, policyFromFile: !o.policy && c.policy != null };
   }
+  if (o.requireCrc) throw new CliError('--require-crc is for --resume FILE', 2);
   const steps = o.steps ?? DEFAULTS.steps;
   const config = o.config != null ? readConfig(o.config) : o.init != null && o.preset == null ? initArchitecture(o.init) : null;
   return { run: { preset: config ? null : o.preset || DEFAULTS.preset, config, data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     init: o.init ? path.resolve(o.init) : null, pool: o.pool || DEFAULTS.pool, batch: o.batch ?? DEFAULTS.batch, steps,
     lr: o.lr ?? DEFAULTS.lr, warmup: o.warmup ?? Math.round(steps * 0.05), weightDecay: o.weightDecay ?? DEFAULTS.weightDecay,
     labelSmoothing: o.labelSmoothing ?? DEFAULTS.labelSmoothing, augment: augmentOption(o.augment ?? DEFAULTS.augment), seed: o.seed || DEFAULTS.seed,
-    trainMax: o.trainMax ?? null, policy: o.policy || DEFAULTS.policy }, resumeBytes: null };
+    trainMax: o.trainMax ?? null, policy: o.policy || DEFAULTS.policy }, resumeBytes: null, step: 0, policyFromFile: false };
 }
 
-// Fashion-MNIST (adapted to the model later) or a folder read at the encoder's size
-function loadData(dir, encoder, warn, maxPixels) {
+// Fashion-MNIST (adapted to the model later) or a folder read at the model's size
+function loadData(dir, { img, chans }, warn, maxPixels) {
   try {
     if (!dir) return { train: loadFashionMNIST('train'), test: loadFashionMNIST('test') };
-    return { train: loadImageFolder(dir, { size: encoder.img_size, chans: encoder.in_chans ?? 3, maxPixels, onWarning: warn }), test: null };
+    return { train: loadImageFolder(dir, { size: img, chans, maxPixels, onWarning: warn }), test: null };
   } catch (e) { throw new CliError(e.message); }
 }
 
+// The classifier's spec and the dims of its model, checked by the engine before any data are read
+// at its size: the stored spec of a resumed run, else the encoder of --preset / --config / --init
+// (its head sized later by the data's classes).
+function checkedSpec(vt, o, run) {
+  if (run.spec) return { spec: run.spec, dims: specDims(vt, run.spec, { from: { file: o.resume, field: 'vitrine_classify.spec' } }) };
+  let spec;
+  try { spec = classifierSpec({ preset: run.preset, config: run.config, numClasses: 2, pool: run.pool }); } catch (e) { throw new CliError(e.message, 2); }
+  const init = run.config && o.config == null ? o.init : null; // the encoder --init's timm_kwargs describe
+  return { spec: null, dims: specDims(vt, spec, init ? { from: { file: init, field: 'timm_kwargs', what: 'damaged encoder metadata' } } : {}) };
+}
+
 // The model: the classifier's spec from the data's classes, initialised, --init's weights, trainer, checkpoint.
-async function openClassifier(o, run, resumeBytes, classes, say) {
-  const vt = await loadEngine({ wasm: o.wasm, threads: o.threads });
+function openClassifier(vt, o, { run, resumeBytes, policyFromFile }, classes, say) {
   let model, initReport = null;
+  const nc = run.spec ? run.spec.config.num_classes : classes.length;
+  if (nc !== classes.length) throw new CliError(`${o.resume}: the run trained on ${nc} classes, ${run.data} has ${classes.length}`);
   try {
     run.spec = run.spec || classifierSpec({ preset: run.preset, config: run.config, numClasses: classes.length, pool: run.pool });
     model = vt.createModel(run.spec);
-    model.setGradCheckpointing(run.policy);
+    setPolicy(model, run.policy, { fromFile: policyFromFile ? o.resume : null });
     model.initWeights(BigInt(run.seed));
     if (run.init && !resumeBytes) {
       let bytes;
@@ -129,21 +136,24 @@ async function openClassifier(o, run, resumeBytes, classes, say) {
     model.trainerInit(classifyTrainerOptions(run));
     if (resumeBytes) model.loadTrainState(resumeBytes);
   } catch (e) { if (e instanceof CliError) throw e; throw new CliError(`${resumeBytes ? o.resume + ': ' : ''}${e.message}`); }
-  return { vt, model, initReport };
+  return { model, initReport };
 }
 
 async function trainClassify(o) {
   const say = (s) => process.stderr.write(s + '\n'), warn = (s) => say(`vitrine train: warning: ${s}`);
   if (o.maxImageMp === 0) throw new CliError("--max-image-mp: '0' megapixels admits no image", 2);
   if (o.out === '') throw new CliError('--out: an empty folder name', 2);
-  const t0 = performance.now(), { run, resumeBytes } = settings(o), seed = BigInt(run.seed);
-  // data first: the number of classes makes the head
-  let encoder;
-  try { encoder = (run.spec || classifierSpec({ preset: run.preset, config: run.config, numClasses: 2, pool: run.pool })).config; } catch (e) { throw new CliError(e.message, 2); }
-  const raw = loadData(run.data === 'fashion-mnist' ? null : run.data, encoder, warn, (o.maxImageMp ?? DEFAULT_MAX_PIXELS / 1e6) * 1e6);
+  const t0 = performance.now(), st = settings(o), { run, resumeBytes } = st, seed = BigInt(run.seed);
+  const stopAt = stopAtOf(o, run, st.step);
+  const vt = await loadEngine({ wasm: o.wasm, threads: o.threads });
+  if (resumeBytes) checkState(vt, o.resume, resumeBytes);
+  // the spec checked by the engine, then the data read at its size: the number of classes makes the head
+  const { dims } = checkedSpec(vt, o, run);
+  checkBatch(run.batch, dims);
+  const raw = loadData(run.data === 'fashion-mnist' ? null : run.data, dims, warn, (o.maxImageMp ?? DEFAULT_MAX_PIXELS / 1e6) * 1e6);
   if (!raw.train.labels || !raw.train.classes) throw new CliError(`${run.data}: no classes (a folder needs at least two sub-folders of images)`);
   const classes = raw.train.classes;
-  const { vt, model, initReport } = await openClassifier(o, run, resumeBytes, classes, say);
+  const { model, initReport } = openClassifier(vt, o, st, classes, say);
   const { img, chans } = model.dims;
   const sp = splitEval(adapt(raw.train, img, chans), raw.test && adapt(raw.test, img, chans));
   const trainIdx = run.trainMax ? sp.trainIdx.subarray(0, run.trainMax) : sp.trainIdx, evalIdx = o.evalMax ? sp.evalIdx.subarray(0, o.evalMax) : sp.evalIdx;
@@ -162,19 +172,22 @@ async function trainClassify(o) {
     };
     const tr = new ClassifyRun({ model, dataset: sp.trainSet, indices: trainIdx, batch: run.batch, steps: run.steps, dataSeed: seed + 2n,
       augment: parseAugment(run.augment), augmentSeed: seed + 3n });
-    const stopAt = Math.min(run.steps, o.stopAt ?? run.steps), initName = run.init ? path.basename(run.init) : 'random';
+    const initName = run.init ? path.basename(run.init) : 'random';
     say(`vitrine train: classify ${run.preset || (o.init && o.config == null && !resumeBytes ? 'encoder of --init' : 'config')} ${img}x${img}x${chans} dim ${model.dims.dim} depth ${model.dims.depth}, ` +
       `${classes.length} classes, pool ${run.pool}, ${trainIdx.length} training images (${run.data}), ${evalIdx.length} held out, batch ${run.batch}, ` +
       `steps ${tr.step ? tr.step + '..' : ''}${stopAt}/${run.steps}, lr ${run.lr}, label smoothing ${run.labelSmoothing}, augment ${run.augment}, ` +
       `init ${initName}, grad checkpointing ${model.gradCheckpointing}, wasm ${vt.build}`);
     const loop = await trainSteps({ tr, model, run, stopAt, saveEvery: o.saveEvery ?? DEFAULTS.saveEvery, save, warn });
-    const { status, stepped } = endSteps(loop, { tr, run, outputs, save, resumeFile: resumeBytes && o.resume });
+    const { status, stepped, saveError } = endSteps(loop, { tr, run, outputs, save, resumeFile: resumeBytes && o.resume });
     if (!stepped && loop.interrupted) return status;
     const meta = { format: CLASSIFIER_FORMAT, classes, spec: run.spec, img, chans };
-    outputs.write(outputs.paths.weights, withMetadata(model.saveSafetensors(), { vitrine_classifier: JSON.stringify(meta) }));
+    try { outputs.write(outputs.paths.weights, withMetadata(model.saveSafetensors(), { vitrine_classifier: JSON.stringify(meta) })); } catch (e) {
+      throw new CliError(`${e.message} (${outputs.stateNote()})`);
+    }
+    if (loop.error || saveError) say(`vitrine train: wrote what it could from step ${tr.step}: ${outputs.wrote.join(', ')}`);
     let ev = null;
     const te = performance.now();
-    if (!o.noEval && !loop.error && !loop.interrupted && tr.step >= run.steps && evalIdx.length) {
+    if (!o.noEval && !loop.error && !saveError && !loop.interrupted && tr.step >= run.steps && evalIdx.length) {
       ev = evaluate(model, sp.evalSet, evalIdx, classes.length);
       say(`vitrine train: evaluation of ${ev.n} images ${((performance.now() - te) / 1000).toFixed(1)} s`);
     }

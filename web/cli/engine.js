@@ -3,6 +3,8 @@
 // engine command takes (--wasm, --threads) are described here once.
 import { readFileSync } from 'node:fs';
 import { CliError, UsageError, whole, oneOf } from './args.js';
+import { TRAIN_PRESETS } from '../train.js';
+import { VitrineError } from '../errors.js';
 
 const BUILDS = JSON.parse(readFileSync(new URL('../../wasm/builds.json', import.meta.url), 'utf8'));
 export const MAX_THREADS = 64;
@@ -64,4 +66,35 @@ export async function namesHelp() {
   if (!n) return 'POLICY and timm presets: listed here once the engine is built (npm run build).\n';
   return `POLICY: ${n.policies.join(', ')} (vitrine plan --all-policies shows what each costs)\n` +
     `timm presets: ${n.presets.join(', ')}\n`;
+}
+
+/**
+ * The dims of the model `spec` makes, checked by the engine before anything is allocated or read
+ * for it (Vitrine.checkModel): a spec from the command line that the engine refuses is a usage
+ * error naming its flag (--preset: with the names there are); one from a file (`from`: { file,
+ * field, what }) is that file's damaged metadata.
+ */
+export function specDims(vt, spec, { flag = '--config', from = null } = {}) {
+  if (!from && spec.preset != null && !vt.presets().includes(spec.preset))
+    throw new UsageError(`--preset: '${spec.preset}' is not a preset (${Object.keys(TRAIN_PRESETS).join(', ')}; timm's ${vt.presets().join(', ')})`);
+  try { return vt.checkModel(spec); } catch (e) {
+    if (!(e instanceof VitrineError)) throw e;
+    if (from) throw new CliError(`${from.file}: ${from.what || 'damaged checkpoint metadata'}: ${from.field}: ${e.message}`);
+    throw new UsageError(`${spec.preset != null ? '--preset' : flag}: ${e.message.replace(/^config: /, '')}`);
+  }
+}
+
+/** The engine a resumed run asks for (its checkpoint's build unless --wasm): a build name in the
+ * checkpoint that cannot be loaded is its damaged metadata. */
+export async function loadEngineFor(o, run, file) {
+  try { return await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend }); } catch (e) {
+    if (file && !o.wasm && run.wasm && e instanceof UsageError) throw new CliError(`${file}: damaged checkpoint metadata: wasm: ${e.message}`);
+    throw e;
+  }
+}
+
+/** One batch of images at the model's size must fit wasm's memory (2 GiB), before anything is read. */
+export function checkBatch(batch, { img, chans }) {
+  const bytes = batch * chans * img * img * 4;
+  if (bytes > 2 ** 31) throw new CliError(`--batch ${batch}: one batch of ${img}x${img}x${chans} images is ${(bytes / 2 ** 30).toFixed(1)} GiB, more than wasm memory holds`);
 }

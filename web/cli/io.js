@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { readRegularFile, writeAtomic, makeDirs, DataError, strerror } from '../data.js';
 import { CliError } from './args.js';
+import { parseJson, show } from '../metadata.js';
 
 /** Why a file operation failed, in strerror's words (a DataError's own message). */
 export const why = (e) => (e instanceof DataError ? e.message : strerror(e));
@@ -14,11 +15,23 @@ export const why = (e) => (e instanceof DataError ? e.message : strerror(e));
  * file only (a FIFO or /dev/zero would hang a plain read), at most 1 GiB. */
 export const readInput = (file) => new Uint8Array(readRegularFile(file, 1 << 30));
 
-/** --config JSON|FILE: the JSON text itself, or a file holding it (a usage error when neither). */
+/** --config JSON|FILE: a JSON object, given as text or in a file (strict: a key repeated in an
+ * object is refused, as is JSON that is not an object). A usage error (exit 2) names what is wrong. */
 export function readConfig(text) {
-  try { return JSON.parse(text.trim().startsWith('{') ? text : new TextDecoder().decode(readRegularFile(text, 1 << 20))); } catch (e) {
-    throw new CliError(`--config: ${e.code || e instanceof DataError ? `cannot read ${text}: ${why(e)}` : `not JSON (${e.message})`}`, 2);
+  const usage = (m) => new CliError(`--config: ${m}`, 2);
+  let json = text;
+  if (!text.trim().startsWith('{')) { // a file's name, or JSON that is not an object
+    try { json = new TextDecoder().decode(readRegularFile(text, 1 << 20)); } catch (e) {
+      let v;
+      try { v = JSON.parse(text); } catch { throw usage(`cannot read ${text}: ${why(e)}`); }
+      throw usage(`${show(v)} is not a JSON object ({"encoder": {...}} or timm kwargs), nor a file`);
+    }
   }
+  let v;
+  const where = json === text ? '' : `${text}: `;
+  try { v = parseJson(json, 'config'); } catch (e) { throw usage(`${where}${e.field === 'config' ? '' : `${e.field.slice(7)}: `}${e.reason}`); }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw usage(`${where}${show(v)} is not a JSON object`);
+  return v;
 }
 
 export const mib = (b) => (b / 1048576).toFixed(1);
@@ -88,7 +101,7 @@ export class Outputs {
   }
   /** The truth about the checkpoint file after a failed write. */
   stateNote() {
-    if (this.savedStep != null) return `the checkpoint of step ${this.savedStep} is kept`;
+    if (this.savedStep != null) return `the checkpoint of step ${this.savedStep} in ${this.paths.state} is complete`;
     return existsSync(this.paths.state) ? `${this.paths.state} is unchanged` : 'no checkpoint has been written';
   }
   /** Removes the folders made for the run when nothing was written into them. */

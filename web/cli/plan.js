@@ -9,7 +9,8 @@
 import { TRAIN_PRESETS, modelSpec } from '../train.js';
 import { classifierSpec, CLASSIFY_DEFAULTS } from '../classify.js';
 import { CliError, whole, oneOf } from './args.js';
-import { loadEngine, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
+import { loadEngine, specDims, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
+import { setPolicy } from './run.js';
 import { readConfig, mib } from './io.js';
 import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
 
@@ -94,10 +95,11 @@ async function deviceFit(vt, model, { objective, batch, policy, maskRatio }) {
 
 async function planWith(o, vt, nt, objective, spec) {
   let model;
+  specDims(vt, spec); // --preset / --config refused by name, before anything is allocated
   try {
     model = vt.createModel(spec);
     const policy = o.policy || TRAIN_DEFAULTS.policy;
-    model.setGradCheckpointing(policy);
+    setPolicy(model, policy);
     const budget = o.budget != null ? budgetOf(vt, o.budget) : null;
     const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
     const maskRatio = objective === 'mae' ? o.maskRatio ?? TRAIN_DEFAULTS.maskRatio : null;
@@ -117,7 +119,7 @@ async function planWith(o, vt, nt, objective, spec) {
     return 0;
   } catch (e) {
     if (e instanceof CliError) throw e;
-    throw new CliError(e.message);
+    throw new CliError(e.message, e.code === 'VT_ERR_ARG' ? 2 : 1); // what the flags asked for is refused: a usage error
   } finally { if (model) model.dispose(); }
 }
 

@@ -4,9 +4,12 @@
 // read or decoded is named and skipped, the others still predicted (exit status 1 then).
 import { readRegularFile, decodeImage, DataError } from '../data.js';
 import { readSafetensorsMeta } from '../safetensors.js';
-import { predictTop, CLASSIFIER_FORMAT } from '../classify.js';
+import { predictTop } from '../classify.js';
+import { checkClassifier, MetadataError } from '../metadata.js';
+import { makeBatch, resizeCrop } from '../images.js';
+import { VitrineError } from '../errors.js';
 import { CliError, whole } from './args.js';
-import { loadEngine, ENGINE_OPTIONS } from './engine.js';
+import { loadEngine, specDims, ENGINE_OPTIONS } from './engine.js';
 import { readInput, why } from './io.js';
 
 export const command = {
@@ -25,34 +28,51 @@ export const command = {
   main: predict,
 };
 
+// The classifier file: its metadata checked (web/metadata.js checkClassifier), then its model's
+// spec by the engine and the image size and channels it states against that model, before the
+// model is made and its weights loaded.
+function openClassifier(vt, file, bytes) {
+  let meta, c;
+  try { meta = readSafetensorsMeta(bytes); } catch (e) { throw new CliError(`${file}: not a safetensors file (${e.message})`); }
+  if (meta.vitrine_classifier == null) throw new CliError(`${file}: not a classifier of vitrine train --objective classify (no class names in its metadata)`);
+  const damaged = (m) => new CliError(`${file}: damaged classifier metadata: ${m}`);
+  try { c = checkClassifier(meta); } catch (e) { if (e instanceof MetadataError) throw damaged(e.message); throw e; }
+  const dims = specDims(vt, c.spec, { from: { file, field: 'vitrine_classifier.spec', what: 'damaged classifier metadata' } });
+  if (c.img !== dims.img) throw damaged(`vitrine_classifier.img: ${c.img} is not the image size of its model (${dims.img})`);
+  if (c.chans !== dims.chans) throw damaged(`vitrine_classifier.chans: ${c.chans} is not the channels of its model (${dims.chans})`);
+  let model;
+  try {
+    model = vt.createModel(c.spec);
+    model.loadSafetensors(bytes);
+  } catch (e) { if (model) model.dispose(); throw new CliError(`${file}: ${e.message}`); }
+  return { model, classes: c.classes };
+}
+
 async function predict({ values: o, positionals: images }) {
   if (!o.weights || !images.length) throw new CliError(`${command.usage} (vitrine predict --help)`, 2);
   const top = o.top ?? 3;
-  let bytes, meta;
+  let bytes;
   try { bytes = readInput(o.weights); } catch (e) { throw new CliError(`cannot read ${o.weights}: ${why(e)}`); }
-  try { meta = JSON.parse(readSafetensorsMeta(bytes).vitrine_classifier || 'null'); } catch (e) { meta = null; }
-  if (!meta || meta.format !== CLASSIFIER_FORMAT) throw new CliError(`${o.weights}: not a classifier of vitrine train --objective classify (no class names in its metadata)`);
   const vt = await loadEngine(o);
-  let model;
-  try {
-    model = vt.createModel(meta.spec);
-    model.loadSafetensors(bytes);
-  } catch (e) { throw new CliError(`${o.weights}: ${e.message}`); }
+  const { model, classes } = openClassifier(vt, o.weights, bytes);
+  const { img, chans } = model.dims;
   let failed = 0;
   const results = [];
   for (const file of images) {
-    let im;
+    let x;
     try {
-      im = decodeImage(new Uint8Array(readRegularFile(file)));
+      const im = decodeImage(new Uint8Array(readRegularFile(file)));
+      // the pixel pipeline of training: shorter side to the model's size, centre crop, its channels
+      x = makeBatch({ chans, size: img, pixels: resizeCrop(im.data, im.width, im.height, 4, img, chans) }, Int32Array.of(0));
     } catch (e) {
       failed++;
-      const text = e.code ? why(e) : e instanceof DataError ? e.message : `cannot decode (${e.message})`;
+      const text = e.code && !(e instanceof VitrineError) ? why(e) : e instanceof DataError ? e.message : `cannot decode (${e.message})`;
       process.stderr.write(`vitrine predict: ${file}: ${text}\n`);
       results.push({ file, error: text });
       continue;
     }
-    const z = model.timmForward(im); // the pipeline: the model's size and channels, ImageNet's mean / std
-    const t = predictTop(z.data, meta.classes, Math.min(top, meta.classes.length));
+    const z = model.timmForward(x);
+    const t = predictTop(z.data, classes, Math.min(top, classes.length));
     results.push({ file, top: t.map(({ name, index, p }) => ({ class: name, index, p: Number(p.toFixed(6)) })) });
     if (!o.json) process.stdout.write(`${file}: ${t.map(({ name, p }) => `${name} ${(100 * p).toFixed(1)}%`).join(', ')}\n`);
   }

@@ -3,6 +3,7 @@
 // loop (progress, a checkpoint every --save-every steps, Ctrl-C / SIGTERM after the step under way)
 // and its ending (the last checkpoint, what to say, the exit status).
 import { readSafetensorsMeta } from '../safetensors.js';
+import { checkCheckpoint, MetadataError, FORMATS } from '../metadata.js';
 import { resumedData } from '../data.js';
 import { CliError } from './args.js';
 import { readInput, why, Progress, mib } from './io.js';
@@ -17,27 +18,50 @@ export function refuseOnResume(given, keys) {
 }
 
 /**
- * The checkpoint `file` of a run of `what` (its settings in the metadata entry `key`):
- * { bytes, meta, run } with run's common fields range-checked (a damaged or crafted checkpoint is
- * one clear message) and its data the folder named again with --data (never a stored path).
+ * The checkpoint `file` of a run of `what` (its settings in the metadata entry `key`), checked
+ * before anything is made from it (web/metadata.js checkCheckpoint: a damaged or crafted
+ * checkpoint is one line naming the field): { bytes, meta, run, step, policy, spec }. Its data is
+ * the folder named again with --data (never a stored path). A run already at its last step has
+ * nothing to resume; requireCrc: a checkpoint without CRC-32s (written before they existed, or
+ * with them taken out) is refused.
  */
-export function readCheckpoint(file, key, what, dataGiven) {
-  let bytes, meta, run;
+export function readCheckpoint(file, key, what, dataGiven, { requireCrc = false } = {}) {
+  let bytes, meta, c;
   try { bytes = readInput(file); } catch (e) { throw new CliError(`cannot read ${file}: ${why(e)}`); }
   try { meta = readSafetensorsMeta(bytes); } catch (e) { throw new CliError(`${file}: not a safetensors file (${e.message})`); }
-  if (meta.format !== 'vitrine-train/1' || !meta[key]) throw new CliError(`${file}: not a checkpoint of ${what}`);
-  const bad = (s) => new CliError(`${file}: damaged checkpoint metadata (${s})`);
-  try { run = JSON.parse(meta[key]); } catch (e) { throw bad(`${key} is not JSON: ${e.message}`); }
-  if (!run || typeof run !== 'object' || Array.isArray(run)) throw bad(`${key} is not an object`);
-  const isInt = (v, min, max) => Number.isInteger(v) && v >= min && v <= max;
-  for (const [k, min, max] of [['batch', 1, 65536], ['steps', 1, 2000000000], ['warmup', 0, 2000000000]])
-    if (!isInt(run[k], min, max)) throw bad(`${k} ${JSON.stringify(run[k])}`);
-  if (!(typeof run.lr === 'number' && run.lr >= 0 && run.lr <= 1000)) throw bad(`lr ${JSON.stringify(run.lr)}`);
-  if (typeof run.seed !== 'string' || !/^\d{1,16}$/.test(run.seed) || Number(run.seed) > 2 ** 53 - 3) throw bad(`seed ${JSON.stringify(run.seed)}`);
-  if (typeof run.data !== 'string' || !run.data) throw bad(`data ${JSON.stringify(run.data)}`);
-  if (run.lossFirst != null && typeof run.lossFirst !== 'number') throw bad(`lossFirst ${JSON.stringify(run.lossFirst)}`);
-  try { run.data = resumedData(file, run.data, dataGiven); } catch (e) { throw new CliError(e.message, 2); }
-  return { bytes, meta, run, bad, isInt };
+  if (meta.format !== FORMATS.checkpoint || meta[key] == null) throw new CliError(`${file}: not a checkpoint of ${what}`);
+  try { c = checkCheckpoint(meta, key); } catch (e) {
+    if (e instanceof MetadataError) throw new CliError(`${file}: damaged checkpoint metadata: ${e.message}`);
+    throw e;
+  }
+  if (requireCrc && meta.crc32 == null) throw new CliError(`${file}: no CRC-32 of its tensors in the metadata (--require-crc)`);
+  if (c.step >= c.run.steps) throw new CliError(`${file}: the run is complete (step ${c.step} of ${c.run.steps}): nothing to resume, nothing was written`);
+  try { c.run.data = resumedData(file, c.run.data, dataGiven); } catch (e) { throw new CliError(e.message, 2); }
+  return { bytes, meta, ...c };
+}
+
+/** The engine's part of checkpoint `file` (its training state's metadata and CRC-32s), checked with
+ * the engine loaded and before a model or data are made for it (Vitrine.checkTrainState). */
+export function checkState(vt, file, bytes) {
+  try { vt.checkTrainState(bytes); } catch (e) { throw new CliError(`${file}: ${e.message}`); }
+}
+
+/** A damaged-metadata error of checkpoint `file` naming `field` (for what the engine refuses of it). */
+export const damaged = (file, field, message) => new CliError(`${file}: damaged checkpoint metadata: ${field}: ${message}`);
+
+/** --stop-at against the step a resumed run is at (a usage error when there is nothing to do). */
+export function stopAtOf(o, run, step) {
+  if (o.stopAt != null && o.stopAt <= step) throw new CliError(`--stop-at ${o.stopAt}: the run is at step ${step} already`, 2);
+  return Math.min(run.steps, o.stopAt ?? run.steps);
+}
+
+/** The checkpointing policy: --grad-checkpointing (a usage error naming the flag when the engine
+ * refuses it) or the checkpoint's (damaged metadata when refused). */
+export function setPolicy(model, policy, { fromFile = null } = {}) {
+  try { model.setGradCheckpointing(policy); } catch (e) {
+    if (fromFile) throw damaged(fromFile, 'grad_checkpointing', e.message);
+    throw new CliError(`--grad-checkpointing: ${e.message}`, 2);
+  }
 }
 
 const say = (s) => process.stderr.write(s + '\n');
@@ -81,21 +105,26 @@ export async function trainSteps({ tr, model, run, stopAt, saveEvery, save, warn
 
 /**
  * After the loop: nothing written when this run took no step (a resumed checkpoint stays as it
- * was); else the checkpoint of the last step (`save`), and what happened, said. Returns the exit
- * status the run ends with (0, 1 after an error, 130 / 143 after SIGINT / SIGTERM) and whether it
- * stepped.
+ * was); else the checkpoint of the last step (`save`), and what happened, said. A checkpoint that
+ * cannot be written (a full disk, a state the engine will not save) does not stop the caller from
+ * writing the smaller results of the same steps: it is returned as `saveError` (said here, exit
+ * status 1). Returns { status (0, 1 after an error, 130 / 143 after SIGINT / SIGTERM), stepped, saveError }.
  */
 export function endSteps(loop, { tr, run, outputs, save, resumeFile }) {
   const { startStep, error, interrupted, trainSeconds } = loop, stepped = tr.step > startStep;
-  const status = error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0;
+  let status = error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0, saveError = null;
   if (!stepped) {
-    if (error) throw new CliError(`${error.message}\nnothing was written${resumeFile ? ` (${resumeFile} is unchanged)` : ''}`);
-    if (interrupted) { say('vitrine train: interrupted before the first step; nothing was written'); return { status, stepped }; }
+    const kept = `nothing was written${resumeFile ? ` (${resumeFile} is unchanged)` : ''}`;
+    if (error) throw new CliError(`${error.message}\n${kept}`);
+    if (interrupted) { say(`vitrine train: interrupted before the first step; ${kept}`); return { status, stepped, saveError }; }
+    throw new CliError(`no step was taken; ${kept}`);
   }
-  if (stepped && outputs.savedStep !== tr.step) save(tr.step);
-  if (error) say(`vitrine train: ${error.message}\nthe last good state (step ${tr.step}) is in ${outputs.paths.state}`);
-  else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; continue with --resume ${outputs.paths.state}`);
+  if (outputs.savedStep !== tr.step) try { save(tr.step); } catch (e) { saveError = e; status = status || 1; }
+  // (a state an update made non-finite is refused by the engine: the save's message says what is kept)
+  if (saveError) say(`vitrine train: ${saveError.message}`);
+  if (error) say(`vitrine train: ${error.message}${saveError ? '' : `\nthe last good state (step ${tr.step}) is in ${outputs.paths.state}`}`);
+  else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; ${saveError ? 'its checkpoint could not be written' : `continue with --resume ${outputs.paths.state}`}`);
   const n = tr.step - startStep;
   say(`vitrine train: ${n} steps in ${trainSeconds.toFixed(1)} s (${n ? (n * run.batch / trainSeconds).toFixed(0) : 0} img/s)`);
-  return { status, stepped };
+  return { status, stepped, saveError };
 }

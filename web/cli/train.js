@@ -8,9 +8,9 @@ import { adapt } from '../images.js';
 import { withMetadata } from '../safetensors.js';
 import { TRAIN_PRESETS, modelSpec, TrainingRun } from '../train.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { loadEngine, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
+import { loadEngineFor, specDims, checkBatch, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
-import { readCheckpoint, refuseOnResume, trainSteps, endSteps } from './run.js';
+import { readCheckpoint, checkState, refuseOnResume, stopAtOf, setPolicy, trainSteps, endSteps } from './run.js';
 import { startSideEvaluation, knnResults, writeResults, report } from './train-results.js';
 import { command as classify } from './classify.js';
 
@@ -49,8 +49,9 @@ export const command = {
     seed: { value: 'S', help: 'initialisation S, masks S+1, data order S+2 (default 0)', parse: seed },
     out: { value: 'DIR', help: `where ${WEIGHTS_FILE}, ${STATE_FILE}, ${IMAGE_FILE} go (default ${TRAIN_DEFAULTS.out})` },
     'save-every': { value: 'N', help: `write the checkpoint every N steps (default ${TRAIN_DEFAULTS.saveEvery}; and at the end)`, parse: whole(1, COUNT) },
-    'stop-at': { value: 'STEP', help: 'stop after STEP steps (checkpoint written, no evaluation): resume later', parse: whole(0, COUNT) },
+    'stop-at': { value: 'STEP', help: 'stop after STEP steps (checkpoint written, no evaluation): resume later', parse: whole(1, COUNT) },
     resume: { value: 'FILE', help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)' },
+    'require-crc': { type: 'boolean', help: 'with --resume: refuse a checkpoint without CRC-32s of its tensors' },
     init: { value: 'FILE', help: 'start from the weights in FILE: timm (head or not), lightly or vitrine safetensors;\nthe layout is recognised; what cannot be used is named and skipped' },
     'init-strict': { type: 'boolean', help: 'with --init: any skipped tensor is an error' },
     'eval-bank': { value: 'N', help: 'kNN bank: training images (default 10000)', parse: whole(1, 10000000) },
@@ -75,17 +76,11 @@ function trainSettings(o) {
   if (o.resume) {
     if (o.init) throw new CliError('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
     refuseOnResume(o.given, ['objective', 'preset', 'config', 'batch', 'steps', 'lr', 'warmup', 'maskRatio', 'seed']);
-    const { bytes, meta, run, bad, isInt } = readCheckpoint(o.resume, 'vitrine_run', 'vitrine train', o.data ?? null);
-    let config;
-    try { config = JSON.parse(meta.model_config); } catch (e) { throw bad(`model_config is not JSON: ${e.message}`); }
-    if (!['mae', 'aim'].includes(run.objective) || meta.kind !== run.objective) throw bad(`objective ${JSON.stringify(run.objective)}, kind ${JSON.stringify(meta.kind)}`);
-    if (run.dataN != null && !isInt(run.dataN, 1, 2 ** 31)) throw bad(`dataN ${JSON.stringify(run.dataN)}`);
-    if (run.preset != null && typeof run.preset !== 'string') throw bad(`preset ${JSON.stringify(run.preset)}`);
-    if (!config || typeof config !== 'object') throw bad('model_config is not an object');
-    run.spec = { kind: meta.kind, config };
-    run.policy = o.policy || meta.grad_checkpointing || TRAIN_DEFAULTS.policy;
-    return { run, resumeBytes: bytes };
+    const c = readCheckpoint(o.resume, 'vitrine_run', 'vitrine train', o.data ?? null, { requireCrc: !!o.requireCrc });
+    const run = { ...c.run, spec: c.spec, policy: o.policy || c.policy || TRAIN_DEFAULTS.policy };
+    return { run, resumeBytes: c.bytes, step: c.step, policyFromFile: !o.policy && c.policy != null };
   }
+  if (o.requireCrc) throw new CliError('--require-crc is for --resume FILE', 2);
   const objective = o.objective || TRAIN_DEFAULTS.objective, batch = o.batch ?? TRAIN_DEFAULTS.batch, steps = o.steps ?? TRAIN_DEFAULTS.steps;
   const config = o.config != null ? readConfig(o.config) : null;
   if (o.initStrict && !o.init) throw new CliError('--init-strict needs --init FILE', 2);
@@ -95,7 +90,7 @@ function trainSettings(o) {
     seed: o.seed || TRAIN_DEFAULTS.seed, data: o.data ? path.resolve(o.data) : 'fashion-mnist',
     spec: modelSpec(objective, { preset: o.preset || TRAIN_DEFAULTS.preset, config }),
     policy: o.policy || TRAIN_DEFAULTS.policy, init: o.init ? path.resolve(o.init) : null,
-  }, resumeBytes: null };
+  }, resumeBytes: null, step: 0, policyFromFile: false };
 }
 
 const POS_EMBED_SAYS = {
@@ -119,16 +114,19 @@ function initFromFile(model, file, strict, say) {
 
 // The engine and the model: initialised (seed) or started from --init's weights, trainer ready
 // (masks: seed + 1), the checkpoint loaded over both when resuming.
-async function openModel(o, run, resumeBytes, seed, say, warn) {
+async function openModel(o, { run, resumeBytes, policyFromFile }, seed, say, warn) {
   let model, initBytes = null;
   // a resumed run continues bit for bit only in the build that trained it (fused and unfused
   // multiply-adds round differently): keep the checkpoint's build unless told otherwise
   if (run.wasm && o.wasm && o.wasm !== run.wasm) warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
-  const vt = await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend });
+  const vt = await loadEngineFor(o, run, resumeBytes && o.resume);
   if (!run.wasm) run.wasm = vt.build;
+  if (resumeBytes) checkState(vt, o.resume, resumeBytes);
+  // the spec checked before anything is allocated for it, one batch against wasm's memory
+  checkBatch(run.batch, specDims(vt, run.spec, { from: resumeBytes ? { file: o.resume, field: 'model_config' } : null }));
   try {
     model = vt.createModel(run.spec);
-    model.setGradCheckpointing(run.policy);
+    setPolicy(model, run.policy, { fromFile: policyFromFile ? o.resume : null });
     model.initWeights(seed);
     if (run.init && !resumeBytes) initBytes = initFromFile(model, run.init, !!o.initStrict, say);
     model.trainerInit({ lr: run.lr, warmupSteps: run.warmup, totalSteps: run.steps, maskRatio: run.maskRatio ?? 0.75, seed: seed + 1n });
@@ -174,14 +172,13 @@ async function train(o) {
   if (o.maxImageMp === 0) throw new CliError("--max-image-mp: '0' megapixels admits no image", 2);
   if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
   if (o.out === '') throw new CliError('--out: an empty folder name', 2);
-  const t0 = performance.now(), { run, resumeBytes } = trainSettings(o), seed = BigInt(run.seed), outDir = o.out || TRAIN_DEFAULTS.out;
+  const t0 = performance.now(), settings = trainSettings(o), { run, resumeBytes } = settings, seed = BigInt(run.seed), outDir = o.out || TRAIN_DEFAULTS.out;
+  const stopAt = stopAtOf(o, run, settings.step);
   const outputs = new Outputs(outDir, { state: path.join(outDir, STATE_FILE), weights: path.join(outDir, WEIGHTS_FILE), image: path.join(outDir, IMAGE_FILE) });
   let side = null;
   try {
-    const { vt, model, initBytes } = await openModel(o, run, resumeBytes, seed, say, warn);
+    const { vt, model, initBytes } = await openModel(o, settings, seed, say, warn);
     const data = trainData(o, run, model, warn), { img, chans } = model.dims;
-    if (run.batch * chans * img * img * 4 > 2 ** 31) throw new CliError(`--batch ${run.batch}: one batch of ${img}x${img}x${chans} images is ${(run.batch * chans * img * img * 4 / 2 ** 30).toFixed(1)} GiB, more than wasm memory holds`);
-    const stopAt = Math.min(run.steps, o.stopAt ?? run.steps);
     side = !o.noEval && stopAt >= run.steps ? startSideEvaluation(o, vt, run, data, seed, warn, initBytes) : null;
     const save = (step) => {
       try {
@@ -195,13 +192,11 @@ async function train(o) {
     const saveEvery = o.saveEvery ?? TRAIN_DEFAULTS.saveEvery;
     if (vt.backend.name === 'webgpu') gpuSteps(tr, model, saveEvery, stopAt);
     const loop = await trainSteps({ tr, model, run, stopAt, saveEvery, save, warn });
-    const { status, stepped } = endSteps(loop, { tr, run, outputs, save, resumeFile: resumeBytes && o.resume });
+    const { status, stepped, saveError } = endSteps(loop, { tr, run, outputs, save, resumeFile: resumeBytes && o.resume });
     if (!stepped && loop.interrupted) return status;
-    try { writeResults(model, run, data, outputs, warn); } catch (e) {
-      throw new CliError(`${e.message} (the checkpoint of step ${outputs.savedStep} in ${outputs.paths.state} is complete)`);
-    }
-    if (loop.error) say(`vitrine train: wrote what it could from step ${tr.step}: ${outputs.wrote.join(', ')}`);
-    const knn = side && !loop.interrupted && !loop.error ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
+    try { writeResults(model, run, data, outputs, warn); } catch (e) { throw new CliError(`${e.message} (${outputs.stateNote()})`); }
+    if (loop.error || saveError) say(`vitrine train: wrote what it could from step ${tr.step}: ${outputs.wrote.join(', ') || 'nothing'}`);
+    const knn = side && !loop.interrupted && !loop.error && !saveError ? await knnResults(model, side, say, warn) : { trained: null, initial: null, pixels: null };
     report(o, { vt, run, model, side, knn, paths: outputs.paths, finished: tr.step >= run.steps, step: tr.step, lastLoss: loop.lastLoss,
       seconds: (performance.now() - t0) / 1000, trained: tr.step - loop.startStep, trainSeconds: loop.trainSeconds });
     model.dispose();
