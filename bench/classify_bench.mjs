@@ -1,6 +1,7 @@
 // classify_bench.mjs: training-step throughput of the two default jobs through the JS shell in Node:
 // the classifier (timm ViT + head, cross-entropy, Model.trainStepLabels; `train --objective
-// classify`: batch 128, avg pooling) and the MAE step (Model.trainStep; `vitrine train`: batch 64),
+// classify`: batch 128, avg pooling) and the MAE step (Model.trainStep; `vitrine train`: batch 64,
+// mask ratio 0.5 as the main job trains),
 // each under two checkpointing policies (default none vs block), interleaved step by step
 // (classify/none, classify/block, mae/none, mae/block, repeated), so that the paired ratios share
 // the machine's state; with several presets (--presets a,b) every preset's steps are interleaved
@@ -9,10 +10,11 @@
 // the first preset.
 //   node bench/classify_bench.mjs [--presets fmnist-p7-mlp2,fmnist-p7] [--batch 128] [--mae-batch 64]
 //                                 [--policies none,block] [--repeat 20] [--wasm BUILD] [--threads N]
-import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
 import { modelSpec } from '../web/train.js';
 import { classifierSpec } from '../web/classify.js';
+import { hostInfo } from './lib.mjs';
 
 const args = process.argv.slice(2);
 const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
@@ -21,16 +23,15 @@ const policies = opt('--policies', 'none,block').split(','), repeat = Number(opt
 const threads = opt('--threads', null);
 await enableNodeRelaxedSimd(); // as the CLI: the default build is the one the jobs run
 const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? undefined : Number(threads) });
-const cpuinfo = (() => { try { return readFileSync('/proc/cpuinfo', 'utf8'); } catch { return ''; } })();
-const cpu = (/model name\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || 'unknown CPU';
-const flags = ((/flags\s*:\s*(.*)/.exec(cpuinfo) || [])[1] || '').split(' ');
-const isa = ['avx512f', 'avx2', 'fma'].filter((f) => flags.includes(f)).join('+') || 'n/a';
-console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread(s)`);
+const { cpu, isa } = hostInfo();
+console.log(`# ${cpu} (host ${isa}); wasm ${vt.build} (128-bit vectors), ${vt.threads} thread(s); load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 
 const models = {};
 for (const pr of presets) for (const p of policies) {
   const c = vt.createModel(classifierSpec({ preset: pr, numClasses: 10, pool: 'avg' })), m = vt.createModel(modelSpec('mae', { preset: pr }));
-  for (const x of [c, m]) { x.setGradCheckpointing(p); x.initWeights(1); x.trainerInit({ lr: 1e-4, seed: 2 }); }
+  for (const x of [c, m]) { x.setGradCheckpointing(p); x.initWeights(1); }
+  c.trainerInit({ lr: 1e-4, seed: 2 });
+  m.trainerInit({ lr: 1e-4, seed: 2, maskRatio: 0.5 });
   models[`${pr}/${p}`] = { classify: c, mae: m };
 }
 const { img, chans } = models[`${presets[0]}/${policies[0]}`].classify.dims;
@@ -51,7 +52,8 @@ const med = (a) => { const s = [...a].sort((p, q) => p - q), n = s.length; retur
 const ratio = (a, b) => +med(a.map((v, i) => v / b[i])).toFixed(3);
 for (const pr of presets) for (const k of ['classify', 'mae']) for (const p of policies) {
   const t = times[`${pr}/${k}/${p}`];
-  console.log(JSON.stringify({ build: vt.build, threads: vt.threads, preset: pr, objective: k, batch: k === 'mae' ? BM : B, policy: p, repeat,
+  console.log(JSON.stringify({ build: vt.build, threads: vt.threads, preset: pr, objective: k, batch: k === 'mae' ? BM : B,
+    mask_ratio: k === 'mae' ? 0.5 : null, policy: p, repeat, loadavg_end: os.loadavg()[0],
     step_s: +med(t).toFixed(4), img_per_s: +((k === 'mae' ? BM : B) / med(t)).toFixed(1),
     [`time_ratio_to_${policies[0]}`]: ratio(t, times[`${pr}/${k}/${policies[0]}`]),
     [`time_ratio_to_${presets[0]}`]: ratio(t, times[`${presets[0]}/${k}/${p}`]) }));

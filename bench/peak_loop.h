@@ -1,5 +1,5 @@
 /* peak_loop.h: the multiply+add peak loop in C without intrinsics, included by kernel_bench.c
- * (native build and wasm scalar build) and by peak_avx2.c (the same loop compiled with -mavx2
+ * (native SSE2 build), by peak_fma128.c (4 lanes, -mfma) and by peak_avx2.c (8 lanes, -mavx2
  * -mfma). 12 independent chains acc = acc * m + c, each a GNU C vector of PEAK_LANES floats
  * (GCC and clang map it to what the build's flags allow: SSE on x86-64 by default, AVX with
  * -mavx2, scalar f32 on wasm without -msimd128), registers only; 12 chains hide the latency of

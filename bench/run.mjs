@@ -1,379 +1,541 @@
-// run.mjs: every benchmark of bench/, side by side in one run, one core each, one after the other:
-// writes bench/results.json (every measurement) and bench/results.md (the tables, the ratios
-// against the project's targets, the step broken down by kernel). Reports; never fails on a time.
-// Called by bench/run.sh (which builds first); `--quick` shrinks the grid (a smoke run).
-import { spawnSync } from 'node:child_process';
-import { writeFileSync, existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import os from 'node:os';
+// run.mjs: every benchmark of bench/ in one run, called by bench/run.sh (which builds first):
+// writes bench/results.json (every measurement) and bench/results.md (the tables). Reports; never
+// fails on a time. Each table says its statistic. Comparisons are interleaved: inside one
+// process where both sides are vitrine engines (bench/step_bench.mjs, train_bench's policies,
+// kernel_bench's peak pairs), process by process in rounds (A B C A B C ...) otherwise, with the
+// order rotated every round; a ratio is the median of the per-round ratios, with its range.
+// Processes are pinned with taskset: one core (cpu 0) for one-core figures, cpus 0-1 for two.
+// Clocks: one-core figures are CPU time (each process's, or kernel_bench's / train_bench's
+// thread's: another process's share of the core is not charged), two-core figures and thread
+// speedups wall time (nothing else measures a speedup); each table names its clock.
+//   node bench/run.mjs [--quick] [--before-root DIR --before-ref REV] [--from results.json]
+//                      [--only kernels,one_core,two_cores,main_job,default_jobs,policies,thread_profile,builds,demo]
+import { execSync } from 'node:child_process';
+import { writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT, hostInfo, loadavg, runJSON, median, summary, paired, f, fr, pct } from './lib.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const BUILD = process.env.VITRINE_BUILD || join(ROOT, 'build');
-const QUICK = process.argv.includes('--quick');
+const argv = process.argv.slice(2);
+const QUICK = argv.includes('--quick');
+const argVal = (n) => { const i = argv.indexOf(n); return i >= 0 ? argv[i + 1] : null; };
+const BEFORE = argVal('--before-root'), BEFORE_REF = argVal('--before-ref'), FROM = argVal('--from');
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
+const BUILD = join(ROOT, 'build');
 const TINY = 'vit_tiny_patch16_224', SMALL = 'vit_small_patch16_224';
-const POLICIES = ['none', 'block', 'every:2', 'sqrt', 'selective'];
-const t_start = Date.now();
-const log = (s) => process.stderr.write(`[bench ${((Date.now() - t_start) / 1e3).toFixed(0)}s] ${s}\n`);
+const t0 = Date.now();
+const log = (s) => process.stderr.write(`[bench ${((Date.now() - t0) / 1e3).toFixed(0)}s] ${s}\n`);
+const node = (file) => [process.execPath, [join(ROOT, 'bench', file)]];
+const wasi = (wasm) => [process.execPath, [join(ROOT, 'bench/wasi_run.mjs'), wasm]];
+const ONE = '0', TWO = '0,1';
+const CPU = ['--clock', 'cpu']; // the one-core runs' clock (see above)
 
-// Runs a command, returns the JSON objects it printed (one per line, or one document).
-function run(label, cmd, args, env) {
-  log(`${label}: ${cmd} ${args.join(' ')}`);
-  const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20, env: { ...process.env, ...env } });
-  const out = r.stdout || '';
-  if (r.status !== 0) log(`${label}: exit ${r.status} ${r.signal || ''} ${(r.stderr || '').slice(-400)}`);
-  try { return [JSON.parse(out)]; } catch { /* one object per line */ }
-  return out.split('\n').filter((l) => l.startsWith('{')).flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
+let R = { date: new Date().toISOString(), host: hostInfo(), quick: QUICK, before: BEFORE ? { root: BEFORE, ref: BEFORE_REF } : null,
+  commit: null, sections: {}, notes: [] };
+try { R.commit = execSync('git rev-parse --short HEAD', { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(); } catch { /* no git */ }
+
+/** Runs `cmd args` pinned to cpus; returns its JSON objects (logging a failure). */
+function run(label, [cmd, args0], args, { cpus = ONE, env = {} } = {}) {
+  log(`${label} (load ${loadavg()[0]})`);
+  const r = runJSON(cmd, [...args0, ...args], { cpus, env });
+  if (r.status !== 0 || !r.objects.length) {
+    log(`${label}: exit ${r.status} ${r.signal || ''} ${r.stderr.slice(-500)}`);
+    R.notes.push(`${label}: failed (exit ${r.status}${r.signal ? ', ' + r.signal : ''})`);
+  }
+  return r.objects;
 }
-const node = (file, args) => [process.execPath, [file, ...args]];
-const wasi = (wasm, args) => node(join(ROOT, 'bench/wasi_run.mjs'), [join(BUILD, 'wasm', wasm), ...args]);
-const flags = (name, vals) => vals.flatMap((v) => [name, String(v)]);
+/** A section: its measurements with the load average before and after (--only a,b: those). */
+const ONLY = argVal('--only') ? argVal('--only').split(',') : null;
+async function section(key, fn) {
+  if (ONLY && !ONLY.includes(key)) return;
+  const s = { load_start: loadavg(), t_start: (Date.now() - t0) / 1e3 };
+  try { Object.assign(s, await fn()); } catch (e) { s.error = String(e && e.stack || e); log(`${key}: ${s.error}`); }
+  s.load_end = loadavg();
+  s.seconds = (Date.now() - t0) / 1e3 - s.t_start;
+  R.sections[key] = s;
+}
+const rotate = (list, i) => list.map((_, j) => list[(i + j) % list.length]);
+const haveTorch = () => existsSync(PY) && runJSON(PY, ['-c', 'import torch']).status === 0;
+const haveTfjs = () => existsSync(join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm'));
 
-const R = { date: new Date().toISOString(), host: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version },
-  quick: QUICK, kernels: {}, train: [], torch_info: null, notes: [] };
-
-// --from FILE: no measuring; the report is made again from a results.json (--threads-from FILE:
-// with the threads section of another run of bench/threads_bench.mjs)
-const argVal = (n) => { const i = process.argv.indexOf(n); return i >= 0 ? process.argv[i + 1] : null; };
-const FROM = argVal('--from'), THREADS_FROM = argVal('--threads-from');
-const cmpBatches = QUICK ? [1] : [1, 4];
-if (FROM) Object.assign(R, JSON.parse(readFileSync(FROM, 'utf8')));
+if (FROM) R = JSON.parse(readFileSync(FROM, 'utf8'));
 else {
-  // 1-2. peak and GEMM: native, wasm SIMD128, wasm scalar (M = 2 images x 197 tokens)
-  const kargs = ['--batch', '2', ...(QUICK ? ['--quick', '--widths', '192'] : [])];
-  const HAVE_RELAXED = existsSync(join(BUILD, 'wasm', 'kernel_bench-relaxed.wasm')) && existsSync(join(BUILD, 'wasm', 'train_bench-relaxed.wasm'));
-  if (!HAVE_RELAXED) R.notes.push('relaxed SIMD: build/wasm/*-relaxed.wasm missing (clang-19, lld-19, libclang-rt-19-dev-wasm32: scripts/setup.sh)');
-  for (const [b, cmd] of [['native', [join(BUILD, 'kernel_bench'), kargs]], ['wasm-simd', wasi('kernel_bench-simd.wasm', kargs)],
-    ...(HAVE_RELAXED ? [['wasm-relaxed', wasi('kernel_bench-relaxed.wasm', kargs)]] : []),
-    ['wasm-scalar', wasi('kernel_bench-scalar.wasm', kargs)]]) R.kernels[b] = run(`kernels ${b}`, ...cmd)[0] || null;
+  const rounds = QUICK ? 1 : 3;
+  const batches = QUICK ? [1] : [1, 4];
+  // ---- peaks, GEMM and attention (kernel_bench, every build) ------------------------------------
+  await section('kernels', async () => {
+    const kargs = ['--batch', '2', ...(QUICK ? ['--quick', '--widths', '192'] : ['--rounds', '11'])];
+    const out = {};
+    const builds = [['wasm-relaxed', wasi(join(BUILD, 'wasm/kernel_bench-relaxed.wasm'))],
+      ...(BEFORE ? [['before wasm-relaxed', wasi(join(BEFORE, 'build/wasm/kernel_bench-relaxed.wasm'))]] : []),
+      ['wasm-simd', wasi(join(BUILD, 'wasm/kernel_bench-simd.wasm'))],
+      ['native-fma', [join(BUILD, 'kernel_bench_fma'), []]], ['native-sse2', [join(BUILD, 'kernel_bench'), []]]];
+    for (const [name, cmd] of builds) out[name] = run(`kernels ${name}`, cmd, kargs)[0] || null;
+    return { builds: out };
+  });
 
-  // The host's vector ISA, named beside every ratio against PyTorch (which uses it; wasm has 128 bits).
-  const cpuFlags = (() => { try { return (readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m) || ['', ''])[1].split(/\s+/); } catch { return []; } })();
-  R.host.isa = cpuFlags.includes('avx512f') ? 'AVX-512 + AVX2 + FMA3' : cpuFlags.includes('avx2') ? 'AVX2 + FMA3' : cpuFlags.includes('fma') ? 'AVX + FMA3' : cpuFlags.includes('sse2') ? 'SSE2 (no FMA)' : process.arch;
-  R.host.fma = cpuFlags.includes('fma') || process.arch === 'arm64';
-
-  // 3. training steps: vitrine wasm SIMD (WASI) and native
-  const jobs = QUICK
-    ? [{ preset: TINY, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] }]
-    : [
-        { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
-        { preset: TINY, kind: 'encode', batch: [8], policy: ['none'] },
-        { preset: TINY, kind: 'mae', batch: [4], policy: POLICIES },
-        { preset: SMALL, kind: 'encode', batch: [1], policy: ['none', 'block', 'selective'] },
-        { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
-        { preset: SMALL, kind: 'mae', batch: [4], policy: ['none', 'block'] },
+  // ---- the ViT-Ti/16 step on one core: vitrine relaxed, PyTorch strictly one core, TF.js --------
+  await section('one_core', async () => {
+    const res = [];
+    for (const b of batches) {
+      const steps = QUICK ? 2 : b === 1 ? 5 : 3;
+      const jobs = [
+        ['vitrine', () => run(`1 core b${b} vitrine`, node('step_bench.mjs'), ['--job', 'vit', '--batch', String(b), '--rounds', String(steps),
+          '--warmup', '3', '--peak', 'relaxed', ...CPU, '--engine', '.:relaxed:1', ...(BEFORE ? ['--engine', `${BEFORE}:relaxed:1:before`] : [])])[0]],
+        ...(haveTorch() ? [['pytorch', () => run(`1 core b${b} pytorch`, [PY, [join(ROOT, 'bench/torch_vit.py')]], ['--batch', String(b),
+          '--torch-threads', '1', '--blas-threads', '1', '--steps', String(steps), '--warmup', '2', ...CPU])[0]]] : []),
+        ...(haveTfjs() ? [['tfjs', () => run(`1 core b${b} tfjs wasm`, node('tfjs_vit.mjs'), ['--backend', 'wasm', '--batch', String(b),
+          '--steps', String(QUICK ? 1 : b === 1 ? 3 : 2), '--warmup', QUICK ? '1' : '2', ...CPU])[0]]] : []),
       ];
-  const nativeJobs = QUICK ? jobs : [
-    { preset: TINY, kind: 'encode', batch: [1, 4], policy: POLICIES },
-    { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block', 'selective'] },
-    { preset: SMALL, kind: 'encode', batch: [1], policy: ['none'] },
-  ];
-  const targs = (j, warm) => ['--preset', j.preset, '--kind', j.kind, ...flags('--batch', j.batch), ...flags('--policy', j.policy),
-    '--repeat', '3', '--warmup', String(warm)];
-  // wasm: one extra warm-up step per configuration (V8 tiers each kernel up on a later call)
-  for (const j of jobs) R.train.push(...run('train wasm-simd', ...wasi('train_bench-simd.wasm', targs(j, 2))));
-  for (const j of nativeJobs) R.train.push(...run('train native', join(BUILD, 'train_bench'), targs(j, 1)));
-
-  // relaxed SIMD (fused multiply-add) vs SIMD128 vs PyTorch+OpenBLAS (1 thread), interleaved: each
-  // round runs the three one after another on the same configurations (A B C A B C ...); the ratios
-  // are per round, their median reported (the machine is shared: a round's three runs see similar
-  // interference, separate runs do not).
-  R.relaxed = { rounds: [], configs: [] };
-  if (HAVE_RELAXED) {
-    const cfg = QUICK ? { presets: [TINY, SMALL], batches: [1] } : { presets: [TINY, SMALL], batches: [1, 4] };
-    const nRounds = QUICK ? 2 : 4;
-    const targsR = (warm) => [...flags('--preset', cfg.presets), '--kind', 'encode', ...flags('--batch', cfg.batches), '--policy', 'none',
-      '--repeat', '3', '--warmup', String(warm)];
-    for (let r = 0; r < nRounds; r++) {
-      const round = [];
-      round.push(...run(`interleaved ${r + 1}/${nRounds} wasm-relaxed`, ...wasi('train_bench-relaxed.wasm', targsR(2))));
-      round.push(...run(`interleaved ${r + 1}/${nRounds} wasm-simd`, ...wasi('train_bench-simd.wasm', targsR(2))));
-      if (existsSync(PY)) round.push(...run(`interleaved ${r + 1}/${nRounds} pytorch`, PY, [join(ROOT, 'bench/torch_vit.py'), ...flags('--preset', cfg.presets),
-        ...flags('--batch', cfg.batches), '--policy', 'none', '--repeat', '3']).filter((o) => o.build));
-      R.relaxed.rounds.push(round.filter((o) => !o.error));
-    }
-    for (const model of cfg.presets) for (const batch of cfg.batches) R.relaxed.configs.push({ model, batch });
-    // the relaxed build's steps per policy, for the tables below (same jobs as SIMD128's, fewer in full)
-    const rjobs = QUICK ? jobs : [
-      { preset: TINY, kind: 'encode', batch: [1, 4], policy: ['none', 'block', 'selective'] },
-      { preset: TINY, kind: 'mae', batch: [4], policy: ['none', 'block'] },
-      { preset: SMALL, kind: 'encode', batch: [4], policy: ['none'] },
-    ];
-    for (const j of rjobs) R.train.push(...run('train wasm-relaxed', ...wasi('train_bench-relaxed.wasm', targs(j, 2))));
-  }
-
-  // the main job (node web/cli.js train: MAE on Fashion-MNIST, batch 64, block checkpointing) for a
-  // fixed number of steps without evaluation, SIMD128 then relaxed, interleaved: images/s each
-  R.mainJob = [];
-  if (HAVE_RELAXED) {
-    const steps = QUICK ? 40 : 150, rounds = QUICK ? 1 : 2;
-    const { mkdtempSync, rmSync } = await import('node:fs');
-    const { tmpdir } = await import('node:os');
-    for (let r = 0; r < rounds; r++)
-      for (const wasm of ['simd', 'relaxed']) {
-        const out = mkdtempSync(join(tmpdir(), 'vitrine-bench-train-'));
-        const o = run(`main job ${r + 1}/${rounds} --wasm ${wasm}`, process.execPath, [join(ROOT, 'web/cli.js'), 'train', '--steps', String(steps),
-          '--no-eval', '--json', '--out', out, '--wasm', wasm])[0];
-        rmSync(out, { recursive: true, force: true });
-        if (o && o.seconds) R.mainJob.push({ round: r, wasm, steps: o.steps, seconds: o.seconds, images_per_s: o.steps * 64 / o.seconds });
+      for (let r = 0; r < rounds; r++) {
+        const round = { batch: b, round: r, load: loadavg()[0] };
+        for (const [name, fn] of rotate(jobs, r)) round[name] = fn() || null;
+        res.push(round);
       }
-  }
+      if (!QUICK && b === 1 && haveTfjs()) res.push({ batch: b, naive_tfjs: run('1 core b1 tfjs wasm, naive layout', node('tfjs_vit.mjs'),
+        ['--backend', 'wasm', '--batch', '1', '--steps', '1', '--warmup', '1', '--layout', 'naive', ...CPU])[0] || null });
+    }
+    if (!haveTorch()) R.notes.push(`PyTorch: ${PY} cannot import torch (bash scripts/setup.sh installs python3-torch)`);
+    if (!haveTfjs()) R.notes.push('TF.js: node_modules/@tensorflow missing (npm ci)');
+    return { rounds: res };
+  });
 
-  // the JS shell (Emscripten SIMD build): forward + backward (it has no optimizer call)
-  const shellBatch = QUICK ? 1 : 4;
-  R.train.push(...run('shell', ...node(join(ROOT, 'bench/shell_bench.mjs'), ['--batch', String(shellBatch), '--policy', 'none', '--repeat', '3'])));
+  // ---- two cores: vitrine 1 vs 2 threads (one process), PyTorch's thread configurations --------
+  await section('two_cores', async () => {
+    const res = [];
+    const configs = QUICK ? [[1, 1], [1, 2]] : [[1, 1], [1, 2], [2, 1], [2, 2]];
+    for (const b of batches) {
+      const steps = QUICK ? 2 : b === 1 ? 5 : 3;
+      const jobs = [['vitrine', () => run(`2 cores b${b} vitrine`, node('step_bench.mjs'), ['--job', 'vit', '--batch', String(b), '--rounds', String(steps + 2),
+        '--warmup', '3', '--engine', '.:relaxed-mt:1', '--engine', '.:relaxed-mt:2',
+        ...(BEFORE ? ['--engine', `${BEFORE}:relaxed-mt:1:before 1t`, '--engine', `${BEFORE}:relaxed-mt:2:before 2t`] : [])], { cpus: TWO })[0]]];
+      // the ceiling of a 2-thread speedup at that moment: the peak loop on 1 thread, then on 2 (kernel_bench --peak-threads)
+      jobs.push(['peak', () => run(`2 cores b${b} peak loop 1 vs 2 threads`, [join(BUILD, 'kernel_bench_fma'), []], ['--peak-threads', '2', '--rounds', '7'], { cpus: TWO })[0]]);
+      if (haveTorch()) for (const [tt, bt] of configs)
+        jobs.push([`pytorch ${tt}x${bt}`, () => run(`2 cores b${b} pytorch torch ${tt} x OpenBLAS ${bt}`, [PY, [join(ROOT, 'bench/torch_vit.py')]],
+          ['--batch', String(b), '--torch-threads', String(tt), '--blas-threads', String(bt), '--steps', String(steps), '--warmup', '2'], { cpus: TWO })[0]]);
+      for (let r = 0; r < rounds; r++) {
+        const round = { batch: b, round: r, load: loadavg()[0] };
+        for (const [name, fn] of rotate(jobs, r)) round[name] = fn() || null;
+        res.push(round);
+      }
+    }
+    return { rounds: res, configs };
+  });
 
-  // 4. PyTorch (OpenBLAS, 1 thread) and TF.js (cpu, wasm backends), same model, same batches
-  if (existsSync(PY)) {
-    const torch = run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', TINY, ...flags('--batch', cmpBatches),
-      '--policy', 'none', '--policy', 'block', '--repeat', '3']);
-    R.torch_info = torch.find((o) => o.torch) || null;
-    R.train.push(...torch.filter((o) => o.build));
-    if (!QUICK) R.train.push(...run('pytorch', PY, [join(ROOT, 'bench/torch_vit.py'), '--preset', SMALL, '--batch', '1', '--repeat', '3']));
-  } else R.notes.push(`PyTorch: ${PY} not found (bash scripts/setup.sh installs python3-torch)`);
-  const tfjsRuns = QUICK ? [['wasm', 1], ['cpu', 1]] : [['wasm', 1], ['wasm', 4], ['cpu', 1]];
-  for (const [backend, b] of tfjsRuns)
-    R.train.push(...run(`tfjs ${backend}`, ...node(join(ROOT, 'bench/tfjs_vit.mjs'), ['--backend', backend, '--batch', String(b),
-      '--repeat', backend === 'cpu' ? '1' : '2'])));
-  if (!QUICK) R.notes.push('TF.js cpu backend: batch 1 only (~10 s per image per step; batch 4 would take minutes)');
+  // ---- the main job: images/s at 1 and 2 threads (and before) ----------------------------------
+  const peak2 = (label) => run(`${label}: peak loop 1 vs 2 threads`, [join(BUILD, 'kernel_bench_fma'), []], ['--peak-threads', '2', '--rounds', '7'], { cpus: TWO })[0] || null;
+  await section('main_job', async () => ({
+    peak_before: peak2('main job'),
+    out: run('main job', node('step_bench.mjs'), ['--job', 'mainjob', '--rounds', QUICK ? '3' : '21', '--warmup', '5',
+      '--engine', '.:relaxed-mt:1', '--engine', '.:relaxed-mt:2',
+      ...(BEFORE ? ['--engine', `${BEFORE}:relaxed-mt:1:before 1t`, '--engine', `${BEFORE}:relaxed-mt:2:before 2t`] : [])], { cpus: TWO })[0] || null,
+    peak_after: peak2('main job'),
+  }));
 
-  // 5. threads: vitrine (JS shell, shared-memory build) and PyTorch at 1, 2, every core; the main job
-  R.threads = run('threads', ...node(join(ROOT, 'bench/threads_bench.mjs'), QUICK ? ['--quick'] : []))[0] || null;
-  R.seconds = (Date.now() - t_start) / 1e3;
-  // the measurements first, so that a failing report never loses a run
-  writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
+  // ---- the default jobs' steps: presets and policies (bench/classify_bench.mjs) -----------------
+  await section('default_jobs', async () => ({
+    rows: run('default jobs', node('classify_bench.mjs'), ['--threads', '2', '--repeat', QUICK ? '2' : '15'], { cpus: TWO }),
+  }));
+
+  // ---- where the time goes, and the checkpointing policies (train_bench, relaxed, one core) ------
+  await section('policies', async () => {
+    const tb = wasi(join(BUILD, 'wasm/train_bench-relaxed.wasm'));
+    const pol = (l) => l.flatMap((p) => ['--policy', p]);
+    const jobs = QUICK ? [[TINY, 'encode', 1, ['none', 'block', 'selective']]] : [
+      [TINY, 'encode', 4, ['none', 'block', 'every:2', 'sqrt', 'selective']],
+      [TINY, 'mae', 4, ['none', 'block', 'selective']],
+      [SMALL, 'encode', 1, ['none', 'block', 'selective']],
+    ];
+    const out = [];
+    for (const [preset, kind, b, policies] of jobs)
+      out.push(...run(`policies ${preset} ${kind} b${b}`, tb, ['--preset', preset, '--kind', kind, '--batch', String(b), ...pol(policies),
+        '--repeat', QUICK ? '2' : '5', '--warmup', '2', ...CPU]));
+    if (BEFORE) out.push(...run('policies before', wasi(join(BEFORE, 'build/wasm/train_bench-relaxed.wasm')),
+      ['--preset', TINY, '--kind', 'encode', '--batch', String(QUICK ? 1 : 4), '--policy', 'none', '--repeat', QUICK ? '2' : '5', '--warmup', '2', ...CPU])
+      .map((o) => ({ ...o, before: true })));
+    return { rows: out };
+  });
+
+  // ---- where the time goes at 1 and 2 threads: the native FMA twin (train_bench has per-kernel
+  // timers; the wasm commands have no threads), processes in rounds -----------------------------
+  await section('thread_profile', async () => {
+    const MAIN = '{"encoder": {"img_size": 28, "patch_size": 7, "in_chans": 1, "embed_dim": 128, "depth": 4, "num_heads": 4, ' +
+      '"mlp_ratio": 2}, "decoder_dim": 64, "decoder_depth": 2, "decoder_heads": 4, "norm_pix_loss": true}'; // web/train.js fmnist-p7-mlp2
+    const jobs = [['vit_tiny b1', ['--preset', TINY, '--batch', '1']], ...(QUICK ? [] : [['vit_tiny b4', ['--preset', TINY, '--batch', '4']]]),
+      ['main job', ['--config', MAIN, '--kind', 'mae', '--batch', '64', '--mask-ratio', '0.5', '--policy', 'block']]];
+    const res = [];
+    for (let r = 0; r < rounds; r++)
+      for (const [name, a] of jobs)
+        for (const t of r % 2 ? [2, 1] : [1, 2])
+          res.push(...run(`thread profile ${name} ${t}t`, [join(BUILD, 'train_bench_fma'), []], [...a, '--threads', String(t), '--repeat', QUICK ? '2' : '5',
+            '--warmup', '2'], { cpus: TWO }).map((o) => ({ ...o, job: name, round: r })));
+    return { rows: res };
+  });
+
+  // ---- builds side by side on one core: wasm relaxed vs native FMA, SIMD128 vs SSE2 -------------
+  await section('builds', async () => {
+    const progs = [['wasm-relaxed', wasi(join(BUILD, 'wasm/train_bench-relaxed.wasm'))], ['native-fma', [join(BUILD, 'train_bench_fma'), []]],
+      ['wasm-simd', wasi(join(BUILD, 'wasm/train_bench-simd.wasm'))], ['native-sse2', [join(BUILD, 'train_bench'), []]]];
+    const res = [];
+    for (let r = 0; r < rounds; r++) {
+      const round = { round: r, load: loadavg()[0] };
+      for (const [name, cmd] of rotate(progs, r))
+        round[name] = run(`builds ${name}`, cmd, ['--preset', TINY, '--kind', 'encode', ...batches.flatMap((b) => ['--batch', String(b)]),
+          '--policy', 'none', '--repeat', '3', '--warmup', '2', ...CPU]);
+      res.push(round);
+    }
+    return { rounds: res };
+  });
+
+  // ---- the demo's 224-px MAE: decoder sized for a tab vs lightly's -----------------------------
+  await section('demo', async () => ({
+    out: run('demo decoders', node('step_bench.mjs'), ['--job', 'demo', '--batch', QUICK ? '1' : '8', '--rounds', QUICK ? '1' : '3', '--warmup', '1',
+      '--engine', '.:relaxed-mt:2'], { cpus: TWO })[0] || null,
+  }));
+
+  R.seconds = (Date.now() - t0) / 1e3;
+  writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n'); // the measurements first
 }
-if (THREADS_FROM) R.threads = JSON.parse(readFileSync(THREADS_FROM, 'utf8'));
 
 // ---- the report ------------------------------------------------------------------------------
-// % of peak = the fastest call of a kernel / the highest peak kernel_bench measured over its run
-// (it re-measures after every row): interference from other processes only slows either down.
-const peakOf = (b) => Math.max(R.kernels[b]?.peak.gflops || 0, R.kernels[b]?.peak_max_gflops || 0) || null;
-const best = (r, d) => r?.[`${d}_best_gflops`] ?? r?.[`${d}_gflops`];
-const pct = (r, d, b) => (r && best(r, d) != null && peakOf(b) ? 100 * best(r, d) / peakOf(b) : null);
-const f = (x, d = 1) => (x == null || !isFinite(x) ? '–' : Number(x).toFixed(d));
-const MiB = (b) => f(b / 1048576, 1);
-const find = (q) => R.train.find((o) => Object.entries(q).every(([k, v]) => o[k] === v) && !o.error);
 const md = [];
 const P = (s = '') => md.push(s);
-P(`# vitrine benchmarks`);
+const S = R.sections;
+const short = (m) => m.replace('_patch16_224', '');
+const loadNote = (s) => (s ? `load average ${s.load_start?.[0]} -> ${s.load_end?.[0]} (1 min)` : '');
+const H = R.host;
+P('# vitrine benchmarks');
 P();
-P(`${R.date}, ${R.host.cpu}, ${R.host.cores} cores (one used by each run, runs one after another), Node ${R.host.node}` +
-  `${QUICK ? ' — QUICK smoke run' : ''}; ${f(R.seconds, 0)} s in all. Times are medians after warm-up; ` +
-  'the machine is shared, so compare the ratios measured side by side here rather than absolute numbers across runs.');
+// a run on a busy machine says so first (the loads of every section, 1 min)
+const loads = Object.values(S).flatMap((x) => [x.load_start?.[0], x.load_end?.[0]]).filter((x) => x != null);
+if (loads.length && Math.max(...loads) > 0.5 * R.host.cores)
+  P(`**Measured under load**: the 1-minute load average was ${f(Math.min(...loads), 1)}–${f(Math.max(...loads), 1)} on ${R.host.cores} cores ` +
+    'during this run (other work on the machine). The paired ratios and the CPU-time figures hold up best; two-core wall times and ' +
+    'thread speedups are lowered by what the other processes took (see "cores had").\n');
+P(`${R.date}, commit ${R.commit || '?'}${R.before ? ` (before: ${R.before.ref || R.before.root})` : ''}. ${H.cpu}, ${H.cores} cores, host vector ISA ` +
+  `${H.isa} (PyTorch/OpenBLAS use it); vitrine runs WebAssembly SIMD128, 128-bit vectors whatever the host (its default relaxed ` +
+  `build: f32x4.relaxed_madd, an FMA${H.fma ? ' here' : ' where the CPU has one'}), Node ${H.node} (V8 ${H.v8}). ` +
+  `${R.quick ? '**QUICK smoke run: the figures mean nothing.** ' : ''}Made by \`bash bench/run.sh${R.before ? ` --before ${R.before.ref}` : ''}\` in ` +
+  `${f(R.seconds / 60, 1)} min (the measuring; run.sh adds the builds). Processes pinned with taskset: one core = cpu 0, two cores = cpus 0-1.` +
+  `${H.taskset ? '' : ' (taskset missing: NOT pinned.)'} Every table names its statistic and its load average (1 min, at its start and end): ` +
+  'other processes on these cores slow everything down, paired ratios least.');
 P();
-P('## 1. The multiply+add peak of one core');
+
+// 1. peaks
+const K = S.kernels?.builds || {};
+P('## 1. The one-core multiply-add peak');
 P();
-P('| build | loop | GFLOP/s |');
-P('|---|---|---|');
-for (const [b, k] of Object.entries(R.kernels)) {
-  if (!k) { P(`| ${b} | (failed) | |`); continue; }
-  P(`| ${b} | ${k.peak.name} | ${f(peakOf(b))}${k.peak_max_gflops ? ` (first ${f(k.peak.gflops)}, best of the run's re-measurements ${f(k.peak_max_gflops)})` : ''} |`);
-  if (k.peak.stream_gflops) P(`| ${b} | (of which: 12 register chains ${f(k.peak.chains_gflops)}, L1-streaming 8 chains ${f(k.peak.stream_gflops)}; the larger is the peak) | |`);
-  if (k.peak.avx2_fma_gflops) P(`| native, AVX2+FMA (**not** vitrine's native build) | ${k.peak.avx2_fma_name} | ${f(k.peak.avx2_fma_gflops)} |`);
+P(`Best and median of 15 timed calls of 12 independent multiply-add chains (registers only), after warm-up. ${loadNote(S.kernels)}.`);
+P();
+P('| build | loop | median GFLOP/s | best |');
+P('|---|---|---|---|');
+for (const [b, k] of Object.entries(K)) {
+  if (!k) { P(`| ${b} | (failed) | | |`); continue; }
+  P(`| ${b} | ${k.peak.name} | ${f(k.peak.gflops_median)} | ${f(k.peak.gflops_best)} |`);
+  if (k.avx2_fma_gflops_best) P(`| ${b}, AVX2 + FMA (256-bit; NOT a vitrine build: what OpenBLAS can use) | the same C loop, -mavx2 -mfma | | ${f(k.avx2_fma_gflops_best)} |`);
 }
 P();
-P('## 2. GEMM on ViT shapes (M = 2 images x 197 tokens = 394 rows)');
+
+// 2. GEMM
+P('## 2. GEMM and attention at ViT widths, % of the one-core peak');
 P();
-P('GFLOP/s (median call) and % of the peak of the same build (the fastest call over the highest peak the run measured: ' +
-  'kernel_bench re-measures the peak after every row, so that both see the same machine; wasm scalar: % of the wasm SIMD128 peak, the one that matters on this machine). ' +
-  'Forward = `vt_matmul_forward` (out = x W^T + b), backward = `vt_matmul_backward` with dinp and dW (4MKN flops). Attention: ' +
-  'QK^T and PV of every head as plain matmuls (head_dim 64), and the engine\'s attention kernel (QK^T, softmax, PV composed from the matmul kernels; backward).');
+P('M = 2 images x 197 tokens = 394 rows. Forward = `vt_matmul_forward` (2MKN flops), backward = `vt_matmul_backward` with dinp, dW and dbias ' +
+  '(4MKN); attention = `vt_attention_forward` / `_backward` (head_dim 64, T 197; flops of its products 4T²D / 8T²D). Statistic: every ' +
+  `kernel call is paired with a peak call just before it, both timed by the thread's CPU clock; the cell is the median over ` +
+  `${K['wasm-relaxed']?.rounds ?? '?'} rounds of (kernel GFLOP/s / that peak), with its lowest and highest. ${loadNote(S.kernels)}.`);
 P();
-const simdPeak = peakOf('wasm-simd');
-P('| width | op | M x K x N | wasm SIMD fwd | % | wasm SIMD bwd | % | wasm scalar fwd | % SIMD peak | native fwd | % | native bwd | % |');
-P('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
-const rows = (b) => R.kernels[b]?.rows || [];
-for (const r of rows('wasm-simd')) {
-  const sc = rows('wasm-scalar').find((x) => x.op === r.op && x.width === r.width);
-  const na = rows('native').find((x) => x.op === r.op && x.width === r.width);
-  P(`| ${r.width} | ${r.op} | ${r.M}x${r.K}x${r.N} | ${f(r.fwd_gflops)} | ${f(pct(r, 'fwd', 'wasm-simd'), 0)} | ${f(r.bwd_gflops)} | ${f(pct(r, 'bwd', 'wasm-simd'), 0)} | ` +
-    `${f(sc?.fwd_gflops)} | ${f(sc && 100 * best(sc, 'fwd') / simdPeak, 0)} | ${f(na?.fwd_gflops)} | ${f(pct(na, 'fwd', 'native'), 0)} | ` +
-    `${f(na?.bwd_gflops)} | ${f(na?.bwd_gflops && pct(na, 'bwd', 'native'), 0)} |`);
-}
-const relaxedPeak = peakOf('wasm-relaxed');
-if (R.kernels['wasm-relaxed']) {
-  P();
-  P(`### 2b. Relaxed SIMD build (f32x4.relaxed_madd: an FMA on this ${R.host.fma ? 'FMA' : 'non-FMA'} host): % of the relaxed-madd peak (${f(relaxedPeak)} GFLOP/s)`);
-  P();
-  P('| width | op | M x K x N | relaxed fwd | % relaxed peak | relaxed bwd | % | SIMD128 fwd | SIMD128 bwd | relaxed / SIMD128 fwd | bwd |');
-  P('|---|---|---|---|---|---|---|---|---|---|---|');
-  for (const r of rows('wasm-relaxed')) {
-    const sm = rows('wasm-simd').find((x) => x.op === r.op && x.width === r.width);
-    P(`| ${r.width} | ${r.op} | ${r.M}x${r.K}x${r.N} | ${f(r.fwd_gflops)} | ${f(pct(r, 'fwd', 'wasm-relaxed'), 0)} | ${f(r.bwd_gflops)} | ${f(pct(r, 'bwd', 'wasm-relaxed'), 0)} | ` +
-      `${f(sm?.fwd_gflops)} | ${f(sm?.bwd_gflops)} | ${f(sm && r.fwd_gflops / sm.fwd_gflops, 2)} | ${f(sm?.bwd_gflops && r.bwd_gflops / sm.bwd_gflops, 2)} |`);
-  }
+const kb = (b) => K[b]?.rows || [];
+const cols = ['wasm-relaxed', ...(K['before wasm-relaxed'] ? ['before wasm-relaxed'] : []), 'wasm-simd', 'native-fma', 'native-sse2'].filter((b) => K[b]);
+P(`| width | op | M x K x N | dir | ${cols.join(' | ')} |`);
+P(`|---|---|---|---|${cols.map(() => '---').join('|')}|`);
+const rowKey = (r) => `${r.width}/${r.op}/${r.dir}`;
+for (const r of kb('wasm-relaxed')) {
+  const cell = (b) => { const x = kb(b).find((q) => rowKey(q) === rowKey(r)); return x ? `${f(x.pct_peak, 0)}% (${f(x.pct_peak_min, 0)}–${f(x.pct_peak_max, 0)})` : '–'; };
+  P(`| ${r.width} | ${r.op} | ${r.M}x${r.K}x${r.N} | ${r.dir} | ${cols.map(cell).join(' | ')} |`);
 }
 P();
-P('## 3. Training step (forward, backward, zero_grad + AdamW), one core');
+
+// 3. one core
+const oc = S.one_core?.rounds || [];
+const ocb = [...new Set(oc.filter((r) => r.round != null).map((r) => r.batch))];
+const runOf = (o, label) => o?.runs?.find((x) => (label ? x.label === label : x.root === ROOT || !x.label.startsWith('before')));
+P('## 3. The ViT-Ti/16 training step on one core: vitrine vs PyTorch vs TF.js');
 P();
-P('Model FLOPs per step (matmuls + attention, multiply-add = 2, re-computation not counted): per block ' +
-  '`24·T·D² + 4·T²·D`; encode fwd = `2·196·768·D + depth·block(197, D)`; MAE fwd = `2·196·768·D + depth·block(50, D) + ' +
-  '2·50·D·512 + block(197, 512) + 2·147·512·768`; step = `B·(3·fwd − 2·196·768·D)` (no image gradient). ' +
-  'encode = lightly `encode`, backward of a fixed random upstream gradient; MAE = lightly\'s MAE example, mask ratio 0.75, ' +
-  'decoder as lightly\'s examples/pytorch/mae.py (decoder_dim 512, depth 1, 16 heads). Memory: activations = the arena\'s ' +
-  'measured peak; total = params + grads + AdamW state + activations.');
+P('One step of timm\'s ViT-Ti/16 (vit_tiny_patch16_224) with a 1000-class head: forward, cross-entropy, backward, AdamW (lr 1.5e-4, ' +
+  'betas 0.9/0.95, weight decay 0.05), policy none; the same in all three (bench/step_bench.mjs --job vit, bench/torch_vit.py, ' +
+  'bench/tfjs_vit.mjs). Each process pinned to cpu 0. vitrine: the relaxed build (the default) through the JS shell. PyTorch: strictly ' +
+  'one core (torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1, taskset); its share of CPU time over the timed steps is shown. TF.js: ' +
+  'wasm backend (XNNPACK, SIMD, threads off) on its fast path: every product a plain 2-D matMul without transpose flags, their ' +
+  'gradients written with explicit tf.transpose, attention per head on 2-D slices (XNNPACK takes only that layout; the rest falls to ' +
+  'scalar loops). Clock: each process\'s CPU time (user + system, all its threads), so that other processes on cpu 0 are not charged. ' +
+  'Statistic: rounds of the three processes (order rotated); ms = median over rounds of each process\'s median step; ' +
+  'ratios = median (min–max) of the per-round ratios. % of peak: model FLOPs (bench/train_bench.c\'s formula + the head) / step time / ' +
+  'the relaxed-madd peak timed (by the same clock) just before each step, median (min–max) over the steps. PyTorch\'s CPU share is ' +
+  'its CPU time over wall time (at most 100% pinned to one core).');
 P();
-P('| build | model | objective | batch | policy | ms/step | x none | images/s | GFLOP/s | activations MiB | x less | total MiB |');
-P('|---|---|---|---|---|---|---|---|---|---|---|---|');
-for (const o of R.train.filter((o) => o.build === 'wasm-simd' || o.build === 'wasm-relaxed' || o.build === 'native')) {
-  if (o.error) { P(`| ${o.build} | ${o.model} | ${o.objective} | ${o.batch} | ${o.policy} | error: ${o.error} |||||||`); continue; }
-  const base = find({ build: o.build, model: o.model, objective: o.objective, batch: o.batch, policy: 'none' });
-  P(`| ${o.build} | ${o.model.replace('_patch16_224', '')} | ${o.objective} | ${o.batch} | ${o.policy} | ${f(o.ms_per_step, 0)} | ` +
-    `${f(base && o.ms_per_step / base.ms_per_step, 2)} | ${f(o.images_per_s, 2)} | ${f(o.gflops)} | ${MiB(o.activation_bytes)} | ` +
-    `${f(base && base.activation_bytes / o.activation_bytes, 2)} | ${MiB(o.total_bytes)} |`);
-}
-const sh = R.train.find((o) => o.build === 'shell-simd' && !o.error);
-const wsh = sh && find({ build: 'wasm-simd', model: sh.model, objective: 'encode', batch: sh.batch, policy: sh.policy });
-if (sh) P(`\nJS shell (web/vitrine.js, Emscripten SIMD128): forward + backward, ${sh.model} batch ${sh.batch}: ${f(sh.fwd_bwd_ms, 0)} ms ` +
-  `vs ${f(wsh && wsh.fwd_ms + wsh.bwd_ms, 0)} ms for the same C as a WASI command (the shell has no optimizer call; AdamW adds ${f(wsh?.opt_ms, 0)} ms).`);
-P();
-P('### Where the time goes (per step, ms; kernels timed by link-time wrapping of their dispatch functions)');
-P();
-const K = ['matmul_fwd', 'matmul_bwd', 'attention_fwd', 'attention_bwd', 'layernorm_fwd', 'layernorm_bwd', 'gelu_fwd', 'gelu_bwd', 'optimizer', 'other'];
-P(`| build | model | objective | batch | policy | ${K.join(' | ')} |`);
-P(`|---|---|---|---|---|${K.map(() => '---').join('|')}|`);
-for (const q of [{ model: TINY, objective: 'encode', batch: 4, policy: 'none' }, { model: TINY, objective: 'encode', batch: 4, policy: 'block' },
-  { model: TINY, objective: 'encode', batch: 4, policy: 'selective' }, { model: TINY, objective: 'mae', batch: 4, policy: 'none' },
-  { model: TINY, objective: 'encode', batch: 1, policy: 'none' }])
-  for (const b of ['wasm-relaxed', 'wasm-simd', 'native']) {
-    const o = find({ build: b, ...q });
-    if (o) P(`| ${b} | ${o.model.replace('_patch16_224', '')} | ${o.objective} | ${o.batch} | ${o.policy} | ${K.map((k) => `${f(o.kernels_ms[k], 0)} (${f(100 * o.kernels_ms[k] / o.ms_per_step, 0)}%)`).join(' | ')} |`);
-  }
-P();
-P('## 4. Side by side: same model (ViT-Ti/16 encode), same batch, one thread');
-P();
-if (R.torch_info) P(`PyTorch ${R.torch_info.torch}, ${R.torch_info.threads} thread, BLAS: ${R.torch_info.libs.map((l) => l.split('/').pop()).join(', ')}` +
-  ` (OpenBLAS core ${R.torch_info.openblas_core}; sgemm 1024³ ${f(R.torch_info.sgemm1024_gflops)} GFLOP/s — not the reference BLAS).`);
-const tv = R.train.find((o) => o.tfjs);
-if (tv) P(`TensorFlow.js ${tv.tfjs} in Node: cpu backend (JS) and wasm backend (XNNPACK SIMD, threads off); AdamW written in tf ops.`);
-P();
-P('| batch | policy | vitrine wasm SIMD ms | vitrine native ms | PyTorch+OpenBLAS ms | TF.js wasm ms | TF.js cpu ms | wasm/native | wasm/PyTorch | best TF.js / wasm |');
+P('| batch | rounds | load | vitrine ms | PyTorch ms (CPU share) | TF.js ms | vitrine / PyTorch | TF.js / vitrine | vitrine % of peak | vitrine images/s |');
 P('|---|---|---|---|---|---|---|---|---|---|');
-const targets = [], targets2 = [];
-for (const b of cmpBatches)
-  for (const pol of ['none', 'block']) {
-    const q = { model: TINY, objective: 'encode', batch: b, policy: pol };
-    const w = find({ build: 'wasm-simd', ...q }), n = find({ build: 'native', ...q }), t = find({ build: 'pytorch', ...q });
-    const tw = pol === 'none' ? find({ build: 'tfjs-wasm', model: TINY, batch: b }) : null;
-    const tc = pol === 'none' ? find({ build: 'tfjs-cpu', model: TINY, batch: b }) : null;
-    const best = [tw, tc].filter(Boolean).map((o) => o.ms_per_step).sort((x, y) => x - y)[0];
-    P(`| ${b} | ${pol} | ${f(w?.ms_per_step, 0)} | ${f(n?.ms_per_step, 0)} | ${f(t?.ms_per_step, 0)} | ${f(tw?.ms_per_step, 0)}${tw?.gelu === 'tanh' ? ' (tanh GELU)' : ''} | ` +
-      `${f(tc?.ms_per_step, 0)} | ${f(w && n && w.ms_per_step / n.ms_per_step, 2)} | ${f(w && t && w.ms_per_step / t.ms_per_step, 2)} | ${f(w && best && best / w.ms_per_step, 2)} |`);
-    if (pol === 'none' && w) targets.push({ b, w, n, t, best });
-  }
-const tfMissing = R.train.filter((o) => o.missing_kernels).map((o) => `${o.build}: missing ${o.missing_kernels.join(', ')}`);
-if (tfMissing.length) P(`\nTF.js kernels missing: ${tfMissing.join('; ')}.`);
-const torchSmall = find({ build: 'pytorch', model: SMALL, batch: 1, policy: 'none' }), wSmall = find({ build: 'wasm-simd', model: SMALL, objective: 'encode', batch: 1, policy: 'none' });
-if (torchSmall && wSmall) P(`\nViT-S/16 batch 1: vitrine wasm ${f(wSmall.ms_per_step, 0)} ms, PyTorch ${f(torchSmall.ms_per_step, 0)} ms (wasm/PyTorch ${f(wSmall.ms_per_step / torchSmall.ms_per_step, 2)}).`);
-const med = (a) => { const b = a.filter((x) => x != null && isFinite(x)).sort((x, y) => x - y); return b.length ? (b.length % 2 ? b[b.length >> 1] : (b[b.length / 2 - 1] + b[b.length / 2]) / 2) : null; };
-const relaxedRows = [];
-if (R.relaxed?.rounds?.length) {
-  P();
-  P('## 5. Relaxed SIMD vs SIMD128 vs PyTorch+OpenBLAS: training step, one thread, interleaved');
-  P();
-  P(`${R.host.cpu}; host vector ISA ${R.host.isa} (PyTorch/OpenBLAS run 256/512-bit FMA; wasm is 128-bit, relaxed_madd an FMA on this host: ${R.host.fma ? 'yes' : 'no'}). ` +
-    `${R.relaxed.rounds.length} rounds, each running wasm relaxed, wasm SIMD128 and PyTorch one after another (3 timed steps each after warm-up); ` +
-    'ms = median over rounds, ratios = median of the per-round ratios. lightly `encode` step (forward, backward, AdamW), policy none. ' +
-    'The machine is shared with other jobs: absolute times vary between runs; the paired ratios much less.');
-  P();
-  P('| model | batch | relaxed ms | SIMD128 ms | PyTorch ms | SIMD128 / relaxed | relaxed / PyTorch | SIMD128 / PyTorch | relaxed images/s |');
-  P('|---|---|---|---|---|---|---|---|---|');
-  for (const { model, batch } of R.relaxed.configs) {
-    const get = (round, build) => round.find((o) => o.build === build && o.model === model && o.batch === batch && (o.policy ?? 'none') === 'none')?.ms_per_step;
-    const rel = R.relaxed.rounds.map((rd) => get(rd, 'wasm-relaxed')), sim = R.relaxed.rounds.map((rd) => get(rd, 'wasm-simd'));
-    const pt = R.relaxed.rounds.map((rd) => get(rd, 'pytorch'));
-    const row = { model, batch, relaxed_ms: med(rel), simd_ms: med(sim), torch_ms: med(pt),
-      simd_over_relaxed: med(rel.map((x, i) => sim[i] / x)), relaxed_over_torch: med(rel.map((x, i) => x / pt[i])),
-      simd_over_torch: med(sim.map((x, i) => x / pt[i])) };
-    relaxedRows.push(row);
-    P(`| ${model.replace('_patch16_224', '')} | ${batch} | ${f(row.relaxed_ms, 0)} | ${f(row.simd_ms, 0)} | ${f(row.torch_ms, 0)} | ${f(row.simd_over_relaxed, 2)} | ` +
-      `${f(row.relaxed_over_torch, 2)} | ${f(row.simd_over_torch, 2)} | ${f(row.relaxed_ms && 1e3 * batch / row.relaxed_ms, 2)} |`);
-  }
-  R.relaxed.summary = relaxedRows;
+const oneCore = {};
+for (const b of ocb) {
+  const rs = oc.filter((r) => r.batch === b && r.round != null);
+  const v = rs.map((r) => runOf(r.vitrine)?.ms_median), t = rs.map((r) => r.pytorch?.ms_per_step), j = rs.map((r) => r.tfjs?.ms_per_step);
+  const share = median(rs.map((r) => r.pytorch?.cpu_share));
+  const pk = runOf(rs[0]?.vitrine)?.pct_peak;
+  const pkAll = summary(rs.flatMap((r) => { const x = runOf(r.vitrine); return x && x.pct_peak ? [x.pct_peak.median] : []; }));
+  oneCore[b] = { vitrine_ms: median(v), torch_ms: median(t), tfjs_ms: median(j), vitrine_over_torch: paired(v, t), tfjs_over_vitrine: paired(j, v), pct_peak: pkAll };
+  P(`| ${b} | ${rs.length} | ${f(rs[0]?.load, 1)}–${f(rs[rs.length - 1]?.load, 1)} | ${f(median(v), 0)} | ${f(median(t), 0)} (${f(100 * share, 0)}%) | ${f(median(j), 0)} | ` +
+    `${fr(oneCore[b].vitrine_over_torch)} | ${fr(oneCore[b].tfjs_over_vitrine)} | ${pk ? pct(pkAll, 0) : '–'} | ${f(b * 1e3 / median(v), 2)} |`);
 }
-if (R.mainJob?.length) {
-  const ips = (w) => med(R.mainJob.filter((o) => o.wasm === w).map((o) => o.images_per_s));
-  const ratios = [...new Set(R.mainJob.map((o) => o.round))].map((r) => {
-    const a = R.mainJob.find((o) => o.round === r && o.wasm === 'relaxed'), b = R.mainJob.find((o) => o.round === r && o.wasm === 'simd');
-    return a && b ? a.images_per_s / b.images_per_s : null;
-  });
-  R.mainJobSummary = { simd_images_per_s: ips('simd'), relaxed_images_per_s: ips('relaxed'), relaxed_over_simd: med(ratios) };
-  P();
-  P(`Main job (\`node web/cli.js train --steps ${R.mainJob[0].steps} --no-eval\`: MAE, Fashion-MNIST, batch 64, block checkpointing, ` +
-    `wall time incl. start-up): SIMD128 ${f(R.mainJobSummary.simd_images_per_s, 0)} images/s, relaxed ${f(R.mainJobSummary.relaxed_images_per_s, 0)} images/s ` +
-    `(relaxed / SIMD128 = ${f(R.mainJobSummary.relaxed_over_simd, 2)}, median of ${ratios.length} interleaved pair${ratios.length > 1 ? 's' : ''}).`);
+const naive = oc.find((r) => r.naive_tfjs)?.naive_tfjs;
+if (naive) P(`\nTF.js, the obvious layout instead (batched tf.matMul with transpose flags and tf's own gradients: its scalar loops), batch 1: ${f(naive.ms_per_step, 0)} ms per step.`);
+const ti = oc.find((r) => r.pytorch)?.pytorch;
+if (ti) P(`\nPyTorch ${ti.torch}, BLAS ${ti.libs.map((l) => l.split('/').pop()).join(', ')} (OpenBLAS core ${ti.openblas_core}, ${ti.blas_threads} thread; sgemm 1024³ at that setting ${f(ti.sgemm1024_gflops)} GFLOP/s).`);
+const tj = oc.find((r) => r.tfjs)?.tfjs;
+if (tj) P(`TensorFlow.js ${tj.tfjs}.`);
+P();
+
+// 4. two cores
+const tc = S.two_cores?.rounds || [];
+P('## 4. Two cores: thread scaling, and vitrine against PyTorch\'s fastest two-core setting');
+P();
+P('The step of section 3, processes pinned to cpus 0-1. vitrine: the relaxed shared-memory build (relaxed-mt) at 1 and 2 threads in ONE ' +
+  'process, their steps alternating; "same bits": the losses of every step and the weights after the last are identical at both thread ' +
+  'counts. PyTorch: each (torch intra-op threads x OpenBLAS threads) setting in its own process, OPENBLAS_NUM_THREADS set before loading. ' +
+  'Clock: wall time (a speedup is a wall-time figure; on a busy machine the other processes\' share of the two cores lowers it). Statistic: rounds of all processes (order rotated); ms = median over rounds of each process\'s median step; speedups and ratios = ' +
+  'median (min–max) of per-round ratios (vitrine 2 threads vs 1: per step pair). "cores had": the 2-thread steps\' CPU time over their ' +
+  'wall time, median (2.0 = both cores its own; less = other processes took part of them). "peak loop 2t/1t": in the same rounds, ' +
+  'the multiply-add peak loop on 2 threads against 1 (kernel_bench --peak-threads 2; no memory, no synchronisation): the most any 2-thread ' +
+  'program could gain on these cores at that time, median (min–max) of the rounds\' medians.');
+P();
+P('| batch | load | vitrine 1t ms | 2t ms | 2t speedup | cores had (2t) | peak loop 2t/1t | same bits | PyTorch 1x1 | 1x2 | 2x1 | 2x2 (torch x OpenBLAS threads, ms) | best PyTorch 2-core | its speedup vs 1x1 | vitrine 2t / best PyTorch |');
+P('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+const twoCore = {};
+for (const b of [...new Set(tc.map((r) => r.batch))]) {
+  const rs = tc.filter((r) => r.batch === b);
+  const v1 = rs.flatMap((r) => runOf(r.vitrine, 'this tree relaxed-mt 1t')?.ms || []), v2 = rs.flatMap((r) => runOf(r.vitrine, 'this tree relaxed-mt 2t')?.ms || []);
+  const sp = paired(v1, v2);
+  const same = rs.every((r) => r.vitrine?.same_bits?.every((x) => x.same));
+  const cfg = (c) => rs.map((r) => r[`pytorch ${c}`]?.ms_per_step);
+  const names = ['1x2', '2x1', '2x2'];
+  const best = names.map((c) => [c, median(cfg(c))]).filter((x) => x[1] != null).sort((x, y) => x[1] - y[1])[0];
+  const v2r = rs.map((r) => runOf(r.vitrine, 'this tree relaxed-mt 2t')?.ms_median);
+  const had = median(rs.map((r) => runOf(r.vitrine, 'this tree relaxed-mt 2t')?.cores_used?.median));
+  const ceil = summary(rs.map((r) => r.peak?.scaling));
+  twoCore[b] = { v1: median(v1), v2: median(v2), speedup: sp, cores_had: had, ceiling: ceil, same, best, v2_over_best: best ? paired(v2r, cfg(best[0])) : null,
+    torch_speedup: best ? paired(cfg('1x1'), cfg(best[0])) : null };
+  P(`| ${b} | ${f(rs[0]?.load, 1)}–${f(rs[rs.length - 1]?.load, 1)} | ${f(median(v1), 0)} | ${f(median(v2), 0)} | ${fr(sp)} | ${f(had, 2)} | ${fr(ceil)} | ${same ? 'yes' : '**no**'} | ` +
+    `${['1x1', ...names].map((c) => f(median(cfg(c)), 0)).join(' | ')} | ${best ? best[0] : '–'} | ${fr(twoCore[b].torch_speedup)} | ${fr(twoCore[b].v2_over_best)} |`);
 }
 P();
-P('## Targets (reported, not asserted)');
+
+// 5. main job
+const mj = S.main_job?.out;
+P('## 5. The main job: images per second');
+P();
+P('The step of `node web/cli.js train` (the main job) as the CLI runs it: TrainingRun.trainOne on Fashion-MNIST = batch assembly + ' +
+  'Model.trainStep (MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5, block checkpointing, the CLI\'s lr schedule), relaxed-mt build, ' +
+  'pinned to cpus 0-1, 1 and 2 threads (and the older engine with --before) alternating step by step in one process, wall time. images/s = 64 / ' +
+  'the median step time (the CLI\'s own figure averages the same steps, start-up and evaluation excluded).' + (mj ? ` ${mj.rounds} rounds after ` +
+  `${mj.warmup} warm-up steps; load ${mj.loadavg_start[0]} -> ${mj.loadavg_end[0]}.` : ''));
+P();
+const mainJob = {};
+if (mj) {
+  P('| engine | threads | ms per step | images/s | time vs the first row: median (min–max) | cores had (CPU / wall, median) |');
+  P('|---|---|---|---|---|---|');
+  for (const r of mj.runs) P(`| ${r.label} | ${r.threads} | ${f(r.ms_median, 1)} | ${f(r.images_per_s, 0)} | ${fr(r.vs_first)} | ${f(r.cores_used?.median, 2)} |`);
+  const a1 = mj.runs.find((r) => r.label === 'this tree relaxed-mt 1t'), a2 = mj.runs.find((r) => r.label === 'this tree relaxed-mt 2t');
+  if (a1 && a2) mainJob.speedup = paired(a1.ms, a2.ms);
+  mainJob.same = mj.same_bits.every((x) => x.same);
+  P(`\n2 threads / 1 thread: ${fr(mainJob.speedup)}x; same bits at 1 and 2 threads: ${mainJob.same ? 'yes' : '**no**'}.` +
+    ` The peak loop on 2 threads against 1 (the ceiling of a speedup on these cores then; section 4): ${fr(S.main_job.peak_before && { median: S.main_job.peak_before.scaling, min: S.main_job.peak_before.scaling_min, max: S.main_job.peak_before.scaling_max })} before this table, ` +
+    `${fr(S.main_job.peak_after && { median: S.main_job.peak_after.scaling, min: S.main_job.peak_after.scaling_min, max: S.main_job.peak_after.scaling_max })} after.`);
+}
+P();
+
+// 5b. the default jobs
+const dj = S.default_jobs?.rows || [];
+if (dj.length) {
+  P('### The default jobs\' steps: presets and policies');
+  P();
+  P('bench/classify_bench.mjs: the classifier step (`vitrine train --objective classify`: timm ViT + head, batch 128, avg pooling) and ' +
+    'the MAE step (`vitrine train`: batch 64, mask ratio 0.5) of two presets under two policies, all interleaved step by step in one ' +
+    `process, relaxed-mt, 2 threads, pinned to cpus 0-1, ${dj[0].repeat} steps each after 2 warm-up steps, wall time. Statistic: images/s = batch / ` +
+    `median step time; ratios = median of per-step ratios. ${loadNote(S.default_jobs)}.`);
+  P();
+  P('| preset | objective | batch | policy | images/s | time vs none | time vs the first preset |');
+  P('|---|---|---|---|---|---|---|');
+  for (const o of dj) P(`| ${o.preset} | ${o.objective}${o.mask_ratio ? ` (mask ${o.mask_ratio})` : ''} | ${o.batch} | ${o.policy} | ${f(o.img_per_s, 0)} | ` +
+    `${f(o[Object.keys(o).find((k) => k.startsWith('time_ratio_to_none'))], 2)} | ${f(o[Object.keys(o).find((k) => k.startsWith('time_ratio_to_fmnist'))], 2)} |`);
+  P();
+}
+
+// 6. policies and breakdown
+const pr = S.policies?.rows || [];
+P('## 6. Where the time goes, and the checkpointing policies (one core)');
+P();
+P('bench/train_bench.c, relaxed build (WASI), pinned to cpu 0: "encode" = lightly\'s encode over 197 tokens + backward of a fixed upstream ' +
+  'gradient + AdamW; "mae" = lightly\'s MAE example (mask ratio 0.75, decoder 512 wide, 1 deep). One model per policy, same weights; ' +
+  `the policies' steps interleaved round by round, timed by the thread's CPU clock. Statistic: ms = median over rounds; x none = median (min–max) of per-round ratios. ${loadNote(S.policies)}.`);
+P();
+P('| model | objective | batch | policy | ms/step | x none | GFLOP/s | activations MiB | total MiB |');
+P('|---|---|---|---|---|---|---|---|---|');
+const MiB = (x) => f(x / 1048576, 1);
+for (const o of pr) {
+  if (o.error) { P(`| ${short(o.model)} | ${o.objective} | ${o.batch} | ${o.policy} | error: ${o.error} |||||`); continue; }
+  P(`| ${o.before ? 'before: ' : ''}${short(o.model)} | ${o.objective} | ${o.batch} | ${o.policy} | ${f(o.ms_per_step, 0)} | ` +
+    `${f(o.time_vs_first_policy, 2)} (${f(o.time_vs_first_min, 2)}–${f(o.time_vs_first_max, 2)}) | ${f(o.gflops)} | ${MiB(o.activation_bytes)} | ${MiB(o.total_bytes)} |`);
+}
+P();
+const KN = ['matmul_fwd', 'matmul_bwd', 'attention_fwd', 'attention_bwd', 'layernorm_fwd', 'layernorm_bwd', 'gelu_fwd', 'gelu_bwd', 'optimizer', 'other'];
+P(`Per step, ms (share), policy none; kernels timed by link-time wrapping of their dispatch functions, mean over the timed steps:`);
+P();
+P(`| model | objective | batch | ${KN.join(' | ')} |`);
+P(`|---|---|---|${KN.map(() => '---').join('|')}|`);
+for (const o of pr.filter((o) => o.policy === 'none' && !o.error))
+  P(`| ${o.before ? 'before: ' : ''}${short(o.model)} | ${o.objective} | ${o.batch} | ${KN.map((k) => `${f(o.kernels_ms[k], 0)} (${f(100 * o.kernels_ms[k] / o.ms_per_step, 0)}%)`).join(' | ')} |`);
+P();
+
+// 6b. threads profile
+const tp = S.thread_profile?.rows || [];
+if (tp.length) {
+  P('### Where the time goes at 1 and 2 threads');
+  P();
+  P('The native FMA build (vitrine_fma: the relaxed wasm build\'s kernels, splits and bits; train_bench has per-kernel timers, the ' +
+    'wasm commands no threads), pinned to cpus 0-1, 1 and 2 threads in alternating processes, rounds. ViT-Ti/16 encode step (+ AdamW), ' +
+    'policy none; the main job\'s MAE step (fmnist-p7-mlp2, batch 64, mask ratio 0.5, block); wall time. ms per step (per kernel: mean over the ' +
+    `steps) = median over rounds; x = 1-thread time / 2-thread time. "other": the step minus its kernels (the serial loops of the ` +
+    `orchestration, and the fork/join of the kernels that the wrappers do not see). ${loadNote(S.thread_profile)}.`);
+  P();
+  P(`| job | ${['step', ...KN].join(' | ')} |`);
+  P(`|---|${['step', ...KN].map(() => '---').join('|')}|`);
+  for (const job of [...new Set(tp.map((o) => o.job))]) {
+    const g = (t, k) => median(tp.filter((o) => o.job === job && o.threads === t && !o.error).map((o) => (k === 'step' ? o.ms_per_step : o.kernels_ms[k])));
+    P(`| ${job} | ${['step', ...KN].map((k) => `${f(g(1, k), 1)} / ${f(g(2, k), 1)} (x${f(g(1, k) / g(2, k), 2)})`).join(' | ')} |`);
+  }
+  P();
+}
+
+// 7. builds
+const br = S.builds?.rounds || [];
+P('## 7. Builds side by side, one core');
+P();
+P('bench/train_bench.c\'s encode step (ViT-Ti/16, policy none) in each build, processes pinned to cpu 0 in rounds (order rotated), ' +
+  'timed by the thread\'s CPU clock. ' +
+  `Statistic: ms = median over rounds; ratios = median (min–max) of per-round ratios. ${loadNote(S.builds)}.`);
+P();
+P('| batch | wasm relaxed | native FMA | wasm SIMD128 | native SSE2 | relaxed / native FMA | SIMD128 / SSE2 | SIMD128 / relaxed |');
+P('|---|---|---|---|---|---|---|---|');
+for (const b of [...new Set(br.flatMap((r) => (r['wasm-relaxed'] || []).map((o) => o.batch)))]) {
+  const g = (name) => br.map((r) => (r[name] || []).find((o) => o.batch === b)?.ms_per_step);
+  P(`| ${b} | ${['wasm-relaxed', 'native-fma', 'wasm-simd', 'native-sse2'].map((n) => f(median(g(n)), 0)).join(' | ')} | ` +
+    `${fr(paired(g('wasm-relaxed'), g('native-fma')))} | ${fr(paired(g('wasm-simd'), g('native-sse2')))} | ${fr(paired(g('wasm-simd'), g('wasm-relaxed')))} |`);
+}
+P();
+
+// 8. demo
+const dm = S.demo?.out;
+P('## 8. The demo\'s 224-px MAE: a decoder sized for a tab, and lightly\'s');
+P();
+if (dm) {
+  P(`MAE on ViT-Ti/16 at 224 px, batch 8, mask ratio 0.75, policy none, relaxed-mt, 2 threads (pinned to cpus 0-1), the two decoders' steps ` +
+    `alternating in one process (bench/step_bench.mjs --job demo), wall time. ms = median over ${dm.rounds} rounds; load ${dm.loadavg_start[0]} -> ${dm.loadavg_end[0]}.`);
+  P();
+  P('| decoder | dim x depth (heads) | s per step | planned total MiB (activations) |');
+  P('|---|---|---|---|');
+  const { MAE_DECODERS } = await import('../web/train.js');
+  for (const r of dm.runs) {
+    const d = MAE_DECODERS[r.variant];
+    P(`| ${r.variant} | ${d.decoder_dim} x ${d.decoder_depth} (${d.decoder_heads}) | ${f(r.ms_median / 1e3, 2)} | ${MiB(r.plan.total)} (${MiB(r.plan.activations)}) |`);
+  }
+}
+P();
+
+// 9. targets
+P('## 9. Targets (reported, not asserted)');
 P();
 P('| target | measured | met |');
 P('|---|---|---|');
 const yes = (c) => (c == null ? '–' : c ? 'yes' : '**no**');
-const gemm = rows('wasm-simd').filter((r) => r.K >= 192 && r.N >= 192 && !r.op.startsWith('attention kernel'));
-if (gemm.length) {
-  const all = gemm.flatMap((r) => [pct(r, 'fwd', 'wasm-simd'), pct(r, 'bwd', 'wasm-simd')].filter((x) => x != null));
-  P(`| GEMM >= 70% of the SIMD128 peak for K,N >= 192 (wasm SIMD, fwd and bwd) | ${f(Math.min(...all), 0)}–${f(Math.max(...all), 0)}% of ${f(simdPeak)} GFLOP/s | ${yes(Math.min(...all) >= 70)} |`);
+for (const b of Object.keys(oneCore)) {
+  const p = oneCore[b].pct_peak;
+  if (p?.median != null) P(`| ViT-Ti/16 step (b${b}), 1 core, >= 70% of the relaxed-madd peak | ${pct(p, 0)} | ${yes(p.median >= 0.7)} |`);
 }
-const gemmR = rows('wasm-relaxed').filter((r) => r.K >= 192 && r.N >= 192 && !r.op.startsWith('attention kernel'));
-if (gemmR.length) {
-  const fw = gemmR.map((r) => pct(r, 'fwd', 'wasm-relaxed')), bw = gemmR.map((r) => pct(r, 'bwd', 'wasm-relaxed')).filter((x) => x != null);
-  P(`| GEMM >= 80% of the relaxed-madd peak, ViT shapes, forward (wasm relaxed) | ${f(Math.min(...fw), 0)}–${f(Math.max(...fw), 0)}% of ${f(relaxedPeak)} GFLOP/s | ${yes(Math.min(...fw) >= 80)} |`);
-  if (bw.length) P(`| GEMM >= 80% of the relaxed-madd peak, ViT shapes, backward (wasm relaxed) | ${f(Math.min(...bw), 0)}–${f(Math.max(...bw), 0)}% | ${yes(Math.min(...bw) >= 80)} |`);
+const gr = kb('wasm-relaxed').filter((r) => r.op !== 'attention');
+if (gr.length) {
+  const lo = Math.min(...gr.map((r) => r.pct_peak)), hi = Math.max(...gr.map((r) => r.pct_peak));
+  const worst = gr.find((r) => r.pct_peak === lo);
+  P(`| GEMM at ViT widths >= 80% of the peak, every row, fwd and bwd (relaxed) | ${f(lo, 0)}–${f(hi, 0)}% (lowest: ${worst.width} ${worst.op} ${worst.dir}) | ${yes(lo >= 80)} |`);
 }
-for (const r of relaxedRows)
-  P(`| relaxed 1-thread step <= 2x PyTorch+OpenBLAS 1 thread (${r.model.replace('_patch16_224', '')}, batch ${r.batch}; host ${R.host.isa}) | relaxed/PyTorch = ${f(r.relaxed_over_torch, 2)} (SIMD128/PyTorch ${f(r.simd_over_torch, 2)}) | ${yes(r.relaxed_over_torch == null ? null : r.relaxed_over_torch <= 2)} |`);
-for (const { b, w, n, t, best } of targets) {
-  if (n) P(`| wasm step within 2x of native (batch ${b}) | wasm/native = ${f(w.ms_per_step / n.ms_per_step, 2)} | ${yes(w.ms_per_step / n.ms_per_step <= 2)} |`);
-  if (t) P(`| wasm step within 2x of PyTorch+OpenBLAS (batch ${b}) | wasm/PyTorch = ${f(w.ms_per_step / t.ms_per_step, 2)} | ${yes(w.ms_per_step / t.ms_per_step <= 2)} |`);
-  if (best) P(`| >= 3x faster than TF.js's best backend (batch ${b}) | ${f(best / w.ms_per_step, 2)}x | ${yes(best / w.ms_per_step >= 3)} |`);
+for (const b of Object.keys(twoCore)) {
+  const s = twoCore[b].speedup;
+  if (s?.median != null) P(`| 2 threads >= 1.8x one thread, ViT-Ti/16 step b${b} | ${fr(s)}x (the peak loop's 2t/1t then: ${fr(twoCore[b].ceiling)}) | ${yes(s.median >= 1.8)} |`);
+  P(`| same bits at 1 and 2 threads, ViT-Ti/16 b${b} | ${twoCore[b].same ? 'identical' : 'different'} | ${yes(twoCore[b].same)} |`);
 }
-for (const b of ['wasm-simd', 'native']) {
-  const base = find({ build: b, model: TINY, objective: 'encode', batch: 4, policy: 'none' });
-  for (const [pol, tmax, mmin] of [['block', 1.3, 6], ['selective', 1.1, 2]]) {
-    const o = find({ build: b, model: TINY, objective: 'encode', batch: 4, policy: pol });
-    if (!base || !o) continue;
-    const tr = o.ms_per_step / base.ms_per_step, mr = base.activation_bytes / o.activation_bytes;
-    P(`| ${pol}: <= ${Math.round((tmax - 1) * 100)}% more time, >= ${mmin}x less activation memory (vit_tiny b4, ${b}) | ` +
-      `${f((tr - 1) * 100, 0)}% more time, ${f(mr, 2)}x less memory | ${yes(tr <= tmax)} / ${yes(mr >= mmin)} |`);
-  }
-}
+if (mainJob.speedup) P(`| 2 threads >= 1.7x one thread, the main job | ${fr(mainJob.speedup)}x | ${yes(mainJob.speedup.median >= 1.7)} |`);
 P();
-P('## 5. Threads (web/pool.js + src/threads.c)');
-P();
-const TH = R.threads;
-if (!TH) P('(the threads benchmark failed; see the log)');
-else {
-  P(`${TH.cpu}, ${TH.cores} cores; load average ${TH.loadavg_start.map((x) => f(x, 1)).join(' / ')} (1/5/15 min) at the start, ` +
-    `${TH.loadavg_end.map((x) => f(x, 1)).join(' / ')} at the end: other jobs share these cores, and a fork-join step waits for its slowest ` +
-    `thread, so the scaling below is a lower bound of what an idle machine gives. Interleaved (1 thread, 2 threads, 1, 2, ...), ` +
-    `${TH.pairs} pairs; x1 = median of the per-pair ratios. vitrine: the encode step through the JS shell (forward + backward, no AdamW), ` +
-    `Emscripten SIMD128 shared-memory build (128-bit vectors); PyTorch 1.13 + OpenBLAS: the same step + AdamW (OpenBLAS's own x86 kernels: AVX2/AVX-512 FMA on this host, see section 4).`);
+
+// 10. before / after
+if (R.before) {
+  P(`## 10. Before (${R.before.ref}) and after (${R.commit})`);
   P();
-  P('| model | batch | threads | vitrine ms/step | x 1 thread | same bits as 1 thread | PyTorch ms/step | x 1 thread | vitrine / PyTorch |');
-  P('|---|---|---|---|---|---|---|---|---|');
-  for (const v of TH.vitrine) {
-    const t = TH.torch.find((o) => o.model === v.model && o.batch === v.batch && o.threads === v.threads);
-    P(`| ${v.model.replace('_patch16_224', '')} | ${v.batch} | ${v.threads} | ${f(v.ms_per_step, 0)} | ${f(v.speedup_vs_1, 2)} | ${v.same_bits_as_1_thread ? 'yes' : '**no**'} | ` +
-      `${f(t?.ms_per_step, 0)} | ${f(t?.speedup_vs_1, 2)} | ${f(t && v.ms_per_step / t.ms_per_step, 2)} |`);
+  P('The same harness on both engines, interleaved as in the sections above. Ratios = before time / after time (median, min–max of per-round or per-step ratios).');
+  P();
+  P('| what | before | after | before / after |');
+  P('|---|---|---|---|');
+  for (const b of ocb) {
+    const rs = oc.filter((r) => r.batch === b && r.round != null);
+    const a = rs.flatMap((r) => runOf(r.vitrine)?.ms || []), bf = rs.flatMap((r) => runOf(r.vitrine, 'before')?.ms || []);
+    P(`| ViT-Ti/16 step b${b}, 1 core (CPU time), ms | ${f(median(bf), 0)} | ${f(median(a), 0)} | ${fr(paired(bf, a))} |`);
+    // per round: each engine's median step against the same round's PyTorch and TF.js processes
+    const bm = rs.map((r) => runOf(r.vitrine, 'before')?.ms_median), am = rs.map((r) => runOf(r.vitrine)?.ms_median);
+    const t = rs.map((r) => r.pytorch?.ms_per_step), j = rs.map((r) => r.tfjs?.ms_per_step);
+    P(`| ViT-Ti/16 b${b}, 1 core: vitrine / PyTorch strictly one core | ${fr(paired(bm, t))} | ${fr(paired(am, t))} | |`);
+    P(`| ViT-Ti/16 b${b}, 1 core: TF.js fast path / vitrine | ${fr(paired(j, bm))} | ${fr(paired(j, am))} | |`);
+    const pk = (label) => summary(rs.flatMap((r) => { const x = runOf(r.vitrine, label); return x?.pct_peak ? [x.pct_peak.median] : []; }));
+    P(`| ViT-Ti/16 b${b}, 1 core: whole step, % of the relaxed-madd peak | ${pct(pk('before'), 0)} | ${pct(pk(), 0)} | |`);
   }
-  if (TH.main_job) {
-    const m = TH.main_job, ks = Object.keys(m.median_images_per_s);
-    P();
-    P(`The main job, \`${m.command}\` (MAE, Fashion-MNIST, batch 64), images/s: ` +
-      ks.map((k) => `--threads ${k}: ${f(m.median_images_per_s[k], 1)} (runs: ${m.images_per_s[k].join(', ')})`).join('; ') +
-      `; x${f(m.speedup, 2)} (median of paired ratios). --threads 1 is the engine as it ran before the pool (the same kernels on one thread).`);
+  for (const b of [...new Set(tc.map((r) => r.batch))]) {
+    const rs = tc.filter((r) => r.batch === b);
+    for (const t of [1, 2]) {
+      const a = rs.flatMap((r) => runOf(r.vitrine, `this tree relaxed-mt ${t}t`)?.ms || []), bf = rs.flatMap((r) => runOf(r.vitrine, `before ${t}t`)?.ms || []);
+      P(`| ViT-Ti/16 step b${b}, relaxed-mt ${t} thread${t > 1 ? 's' : ''}, ms | ${f(median(bf), 0)} | ${f(median(a), 0)} | ${fr(paired(bf, a))} |`);
+    }
+    const bf1 = rs.flatMap((r) => runOf(r.vitrine, 'before 1t')?.ms || []), bf2 = rs.flatMap((r) => runOf(r.vitrine, 'before 2t')?.ms || []);
+    P(`| ViT-Ti/16 b${b}: 2 threads / 1 thread | ${fr(paired(bf1, bf2))} | ${fr(twoCore[b]?.speedup)} | |`);
+    const best = twoCore[b]?.best;
+    if (best) {
+      const t = rs.map((r) => r[`pytorch ${best[0]}`]?.ms_per_step);
+      P(`| ViT-Ti/16 b${b}, 2 cores: vitrine 2 threads / best PyTorch (${best[0]}) | ${fr(paired(rs.map((r) => runOf(r.vitrine, 'before 2t')?.ms_median), t))} | ` +
+        `${fr(twoCore[b].v2_over_best)} | |`);
+    }
   }
-  const ti = TH.vitrine.find((o) => o.model === TINY && o.batch === 4 && o.threads === 2);
-  if (ti) targets2.push([`2 threads >= 1.8x one thread, ViT-Ti/16 batch-4 step (vitrine)`, `x${f(ti.speedup_vs_1, 2)}`, ti.speedup_vs_1 >= 1.8]);
+  if (mj) {
+    for (const t of [1, 2]) {
+      const a = mj.runs.find((r) => r.label === `this tree relaxed-mt ${t}t`), bf = mj.runs.find((r) => r.label === `before ${t}t`);
+      if (a && bf) P(`| main job images/s, ${t} thread${t > 1 ? 's' : ''} | ${f(bf.images_per_s, 0)} | ${f(a.images_per_s, 0)} | ${fr(paired(bf.ms, a.ms))} |`);
+    }
+    const b1 = mj.runs.find((r) => r.label === 'before 1t'), b2 = mj.runs.find((r) => r.label === 'before 2t');
+    if (b1 && b2) P(`| main job: 2 threads / 1 thread | ${fr(paired(b1.ms, b2.ms))} | ${fr(mainJob.speedup)} | |`);
+  }
+  const before = kb('before wasm-relaxed');
+  if (before.length) {
+    const g = (rows) => rows.filter((r) => r.op !== 'attention').map((r) => r.pct_peak);
+    P(`| GEMM rows (relaxed, one core), % of peak: lowest–highest, median | ${f(Math.min(...g(before)), 0)}–${f(Math.max(...g(before)), 0)}%, ${f(median(g(before)), 0)}% | ` +
+      `${f(Math.min(...g(kb('wasm-relaxed'))), 0)}–${f(Math.max(...g(kb('wasm-relaxed'))), 0)}%, ${f(median(g(kb('wasm-relaxed'))), 0)}% | |`);
+  }
+  P();
 }
-for (const [t, m, ok] of targets2) P(`\n- target: ${t}: ${m}: ${ok ? 'met' : '**not met**'}`);
-if (R.notes.length) { P(); for (const n of R.notes) P(`- ${n}`); }
-P();
-P('Raw numbers: bench/results.json. Made by `bash bench/run.sh`.');
+if (R.notes.length) { for (const n of R.notes) P(`- ${n}`); P(); }
+P('Raw numbers: bench/results.json.');
 
 writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
 writeFileSync(join(ROOT, 'bench/results.md'), md.join('\n') + '\n');
+// a full run's tables also go into bench/README.md, between its markers (a smoke run's never)
+if (!R.quick && !FROM) {
+  const readme = join(ROOT, 'bench/README.md'), text = readFileSync(readme, 'utf8');
+  const a = '<!-- results: written by bench/run.mjs -->', b = '<!-- /results -->';
+  const i = text.indexOf(a), j = text.indexOf(b);
+  if (i >= 0 && j > i) writeFileSync(readme, text.slice(0, i + a.length) + '\n' + md.slice(1).join('\n').replace(/^#/gm, '##').trim() + '\n' + text.slice(j));
+}
 process.stdout.write(md.join('\n') + '\n');
 log('wrote bench/results.md and bench/results.json');

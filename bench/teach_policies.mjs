@@ -16,7 +16,7 @@ import { specFor } from '../demo/worker-data.js';
 import { recordPolicies, measureTimes, median, quantile, pairedRatios } from '../demo/teach-measure.js';
 import { order, keeps, policyName } from '../demo/compare-view.js';
 import { availableParallelism, loadavg } from 'node:os';
-import { host } from './host.mjs';
+import { hostInfo } from './lib.mjs';
 import { writeFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
@@ -27,7 +27,7 @@ const reps = Number(opt('--reps', 21)), warmup = Number(opt('--warmup', 2)), thr
 await enableNodeRelaxedSimd(); // the build the page runs in Chromium (relaxed SIMD validates there)
 // threads: the tab's, every core, unless asked
 const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? availableParallelism() : Number(threads) });
-const spec = specFor(cfg), { cpu, isa } = host();
+const spec = specFor(cfg), { cpu, isa } = hostInfo();
 
 const load0 = loadavg()[0];
 const { results: R, dims } = recordPolicies(vt, { spec, batch, maskRatio });

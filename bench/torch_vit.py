@@ -1,145 +1,166 @@
-"""torch_vit.py: the PyTorch side of bench/run.mjs -- a ViT training step on the CPU, one thread
-(--threads N: N intra-op threads, for bench/threads_bench.mjs).
+"""torch_vit.py: the PyTorch side of bench/run.mjs -- the ViT classifier training step of
+bench/step_bench.mjs (--job vit) on the CPU, at a stated thread configuration.
 
 The model is timm's VisionTransformer written out in plain torch (no timm): ViT-Ti/16 =
 vit_tiny_patch16_224 (D 192, depth 12, 3 heads), ViT-S/16 = vit_small_patch16_224 (D 384, 6 heads):
 16x16 patch embedding (Conv2d), class token, learned pos_embed, pre-norm blocks (LayerNorm eps
 1e-6, fused qkv Linear with bias, softmax(q k^T / sqrt(hd)) v, proj, MLP fc1 -> exact GELU -> fc2),
-final LayerNorm; the output is forward_features [B, 197, D] (lightly's encode). The training step is
-what bench/train_bench.c does for "encode": forward, backward of a fixed random upstream gradient
-(normal * 1e-3), AdamW (lr 1.5e-4, betas 0.9/0.95, weight decay 0.05), zero_grad. "block" wraps
-each block in torch.utils.checkpoint (timm's set_grad_checkpointing(True)).
+final LayerNorm, the [CLS] token into a 1000-class head. One step: forward, cross-entropy, backward,
+AdamW (lr 1.5e-4, betas 0.9/0.95, weight decay 0.05), zero_grad -- vitrine's trainStepLabels.
+
+Threads, stated, never left to defaults: --torch-threads T (torch.set_num_threads: its OpenMP
+intra-op pool; interop 1) and --blas-threads O (OpenBLAS's own pthread pool, which
+torch.set_num_threads does not limit: OPENBLAS_NUM_THREADS must be set before the library loads,
+so this script re-executes itself with it). The caller pins the process to cores (taskset). The
+CPU time the process used during the timed steps over their wall time is reported, so that a
+"1 core" run that used more than one is seen. --clock cpu times each step by the process's CPU
+time (all its threads) instead of wall time: for a process pinned to one core of a busy machine.
 
 Run with Debian's /usr/bin/python3 and python3-torch (1.13); its BLAS is whatever libblas.so.3
-points to: libopenblas0-pthread's OpenBLAS once installed (checked below; the reference BLAS is
-~20x slower). Prints one JSON object per line.
-    /usr/bin/python3 bench/torch_vit.py --preset vit_tiny_patch16_224 --batch 4 --policy none
+points to: libopenblas0-pthread's OpenBLAS once installed (checked: the reference BLAS is ~20x
+slower). Prints one JSON object.
+    taskset -c 0 /usr/bin/python3 bench/torch_vit.py --torch-threads 1 --blas-threads 1 --batch 1
 """
 import argparse
 import ctypes
 import json
-import math
+import os
+import sys
 import time
-
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-import torch.utils.checkpoint
 
 PRESETS = {"vit_tiny_patch16_224": (192, 12, 3), "vit_small_patch16_224": (384, 12, 6),
            "vit_base_patch16_224": (768, 12, 12)}
 
 
-class Attention(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.heads, self.scale = heads, (dim // heads) ** -0.5
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-
-    def forward(self, x):
-        B, T, D = x.shape
-        qkv = self.qkv(x).reshape(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)
-        att = (q * self.scale) @ k.transpose(-2, -1)
-        x = att.softmax(dim=-1) @ v
-        return self.proj(x.transpose(1, 2).reshape(B, T, D))
+def parse():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="vit_tiny_patch16_224")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=5, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--blas-threads", type=int, default=1)
+    ap.add_argument("--policy", default="none", choices=["none", "block"])
+    ap.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                    help="cpu: each step's process CPU time (one core on a busy machine), not wall time")
+    return ap.parse_args()
 
 
-class Block(nn.Module):
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, heads)
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+def main():
+    a = parse()
+    want = str(a.blas_threads)
+    if os.environ.get("OPENBLAS_NUM_THREADS") != want or os.environ.get("OMP_NUM_THREADS") != str(a.torch_threads):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=want, OMP_NUM_THREADS=str(a.torch_threads),
+                   MKL_NUM_THREADS=str(a.torch_threads))
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
-    def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.utils.checkpoint
 
+    class Attention(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.heads, self.scale = heads, (dim // heads) ** -0.5
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.proj = nn.Linear(dim, dim)
 
-class ViT(nn.Module):
-    def __init__(self, dim, depth, heads, img=224, patch=16):
-        super().__init__()
-        n = (img // patch) ** 2
-        self.patch_embed = nn.Conv2d(3, dim, patch, patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
-        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(depth))
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.checkpointing = False
+        def forward(self, x):
+            B, T, D = x.shape
+            qkv = self.qkv(x).reshape(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv.unbind(0)
+            att = (q * self.scale) @ k.transpose(-2, -1)
+            x = att.softmax(dim=-1) @ v
+            return self.proj(x.transpose(1, 2).reshape(B, T, D))
 
-    def forward(self, x):
-        x = self.patch_embed(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
-        for b in self.blocks:
-            x = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=False) if self.checkpointing else b(x)
-        return self.norm(x)
+    class Block(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+            self.attn = Attention(dim, heads)
+            self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+            self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
+        def forward(self, x):
+            x = x + self.attn(self.norm1(x))
+            return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
 
-def blas_info():
-    """Which BLAS torch's process loaded, OpenBLAS's core name, and a measured sgemm rate."""
+    class ViT(nn.Module):
+        def __init__(self, dim, depth, heads, classes=1000, img=224, patch=16):
+            super().__init__()
+            n = (img // patch) ** 2
+            self.patch_embed = nn.Conv2d(3, dim, patch, patch)
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+            self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+            self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(depth))
+            self.norm = nn.LayerNorm(dim, eps=1e-6)
+            self.head = nn.Linear(dim, classes)
+            self.checkpointing = False
+
+        def forward(self, x):
+            x = self.patch_embed(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+            for b in self.blocks:
+                x = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=False) if self.checkpointing else b(x)
+            return self.head(self.norm(x)[:, 0])
+
+    torch.set_num_threads(a.torch_threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+
+    # which BLAS this process loaded, OpenBLAS's core name and thread count, an sgemm rate
     libs = set()
     with open("/proc/self/maps") as f:
         for line in f:
             if "blas" in line or "lapack" in line:
                 libs.add(line.split()[-1])
-    core = None
+    core, blas_threads = None, None
     for lib in libs:
         if "openblas" in lib:
             try:
-                fn = ctypes.CDLL(lib).openblas_get_corename
-                fn.restype = ctypes.c_char_p
-                core = fn().decode()
+                so = ctypes.CDLL(lib)
+                so.openblas_get_corename.restype = ctypes.c_char_p
+                core = so.openblas_get_corename().decode()
+                blas_threads = so.openblas_get_num_threads()
             except (OSError, AttributeError):
                 pass
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    a @ b
+    x, y = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    x @ y
     t = time.perf_counter()
     for _ in range(5):
-        a @ b
-    gf = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t) / 1e9
-    return {"libs": sorted(libs), "openblas_core": core, "sgemm1024_gflops": round(gf, 2)}
+        x @ y
+    sgemm = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t) / 1e9
 
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", action="append")
-    ap.add_argument("--batch", type=int, action="append")
-    ap.add_argument("--policy", action="append")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
-    info = blas_info()
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), **info}), flush=True)
-    for preset in a.preset or ["vit_tiny_patch16_224"]:
-        D, depth, H = PRESETS[preset]
-        for B in a.batch or [1]:
-            model = ViT(D, depth, H)
-            opt = torch.optim.AdamW(model.parameters(), lr=1.5e-4, betas=(0.9, 0.95), weight_decay=0.05)
-            img, g = torch.randn(B, 3, 224, 224), torch.randn(B, 197, D) * 1e-3
-            for policy in a.policy or ["none"]:
-                model.checkpointing = policy == "block"
-                times = []
-                for i in range(a.warmup + a.repeat):
-                    t0 = time.perf_counter()
-                    out = model(img)
-                    out.backward(g)
-                    opt.step()
-                    opt.zero_grad(set_to_none=False)
-                    if i >= a.warmup:
-                        times.append((time.perf_counter() - t0) * 1e3)
-                times.sort()
-                n = len(times)
-                ms = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-                print(json.dumps({"build": "pytorch", "model": preset, "objective": "encode", "batch": B,
-                                  "policy": policy, "repeat": a.repeat, "threads": torch.get_num_threads(),
-                                  "ms_per_step": round(ms, 3),
-                                  "images_per_s": round(B * 1e3 / ms, 4)}), flush=True)
+    D, depth, H = PRESETS[a.preset]
+    model = ViT(D, depth, H)
+    model.checkpointing = a.policy == "block"
+    opt = torch.optim.AdamW(model.parameters(), lr=1.5e-4, betas=(0.9, 0.95), weight_decay=0.05)
+    img = torch.randn(a.batch, 3, 224, 224)
+    labels = torch.arange(a.batch) * 7 % 1000
+    times = []
+    cpu0 = wall0 = None
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
+    for i in range(a.warmup + a.steps):
+        if i == a.warmup:
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+        t0 = clock()
+        loss = F.cross_entropy(model(img), labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        if i >= a.warmup:
+            times.append((clock() - t0) * 1e3)
+    cpu_share = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    s = sorted(times)
+    n = len(s)
+    ms = s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+    print(json.dumps({"build": "pytorch", "torch": torch.__version__, "model": a.preset, "batch": a.batch,
+                      "policy": a.policy, "clock": a.clock, "torch_threads": torch.get_num_threads(),
+                      "blas_threads": blas_threads, "openblas_core": core, "libs": sorted(libs),
+                      "sgemm1024_gflops": round(sgemm, 2), "cpu_share": round(cpu_share, 3),
+                      "affinity": sorted(os.sched_getaffinity(0)),
+                      "ms": [round(t, 2) for t in times], "ms_per_step": round(ms, 3)}), flush=True)
 
 
 if __name__ == "__main__":

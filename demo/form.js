@@ -5,13 +5,13 @@ import { MiB } from './plan.js';
 import { renderClasses } from './class-editor.js';
 import { policyValue, setPolicyValue } from './policy-control.js';
 
-export const CONFIG_IDS = ['kind', 'model', 'custom', 'batch', 'mask-ratio', 'lr', 'steps', 'warmup', 'seed', 'data', 'files',
+export const CONFIG_IDS = ['kind', 'model', 'decoder', 'custom', 'batch', 'mask-ratio', 'lr', 'steps', 'warmup', 'seed', 'data', 'files',
   'init', 'init-file', 'pool', 'class-name', 'add-class', 'fmnist-classes', 'clear-classes'];
 
 export function readForm() {
   const num = (id) => Number($(id).value);
   return {
-    kind: $('kind').value, model: $('model').value, custom: $('custom').value,
+    kind: $('kind').value, model: $('model').value, decoder: $('decoder').value, custom: $('custom').value,
     batch: Math.max(1, Math.floor(num('batch'))), maskRatio: num('mask-ratio'), lr: num('lr'),
     steps: Math.max(1, Math.floor(num('steps'))), warmup: Math.max(0, Math.floor(num('warmup'))), seed: Math.max(0, Math.floor(num('seed'))),
     // checkpointing + policy: the form of a saved run (a run saved before 'none' was a policy of the menu reads the same)
@@ -21,6 +21,7 @@ export function readForm() {
 }
 export function writeForm(cfg) {
   $('kind').value = cfg.kind; $('model').value = cfg.model; $('custom').value = cfg.custom;
+  $('decoder').value = cfg.decoder || 'lightly'; // a run saved before the choice trained lightly's
   $('batch').value = cfg.batch; $('mask-ratio').value = cfg.maskRatio; $('lr').value = cfg.lr; $('steps').value = cfg.steps;
   $('warmup').value = cfg.warmup; $('seed').value = cfg.seed; $('data').value = cfg.data;
   setPolicyValue(cfg.checkpointing ? cfg.policy : 'none');
@@ -34,6 +35,8 @@ export const classifyMode = () => $('kind').value === 'classify';
 export function syncFormVisibility() {
   const cls = classifyMode();
   $('custom-wrap').hidden = $('model').value !== 'custom';
+  // a timm preset (224 px, listed by the engine) under MAE: which decoder
+  $('decoder-wrap').hidden = $('kind').value !== 'mae' || !S.presets.includes($('model').value);
   $('mask-wrap').style.visibility = $('kind').value === 'mae' ? '' : 'hidden';
   $('mae-data').hidden = cls;
   $('classify-data').hidden = !cls;

@@ -289,6 +289,10 @@ async function boot() {
   const sel = $('model');
   for (const [k, label] of Object.entries(info.models)) sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
   for (const p of info.presets) sel.add(new Option(`${p} (224 px RGB: heavy for a tab)`, p));
+  S.presets = info.presets;
+  const dec = $('decoder');
+  for (const [k, label] of Object.entries(info.decoders)) dec.add(new Option(`${k}: ${label}`, k));
+  dec.value = 'tab';
   sel.add(new Option('custom config…', 'custom'));
   sel.value = 'fmnist';
   fillPolicies(info.policies);

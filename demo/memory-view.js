@@ -126,6 +126,12 @@ export async function refreshPlan(policy = null) {
     S.plan = res.report;
     renderMemory();
     clearStale();
+    // a timm preset's step takes seconds: say about how many before it starts (worker.js: stepEstimate)
+    const est = $('step-estimate');
+    est.hidden = res.stepSeconds == null;
+    if (res.stepSeconds != null)
+      est.textContent = `Expected: about ${res.stepSeconds < 10 ? res.stepSeconds.toFixed(1) : Math.round(res.stepSeconds)} s per step ` +
+        `at batch ${cfg.batch} here (one image's forward pass timed in this tab, x3 for the backward, x the batch).`;
     if (res.linear > 768 * MiB) await startPlanner(); // its memory never shrinks
     return res;
   } catch (e) {

@@ -63,8 +63,8 @@ export async function prepare({ quiet = false, build = true } = {}) {
 
 // The file for a URL path, or null: inside its mount both by name and after following symlinks
 // (a link inside a served folder must not lead out of it).
-async function resolvePath(urlPath) {
-  for (const [prefix, dir] of MOUNTS) {
+async function resolvePath(urlPath, mounts) {
+  for (const [prefix, dir] of mounts) {
     if (!urlPath.startsWith(prefix)) continue;
     const file = resolve(dir, '.' + urlPath.slice(prefix.length - 1));
     if (file !== dir && !file.startsWith(dir + sep)) return null; // no way out of the mount by name
@@ -93,8 +93,10 @@ function hostAllowed(header, port, allowed) {
 export const TIMEOUTS = { headers: 10000, request: 30000, keepAlive: 5000, check: 1000 };
 
 /** Starts the static server; resolves to { server, url } once it listens. isolate: false leaves
- * out the COOP / COEP headers (to see the page's 1-thread fallback); timeouts: TIMEOUTS' fields. */
-export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [], isolate = true, timeouts = {} } = {}) {
+ * out the COOP / COEP headers (to see the page's 1-thread fallback); timeouts: TIMEOUTS' fields.
+ * mounts: more [URL prefix, directory] pairs, served before the demo's (tests serving a page of their own). */
+export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [], isolate = true, timeouts = {}, mounts = [] } = {}) {
+  const served = [...mounts, ...MOUNTS];
   const allowed = new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts.map((h) => h.toLowerCase())]);
   if (host !== '0.0.0.0' && host !== '::') allowed.add(host.includes(':') ? `[${host}]` : host.toLowerCase());
   const iso = isolate ? ISOLATION_HEADERS : {}, t = { ...TIMEOUTS, ...timeouts };
@@ -111,7 +113,7 @@ export function startServer({ port = 8080, host = '127.0.0.1', log = false, allo
     try { path = decodeURIComponent(new URL(req.url, 'http://x').pathname); } catch { return send(400, 'bad URL\n'); }
     if (path === '/' || path === '/demo') return send(302, 'see /demo/\n', { Location: '/demo/' });
     if (path.endsWith('/')) path += 'index.html';
-    const file = await resolvePath(path);
+    const file = await resolvePath(path, served);
     if (!file) return send(404, `not found: ${JSON.stringify(path)}\n`);
     let st;
     try { st = await stat(file); } catch { st = null; }

@@ -9,6 +9,7 @@ export const S = {
   ready: false, build: null, simdKernels: false, error: null,
   threads: 0, threadsNote: null, // the training engine's kernel threads, and why fewer than every core
   isolation: null,    // how the page is cross-origin isolated: 'headers' | 'service worker' | null (demo/isolation.js)
+  presets: [],        // the engine's timm presets (224 px)
   run: null,          // { cfg, dims, params, data } of the configured run
   running: false, step: 0, losses: [], stopped: null,
   policy: 'none',     // the run's current checkpointing policy

@@ -1,9 +1,8 @@
 // worker-data.js: what the demo's workers train on and keep: the demo's models beside
-// web/train.js's presets and the spec of a form's configuration, the Fashion-MNIST sample and any
-// data set at the model's size (web/images.js, the pixel pipeline), and the training state in
-// IndexedDB (so that a reload resumes).
-import { TRAIN_PRESETS, modelSpec } from '../web/train.js';
-import { adapt, makeBatch } from '../web/images.js';
+// web/train.js's presets and the spec of a form's configuration, the Fashion-MNIST sample (brought
+// to the model's size by the training loop's batches: web/datasets.js, the pixel pipeline), and
+// the training checkpoint in IndexedDB (so that a reload resumes).
+import { TRAIN_PRESETS, modelSpec, maeDecoder } from '../web/train.js';
 import { classifierSpec, CLASSIFY_DEFAULTS } from '../web/classify.js';
 import { fetchFmnistSample } from './sample.js';
 
@@ -47,6 +46,9 @@ export function specFor(cfg) {
   const d = DEMO_MODELS[cfg.model];
   if (d) return { kind: cfg.kind, config: { encoder: { ...d.encoder }, ...d[cfg.kind] } };
   if (TRAIN_PRESETS[cfg.model]) return modelSpec(cfg.kind, { preset: cfg.model });
+  // a timm preset (224 px): MAE with cfg.decoder of web/train.js's MAE_DECODERS ('tab' in the
+  // form by default; a run saved before the choice existed trained lightly's, the engine's default)
+  if (cfg.kind === 'mae') return { kind: 'mae', preset: cfg.model, config: maeDecoder(cfg.decoder || 'lightly') };
   return { kind: cfg.kind, preset: cfg.model };
 }
 // the policy a config trains under ('auto' is resolved by the planner into budget:BYTES)
@@ -58,24 +60,6 @@ let fmnist = null; // { name, n, chans: 1, size: 28, pixels, labels, classes }
 export async function loadFmnist() {
   if (!fmnist) fmnist = await fetchFmnistSample();
   return fmnist;
-}
-
-/** Images `idx` of a data set as a data set of their own. */
-function gather(src, idx) {
-  const per = src.chans * src.size * src.size, pixels = new Uint8Array(idx.length * per);
-  idx.forEach((i, j) => pixels.set(src.pixels.subarray(i * per, (i + 1) * per), j * per));
-  return { ...src, n: idx.length, pixels };
-}
-
-export const ADAPT_MAX = 64 * 1024 * 1024; // bytes of a data set adapted once, whole
-/** The data set at the model's size and channels (web/images.js adapt: the pixel pipeline, as in
- * Node): adapted once when small, else per batch. get(idx) -> the normalised batch. */
-export function makeSource(src, S, C) {
-  if ((src.size === S && src.chans === C) || src.n * C * S * S <= ADAPT_MAX) {
-    const ds = adapt(src, S, C);
-    return { ds, get: (idx) => makeBatch(ds, idx) };
-  }
-  return { ds: src, get: (idx) => makeBatch(adapt(gather(src, idx), S, C), Int32Array.from(idx, (_, j) => j)) };
 }
 
 // ---- IndexedDB (the training state, so that a reload resumes) --------------------------------

@@ -18,6 +18,7 @@
 #define VT_MAX_STEPS 2000000000L
 #define VT_MAX_SEED (1ULL << 53)
 #define VT_MAX_LR 1e3
+#define VT_MAX_ACCUM 65536 /* micro-batches of one training step */
 typedef struct {
     char name[VT_NAME_MAX];
     int ndim;

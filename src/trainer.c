@@ -31,6 +31,7 @@ void vt_train_config_default(vt_train_config *t, vt_kind kind) {
     t->clip_norm = kind == VT_KIND_AIM ? 1.0f : 0.0f;
     t->mask_ratio = 0.75f;
     t->seed = 0;
+    t->grad_accum = 1;
 }
 
 /* Every field range-checked (they also arrive from checkpoints, i.e. from untrusted files): finite
@@ -40,11 +41,13 @@ static int check_train_config(const vt_train_config *t) {
     if (!(t->lr >= 0 && t->lr <= VT_MAX_LR) || !(t->clip_norm >= 0 && isfinite(t->clip_norm)) ||
         !(t->mask_ratio >= 0 && t->mask_ratio < 1) || !(t->weight_decay >= 0 && isfinite(t->weight_decay)) ||
         !(t->eps >= 0 && isfinite(t->eps)) || !(t->beta1 >= 0 && t->beta1 < 1) || !(t->beta2 >= 0 && t->beta2 < 1) ||
-        !(t->label_smoothing >= 0 && t->label_smoothing < 1))
-        return vt_fail(VT_ERR_ARG, "training config: needs 0 <= lr <= %g, finite clip_norm, weight_decay, eps >= 0, "
-                                   "0 <= mask_ratio, beta1, beta2, label_smoothing < 1 (got lr %g, clip_norm %g, weight_decay %g, "
-                                   "eps %g, mask_ratio %g, betas %g %g, label_smoothing %g)", VT_MAX_LR, t->lr, t->clip_norm,
-                       t->weight_decay, t->eps, t->mask_ratio, t->beta1, t->beta2, t->label_smoothing);
+        !(t->label_smoothing >= 0 && t->label_smoothing < 1) || !(t->min_lr >= 0 && t->min_lr <= t->lr))
+        return vt_fail(VT_ERR_ARG, "training config: needs 0 <= lr <= %g, 0 <= min_lr <= lr, finite clip_norm, weight_decay, "
+                                   "eps >= 0, 0 <= mask_ratio, beta1, beta2, label_smoothing < 1 (got lr %g, min_lr %g, clip_norm %g, "
+                                   "weight_decay %g, eps %g, mask_ratio %g, betas %g %g, label_smoothing %g)", VT_MAX_LR, t->lr,
+                       t->min_lr, t->clip_norm, t->weight_decay, t->eps, t->mask_ratio, t->beta1, t->beta2, t->label_smoothing);
+    if (t->grad_accum < 1 || t->grad_accum > VT_MAX_ACCUM)
+        return vt_fail(VT_ERR_ARG, "training config: grad_accum %d must be in 1..%d", t->grad_accum, VT_MAX_ACCUM);
     if (t->warmup_steps < 0 || t->warmup_steps > VT_MAX_STEPS || t->total_steps < 0 || t->total_steps > VT_MAX_STEPS)
         return vt_fail(VT_ERR_ARG, "training config: warmup_steps %ld and total_steps %ld must be in 0..%ld",
                        t->warmup_steps, t->total_steps, (long)VT_MAX_STEPS);
@@ -81,7 +84,9 @@ float vt_trainer_mask_ratio(const vt_model *m) {
 float vt_train_lr(const vt_model *m, long step) {
     const vt_train_config *t = &m->train.cfg;
     if (t->total_steps <= 0) return t->lr;
-    return t->lr * vt_cosine_warmup(step, (double)t->warmup_steps, (double)t->total_steps);
+    float f = vt_cosine_warmup(step, (double)t->warmup_steps, (double)t->total_steps);
+    /* the warmup rises from 0 to lr, the cosine falls towards min_lr (min_lr 0: lr * f exactly) */
+    return step < t->warmup_steps ? t->lr * f : t->min_lr + (t->lr - t->min_lr) * f;
 }
 
 /* mask buffers grow with the largest batch seen (allocation happens before the step's work) */
@@ -102,12 +107,46 @@ static int masks_reserve(vt_model *m, int B) {
     return VT_OK;
 }
 
-/* zero grads -> loss forward -> backward -> clip -> AdamW; on failure the generator goes back to
- * `saved` (the next try draws the same masks) and a numeric failure names the step */
+/* Micro-batch j of K of a step's inputs: its images, masks / prefix masks and labels. */
+static vt_inputs micro_batch(const vt_model *m, const vt_inputs *in, int j, int K) {
+    vt_inputs u = *in;
+    int64_t B = in->batch / K, L = m->enc.T_full;
+    const vt_vit_config *c = &m->cfg.enc;
+    u.batch = (int)B;
+    u.images = in->images + (size_t)(j * B * c->in_chans * c->img_size * c->img_size);
+    if (in->idx_keep) u.idx_keep = in->idx_keep + (size_t)(j * B * in->n_keep);
+    if (in->idx_mask) u.idx_mask = in->idx_mask + (size_t)(j * B * in->n_mask);
+    if (in->mask) u.mask = in->mask + (size_t)(j * B * L);
+    if (in->labels) u.labels = in->labels + (size_t)(j * B);
+    return u;
+}
+
+/* zero grads -> K x (loss forward -> backward with d loss = 1/K) -> clip -> AdamW; on failure the
+ * generator goes back to `saved` (the next try draws the same masks) and a numeric failure names
+ * the step. The loss is the mean of the K losses (timm scales each by 1/K before its backward). */
 static vt_status step_on(vt_model *m, const vt_inputs *in, vt_rng saved, float *loss) {
+    int K = m->train.cfg.grad_accum;
+    if (K > 1 && vt_exec_recording(m)) { /* the K losses are summed here, not by a kernel of the list */
+        m->train.rng = saved;
+        return vt_fail(VT_ERR_ARG, "a step of grad_accum %d micro-batches is not recorded: record one micro-batch "
+                                   "(batch %d, grad_accum 1)", K, in->batch / K);
+    }
     vt_zero_grad(m);
-    vt_status rc = vt_forward(m, VT_FN_LOSS, in, 1);
-    if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
+    vt_status rc = VT_OK;
+    if (K == 1) {
+        rc = vt_forward(m, VT_FN_LOSS, in, 1);
+        if (!rc) rc = vt_backward(m, NULL, 0, NULL, 1);
+    } else {
+        const float dl = 1.0f / (float)K, *dls[1] = {&dl};
+        double sum = 0;
+        for (int j = 0; j < K && !rc; j++) {
+            vt_inputs u = micro_batch(m, in, j, K);
+            rc = vt_forward(m, VT_FN_LOSS, &u, 1);
+            if (!rc) sum += m->sc.loss;
+            if (!rc) rc = vt_backward(m, dls, 1, NULL, 1);
+        }
+        if (!rc) m->sc.loss = (float)(sum / K); /* AdamW's finite check reads it */
+    }
     if (!rc && m->train.cfg.clip_norm > 0) rc = vt_clip_grad_norm(m, m->train.cfg.clip_norm, NULL);
     if (!rc) rc = vt_optimizer_apply(m, vt_train_lr(m, m->opt.t), 1); /* checks the loss and gradients first */
     if (loss) *loss = m->sc.loss;
@@ -140,6 +179,9 @@ static vt_status step_inputs(vt_model *m, const float *images, const int32_t *la
         return vt_fail(VT_ERR_ARG, "labels train a classifier (timm, num_classes > 0); an MAE / AIM model takes vt_train_step");
     if (!labels && m->obj->labels) return vt_fail(VT_ERR_ARG, "a classifier trains on labels: vt_train_step_labels");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
+    if (batch % m->train.cfg.grad_accum)
+        return vt_fail(VT_ERR_ARG, "batch %d is not a multiple of grad_accum %d (the micro-batches are equal)", batch,
+                       m->train.cfg.grad_accum);
     int rc = labels ? VT_OK : masks_reserve(m, batch);
     if (rc) return rc;
     *saved = m->train.rng;
@@ -177,6 +219,9 @@ vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss
 vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch, vt_inputs *in,
                               vt_scalars *sc) {
     if (!in || !sc) return vt_fail(VT_ERR_ARG, "vt_train_step_begin: NULL argument");
+    if (m && m->train.on && m->train.cfg.grad_accum > 1)
+        return vt_fail(VT_ERR_ARG, "vt_train_step_begin: a step of grad_accum %d micro-batches runs here only "
+                                   "(vt_train_step)", m->train.cfg.grad_accum);
     vt_status rc = step_inputs(m, images, labels, batch, "vt_train_step_begin", in, &m->train.begun_rng);
     if (rc) return rc;
     if (m->opt.t >= VT_MAX_STEPS) {
@@ -215,9 +260,9 @@ static int train_config_json(const vt_train_config *t, char *buf, size_t len) {
     int n = snprintf(buf, len,
                      "{\"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"weight_decay\": %.9g, "
                      "\"warmup_steps\": %ld, \"total_steps\": %ld, \"clip_norm\": %.9g, \"mask_ratio\": %.9g, "
-                     "\"seed\": %llu, \"label_smoothing\": %.9g}",
+                     "\"seed\": %llu, \"label_smoothing\": %.9g, \"min_lr\": %.9g, \"grad_accum\": %d}",
                      t->lr, t->beta1, t->beta2, t->eps, t->weight_decay, t->warmup_steps, t->total_steps, t->clip_norm,
-                     t->mask_ratio, (unsigned long long)t->seed, t->label_smoothing);
+                     t->mask_ratio, (unsigned long long)t->seed, t->label_smoothing, t->min_lr, t->grad_accum);
     return n < 0 || (size_t)n >= len ? vt_fail(VT_ERR_ARG, "training config too long") : VT_OK;
 }
 
@@ -277,7 +322,7 @@ vt_status vt_train_state_save(const vt_model *m, uint8_t **out, size_t *out_len)
     vt_st_entry *e = calloc((size_t)3 * n + 1, sizeof *e);
     char (*names)[VT_NAME_MAX + 16] = calloc((size_t)3 * n + 1, sizeof *names);
     long long (*shapes)[4] = calloc((size_t)n + 1, sizeof *shapes);
-    char cfg[2048], tcfg[512], step[32], rng[48], *sums = NULL;
+    char cfg[2048], tcfg[640], step[32], rng[48], *sums = NULL;
     if (!e || !names || !shapes) { rc = vt_fail(VT_ERR_NOMEM, "out of memory saving the training state"); goto done; }
     for (int i = 0; i < n; i++) {
         const vt_param *p = &m->pt.p[i];
@@ -381,12 +426,17 @@ static vt_status check_state_meta(const vt_st_file *f, const vt_model *m, state_
     for (int i = 0; i < 10 && !rc; i++) rc = num(tj, keys[i], 0, hi[i], &v[i]);
     for (int i = 5; i < 10 && !rc; i++)
         if (i != 7 && i != 8 && v[i] != floor(v[i])) rc = vt_fail(VT_ERR_FORMAT, "training state: train_config.%s must be an integer", keys[i]);
-    double ls = 0;
-    if (!rc && vt_json_get(tj, "label_smoothing")) rc = num(tj, "label_smoothing", 0, 1, &ls); /* absent before the classifier */
+    /* absent in states written before the classifier (label_smoothing) and before min_lr / grad_accum */
+    double opt[3] = {0, 0, 1};
+    const char *okeys[3] = {"label_smoothing", "min_lr", "grad_accum"};
+    const double ohi[3] = {1, VT_MAX_LR, VT_MAX_ACCUM};
+    for (int i = 0; i < 3 && !rc; i++)
+        if (vt_json_get(tj, okeys[i])) rc = num(tj, okeys[i], 0, ohi[i], &opt[i]);
+    if (!rc && opt[2] != floor(opt[2])) rc = vt_fail(VT_ERR_FORMAT, "training state: train_config.grad_accum must be an integer");
     vt_json_free(tj);
     if (rc) return rc;
     sm->t = (vt_train_config){(float)v[0], (float)v[1], (float)v[2], (float)v[3], (float)v[4], (long)v[5], (long)v[6],
-                              (float)v[7], (float)v[8], (uint64_t)v[9], (float)ls};
+                              (float)v[7], (float)v[8], (uint64_t)v[9], (float)opt[0], (float)opt[1], (int)opt[2]};
     if ((rc = check_train_config(&sm->t))) {
         char why[700];
         snprintf(why, sizeof why, "%s", vt_last_error());

@@ -159,7 +159,9 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
  * or for a model without one, a tensor the model has no parameter for. strict: any skipped
  * tensor, or an encoder parameter the file lacks, is an error (nothing changes). pos_embed: a
  * frozen parameter (lightly's sin-cos) loaded with values that are not the sin-cos table is
- * learned (timm's): it becomes trainable (rep->pos_embed). Call before vt_trainer_init. */
+ * learned (timm's): it becomes trainable (rep->pos_embed). A pos_embed of another grid and a
+ * patch_embed of another patch size are resampled as timm resamples them on load (bicubic with
+ * antialias; the FlexiViT pseudo-inverse), and noted. Call before vt_trainer_init. */
 enum { VT_INIT_POS_NONE = 0, VT_INIT_POS_SINCOS_FROZEN, VT_INIT_POS_TRAINABLE, VT_INIT_POS_LEARNED_NOW_TRAINABLE };
 typedef struct {
     char source[64];      /* the layout recognised */
@@ -167,6 +169,8 @@ typedef struct {
     int loaded;           /* parameters loaded */
     int skipped;          /* tensors of the file not used */
     int missing;          /* encoder parameters the file lacks (kept as initialised) */
+    int resampled;        /* of those loaded: pos_embed / patch_embed of another grid, resampled as
+                           * timm does on load (src/resample.h) */
     int pos_embed;        /* VT_INIT_POS_* */
     char notes[4096];     /* one line per skipped / missing tensor */
 } vt_init_report;
@@ -346,6 +350,10 @@ typedef struct {
     float mask_ratio;               /* MAE: random_token_mask ratio */
     uint64_t seed;                  /* masks are drawn from a generator seeded with this */
     float label_smoothing;          /* classifier: timm's label smoothing (0 = cross-entropy) */
+    float min_lr;                   /* the cosine ends at min_lr + (lr - min_lr) * 0.001 (timm's lr_min) */
+    int grad_accum;                 /* K >= 1: a step of batch images runs K micro-batches of batch / K,
+                                     * each loss scaled by 1/K (timm's --grad-accum-steps), then one
+                                     * clip + AdamW: one big batch up to fp32 summation order */
 } vt_train_config;
 
 void vt_train_config_default(vt_train_config *t, vt_kind kind);
@@ -358,8 +366,9 @@ vt_status vt_trainer_init(vt_model *m, const vt_train_config *t);
  * finite values too, e.g. g^2 past float's range) returns VT_ERR_NUMERIC having written it: the
  * state is then not good -- vt_train_state_save and vt_save_safetensors refuse it, no step runs --
  * until a state is loaded (vt_train_state_load, which checks every value) or vt_trainer_init.
- * *loss (may be NULL) receives the step's loss. Works under any checkpointing policy, switchable
- * between steps, with the same bits. */
+ * *loss (may be NULL) receives the step's loss (with grad_accum K: the mean of the K micro-batch
+ * losses; batch must be a multiple of K, the masks are drawn for the whole batch). Works under any
+ * checkpointing policy, switchable between steps, with the same bits. */
 vt_status vt_train_step(vt_model *m, const float *images, int batch, float *loss);
 /* The same step for a classifier: cross-entropy (label smoothing from the train config) on
  * labels [batch] in 0..num_classes-1; no masks. */

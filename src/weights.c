@@ -3,6 +3,7 @@
  * prefix is put in front of the names in the file (e.g. "vit." for lightly's wrapper), so that an
  * encoder can be exported under plain timm keys. Loading is all-or-nothing. */
 #include "model.h"
+#include "resample.h"
 #include "safetensors.h"
 #include <math.h>
 #include <stdio.h>
@@ -172,6 +173,70 @@ static vt_status vit_prefix(const char *const *names, size_t n, const char *skip
     return VT_OK;
 }
 
+/* A pos_embed or patch_embed of another grid, resampled as timm's checkpoint_filter_fn does when
+ * it loads a checkpoint into a model of another image or patch size (resample.h), into *out
+ * (malloc'd, the model's shape) and said in the report. VT_ERR_MISMATCH: it cannot be (the
+ * caller skips it as a tensor of another shape); VT_OK with *out NULL: not taken, on purpose
+ * (counted as skipped, noted); VT_ERR_NOMEM. */
+static vt_status resample_on_load(vt_model *m, int i, const vt_st_tensor *t, const char *shape, float **out,
+                                  vt_init_report *rep) {
+    const vt_param *p = &m->pt.p[i];
+    const vt_encoder *e = &m->enc;
+    int pos = i == e->pos, g = 0, prefix = 0;
+    char line[512];
+    if (pos) { /* [1, prefix + g*g, D], the prefix rows as many as the model's (timm assumes so) */
+        prefix = (int)p->shape[1] - e->N;
+        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != p->shape[2] || t->shape[1] <= prefix ||
+            t->shape[1] > VT_MAX_TOKENS)
+            return VT_ERR_MISMATCH;
+        long long cells = t->shape[1] - prefix;
+        while ((long long)(g + 1) * (g + 1) <= cells) g++;
+        if ((long long)g * g != cells) return VT_ERR_MISMATCH; /* no square grid after the prefix rows */
+    } else if (t->ndim != 4 || t->shape[0] != p->shape[0] || t->shape[1] != p->shape[1] || t->shape[2] > 4096 ||
+               t->shape[3] > 4096) {
+        return VT_ERR_MISMATCH;
+    }
+    size_t n_in = 1;
+    for (int d = 0; d < t->ndim; d++) n_in *= (size_t)t->shape[d]; /* < 2^24 * D: the checks above */
+    float *in = malloc(n_in * sizeof(float)), *res = malloc(p->numel * sizeof(float)), *tab = NULL;
+    vt_status rc = in && res ? vt_st_to_f32(t, in) : vt_fail(VT_ERR_NOMEM, "out of memory resampling %s", p->name);
+    if (!rc && pos && !p->requires_grad && p->shape[2] % 4 == 0) {
+        /* lightly's frozen sin-cos table: the model computes its own for its grid, as lightly does */
+        int sincos = (tab = malloc(n_in * sizeof(float))) && vt_sincos_table(tab, (int)p->shape[2], g, prefix) == VT_OK;
+        for (size_t k = 0; sincos && k < n_in; k++) sincos = fabsf(in[k] - tab[k]) <= 1e-6f;
+        if (sincos) {
+            rep->skipped++;
+            snprintf(line, sizeof line, "pos_embed %s: not taken: lightly's sin-cos table of a %dx%d grid; the model keeps "
+                                        "its own of %dx%d\n", shape, g, g, e->G, e->G);
+            note(rep, "%s%s%s", line, "", "");
+            goto done;
+        }
+    }
+    if (!rc && pos) {
+        rc = vt_resample_pos_embed(in, prefix, g, g, (int)p->shape[2], res, e->G, e->G, VT_RESAMPLE_ON_LOAD);
+        snprintf(line, sizeof line, "%s %s: resampled as timm loads it (bicubic, antialias): grid %dx%d -> %dx%d, %d prefix "
+                                    "row%s kept\n", p->name, shape, g, g, e->G, e->G, prefix, prefix == 1 ? "" : "s");
+    } else if (!rc) {
+        rc = vt_resample_patch_embed(in, p->shape[0] * p->shape[1], (int)t->shape[2], (int)t->shape[3], res,
+                                     (int)p->shape[2], (int)p->shape[3], VT_RESAMPLE_ON_LOAD);
+        snprintf(line, sizeof line, "%s %s: resampled as timm loads it (FlexiViT: the pseudo-inverse of the bicubic "
+                                    "resize): patch %lldx%lld -> %lldx%lld\n", p->name, shape, t->shape[2], t->shape[3],
+                 (long long)p->shape[2], (long long)p->shape[3]);
+    }
+    if (rc == VT_ERR_ARG) rc = VT_ERR_MISMATCH; /* no full-rank resize: skipped as of another shape */
+    if (!rc) {
+        *out = res;
+        res = NULL;
+        rep->resampled++;
+        note(rep, "%s%s%s", line, "", "");
+    }
+done:
+    free(in);
+    free(res);
+    free(tab);
+    return rc;
+}
+
 vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len, int strict,
                                    vt_init_report *rep) {
     if (!m || !bytes || !rep) return vt_fail(VT_ERR_ARG, "vt_init_from_safetensors: NULL argument");
@@ -180,9 +245,10 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
     vt_status rc = vt_st_parse(bytes, len, &f);
     if (rc) return rc;
     const vt_st_tensor **src = calloc((size_t)m->pt.n + 1, sizeof *src);
+    float **resampled = calloc((size_t)m->pt.n + 1, sizeof *resampled); /* src[i] at the model's size */
     unsigned char *used = calloc(f.n + 1, 1);
     const char **fnames = calloc(f.n + 1, sizeof *fnames), **mnames = calloc((size_t)m->pt.n + 1, sizeof *mnames);
-    if (!src || !used || !fnames || !mnames) { rc = vt_fail(VT_ERR_NOMEM, "out of memory loading weights"); goto done; }
+    if (!src || !resampled || !used || !fnames || !mnames) { rc = vt_fail(VT_ERR_NOMEM, "out of memory loading weights"); goto done; }
     /* a vitrine training checkpoint holds the parameters under param/ (and AdamW's moments,
      * which a new run does not take) */
     const char *fmt = vt_st_meta(&f, "format");
@@ -235,7 +301,12 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
         } else if (!same && (i == e->head_w || i == e->head_b)) {
             rep->skipped++;
             note(rep, "%s %s: skipped: a classifier head of another size (the model's is %s)\n", key, a, b);
+        } else if (!same && (i == e->pos || i == e->pe_w) &&
+                   (rc = resample_on_load(m, i, t, a, &resampled[i], rep)) != VT_ERR_MISMATCH) {
+            if (rc) goto done; /* out of memory */
+            if (resampled[i]) { src[i] = t; rep->loaded++; }
         } else if (!same) {
+            rc = VT_OK;
             rep->skipped++;
             note(rep, "%s %s: skipped: the model's %s is ", key, a, p->name);
             note(rep, "%s (another config: img_size / patch_size / embed_dim / tokens differ)\n", b, "", "");
@@ -264,8 +335,10 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
         goto done;
     }
     if (!rep->loaded) { rc = vt_fail(VT_ERR_MISMATCH, "nothing in the file fits the model:\n%s", rep->notes); goto done; }
-    for (int i = 0; i < m->pt.n && !rc; i++)
-        if (src[i]) rc = vt_st_to_f32(src[i], m->pt.data + m->pt.p[i].off);
+    for (int i = 0; i < m->pt.n && !rc; i++) {
+        if (resampled[i]) memcpy(m->pt.data + m->pt.p[i].off, resampled[i], m->pt.p[i].numel * sizeof(float));
+        else if (src[i]) rc = vt_st_to_f32(src[i], m->pt.data + m->pt.p[i].off);
+    }
     /* pos_embed: the objective freezes lightly's sin-cos table; a learned one (timm's) trains */
     if (!rc && e->pos >= 0 && src[e->pos]) {
         const vt_param *p = &m->pt.p[e->pos];
@@ -284,6 +357,8 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
         }
     }
 done:
+    for (int i = 0; resampled && i < m->pt.n; i++) free(resampled[i]);
+    free(resampled);
     free(src);
     free(used);
     free(fnames);

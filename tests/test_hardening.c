@@ -325,12 +325,19 @@ static uint8_t *with_value(const uint8_t *bytes, size_t len, const char *tensor,
     return fixed;
 }
 
-static void test_state_values(void) {
+/* a tiny model of `kind` (8 px, patch 4, width 8, one block), initialised; NULL on failure */
+static vt_model *tiny_model(vt_kind kind) {
     vt_model_config c;
-    tu_tiny_config(&c, VT_KIND_MAE, 8, 4, 8, 1, 2, 2.0f);
+    tu_tiny_config(&c, kind, 8, 4, 8, 1, 2, 2.0f);
     vt_model *m = NULL;
-    if (!CHECK_OK(vt_model_create(&c, &m), "create")) return;
+    if (!CHECK_OK(vt_model_create(&c, &m), "create")) return NULL;
     vt_init_weights(m, 1);
+    return m;
+}
+
+static void test_state_values(void) {
+    vt_model *m = tiny_model(VT_KIND_MAE);
+    if (!m) return;
     vt_train_config t;
     vt_train_config_default(&t, VT_KIND_MAE);
     t.seed = 3;
@@ -420,11 +427,8 @@ static void test_state_values(void) {
  * loaded as weights is refused by tensor and element, the model unchanged (fuzz_weights found such
  * a file loading, then its weights refused by the save: what loads must save). */
 static void test_weights_values(void) {
-    vt_model_config c;
-    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 1, 2, 2.0f);
-    vt_model *m = NULL;
-    if (!CHECK_OK(vt_model_create(&c, &m), "create")) return;
-    vt_init_weights(m, 1);
+    vt_model *m = tiny_model(VT_KIND_TIMM);
+    if (!m) return;
     uint8_t *w = NULL, *again = NULL;
     size_t len = 0, len2 = 0;
     if (!CHECK_OK(vt_save_safetensors(m, "", "", &w, &len), "save")) { vt_model_free(m); return; }
@@ -477,11 +481,8 @@ static void test_weights_values(void) {
 /* issue 22 (found by fuzz_api): a backward given no list of upstream gradients but a count reads
  * none of them (all zero, as a NULL entry is) instead of dereferencing NULL */
 static void test_backward_no_douts(void) {
-    vt_model_config c;
-    tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 1, 2, 2.0f);
-    vt_model *m = NULL;
-    if (!CHECK_OK(vt_model_create(&c, &m), "create")) return;
-    vt_init_weights(m, 1);
+    vt_model *m = tiny_model(VT_KIND_LIGHTLY);
+    if (!m) return;
     float img[2 * 3 * 8 * 8], dimg[2 * 3 * 8 * 8] = {0};
     tu_rng r = {9};
     tu_fill_normal(&r, img, sizeof img / 4, 0, 1);

@@ -195,6 +195,17 @@ static void test_vocabulary(void) {
 
 /* ---------------------------------------------------------------------------- matmul */
 
+/* vt_ref_matmul_forward's loop with each `acc += a*w` fused: the fused builds' forward, bit for bit */
+static void fused_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                                     int M, int K, int N) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) acc = fmaf(inp[(size_t)m * K + k], w[(size_t)n * K + k], acc);
+            out[(size_t)m * N + n] = bias ? acc + bias[n] : acc;
+        }
+}
+
 /* vt_ref_matmul_backward's dinp and dw loops with each `+= g*x` fused (fmaf: one rounding): what
  * the fused builds' matmul backward must give bit for bit on a host that fuses. */
 static void fused_ref_matmul_backward(float *dinp, float *dw, const float *dout, const float *inp,
@@ -234,6 +245,13 @@ static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
     vt_simd_matmul_forward(o_s, inp, w, use_bias ? bias : NULL, M, K, N);
     vt_ref_matmul_forward(o_r, inp, w, use_bias ? bias : NULL, M, K, N);
     close_red("matmul_forward", ctx, o_s, o_r, nMN, K, ma * mw);
+    /* the GEMM adds in the reference's order (k ascending, the bias last): bit-identical, or
+     * (fused host) equal to the reference's loop with each multiply-add fused */
+    if (madd_mode == 0) same_bits("matmul_forward", ctx, o_s, o_r, nMN);
+    if (madd_mode == 1) {
+        fused_ref_matmul_forward(o_r, inp, w, use_bias ? bias : NULL, M, K, N);
+        same_bits("matmul_forward = fused-order reference", ctx, o_s, o_r, nMN);
+    }
     check_guards("matmul_forward", ctx, o_s, nMN);
 
     /* backward: gradients start from random values (+= semantics), NULL per grad_mask */
@@ -268,6 +286,58 @@ static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
     gfree(di_f), gfree(dw_f);
     gfree(inp), gfree(w), gfree(bias), gfree(dout), gfree(o_s), gfree(o_r);
     gfree(di_r), gfree(dw_r), gfree(db_r), gfree(di_s), gfree(dw_s), gfree(db_s);
+}
+
+/* vt_simd_gemm over every operand layout (A and B row-major, transposed, strided column blocks
+ * of wider buffers as attention uses them), overwrite with and without bias, and accumulate:
+ * bit for bit against vt_ref_gemm (fused builds: against it with each multiply-add fused) */
+static void fused_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                           int bcs, int I, int J, int L, int accumulate, const float *bias) {
+    for (int i = 0; i < I; i++)
+        for (int l = 0; l < L; l++) {
+            float acc = accumulate ? c[(size_t)i * ldc + l] : 0.0f;
+            for (int j = 0; j < J; j++)
+                acc = fmaf(a[(size_t)i * ars + (size_t)j * acs], b[(size_t)j * brs + (size_t)l * bcs], acc);
+            c[(size_t)i * ldc + l] = !accumulate && bias ? acc + bias[l] : acc;
+        }
+}
+static void check_gemm(int I, int J, int L, int a_t, int b_t, int pad, int accumulate, int use_bias) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "I=%d J=%d L=%d A%s B%s pad=%d accumulate=%d bias=%d", I, J, L,
+             a_t ? "^T" : "", b_t ? "^T" : "", pad, accumulate, use_bias);
+    /* A (I x J) stored row-major or transposed, rows `pad` floats longer than needed; B alike;
+     * C with row stride L + pad (the padding must stay untouched) */
+    int lda = (a_t ? I : J) + pad, ldb = (b_t ? J : L) + pad, ldc = L + pad;
+    size_t na = (size_t)(a_t ? J : I) * lda, nb = (size_t)(b_t ? L : J) * ldb, nc = (size_t)I * ldc;
+    float *a = galloc(na), *b = galloc(nb), *bias = galloc(L), *c_s = galloc(nc), *c_r = galloc(nc);
+    fill(a, na, -1, 1), fill(b, nb, -1, 1), fill(bias, L, -1, 1), fill(c_s, nc, -1, 1);
+    memcpy(c_r, c_s, nc * sizeof(float));
+    int ars = a_t ? 1 : lda, acs = a_t ? lda : 1, brs = b_t ? 1 : ldb, bcs = b_t ? ldb : 1;
+    const float *bp = !accumulate && use_bias ? bias : NULL;
+    vt_simd_gemm(c_s, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
+    if (madd_mode == 1) fused_ref_gemm(c_r, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
+    else vt_ref_gemm(c_r, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
+    if (madd_mode == 2) close_red("gemm (fused build, unfused host)", ctx, c_s, c_r, nc, J + 1, 1);
+    else same_bits("gemm", ctx, c_s, c_r, nc); /* the padding columns included */
+    check_guards("gemm", ctx, c_s, nc);
+    gfree(a), gfree(b), gfree(bias), gfree(c_s), gfree(c_r);
+}
+
+static void test_gemm(void) {
+    static const int S[] = {1, 3, 4, 5, 8, 9, 17, 64, 197, 300};
+    int n = (int)(sizeof S / sizeof S[0]), combo = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            for (int l = 0; l < n; l++, combo++) {
+                if ((size_t)S[i] * S[j] * S[l] > 3000000) continue;
+                check_gemm(S[i], S[j], S[l], combo & 1, (combo >> 1) & 1, combo % 3 == 0 ? 0 : 1 + combo % 7,
+                           (combo >> 2) & 1, combo % 5 != 0);
+            }
+    /* several blocks of j (KC), of l (B blocks) and of i (A blocks) */
+    check_gemm(37, 700, 300, 0, 1, 3, 0, 1);
+    check_gemm(300, 520, 41, 1, 0, 0, 1, 0);
+    check_gemm(3, 0, 5, 0, 0, 2, 0, 1); /* J = 0: 0 + bias */
+    check_gemm(3, 0, 5, 0, 0, 2, 1, 0); /* J = 0, accumulate: unchanged */
 }
 
 static void test_matmul(void) {
@@ -459,14 +529,41 @@ static void check_softmax(int n, int with_masked, int in_place) {
     gfree(x), gfree(y_s), gfree(y_r);
 }
 
-static void test_softmax(void) {
-    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197};
-    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-        for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
+/* d = p (d - p.d) scale: the dot product re-associated (4 lanes), so each output is off by
+ * p_i scale times the sum's error (u n max|p d|), plus its own rounding */
+static void check_softmax_backward(int n, int with_masked) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "n=%d masked=%d", n, with_masked);
+    float *x = galloc(n), *p = galloc(n), *d_s = galloc(n), *d_r = galloc(n);
+    fill(x, n, -8, 8);
+    if (with_masked)
+        for (int i = 1; i < n; i += 3) x[i] = -INFINITY;
+    vt_ref_softmax_row(p, x, n);
+    fill(d_s, n, -1, 1);
+    memcpy(d_r, d_s, n * sizeof(float));
+    float scale = 0.125f, md = maxabs(d_s, n);
+    vt_simd_softmax_backward_row(d_s, p, n, scale);
+    vt_ref_softmax_backward_row(d_r, p, n, scale);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++)
+        ok = fabsf(d_s[i] - d_r[i]) <= p[i] * scale * U * n * md * 2 + U * fabsf(d_r[i]) &&
+             (p[i] != 0.0f || d_s[i] == 0.0f);
+    result(ok, "softmax_backward_row (masked entries exactly 0)", ctx);
+    check_guards("softmax_backward_row", ctx, d_s, n);
+    gfree(x), gfree(p), gfree(d_s), gfree(d_r);
 }
 
-/* attention: no SIMD kernel of its own (kernels_attn.c composes it from the matmuls above);
- * tests/test_attention.c checks it against the reference, built for WASI SIMD128 as well. */
+static void test_softmax(void) {
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
+        for (int v = 0; v < 2; v++) check_softmax_backward(ns[i], v);
+    }
+}
+
+/* attention: no SIMD kernel of its own (kernels_attn.c composes it from vt_gemm and the softmax
+ * rows above); tests/test_attention.c checks it against the reference, built for WASI SIMD128 as
+ * well. */
 
 /* ---------------------------------------------------------------------------- adamw */
 
@@ -567,6 +664,7 @@ int main(void) {
     test_vocabulary();
     test_erf_exp();
     test_matmul();
+    test_gemm();
     test_layernorm();
     test_gelu();
     test_softmax();

@@ -312,6 +312,108 @@ static void test_timeline(void) {
     vt_model_free(m);
 }
 
+/* Gradient accumulation (timm's --grad-accum-steps): a step of B images with grad_accum K runs K
+ * micro-batches of B/K, each loss scaled by 1/K, then one clip + AdamW. The masks are drawn for
+ * the whole batch, so the step is the one-batch step up to fp32 summation order: the gradients
+ * agree to a few ulps of their largest value and the loss is the mean of the K losses. The
+ * accumulated step is itself exact: policies change no bit, and it resumes bit for bit. */
+static void test_grad_accum(vt_kind kind, int classifier) {
+    const char *name = classifier ? "classifier" : kind == VT_KIND_MAE ? "MAE" : "AIM";
+    vt_model_config mc;
+    vt_model_config_default(&mc, kind);
+    mc.enc.img_size = 16; mc.enc.patch_size = 4; mc.enc.embed_dim = 16; mc.enc.depth = 2; mc.enc.num_heads = 2;
+    mc.decoder_dim = 8; mc.decoder_depth = 1; mc.decoder_heads = 2; mc.head_hidden_dim = 12; mc.head_blocks = 1;
+    if (classifier) mc.enc.num_classes = 3;
+    enum { B = 8, per = 3 * 16 * 16, K = 4 };
+    float *img = malloc(B * per * sizeof(float));
+    int32_t y[B];
+    for (int i = 0; i < B * per; i++) img[i] = sinf(0.11f * i) + 0.3f * cosf(0.017f * i * i);
+    for (int b = 0; b < B; b++) y[b] = (b * 5) % 3;
+    vt_train_config tc;
+    vt_train_config_default(&tc, kind);
+    tc.lr = 1e-3f; tc.warmup_steps = 1; tc.total_steps = 10; tc.seed = 7; tc.clip_norm = 1.0f; tc.label_smoothing = classifier ? 0.1f : 0;
+    vt_model *one = NULL, *acc = NULL, *acc2 = NULL;
+    vt_model_create(&mc, &one); vt_model_create(&mc, &acc); vt_model_create(&mc, &acc2);
+    if (!one || !acc || !acc2) { CHECK(0, "%s create: %s", name, vt_last_error()); return; }
+    vt_init_weights(one, 3); vt_init_weights(acc, 3); vt_init_weights(acc2, 3);
+    vt_set_grad_checkpointing(one, "none"); vt_set_grad_checkpointing(acc, "none"); vt_set_grad_checkpointing(acc2, "block");
+    int rc = vt_trainer_init(one, &tc);
+    tc.grad_accum = K;
+    if (!rc) rc = vt_trainer_init(acc, &tc);
+    if (!rc) rc = vt_trainer_init(acc2, &tc);
+    CHECK(!rc, "%s trainer init: %s", name, vt_last_error());
+#define STEP(m, bb, loss) (classifier ? vt_train_step_labels(m, img, y, bb, loss) : vt_train_step(m, img, bb, loss))
+    CHECK(STEP(acc, 6, NULL) == VT_ERR_ARG && strstr(vt_last_error(), "not a multiple of grad_accum 4") &&
+          vt_train_step_count(acc) == 0, "%s batch 6 of grad_accum 4 refused: %s", name, vt_last_error());
+    vt_trace *tr = NULL;
+    CHECK(vt_trace_train_step(acc, img, classifier ? y : NULL, B, &tr) == VT_ERR_ARG && !tr && strstr(vt_last_error(), "not recorded"),
+          "%s an accumulated step is not traced: %s", name, vt_last_error());
+    vt_inputs bin;
+    vt_scalars bsc;
+    CHECK(vt_train_step_begin(acc, img, classifier ? y : NULL, B, &bin, &bsc) == VT_ERR_ARG && strstr(vt_last_error(), "grad_accum 4"),
+          "%s an accumulated step is not begun elsewhere: %s", name, vt_last_error());
+    float l1 = 0, lk = 0, lk2 = 0;
+    rc = STEP(one, B, &l1);
+    if (!rc) rc = STEP(acc, B, &lk);
+    CHECK(!rc, "%s steps: %s", name, vt_last_error());
+    uint64_t gb = 0, pb = 0;
+    const float *g1 = vt_model_region(one, VT_REG_GRADS, &gb), *gk = vt_model_region(acc, VT_REG_GRADS, &gb);
+    const float *p1 = vt_model_region(one, VT_REG_PARAMS, &pb), *pk = vt_model_region(acc, VT_REG_PARAMS, &pb);
+    double gmax = 0, gdiff = 0, pdiff = 0;
+    for (size_t i = 0; i < gb / 4; i++) { gmax = fmax(gmax, fabs(g1[i])); gdiff = fmax(gdiff, fabs((double)g1[i] - gk[i])); }
+    for (size_t i = 0; i < pb / 4; i++) pdiff = fmax(pdiff, fabs((double)p1[i] - pk[i]));
+    printf("grad_accum %d vs one batch of %d (%s): loss %.9g vs %.9g, max |d grad| %.3g (%.3g of max |grad| %.3g), "
+           "max |d param| after AdamW %.3g (lr %g)\n", K, B, name, l1, lk, gdiff, gdiff / gmax, gmax, pdiff, tc.lr);
+    /* fp32 sums of up to B*T terms regrouped in K parts: a few ulps (2^-23 = 1.2e-7) of the largest gradient */
+    CHECK(gdiff <= 64 * 1.2e-7 * gmax && gdiff > 0, "%s gradients as one batch within fp32 summation order (%.3g of max)", name, gdiff / gmax);
+    CHECK(fabs((double)l1 - lk) <= 8 * 1.2e-7 * fabs(l1), "%s loss the mean of the micro-batch losses: %.9g vs %.9g", name, l1, lk);
+    /* the accumulated step under another policy, and resumed after a save: bit for bit */
+    uint8_t *st = NULL;
+    size_t len = 0;
+    rc = STEP(acc2, B, &lk2);
+    if (!rc) rc = vt_train_state_save(acc2, &st, &len);
+    vt_model *res = NULL;
+    vt_model_create(&mc, &res);
+    if (!rc && res) { vt_init_weights(res, 3); rc = vt_train_state_load(res, st, len); }
+    for (int s = 0; s < 2 && !rc; s++) rc = STEP(acc, B, NULL);
+    for (int s = 0; s < 2 && !rc && res; s++) rc = STEP(res, B, NULL);
+    CHECK(!rc && res && lk == lk2 && !memcmp(vt_model_region(acc, VT_REG_PARAMS, &pb), vt_model_region(res, VT_REG_PARAMS, &pb), pb),
+          "%s accumulated: none == block, resumed bit for bit: %s", name, vt_last_error());
+#undef STEP
+    vt_free(st);
+    free(img);
+    vt_model_free(one); vt_model_free(acc); vt_model_free(acc2); vt_model_free(res);
+}
+
+/* timm's lr_min: the cosine falls to min_lr + (lr - min_lr) * 0.001; the warmup is unchanged, and
+ * min_lr 0 is the schedule before it, bit for bit. It survives a save / load; bad values refused. */
+static void test_min_lr(void) {
+    vt_model *a = tiny(VT_KIND_MAE), *b = tiny(VT_KIND_MAE);
+    vt_init_weights(a, 1); vt_init_weights(b, 1);
+    vt_train_config tc;
+    vt_train_config_default(&tc, VT_KIND_MAE);
+    tc.lr = 1e-3f; tc.warmup_steps = 10; tc.total_steps = 100;
+    vt_trainer_init(a, &tc);
+    int same = 1;
+    for (long s = 0; s < 100; s++) same &= vt_train_lr(a, s) == tc.lr * vt_cosine_warmup(s, 10, 100);
+    CHECK(same, "min_lr 0: lr * cosine_warmup bit for bit");
+    tc.min_lr = 1e-5f;
+    CHECK(!vt_trainer_init(b, &tc), "min_lr init: %s", vt_last_error());
+    float end = vt_train_lr(b, 99), want = 1e-5f + (1e-3f - 1e-5f) * 0.001f, mid = vt_train_lr(b, 55);
+    CHECK(vt_train_lr(b, 3) == vt_train_lr(a, 3) && end == want && mid > vt_train_lr(a, 55) && mid < 1e-3f,
+          "min_lr: warmup as before, end %g == %g, mid %g", end, want, mid);
+    uint8_t *st = NULL;
+    size_t len = 0;
+    CHECK(!vt_train_state_save(b, &st, &len) && !vt_train_state_load(a, st, len) && vt_train_lr(a, 99) == want,
+          "min_lr saved and loaded: %s", vt_last_error());
+    vt_free(st);
+    tc.min_lr = 2e-3f;
+    CHECK(vt_trainer_init(b, &tc) == VT_ERR_ARG && strstr(vt_last_error(), "min_lr"), "min_lr > lr refused: %s", vt_last_error());
+    tc.min_lr = 0; tc.grad_accum = 0;
+    CHECK(vt_trainer_init(b, &tc) == VT_ERR_ARG && strstr(vt_last_error(), "grad_accum 0"), "grad_accum 0 refused: %s", vt_last_error());
+    vt_model_free(a); vt_model_free(b);
+}
+
 int main(void) {
     test_timeline();
     test_trainer(VT_KIND_MAE);
@@ -322,6 +424,10 @@ int main(void) {
     test_training(VT_KIND_MAE);
     test_training(VT_KIND_AIM);
     test_classifier();
+    test_grad_accum(VT_KIND_MAE, 0);
+    test_grad_accum(VT_KIND_AIM, 0);
+    test_grad_accum(VT_KIND_TIMM, 1);
+    test_min_lr();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

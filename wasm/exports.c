@@ -47,7 +47,7 @@ static vt_model *get(int h) {
 #define STEP_PLAN_TEXT(F) F(fit_policy) F(least_policy) /* VT_POLICY_TEXT_MAX bytes each */
 #define ARENA_STATS(F) F(planned) F(peak) F(capacity)
 #define TRAIN_CONFIG(F) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay) F(warmup_steps) F(total_steps) F(clip_norm) \
-    F(mask_ratio) F(label_smoothing)
+    F(mask_ratio) F(label_smoothing) F(min_lr) F(grad_accum)
 #define BYTES_OUT(F) F(ptr) F(len) /* a malloc'd buffer handed to JS (it frees it with vtw_free) */
 #define PARITY_OUT(F) F(json) F(json_len) F(dump) F(dump_len)
 #define STEP_INPUTS(F) F(idx_keep) F(idx_mask) F(mask) F(n_keep) F(n_mask) /* vt_train_step_begin's in */
@@ -84,6 +84,7 @@ static const struct { const char *name, *type; const char *const *fields; int n;
 /* What the shell needs to know of this engine, as JSON (a static string, built once):
  * {"layouts": {"step_plan": {"type": "f64", "size": 22, "fields": {"params": 0, ...}}, ...},
  *  "kinds": [...], "calls": [...], "policies": [...], "presets": [...],
+ *  "preset_encoders": {"vit_tiny_patch16_224": {timm kwargs}, ...}, "regions": ["params", ...],
  *  "limits": {"policy_text_max": 48, "timeline_max": 4096, "max_models": 256}} */
 VTW_API const char *vtw_manifest(void) {
     static char json[8192];
@@ -104,7 +105,17 @@ VTW_API const char *vtw_manifest(void) {
     for (int i = 0; vt_policy_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_policy_name(i));
     PUT("], \"presets\": [");
     for (int i = 0; vt_preset_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_preset_name(i));
-    PUT("], \"regions\": [");
+    /* each preset's encoder as timm kwargs (a preset is timm's defaults plus these): what a config
+     * needs to put another MAE decoder or AIM head on a preset's encoder (Vitrine.createModel) */
+    PUT("], \"preset_encoders\": {");
+    for (int i = 0; vt_preset_name(i); i++) {
+        vt_vit_config p;
+        if (vt_preset(vt_preset_name(i), &p)) return NULL;
+        PUT("%s\"%s\": {\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, \"depth\": %d, "
+            "\"num_heads\": %d, \"mlp_ratio\": %g}", i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans,
+            p.embed_dim, p.depth, p.num_heads, p.mlp_ratio);
+    }
+    PUT("}, \"regions\": [");
     for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
     PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
@@ -154,8 +165,9 @@ VTW_API int vtw_threads_chunks_run(int tid) { return vt_threads_chunks_run(tid);
 /* ---- models --------------------------------------------------------------------------------- */
 
 /* kind: vt_kind. Either preset (a timm name; the kind's defaults for everything else, e.g. lightly's
- * mask token, lightly's MAE decoder / AIM head sizes) or json (vt_model_config_from_json): the
- * config, read and checked, nothing allocated. */
+ * mask token, lightly's MAE decoder / AIM head sizes), with json then the encoder's timm kwargs
+ * over it (timm's create_model(name, **kwargs): num_classes, img_size, ...), or json alone
+ * (vt_model_config_from_json): the config, read and checked, nothing allocated. */
 static int config_of(int kind, const char *preset, const char *json, size_t json_len, vt_model_config *mc) {
     if (kind < VT_KIND_TIMM || kind > VT_KIND_AIM) return vt_fail(VT_ERR_ARG, "unknown model kind %d", kind);
     if (preset && preset[0]) {
@@ -165,7 +177,7 @@ static int config_of(int kind, const char *preset, const char *json, size_t json
         if (rc) return rc;
         mc->enc.img_size = p.img_size; mc->enc.patch_size = p.patch_size; mc->enc.embed_dim = p.embed_dim;
         mc->enc.depth = p.depth; mc->enc.num_heads = p.num_heads; mc->enc.mlp_ratio = p.mlp_ratio;
-        return VT_OK;
+        return json ? vt_vit_config_from_json(json, json_len, &mc->enc) : VT_OK;
     }
     if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
     return vt_model_config_from_json(json, json_len, (vt_kind)kind, mc);
@@ -287,7 +299,7 @@ static void put_json_str(char *b, size_t cap, size_t *k, const char *s, size_t n
     if (*k < cap) b[(*k)++] = '"';
 }
 /* vt_init_from_safetensors; out: the report as JSON (bytes_out):
- * {source, file_prefix, loaded, skipped, missing, pos_embed, notes: [lines]} */
+ * {source, file_prefix, loaded, skipped, missing, resampled, pos_embed, notes: [lines]} */
 VTW_API int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, uint32_t out[bytes_out_SIZE]) {
     GET_OR_FAIL(m, h);
     bytes_out(out, NULL, 0);
@@ -302,8 +314,8 @@ VTW_API int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, u
     put_json_str(b, cap, &k, r->source, strlen(r->source));
     k += (size_t)snprintf(b + k, cap - k, ", \"file_prefix\": ");
     put_json_str(b, cap, &k, r->file_prefix, strlen(r->file_prefix));
-    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"pos_embed\": \"%s\", \"notes\": [",
-                          r->loaded, r->skipped, r->missing, pos[r->pos_embed & 3]);
+    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"resampled\": %d, \"pos_embed\": \"%s\", \"notes\": [",
+                          r->loaded, r->skipped, r->missing, r->resampled, pos[r->pos_embed & 3]);
     int first = 1;
     for (const char *q = r->notes; *q;) {
         const char *e = strchr(q, '\n');
@@ -468,8 +480,9 @@ VTW_API int vtw_trainer_init(int h, const double cfg[train_config_SIZE], uint32_
     GET_OR_FAIL(m, h);
     if (!cfg) return vt_fail(VT_ERR_ARG, "trainer init: config is missing");
     static const struct { int i; const char *name; } counts[] = {{train_config_warmup_steps, "warmup_steps"},
-                                                                {train_config_total_steps, "total_steps"}};
-    for (int c = 0; c < 2; c++) {
+                                                                {train_config_total_steps, "total_steps"},
+                                                                {train_config_grad_accum, "grad_accum"}};
+    for (int c = 0; c < 3; c++) {
         double v = cfg[counts[c].i];
         if (!(v >= 0 && v <= 2147483647.0) || v != (double)(long)v)
             return vt_fail(VT_ERR_ARG, "trainer init: %s must be an integer in [0, 2^31), got %g", counts[c].name, v);
@@ -482,6 +495,8 @@ VTW_API int vtw_trainer_init(int h, const double cfg[train_config_SIZE], uint32_
     t.clip_norm = (float)cfg[train_config_clip_norm]; t.mask_ratio = (float)cfg[train_config_mask_ratio];
     t.seed = seed64(seed_lo, seed_hi);
     t.label_smoothing = (float)cfg[train_config_label_smoothing];
+    t.min_lr = (float)cfg[train_config_min_lr];
+    t.grad_accum = (int)cfg[train_config_grad_accum]; /* an integer in [0, 2^31): vt_trainer_init checks the range */
     return vt_trainer_init(m, &t);
 }
 

@@ -166,7 +166,8 @@ if(VT_WASM)
         VERBATIM)
       list(APPEND VT_WASM_OUTPUTS ${out})
     endforeach()
-    # The SIMD128 kernels against their scalar references, as a WASI command run by Node (ctest).
+    # The SIMD128 kernels against their scalar references, as a WASI command run by Node (ctest);
+    # 1 MB of stack like every other build (the GEMM packs its blocks on the stack: ~100 KB).
     if(VT_WASM_SIMD_EXTRA)
       set(ktest ${VT_WASM_DIR}/test_kernels_simd.wasm)
       set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c
@@ -176,7 +177,8 @@ if(VT_WASM)
       set(ksrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_kernels_simd.c)
       add_custom_command(OUTPUT ${ktest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
-                ${VT_WASM_SIMD_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels ${ksrc} -o ${ktest} -lm
+                ${VT_WASM_SIMD_FLAGS} -I${CMAKE_SOURCE_DIR}/src/kernels -Wl,-z,stack-size=1048576
+                ${ksrc} -o ${ktest} -lm
         DEPENDS ${ksrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h
         COMMENT "clang-14: wasm/test_kernels_simd.wasm"
         VERBATIM)
@@ -186,7 +188,7 @@ if(VT_WASM)
       set(asrc ${kcore} ${CMAKE_SOURCE_DIR}/tests/test_attention.c)
       add_custom_command(OUTPUT ${atest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
-                ${VT_WASM_SIMD_FLAGS} ${asrc} -o ${atest} -lm
+                ${VT_WASM_SIMD_FLAGS} -Wl,-z,stack-size=1048576 ${asrc} -o ${atest} -lm
         DEPENDS ${asrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/kernel_test.h
         COMMENT "clang-14: wasm/test_attention-simd.wasm"
         VERBATIM)
@@ -197,7 +199,7 @@ if(VT_WASM)
       list(REMOVE_ITEM hsrc ${CMAKE_SOURCE_DIR}/wasm/exports.c)
       add_custom_command(OUTPUT ${htest}
         COMMAND ${VT_WASI_CC} --target=wasm32-wasi --sysroot=${VT_WASI_SYSROOT} ${VT_WASM_CFLAGS}
-                -Wno-unused-function -Wl,--max-memory=4294967296 ${hsrc} -o ${htest} -lm
+                -Wno-unused-function -Wl,--max-memory=4294967296 -Wl,-z,stack-size=1048576 ${hsrc} -o ${htest} -lm
         DEPENDS ${hsrc} ${VT_WASM_HEADERS} ${CMAKE_SOURCE_DIR}/tests/test_util.h
         COMMENT "clang-14: wasm/test_hardening.wasm"
         VERBATIM)

@@ -247,24 +247,7 @@ export function makeDirs(dir) {
 /** Every PNG / JPEG under dir, resized / cropped to size x size with `chans` channels.
  * onWarning(message) hears about each file skipped (default: console.warn). */
 export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {}) {
-  let st;
-  try { st = statSync(dir); } catch (e) {
-    throw new DataError(`--data ${dir}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
-  }
-  if (!st.isDirectory()) throw new DataError(`--data ${dir}: not a directory`);
-  const found = []; // [file, class or null]
-  const walk = (d, cls) => {
-    let entries;
-    try { entries = readdirSync(d, { withFileTypes: true }); } catch (e) { onWarning(`skipped ${d}: ${e.message}`); return; }
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const e of entries) {
-      if (e.name.startsWith('.')) continue;
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) walk(p, cls ?? e.name);
-      else found.push([p, cls]);
-    }
-  };
-  walk(dir, null);
+  const found = listImageFolder(dir, onWarning);
   try { checkDatasetBytes(`--data ${dir}`, found.length, size, chans); } catch (e) { throw new DataError(e.message); }
   const per = chans * size * size, keep = [];
   const pixels = [];
@@ -292,6 +275,83 @@ export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXE
     labels: labelled ? Int32Array.from(keep.map(([, c]) => classNames.indexOf(c))) : null,
     classes: labelled ? classNames : null, files: keep.map(([f]) => f),
   };
+}
+
+/** A folder of images opened for streaming (web/datasets.js): every PNG / JPEG under dir is
+ * listed and its header checked (size within maxPixels) without decoding it; decode(i) reads and
+ * decodes image i when a batch needs it. Files in sub-folders take the sub-folder's name as their
+ * class (torchvision ImageFolder): labels and classes when there are at least two and every image
+ * has one (classNames: the sub-folders found, whatever their number). A file skipped is said
+ * through onWarning; no usable image at all is an error. */
+export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {}) {
+  const found = listImageFolder(dir, onWarning), keep = [];
+  for (const [file, cls] of found) {
+    const rel = path.relative(dir, file);
+    try {
+      const h = headerOf(file);
+      if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
+      if (h.width * h.height > maxPixels)
+        throw new DataError(`${h.width}x${h.height} is ${(h.width * h.height / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`);
+      keep.push([file, rel, cls]);
+    } catch (e) {
+      onWarning(`skipped ${rel}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot read (${e.message})`}`);
+    }
+  }
+  if (!keep.length)
+    throw new DataError(`--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`);
+  const classNames = [...new Set(keep.map(([, , c]) => c).filter((c) => c != null))].sort();
+  const labelled = classNames.length >= 2 && keep.every(([, , c]) => c != null);
+  return {
+    name: `folder:${dir}`, n: keep.length, files: keep.map(([, r]) => r), classNames,
+    labels: labelled ? Int32Array.from(keep.map(([, , c]) => classNames.indexOf(c))) : null, classes: labelled ? classNames : null,
+    itemName: (i) => keep[i][1],
+    decode(i) {
+      try { return { ...decodeImage(readRegularFile(keep[i][0]), { maxPixels }), chans: 4 }; } catch (e) {
+        throw new DataError(`${path.join(dir, keep[i][1])}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot decode (${e.message})`}`);
+      }
+    },
+  };
+}
+
+// every file under dir (sorted, hidden ones left out) with its class: the first sub-folder's name
+function listImageFolder(dir, onWarning) {
+  let st;
+  try { st = statSync(dir); } catch (e) {
+    throw new DataError(`--data ${dir}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
+  }
+  if (!st.isDirectory()) throw new DataError(`--data ${dir}: not a directory`);
+  const found = [];
+  const walk = (d, cls) => {
+    let entries;
+    try { entries = readdirSync(d, { withFileTypes: true }); } catch (e) { onWarning(`skipped ${d}: ${e.message}`); return; }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      if (e.name.startsWith('.')) continue;
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p, cls ?? e.name);
+      else found.push([p, cls]);
+    }
+  };
+  walk(dir, null);
+  return found;
+}
+
+// an image's header from the first bytes of its file (all of it when they do not hold the header)
+function headerOf(file) {
+  const fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  let head, size;
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new DataError(`not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isSocket() ? 'a socket' : 'a device'})`);
+    if (st.size > MAX_IMAGE_FILE_BYTES) throw new DataError(`${st.size} bytes, more than ${MAX_IMAGE_FILE_BYTES}`);
+    size = st.size;
+    head = Buffer.alloc(Math.min(size, 1 << 18));
+    head = head.subarray(0, readSync(fd, head, 0, head.length, 0));
+  } finally { closeSync(fd); }
+  try { return imageHeader(head); } catch (e) {
+    if (head.length < size) return imageHeader(readRegularFile(file));
+    throw e;
+  }
 }
 
 // ---- files ---------------------------------------------------------------------------------------

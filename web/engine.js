@@ -12,6 +12,14 @@ const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Arra
 /** snake_case (C) -> camelCase (JS): 'fit_recompute_flops' -> 'fitRecomputeFlops'. */
 export const camelCase = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 
+/** createModel(name, options): the spec of timm's create_model(name, **kwargs), options in camelCase
+ * (numClasses -> num_classes) or timm's own names; kind: the model around the ViT (default timm). */
+export function timmSpec(name, { kind = 'timm', ...kwargs } = {}) {
+  const snake = (s) => s.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
+  const config = Object.fromEntries(Object.entries(kwargs).filter(([, v]) => v !== undefined).map(([key, v]) => [snake(key), v]));
+  return { kind, preset: name, config: Object.keys(config).length ? config : null };
+}
+
 export class Vitrine {
   /** low: what web/loader.js hands on for one build; build: its name (without "-mt"). */
   constructor(low, build) {
@@ -148,20 +156,35 @@ export class Vitrine {
   /** A byte count as the policy budget:BYTES reads it ('300MB' -> 300000000, '256MiB', ...). */
   parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
 
-  // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed after
+  // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed
+  // after. A preset and a config together: for MAE / AIM the preset's encoder under the config's
+  // decoder or head (put together here); for the encoder kinds the config's timm kwargs over the
+  // preset's encoder (the engine does it, as timm's create_model(name, **kwargs)).
   _withSpec({ preset, config, kind = 'timm' } = {}, fn) {
     const k = this.manifest.kinds.indexOf(kind);
     if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
+    if (preset && config != null && (kind === 'mae' || kind === 'aim')) {
+      const enc = this.manifest.preset_encoders[preset];
+      if (!enc) throw new VitrineError(`unknown preset '${preset}' (${this.manifest.presets.join(', ')})`, -1);
+      const c = typeof config === 'string' ? JSON.parse(config) : config;
+      if (c.encoder != null) throw new VitrineError('createModel: a preset and a config with its own encoder', -1);
+      return this._withSpec({ kind, config: { ...c, encoder: enc } }, fn);
+    }
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;
     return this.withStrings([preset || '', json], (p, j) => fn(k, p, j, bytes));
   }
 
   /** createModel({ preset, config, kind }): kind timm | lightly | causal | mae | aim (default
-   * timm); either a timm preset name or a config (object or JSON text; MAE/AIM: {encoder, ...}). */
-  createModel(spec = {}) {
+   * timm); a timm preset name, a config (object or JSON text; MAE/AIM: {encoder, ...}), or both:
+   * the preset's encoder under the config's MAE decoder or AIM head, or (other kinds) the preset
+   * with the config's timm kwargs over its encoder.
+   * createModel(name, { numClasses, imgSize, patchSize, inChans, globalPool, kind, ...timm kwargs }):
+   * timm's create_model(name, num_classes=..., img_size=...) for a timm preset name. */
+  createModel(spec = {}, options = {}) {
+    if (typeof spec === 'string') return this.createModel(timmSpec(spec, options));
     const h = this.check(this._withSpec(spec, (k, p, j, n) => this._c.model_create(k, p, j, n)));
-    return new Model(this, h, spec.kind || 'timm');
+    return new Model(this, h, spec.kind || 'timm', spec.preset || null);
   }
 
   /** The dims createModel(spec) would give the model ({ img, patch, chans, dim, depth, heads,

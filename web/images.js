@@ -61,6 +61,29 @@ function axisWeights(src, dst, scale, offset) {
   return out;
 }
 
+// The same taps for a crop box [start, start + len) of a source axis resized to `dst` samples:
+// the crop is an image of its own (torchvision's crop, then resize), so bilinear taps are clamped
+// to the box.
+function boxWeights(start, len, dst) {
+  const scale = len / dst, out = [];
+  for (let o = 0; o < dst; o++) {
+    const taps = [];
+    if (scale >= 1) {
+      const a = start + o * scale, b = start + (o + 1) * scale;
+      for (let s = Math.floor(a); s < Math.min(start + len, Math.ceil(b)); s++) {
+        const w = Math.min(b, s + 1) - Math.max(a, s);
+        if (w > 0) taps.push([s, w / scale]);
+      }
+    } else {
+      const c = start + (o + 0.5) * scale - 0.5, s0 = Math.floor(c), f = c - s0;
+      const clamp = (v) => Math.min(start + len - 1, Math.max(start, v));
+      taps.push([clamp(s0), 1 - f], [clamp(s0 + 1), f]);
+    }
+    out.push(taps);
+  }
+  return out;
+}
+
 /** Interleaved pixels (RGBA: srcChans 4, RGB 3, grey 1) of w x h -> Uint8Array [chans, size, size]:
  * the shorter side resized to `size`, the centre `size` x `size` kept, then the model's channels
  * (1: the average (R+G+B)/3; 3 from grey: repeated). */
@@ -69,7 +92,21 @@ export function resizeCrop(src, w, h, srcChans, size, chans) {
   const short = Math.min(w, h), scale = short / size;
   const rw = Math.round(w / scale), rh = Math.round(h / scale); // resized size
   const ox = Math.floor((rw - size) / 2), oy = Math.floor((rh - size) / 2);
-  const wx = axisWeights(w, size, scale, ox), wy = axisWeights(h, size, scale, oy);
+  return resample(src, w, h, srcChans, axisWeights(w, size, scale, ox), axisWeights(h, size, scale, oy), size, chans);
+}
+
+/** The box { x, y, w, h } (whole source pixels) of an image resized to size x size, the model's
+ * channels: what RandomResizedCrop does after choosing its box (the same filters as resizeCrop). */
+export function resizeBox(src, w, h, srcChans, box, size, chans) {
+  if (!(w > 0 && h > 0)) throw new VitrineError(`an empty ${w}x${h} image`, -1);
+  if (!(box.w > 0 && box.h > 0 && box.x >= 0 && box.y >= 0 && box.x + box.w <= w && box.y + box.h <= h))
+    throw new VitrineError(`crop box ${JSON.stringify(box)} is not inside the ${w}x${h} image`, -1);
+  return resample(src, w, h, srcChans, boxWeights(box.x, box.w, size), boxWeights(box.y, box.h, size), size, chans);
+}
+
+// The separable resize with the taps of each axis: rows first (into floats), then columns, rounded
+// once to bytes; the model's channels taken from the source's.
+function resample(src, w, h, srcChans, wx, wy, size, chans) {
   const out = new Uint8Array(chans * size * size);
   const plane = new Float32Array(w * h), tmp = new Float32Array(size * h);
   for (let c = 0; c < chans; c++) {

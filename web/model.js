@@ -4,7 +4,9 @@
 // engine's trainer, src/trainer.c; the loop around it is web/train.js). Images go through the pixel
 // pipeline (web/images.js). Results come back by name through the engine's layouts.
 import { VitrineError } from './errors.js';
-import { toNCHW } from './images.js';
+import { toNCHW, channelStats } from './images.js';
+import { withMetadata, readSafetensorsMeta } from './safetensors.js';
+import { readWeights, resolveNormalization, statsFromMeta, pretrainedCfg } from './pretrained.js';
 
 // A view of a model's memory that cannot outlive the model: every access checks that the model is
 // alive (after dispose() it throws a VitrineError: writing through an old view would wreck the next
@@ -60,10 +62,16 @@ export const modelDims = (d) => ({ img: d.imgSize, patch: d.patchSize, chans: d.
   heads: d.numHeads, prefix: d.prefixTokens });
 
 export class Model {
-  constructor(vt, handle, kind) {
+  constructor(vt, handle, kind, arch = null) {
     this._vt = vt;
     this._h = handle;
     this.kind = kind;
+    /** The timm architecture it was created as (a preset name), or null. */
+    this.arch = arch;
+    /** The mean / std images given as pixels are normalised with, and where they come from:
+     * timm's pretrained_cfg of the architecture, then the pretrained_cfg of weights loaded
+     * (initFrom, loadWeights), else ImageNet's (web/pretrained.js). Written into saveSafetensors. */
+    this.normalization = resolveNormalization({ arch });
     this._inputs = [];   // wasm allocations of the last forward's inputs (kept for backward)
     this._last = null;   // { fn, batch, nImages, sizes | train } of the last call
     this.dims = modelDims(vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p))[0]);
@@ -78,6 +86,7 @@ export class Model {
     if (writes) this._gpu.invalidate();
   }
   get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
+  _stats(opts = {}) { return { mean: opts.mean || this.normalization.mean, std: opts.std || this.normalization.std }; }
   _fn(name) { // a call's number (vt_fn) from its name
     const i = this._vt.manifest.calls.indexOf(name);
     if (i < 0) throw new VitrineError(`unknown call '${name}' (${this._vt.manifest.calls.join(', ')})`, -1);
@@ -166,24 +175,40 @@ export class Model {
     const vt = this._vt, c = this._c;
     this._wasmState('initFrom');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const meta = readSafetensorsMeta(u8), stats = statsFromMeta(meta); // a bad pretrained_cfg: refused before anything loads
     const p = vt.copyIn(u8);
     try {
       const r = JSON.parse(new TextDecoder().decode(vt.takeBytes((out) => c.init_from(this._h, p, u8.length, strict ? 1 : 0, out))));
+      if (stats) this.normalization = { ...stats, source: 'the weights\' pretrained_cfg' };
       return { source: r.source, filePrefix: r.file_prefix, loaded: r.loaded, skipped: r.skipped, missing: r.missing,
-        posEmbed: r.pos_embed, notes: r.notes };
+        resampled: r.resampled, posEmbed: r.pos_embed, notes: r.notes };
     } finally { vt.free(p); }
   }
+  /** initFrom for weights wherever they are: bytes, a Blob / File, a URL (fetched, onProgress({
+   * loaded, total, name }) as it arrives; signal aborts it) or, in Node, a file path. The
+   * normalisation becomes mean / std when given, else the weights' pretrained_cfg, else the
+   * architecture's. Returns initFrom's report with { name, normalization }. */
+  async loadWeights(src, { strict = false, onProgress = null, signal = null, mean = null, std = null } = {}) {
+    const w = await readWeights(src, { onProgress, signal });
+    const report = this.initFrom(w.bytes, { strict });
+    this.normalization = resolveNormalization({ mean, std, meta: w.meta, arch: this.arch, what: w.name });
+    return { ...report, name: w.name, normalization: this.normalization };
+  }
+  /** The parameters (those under modelPrefix, named filePrefix + the rest) as safetensors bytes,
+   * with the normalisation in the metadata as timm's pretrained_cfg (mean, std, input_size). */
   saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;
     this._wasmState('saveSafetensors', false);
-    return vt.withStrings([modelPrefix, filePrefix], (mp, fp) => vt.takeBytes((out) => c.save_safetensors(this._h, mp, fp, out)));
+    const bytes = vt.withStrings([modelPrefix, filePrefix], (mp, fp) => vt.takeBytes((out) => c.save_safetensors(this._h, mp, fp, out)));
+    const { img, chans } = this.dims;
+    return withMetadata(bytes, { pretrained_cfg: pretrainedCfg({ ...channelStats(chans, this.normalization), chans, img }) });
   }
 
   // ---- calls ----
   _run(fn, images, opts = {}) {
     const vt = this._vt, c = this._c;
     this._wasmState(fn, opts.needGrad);
-    const { data, batch } = toNCHW(images, this.dims, opts);
+    const { data, batch } = toNCHW(images, this.dims, this._stats(opts));
     const idxMask = toIndices('idxMask', opts.idxMask, batch);
     const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
     const mask = toMask(opts.mask);
@@ -352,12 +377,13 @@ export class Model {
     this._gpu?.invalidate({ rerecord: true }); // the mask ratio is part of the recording
     vt.withLayouts(['train_config'], (cfg) => c.trainer_init(this._h, cfg, lo, hi), [t]);
     this._last = null;
+    this._gradAccum = t.gradAccum;
     return t;
   }
 
   // one step of c.train_step (labels null) or c.train_step_labels (labels: Int32Array)
   _step(what, images, batch, labels, opts) {
-    const vt = this._vt, c = this._c, x = toNCHW(images, this.dims, opts);
+    const vt = this._vt, c = this._c, x = toNCHW(images, this.dims, this._stats(opts));
     if (batch != null && batch !== x.batch) throw new VitrineError(`${what}: batch ${batch} given, the images hold ${x.batch}`, -1);
     if (labels && labels.length !== x.batch) throw new VitrineError(`${what}: ${labels.length} labels for ${x.batch} images`, -1);
     this._wasmState(what);
@@ -368,7 +394,9 @@ export class Model {
     const pLab = labels ? vt.copyIn(labels) : 0, pLoss = vt.alloc(4);
     try {
       vt.check(labels ? c.train_step_labels(this._h, pImg, pLab, x.batch, pLoss) : c.train_step(this._h, pImg, x.batch, pLoss));
-      this._last = { fn: 'loss', batch: x.batch, nImages: x.data.length, train: true };
+      // with gradAccum K the engine ran K micro-batches: the last one is what visualize and memory see
+      const K = this._gradAccum || 1;
+      this._last = { fn: 'loss', batch: x.batch / K, nImages: x.data.length / K, train: true };
       return vt.f32(pLoss, 1)[0];
     } finally { vt.free(pLoss); vt.free(pLab); }
   }
@@ -433,6 +461,7 @@ export class Model {
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
+    this._gradAccum = JSON.parse(readSafetensorsMeta(u8).train_config).grad_accum ?? 1; // checked by the engine
   }
 
   /** After a loss() forward or a trainStep(): { masked, recon, shape [B, C, H, W] }, normalised

@@ -1,13 +1,13 @@
-// train.js: the training loop's logic, for the Node CLI (`vitrine train`) and the browser demo.
+// train.js: what training runs are made of, for the loop (web/train-loop.js), the Node CLI
+// (`vitrine train`) and the browser demo.
 // No file I/O and no Node modules here: data sets are plain objects (see data.js), bytes are
 // Uint8Arrays, and the caller writes files.
 //
 //   TRAIN_PRESETS / modelSpec()   the small default ViTs and their MAE decoder / AIM head
 //   DataOrder                     seeded, resumable data order: a new permutation every epoch
-//   TrainingRun                   model + data set + order: one step at a time, resumable
 //   features / knnAccuracy        lightly-style kNN evaluation of the encoder's pooled features
 //   visualizeGrid                 originals / masked / reconstructions as one RGBA image
-import { makeBatch, toRGBA } from './images.js';
+import { makeBatch, toRGBA, adapt } from './images.js';
 
 /** Small ViTs for small images (Fashion-MNIST 28x28 grey). `fmnist`: patch 4 (7x7 = 49 patches
  * + [CLS]), embed_dim 64, depth 4, 4 heads (mlp_ratio 4); MAE decoder dim 64, depth 2, 4 heads,
@@ -48,6 +48,20 @@ export const TRAIN_PRESETS = {
     ...SMALL_HEADS,
   },
 };
+
+/** MAE decoders for a 224-px timm preset (Vitrine.createModel({ kind: 'mae', preset, config })):
+ * `tab`, sized for a browser tab, the demo's default; `lightly`, lightly's MAE example's (and the
+ * engine's default for a preset). Step times: bench/README.md, section 8. */
+export const MAE_DECODERS = {
+  tab: { label: 'sized for a tab: 128 wide, 2 deep, 4 heads', decoder_dim: 128, decoder_depth: 2, decoder_heads: 4 },
+  lightly: { label: "lightly's MAE: 512 wide, 8 deep, 16 heads", decoder_dim: 512, decoder_depth: 8, decoder_heads: 16 },
+};
+/** The config (for createModel with a preset) of decoder `name` of MAE_DECODERS. */
+export function maeDecoder(name) {
+  const d = MAE_DECODERS[name];
+  if (!d) throw new Error(`MAE decoder '${name}': use ${Object.keys(MAE_DECODERS).join(', ')}`);
+  return { decoder_dim: d.decoder_dim, decoder_depth: d.decoder_depth, decoder_heads: d.decoder_heads };
+}
 
 /** What createModel takes for an objective ('mae' | 'aim') and a preset name or a config
  * (object or JSON text: { encoder: {...timm kwargs}, decoder_dim, ... } as the engine reads it). */
@@ -124,48 +138,6 @@ export class DataOrder {
   }
 }
 
-// ---- the run -----------------------------------------------------------------------------------
-
-/** One training run: model (trainer initialised), data set (the images `indices` of it, default
- * all), batch, total steps, data seed. step() trains on the next batch of the order; the position
- * comes from model.stepCount, so a model restored with loadTrainState continues where it stopped. */
-export class TrainingRun {
-  constructor({ model, dataset, indices = null, batch, steps, dataSeed }) {
-    if (model.dims.img !== dataset.size || model.dims.chans !== dataset.chans)
-      throw new Error(`data set ${dataset.name} is ${dataset.size}x${dataset.size}x${dataset.chans}, the model takes ${model.dims.img}x${model.dims.img}x${model.dims.chans}`);
-    this.model = model;
-    this.dataset = dataset;
-    this.indices = indices;
-    this.n = indices ? indices.length : dataset.n;
-    this.batch = batch;
-    this.steps = steps;
-    this.order = new DataOrder(this.n, dataSeed);
-    this._buf = new Float32Array(batch * dataset.chans * dataset.size * dataset.size);
-  }
-  get step() { return this.model.stepCount; }
-  get done() { return this.step >= this.steps; }
-  get epoch() { return (this.step * this.batch) / this.n; }
-  /** The data set's indices of the images of step `step`. */
-  imagesAt(step) {
-    const pos = this.order.batch(step, this.batch);
-    return this.indices ? Int32Array.from(pos, (p) => this.indices[p]) : pos;
-  }
-  /** One step: { step (done so far), loss, seconds }. Throws the engine's VitrineError on a
-   * non-finite loss (the model keeps its last good state). */
-  trainOne() {
-    const t0 = performance.now();
-    const loss = this.model.trainStep(this._nextBatch(), this.batch);
-    return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
-  }
-  /** trainOne on the model's backend (Model.trainStepAsync: the GPU with backend 'webgpu'). */
-  async trainOneAsync() {
-    const t0 = performance.now();
-    const loss = await this.model.trainStepAsync(this._nextBatch(), this.batch);
-    return { step: this.step, loss, seconds: (performance.now() - t0) / 1000 };
-  }
-  _nextBatch() { return makeBatch(this.dataset, this.imagesAt(this.step), this._buf), this._buf; }
-}
-
 // ---- evaluation -------------------------------------------------------------------------------
 
 /** The encoder's features of images `indices` of ds, in chunks, one encode pass for every
@@ -175,11 +147,13 @@ export class TrainingRun {
  *   mean  the mean of the normed patch tokens, encode(x)[:, prefix:].mean(1): the pooling of
  *         timm's global_pool 'avg' on these tokens (an AIM encoder's forward is this pooling) */
 export function features(model, ds, indices, chunk = 250) {
-  const P = model.dims.prefix, n = indices.length;
+  const P = model.dims.prefix, n = indices.length, { img, chans } = model.dims;
   let cls = null, mean = null, D = 0;
   for (let s = 0; s < n; s += chunk) {
     const idx = indices.subarray(s, Math.min(n, s + chunk));
-    const x = model.encode(makeBatch(ds, idx)); // [b, T, D]
+    // images of another size or channel count: through the pixel pipeline a chunk at a time
+    const x = model.encode(ds.size === img && ds.chans === chans ? makeBatch(ds, idx, null, model.normalization)
+      : makeBatch(adapt(gather(ds, idx), img, chans), Int32Array.from(idx, (_, j) => j), null, model.normalization)); // [b, T, D]
     const [b, T] = x.shape;
     if (!mean) {
       D = x.shape[2];
@@ -205,9 +179,15 @@ export function knnReadouts(model, bank, query, opts) {
   for (const r of READOUTS) out[r] = fb[r] ? knnAccuracy(fb[r], bank.labels, fq[r], query.labels, opts) : null;
   return out;
 }
-/** The normalised pixels themselves as features (the raw-pixel baseline). */
-export function pixelFeatures(ds, indices) {
-  return { data: makeBatch(ds, indices), dim: ds.chans * ds.size * ds.size };
+/** The normalised pixels themselves as features (the raw-pixel baseline), at their own size. */
+export function pixelFeatures(ds, indices, stats = {}) {
+  return { data: makeBatch(ds, indices, null, stats), dim: ds.chans * ds.size * ds.size };
+}
+/** Images `idx` of a data set as a data set of their own. */
+export function gather(ds, idx) {
+  const per = ds.chans * ds.size * ds.size, pixels = new Uint8Array(idx.length * per);
+  idx.forEach((i, j) => pixels.set(ds.pixels.subarray(i * per, (i + 1) * per), j * per));
+  return { ...ds, n: idx.length, pixels, labels: ds.labels ? Int32Array.from(idx, (i) => ds.labels[i]) : null };
 }
 
 function l2normalize({ data, dim }) {
@@ -278,13 +258,13 @@ export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
 
 /** Three rows (original, masked, reconstruction) of `batch` images, each scaled by `zoom`, with
  * `gap` pixels between them: { width, height, data: RGBA Uint8ClampedArray }. */
-export function visualizeGrid(model, images, vis, { zoom = 4, gap = 2 } = {}) {
+export function visualizeGrid(model, images, vis, { zoom = 4, gap = 2, stats = {} } = {}) {
   const { img, chans } = model.dims, B = vis.shape[0], cell = img * zoom;
   const width = B * cell + (B + 1) * gap, height = 3 * cell + 4 * gap;
   const data = new Uint8ClampedArray(width * height * 4).fill(255);
   [images, vis.masked, vis.recon].forEach((src, row) => {
     for (let b = 0; b < B; b++) {
-      const rgba = toRGBA(src, { chans, img }, b);
+      const rgba = toRGBA(src, { chans, img }, b, stats);
       const x0 = gap + b * (cell + gap), y0 = gap + row * (cell + gap);
       for (let y = 0; y < cell; y++) for (let x = 0; x < cell; x++) {
         const s = 4 * (Math.floor(y / zoom) * img + Math.floor(x / zoom)), d = 4 * ((y0 + y) * width + x0 + x);

@@ -160,6 +160,9 @@ export interface EngineManifest {
   readonly calls: readonly CallName[];
   readonly policies: readonly string[];
   readonly presets: readonly string[];
+  /** Each preset's encoder as timm kwargs (createModel with a preset and a config uses it). */
+  readonly preset_encoders: Readonly<Record<string, { readonly img_size: number; readonly patch_size: number; readonly in_chans: number;
+    readonly embed_dim: number; readonly depth: number; readonly num_heads: number; readonly mlp_ratio: number }>>;
   readonly limits: { readonly policy_text_max: number; readonly timeline_max: number; readonly max_models: number };
 }
 
@@ -189,7 +192,12 @@ export class Vitrine {
   policies(): string[];
   /** A byte count as budget:BYTES reads it ('300MB' -> 300000000, '256MiB'); throws a VitrineError otherwise. */
   parseBytes(text: string): number;
+  /** kind (default timm) with a timm preset name, a config, or both: the preset's encoder under the
+   * config's MAE decoder / AIM head (kind mae / aim), else the config's timm kwargs over the preset. */
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
+  /** timm's create_model(name, num_classes=..., img_size=...): a timm architecture the engine knows
+   * (vit_tiny_patch16_224, ...) with timm kwargs in camelCase or timm's own names. */
+  createModel(name: string, options?: { numClasses?: number; imgSize?: number; patchSize?: number; inChans?: number; globalPool?: string; kind?: ModelKind; [kwarg: string]: unknown }): Model;
   /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
    * checks it (a VitrineError otherwise), nothing allocated. */
   checkModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): ModelDims;
@@ -250,8 +258,16 @@ export interface ModelMemory {
 /** A model's image size, patch size, channels, width, depth, heads and prefix tokens ([CLS] + registers). */
 export interface ModelDims { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number }
 
+/** The mean / std pixels are normalised with, and where they come from. */
+export interface Normalization { mean: number[]; std: number[]; source?: string; }
+
 export class Model {
   readonly kind: ModelKind;
+  /** The timm architecture it was created as (a preset name), or null. */
+  readonly arch: string | null;
+  /** mean / std for images given as pixels (ImageData, ImageBitmap): timm's pretrained_cfg of the
+   * architecture, then that of weights loaded, else ImageNet's; saveSafetensors writes it as pretrained_cfg. */
+  normalization: Normalization;
   readonly dims: ModelDims;
   encode(images: Images, options?: CallOptions): Tensor;
   /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
@@ -274,6 +290,10 @@ export class Model {
   loadSafetensors(bytes: Uint8Array | ArrayBuffer, options?: { modelPrefix?: string; filePrefix?: string }): void;
   /** Starts the model from timm / lightly / vitrine weights, the key layout recognised by itself. */
   initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
+  /** initFrom for weights wherever they are: bytes, a Blob / File, a URL (fetched; onProgress as it
+   * arrives), in Node a file path; the normalisation from mean / std, else the weights' pretrained_cfg. */
+  loadWeights(src: WeightsSource, options?: { strict?: boolean; onProgress?: (p: LoadProgress) => void; signal?: AbortSignalLike | null;
+    mean?: number[] | null; std?: number[] | null }): Promise<InitReport & { name: string; normalization: Normalization }>;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
   /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
@@ -336,6 +356,11 @@ export interface TrainOptions {
   /** MAE: fraction of patches masked (lightly random_token_mask). */
   maskRatio?: number;
   labelSmoothing?: number;
+  /** timm's lr_min: the cosine falls to minLr + (lr - minLr) * 0.001 (0 = lightly's schedule). */
+  minLr?: number;
+  /** K micro-batches per step (timm's --grad-accum-steps): a step's batch must be a multiple of K;
+   * each loss is scaled by 1/K, then one clip + AdamW (one big batch up to fp32 summation order). */
+  gradAccum?: number;
   /** Seed of the mask generator. */
   seed?: number | bigint;
 }
@@ -372,6 +397,127 @@ export interface InitReport {
   loaded: number;
   skipped: number;
   missing: number;
+  /** pos_embed / patch_embed of another grid or patch size, resampled as timm does on load (in notes) */
+  resampled: number;
   posEmbed: 'none' | 'sincos_frozen' | 'trainable' | 'learned_now_trainable';
   notes: string[];
 }
+
+// ---- training as a library call (web/trainer.js) ----
+
+/** A File / Blob, by shape (no DOM lib needed). */
+export interface BlobLike { readonly size: number; readonly type: string; arrayBuffer(): Promise<ArrayBuffer>; }
+/** An AbortSignal, by shape. */
+export interface AbortSignalLike { readonly aborted: boolean; addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void; }
+/** Weights: bytes, a File / Blob, a URL (fetched with progress), or in Node a file path. */
+export type WeightsSource = Uint8Array | ArrayBuffer | BlobLike | URL | string;
+export interface LoadProgress { loaded: number; total: number | null; name: string; }
+/** What a run trains on: a folder path (Node; sub-folders are classes), Files (their folders are
+ * classes) or URLs, labelled lists, images by class, pixels, or 'fashion-mnist' (Node). */
+export type DataSource = string | URL | ArrayLike<BlobLike> | Array<string | URL> | { dir: string }
+  | { files: ArrayLike<BlobLike>; labels?: ArrayLike<number>; classes?: string[] }
+  | { urls: Array<string | URL>; labels?: ArrayLike<number>; classes?: string[] }
+  | { pixels: Uint8Array | Uint8ClampedArray; n: number; size: number; chans: number; labels?: ArrayLike<number>; classes?: string[]; name?: string }
+  | { byClass: Record<string, Array<BlobLike | string | URL>> };
+export interface TrainMemory { planned: PlanBytes | null; measured: { params: number; grads: number; activations: number }; wasm: number; }
+export interface TrainStepEvent { step: number; steps: number; epoch: number; loss: number; lr: number; seconds: number; imagesPerSecond: number;
+  /** every 20 steps and at the last */
+  memory?: TrainMemory; }
+export interface TrainEval { step: number; top1: number; n: number; confusion: number[][]; seconds: number; }
+export interface TrainerInfo { run: Record<string, unknown>; dims: Model['dims']; policy: string; classes: string[] | null; init: (InitReport & { name: string }) | null;
+  normalization: Normalization; step: number; steps: number; images: number; heldOut: number; params: number; }
+export interface TrainerOptions {
+  objective?: 'mae' | 'aim' | 'classify';
+  /** a timm architecture (timm's create_model), a train preset ('fmnist-p7-mlp2'), or the model's config */
+  model?: string | object;
+  config?: object;
+  imgSize?: number;
+  patchSize?: number;
+  pool?: 'avg' | 'token';
+  weights?: WeightsSource;
+  weightsStrict?: boolean;
+  data: DataSource;
+  /** held-out data, or the fraction of data held out (classify default 0.2) */
+  val?: DataSource | number;
+  trainMax?: number;
+  valMax?: number;
+  steps?: number;
+  epochs?: number;
+  batch?: number;
+  /** gradient accumulation: one optimizer step from gradAccum batches (each loss / gradAccum) */
+  gradAccum?: number;
+  lr?: number;
+  minLr?: number;
+  warmup?: number;
+  warmupEpochs?: number;
+  weightDecay?: number;
+  labelSmoothing?: number;
+  maskRatio?: number;
+  policy?: string;
+  seed?: number | string;
+  /** 'none' or a comma list: hflip[:P], rrc[:A-B[:C-D]], flip, shift:N */
+  augment?: string;
+  mean?: number[];
+  std?: number[];
+  /** a checkpoint (TrainResult.checkpoint, onCheckpoint's bytes): the run continues bit for bit */
+  resume?: Uint8Array | ArrayBuffer | BlobLike;
+  stopAt?: number;
+  checkpointEvery?: number;
+  evalEvery?: number;
+  noEval?: boolean;
+  wasm?: WasmBuild;
+  threads?: number;
+  /** where the worker's steps run (createVitrine's backend): 'webgpu' replays each step on the GPU,
+   * the state synced to wasm memory at checkpoints, evaluations and the end; gradAccum 1 only */
+  backend?: 'wasm' | 'webgpu' | 'auto';
+  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
+  cacheBytes?: number;
+  signal?: AbortSignalLike;
+  onStep?: (e: TrainStepEvent) => void;
+  onEval?: (e: TrainEval) => void;
+  onCheckpoint?: (e: { step: number; bytes: Uint8Array }) => void;
+  onLoad?: (p: LoadProgress) => void;
+  onLog?: (e: { text: string }) => void;
+  onReady?: (info: TrainerInfo) => void;
+  onEngine?: (e: { build: BuildName; threads: number; threadsNote: string | null; backend: Backend }) => void;
+}
+export interface TrainResult {
+  status: 'done' | 'stopped' | 'aborted';
+  step: number; steps: number; epoch: number;
+  lossFirst: number | null; lossLast: number | null;
+  /** steps taken by this run (a resumed run: since the checkpoint) */
+  trained: number; trainSeconds: number; imagesPerSecond: number | null;
+  /** the training state with the run's settings (null when no step was taken) */
+  checkpoint: Uint8Array | null;
+  /** timm keys: a classifier (head, class names) or the encoder; pretrained_cfg in the metadata */
+  weights: Uint8Array | null;
+  /** why checkpoint and weights are null after steps: a state the engine will not save (an update made it non-finite) */
+  saveError: { message: string; status?: number; code?: string } | null;
+  eval: TrainEval | null;
+  classes: string[] | null;
+  run: Record<string, unknown>;
+}
+export interface Prediction { index: number; name: string; p: number; }
+/** A training run in a worker (Node: a worker thread; browser: a module Web Worker). */
+export class Trainer {
+  constructor(options: TrainerOptions);
+  readonly options: TrainerOptions;
+  /** resolves when the run ends (done, stopped at stopAt, aborted); rejects with a VitrineError whose
+   * `result` holds what a run that took steps leaves (its last good checkpoint) */
+  readonly done: Promise<TrainResult>;
+  status: 'starting' | 'training' | 'paused' | 'done' | 'stopped' | 'aborted' | 'error';
+  step: number;
+  steps: number | null;
+  epoch: number;
+  loss: number | null;
+  info: TrainerInfo | null;
+  pause(): void;
+  resume(): void;
+  abort(): void;
+  predict(images: Float32Array | BlobLike | ImageDataLike | ImageBitmapLike | Array<BlobLike | ImageDataLike | ImageBitmapLike>,
+    options?: { topk?: number }): Promise<Prediction[][]>;
+  dispose(): void;
+}
+export function train(options: TrainerOptions): Trainer;
+/** timm's pretrained_cfg (default tag, mean, std, input size) of each timm architecture the engine builds. */
+export const TIMM_PRETRAINED: Readonly<Record<string, { readonly tag: string; readonly mean: readonly number[]; readonly std: readonly number[]; readonly input_size: readonly number[] }>>;

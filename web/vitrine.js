@@ -13,6 +13,8 @@
 //   images.js       the pixel pipeline (resize, centre crop, channels, normalise), Node and browser
 //   safetensors.js  the safetensors header: metadata in and out
 //   pool.js         the thread pool over shared memory
+//   trainer.js      train(): a training run in a worker (events, pause, abort, predict); the loop
+//                   it runs is train-loop.js, over datasets.js (data) and pretrained.js (weights)
 import { buildName, fallbackBuild, loadBuild, WASM_BUILDS } from './loader.js';
 import { startPool, hostCores, threadsUnavailableReason } from './pool.js';
 import { Vitrine } from './engine.js';
@@ -25,6 +27,8 @@ export { Model } from './model.js';
 export { VitrineError, STATUS_CODES } from './errors.js';
 export { IMAGENET_MEAN, IMAGENET_STD, channelStats, toRGBA, resizeCrop, makeBatch, decodeBlob } from './images.js';
 export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './safetensors.js';
+export { train, Trainer } from './trainer.js';
+export { TIMM_PRETRAINED } from './pretrained.js';
 
 /**
  * createVitrine({ wasm, threads, locateFile, wasmDir, backend, gpu }) -> Promise<Vitrine>

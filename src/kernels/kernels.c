@@ -27,9 +27,10 @@ void vt_portable_matmul_forward(float *out, const float *inp, const float *w, co
 
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)
 /* ---- threads (threads.h): each split below leaves every element's arithmetic as it is in one
- * piece: matmul forward and the dinp products over rows, dW / dbias over the rows of dW (never
- * over the summed m), layernorm dw / db over columns, element-wise GELU over elements. Split
- * points are multiples of 4, so the same elements take the vector and the scalar-tail paths. */
+ * piece: the products of matmul forward / backward over rows or columns of their output (never
+ * over the summed dimension), dbias and layernorm dw / db over columns, element-wise GELU over
+ * elements. Split points are multiples of 4, so the same elements take the vector and the
+ * scalar-tail paths. */
 typedef struct {
     float *out, *dinp, *dw, *db, *mean_out, *rstd_out;
     const float *inp, *w, *bias, *dout, *mean, *rstd;
@@ -38,19 +39,49 @@ typedef struct {
     float eps;
 } kjob;
 
-static void mm_fwd_rows(void *c, int lo, int hi, int tid) {
-    const kjob *j = c;
-    vt_simd_matmul_forward(j->out + (size_t)lo * j->N, j->inp + (size_t)lo * j->K, j->w, j->bias,
-                           hi - lo, j->K, j->N);
+/* One product C (+)= A B of a matmul, split into exactly one part per thread of the pool (a part
+ * packs its own operands: more parts would pack more, vt_simd_gemm_split) along the rows or the
+ * columns of C; with dbias (a backward's dW product) the parts also share dbias's columns. */
+typedef struct {
+    float *c;
+    const float *a, *b, *bias;
+    int ldc, ars, acs, brs, bcs, I, J, L, accumulate, along_l, parts;
+    float *db; /* dbias[N] += column sums of dout[M, N] */
+    const float *dout;
+    int M, N;
+} gemm_job;
+
+/* [lo, hi) of n units split into `parts`: the p-th range, times `unit`, clipped to `len` */
+static void part_range(int n_units, int unit, int len, int parts, int p, int *lo, int *hi) {
+    int64_t u0 = (int64_t)n_units * p / parts, u1 = (int64_t)n_units * (p + 1) / parts;
+    *lo = (int)(u0 * unit < len ? u0 * unit : len);
+    *hi = (int)(u1 * unit < len ? u1 * unit : len);
 }
-static void mm_bwd_dinp_rows(void *c, int lo, int hi, int tid) {
-    const kjob *j = c;
-    vt_simd_matmul_backward(j->dinp + (size_t)lo * j->K, NULL, NULL, j->dout + (size_t)lo * j->N,
-                            NULL, j->w, hi - lo, j->K, j->N);
+static void gemm_parts(void *ctx, int lo, int hi, int tid) {
+    const gemm_job *g = ctx;
+    for (int p = lo; p < hi; p++) {
+        int x0, x1;
+        if (g->along_l) {
+            part_range((g->L + 7) / 8, 8, g->L, g->parts, p, &x0, &x1);
+            if (x1 > x0)
+                vt_simd_gemm(g->c + x0, g->ldc, g->a, g->ars, g->acs, g->b + (size_t)x0 * g->bcs, g->brs, g->bcs,
+                             g->I, g->J, x1 - x0, g->accumulate, g->bias ? g->bias + x0 : NULL);
+        } else {
+            part_range((g->I + 3) / 4, 4, g->I, g->parts, p, &x0, &x1);
+            if (x1 > x0)
+                vt_simd_gemm(g->c + (size_t)x0 * g->ldc, g->ldc, g->a + (size_t)x0 * g->ars, g->ars, g->acs, g->b,
+                             g->brs, g->bcs, x1 - x0, g->J, g->L, g->accumulate, g->bias);
+        }
+        if (g->db) { /* dbias columns of this part (all of them in the dW product's own split) */
+            part_range((g->N + 3) / 4, 4, g->N, g->parts, p, &x0, &x1);
+            vt_simd_matmul_backward_dw(NULL, g->db, g->dout, NULL, g->M, 0, g->N, x0, x1);
+        }
+    }
 }
-static void mm_bwd_dw_rows(void *c, int lo, int hi, int tid) {
-    const kjob *j = c;
-    vt_simd_matmul_backward_dw(j->dw, j->db, j->dout, j->inp, j->M, j->K, j->N, lo, hi);
+static void gemm_threads(gemm_job *g) {
+    g->parts = vt_threads_max();
+    g->along_l = vt_simd_gemm_split(g->I, g->J, g->L, g->parts);
+    vt_parallel_for(g->parts, 1, 2.0 * g->I * g->J * g->L + (g->db ? (double)g->M * g->N : 0), gemm_parts, g);
 }
 static void ln_fwd_rows(void *c, int lo, int hi, int tid) {
     const kjob *j = c;
@@ -86,16 +117,27 @@ static void gelu_bwd_units(void *c, int lo, int hi, int tid) {
 void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                        int M, int K, int N) {
     if (use_ref) { vt_ref_matmul_forward(out, inp, w, bias, M, K, N); return; }
-    kjob j = {.out = out, .inp = inp, .w = w, .bias = bias, .M = M, .K = K, .N = N};
-    vt_parallel_for(M, 4, 2.0 * M * K * N, mm_fwd_rows, &j);
+    if (M <= 0 || N <= 0) return;
+    /* out[M,N] = inp[M,K] (w^T: B(k,n) = w[n*K + k]) + bias */
+    gemm_job g = {.c = out, .ldc = N, .a = inp, .ars = K, .acs = 1, .b = w, .brs = 1, .bcs = K,
+                  .I = M, .J = K, .L = N, .accumulate = 0, .bias = bias};
+    gemm_threads(&g);
 }
 void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                         const float *inp, const float *w, int M, int K, int N) {
     if (use_ref) { vt_ref_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N); return; }
     if (M <= 0 || N <= 0) return;
-    kjob j = {.dinp = dinp, .dw = dw, .db = dbias, .dout = dout, .inp = inp, .w = w, .M = M, .K = K, .N = N};
-    if (dinp && K > 0) vt_parallel_for(M, 4, 2.0 * M * K * N, mm_bwd_dinp_rows, &j);
-    if (dw || dbias) vt_parallel_for(N, 4, (dw ? 2.0 * K : 1.0) * M * N, mm_bwd_dw_rows, &j);
+    if (dinp && K > 0) { /* dinp[M,K] += dout[M,N] w[N,K] */
+        gemm_job g = {.c = dinp, .ldc = K, .a = dout, .ars = N, .acs = 1, .b = w, .brs = K, .bcs = 1,
+                      .I = M, .J = N, .L = K, .accumulate = 1};
+        gemm_threads(&g);
+    }
+    if (dw || dbias) { /* dw[N,K] += dout^T (A(n,m) = dout[m*N + n]) inp[M,K]; dbias alongside */
+        gemm_job g = {.c = dw, .ldc = K, .a = dout, .ars = 1, .acs = N, .b = inp, .brs = K, .bcs = 1,
+                      .I = dw && K > 0 ? N : 0, .J = M, .L = K, .accumulate = 1, .db = dbias, .dout = dout,
+                      .M = M, .N = N};
+        gemm_threads(&g);
+    }
 }
 void vt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int M, int D, float eps) {
@@ -144,7 +186,14 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
     vt_ref_gelu_backward(dinp, inp, dout, n);
 }
 #endif
+void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
+             int I, int J, int L, int accumulate, const float *bias) {
+    PICK(gemm)(c, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bias);
+}
 void vt_softmax_row(float *y, const float *x, int n) { PICK(softmax_row)(y, x, n); }
+void vt_softmax_backward_row(float *d, const float *p, int n, float scale) {
+    PICK(softmax_backward_row)(d, p, n, scale);
+}
 int vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
                   float b1, float b2, float eps, float wd) {
 #if defined(VT_SIMD128_AVAILABLE) && defined(VT_HAVE_SIMD_KERNELS)

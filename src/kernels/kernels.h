@@ -17,6 +17,17 @@ void vt_matmul_forward(float *out, const float *inp, const float *w, const float
 void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                         const float *inp, const float *w, int M, int K, int N);
 
+/* The general product behind both (and attention): C[I,L] (row stride ldc) = A B (+ bias[L])
+ * when accumulate = 0, C += A B when accumulate = 1 (bias then unused, NULL), with
+ * A(i,j) = a[i*ars + j*acs] and B(j,l) = b[j*brs + l*bcs]: any layout (row-major, transposed,
+ * the strided heads of a fused qkv buffer). Each C element adds its J products in j order after
+ * its old value (or 0), then the bias: the order of the references' loops, so SIMD and scalar
+ * builds differ only where a build fuses its multiply-adds. C must not overlap A or B. The SIMD
+ * version packs blocks of A and B on the stack: ~212 KB (every build here gives each thread
+ * >= 1 MB; a host that runs the engine on its own threads must too). */
+void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
+             int I, int J, int L, int accumulate, const float *bias);
+
 /* Per row of D: mean, biased variance, rstd = 1/sqrt(var+eps); out = (x-mean)*rstd*w + b.
  * out may alias inp (in place).
  * w and b may each be NULL (no scale / no shift). mean/rstd [M] (may be NULL) are saved for
@@ -51,8 +62,8 @@ void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, cons
                            const float *v, int v_rs, int B, int T, int H, int hd, int threads,
                            float scale);
 /* The implementation behind vt_attention_* in every build (kernels_attn.c): per (batch, head),
- * q, k, v gathered into contiguous [T,hd] buffers of the scratch, QK^T, PV and the four products
- * of the backward done by vt_matmul_forward / vt_matmul_backward. */
+ * QK^T, PV and the four products of the backward done by vt_gemm on the heads where they lie
+ * (strided column blocks of q, k, v, out and the gradients). */
 void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q,
                                const float *k, int qk_rs, const float *v, int v_rs,
                                const uint8_t *causal_mask, int B, int T, int H, int hd,
@@ -64,6 +75,9 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
+/* Its backward for one row, in place, times scale: d_i = p_i (d_i - sum_j p_j d_j) * scale (d: the
+ * gradient of the probabilities p in, of the logits out). Used by attention. */
+void vt_softmax_backward_row(float *d, const float *p, int n, float scale);
 
 /* One AdamW step (torch.optim.AdamW, single-tensor) over a flat range of n floats; t is the 1-based
  * step count after this update. The scalar reference is vt_adamw_update (kernels_ref.c, declared
@@ -86,6 +100,8 @@ void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const f
                            int M, int K, int N);
 void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int M, int K, int N);
+void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                 int bcs, int I, int J, int L, int accumulate, const float *bias);
 void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int M, int D, float eps);
 void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
@@ -94,6 +110,7 @@ void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *d
 void vt_ref_gelu_forward(float *out, const float *inp, size_t n);
 void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_ref_softmax_row(float *y, const float *x, int n);
+void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale);
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
                               int B, int T, int H, int hd, float scale);

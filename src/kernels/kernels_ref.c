@@ -50,6 +50,31 @@ void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *d
     }
 }
 
+void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                 int bcs, int I, int J, int L, int accumulate, const float *bias) {
+    for (int i = 0; i < I; i++) {
+        float *ci = c + (size_t)i * ldc;
+        if (bcs != 1) { /* B's rows strided (B = K^T of attention): one dot product per element */
+            for (int l = 0; l < L; l++) {
+                float acc = accumulate ? ci[l] : 0.0f;
+                for (int j = 0; j < J; j++) acc += a[(size_t)i * ars + (size_t)j * acs] * b[(size_t)j * brs + (size_t)l * bcs];
+                ci[l] = !accumulate && bias ? acc + bias[l] : acc;
+            }
+            continue;
+        }
+        /* the same sums with B's rows contiguous: row i of C += A(i,j) B(j,:), each element in j order */
+        if (!accumulate)
+            for (int l = 0; l < L; l++) ci[l] = 0.0f;
+        for (int j = 0; j < J; j++) {
+            float x = a[(size_t)i * ars + (size_t)j * acs];
+            const float *bj = b + (size_t)j * brs;
+            for (int l = 0; l < L; l++) ci[l] += x * bj[l];
+        }
+        if (!accumulate && bias)
+            for (int l = 0; l < L; l++) ci[l] += bias[l];
+    }
+}
+
 void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int M, int D, float eps) {
     for (int m = 0; m < M; m++) {
@@ -129,6 +154,12 @@ void vt_ref_softmax_row(float *y, const float *x, int n) {
     }
     float inv = 1.0f / s;
     for (int i = 0; i < n; i++) y[i] *= inv;
+}
+
+void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += p[i] * d[i];
+    for (int i = 0; i < n; i++) d[i] = p[i] * (d[i] - s) * scale;
 }
 
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,

@@ -33,19 +33,6 @@ VT_INLINE float hsum(f32x4 v) {
     return LANE0(s);
 }
 
-/* [hsum(a), hsum(b), hsum(c), hsum(d)] in 6 shuffles + 3 adds (a 4x4 transpose-and-add). */
-VT_INLINE f32x4 hsum4(f32x4 a, f32x4 b, f32x4 c, f32x4 d) {
-    f32x4 ab = ADD(ZIP_LO(a, b), ZIP_HI(a, b));
-    f32x4 cd = ADD(ZIP_LO(c, d), ZIP_HI(c, d));
-    return ADD(CAT_LO(ab, cd), CAT_HI(ab, cd));
-}
-
-/* Load the n (0..3) floats at p, zero-padded: the K tail of a dot product without reading past
- * the row (which might be the end of linear memory). */
-VT_INLINE f32x4 load_partial(const float *p, int n) {
-    return MAKE(n > 0 ? p[0] : 0.0f, n > 1 ? p[1] : 0.0f, n > 2 ? p[2] : 0.0f, 0.0f);
-}
-
 /* How MADD rounds here: 0 = a mul and an add (unfused build), 1 = once (fused build on a host that
  * fuses), 2 = a fused build whose host runs f32x4.relaxed_madd as mul + add (allowed by the
  * relaxed-SIMD spec: V8 on an x86 CPU without FMA3). Probe: (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24
@@ -141,233 +128,213 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* matmul forward: out[M,N] = inp[M,K] @ w[N,K]^T + bias                                      */
+/* GEMM: C[I,L] (+)= A(I,J) B(J,L), the engine of matmul forward and backward (and attention)  */
 
-/* The tile does not change any result (each output's 4 lane sums run over k in order, then one
- * hsum4), only speed. Fused builds: 3 x 3 (9 accumulators + 6 loaded vectors in x86's 16
- * registers) keeps more FMAs in flight than 4 x 2 (an FMA has ~4 cycles of latency on 2 ports);
- * measured side by side on the ViT shapes, relaxed wasm under V8. */
-#if defined(VT_SIMD128_FUSED)
-#define VT_MM_MR_DEFAULT 3
-#define VT_MM_NR_DEFAULT 3
-#else
-#define VT_MM_MR_DEFAULT 4
-#define VT_MM_NR_DEFAULT 2
-#endif
-#ifndef VT_MM_MR
-#define VT_MM_MR VT_MM_MR_DEFAULT /* rows of inp per tile */
-#endif
-#ifndef VT_MM_NR
-#define VT_MM_NR VT_MM_NR_DEFAULT /* rows of w (output columns) per tile */
-#endif
-/* Weight rows per block: the w block (NB x K floats) is reused by every row tile of inp, so keep
- * it within ~256 KB (L2) while inp's MR rows stay in L1. */
-#define VT_MM_WBLOCK_FLOATS (64 * 1024)
-
-/* One mr x nr tile (mr <= 4, nr <= 4, compile-time constants after inlining). acc[i][j] holds 4
- * lane-wise partial sums of inp[i,:] . w[j,:]; the K tail (K % 4) is one zero-padded step. */
-VT_INLINE void matmul_forward_tile(float *out, int ldo, const float *a, const float *w,
-                                   const float *bias, int K, const int mr, const int nr) {
-    f32x4 acc[4][4];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) acc[i][j] = ZERO();
-    int k = 0;
-    for (; k + 4 <= K; k += 4) {
-        f32x4 av[4], wv[4];
-        for (int i = 0; i < mr; i++) av[i] = LD(a + (size_t)i * K + k);
-        for (int j = 0; j < nr; j++) wv[j] = LD(w + (size_t)j * K + k);
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < nr; j++) acc[i][j] = MADD(acc[i][j], av[i], wv[j]);
-    }
-    if (k < K) {
-        f32x4 av[4], wv[4];
-        for (int i = 0; i < mr; i++) av[i] = load_partial(a + (size_t)i * K + k, K - k);
-        for (int j = 0; j < nr; j++) wv[j] = load_partial(w + (size_t)j * K + k, K - k);
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < nr; j++) acc[i][j] = MADD(acc[i][j], av[i], wv[j]);
-    }
-    const f32x4 zero = ZERO();
-    for (int i = 0; i < mr; i++) {
-        f32x4 s = hsum4(acc[i][0], nr > 1 ? acc[i][1] : zero, nr > 2 ? acc[i][2] : zero,
-                        nr > 3 ? acc[i][3] : zero);
-        float *o = out + (size_t)i * ldo;
-        if (nr == 4) {
-            if (bias) s = ADD(s, LD(bias));
-            ST(o, s);
-        } else {
-            float sv[4];
-            ST(sv, s);
-            for (int j = 0; j < nr; j++) o[j] = bias ? sv[j] + bias[j] : sv[j];
-        }
-    }
-}
-
-/* mr is a run-time 1..MR here; dispatch to the constant-size tile. */
-VT_INLINE void matmul_forward_tile_mr(float *out, int ldo, const float *a, const float *w,
-                                      const float *bias, int K, int mr, const int nr) {
-    _Static_assert(VT_MM_MR >= 1 && VT_MM_MR <= 4 && VT_MM_NR >= 1 && VT_MM_NR <= 4, "tile");
-    switch (mr) {
-    case 1: matmul_forward_tile(out, ldo, a, w, bias, K, 1, nr); break;
-    case 2: matmul_forward_tile(out, ldo, a, w, bias, K, 2 <= VT_MM_MR ? 2 : 1, nr); break;
-    case 3: matmul_forward_tile(out, ldo, a, w, bias, K, 3 <= VT_MM_MR ? 3 : 1, nr); break;
-    default: matmul_forward_tile(out, ldo, a, w, bias, K, VT_MM_MR, nr); break;
-    }
-}
-
-void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                            int M, int K, int N) {
-    if (M <= 0 || N <= 0) return;
-    int nb = K > 0 ? VT_MM_WBLOCK_FLOATS / K : N;
-    nb = nb < VT_MM_NR ? VT_MM_NR : nb - nb % VT_MM_NR;
-    for (int n0 = 0; n0 < N; n0 += nb) {
-        int n1 = n0 + nb < N ? n0 + nb : N;
-        for (int m = 0; m < M; m += VT_MM_MR) {
-            int mr = M - m < VT_MM_MR ? M - m : VT_MM_MR;
-            const float *a = inp + (size_t)m * K;
-            float *o = out + (size_t)m * N;
-            int n = n0;
-            for (; n + VT_MM_NR <= n1; n += VT_MM_NR)
-                matmul_forward_tile_mr(o + n, N, a, w + (size_t)n * K, bias ? bias + n : NULL,
-                                       K, mr, VT_MM_NR);
-            for (; n < n1; n++) /* column tail, one weight row at a time */
-                matmul_forward_tile_mr(o + n, N, a, w + (size_t)n * K, bias ? bias + n : NULL,
-                                       K, mr, 1);
-        }
-    }
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* matmul backward                                                                             */
-
-#ifndef VT_BC_MR
-#define VT_BC_MR 4 /* rows of C per tile */
-#endif
-/* Rows of B (j) per block: keeps the B block's column strip and A's block in L1/L2 across the
- * tiles (measured: 64 beats 128..512 and unblocked by 5-40% for dw on ViT-tiny shapes). */
-#ifndef VT_BC_JBLOCK
-#define VT_BC_JBLOCK 64
-#endif
-
-/* C[i, 0:8*?] += sum_{j<J} A(i,j) B[j, :] for i < mr over `nv` vectors (nv = 1 or 2) of
- * columns, A(i,j) = a[i*ars + j*acs]. Accumulators start from C and add the terms in j order,
- * exactly as the reference's in-place loop does, so the result is bit-identical. */
-VT_INLINE void bcast_tile(float *c, int ldc, const float *a, int ars, int acs, const float *b,
-                          int ldb, int J, const int mr, const int nv) {
-    f32x4 acc[VT_BC_MR][2];
-    for (int i = 0; i < mr; i++)
-        for (int v = 0; v < nv; v++) acc[i][v] = LD(c + (size_t)i * ldc + 4 * v);
-    for (int j = 0; j < J; j++) {
-        const float *bj = b + (size_t)j * ldb;
-        f32x4 bv[2];
-        for (int v = 0; v < nv; v++) bv[v] = LD(bj + 4 * v);
-        const float *aj = a + (size_t)j * acs;
-        for (int i = 0; i < mr; i++) {
-            f32x4 s = LDSPLAT(aj + (size_t)i * ars);
-            for (int v = 0; v < nv; v++) acc[i][v] = MADD(acc[i][v], s, bv[v]);
-        }
-    }
-    for (int i = 0; i < mr; i++)
-        for (int v = 0; v < nv; v++) ST(c + (size_t)i * ldc + 4 * v, acc[i][v]);
-}
-
-/* The scalar form of MADD: fused in the fused builds (fmaf: vfmadd231ss on x86 FMA; wasm has no
- * scalar FMA, so wasi-libc's correctly rounded fmaf), so tail columns round like vector ones. */
-#if defined(VT_SIMD128_FUSED)
-#define MADD1(acc, a, b) fmaf((a), (b), (acc))
-#else
-#define MADD1(acc, a, b) ((acc) + (a) * (b))
-#endif
-
-/* Scalar columns (the K % 4 tail) for mr rows. */
-static void bcast_tail(float *c, int ldc, const float *a, int ars, int acs, const float *b,
-                       int ldb, int J, int mr, int ncols) {
-    for (int i = 0; i < mr; i++)
-        for (int col = 0; col < ncols; col++) {
-            float s = c[(size_t)i * ldc + col];
-            for (int j = 0; j < J; j++)
-                s = MADD1(s, a[(size_t)i * ars + (size_t)j * acs], b[(size_t)j * ldb + col]);
-            c[(size_t)i * ldc + col] = s;
-        }
-}
-
-VT_INLINE void bcast_tile_mr(float *c, int ldc, const float *a, int ars, int acs,
-                             const float *b, int ldb, int J, int mr, const int nv) {
-    _Static_assert(VT_BC_MR >= 1 && VT_BC_MR <= 6, "tile");
-    switch (mr) { /* mr <= VT_BC_MR; the "? :" keep unused cases within the accumulator array */
-    case 1: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 1, nv); break;
-    case 2: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 2 <= VT_BC_MR ? 2 : 1, nv); break;
-    case 3: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 3 <= VT_BC_MR ? 3 : 1, nv); break;
-    case 4: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 4 <= VT_BC_MR ? 4 : 1, nv); break;
-    case 5: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, 5 <= VT_BC_MR ? 5 : 1, nv); break;
-    default: bcast_tile(c, ldc, a, ars, acs, b, ldb, J, VT_BC_MR, nv); break;
-    }
-}
-
-/* C[I,L] (row stride ldc) += A(I,J) @ B[J,L] (row stride ldb), A(i,j) = a[i*ars + j*acs].
+/* Every product of the engine is this one loop nest, BLIS-style: A and B are copied ("packed")
+ * block by block into small buffers on the stack, laid out so that the register tile reads both
+ * from ONE moving pointer each, at constant offsets:
+ *   B panel (kc x 8):  bp[k*8 + l]   8 columns of B for each k   (2 vector loads per k)
+ *   A panel (4 x kc):  ap[k*4 + i]   4 rows of A for each k      (4 splat loads per k)
+ * and the tile keeps the 4 x 8 block of C in 8 f32x4 accumulators:
+ *   acc[i][v] += splat(A(i,k)) * B(k, 4v..4v+3)    for k in order.
+ * Why this shape, measured under V8 (relaxed build, Zen 4): a wasm load at base + i*stride needs
+ * an address add per load (wasm addresses are 32-bit: V8 cannot fold the add into x86's
+ * addressing mode), and that, not the FMAs, bounded the old kernels (54-81% of the peak);
+ * constant offsets fold. V8 keeps the 4 splats + 2 B vectors + 8 accumulators (14 of the 15
+ * xmm registers it allocates) in registers; 4 x 12, 5 x 8 or 6 x 8 tiles spill and run at half
+ * speed, and so does any unrolling of the k loop (V8 hoists the loads); the plain 4 x 8 loop ran
+ * at 90-92% of the relaxed-madd peak with its operands in L1.
  *
- * Blocked over j (VT_BC_JBLOCK rows of B) and over l (VT_BC_LBLOCK columns), and each B block is
- * copied ("packed") into a small stack buffer as 8-column strips, each strip's rows contiguous.
- * Why: at ViT-base widths B's rows are 3 or 12 KB apart, so the 64 rows of one tile's B strip all
- * fall in a handful of L1 sets (12 KB = 3 x 4 KB: all in one set) and evict each other, and an
- * unblocked j-block of B (64 x 3072 floats = 768 KB) does not stay in L2 across the row tiles:
- * B streamed from L2/L3 on every tile (backward at 41-56% of peak for fc1/fc2, against ~75% for
- * the narrow widths). Packed, a strip is 2 KB of consecutive lines and the block (16 KB) stays in
- * L1 across all the row tiles. A transposed A (dW: A(n,m) = dout[m*N + n], rows N floats apart)
- * has the same conflict problem, so each tile's A is packed too (4 x 64 floats).
- * Per element, j blocks are still visited in order and each tile adds its terms in j order, so
- * the sums are bit-identical to the reference's. */
-#ifndef VT_BC_LBLOCK
-#define VT_BC_LBLOCK 64 /* columns of B per packed block (a multiple of 8) */
+ * Order of summation: each C element starts from its value (accumulate) or from 0 (overwrite),
+ * adds its J terms in j order, one MADD each, and (overwrite) the bias last: the reference's
+ * loops exactly (in fused builds with each `+= a*b` fused). Blocking over j keeps that order (the
+ * blocks of one element are visited in order, its partial sum kept in C between them); packing
+ * and tiling change no result, so any split of I or L among threads gives the same bits.
+ *
+ * Blocks: J in kc <= VT_GEMM_KC steps (an A and a B panel then fit L1 together); the packed B
+ * block (kc x nc, <= VT_GEMM_BBLOCK floats, in L2) is used by every row block of A, the packed A
+ * block (mc x kc, <= VT_GEMM_ABLOCK floats, in L1 beside one B panel) by every B panel. A is
+ * packed again for every block of B, so that block is big: the whole of B for ViT-Ti widths at
+ * kc 192 up to N = 256 (measured under cachegrind and V8, the other loop order -- all of A in L2,
+ * B one panel at a time -- packs fewer floats but streams A from L2 for every B panel: more
+ * instructions and 25% more L1 misses). Both live on the stack (212 KB; web/pool.js gives each
+ * worker 1 MB, every build's main thread has >= 1 MB). */
+#define VT_GEMM_MR 4
+#define VT_GEMM_NR 8
+#ifndef VT_GEMM_KC
+#define VT_GEMM_KC 256
 #endif
-_Static_assert(VT_BC_LBLOCK % 8 == 0, "B blocks are packed as strips of 8 columns");
+#ifndef VT_GEMM_BBLOCK
+#define VT_GEMM_BBLOCK (48 * 1024)
+#endif
+#ifndef VT_GEMM_ABLOCK
+#define VT_GEMM_ABLOCK (5 * 1024)
+#endif
+_Static_assert(VT_GEMM_BBLOCK >= VT_GEMM_KC * VT_GEMM_NR && VT_GEMM_ABLOCK >= VT_GEMM_KC * VT_GEMM_MR, "blocks");
 
-static void gemm_bcast_acc(float *c, int ldc, const float *a, int ars, int acs, const float *b,
-                           int ldb, int I, int J, int L) {
-    _Alignas(16) float bpack[VT_BC_JBLOCK * VT_BC_LBLOCK]; /* 16 KB with the defaults */
-    _Alignas(16) float apack[VT_BC_JBLOCK * VT_BC_MR];
-    const int pack_a = acs != 1; /* A's j runs along a row: no conflicts, read it in place */
-    for (int j0 = 0; j0 < J; j0 += VT_BC_JBLOCK) {
-        int jn = J - j0 < VT_BC_JBLOCK ? J - j0 : VT_BC_JBLOCK;
-        const float *aj = a + (size_t)j0 * acs, *bj = b + (size_t)j0 * ldb;
-        for (int l0 = 0; l0 < L; l0 += VT_BC_LBLOCK) {
-            int ln = L - l0 < VT_BC_LBLOCK ? L - l0 : VT_BC_LBLOCK;
-            int ns = ln / 8; /* full 8-column strips, packed; the rest (< 8 columns) in place */
-            for (int s = 0; s < ns; s++)
-                for (int j = 0; j < jn; j++) {
-                    const float *src = bj + (size_t)j * ldb + l0 + 8 * s;
-                    float *dst = bpack + ((size_t)s * jn + j) * 8;
-                    ST(dst, LD(src));
-                    ST(dst + 4, LD(src + 4));
-                }
-            for (int i = 0; i < I; i += VT_BC_MR) {
-                int mr = I - i < VT_BC_MR ? I - i : VT_BC_MR;
-                float *ci = c + (size_t)i * ldc + l0;
-                const float *ai = aj + (size_t)i * ars;
-                int pars = ars, pacs = acs; /* A of this tile, packed or in place */
-                if (pack_a && ns > 0) {
-                    for (int j = 0; j < jn; j++)
-                        for (int r = 0; r < mr; r++)
-                            apack[j * VT_BC_MR + r] = ai[(size_t)r * ars + (size_t)j * acs];
-                    ai = apack, pars = 1, pacs = VT_BC_MR;
-                }
-                for (int s = 0; s < ns; s++)
-                    bcast_tile_mr(ci + 8 * s, ldc, ai, pars, pacs, bpack + (size_t)s * jn * 8, 8,
-                                  jn, mr, 2);
-                int l = 8 * ns;
-                const float *bl = bj + l0;
-                for (; l + 4 <= ln; l += 4)
-                    bcast_tile_mr(ci + l, ldc, ai, pars, pacs, bl + l, ldb, jn, mr, 1);
-                if (l < ln) bcast_tail(ci + l, ldc, ai, pars, pacs, bl + l, ldb, jn, mr, ln - l);
+/* C tile (4 x 8 at c, row stride ldc) = (first ? 0 : C) + sum_{k<kc} A(i,k) B(k,l), then + bias
+ * (8 floats, or NULL) */
+VT_INLINE void gemm_tile(float *c, int ldc, const float *ap, const float *bp, int kc, int first,
+                         const float *bias) {
+    f32x4 acc[VT_GEMM_MR][2];
+    for (int i = 0; i < VT_GEMM_MR; i++)
+        for (int v = 0; v < 2; v++) acc[i][v] = first ? ZERO() : LD(c + (size_t)i * ldc + 4 * v);
+    for (int k = 0; k < kc; k++) {
+        f32x4 b0 = LD(bp), b1 = LD(bp + 4);
+        for (int i = 0; i < VT_GEMM_MR; i++) {
+            f32x4 s = LDSPLAT(ap + i);
+            acc[i][0] = MADD(acc[i][0], s, b0);
+            acc[i][1] = MADD(acc[i][1], s, b1);
+        }
+        ap += VT_GEMM_MR, bp += VT_GEMM_NR;
+    }
+    if (bias) {
+        f32x4 b0 = LD(bias), b1 = LD(bias + 4);
+        for (int i = 0; i < VT_GEMM_MR; i++) acc[i][0] = ADD(acc[i][0], b0), acc[i][1] = ADD(acc[i][1], b1);
+    }
+    for (int i = 0; i < VT_GEMM_MR; i++)
+        for (int v = 0; v < 2; v++) ST(c + (size_t)i * ldc + 4 * v, acc[i][v]);
+}
+
+/* a tile at the edge of C (mr < 4 rows or nr < 8 columns): the same tile over a padded copy */
+static void gemm_tile_edge(float *c, int ldc, int mr, int nr, const float *ap, const float *bp,
+                           int kc, int first, const float *bias) {
+    _Alignas(16) float t[VT_GEMM_MR * VT_GEMM_NR] = {0}, bt[VT_GEMM_NR] = {0};
+    for (int i = 0; i < mr; i++)
+        for (int l = 0; l < nr; l++) t[i * VT_GEMM_NR + l] = first ? 0.0f : c[(size_t)i * ldc + l];
+    if (bias)
+        for (int l = 0; l < nr; l++) bt[l] = bias[l];
+    gemm_tile(t, VT_GEMM_NR, ap, bp, kc, first, bias ? bt : NULL);
+    for (int i = 0; i < mr; i++)
+        for (int l = 0; l < nr; l++) c[(size_t)i * ldc + l] = t[i * VT_GEMM_NR + l];
+}
+
+/* [r0 r1 r2 r3] rows -> columns: r_i = [x_i0 .. x_i3] becomes c_j = [x_0j .. x_3j] */
+#define VT_TRANSPOSE4(r0, r1, r2, r3)                                                              \
+    do {                                                                                           \
+        f32x4 lo01_ = ZIP_LO(r0, r1), lo23_ = ZIP_LO(r2, r3);                                      \
+        f32x4 hi01_ = ZIP_HI(r0, r1), hi23_ = ZIP_HI(r2, r3);                                      \
+        r0 = CAT_LO(lo01_, lo23_), r1 = CAT_HI(lo01_, lo23_);                                      \
+        r2 = CAT_LO(hi01_, hi23_), r3 = CAT_HI(hi01_, hi23_);                                      \
+    } while (0)
+
+/* dst[k*W + w] = X(w, k) for w < n (zero for n <= w < W), k < kc, where X(w, k) = x[w*ws + k*ks]:
+ * one panel (W = 8: of B, X(w,k) = B(k,w); W = 4: of A, X = A). Three forms: X's k contiguous
+ * (ks == 1: 4 x 4 transposes), X's w contiguous (ws == 1: vector copies), anything else (scalar,
+ * with zero padding). Kept out of line: inlined into gemm's loop nest, V8's register allocator
+ * spilled the tile's accumulators. */
+__attribute__((noinline)) static void pack_panel_t(float *dst, const int W, const float *x, int ws, int kc) {
+    int k = 0;
+    for (int w = 0; w < W; w += 4) {
+        const float *s0 = x + (size_t)w * ws, *s1 = s0 + ws, *s2 = s1 + ws, *s3 = s2 + ws;
+        float *d = dst + w;
+        for (k = 0; k + 4 <= kc; k += 4, s0 += 4, s1 += 4, s2 += 4, s3 += 4, d += 4 * W) {
+            f32x4 r0 = LD(s0), r1 = LD(s1), r2 = LD(s2), r3 = LD(s3);
+            VT_TRANSPOSE4(r0, r1, r2, r3);
+            ST(d, r0), ST(d + W, r1), ST(d + 2 * W, r2), ST(d + 3 * W, r3);
+        }
+    }
+    for (; k < kc; k++)
+        for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = x[(size_t)w * ws + k];
+}
+__attribute__((noinline)) static void pack_panel_c(float *dst, const int W, const float *x, int ks, int kc) {
+    if (W == 8)
+        for (int k = 0; k < kc; k++, x += ks, dst += 8) ST(dst, LD(x)), ST(dst + 4, LD(x + 4));
+    else
+        for (int k = 0; k < kc; k++, x += ks, dst += 4) ST(dst, LD(x));
+}
+__attribute__((noinline)) static void pack_panel_s(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
+    for (int k = 0; k < kc; k++)
+        for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = w < n ? x[(size_t)w * ws + (size_t)k * ks] : 0.0f;
+}
+static void pack_panel(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
+    if (n == W && ks == 1) pack_panel_t(dst, W, x, ws, kc);
+    else if (n == W && ws == 1) pack_panel_c(dst, W, x, ks, kc);
+    else pack_panel_s(dst, W, x, ws, ks, n, kc);
+}
+
+/* the tiles of one packed block: C[ni, nl] (+)= apack bpack, ni x nl tiles of 4 x 8 */
+__attribute__((noinline)) static void gemm_block(float *c, int ldc, const float *apack, const float *bpack,
+                                                 int ni, int nl, int kc, int first, const float *bias) {
+    for (int l = 0; l < nl; l += VT_GEMM_NR) {
+        int nr = nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR;
+        const float *bp = bpack + (size_t)l * kc, *bb = bias ? bias + l : NULL;
+        for (int i = 0; i < ni; i += VT_GEMM_MR) {
+            int mr = ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR;
+            float *ct = c + (size_t)i * ldc + l;
+            const float *ap = apack + (size_t)i * kc;
+            if (mr == VT_GEMM_MR && nr == VT_GEMM_NR) gemm_tile(ct, ldc, ap, bp, kc, first, bb);
+            else gemm_tile_edge(ct, ldc, mr, nr, ap, bp, kc, first, bb);
+        }
+    }
+}
+
+/* vt_gemm (kernels.h): C[I,L] = A B (+ bias), or C += A B */
+void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                  int bcs, int I, int J, int L, int accumulate, const float *bias) {
+    if (I <= 0 || L <= 0) return;
+    int overwrite = !accumulate;
+    if (J <= 0) { /* the reference's empty sums: 0 (+ bias) */
+        if (overwrite)
+            for (int i = 0; i < I; i++)
+                for (int l = 0; l < L; l++) c[(size_t)i * ldc + l] = bias ? 0.0f + bias[l] : 0.0f;
+        return;
+    }
+    _Alignas(16) float bpack[VT_GEMM_BBLOCK];
+    _Alignas(16) float apack[VT_GEMM_ABLOCK];
+    int nkb = (J + VT_GEMM_KC - 1) / VT_GEMM_KC, kcb = (J + nkb - 1) / nkb; /* even k blocks */
+    int nc = VT_GEMM_BBLOCK / kcb / VT_GEMM_NR * VT_GEMM_NR;
+    int mc = VT_GEMM_ABLOCK / kcb / VT_GEMM_MR * VT_GEMM_MR;
+    for (int l0 = 0; l0 < L; l0 += nc) {
+        int nl = L - l0 < nc ? L - l0 : nc;
+        for (int j0 = 0; j0 < J; j0 += kcb) {
+            int kc = J - j0 < kcb ? J - j0 : kcb, first = overwrite && j0 == 0;
+            const float *bias_k = overwrite && j0 + kc == J && bias ? bias + l0 : NULL;
+            for (int l = 0; l < nl; l += VT_GEMM_NR) /* B(j0.., l0+l..) -> panel */
+                pack_panel(bpack + (size_t)l * kc, VT_GEMM_NR,
+                           b + (size_t)j0 * brs + (size_t)(l0 + l) * bcs, bcs, brs,
+                           nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR, kc);
+            for (int i0 = 0; i0 < I; i0 += mc) {
+                int ni = I - i0 < mc ? I - i0 : mc;
+                for (int i = 0; i < ni; i += VT_GEMM_MR)
+                    pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
+                               a + (size_t)(i0 + i) * ars + (size_t)j0 * acs, ars, acs,
+                               ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR, kc);
+                gemm_block(c + (size_t)i0 * ldc + l0, ldc, apack, bpack, ni, nl, kc, first, bias_k);
             }
         }
     }
 }
 
+/* How to split C among `parts` threads (kernels.c): 1 = into ranges of columns (multiples of 8),
+ * 0 = of rows (multiples of 4). Each part is a whole GEMM of its own, which packs its own
+ * operands: split along L, every part packs all of A (again for each of its B blocks) and its
+ * columns of B; along I, its rows of A and all of B. The estimate: the cycles of the slowest
+ * part, its products (2 FMAs a cycle, 8 floats wide) plus ~0.5 cycle per float packed. */
+int vt_simd_gemm_split(int I, int J, int L, int parts) {
+    if (parts <= 1 || J <= 0) return 0;
+    int nkb = (J + VT_GEMM_KC - 1) / VT_GEMM_KC, kcb = (J + nkb - 1) / nkb;
+    double nc = VT_GEMM_BBLOCK / kcb / VT_GEMM_NR * VT_GEMM_NR;
+    double ui = (I + 3) / 4, ul = (L + 7) / 8; /* units: tile rows, tile columns */
+    double pi = ceil(ui / parts) * 4, pl = ceil(ul / parts) * 8; /* the biggest part's rows / columns */
+    if (pi > I) pi = I;
+    if (pl > L) pl = L;
+    double by_i = pi * L * J / 16 + 0.5 * ((double)pi * J * ceil(L / nc) + (double)J * L);
+    double by_l = I * pl * J / 16 + 0.5 * ((double)I * J * ceil(pl / nc) + (double)J * pl);
+    return ul >= parts && by_l < by_i;
+}
+
+void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                            int M, int K, int N) {
+    /* out[m,n] = sum_k inp[m,k] w[n,k] (+ bias[n]): A = inp, B(k,n) = w[n*K + k] */
+    vt_simd_gemm(out, N, inp, K, 1, w, 1, K, M, K, N, 0, bias);
+}
+
 void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                              const float *inp, const float *w, int M, int K, int N) {
     if (M <= 0 || N <= 0) return; /* nothing to add (K = 0: the gradients are empty) */
-    /* dinp[m,:] += sum_n dout[m,n] w[n,:]   (A = dout, row-major [M,N]) */
-    if (dinp && K > 0) gemm_bcast_acc(dinp, K, dout, N, 1, w, K, M, N, K);
+    /* dinp[m,:] += sum_n dout[m,n] w[n,:]   (A = dout, B = w, both row-major) */
+    if (dinp && K > 0) vt_simd_gemm(dinp, K, dout, N, 1, w, K, 1, M, N, K, 1, NULL);
     vt_simd_matmul_backward_dw(dw, dbias, dout, inp, M, K, N, 0, N);
 }
 
@@ -376,8 +343,9 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
 void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
                                 int M, int K, int N, int n0, int n1) {
     if (M <= 0 || n1 <= n0) return;
-    /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]) */
-    if (dw && K > 0) gemm_bcast_acc(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, n1 - n0, M, K);
+    /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]; B = inp) */
+    if (dw && K > 0)
+        vt_simd_gemm(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, 1, n1 - n0, M, K, 1, NULL);
     if (dbias) { /* dbias[n] += sum_m dout[m,n]: column sums, 4 columns per vector, m in order */
         int n = n0;
         for (; n + 4 <= n1; n += 4) {
@@ -587,6 +555,19 @@ void vt_simd_softmax_row(float *y, const float *x, int n) {
     f32x4 vinv = SPLAT(inv);
     for (i = 0; i + 4 <= n; i += 4) ST(y + i, MUL(LD(y + i), vinv));
     for (; i < n; i++) y[i] *= inv;
+}
+
+/* d = p (d - p.d) scale: the dot product in 4 lane-wise partial sums (re-associated against the
+ * reference's one chain), the update element-wise in the reference's order */
+void vt_simd_softmax_backward_row(float *d, const float *p, int n, float scale) {
+    f32x4 vs = ZERO();
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vs = MADD(vs, LD(p + i), LD(d + i));
+    float s = hsum(vs);
+    for (; i < n; i++) s += p[i] * d[i];
+    f32x4 vsum = SPLAT(s), vscale = SPLAT(scale);
+    for (i = 0; i + 4 <= n; i += 4) ST(d + i, MUL(MUL(LD(p + i), SUB(LD(d + i), vsum)), vscale));
+    for (; i < n; i++) d[i] = p[i] * (d[i] - s) * scale;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
+                  int bcs, int I, int J, int L, int accumulate, const float *bias);
+/* the threads' split of a vt_simd_gemm into `parts`: 1 = by columns of C, 0 = by rows */
+int vt_simd_gemm_split(int I, int J, int L, int parts);
 void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                             int M, int K, int N);
 void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
@@ -32,6 +36,7 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
 void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_simd_softmax_row(float *y, const float *x, int n);
+void vt_simd_softmax_backward_row(float *d, const float *p, int n, float scale);
 /* 0: MADD is a mul then an add; 1: fused (one rounding); 2: a fused build on a host whose
  * relaxed_madd does not fuse (see simd128.h) */
 int vt_simd_madd_fused(void);

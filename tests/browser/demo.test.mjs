@@ -157,6 +157,24 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#model', 'mini');
   });
 
+  test('a 224 px timm preset under MAE: a decoder sized for a tab by default, lightly\'s one choice away, the expected seconds per step said first', async () => {
+    await reset();
+    await configure({ model: 'mini' });
+    assert.equal(await page.isHidden('#decoder-wrap'), true); // only a timm preset has the choice
+    await page.selectOption('#model', 'vit_tiny_patch16_224');
+    await waitFor(() => !document.getElementById('decoder-wrap').hidden && !document.getElementById('step-estimate').hidden);
+    assert.equal(await page.inputValue('#decoder'), 'tab');
+    const labels = await page.$$eval('#decoder option', (os) => os.map((o) => o.textContent));
+    assert.deepEqual(labels, ['tab: sized for a tab: 128 wide, 2 deep, 4 heads', "lightly: lightly's MAE: 512 wide, 8 deep, 16 heads"]);
+    assert.match(await page.textContent('#step-estimate'), /^Expected: about [\d.]+ s per step at batch 16 here/);
+    const tab = await S(() => window.vitrineDemo.plan.plan.params);
+    await page.selectOption('#decoder', 'lightly');
+    await waitFor((p0) => window.vitrineDemo.plan && window.vitrineDemo.plan.plan && window.vitrineDemo.plan.plan.params !== p0, tab);
+    // lightly's decoder: 8 blocks of width 512 beside the tab's 2 of 128 (parameters in bytes)
+    assert.ok(await S(() => window.vitrineDemo.plan.plan.params) > tab + 4 * 20e6);
+    await page.selectOption('#model', 'mini');
+  });
+
   test('trains on the user\'s own images', async () => {
     await configure({ model: 'mini', batch: 4, steps: 3 });
     await page.setInputFiles('#files', files);

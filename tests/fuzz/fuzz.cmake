@@ -3,7 +3,9 @@
 # then each harness for a fixed number of runs; `bash tests/fuzz.sh SECONDS` runs them for longer.
 set(VT_FUZZ_HARNESSES safetensors config weights checkpoint parity train meta api)
 set(VT_FUZZ_RUNS 20000 CACHE STRING "runs of each harness in ctest")
-# the harnesses that train or rebuild whole states run fewer (a few ms each under ASan)
+# the harnesses that train or rebuild whole states run fewer (a few ms each under ASan; fuzz_checkpoint
+# loads each input twice into three trainers: ~50 runs/s on a loaded 2-core machine)
+set(VT_FUZZ_RUNS_checkpoint 5000)
 set(VT_FUZZ_RUNS_train 5000)
 set(VT_FUZZ_RUNS_meta 5000)
 # every C test under the sanitizers: an allocation that fails must return NULL (the engine checks),

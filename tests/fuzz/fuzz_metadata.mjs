@@ -26,7 +26,8 @@ if (args.includes('--coverage')) { // before the module under test is loaded
 }
 const { checkCheckpoint, checkClassifier, checkEncoder, MetadataError } = await import('../../web/metadata.js');
 const { createVitrine, VitrineError } = await import('../../web/vitrine.js');
-const { parseAugment, predictTop } = await import('../../web/classify.js');
+const { predictTop } = await import('../../web/classify.js');
+const { parseAugment } = await import('../../web/datasets.js'); // (web/classify.js's before the Trainer)
 const vt = await createVitrine({ wasm: 'simd', threads: 1, wasmDir: process.env.VITRINE_WASM_DIR || path.join(ROOT, 'build/wasm') });
 
 let seed = opt('--seed', 12345);

@@ -9,7 +9,8 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine } from './util.mjs';
-import { classifierSpec, predictTop, parseAugment, augmentText, augmentBatch } from '../../web/classify.js';
+import { classifierSpec, predictTop } from '../../web/classify.js';
+import { parseAugment, augmentText, augmentBatch } from '../../web/datasets.js';
 import { channelStats } from '../../web/vitrine.js';
 import { withMetadata } from '../../web/safetensors.js';
 
@@ -150,10 +151,10 @@ test('classify: --init with a vitrine encoder builds the classifier as that enco
 });
 
 test('classify: augmentation (flip, shift) is what it says, seeded per step and slot', () => {
-  assert.deepEqual(parseAugment('none'), { flip: false, shift: 0 });
-  assert.deepEqual(parseAugment('flip,shift:2'), { flip: true, shift: 2 });
+  assert.deepEqual(parseAugment('none'), { flip: false, shift: 0, hflip: 0, rrc: null });
+  assert.deepEqual(parseAugment('flip,shift:2'), { flip: true, shift: 2, hflip: 0, rrc: null });
   assert.equal(augmentText(parseAugment('shift:3,flip')), 'flip,shift:3');
-  for (const badSpec of ['', 'flip,', 'shift', 'shift:-1', 'shift:100', 'rotate']) assert.throws(() => parseAugment(badSpec), /use none, or flip/);
+  for (const badSpec of ['', 'flip,', 'shift', 'shift:-1', 'shift:100', 'rotate']) assert.throws(() => parseAugment(badSpec), /use none, or a comma list/);
   const S = 6, B = 64, st = channelStats(1), black = -st.mean[0] / st.std[0];
   const base = new Float32Array(B * S * S).map((_, i) => (i % (S * S)) + 1); // pixel value = its index + 1
   const none = augmentBatch(base.slice(), B, 1, S, parseAugment('none'), 7n, 3);

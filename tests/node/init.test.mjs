@@ -8,8 +8,8 @@ import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { readSafetensorsMeta } from '../../web/vitrine.js';
-import { REPO, WASM_DIR, engine, readSafetensors } from './util.mjs';
+import { readSafetensorsMeta, withMetadata } from '../../web/vitrine.js';
+import { REPO, WASM_DIR, engine, readSafetensors, writeSafetensors } from './util.mjs';
 
 const CLI = path.join(REPO, 'web/cli.js');
 const ENC = { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 32, depth: 2, num_heads: 2 };
@@ -20,18 +20,7 @@ const cli = (args) => spawnSync(process.execPath, [CLI, 'train', ...args], { env
 // The same tensors without metadata (a file as timm's / lightly's save_file writes it); drop: names to leave out.
 function plain(bytes, drop = []) {
   const { tensors } = readSafetensors(bytes);
-  const names = Object.keys(tensors).filter((n) => !drop.includes(n));
-  const header = {};
-  let off = 0;
-  for (const n of names) { header[n] = { dtype: tensors[n].dtype, shape: tensors[n].shape, data_offsets: [off, off + tensors[n].bytes.length] }; off += tensors[n].bytes.length; }
-  let json = JSON.stringify(header);
-  while (json.length % 8) json += ' ';
-  const hb = new TextEncoder().encode(json), out = new Uint8Array(8 + hb.length + off);
-  new DataView(out.buffer).setBigUint64(0, BigInt(hb.length), true);
-  out.set(hb, 8);
-  let p = 8 + hb.length;
-  for (const n of names) { out.set(tensors[n].bytes, p); p += tensors[n].bytes.length; }
-  return out;
+  return writeSafetensors(Object.fromEntries(Object.entries(tensors).filter(([n]) => !drop.includes(n))));
 }
 
 // timm VisionTransformer(num_classes=10) and lightly MaskedVisionTransformerTIMM files, seeded
@@ -132,4 +121,27 @@ test('vitrine train --init FILE [--init-strict]: timm with / without head, light
   // --init with --resume is refused
   r = cli(['--resume', path.join(out, 'checkpoint.safetensors'), '--init', files.lightly]);
   assert.equal(r.status, 2);
+});
+
+test('createModel(name, options) as timm.create_model; Model.loadWeights and the normalisation it sets', async () => {
+  const vt = await engine('simd');
+  const m = vt.createModel('vit_tiny_patch16_224', { numClasses: 5, imgSize: 112, global_pool: 'avg' });
+  const shape = (n) => m.params().find((p) => p.name === n).shape;
+  assert.deepEqual([m.dims.img, m.dims.patch, m.dims.dim, m.arch], [112, 16, 192, 'vit_tiny_patch16_224']);
+  assert.deepEqual([shape('head.weight'), shape('pos_embed'), shape('fc_norm.weight')], [[5, 192], [1, 50, 192], [192]]);
+  assert.deepEqual(m.normalization.mean, [0.5, 0.5, 0.5]); // timm's pretrained_cfg of the architecture
+  assert.throws(() => vt.createModel('vit_tiny_patch16_224', { numClasses: -1 }), /num_classes/);
+  assert.throws(() => vt.createModel('vit_huge_patch99', {}), /unknown preset 'vit_huge_patch99'/);
+  // weights of another size and their own pretrained_cfg; saved again with the normalisation
+  const src = vt.createModel('vit_tiny_patch16_224', { imgSize: 64 });
+  src.initWeights(3);
+  const bytes = withMetadata(src.saveSafetensors(), { pretrained_cfg: JSON.stringify({ mean: [0.2, 0.3, 0.4], std: [0.5, 0.6, 0.7] }) });
+  const r = await m.loadWeights(bytes);
+  assert.equal(r.resampled, 1, r.notes.join('\n')); // pos_embed 4x4 -> 7x7
+  assert.deepEqual(r.normalization.mean, [0.2, 0.3, 0.4]);
+  assert.deepEqual(JSON.parse(readSafetensorsMeta(m.saveSafetensors()).pretrained_cfg), { mean: [0.2, 0.3, 0.4], std: [0.5, 0.6, 0.7], input_size: [3, 112, 112] });
+  assert.deepEqual((await m.loadWeights(bytes, { mean: [0.1], std: [0.9] })).normalization.mean, [0.1]);
+  await assert.rejects(m.loadWeights(new TextEncoder().encode('not weights at all'), {}), /the weights: not a safetensors file/);
+  await assert.rejects(m.loadWeights(withMetadata(bytes, { pretrained_cfg: '{"mean": [1, 2], "std": [1, 1]}' })), /pretrained_cfg mean: \[1,2\] is not 1 or 3/);
+  m.dispose(); src.dispose();
 });

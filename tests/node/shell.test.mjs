@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { VitrineError, simdSupported } from '../../web/vitrine.js';
+import { VitrineError, createVitrine, simdSupported } from '../../web/vitrine.js';
 import { REPO, FIXTURES, NATIVE, WASM_DIR, engine, fixture, readSafetensors, f32, relErr } from './util.mjs';
 
 const BUILD = simdSupported() ? 'simd' : 'scalar';
@@ -77,6 +77,24 @@ test('forwardIntermediates, loss and plan', async () => {
   const loss = aim.loss(f32(st.tensors['input/images']), { mask: st.tensors['input/mask'].bytes });
   assert.ok(Math.abs(loss - f32(st.tensors['expect/loss'])[0]) <= 1e-4 * Math.abs(loss));
   aim.dispose();
+});
+
+test('createModel with a preset and a config: the preset\'s encoder under another MAE decoder (web/train.js MAE_DECODERS)', async () => {
+  const { MAE_DECODERS, maeDecoder } = await import('../../web/train.js');
+  // an engine of its own: these models grow its memory, which the memory-growth test below needs to see grow
+  const vt = await createVitrine({ wasm: BUILD, wasmDir: WASM_DIR, threads: 1 });
+  const shapes = (m, pred) => m.params().filter((p) => pred(p.name)).map((p) => `${p.name} ${p.shape.join('x')}`);
+  const isDec = (n) => !n.startsWith('backbone.'); // lightly's MAE: backbone.* (the encoder), the decoder and its head
+  const byPreset = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224' }); // the engine's default: lightly's
+  const tab = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: maeDecoder('tab') });
+  const lightly = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: maeDecoder('lightly') });
+  assert.deepEqual(shapes(tab, (n) => !isDec(n)), shapes(byPreset, (n) => !isDec(n))); // the same encoder
+  assert.deepEqual(shapes(lightly, () => true), shapes(byPreset, () => true)); // lightly's = the default
+  assert.ok(shapes(tab, isDec).includes(`decoder_embed.weight ${MAE_DECODERS.tab.decoder_dim}x192`));
+  throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_nope', config: {} }), /unknown preset 'vit_nope'/);
+  throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: {} } }), /its own encoder/);
+  for (const m of [byPreset, tab, lightly]) m.dispose();
+  vt.close();
 });
 
 test('bad inputs throw Errors carrying the engine message and status', async () => {

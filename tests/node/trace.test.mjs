@@ -95,6 +95,12 @@ test('Model.traceStep and vitrine trace: the list of the default model is the na
     { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } });
   const nat = execFileSync(NATIVE, ['trace', '--batch', String(B), '--threads', '1', '--mask-ratio', '0.5', '--json'], { encoding: 'utf8' });
   assert.deepEqual(JSON.parse(cli), JSON.parse(nat));
+  // every objective the command offers records (classify's trainer options once lacked a seed)
+  for (const objective of ['aim', 'classify', 'encode']) {
+    const out = execFileSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'trace', '--objective', objective, '--batch', '2', '--threads', '1'],
+      { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } });
+    assert.match(out, /kernel calls, [\d.]+ GFLOP/, objective);
+  }
   const doc = readFileSync(path.join(REPO, 'docs/kernels.md'), 'utf8');
   const table = doc.slice(doc.indexOf('<!-- kernels:begin -->') + 23, doc.indexOf('<!-- kernels:end -->')).trim();
   assert.equal(table, oracle(vt).contract().trim(), 'docs/kernels.md: regenerate the table with build/vitrine trace --kernels');

@@ -10,7 +10,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine, readSafetensors } from './util.mjs';
 import { loadFashionMNIST, loadImageFolder, parseIdx, DataError } from '../../web/data.js';
-import { TrainingRun, DataOrder, knnAccuracy, features, READOUTS } from '../../web/train.js';
+import { DataOrder, knnAccuracy, features, READOUTS } from '../../web/train.js';
+import { Session } from '../../web/train-loop.js';
 import { makeBatch } from '../../web/images.js';
 
 const require = createRequire(import.meta.url);
@@ -31,19 +32,26 @@ async function tinyModel(kind = 'mae', seed = 1) {
 }
 const cli = (args, opts = {}) => spawnSync(process.execPath, [CLI, 'train', ...args], { env, encoding: 'utf8', ...opts });
 
+// a Session (web/train-loop.js, the one training loop) on Fashion-MNIST with the tiny model
+async function tinySession(kind = 'mae', { seed = 1, batch = 32, steps = 40, resume } = {}) {
+  const vt = await engine('simd');
+  const spec = { kind, config: kind === 'mae' ? TINY : { encoder: TINY.encoder, head_hidden_dim: 16, head_blocks: 1 } };
+  return Session.open(vt, { objective: kind, spec, data: { kind: 'pixels', ...fmnist() }, batch, steps, lr: 2e-3, warmup: 2, seed, resume });
+}
+
 test('loss falls over a short MAE run and an AIM run (Fashion-MNIST)', async () => {
   for (const kind of ['mae', 'aim']) {
-    const m = await tinyModel(kind);
-    const run = new TrainingRun({ model: m, dataset: fmnist(), batch: 32, steps: 40, dataSeed: 3 });
+    const s = await tinySession(kind);
     const losses = [];
-    while (!run.done) losses.push(run.trainOne().loss);
+    const r = await s.loop({ emit: (name, e) => name === 'step' && losses.push(e.loss) });
+    assert.equal(r.status, 'done');
     const mean = (a) => a.reduce((x, y) => x + y, 0) / a.length;
     assert.ok(mean(losses.slice(-5)) < 0.8 * mean(losses.slice(0, 5)), `${kind}: ${losses.slice(0, 5)} -> ${losses.slice(-5)}`);
-    assert.equal(m.stepCount, 40);
-    const v = m.visualize(); // after a trainStep: the step's own forward
+    assert.equal(s.model.stepCount, 40);
+    const v = s.model.visualize(); // after a trainStep: the step's own forward
     assert.deepEqual(v.shape, [32, 1, 28, 28]);
     assert.ok(v.recon.every(Number.isFinite) && v.masked.every(Number.isFinite));
-    m.dispose();
+    s.dispose();
   }
 });
 
@@ -69,37 +77,31 @@ test('switching the checkpointing policy mid-run gives the same bits as never sw
   const policies = ['block', 'selective', 'every:1', 'none', 'sqrt', 'budget:1MB'];
   const runs = [];
   for (const switching of [false, true]) {
-    const m = await tinyModel('mae', 5);
-    m.setGradCheckpointing('none');
-    const run = new TrainingRun({ model: m, dataset: fmnist(), batch: 8, steps: 12, dataSeed: 9 });
+    const s = await tinySession('mae', { seed: 5, batch: 8, steps: 12 });
+    s.model.setGradCheckpointing('none');
     const losses = [];
-    while (!run.done) {
-      if (switching) m.setGradCheckpointing(policies[m.stepCount % policies.length]);
-      losses.push(run.trainOne().loss);
+    while (s.step < s.steps) {
+      if (switching) s.model.setGradCheckpointing(policies[s.step % policies.length]);
+      losses.push((await s.stepOnce()).loss);
     }
-    runs.push({ losses, weights: m.saveSafetensors() });
-    m.dispose();
+    runs.push({ losses, weights: s.model.saveSafetensors() });
+    s.dispose();
   }
   assert.deepEqual(runs[1].losses, runs[0].losses);
   assert.ok(Buffer.from(runs[1].weights).equals(Buffer.from(runs[0].weights)), 'weights differ');
 });
 
-test('resume is bitwise: N steps straight == N/2, save, load into a fresh model, N/2', async () => {
-  const ds = fmnist();
-  const straight = await tinyModel('mae', 11);
-  const r1 = new TrainingRun({ model: straight, dataset: ds, batch: 8, steps: 10, dataSeed: 4 });
-  while (!r1.done) r1.trainOne();
-  const half = await tinyModel('mae', 11);
-  const r2 = new TrainingRun({ model: half, dataset: ds, batch: 8, steps: 10, dataSeed: 4 });
-  while (r2.step < 5) r2.trainOne();
-  const state = half.saveTrainState();
+test('resume is bitwise: N steps straight == N/2, checkpoint, a new Session from it, N/2', async () => {
+  const straight = await tinySession('mae', { seed: 11, batch: 8, steps: 10 });
+  await straight.loop();
+  const half = await tinySession('mae', { seed: 11, batch: 8, steps: 10 });
+  await half.loop({ stopAt: 5 });
+  const ck = half.checkpoint();
   half.dispose();
-  const resumed = await tinyModel('mae', 999); // other init: everything must come from the state
-  resumed.loadTrainState(state);
-  const r3 = new TrainingRun({ model: resumed, dataset: ds, batch: 8, steps: 10, dataSeed: 4 });
-  assert.equal(r3.step, 5);
-  while (!r3.done) r3.trainOne();
-  assert.ok(Buffer.from(resumed.saveTrainState()).equals(Buffer.from(straight.saveTrainState())), 'training states differ');
+  const resumed = await tinySession('mae', { seed: 999, batch: 3, steps: 77, resume: ck }); // everything comes from the checkpoint
+  assert.equal(resumed.step, 5);
+  await resumed.loop();
+  assert.ok(Buffer.from(resumed.model.saveTrainState()).equals(Buffer.from(straight.model.saveTrainState())), 'training states differ');
   straight.dispose(); resumed.dispose();
 });
 

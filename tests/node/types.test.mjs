@@ -1,7 +1,7 @@
 // types.test.mjs: web/vitrine.d.ts cannot drift from the JavaScript. tsc generates declarations
 // from web/vitrine.js (the members marked @internal left out), and a type-level check compares
 // them with the hand-written file: every export, and every public member of Vitrine, Model,
-// VitrineError and WasiExit, declared in both or the compile fails naming what is missing; the
+// VitrineError, WasiExit and Trainer, declared in both or the compile fails naming what is missing; the
 // builds are wasm/builds.json's (WasmBuild, Vitrine.build).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,6 +27,7 @@ export type VitrineMembers = Ok<Same<InstanceType<typeof Gen.Vitrine>, Hand.Vitr
 export type ModelMembers = Ok<Same<InstanceType<typeof Gen.Model>, Hand.Model>>;
 export type ErrorMembers = Ok<Same<InstanceType<typeof Gen.VitrineError>, Hand.VitrineError>>;
 export type ExitMembers = Ok<Same<InstanceType<typeof Gen.WasiExit>, Hand.WasiExit>>;
+export type TrainerMembers = Ok<Same<InstanceType<typeof Gen.Trainer>, Hand.Trainer>>;
 type Names = keyof (typeof builds)['builds'] & string;
 export type Builds = Ok<SameUnion<Names | 'wasi', Hand.WasmBuild>>;
 export type Build = Ok<SameUnion<Exclude<Names, \`\${string}-mt\`>, Hand.Vitrine['build']>>;

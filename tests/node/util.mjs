@@ -1,9 +1,11 @@
 // util.mjs: shared helpers of the Node tests (not a test file itself).
 // The repo is two levels up; the fixtures are ../shared/fixtures beside it (never copied); the
 // build directory is $VITRINE_BUILD or <repo>/build, holding wasm/ and the native vitrine.
-import { readFileSync, readdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync, mkdtempSync, rmSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createVitrine, readSafetensorsHeader, enableNodeRelaxedSimd } from '../../web/vitrine.js';
@@ -60,6 +62,21 @@ export function readSafetensors(buf) {
   return { meta, tensors };
 }
 export const f32 = (t) => new Float32Array(t.bytes.buffer, t.bytes.byteOffset, t.bytes.byteLength / 4);
+// safetensors bytes of { name: { dtype, shape, bytes } } (and string metadata), as save_file writes them.
+export function writeSafetensors(tensors, meta = null) {
+  const header = {};
+  let off = 0;
+  for (const [n, t] of Object.entries(tensors)) { header[n] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes.length] }; off += t.bytes.length; }
+  if (meta) header.__metadata__ = meta;
+  let json = JSON.stringify(header);
+  while (json.length % 8) json += ' ';
+  const hb = new TextEncoder().encode(json), out = new Uint8Array(8 + hb.length + off);
+  new DataView(out.buffer).setBigUint64(0, BigInt(hb.length), true);
+  out.set(hb, 8);
+  let p = 8 + hb.length;
+  for (const t of Object.values(tensors)) { out.set(t.bytes, p); p += t.bytes.length; }
+  return out;
+}
 
 // max|a - b| / max|b|, the parity-format error.
 export function relErr(a, b) {
@@ -77,3 +94,44 @@ export function tmpfs(t, kib) {
   t.after(() => { spawnSync('umount', [dir]); rmSync(dir, { recursive: true, force: true }); });
   return dir;
 }
+
+// ---- docs/finetune.md, run as written (tests/node/guide.test.mjs, tests/browser/guide.test.mjs) ----
+
+/** The code block of docs/finetune.md that follows `heading` (its language `lang`). */
+export function guideBlock(heading, lang) {
+  const md = readFileSync(path.join(REPO, 'docs/finetune.md'), 'utf8');
+  const at = md.indexOf(`\n${heading}\n`);
+  assert.ok(at >= 0, `docs/finetune.md has no '${heading}'`);
+  const m = new RegExp('```' + lang + '\\n([\\s\\S]*?)\\n```').exec(md.slice(at));
+  assert.ok(m, `no ${lang} block under '${heading}'`);
+  assert.ok(m[1].split('\n').length < 30, `the ${lang} block is ${m[1].split('\n').length} lines`);
+  return m[1] + '\n';
+}
+
+/** photos/<class>/*.jpg: two classes (stripes across / circles), `n` each, of assorted sizes. */
+export function writePhotos(dir, n = 10) {
+  const jpeg = createRequire(import.meta.url)('jpeg-js');
+  for (const cls of ['circles', 'stripes']) {
+    mkdirSync(path.join(dir, cls), { recursive: true });
+    for (let i = 0; i < n; i++) {
+      const w = 60 + 8 * i, h = 48 + 4 * (i % 3), data = Buffer.alloc(w * h * 4);
+      for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+        const on = cls === 'stripes' ? ((y + i) >> 2) % 2 : Math.hypot(x - w / 2, y - h / 2) % 12 < 6;
+        const o = 4 * (y * w + x);
+        data[o] = on ? 220 : 30; data[o + 1] = on ? 140 + 8 * i : 60; data[o + 2] = on ? 40 : 180; data[o + 3] = 255;
+      }
+      writeFileSync(path.join(dir, cls, `${i}.jpg`), jpeg.encode({ data, width: w, height: h }, 90).data);
+    }
+  }
+}
+
+/** vit_tiny_patch16_224 (1000 classes) as timm's save_file writes its state_dict: no metadata. */
+export async function timmStateDict() {
+  const vt = await engine('simd');
+  const m = vt.createModel('vit_tiny_patch16_224', { numClasses: 1000 });
+  m.initWeights(2024);
+  const bytes = writeSafetensors(readSafetensors(m.saveSafetensors()).tensors);
+  m.dispose();
+  return bytes;
+}
+

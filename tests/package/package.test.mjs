@@ -5,11 +5,13 @@
 // cache, else the registry) and none of the repository's VITRINE_* variables:
 //   contents  the shell, its .d.ts, the CLI, the docs and every file of wasm/builds.json; no C, tests, benchmarks, fixtures
 //   prepack   its check of build/wasm/ (a missing build file, a stray vitrine-* file) on a made-up directory
-//   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors
+//   node      app/node-app.mjs imports 'vitrine': trains with checkpointing, saves / reloads safetensors;
+//             app/trainer-app.mjs: the Trainer in a worker thread (events, abort / pause and resume bit for bit)
 //   cli       npx vitrine plan / parity <fixture> from the installed package, as the repository's CLI
 //   bundler   app/ bundled by Vite (vite build), served on 127.0.0.1, in Debian's Chromium: trains in a
 //             Worker with the loss falling; the same app from Vite's dev server; the same page as plain
-//             <script type="module"> with no bundler; the locateFile option
+//             <script type="module"> with no bundler; the locateFile option; the Trainer (its own Worker)
+//             from the bundle and from the plain page
 //   types     tsc --noEmit on app/example.ts (and app/testing-example.ts) against the shipped .d.ts files
 //   ci        docs/testing.md's test file and docs/ci-example.yml's steps, as written, in a scratch project
 // The bundler test skips itself (saying so) when /usr/bin/chromium is absent, as tests/browser does.
@@ -119,6 +121,19 @@ test('node: import vitrine, train with checkpointing, save and reload safetensor
   }
 });
 
+test('node: the Trainer (train(), a worker thread): events, abort and resume, pause and resume, bit for bit', () => {
+  const d = installed('trainer');
+  copyApp(d, ['tiny.js', 'trainer-app.mjs']);
+  const r = JSON.parse(run(process.execPath, ['trainer-app.mjs'], d).stdout);
+  assert.equal(r.build, 'relaxed'); // the worker turns relaxed SIMD on in Node, as the CLI does
+  assert.equal(r.steps, 24);
+  assert.ok(r.falling && r.memory, JSON.stringify(r));
+  assert.equal(r.aborted[0], 'aborted');
+  assert.ok(r.aborted[1] >= 5 && r.aborted[1] < 24, JSON.stringify(r.aborted));
+  assert.deepEqual(r.resumed, ['done', 24, 24 - r.aborted[1]]);
+  assert.ok(r.resumeBitForBit && r.pauseBitForBit, JSON.stringify(r));
+});
+
 test('cli: npx vitrine plan and parity', () => {
   const d = installed('cli');
   const planArgs = ['plan', '--preset', 'vit_tiny_patch16_224', '--batch', '8', '--grad-checkpointing', 'block', '--json'];
@@ -212,10 +227,12 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
     copyApp(d, ['index.html', 'main.js', 'worker.js', 'tiny.js']);
     // the same app with no bundler: the worker imports the module by its path instead of 'vitrine'
     mkdirSync(join(d, 'plain'));
-    for (const f of ['index.html', 'main.js', 'tiny.js']) copyFileSync(join(APP, f), join(d, 'plain', f));
-    const worker = readFileSync(join(APP, 'worker.js'), 'utf8');
-    assert.match(worker, /from 'vitrine';/);
-    writeFileSync(join(d, 'plain/worker.js'), worker.replace("from 'vitrine';", "from '../node_modules/vitrine/web/vitrine.js';"));
+    for (const f of ['index.html', 'tiny.js']) copyFileSync(join(APP, f), join(d, 'plain', f));
+    for (const f of ['worker.js', 'main.js']) {
+      const text = readFileSync(join(APP, f), 'utf8');
+      assert.match(text, /from 'vitrine';/);
+      writeFileSync(join(d, 'plain', f), text.replace("from 'vitrine';", "from '../node_modules/vitrine/web/vitrine.js';"));
+    }
     // the .wasm served from elsewhere, for locateFile
     mkdirSync(join(d, 'elsewhere'));
     copyFileSync(join(d, 'node_modules/vitrine/build/wasm/vitrine-relaxed.wasm'), join(d, 'elsewhere/vitrine-relaxed.wasm'));
@@ -265,6 +282,29 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
     await trainIn('/dist/index.html', { steps: 20 });
     assert.ok(log.every(([s, p]) => s === 200 && p.startsWith('/dist/')), `requests outside dist/ or failed: ${JSON.stringify(log)}`);
     assert.deepEqual(wasmRequests(), [[200, `/dist/${copied[0]}`]]);
+  });
+
+  // the Trainer (train()) starts its own module Worker from the package: events, abort and resume,
+  // pause and resume, bit for bit (tiny.js trainerRuns)
+  async function trainerIn(pageUrl, origin = base) {
+    errors.length = 0;
+    await page.goto(origin + pageUrl);
+    await page.waitForFunction(() => window.ready === true, null, { timeout: 20_000 });
+    const r = await page.evaluate(() => window.runTrainer());
+    assert.ok(r.ok, r.error);
+    assert.equal(r.build, 'relaxed');
+    assert.equal(r.steps, 24);
+    assert.ok(r.falling && r.memory, JSON.stringify(r));
+    assert.equal(r.aborted[0], 'aborted');
+    assert.ok(r.aborted[1] >= 5 && r.aborted[1] < 24, JSON.stringify(r.aborted));
+    assert.deepEqual(r.resumed, ['done', 24, 24 - r.aborted[1]]);
+    assert.ok(r.resumeBitForBit, 'the resumed run is not bit for bit the straight one');
+    assert.ok(r.pauseBitForBit, 'the paused run is not bit for bit the straight one');
+    assert.deepEqual(errors, []);
+  }
+  test('the Trainer in Chromium: from the Vite bundle and with no bundler', async () => {
+    await trainerIn('/dist/index.html');
+    await trainerIn('/plain/index.html');
   });
 
   test('no bundler: <script type="module">, the worker imports node_modules/vitrine/web/vitrine.js', async () => {

@@ -44,6 +44,8 @@ export const seed = (v, flag) => { whole(0, 2 ** 53 - 3)(v, flag); return v; };
  * @property {string} help        one line (or more, joined by '\n') for the help
  * @property {(v: string, flag: string) => any} [parse]  checks and converts the value
  * @property {string} [key]       the name in the result (default: the flag in camelCase)
+ * @property {string} [short]     a one-letter form (-b), as timm's train.py has
+ * @property {string} [alias]     another name of the flag (--batch-size for --batch)
  */
 const camel = (s) => s.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
 const keyOf = (name, o) => o.key || camel(name);
@@ -54,8 +56,12 @@ const keyOf = (name, o) => o.key || camel(name);
  * Throws a UsageError with a one-line message.
  */
 export function parseCommand(command, argv) {
-  const options = { help: { type: 'boolean', short: 'h' } };
-  for (const [name, o] of Object.entries(command.options)) options[name] = { type: o.type || 'string' };
+  const options = { help: { type: 'boolean', short: 'h' } }, named = {};
+  for (const [name, o] of Object.entries(command.options)) {
+    options[name] = { type: o.type || 'string', ...(o.short ? { short: o.short } : {}) };
+    named[name] = [name, o];
+    if (o.alias) { options[o.alias] = { type: o.type || 'string' }; named[o.alias] = [name, o]; }
+  }
   // a string flag takes the next argument whatever it looks like (parseArgs would call '-1' ambiguous)
   const args = [];
   for (let i = 0; i < argv.length; i++) {
@@ -72,9 +78,10 @@ export function parseCommand(command, argv) {
   }
   const values = {}, given = new Set();
   if (parsed.values.help) return { values, positionals: [], given, help: true };
-  for (const [name, v] of Object.entries(parsed.values)) {
-    const o = command.options[name], key = keyOf(name, o);
-    values[key] = o.parse && typeof v === 'string' ? o.parse(v, `--${name}`) : v;
+  for (const [flag, v] of Object.entries(parsed.values)) {
+    const [name, o] = named[flag], key = keyOf(name, o);
+    if (given.has(key)) throw new UsageError(`--${name} given twice (as --${flag} too)`);
+    values[key] = o.parse && typeof v === 'string' ? o.parse(v, `--${flag}`) : v;
     given.add(key);
   }
   return { values, positionals: parsed.positionals, given, help: false };
@@ -95,7 +102,7 @@ function parseError(e, cmd) {
 
 /** The command's help, made from its description: usage, what it does, its options. */
 export function helpText(command) {
-  const flags = Object.entries(command.options).map(([name, o]) => [`--${name}${(o.type || 'string') === 'string' ? ` ${o.value || 'VALUE'}` : ''}`, o.help]);
+  const flags = Object.entries(command.options).map(([name, o]) => [`${o.short ? `-${o.short}, ` : ''}--${name}${o.alias ? `, --${o.alias}` : ''}${(o.type || 'string') === 'string' ? ` ${o.value || 'VALUE'}` : ''}`, o.help]);
   flags.push(['-h, --help', 'this help']);
   const w = Math.max(...flags.map(([f]) => f.length)) + 2;
   const lines = flags.map(([f, h]) => `  ${f.padEnd(w)}${h.split('\n').join('\n' + ' '.repeat(w + 2))}`);

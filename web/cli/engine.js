@@ -11,7 +11,12 @@ export const MAX_THREADS = 64;
 
 /** --wasm and --threads, as every command that runs the engine takes them. */
 export const ENGINE_OPTIONS = {
-  wasm: { value: 'BUILD', help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)` },
+  wasm: { value: 'BUILD', help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)`,
+    parse: (v, flag) => { // checked before anything runs (train starts its engine in a worker)
+      const names = [...Object.keys(BUILDS.builds), 'wasi'];
+      if (!names.includes(v)) throw new UsageError(`${flag}: unknown wasm build '${v}' (${names.join(', ')})`);
+      return v;
+    } },
   threads: { value: 'N', help: 'kernel threads (default every core; the same bits at any count)', parse: whole(1, MAX_THREADS) },
 };
 

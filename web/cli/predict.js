@@ -6,7 +6,8 @@ import { readRegularFile, decodeImage, DataError } from '../data.js';
 import { readSafetensorsMeta } from '../safetensors.js';
 import { predictTop } from '../classify.js';
 import { checkClassifier, MetadataError } from '../metadata.js';
-import { makeBatch, resizeCrop } from '../images.js';
+import { makeBatch, resizeCrop, IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
+import { statsFromMeta } from '../pretrained.js';
 import { VitrineError } from '../errors.js';
 import { CliError, whole } from './args.js';
 import { loadEngine, specDims, ENGINE_OPTIONS } from './engine.js';
@@ -40,10 +41,13 @@ function openClassifier(vt, file, bytes) {
   const dims = specDims(vt, c.spec, { from: { file, field: 'vitrine_classifier.spec', what: 'damaged classifier metadata' } });
   if (c.img !== dims.img) throw damaged(`vitrine_classifier.img: ${c.img} is not the image size of its model (${dims.img})`);
   if (c.chans !== dims.chans) throw damaged(`vitrine_classifier.chans: ${c.chans} is not the channels of its model (${dims.chans})`);
-  let model;
+  // the classifier's normalisation: its pretrained_cfg (ImageNet's for classifiers written before)
+  let stats, model;
+  try { stats = statsFromMeta(meta, file) || { mean: IMAGENET_MEAN, std: IMAGENET_STD }; } catch (e) { throw new CliError(e.message); }
   try {
     model = vt.createModel(c.spec);
     model.loadSafetensors(bytes);
+    model.normalization = stats;
   } catch (e) { if (model) model.dispose(); throw new CliError(`${file}: ${e.message}`); }
   return { model, classes: c.classes };
 }
@@ -62,8 +66,9 @@ async function predict({ values: o, positionals: images }) {
     let x;
     try {
       const im = decodeImage(new Uint8Array(readRegularFile(file)));
-      // the pixel pipeline of training: shorter side to the model's size, centre crop, its channels
-      x = makeBatch({ chans, size: img, pixels: resizeCrop(im.data, im.width, im.height, 4, img, chans) }, Int32Array.of(0));
+      // the pixel pipeline of training: shorter side to the model's size, centre crop, its channels,
+      // then the classifier's normalisation
+      x = makeBatch({ chans, size: img, pixels: resizeCrop(im.data, im.width, im.height, 4, img, chans) }, Int32Array.of(0), null, model.normalization);
     } catch (e) {
       failed++;
       const text = e.code && !(e instanceof VitrineError) ? why(e) : e instanceof DataError ? e.message : `cannot decode (${e.message})`;

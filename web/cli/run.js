@@ -1,11 +1,16 @@
-// run.js: what `vitrine train` runs for every objective (MAE, AIM, classify): the checkpoint a
-// --resume names (read, its run settings checked as the untrusted input they are), the training
-// loop (progress, a checkpoint every --save-every steps, Ctrl-C / SIGTERM after the step under way)
-// and its ending (the last checkpoint, what to say, the exit status).
+// run.js: what `vitrine train` does around the Trainer for every objective (MAE, AIM, classify).
+// The training loop itself is the Trainer's (web/trainer.js: web/train-loop.js in a worker thread,
+// the one loop of the project); here: the checkpoint a --resume names (read, its run settings
+// checked as the untrusted input they are: runFromCheckpoint), the progress line, a checkpoint
+// every --save-every steps (written atomically), Ctrl-C / SIGTERM (the run stops at the next step
+// boundary) and the run's ending (the last checkpoint, what to say, the exit status).
 import { readSafetensorsMeta } from '../safetensors.js';
-import { checkCheckpoint, MetadataError, FORMATS } from '../metadata.js';
+import { FORMATS } from '../metadata.js';
 import { resumedData } from '../data.js';
-import { CliError } from './args.js';
+import { runFromCheckpoint } from '../train-loop.js';
+import { Trainer } from '../trainer.js';
+import { parseAugment, augmentText } from '../datasets.js';
+import { CliError, UsageError, whole, decimal } from './args.js';
 import { readInput, why, Progress, mib } from './io.js';
 
 /** Options a resumed run takes from its checkpoint: given again, they are a usage error. */
@@ -19,25 +24,22 @@ export function refuseOnResume(given, keys) {
 
 /**
  * The checkpoint `file` of a run of `what` (its settings in the metadata entry `key`), checked
- * before anything is made from it (web/metadata.js checkCheckpoint: a damaged or crafted
- * checkpoint is one line naming the field): { bytes, meta, run, step, policy, spec }. Its data is
- * the folder named again with --data (never a stored path). A run already at its last step has
- * nothing to resume; requireCrc: a checkpoint without CRC-32s (written before they existed, or
- * with them taken out) is refused.
+ * before anything is made from it (web/train-loop.js runFromCheckpoint, with web/metadata.js
+ * checkCheckpoint: a damaged or crafted checkpoint is one line naming the field):
+ * { bytes, meta, run, step, policy, spec }. Its data is the folder named again with --data (never
+ * a stored path). A run already at its last step has nothing to resume; requireCrc: a checkpoint
+ * without CRC-32s (written before they existed, or with them taken out) is refused.
  */
 export function readCheckpoint(file, key, what, dataGiven, { requireCrc = false } = {}) {
   let bytes, meta, c;
   try { bytes = readInput(file); } catch (e) { throw new CliError(`cannot read ${file}: ${why(e)}`); }
   try { meta = readSafetensorsMeta(bytes); } catch (e) { throw new CliError(`${file}: not a safetensors file (${e.message})`); }
   if (meta.format !== FORMATS.checkpoint || meta[key] == null) throw new CliError(`${file}: not a checkpoint of ${what}`);
-  try { c = checkCheckpoint(meta, key); } catch (e) {
-    if (e instanceof MetadataError) throw new CliError(`${file}: damaged checkpoint metadata: ${e.message}`);
-    throw e;
-  }
+  try { c = runFromCheckpoint(meta, file); } catch (e) { throw new CliError(e.message); }
   if (requireCrc && meta.crc32 == null) throw new CliError(`${file}: no CRC-32 of its tensors in the metadata (--require-crc)`);
   if (c.step >= c.run.steps) throw new CliError(`${file}: the run is complete (step ${c.step} of ${c.run.steps}): nothing to resume, nothing was written`);
   try { c.run.data = resumedData(file, c.run.data, dataGiven); } catch (e) { throw new CliError(e.message, 2); }
-  return { bytes, meta, ...c };
+  return { bytes, meta, ...c, spec: c.run.spec };
 }
 
 /** The engine's part of checkpoint `file` (its training state's metadata and CRC-32s), checked with
@@ -64,67 +66,148 @@ export function setPolicy(model, policy, { fromFile = null } = {}) {
   }
 }
 
-const say = (s) => process.stderr.write(s + '\n');
-
 /**
- * The training loop: steps of `tr` (a TrainingRun / ClassifyRun) up to stopAt, with a progress
- * line (memory too when `memory`), `save(step)` every saveEvery steps; Ctrl-C / SIGTERM stop it
- * after the step under way. Returns { startStep, error, interrupted, lastLoss, trainSeconds }.
+ * The Trainer's error for a run that was not set up, as the command line says it: a policy the
+ * engine refuses names --grad-checkpointing (a usage error); anything else is one line.
  */
-export async function trainSteps({ tr, model, run, stopAt, saveEvery, save, warn, memory = true }) {
-  let interrupted = null;
-  const onSig = (sig) => { interrupted = sig; };
-  process.on('SIGINT', onSig);
-  process.on('SIGTERM', onSig);
-  const startStep = tr.step, bar = new Progress(run.steps), t0 = performance.now();
-  let error = null, rate = 0, mem = '', lastLoss = run.lossFirst ?? null;
-  try {
-    while (tr.step < stopAt && !interrupted) {
-      let r;
-      try { r = await tr.trainOne(); } catch (e) { error = e; break; } // (async on --backend webgpu)
-      if (run.lossFirst == null) run.lossFirst = r.loss;
-      lastLoss = r.loss;
-      rate = rate ? 0.9 * rate + 0.1 * (run.batch / r.seconds) : run.batch / r.seconds;
-      if (memory && (r.step % 20 === 1 || !mem)) {
-        const m = model.memory();
-        mem = ` | mem ${mib(m.planned ? m.planned.total : 0)} MiB planned (act ${mib(m.used.activations)}), wasm ${mib(m.linear)} MiB`;
-      }
-      bar.update(r.step, Progress.text(r, rate, tr.epoch, (stopAt - r.step) * run.batch / rate, mem), r.step === stopAt);
-      if (r.step % saveEvery === 0 && r.step < stopAt) {
-        try { save(r.step); } catch (e) { warn(e.message); }
-      }
-      if (r.step % 10 === 0) await new Promise(setImmediate); // let signals in
-    }
-  } finally {
-    bar.done();
-    process.off('SIGINT', onSig);
-    process.off('SIGTERM', onSig);
+export function setupError(error) {
+  if (error.field === 'policy') return new CliError(`--grad-checkpointing: ${error.message}`, 2);
+  return new CliError(error.message);
+}
+
+// a list of numbers: '0.5,0.5,0.5'
+const numbers = (n) => (v, flag) => {
+  const parts = v.split(',');
+  if (!n.includes(parts.length)) throw new UsageError(`${flag}: '${v}' is not ${n.join(' or ')} comma-separated numbers`);
+  return parts.map((p) => decimal()(p, flag));
+};
+
+/** timm's training vocabulary, the same in `train` and `train --objective classify`. */
+export const SCHEDULE_OPTIONS = {
+  epochs: { value: 'E', help: 'train for E epochs instead of --steps (timm\'s --epochs): steps = E x images /\n(batch x grad-accum-steps), rounded up', parse: decimal(0, 1e6, { open: false }) },
+  'warmup-epochs': { value: 'E', help: 'the warm-up in epochs instead of --warmup steps (timm\'s --warmup-epochs)', parse: decimal(0, 1e6) },
+  'min-lr': { value: 'LR', help: 'the cosine schedule\'s floor (timm\'s --min-lr; default 0)', parse: decimal(0, 1000) },
+  'grad-accum-steps': { value: 'K', key: 'gradAccum', help: 'one optimizer step from the gradients of K batches of --batch images, each\nloss scaled by 1/K (timm\'s --grad-accum-steps): a step of K x B images (default 1)', parse: whole(1, 65536) },
+  'weight-decay': { value: 'W', help: 'AdamW weight decay, not on norms, biases, tokens, pos_embed (default 0.05)', parse: decimal(0, 1000) },
+  augment: { value: 'SPEC', help: 'none (the default), or a comma list: hflip[:P] (timm\'s --hflip), rrc[:A-B[:C-D]]\n(RandomResizedCrop, timm\'s --scale / --ratio), flip, shift:N (translation by up to N pixels)' },
+  hflip: { value: 'P', help: 'flip horizontally with probability P (timm\'s --hflip; adds hflip:P to --augment)', parse: decimal(0, 1) },
+  scale: { value: 'A,B', help: 'RandomResizedCrop of A..B of the area (timm\'s --scale; adds rrc to --augment)', parse: numbers([2]) },
+  ratio: { value: 'A,B', help: 'RandomResizedCrop aspect ratios A..B (timm\'s --ratio; default 0.75,1.3333)', parse: numbers([2]) },
+  mean: { value: 'M[,M,M]', help: 'normalise with this mean (default: the --init weights\' pretrained_cfg, else timm\'s for\na timm architecture, else ImageNet\'s)', parse: numbers([1, 3]) },
+  std: { value: 'S[,S,S]', help: 'and this std (with --mean)', parse: numbers([1, 3]) },
+  'img-size': { value: 'N', help: 'a timm architecture at N px (timm\'s --img-size): weights of another size are resampled', parse: whole(1, 65536) },
+};
+
+/** The Trainer's options of SCHEDULE_OPTIONS (a usage error for what does not go together). */
+export function scheduleOptions(o) {
+  if (o.epochs != null && o.steps != null) throw new CliError('--steps and --epochs: give one', 2);
+  if (o.epochs === 0) throw new CliError("--epochs: '0' trains nothing", 2);
+  if (o.warmupEpochs != null && o.warmup != null) throw new CliError('--warmup and --warmup-epochs: give one', 2);
+  if ((o.mean == null) !== (o.std == null)) throw new CliError('--mean and --std: give both', 2);
+  if (o.ratio && !o.scale && !/rrc/.test(o.augment || '')) throw new CliError('--ratio needs --scale (or rrc in --augment)', 2);
+  let augment = o.augment;
+  const extra = [o.hflip ? `hflip:${o.hflip}` : null, o.scale ? `rrc:${o.scale[0]}-${o.scale[1]}${o.ratio ? `:${o.ratio[0]}-${o.ratio[1]}` : ''}` : null].filter(Boolean);
+  if (extra.length) augment = [augment && augment !== 'none' ? augment : null, ...extra].filter(Boolean).join(',');
+  if (augment != null) {
+    try { augment = augmentText(parseAugment(augment)); } catch (e) { throw new CliError(`--augment: ${e.message}`, 2); }
   }
-  return { startStep, error, interrupted, lastLoss, trainSeconds: (performance.now() - t0) / 1000 };
+  const out = { epochs: o.epochs, warmup: o.warmup, warmupEpochs: o.warmupEpochs, minLr: o.minLr, gradAccum: o.gradAccum, weightDecay: o.weightDecay,
+    augment, mean: o.mean, std: o.std, imgSize: o.imgSize, lr: o.lr };
+  Object.keys(out).forEach((k) => out[k] === undefined && delete out[k]);
+  return out;
+}
+
+/** The data a run reads, as the Trainer takes it: Fashion-MNIST's train split or a folder. */
+export const dataOption = (data) => (data === 'fashion-mnist' ? 'fashion-mnist' : { kind: 'folder', dir: data });
+
+const say = (s) => process.stderr.write(s + '\n');
+const POS_EMBED_SAYS = {
+  none: 'pos_embed: not loaded',
+  sincos_frozen: "pos_embed: lightly's sin-cos table, frozen (as lightly's MAE / AIM keep it)",
+  trainable: 'pos_embed: loaded, trainable',
+  learned_now_trainable: "pos_embed: a learned one (not the sin-cos table): trainable (lightly's objective would freeze a sin-cos table)",
+};
+
+/** What the weights a run starts from gave: the report of Model.initFrom, in lines. */
+export function sayInit(r, file) {
+  say(`vitrine train: --init ${file}: ${r.source}: ${r.loaded} tensors loaded (trainable unless noted; ${r.resampled} resampled), ${r.skipped} skipped, ` +
+    `${r.missing} encoder parameters not in the file (kept as initialised)`);
+  for (const n of r.notes) say(`  ${n}`);
+  say(`  ${POS_EMBED_SAYS[r.posEmbed] || r.posEmbed}`);
 }
 
 /**
- * After the loop: nothing written when this run took no step (a resumed checkpoint stays as it
- * was); else the checkpoint of the last step (`save`), and what happened, said. A checkpoint that
- * cannot be written (a full disk, a state the engine will not save) does not stop the caller from
- * writing the smaller results of the same steps: it is returned as `saveError` (said here, exit
- * status 1). Returns { status (0, 1 after an error, 130 / 143 after SIGINT / SIGTERM), stepped, saveError }.
+ * Runs the Trainer with `options` and says how it goes: a progress line (with memory when
+ * `memory`), the checkpoint written every `saveEvery` steps to outputs.paths.state, Ctrl-C /
+ * SIGTERM: abort (the run stops at the next step boundary). onReady(info) hears the run set up
+ * (its model, data, the init report). Returns { result, error, interrupted, engine, info }: result
+ * is what the run left (null when it failed before a step).
  */
-export function endSteps(loop, { tr, run, outputs, save, resumeFile }) {
-  const { startStep, error, interrupted, trainSeconds } = loop, stepped = tr.step > startStep;
+export async function runTrainer({ options, outputs, saveEvery, warn, onReady = () => {}, memory = true }) {
+  let interrupted = null, bar = null, rate = 0, mem = '', engine = null, info = null, trainer = null;
+  const onSig = (sig) => { interrupted = sig; if (trainer) trainer.abort(); };
+  process.on('SIGINT', onSig);
+  process.on('SIGTERM', onSig);
+  let result = null, error = null;
+  try {
+    trainer = new Trainer({
+      ...options, checkpointEvery: saveEvery,
+      onEngine: (e) => { engine = e; },
+      onLog: ({ text }) => say(`vitrine train: ${text}`),
+      onReady: (i) => { info = i; bar = new Progress(i.steps); onReady(i, engine); },
+      onStep: (e) => {
+        rate = rate ? 0.9 * rate + 0.1 * e.imagesPerSecond : e.imagesPerSecond;
+        if (memory && e.memory) {
+          const m = e.memory;
+          mem = ` | mem ${mib(m.planned ? m.planned.total : 0)} MiB planned (act ${mib(m.measured.activations)}), wasm ${mib(m.wasm)} MiB`;
+        }
+        const stop = options.stopAt != null ? Math.min(options.stopAt, e.steps) : e.steps;
+        bar.update(e.step, Progress.text(e, rate, e.epoch, (stop - e.step) * info.run.batch * (info.run.gradAccum || 1) / rate, mem), e.step === stop);
+      },
+      onCheckpoint: ({ step, bytes }) => {
+        try { outputs.write(outputs.paths.state, bytes); outputs.savedStep = step; } catch (e) { warn(`${e.message}; ${outputs.stateNote()}`); }
+      },
+    });
+    result = await trainer.done;
+  } catch (e) {
+    error = e;
+    result = e.result || null;
+  } finally {
+    if (bar) bar.done();
+    if (trainer) trainer.dispose();
+    process.off('SIGINT', onSig);
+    process.off('SIGTERM', onSig);
+  }
+  return { result, error, interrupted: interrupted || (result && result.status === 'aborted' ? 'SIGINT' : null), engine, info };
+}
+
+/**
+ * After the run: nothing written when it took no step (a resumed checkpoint stays as it was);
+ * else the checkpoint of its last step, and what happened, said. A checkpoint that cannot be
+ * written (a full disk, a state the engine will not save: result.saveError) does not stop the
+ * caller from writing the smaller results of the same steps: it is returned as `saveError` (said
+ * here, exit status 1). Returns { status (0, 1 after an error, 130 / 143 after SIGINT / SIGTERM),
+ * stepped, saveError }.
+ */
+export function endRun({ result, error, interrupted }, { outputs, resumeFile, batch, info }) {
+  const stepped = !!(result && (result.checkpoint || result.saveError));
   let status = error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0, saveError = null;
+  if (error && !info) throw setupError(error); // the run was not set up: nothing to write
   if (!stepped) {
     const kept = `nothing was written${resumeFile ? ` (${resumeFile} is unchanged)` : ''}`;
     if (error) throw new CliError(`${error.message}\n${kept}`);
     if (interrupted) { say(`vitrine train: interrupted before the first step; ${kept}`); return { status, stepped, saveError }; }
     throw new CliError(`no step was taken; ${kept}`);
   }
-  if (outputs.savedStep !== tr.step) try { save(tr.step); } catch (e) { saveError = e; status = status || 1; }
-  // (a state an update made non-finite is refused by the engine: the save's message says what is kept)
-  if (saveError) say(`vitrine train: ${saveError.message}`);
-  if (error) say(`vitrine train: ${error.message}${saveError ? '' : `\nthe last good state (step ${tr.step}) is in ${outputs.paths.state}`}`);
-  else if (interrupted) say(`vitrine train: interrupted at step ${tr.step}; ${saveError ? 'its checkpoint could not be written' : `continue with --resume ${outputs.paths.state}`}`);
-  const n = tr.step - startStep;
-  say(`vitrine train: ${n} steps in ${trainSeconds.toFixed(1)} s (${n ? (n * run.batch / trainSeconds).toFixed(0) : 0} img/s)`);
+  // (a state an update made non-finite is refused by the engine: its message says what is kept)
+  if (result.saveError) saveError = new CliError(`${result.saveError.message}; ${outputs.stateNote()}`);
+  else if (outputs.savedStep !== result.step) {
+    try { outputs.write(outputs.paths.state, result.checkpoint); outputs.savedStep = result.step; } catch (e) { saveError = new CliError(`${e.message}; ${outputs.stateNote()}`); }
+  }
+  if (saveError) { status = status || 1; say(`vitrine train: ${saveError.message}`); }
+  if (error) say(`vitrine train: ${error.message}${saveError ? '' : `\nthe last good state (step ${result.step}) is in ${outputs.paths.state}`}`);
+  else if (interrupted) say(`vitrine train: interrupted at step ${result.step}; ${saveError ? 'its checkpoint could not be written' : `continue with --resume ${outputs.paths.state}`}`);
+  const n = result.trained, secs = result.trainSeconds;
+  say(`vitrine train: ${n} steps in ${secs.toFixed(1)} s (${n ? (n * batch / secs).toFixed(0) : 0} img/s)`);
   return { status, stepped, saveError };
 }

@@ -44,7 +44,7 @@ async function trace(o) {
     model.initWeights(0);
     model.setGradCheckpointing(o.policy || TRAIN_DEFAULTS.policy);
     const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
-    if (objective === 'classify') model.trainerInit(classifyTrainerOptions({ steps: 1, warmup: 0 }));
+    if (objective === 'classify') model.trainerInit(classifyTrainerOptions({ steps: 1, warmup: 0, seed: 0 }));
     else if (objective !== 'encode') model.trainerInit({ maskRatio: objective === 'mae' ? o.maskRatio ?? TRAIN_DEFAULTS.maskRatio : undefined });
     const name = o.config != null ? 'config' : o.preset || TRAIN_DEFAULTS.preset;
     const out = model.traceStep({ batch, call: objective === 'encode' ? 'encode' : 'train', json: o.json,

@@ -3,38 +3,55 @@
 // by a worker thread on the second core while the first trains: web/eval-worker.js), the encoder's
 // weights (timm keys), a picture of reconstructions, and the report (text, and with --json one line).
 import { Worker } from 'node:worker_threads';
-import { encoderPrefix, knnReadouts, READOUTS, showMasks, visualizeGrid } from '../train.js';
-import { makeBatch } from '../images.js';
+import { encoderPrefix, knnReadouts, READOUTS, showMasks, visualizeGrid, gather } from '../train.js';
+import { loadFashionMNIST, openImageFolder } from '../data.js';
+import { makeBatch, resizeCrop, channelStats, adapt } from '../images.js';
+import { whole, decimal } from './args.js';
 import { encodePng } from './io.js';
 
 const EVAL = { bank: 10000, queries: 2000, k: 20, t: 0.1, show: 8 };
 
-// kNN bank / queries: Fashion-MNIST: the first N train images / first M test images; a labelled
-// folder: every 5th image is a query, the others the bank (then both capped).
-function evalSets(data, nBank, nQuery) {
-  const bytes = (ds, idx) => {
-    const per = ds.chans * ds.size * ds.size, out = new Uint8Array(idx.length * per);
-    idx.forEach((i, j) => out.set(ds.pixels.subarray(i * per, (i + 1) * per), j * per));
-    return out;
-  };
-  const sub = (ds, idx) => ({ n: idx.length, chans: ds.chans, size: ds.size, labels: Int32Array.from(idx, (i) => ds.labels[i]),
-    pixels: bytes(ds, idx), classes: ds.classes });
+/** The kNN evaluation's options (lightly's knn_predict: k neighbours, votes exp(sim / t)). */
+export const KNN_OPTIONS = {
+  'eval-bank': { value: 'N', help: `kNN bank: training images (default ${EVAL.bank})`, parse: whole(1, 10000000) },
+  'eval-queries': { value: 'N', help: `kNN queries: test images (default ${EVAL.queries})`, parse: whole(1, 10000000) },
+  'knn-k': { value: 'K', help: `kNN: neighbours that vote (default ${EVAL.k})`, parse: whole(1, 100000) },
+  'knn-t': { value: 'T', help: `kNN: vote weight exp(similarity / T) (default ${EVAL.t})`, parse: decimal(1e-6, 1e6) },
+};
+
+// images `idx` of a folder decoded at the model's size and channels (a data set of bytes)
+function decodeFolder(f, idx, size, chans) {
+  const per = chans * size * size, pixels = new Uint8Array(idx.length * per);
+  idx.forEach((i, j) => { const im = f.decode(i); pixels.set(resizeCrop(im.data, im.width, im.height, 4, size, chans), j * per); });
+  return { n: idx.length, chans, size, pixels, labels: Int32Array.from(idx, (i) => f.labels[i]), classes: f.classes };
+}
+
+// kNN bank / queries: Fashion-MNIST: the first N train images / first M test images (28x28: the
+// encoder resizes them a chunk at a time); a labelled folder: every 5th image is a query, the
+// others the bank (then both capped), decoded at the model's size.
+function evalSets(data, dims, nBank, nQuery, maxPixels) {
   const range = (n) => Array.from({ length: n }, (_, i) => i);
-  if (data.test) return { bank: sub(data.train, range(Math.min(nBank, data.train.n))), query: sub(data.test, range(Math.min(nQuery, data.test.n))) };
-  if (!data.train.labels || data.train.n < 5) return null;
-  const all = range(data.train.n);
-  return { bank: sub(data.train, all.filter((i) => i % 5 !== 4).slice(0, nBank)), query: sub(data.train, all.filter((i) => i % 5 === 4).slice(0, nQuery)) };
+  if (data === 'fashion-mnist') {
+    const train = loadFashionMNIST('train'), test = loadFashionMNIST('test');
+    return { bank: gather(train, range(Math.min(nBank, train.n))), query: gather(test, range(Math.min(nQuery, test.n))) };
+  }
+  const f = openImageFolder(data, { maxPixels, onWarning: () => {} }); // the trainer said what it skipped
+  if (!f.labels || f.n < 5) return null;
+  const all = range(f.n);
+  return { bank: decodeFolder(f, all.filter((i) => i % 5 !== 4).slice(0, nBank), dims.img, dims.chans),
+    query: decodeFolder(f, all.filter((i) => i % 5 === 4).slice(0, nQuery), dims.img, dims.chans) };
 }
 
 /** The kNN bank and queries, and a worker that evaluates the untrained encoder and raw pixels on
  * them on the other core while this one trains. null when the data have no classes. */
-export function startSideEvaluation(o, vt, run, data, seed, warn, initBytes = null) {
-  const sets = evalSets(data, o.evalBank ?? EVAL.bank, o.evalQueries ?? EVAL.queries);
+export function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = null, maxPixels) {
+  const sets = evalSets(run.data, info.dims, o.evalBank ?? EVAL.bank, o.evalQueries ?? EVAL.queries, maxPixels);
   if (!sets) { warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`); return null; }
-  const knnOpts = { k: EVAL.k, t: EVAL.t, classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) };
-  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config } : run.spec;
+  const knnOpts = { k: o.knnK ?? EVAL.k, t: o.knnT ?? EVAL.t, classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) };
+  const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config, preset: run.spec.preset } : run.spec;
+  const stats = channelStats(info.dims.chans, info.normalization);
   const worker = new Worker(new URL('../eval-worker.js', import.meta.url), {
-    workerData: { wasm: vt.build, spec, initSeed: seed, initBytes, bank: sets.bank, query: sets.query, ...knnOpts },
+    workerData: { wasm: eng.build, spec, initSeed: seed, initBytes, bank: sets.bank, query: sets.query, stats, frozen: run.frozen || [], ...knnOpts },
   });
   const initial = new Promise((resolve) => {
     worker.once('message', (m) => { resolve(m); worker.terminate(); });
@@ -55,23 +72,31 @@ export async function knnResults(model, side, say, warn) {
   return knn;
 }
 
-/** The encoder's weights (timm keys) and a picture of reconstructions of the first images. A
- * write that fails stops the run; reconstructions that cannot be computed (the parameters of a
- * run stopped by a NaN) are only warned about. */
-export function writeResults(model, run, data, outputs, warn) {
+/** The encoder's weights (timm keys, pretrained_cfg) and a picture of reconstructions of the first
+ * images (Fashion-MNIST's test set, or the folder's). A write that fails stops the run;
+ * reconstructions that cannot be computed (the parameters of a run stopped by a NaN) are only
+ * warned about. */
+export function writeResults(model, run, outputs, warn, maxPixels) {
   outputs.write(outputs.paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
-  const showDs = data.test || data.train, nShow = Math.min(EVAL.show, showDs.n);
-  const showImgs = makeBatch(showDs, Int32Array.from({ length: nShow }, (_, i) => i));
   let png;
   try {
-    model.loss(showImgs, showMasks(model, nShow, run.maskRatio ?? 0.75));
-    png = encodePng(visualizeGrid(model, showImgs, model.visualize()));
+    const { img, chans } = model.dims;
+    let shown;
+    if (run.data === 'fashion-mnist') {
+      const test = loadFashionMNIST('test');
+      shown = gather(test, Array.from({ length: Math.min(EVAL.show, test.n) }, (_, i) => i));
+    } else {
+      const f = openImageFolder(run.data, { maxPixels, onWarning: () => {} });
+      shown = decodeFolder({ ...f, labels: f.labels || new Int32Array(f.n) }, Array.from({ length: Math.min(EVAL.show, f.n) }, (_, i) => i), img, chans);
+    }
+    const x = makeBatch(adapt(shown, img, chans), Int32Array.from({ length: shown.n }, (_, i) => i), null, model.normalization);
+    model.loss(x, showMasks(model, shown.n, run.maskRatio ?? 0.75));
+    png = encodePng(visualizeGrid(model, x, model.visualize(), { stats: model.normalization }));
   } catch (e) { warn(`no reconstructions: ${e.message}`); return; }
   outputs.write(outputs.paths.image, png);
 }
-
 /** The report on stdout (and, with --json, one JSON line after it). */
-export function report(o, { vt, run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds }) {
+export function report(o, { run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds, threads }) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
   // the headline readout: the first of READOUTS this model has (the others beside it)
   const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
@@ -79,7 +104,7 @@ export function report(o, { vt, run, model, side, knn, paths, finished, step, la
   const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
   const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
   process.stdout.write(
-    `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
+    `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}${run.gradAccum > 1 ? ` x ${run.gradAccum}` : ''}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
     `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
     (side && readout ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
       `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
@@ -90,7 +115,7 @@ export function report(o, { vt, run, model, side, knn, paths, finished, step, la
   process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
     knn_readout: readout, knn_trained: pick(knn.trained, readout), knn_initial: pick(knn.initial, readout), knn_pixels: knn.pixels,
     ...perReadout, seconds: Number(seconds.toFixed(3)),
-    threads: vt.threads, train_seconds: Number(trainSeconds.toFixed(3)),
-    images_per_second: Number((trained * run.batch / trainSeconds).toFixed(2)),
+    threads, train_seconds: Number(trainSeconds.toFixed(3)),
+    images_per_second: Number((trained * run.batch * (run.gradAccum || 1) / trainSeconds).toFixed(2)),
     weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
 }

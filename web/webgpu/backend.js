@@ -146,7 +146,7 @@ export class GpuTrainer {
    * gradient throws VT_ERR_NUMERIC and changes nothing (AdamW skipped on the GPU, the generator
    * goes back), as the wasm step does. */
   async trainStep(images, batch, labels = null, opts = {}) {
-    const m = this.model, vt = this.vt, c = vt._c, x = toNCHW(images, m.dims, opts);
+    const m = this.model, vt = this.vt, c = vt._c, x = toNCHW(images, m.dims, m._stats(opts));
     if (batch != null && batch !== x.batch) throw new VitrineError(`trainStepAsync: batch ${batch} given, the images hold ${x.batch}`, -1);
     if (labels && labels.length !== x.batch) throw new VitrineError(`trainStepAsync: ${labels.length} labels for ${x.batch} images`, -1);
     const pImg = vt.copyIn(x.data), pLab = labels ? vt.copyIn(labels) : 0;

@@ -45,11 +45,23 @@ async function nodeGpu(swiftshader) {
     const { existsSync } = await import('node:fs');
     if (!existsSync(SWIFTSHADER_ICD))
       return { gpu: null, why: `SwiftShader asked for, but ${SWIFTSHADER_ICD} is missing (Debian package chromium)` };
-    // read by the Vulkan loader when Dawn creates its instance (each create() call)
-    process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+    // read by the Vulkan loader when Dawn creates its instance (each create() call); a worker
+    // thread's process.env is its own copy, which the loader never sees: there the thread that
+    // starts the worker sets it first (useSwiftShaderIcd)
+    const { isMainThread } = await import('node:worker_threads');
+    if (isMainThread) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+    else if (process.env.VK_ICD_FILENAMES !== SWIFTSHADER_ICD)
+      return { gpu: null, why: `SwiftShader asked for in a worker thread: VK_ICD_FILENAMES=${SWIFTSHADER_ICD} must be set before the worker starts (useSwiftShaderIcd)` };
   }
   if (!globalThis.GPUBufferUsage) Object.assign(globalThis, mod.globals);
   return { gpu: mod.create([]), why: '' };
+}
+
+/** Node, in the thread that is about to start a worker thread asking for a GPU (web/trainer.js):
+ * with swiftshader (or VITRINE_WEBGPU=swiftshader) the Vulkan loader pointed at SwiftShader in the
+ * process environment, which the worker's Dawn reads (its own process.env copy would not reach it). */
+export function useSwiftShaderIcd({ swiftshader } = {}) {
+  if (isNode() && (swiftshader ?? process.env.VITRINE_WEBGPU === 'swiftshader')) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
 }
 
 /** The description of an adapter: vendor, architecture, device, description, fallback (software). */

@@ -1,0 +1,193 @@
+// trainer.js: training as a library call. train(options) starts a run in a worker -- a Node worker
+// thread, a browser module Web Worker -- so the calling thread never blocks, and returns a
+// Trainer: events as the run goes (onStep, onEval, onCheckpoint, onLoad, onLog, onReady), pause(),
+// resume(), abort() (or an AbortSignal: the run stops at the next step boundary and leaves a
+// resumable checkpoint), predict(), and `done`, the run's result. The loop itself is
+// web/train-loop.js (the same one the CLI and the demo run).
+//
+//   const run = train({ objective: 'classify', model: 'vit_tiny_patch16_224', weights: 'vit_tiny.safetensors',
+//                       data: 'photos/', epochs: 3, batch: 16, lr: 1e-4, onStep: (e) => console.log(e.step, e.loss) });
+//   const { weights, checkpoint, eval: ev } = await run.done;   // weights: timm keys, class names
+import { VitrineError } from './errors.js';
+
+const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
+const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
+const isUrl = (s) => s instanceof URL || (typeof s === 'string' && /^(https?|file|blob|data):/i.test(s));
+const isBlob = (x) => typeof Blob !== 'undefined' && x instanceof Blob;
+const base = () => (typeof location !== 'undefined' ? location.href : undefined);
+const absUrl = (u) => new URL(String(u), base()).href;
+
+/** A data option -> the description web/datasets.js reads in the worker. */
+export async function describeData(d, what = 'data') {
+  if (d == null) throw new VitrineError(`${what}: none given`, -1);
+  if (typeof d === 'string' && !isUrl(d)) {
+    if (d === 'fashion-mnist' || d === 'fashion-mnist:test') return { kind: 'fashion-mnist', split: d.endsWith(':test') ? 'test' : 'train' };
+    if (!IS_NODE) throw new VitrineError(`${what}: '${d}': a folder path is for Node; in a browser give Files, URLs or pixels`, -1);
+    return { kind: 'folder', dir: (await nodeModule('path')).resolve(d) };
+  }
+  if (isUrl(d)) return { kind: 'urls', urls: [absUrl(d)] };
+  if (typeof FileList !== 'undefined' && d instanceof FileList) d = Array.from(d);
+  if (Array.isArray(d)) {
+    if (d.length && d.every(isBlob)) return { kind: 'files', files: d };
+    if (d.length && d.every(isUrl)) return { kind: 'urls', urls: d.map(absUrl) };
+    throw new VitrineError(`${what}: an array of Files or of URLs (got ${d.length ? 'a mix, or neither' : 'none'})`, -1);
+  }
+  if (typeof d !== 'object') throw new VitrineError(`${what}: ${JSON.stringify(d)} is not data`, -1);
+  if (d.kind) return d;
+  const { labels = null, classes = null } = d;
+  if (d.dir != null) return describeData(String(d.dir), what);
+  if (d.files) return { kind: 'files', files: Array.from(d.files), labels, classes };
+  if (d.urls) return { kind: 'urls', urls: Array.from(d.urls, absUrl), labels, classes };
+  if (d.pixels) return { kind: 'pixels', n: d.n, size: d.size, chans: d.chans, pixels: d.pixels, labels, classes, name: d.name };
+  if (d.byClass) { // { cat: [File | URL ...], dog: [...] }
+    const names = Object.keys(d.byClass), items = [], lab = [];
+    names.forEach((c, k) => Array.from(d.byClass[c]).forEach((x) => { items.push(x); lab.push(k); }));
+    const inner = await describeData(items, what);
+    return { ...inner, labels: lab, classes: names };
+  }
+  throw new VitrineError(`${what}: give a folder (Node), Files, URLs, { pixels, n, size, chans, labels }, or { byClass: { name: [...] } }`, -1);
+}
+
+// weights / a checkpoint: bytes and Blobs as they are; a URL made absolute here (a worker would
+// resolve a relative one against its own script); in Node a path stays a path
+async function describeSource(w) {
+  if (w == null || w instanceof Uint8Array || w instanceof ArrayBuffer || ArrayBuffer.isView(w) || isBlob(w)) return w;
+  if (isUrl(w) || !IS_NODE) return absUrl(w);
+  return (await nodeModule('path')).resolve(String(w));
+}
+
+// the worker, the same interface in Node and in a browser
+async function spawn({ backend, gpu } = {}) {
+  if (IS_NODE) {
+    if (backend && backend !== 'wasm') (await import('./webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
+    const { Worker } = await nodeModule('worker_threads');
+    const w = new Worker(new URL('./trainer-worker.js', import.meta.url));
+    return { post: (m, t) => w.postMessage(m, t), on: (h) => w.on('message', h), onError: (h) => { w.on('error', h); w.on('exit', (c) => c && h(new Error(`the training worker exited (${c})`))); },
+      terminate: () => w.terminate(), ref: (on) => (on ? w.ref() : w.unref()) };
+  }
+  const w = new Worker(new URL('./trainer-worker.js', import.meta.url), { type: 'module' });
+  return { post: (m, t) => w.postMessage(m, t), on: (h) => w.addEventListener('message', (e) => h(e.data)),
+    onError: (h) => w.addEventListener('error', (e) => { e.preventDefault(); h(new Error(e.message || 'the training worker failed to load')); }),
+    terminate: () => w.terminate(), ref: () => {} };
+}
+
+const CALLBACKS = { step: 'onStep', eval: 'onEval', checkpoint: 'onCheckpoint', load: 'onLoad', log: 'onLog', ready: 'onReady', engine: 'onEngine' };
+
+/**
+ * A training run in a worker. new Trainer(options) (or train(options)) starts it. Options:
+ *   objective 'mae' | 'aim' | 'classify'; model: a timm architecture ('vit_tiny_patch16_224':
+ *     timm's create_model with imgSize, patchSize), a train preset ('fmnist-p7-mlp2'), or config
+ *     (timm kwargs / the engine's { encoder, ... }); pool 'avg' | 'token' (classify);
+ *   weights: where the run starts from -- bytes, a File / Blob, a URL (progress: onLoad), a path
+ *     in Node -- timm / lightly / vitrine safetensors (pos_embed / patch_embed of another size
+ *     resampled as timm does); weightsStrict;
+ *   data: a folder path (Node; sub-folders are classes), a FileList / File[] (classes: their
+ *     folders) or URLs, { files | urls, labels, classes }, { byClass: { name: [...] } },
+ *     { pixels: Uint8Array [n, chans, size, size], n, size, chans, labels, classes },
+ *     'fashion-mnist' (Node); val: the same, or a fraction held out (classify default 0.2);
+ *   steps or epochs; batch (-b); gradAccum; lr; minLr; warmup (steps) or warmupEpochs;
+ *   weightDecay; labelSmoothing; maskRatio; policy (gradient checkpointing); seed;
+ *   augment ('hflip,rrc:0.08-1' ...); mean / std (default: the weights', else timm's for the
+ *   architecture); resume: checkpoint bytes; stopAt; checkpointEvery; evalEvery; noEval;
+ *   wasm, threads (the worker's engine); backend 'wasm' | 'webgpu' | 'auto' (createVitrine's: where
+ *     the steps run; webgpu: replayed on the GPU, the state synced at checkpoints, evaluations and
+ *     the end; gradAccum 1 only), gpu (createVitrine's gpu options); signal (AbortSignal);
+ *   onStep({ step, steps, epoch, loss, lr, seconds, imagesPerSecond, memory }), onEval, onCheckpoint({ step,
+ *   bytes }), onLoad({ loaded, total, name }), onLog({ text }), onReady(info), onEngine(info).
+ * `done` resolves to { status: 'done' | 'stopped' | 'aborted', step, steps, epoch, lossFirst,
+ * lossLast, trainSeconds, imagesPerSecond, checkpoint, weights, saveError (why they are null after
+ * steps: a state the engine will not save), eval, classes, run } and rejects
+ * with a VitrineError (its `result`: what a run that took steps leaves, the last good checkpoint).
+ */
+export class Trainer {
+  constructor(options = {}) {
+    this.options = options;
+    this.status = 'starting';
+    this.step = 0;
+    this.steps = null;
+    this.epoch = 0;
+    this.loss = null;
+    this.info = null;
+    this._replies = new Map();
+    this._next = 1;
+    this._worker = null;
+    this._pending = [];
+    this.done = this._start();
+    this.done.catch(() => {}); // an unobserved failure is not an unhandled rejection until awaited
+    if (options.signal) {
+      if (options.signal.aborted) this.abort();
+      else options.signal.addEventListener('abort', () => this.abort(), { once: true });
+    }
+  }
+
+  async _start() {
+    const { signal, data, val, weights, resume, ...rest } = this.options;
+    void signal; // the callbacks and the signal stay here; the rest crosses to the worker
+    for (const cb of Object.values(CALLBACKS)) delete rest[cb];
+    const options = { ...rest, data: await describeData(data, 'data'), weights: await describeSource(weights) };
+    if (val != null) options.val = typeof val === 'number' ? val : await describeData(val, 'val');
+    if (resume != null) options.resume = isBlob(resume) ? new Uint8Array(await resume.arrayBuffer()) : resume;
+    const w = this._worker = await spawn(options);
+    return new Promise((resolve, reject) => {
+      const fail = (e, result = null) => {
+        this.status = 'error';
+        const err = e instanceof Error ? e : Object.assign(new VitrineError(e.message, e.status ?? -1), { name: e.name === 'DataError' ? 'DataError' : 'VitrineError' },
+          e.field != null ? { field: e.field } : {});
+        err.result = result;
+        w.ref(false);
+        reject(err);
+      };
+      w.onError((e) => fail(e));
+      w.on((m) => {
+        if (m.type === 'event') this._event(m.name, m.data);
+        else if (m.type === 'reply') {
+          const r = this._replies.get(m.id);
+          this._replies.delete(m.id);
+          if (r) (m.ok ? r.resolve(m.result) : r.reject(new VitrineError(m.error.message, m.error.status ?? -1)));
+          if (!this._replies.size && this.status !== 'training' && this.status !== 'paused' && this.status !== 'starting') w.ref(false);
+        } else if (m.type === 'done') {
+          this.status = m.result.status;
+          w.ref(false); // kept for predict() until dispose(), without keeping Node alive
+          resolve(m.result);
+        } else if (m.type === 'error') fail(m.error, m.result);
+      });
+      w.post({ type: 'start', options });
+      for (const msg of this._pending.splice(0)) w.post(msg);
+    });
+  }
+
+  _event(name, data) {
+    if (name === 'ready') { this.info = data; this.step = data.step; this.steps = data.steps; if (this.status === 'starting') this.status = 'training'; }
+    if (name === 'step') { this.step = data.step; this.epoch = data.epoch; this.loss = data.loss; }
+    const cb = this.options[CALLBACKS[name]];
+    if (cb) cb(data);
+  }
+  _send(msg) { if (this._worker) this._worker.post(msg); else this._pending.push(msg); }
+
+  /** Stops at the next step boundary (the run waits; resume() continues bit for bit). */
+  pause() { if (this.status === 'training' || this.status === 'starting') { this.status = 'paused'; this._send({ type: 'pause' }); } }
+  resume() { if (this.status === 'paused') { this.status = 'training'; this._send({ type: 'resume' }); } }
+  /** Ends the run at the next step boundary: `done` resolves with status 'aborted' and the
+   * checkpoint of the last step (resume: it, as options.resume). */
+  abort() { if (['starting', 'training', 'paused'].includes(this.status)) this._send({ type: 'abort' }); }
+
+  /** A classifier's top classes with probabilities, per image: [{ index, name, p }] (images:
+   * Blob / File, ImageBitmap, ImageData, RGBA { width, height, data } of any size, or a
+   * normalised Float32Array NCHW). Works during and after the run, until dispose(). */
+  async predict(images, { topk = 3 } = {}) {
+    if (!this._worker) await new Promise((r) => setTimeout(r, 0));
+    if (!this._worker) throw new VitrineError('predict: the training worker is not started', -7);
+    const id = this._next++;
+    this._worker.ref(true);
+    return new Promise((resolve, reject) => {
+      this._replies.set(id, { resolve, reject });
+      this._worker.post({ type: 'predict', id, images, options: { topk } });
+    });
+  }
+
+  /** Ends the worker (and its engine). */
+  dispose() { if (this._worker) { this._worker.terminate(); this._worker = null; } }
+}
+
+/** train(options): new Trainer(options). */
+export function train(options) { return new Trainer(options); }
