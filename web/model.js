@@ -317,7 +317,8 @@ export class Model {
     };
   }
 
-  /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size. */
+  /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size
+   * (and `gpu`, the GPU bytes held, on the WebGPU backend). */
   memory() {
     const vt = this._vt, c = this._c;
     const [arena] = vt.withLayouts(['arena_stats'], (out) => c.arena_stats(this._h, out));
@@ -329,7 +330,7 @@ export class Model {
     } else if (this._last) {
       planned = this.plan(this._last.fn, this._last.sizes);
     }
-    return { linear: vt._low.buffer().byteLength, planned, used: { params, grads, activations: arena.peak }, arena };
+    return { linear: vt._low.buffer().byteLength, planned, used: { params, grads, activations: arena.peak }, arena, ...(this._gpu ? { gpu: this._gpu.bytes } : {}) };
   }
   /** The last call's activation memory as the engine's arena saw it, one entry per arena event:
    * bytes = arena in use (max = measured peak), live = minus what the backward has finished with

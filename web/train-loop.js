@@ -329,10 +329,12 @@ export class Session {
   }
 
   /** The memory of the step: planned (the engine's plan, bytes by kind) and measured (the
-   * parameters, gradients and the arena's peak), and the wasm memory. */
+   * parameters, gradients and the arena's peak), the wasm memory, and on the WebGPU backend the GPU
+   * bytes held (gpu). */
   memory() {
     const mm = this.model.memory();
-    return { planned: mm.planned, measured: { params: mm.used.params, grads: mm.used.grads, activations: mm.arena.peak }, wasm: mm.linear };
+    return { planned: mm.planned, measured: { params: mm.used.params, grads: mm.used.grads, activations: mm.arena.peak }, wasm: mm.linear,
+      ...(mm.gpu != null ? { gpu: mm.gpu } : {}) };
   }
 
   /** A classifier's top-1 and confusion matrix on the held-out images (chunks of `chunk`). */

@@ -253,6 +253,8 @@ export interface ModelMemory {
   planned: PlanBytes | null;
   used: { params: number; grads: number; activations: number };
   arena: { planned: number; peak: number; capacity: number };
+  /** GPU bytes held (the WebGPU backend only). */
+  gpu?: number;
 }
 
 /** A model's image size, patch size, channels, width, depth, heads and prefix tokens ([CLS] + registers). */
@@ -419,7 +421,7 @@ export type DataSource = string | URL | ArrayLike<BlobLike> | Array<string | URL
   | { urls: Array<string | URL>; labels?: ArrayLike<number>; classes?: string[] }
   | { pixels: Uint8Array | Uint8ClampedArray; n: number; size: number; chans: number; labels?: ArrayLike<number>; classes?: string[]; name?: string }
   | { byClass: Record<string, Array<BlobLike | string | URL>> };
-export interface TrainMemory { planned: PlanBytes | null; measured: { params: number; grads: number; activations: number }; wasm: number; }
+export interface TrainMemory { planned: PlanBytes | null; measured: { params: number; grads: number; activations: number }; wasm: number; gpu?: number; }
 export interface TrainStepEvent { step: number; steps: number; epoch: number; loss: number; lr: number; seconds: number; imagesPerSecond: number;
   /** every 20 steps and at the last */
   memory?: TrainMemory; }

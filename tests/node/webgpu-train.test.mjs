@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createVitrine } from '../../web/vitrine.js';
+import { createVitrine, train } from '../../web/vitrine.js';
 import { GpuError } from '../../web/webgpu/device.js';
 import { deviceMisfit, wholeRows } from '../../web/webgpu/backend.js';
 import { REPO, WASM_DIR, readSafetensors } from './util.mjs';
@@ -190,6 +190,46 @@ test('vitrine train --backend webgpu: the wasm run\'s losses, its checkpoint res
     assert.equal(resumed.json.steps, 6);
     assert.ok(Math.abs(resumed.json.loss_last - cpu.json.loss_last) <= LOSS_TOL * cpu.json.loss_last, `${resumed.json.loss_last} vs ${cpu.json.loss_last}`);
   } finally { rmSync(dir, { recursive: true, force: true }); }
+});
+
+// the Trainer's Session in its worker thread on the GPU: each step's loss with the wasm run's, the
+// state synced at the checkpoint (an event) and the end; stopped and resumed on the GPU it gives
+// the straight GPU run's checkpoint bit for bit; a classifier's steps and evaluation; gradAccum refused
+test('train({ backend: \'webgpu\' }): the Session steps on the GPU in a worker thread; checkpoints resume bit for bit', async () => {
+  const n = 12, px = new Uint8Array(n * 256), labels = [];
+  for (let i = 0; i < n; i++) { labels.push(i % 2); for (let k = 0; k < 256; k++) px[i * 256 + k] = (((i % 2 ? k % 16 : k >> 4) + i) >> 1) % 2 ? 200 : 30; }
+  const data = { pixels: px, n, size: 16, chans: 1, labels, classes: ['a', 'b'] };
+  const base = { objective: 'mae', config: SMALL, data, batch: B, steps: 8, lr: 2e-3, warmup: 2, seed: 1, wasm: 'simd', threads: 1, noEval: true };
+  const GPU = { backend: 'webgpu', gpu: { swiftshader: true } };
+  const tensorsOf = (bytes) => Object.entries(readSafetensors(bytes).tensors).map(([k, t]) => [k, Buffer.from(t.bytes).toString('hex')]);
+  const run = async (o) => {
+    const losses = [], checkpoints = [], memory = [];
+    let engineInfo = null;
+    const t = train({ ...o, onEngine: (e) => { engineInfo = e; }, onStep: (e) => { losses.push(e.loss); if (e.memory) memory.push(e.memory); },
+      onCheckpoint: (c) => checkpoints.push(c) });
+    try { return { r: await t.done, losses, checkpoints, engineInfo, memory }; } finally { t.dispose(); }
+  };
+  const gpu = await run({ ...base, ...GPU, checkpointEvery: 4 }), cpu = await run(base);
+  assert.equal(gpu.engineInfo.backend.name, 'webgpu');
+  assert.equal(cpu.engineInfo.backend.name, 'wasm');
+  assert.ok(gpu.memory[0].gpu > 0 && cpu.memory[0].gpu === undefined, 'the steps held GPU buffers'); // (they ran there)
+  assert.equal(gpu.r.status, 'done');
+  assert.equal(gpu.losses.length, 8);
+  gpu.losses.forEach((x, i) => assert.ok(Math.abs(x - cpu.losses[i]) <= LOSS_TOL * Math.abs(cpu.losses[i]), `step ${i + 1}: ${x} on the GPU, ${cpu.losses[i]} on wasm`));
+  assert.deepEqual(gpu.checkpoints.map((c) => c.step), [4]);
+  // the step-4 checkpoint (synced from the GPU) resumed on the GPU: the straight run's bits
+  const resumed = await run({ data, resume: gpu.checkpoints[0].bytes, wasm: 'simd', threads: 1, noEval: true, ...GPU });
+  assert.equal(resumed.r.step, 8);
+  assert.deepEqual(tensorsOf(resumed.r.checkpoint), tensorsOf(gpu.r.checkpoint), 'GPU resumed at 4 != GPU straight');
+  assert.equal(resumed.r.lossLast, gpu.r.lossLast);
+  assert.deepEqual(tensorsOf(resumed.r.weights), tensorsOf(gpu.r.weights));
+  // a classifier: labels each step on the GPU, the held-out evaluation after a sync
+  const cb = { objective: 'classify', config: SMALL.encoder, data, batch: B, steps: 3, lr: 1e-3, warmup: 1, seed: 2, wasm: 'simd', threads: 1, evalEvery: 2 };
+  const gc = await run({ ...cb, ...GPU }), cc = await run(cb);
+  gc.losses.forEach((x, i) => assert.ok(Math.abs(x - cc.losses[i]) <= LOSS_TOL * Math.abs(cc.losses[i]), `classify step ${i + 1}: ${x} on the GPU, ${cc.losses[i]} on wasm`));
+  assert.ok(gc.r.eval && gc.r.eval.n === cc.r.eval.n && gc.r.eval.n > 0, JSON.stringify(gc.r.eval));
+  // K micro-batches are not one recording: refused before a step
+  await assert.rejects(run({ ...base, ...GPU, gradAccum: 2 }).then((x) => x.r), /gradAccum 2: accumulated steps do not run on the WebGPU backend/);
 });
 
 test('plan --backend webgpu: the step against the adapter\'s limits; a limit broken is named', () => {
