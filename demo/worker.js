@@ -73,6 +73,7 @@ function memInfo() {
     const mm = m.memory();
     out.arena = mm.arena;
     out.used = mm.used;
+    if (mm.gpu != null) out.gpu = mm.gpu; // the GPU bytes held (webgpu backend)
   }
   return out;
 }

@@ -28,6 +28,10 @@ describe('demo backends', { skip, timeout: 240_000 }, () => {
       const losses = await S(() => window.vitrineDemo.losses.map((l) => l.loss));
       assert.equal(losses.length, 3);
       assert.ok(losses.every(Number.isFinite), losses.join(' '));
+      assert.ok(await S(() => window.vitrineDemo.mem.gpu > 0), 'the steps held GPU buffers'); // (the Session stepped there)
+      // the run kept for a reload: its state synced from the GPU at the end (persist)
+      await b.waitFor(() => window.vitrineDemo.saved && window.vitrineDemo.saved.step === 3, null, 30_000);
+      assert.equal(await S(() => window.vitrineDemo.saved.ok), true);
       await b.reset();
       await b.openPage(''); // auto: a software adapter only
       const auto = await S(() => window.vitrineDemo.backend);
