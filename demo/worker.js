@@ -137,7 +137,11 @@ async function loop(token) {
   }
   if (r.status === 'done') {
     running = false;
-    if (cls) { const e = await session.evaluate(cfg.batch); if (e) onEval(e); }
+    if (cls) {
+      const e = await session.evaluate(cfg.batch);
+      if (token !== loopToken || !run) return; // reset meanwhile
+      if (e) onEval(e);
+    }
     post({ type: 'stopped', reason: 'done', step: run.model.stepCount });
     await persist();
   }
@@ -192,7 +196,9 @@ async function persist() {
   // periodic save used to keep the earlier step, and a reload resumed from there)
   while (saving) await saving;
   if (!run || !run.keep) return;
-  await run.session.sync(); // the GPU's newest state into wasm memory (webgpu backend; else nothing)
+  const r = run;
+  await r.session.sync(); // the GPU's newest state into wasm memory (webgpu backend; else nothing)
+  if (run !== r) return; // reset or replaced meanwhile
   const state = run.session.checkpoint(); // the training state with the run's settings
   if (state.length > MAX_SAVED) {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });

@@ -412,28 +412,33 @@ export class Session {
   async loop({ stopAt = this.run.steps, checkpointEvery = 0, evalEvery = 0, evalChunk = 250, emit = () => {}, control = {}, yieldEvery = 1 } = {}) {
     const stop = Math.min(stopAt, this.run.steps), t0 = now();
     let status = 'stopped', error = null, n = 0;
+    // disposed while the loop waited (the demo's reset during a step): aborted, nothing more read
+    const gone = () => !this.model;
     for (;;) {
       if (n++ % yieldEvery === 0) await yieldNow();
       if (control.paused && control.paused()) await control.waitResume();
-      if (control.aborted && control.aborted()) { status = 'aborted'; break; }
+      if ((control.aborted && control.aborted()) || gone()) { status = 'aborted'; break; }
       if (this.step >= stop) { status = this.step >= this.run.steps ? 'done' : 'stopped'; break; }
       let r;
-      try { r = await this.stepOnce(); } catch (e) { error = e; status = 'error'; break; }
+      try { r = await this.stepOnce(); } catch (e) { if (gone()) { status = 'aborted'; break; } error = e; status = 'error'; break; }
+      if (gone()) { status = 'aborted'; break; }
       const ev = { step: r.step, steps: this.run.steps, epoch: this.epoch, loss: r.loss, lr: r.lr, seconds: r.seconds,
         imagesPerSecond: this.effBatch / r.seconds, images: r.images };
       if (r.step % 20 === 1 || r.step === stop) ev.memory = this.memory();
       const w = emit('step', ev);
       if (w && typeof w.then === 'function') await w; // (the demo saves between GPU steps)
+      if (gone()) { status = 'aborted'; break; }
       const cp = checkpointEvery && r.step % checkpointEvery === 0 && r.step < stop, ev2 = evalEvery && r.step % evalEvery === 0 && r.step < this.run.steps;
       if (cp || ev2) {
         try { await this.sync(); } catch (e) { error = e; status = 'error'; break; }
+        if (gone()) { status = 'aborted'; break; }
       }
       if (cp) emit('checkpoint', { step: r.step, bytes: this.checkpoint() });
       if (ev2) { const e = await this.evaluate(evalChunk); if (e) emit('eval', e); }
     }
     if (!error) try { await this.sync(); } catch (e) { error = e; status = 'error'; }
     this.trainSeconds = (this.trainSeconds || 0) + (now() - t0) / 1000;
-    this.trained = this.step - this.startStep;
+    if (!gone()) this.trained = this.step - this.startStep;
     return { status, error };
   }
 
