@@ -9,7 +9,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine, train } from '../../web/vitrine.js';
@@ -171,24 +171,36 @@ test('50 MAE steps on the GPU stay with the wasm run; checkpoints resume across 
   for (const m of [g, c, c2, g2]) m.dispose();
 });
 
-test('vitrine train --backend webgpu: the wasm run\'s losses, its checkpoint resumed on wasm', () => {
+// the CLI's train runs the Trainer's Session in a worker thread: on the GPU there too
+test('vitrine train --backend webgpu (the Trainer\'s Session): the wasm run\'s losses; stopped and resumed on the GPU, the straight run\'s checkpoint bits; resumed on wasm', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-gpu-train-'));
   const config = JSON.stringify({ encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 16, depth: 1, num_heads: 2 },
     decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 });
+  const spawn = (out, args) => spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'train', '--wasm', 'simd', '--threads', '1', '--no-eval',
+    '--json', '--out', path.join(dir, out), ...args], { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } });
   const cli = (out, ...args) => {
-    const r = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'train', '--wasm', 'simd', '--threads', '1', '--no-eval',
-      '--json', '--out', path.join(dir, out), ...args], { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } });
+    const r = spawn(out, args);
     assert.equal(r.status, 0, r.stderr);
     return { json: JSON.parse(r.stdout.trim().split('\n').pop()), stderr: r.stderr };
   };
+  const checkpoint = (out) => Object.entries(readSafetensors(readFileSync(path.join(dir, out, 'checkpoint.safetensors'))).tensors)
+    .map(([k, t]) => [k, Buffer.from(t.bytes).toString('hex')]);
   try {
-    const run = ['--config', config, '--batch', '4', '--steps', '6', '--save-every', '3'];
-    const gpu = cli('gpu', ...run, '--stop-at', '3', '--backend', 'webgpu'), cpu = cli('cpu', ...run);
+    const run = ['--config', config, '--batch', '4', '--steps', '6', '--save-every', '3'], GPU = ['--backend', 'webgpu'];
+    const gpu = cli('gpu', ...run, '--stop-at', '3', ...GPU), cpu = cli('cpu', ...run);
     assert.match(gpu.stderr, /backend webgpu \(WebGPU adapter .*swiftshader/i);
     assert.ok(Math.abs(gpu.json.loss_first - cpu.json.loss_first) <= LOSS_TOL * cpu.json.loss_first, `${gpu.json.loss_first} vs ${cpu.json.loss_first}`);
-    const resumed = cli('gpu', '--resume', path.join(dir, 'gpu', 'checkpoint.safetensors'));
-    assert.equal(resumed.json.steps, 6);
-    assert.ok(Math.abs(resumed.json.loss_last - cpu.json.loss_last) <= LOSS_TOL * cpu.json.loss_last, `${resumed.json.loss_last} vs ${cpu.json.loss_last}`);
+    const straight = cli('gpu-straight', ...run, ...GPU), onGpu = cli('gpu-resumed', '--resume', path.join(dir, 'gpu', 'checkpoint.safetensors'), ...GPU);
+    assert.equal(onGpu.json.steps, 6);
+    assert.deepEqual(checkpoint('gpu-resumed'), checkpoint('gpu-straight'), 'resumed at 3 on the GPU != straight on the GPU');
+    assert.equal(onGpu.json.loss_last, straight.json.loss_last);
+    assert.ok(Math.abs(straight.json.loss_last - cpu.json.loss_last) <= LOSS_TOL * cpu.json.loss_last, `${straight.json.loss_last} vs ${cpu.json.loss_last}`);
+    const onWasm = cli('gpu-wasm', '--resume', path.join(dir, 'gpu', 'checkpoint.safetensors'));
+    assert.equal(onWasm.json.steps, 6);
+    assert.ok(Math.abs(onWasm.json.loss_last - cpu.json.loss_last) <= LOSS_TOL * cpu.json.loss_last, `${onWasm.json.loss_last} vs ${cpu.json.loss_last}`);
+    const accum = spawn('accum', [...run, '--grad-accum-steps', '2', ...GPU]); // K micro-batches are not one recording
+    assert.equal(accum.status, 2, accum.stderr);
+    assert.match(accum.stderr, /--grad-accum-steps: gradAccum 2: accumulated steps do not run on the WebGPU backend/);
   } finally { rmSync(dir, { recursive: true, force: true }); }
 });
 
