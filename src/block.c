@@ -511,3 +511,43 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
                                  (nslots > 1 ? (uint64_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;
 }
+
+/* FLOPs of block_forward(have, xo != NULL): the kernel list's formulas (kernel_list.h) for the
+ * calls it makes, so that the plan's re-computation equals what a recorded step counts. */
+static double block_forward_flops(const vt_chain *c, int B, int T, int have, int with_output) {
+    double M = (double)B * T, D = c->D, F = c->F, H = c->H, hd = c->hd, f = 0;
+    if (c->has_attn) {
+        f += 8.0 * M * D; /* norm1 */
+        if (!(have & F_QKV)) f += 2.0 * M * D * (3 * D);
+        if (c->qk_norm) f += 2 * (8.0 * (M * H) * hd); /* (copies: 0) */
+        f += 4.0 * B * H * T * T * hd + 5.0 * B * H * T * T;
+        if (c->layerscale) f += (have & F_PO ? 0 : 2.0 * M * D * D) + 2.0 * M * D;
+        else f += 2.0 * M * D * D + 1.0 * M * D;
+    }
+    f += 8.0 * M * D + (have & F_H ? 0 : 2.0 * M * D * F) + 30.0 * M * F; /* norm2, fc1, GELU */
+    if (c->layerscale && c->has_attn) f += (have & F_FO ? 0 : 2.0 * M * F * D) + (with_output ? 2.0 * M * D : 0);
+    else if (with_output) f += 2.0 * M * F * D + 1.0 * M * D;
+    return f;
+}
+
+/* The forward FLOPs the chain's backward re-computes: the mirror of vt_chain_backward's re-runs
+ * (a selective block its dropped part; a checkpointed segment once, every block but the last with
+ * its output; with a handover, not the last block). All terms are integers below 2^53: exact. */
+double vt_chain_recompute_flops(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad) {
+    if (!need_grad) return 0;
+    int sel = fields_selective(c), seg_lo = has_handover(c, l, need_grad) ? c->depth - 1 : -1;
+    double f = 0;
+    for (int i = c->depth - 1; i >= 0; i--) {
+        int st = l->store[i];
+        if (st == VT_STORE_SELECTIVE) f += block_forward_flops(c, B, T, sel, 0);
+        else if (st != VT_STORE_FULL && (seg_lo < 0 || i < seg_lo)) {
+            int s0 = i;
+            while (!is_segment_start(l, s0)) s0--;
+            for (int j = s0; j <= i; j++) f += block_forward_flops(c, B, T, 0, j < i);
+            seg_lo = s0;
+        }
+        if (st != VT_STORE_INPUT && st != VT_STORE_NONE) seg_lo = -1;
+        else if (i == seg_lo) seg_lo = -1;
+    }
+    return f;
+}

@@ -321,5 +321,8 @@ vt_status vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, in
  * bwd_peak = extra on top of kept during the backward (excluding dres). */
 void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad,
                    int keep_all_outputs, uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra);
+/* The forward FLOPs the chain's backward re-computes under the layout (what a recorded step's
+ * re-computation phase counts). */
+double vt_chain_recompute_flops(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad);
 
 #endif

@@ -154,16 +154,6 @@ static void layout_for_policy(const vt_policy *p, const vt_chain *c, int force_a
     }
 }
 
-/* Forward flops of one block per call, and what selective re-computes: used to rank budget
- * choices by re-computation. */
-static double block_flops(const vt_chain *c, int B, int T, int selective_only) {
-    double M = (double)B * T, D = c->D, F = c->F;
-    double attn = c->has_attn ? 4.0 * M * T * D : 0;
-    double proj = c->has_attn ? 2.0 * M * D * D : 0;
-    if (selective_only) return attn + (c->layerscale ? 0 : proj) + 10.0 * M * (D + F);
-    return attn + proj + (c->has_attn ? 6.0 * M * D * D : 0) + 4.0 * M * D * F + 10.0 * M * (D + F);
-}
-
 /* ---- the chains a call runs ---------------------------------------------------------------- */
 
 static void call_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS],
@@ -177,20 +167,15 @@ uint64_t vt_plan_floats(const vt_model *m, vt_fn fn, const vt_inputs *in, int ne
     return vt_call_objective(m, fn)->plan(m, fn, in, need_grad, lays);
 }
 
-/* Forward flops the layouts re-compute during the backward (a selective block its dropped part,
- * a checkpointed block its whole forward). */
+/* Forward flops the layouts re-compute during the backward (block.c's mirror of the backward:
+ * what the recorded step counts). */
 double vt_layouts_flops(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain_layout *lays) {
     const vt_chain *cs[VT_CHAINS];
     int T[VT_CHAINS];
     call_chains(m, fn, in, cs, T);
     double f = 0;
-    for (int k = 0; k < VT_CHAINS; k++) {
-        const vt_chain *c = cs[k];
-        if (!c) continue;
-        for (int i = 0; i < c->depth; i++)
-            if (lays[k].store[i] != VT_STORE_FULL)
-                f += block_flops(c, in->batch, T[k], lays[k].store[i] == VT_STORE_SELECTIVE);
-    }
+    for (int k = 0; k < VT_CHAINS; k++)
+        if (cs[k]) f += vt_chain_recompute_flops(cs[k], &lays[k], in->batch, T[k], 1);
     return f;
 }
 
@@ -229,7 +214,6 @@ int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_
     vt_chain_layout best_lay[VT_CHAINS], tl[VT_CHAINS];
     for (int a = 0; a <= d0; a++)
         for (int s = 0; a + s <= d0; s++) {
-            double cost = 0;
             memcpy(tl, lays, sizeof tl);
             for (int k = 0; k < VT_CHAINS; k++) {
                 const vt_chain *c = cs[k];
@@ -238,9 +222,8 @@ int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_
                 int sk = d0 ? (int)lround((double)s * c->depth / d0) : 0;
                 if (ak + sk > c->depth) sk = c->depth - ak;
                 layout_mix(c, ak, sk, &tl[k]);
-                double full = block_flops(c, in->batch, T[k], 0), selc = block_flops(c, in->batch, T[k], 1);
-                cost += ak * full + sk * selc;
             }
+            double cost = vt_layouts_flops(m, fn, in, tl);
             if (best_cost >= 0 && cost >= best_cost) continue;
             if (vt_plan_floats(m, fn, in, need_grad, tl) <= budget_floats) {
                 best_cost = cost;

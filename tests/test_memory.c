@@ -289,12 +289,14 @@ static void test_budget(void) {
 static void test_train_step_plan(void) {
     tu_rng r = {77};
     const int B = 3;
-    for (int kind = 0; kind < 3; kind++) { /* MAE, AIM, classifier */
+    for (int kind = 0; kind < 4; kind++) { /* MAE, AIM, classifier; MAE with qk_norm and LayerScale */
         vt_model_config c;
         if (kind == 0) tu_tiny_config(&c, VT_KIND_MAE, 16, 4, 8, 4, 2, 2.0f);
         else if (kind == 1) tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 4, 2, 2.0f);
-        else { tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 4, 2, 2.0f); c.enc.num_classes = 3; }
-        const char *name = kind == 0 ? "mae" : kind == 1 ? "aim" : "classifier";
+        else if (kind == 2) { tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 4, 2, 2.0f); c.enc.num_classes = 3; }
+        else { tu_tiny_config(&c, VT_KIND_MAE, 16, 4, 8, 5, 2, 2.0f); c.enc.qk_norm = 1; c.enc.init_values = 0.2f; }
+        int mae = kind == 0 || kind == 3;
+        const char *name = kind == 0 ? "mae" : kind == 1 ? "aim" : kind == 2 ? "classifier" : "mae qk_norm+LayerScale";
         static const int32_t labels[3] = {0, 2, 1};
         vt_model *m = make(&c, &r);
         if (!m) return;
@@ -311,7 +313,7 @@ static void test_train_step_plan(void) {
             if (!CHECK_OK(vt_plan_train_step(m, B, -1.0f, POL[p], 0, &sp), what)) continue;
             /* the trainer's masks keep what the plan says */
             int nk = L;
-            if (kind == 0) {
+            if (mae) {
                 vt_rng g;
                 vt_rng_seed(&g, 1);
                 int64_t *keep = tu_xmalloc((size_t)B * L * 8), *msk = tu_xmalloc((size_t)B * L * 8);
@@ -319,7 +321,7 @@ static void test_train_step_plan(void) {
                 free(keep);
                 free(msk);
             }
-            CHECK(sp.tokens_kept == nk && sp.tokens_masked == (kind == 0 ? L - nk : 0),
+            CHECK(sp.tokens_kept == nk && sp.tokens_masked == (mae ? L - nk : 0),
                   "%s: tokens %d / %d, the trainer keeps %d of %d", what, sp.tokens_kept, sp.tokens_masked, nk, L);
             CHECK(sp.policy_met && !sp.fits && !sp.fit_policy[0] && !sp.max_batch, "%s: no budget, no search", what);
             /* = vt_plan of the loss with those sizes */
@@ -328,7 +330,7 @@ static void test_train_step_plan(void) {
             vt_inputs in;
             memset(&in, 0, sizeof in);
             in.batch = B;
-            if (kind == 0) { in.idx_keep = &idx; in.n_keep = nk; in.idx_mask = &idx; in.n_mask = L - nk; }
+            if (mae) { in.idx_keep = &idx; in.n_keep = nk; in.idx_mask = &idx; in.n_mask = L - nk; }
             else if (kind == 1) { in.mask = &pm; in.is_causal = 1; }
             else in.labels = labels;
             vt_plan_bytes pb;
@@ -336,6 +338,18 @@ static void test_train_step_plan(void) {
             if (CHECK_OK(vt_plan(m, VT_FN_LOSS, &in, 1, &pb), what))
                 CHECK(!memcmp(&pb, &sp.bytes, sizeof pb), "%s: activations %llu, vt_plan says %llu", what,
                       (unsigned long long)sp.bytes.activations, (unsigned long long)pb.activations);
+            /* the plan's re-computed FLOPs are what the recorded step re-computes */
+            vt_trace *tr = NULL;
+            if (CHECK_OK(vt_trace_train_step(m, img, kind == 2 ? labels : NULL, B, &tr), what)) {
+                double rec = 0;
+                for (int e = 0; e < vt_trace_count(tr); e++) {
+                    const vt_trace_entry *te = vt_trace_get(tr, e);
+                    if (te->kind == VT_TR_CALL && te->phase == VT_PHASE_RECOMPUTE) rec += te->flops;
+                }
+                CHECK(rec == sp.recompute_flops, "%s: plan re-computes %.0f FLOPs, the recorded step %.0f", what,
+                      sp.recompute_flops, rec);
+            }
+            vt_trace_free(tr);
             /* the step sizes its arena from the same plan */
             float loss;
             if (CHECK_OK(kind == 2 ? vt_train_step_labels(m, img, labels, B, &loss) : vt_train_step(m, img, B, &loss), what)) {
@@ -386,9 +400,9 @@ static void test_train_step_plan(void) {
             CHECK(!s.policy_met && !s.fits && s.bytes.total == least.least_bytes.total,
                   "%s: budget:1 is not met, and plans the smallest layout", name);
         /* the ratio given, not the trainer's */
-        if (kind == 0 && CHECK_OK(vt_plan_train_step(m, B, 0.25f, NULL, 0, &s), "ratio"))
+        if (mae && CHECK_OK(vt_plan_train_step(m, B, 0.25f, NULL, 0, &s), "ratio"))
             CHECK(s.tokens_kept == vt_mask_keep_count(L, 0.25f, 0), "%s: mask ratio 0.25 keeps %d", name, s.tokens_kept);
-        if (kind == 0) CHECK_ERR(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), VT_ERR_ARG, "mask_ratio", "mask ratio 1");
+        if (mae) CHECK_ERR(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), VT_ERR_ARG, "mask_ratio", "mask ratio 1");
         else CHECK_OK(vt_plan_train_step(m, B, 1.0f, NULL, 0, &s), "AIM draws no token mask");
         CHECK_ERR(vt_plan_train_step(m, 0, -1.0f, NULL, 0, &s), VT_ERR_ARG, "batch", "batch 0");
     next:

@@ -17,6 +17,9 @@ export const camelCase = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase()
 export function timmSpec(name, { kind = 'timm', ...kwargs } = {}) {
   const snake = (s) => s.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
   const config = Object.fromEntries(Object.entries(kwargs).filter(([, v]) => v !== undefined).map(([key, v]) => [snake(key), v]));
+  // timm's create_model(name) has a 1000-class (ImageNet) head unless told otherwise; around an
+  // MAE / AIM model the head is not used, so only the timm model gets it
+  if (kind === 'timm' && !('num_classes' in config)) config.num_classes = 1000;
   return { kind, preset: name, config: Object.keys(config).length ? config : null };
 }
 

@@ -196,7 +196,8 @@ export class Vitrine {
    * config's MAE decoder / AIM head (kind mae / aim), else the config's timm kwargs over the preset. */
   createModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): Model;
   /** timm's create_model(name, num_classes=..., img_size=...): a timm architecture the engine knows
-   * (vit_tiny_patch16_224, ...) with timm kwargs in camelCase or timm's own names. */
+   * (vit_tiny_patch16_224, ...) with timm kwargs in camelCase or timm's own names; as in timm, a
+   * 1000-class head unless numClasses says otherwise (0: none). */
   createModel(name: string, options?: { numClasses?: number; imgSize?: number; patchSize?: number; inChans?: number; globalPool?: string; kind?: ModelKind; [kwarg: string]: unknown }): Model;
   /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
    * checks it (a VitrineError otherwise), nothing allocated. */

@@ -102,6 +102,13 @@ test('plan: train\'s step by default, every objective, --all-policies and --budg
       assert.deepEqual([r.total, r.recompute_flops, r.fits], [x.total, x.recomputeFlops, x.fits], r.policy);
     }
   } finally { m.dispose(); }
+  // train --grad-accum-steps K: the memory of one micro-batch, said in the header
+  const micro = plan(['-b', '16', '--budget', '20MB']), accum = plan(['-b', '16', '--grad-accum-steps', '4', '--budget', '20MB']);
+  assert.deepEqual({ ...accum, grad_accum_steps: 1 }, micro);
+  assert.equal(accum.grad_accum_steps, 4);
+  const text = run(['plan', '-b', '16', '--grad-accum-steps', '4', '--threads', '1']);
+  assert.match(text.stdout, /batch 16 \(one micro-batch of a step of 4 x 16 images\)/);
+  assert.equal(run(['plan', '--grad-accum-steps', '0']).status, 2);
   // nothing fits: null, not -1
   const tiny = plan(['--budget', '1000']);
   assert.equal(tiny.fits, false);

@@ -131,6 +131,12 @@ test('createModel(name, options) as timm.create_model; Model.loadWeights and the
   assert.deepEqual([shape('head.weight'), shape('pos_embed'), shape('fc_norm.weight')], [[5, 192], [1, 50, 192], [192]]);
   assert.deepEqual(m.normalization.mean, [0.5, 0.5, 0.5]); // timm's pretrained_cfg of the architecture
   assert.throws(() => vt.createModel('vit_tiny_patch16_224', { numClasses: -1 }), /num_classes/);
+  // as timm.create_model(name): a 1000-class head unless num_classes says otherwise (0: none)
+  for (const [opts, head] of [[{}, [1000, 192]], [{ numClasses: 0 }, null], [{ num_classes: 7 }, [7, 192]]]) {
+    const t = vt.createModel('vit_tiny_patch16_224', { imgSize: 32, ...opts });
+    assert.deepEqual(t.params().find((p) => p.name === 'head.weight')?.shape ?? null, head, JSON.stringify(opts));
+    t.dispose();
+  }
   assert.throws(() => vt.createModel('vit_huge_patch99', {}), /unknown preset 'vit_huge_patch99'/);
   // weights of another size and their own pretrained_cfg; saved again with the normalisation
   const src = vt.createModel('vit_tiny_patch16_224', { imgSize: 64 });

@@ -10,7 +10,7 @@ import { TRAIN_PRESETS, modelSpec } from '../train.js';
 import { classifierSpec, CLASSIFY_DEFAULTS } from '../classify.js';
 import { CliError, whole, oneOf } from './args.js';
 import { loadEngine, specDims, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
-import { setPolicy } from './run.js';
+import { setPolicy, SCHEDULE_OPTIONS } from './run.js';
 import { readConfig, mib } from './io.js';
 import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
 
@@ -28,6 +28,7 @@ export const command = {
       parse: oneOf('mae', 'aim', 'classify', 'encode') },
     ...MODEL_OPTIONS,
     batch: { ...MODEL_OPTIONS.batch, parse: whole(1, 2147483647) },
+    'grad-accum-steps': { ...SCHEDULE_OPTIONS['grad-accum-steps'], help: 'a run of train --grad-accum-steps K: its optimizer step sums K micro-batches of\n--batch images, one after the other, so its memory is one micro-batch\'s (what is planned)' },
     classes: { value: 'N', help: 'classify: the classes of the head (default 10)', parse: whole(2, 1000000) },
     pool: { value: 'token|avg', help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`, parse: oneOf('token', 'avg') },
     'tokens-kept': { value: 'K', help: 'encode: idx_keep of K tokens per image (default all)', parse: whole(0, 2147483647) },
@@ -62,6 +63,8 @@ async function plan(o) {
   const objective = o.objective || TRAIN_DEFAULTS.objective;
   if (o.tokensKept != null && objective !== 'encode') throw new CliError(`--tokens-kept is for --objective encode (${objective} keeps what its step keeps)`, 2);
   if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
+  if ((o.gradAccum ?? 1) > 1 && o.backend === 'webgpu')
+    throw new CliError('--grad-accum-steps: accumulated steps do not run on the WebGPU backend (train refuses them there); plan --backend wasm', 2);
   let spec;
   try { spec = specOf(o, objective); } catch (e) { throw new CliError(e.message, e instanceof CliError ? e.status : 2); }
   const vt = await loadEngine(o), nt = vt.threads;
@@ -111,7 +114,7 @@ async function planWith(o, vt, nt, objective, spec) {
     };
     const step = stepOf(policy);
     const rows = o.allPolicies ? model.namedPolicies().map((p) => stepOf(p)) : null;
-    const out = { objective, name, batch, kept, maskRatio, policy, threads: nt, budget, step, rows, dims: model.dims };
+    const out = { objective, name, batch, accum: o.gradAccum ?? 1, kept, maskRatio, policy, threads: nt, budget, step, rows, dims: model.dims };
     const device = vt.backend.name === 'webgpu' ? await deviceFit(vt, model, { objective, batch, policy, maskRatio }) : null;
     if (device && o.json) out.webgpu = device;
     process.stdout.write(o.json ? jsonOf(out) : textOf(out));
@@ -124,14 +127,14 @@ async function planWith(o, vt, nt, objective, spec) {
 }
 
 // JSON: encode without a budget or rows is the native CLI's object, byte for byte
-function jsonOf({ objective, name, batch, kept, maskRatio, policy, threads, budget, step, rows, webgpu }) {
-  if (objective === 'encode' && budget == null && !rows && !webgpu) {
+function jsonOf({ objective, name, batch, accum, kept, maskRatio, policy, threads, budget, step, rows, webgpu }) {
+  if (objective === 'encode' && budget == null && !rows && accum === 1 && !webgpu) {
     return `{"preset": "${name}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${threads}, ` +
       KINDS.map((k) => `"${k}": ${step[k]}`).join(', ') + '}\n';
   }
   const fitsOf = (p) => (budget == null ? null : objective === 'encode' ? p.total <= budget : p.fits);
   const row = (p) => ({ policy: p.policy, ...pick(p), recompute_flops: p.recomputeFlops ?? null, fits: fitsOf(p) });
-  const j = { objective, preset: name === 'config' ? null : name, batch, mask_ratio: maskRatio, tokens_kept: objective === 'encode' ? kept : step.tokensKept,
+  const j = { objective, preset: name === 'config' ? null : name, batch, grad_accum_steps: accum, mask_ratio: maskRatio, tokens_kept: objective === 'encode' ? kept : step.tokensKept,
     tokens_masked: objective === 'encode' ? null : step.tokensMasked, policy, threads, ...pick(step), recompute_flops: step.recomputeFlops ?? null,
     policy_met: step.policyMet ?? null, budget, fits: fitsOf(step) };
   if (budget != null && objective !== 'encode') {
@@ -144,11 +147,12 @@ function jsonOf({ objective, name, batch, kept, maskRatio, policy, threads, budg
   return JSON.stringify(j) + '\n';
 }
 
-function textOf({ objective, name, batch, kept, maskRatio, policy, threads, budget, step, rows, dims }) {
+function textOf({ objective, name, batch, accum, kept, maskRatio, policy, threads, budget, step, rows, dims }) {
   const f = (n) => String(n).padStart(12);
+  const per = accum > 1 ? ` (one micro-batch of a step of ${accum} x ${batch} images)` : '';
   let s = objective === 'encode'
-    ? `${name} batch ${batch}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`
-    : `${objective.toUpperCase()} ${name} ${dims.img}x${dims.img}x${dims.chans} patch ${dims.patch} dim ${dims.dim} depth ${dims.depth}, batch ${batch}` +
+    ? `${name} batch ${batch}${per}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`
+    : `${objective.toUpperCase()} ${name} ${dims.img}x${dims.img}x${dims.chans} patch ${dims.patch} dim ${dims.dim} depth ${dims.depth}, batch ${batch}${per}` +
       `${maskRatio != null ? `, mask ratio ${maskRatio}: ${step.tokensKept} tokens kept, ${step.tokensMasked} masked per image` : ''}, ` +
       `grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`;
   s += KINDS.map((k) => `  ${k.padEnd(11)} ${f(step[k])} bytes${k === 'total' ? ` (${mib(step.total)} MiB)` : ''}\n`).join('');
@@ -160,7 +164,7 @@ function textOf({ objective, name, batch, kept, maskRatio, policy, threads, budg
     if (objective !== 'encode') {
       if (step.fit) s += `  least re-computation that fits: ${step.fit.policy}, total ${step.fit.total} bytes (${mib(step.fit.total)} MiB), re-computes ${flops(step.fit.recomputeFlops)}\n`;
       else s += `  no policy fits batch ${batch}; the smallest plan: ${step.least.policy}, total ${step.least.total} bytes (${mib(step.least.total)} MiB)\n`;
-      s += step.maxBatch > 0 ? `  largest batch that fits: ${step.maxBatch}${step.maxBatch === batch ? ' (the one asked)' : ''}\n` : '  no batch fits\n';
+      s += step.maxBatch > 0 ? `  largest ${accum > 1 ? 'micro-' : ''}batch that fits: ${step.maxBatch}${step.maxBatch === batch ? ' (the one asked)' : ''}\n` : '  no batch fits\n';
     }
   }
   if (rows) {
