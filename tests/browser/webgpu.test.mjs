@@ -1,6 +1,7 @@
 // webgpu.test.mjs: the demo chooses where training runs and says why, in headless Debian Chromium
 // with WebGPU on SwiftShader (--enable-unsafe-webgpu --use-webgpu-adapter=swiftshader):
-// ?backend=webgpu trains an MAE run on the GPU (the adapter named); auto, finding only a software
+// ?backend=webgpu trains an MAE run on the GPU (the adapter named), and so does the library's
+// Trainer (train({ backend: 'webgpu' }), a Web Worker); auto, finding only a software
 // adapter, trains on wasm and says so; without WebGPU, ?backend=webgpu falls back to wasm with the
 // reason. Skipped (with a message) only when /usr/bin/chromium is absent.
 import { describe, test } from 'node:test';
@@ -33,6 +34,24 @@ describe('demo backends', { skip, timeout: 240_000 }, () => {
       await b.waitFor(() => window.vitrineDemo.saved && window.vitrineDemo.saved.step === 3, null, 30_000);
       assert.equal(await S(() => window.vitrineDemo.saved.ok), true);
       await b.reset();
+      // the library's Trainer in a Web Worker on the GPU (its Session steps with trainStepAsync)
+      const t = await S(async () => {
+        const { train } = await import('/web/vitrine.js');
+        const n = 8, pixels = new Uint8Array(n * 256).map((_, i) => (i * 37) & 255), gpu = [];
+        let backend = null;
+        const run = train({ objective: 'mae', config: { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 },
+          decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 }, data: { pixels, n, size: 16, chans: 1 }, batch: 2, steps: 2, noEval: true, backend: 'webgpu',
+        onEngine: (e) => { backend = e.backend.name; }, onStep: (e) => { if (e.memory) gpu.push(e.memory.gpu); } });
+        try {
+          const r = await run.done;
+          return { backend, gpu, status: r.status, step: r.step, checkpoint: r.checkpoint ? r.checkpoint.length : 0 };
+        } finally { run.dispose(); }
+      });
+      assert.equal(t.backend, 'webgpu');
+      assert.ok(t.gpu[0] > 0, JSON.stringify(t));
+      assert.equal(t.status, 'done');
+      assert.equal(t.step, 2);
+      assert.ok(t.checkpoint > 0);
       await b.openPage(''); // auto: a software adapter only
       const auto = await S(() => window.vitrineDemo.backend);
       assert.equal(auto.name, 'wasm');
