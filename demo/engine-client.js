@@ -43,7 +43,10 @@ export let trainer = null, planner = null;
 /** Starts both workers' engines; resolves to the trainer's init report. */
 export async function startWorkers(onTrainerEvent) {
   trainer = new Rpc('trainer', onTrainerEvent);
-  const [info] = await Promise.all([trainer.call('init'), startPlanner()]);
+  // where training steps run: ?backend=webgpu|wasm|auto in the page's address (default auto: the
+  // GPU when it has a hardware adapter); the planner only plans (wasm)
+  const backend = new URLSearchParams(globalThis.location ? location.search : '').get('backend') || 'auto';
+  const [info] = await Promise.all([trainer.call('init', { backend }), startPlanner()]);
   return info;
 }
 /** A fresh planner (wasm memory never shrinks: one that planned a big model is replaced). */

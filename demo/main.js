@@ -281,6 +281,11 @@ async function boot() {
   badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread;` +
     ` cross-origin isolated by ${S.isolation === 'service worker' ? 'the service worker coi-sw.js (a static host)' : 'the server\'s headers'}`;
   badge.classList.toggle('simd', info.simdKernels);
+  const be = info.backend, a = be.adapter, bb = $('backend'); // where training steps run, and why
+  S.backend = be;
+  bb.textContent = be.name === 'webgpu' ? `training on WebGPU: ${a.description || a.device} (${a.vendor} ${a.architecture})${a.software ? ', software' : ''}`
+    : `training on wasm: ${be.reason}`;
+  bb.title = be.reason;
   const sel = $('model');
   for (const [k, label] of Object.entries(info.models)) sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
   for (const p of info.presets) sel.add(new Option(`${p} (224 px RGB: heavy for a tab)`, p));

@@ -73,6 +73,7 @@ function memInfo() {
     const mm = m.memory();
     out.arena = mm.arena;
     out.used = mm.used;
+    if (mm.gpu != null) out.gpu = mm.gpu; // the GPU bytes held (webgpu backend)
   }
   return out;
 }
@@ -81,8 +82,9 @@ function memInfo() {
 // run) is replaced by a fresh one, so that the budget bounds what this run's trainer holds
 async function freshEngineFor(budget) {
   if (!budget || vt.memory().linear <= budget) return;
+  const backend = vt.backend.name; // the backend init settled on
   vt.close();
-  vt = await createVitrine();
+  vt = await createVitrine({ backend });
   baseline = vt.memory().linear;
 }
 
@@ -125,10 +127,7 @@ async function loop(token) {
   const r = await session.loop({
     evalEvery: cls ? run.every : 0, evalChunk: cfg.batch,
     control: { aborted: () => !running || token !== loopToken },
-    emit: (name, ev) => {
-      if (name === 'step') onStep(ev);
-      else if (name === 'eval') onEval(ev);
-    },
+    emit: (name, ev) => (name === 'step' ? onStep(ev) : name === 'eval' ? onEval(ev) : undefined),
   });
   if (token !== loopToken || !run) return;
   if (r.error) {
@@ -138,7 +137,11 @@ async function loop(token) {
   }
   if (r.status === 'done') {
     running = false;
-    if (cls) { const e = await session.evaluate(cfg.batch); if (e) onEval(e); }
+    if (cls) {
+      const e = await session.evaluate(cfg.batch);
+      if (token !== loopToken || !run) return; // reset meanwhile
+      if (e) onEval(e);
+    }
     post({ type: 'stopped', reason: 'done', step: run.model.stepCount });
     await persist();
   }
@@ -152,12 +155,22 @@ function onStep(ev) {
   const t = now();
   if (t - lastViz > 700 || ev.step >= run.cfg.steps || s === 0) {
     lastViz = t;
-    if (run.cfg.kind !== 'classify') { run.viz = vizOf(ev.images); post({ type: 'viz', ...run.viz }); }
+    // (a GPU step's forward stays on the GPU: no reconstructions while training there)
+    if (run.cfg.kind !== 'classify' && !onGpu()) { run.viz = vizOf(ev.images); post({ type: 'viz', ...run.viz }); }
     msg.mem = memInfo();
   }
   post(msg);
-  if (t - lastSave > 5000) { lastSave = t; persist(); }
+  if (t - lastSave > 5000) {
+    lastSave = t;
+    if (onGpu()) return persist(); // the loop waits: the state comes back from the GPU between steps
+    persist();
+  }
 }
+
+// With backend webgpu the Session steps on the GPU (Model.trainStepAsync: MAE, AIM and classify);
+// a message waits for a GPU step in flight and brings the model's state back to wasm memory
+// (Session.sync) before its handler reads or changes it
+const onGpu = () => !!(run && run.session.gpu);
 
 function onEval(e) {
   if (run.evals.length && run.evals[run.evals.length - 1].step === e.step) return;
@@ -183,6 +196,9 @@ async function persist() {
   // periodic save used to keep the earlier step, and a reload resumed from there)
   while (saving) await saving;
   if (!run || !run.keep) return;
+  const r = run;
+  await r.session.sync(); // the GPU's newest state into wasm memory (webgpu backend; else nothing)
+  if (run !== r) return; // reset or replaced meanwhile
   const state = run.session.checkpoint(); // the training state with the run's settings
   if (state.length > MAX_SAVED) {
     post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });
@@ -256,10 +272,15 @@ function stepEstimate(m, cfg, key) {
 // ---- messages ---------------------------------------------------------------------------------
 
 const handlers = {
-  async init() {
-    vt = await createVitrine();
+  async init({ backend = 'wasm' }) {
+    let fallback = null;
+    try { vt = await createVitrine({ backend }); } catch (e) { // webgpu asked for and refused: wasm, saying why
+      fallback = `${backend} asked for: ${e.message}`;
+      vt = await createVitrine();
+    }
     baseline = vt.memory().linear;
-    return { build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
+    const be = { name: vt.backend.name, reason: fallback || vt.backend.reason, adapter: vt.backend.adapter };
+    return { backend: be, build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
       threads: vt.threads, threadsNote: vt.threadsNote, isolated: globalThis.crossOriginIsolated === true,
       models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) },
       decoders: Object.fromEntries(Object.entries(MAE_DECODERS).map(([k, v]) => [k, v.label])) };
@@ -324,6 +345,7 @@ self.onmessage = (e) => {
   const msg = e.data;
   chain = chain.then(async () => {
     try {
+      if (run) await run.session.sync(); // after a GPU step in flight, the state back in wasm memory (webgpu)
       const h = handlers[msg.type];
       if (!h) throw new Error(`unknown message ${msg.type}`);
       const result = await h(msg);

@@ -550,18 +550,27 @@ static vt_status push_grads(vt_model *m, outs *o) {
 /* The model from the file's config and parameters, one call forward (keeping what backward
  * needs, under `policy`) and backward with the file's upstream gradients; pushes the outputs,
  * the parameter gradients and, when the file expects it, the image gradient. */
+/* The model of the file's config and parameters under `policy`, and the call's inputs (*m NULL
+ * on failure; x freed by the caller either way). */
+static vt_status model_open(const vt_st_file *f, const parity_meta *pm, const char *policy, vt_fn *fn,
+                            vt_model_config *mc, vt_model **m, model_inputs *x) {
+    *m = NULL;
+    memset(x, 0, sizeof *x);
+    int rc = call_fn(pm->call, pm->kind, fn);
+    if (!rc) rc = vt_model_config_from_json(pm->cfg_text, strlen(pm->cfg_text), pm->kind, mc);
+    if (!rc) rc = vt_model_create(mc, m);
+    if (!rc) rc = load_params(f, *m);
+    if (!rc && policy) rc = vt_set_grad_checkpointing(*m, policy);
+    if (!rc) rc = read_inputs(f, *m, pm->call, x);
+    return rc;
+}
+
 static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const char *policy, outs *o) {
     vt_fn fn = VT_FN_ENCODE;
     vt_model_config mc;
-    const vt_json *call = pm->call;
-    int rc = call_fn(call, pm->kind, &fn);
-    if (!rc) rc = vt_model_config_from_json(pm->cfg_text, strlen(pm->cfg_text), pm->kind, &mc);
-    if (rc) return rc;
     vt_model *m = NULL;
-    rc = vt_model_create(&mc, &m);
-    if (rc) return rc;
     model_inputs x;
-    memset(&x, 0, sizeof x);
+    int rc = model_open(f, pm, policy, &fn, &mc, &m, &x);
     float **douts = NULL, *dimages = NULL;
     int n_douts = 0;
     const vt_vit_config *ec = &mc.enc;
@@ -569,9 +578,6 @@ static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const cha
     o->have_cfg = 1;
     o->cfg = mc;
     o->fn = fn;
-    rc = load_params(f, m);
-    if (!rc && policy) rc = vt_set_grad_checkpointing(m, policy);
-    if (!rc) rc = read_inputs(f, m, call, &x);
     if (!rc) rc = vt_forward(m, fn, &x.in, 1);
     if (!rc) {
         douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
@@ -639,6 +645,118 @@ done:
     r->status = rc;
     parity_meta_free(&pm);
     outs_free(&o);
+    vt_st_free(&f);
+    return rc;
+}
+
+/* ---- a file run elsewhere (parity.h: vt_parity_open / _record / _check) ------------------------ */
+
+struct vt_parity_job {
+    vt_st_file f;
+    parity_meta pm;
+    vt_fn fn;
+    vt_model *m;
+    model_inputs x;
+    float **douts, *dimages;
+    int n_douts;
+};
+
+void vt_parity_close(vt_parity_job *j) {
+    if (!j) return;
+    for (int i = 0; j->douts && i < j->n_douts; i++) free(j->douts[i]);
+    free(j->douts);
+    free(j->dimages);
+    inputs_free(&j->x);
+    vt_model_free(j->m);
+    parity_meta_free(&j->pm);
+    vt_st_free(&j->f);
+    free(j);
+}
+
+vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, vt_parity_job **out) {
+    if (!bytes || !out) return vt_fail(VT_ERR_ARG, "vt_parity_open: NULL argument");
+    *out = NULL;
+    vt_parity_job *j = calloc(1, sizeof *j);
+    if (!j) return vt_fail(VT_ERR_NOMEM, "out of memory");
+    int rc = vt_st_parse(bytes, len, &j->f);
+    vt_model_config mc;
+    if (!rc) rc = check_meta(&j->f, &j->pm);
+    if (!rc && j->pm.what != PM_MODEL) rc = vt_fail(VT_ERR_ARG, "vt_parity_open: not a model's file (AdamW, sin-cos)");
+    if (!rc) rc = model_open(&j->f, &j->pm, policy, &j->fn, &mc, &j->m, &j->x);
+    if (rc) { vt_parity_close(j); return rc; }
+    *out = j;
+    return VT_OK;
+}
+
+vt_model *vt_parity_model(vt_parity_job *j) { return j ? j->m : NULL; }
+
+vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
+    if (!j || !fwd || !full) return vt_fail(VT_ERR_ARG, "vt_parity_record: NULL argument");
+    *fwd = *full = NULL;
+    int rc = vt_trace_call(j->m, j->fn, &j->x.in, 0, NULL, 0, NULL, 0, fwd);
+    if (rc) return rc;
+    /* the upstream gradients the file gives for the outputs the forward leaves (push_outputs' rules) */
+    const vt_st_file *f = &j->f;
+    int nout = vt_trace_output_count(*fwd);
+    j->douts = calloc((size_t)nout + 1, sizeof *j->douts);
+    if (!j->douts) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < nout && !rc && j->fn != VT_FN_LOSS; i++) {
+        char nm[64], dk[96];
+        if (i == 0) snprintf(nm, sizeof nm, "out");
+        else snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+        snprintf(dk, sizeof dk, "input/dout/%s", nm);
+        const vt_st_tensor *dt = vt_st_find(f, dk);
+        uint64_t n = vt_trace_output_bytes(*fwd, i) / sizeof(float);
+        if (dt && dt->numel != n)
+            rc = vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computes %llu values, the file's %s has %zu", nm,
+                         (unsigned long long)n, dk, dt->numel);
+        else if (dt && !(j->douts[i] = tensor_f32(dt))) rc = VT_ERR_FORMAT;
+        else if (!dt && has_prefix(f, "expect/grad/"))
+            rc = vt_fail(VT_ERR_FORMAT, "%s is missing: the expect/grad/ tensors are gradients of sum(%s * dout)", dk, nm);
+        if (!rc) j->n_douts = i + 1;
+    }
+    if (!rc && vt_st_find(f, "expect/grad/input/images")) {
+        const vt_vit_config *ec = &vt_model_get_config(j->m)->enc;
+        j->dimages = alloc_n((uint64_t)j->x.in.batch * ec->in_chans * ec->img_size * ec->img_size, sizeof(float));
+        if (!j->dimages) rc = VT_ERR_NOMEM;
+    }
+    if (!rc) rc = vt_trace_call(j->m, j->fn, &j->x.in, 1, (const float *const *)j->douts, j->n_douts, j->dimages, 1, full);
+    if (rc) {
+        vt_trace_free(*fwd);
+        *fwd = NULL;
+    }
+    return rc;
+}
+
+vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, vt_parity_result *r) {
+    if (!r) return vt_fail(VT_ERR_ARG, "vt_parity_check: result is NULL");
+    memset(r, 0, sizeof *r);
+    r->worst = -1;
+    if (!bytes || !dump) return r->status = perr(r, vt_fail(VT_ERR_ARG, "vt_parity_check: bytes are NULL"));
+    vt_st_file f, d;
+    memset(&d, 0, sizeof d);
+    outs o = {0};
+    int rc = vt_st_parse(bytes, len, &f);
+    if (rc) return r->status = perr(r, rc);
+    const char *module = vt_st_meta(&f, "module"), *call_text = vt_st_meta(&f, "call");
+    snprintf(r->module, sizeof r->module, "%s", module ? module : "?");
+    vt_json *call = NULL;
+    const vt_json *fnj = call_text && !vt_json_parse(call_text, strlen(call_text), &call) ? vt_json_get(call, "fn") : NULL;
+    snprintf(r->fn, sizeof r->fn, "%s", fnj && fnj->type == VT_JSON_STRING ? fnj->str : "?");
+    rc = vt_st_parse(dump, dump_len, &d);
+    for (size_t i = 0; i < d.n && !rc; i++) { /* what was computed, under the expect/ keys */
+        const vt_st_tensor *t = &d.tensors[i];
+        float *v = tensor_f32(t);
+        rc = v ? push(&o, t->name, v, t->numel, t->ndim, t->shape) : VT_ERR_FORMAT;
+        free(v);
+    }
+    if (!rc) rc = compare(&f, &o, r);
+    else perr(r, rc);
+    if (rc) r->pass = 0;
+    r->status = rc;
+    vt_json_free(call);
+    outs_free(&o);
+    vt_st_free(&d);
     vt_st_free(&f);
     return rc;
 }

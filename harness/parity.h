@@ -42,6 +42,19 @@ typedef struct {
  * error when it could not be run (r->error says why, r->status is the return value). */
 vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
                         vt_parity_result *r);
+/* A file run elsewhere -- a WebGPU replay (web/webgpu/parity.js): vt_parity_open makes the model
+ * of a model's file (its config and parameters, the policy; NULL policy = none) and reads the
+ * call's inputs; vt_parity_record records the call forward only (where it leaves the outputs) and
+ * forward + backward with the file's upstream gradients (parameter gradients, d images when the
+ * file expects them): the caller replays both over the model's parameters and the lists' recorded
+ * inputs, and writes what it computed as a dump (the --dump layout: the expect/ keys without the
+ * prefix); vt_parity_check compares a dump with the file as vt_parity_run compares its own. */
+typedef struct vt_parity_job vt_parity_job;
+vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, vt_parity_job **out);
+vt_model *vt_parity_model(vt_parity_job *j);
+vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full);
+vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, vt_parity_result *r);
+void vt_parity_close(vt_parity_job *j);
 /* A result for a file that was never run (e.g. it could not be read): pass 0, status, message. */
 void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message);
 /* The result as one JSON object (malloc'd, NUL-terminated, free with free()):

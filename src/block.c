@@ -203,6 +203,7 @@ typedef struct {
     float *E, *R, *Z; /* qk_norm: d normalised q|k, raw q|k, d raw q|k (M, 2D each) */
     float *attn;    /* attention kernel scratch (attn_scratch_floats), also serves the
                      * re-computing forwards */
+    size_t rows;    /* token rows per call of the MLP backward (mlp_rows) */
 } bwd_scratch;
 
 /* The attention kernels' scratch (0 for MLP-only chains). */
@@ -211,27 +212,31 @@ static uint64_t attn_scratch_floats(const vt_chain *c, int T, int nt) {
 }
 
 /* The MLP's backward runs VT_MLP_ROWS token rows at a time, so that its (rows, F) hidden-layer
- * gradient never needs a (M, F) buffer; A holds that, then the attention's (M, 3D) d qkv. */
+ * gradient never needs a (M, F) buffer (and stays in a CPU's cache); A holds that, then the
+ * attention's (M, 3D) d qkv. A layout of whole rows (vt_model_set_whole_rows: a device that
+ * parallelises inside one call) runs all M rows in one call and holds (M, F). */
 #define VT_MLP_ROWS 64
-static uint64_t mlp_rows(uint64_t M) { return M < VT_MLP_ROWS ? M : VT_MLP_ROWS; }
-static uint64_t scratch_A(const vt_chain *c, uint64_t M) {
-    uint64_t mlp = mlp_rows(M) * (uint64_t)c->F, qkv = c->has_attn ? 3 * M * (uint64_t)c->D : 0;
+static uint64_t mlp_rows(const vt_chain_layout *l, uint64_t M) { return l->whole_rows || M < VT_MLP_ROWS ? M : VT_MLP_ROWS; }
+static uint64_t scratch_A(const vt_chain *c, const vt_chain_layout *l, uint64_t M) {
+    uint64_t mlp = mlp_rows(l, M) * (uint64_t)c->F, qkv = c->has_attn ? 3 * M * (uint64_t)c->D : 0;
     return mlp > qkv ? mlp : qkv;
 }
 
-static uint64_t scratch_floats(const vt_chain *c, int B, int T, int nt) {
+static uint64_t scratch_floats(const vt_chain *c, const vt_chain_layout *l, int B, int T) {
     uint64_t M = (uint64_t)B * T, D = c->D;
-    uint64_t n = vt_round(scratch_A(c, M)) + vt_round(M * D);
+    uint64_t n = vt_round(scratch_A(c, l, M)) + vt_round(M * D);
     if (c->layerscale) n += vt_round(M * D);
     if (c->has_attn && c->qk_norm) n += 3 * vt_round(2 * M * D);
-    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T, nt));
+    if (c->has_attn) n += vt_round(attn_scratch_floats(c, T, l->threads));
     return n;
 }
 
-static void scratch_alloc(vt_arena *a, const vt_chain *c, int B, int T, int nt, bwd_scratch *s) {
+static void scratch_alloc(vt_arena *a, const vt_chain *c, const vt_chain_layout *l, int B, int T, bwd_scratch *s) {
     size_t M = (size_t)B * T, D = c->D;
+    int nt = l->threads;
     memset(s, 0, sizeof *s);
-    s->A = vt_arena_alloc(a, (size_t)scratch_A(c, M), "%s.grad.A", c->tag);
+    s->rows = (size_t)mlp_rows(l, M);
+    s->A = vt_arena_alloc(a, (size_t)scratch_A(c, l, M), "%s.grad.A", c->tag);
     s->Bb = vt_arena_alloc(a, M * D, "%s.grad.B", c->tag);
     if (c->layerscale) s->C = vt_arena_alloc(a, M * D, "%s.grad.layerscale", c->tag);
     if (c->has_attn && c->qk_norm) {
@@ -262,8 +267,8 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
      * kernels treat rows independently and add weight-gradient terms in row order) */
     vt_k_matmul_backward(m, NULL, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), M, F, D);
     vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
-    for (size_t r0 = 0; r0 < M; r0 += VT_MLP_ROWS) {
-        size_t n = M - r0 < VT_MLP_ROWS ? M - r0 : VT_MLP_ROWS;
+    for (size_t r0 = 0; r0 < M; r0 += s->rows) {
+        size_t n = M - r0 < s->rows ? M - r0 : s->rows;
         vt_k_fill(m, s->A, (int64_t)(n * F), 0.0f);
         vt_k_matmul_backward(m, s->A, NULL, NULL, dfo + r0 * D, a->hg + r0 * F, vt_P(m, p->fc2w), n, F, D);
         vt_k_gelu_backward(m, s->A, a->h + r0 * F, s->A, (int64_t)(n * F));
@@ -407,7 +412,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
     size_t mark = vt_arena_mark(ar);
     vt_exec_mark(m, VT_PHASE_BACKWARD, c->id, -1);
     bwd_scratch s;
-    scratch_alloc(ar, c, B, T, l->threads, &s);
+    scratch_alloc(ar, c, l, B, T, &s);
     /* re-computation slots: a whole segment (seg blocks) when any block is checkpointed,
      * else one block for selective re-computation */
     int any_ckpt = 0, any_sel = 0;
@@ -501,7 +506,7 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
                  (c->has_attn ? vt_round(attn_scratch_floats(c, T, l->threads)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
-    *bwd_extra = need_grad ? scratch_floats(c, B, T, l->threads) +
+    *bwd_extra = need_grad ? scratch_floats(c, l, B, T) +
                                  (uint64_t)(nslots - handover) * fields_floats(c, B, T, slot_fields) +
                                  (nslots > 1 ? (uint64_t)(nslots - 1) * vt_round(MD) : 0)
                            : 0;

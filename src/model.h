@@ -161,6 +161,7 @@ typedef struct {
 typedef struct {
     int seg;                        /* segment length for checkpointed blocks (>= 1) */
     int threads;                    /* kernel threads the plan is made for (attention scratch) */
+    int whole_rows;                 /* the MLP backward over all rows in one call (vt_model_set_whole_rows) */
     unsigned char store[VT_MAX_DEPTH];
 } vt_chain_layout;
 
@@ -283,6 +284,7 @@ struct vt_model {
     vt_scalars sc;       /* the scalars region (vitrine.h): loss, step inputs, flags */
     vt_policy policy;
     int threads;         /* kernel threads its plans are made for; 0: the pool's (vt_threads_max) */
+    int whole_rows;      /* kernel calls over whole row ranges, not cache-sized chunks (a GPU's recording) */
     vt_arena arena;
     vt_optim_state opt;
     vt_trainer_state train;

@@ -110,6 +110,14 @@ vt_status vt_model_set_threads(vt_model *m, int n) {
 }
 int vt_model_threads(const vt_model *m) { return m->threads ? m->threads : vt_threads_max(); }
 
+vt_status vt_model_set_whole_rows(vt_model *m, int on) {
+    if (!m) return vt_fail(VT_ERR_ARG, "vt_model_set_whole_rows: model is NULL");
+    if (!!on != m->whole_rows) m->last.have_fwd = 0; /* what it kept was planned for the other layout */
+    m->whole_rows = !!on;
+    return VT_OK;
+}
+int vt_model_whole_rows(const vt_model *m) { return m ? m->whole_rows : 0; }
+
 /* ---- layouts ---------------------------------------------------------------------------------- */
 
 /* Segments of K blocks: the first block of each keeps its input, the others keep nothing. */
@@ -176,7 +184,7 @@ double vt_layouts_flops(const vt_model *m, vt_fn fn, const vt_inputs *in, const 
 /* No layout yet, planned for the model's thread count (the attention scratch is per thread). */
 void vt_layouts_clear(const vt_model *m, vt_chain_layout lays[VT_CHAINS]) {
     memset(lays, 0, VT_CHAINS * sizeof *lays);
-    for (int k = 0; k < VT_CHAINS; k++) lays[k].threads = vt_model_threads(m);
+    for (int k = 0; k < VT_CHAINS; k++) lays[k].threads = vt_model_threads(m), lays[k].whole_rows = m->whole_rows;
 }
 
 void vt_layouts_for_policy(const vt_model *m, const vt_policy *p, vt_fn fn, const vt_inputs *in,
@@ -188,6 +196,7 @@ void vt_layouts_for_policy(const vt_model *m, const vt_policy *p, vt_fn fn, cons
     for (int k = 0; k < VT_CHAINS; k++) {
         if (cs[k]) layout_for_policy(p, cs[k], k == 0 && vt_fn_is_inter(fn), &lays[k]);
         lays[k].threads = vt_model_threads(m);
+        lays[k].whole_rows = m->whole_rows;
     }
 }
 

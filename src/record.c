@@ -77,23 +77,28 @@ int vt_rec_call(vt_recorder *r, int kernel, void *const *ptr, const uint64_t *by
         o->access = acc[i];
         o->dtype = dtype[i];
         if (!ptr[i]) continue; /* absent: region NONE */
-        const uint8_t *p = ptr[i];
-        int found = 0;
-        for (int k = 0; k < r->npieces && !found; k++) {
-            const vt_rec_piece *pc = &r->piece[k];
-            if (p >= pc->base && p <= pc->base + pc->bytes && (uint64_t)(p - pc->base) + bytes[i] <= pc->bytes) {
-                o->region = (uint8_t)pc->region;
-                o->offset = pc->voff + (uint64_t)(p - pc->base);
-                o->bytes = bytes[i];
-                found = 1;
-            }
-        }
-        if (!found) {
+        int region = 0;
+        if (!vt_rec_locate(r, ptr[i], bytes[i], &region, &o->offset)) {
             r->t->n--;
             return i;
         }
+        o->region = (uint8_t)region;
+        o->bytes = bytes[i];
     }
     return -1;
+}
+
+int vt_rec_locate(const vt_recorder *r, const void *ptr, uint64_t bytes, int *region, uint64_t *offset) {
+    const uint8_t *p = ptr;
+    for (int k = 0; k < r->npieces; k++) {
+        const vt_rec_piece *pc = &r->piece[k];
+        if (p >= pc->base && p <= pc->base + pc->bytes && (uint64_t)(p - pc->base) + bytes <= pc->bytes) {
+            *region = pc->region;
+            *offset = pc->voff + (uint64_t)(p - pc->base);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void vt_rec_alloc(vt_recorder *r, uint64_t offset, uint64_t bytes, const char *name) {

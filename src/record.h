@@ -20,6 +20,9 @@ struct vt_trace {
     char chain_name[VT_CHAINS][8];
     int depth[VT_CHAINS];
     uint64_t arena_planned; /* bytes */
+    /* a call's outputs (vt_output's order) where the list leaves them: region, offset, shape */
+    int nout;
+    struct { int region, ndim; uint64_t offset, bytes; int64_t shape[4]; } out[VT_MAX_DEPTH + 1];
 };
 
 #define VT_REC_PIECES (VT_MAX_DEPTH + 32)
@@ -47,6 +50,8 @@ void vt_rec_region(vt_recorder *r, int region, const void *base, uint64_t bytes,
 int vt_rec_call(vt_recorder *r, int kernel, void *const *ptr, const uint64_t *bytes, const uint8_t *acc,
                 const uint8_t *dtype, int nops, const int64_t *ia, int nints, const float *fa, int nfloats,
                 double flops);
+/* bytes at p as (region, offset): 1 when they lie in one registered piece, else 0 */
+int vt_rec_locate(const vt_recorder *r, const void *p, uint64_t bytes, int *region, uint64_t *offset);
 void vt_rec_alloc(vt_recorder *r, uint64_t offset, uint64_t bytes, const char *name);
 void vt_rec_reset(vt_recorder *r, uint64_t offset);
 void vt_rec_release(vt_recorder *r, uint64_t bytes);

@@ -30,7 +30,26 @@ static vt_status begin(vt_model *m, vt_recorder **out) {
     return VT_OK;
 }
 
+/* Where the list leaves the call's outputs (a device reads them back from there). */
+static void record_outputs(vt_model *m, vt_recorder *r) {
+    vt_trace *t = r->t;
+    int n = vt_output_count(m);
+    for (int i = 0; i < n && i <= VT_MAX_DEPTH; i++) {
+        int64_t sh[4] = {0, 0, 0, 0};
+        int nd = 0;
+        const float *y = vt_output(m, i, sh, &nd);
+        uint64_t bytes = sizeof(float);
+        for (int d = 0; d < nd; d++) bytes *= (uint64_t)sh[d];
+        if (!y || !vt_rec_locate(r, y, bytes, &t->out[i].region, &t->out[i].offset)) return; /* listed up to here */
+        t->out[i].bytes = bytes;
+        t->out[i].ndim = nd;
+        memcpy(t->out[i].shape, sh, sizeof sh);
+        t->nout = i + 1;
+    }
+}
+
 static vt_status end(vt_model *m, vt_recorder *r, vt_status rc, const char *what, vt_trace **out) {
+    if (!rc && m->last.have_fwd) record_outputs(m, r);
     m->arena.rec = NULL;
     m->last.have_fwd = 0; /* nothing was computed */
     if (rc) {
@@ -84,6 +103,9 @@ vt_status vt_trace_call(vt_model *m, vt_fn fn, const vt_inputs *in, int backward
     snprintf(what, sizeof what, "%s%s", (unsigned)fn < 6 ? names[fn] : "?", backward ? " + backward" : "");
     return end(m, r, rc, what, out);
 }
+
+int vt_trace_output_count(const vt_trace *t) { return t ? t->nout : 0; }
+uint64_t vt_trace_output_bytes(const vt_trace *t, int i) { return t && i >= 0 && i < t->nout ? t->out[i].bytes : 0; }
 
 /* ---- text ---- */
 
@@ -151,7 +173,14 @@ vt_status vt_trace_json(const vt_trace *t, char **out, size_t *len) {
             put(&b, "%s\"%s\": %llu", first ? "" : ", ", vt_region_name(r), (unsigned long long)t->region_bytes[r]);
             first = 0;
         }
-    put(&b, "}, \"arena_planned\": %llu,\n \"chains\": [", (unsigned long long)t->arena_planned);
+    put(&b, "}, \"arena_planned\": %llu,\n \"outputs\": [", (unsigned long long)t->arena_planned);
+    for (int i = 0; i < t->nout; i++) {
+        put(&b, "%s[\"%s\", %llu, %llu, [", i ? ", " : "", vt_region_name(t->out[i].region),
+            (unsigned long long)t->out[i].offset, (unsigned long long)t->out[i].bytes);
+        for (int d = 0; d < t->out[i].ndim; d++) put(&b, "%s%lld", d ? ", " : "", (long long)t->out[i].shape[d]);
+        put(&b, "]]");
+    }
+    put(&b, "],\n \"chains\": [");
     for (int k = 0; k < t->nchains; k++) {
         put(&b, "%s{\"name\": \"%s\", \"depth\": %d, \"segment\": %d, \"threads\": %d, \"store\": [", k ? ", " : "",
             t->chain_name[k], t->depth[k], t->lay[k].seg, t->lay[k].threads);

@@ -61,10 +61,12 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
 /* ---- preprocessing ----------------------------------------------------------------------------------- */
 
 /* The patch embedding is a matmul over patches; patches are gathered (im2col) and scattered back
- * (col2im) VT_PATCH_CHUNK rows at a time, so that no image-sized buffer is ever needed. */
+ * (col2im) VT_PATCH_CHUNK rows at a time, so that no image-sized buffer is ever needed -- unless
+ * the model records for a device that parallelises inside one call (vt_model_set_whole_rows):
+ * then all B*N rows in one call, and an image-sized buffer of patches. */
 #define VT_PATCH_CHUNK 32
 
-static int chunk_rows(int BN) { return BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
+static int chunk_rows(const vt_model *m, int BN) { return m->whole_rows || BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
 
 /* x0 [B,T,D] (allocated by the caller) = the chain input. */
 vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
@@ -74,7 +76,7 @@ vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, fl
     int B = in->batch, D = c->embed_dim, N = e->N, P = e->P, L = e->T_full, p = c->patch_size;
     int Kp = c->in_chans * p * p;
     size_t mark = vt_arena_mark(ar);
-    int BN = B * N, CH = chunk_rows(BN);
+    int BN = B * N, CH = chunk_rows(m, BN);
     float *tok = vt_arena_alloc(ar, (size_t)BN * D, "enc.pre.tokens");
     float *patches = vt_arena_alloc(ar, (size_t)CH * Kp, "enc.pre.patches");
     float *seq = in->idx_keep ? vt_arena_alloc(ar, (size_t)B * L * D, "enc.pre.sequence") : x0;
@@ -134,7 +136,7 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
     float *dmt = masking ? vt_G(m, e->mask_token, pg) : NULL;
     float *dcls = vt_G(m, e->cls, pg), *dreg = vt_G(m, e->reg, pg);
     float *dw = vt_G(m, e->pe_w, pg), *db = vt_G(m, e->pe_b, pg);
-    int BN = B * N, CH = chunk_rows(BN);
+    int BN = B * N, CH = chunk_rows(m, BN);
     if (dmt) vt_k_mask_token_backward(m, dmt, dseq, midx, mmask, B, L, D, in->n_mask);
     if (dcls || dreg)
         vt_k_prefix_tokens_backward(m, dcls, dreg, dseq, midx, mmask, B, L, D, in->n_mask, c->class_token ? 1 : 0,
@@ -187,7 +189,7 @@ static void plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint
     const vt_encoder *e = &m->enc;
     uint64_t B = in->batch, D = c->embed_dim, N = e->N, L = e->T_full;
     uint64_t Kp = (uint64_t)c->in_chans * c->patch_size * c->patch_size;
-    uint64_t seq = in->idx_keep ? vt_round(B * L * D) : 0, CH = (uint64_t)chunk_rows((int)(B * N));
+    uint64_t seq = in->idx_keep ? vt_round(B * L * D) : 0, CH = (uint64_t)chunk_rows(m, (int)(B * N));
     *fwd = vt_round(B * N * D) + vt_round(CH * Kp) + seq;
     *bwd = seq + vt_round(B * N * D) + 2 * vt_round(CH * Kp);
 }

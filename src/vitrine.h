@@ -109,6 +109,15 @@ const vt_model_config *vt_model_get_config(const vt_model *m);
  * planned. vt_model_threads: the count its next plan is made for. */
 vt_status vt_model_set_threads(vt_model *m, int n);
 int vt_model_threads(const vt_model *m);
+/* Whole rows (on = 1): kernel calls over whole row ranges instead of the CPU's cache-sized chunks
+ * (the MLP backward's 64-row chunks, the patch embedding's 32-row im2col / col2im chunks) -- the
+ * calls a device that parallelises inside one call (WebGPU) wants recorded: fewer, larger calls,
+ * for a larger activation plan (an (M, F) MLP gradient and image-sized patch buffers; plans and
+ * recordings follow the setting, exactly). Off (0, the default) is the CPU's layout; run on the
+ * CPU, whole rows give other bits than the chunks (the SIMD weight-gradient sums group rows by
+ * call), so the backend that records with it sets it back (web/webgpu/backend.js). */
+vt_status vt_model_set_whole_rows(vt_model *m, int on);
+int vt_model_whole_rows(const vt_model *m);
 
 /* The parameter table: state_dict names and order of the PyTorch module; one buffer. */
 int vt_param_count(const vt_model *m);
@@ -464,6 +473,10 @@ const vt_trace_entry *vt_trace_get(const vt_trace *t, int i);
  * indices, masks, labels, douts, and the scalars with the step's lr, step and dloss), NULL when
  * unused: what a replay of the recorded step starts from. */
 uint64_t vt_trace_region_bytes(const vt_trace *t, vt_region r);
+/* Where a recorded call leaves its outputs (vt_output's order; a training step: its loss in the
+ * scalars region): how many, and output i's bytes (0 past the end). The JSON lists them in full. */
+int vt_trace_output_count(const vt_trace *t);
+uint64_t vt_trace_output_bytes(const vt_trace *t, int i);
 const void *vt_trace_input(const vt_trace *t, vt_region r);
 /* Runs the list's calls through this build's kernels (vt_kernels_use_reference(1): the scalar
  * references) over bufs[region], each of at least vt_trace_region_bytes bytes (NULL where unused). */

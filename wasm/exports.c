@@ -24,6 +24,9 @@
 
 #define VTW_MAX_MODELS 256
 static vt_model *models[VTW_MAX_MODELS + 1];
+/* parity jobs run on another backend (vtw_parity_open): their models are in models[] too */
+static struct { vt_parity_job *job; vt_trace *fwd, *full; } jobs[VTW_MAX_MODELS + 1];
+void vtw_parity_close(int h);
 
 static vt_model *get(int h) {
     if (h < 1 || h > VTW_MAX_MODELS || !models[h]) {
@@ -47,10 +50,11 @@ static vt_model *get(int h) {
     F(mask_ratio) F(label_smoothing) F(min_lr) F(grad_accum)
 #define BYTES_OUT(F) F(ptr) F(len) /* a malloc'd buffer handed to JS (it frees it with vtw_free) */
 #define PARITY_OUT(F) F(json) F(json_len) F(dump) F(dump_len)
+#define STEP_INPUTS(F) F(idx_keep) F(idx_mask) F(mask) F(n_keep) F(n_mask) /* vt_train_step_begin's in */
 /* name, element type (as JS reads it), field list */
 #define VTW_LAYOUTS(L) L(model_dims, i32, MODEL_DIMS) L(plan_bytes, f64, PLAN_BYTES) L(step_plan, f64, STEP_PLAN) \
     L(step_plan_text, text, STEP_PLAN_TEXT) L(arena_stats, f64, ARENA_STATS) L(train_config, f64, TRAIN_CONFIG) \
-    L(bytes_out, u32, BYTES_OUT) L(parity_out, u32, PARITY_OUT)
+    L(bytes_out, u32, BYTES_OUT) L(parity_out, u32, PARITY_OUT) L(step_inputs, u32, STEP_INPUTS)
 
 /* LAYOUT_field: the index of each field (MODEL_DIMS_img_size, ...), LAYOUT_SIZE: the count */
 #define VTW_INDEX(layout, type, FIELDS) enum { FIELDS(VTW_INDEX_##layout) layout##_SIZE };
@@ -62,6 +66,7 @@ static vt_model *get(int h) {
 #define VTW_INDEX_train_config(f) train_config_##f,
 #define VTW_INDEX_bytes_out(f) bytes_out_##f,
 #define VTW_INDEX_parity_out(f) parity_out_##f,
+#define VTW_INDEX_step_inputs(f) step_inputs_##f,
 VTW_LAYOUTS(VTW_INDEX)
 
 /* The calls of vt_fn by name (the enum's order is the engine's). */
@@ -79,7 +84,7 @@ static const struct { const char *name, *type; const char *const *fields; int n;
 /* What the shell needs to know of this engine, as JSON (a static string, built once):
  * {"layouts": {"step_plan": {"type": "f64", "size": 22, "fields": {"params": 0, ...}}, ...},
  *  "kinds": [...], "calls": [...], "policies": [...], "presets": [...],
- *  "preset_encoders": {"vit_tiny_patch16_224": {timm kwargs}, ...},
+ *  "preset_encoders": {"vit_tiny_patch16_224": {timm kwargs}, ...}, "regions": ["params", ...],
  *  "limits": {"policy_text_max": 48, "timeline_max": 4096, "max_models": 256}} */
 VTW_API const char *vtw_manifest(void) {
     static char json[8192];
@@ -110,7 +115,9 @@ VTW_API const char *vtw_manifest(void) {
             "\"num_heads\": %d, \"mlp_ratio\": %g}", i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans,
             p.embed_dim, p.depth, p.num_heads, p.mlp_ratio);
     }
-    PUT("}, \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
+    PUT("}, \"regions\": [");
+    for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
+    PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
 #undef PUT
     if (k >= cap) { json[0] = 0; vt_fail(VT_ERR_NOMEM, "vtw_manifest: %zu bytes do not fit its buffer", k); return NULL; }
@@ -217,6 +224,7 @@ VTW_API int vtw_model_dims(int h, int32_t out[model_dims_SIZE]) {
 
 VTW_API int vtw_model_free(int h) {
     GET_OR_FAIL(m, h);
+    if (jobs[h].job) { vtw_parity_close(h); return VT_OK; } /* a parity job's model goes with its job */
     vt_model_free(m);
     models[h] = NULL;
     return VT_OK;
@@ -554,6 +562,65 @@ VTW_API int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy,
     return jrc ? jrc : rc;
 }
 
+/* ---- a parity file run on another backend (harness/parity.h: vt_parity_open ...) ---------------- */
+
+/* The file's model joins the model table (its handle is for reading: params, regions; never
+ * vtw_model_free: vtw_parity_close frees it with the job). bytes must stay until the close. */
+VTW_API int vtw_parity_open(const uint8_t *bytes, size_t len, const char *policy) {
+    int h = 1;
+    while (h <= VTW_MAX_MODELS && models[h]) h++;
+    if (h > VTW_MAX_MODELS) return vt_fail(VT_ERR_NOMEM, "more than %d models at once", VTW_MAX_MODELS);
+    vt_parity_job *j = NULL;
+    int rc = vt_parity_open(bytes, len, policy && policy[0] ? policy : NULL, &j);
+    if (rc) return rc;
+    jobs[h].job = j;
+    models[h] = vt_parity_model(j);
+    return h;
+}
+VTW_API void vtw_parity_close(int h) {
+    if (h < 1 || h > VTW_MAX_MODELS || !jobs[h].job) return;
+    vt_trace_free(jobs[h].fwd);
+    vt_trace_free(jobs[h].full);
+    vt_parity_close(jobs[h].job);
+    memset(&jobs[h], 0, sizeof jobs[h]);
+    models[h] = NULL;
+}
+/* Records the call forward only and forward + backward; their lists (JSON) in fwd and full. */
+VTW_API int vtw_parity_record(int h, uint32_t fwd[bytes_out_SIZE], uint32_t full[bytes_out_SIZE]) {
+    if (h < 1 || h > VTW_MAX_MODELS || !jobs[h].job) return vt_fail(VT_ERR_ARG, "no parity job %d", h);
+    vt_trace_free(jobs[h].fwd);
+    vt_trace_free(jobs[h].full);
+    jobs[h].fwd = jobs[h].full = NULL;
+    int rc = vt_parity_record(jobs[h].job, &jobs[h].fwd, &jobs[h].full);
+    char *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    if (!rc) rc = vt_trace_json(jobs[h].fwd, &a, &na);
+    if (!rc) rc = vt_trace_json(jobs[h].full, &b, &nb);
+    bytes_out(fwd, a, na);
+    bytes_out(full, b, nb);
+    return rc;
+}
+/* The recorded bytes of input region r of list which (0 forward, 1 forward + backward); NULL if none. */
+VTW_API const void *vtw_parity_input(int h, int which, int r) {
+    if (h < 1 || h > VTW_MAX_MODELS || r <= VT_REG_NONE || r >= VT_REG_COUNT) return NULL;
+    return vt_trace_input(which ? jobs[h].full : jobs[h].fwd, (vt_region)r);
+}
+/* Compares a dump of what another backend computed with the file; out: parity_out as vtw_parity_run's. */
+VTW_API int vtw_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, const char *file,
+                             uint32_t out[parity_out_SIZE]) {
+    vt_parity_result r;
+    int rc = vt_parity_check(bytes, len, dump, dump_len, &r);
+    char *text = NULL;
+    size_t n = 0;
+    int jrc = vt_parity_json(&r, file && file[0] ? file : NULL, &text, &n);
+    out[parity_out_json] = (uint32_t)(uintptr_t)text;
+    out[parity_out_json_len] = (uint32_t)n;
+    out[parity_out_dump] = 0;
+    out[parity_out_dump_len] = 0;
+    vt_parity_free(&r);
+    return jrc ? jrc : rc;
+}
+
 /* ---- the step as data (src/trace.c, docs/kernels.md; harness/replay.h) ------------------------- */
 #include "replay.h"
 
@@ -603,6 +670,39 @@ VTW_API int vtw_kernel_contract(uint32_t out[bytes_out_SIZE]) {
     out[bytes_out_ptr] = (uint32_t)(uintptr_t)text;
     out[bytes_out_len] = (uint32_t)len;
     return rc;
+}
+
+/* A step replayed elsewhere (docs/kernels.md, "Running a step elsewhere"; web/webgpu/backend.js).
+ * Region r's base in wasm memory (0 when the model has none yet) and its bytes in *bytes. */
+VTW_API void *vtw_model_region(int h, int r, double *bytes) {
+    vt_model *m = get(h);
+    uint64_t n = 0;
+    void *p = m && r > VT_REG_NONE && r < VT_REG_COUNT ? vt_model_region(m, (vt_region)r, &n) : NULL;
+    if (bytes) *bytes = (double)n;
+    return p;
+}
+/* The inputs of the next step (vt_train_step_begin): where its indices and mask are (out:
+ * step_inputs; 0 when unused) and the scalars region's inputs in sc (32 bytes, vt_scalars). */
+VTW_API int vtw_train_step_begin(int h, const float *images, const int32_t *labels, int batch,
+                                 uint32_t out[step_inputs_SIZE], vt_scalars *sc) {
+    GET_OR_FAIL(m, h);
+    if (!out || !sc) return vt_fail(VT_ERR_ARG, "train step begin: NULL argument");
+    vt_inputs in;
+    int rc = vt_train_step_begin(m, images, labels, batch, &in, sc);
+    if (rc) return rc;
+    out[step_inputs_idx_keep] = (uint32_t)(uintptr_t)in.idx_keep;
+    out[step_inputs_idx_mask] = (uint32_t)(uintptr_t)in.idx_mask;
+    out[step_inputs_mask] = (uint32_t)(uintptr_t)in.mask;
+    out[step_inputs_n_keep] = (uint32_t)in.n_keep;
+    out[step_inputs_n_mask] = (uint32_t)in.n_mask;
+    return VT_OK;
+}
+/* Recordings for a device that parallelises inside one call (vt_model_set_whole_rows): 1 on, 0 off. */
+VTW_API int vtw_model_set_whole_rows(int h, int on) { GET_OR_FAIL(m, h); return vt_model_set_whole_rows(m, on); }
+/* Commits the step with the replay's scalars (32 bytes, vt_scalars): VT_ERR_NUMERIC when it was refused. */
+VTW_API int vtw_train_step_end(int h, const vt_scalars *sc) {
+    GET_OR_FAIL(m, h);
+    return vt_train_step_end(m, sc);
 }
 
 /* Tests: the replay oracle's case i under policy p (reference 0/1): 1 pass, 0 fail (err says why),

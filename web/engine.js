@@ -37,6 +37,8 @@ export class Vitrine {
     this._pool = null;
     this.threaded = false; // the shared-memory (-mt) file is loaded
     this.threadsNote = null;
+    /** Where training steps run and why (createVitrine's backend; web/webgpu/backend.js). */
+    this.backend = { name: 'wasm', reason: 'default', adapter: null };
   }
 
   /** Threads the engine's kernels use: 1 + the pool's workers alive (threadsNote says when fewer
@@ -47,6 +49,7 @@ export class Vitrine {
   /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker has
    * died (it waits a bounded time for each to leave; threadsNote then says so). */
   close() {
+    if (this.backend && this.backend.gpu) { this.backend.gpu.destroy(); this.backend = { ...this.backend, name: 'wasm', reason: 'closed' }; }
     if (!this._pool) return;
     const stuck = this._pool.close();
     this._pool = null;
@@ -213,15 +216,19 @@ export class Vitrine {
     try {
       const rc = this.withStrings([policy || '', file || '', readError || ''],
         (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
-      const { json: jp, jsonLen, dump: dp, dumpLen } = this.readLayout('parity_out', out);
-      const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jsonLen)) : null;
-      const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
-      result.json = json;
-      if (dp) result.dump = this.u8().slice(dp, dp + dumpLen);
-      this.free(jp);
-      this.free(dp);
-      return result;
+      return this._parityResult(rc, out);
     } finally { this.free(p); this.free(out); }
+  }
+  /** @internal A parity_out layout at out (the harness's JSON, a dump) as a result; frees both. */
+  _parityResult(rc, out) {
+    const { json: jp, jsonLen, dump: dp, dumpLen } = this.readLayout('parity_out', out);
+    const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jsonLen)) : null;
+    const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
+    result.json = json;
+    if (dp) result.dump = this.u8().slice(dp, dp + dumpLen);
+    this.free(jp);
+    this.free(dp);
+    return result;
   }
 
   /** The wasm linear memory, in bytes. */

@@ -75,6 +75,15 @@ export class Model {
     this._inputs = [];   // wasm allocations of the last forward's inputs (kept for backward)
     this._last = null;   // { fn, batch, nImages, sizes | train } of the last call
     this.dims = modelDims(vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p))[0]);
+    // the WebGPU backend (createVitrine({ backend })): training steps replayed on the GPU
+    this._gpu = vt.backend && vt.backend.gpu ? new vt.backend.Trainer(this, vt.backend.gpu) : null;
+  }
+  // wasm memory must hold the newest state (after GPU steps: await sync() first); then a writer of
+  // the state marks the GPU copy stale
+  _wasmState(what, writes = true) {
+    if (!this._gpu) return;
+    if (this._gpu.dirty) throw new VitrineError(`${what}: the model's newest state is on the GPU (trainStepAsync): await model.sync() first`, -7);
+    if (writes) this._gpu.invalidate();
   }
   get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
   _stats(opts = {}) { return { mean: opts.mean || this.normalization.mean, std: opts.std || this.normalization.std }; }
@@ -86,6 +95,7 @@ export class Model {
 
   dispose() {
     if (!this._h) return;
+    this._gpu?.destroy();
     this._freeInputs();
     this._vt._c.model_free(this._h);
     this._h = 0;
@@ -95,6 +105,8 @@ export class Model {
   /** requires_grad for parameters named `name` or under `name.` ('' = all). Returns the count. */
   setRequiresGrad(name, on = true) {
     const c = this._c;
+    this._wasmState('setRequiresGrad');
+    this._gpu?.invalidate({ rerecord: true }); // the gradient layout changes
     return this._vt.check(this._vt.withStrings([name], (n) => c.set_requires_grad(this._h, n, on ? 1 : 0)));
   }
   zeroGrad() { this._c.zero_grad(this._h); }
@@ -145,6 +157,7 @@ export class Model {
   // ---- weights ----
   loadSafetensors(bytes, { modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState('loadSafetensors');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const p = vt.copyIn(u8);
     try {
@@ -160,6 +173,7 @@ export class Model {
    * before the trainer is set up. */
   initFrom(bytes, { strict = false } = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState('initFrom');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const meta = readSafetensorsMeta(u8), stats = statsFromMeta(meta); // a bad pretrained_cfg: refused before anything loads
     const p = vt.copyIn(u8);
@@ -184,6 +198,7 @@ export class Model {
    * with the normalisation in the metadata as timm's pretrained_cfg (mean, std, input_size). */
   saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState('saveSafetensors', false);
     const bytes = vt.withStrings([modelPrefix, filePrefix], (mp, fp) => vt.takeBytes((out) => c.save_safetensors(this._h, mp, fp, out)));
     const { img, chans } = this.dims;
     return withMetadata(bytes, { pretrained_cfg: pretrainedCfg({ ...channelStats(chans, this.normalization), chans, img }) });
@@ -192,6 +207,7 @@ export class Model {
   // ---- calls ----
   _run(fn, images, opts = {}) {
     const vt = this._vt, c = this._c;
+    this._wasmState(fn, opts.needGrad);
     const { data, batch } = toNCHW(images, this.dims, this._stats(opts));
     const idxMask = toIndices('idxMask', opts.idxMask, batch);
     const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
@@ -301,7 +317,8 @@ export class Model {
     };
   }
 
-  /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size. */
+  /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size
+   * (and `gpu`, the GPU bytes held, on the WebGPU backend). */
   memory() {
     const vt = this._vt, c = this._c;
     const [arena] = vt.withLayouts(['arena_stats'], (out) => c.arena_stats(this._h, out));
@@ -313,7 +330,7 @@ export class Model {
     } else if (this._last) {
       planned = this.plan(this._last.fn, this._last.sizes);
     }
-    return { linear: vt._low.buffer().byteLength, planned, used: { params, grads, activations: arena.peak }, arena };
+    return { linear: vt._low.buffer().byteLength, planned, used: { params, grads, activations: arena.peak }, arena, ...(this._gpu ? { gpu: this._gpu.bytes } : {}) };
   }
   /** The last call's activation memory as the engine's arena saw it, one entry per arena event:
    * bytes = arena in use (max = measured peak), live = minus what the backward has finished with
@@ -336,6 +353,7 @@ export class Model {
    * bits everywhere). MAE: xavier Linears, frozen sin-cos pos_embed; see vt_init_weights. */
   initWeights(seed = 0) {
     const [lo, hi] = seedHalves(seed);
+    this._wasmState('initWeights');
     this._vt.check(this._c.init_weights(this._h, lo, hi));
     this._last = null;
   }
@@ -356,6 +374,8 @@ export class Model {
       if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     for (const k of known) if (options[k] != null) t[k] = options[k];
     const [lo, hi] = seedHalves(t.seed);
+    this._wasmState('trainerInit');
+    this._gpu?.invalidate({ rerecord: true }); // the mask ratio is part of the recording
     vt.withLayouts(['train_config'], (cfg) => c.trainer_init(this._h, cfg, lo, hi), [t]);
     this._last = null;
     this._gradAccum = t.gradAccum;
@@ -367,6 +387,7 @@ export class Model {
     const vt = this._vt, c = this._c, x = toNCHW(images, this.dims, this._stats(opts));
     if (batch != null && batch !== x.batch) throw new VitrineError(`${what}: batch ${batch} given, the images hold ${x.batch}`, -1);
     if (labels && labels.length !== x.batch) throw new VitrineError(`${what}: ${labels.length} labels for ${x.batch} images`, -1);
+    this._wasmState(what);
     this._freeInputs();
     this._last = null;
     const pImg = vt.copyIn(x.data);
@@ -393,6 +414,18 @@ export class Model {
    * labels (Int32Array or array of class indices, one per image), backward, clipping, AdamW.
    * Images as for trainStep. Returns the loss; a non-finite one throws and changes nothing. */
   trainStepLabels(images, labels, opts = {}) { return this._step('trainStepLabels', images, null, Int32Array.from(labels), opts); }
+  /** trainStep on the model's backend: with backend 'webgpu' the recorded step replayed on the GPU
+   * (web/webgpu/backend.js; the newest state then stays there until sync()), else trainStep. */
+  async trainStepAsync(images, batch, opts = {}) {
+    return this._gpu ? this._gpu.trainStep(images, batch, null, opts) : this.trainStep(images, batch, opts);
+  }
+  /** trainStepLabels on the model's backend (as trainStepAsync). */
+  async trainStepLabelsAsync(images, labels, opts = {}) {
+    return this._gpu ? this._gpu.trainStep(images, null, Int32Array.from(labels), opts) : this.trainStepLabels(images, labels, opts);
+  }
+  /** After GPU steps: copies the parameters, gradients and AdamW state back into wasm memory,
+   * where saving, evaluating and wasm steps read them (a no-op on the wasm backend). */
+  async sync() { if (this._gpu) await this._gpu.pull(); }
 
   /** A training step of `batch` images (a classifier's with `labels`), or call 'encode' and its backward,
    * recorded, not run (docs/kernels.md): the engine's summary, or with json its list of kernel calls. */
@@ -415,13 +448,17 @@ export class Model {
   /** Everything a resumed run needs (parameters, AdamW m / v, step, mask generator, configs) as
    * safetensors bytes; loadTrainState continues bit for bit. A state holding a NaN or infinity is
    * never saved (VT_ERR_NUMERIC). */
-  saveTrainState() { return this._vt.takeBytes((out) => this._c.train_state_save(this._h, out)); }
+  saveTrainState() {
+    this._wasmState('saveTrainState', false);
+    return this._vt.takeBytes((out) => this._c.train_state_save(this._h, out));
+  }
   /** All or nothing; the model's config must be the saved one (initWeights first, so the same
    * parameters are frozen). Every field of the metadata and every value is checked first: a NaN or
    * infinity, a negative second moment, a generator of zeros are refused by name. */
   loadTrainState(bytes) {
     const vt = this._vt, c = this._c;
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    this._wasmState('loadTrainState');
     const p = vt.copyIn(u8);
     try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
     this._last = null;
@@ -437,6 +474,7 @@ export class Model {
     const vt = this._vt, c = this._c;
     if (!this._last || this._last.fn !== 'loss')
       throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
+    if (this._last.gpu) throw new VitrineError('visualize: the last step ran on the GPU (its forward stays there); call loss() after sync()', -7);
     const n = this._last.nImages, { chans, img } = this.dims;
     const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
     try {

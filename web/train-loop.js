@@ -121,6 +121,11 @@ export class Session {
     this.onLoad = hooks.onLoad || null;
     this.model = null;
     this.lossLast = null;
+    // the WebGPU backend (createVitrine({ backend: 'webgpu' })): each step replayed on the GPU
+    // (Model.trainStepAsync), the newest state left there until sync(); `stepping` is the GPU
+    // operation in flight (a step or a sync), one at a time
+    this.gpu = !!(vt.backend && vt.backend.name === 'webgpu');
+    this.stepping = null;
   }
 
   async _open(o) {
@@ -264,6 +269,10 @@ export class Session {
       try { model.loadTrainState(resume); } catch (e) { throw new VitrineError(`${o.resumeName || 'the checkpoint'}: ${e.message}`, e.status || -1); }
     }
 
+    // the GPU replays one recorded step; K micro-batches sum their losses outside the recording
+    if (this.gpu && (run.gradAccum || 1) > 1)
+      throw Object.assign(new VitrineError(`gradAccum ${run.gradAccum}: accumulated steps do not run on the WebGPU backend (a step of K micro-batches is not one recording); use backend wasm`, -1), { field: 'gradAccum' });
+
     // batches at the model's size, in the run's order
     const { img, chans } = model.dims;
     this.effBatch = run.batch * (run.gradAccum || 1);
@@ -297,17 +306,35 @@ export class Session {
   async stepOnce() {
     const t0 = now(), m = this.model, lr = m.lr(m.stepCount);
     const { images, labels } = await this.batchAt();
-    const loss = labels ? m.trainStepLabels(images, labels) : m.trainStep(images, this.effBatch); // gradAccum: the engine's micro-batches
+    let loss;
+    if (this.gpu) {
+      try { loss = await this._gpuTurn(() => (labels ? m.trainStepLabelsAsync(images, labels) : m.trainStepAsync(images, this.effBatch))); } catch (e) {
+        try { await this.sync(); } catch { /* a lost device: the model is back at its last sync already */ }
+        throw e;
+      }
+    } else loss = labels ? m.trainStepLabels(images, labels) : m.trainStep(images, this.effBatch); // gradAccum: the engine's micro-batches
     if (this.run.lossFirst == null) this.run.lossFirst = this.lossFirst = loss;
     this.lossLast = loss;
     return { step: m.stepCount, loss, lr, seconds: (now() - t0) / 1000, images };
   }
 
+  /** Brings the model's newest state from the GPU to wasm memory (the WebGPU backend; else
+   * nothing): checkpoint(), weights(), evaluate() and predict() read it there. loop() syncs at its
+   * checkpoints, evaluations and end; between steps of a loop of its own, a caller syncs first. */
+  async sync() { if (this.gpu && this.model) await this._gpuTurn(() => this.model.sync()); }
+  async _gpuTurn(op) {
+    while (this.stepping) await this.stepping.catch(() => {});
+    const p = this.stepping = op();
+    try { return await p; } finally { if (this.stepping === p) this.stepping = null; }
+  }
+
   /** The memory of the step: planned (the engine's plan, bytes by kind) and measured (the
-   * parameters, gradients and the arena's peak), and the wasm memory. */
+   * parameters, gradients and the arena's peak), the wasm memory, and on the WebGPU backend the GPU
+   * bytes held (gpu). */
   memory() {
     const mm = this.model.memory();
-    return { planned: mm.planned, measured: { params: mm.used.params, grads: mm.used.grads, activations: mm.arena.peak }, wasm: mm.linear };
+    return { planned: mm.planned, measured: { params: mm.used.params, grads: mm.used.grads, activations: mm.arena.peak }, wasm: mm.linear,
+      ...(mm.gpu != null ? { gpu: mm.gpu } : {}) };
   }
 
   /** A classifier's top-1 and confusion matrix on the held-out images (chunks of `chunk`). */
@@ -318,7 +345,9 @@ export class Session {
     let correct = 0;
     for (let s = 0; s < idx.length; s += chunk) {
       const part = idx.subarray(s, Math.min(idx.length, s + chunk));
-      const z = m.timmForward(await this.valBatches.batch(part)), C = z.shape[1];
+      const x = await this.valBatches.batch(part);
+      await this.sync(); // (the WebGPU backend: the newest state)
+      const z = m.timmForward(x), C = z.shape[1];
       for (let q = 0; q < part.length; q++) {
         let best = 0;
         for (let c = 1; c < C; c++) if (z.data[q * C + c] > z.data[q * C + best]) best = c;
@@ -366,6 +395,7 @@ export class Session {
       }
       x = makeBatch({ chans, size: img, pixels: px }, Int32Array.from(list, (_, i) => i), null, this.stats);
     }
+    await this.sync(); // (the WebGPU backend: the newest state)
     const z = this.model.timmForward(x), C = z.shape[1];
     return Array.from({ length: z.shape[0] }, (_, b) => predictTop(z.data.subarray(b * C, (b + 1) * C), this.classes, Math.min(topk, C)));
   }
@@ -375,27 +405,40 @@ export class Session {
    * boundary; control.pause() awaited between steps when it returns a promise. emit(name, data):
    * 'step' { step, steps, epoch, loss, lr, seconds, imagesPerSecond, memory (every 20 steps) },
    * 'eval' (every evalEvery steps and at the end), 'checkpoint' { step, bytes } every
-   * checkpointEvery steps. Returns { status: 'done' | 'stopped' | 'aborted', error }.
+   * checkpointEvery steps; a promise emit returns for a step is waited for before the next step.
+   * On the WebGPU backend the state is synced (sync()) before a checkpoint or an evaluation and at
+   * the end. Returns { status: 'done' | 'stopped' | 'aborted', error }.
    */
   async loop({ stopAt = this.run.steps, checkpointEvery = 0, evalEvery = 0, evalChunk = 250, emit = () => {}, control = {}, yieldEvery = 1 } = {}) {
     const stop = Math.min(stopAt, this.run.steps), t0 = now();
     let status = 'stopped', error = null, n = 0;
+    // disposed while the loop waited (the demo's reset during a step): aborted, nothing more read
+    const gone = () => !this.model;
     for (;;) {
       if (n++ % yieldEvery === 0) await yieldNow();
       if (control.paused && control.paused()) await control.waitResume();
-      if (control.aborted && control.aborted()) { status = 'aborted'; break; }
+      if ((control.aborted && control.aborted()) || gone()) { status = 'aborted'; break; }
       if (this.step >= stop) { status = this.step >= this.run.steps ? 'done' : 'stopped'; break; }
       let r;
-      try { r = await this.stepOnce(); } catch (e) { error = e; status = 'error'; break; }
+      try { r = await this.stepOnce(); } catch (e) { if (gone()) { status = 'aborted'; break; } error = e; status = 'error'; break; }
+      if (gone()) { status = 'aborted'; break; }
       const ev = { step: r.step, steps: this.run.steps, epoch: this.epoch, loss: r.loss, lr: r.lr, seconds: r.seconds,
         imagesPerSecond: this.effBatch / r.seconds, images: r.images };
       if (r.step % 20 === 1 || r.step === stop) ev.memory = this.memory();
-      emit('step', ev);
-      if (checkpointEvery && r.step % checkpointEvery === 0 && r.step < stop) emit('checkpoint', { step: r.step, bytes: this.checkpoint() });
-      if (evalEvery && r.step % evalEvery === 0 && r.step < this.run.steps) { const e = await this.evaluate(evalChunk); if (e) emit('eval', e); }
+      const w = emit('step', ev);
+      if (w && typeof w.then === 'function') await w; // (the demo saves between GPU steps)
+      if (gone()) { status = 'aborted'; break; }
+      const cp = checkpointEvery && r.step % checkpointEvery === 0 && r.step < stop, ev2 = evalEvery && r.step % evalEvery === 0 && r.step < this.run.steps;
+      if (cp || ev2) {
+        try { await this.sync(); } catch (e) { error = e; status = 'error'; break; }
+        if (gone()) { status = 'aborted'; break; }
+      }
+      if (cp) emit('checkpoint', { step: r.step, bytes: this.checkpoint() });
+      if (ev2) { const e = await this.evaluate(evalChunk); if (e) emit('eval', e); }
     }
+    if (!error) try { await this.sync(); } catch (e) { error = e; status = 'error'; }
     this.trainSeconds = (this.trainSeconds || 0) + (now() - t0) / 1000;
-    this.trained = this.step - this.startStep;
+    if (!gone()) this.trained = this.step - this.startStep;
     return { status, error };
   }
 

@@ -41,8 +41,9 @@ async function start(o) {
   let vt;
   try {
     if (IS_NODE) await enableNodeRelaxedSimd(); // Node 20: the relaxed build, as the CLI picks it
-    vt = await createVitrine({ wasm: o.wasm, threads: o.threads });
-    event('engine', { build: vt.build, threads: vt.threads, threadsNote: vt.threadsNote });
+    vt = await createVitrine({ wasm: o.wasm, threads: o.threads, backend: o.backend, gpu: o.gpu });
+    const { name, reason, adapter } = vt.backend;
+    event('engine', { build: vt.build, threads: vt.threads, threadsNote: vt.threadsNote, backend: { name, reason, adapter } });
     session = await Session.open(vt, o, { log: (text) => event('log', { text }), onLoad: (p) => event('load', p) });
   } catch (e) {
     post({ type: 'error', error: errorOf(e), result: null });

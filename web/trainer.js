@@ -57,8 +57,9 @@ async function describeSource(w) {
 }
 
 // the worker, the same interface in Node and in a browser
-async function spawn() {
+async function spawn({ backend, gpu } = {}) {
   if (IS_NODE) {
+    if (backend && backend !== 'wasm') (await import('./webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
     const { Worker } = await nodeModule('worker_threads');
     const w = new Worker(new URL('./trainer-worker.js', import.meta.url));
     return { post: (m, t) => w.postMessage(m, t), on: (h) => w.on('message', h), onError: (h) => { w.on('error', h); w.on('exit', (c) => c && h(new Error(`the training worker exited (${c})`))); },
@@ -88,7 +89,9 @@ const CALLBACKS = { step: 'onStep', eval: 'onEval', checkpoint: 'onCheckpoint', 
  *   weightDecay; labelSmoothing; maskRatio; policy (gradient checkpointing); seed;
  *   augment ('hflip,rrc:0.08-1' ...); mean / std (default: the weights', else timm's for the
  *   architecture); resume: checkpoint bytes; stopAt; checkpointEvery; evalEvery; noEval;
- *   wasm, threads (the worker's engine); signal (AbortSignal);
+ *   wasm, threads (the worker's engine); backend 'wasm' | 'webgpu' | 'auto' (createVitrine's: where
+ *     the steps run; webgpu: replayed on the GPU, the state synced at checkpoints, evaluations and
+ *     the end; gradAccum 1 only), gpu (createVitrine's gpu options); signal (AbortSignal);
  *   onStep({ step, steps, epoch, loss, lr, seconds, imagesPerSecond, memory }), onEval, onCheckpoint({ step,
  *   bytes }), onLoad({ loaded, total, name }), onLog({ text }), onReady(info), onEngine(info).
  * `done` resolves to { status: 'done' | 'stopped' | 'aborted', step, steps, epoch, lossFirst,
@@ -124,7 +127,7 @@ export class Trainer {
     const options = { ...rest, data: await describeData(data, 'data'), weights: await describeSource(weights) };
     if (val != null) options.val = typeof val === 'number' ? val : await describeData(val, 'val');
     if (resume != null) options.resume = isBlob(resume) ? new Uint8Array(await resume.arrayBuffer()) : resume;
-    const w = this._worker = await spawn();
+    const w = this._worker = await spawn(options);
     return new Promise((resolve, reject) => {
       const fail = (e, result = null) => {
         this.status = 'error';

@@ -31,7 +31,18 @@ export interface CreateOptions {
    * that is missing (or the workers fail to start) the engine runs on 1 thread and `threadsNote`
    * says why. Every count gives the same bits. */
   threads?: number;
+  /** Where training steps run: 'wasm' (default); 'webgpu' (the engine's recorded step replayed on a
+   * WebGPU adapter, software ones included; rejects with a GpuError when there is none); 'auto'
+   * (WebGPU on a hardware adapter, else wasm). `Vitrine.backend` says which and why. */
+  backend?: 'wasm' | 'webgpu' | 'auto';
+  /** The adapter request: { swiftshader: true } in Node uses Chromium's SwiftShader (no GPU needed). */
+  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
 }
+
+/** The adapter a WebGPU backend runs on. */
+export interface GpuAdapterInfo { vendor: string; architecture: string; device: string; description: string; software: boolean }
+/** Where training steps run, and why (createVitrine's backend option). */
+export interface Backend { name: 'wasm' | 'webgpu'; reason: string; adapter: GpuAdapterInfo | null }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 /** The builds createVitrine can load (wasm/builds.json) and the files of each (in build/wasm/ of the package). */
@@ -170,6 +181,8 @@ export class Vitrine {
   readonly threadsNote: string | null;
   /** Linear-memory bytes of the pool workers' stacks (the per-thread attention scratch is in each plan's activations). */
   readonly threadStackBytes: number;
+  /** Where training steps run (createVitrine's backend) and why. */
+  backend: Backend;
   /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker died
    * unseen (a bounded wait; threadsNote then says so). */
   close(): void;
@@ -241,6 +254,8 @@ export interface ModelMemory {
   planned: PlanBytes | null;
   used: { params: number; grads: number; activations: number };
   arena: { planned: number; peak: number; capacity: number };
+  /** GPU bytes held (the WebGPU backend only). */
+  gpu?: number;
 }
 
 /** A model's image size, patch size, channels, width, depth, heads and prefix tokens ([CLS] + registers). */
@@ -306,6 +321,13 @@ export class Model {
   /** A classifier's step (kind timm, num_classes > 0): cross-entropy with timm's label smoothing
    * on one class index per image. Returns the loss. */
   trainStepLabels(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): number;
+  /** trainStep on the engine's backend: with backend 'webgpu' the recorded step replayed on the GPU
+   * (the newest state then stays there: sync() before saving or evaluating), else trainStep. */
+  trainStepAsync(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): Promise<number>;
+  /** trainStepLabels on the engine's backend (as trainStepAsync). */
+  trainStepLabelsAsync(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): Promise<number>;
+  /** After GPU steps: the parameters, gradients and AdamW state back in wasm memory (a no-op on wasm). */
+  sync(): Promise<void>;
   /** One training step (or with call 'encode' an encode pass and its backward) recorded, not run:
    * the engine's summary, or with json the list of kernel calls (docs/kernels.md). */
   traceStep(options: { batch: number; call?: 'train' | 'encode'; labels?: ArrayLike<number> | null; json?: boolean }): string | TraceList;
@@ -400,7 +422,7 @@ export type DataSource = string | URL | ArrayLike<BlobLike> | Array<string | URL
   | { urls: Array<string | URL>; labels?: ArrayLike<number>; classes?: string[] }
   | { pixels: Uint8Array | Uint8ClampedArray; n: number; size: number; chans: number; labels?: ArrayLike<number>; classes?: string[]; name?: string }
   | { byClass: Record<string, Array<BlobLike | string | URL>> };
-export interface TrainMemory { planned: PlanBytes | null; measured: { params: number; grads: number; activations: number }; wasm: number; }
+export interface TrainMemory { planned: PlanBytes | null; measured: { params: number; grads: number; activations: number }; wasm: number; gpu?: number; }
 export interface TrainStepEvent { step: number; steps: number; epoch: number; loss: number; lr: number; seconds: number; imagesPerSecond: number;
   /** every 20 steps and at the last */
   memory?: TrainMemory; }
@@ -448,6 +470,10 @@ export interface TrainerOptions {
   noEval?: boolean;
   wasm?: WasmBuild;
   threads?: number;
+  /** where the worker's steps run (createVitrine's backend): 'webgpu' replays each step on the GPU,
+   * the state synced to wasm memory at checkpoints, evaluations and the end; gradAccum 1 only */
+  backend?: 'wasm' | 'webgpu' | 'auto';
+  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
   cacheBytes?: number;
   signal?: AbortSignalLike;
   onStep?: (e: TrainStepEvent) => void;
@@ -456,7 +482,7 @@ export interface TrainerOptions {
   onLoad?: (p: LoadProgress) => void;
   onLog?: (e: { text: string }) => void;
   onReady?: (info: TrainerInfo) => void;
-  onEngine?: (e: { build: BuildName; threads: number; threadsNote: string | null }) => void;
+  onEngine?: (e: { build: BuildName; threads: number; threadsNote: string | null; backend: Backend }) => void;
 }
 export interface TrainResult {
   status: 'done' | 'stopped' | 'aborted';

@@ -31,7 +31,7 @@ export { train, Trainer } from './trainer.js';
 export { TIMM_PRETRAINED } from './pretrained.js';
 
 /**
- * createVitrine({ wasm, threads, locateFile, wasmDir }) -> Promise<Vitrine>
+ * createVitrine({ wasm, threads, locateFile, wasmDir, backend, gpu }) -> Promise<Vitrine>
  * wasm: a name of WASM_BUILDS (wasm/builds.json; a shared-memory "-mt" file is asked for even at 1
  * thread) or 'wasi'.
  * Default: 'relaxed' (SIMD128 + fused multiply-add) where relaxed SIMD validates, else 'simd'
@@ -51,6 +51,11 @@ export { TIMM_PRETRAINED } from './pretrained.js';
  * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
  * elsewhere (in Node also $VITRINE_WASM_DIR / $VITRINE_BUILD); its glue is imported at run time,
  * which bundlers do not follow.
+ * backend: where training steps run -- 'wasm' (the default), 'webgpu' (the engine's recorded step
+ * replayed on a WebGPU adapter, software ones included; throws a GpuError when there is none) or
+ * 'auto' (WebGPU on a hardware adapter, else wasm). vt.backend = { name, reason, adapter } says
+ * which and why; models then train with trainStepAsync (web/webgpu/backend.js). gpu: options of
+ * the adapter request ({ swiftshader: true } in Node: Chromium's SwiftShader, no GPU needed).
  */
 export async function createVitrine(options = {}) {
   const name = buildName(options.wasm);
@@ -84,6 +89,12 @@ export async function createVitrine(options = {}) {
   const vt = new Vitrine(low, build);
   vt.threaded = !!low.memory;
   vt.threadsNote = note;
+  if (options.backend != null && options.backend !== 'wasm') { // the WebGPU modules only when asked for
+    const { chooseBackend, GpuTrainer } = await import('./webgpu/backend.js');
+    const be = await chooseBackend(options.backend, options.gpu || {});
+    vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
+    if (be.gpu) Object.defineProperties(vt.backend, { gpu: { value: be.gpu }, Trainer: { value: GpuTrainer } });
+  } else vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
   if (threads > 1) {
     const c = vt._c;
     try {

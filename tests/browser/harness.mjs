@@ -22,15 +22,15 @@ export function png(w, h, pixel) {
   return Buffer.concat([PNG_SIGNATURE, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
 }
 
-/** A fresh headless Chromium profile and its page, page errors and console errors collected in
- * `errors`; waitFor(fn, arg, timeout) on that page. */
-export async function launchChromium({ acceptDownloads = false } = {}) {
+/** A fresh headless Chromium profile and its page (extra Chromium `args` appended), page errors and
+ * console errors collected in `errors`; waitFor(fn, arg, timeout) on that page. */
+export async function launchChromium({ acceptDownloads = false, args = [] } = {}) {
   const { chromium } = await import('playwright-core');
   const profile = mkdtempSync(join(tmpdir(), 'vitrine-chromium-'));
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 }, acceptDownloads,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
+      '--disable-component-update', '--disable-sync', ...args],
   });
   const page = ctx.pages()[0] || (await ctx.newPage());
   const errors = [];
@@ -41,17 +41,17 @@ export async function launchChromium({ acceptDownloads = false } = {}) {
 }
 
 /** The demo served (demo/serve.mjs, its data prepared) and one page of a fresh headless Chromium
- * profile, page errors and console errors collected in `errors`; helpers on that page: waitFor(fn,
- * arg, timeout), openPage() (load the demo, wait until it booted), reset() (the Reset button, wait
- * until the run is gone), configure({ kind, model, batch, steps, lr, warmup, seed, data }) (the run's
- * form; data only when given). close() ends all of it. */
-export async function openDemoBrowser({ acceptDownloads = false } = {}) {
+ * profile (extra Chromium `args`), page errors and console errors collected in `errors`; helpers on
+ * that page: waitFor(fn, arg, timeout), openPage(query) (load the demo, with ?query, wait until it
+ * booted), reset() (the Reset button, wait until the run is gone), configure({ kind, model, batch,
+ * steps, lr, warmup, seed, data }) (the run's form; data only when given). close() ends all of it. */
+export async function openDemoBrowser({ acceptDownloads = false, args = [] } = {}) {
   const { prepare, startServer } = await import('../../demo/serve.mjs');
   await prepare({ quiet: true });
   const { server, url } = await startServer({ port: 0 });
-  const { ctx, page, profile, errors, waitFor } = await launchChromium({ acceptDownloads });
-  const openPage = async () => {
-    await page.goto(url);
+  const { ctx, page, profile, errors, waitFor } = await launchChromium({ acceptDownloads, args });
+  const openPage = async (query = '') => {
+    await page.goto(url + query);
     await waitFor(() => window.vitrineDemo && window.vitrineDemo.booted, null, 30_000);
   };
   const reset = async () => {

@@ -2,7 +2,7 @@
 // `vitrine --help` and every command's --help work before anything is built. The options every
 // engine command takes (--wasm, --threads) are described here once.
 import { readFileSync } from 'node:fs';
-import { CliError, UsageError, whole } from './args.js';
+import { CliError, UsageError, whole, oneOf } from './args.js';
 import { TRAIN_PRESETS } from '../train.js';
 import { VitrineError } from '../errors.js';
 
@@ -18,6 +18,12 @@ export const ENGINE_OPTIONS = {
       return v;
     } },
   threads: { value: 'N', help: 'kernel threads (default every core; the same bits at any count)', parse: whole(1, MAX_THREADS) },
+};
+
+/** --backend, for the commands that run training steps or plan them (train, plan). */
+export const BACKEND_OPTION = {
+  backend: { value: 'wasm|webgpu|auto', parse: oneOf('wasm', 'webgpu', 'auto'),
+    help: 'where training steps run (default wasm). webgpu: the engine\'s recorded step replayed on a\nWebGPU adapter (Node: the npm package webgpu; VITRINE_WEBGPU=swiftshader uses Chromium\'s\nSwiftShader, no GPU needed); auto: WebGPU on a hardware adapter, else wasm' },
 };
 
 const missing = (what) => `the WebAssembly build is missing (${what}): run bash scripts/setup.sh, or npm run build`;
@@ -38,12 +44,13 @@ export async function shell() {
 }
 
 /** A loaded engine for --wasm / --threads; a build that cannot be loaded here is a usage error (exit 2). */
-export async function loadEngine({ wasm, threads } = {}) {
+export async function loadEngine({ wasm, threads, backend } = {}) {
   const { createVitrine } = await shell();
   try {
-    return await createVitrine({ wasm, threads });
+    return await createVitrine({ wasm, threads, backend });
   } catch (e) {
     if (e.code === 'ENOENT') throw new CliError(missing(e.path));
+    if (e.name === 'GpuError') throw new CliError(`--backend ${backend}: ${e.message}`);
     throw new UsageError(e.message);
   }
 }
@@ -85,7 +92,7 @@ export function specDims(vt, spec, { flag = '--config', from = null } = {}) {
 /** The engine a resumed run asks for (its checkpoint's build unless --wasm): a build name in the
  * checkpoint that cannot be loaded is its damaged metadata. */
 export async function loadEngineFor(o, run, file) {
-  try { return await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads }); } catch (e) {
+  try { return await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend }); } catch (e) {
     if (file && !o.wasm && run.wasm && e instanceof UsageError) throw new CliError(`${file}: damaged checkpoint metadata: wasm: ${e.message}`);
     throw e;
   }

@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { writeAtomic, makeDirs } from '../data.js';
 import { CliError, UsageError, decimal } from './args.js';
-import { loadEngine, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { loadEngine, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { readInput, why } from './io.js';
 import { PARITY_TOLERANCE, checkTolerance, applyTolerance, passRule, fmtE, tapReport, junitReport, unreadable } from '../parity-report.js';
 
@@ -27,6 +27,7 @@ export const command = {
     junit: { value: 'FILE', help: 'also write JUnit XML to FILE (its folder is made)', parse: reportFile },
     tolerance: { value: 'T', help: `check err <= T instead of ${fmtE(PARITY_TOLERANCE)}: tighter only (a looser T is refused)`, parse: tolerance },
     ...ENGINE_OPTIONS,
+    ...BACKEND_OPTION,
   },
   moreHelp: namesHelp,
   main: parity,
@@ -54,18 +55,25 @@ export function parityLine(file, r) {
 async function parity({ values: o, positionals: files, given }) {
   if (!files.length) throw new CliError(`${command.usage} (vitrine parity --help)`, 2);
   if (o.json && o.tap) throw new UsageError('--json and --tap are two forms of stdout: choose one');
-  const tol = o.tolerance ?? PARITY_TOLERANCE, tightened = given.has('tolerance');
   const vt = await loadEngine(o);
+  try { return await parityWith(vt, o, files, given); } finally { if (vt.backend.name === 'webgpu') vt.close(); }
+}
+
+async function parityWith(vt, o, files, given) {
+  const tol = o.tolerance ?? PARITY_TOLERANCE, tightened = given.has('tolerance');
+  // --backend webgpu: each file computed on the GPU, judged by the same harness (web/webgpu/parity.js)
+  const gpu = vt.backend.name === 'webgpu' ? new (await import('../webgpu/parity.js')).GpuParity(vt, vt.backend.gpu) : null;
   if (o.dump) try { makeDirs(o.dump); } catch (e) { throw new CliError(`--dump ${e.message}`, 2); }
   let failed = 0, unread = 0;
   const items = [];
   if (o.json) process.stdout.write('[');
   else if (!o.tap) process.stdout.write(passRule(tol) + '\n');
-  files.forEach((file, i) => {
+  for (const [i, file] of files.entries()) {
     let bytes = null, readError = null;
     try { bytes = readInput(file); } catch (e) { readError = `cannot open ${file}: ${why(e)}`; }
     const t0 = performance.now();
-    let r = vt.parity(bytes, { policy: o.policy, dump: !!o.dump, file, readError });
+    let r = gpu && !readError ? await gpu.run(bytes, { policy: o.policy, dump: !!o.dump, file })
+      : vt.parity(bytes, { policy: o.policy, dump: !!o.dump, file, readError });
     if (tightened) r = applyTolerance(r, tol);
     items.push({ file, result: r, seconds: (performance.now() - t0) / 1000 });
     if (!r.pass) failed++;
@@ -77,8 +85,9 @@ async function parity({ values: o, positionals: files, given }) {
     if (o.json) { // the harness's JSON; with --tolerance, its pass under the tighter rule and the tolerance
       const text = tightened ? r.json.replace(/"pass": (true|false)/, `"pass": ${r.pass}, "tolerance": ${tol}`) : r.json;
       process.stdout.write(`${i ? ',' : ''}\n ${text}`);
-    } else if (!o.tap && (r.error || r.worst != null)) process.stdout.write(parityLine(file, r) + '\n');
-  });
+    } else if (!o.tap && (r.error || r.worst != null))
+      process.stdout.write(parityLine(file, r) + (gpu && r.backend !== 'webgpu' ? ` [${r.backend}]` : '') + '\n');
+  }
   if (o.json) process.stdout.write('\n]\n');
   else if (o.tap) process.stdout.write(tapReport(items, tol));
   else process.stdout.write(`${files.length - failed} passed, ${failed} failed\n`);

@@ -9,7 +9,7 @@
 import { TRAIN_PRESETS, modelSpec } from '../train.js';
 import { classifierSpec, CLASSIFY_DEFAULTS } from '../classify.js';
 import { CliError, whole, oneOf } from './args.js';
-import { loadEngine, specDims, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { loadEngine, specDims, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { setPolicy, SCHEDULE_OPTIONS } from './run.js';
 import { readConfig, mib } from './io.js';
 import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
@@ -36,6 +36,7 @@ export const command = {
     'all-policies': { type: 'boolean', help: 'one row per policy the engine tries (none, block, selective, sqrt, every:K)' },
     json: { type: 'boolean', help: 'one JSON object instead' },
     ...ENGINE_OPTIONS,
+    ...BACKEND_OPTION,
   },
   moreHelp: namesHelp,
   main: ({ values }) => plan(values),
@@ -62,9 +63,40 @@ async function plan(o) {
   const objective = o.objective || TRAIN_DEFAULTS.objective;
   if (o.tokensKept != null && objective !== 'encode') throw new CliError(`--tokens-kept is for --objective encode (${objective} keeps what its step keeps)`, 2);
   if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
+  if ((o.gradAccum ?? 1) > 1 && o.backend === 'webgpu')
+    throw new CliError('--grad-accum-steps: accumulated steps do not run on the WebGPU backend (train refuses them there); plan --backend wasm', 2);
   let spec;
   try { spec = specOf(o, objective); } catch (e) { throw new CliError(e.message, e instanceof CliError ? e.status : 2); }
   const vt = await loadEngine(o), nt = vt.threads;
+  try { return await planWith(o, vt, nt, objective, spec); } finally { if (vt.backend.name === 'webgpu') vt.close(); }
+}
+
+// --backend webgpu: the step as the GPU would run it (recorded), against the adapter's limits;
+// when it does not fit, the named limit and what would: another policy at this batch, or the
+// largest batch (halving) at this policy
+async function deviceFit(vt, model, { objective, batch, policy, maskRatio }) {
+  const { deviceMisfit } = await import('../webgpu/backend.js');
+  const limits = vt.backend.gpu.limits, a = vt.backend.adapter;
+  if (objective !== 'encode') model.trainerInit({ maskRatio: maskRatio ?? 0 });
+  const misfit = (p, b) => {
+    model.setGradCheckpointing(p);
+    return deviceMisfit(model.traceStep({ batch: b, call: objective === 'encode' ? 'encode' : 'train',
+      labels: model.kind === 'timm' ? new Array(b).fill(0) : null, json: true }), limits);
+  };
+  const why = misfit(policy, batch), adapter = `${a.description || a.device} (${a.vendor} ${a.architecture})`;
+  const out = { adapter, max_buffer_size: limits.maxBufferSize, max_storage_buffer_binding_size: limits.maxStorageBufferBindingSize,
+    fits: !why, limit: why, fit_policy: null, fit_batch: null };
+  if (why) {
+    out.fit_policy = model.namedPolicies().find((p) => p !== policy && !misfit(p, batch)) || null;
+    for (let b = batch >> 1; b >= 1 && out.fit_batch == null; b >>= 1) if (!misfit(policy, b)) out.fit_batch = b;
+  }
+  model.setGradCheckpointing(policy);
+  out.text = `webgpu ${adapter}: ${why ? `does not fit: ${why}; fits: ${[out.fit_policy && `policy ${out.fit_policy} at batch ${batch}`,
+    out.fit_batch && `batch ${out.fit_batch} with ${policy}`].filter(Boolean).join(', or ') || 'nothing tried'}` : `fits (maxBufferSize ${limits.maxBufferSize}, maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize})`}`;
+  return out;
+}
+
+async function planWith(o, vt, nt, objective, spec) {
   let model;
   specDims(vt, spec); // --preset / --config refused by name, before anything is allocated
   try {
@@ -83,7 +115,10 @@ async function plan(o) {
     const step = stepOf(policy);
     const rows = o.allPolicies ? model.namedPolicies().map((p) => stepOf(p)) : null;
     const out = { objective, name, batch, accum: o.gradAccum ?? 1, kept, maskRatio, policy, threads: nt, budget, step, rows, dims: model.dims };
+    const device = vt.backend.name === 'webgpu' ? await deviceFit(vt, model, { objective, batch, policy, maskRatio }) : null;
+    if (device && o.json) out.webgpu = device;
     process.stdout.write(o.json ? jsonOf(out) : textOf(out));
+    if (device && !o.json) process.stdout.write(device.text + '\n');
     return 0;
   } catch (e) {
     if (e instanceof CliError) throw e;
@@ -92,8 +127,8 @@ async function plan(o) {
 }
 
 // JSON: encode without a budget or rows is the native CLI's object, byte for byte
-function jsonOf({ objective, name, batch, accum, kept, maskRatio, policy, threads, budget, step, rows }) {
-  if (objective === 'encode' && budget == null && !rows && accum === 1) {
+function jsonOf({ objective, name, batch, accum, kept, maskRatio, policy, threads, budget, step, rows, webgpu }) {
+  if (objective === 'encode' && budget == null && !rows && accum === 1 && !webgpu) {
     return `{"preset": "${name}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${threads}, ` +
       KINDS.map((k) => `"${k}": ${step[k]}`).join(', ') + '}\n';
   }
@@ -108,6 +143,7 @@ function jsonOf({ objective, name, batch, accum, kept, maskRatio, policy, thread
     j.max_batch = step.maxBatch > 0 ? step.maxBatch : null;
   }
   if (rows) j.policies = rows.map(row);
+  if (webgpu) { const { text, ...w } = webgpu; j.webgpu = w; }
   return JSON.stringify(j) + '\n';
 }
 

@@ -72,6 +72,7 @@ export function setPolicy(model, policy, { fromFile = null } = {}) {
  */
 export function setupError(error) {
   if (error.field === 'policy') return new CliError(`--grad-checkpointing: ${error.message}`, 2);
+  if (error.field === 'gradAccum') return new CliError(`--grad-accum-steps: ${error.message}`, 2); // (refused on the WebGPU backend)
   return new CliError(error.message);
 }
 

@@ -9,7 +9,7 @@ import { TRAIN_PRESETS } from '../train.js';
 import { IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
 import { defaultLr, runSpec } from '../train-loop.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { ENGINE_OPTIONS, namesHelp, loadEngine, loadEngineFor, specDims, checkBatch } from './engine.js';
+import { ENGINE_OPTIONS, BACKEND_OPTION, namesHelp, loadEngine, loadEngineFor, specDims, checkBatch } from './engine.js';
 import { readInput, readConfig, why, Outputs } from './io.js';
 import { readCheckpoint, checkState, refuseOnResume, stopAtOf, runTrainer, endRun, dataOption, sayInit, SCHEDULE_OPTIONS, scheduleOptions } from './run.js';
 import { startSideEvaluation, knnResults, writeResults, report, KNN_OPTIONS } from './train-results.js';
@@ -58,6 +58,7 @@ export const command = {
     'no-eval': { type: 'boolean', help: 'skip the kNN evaluation' },
     json: { type: 'boolean', help: 'end the output with one JSON line' },
     ...ENGINE_OPTIONS,
+    ...BACKEND_OPTION,
   },
   /** `--objective classify`: the classifier's command, with its own options. */
   route(argv) {
@@ -91,7 +92,8 @@ function trainSettings(o) {
 // all before anything is allocated or any image is read at that size. The engine stays for the
 // results (restoreModel).
 async function checkRun(o, { run, resumeBytes }, options) {
-  const vt = await loadEngineFor(o, run, resumeBytes && o.resume);
+  // (on wasm whatever the --backend: the steps' backend is the Trainer's)
+  const vt = await loadEngineFor({ ...o, backend: undefined }, run, resumeBytes && o.resume);
   try {
     if (resumeBytes) checkState(vt, o.resume, resumeBytes);
     const spec = resumeBytes ? run.spec : runSpec(options);
@@ -122,7 +124,7 @@ async function train(o) {
         steps: o.epochs == null ? o.steps ?? TRAIN_DEFAULTS.steps : undefined, maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
         seed: o.seed || TRAIN_DEFAULTS.seed, policy: o.policy || TRAIN_DEFAULTS.policy, weights: run.init ?? undefined, weightsStrict: !!o.initStrict,
         runInfo: { data: run.data, init: run.init }, ...scheduleOptions(o) };
-    Object.assign(options, { wasm: o.wasm || run.wasm, threads: o.threads, stopAt: stopAt ?? undefined, maxPixels, noEval: true });
+    Object.assign(options, { wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend, stopAt: stopAt ?? undefined, maxPixels, noEval: true });
     vt = await checkRun(o, { run, resumeBytes }, options);
     let eng = null, info = null;
     const loop = await runTrainer({
@@ -134,7 +136,8 @@ async function train(o) {
         say(`vitrine train: ${r.spec.kind.toUpperCase()} ${r.preset || 'config'} ${img}x${img}x${chans} patch ${patch} dim ${dim} depth ${depth}, ` +
           `${i.images} images (${r.data}), batch ${r.batch}${r.gradAccum > 1 ? ` x ${r.gradAccum} accumulated` : ''}, steps ${i.step ? i.step + '..' : ''}${Math.min(s, stopAt ?? s)}/${s}, lr ${r.lr}` +
           `${r.minLr ? ` -> ${r.minLr}` : ''}${r.spec.kind === 'mae' && r.maskRatio != null ? `, mask ratio ${r.maskRatio}` : ''}, normalisation ${i.normalization.source}, grad checkpointing ${i.policy}, ` +
-          `wasm ${engine.build}, ${engine.threads} thread${engine.threads === 1 ? '' : 's'}${engine.threadsNote ? ` (${engine.threadsNote})` : ''}`);
+          `wasm ${engine.build}, ${engine.threads} thread${engine.threads === 1 ? '' : 's'}${engine.threadsNote ? ` (${engine.threadsNote})` : ''}` +
+          `, backend ${engine.backend.name}${engine.backend.name === 'wasm' && !o.backend ? '' : ` (${engine.backend.reason})`}`);
         if (!o.noEval && (stopAt ?? s) >= s) {
           let initBytes = null;
           if (r.init && !resumeBytes) try { initBytes = readInput(r.init); } catch (e) { warn(`--init ${r.init}: ${why(e)}`); }
