@@ -332,7 +332,7 @@ P();
 const mj = S.main_job?.out;
 P('## 5. The main job: images per second');
 P();
-P('The step of `node web/cli.js train` (the main job) as the CLI runs it: the Trainer's Session.stepOnce (web/train-loop.js; TrainingRun.trainOne in an older tree) on Fashion-MNIST = batch assembly + ' +
+P('The step of `node web/cli.js train` (the main job) as the CLI runs it: Session.stepOnce (the Trainer, web/train-loop.js; TrainingRun.trainOne in an older tree) on Fashion-MNIST = batch assembly + ' +
   'Model.trainStep (MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5, block checkpointing, the CLI\'s lr schedule), relaxed-mt build, ' +
   'pinned to cpus 0-1, 1 and 2 threads (and the older engine with --before) alternating step by step in one process, wall time. images/s = 64 / ' +
   'the median step time (the CLI\'s own figure averages the same steps, start-up and evaluation excluded).' + (mj ? ` ${mj.rounds} rounds after ` +
