@@ -69,7 +69,8 @@ export function renderMemory() {
   if (!r || !r.plan) { $('mem-summary').textContent = r ? r.message : ''; return; }
   const finite = (v) => (Number.isFinite(v) ? v : 4 * 1024 * MiB);
   const lin = S.mem ? S.mem.linear : 0;
-  const scale = Math.max(budget, finite(r.need), lin) * 1.04;
+  const gpu = S.mem && S.mem.gpu != null ? S.mem.gpu : null; // the GPU bytes held (webgpu backend)
+  const scale = Math.max(budget, finite(r.need), lin, gpu || 0) * 1.04;
   const sum = $('mem-summary');
   sum.textContent = `The trainer under '${policyLabel(r.policy)}' at batch ${S.run ? S.run.cfg.batch : readForm().batch} will hold ${fmtBytes(r.need)} ` +
     `of the ${fmtBytes(budget)} budget (${r.fits ? 'fits' : 'does not fit'})` +
@@ -87,6 +88,10 @@ export function renderMemory() {
       (lin > budget ? `: over the ${fmtBytes(budget)} budget chosen since (wasm memory never shrinks): Reset, and the next run starts a fresh engine`
         : lin > r.need ? `: more than planned for '${policyLabel(r.policy)}', as wasm memory never shrinks: it keeps what an earlier policy or run of this tab used` : ''),
       [[lin, '#8fb3e8', 'wasm linear memory']], scale, budget));
+    // on WebGPU the step's parameters, gradients, AdamW state and arena are GPU buffers laid out
+    // as the plan says; wasm memory keeps the state the last sync brought back
+    if (gpu != null) bars.appendChild(bar(`on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state and the step's arena, as planned)`,
+      [[gpu, '#e0a458', 'GPU buffers']], scale, budget));
   }
   const leg = document.createElement('div');
   leg.className = 'legend';

@@ -30,6 +30,7 @@ describe('demo backends', { skip, timeout: 240_000 }, () => {
       assert.equal(losses.length, 3);
       assert.ok(losses.every(Number.isFinite), losses.join(' '));
       assert.ok(await S(() => window.vitrineDemo.mem.gpu > 0), 'the steps held GPU buffers'); // (the Session stepped there)
+      assert.match(await b.page.textContent('#mem-bars'), /on the GPU now: [\d.]+ [KMG]iB of buffers/); // the gauge shows them
       // the run kept for a reload: its state synced from the GPU at the end (persist)
       await b.waitFor(() => window.vitrineDemo.saved && window.vitrineDemo.saved.step === 3, null, 30_000);
       assert.equal(await S(() => window.vitrineDemo.saved.ok), true);
