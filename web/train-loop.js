@@ -343,11 +343,10 @@ export class Session {
     const m = this.model, K = this.classes.length, confusion = Array.from({ length: K }, () => new Array(K).fill(0));
     const src = this.valSource, idx = this.valIdx, t0 = now();
     let correct = 0;
+    await this.sync(); // (the WebGPU backend: the newest state)
     for (let s = 0; s < idx.length; s += chunk) {
       const part = idx.subarray(s, Math.min(idx.length, s + chunk));
-      const x = await this.valBatches.batch(part);
-      await this.sync(); // (the WebGPU backend: the newest state)
-      const z = m.timmForward(x), C = z.shape[1];
+      const z = m.timmForward(await this.valBatches.batch(part)), C = z.shape[1];
       for (let q = 0; q < part.length; q++) {
         let best = 0;
         for (let c = 1; c < C; c++) if (z.data[q * C + c] > z.data[q * C + best]) best = c;
