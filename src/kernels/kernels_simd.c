@@ -173,27 +173,34 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
 _Static_assert(VT_GEMM_BBLOCK >= VT_GEMM_KC * VT_GEMM_NR && VT_GEMM_ABLOCK >= VT_GEMM_KC * VT_GEMM_MR, "blocks");
 
 /* C tile (4 x 8 at c, row stride ldc) = (first ? 0 : C) + sum_{k<kc} A(i,k) B(k,l), then + bias
- * (8 floats, or NULL) */
+ * (8 floats, or NULL). The 8 accumulators are named variables, not an array: clang (wasm) keeps
+ * either in registers, gcc (the native twins) kept an array on the stack and loaded and stored
+ * it around every multiply-add (measured under cachegrind: 4.8 loads per FMA, half the speed). */
 VT_INLINE void gemm_tile(float *c, int ldc, const float *ap, const float *bp, int kc, int first,
                          const float *bias) {
-    f32x4 acc[VT_GEMM_MR][2];
-    for (int i = 0; i < VT_GEMM_MR; i++)
-        for (int v = 0; v < 2; v++) acc[i][v] = first ? ZERO() : LD(c + (size_t)i * ldc + 4 * v);
+    float *c0 = c, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+    f32x4 a00, a01, a10, a11, a20, a21, a30, a31;
+    if (first) {
+        a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = ZERO();
+    } else {
+        a00 = LD(c0), a01 = LD(c0 + 4), a10 = LD(c1), a11 = LD(c1 + 4);
+        a20 = LD(c2), a21 = LD(c2 + 4), a30 = LD(c3), a31 = LD(c3 + 4);
+    }
     for (int k = 0; k < kc; k++) {
-        f32x4 b0 = LD(bp), b1 = LD(bp + 4);
-        for (int i = 0; i < VT_GEMM_MR; i++) {
-            f32x4 s = LDSPLAT(ap + i);
-            acc[i][0] = MADD(acc[i][0], s, b0);
-            acc[i][1] = MADD(acc[i][1], s, b1);
-        }
+        f32x4 b0 = LD(bp), b1 = LD(bp + 4), s;
+        s = LDSPLAT(ap + 0), a00 = MADD(a00, s, b0), a01 = MADD(a01, s, b1);
+        s = LDSPLAT(ap + 1), a10 = MADD(a10, s, b0), a11 = MADD(a11, s, b1);
+        s = LDSPLAT(ap + 2), a20 = MADD(a20, s, b0), a21 = MADD(a21, s, b1);
+        s = LDSPLAT(ap + 3), a30 = MADD(a30, s, b0), a31 = MADD(a31, s, b1);
         ap += VT_GEMM_MR, bp += VT_GEMM_NR;
     }
     if (bias) {
         f32x4 b0 = LD(bias), b1 = LD(bias + 4);
-        for (int i = 0; i < VT_GEMM_MR; i++) acc[i][0] = ADD(acc[i][0], b0), acc[i][1] = ADD(acc[i][1], b1);
+        a00 = ADD(a00, b0), a01 = ADD(a01, b1), a10 = ADD(a10, b0), a11 = ADD(a11, b1);
+        a20 = ADD(a20, b0), a21 = ADD(a21, b1), a30 = ADD(a30, b0), a31 = ADD(a31, b1);
     }
-    for (int i = 0; i < VT_GEMM_MR; i++)
-        for (int v = 0; v < 2; v++) ST(c + (size_t)i * ldc + 4 * v, acc[i][v]);
+    ST(c0, a00), ST(c0 + 4, a01), ST(c1, a10), ST(c1 + 4, a11);
+    ST(c2, a20), ST(c2 + 4, a21), ST(c3, a30), ST(c3 + 4, a31);
 }
 
 /* a tile at the edge of C (mr < 4 rows or nr < 8 columns): the same tile over a padded copy */
