@@ -57,6 +57,8 @@ static struct {
     atomic_int done;         /* chunks of the current job finished */
     atomic_int arrived;      /* workers that have seen the current job (tests: see below) */
     atomic_int ready;        /* workers inside vt_worker_loop */
+    atomic_int sleepers;     /* workers blocked (or about to block) on gen */
+    atomic_int caller_waits; /* the caller is blocked (or about to block) on done */
     atomic_int quit;
     atomic_int busy;         /* a job is running: calls from inside it run inline */
     vt_par_fn fn;            /* the job; written only while no chunk of it can be claimed */
@@ -94,7 +96,7 @@ static void run_chunk(int tid, uint32_t tag, int k) {
     int64_t lo = units * k / C * grain, hi = units * (k + 1) / C * grain;
     pool.fn(pool.ctx, (int)lo, (int)(hi < n ? hi : n), tid);
     atomic_fetch_add_explicit(&chunks_run[tid], 1, memory_order_relaxed);
-    if (atomic_fetch_add(&pool.done, 1) + 1 == C) wake_all(&pool.done);
+    if (atomic_fetch_add(&pool.done, 1) + 1 == C && atomic_load(&pool.caller_waits)) wake_all(&pool.done);
 }
 /* Claims and runs chunks of job `tag` until none is left: thread tid's own run of chunks in
  * order, then the others' from their ends (their owners work from the front). C and max_tid are
@@ -116,7 +118,9 @@ void vt_worker_loop(int tid) {
         int g, spins = 0;
         while ((g = atomic_load(&pool.gen)) == seen) {
             if (++spins < VT_SPIN) continue;
+            atomic_fetch_add(&pool.sleepers, 1);
             wait_while(&pool.gen, seen);
+            atomic_fetch_sub(&pool.sleepers, 1);
         }
         seen = g;
         if (atomic_load(&pool.quit)) break;
@@ -157,7 +161,12 @@ void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_
     atomic_store(&pool.tag, tag);
     for (int k = 0; k < (int)C; k++) atomic_store(&pool.avail[k], tag);
     atomic_fetch_add(&pool.gen, 1);
-    wake_all(&pool.gen);
+    /* A wake is a system call (native) or a lock (wasm) per job, and most jobs find every worker
+     * still polling: wake only when one may sleep. A worker counts itself a sleeper before its
+     * wait checks gen, and gen is bumped before sleepers is read (both seq_cst): either the wake
+     * below sees it, or its wait sees the new gen and returns at once. (done and caller_waits
+     * likewise.) */
+    if (atomic_load(&pool.sleepers)) wake_all(&pool.gen);
     /* Tests split even microsecond-long loops (min_work 0), which the caller would finish before
      * a sleeping worker wakes: there it lets every worker arrive first, so that the workers
      * really run chunks and the bitwise tests compare threads, not the caller with itself. */
@@ -167,11 +176,12 @@ void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_
     int d, spins = 0;
     while ((d = atomic_load(&pool.done)) != (int)C) { /* only chunks others are running are left */
         if (++spins < VT_SPIN) continue;
-#if defined(VT_POOL_NATIVE)
-        wait_while(&pool.done, d);
-#else
-        if (caller_can_wait) wait_while(&pool.done, d);
+#if defined(VT_POOL_WASM)
+        if (!caller_can_wait) continue;
 #endif
+        atomic_store(&pool.caller_waits, 1);
+        wait_while(&pool.done, d);
+        atomic_store(&pool.caller_waits, 0);
     }
     atomic_store(&pool.busy, 0);
 }
