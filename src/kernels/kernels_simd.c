@@ -345,6 +345,8 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
     vt_simd_matmul_backward_dw(dw, dbias, dout, inp, M, K, N, 0, N);
 }
 
+#define VT_COLSUM_BLOCK 1024 /* columns of dbias summed per pass (4 KB of sums on the stack) */
+
 /* Rows [n0, n1) of dw and dbias (the threads' split: each element's sum over m is unchanged;
  * n0 and n1 multiples of 4 or N, so the same columns of dbias take the vector path). */
 void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
@@ -353,17 +355,23 @@ void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, cons
     /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]; B = inp) */
     if (dw && K > 0)
         vt_simd_gemm(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, 1, n1 - n0, M, K, 1, NULL);
-    if (dbias) { /* dbias[n] += sum_m dout[m,n]: column sums, 4 columns per vector, m in order */
-        int n = n0;
-        for (; n + 4 <= n1; n += 4) {
-            f32x4 s = ZERO();
-            for (int m = 0; m < M; m++) s = ADD(s, LD(dout + (size_t)m * N + n));
-            ST(dbias + n, ADD(LD(dbias + n), s));
-        }
-        for (; n < n1; n++) {
-            float s = 0.0f;
-            for (int m = 0; m < M; m++) s += dout[(size_t)m * N + n];
-            dbias[n] += s;
+    if (dbias) { /* dbias[n] += sum_m dout[m,n], each column's sum from 0 in m order, then added */
+        /* Row by row into a block of sums on the stack (the reference's order per column): one
+         * pass over dout in memory order. Column by column (4 at a time down all M rows) read 16
+         * bytes of every row's cache line per pass and missed L1 at every load once dout
+         * outgrew it (cachegrind, qkv at batch 4: 4x the L1 misses; native FMA twin, fc1's
+         * 788 x 768: ~135 -> ~90 us a call, ~1 % of that matmul backward). */
+        _Alignas(16) float sum[VT_COLSUM_BLOCK];
+        for (int c0 = n0; c0 < n1; c0 += VT_COLSUM_BLOCK) {
+            int w = n1 - c0 < VT_COLSUM_BLOCK ? n1 - c0 : VT_COLSUM_BLOCK, i;
+            for (i = 0; i < w; i++) sum[i] = 0.0f;
+            for (int m = 0; m < M; m++) {
+                const float *r = dout + (size_t)m * N + c0;
+                for (i = 0; i + 4 <= w; i += 4) ST(sum + i, ADD(LD(sum + i), LD(r + i)));
+                for (; i < w; i++) sum[i] += r[i];
+            }
+            for (i = 0; i + 4 <= w; i += 4) ST(dbias + c0 + i, ADD(LD(dbias + c0 + i), LD(sum + i)));
+            for (; i < w; i++) dbias[c0 + i] += sum[i];
         }
     }
 }
