@@ -254,6 +254,15 @@ __attribute__((noinline)) static void pack_panel_s(float *dst, const int W, cons
     for (int k = 0; k < kc; k++)
         for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = w < n ? x[(size_t)w * ws + (size_t)k * ks] : 0.0f;
 }
+/* The np 4-wide panels of an A block whose rows are contiguous (A(i,k) = x[i + k*ks], A = a
+ * transposed product operand: dout^T of dW, P^T / dS^T of attention's dV / dK): row k of the
+ * block (4 np floats) is read once and dealt to the panels. Panel by panel (pack_panel_c) read
+ * 16 bytes of every row's cache line per panel, and the block's rows had left L1 before the next
+ * panel came back to them. */
+__attribute__((noinline)) static void pack_block_c(float *dst, int np, const float *x, int ks, int kc) {
+    for (int k = 0; k < kc; k++, x += ks)
+        for (int p = 0; p < np; p++) ST(dst + ((size_t)p * kc + k) * VT_GEMM_MR, LD(x + 4 * p));
+}
 static void pack_panel(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
     if (n == W && ks == 1) pack_panel_t(dst, W, x, ws, kc);
     else if (n == W && ws == 1) pack_panel_c(dst, W, x, ks, kc);
@@ -303,10 +312,13 @@ void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const flo
                            nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR, kc);
             for (int i0 = 0; i0 < I; i0 += mc) {
                 int ni = I - i0 < mc ? I - i0 : mc;
-                for (int i = 0; i < ni; i += VT_GEMM_MR)
-                    pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
-                               a + (size_t)(i0 + i) * ars + (size_t)j0 * acs, ars, acs,
-                               ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR, kc);
+                if (ars == 1 && ni % VT_GEMM_MR == 0) /* A's column strips: the block in one pass */
+                    pack_block_c(apack, ni / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
+                else
+                    for (int i = 0; i < ni; i += VT_GEMM_MR)
+                        pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
+                                   a + (size_t)(i0 + i) * ars + (size_t)j0 * acs, ars, acs,
+                                   ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR, kc);
                 gemm_block(c + (size_t)i0 * ldc + l0, ldc, apack, bpack, ni, nl, kc, first, bias_k);
             }
         }
