@@ -254,14 +254,21 @@ __attribute__((noinline)) static void pack_panel_s(float *dst, const int W, cons
     for (int k = 0; k < kc; k++)
         for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = w < n ? x[(size_t)w * ws + (size_t)k * ks] : 0.0f;
 }
-/* The np 4-wide panels of an A block whose rows are contiguous (A(i,k) = x[i + k*ks], A = a
- * transposed product operand: dout^T of dW, P^T / dS^T of attention's dV / dK): row k of the
- * block (4 np floats) is read once and dealt to the panels. Panel by panel (pack_panel_c) read
- * 16 bytes of every row's cache line per panel, and the block's rows had left L1 before the next
- * panel came back to them. */
-__attribute__((noinline)) static void pack_block_c(float *dst, int np, const float *x, int ks, int kc) {
-    for (int k = 0; k < kc; k++, x += ks)
-        for (int p = 0; p < np; p++) ST(dst + ((size_t)p * kc + k) * VT_GEMM_MR, LD(x + 4 * p));
+/* The np W-wide panels (W = 4: of A, 8: of B) of a block whose rows are contiguous (X(w,k) =
+ * x[w + k*ks]: dW's dout^T and attention's P^T / dS^T as A; the weights of dinp and the
+ * activations of dW as B): row k of the block (W np floats) is read once and dealt to the panels.
+ * Panel by panel (pack_panel_c) read 16 or 32 bytes of every row's cache line per panel, and
+ * the block's rows had left L1 before the next panel came back to them. */
+__attribute__((noinline)) static void pack_block_c(float *dst, const int W, int np, const float *x, int ks, int kc) {
+    if (W == 8)
+        for (int k = 0; k < kc; k++, x += ks)
+            for (int p = 0; p < np; p++) {
+                float *d = dst + ((size_t)p * kc + k) * 8;
+                ST(d, LD(x + 8 * p)), ST(d + 4, LD(x + 8 * p + 4));
+            }
+    else
+        for (int k = 0; k < kc; k++, x += ks)
+            for (int p = 0; p < np; p++) ST(dst + ((size_t)p * kc + k) * 4, LD(x + 4 * p));
 }
 static void pack_panel(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
     if (n == W && ks == 1) pack_panel_t(dst, W, x, ws, kc);
@@ -306,14 +313,16 @@ void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const flo
         for (int j0 = 0; j0 < J; j0 += kcb) {
             int kc = J - j0 < kcb ? J - j0 : kcb, first = overwrite && j0 == 0;
             const float *bias_k = overwrite && j0 + kc == J && bias ? bias + l0 : NULL;
-            for (int l = 0; l < nl; l += VT_GEMM_NR) /* B(j0.., l0+l..) -> panel */
+            int nfull = bcs == 1 ? nl / VT_GEMM_NR * VT_GEMM_NR : 0; /* B's rows contiguous: one pass */
+            if (nfull) pack_block_c(bpack, VT_GEMM_NR, nfull / VT_GEMM_NR, b + (size_t)j0 * brs + l0, brs, kc);
+            for (int l = nfull; l < nl; l += VT_GEMM_NR) /* B(j0.., l0+l..) -> panel */
                 pack_panel(bpack + (size_t)l * kc, VT_GEMM_NR,
                            b + (size_t)j0 * brs + (size_t)(l0 + l) * bcs, bcs, brs,
                            nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR, kc);
             for (int i0 = 0; i0 < I; i0 += mc) {
                 int ni = I - i0 < mc ? I - i0 : mc;
                 if (ars == 1 && ni % VT_GEMM_MR == 0) /* A's column strips: the block in one pass */
-                    pack_block_c(apack, ni / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
+                    pack_block_c(apack, VT_GEMM_MR, ni / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
                 else
                     for (int i = 0; i < ni; i += VT_GEMM_MR)
                         pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
