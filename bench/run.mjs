@@ -150,10 +150,16 @@ else {
     for (const [preset, kind, b, policies] of jobs)
       out.push(...run(`policies ${preset} ${kind} b${b}`, tb, ['--preset', preset, '--kind', kind, '--batch', String(b), ...pol(policies),
         '--repeat', QUICK ? '2' : '5', '--warmup', '2', ...CPU]));
-    if (BEFORE) out.push(...run('policies before', wasi(join(BEFORE, 'build/wasm/train_bench-relaxed.wasm')),
-      ['--preset', TINY, '--kind', 'encode', '--batch', String(QUICK ? 1 : 4), '--policy', 'none', '--repeat', QUICK ? '2' : '5', '--warmup', '2', ...CPU])
-      .map((o) => ({ ...o, before: true })));
-    return { rows: out };
+    // the older engine's breakdown beside this one's: the two processes alternate in rounds (A B, B A, ...)
+    const pairs = [];
+    if (BEFORE) {
+      const sides = [['after', tb], ['before', wasi(join(BEFORE, 'build/wasm/train_bench-relaxed.wasm'))]];
+      for (let r = 0; r < rounds; r++)
+        for (const [side, prog] of rotate(sides, r))
+          pairs.push(...run(`policies ${side} (paired)`, prog, ['--preset', TINY, '--kind', 'encode', '--batch', String(QUICK ? 1 : 4),
+            '--policy', 'none', '--repeat', QUICK ? '2' : '3', '--warmup', '2', ...CPU]).map((o) => ({ ...o, side, round: r })));
+    }
+    return { rows: out, pairs };
   });
 
   // ---- where the time goes at 1 and 2 threads: the native FMA twin (train_bench has per-kernel
@@ -382,7 +388,7 @@ P('|---|---|---|---|---|---|---|---|---|');
 const MiB = (x) => f(x / 1048576, 1);
 for (const o of pr) {
   if (o.error) { P(`| ${short(o.model)} | ${o.objective} | ${o.batch} | ${o.policy} | error: ${o.error} |||||`); continue; }
-  P(`| ${o.before ? 'before: ' : ''}${short(o.model)} | ${o.objective} | ${o.batch} | ${o.policy} | ${f(o.ms_per_step, 0)} | ` +
+  P(`| ${short(o.model)} | ${o.objective} | ${o.batch} | ${o.policy} | ${f(o.ms_per_step, 0)} | ` +
     `${f(o.time_vs_first_policy, 2)} (${f(o.time_vs_first_min, 2)}–${f(o.time_vs_first_max, 2)}) | ${f(o.gflops)} | ${MiB(o.activation_bytes)} | ${MiB(o.total_bytes)} |`);
 }
 P();
@@ -391,9 +397,26 @@ P(`Per step, ms (share), policy none; kernels timed by link-time wrapping of the
 P();
 P(`| model | objective | batch | ${KN.join(' | ')} |`);
 P(`|---|---|---|${KN.map(() => '---').join('|')}|`);
-for (const o of pr.filter((o) => o.policy === 'none' && !o.error))
-  P(`| ${o.before ? 'before: ' : ''}${short(o.model)} | ${o.objective} | ${o.batch} | ${KN.map((k) => `${f(o.kernels_ms[k], 0)} (${f(100 * o.kernels_ms[k] / o.ms_per_step, 0)}%)`).join(' | ')} |`);
+const breakdown = (o, label = '') =>
+  P(`| ${label}${short(o.model)} | ${o.objective} | ${o.batch} | ${KN.map((k) => `${f(o.kernels_ms[k], 0)} (${f(100 * o.kernels_ms[k] / o.ms_per_step, 0)}%)`).join(' | ')} |`);
+for (const o of pr.filter((o) => o.policy === 'none' && !o.error)) breakdown(o);
 P();
+// before / after: processes alternating in rounds; each side's row is its median round
+const pp = (S.policies?.pairs || []).filter((o) => !o.error);
+if (pp.length) {
+  const side = (s) => pp.filter((o) => o.side === s).sort((a, b) => a.round - b.round);
+  const [bf, af] = [side('before'), side('after')];
+  const mid = (l) => [...l].sort((a, b) => a.ms_per_step - b.ms_per_step)[l.length >> 1];
+  P(`Before (${R.before?.ref}) and after, the same step in processes alternating round by round (${af.length} rounds, order rotated), ` +
+    `each row its median round; before / after time = ${fr(paired(bf.map((o) => o.ms_per_step), af.map((o) => o.ms_per_step)), 2)} ` +
+    '(median, min–max of the per-round ratios):');
+  P();
+  P(`| model | objective | batch | ${KN.join(' | ')} |`);
+  P(`|---|---|---|${KN.map(() => '---').join('|')}|`);
+  breakdown(mid(bf), 'before: ');
+  breakdown(mid(af), 'after: ');
+  P();
+}
 
 // 6b. threads profile
 const tp = S.thread_profile?.rows || [];

@@ -226,10 +226,10 @@ static void gemm_tile_edge(float *c, int ldc, int mr, int nr, const float *ap, c
     } while (0)
 
 /* dst[k*W + w] = X(w, k) for w < n (zero for n <= w < W), k < kc, where X(w, k) = x[w*ws + k*ks]:
- * one panel (W = 8: of B, X(w,k) = B(k,w); W = 4: of A, X = A). Three forms: X's k contiguous
- * (ks == 1: 4 x 4 transposes), X's w contiguous (ws == 1: vector copies), anything else (scalar,
- * with zero padding). Kept out of line: inlined into gemm's loop nest, V8's register allocator
- * spilled the tile's accumulators. */
+ * one panel (W = 8: of B, X(w,k) = B(k,w); W = 4: of A, X = A). Two forms here: X's k contiguous
+ * (ks == 1: 4 x 4 transposes) and anything else (scalar, with zero padding); blocks whose w is
+ * contiguous (ws == 1) are copied by vectors a whole block at a time (pack_block_c). Kept out of
+ * line: inlined into gemm's loop nest, V8's register allocator spilled the tile's accumulators. */
 __attribute__((noinline)) static void pack_panel_t(float *dst, const int W, const float *x, int ws, int kc) {
     int k = 0;
     for (int w = 0; w < W; w += 4) {
@@ -244,12 +244,6 @@ __attribute__((noinline)) static void pack_panel_t(float *dst, const int W, cons
     for (; k < kc; k++)
         for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = x[(size_t)w * ws + k];
 }
-__attribute__((noinline)) static void pack_panel_c(float *dst, const int W, const float *x, int ks, int kc) {
-    if (W == 8)
-        for (int k = 0; k < kc; k++, x += ks, dst += 8) ST(dst, LD(x)), ST(dst + 4, LD(x + 4));
-    else
-        for (int k = 0; k < kc; k++, x += ks, dst += 4) ST(dst, LD(x));
-}
 __attribute__((noinline)) static void pack_panel_s(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
     for (int k = 0; k < kc; k++)
         for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = w < n ? x[(size_t)w * ws + (size_t)k * ks] : 0.0f;
@@ -257,8 +251,9 @@ __attribute__((noinline)) static void pack_panel_s(float *dst, const int W, cons
 /* The np W-wide panels (W = 4: of A, 8: of B) of a block whose rows are contiguous (X(w,k) =
  * x[w + k*ks]: dW's dout^T and attention's P^T / dS^T as A; the weights of dinp and the
  * activations of dW as B): row k of the block (W np floats) is read once and dealt to the panels.
- * Panel by panel (pack_panel_c) read 16 or 32 bytes of every row's cache line per panel, and
- * the block's rows had left L1 before the next panel came back to them. */
+ * (Panel by panel read 16 or 32 bytes of every row's cache line per panel, and the block's rows
+ * had left L1 before the next panel came back to them.) The full panels of such blocks go here,
+ * a last partial one through pack_panel. */
 __attribute__((noinline)) static void pack_block_c(float *dst, const int W, int np, const float *x, int ks, int kc) {
     if (W == 8)
         for (int k = 0; k < kc; k++, x += ks)
@@ -272,7 +267,6 @@ __attribute__((noinline)) static void pack_block_c(float *dst, const int W, int 
 }
 static void pack_panel(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
     if (n == W && ks == 1) pack_panel_t(dst, W, x, ws, kc);
-    else if (n == W && ws == 1) pack_panel_c(dst, W, x, ks, kc);
     else pack_panel_s(dst, W, x, ws, ks, n, kc);
 }
 
@@ -321,13 +315,12 @@ void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const flo
                            nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR, kc);
             for (int i0 = 0; i0 < I; i0 += mc) {
                 int ni = I - i0 < mc ? I - i0 : mc;
-                if (ars == 1 && ni % VT_GEMM_MR == 0) /* A's column strips: the block in one pass */
-                    pack_block_c(apack, VT_GEMM_MR, ni / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
-                else
-                    for (int i = 0; i < ni; i += VT_GEMM_MR)
-                        pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
-                                   a + (size_t)(i0 + i) * ars + (size_t)j0 * acs, ars, acs,
-                                   ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR, kc);
+                int afull = ars == 1 ? ni / VT_GEMM_MR * VT_GEMM_MR : 0; /* A's rows contiguous: one pass */
+                if (afull) pack_block_c(apack, VT_GEMM_MR, afull / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
+                for (int i = afull; i < ni; i += VT_GEMM_MR)
+                    pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
+                               a + (size_t)(i0 + i) * ars + (size_t)j0 * acs, ars, acs,
+                               ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR, kc);
                 gemm_block(c + (size_t)i0 * ldc + l0, ldc, apack, bpack, ni, nl, kc, first, bias_k);
             }
         }
