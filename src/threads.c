@@ -73,7 +73,19 @@ void vt_threads_caller_can_wait(int yes) { caller_can_wait = yes; }
 
 /* ---- waiting ---- */
 #if defined(VT_POOL_WASM)
-static void wait_while(atomic_int *a, int v) { __builtin_wasm_memory_atomic_wait32((int *)a, v, -1); }
+/* memory.atomic.wait32 only in a function of its own that reads nothing after it, reached through a
+ * volatile pointer: V8 11.3's baseline compiler (Liftoff; Node 20) writes the wait's index as 64
+ * bits into a 4-byte stack slot, so the neighbouring slot of the function that waits (another
+ * local) reads 0 afterwards (a 10-line .wat shows it; Liftoff only, the optimising tier is right).
+ * A pool worker enters its loop once and never leaves Liftoff's code. In the owner-first layout of
+ * b475b24 that slot was the worker's tid: after its first sleep a worker ran its chunks as thread
+ * 0, on thread 0's scratch (garbage attention gradients in the clang-14 builds). A static
+ * function is inlined whatever it is marked (clang-14's driver and emcc run wasm-opt after
+ * linking); a call through a volatile pointer stays a call (tests/node/threads.test.mjs checks
+ * every -mt file). */
+static void wait_impl(atomic_int *a, int v) { __builtin_wasm_memory_atomic_wait32((int *)a, v, -1); }
+static void (*volatile wait_fn)(atomic_int *, int) = wait_impl;
+static void wait_while(atomic_int *a, int v) { wait_fn(a, v); }
 static void wake_all(atomic_int *a) { __builtin_wasm_memory_atomic_notify((int *)a, 0x7fffffffu); }
 #elif defined(VT_POOL_NATIVE)
 static void wait_while(atomic_int *a, int v) { syscall(SYS_futex, (int *)a, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0); }

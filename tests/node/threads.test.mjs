@@ -6,6 +6,9 @@
 // shapes, so the tiny fixtures still cut every kernel into pieces. Plus the API around it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createVitrine } from '../../web/vitrine.js';
 import { WASM_DIR, MT_BUILDS, fixtureNames, fixture } from './util.mjs'; // (util.mjs turns relaxed SIMD on)
 
@@ -59,6 +62,47 @@ for (const build of MT_BUILDS) {
       assert.equal(vt.threads, 1, 'closed: one thread');
       for (const [k, v] of ref) assert.ok(Buffer.from(got.get(k)).equals(Buffer.from(v)), `${build}: ${k} differs at ${n} threads`);
     }
+  });
+}
+
+// V8 11.3's baseline compiler (Liftoff, Node 20) writes the index of memory.atomic.wait32 as 64 bits
+// into a 4-byte stack slot: the neighbouring local of the function that waits reads 0 afterwards.
+// A pool worker never leaves Liftoff's code (it enters its loop once), and an owner-first layout of
+// the worker loop once lost the worker's tid that way (src/threads.c, wait_impl). So every wait of
+// the engine's own must end a function of its own: the wait, its result dropped, the function's
+// end. Allowed besides: the linker's memory initialiser (memory.init, runs once before any call)
+// and waits whose result is read (Emscripten's libc futex; ours never read it).
+test('every -mt file: each memory.atomic.wait32 of the pool ends a function of its own', () => {
+  for (const build of MT_BUILDS) {
+    const file = path.join(WASM_DIR, `vitrine-${build}.wasm`);
+    const lines = execFileSync('wasm-objdump', ['-d', file], { encoding: 'utf8', maxBuffer: 1 << 30 }).split('\n');
+    let fn = null, body = [], ours = 0;
+    const check = () => {
+      if (fn == null) return;
+      const ins = body.map((l) => l.slice(l.indexOf('|') + 1).replace(/^ /, ''));
+      if (ins.some((i) => /^\s*memory\.init\b/.test(i))) return;
+      ins.forEach((i, k) => {
+        if (!/memory\.atomic\.wait32/.test(i)) return;
+        if (ins[k + 1]?.trim() !== 'drop') return; // the result is read: not one of ours
+        assert.ok(ins[k + 2] === 'end' && k + 3 === ins.length, `${build}: ${fn} waits and goes on (${ins.slice(k, k + 4).map((x) => x.trim()).join('; ')}): Liftoff clobbers its locals`);
+        ours++;
+      });
+    };
+    for (const l of lines) {
+      if (/^[0-9a-f]+ func\[\d+\]/.test(l)) { check(); fn = l.trim(); body = []; } else if (fn && l.includes('|') && !/\| local\[/.test(l)) body.push(l);
+    }
+    check();
+    assert.ok(ours >= 1, `${build}: the pool's wait not found in ${file}`);
+  }
+});
+
+if (!process.env.VT_THREADS_LIFTOFF) {
+  test('the same bits under V8\'s baseline compiler only (--liftoff --no-wasm-tier-up)', () => {
+    const { NODE_TEST_CONTEXT, ...env } = process.env; // (set by the runner: the child would report in its binary form)
+    const r = spawnSync(process.execPath, ['--liftoff', '--no-wasm-tier-up', '--test', '--test-name-pattern=bitwise equal',
+      fileURLToPath(import.meta.url)], { env: { ...env, VT_THREADS_LIFTOFF: '1' }, encoding: 'utf8' });
+    assert.equal(r.status, 0, (r.stdout || '').slice(-4000) + (r.stderr || '').slice(-2000));
+    assert.match(r.stdout, new RegExp(`# pass ${MT_BUILDS.length}\\b`));
   });
 }
 
