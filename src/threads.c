@@ -1,12 +1,16 @@
 /* threads.c: the pool behind vt_parallel_for (threads.h).
  *
  * One job at a time, posted by the thread that calls the engine: the job's fields are written,
- * its chunks (a few per thread) are opened in one 32-bit `claim` word, `gen` is bumped and
- * sleeping workers are woken. Every thread, the caller
- * included, claims chunks by compare-and-swap until none is left; the caller then waits only for
- * chunks others are running. So a worker that the OS has paused (2 cores shared with other
- * work) delays nothing: the caller does its share. Chunk k always covers the same items, so
- * who runs it changes no bit. Waiting: spin first, then block (wasm: memory.atomic.wait32;
+ * its chunks (a few per thread) are opened by writing the job's tag into one word per chunk,
+ * `gen` is bumped and sleeping workers are woken. Chunks have owners: thread t owns the t-th
+ * contiguous run of them, claims its own first (in order), then takes what is left of the
+ * others' (from their ends); the caller then waits only for chunks others are running. So a
+ * worker that the OS has paused (2 cores shared with other work) delays nothing: the caller does
+ * its share. And since every row-split kernel gives thread t the same rows (the t-th part of
+ * them, as the GEMM's parts do), the rows a thread wrote are the rows it reads next, from its own
+ * core's cache (measured: claiming chunks first come, first served, the main job's 2-thread step
+ * moved data between the cores' caches between kernels). Chunk k always covers the same items,
+ * so who runs it changes no bit. Waiting: spin first, then block (wasm: memory.atomic.wait32;
  * Linux: futex). A browser's main thread may not block: there the caller only spins
  * (vt_threads_caller_can_wait(0)).
  *
@@ -39,17 +43,17 @@ void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; 
 #define VT_SPIN 400000
 #define VT_CHUNKS_PER_THREAD 4
 
-/* claim word: chunks claimed (high 16 bits) | chunk count (low 16 bits) of the current job. It
- * needs no job tag: a claim succeeds only while that job has chunks left, and whoever wins one
- * reads the job's fields only after winning, so a stale view can at worst claim a chunk of the
- * current job, which it then runs correctly. (32 bits: no 64-bit atomics needed.) */
-#define CLAIM(next, count) (((uint32_t)(next) << 16) | (uint32_t)(count))
-#define C_NEXT(c) ((int)((c) >> 16))
-#define C_COUNT(c) ((int)((c) & 0xffff))
+/* Chunk k of the current job is open while avail[k] holds the job's tag (tags count jobs, never
+ * 0); a thread claims it by swapping the tag for 0. A thread still busy with an older job holds an
+ * older tag, so its claims fail: a successful claim proves the job is unfinished, and whoever wins
+ * one reads the job's fields only after winning. (32-bit words: no 64-bit atomics needed.) */
+#define VT_MAX_CHUNKS (VT_MAX_THREADS * VT_CHUNKS_PER_THREAD)
 
 static struct {
     atomic_int gen;          /* bumped per job (and at shutdown); idle workers wait on it */
-    _Atomic uint32_t claim;  /* the current job's chunks, claimed one at a time by any thread */
+    _Atomic uint32_t avail[VT_MAX_CHUNKS]; /* the current job's tag while chunk k is open, else 0 / older */
+    _Atomic uint32_t tag;    /* the current job's tag */
+    atomic_int chunks;       /* the current job's chunk count C */
     atomic_int done;         /* chunks of the current job finished */
     atomic_int arrived;      /* workers that have seen the current job (tests: see below) */
     atomic_int ready;        /* workers inside vt_worker_loop */
@@ -59,7 +63,8 @@ static struct {
     atomic_int busy;         /* a job is running: calls from inside it run inline */
     vt_par_fn fn;            /* the job; written only while no chunk of it can be claimed */
     void *ctx;
-    int n, grain, max_tid;   /* max_tid: threads with tid >= it leave the job's chunks to others */
+    int n, grain;
+    atomic_int max_tid;      /* threads with tid >= it leave the job's chunks to others */
 } pool;
 static int threads_max = 1;
 __attribute__((unused)) static int workers = 0, caller_can_wait = 1;
@@ -93,22 +98,28 @@ static void wake_all(atomic_int *a) { syscall(SYS_futex, (int *)a, FUTEX_WAKE_PR
 #endif
 
 #if defined(VT_POOL_WASM) || defined(VT_POOL_NATIVE)
-/* Claims and runs chunks of the current job until none is left. Chunk k of C covers items
- * [units*k/C, units*(k+1)/C) x grain: the same ranges whoever runs them. A successful claim
- * proves the job is unfinished, so its fields stay as they are until this chunk is done. */
-static void run_chunks(int tid) {
-    uint32_t c = atomic_load(&pool.claim);
-    while (C_NEXT(c) < C_COUNT(c)) {
-        /* the job's fields were written before its claim word (seq_cst): max_tid is c's job's */
-        if (tid >= pool.max_tid) return;
-        if (!atomic_compare_exchange_weak(&pool.claim, &c, c + ((uint32_t)1 << 16))) continue;
-        int k = C_NEXT(c), C = C_COUNT(c), n = pool.n, grain = pool.grain;
-        int64_t units = ((int64_t)n + grain - 1) / grain;
-        int64_t lo = units * k / C * grain, hi = units * (k + 1) / C * grain;
-        pool.fn(pool.ctx, (int)lo, (int)(hi < n ? hi : n), tid);
-        atomic_fetch_add_explicit(&chunks_run[tid], 1, memory_order_relaxed);
-        if (atomic_fetch_add(&pool.done, 1) + 1 == C && atomic_load(&pool.caller_waits)) wake_all(&pool.done);
-        c = atomic_load(&pool.claim);
+/* Runs chunk k of job `tag` if it is still open. Chunk k of C covers items
+ * [units*k/C, units*(k+1)/C) x grain: the same ranges whoever runs them. */
+static void run_chunk(int tid, uint32_t tag, int k) {
+    uint32_t t = tag;
+    if (!atomic_compare_exchange_strong(&pool.avail[k], &t, 0)) return;
+    int C = atomic_load(&pool.chunks), n = pool.n, grain = pool.grain;
+    int64_t units = ((int64_t)n + grain - 1) / grain;
+    int64_t lo = units * k / C * grain, hi = units * (k + 1) / C * grain;
+    pool.fn(pool.ctx, (int)lo, (int)(hi < n ? hi : n), tid);
+    atomic_fetch_add_explicit(&chunks_run[tid], 1, memory_order_relaxed);
+    if (atomic_fetch_add(&pool.done, 1) + 1 == C && atomic_load(&pool.caller_waits)) wake_all(&pool.done);
+}
+/* Claims and runs chunks of job `tag` until none is left: thread tid's own run of chunks in
+ * order, then the others' from their ends (their owners work from the front). C and max_tid are
+ * read before any claim: if they belong to a newer job than `tag`, every claim fails. */
+static void run_chunks(int tid, uint32_t tag) {
+    int C = atomic_load(&pool.chunks), nt = atomic_load(&pool.max_tid);
+    if (tid >= nt || C > VT_MAX_CHUNKS) return; /* threads with tid >= nt leave the job to others */
+    for (int k = tid * C / nt; k < (tid + 1) * C / nt; k++) run_chunk(tid, tag, k);
+    for (int o = 1; o < nt; o++) {
+        int other = (tid + o) % nt;
+        for (int k = (other + 1) * C / nt - 1; k >= other * C / nt; k--) run_chunk(tid, tag, k);
     }
 }
 
@@ -126,7 +137,7 @@ void vt_worker_loop(int tid) {
         seen = g;
         if (atomic_load(&pool.quit)) break;
         atomic_fetch_add(&pool.arrived, 1);
-        run_chunks(tid);
+        run_chunks(tid, atomic_load(&pool.tag));
     }
     atomic_fetch_sub(&pool.ready, 1);
 }
@@ -152,10 +163,15 @@ void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_
     int64_t C = (int64_t)nt * VT_CHUNKS_PER_THREAD;
     if (C > units) C = units;
     atomic_store(&pool.busy, 1);
-    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain, pool.max_tid = nt;
+    uint32_t tag = atomic_load(&pool.tag) + 1;
+    if (tag == 0) tag = 1; /* (after 2^32 jobs) 0 means claimed */
+    pool.fn = fn, pool.ctx = ctx, pool.n = n, pool.grain = grain;
+    atomic_store(&pool.max_tid, nt);
+    atomic_store(&pool.chunks, (int)C);
     atomic_store(&pool.done, 0);
     atomic_store(&pool.arrived, 0);
-    atomic_store(&pool.claim, CLAIM(0, C));
+    atomic_store(&pool.tag, tag);
+    for (int k = 0; k < (int)C; k++) atomic_store(&pool.avail[k], tag);
     atomic_fetch_add(&pool.gen, 1);
     /* A wake is a system call (native) or a lock (wasm) per job, and most jobs find every worker
      * still polling: wake only when one may sleep. A worker counts itself a sleeper before its
@@ -168,7 +184,7 @@ void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_
      * really run chunks and the bitwise tests compare threads, not the caller with itself. */
     if (min_work == 0)
         while (atomic_load(&pool.arrived) < workers) {}
-    run_chunks(0);
+    run_chunks(0, tag);
     int d, spins = 0;
     while ((d = atomic_load(&pool.done)) != (int)C) { /* only chunks others are running are left */
         if (++spins < VT_SPIN) continue;
