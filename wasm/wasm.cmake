@@ -171,7 +171,7 @@ if(VT_WASM)
       list(APPEND VT_WASM_OUTPUTS ${out})
     endforeach()
     # The SIMD128 kernels against their scalar references, as a WASI command run by Node (ctest);
-    # 1 MB of stack like every other build (the GEMM packs its blocks on the stack: ~100 KB).
+    # 1 MB of stack like every other build (the GEMM packs its blocks on the stack: ~404 KB).
     if(VT_WASM_SIMD_EXTRA)
       set(ktest ${VT_WASM_DIR}/test_kernels_simd.wasm)
       set(kcore ${CMAKE_SOURCE_DIR}/src/kernels/kernels_ref.c ${CMAKE_SOURCE_DIR}/src/kernels/kernels_simd.c

@@ -10,7 +10,7 @@ const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process
 // neither stubs it nor splits a chunk for it in a browser build (as web/vitrine.js's nodeModule)
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
 
-export const STACK_BYTES = 1024 * 1024; // per worker, as the main thread of every build: the GEMM packs 192 KB on it
+export const STACK_BYTES = 1024 * 1024; // per worker, as the main thread of every build: the GEMM packs 404 KB on it
 
 /** Every core the host reports. */
 export async function hostCores() {

@@ -23,7 +23,7 @@ void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
  * the strided heads of a fused qkv buffer). Each C element adds its J products in j order after
  * its old value (or 0), then the bias: the order of the references' loops, so SIMD and scalar
  * builds differ only where a build fuses its multiply-adds. C must not overlap A or B. The SIMD
- * version packs blocks of A and B on the stack: ~212 KB (every build here gives each thread
+ * version packs blocks of A and B on the stack: ~404 KB (every build here gives each thread
  * >= 1 MB; a host that runs the engine on its own threads must too). */
 void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
              int I, int J, int L, int accumulate, const float *bias);

@@ -154,18 +154,20 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
  * Blocks: J in kc <= VT_GEMM_KC steps (an A and a B panel then fit L1 together); the packed B
  * block (kc x nc, <= VT_GEMM_BBLOCK floats, in L2) is used by every row block of A, the packed A
  * block (mc x kc, <= VT_GEMM_ABLOCK floats, in L1 beside one B panel) by every B panel. A is
- * packed again for every block of B, so that block is big: the whole of B for ViT-Ti widths at
- * kc 192 up to N = 256 (measured under cachegrind and V8, the other loop order -- all of A in L2,
- * B one panel at a time -- packs fewer floats but streams A from L2 for every B panel: more
- * instructions and 25% more L1 misses). Both live on the stack (212 KB; web/pool.js gives each
- * worker 1 MB, every build's main thread has >= 1 MB). */
+ * packed again for every block of B, so that block is big: 384 KB, the whole of B for ViT-Ti
+ * widths at kc 192 up to N = 512, 384 columns at kc 256 (measured under cachegrind and V8, the
+ * other loop order -- all of A in L2, B one panel at a time -- packs fewer floats but streams A
+ * from L2 for every B panel: more instructions and 25% more L1 misses; a 192 KB block packed A
+ * 16 times per k block for ViT-B's fc2 backward: bench/kernel_bench, relaxed, 384 / 768-wide
+ * backward rows 0.5-4% faster with 384 KB, 192-wide ones the same). Both live on the stack
+ * (404 KB; web/pool.js gives each worker 1 MB, every build's main thread has >= 1 MB). */
 #define VT_GEMM_MR 4
 #define VT_GEMM_NR 8
 #ifndef VT_GEMM_KC
 #define VT_GEMM_KC 256
 #endif
 #ifndef VT_GEMM_BBLOCK
-#define VT_GEMM_BBLOCK (48 * 1024)
+#define VT_GEMM_BBLOCK (96 * 1024)
 #endif
 #ifndef VT_GEMM_ABLOCK
 #define VT_GEMM_ABLOCK (5 * 1024)
