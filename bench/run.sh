@@ -3,9 +3,9 @@
 # vitrine_bench) and runs bench/run.mjs, which measures every table of bench/results.md (peaks, GEMM
 # and attention as % of the one-core peak, the ViT-Ti/16 step against PyTorch and TF.js on one and
 # two cores, thread scaling, the main job's images/s, policies, builds, the demo's decoders) and
-# writes bench/results.md and bench/results.json. Prints its own duration at the end: 32 min with
-# --before on the 2-core machine under load (load average 4-10; the older tree already built:
-# building it adds ~8 min there); less without --before or on a quiet machine;
+# writes bench/results.md and bench/results.json. Prints its own duration at the end: 10-15 min with
+# --before on the 2-core machine (614 s on 2026-12-02 at load 1.1-2.5, building the older tree
+# included; 32 min once under load 4-10); less without --before;
 # `--quick` is a ~3 min smoke run whose figures mean nothing.
 #
 #   bash bench/run.sh [--quick] [--before REF]
