@@ -81,7 +81,8 @@ void vt_threads_caller_can_wait(int yes) { caller_can_wait = yes; }
 /* memory.atomic.wait32 only in a function of its own that reads nothing after it, reached through a
  * volatile pointer: V8 11.3's baseline compiler (Liftoff; Node 20) writes the wait's index as 64
  * bits into a 4-byte stack slot, so the neighbouring slot of the function that waits (another
- * local) reads 0 afterwards (a 10-line .wat shows it; Liftoff only, the optimising tier is right).
+ * local) reads 0 afterwards (three locals set, a wait32 with timeout 0, the last local read back:
+ * 0 under --liftoff --no-wasm-tier-up; the optimising tier is right, so is Chromium 156's V8).
  * A pool worker enters its loop once and never leaves Liftoff's code. In the owner-first layout of
  * b475b24 that slot was the worker's tid: after its first sleep a worker ran its chunks as thread
  * 0, on thread 0's scratch (garbage attention gradients in the clang-14 builds). A static
