@@ -158,8 +158,8 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
  * widths at kc 192 up to N = 512, 384 columns at kc 256 (measured under cachegrind and V8, the
  * other loop order -- all of A in L2, B one panel at a time -- packs fewer floats but streams A
  * from L2 for every B panel: more instructions and 25% more L1 misses; a 192 KB block packed A
- * 16 times per k block for ViT-B's fc2 backward: bench/kernel_bench, relaxed, 384 / 768-wide
- * backward rows 0.5-4% faster with 384 KB, 192-wide ones the same). Both live on the stack
+ * 16 times per k block for ViT-B's fc2 backward: bench/kernel_bench, relaxed, 3 alternating
+ * process pairs, 384 / 768-wide backward rows 1-4% faster with 384 KB, the rest within 2.5%). Both live on the stack
  * (404 KB; web/pool.js gives each worker 1 MB, every build's main thread has >= 1 MB). */
 #define VT_GEMM_MR 4
 #define VT_GEMM_NR 8

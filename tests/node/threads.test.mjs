@@ -65,13 +65,10 @@ for (const build of MT_BUILDS) {
   });
 }
 
-// V8 11.3's baseline compiler (Liftoff, Node 20) writes the index of memory.atomic.wait32 as 64 bits
-// into a 4-byte stack slot: the neighbouring local of the function that waits reads 0 afterwards.
-// A pool worker never leaves Liftoff's code (it enters its loop once), and an owner-first layout of
-// the worker loop once lost the worker's tid that way (src/threads.c, wait_impl). So every wait of
-// the engine's own must end a function of its own: the wait, its result dropped, the function's
-// end. Allowed besides: the linker's memory initialiser (memory.init, runs once before any call)
-// and waits whose result is read (Emscripten's libc futex; ours never read it).
+// Node 20's Liftoff clobbers a local of any function that waits (src/threads.c, wait_impl), so every
+// wait of the engine's own must end a function of its own: the wait, its result dropped, the
+// function's end. Allowed besides: the linker's memory initialiser (memory.init, runs once before
+// any call) and waits whose result is read (Emscripten's libc futex; ours never read it).
 test('every -mt file: each memory.atomic.wait32 of the pool ends a function of its own', () => {
   for (const build of MT_BUILDS) {
     const file = path.join(WASM_DIR, `vitrine-${build}.wasm`);
