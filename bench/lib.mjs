@@ -60,6 +60,22 @@ export const f = (x, d = 1) => (x == null || !Number.isFinite(x) ? '–' : Numbe
 export const fr = (s, d = 2) => (s && s.median != null ? `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})` : '–');
 export const pct = (s, d = 0) => (s && s.median != null ? `${f(100 * s.median, d)}% (${f(100 * s.min, d)}–${f(100 * s.max, d)})` : '–');
 
+// ---- verdicts ---------------------------------------------------------------------------------
+
+/** The verdict on a thread-speedup target (section 9): 'yes', '**no**', or -- when the peak loop
+ * (registers only, no memory, no synchronisation), timed on 2 threads against 1 in the same rounds,
+ * itself scaled less than the target -- not measurable: the two vCPUs then had fewer than two
+ * cores' multiply-add units (hyperthreads of one core on the host), and no program could. */
+export function threadVerdict(speedup, target, ceiling) {
+  if (speedup == null || !Number.isFinite(speedup)) return '–';
+  if (speedup >= target) return 'yes';
+  if (ceiling != null && Number.isFinite(ceiling) && ceiling < target)
+    return `not measurable here (the peak loop's own 2t/1t: ${f(ceiling, 2)})`;
+  return '**no**';
+}
+/** Below this median 2t/1t of the peak loop a run says that its two vCPUs shared one core. */
+export const SHARED_CORE = 1.5;
+
 // ---- running programs -------------------------------------------------------------------------
 
 /** Runs cmd with args (pinned to `cpus`, e.g. '0' or '0,1', when taskset exists), returns
