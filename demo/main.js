@@ -18,10 +18,11 @@ import { classMessage, addClass, fmnistClasses, renderClasses, classProblem, cla
   renderPrediction, onPredict } from './class-editor.js';
 import { onDownload, onLoadWeights } from './weights.js';
 import { ensureIsolation } from './isolation.js';
-import { initTeach, teachConfigChanged, expectedStepSeconds } from './teach.js';
+import { initTeach, teachConfigChanged, expectedStepSeconds, showExpect } from './teach.js';
 
 page.planSoon = () => { planSoon(); teachConfigChanged(); };
 page.syncButtons = syncButtons;
+page.showExpect = showExpect;
 
 // ---- worker events -----------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 // by part, against the browser budget the user chose (the planner worker: the engine's plan plus
 // demo/plan.js's parts), the wasm memory the trainer holds now, one row per policy, and the refusal
 // of a configuration that does not fit, with the fix it offers one click away.
-import { $, S, clearStale } from './state.js';
+import { $, S, page, clearStale } from './state.js';
 import { fmtBytes, policyLabel, MiB } from './plan.js';
 import { planner, startPlanner } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
@@ -131,12 +131,9 @@ export async function refreshPlan(policy = null) {
     S.plan = res.report;
     renderMemory();
     clearStale();
-    // a timm preset's step takes seconds: say about how many before it starts (worker.js: stepEstimate)
-    const est = $('step-estimate');
-    est.hidden = res.stepSeconds == null;
-    if (res.stepSeconds != null)
-      est.textContent = `Expected: about ${res.stepSeconds < 10 ? res.stepSeconds.toFixed(1) : Math.round(res.stepSeconds)} s per step ` +
-        `at batch ${cfg.batch} here (one image's forward pass timed in this tab, x3 for the backward, x the batch).`;
+    // a timm preset's step takes seconds: the page says about how many before it starts (teach.js: showExpect)
+    S.stepEstimate = res.stepSeconds == null ? null : { seconds: res.stepSeconds, batch: cfg.batch };
+    page.showExpect();
     if (res.linear > 768 * MiB) await startPlanner(); // its memory never shrinks
     return res;
   } catch (e) {

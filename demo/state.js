@@ -14,6 +14,7 @@ export const S = {
   running: false, step: 0, losses: [], stopped: null,
   policy: 'none',     // the run's current checkpointing policy
   plan: null,         // the last planner report
+  stepEstimate: null, // { seconds, batch }: a timm preset's step as the planner timed it (worker.js: stepEstimate)
   refusal: null,      // text of the last refusal
   busy: null,         // the label of a wait in progress (progress shown after a second: busy())
   teach: null,        // the teaching view's state (teach.js)
@@ -30,7 +31,7 @@ export const S = {
 window.vitrineDemo = S;
 
 /** The page's actions that other modules call (main.js fills them in). */
-export const page = { planSoon: () => {}, syncButtons: () => {} };
+export const page = { planSoon: () => {}, syncButtons: () => {}, showExpect: () => {} };
 
 /** The status line; bad: shown in red; an error (not a refusal) is also kept in S.error.
  * stale: a function that says when the message no longer holds (checked by clearStale()). */

@@ -29,19 +29,29 @@ function pagePolicy() {
   return f.policy === 'auto' ? (S.plan && S.plan.policy.startsWith('budget:') ? S.plan.policy : null) : f.policy;
 }
 
-/** Seconds a step of the page's model is expected to take here (null: not known yet). */
-export function expectedStepSeconds() {
-  const t = T();
-  if (!t || !t.R) return null;
-  const p = S.run ? S.policy : pagePolicy(), times = t.times && t.times[p];
-  if (times && times.length) return median(times) / 1000;
-  const r = t.R[p] || t.R.none;
-  return t.rate ? r.total / t.rate : null;
+/** The page's one expectation of a step's time here: { seconds, how } (null: not known yet). In order:
+ * the step times measured below; for a timm preset, its own forward pass timed by the planner
+ * (worker.js: stepEstimate; x the recorded FLOPs of the policy over none's, once recorded); else
+ * the recorded FLOPs at the rate this tab measured on the default model. */
+function expectation() {
+  const t = T(), p = S.run ? S.policy : pagePolicy();
+  const r = t && t.R && (t.R[p] || t.R.none), times = t && t.times && t.times[p];
+  if (r && times && times.length) return { seconds: median(times) / 1000, how: ' (measured below).' };
+  const e = S.stepEstimate;
+  if (e) {
+    const extra = r && t.R.none && r !== t.R.none ? r.total / t.R.none.total : 1;
+    return { seconds: e.seconds * extra, how: ` at batch ${e.batch} here (one image's forward pass timed in this tab, x3 for the backward, x the batch` +
+      `${extra > 1.0005 ? `, x${extra.toFixed(2)} for what ${policyLabel(p)} re-computes` : ''}).` };
+  }
+  if (r && t.rate) return { seconds: r.total / t.rate, how: ` (an estimate: ${(r.total / 1e9).toFixed(2)} GFLOP a step at the ${(t.rate / 1e9).toFixed(1)} GFLOP/s this tab measured).` };
+  return null;
 }
-function showExpect() {
-  const s = expectedStepSeconds(), t = T(), p = S.run ? S.policy : pagePolicy(), r = t && t.R && (t.R[p] || t.R.none);
-  $('expect').textContent = s == null || !r ? '' : `Expected: about ${s < 1 ? `${(1000 * s).toFixed(0)} ms` : `${s.toFixed(1)} s`} per step` +
-    (t.times && t.times[p] ? ' (measured below).' : ` (an estimate: ${(r.total / 1e9).toFixed(2)} GFLOP a step at the ${(t.rate / 1e9).toFixed(1)} GFLOP/s this tab measured).`);
+/** Seconds a step of the page's model is expected to take here (null: not known yet). */
+export function expectedStepSeconds() { const e = expectation(); return e ? e.seconds : null; }
+/** Says it beside Start: one figure, whichever of the three is known first in that order. */
+export function showExpect() {
+  const e = expectation(), s = e && e.seconds;
+  $('expect').textContent = !e ? '' : `Expected: about ${s < 1 ? `${(1000 * s).toFixed(0)} ms` : s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`} per step${e.how}`;
 }
 
 export function teachConfigChanged() { clearTimeout(timer); timer = setTimeout(refresh, 250); }

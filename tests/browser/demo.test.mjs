@@ -162,11 +162,13 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await configure({ model: 'mini' });
     assert.equal(await page.isHidden('#decoder-wrap'), true); // only a timm preset has the choice
     await page.selectOption('#model', 'vit_tiny_patch16_224');
-    await waitFor(() => !document.getElementById('decoder-wrap').hidden && !document.getElementById('step-estimate').hidden);
+    await waitFor(() => !document.getElementById('decoder-wrap').hidden && /at batch 16 here/.test(document.getElementById('expect').textContent));
     assert.equal(await page.inputValue('#decoder'), 'tab');
     const labels = await page.$$eval('#decoder option', (os) => os.map((o) => o.textContent));
     assert.deepEqual(labels, ['tab: sized for a tab: 128 wide, 2 deep, 4 heads', "lightly: lightly's MAE: 512 wide, 8 deep, 16 heads"]);
-    assert.match(await page.textContent('#step-estimate'), /^Expected: about [\d.]+ s per step at batch 16 here/);
+    // one expectation on the page, beside Start: this model's own forward pass timed, before any step runs
+    assert.match(await page.textContent('#expect'), /^Expected: about [\d.]+ (ms|s) per step at batch 16 here \(one image's forward pass timed in this tab, x3 for the backward, x the batch/);
+    assert.equal(await page.$$eval('body *', (els) => els.filter((e) => e.children.length === 0 && /Expected: about/.test(e.textContent)).length), 1);
     const tab = await S(() => window.vitrineDemo.plan.plan.params);
     await page.selectOption('#decoder', 'lightly');
     await waitFor((p0) => window.vitrineDemo.plan && window.vitrineDemo.plan.plan && window.vitrineDemo.plan.plan.params !== p0, tab);
