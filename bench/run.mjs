@@ -8,7 +8,7 @@
 // Clocks: one-core figures are CPU time (each process's, or kernel_bench's / train_bench's
 // thread's: another process's share of the core is not charged), two-core figures and thread
 // speedups wall time (nothing else measures a speedup); each table names its clock.
-//   node bench/run.mjs [--quick] [--before-root DIR --before-ref REV] [--from results.json]
+//   node bench/run.mjs [--quick] [--before-root DIR --before-ref REV] [--from results.json] [--out DIR]
 //                      [--only kernels,one_core,two_cores,main_job,default_jobs,policies,thread_profile,builds,demo]
 import { execSync } from 'node:child_process';
 import { writeFileSync, readFileSync, existsSync } from 'node:fs';
@@ -19,6 +19,7 @@ const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
 const argVal = (n) => { const i = argv.indexOf(n); return i >= 0 ? argv[i + 1] : null; };
 const BEFORE = argVal('--before-root'), BEFORE_REF = argVal('--before-ref'), FROM = argVal('--from');
+const OUT = argVal('--out') || join(ROOT, 'bench'); // where results.md / results.json go (tests render elsewhere)
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
 const BUILD = join(ROOT, 'build');
 const TINY = 'vit_tiny_patch16_224', SMALL = 'vit_small_patch16_224';
@@ -200,7 +201,7 @@ else {
   }));
 
   R.seconds = (Date.now() - t0) / 1e3;
-  writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n'); // the measurements first
+  writeFileSync(join(OUT, 'results.json'), JSON.stringify(R, null, 1) + '\n'); // the measurements first
 }
 
 // ---- the report ------------------------------------------------------------------------------
@@ -569,10 +570,10 @@ if (R.before) {
 if (R.notes.length) { for (const n of R.notes) P(`- ${n}`); P(); }
 P('Raw numbers: bench/results.json.');
 
-writeFileSync(join(ROOT, 'bench/results.json'), JSON.stringify(R, null, 1) + '\n');
-writeFileSync(join(ROOT, 'bench/results.md'), md.join('\n') + '\n');
+writeFileSync(join(OUT, 'results.json'), JSON.stringify(R, null, 1) + '\n');
+writeFileSync(join(OUT, 'results.md'), md.join('\n') + '\n');
 // a full run's tables also go into bench/README.md, between its markers (a smoke run's never)
-if (!R.quick && !FROM) {
+if (!R.quick && !FROM && !argVal('--out')) {
   const readme = join(ROOT, 'bench/README.md'), text = readFileSync(readme, 'utf8');
   const a = '<!-- results: written by bench/run.mjs -->', b = '<!-- /results -->';
   const i = text.indexOf(a), j = text.indexOf(b);
