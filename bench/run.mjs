@@ -19,7 +19,7 @@ const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
 const argVal = (n) => { const i = argv.indexOf(n); return i >= 0 ? argv[i + 1] : null; };
 const BEFORE = argVal('--before-root'), BEFORE_REF = argVal('--before-ref'), FROM = argVal('--from');
-const OUT = argVal('--out') || join(ROOT, 'bench'); // where results.md / results.json go (tests render elsewhere)
+const OUT_ARG = argVal('--out'), OUT = OUT_ARG || join(ROOT, 'bench'); // where results.md / results.json go (tests render elsewhere)
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
 const BUILD = join(ROOT, 'build');
 const TINY = 'vit_tiny_patch16_224', SMALL = 'vit_small_patch16_224';
@@ -573,7 +573,7 @@ P('Raw numbers: bench/results.json.');
 writeFileSync(join(OUT, 'results.json'), JSON.stringify(R, null, 1) + '\n');
 writeFileSync(join(OUT, 'results.md'), md.join('\n') + '\n');
 // a full run's tables also go into bench/README.md, between its markers (a smoke run's never)
-if (!R.quick && !FROM && !argVal('--out')) {
+if (!R.quick && !FROM && !OUT_ARG) {
   const readme = join(ROOT, 'bench/README.md'), text = readFileSync(readme, 'utf8');
   const a = '<!-- results: written by bench/run.mjs -->', b = '<!-- /results -->';
   const i = text.indexOf(a), j = text.indexOf(b);

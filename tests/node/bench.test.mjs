@@ -3,7 +3,12 @@
 // reach the target either (the two vCPUs were one core's hardware threads), otherwise a plain "no".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { threadVerdict, SHARED_CORE } from '../../bench/lib.mjs';
+import { REPO } from './util.mjs';
 
 test('a thread target is met, missed, or not measurable on the cores the run had', () => {
   assert.equal(threadVerdict(1.84, 1.8, 1.98), 'yes');
@@ -19,11 +24,6 @@ test('a thread target is met, missed, or not measurable on the cores the run had
 
 // bench/run.mjs renders its tables from a results.json (--from) into another folder (--out): the
 // shared-core banner and the verdicts come out of the measurements as above.
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
-import { REPO } from './util.mjs';
 
 function results(ceiling, ms2) {
   const run = (label, threads, ms, cores) => ({ label, threads, ms, ms_median: ms[1], images_per_s: 64000 / ms[1], cores_used: { median: cores },
