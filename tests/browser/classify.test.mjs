@@ -29,7 +29,7 @@ function stripes(dir, i, size = 28) {
 }
 
 describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
-  let page, profile, url, errors, close, dir, waitFor, openPage, reset, fill;
+  let page, profile, url, errors, close, dir, waitFor, openPage, reset, fill, startPausedAt;
   const S = (expr, arg) => page.evaluate(expr, arg);
   const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 90_000);
   const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy })));
@@ -54,7 +54,7 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
   const count = (i) => S((i) => { const c = window.vitrineDemo.classes[i]; return c ? c.images.length : -1; }, i);
 
   before(async () => {
-    ({ page, profile, url, errors, close, waitFor, openPage, reset, configure: fill } = await openDemoBrowser({ acceptDownloads: true }));
+    ({ page, profile, url, errors, close, waitFor, openPage, reset, configure: fill, startPausedAt } = await openDemoBrowser({ acceptDownloads: true }));
     dir = join(profile, 'images');
     mkdirSync(dir);
     await openPage();
@@ -164,11 +164,8 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await reset();
     assert.equal(await count(1), N, 'the classes stay after Reset');
     await page.selectOption('#policy', 'none');
-    // paused as soon as it runs (the first step is taken with the start), so that the switch
-    // lands mid-run however fast the steps are
-    await page.click('#start');
-    await page.click('#pause');
-    await waitFor(() => !window.vitrineDemo.running);
+    // paused as soon as it runs, so that the switch lands mid-run however fast the steps are
+    await startPausedAt(1);
     const at = await S(() => window.vitrineDemo.step);
     assert.ok(at >= 1 && at <= 30, `paused at step ${at}`);
     await page.selectOption('#policy', 'block');
@@ -186,11 +183,8 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
   test('a reload resumes the classify run, its classes back in the editor, bit for bit', async () => {
     await reset();
     await page.selectOption('#policy', 'none');
-    await page.click('#start');
-    // paused from inside the page as soon as step 15 is seen: a click from here can come after the
-    // last of the 40 fast steps (the pause button is then disabled)
-    await waitFor(() => window.vitrineDemo.step >= 15 && (document.getElementById('pause').click(), true));
-    await waitFor(() => !window.vitrineDemo.running && /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
+    await startPausedAt(15);
+    await waitFor(() => /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
     assert.ok(await S(() => window.vitrineDemo.step) < 40, 'paused mid-run');
     await openPage();
     assert.equal(await S(() => window.vitrineDemo.resumed), true);

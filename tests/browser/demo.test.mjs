@@ -19,14 +19,14 @@ if (skip) console.log(`# ${skip}`);
 // ---- the browser ---------------------------------------------------------------------------------
 
 describe('browser demo', { skip, timeout: 180_000 }, () => {
-  let page, ctx, profile, url, errors, close, files, waitFor, openPage, reset, fill;
+  let page, ctx, profile, url, errors, close, files, waitFor, openPage, reset, fill, startPausedAt, switchPolicyAt;
   const S = (expr) => page.evaluate(expr);
   const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy, loss: l.loss })));
   const configure = (o = {}) => fill({ kind: 'mae', model: 'fmnist', batch: 16, steps: 60, lr: '0.002', warmup: 2, seed: 3, data: 'fmnist', ...o });
   const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 60_000);
 
   before(async () => {
-    ({ page, ctx, profile, url, errors, close, waitFor, openPage, reset, configure: fill } = await openDemoBrowser());
+    ({ page, ctx, profile, url, errors, close, waitFor, openPage, reset, configure: fill, startPausedAt, switchPolicyAt } = await openDemoBrowser());
     const dir = join(profile, 'images');
     mkdirSync(dir);
     files = [
@@ -74,9 +74,7 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
   test('trains with the loss falling; checkpointing switched mid-run changes no bit', async () => {
     await configure();
     assert.equal(await page.inputValue('#policy'), 'none');
-    await page.click('#start');
-    await waitFor(() => window.vitrineDemo.step >= 10 || window.vitrineDemo.error);
-    await page.selectOption('#policy', 'block'); // from the next step on, while training runs
+    await switchPolicyAt(10, 'block'); // from the next step on, while training runs
     await waitDone();
     const switched = await losses();
     assert.equal(await S(() => window.vitrineDemo.error), null);
@@ -104,10 +102,8 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
   test('a reload resumes from IndexedDB, bit for bit; a finished run reloads as finished, with its reconstructions', async () => {
     await reset();
     await configure();
-    await page.click('#start');
-    await waitFor(() => window.vitrineDemo.step >= 15);
-    await page.click('#pause');
-    await waitFor(() => !window.vitrineDemo.running && /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
+    await startPausedAt(15);
+    await waitFor(() => /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
     const at = await S(() => window.vitrineDemo.step);
     await openPage();
     assert.equal(await S(() => window.vitrineDemo.resumed), true);

@@ -44,7 +44,9 @@ export async function launchChromium({ acceptDownloads = false, args = [] } = {}
  * profile (extra Chromium `args`), page errors and console errors collected in `errors`; helpers on
  * that page: waitFor(fn, arg, timeout), openPage(query) (load the demo, with ?query, wait until it
  * booted), reset() (the Reset button, wait until the run is gone), configure({ kind, model, batch,
- * steps, lr, warmup, seed, data }) (the run's form; data only when given). close() ends all of it. */
+ * steps, lr, warmup, seed, data }) (the run's form; data only when given), startPausedAt(n) (Start,
+ * then Pause once step n is shown), switchPolicyAt(n, policy) (Start, then the policy changed once
+ * step n is shown). close() ends all of it. */
 export async function openDemoBrowser({ acceptDownloads = false, args = [] } = {}) {
   const { prepare, startServer } = await import('../../demo/serve.mjs');
   await prepare({ quiet: true });
@@ -68,10 +70,39 @@ export async function openDemoBrowser({ acceptDownloads = false, args = [] } = {
     await page.fill('#seed', String(seed));
     if (data != null) await page.selectOption('#data', data);
   };
+  // Start and Pause both clicked inside the page, Pause by a MutationObserver as soon as the step
+  // shown reaches n and Pause is enabled: a click sent from the test (a round trip to Chromium) can
+  // come after dozens of a small model's millisecond steps, or after the last of them.
+  const startPausedAt = async (n) => {
+    await page.evaluate((n) => new Promise((resolve) => {
+      const D = window.vitrineDemo, pause = document.getElementById('pause');
+      const obs = new MutationObserver(() => {
+        if (D.stopped || D.error) { obs.disconnect(); resolve(); } else if (D.step >= n && !pause.disabled) { obs.disconnect(); pause.click(); resolve(); }
+      });
+      obs.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+      document.getElementById('start').click();
+    }), n);
+    await waitFor(() => !window.vitrineDemo.running);
+  };
+  // the same for a change of the checkpointing policy while the run goes on
+  const switchPolicyAt = (n, policy) => page.evaluate(([n, policy]) => new Promise((resolve) => {
+    const D = window.vitrineDemo, sel = document.getElementById('policy');
+    const obs = new MutationObserver(() => {
+      if (D.stopped || D.error) { obs.disconnect(); resolve(); } else if (D.step >= n) {
+        obs.disconnect();
+        sel.value = policy;
+        sel.dispatchEvent(new Event('input', { bubbles: true }));
+        sel.dispatchEvent(new Event('change', { bubbles: true }));
+        resolve();
+      }
+    });
+    obs.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
+    document.getElementById('start').click();
+  }), [n, policy]);
   const close = async () => {
     await ctx.close();
     server.close();
     rmSync(profile, { recursive: true, force: true });
   };
-  return { server, url, ctx, page, profile, errors, waitFor, openPage, reset, configure, close };
+  return { server, url, ctx, page, profile, errors, waitFor, openPage, reset, configure, startPausedAt, switchPolicyAt, close };
 }
