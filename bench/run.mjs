@@ -11,8 +11,8 @@
 //   node bench/run.mjs [--quick] [--before-root DIR --before-ref REV] [--from results.json] [--out DIR]
 //                      [--only kernels,one_core,two_cores,main_job,default_jobs,policies,thread_profile,builds,demo]
 import { execSync } from 'node:child_process';
-import { writeFileSync, readFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { writeFileSync, readFileSync, existsSync, mkdirSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { ROOT, hostInfo, loadavg, runJSON, median, min, summary, paired, f, fr, pct, threadVerdict, SHARED_CORE } from './lib.mjs';
 
 const argv = process.argv.slice(2);
@@ -20,6 +20,8 @@ const QUICK = argv.includes('--quick');
 const argVal = (n) => { const i = argv.indexOf(n); return i >= 0 ? argv[i + 1] : null; };
 const BEFORE = argVal('--before-root'), BEFORE_REF = argVal('--before-ref'), FROM = argVal('--from');
 const OUT_ARG = argVal('--out'), OUT = OUT_ARG || join(ROOT, 'bench'); // where results.md / results.json go (tests render elsewhere)
+if (OUT_ARG) mkdirSync(OUT, { recursive: true });
+const SHOWN_OUT = relative(ROOT, resolve(OUT)).startsWith('..') ? resolve(OUT) : relative(ROOT, resolve(OUT)); // as the log and results.md name it
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
 const BUILD = join(ROOT, 'build');
 const TINY = 'vit_tiny_patch16_224', SMALL = 'vit_small_patch16_224';
@@ -568,7 +570,7 @@ if (R.before) {
   P();
 }
 if (R.notes.length) { for (const n of R.notes) P(`- ${n}`); P(); }
-P('Raw numbers: bench/results.json.');
+P(`Raw numbers: ${SHOWN_OUT}/results.json.`);
 
 writeFileSync(join(OUT, 'results.json'), JSON.stringify(R, null, 1) + '\n');
 writeFileSync(join(OUT, 'results.md'), md.join('\n') + '\n');
@@ -580,4 +582,4 @@ if (!R.quick && !FROM && !OUT_ARG) {
   if (i >= 0 && j > i) writeFileSync(readme, text.slice(0, i + a.length) + '\n' + md.slice(1).join('\n').replace(/^#/gm, '##').trim() + '\n' + text.slice(j));
 }
 process.stdout.write(md.join('\n') + '\n');
-log('wrote bench/results.md and bench/results.json');
+log(`wrote ${SHOWN_OUT}/results.md and ${SHOWN_OUT}/results.json`);

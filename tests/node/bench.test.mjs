@@ -42,9 +42,13 @@ function render(R) {
   const dir = mkdtempSync(join(tmpdir(), 'vitrine-bench-'));
   try {
     writeFileSync(join(dir, 'in.json'), JSON.stringify(R));
-    const r = spawnSync(process.execPath, [join(REPO, 'bench/run.mjs'), '--from', join(dir, 'in.json'), '--out', dir], { encoding: 'utf8' });
+    const out = join(dir, 'out'); // made by run.mjs; results.md names it, not bench/
+    const r = spawnSync(process.execPath, [join(REPO, 'bench/run.mjs'), '--from', join(dir, 'in.json'), '--out', out], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
-    return readFileSync(join(dir, 'results.md'), 'utf8');
+    const md = readFileSync(join(out, 'results.md'), 'utf8');
+    assert.ok(md.includes(`Raw numbers: ${out}/results.json.`), md.slice(-200));
+    assert.ok((r.stdout + r.stderr).includes(`wrote ${out}/results.md and ${out}/results.json`));
+    return md;
   } finally { rmSync(dir, { recursive: true, force: true }); }
 }
 const targets = (md) => md.slice(md.indexOf('## 9.')).split('\n').filter((l) => l.startsWith('| 2 threads'));
