@@ -70,35 +70,31 @@ export async function openDemoBrowser({ acceptDownloads = false, args = [] } = {
     await page.fill('#seed', String(seed));
     if (data != null) await page.selectOption('#data', data);
   };
-  // Start and Pause both clicked inside the page, Pause by a MutationObserver as soon as the step
-  // shown reaches n and Pause is enabled: a click sent from the test (a round trip to Chromium) can
-  // come after dozens of a small model's millisecond steps, or after the last of them.
-  const startPausedAt = async (n) => {
-    await page.evaluate((n) => new Promise((resolve) => {
-      const D = window.vitrineDemo, pause = document.getElementById('pause');
-      const obs = new MutationObserver(() => {
-        if (D.stopped || D.error) { obs.disconnect(); resolve(); } else if (D.step >= n && !pause.disabled) { obs.disconnect(); pause.click(); resolve(); }
-      });
-      obs.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
-      document.getElementById('start').click();
-    }), n);
-    await waitFor(() => !window.vitrineDemo.running);
-  };
-  // the same for a change of the checkpointing policy while the run goes on
-  const switchPolicyAt = (n, policy) => page.evaluate(([n, policy]) => new Promise((resolve) => {
-    const D = window.vitrineDemo, sel = document.getElementById('policy');
+  // Start clicked inside the page, then, as soon as the step shown reaches n, Pause clicked there
+  // ({ pause: true }; once it is enabled) or the policy changed ({ policy }), by a MutationObserver:
+  // an action sent from the test (a round trip to Chromium) can come after dozens of a small
+  // model's millisecond steps, or after the last of them.
+  const startThen = (n, act) => page.evaluate(([n, act]) => new Promise((resolve) => {
+    const D = window.vitrineDemo, pause = document.getElementById('pause'), sel = document.getElementById('policy');
     const obs = new MutationObserver(() => {
-      if (D.stopped || D.error) { obs.disconnect(); resolve(); } else if (D.step >= n) {
-        obs.disconnect();
-        sel.value = policy;
-        sel.dispatchEvent(new Event('input', { bubbles: true }));
-        sel.dispatchEvent(new Event('change', { bubbles: true }));
-        resolve();
+      if (!D.stopped && !D.error && (D.step < n || (act.pause && pause.disabled))) return;
+      obs.disconnect();
+      if (D.stopped || D.error) return resolve();
+      if (act.pause) pause.click();
+      else {
+        sel.value = act.policy;
+        for (const type of ['input', 'change']) sel.dispatchEvent(new Event(type, { bubbles: true }));
       }
+      resolve();
     });
     obs.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
     document.getElementById('start').click();
-  }), [n, policy]);
+  }), [n, act]);
+  const startPausedAt = async (n) => {
+    await startThen(n, { pause: true });
+    await waitFor(() => !window.vitrineDemo.running);
+  };
+  const switchPolicyAt = (n, policy) => startThen(n, { policy });
   const close = async () => {
     await ctx.close();
     server.close();
