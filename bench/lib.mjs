@@ -73,7 +73,7 @@ export function threadVerdict(speedup, target, ceiling) {
     return `not measurable here (the peak loop's own 2t/1t: ${f(ceiling, 2)})`;
   return '**no**';
 }
-/** Below this median 2t/1t of the peak loop a run says that its two vCPUs shared one core. */
+/** Below this 2t/1t of the peak loop in any of its probes a run says that its two vCPUs shared one core. */
 export const SHARED_CORE = 1.5;
 
 // ---- running programs -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ const argVal = (n) => { const i = argv.indexOf(n); return i >= 0 ? argv[i + 1] :
 const BEFORE = argVal('--before-root'), BEFORE_REF = argVal('--before-ref'), FROM = argVal('--from');
 const OUT_ARG = argVal('--out'), OUT = OUT_ARG || join(ROOT, 'bench'); // where results.md / results.json go (tests render elsewhere)
 if (OUT_ARG) mkdirSync(OUT, { recursive: true });
-const SHOWN_OUT = relative(ROOT, resolve(OUT)).startsWith('..') ? resolve(OUT) : relative(ROOT, resolve(OUT)); // as the log and results.md name it
+const OUT_REL = relative(ROOT, resolve(OUT)), SHOWN_OUT = OUT_REL && !OUT_REL.startsWith('..') ? OUT_REL : resolve(OUT); // as the log and results.md name it
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
 const BUILD = join(ROOT, 'build');
 const TINY = 'vit_tiny_patch16_224', SMALL = 'vit_small_patch16_224';
