@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 [ -d build ] || { echo "no build/: run scripts/setup.sh first" >&2; exit 2; }
 cmake --build build -j "$(nproc)" >/dev/null
 status=0
+# the formatters' check (prettier, clang-format): scripts/format.sh rewrites what it lists
+bash scripts/format.sh --check || status=1
 (cd build && ctest --output-on-failure -j 2) || status=1
 # the native C tests once more under ASan + UBSan, and each libFuzzer harness (tests/fuzz/) for a
 # fixed 20000 runs from seeds the tests write (clang-14 with libFuzzer: scripts/setup.sh); ~3 min
