@@ -44,15 +44,15 @@ typedef void (*bench_fn)(void *);
 double peak_fma128(long iters, const volatile float *in, volatile float *sink);
 #define PEAK_NAME "native FMA3 on 4 lanes (vfmadd, 128-bit), 12 chains: the relaxed build's twin"
 #else
-#define PEAK_FN peak_portable
-#define PEAK_VEC peak_vec
+#define PEAK_FN    peak_portable
+#define PEAK_VEC   peak_vec
 #define PEAK_LANES 4
 #include "peak_loop.h"
 #undef PEAK_FN
 #undef PEAK_LANES
 #define PEAK_NAME "native SSE mul+add on 4 lanes, 12 chains (vitrine's native flags)"
 #endif
-static volatile float peak_in4[4] = {0.999999f, 1e-7f, 0.5f, 0.25f};
+static volatile float peak_in4[4] = { 0.999999f, 1e-7f, 0.5f, 0.25f };
 static volatile float peak_sink4;
 static double peak_chains_into(long iters, volatile float *sink) {
 #if defined(VT_BENCH_FMA128)
@@ -69,9 +69,15 @@ double peak_avx2(long iters, const volatile float *in, volatile float *sink);
 
 static long peak_iters = 200000; /* ~2-4 ms a call */
 static double peak_flops;
-static void run_peak(void *p) { (void)p; peak_flops = peak_chains(peak_iters); }
+static void run_peak(void *p) {
+    (void)p;
+    peak_flops = peak_chains(peak_iters);
+}
 #if defined(VT_BENCH_AVX2)
-static void run_avx2(void *p) { (void)p; peak_flops = peak_avx2(peak_iters, peak_in4, &peak_sink4); }
+static void run_avx2(void *p) {
+    (void)p;
+    peak_flops = peak_avx2(peak_iters, peak_in4, &peak_sink4);
+}
 #endif
 
 static void warm(bench_fn f, void *arg) {
@@ -85,7 +91,10 @@ static double timed(bench_fn f, void *arg) {
     f(arg);
     return now_cpu_s() - t;
 }
-static double peak_gflops_once(bench_fn f) { double t = timed(f, NULL); return peak_flops / t / 1e9; }
+static double peak_gflops_once(bench_fn f) {
+    double t = timed(f, NULL);
+    return peak_flops / t / 1e9;
+}
 
 static double median(double *x, int n) {
     qsort(x, (size_t)n, sizeof(double), cmp_d);
@@ -100,9 +109,12 @@ static double median(double *x, int n) {
  * the ratio N-thread GFLOP/s / 1-thread GFLOP/s per round, median and range. On N idle cores it
  * is ~N; on a shared machine it says how much of N cores a compute-bound program got. */
 #define PT_MAX 16
-static long pt_iters = 3000000; /* ~5 ms a loop */
+static long pt_iters = 3000000;             /* ~5 ms a loop */
 static volatile float pt_sink[PT_MAX * 16]; /* one cache line per thread */
-static void *pt_loop(void *p) { peak_chains_into(pt_iters, &pt_sink[16 * (int)(intptr_t)p]); return NULL; }
+static void *pt_loop(void *p) {
+    peak_chains_into(pt_iters, &pt_sink[16 * (int)(intptr_t)p]);
+    return NULL;
+}
 static double pt_gflops(int n) {
     pthread_t th[PT_MAX];
     double t = now_s();
@@ -113,16 +125,22 @@ static double pt_gflops(int n) {
     return n * (double)pt_iters * 12 * 4 * 2 / (now_s() - t) / 1e9;
 }
 static int peak_threads(int n, int rounds) {
-    if (n < 1 || n > PT_MAX) { fprintf(stderr, "--peak-threads: 1..%d\n", PT_MAX); return 2; }
+    if (n < 1 || n > PT_MAX) {
+        fprintf(stderr, "--peak-threads: 1..%d\n", PT_MAX);
+        return 2;
+    }
     double g1[256], gn[256], r[256];
     pt_gflops(1), pt_gflops(n);
     for (int i = 0; i < rounds; i++) g1[i] = pt_gflops(1), gn[i] = pt_gflops(n), r[i] = gn[i] / g1[i];
     double lo = r[0], hi = r[0];
     for (int i = 1; i < rounds; i++) lo = r[i] < lo ? r[i] : lo, hi = r[i] > hi ? r[i] : hi;
     printf("{\"build\": \"%s\", \"peak_threads\": %d, \"rounds\": %d, \"loop\": \"%s\", "
-           "\"statistic\": \"per round: N threads' GFLOP/s (wall) / one thread's just before; median, min, max\", "
-           "\"gflops_1\": %.3f, \"gflops_n\": %.3f, \"scaling\": %.3f, \"scaling_min\": %.3f, \"scaling_max\": %.3f}\n",
-           BENCH_BUILD, n, rounds, PEAK_NAME, median(g1, rounds), median(gn, rounds), median(r, rounds), lo, hi);
+           "\"statistic\": \"per round: N threads' GFLOP/s (wall) / one thread's just before; median, min, "
+           "max\", "
+           "\"gflops_1\": %.3f, \"gflops_n\": %.3f, \"scaling\": %.3f, \"scaling_min\": %.3f, "
+           "\"scaling_max\": %.3f}\n",
+           BENCH_BUILD, n, rounds, PEAK_NAME, median(g1, rounds), median(gn, rounds), median(r, rounds), lo,
+           hi);
     return 0;
 }
 #endif
@@ -154,7 +172,7 @@ static void run_bwd(void *p) {
 /* The attention kernels take the plan's thread count since the step became a list of kernel calls
  * (kernel_list.h); an older engine (bench/run.sh --before) has the signatures without it. */
 #if __has_include("kernels/kernel_list.h")
-#define ATT_THREADS , vt_threads_max()
+#define ATT_THREADS        , vt_threads_max()
 #define ATT_SCRATCH(T, hd) vt_attention_scratch_floats((T), (hd), vt_threads_max())
 #else
 #define ATT_THREADS
@@ -177,7 +195,10 @@ static void run_att_bwd(void *p) {
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n);
-    if (!p) { fprintf(stderr, "kernel_bench: out of memory (%zu bytes)\n", n); exit(1); }
+    if (!p) {
+        fprintf(stderr, "kernel_bench: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
     return p;
 }
 
@@ -212,7 +233,7 @@ static void row(const char *op, const char *dir, int D, int M, int K, int N, dou
 }
 
 int main(int argc, char **argv) {
-    int widths[8] = {192, 384, 768}, nw = 3, batch = 2, quick = 0, pthreads = 0;
+    int widths[8] = { 192, 384, 768 }, nw = 3, batch = 2, quick = 0, pthreads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--widths") && i + 1 < argc) {
             nw = 0;
@@ -220,12 +241,19 @@ int main(int argc, char **argv) {
                 widths[nw++] = (int)strtol(s, &s, 10);
                 if (!*s) break;
             }
-        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--peak-threads") && i + 1 < argc) pthreads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--json")) {}
-        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--peak-threads") && i + 1 < argc)
+            pthreads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) {
+        } else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
     }
     if (quick) min_time = 0.05, rounds = 3;
     if (rounds < 1) rounds = 1;
@@ -249,10 +277,14 @@ int main(int argc, char **argv) {
     double p_med = median(ps, 15), pa = 0;
 #if defined(VT_BENCH_AVX2)
     warm(run_avx2, NULL);
-    for (int i = 0; i < 15; i++) { double g = peak_gflops_once(run_avx2); pa = g > pa ? g : pa; }
+    for (int i = 0; i < 15; i++) {
+        double g = peak_gflops_once(run_avx2);
+        pa = g > pa ? g : pa;
+    }
 #endif
     printf("{\"build\": \"%s\", \"simd_kernels\": %d, \"madd_fused\": %d, \"rounds\": %d, "
-           "\"statistic\": \"median over rounds of (kernel GFLOP/s / GFLOP/s of the peak call just before; both by the thread's CPU time), min and max\",\n"
+           "\"statistic\": \"median over rounds of (kernel GFLOP/s / GFLOP/s of the peak call just before; "
+           "both by the thread's CPU time), min and max\",\n"
            "  \"peak\": {\"name\": \"%s\", \"gflops_median\": %.3f, \"gflops_best\": %.3f}",
            BENCH_BUILD, vt_kernels_simd(), vt_kernels_madd_fused(), rounds, PEAK_NAME, p_med, p_best);
     if (pa > 0) printf(",\n  \"avx2_fma_gflops_best\": %.3f", pa);
@@ -262,21 +294,27 @@ int main(int argc, char **argv) {
     const int T = 197, M = batch * T;
     for (int wi = 0; wi < nw; wi++) {
         int D = widths[wi];
-        struct { const char *op; int K, N; } sh[] = {{"qkv", D, 3 * D}, {"proj", D, D}, {"fc1", D, 4 * D}, {"fc2", 4 * D, D}};
+        struct {
+            const char *op;
+            int K, N;
+        } sh[] = { { "qkv", D, 3 * D }, { "proj", D, D }, { "fc1", D, 4 * D }, { "fc2", 4 * D, D } };
         for (int s = 0; s < 4; s++) {
-            args a = {.M = M, .K = sh[s].K, .N = sh[s].N};
+            args a = { .M = M, .K = sh[s].K, .N = sh[s].N };
             size_t MK = (size_t)a.M * a.K, NK = (size_t)a.N * a.K, MN = (size_t)a.M * a.N;
-            a.out = xmalloc(MN * 4), a.inp = xmalloc(MK * 4), a.w = xmalloc(NK * 4), a.bias = xmalloc(a.N * 4);
-            a.dout = xmalloc(MN * 4), a.dinp = xmalloc(MK * 4), a.dw = xmalloc(NK * 4), a.dbias = xmalloc(a.N * 4);
+            a.out = xmalloc(MN * 4), a.inp = xmalloc(MK * 4), a.w = xmalloc(NK * 4),
+            a.bias = xmalloc(a.N * 4);
+            a.dout = xmalloc(MN * 4), a.dinp = xmalloc(MK * 4), a.dw = xmalloc(NK * 4),
+            a.dbias = xmalloc(a.N * 4);
             fill(a.inp, MK, 1), fill(a.w, NK, 2), fill(a.bias, a.N, 3), fill(a.dout, MN, 4);
             memset(a.dinp, 0, MK * 4), memset(a.dw, 0, NK * 4), memset(a.dbias, 0, a.N * 4);
             double flop = 2.0 * a.M * a.K * a.N;
             row(sh[s].op, "fwd", D, a.M, a.K, a.N, flop, run_fwd, &a);
             row(sh[s].op, "bwd", D, a.M, a.K, a.N, 2 * flop, run_bwd, &a);
-            free(a.out), free(a.inp), free(a.w), free(a.bias), free(a.dout), free(a.dinp), free(a.dw), free(a.dbias);
+            free(a.out), free(a.inp), free(a.w), free(a.bias), free(a.dout), free(a.dinp), free(a.dw),
+                free(a.dbias);
         }
         /* attention, head_dim 64, q/k/v strided in one fused qkv buffer as the engine keeps them */
-        args a = {.B = batch, .T = T, .hd = 64, .H = D / 64};
+        args a = { .B = batch, .T = T, .hd = 64, .H = D / 64 };
         size_t BHT2 = (size_t)a.B * a.H * T * T, BTD = (size_t)a.B * T * D;
         a.out = xmalloc(BTD * 4), a.dout = xmalloc(BTD * 4), a.att = xmalloc(BHT2 * 4);
         a.q = xmalloc(3 * BTD * 4), a.dq = xmalloc(3 * BTD * 4);
@@ -288,6 +326,7 @@ int main(int argc, char **argv) {
         row("attention", "bwd", D, T, a.hd, T, 4 * f1, run_att_bwd, &a);
         free(a.out), free(a.dout), free(a.att), free(a.q), free(a.dq), free(a.scratch);
     }
-    printf("\n  ],\n  \"peak_during_rows_median\": %.3f\n}\n", n_peak_seen ? median(peak_seen, n_peak_seen) : 0.0);
+    printf("\n  ],\n  \"peak_during_rows_median\": %.3f\n}\n",
+           n_peak_seen ? median(peak_seen, n_peak_seen) : 0.0);
     return 0;
 }

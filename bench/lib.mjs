@@ -14,17 +14,38 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** CPU model, cores, the host's vector ISA (what PyTorch / OpenBLAS can use; wasm has 128-bit
  * vectors whatever the host), Node and V8. */
 export function hostInfo() {
-  let flags = [], info = '';
-  try { info = readFileSync('/proc/cpuinfo', 'utf8'); } catch { /* not Linux */ }
-  flags = ((info.match(/^flags\s*:(.*)$/m) || ['', ''])[1]).trim().split(/\s+/);
-  const isa = flags.includes('avx512f') ? 'AVX-512 + AVX2 + FMA3' : flags.includes('avx2') ? 'AVX2 + FMA3'
-    : flags.includes('fma') ? 'AVX + FMA3' : flags.includes('sse2') ? 'SSE2 (no FMA)' : process.arch;
+  let flags = [],
+    info = '';
+  try {
+    info = readFileSync('/proc/cpuinfo', 'utf8');
+  } catch {
+    /* not Linux */
+  }
+  flags = (info.match(/^flags\s*:(.*)$/m) || ['', ''])[1].trim().split(/\s+/);
+  const isa = flags.includes('avx512f')
+    ? 'AVX-512 + AVX2 + FMA3'
+    : flags.includes('avx2')
+      ? 'AVX2 + FMA3'
+      : flags.includes('fma')
+        ? 'AVX + FMA3'
+        : flags.includes('sse2')
+          ? 'SSE2 (no FMA)'
+          : process.arch;
   // a VM's model name may hide the generation ("AMD EPYC"): AMD's cpu family tells it
   const family = Number((info.match(/^cpu family\s*:\s*(\d+)/m) || [])[1]);
-  const zen = /AuthenticAMD/.test(info) ? { 23: 'Zen / Zen 2', 25: flags.includes('avx512f') ? 'Zen 4' : 'Zen 3', 26: 'Zen 5' }[family] : null;
+  const zen = /AuthenticAMD/.test(info)
+    ? { 23: 'Zen / Zen 2', 25: flags.includes('avx512f') ? 'Zen 4' : 'Zen 3', 26: 'Zen 5' }[family]
+    : null;
   const model = os.cpus()[0]?.model || 'unknown CPU';
-  return { cpu: zen && !model.includes('Zen') ? `${model} (${zen})` : model, cores: os.cpus().length, isa, fma: flags.includes('fma') || process.arch === 'arm64',
-    node: process.version, v8: process.versions.v8, taskset: hasTaskset() };
+  return {
+    cpu: zen && !model.includes('Zen') ? `${model} (${zen})` : model,
+    cores: os.cpus().length,
+    isa,
+    fma: flags.includes('fma') || process.arch === 'arm64',
+    node: process.version,
+    v8: process.versions.v8,
+    taskset: hasTaskset(),
+  };
 }
 /** The 1-minute load average, rounded (printed beside every measurement). */
 export const load1 = () => Number(os.loadavg()[0].toFixed(2));
@@ -40,7 +61,8 @@ export function hasTaskset() {
 
 const finite = (a) => a.filter((x) => x != null && Number.isFinite(x));
 export function median(a) {
-  const s = finite(a).sort((x, y) => x - y), n = s.length;
+  const s = finite(a).sort((x, y) => x - y),
+    n = s.length;
   return n ? (n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2) : null;
 }
 export const min = (a) => (finite(a).length ? Math.min(...finite(a)) : null);
@@ -58,7 +80,8 @@ export function paired(a, b) {
 export const f = (x, d = 1) => (x == null || !Number.isFinite(x) ? '–' : Number(x).toFixed(d));
 /** "1.23 (1.10–1.31)": a median and its range */
 export const fr = (s, d = 2) => (s && s.median != null ? `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})` : '–');
-export const pct = (s, d = 0) => (s && s.median != null ? `${f(100 * s.median, d)}% (${f(100 * s.min, d)}–${f(100 * s.max, d)})` : '–');
+export const pct = (s, d = 0) =>
+  s && s.median != null ? `${f(100 * s.median, d)}% (${f(100 * s.min, d)}–${f(100 * s.max, d)})` : '–';
 
 // ---- verdicts ---------------------------------------------------------------------------------
 
@@ -82,12 +105,28 @@ export const SHARED_CORE = 1.5;
  * { status, objects: the JSON objects it printed (one document or one per line), stderr }. */
 export function runJSON(cmd, args, { env = {}, cpus = null, cwd = ROOT, timeoutMs = 0 } = {}) {
   const [c, a] = cpus && hasTaskset() ? ['taskset', ['-c', cpus, cmd, ...args]] : [cmd, args];
-  const r = spawnSync(c, a, { cwd, encoding: 'utf8', maxBuffer: 256 << 20, env: { ...process.env, ...env },
-    ...(timeoutMs ? { timeout: timeoutMs } : {}) });
+  const r = spawnSync(c, a, {
+    cwd,
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+    env: { ...process.env, ...env },
+    ...(timeoutMs ? { timeout: timeoutMs } : {}),
+  });
   const out = r.stdout || '';
   let objects = [];
-  try { objects = [JSON.parse(out)]; } catch {
-    objects = out.split('\n').filter((l) => l.startsWith('{')).flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
+  try {
+    objects = [JSON.parse(out)];
+  } catch {
+    objects = out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l)];
+        } catch {
+          return [];
+        }
+      });
   }
   return { status: r.status, signal: r.signal, objects, stderr: r.stderr || '' };
 }
@@ -99,7 +138,11 @@ export function runJSON(cmd, args, { env = {}, cpus = null, cwd = ROOT, timeoutM
  * ran: another process's share of that core is not counted (its caches' effects still are). Wall
  * time is the only clock for a thread speedup. */
 export function clockOf(kind = 'wall') {
-  if (kind === 'cpu') return () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e3; };
+  if (kind === 'cpu')
+    return () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1e3;
+    };
   if (kind !== 'wall') throw new Error(`clock: 'wall' or 'cpu', not ${kind}`);
   return () => performance.now();
 }
@@ -120,7 +163,11 @@ export async function loadPeak(buildDir, kind = 'relaxed', clock = clockOf('wall
   const inst = await WebAssembly.instantiate(mod, imports);
   inst.exports._initialize?.();
   const iters = 200000;
-  const gflops = () => { const t = clock(); const fl = inst.exports.peak(iters); return fl / ((clock() - t) * 1e6); };
+  const gflops = () => {
+    const t = clock();
+    const fl = inst.exports.peak(iters);
+    return fl / ((clock() - t) * 1e6);
+  };
   for (let i = 0; i < 20; i++) gflops(); // V8 tiers the loop up on a later call
   return { name: kind === 'relaxed' ? 'f32x4.relaxed_madd, 12 chains' : 'f32x4 mul+add, 12 chains', gflops };
 }

@@ -7,13 +7,13 @@
 #include <wasm_simd128.h>
 #if defined(__wasm_relaxed_simd__)
 #define PEAK_MADD(acc, a, b) wasm_f32x4_relaxed_madd((a), (b), (acc))
-#define PEAK_NAME "wasm relaxed SIMD f32x4.relaxed_madd, 12 independent chains"
+#define PEAK_NAME            "wasm relaxed SIMD f32x4.relaxed_madd, 12 independent chains"
 #else
 #define PEAK_MADD(acc, a, b) wasm_f32x4_add((acc), wasm_f32x4_mul((a), (b)))
-#define PEAK_NAME "wasm SIMD128 f32x4 mul+add, 12 independent chains"
+#define PEAK_NAME            "wasm SIMD128 f32x4 mul+add, 12 independent chains"
 #endif
 #define PEAK_CHAINS 12
-static volatile float peak_in[2] = {0.999999f, 1e-7f};
+static volatile float peak_in[2] = { 0.999999f, 1e-7f };
 static volatile float peak_sink;
 __attribute__((noinline)) static double peak_chains(long iters) {
     v128_t m = wasm_f32x4_splat(peak_in[0]), c = wasm_f32x4_splat(peak_in[1]);

@@ -30,22 +30,35 @@ import { pathToFileURL } from 'node:url';
 import { ROOT, clockOf, hostInfo, loadavg, loadPeak, median, paired, summary } from './lib.mjs';
 
 const args = process.argv.slice(2);
-const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
+const opt = (n, d) => {
+  const i = args.indexOf(n);
+  return i >= 0 ? args[i + 1] : d;
+};
 const all = (n) => args.flatMap((a, i) => (a === n ? [args[i + 1]] : []));
-const job = opt('--job', 'vit'), B = Number(opt('--batch', job === 'mainjob' ? 64 : job === 'demo' ? 8 : 1));
-const rounds = Number(opt('--rounds', 7)), warmup = Number(opt('--warmup', 3));
-const preset = opt('--preset', 'vit_tiny_patch16_224'), peakKind = opt('--peak', null);
+const job = opt('--job', 'vit'),
+  B = Number(opt('--batch', job === 'mainjob' ? 64 : job === 'demo' ? 8 : 1));
+const rounds = Number(opt('--rounds', 7)),
+  warmup = Number(opt('--warmup', 3));
+const preset = opt('--preset', 'vit_tiny_patch16_224'),
+  peakKind = opt('--peak', null);
 const decoders = opt('--decoders', 'tab,lightly').split(',');
 const specs = all('--engine');
 if (!specs.length) specs.push('.:relaxed:1');
-const clockKind = opt('--clock', 'wall'), clock = clockOf(clockKind);
+const clockKind = opt('--clock', 'wall'),
+  clock = clockOf(clockKind);
 
-const PRESET_DIMS = { vit_tiny_patch16_224: [192, 12, 3], vit_small_patch16_224: [384, 12, 6], vit_base_patch16_224: [768, 12, 12] };
+const PRESET_DIMS = {
+  vit_tiny_patch16_224: [192, 12, 3],
+  vit_small_patch16_224: [384, 12, 6],
+  vit_base_patch16_224: [768, 12, 12],
+};
 const CLASSES = 1000;
 
 // model FLOPs of one ViT classifier step (multiply-add = 2; matmuls and attention; bench/train_bench.c)
 function vitStepFlops(D, depth, batch) {
-  const T = 197, block = 24 * T * D * D + 4 * T * T * D, patch = 2 * 196 * 768 * D;
+  const T = 197,
+    block = 24 * T * D * D + 4 * T * T * D,
+    patch = 2 * 196 * 768 * D;
   const fwd = patch + depth * block + 2 * D * CLASSES;
   return batch * (3 * fwd - patch);
 }
@@ -57,8 +70,17 @@ async function engineOf(spec) {
   const mod = await import(pathToFileURL(join(dir, 'web/vitrine.js')).href);
   await mod.enableNodeRelaxedSimd?.();
   const vt = await mod.createVitrine({ wasm: build, threads: Number(threads) });
-  return { spec, label: label || `${r === '.' ? 'this tree' : r} ${build} ${threads}t`, root: dir, build, family: build.replace(/-mt$/, ''),
-    threads: vt.threads, vt, mod, dirMod: (f) => import(pathToFileURL(join(dir, 'web', f)).href) };
+  return {
+    spec,
+    label: label || `${r === '.' ? 'this tree' : r} ${build} ${threads}t`,
+    root: dir,
+    build,
+    family: build.replace(/-mt$/, ''),
+    threads: vt.threads,
+    vt,
+    mod,
+    dirMod: (f) => import(pathToFileURL(join(dir, 'web', f)).href),
+  };
 }
 
 // deterministic inputs (a sine pattern: the step's cost does not depend on the values)
@@ -66,18 +88,23 @@ const wave = (n, s = 0.37) => Float32Array.from({ length: n }, (_, i) => Math.si
 
 async function setupVit(e) {
   const [D, depth, heads] = PRESET_DIMS[preset];
-  const m = e.vt.createModel({ kind: 'timm', config: { img_size: 224, patch_size: 16, in_chans: 3, embed_dim: D, depth, num_heads: heads, num_classes: CLASSES } });
+  const m = e.vt.createModel({
+    kind: 'timm',
+    config: { img_size: 224, patch_size: 16, in_chans: 3, embed_dim: D, depth, num_heads: heads, num_classes: CLASSES },
+  });
   m.setGradCheckpointing('none');
   m.initWeights(1);
   m.trainerInit({ lr: 1.5e-4, clipNorm: 0, labelSmoothing: 0, weightDecay: 0.05, warmupSteps: 0, totalSteps: 0 });
-  const x = wave(B * 3 * 224 * 224), y = Int32Array.from({ length: B }, (_, i) => (i * 7) % CLASSES);
+  const x = wave(B * 3 * 224 * 224),
+    y = Int32Array.from({ length: B }, (_, i) => (i * 7) % CLASSES);
   return { model: m, step: () => m.trainStepLabels(x, y), flops: vitStepFlops(D, depth, B) };
 }
 
 let fmnist = null;
 async function setupMainJob(e) {
   const { modelSpec, TrainingRun } = await e.dirMod('train.js');
-  if (!TrainingRun) { // the CLI's loop since the Trainer (web/train-loop.js): a Session, its defaults are the main job
+  if (!TrainingRun) {
+    // the CLI's loop since the Trainer (web/train-loop.js): a Session, its defaults are the main job
     const { Session } = await e.dirMod('train-loop.js');
     const s = await Session.open(e.vt, { objective: 'mae', data: { kind: 'fashion-mnist' }, batch: B, steps: 5000 });
     return { model: s.model, step: async () => (await s.stepOnce()).loss };
@@ -89,7 +116,7 @@ async function setupMainJob(e) {
   m.setGradCheckpointing('block');
   m.initWeights(0);
   // the CLI's defaults (web/cli.js: lr 2e-3 x batch / 64, 5% of 5000 steps of warm-up, seeds 0 / 1 / 2)
-  m.trainerInit({ lr: 2e-3 * B / 64, warmupSteps: 250, totalSteps: 5000, maskRatio: 0.5, seed: 1n });
+  m.trainerInit({ lr: (2e-3 * B) / 64, warmupSteps: 250, totalSteps: 5000, maskRatio: 0.5, seed: 1n });
   const run = new TrainingRun({ model: m, dataset: fmnist, batch: B, steps: 5000, dataSeed: 2n });
   return { model: m, step: () => run.trainOne().loss };
 }
@@ -113,18 +140,28 @@ for (const e of engines) {
   if (job === 'demo') for (const d of decoders) runs.push({ e, variant: d, ...(await setupDemo(e, d)) });
   else runs.push({ e, variant: null, ...(job === 'vit' ? await setupVit(e) : await setupMainJob(e)) });
 }
-if (clockKind === 'cpu' && engines.some((e) => e.threads > 1)) throw new Error('--clock cpu: one-thread engines only (CPU time is not a thread speedup)');
+if (clockKind === 'cpu' && engines.some((e) => e.threads > 1))
+  throw new Error('--clock cpu: one-thread engines only (CPU time is not a thread speedup)');
 const peak = peakKind ? await loadPeak(join(ROOT, 'build'), peakKind, clock) : null;
 
 const loadStart = loadavg();
-for (const r of runs) { r.ms = []; r.losses = []; r.peak = []; r.cores = []; }
+for (const r of runs) {
+  r.ms = [];
+  r.losses = [];
+  r.peak = [];
+  r.cores = [];
+}
 // each step's time by the chosen clock, and its CPU time over its wall time (the cores the process
 // had: below the thread count when other processes share the cores)
-const cpuClock = clockOf('cpu'), wallClock = clockOf('wall');
+const cpuClock = clockOf('cpu'),
+  wallClock = clockOf('wall');
 const timeStep = async (r) => {
-  const t = clock(), c = cpuClock(), w = wallClock();
+  const t = clock(),
+    c = cpuClock(),
+    w = wallClock();
   const loss = await r.step(); // the main job's step is the Session's (async: it assembles its batch)
-  const ms = clock() - t, cores = (cpuClock() - c) / (wallClock() - w);
+  const ms = clock() - t,
+    cores = (cpuClock() - c) / (wallClock() - w);
   return { ms, loss, cores };
 };
 for (let w = 0; w < warmup; w++) for (const r of runs) r.losses.push((await timeStep(r)).loss); // V8 tiers the wasm up
@@ -133,7 +170,9 @@ for (let i = 0; i < rounds; i++)
     const r = runs[(i + j) % runs.length];
     if (peak) r.peak.push(peak.gflops());
     const { ms, loss, cores } = await timeStep(r);
-    r.ms.push(ms); r.losses.push(loss); r.cores.push(cores);
+    r.ms.push(ms);
+    r.losses.push(loss);
+    r.cores.push(cores);
   }
 const loadEnd = loadavg();
 
@@ -143,18 +182,52 @@ const bits = [];
 for (const r of runs) {
   const ref = runs.find((q) => q.e.root === r.e.root && q.e.family === r.e.family && q.variant === r.variant);
   if (ref === r) continue;
-  const w = (q) => Buffer.from(Uint8Array.from(new Uint8Array(q.model.params()[0].data.buffer, q.model.params()[0].data.byteOffset, q.model.params()[0].data.byteLength)));
-  const same = r.losses.length === ref.losses.length && r.losses.every((l, k) => Object.is(l, ref.losses[k])) &&
+  const w = (q) =>
+    Buffer.from(
+      Uint8Array.from(
+        new Uint8Array(
+          q.model.params()[0].data.buffer,
+          q.model.params()[0].data.byteOffset,
+          q.model.params()[0].data.byteLength,
+        ),
+      ),
+    );
+  const same =
+    r.losses.length === ref.losses.length &&
+    r.losses.every((l, k) => Object.is(l, ref.losses[k])) &&
     w(r).equals(w(ref));
   bits.push({ run: r.e.label, against: ref.e.label, variant: r.variant, same });
 }
 
-const out = { job, preset: job === 'mainjob' ? 'fmnist-p7-mlp2' : preset, batch: B, rounds, warmup, host: hostInfo(), loadavg_start: loadStart,
-  loadavg_end: loadEnd, clock: clockKind, statistic: 'ms: median over rounds; vs_first: median (min, max) of the per-round ratio of step times to the first run\'s',
-  peak: peak ? { name: peak.name, ...summary(runs.flatMap((r) => r.peak)) } : null, same_bits: bits, runs: [] };
+const out = {
+  job,
+  preset: job === 'mainjob' ? 'fmnist-p7-mlp2' : preset,
+  batch: B,
+  rounds,
+  warmup,
+  host: hostInfo(),
+  loadavg_start: loadStart,
+  loadavg_end: loadEnd,
+  clock: clockKind,
+  statistic:
+    "ms: median over rounds; vs_first: median (min, max) of the per-round ratio of step times to the first run's",
+  peak: peak ? { name: peak.name, ...summary(runs.flatMap((r) => r.peak)) } : null,
+  same_bits: bits,
+  runs: [],
+};
 for (const r of runs) {
-  const o = { label: r.e.label, root: r.e.root, build: r.e.build, threads: r.e.threads, variant: r.variant, ms: r.ms.map((x) => +x.toFixed(2)),
-    ms_median: median(r.ms), cores_used: summary(r.cores), vs_first: paired(r.ms, runs[0].ms), images_per_s: B * 1e3 / median(r.ms) };
+  const o = {
+    label: r.e.label,
+    root: r.e.root,
+    build: r.e.build,
+    threads: r.e.threads,
+    variant: r.variant,
+    ms: r.ms.map((x) => +x.toFixed(2)),
+    ms_median: median(r.ms),
+    cores_used: summary(r.cores),
+    vs_first: paired(r.ms, runs[0].ms),
+    images_per_s: (B * 1e3) / median(r.ms),
+  };
   if (r.flops) {
     o.step_gflop = r.flops / 1e9;
     o.gflops = r.flops / median(r.ms) / 1e6;

@@ -20,14 +20,24 @@ import { hostInfo } from './lib.mjs';
 import { writeFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
-const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
+const opt = (n, d) => {
+  const i = args.indexOf(n);
+  return i >= 0 ? args[i + 1] : d;
+};
 const cfg = { kind: opt('--kind', 'mae'), model: opt('--model', 'fmnist') };
-const batch = Number(opt('--batch', 32)), maskRatio = Number(opt('--mask-ratio', 0.75));
-const reps = Number(opt('--reps', 21)), warmup = Number(opt('--warmup', 2)), threads = opt('--threads', null);
+const batch = Number(opt('--batch', 32)),
+  maskRatio = Number(opt('--mask-ratio', 0.75));
+const reps = Number(opt('--reps', 21)),
+  warmup = Number(opt('--warmup', 2)),
+  threads = opt('--threads', null);
 await enableNodeRelaxedSimd(); // the build the page runs in Chromium (relaxed SIMD validates there)
 // threads: the tab's, every core, unless asked
-const vt = await createVitrine({ wasm: opt('--wasm', undefined), threads: threads == null ? availableParallelism() : Number(threads) });
-const spec = specFor(cfg), { cpu, isa } = hostInfo();
+const vt = await createVitrine({
+  wasm: opt('--wasm', undefined),
+  threads: threads == null ? availableParallelism() : Number(threads),
+});
+const spec = specFor(cfg),
+  { cpu, isa } = hostInfo();
 
 const load0 = loadavg()[0];
 const { results: R, dims } = recordPolicies(vt, { spec, batch, maskRatio });
@@ -35,25 +45,57 @@ const policies = order(Object.keys(R), dims.depth);
 const { ms } = await measureTimes(vt, { spec, batch, maskRatio, policies, reps, warmup });
 const fwd = R.none.flops.forward;
 const rows = policies.map((p) => {
-  const r = R[p], q = pairedRatios(ms, p), d = ms[p].map((t, i) => t - ms.none[i]);
-  return { policy: p, keeps: keeps(r), segments: r.chains.map((c) => c.segment), arenaPeak: r.peak.bytes, stepBytes: r.stepBytes,
-    recomputeFlops: r.flops.recompute, recomputeShare: r.flops.recompute / fwd, flopsVsNone: r.total / R.none.total, planRecomputeFlops: r.recomputeFlops,
+  const r = R[p],
+    q = pairedRatios(ms, p),
+    d = ms[p].map((t, i) => t - ms.none[i]);
+  return {
+    policy: p,
+    keeps: keeps(r),
+    segments: r.chains.map((c) => c.segment),
+    arenaPeak: r.peak.bytes,
+    stepBytes: r.stepBytes,
+    recomputeFlops: r.flops.recompute,
+    recomputeShare: r.flops.recompute / fwd,
+    flopsVsNone: r.total / R.none.total,
+    planRecomputeFlops: r.recomputeFlops,
     ms: { median: median(ms[p]), q1: quantile(ms[p], 0.25), q3: quantile(ms[p], 0.75) },
-    vsNone: { median: median(q), q1: quantile(q, 0.25), q3: quantile(q, 0.75) }, extraMs: median(d), rounds: ms[p] };
+    vsNone: { median: median(q), q1: quantile(q, 0.25), q3: quantile(q, 0.75) },
+    extraMs: median(d),
+    rounds: ms[p],
+  };
 });
 const load = [load0, loadavg()[0]];
-const out = { cpu, isa, load, build: vt.build, threads: vt.threads, model: { ...cfg, batch, maskRatio, depth: dims.depth }, forwardFlops: fwd, reps, warmup, rows };
+const out = {
+  cpu,
+  isa,
+  load,
+  build: vt.build,
+  threads: vt.threads,
+  model: { ...cfg, batch, maskRatio, depth: dims.depth },
+  forwardFlops: fwd,
+  reps,
+  warmup,
+  rows,
+};
 vt.close();
 if (opt('--json', null)) writeFileSync(opt('--json'), `${JSON.stringify(out, null, 1)}\n`);
 
 const MiB = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
-console.log(`# ${cpu} (host ${isa}); wasm ${out.build} (128-bit vectors), ${out.threads} thread${out.threads > 1 ? 's' : ''}; load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`);
-console.log(`# ${cfg.kind.toUpperCase()} '${cfg.model}' (depth ${dims.depth}), batch ${batch}, mask ratio ${maskRatio}: forward ${(fwd / 1e6).toFixed(1)} MFLOP; ` +
-  `${warmup} warm-up step(s) per policy, then ${reps} rounds of one step of every policy, the order rotated each round\n`);
-console.log('| policy | the encoder keeps | arena peak | whole step (planned) | re-computed per step | step FLOPs vs none | step time, ms: median (middle half) | vs none: median of the rounds\' ratios (middle half) | re-computation\'s time: median extra ms per step |');
+console.log(
+  `# ${cpu} (host ${isa}); wasm ${out.build} (128-bit vectors), ${out.threads} thread${out.threads > 1 ? 's' : ''}; load average ${load[0].toFixed(1)} at the start, ${load[1].toFixed(1)} at the end`,
+);
+console.log(
+  `# ${cfg.kind.toUpperCase()} '${cfg.model}' (depth ${dims.depth}), batch ${batch}, mask ratio ${maskRatio}: forward ${(fwd / 1e6).toFixed(1)} MFLOP; ` +
+    `${warmup} warm-up step(s) per policy, then ${reps} rounds of one step of every policy, the order rotated each round\n`,
+);
+console.log(
+  "| policy | the encoder keeps | arena peak | whole step (planned) | re-computed per step | step FLOPs vs none | step time, ms: median (middle half) | vs none: median of the rounds' ratios (middle half) | re-computation's time: median extra ms per step |",
+);
 console.log('|---|---|---|---|---|---|---|---|---|');
 for (const w of rows) {
-  console.log(`| ${policyName(w.policy, R[w.policy])} | ${w.keeps} | ${MiB(w.arenaPeak)} | ${MiB(w.stepBytes)} | ${(w.recomputeFlops / 1e6).toFixed(1)} MFLOP (${(100 * w.recomputeShare).toFixed(0)}% of a forward) | ${w.flopsVsNone.toFixed(2)} | ` +
-    `${w.ms.median.toFixed(1)} (${w.ms.q1.toFixed(1)}–${w.ms.q3.toFixed(1)}) | ${w.policy === 'none' ? '1' : `${w.vsNone.median.toFixed(2)} (${w.vsNone.q1.toFixed(2)}–${w.vsNone.q3.toFixed(2)})`} | ` +
-    `${w.policy === 'none' ? '0' : w.extraMs.toFixed(1)} |`);
+  console.log(
+    `| ${policyName(w.policy, R[w.policy])} | ${w.keeps} | ${MiB(w.arenaPeak)} | ${MiB(w.stepBytes)} | ${(w.recomputeFlops / 1e6).toFixed(1)} MFLOP (${(100 * w.recomputeShare).toFixed(0)}% of a forward) | ${w.flopsVsNone.toFixed(2)} | ` +
+      `${w.ms.median.toFixed(1)} (${w.ms.q1.toFixed(1)}–${w.ms.q3.toFixed(1)}) | ${w.policy === 'none' ? '1' : `${w.vsNone.median.toFixed(2)} (${w.vsNone.q1.toFixed(2)}–${w.vsNone.q3.toFixed(2)})`} | ` +
+      `${w.policy === 'none' ? '0' : w.extraMs.toFixed(1)} |`,
+  );
 }

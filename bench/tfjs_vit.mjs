@@ -29,13 +29,24 @@ const wasmBackend = require('@tensorflow/tfjs-backend-wasm');
 
 const PRESETS = { vit_tiny_patch16_224: [192, 12, 3], vit_small_patch16_224: [384, 12, 6] };
 const args = process.argv.slice(2);
-const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
-const backend = opt('--backend', 'wasm'), layout = opt('--layout', 'fast');
+const opt = (name, def) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : def;
+};
+const backend = opt('--backend', 'wasm'),
+  layout = opt('--layout', 'fast');
 const preset = opt('--preset', 'vit_tiny_patch16_224');
-const B = Number(opt('--batch', 1)), steps = Number(opt('--steps', 3)), warmup = Number(opt('--warmup', 2));
-const clockKind = opt('--clock', 'wall'), clock = clockOf(clockKind);
+const B = Number(opt('--batch', 1)),
+  steps = Number(opt('--steps', 3)),
+  warmup = Number(opt('--warmup', 2));
+const clockKind = opt('--clock', 'wall'),
+  clock = clockOf(clockKind);
 const [D, depth, H] = PRESETS[preset];
-const hd = D / H, T = 197, N = 196, P = 16, CLASSES = 1000;
+const hd = D / H,
+  T = 197,
+  N = 196,
+  P = 16,
+  CLASSES = 1000;
 
 if (backend === 'wasm') {
   tf.env().set('WASM_HAS_MULTITHREAD_SUPPORT', false); // one thread, as the vitrine and PyTorch runs it is set beside
@@ -47,7 +58,10 @@ await tf.ready();
 // a * b for 2-D a [m,k], b [k,n]; the gradient as plain 2-D products too (see above)
 const mmFast = tf.customGrad((a, b, save) => {
   save([a, b]);
-  return { value: tf.matMul(a, b), gradFunc: (dy, [sa, sb]) => [tf.matMul(dy, tf.transpose(sb)), tf.matMul(tf.transpose(sa), dy)] };
+  return {
+    value: tf.matMul(a, b),
+    gradFunc: (dy, [sa, sb]) => [tf.matMul(dy, tf.transpose(sb)), tf.matMul(tf.transpose(sa), dy)],
+  };
 });
 const mm = layout === 'fast' ? (a, b) => mmFast(a, b) : (a, b) => tf.matMul(a, b);
 
@@ -57,14 +71,24 @@ function linear(din, dout) {
 }
 const ln = () => ({ w: tf.variable(tf.ones([D])), b: tf.variable(tf.zeros([D])) });
 const params = {
-  pe: linear(3 * P * P, D), cls: tf.variable(tf.randomNormal([1, 1, D], 0, 0.02)),
-  pos: tf.variable(tf.randomNormal([1, T, D], 0, 0.02)), norm: ln(), head: linear(D, CLASSES),
+  pe: linear(3 * P * P, D),
+  cls: tf.variable(tf.randomNormal([1, 1, D], 0, 0.02)),
+  pos: tf.variable(tf.randomNormal([1, T, D], 0, 0.02)),
+  norm: ln(),
+  head: linear(D, CLASSES),
   blocks: Array.from({ length: depth }, () => ({
-    n1: ln(), qkv: linear(D, 3 * D), proj: linear(D, D), n2: ln(), fc1: linear(D, 4 * D), fc2: linear(4 * D, D),
+    n1: ln(),
+    qkv: linear(D, 3 * D),
+    proj: linear(D, D),
+    n2: ln(),
+    fc1: linear(D, 4 * D),
+    fc2: linear(4 * D, D),
   })),
 };
 const vars = [];
-(function collect(o) { for (const v of Object.values(o)) (v instanceof tf.Variable ? vars.push(v) : collect(v)); })(params);
+(function collect(o) {
+  for (const v of Object.values(o)) v instanceof tf.Variable ? vars.push(v) : collect(v);
+})(params);
 
 const gelu = (x) => tf.mul(tf.mul(x, 0.5), tf.add(1, tf.erf(tf.mul(x, Math.SQRT1_2))));
 const dense = (x, l) => tf.add(mm(x, l.w), l.b); // x [rows, din]
@@ -72,17 +96,22 @@ function layerNorm(x, l) {
   const { mean, variance } = tf.moments(x, -1, true);
   return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, 1e-6))), l.w), l.b);
 }
-function attention(qkv) { // qkv [B*T, 3D] -> [B*T, D]
+function attention(qkv) {
+  // qkv [B*T, 3D] -> [B*T, D]
   if (layout !== 'fast') {
     const [q, k, v] = tf.unstack(qkv.reshape([B, T, 3, H, hd]).transpose([2, 0, 3, 1, 4]));
     const att = tf.softmax(tf.mul(tf.matMul(q, k, false, true), hd ** -0.5));
-    return tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B * T, D]);
+    return tf
+      .matMul(att, v)
+      .transpose([0, 2, 1, 3])
+      .reshape([B * T, D]);
   }
   const rows = [];
   for (let b = 0; b < B; b++) {
     const heads = [];
     for (let h = 0; h < H; h++) {
-      const q = tf.slice(qkv, [b * T, h * hd], [T, hd]), k = tf.slice(qkv, [b * T, D + h * hd], [T, hd]);
+      const q = tf.slice(qkv, [b * T, h * hd], [T, hd]),
+        k = tf.slice(qkv, [b * T, D + h * hd], [T, hd]);
       const v = tf.slice(qkv, [b * T, 2 * D + h * hd], [T, hd]);
       heads.push(mm(tf.softmax(tf.mul(mm(q, tf.transpose(k)), hd ** -0.5)), v));
     }
@@ -90,8 +119,12 @@ function attention(qkv) { // qkv [B*T, 3D] -> [B*T, D]
   }
   return tf.concat(rows, 0);
 }
-function forward(img) { // img [B, 3, 224, 224] -> logits [B, CLASSES]
-  const patches = img.reshape([B, 3, 14, P, 14, P]).transpose([0, 2, 4, 1, 3, 5]).reshape([B * N, 3 * P * P]);
+function forward(img) {
+  // img [B, 3, 224, 224] -> logits [B, CLASSES]
+  const patches = img
+    .reshape([B, 3, 14, P, 14, P])
+    .transpose([0, 2, 4, 1, 3, 5])
+    .reshape([B * N, 3 * P * P]);
   let x = dense(patches, params.pe).reshape([B, N, D]);
   x = tf.add(tf.concat([tf.tile(params.cls, [B, 1, 1]), x], 1), params.pos).reshape([B * T, D]);
   for (const p of params.blocks) {
@@ -108,24 +141,41 @@ function adamw(grads, lr = 1.5e-4, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.05) {
   t++;
   tf.tidy(() => {
     vars.forEach((p, i) => {
-      const g = grads[p.name], s = state[i];
+      const g = grads[p.name],
+        s = state[i];
       s.m.assign(tf.add(tf.mul(s.m, b1), tf.mul(g, 1 - b1)));
       s.v.assign(tf.add(tf.mul(s.v, b2), tf.mul(tf.square(g), 1 - b2)));
-      const mh = tf.div(s.m, 1 - b1 ** t), vh = tf.div(s.v, 1 - b2 ** t);
+      const mh = tf.div(s.m, 1 - b1 ** t),
+        vh = tf.div(s.v, 1 - b2 ** t);
       p.assign(tf.sub(tf.mul(p, 1 - lr * wd), tf.mul(tf.div(mh, tf.add(tf.sqrt(vh), eps)), lr)));
     });
   });
 }
 
 const img = tf.randomNormal([B, 3, 224, 224]);
-const labels = tf.oneHot(tf.tensor1d(Array.from({ length: B }, (_, i) => (i * 7) % CLASSES), 'int32'), CLASSES);
+const labels = tf.oneHot(
+  tf.tensor1d(
+    Array.from({ length: B }, (_, i) => (i * 7) % CLASSES),
+    'int32',
+  ),
+  CLASSES,
+);
 function step() {
   const { grads } = tf.variableGrads(() => tf.losses.softmaxCrossEntropy(labels, forward(img)), vars);
   adamw(grads);
   tf.dispose(grads);
 }
 
-const result = { build: `tfjs-${backend}`, layout, model: preset, objective: 'classify', batch: B, tfjs: tf.version.tfjs, threads: 1, clock: clockKind };
+const result = {
+  build: `tfjs-${backend}`,
+  layout,
+  model: preset,
+  objective: 'classify',
+  batch: B,
+  tfjs: tf.version.tfjs,
+  threads: 1,
+  clock: clockKind,
+};
 try {
   const times = [];
   for (let i = 0; i < warmup + steps; i++) {
@@ -133,9 +183,13 @@ try {
     step();
     if (i >= warmup) times.push(clock() - t0);
   }
-  const s = [...times].sort((a, b) => a - b), n = s.length;
-  Object.assign(result, { ms: times.map((x) => +x.toFixed(2)), ms_per_step: +(n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2).toFixed(3) });
+  const s = [...times].sort((a, b) => a - b),
+    n = s.length;
+  Object.assign(result, {
+    ms: times.map((x) => +x.toFixed(2)),
+    ms_per_step: +(n % 2 ? s[n >> 1] : (s[n / 2 - 1] + s[n / 2]) / 2).toFixed(3),
+  });
 } catch (e) {
-  result.error = String(e && e.message || e);
+  result.error = String((e && e.message) || e);
 }
 console.log(JSON.stringify(result));

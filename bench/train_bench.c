@@ -57,25 +57,33 @@ static double now_ms(void) {
 /* ---- kernel time, by link-time wrapping of the dispatch functions ---------------------------- */
 
 enum { K_MM_F, K_MM_B, K_ATT_F, K_ATT_B, K_LN_F, K_LN_B, K_GELU_F, K_GELU_B, K_N };
-static const char *k_name[K_N] = {"matmul_fwd", "matmul_bwd", "attention_fwd", "attention_bwd",
-                                  "layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd"};
+static const char *k_name[K_N] = { "matmul_fwd",    "matmul_bwd",    "attention_fwd", "attention_bwd",
+                                   "layernorm_fwd", "layernorm_bwd", "gelu_fwd",      "gelu_bwd" };
 static double k_ms[K_N];
 /* A kernel called by another (attention's matmuls) counts as the outer kernel's time. */
 static int k_depth;
-#define TIMED(k, call)                                                                                 \
-    do {                                                                                               \
-        if (k_depth++) { call; }                                                                       \
-        else { double t0_ = now_ms(); call; k_ms[k] += now_ms() - t0_; }                               \
-        k_depth--;                                                                                     \
+#define TIMED(k, call)                                                                                       \
+    do {                                                                                                     \
+        if (k_depth++) {                                                                                     \
+            call;                                                                                            \
+        } else {                                                                                             \
+            double t0_ = now_ms();                                                                           \
+            call;                                                                                            \
+            k_ms[k] += now_ms() - t0_;                                                                       \
+        }                                                                                                    \
+        k_depth--;                                                                                           \
     } while (0)
 
 void __real_vt_matmul_forward(float *, const float *, const float *, const float *, int, int, int);
-void __real_vt_matmul_backward(float *, float *, float *, const float *, const float *, const float *, int, int, int);
-void __real_vt_attention_forward(float *, float *, float *, const float *, const float *, int, const float *, int,
-                                 const uint8_t *, int, int, int, int, int, float);
-void __real_vt_attention_backward(float *, float *, float *, float *, const float *, const float *, const float *,
-                                  const float *, int, const float *, int, int, int, int, int, int, float);
-void __real_vt_layernorm_forward(float *, float *, float *, const float *, const float *, const float *, int, int, float);
+void __real_vt_matmul_backward(float *, float *, float *, const float *, const float *, const float *, int,
+                               int, int);
+void __real_vt_attention_forward(float *, float *, float *, const float *, const float *, int, const float *,
+                                 int, const uint8_t *, int, int, int, int, int, float);
+void __real_vt_attention_backward(float *, float *, float *, float *, const float *, const float *,
+                                  const float *, const float *, int, const float *, int, int, int, int, int,
+                                  int, float);
+void __real_vt_layernorm_forward(float *, float *, float *, const float *, const float *, const float *, int,
+                                 int, float);
 void __real_vt_layernorm_backward(float *, float *, float *, const float *, const float *, const float *,
                                   const float *, const float *, int, int);
 void __real_vt_gelu_forward(float *, const float *, size_t);
@@ -84,19 +92,20 @@ void __real_vt_gelu_backward(float *, const float *, const float *, size_t);
 void __wrap_vt_matmul_forward(float *o, const float *i, const float *w, const float *b, int M, int K, int N) {
     TIMED(K_MM_F, __real_vt_matmul_forward(o, i, w, b, M, K, N));
 }
-void __wrap_vt_matmul_backward(float *di, float *dw, float *db, const float *d, const float *i, const float *w,
-                               int M, int K, int N) {
+void __wrap_vt_matmul_backward(float *di, float *dw, float *db, const float *d, const float *i,
+                               const float *w, int M, int K, int N) {
     TIMED(K_MM_B, __real_vt_matmul_backward(di, dw, db, d, i, w, M, K, N));
 }
 void __wrap_vt_attention_forward(float *o, float *att, float *sc, const float *q, const float *k, int qk_rs,
-                                 const float *v, int v_rs, const uint8_t *cm, int B, int T, int H, int hd, int nt,
-                                 float s) {
+                                 const float *v, int v_rs, const uint8_t *cm, int B, int T, int H, int hd,
+                                 int nt, float s) {
     TIMED(K_ATT_F, __real_vt_attention_forward(o, att, sc, q, k, qk_rs, v, v_rs, cm, B, T, H, hd, nt, s));
 }
-void __wrap_vt_attention_backward(float *dq, float *dk, float *dv, float *sc, const float *d, const float *att,
-                                  const float *q, const float *k, int qk_rs, const float *v, int v_rs, int B,
-                                  int T, int H, int hd, int nt, float s) {
-    TIMED(K_ATT_B, __real_vt_attention_backward(dq, dk, dv, sc, d, att, q, k, qk_rs, v, v_rs, B, T, H, hd, nt, s));
+void __wrap_vt_attention_backward(float *dq, float *dk, float *dv, float *sc, const float *d,
+                                  const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                                  int v_rs, int B, int T, int H, int hd, int nt, float s) {
+    TIMED(K_ATT_B,
+          __real_vt_attention_backward(dq, dk, dv, sc, d, att, q, k, qk_rs, v, v_rs, B, T, H, hd, nt, s));
 }
 void __wrap_vt_layernorm_forward(float *o, float *mean, float *rstd, const float *i, const float *w,
                                  const float *b, int M, int D, float eps) {
@@ -106,22 +115,26 @@ void __wrap_vt_layernorm_backward(float *di, float *dw, float *db, const float *
                                   const float *w, const float *mean, const float *rstd, int M, int D) {
     TIMED(K_LN_B, __real_vt_layernorm_backward(di, dw, db, d, i, w, mean, rstd, M, D));
 }
-void __wrap_vt_gelu_forward(float *o, const float *i, size_t n) { TIMED(K_GELU_F, __real_vt_gelu_forward(o, i, n)); }
+void __wrap_vt_gelu_forward(float *o, const float *i, size_t n) {
+    TIMED(K_GELU_F, __real_vt_gelu_forward(o, i, n));
+}
 void __wrap_vt_gelu_backward(float *di, const float *i, const float *d, size_t n) {
     TIMED(K_GELU_B, __real_vt_gelu_backward(di, i, d, n));
 }
 
 /* ---- model FLOPs -------------------------------------------------------------------------------- */
 
-#define MAE_DEC_DIM 512
+#define MAE_DEC_DIM   512
 #define MAE_DEC_DEPTH 1
 #define MAE_DEC_HEADS 16
 /* qkv 6TD^2, proj 2TD^2, fc1 + fc2 4rTD^2 (r = mlp_ratio); QK^T and PV 4T^2 D */
 static double block_flops(double T, double D, double r) { return (8 + 4 * r) * T * D * D + 4 * T * T * D; }
 static double step_flops(const vt_model_config *mc, int B, int mae, int n_keep, int n_mask) {
-    double P = mc->enc.patch_size, N = (double)(mc->enc.img_size / mc->enc.patch_size) * (mc->enc.img_size / mc->enc.patch_size);
+    double P = mc->enc.patch_size,
+           N = (double)(mc->enc.img_size / mc->enc.patch_size) * (mc->enc.img_size / mc->enc.patch_size);
     double D = mc->enc.embed_dim, Kp = mc->enc.in_chans * P * P, L = N + 1, fwd = 2 * N * Kp * D;
-    if (!mae) fwd += mc->enc.depth * block_flops(L, D, mc->enc.mlp_ratio);
+    if (!mae)
+        fwd += mc->enc.depth * block_flops(L, D, mc->enc.mlp_ratio);
     else {
         double Dd = mc->decoder_dim;
         fwd += mc->enc.depth * block_flops(n_keep, D, mc->enc.mlp_ratio) + 2.0 * n_keep * D * Dd +
@@ -132,13 +145,15 @@ static double step_flops(const vt_model_config *mc, int B, int mae, int n_keep, 
 
 /* ---- the step ---------------------------------------------------------------------------------- */
 
-typedef struct { double fwd, bwd, opt, total; } step_ms;
+typedef struct {
+    double fwd, bwd, opt, total;
+} step_ms;
 
 static int step(vt_model *m, const vt_inputs *in, vt_fn fn, const float *dout, step_ms *t) {
     double t0 = now_ms();
     int rc = vt_forward(m, fn, in, 1);
     double t1 = now_ms();
-    const float *d[1] = {dout};
+    const float *d[1] = { dout };
     if (!rc) rc = vt_backward(m, fn == VT_FN_LOSS ? NULL : d, fn == VT_FN_LOSS ? 0 : 1, NULL, 1);
     double t2 = now_ms();
     if (!rc) rc = vt_optimizer_step(m, 1e-4f);
@@ -163,18 +178,31 @@ int main(int argc, char **argv) {
     const char *config = NULL;
     int threads = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--preset") && i + 1 < argc && np < 8) presets[np++] = argv[++i];
-        else if (!strcmp(argv[i], "--kind") && i + 1 < argc && nk < 4) kinds[nk++] = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc && nb < 8) batches[nb++] = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--policy") && i + 1 < argc && npol < 16) policies[npol++] = argv[++i];
-        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--mask-ratio") && i + 1 < argc) mask_ratio = (float)atof(argv[++i]);
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i], presets[0] = "config", np = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--clock") && i + 1 < argc) cpu_clock = !strcmp(argv[++i], "cpu");
-        else if (!strcmp(argv[i], "--json")) {}
-        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc && np < 8)
+            presets[np++] = argv[++i];
+        else if (!strcmp(argv[i], "--kind") && i + 1 < argc && nk < 4)
+            kinds[nk++] = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc && nb < 8)
+            batches[nb++] = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--policy") && i + 1 < argc && npol < 16)
+            policies[npol++] = argv[++i];
+        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
+            repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mask-ratio") && i + 1 < argc)
+            mask_ratio = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            config = argv[++i], presets[0] = "config", np = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--clock") && i + 1 < argc)
+            cpu_clock = !strcmp(argv[++i], "cpu");
+        else if (!strcmp(argv[i], "--json")) {
+        } else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
     }
     if (!np) presets[np++] = "vit_tiny_patch16_224";
     if (!nk) kinds[nk++] = "encode";
@@ -184,34 +212,45 @@ int main(int argc, char **argv) {
     if (repeat > 64) repeat = 64;
     const char *build = BENCH_BUILD;
     /* native builds: pthreads (the wasm commands have none: asking for 2 fails, said so) */
-    if (threads != 1 && vt_set_threads(threads) != threads) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
+    if (threads != 1 && vt_set_threads(threads) != threads) {
+        fprintf(stderr, "%s\n", vt_last_error());
+        return 1;
+    }
     for (int p = 0; p < np; p++)
         for (int k = 0; k < nk; k++)
             for (int b = 0; b < nb; b++) {
                 int mae = !strcmp(kinds[k], "mae");
                 vt_model_config mc;
                 if (config) { /* the model as JSON (a small model: the main job's) */
-                    if (vt_model_config_from_json(config, strlen(config), mae ? VT_KIND_MAE : VT_KIND_LIGHTLY, &mc)) {
+                    if (vt_model_config_from_json(config, strlen(config), mae ? VT_KIND_MAE : VT_KIND_LIGHTLY,
+                                                  &mc)) {
                         fprintf(stderr, "%s\n", vt_last_error());
                         return 1;
                     }
                 } else {
                     vt_model_config_default(&mc, mae ? VT_KIND_MAE : VT_KIND_LIGHTLY);
-                    if (vt_preset(presets[p], &mc.enc)) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
-                    mc.decoder_dim = MAE_DEC_DIM, mc.decoder_depth = MAE_DEC_DEPTH, mc.decoder_heads = MAE_DEC_HEADS;
+                    if (vt_preset(presets[p], &mc.enc)) {
+                        fprintf(stderr, "%s\n", vt_last_error());
+                        return 1;
+                    }
+                    mc.decoder_dim = MAE_DEC_DIM, mc.decoder_depth = MAE_DEC_DEPTH,
+                    mc.decoder_heads = MAE_DEC_HEADS;
                 }
                 mc.enc.mask_token = 1;
                 /* one model per policy, same weights: the policies' steps interleave */
-                vt_model *models[16] = {0};
+                vt_model *models[16] = { 0 };
                 int rc = 0;
-                vt_adamw_config oc = {1.5e-4f, 0.9f, 0.95f, 1e-8f, 0.05f};
+                vt_adamw_config oc = { 1.5e-4f, 0.9f, 0.95f, 1e-8f, 0.05f };
                 for (int q = 0; q < npol && !rc; q++) {
                     rc = vt_model_create(&mc, &models[q]);
                     if (!rc) rc = vt_init_weights(models[q], 1);
                     if (!rc) rc = vt_optimizer_init(models[q], &oc);
                     if (!rc) rc = vt_set_grad_checkpointing(models[q], policies[q]);
                 }
-                if (rc) { fprintf(stderr, "%s\n", vt_last_error()); return 1; }
+                if (rc) {
+                    fprintf(stderr, "%s\n", vt_last_error());
+                    return 1;
+                }
                 int B = batches[b], S = mc.enc.img_size, C = mc.enc.in_chans;
                 size_t nimg = (size_t)B * C * S * S;
                 float *img = malloc(nimg * sizeof(float));
@@ -221,17 +260,22 @@ int main(int argc, char **argv) {
                 int L = (S / mc.enc.patch_size) * (S / mc.enc.patch_size) + 1, n_keep = 0;
                 int64_t *keep = malloc((size_t)B * L * 8), *msk = malloc((size_t)B * L * 8);
                 vt_random_token_mask(&r, B, L, mask_ratio, 0, keep, msk, &n_keep);
-                vt_inputs in = {0};
+                vt_inputs in = { 0 };
                 in.images = img;
                 in.batch = B;
-                if (mae) { in.idx_keep = keep; in.n_keep = n_keep; in.idx_mask = msk; in.n_mask = L - n_keep; }
+                if (mae) {
+                    in.idx_keep = keep;
+                    in.n_keep = n_keep;
+                    in.idx_mask = msk;
+                    in.n_mask = L - n_keep;
+                }
                 vt_fn fn = mae ? VT_FN_LOSS : VT_FN_ENCODE;
                 size_t nout = (size_t)B * L * mc.enc.embed_dim;
                 float *dout = malloc(nout * sizeof(float));
                 for (size_t i = 0; i < nout; i++) dout[i] = vt_rng_normal(&r) * 1e-3f;
                 double flops = step_flops(&mc, B, mae, n_keep, L - n_keep);
-                vt_plan_bytes pb[16] = {{0}};
-                int err[16] = {0};
+                vt_plan_bytes pb[16] = { { 0 } };
+                int err[16] = { 0 };
                 for (int q = 0; q < npol; q++) {
                     step_ms s;
                     err[q] = vt_plan(models[q], fn, &in, 1, &pb[q]);
@@ -251,30 +295,41 @@ int main(int argc, char **argv) {
                     }
                 for (int q = 0; q < npol; q++) {
                     if (err[q]) {
-                        printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, \"policy\": \"%s\", "
-                               "\"error\": \"%s\"}\n", build, presets[p], kinds[k], B, policies[q], vt_last_error());
+                        printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, "
+                               "\"policy\": \"%s\", "
+                               "\"error\": \"%s\"}\n",
+                               build, presets[p], kinds[k], B, policies[q], vt_last_error());
                         fflush(stdout);
                         continue;
                     }
                     vt_arena_stats st;
                     vt_arena_get_stats(models[q], &st);
-                    double ratio[64], mean = 0, ksum = 0; /* "other" = mean step - mean optimizer - mean kernels */
+                    double ratio[64], mean = 0,
+                                      ksum = 0; /* "other" = mean step - mean optimizer - mean kernels */
                     for (int i = 0; i < repeat; i++) {
                         ratio[i] = err[0] ? 0 : tt[q][i] / tt[0][i];
                         mean += (tt[q][i] - to[q][i]) / repeat;
                     }
                     double rlo = ratio[0], rhi = ratio[0];
-                    for (int i = 1; i < repeat; i++) rlo = ratio[i] < rlo ? ratio[i] : rlo, rhi = ratio[i] > rhi ? ratio[i] : rhi;
-                    double ms = median(tt[q], repeat), mf = median(tf[q], repeat), mb = median(tb[q], repeat), mo = median(to[q], repeat);
-                    printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, \"policy\": \"%s\", "
-                           "\"threads\": %d, \"mask_ratio\": %.3f, \"repeat\": %d, \"ms_per_step\": %.3f, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"opt_ms\": %.3f, "
-                           "\"time_vs_first_policy\": %.4f, \"time_vs_first_min\": %.4f, \"time_vs_first_max\": %.4f, "
+                    for (int i = 1; i < repeat; i++)
+                        rlo = ratio[i] < rlo ? ratio[i] : rlo, rhi = ratio[i] > rhi ? ratio[i] : rhi;
+                    double ms = median(tt[q], repeat), mf = median(tf[q], repeat), mb = median(tb[q], repeat),
+                           mo = median(to[q], repeat);
+                    printf("{\"build\": \"%s\", \"model\": \"%s\", \"objective\": \"%s\", \"batch\": %d, "
+                           "\"policy\": \"%s\", "
+                           "\"threads\": %d, \"mask_ratio\": %.3f, \"repeat\": %d, \"ms_per_step\": %.3f, "
+                           "\"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"opt_ms\": %.3f, "
+                           "\"time_vs_first_policy\": %.4f, \"time_vs_first_min\": %.4f, "
+                           "\"time_vs_first_max\": %.4f, "
                            "\"images_per_s\": %.4f, \"step_gflop\": %.4f, \"gflops\": %.3f, "
-                           "\"activation_bytes\": %llu, \"planned_activation_bytes\": %llu, \"param_bytes\": %llu, "
-                           "\"grad_bytes\": %llu, \"optimizer_bytes\": %llu, \"total_bytes\": %llu, \"kernels_ms\": {",
-                           build, presets[p], kinds[k], B, policies[q], threads, mae ? mask_ratio : 0.0, repeat, ms, mf, mb, mo,
-                           median(ratio, repeat), rlo, rhi, B * 1e3 / ms, flops / 1e9, flops / ms / 1e6,
-                           (unsigned long long)st.peak, (unsigned long long)pb[q].activations, (unsigned long long)pb[q].params,
+                           "\"activation_bytes\": %llu, \"planned_activation_bytes\": %llu, \"param_bytes\": "
+                           "%llu, "
+                           "\"grad_bytes\": %llu, \"optimizer_bytes\": %llu, \"total_bytes\": %llu, "
+                           "\"kernels_ms\": {",
+                           build, presets[p], kinds[k], B, policies[q], threads, mae ? mask_ratio : 0.0,
+                           repeat, ms, mf, mb, mo, median(ratio, repeat), rlo, rhi, B * 1e3 / ms, flops / 1e9,
+                           flops / ms / 1e6, (unsigned long long)st.peak,
+                           (unsigned long long)pb[q].activations, (unsigned long long)pb[q].params,
                            (unsigned long long)pb[q].grads, (unsigned long long)pb[q].optimizer,
                            (unsigned long long)(pb[q].params + pb[q].grads + pb[q].optimizer + st.peak));
                     for (int j = 0; j < K_N; j++) {
@@ -284,7 +339,10 @@ int main(int argc, char **argv) {
                     printf("\"optimizer\": %.3f, \"other\": %.3f}}\n", mo, mean - ksum);
                     fflush(stdout);
                 }
-                free(img); free(keep); free(msk); free(dout);
+                free(img);
+                free(keep);
+                free(msk);
+                free(dout);
                 for (int q = 0; q < npol; q++) vt_model_free(models[q]);
             }
     return 0;

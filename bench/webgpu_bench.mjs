@@ -21,9 +21,14 @@ import { gemmDesign, gemmSplit } from '../web/webgpu/gemm.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
-const opt = (n, d) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : d; };
-const PRESET = opt('--preset', 'vit_tiny_patch16_224'), OBJ = opt('--objective', 'classify');
-const BATCH = Number(opt('--batch', 64)), POLICY = opt('--policy', 'none');
+const opt = (n, d) => {
+  const i = args.indexOf(n);
+  return i >= 0 ? args[i + 1] : d;
+};
+const PRESET = opt('--preset', 'vit_tiny_patch16_224'),
+  OBJ = opt('--objective', 'classify');
+const BATCH = Number(opt('--batch', 64)),
+  POLICY = opt('--policy', 'none');
 const P = (s = '') => process.stdout.write(s + '\n');
 
 // ---- 3. a training step, GPU vs wasm on 2 threads, interleaved ------------------------------------
@@ -31,19 +36,46 @@ if (args.includes('--step')) {
   const { createVitrine } = await import('../web/vitrine.js');
   const { cpus } = await import('node:os');
   const CONFIGS = {
-    fmnist: { encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 }, decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 },
-    small: { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 }, decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 },
+    fmnist: {
+      encoder: { img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 },
+      decoder_dim: 64,
+      decoder_depth: 2,
+      decoder_heads: 4,
+    },
+    small: {
+      encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 },
+      decoder_dim: 16,
+      decoder_depth: 1,
+      decoder_heads: 2,
+    },
   };
-  const name = opt('--step-config', 'fmnist'), cfg = CONFIGS[name], B = Number(opt('--step-batch', 8)), pairs = Number(opt('--pairs', 5));
-  const gv = await createVitrine({ threads: 1, backend: 'webgpu', gpu: { swiftshader: process.env.VITRINE_WEBGPU !== 'default' } });
+  const name = opt('--step-config', 'fmnist'),
+    cfg = CONFIGS[name],
+    B = Number(opt('--step-batch', 8)),
+    pairs = Number(opt('--pairs', 5));
+  const gv = await createVitrine({
+    threads: 1,
+    backend: 'webgpu',
+    gpu: { swiftshader: process.env.VITRINE_WEBGPU !== 'default' },
+  });
   const cv = await createVitrine({ threads: 2 });
-  const mk = (vt) => { const m = vt.createModel({ kind: 'mae', config: cfg }); m.initWeights(1); m.trainerInit({ seed: 2 }); return m; };
-  const g = mk(gv), c = mk(cv), S = cfg.encoder.img_size, img = new Float32Array(B * S * S).map((_, i) => Math.sin(i * 0.37));
+  const mk = (vt) => {
+    const m = vt.createModel({ kind: 'mae', config: cfg });
+    m.initWeights(1);
+    m.trainerInit({ seed: 2 });
+    return m;
+  };
+  const g = mk(gv),
+    c = mk(cv),
+    S = cfg.encoder.img_size,
+    img = new Float32Array(B * S * S).map((_, i) => Math.sin(i * 0.37));
   const t0 = performance.now();
   await g.trainStepAsync(img, B); // records, compiles the pipelines
   const first = performance.now() - t0;
   c.trainStep(img, B);
-  const ratios = [], tg = [], tc = [];
+  const ratios = [],
+    tg = [],
+    tc = [];
   for (let i = 0; i < pairs; i++) {
     let t = performance.now();
     await g.trainStepAsync(img, B); // the loss read back: the step is done
@@ -56,11 +88,18 @@ if (args.includes('--step')) {
   const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
   const i = gv.backend.adapter;
   P(`## A training step: WebGPU vs wasm (2 threads), interleaved\n`);
-  P(`MAE ${name} (${JSON.stringify(cfg.encoder)}), batch ${B}, ${g._gpu.step.calls.length} kernel calls, ${g._gpu.step.prog.list.length} dispatches`);
-  P(`adapter: ${i.description || i.device} (${i.vendor} ${i.architecture})${i.software ? ', software: shaders run on the CPU' : ''}; CPU: ${cpus()[0].model}, wasm ${cv.build} on ${cv.threads} threads`);
+  P(
+    `MAE ${name} (${JSON.stringify(cfg.encoder)}), batch ${B}, ${g._gpu.step.calls.length} kernel calls, ${g._gpu.step.prog.list.length} dispatches`,
+  );
+  P(
+    `adapter: ${i.description || i.device} (${i.vendor} ${i.architecture})${i.software ? ', software: shaders run on the CPU' : ''}; CPU: ${cpus()[0].model}, wasm ${cv.build} on ${cv.threads} threads`,
+  );
   P(`first GPU step (recording + pipeline compilation): ${first.toFixed(0)} ms`);
-  P(`GPU step median ${med(tg).toFixed(1)} ms, wasm step median ${med(tc).toFixed(1)} ms; median of ${pairs} paired ratios GPU / wasm = ${med(ratios).toFixed(2)}`);
-  gv.close(); cv.close();
+  P(
+    `GPU step median ${med(tg).toFixed(1)} ms, wasm step median ${med(tc).toFixed(1)} ms; median of ${pairs} paired ratios GPU / wasm = ${med(ratios).toFixed(2)}`,
+  );
+  gv.close();
+  cv.close();
   process.exit(0);
 }
 
@@ -69,24 +108,62 @@ let adapter = 'none';
 try {
   const gpu = await requestGpu({ swiftshader: process.env.VITRINE_WEBGPU !== 'default' });
   const i = gpu.info;
-  adapter = `${i.description || i.device} (${i.vendor} ${i.architecture})${i.software ? ', a software adapter: ' +
-    'shaders run on the CPU, its times say nothing of a GPU' : ''}; maxBufferSize ${gpu.limits.maxBufferSize}, ` +
+  adapter =
+    `${i.description || i.device} (${i.vendor} ${i.architecture})${
+      i.software ? ', a software adapter: ' + 'shaders run on the CPU, its times say nothing of a GPU' : ''
+    }; maxBufferSize ${gpu.limits.maxBufferSize}, ` +
     `maxStorageBufferBindingSize ${gpu.limits.maxStorageBufferBindingSize}`;
   gpu.destroy();
-} catch (e) { adapter = `none (${e.message})`; }
+} catch (e) {
+  adapter = `none (${e.message})`;
+}
 P(`# WebGPU backend: design and roofline\n\nadapter: ${adapter}\n`);
 
 const design = [
   ['GEMM: ViT-Ti/16 linear layers at batch 64 (M = 12608 rows)', ...Object.values(pick(gemmDesign(12608, 576, 192)))],
-  ['GEMM: its attention, 192 (image, head) batches of 197x197x64', ...Object.values(pick(gemmDesign(197, 197, 64, 192)))],
+  [
+    'GEMM: its attention, 192 (image, head) batches of 197x197x64',
+    ...Object.values(pick(gemmDesign(197, 197, 64, 192))),
+  ],
   ['GEMM: medium products (fewer than 64 of the large tiles)', ...Object.values(pick(gemmDesign(300, 300, 64)))],
   ['GEMM: small products (a side <= 32, or < 16 medium tiles)', ...Object.values(pick(gemmDesign(17, 17, 32, 4)))],
-  ['LayerNorm fwd, its dinp; attention softmax fwd/bwd; targets', '4 rows x 64 lanes', '256', '1 KiB (row-sum tree)', 'scalar, coalesced along the row'],
-  ['column sums (dbias, LayerNorm dw/db, LayerScale dg, token grads)', '64 columns x 4 row lanes, chunks of 256 rows', '256', '1 KiB/term', 'scalar, coalesced along the row'],
-  ['whole-vector sums (MSE, grad norm, non-finite flag)', '4096 elements a workgroup, then one workgroup', '256', '1 KiB', 'scalar'],
-  ['element-wise (GELU, AdamW, copies, gathers, scatters, im2col)', '1 element an invocation', '256', '-', 'scalar, coalesced'],
+  [
+    'LayerNorm fwd, its dinp; attention softmax fwd/bwd; targets',
+    '4 rows x 64 lanes',
+    '256',
+    '1 KiB (row-sum tree)',
+    'scalar, coalesced along the row',
+  ],
+  [
+    'column sums (dbias, LayerNorm dw/db, LayerScale dg, token grads)',
+    '64 columns x 4 row lanes, chunks of 256 rows',
+    '256',
+    '1 KiB/term',
+    'scalar, coalesced along the row',
+  ],
+  [
+    'whole-vector sums (MSE, grad norm, non-finite flag)',
+    '4096 elements a workgroup, then one workgroup',
+    '256',
+    '1 KiB',
+    'scalar',
+  ],
+  [
+    'element-wise (GELU, AdamW, copies, gathers, scatters, im2col)',
+    '1 element an invocation',
+    '256',
+    '-',
+    'scalar, coalesced',
+  ],
 ];
-function pick(d) { return { tile: `${d.tile} (per invocation ${d.perThread})`, wg: d.workgroup, shared: `${d.sharedBytes} B`, vec: d.vector }; }
+function pick(d) {
+  return {
+    tile: `${d.tile} (per invocation ${d.perThread})`,
+    wg: d.workgroup,
+    shared: `${d.sharedBytes} B`,
+    vec: d.vector,
+  };
+}
 P('| kernel | tiling | workgroup | workgroup memory | vector width |');
 P('|---|---|---|---|---|');
 for (const r of design) P(`| ${r.join(' | ')} |`);
@@ -107,10 +184,30 @@ const tracePath = opt('--trace');
 if (tracePath) trace = JSON.parse(readFileSync(tracePath, 'utf8'));
 else {
   const cli = opt('--cli', join(ROOT, 'build', 'vitrine'));
-  if (!existsSync(cli)) { P(`no trace: ${cli} is missing (cmake --build build, or --trace FILE)`); process.exit(0); }
-  const r = spawnSync(cli, ['trace', '--preset', PRESET, '--objective', OBJ, '--batch', String(BATCH),
-    '--grad-checkpointing', POLICY, '--json'], { encoding: 'utf8', maxBuffer: 1 << 30 });
-  if (r.status !== 0) { P(`vitrine trace failed: ${r.stderr}`); process.exit(0); }
+  if (!existsSync(cli)) {
+    P(`no trace: ${cli} is missing (cmake --build build, or --trace FILE)`);
+    process.exit(0);
+  }
+  const r = spawnSync(
+    cli,
+    [
+      'trace',
+      '--preset',
+      PRESET,
+      '--objective',
+      OBJ,
+      '--batch',
+      String(BATCH),
+      '--grad-checkpointing',
+      POLICY,
+      '--json',
+    ],
+    { encoding: 'utf8', maxBuffer: 1 << 30 },
+  );
+  if (r.status !== 0) {
+    P(`vitrine trace failed: ${r.stderr}`);
+    process.exit(0);
+  }
   trace = JSON.parse(r.stdout);
 }
 const calls = trace.entries.filter((e) => e.call);
@@ -125,7 +222,8 @@ for (const e of calls) {
   if (e.call === 'im2col') k.bytes += 2 * e.ops[0][2];
   else if (e.call === 'col2im_add') k.bytes += 3 * e.ops[1][2];
   else k.bytes += e.ops.reduce((s, o) => s + opBytes(o), 0);
-  if (e.call === 'attention_backward') { // + the d-scores workspace: written, read, rewritten, read twice
+  if (e.call === 'attention_backward') {
+    // + the d-scores workspace: written, read, rewritten, read twice
     const [, , B, T, H] = e.ints;
     k.bytes += 5 * 4 * B * H * T * T;
   }
@@ -134,23 +232,39 @@ for (const e of calls) {
 // the design's efficiency: GEMMs of the big tile at 50% of peak (the goal), attention's batched
 // small GEMMs at 30%; every other kernel memory-bound at 80% of the bandwidth; 5 us a dispatch
 const EFF = { matmul_forward: 0.5, matmul_backward: 0.5, attention_forward: 0.3, attention_backward: 0.3 };
-const laptops = [['low', 2e12, 50e9], ['high', 4e12, 100e9]];
+const laptops = [
+  ['low', 2e12, 50e9],
+  ['high', 4e12, 100e9],
+];
 P(`## Roofline: ${trace.what} (${PRESET}, ${OBJ})\n`);
-P(`${calls.length} kernel calls; GPU memory ${(Object.values(trace.regions).reduce((a, b) => a + b, 0) / 2 ** 20).toFixed(0)} MiB of regions\n`);
+P(
+  `${calls.length} kernel calls; GPU memory ${(Object.values(trace.regions).reduce((a, b) => a + b, 0) / 2 ** 20).toFixed(0)} MiB of regions\n`,
+);
 P('| kernel | calls | GFLOP | GB moved | FLOP/B | ms at 2 TFLOP/s, 50 GB/s | ms at 4 TFLOP/s, 100 GB/s |');
 P('|---|---|---|---|---|---|---|');
 const tot = { flops: 0, bytes: 0, low: 0, high: 0 };
 for (const [name, k] of [...byKernel.entries()].sort((a, b) => b[1].flops - a[1].flops)) {
   const t = laptops.map(([, peak, bw]) => Math.max(k.flops / (peak * (EFF[name] || 1)), k.bytes / (bw * 0.8)) * 1e3);
-  tot.flops += k.flops; tot.bytes += k.bytes; tot.low += t[0]; tot.high += t[1];
-  P(`| ${name} | ${k.calls} | ${(k.flops / 1e9).toFixed(2)} | ${(k.bytes / 1e9).toFixed(3)} | ${(k.flops / Math.max(k.bytes, 1)).toFixed(1)} | ${t[0].toFixed(1)} | ${t[1].toFixed(1)} |`);
+  tot.flops += k.flops;
+  tot.bytes += k.bytes;
+  tot.low += t[0];
+  tot.high += t[1];
+  P(
+    `| ${name} | ${k.calls} | ${(k.flops / 1e9).toFixed(2)} | ${(k.bytes / 1e9).toFixed(3)} | ${(k.flops / Math.max(k.bytes, 1)).toFixed(1)} | ${t[0].toFixed(1)} | ${t[1].toFixed(1)} |`,
+  );
 }
 const dispatch = calls.length * 1.5 * 5e-3; // ~1.5 dispatches a call, 5 us each
-P(`| dispatch overhead (~${Math.round(calls.length * 1.5)} dispatches x 5 us) | | | | | ${dispatch.toFixed(1)} | ${dispatch.toFixed(1)} |`);
-P(`| **step** | ${calls.length} | ${(tot.flops / 1e9).toFixed(1)} | ${(tot.bytes / 1e9).toFixed(2)} | | **${(tot.low + dispatch).toFixed(0)}** | **${(tot.high + dispatch).toFixed(0)}** |`);
+P(
+  `| dispatch overhead (~${Math.round(calls.length * 1.5)} dispatches x 5 us) | | | | | ${dispatch.toFixed(1)} | ${dispatch.toFixed(1)} |`,
+);
+P(
+  `| **step** | ${calls.length} | ${(tot.flops / 1e9).toFixed(1)} | ${(tot.bytes / 1e9).toFixed(2)} | | **${(tot.low + dispatch).toFixed(0)}** | **${(tot.high + dispatch).toFixed(0)}** |`,
+);
 const wasm = Number(opt('--wasm-gflops', 0));
 if (wasm > 0) {
-  const ms = tot.flops / (wasm * 1e9) * 1e3;
-  P(`\nwasm, 2 threads, at ${wasm} GFLOP/s (--wasm-gflops, as given): ${ms.toFixed(0)} ms a step -> estimated WebGPU speed-up ` +
-    `${(ms / (tot.low + dispatch)).toFixed(1)}x (low) to ${(ms / (tot.high + dispatch)).toFixed(1)}x (high); the goal is 10x`);
+  const ms = (tot.flops / (wasm * 1e9)) * 1e3;
+  P(
+    `\nwasm, 2 threads, at ${wasm} GFLOP/s (--wasm-gflops, as given): ${ms.toFixed(0)} ms a step -> estimated WebGPU speed-up ` +
+      `${(ms / (tot.low + dispatch)).toFixed(1)}x (low) to ${(ms / (tot.high + dispatch)).toFixed(1)}x (high); the goal is 10x`,
+  );
 }

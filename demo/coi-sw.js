@@ -12,12 +12,14 @@ self.addEventListener('fetch', (e) => {
   const r = e.request;
   if (new URL(r.url).origin !== self.location.origin) return; // the folder's own files only
   if (r.cache === 'only-if-cached' && r.mode !== 'same-origin') return;
-  e.respondWith(fetch(r).then((res) => {
-    if (res.status === 0) return res; // opaque: nothing to add to
-    const headers = new Headers(res.headers);
-    headers.set('Cross-Origin-Opener-Policy', 'same-origin');
-    headers.set('Cross-Origin-Embedder-Policy', 'require-corp');
-    headers.set('Cross-Origin-Resource-Policy', 'same-origin');
-    return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
-  }));
+  e.respondWith(
+    fetch(r).then((res) => {
+      if (res.status === 0) return res; // opaque: nothing to add to
+      const headers = new Headers(res.headers);
+      headers.set('Cross-Origin-Opener-Policy', 'same-origin');
+      headers.set('Cross-Origin-Embedder-Policy', 'require-corp');
+      headers.set('Cross-Origin-Resource-Policy', 'same-origin');
+      return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+    }),
+  );
 });

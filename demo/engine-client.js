@@ -15,7 +15,8 @@ class Rpc {
       if (m.id && this.pending.has(m.id)) {
         const { res, rej } = this.pending.get(m.id);
         this.pending.delete(m.id);
-        if (m.ok) res(m.result); else rej(new Error(m.error));
+        if (m.ok) res(m.result);
+        else rej(new Error(m.error));
       } else if (onEvent) onEvent(m);
     };
     this.w.onerror = (e) => {
@@ -33,12 +34,17 @@ class Rpc {
       this.w.postMessage({ id, type, ...payload }, transfer);
     });
   }
-  post(type, payload = {}) { this.w.postMessage({ type, ...payload }); } // no reply (abort)
-  terminate() { this.w.terminate(); }
+  post(type, payload = {}) {
+    this.w.postMessage({ type, ...payload });
+  } // no reply (abort)
+  terminate() {
+    this.w.terminate();
+  }
 }
 
 /** The trainer and the planner (live bindings: the planner is replaced when its memory grew). */
-export let trainer = null, planner = null;
+export let trainer = null,
+  planner = null;
 
 /** Starts both workers' engines; resolves to the trainer's init report. */
 export async function startWorkers(onTrainerEvent) {

@@ -5,25 +5,62 @@ import { MiB } from './plan.js';
 import { renderClasses } from './class-editor.js';
 import { policyValue, setPolicyValue } from './policy-control.js';
 
-export const CONFIG_IDS = ['kind', 'model', 'decoder', 'custom', 'batch', 'mask-ratio', 'lr', 'steps', 'warmup', 'seed', 'data', 'files',
-  'init', 'init-file', 'pool', 'class-name', 'add-class', 'fmnist-classes', 'clear-classes'];
+export const CONFIG_IDS = [
+  'kind',
+  'model',
+  'decoder',
+  'custom',
+  'batch',
+  'mask-ratio',
+  'lr',
+  'steps',
+  'warmup',
+  'seed',
+  'data',
+  'files',
+  'init',
+  'init-file',
+  'pool',
+  'class-name',
+  'add-class',
+  'fmnist-classes',
+  'clear-classes',
+];
 
 export function readForm() {
   const num = (id) => Number($(id).value);
   return {
-    kind: $('kind').value, model: $('model').value, decoder: $('decoder').value, custom: $('custom').value,
-    batch: Math.max(1, Math.floor(num('batch'))), maskRatio: num('mask-ratio'), lr: num('lr'),
-    steps: Math.max(1, Math.floor(num('steps'))), warmup: Math.max(0, Math.floor(num('warmup'))), seed: Math.max(0, Math.floor(num('seed'))),
+    kind: $('kind').value,
+    model: $('model').value,
+    decoder: $('decoder').value,
+    custom: $('custom').value,
+    batch: Math.max(1, Math.floor(num('batch'))),
+    maskRatio: num('mask-ratio'),
+    lr: num('lr'),
+    steps: Math.max(1, Math.floor(num('steps'))),
+    warmup: Math.max(0, Math.floor(num('warmup'))),
+    seed: Math.max(0, Math.floor(num('seed'))),
     // checkpointing + policy: the form of a saved run (a run saved before 'none' was a policy of the menu reads the same)
-    data: $('data').value, checkpointing: policyValue() !== 'none', policy: policyValue(),
-    init: $('init').value, pool: $('pool').value, classes: S.classes.map((c) => c.name),
+    data: $('data').value,
+    checkpointing: policyValue() !== 'none',
+    policy: policyValue(),
+    init: $('init').value,
+    pool: $('pool').value,
+    classes: S.classes.map((c) => c.name),
   };
 }
 export function writeForm(cfg) {
-  $('kind').value = cfg.kind; $('model').value = cfg.model; $('custom').value = cfg.custom;
+  $('kind').value = cfg.kind;
+  $('model').value = cfg.model;
+  $('custom').value = cfg.custom;
   $('decoder').value = cfg.decoder || 'lightly'; // a run saved before the choice trained lightly's
-  $('batch').value = cfg.batch; $('mask-ratio').value = cfg.maskRatio; $('lr').value = cfg.lr; $('steps').value = cfg.steps;
-  $('warmup').value = cfg.warmup; $('seed').value = cfg.seed; $('data').value = cfg.data;
+  $('batch').value = cfg.batch;
+  $('mask-ratio').value = cfg.maskRatio;
+  $('lr').value = cfg.lr;
+  $('steps').value = cfg.steps;
+  $('warmup').value = cfg.warmup;
+  $('seed').value = cfg.seed;
+  $('data').value = cfg.data;
   setPolicyValue(cfg.checkpointing ? cfg.policy : 'none');
   if (cfg.init) $('init').value = cfg.init;
   if (cfg.pool) $('pool').value = cfg.pool;
@@ -56,7 +93,11 @@ export function syncButtons() {
   const has = !!S.run;
   const done = has && S.step >= S.run.cfg.steps;
   $('start').disabled = !S.ready || S.running || S.busy || done;
-  $('start').textContent = done ? 'Finished: reset to train again' : has && S.step > 0 ? 'Continue training' : 'Start training';
+  $('start').textContent = done
+    ? 'Finished: reset to train again'
+    : has && S.step > 0
+      ? 'Continue training'
+      : 'Start training';
   $('pause').disabled = !S.running;
   $('download-encoder').disabled = !has;
   $('download-full').disabled = !has;

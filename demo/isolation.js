@@ -20,7 +20,9 @@ export async function ensureIsolation() {
     if (!probe.ok) return null; // served without it (demo/serve.mjs)
     await navigator.serviceWorker.register(SW_URL);
     await navigator.serviceWorker.ready;
-  } catch { return null; }
+  } catch {
+    return null;
+  }
   if (sessionStorage.getItem(RELOADED)) return null; // reloaded once already and still not isolated: stop
   sessionStorage.setItem(RELOADED, '1');
   location.reload();

@@ -14,20 +14,40 @@ import { fillPolicies, setPolicyValue, syncPolicy, wirePolicy } from './policy-c
 import { showRefusal, wireRefusal, renderMemory, refreshPlan, planSoon, planTimer } from './memory-view.js';
 import { setupCanvas, drawLoss, drawRecon } from './charts.js';
 import { addFiles, userData } from './own-images.js';
-import { classMessage, addClass, fmnistClasses, renderClasses, classProblem, classData, classesFrom, syncTabEncoder, renderEvals,
-  renderPrediction, onPredict } from './class-editor.js';
+import {
+  classMessage,
+  addClass,
+  fmnistClasses,
+  renderClasses,
+  classProblem,
+  classData,
+  classesFrom,
+  syncTabEncoder,
+  renderEvals,
+  renderPrediction,
+  onPredict,
+} from './class-editor.js';
 import { onDownload, onLoadWeights } from './weights.js';
 import { ensureIsolation } from './isolation.js';
 import { initTeach, teachConfigChanged, expectedStepSeconds, showExpect } from './teach.js';
 
-page.planSoon = () => { planSoon(); teachConfigChanged(); };
+page.planSoon = () => {
+  planSoon();
+  teachConfigChanged();
+};
 page.syncButtons = syncButtons;
 page.showExpect = showExpect;
 
 // ---- worker events -----------------------------------------------------------------------------
 
-let lastStepAt = 0, stepWait = null; // a step that takes over a second shows as a wait
-const endStepWait = () => { if (stepWait) { stepWait(); stepWait = null; } };
+let lastStepAt = 0,
+  stepWait = null; // a step that takes over a second shows as a wait
+const endStepWait = () => {
+  if (stepWait) {
+    stepWait();
+    stepWait = null;
+  }
+};
 function onTrainerEvent(m) {
   if (m.type === 'step') {
     lastStepAt = performance.now();
@@ -36,7 +56,10 @@ function onTrainerEvent(m) {
     S.step = m.step;
     S.policy = m.policy;
     S.lastSpeed = { ms: m.ms, ips: m.ips };
-    if (m.mem) { S.mem = m.mem; renderMemory(); }
+    if (m.mem) {
+      S.mem = m.mem;
+      renderMemory();
+    }
     $('stat-step').textContent = `${m.step} / ${S.run ? S.run.cfg.steps : '?'}`;
     $('stat-loss').textContent = m.loss.toFixed(4);
     $('stat-ms').textContent = `${m.ms.toFixed(1)} ms`;
@@ -56,7 +79,9 @@ function onTrainerEvent(m) {
     syncButtons();
   } else if (m.type === 'saved') {
     S.saved = m;
-    $('storage-status').textContent = m.ok ? `Training state (${fmtBytes(m.bytes)}) kept in this browser at step ${m.step}: reload and it resumes.` : m.message;
+    $('storage-status').textContent = m.ok
+      ? `Training state (${fmtBytes(m.bytes)}) kept in this browser at step ${m.step}: reload and it resumes.`
+      : m.message;
   } else if (m.type === 'error') {
     S.running = false;
     endStepWait();
@@ -68,12 +93,21 @@ let drawPending = false;
 function scheduleDraw() {
   if (drawPending) return;
   drawPending = true;
-  requestAnimationFrame(() => { drawPending = false; drawLoss(); });
+  requestAnimationFrame(() => {
+    drawPending = false;
+    drawLoss();
+  });
 }
 // while training: a step still running after a second is a wait with its progress (a 224 px step)
 setInterval(() => {
   if (!S.running || stepWait || performance.now() - lastStepAt < 1000) return;
-  busy(`training step ${S.step + 1}`, new Promise((r) => { stepWait = r; }), { expect: expectedStepSeconds(), blocking: false });
+  busy(
+    `training step ${S.step + 1}`,
+    new Promise((r) => {
+      stepWait = r;
+    }),
+    { expect: expectedStepSeconds(), blocking: false },
+  );
 }, 250);
 
 // ---- actions -----------------------------------------------------------------------------------
@@ -97,7 +131,8 @@ function afterSetup(r) {
   $('stat-policy').textContent = policyLabel(r.policy);
   if (S.losses.length) $('stat-loss').textContent = S.losses[S.losses.length - 1].loss.toFixed(4);
   if (r.viz) drawRecon(r.viz);
-  $('storage-status').textContent = r.keep ? 'The training state is kept in this browser (IndexedDB): reload and it resumes.'
+  $('storage-status').textContent = r.keep
+    ? 'The training state is kept in this browser (IndexedDB): reload and it resumes.'
     : 'This run is not kept for a reload: saving its training state would pass the budget.';
   syncButtons();
   drawLoss();
@@ -112,7 +147,11 @@ function fixFor(report, then) {
   const pol = s.policy.startsWith('budget:') ? 'auto' : s.policy;
   return {
     label: `Use checkpointing '${policyLabel(s.policy)}'${batchChange ? ` at batch ${s.batch}` : ''} (${fmtBytes(s.need)})`,
-    apply: () => { setPolicyValue(pol); if (batchChange) $('batch').value = String(s.batch); then(pol); },
+    apply: () => {
+      setPolicyValue(pol);
+      if (batchChange) $('batch').value = String(s.batch);
+      then(pol);
+    },
   };
 }
 
@@ -123,26 +162,49 @@ async function ensureRun() {
   if (cls) {
     const problem = classProblem(cfg);
     classMessage(problem);
-    if (problem) { setStatus(problem, true, false, () => !classProblem(readForm())); return false; }
-  } else if (cfg.data === 'user' && !S.userImages.length) { showRefusal('No images of yours yet: drop some image files, or train on the Fashion-MNIST sample.'); return false; }
+    if (problem) {
+      setStatus(problem, true, false, () => !classProblem(readForm()));
+      return false;
+    }
+  } else if (cfg.data === 'user' && !S.userImages.length) {
+    showRefusal('No images of yours yet: drop some image files, or train on the Fashion-MNIST sample.');
+    return false;
+  }
   const p = await busy('planning the run', refreshPlan());
-  if (!p || p.error) { showRefusal(`Cannot set up this model: ${p ? p.error : 'the engine is not ready'}`); return false; }
+  if (!p || p.error) {
+    showRefusal(`Cannot set up this model: ${p ? p.error : 'the engine is not ready'}`);
+    return false;
+  }
   if (!p.report.fits) {
     S.refusal = p.report.message;
-    showRefusal(`Refused before running. ${p.report.message}`, fixFor(p.report, () => onStart()));
+    showRefusal(
+      `Refused before running. ${p.report.message}`,
+      fixFor(p.report, () => onStart()),
+    );
     setStatus('refused: does not fit the budget', true, false, () => S.plan && S.plan.fits);
     return false;
   }
   S.refusal = null;
   showRefusal(null);
   cfg.resolved = p.report.policy;
-  const ud = cls ? classData(p.dims.img, p.dims.chans) : cfg.data === 'user' ? userData(p.dims.img, p.dims.chans) : null;
+  const ud = cls
+    ? classData(p.dims.img, p.dims.chans)
+    : cfg.data === 'user'
+      ? userData(p.dims.img, p.dims.chans)
+      : null;
   const init = cls && cfg.init === 'file' ? { name: S.initFile.name, bytes: S.initFile.bytes.slice() } : null;
-  const r = await busy('setting up the model', trainer.call('setup', { cfg, userData: ud, init, budget: budgetBytes(), keep: p.report.keep },
-    [...(ud ? [ud.pixels.buffer] : []), ...(init ? [init.bytes.buffer] : [])]));
+  const r = await busy(
+    'setting up the model',
+    trainer.call('setup', { cfg, userData: ud, init, budget: budgetBytes(), keep: p.report.keep }, [
+      ...(ud ? [ud.pixels.buffer] : []),
+      ...(init ? [init.bytes.buffer] : []),
+    ]),
+  );
   afterSetup(r);
-  setStatus(`${r.params.toLocaleString()} parameters, ${r.dims.img}x${r.dims.img}x${r.dims.chans}, data: ${r.data.name} (${r.data.n})` +
-    (r.init ? `; started from ${r.init.what}: ${r.init.text}` : ''));
+  setStatus(
+    `${r.params.toLocaleString()} parameters, ${r.dims.img}x${r.dims.img}x${r.dims.chans}, data: ${r.data.name} (${r.data.n})` +
+      (r.init ? `; started from ${r.init.what}: ${r.init.text}` : ''),
+  );
   return true;
 }
 
@@ -150,18 +212,27 @@ async function onStart() {
   S.error = null;
   clearTimeout(planTimer);
   try {
-    if (!(await ensureRun())) { syncButtons(); return; }
+    if (!(await ensureRun())) {
+      syncButtons();
+      return;
+    }
     await trainer.call('start');
     S.running = true;
     S.stopped = null;
     lastStepAt = performance.now();
     setStatus('training…');
-  } catch (e) { setStatus(e.message, true); }
+  } catch (e) {
+    setStatus(e.message, true);
+  }
   syncButtons();
 }
 
 async function onPause() {
-  try { await trainer.call('pause'); } catch (e) { setStatus(e.message, true); }
+  try {
+    await trainer.call('pause');
+  } catch (e) {
+    setStatus(e.message, true);
+  }
   S.running = false;
   endStepWait();
   setStatus(`paused at step ${S.step}`);
@@ -170,14 +241,39 @@ async function onPause() {
 
 async function onReset() {
   // the MAE / AIM encoder of the run reset stays in the worker for a classifier to start from
-  try { syncTabEncoder((await busy('resetting', trainer.call('reset'))).tabEncoder); } catch (e) { setStatus(e.message, true); }
-  Object.assign(S, { run: null, running: false, step: 0, losses: [], stopped: null, resumed: false, mem: null, refusal: null, error: null,
-    evals: [], split: null, prediction: null });
-  $('stat-acc').textContent = '–'; $('stat-heldout').textContent = '–'; $('stat-init').textContent = '–';
-  renderEvals(); renderPrediction(); classMessage(null);
+  try {
+    syncTabEncoder((await busy('resetting', trainer.call('reset'))).tabEncoder);
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  Object.assign(S, {
+    run: null,
+    running: false,
+    step: 0,
+    losses: [],
+    stopped: null,
+    resumed: false,
+    mem: null,
+    refusal: null,
+    error: null,
+    evals: [],
+    split: null,
+    prediction: null,
+  });
+  $('stat-acc').textContent = '–';
+  $('stat-heldout').textContent = '–';
+  $('stat-init').textContent = '–';
+  renderEvals();
+  renderPrediction();
+  classMessage(null);
   $('predict-img').getContext('2d').clearRect(0, 0, 56, 56);
-  $('stat-step').textContent = '0'; $('stat-loss').textContent = '–'; $('stat-ms').textContent = '–'; $('stat-ips').textContent = '–'; $('stat-policy').textContent = '–';
-  setupCanvas($('recon')); $('recon-note').textContent = '';
+  $('stat-step').textContent = '0';
+  $('stat-loss').textContent = '–';
+  $('stat-ms').textContent = '–';
+  $('stat-ips').textContent = '–';
+  $('stat-policy').textContent = '–';
+  setupCanvas($('recon'));
+  $('recon-note').textContent = '';
   $('recon').setAttribute('aria-label', 'reconstructions of the last batch appear here while training');
   $('storage-status').textContent = 'The training state is kept in this browser (IndexedDB): reload and it resumes.';
   showRefusal(null);
@@ -188,24 +284,38 @@ async function onReset() {
 }
 
 /** A policy chosen (committed: policy-control.js): planned, and applied to the run from its next step. */
-let applied = 'none', policyCtl = null;
+let applied = 'none',
+  policyCtl = null;
 async function commitPolicy(policy) {
   teachConfigChanged();
-  if (!S.run) { showRefusal(null); await refreshPlan(); applied = policy; return; }
+  if (!S.run) {
+    showRefusal(null);
+    await refreshPlan();
+    applied = policy;
+    return;
+  }
   try {
-    const r = await busy(`applying checkpointing '${policy}'`, trainer.call('policy', { policy, budget: budgetBytes() }));
+    const r = await busy(
+      `applying checkpointing '${policy}'`,
+      trainer.call('policy', { policy, budget: budgetBytes() }),
+    );
     if (!r.ok) {
       setPolicyValue(applied);
       policyCtl.reset(applied);
       S.refusal = r.report.message;
-      showRefusal(`Checkpointing not changed: '${policyLabel(r.report.policy)}' does not fit. ${r.report.message}`, fixFor(r.report, (p) => commitPolicy(p)));
+      showRefusal(
+        `Checkpointing not changed: '${policyLabel(r.report.policy)}' does not fit. ${r.report.message}`,
+        fixFor(r.report, (p) => commitPolicy(p)),
+      );
     } else {
       applied = policy;
       S.policy = r.policy;
       showRefusal(null);
       setStatus(`checkpointing '${policyLabel(r.policy)}' from the next step (step ${S.step + 1})`);
     }
-  } catch (e) { setStatus(e.message, true); }
+  } catch (e) {
+    setStatus(e.message, true);
+  }
   await refreshPlan();
 }
 
@@ -221,15 +331,30 @@ function keyboardPicker(zoneId, inputId) {
 }
 function dropZone(id, onFiles) {
   const z = $(id);
-  z.addEventListener('dragover', (e) => { e.preventDefault(); z.classList.add('over'); });
+  z.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    z.classList.add('over');
+  });
   z.addEventListener('dragleave', () => z.classList.remove('over'));
-  z.addEventListener('drop', (e) => { e.preventDefault(); z.classList.remove('over'); onFiles([...e.dataTransfer.files]); });
+  z.addEventListener('drop', (e) => {
+    e.preventDefault();
+    z.classList.remove('over');
+    onFiles([...e.dataTransfer.files]);
+  });
 }
 
 function wire() {
-  for (const id of CONFIG_IDS) $(id).addEventListener('change', () => { syncFormVisibility(); page.planSoon(); });
+  for (const id of CONFIG_IDS)
+    $(id).addEventListener('change', () => {
+      syncFormVisibility();
+      page.planSoon();
+    });
   for (const id of ['batch', 'lr', 'mask-ratio', 'custom']) $(id).addEventListener('input', page.planSoon);
-  $('budget').addEventListener('change', async () => { if (!S.run) showRefusal(null); await refreshPlan(); teachConfigChanged(); });
+  $('budget').addEventListener('change', async () => {
+    if (!S.run) showRefusal(null);
+    await refreshPlan();
+    teachConfigChanged();
+  });
   policyCtl = wirePolicy({ onPreview: () => teachConfigChanged(), onCommit: commitPolicy });
   wireRefusal();
   $('start').addEventListener('click', onStart);
@@ -239,13 +364,29 @@ function wire() {
   $('download-full').addEventListener('click', () => onDownload(true));
   $('download-classifier').addEventListener('click', () => onDownload(true));
   // classify mode: the class editor, where to start from, prediction
-  $('add-class').addEventListener('click', () => { if (addClass($('class-name').value)) $('class-name').value = ''; clearStale(); });
-  $('class-name').addEventListener('keydown', (e) => { if (e.key === 'Enter') $('add-class').click(); });
+  $('add-class').addEventListener('click', () => {
+    if (addClass($('class-name').value)) $('class-name').value = '';
+    clearStale();
+  });
+  $('class-name').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') $('add-class').click();
+  });
   $('fmnist-classes').addEventListener('click', fmnistClasses);
-  $('clear-classes').addEventListener('click', () => { if (S.run) return; S.classes = []; classMessage(null); renderClasses(); page.planSoon(); });
+  $('clear-classes').addEventListener('click', () => {
+    if (S.run) return;
+    S.classes = [];
+    classMessage(null);
+    renderClasses();
+    page.planSoon();
+  });
   $('init').addEventListener('change', () => {
     const t = S.tabEncoder;
-    if ($('init').value === 'tab' && t) { $('model').value = t.model; if (t.model === 'custom') $('custom').value = t.custom; syncFormVisibility(); page.planSoon(); }
+    if ($('init').value === 'tab' && t) {
+      $('model').value = t.model;
+      if (t.model === 'custom') $('custom').value = t.custom;
+      syncFormVisibility();
+      page.planSoon();
+    }
   });
   $('init-file').addEventListener('change', async (e) => {
     const f = e.target.files[0];
@@ -254,14 +395,32 @@ function wire() {
   });
   const cdata = $('classify-data');
   cdata.addEventListener('dragover', (e) => e.preventDefault());
-  cdata.addEventListener('drop', (e) => { e.preventDefault(); classMessage(S.run ? 'The classes are fixed while a run exists: Reset to change them.' : 'Drop images onto a class (add a class first).'); });
-  $('predict-file').addEventListener('change', (e) => { onPredict(e.target.files[0]); e.target.value = ''; });
+  cdata.addEventListener('drop', (e) => {
+    e.preventDefault();
+    classMessage(
+      S.run
+        ? 'The classes are fixed while a run exists: Reset to change them.'
+        : 'Drop images onto a class (add a class first).',
+    );
+  });
+  $('predict-file').addEventListener('change', (e) => {
+    onPredict(e.target.files[0]);
+    e.target.value = '';
+  });
   dropZone('predict-drop', (files) => onPredict(files[0]));
   keyboardPicker('predict-drop', 'predict-file');
-  $('files').addEventListener('change', (e) => { addFiles([...e.target.files]); e.target.value = ''; });
-  dropZone('drop', (files) => { if (!S.run) addFiles(files); });
+  $('files').addEventListener('change', (e) => {
+    addFiles([...e.target.files]);
+    e.target.value = '';
+  });
+  dropZone('drop', (files) => {
+    if (!S.run) addFiles(files);
+  });
   keyboardPicker('drop', 'files');
-  $('load-weights').addEventListener('change', (e) => { if (e.target.files[0]) onLoadWeights(e.target.files[0], ensureRun); e.target.value = ''; });
+  $('load-weights').addEventListener('change', (e) => {
+    if (e.target.files[0]) onLoadWeights(e.target.files[0], ensureRun);
+    e.target.value = '';
+  });
 }
 
 async function boot() {
@@ -269,7 +428,10 @@ async function boot() {
   S.isolation = await ensureIsolation();
   try {
     info = await busy('loading the engine', startWorkers(onTrainerEvent));
-  } catch (e) { setStatus(`the engine did not load: ${e.message}`, true); return; }
+  } catch (e) {
+    setStatus(`the engine did not load: ${e.message}`, true);
+    return;
+  }
   S.build = info.build;
   S.simdKernels = info.simdKernels;
   S.threads = info.threads;
@@ -277,18 +439,27 @@ async function boot() {
   const badge = $('build');
   // the training worker's engine runs a pool of info.threads threads (web/pool.js); without
   // cross-origin isolation (COOP/COEP headers: demo/serve.mjs sends them) it runs on 1 and says why
-  badge.textContent = `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}` +
-    `, ${info.threads} thread${info.threads === 1 ? '' : 's'}` + (info.threadsNote ? ` (${info.threadsNote.replace(/^1 thread: /, '')})` : '');
-  badge.title = info.threadsNote || `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread;` +
-    ` cross-origin isolated by ${S.isolation === 'service worker' ? 'the service worker coi-sw.js (a static host)' : 'the server\'s headers'}`;
+  badge.textContent =
+    `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}` +
+    `, ${info.threads} thread${info.threads === 1 ? '' : 's'}` +
+    (info.threadsNote ? ` (${info.threadsNote.replace(/^1 thread: /, '')})` : '');
+  badge.title =
+    info.threadsNote ||
+    `kernels split over ${info.threads} threads (every core this browser reports), the same bits as 1 thread;` +
+      ` cross-origin isolated by ${S.isolation === 'service worker' ? 'the service worker coi-sw.js (a static host)' : "the server's headers"}`;
   badge.classList.toggle('simd', info.simdKernels);
-  const be = info.backend, a = be.adapter, bb = $('backend'); // where training steps run, and why
+  const be = info.backend,
+    a = be.adapter,
+    bb = $('backend'); // where training steps run, and why
   S.backend = be;
-  bb.textContent = be.name === 'webgpu' ? `training on WebGPU: ${a.description || a.device} (${a.vendor} ${a.architecture})${a.software ? ', software' : ''}`
-    : `training on wasm: ${be.reason}`;
+  bb.textContent =
+    be.name === 'webgpu'
+      ? `training on WebGPU: ${a.description || a.device} (${a.vendor} ${a.architecture})${a.software ? ', software' : ''}`
+      : `training on wasm: ${be.reason}`;
   bb.title = be.reason;
   const sel = $('model');
-  for (const [k, label] of Object.entries(info.models)) sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
+  for (const [k, label] of Object.entries(info.models))
+    sel.add(new Option(label === k ? `${k}: 28 px (train.js preset)` : label, k));
   for (const p of info.presets) sel.add(new Option(`${p} (224 px RGB: heavy for a tab)`, p));
   S.presets = info.presets;
   const dec = $('decoder');
@@ -310,16 +481,27 @@ async function boot() {
       writeForm(saved.cfg);
       applied = saved.cfg.checkpointing ? saved.cfg.policy : 'none';
       policyCtl.reset(applied);
-      const r = await busy(`resuming the run kept in this browser (step ${saved.step})`, trainer.call('setup', { resume: true, budget: budgetBytes() }));
+      const r = await busy(
+        `resuming the run kept in this browser (step ${saved.step})`,
+        trainer.call('setup', { resume: true, budget: budgetBytes() }),
+      );
       afterSetup(r);
       if (r.userData && r.userData.classes) await classesFrom(r.userData);
       S.resumed = true;
       const done = r.step >= r.cfg.steps;
-      setStatus(done ? `finished: ${r.step} steps (kept in this browser; Reset to train again)` : `resumed at step ${r.step} of ${r.cfg.steps}: press Continue training`);
-      $('storage-status').textContent = `Resumed from this browser's storage at step ${r.step}${done ? ', the run finished' : ''}.`;
+      setStatus(
+        done
+          ? `finished: ${r.step} steps (kept in this browser; Reset to train again)`
+          : `resumed at step ${r.step} of ${r.cfg.steps}: press Continue training`,
+      );
+      $('storage-status').textContent =
+        `Resumed from this browser's storage at step ${r.step}${done ? ', the run finished' : ''}.`;
     } else setStatus('ready');
     await refreshPlan();
-  } catch (e) { setStatus(`could not resume: ${e.message}`, true); await refreshPlan(); }
+  } catch (e) {
+    setStatus(`could not resume: ${e.message}`, true);
+    await refreshPlan();
+  }
   syncPolicy();
   syncButtons();
   initTeach();

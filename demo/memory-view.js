@@ -17,10 +17,25 @@ export function showRefusal(text, fix = null) {
   b.textContent = fix ? fix.label : '';
   fixAction = fix ? fix.apply : null;
 }
-export function wireRefusal() { $('refusal-fix').addEventListener('click', () => { const f = fixAction; showRefusal(null); if (f) f(); }); }
+export function wireRefusal() {
+  $('refusal-fix').addEventListener('click', () => {
+    const f = fixAction;
+    showRefusal(null);
+    if (f) f();
+  });
+}
 
-const COLORS = { 'wasm module': '#b8c0ca', parameters: 'var(--params)', gradients: 'var(--grads)', 'AdamW m, v': 'var(--opt)', activations: 'var(--act)',
-  batch: '#8d99a6', reconstructions: '#c9a7e0', 'saved state': '#7fb8a4', 'its checked copy (reload)': '#a9d3c4' };
+const COLORS = {
+  'wasm module': '#b8c0ca',
+  parameters: 'var(--params)',
+  gradients: 'var(--grads)',
+  'AdamW m, v': 'var(--opt)',
+  activations: 'var(--act)',
+  batch: '#8d99a6',
+  reconstructions: '#c9a7e0',
+  'saved state': '#7fb8a4',
+  'its checked copy (reload)': '#a9d3c4',
+};
 
 function bar(label, segs, scale, limit) {
   const wrap = document.createElement('div');
@@ -58,54 +73,114 @@ const flops = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).
 function recomputeText(policy) {
   const r = S.teach && S.teach.R && S.teach.R[policy];
   if (!r) return '…';
-  return r.flops.recompute ? `${flops(r.flops.recompute)} (${((100 * r.flops.recompute) / r.flops.forward).toFixed(0)}% of a forward)` : '0';
+  return r.flops.recompute
+    ? `${flops(r.flops.recompute)} (${((100 * r.flops.recompute) / r.flops.forward).toFixed(0)}% of a forward)`
+    : '0';
 }
 
 export function renderMemory() {
-  const r = S.plan, budget = budgetBytes(), bars = $('mem-bars');
+  const r = S.plan,
+    budget = budgetBytes(),
+    bars = $('mem-bars');
   bars.textContent = '';
   const t = $('policy-table');
   t.querySelectorAll('tr').forEach((tr) => tr.remove());
-  if (!r || !r.plan) { $('mem-summary').textContent = r ? r.message : ''; return; }
+  if (!r || !r.plan) {
+    $('mem-summary').textContent = r ? r.message : '';
+    return;
+  }
   const finite = (v) => (Number.isFinite(v) ? v : 4 * 1024 * MiB);
   const lin = S.mem ? S.mem.linear : 0;
   const gpu = S.mem && S.mem.gpu != null ? S.mem.gpu : null; // the GPU bytes held (webgpu backend)
   const scale = Math.max(budget, finite(r.need), lin, gpu || 0) * 1.04;
   const sum = $('mem-summary');
-  sum.textContent = `The trainer under '${policyLabel(r.policy)}' at batch ${S.run ? S.run.cfg.batch : readForm().batch} will hold ${fmtBytes(r.need)} ` +
+  sum.textContent =
+    `The trainer under '${policyLabel(r.policy)}' at batch ${S.run ? S.run.cfg.batch : readForm().batch} will hold ${fmtBytes(r.need)} ` +
     `of the ${fmtBytes(budget)} budget (${r.fits ? 'fits' : 'does not fit'})` +
     (r.fits && !r.keep ? '; not kept for a reload: saving its state would not fit.' : '.') +
-    (r.policy.startsWith('budget:') && r.fits && !r.plan.recomputeFlops ? ' The budget search chose to keep everything: nothing needed re-computing.' : '');
+    (r.policy.startsWith('budget:') && r.fits && !r.plan.recomputeFlops
+      ? ' The budget search chose to keep everything: nothing needed re-computing.'
+      : '');
   sum.style.color = r.fits ? 'var(--ok)' : 'var(--bad)';
-  if (S.teach && S.teach.R && S.plan.fits) { // the page's policy, from its recorded step
+  if (S.teach && S.teach.R && S.plan.fits) {
+    // the page's policy, from its recorded step
     const rp = S.teach.R[r.policy];
-    if (rp && r.policy !== 'none') sum.textContent += ` It re-computes ${recomputeText(r.policy)} per step` + (rp.flops.recompute ? '.' : ': nothing needed re-computing.');
+    if (rp && r.policy !== 'none')
+      sum.textContent +=
+        ` It re-computes ${recomputeText(r.policy)} per step` +
+        (rp.flops.recompute ? '.' : ': nothing needed re-computing.');
   }
-  bars.appendChild(bar(`planned: ${r.parts.filter(([, b]) => b > 0).map(([n, b]) => `${n} ${fmtBytes(b)}`).join(' · ')}`,
-    r.parts.map(([n, b]) => [finite(b), COLORS[n] || '#999', n]), scale, budget));
+  bars.appendChild(
+    bar(
+      `planned: ${r.parts
+        .filter(([, b]) => b > 0)
+        .map(([n, b]) => `${n} ${fmtBytes(b)}`)
+        .join(' · ')}`,
+      r.parts.map(([n, b]) => [finite(b), COLORS[n] || '#999', n]),
+      scale,
+      budget,
+    ),
+  );
   if (S.mem && S.run) {
-    bars.appendChild(bar(`this tab's trainer now: wasm memory ${fmtBytes(lin)}` + (S.mem.arena ? ` (activation arena ${fmtBytes(S.mem.arena.capacity)})` : '') +
-      (lin > budget ? `: over the ${fmtBytes(budget)} budget chosen since (wasm memory never shrinks): Reset, and the next run starts a fresh engine`
-        : lin > r.need ? `: more than planned for '${policyLabel(r.policy)}', as wasm memory never shrinks: it keeps what an earlier policy or run of this tab used` : ''),
-      [[lin, '#8fb3e8', 'wasm linear memory']], scale, budget));
+    bars.appendChild(
+      bar(
+        `this tab's trainer now: wasm memory ${fmtBytes(lin)}` +
+          (S.mem.arena ? ` (activation arena ${fmtBytes(S.mem.arena.capacity)})` : '') +
+          (lin > budget
+            ? `: over the ${fmtBytes(budget)} budget chosen since (wasm memory never shrinks): Reset, and the next run starts a fresh engine`
+            : lin > r.need
+              ? `: more than planned for '${policyLabel(r.policy)}', as wasm memory never shrinks: it keeps what an earlier policy or run of this tab used`
+              : ''),
+        [[lin, '#8fb3e8', 'wasm linear memory']],
+        scale,
+        budget,
+      ),
+    );
     // on WebGPU the step's parameters, gradients, AdamW state and arena are GPU buffers laid out
     // as the plan says; wasm memory keeps the state the last sync brought back
-    if (gpu != null) bars.appendChild(bar(`on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state and the step's arena, as planned)`,
-      [[gpu, '#e0a458', 'GPU buffers']], scale, budget));
+    if (gpu != null)
+      bars.appendChild(
+        bar(
+          `on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state and the step's arena, as planned)`,
+          [[gpu, '#e0a458', 'GPU buffers']],
+          scale,
+          budget,
+        ),
+      );
   }
   const leg = document.createElement('div');
   leg.className = 'legend';
-  for (const [n] of r.parts) { const s = document.createElement('span'); s.innerHTML = `<i style="background:${COLORS[n] || '#999'}"></i>`; s.append(n); leg.appendChild(s); }
-  leg.insertAdjacentHTML('beforeend', '<span><i style="background:var(--bad)"></i>budget</span><span>(wasm memory grows, never shrinks)</span>');
+  for (const [n] of r.parts) {
+    const s = document.createElement('span');
+    s.innerHTML = `<i style="background:${COLORS[n] || '#999'}"></i>`;
+    s.append(n);
+    leg.appendChild(s);
+  }
+  leg.insertAdjacentHTML(
+    'beforeend',
+    '<span><i style="background:var(--bad)"></i>budget</span><span>(wasm memory grows, never shrinks)</span>',
+  );
   bars.appendChild(leg);
   const head = document.createElement('tr');
-  for (const h of ['policy', 'activations', 're-computed per step', 'trainer total', 'fits the budget']) { const th = document.createElement('th'); th.textContent = h; th.scope = 'col'; head.appendChild(th); }
+  for (const h of ['policy', 'activations', 're-computed per step', 'trainer total', 'fits the budget']) {
+    const th = document.createElement('th');
+    th.textContent = h;
+    th.scope = 'col';
+    head.appendChild(th);
+  }
   t.appendChild(head);
   for (const row of r.rows) {
     const tr = document.createElement('tr');
     if (row.policy === r.policy) tr.className = 'current';
-    const cells = row.error ? [policyLabel(row.policy), row.error, '', '', ''] :
-      [policyLabel(row.policy), fmtBytes(row.activations), recomputeText(row.policy), fmtBytes(row.need), row.fits ? 'yes' : 'no'];
+    const cells = row.error
+      ? [policyLabel(row.policy), row.error, '', '', '']
+      : [
+          policyLabel(row.policy),
+          fmtBytes(row.activations),
+          recomputeText(row.policy),
+          fmtBytes(row.need),
+          row.fits ? 'yes' : 'no',
+        ];
     cells.forEach((c, i) => {
       const td = document.createElement(i ? 'td' : 'th');
       if (!i) td.scope = 'row';
@@ -123,7 +198,13 @@ export async function refreshPlan(policy = null) {
   if (!S.ready) return null;
   const seq = ++planSeq;
   const form = readForm();
-  const cfg = S.run ? { ...S.run.cfg, checkpointing: (policy || form.policy) !== 'none', policy: policy || form.policy, resolved: undefined }
+  const cfg = S.run
+    ? {
+        ...S.run.cfg,
+        checkpointing: (policy || form.policy) !== 'none',
+        policy: policy || form.policy,
+        resolved: undefined,
+      }
     : { ...form, ...(policy ? { policy, checkpointing: policy !== 'none' } : {}) };
   try {
     const res = await planner.call('plan', { cfg, budget: budgetBytes() });
@@ -137,10 +218,19 @@ export async function refreshPlan(policy = null) {
     if (res.linear > 768 * MiB) await startPlanner(); // its memory never shrinks
     return res;
   } catch (e) {
-    if (seq === planSeq) { S.plan = null; $('mem-summary').textContent = e.message; $('mem-bars').textContent = ''; }
+    if (seq === planSeq) {
+      S.plan = null;
+      $('mem-summary').textContent = e.message;
+      $('mem-bars').textContent = '';
+    }
     return { error: e.message };
   }
 }
 export let planTimer = 0;
 // a form change: the last refusal is stale; plan again shortly (typing)
-export const planSoon = () => { if (!S.run) showRefusal(null); clearStale(); clearTimeout(planTimer); planTimer = setTimeout(refreshPlan, 200); };
+export const planSoon = () => {
+  if (!S.run) showRefusal(null);
+  clearStale();
+  clearTimeout(planTimer);
+  planTimer = setTimeout(refreshPlan, 200);
+};

@@ -10,16 +10,22 @@ export const decodeFile = (f) => createImageBitmap(f, { colorSpaceConversion: 'n
 
 /** ImageBitmaps of the files the browser can decode; the others by name. */
 export async function decodeAll(files) {
-  const ok = [], bad = [];
+  const ok = [],
+    bad = [];
   for (const f of files) {
-    try { ok.push(await decodeFile(f)); } catch { bad.push(f.name || 'a file'); }
+    try {
+      ok.push(await decodeFile(f));
+    } catch {
+      bad.push(f.name || 'a file');
+    }
   }
   return { ok, bad };
 }
 
 /** Images at the model's size and channels: bytes [n, chans, size, size] (the pixel pipeline). */
 export function pixelsFor(bitmaps, size, chans) {
-  const per = chans * size * size, pixels = new Uint8Array(bitmaps.length * per);
+  const per = chans * size * size,
+    pixels = new Uint8Array(bitmaps.length * per);
   bitmaps.forEach((bm, i) => {
     const im = bitmapPixels(bm);
     pixels.set(resizeCrop(im.data, im.width, im.height, 4, size, chans), i * per);
@@ -41,14 +47,21 @@ export function thumb(bm, size = 24, label = 'an image') {
 
 /** Adds dropped / chosen files to the user's MAE / AIM images (at most 1024). */
 export async function addFiles(files) {
-  const room = Math.max(0, 1024 - S.userImages.length), { ok, bad } = await decodeAll(files.slice(0, room));
+  const room = Math.max(0, 1024 - S.userImages.length),
+    { ok, bad } = await decodeAll(files.slice(0, room));
   S.userImages.push(...ok);
-  $('user-count').textContent = `${S.userImages.length} image${S.userImages.length === 1 ? '' : 's'} of yours` +
+  $('user-count').textContent =
+    `${S.userImages.length} image${S.userImages.length === 1 ? '' : 's'} of yours` +
     (bad.length ? ` (not images: ${bad.join(', ')})` : '');
   const th = $('thumbs');
   th.textContent = '';
-  S.userImages.slice(0, 24).forEach((bm, i) => th.appendChild(thumb(bm, 28, `your image ${i + 1} of ${S.userImages.length}`)));
-  if (ok.length && !S.run) { $('data').value = 'user'; page.planSoon(); }
+  S.userImages
+    .slice(0, 24)
+    .forEach((bm, i) => th.appendChild(thumb(bm, 28, `your image ${i + 1} of ${S.userImages.length}`)));
+  if (ok.length && !S.run) {
+    $('data').value = 'user';
+    page.planSoon();
+  }
 }
 
 /** The user's images as a data set at the model's size and channels. */

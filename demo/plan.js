@@ -10,14 +10,25 @@
 // engine's answer is put into words for the page.
 
 export const MiB = 1024 * 1024;
-export const fmtBytes = (b) => (!Number.isFinite(b) ? '–' : b >= 1024 * MiB ? `${(b / (1024 * MiB)).toFixed(2)} GiB`
-  : b >= MiB || b === 0 ? `${(b / MiB).toFixed(1)} MiB` : `${(b / 1024).toFixed(1)} KiB`);
+export const fmtBytes = (b) =>
+  !Number.isFinite(b)
+    ? '–'
+    : b >= 1024 * MiB
+      ? `${(b / (1024 * MiB)).toFixed(2)} GiB`
+      : b >= MiB || b === 0
+        ? `${(b / MiB).toFixed(1)} MiB`
+        : `${(b / 1024).toFixed(1)} KiB`;
 export const policyLabel = (p) => (p.startsWith('budget:') ? `budget:${fmtBytes(Number(p.slice(7)))}` : p);
 
 /** The engine's plan of one training step of `batch` images under `policy`; with `budget` (bytes
  * for the whole tab) less `extra` (what the tab needs besides the plan), its fit search too. */
 export function planStep(model, { batch, maskRatio, policy, budget = 0, extra = 0 }) {
-  return model.planTrainStep({ batch, maskRatio, policy, budget: budget ? Math.max(1, Math.floor(budget - extra)) : 0 });
+  return model.planTrainStep({
+    batch,
+    maskRatio,
+    policy,
+    budget: budget ? Math.max(1, Math.floor(budget - extra)) : 0,
+  });
 }
 
 /** 'auto' -> budget:BYTES with the bytes the budget leaves for activations (at least 1). */
@@ -43,8 +54,13 @@ export function stateBytes(model, plan) {
  * batch image read out for the reconstructions. */
 export const BOOKKEEPING = MiB;
 export function tabExtras(model, { batch, baseline }) {
-  const { img, chans } = model.dims, input = batch * chans * img * img * 4;
-  return { baseline: baseline + BOOKKEEPING, input, recon: model.kind === 'mae' || model.kind === 'aim' ? 2 * input : 0 };
+  const { img, chans } = model.dims,
+    input = batch * chans * img * img * 4;
+  return {
+    baseline: baseline + BOOKKEEPING,
+    input,
+    recon: model.kind === 'mae' || model.kind === 'aim' ? 2 * input : 0,
+  };
 }
 const trainExtra = (x) => x.baseline + x.input + x.recon;
 
@@ -57,10 +73,30 @@ export function tabReach(plan, x, state) {
   const save = fixed + plan.activations + x.input + Math.max(x.recon, state);
   const reload = fixed + state + plan.params + plan.optimizer;
   const keep = Math.max(save, reload);
-  const parts = [['wasm module', x.baseline], ['parameters', plan.params], ['gradients', plan.grads], ['AdamW m, v', plan.optimizer]];
-  if (save >= reload) parts.push(['activations', plan.activations], ['batch', x.input], [x.recon >= state ? 'reconstructions' : 'saved state', Math.max(x.recon, state)]);
+  const parts = [
+    ['wasm module', x.baseline],
+    ['parameters', plan.params],
+    ['gradients', plan.grads],
+    ['AdamW m, v', plan.optimizer],
+  ];
+  if (save >= reload)
+    parts.push(
+      ['activations', plan.activations],
+      ['batch', x.input],
+      [x.recon >= state ? 'reconstructions' : 'saved state', Math.max(x.recon, state)],
+    );
   else parts.push(['saved state', state], ['its checked copy (reload)', plan.params + plan.optimizer]);
-  return { train, keep, parts, trainParts: [...parts.slice(0, 4), ['activations', plan.activations], ['batch', x.input], ['reconstructions', x.recon]] };
+  return {
+    train,
+    keep,
+    parts,
+    trainParts: [
+      ...parts.slice(0, 4),
+      ['activations', plan.activations],
+      ['batch', x.input],
+      ['reconstructions', x.recon],
+    ],
+  };
 }
 
 // every policy the engine's budget search tries for this model (Model.namedPolicies), and the one chosen
@@ -78,28 +114,77 @@ function candidatePolicies(model, chosen) {
  *   suggestion: { policy, batch, need } | null (the fix offered with one click), message }
  */
 export function fitReport(model, { batch, maskRatio, policy, budget, baseline }) {
-  const x = tabExtras(model, { batch, baseline }), extra = trainExtra(x);
+  const x = tabExtras(model, { batch, baseline }),
+    extra = trainExtra(x);
   policy = resolvePolicy(model, policy, { batch, maskRatio, budget, extra });
   const reachOf = (pl) => tabReach(pl, x, stateBytes(model, pl));
   const rows = [];
   for (const p of candidatePolicies(model, policy)) {
     try {
-      const pl = planStep(model, { batch, maskRatio, policy: p }), r = reachOf(pl);
-      rows.push({ policy: p, activations: pl.activations, recomputeFlops: pl.recomputeFlops, need: r.train, keepNeed: r.keep, fits: pl.policyMet && r.train <= budget });
-    } catch (e) { rows.push({ policy: p, error: e.message }); }
+      const pl = planStep(model, { batch, maskRatio, policy: p }),
+        r = reachOf(pl);
+      rows.push({
+        policy: p,
+        activations: pl.activations,
+        recomputeFlops: pl.recomputeFlops,
+        need: r.train,
+        keepNeed: r.keep,
+        fits: pl.policyMet && r.train <= budget,
+      });
+    } catch (e) {
+      rows.push({ policy: p, error: e.message });
+    }
   }
   let r;
-  try { r = planStep(model, { batch, maskRatio, policy, budget, extra }); } catch (e) {
-    return { fits: false, keep: false, policy, budget, rows, plan: null, parts: [], need: NaN, suggestion: null, message: `policy ${policy}: ${e.message}` };
+  try {
+    r = planStep(model, { batch, maskRatio, policy, budget, extra });
+  } catch (e) {
+    return {
+      fits: false,
+      keep: false,
+      policy,
+      budget,
+      rows,
+      plan: null,
+      parts: [],
+      need: NaN,
+      suggestion: null,
+      message: `policy ${policy}: ${e.message}`,
+    };
   }
-  const plan = { params: r.params, grads: r.grads, optimizer: r.optimizer, activations: r.activations, total: r.total, recomputeFlops: r.recomputeFlops };
-  const reach = reachOf(r), fits = r.fits && r.policyMet && reach.train <= budget, keep = fits && reach.keep <= budget;
-  const out = { fits, keep, policy, need: keep ? reach.keep : reach.train, budget, plan, parts: keep ? reach.parts : reach.trainParts,
-    rows, suggestion: null, message: '' };
-  const parts = out.parts.filter(([, b]) => b > 0).map(([n, b]) => `${n} ${fmtBytes(b)}`).join(' + ');
+  const plan = {
+    params: r.params,
+    grads: r.grads,
+    optimizer: r.optimizer,
+    activations: r.activations,
+    total: r.total,
+    recomputeFlops: r.recomputeFlops,
+  };
+  const reach = reachOf(r),
+    fits = r.fits && r.policyMet && reach.train <= budget,
+    keep = fits && reach.keep <= budget;
+  const out = {
+    fits,
+    keep,
+    policy,
+    need: keep ? reach.keep : reach.train,
+    budget,
+    plan,
+    parts: keep ? reach.parts : reach.trainParts,
+    rows,
+    suggestion: null,
+    message: '',
+  };
+  const parts = out.parts
+    .filter(([, b]) => b > 0)
+    .map(([n, b]) => `${n} ${fmtBytes(b)}`)
+    .join(' + ');
   if (fits) {
-    out.message = `Fits: ${fmtBytes(out.need)} of ${fmtBytes(budget)} (${parts}).` + (keep ? '' :
-      ` Not kept for a reload: saving and restoring its training state would take the trainer to ${fmtBytes(reach.keep)}.`);
+    out.message =
+      `Fits: ${fmtBytes(out.need)} of ${fmtBytes(budget)} (${parts}).` +
+      (keep
+        ? ''
+        : ` Not kept for a reload: saving and restoring its training state would take the trainer to ${fmtBytes(reach.keep)}.`);
     return out;
   }
   const fixed = baseline + plan.params + plan.grads + plan.optimizer;
@@ -112,16 +197,21 @@ export function fitReport(model, { batch, maskRatio, policy, budget, baseline })
     const named = rows.filter((row) => row.fits && row.policy !== 'none');
     const pick = named[0] || { policy: r.fit.policy, need: reachOf(r.fit).train };
     out.suggestion = { policy: pick.policy, batch, need: pick.need };
-    out.message = `${head} It fits with checkpointing '${policyLabel(pick.policy)}' at batch ${batch} (${fmtBytes(pick.need)})` +
-      (pick.policy === r.fit.policy ? ', the least re-computation that fits.' : `; the least re-computation that fits is '${policyLabel(r.fit.policy)}'.`);
+    out.message =
+      `${head} It fits with checkpointing '${policyLabel(pick.policy)}' at batch ${batch} (${fmtBytes(pick.need)})` +
+      (pick.policy === r.fit.policy
+        ? ', the least re-computation that fits.'
+        : `; the least re-computation that fits is '${policyLabel(r.fit.policy)}'.`);
     return out;
   }
   if (r.maxBatch > 0) {
     const p2 = planStep(model, { batch: r.maxBatch, maskRatio, policy: r.least.policy });
     const need = tabReach(p2, tabExtras(model, { batch: r.maxBatch, baseline }), stateBytes(model, p2)).train;
     out.suggestion = { policy: r.least.policy, batch: r.maxBatch, need };
-    out.message = `${head} Even the most memory-saving checkpointing ('${policyLabel(r.least.policy)}', activations ${fmtBytes(r.least.activations)}) ` +
+    out.message =
+      `${head} Even the most memory-saving checkpointing ('${policyLabel(r.least.policy)}', activations ${fmtBytes(r.least.activations)}) ` +
       `does not fit at batch ${batch}; batch ${r.maxBatch} with checkpointing '${policyLabel(r.least.policy)}' fits (${fmtBytes(need)}).`;
-  } else out.message = `${head} Even the most memory-saving checkpointing ('${policyLabel(r.least.policy)}') does not fit at batch 1: choose a smaller model.`;
+  } else
+    out.message = `${head} Even the most memory-saving checkpointing ('${policyLabel(r.least.policy)}') does not fit at batch 1: choose a smaller model.`;
   return out;
 }

@@ -7,19 +7,30 @@ import { $ } from './state.js';
 
 export const POLICY_TEXT = {
   none: 'none: every block keeps what its backward needs. The most memory, no extra work.',
-  block: "block (timm's and lightly's set_grad_checkpointing): each block keeps only its input. In the backward the block's " +
+  block:
+    "block (timm's and lightly's set_grad_checkpointing): each block keeps only its input. In the backward the block's " +
     'forward runs again from that input, into one block-sized slot, before its backward: about one more forward per step.',
-  every: 'every:K: only every K-th block keeps its input. In the backward a whole segment of K blocks runs forward again, ' +
-    'holding all K blocks\' internals at once, before the backward goes back through it.',
-  sqrt: 'sqrt: every:K with K = √depth, the textbook rule: √n stored inputs and a √n-block segment at a time, O(√n) memory ' +
+  every:
+    'every:K: only every K-th block keeps its input. In the backward a whole segment of K blocks runs forward again, ' +
+    "holding all K blocks' internals at once, before the backward goes back through it.",
+  sqrt:
+    'sqrt: every:K with K = √depth, the textbook rule: √n stored inputs and a √n-block segment at a time, O(√n) memory ' +
     'for about one more forward.',
-  selective: 'selective: each block keeps the outputs of its matrix products (q, k, v and the MLP\'s first layer) and drops what ' +
+  selective:
+    "selective: each block keeps the outputs of its matrix products (q, k, v and the MLP's first layer) and drops what " +
     'is big but cheap to redo (the attention probabilities, the GELU, the LayerNorms), re-computed in the backward.',
-  auto: 'budget: the engine searches the policies for the least re-computation whose plan fits what the browser budget leaves ' +
+  auto:
+    'budget: the engine searches the policies for the least re-computation whose plan fits what the browser budget leaves ' +
     'for activations (when everything fits, that is none: nothing needs re-computing).',
 };
-const LABEL = { none: 'none (keep everything)', block: "block (timm's set_grad_checkpointing)", every: 'every:K', sqrt: 'sqrt (every:√depth)',
-  selective: 'selective', auto: 'budget: the least re-computation that fits' };
+const LABEL = {
+  none: 'none (keep everything)',
+  block: "block (timm's set_grad_checkpointing)",
+  every: 'every:K',
+  sqrt: 'sqrt (every:√depth)',
+  selective: 'selective',
+  auto: 'budget: the least re-computation that fits',
+};
 
 /** The menu from the engine's policy names (Vitrine.policies(): none, block, every:K, sqrt, budget:BYTES, selective). */
 export function fillPolicies(policies) {
@@ -54,8 +65,11 @@ export function syncPolicy(depth) {
 
 /** Calls onPreview(policy) at every change and onCommit(policy) when a choice counts (above). */
 export function wirePolicy({ onPreview, onCommit }) {
-  const sel = $('policy'), k = $('policy-k');
-  let keyed = false, pending = false, last = policyValue();
+  const sel = $('policy'),
+    k = $('policy-k');
+  let keyed = false,
+    pending = false,
+    last = policyValue();
   const commit = () => {
     pending = false;
     const p = policyValue();
@@ -70,11 +84,29 @@ export function wirePolicy({ onPreview, onCommit }) {
     if (!keyed) commit(); // a keyboard choice waits for Enter or Tab
   };
   for (const el of [sel, k]) {
-    el.addEventListener('keydown', (e) => { keyed = true; if (e.key === 'Enter' && pending) { e.preventDefault(); commit(); } });
-    el.addEventListener('pointerdown', () => { keyed = false; });
+    el.addEventListener('keydown', (e) => {
+      keyed = true;
+      if (e.key === 'Enter' && pending) {
+        e.preventDefault();
+        commit();
+      }
+    });
+    el.addEventListener('pointerdown', () => {
+      keyed = false;
+    });
     el.addEventListener('change', changed);
-    el.addEventListener('blur', () => { if (pending) commit(); keyed = false; });
+    el.addEventListener('blur', () => {
+      if (pending) commit();
+      keyed = false;
+    });
   }
-  k.addEventListener('input', () => { keyed = true; });
-  return { reset: (p) => { last = p; pending = false; } };
+  k.addEventListener('input', () => {
+    keyed = true;
+  });
+  return {
+    reset: (p) => {
+      last = p;
+      pending = false;
+    },
+  };
 }

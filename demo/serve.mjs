@@ -20,15 +20,32 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const BUILD = resolve(process.env.VITRINE_BUILD || join(ROOT, 'build'));
 // the browser builds' files (wasm/builds.json) and the table the loader reads
 const { builds } = JSON.parse(readFileSync(join(ROOT, 'wasm/builds.json'), 'utf8'));
-export const WASM_FILES = ['vitrine-builds.js', ...Object.values(builds).filter((b) => b.browser).flatMap((b) => b.files)];
+export const WASM_FILES = [
+  'vitrine-builds.js',
+  ...Object.values(builds)
+    .filter((b) => b.browser)
+    .flatMap((b) => b.files),
+];
 // cross-origin isolation (threads); same-origin files need nothing more under require-corp
-export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
+export const ISOLATION_HEADERS = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+};
 
 export const MIME = {
-  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8', '.json': 'application/json; charset=utf-8', '.wasm': 'application/wasm',
-  '.bin': 'application/octet-stream', '.png': 'image/png', '.svg': 'image/svg+xml', '.ico': 'image/x-icon',
-  '.ts': 'text/plain; charset=utf-8', '.md': 'text/markdown; charset=utf-8', '.safetensors': 'application/octet-stream',
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.bin': 'application/octet-stream',
+  '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+  '.ico': 'image/x-icon',
+  '.ts': 'text/plain; charset=utf-8',
+  '.md': 'text/markdown; charset=utf-8',
+  '.safetensors': 'application/octet-stream',
 };
 // URL prefix -> directory on disk. Nothing else of the repository is served.
 const MOUNTS = [
@@ -38,7 +55,14 @@ const MOUNTS = [
   ['/build/demo-data/', join(BUILD, 'demo-data')],
 ];
 
-async function exists(p) { try { await stat(p); return true; } catch { return false; } }
+async function exists(p) {
+  try {
+    await stat(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Builds the wasm with CMake when one of the page's files is missing. */
 export async function ensureWasm({ quiet = false } = {}) {
@@ -48,11 +72,16 @@ export async function ensureWasm({ quiet = false } = {}) {
   if (!quiet) console.log(`demo: ${missing.join(', ')} missing in ${BUILD}/wasm: building with CMake`);
   const run = (args) => {
     const r = spawnSync('cmake', args, { cwd: ROOT, stdio: quiet ? 'ignore' : 'inherit' });
-    if (r.status !== 0) throw new Error(`cmake ${args.join(' ')} failed (${r.error ? r.error.message : 'exit ' + r.status}); see wasm/README.md`);
+    if (r.status !== 0)
+      throw new Error(
+        `cmake ${args.join(' ')} failed (${r.error ? r.error.message : 'exit ' + r.status}); see wasm/README.md`,
+      );
   };
   run(['-S', '.', '-B', BUILD, '-DCMAKE_BUILD_TYPE=Release']);
   run(['--build', BUILD, '-j2', '--target', 'vitrine_wasm']);
-  for (const f of WASM_FILES) if (!(await exists(join(BUILD, 'wasm', f)))) throw new Error(`the build made no ${f} (is emscripten installed? see wasm/README.md)`);
+  for (const f of WASM_FILES)
+    if (!(await exists(join(BUILD, 'wasm', f))))
+      throw new Error(`the build made no ${f} (is emscripten installed? see wasm/README.md)`);
 }
 
 /** Everything the page needs: the wasm build and the data sample. */
@@ -69,7 +98,11 @@ async function resolvePath(urlPath, mounts) {
     const file = resolve(dir, '.' + urlPath.slice(prefix.length - 1));
     if (file !== dir && !file.startsWith(dir + sep)) return null; // no way out of the mount by name
     let real, realDir;
-    try { [real, realDir] = await Promise.all([realpath(file), realpath(dir)]); } catch { return null; }
+    try {
+      [real, realDir] = await Promise.all([realpath(file), realpath(dir)]);
+    } catch {
+      return null;
+    }
     if (real !== realDir && !real.startsWith(realDir + sep)) return null; // ... nor through a symlink
     return real;
   }
@@ -95,40 +128,76 @@ export const TIMEOUTS = { headers: 10000, request: 30000, keepAlive: 5000, check
 /** Starts the static server; resolves to { server, url } once it listens. isolate: false leaves
  * out the COOP / COEP headers (to see the page's 1-thread fallback); timeouts: TIMEOUTS' fields.
  * mounts: more [URL prefix, directory] pairs, served before the demo's (tests serving a page of their own). */
-export function startServer({ port = 8080, host = '127.0.0.1', log = false, allowedHosts = [], isolate = true, timeouts = {}, mounts = [] } = {}) {
+export function startServer({
+  port = 8080,
+  host = '127.0.0.1',
+  log = false,
+  allowedHosts = [],
+  isolate = true,
+  timeouts = {},
+  mounts = [],
+} = {}) {
   const served = [...mounts, ...MOUNTS];
   const allowed = new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts.map((h) => h.toLowerCase())]);
   if (host !== '0.0.0.0' && host !== '::') allowed.add(host.includes(':') ? `[${host}]` : host.toLowerCase());
-  const iso = isolate ? ISOLATION_HEADERS : {}, t = { ...TIMEOUTS, ...timeouts };
-  const server = createServer({ headersTimeout: t.headers, requestTimeout: t.request, keepAliveTimeout: t.keepAlive, connectionsCheckingInterval: t.check }, async (req, res) => {
-    // every response is text the browser must not sniff as something else (a 404 names the path asked for)
-    const send = (code, text, headers = {}) => {
-      res.writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff', ...iso, ...headers });
-      res.end(text);
-    };
-    if (!hostAllowed(req.headers.host, server.address().port, allowed))
-      return send(403, `host '${req.headers.host || ''}' is not served (DNS rebinding?): use http://127.0.0.1:${server.address().port}/ or --allow-host NAME\n`);
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
-    let path;
-    try { path = decodeURIComponent(new URL(req.url, 'http://x').pathname); } catch { return send(400, 'bad URL\n'); }
-    if (path === '/' || path === '/demo') return send(302, 'see /demo/\n', { Location: '/demo/' });
-    if (path.endsWith('/')) path += 'index.html';
-    const file = await resolvePath(path, served);
-    if (!file) return send(404, `not found: ${JSON.stringify(path)}\n`);
-    let st;
-    try { st = await stat(file); } catch { st = null; }
-    if (!st || !st.isFile()) return send(404, `not found: ${JSON.stringify(path)}\n`);
-    res.writeHead(200, {
-      'Content-Type': MIME[extname(file).toLowerCase()] || 'application/octet-stream',
-      'Content-Length': st.size,
-      'Cache-Control': 'no-cache',
-      'X-Content-Type-Options': 'nosniff',
-      ...iso,
-    });
-    if (log) console.log(`${req.method} ${path}`);
-    if (req.method === 'HEAD') return res.end();
-    createReadStream(file).on('error', () => res.destroy()).pipe(res);
-  });
+  const iso = isolate ? ISOLATION_HEADERS : {},
+    t = { ...TIMEOUTS, ...timeouts };
+  const server = createServer(
+    {
+      headersTimeout: t.headers,
+      requestTimeout: t.request,
+      keepAliveTimeout: t.keepAlive,
+      connectionsCheckingInterval: t.check,
+    },
+    async (req, res) => {
+      // every response is text the browser must not sniff as something else (a 404 names the path asked for)
+      const send = (code, text, headers = {}) => {
+        res.writeHead(code, {
+          'Content-Type': 'text/plain; charset=utf-8',
+          'X-Content-Type-Options': 'nosniff',
+          ...iso,
+          ...headers,
+        });
+        res.end(text);
+      };
+      if (!hostAllowed(req.headers.host, server.address().port, allowed))
+        return send(
+          403,
+          `host '${req.headers.host || ''}' is not served (DNS rebinding?): use http://127.0.0.1:${server.address().port}/ or --allow-host NAME\n`,
+        );
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        return send(405, 'method not allowed\n', { Allow: 'GET, HEAD' });
+      let path;
+      try {
+        path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+      } catch {
+        return send(400, 'bad URL\n');
+      }
+      if (path === '/' || path === '/demo') return send(302, 'see /demo/\n', { Location: '/demo/' });
+      if (path.endsWith('/')) path += 'index.html';
+      const file = await resolvePath(path, served);
+      if (!file) return send(404, `not found: ${JSON.stringify(path)}\n`);
+      let st;
+      try {
+        st = await stat(file);
+      } catch {
+        st = null;
+      }
+      if (!st || !st.isFile()) return send(404, `not found: ${JSON.stringify(path)}\n`);
+      res.writeHead(200, {
+        'Content-Type': MIME[extname(file).toLowerCase()] || 'application/octet-stream',
+        'Content-Length': st.size,
+        'Cache-Control': 'no-cache',
+        'X-Content-Type-Options': 'nosniff',
+        ...iso,
+      });
+      if (log) console.log(`${req.method} ${path}`);
+      if (req.method === 'HEAD') return res.end();
+      createReadStream(file)
+        .on('error', () => res.destroy())
+        .pipe(res);
+    },
+  );
   return new Promise((resolveP, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -140,11 +209,20 @@ export function startServer({ port = 8080, host = '127.0.0.1', log = false, allo
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
-  const opt = (name, def) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : def; };
+  const opt = (name, def) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? args[i + 1] : def;
+  };
   try {
     await prepare({ build: !args.includes('--no-build') });
     const allowedHosts = args.flatMap((a, i) => (a === '--allow-host' && args[i + 1] ? [args[i + 1]] : []));
-    const { url } = await startServer({ port: Number(opt('--port', process.env.PORT || 8080)), host: opt('--host', '127.0.0.1'), log: args.includes('--log'), allowedHosts, isolate: !args.includes('--no-isolation') });
+    const { url } = await startServer({
+      port: Number(opt('--port', process.env.PORT || 8080)),
+      host: opt('--host', '127.0.0.1'),
+      log: args.includes('--log'),
+      allowedHosts,
+      isolate: !args.includes('--no-isolation'),
+    });
     console.log(`vitrine demo: ${url}   (Ctrl-C stops)`);
   } catch (e) {
     console.error(`demo: ${e.message}`);

@@ -5,28 +5,38 @@
 export const $ = (id) => document.getElementById(id);
 
 export const S = {
-  booted: false,      // start-up done (a saved run resumed, if any)
-  ready: false, build: null, simdKernels: false, error: null,
-  threads: 0, threadsNote: null, // the training engine's kernel threads, and why fewer than every core
-  isolation: null,    // how the page is cross-origin isolated: 'headers' | 'service worker' | null (demo/isolation.js)
-  presets: [],        // the engine's timm presets (224 px)
-  run: null,          // { cfg, dims, params, data } of the configured run
-  running: false, step: 0, losses: [], stopped: null,
-  policy: 'none',     // the run's current checkpointing policy
-  plan: null,         // the last planner report
+  booted: false, // start-up done (a saved run resumed, if any)
+  ready: false,
+  build: null,
+  simdKernels: false,
+  error: null,
+  threads: 0,
+  threadsNote: null, // the training engine's kernel threads, and why fewer than every core
+  isolation: null, // how the page is cross-origin isolated: 'headers' | 'service worker' | null (demo/isolation.js)
+  presets: [], // the engine's timm presets (224 px)
+  run: null, // { cfg, dims, params, data } of the configured run
+  running: false,
+  step: 0,
+  losses: [],
+  stopped: null,
+  policy: 'none', // the run's current checkpointing policy
+  plan: null, // the last planner report
   stepEstimate: null, // { seconds, batch }: a timm preset's step as the planner timed it (worker.js: stepEstimate)
-  refusal: null,      // text of the last refusal
-  busy: null,         // the label of a wait in progress (progress shown after a second: busy())
-  teach: null,        // the teaching view's state (teach.js)
-  userImages: [],     // ImageBitmaps
-  saved: null, resumed: false, lastSpeed: null, mem: null,
+  refusal: null, // text of the last refusal
+  busy: null, // the label of a wait in progress (progress shown after a second: busy())
+  teach: null, // the teaching view's state (teach.js)
+  userImages: [], // ImageBitmaps
+  saved: null,
+  resumed: false,
+  lastSpeed: null,
+  mem: null,
   // classify mode
-  classes: [],        // [{ name, images: [ImageBitmap], bad: [file names that are not images] }]
-  evals: [],          // [{ step, top1, n, confusion }] held-out accuracy of the run
-  split: null,        // { train, heldOut } image counts of the run
-  prediction: null,   // { file, step, top: [{ name, index, p }] } | { file, error }
-  tabEncoder: null,   // { kind, step, model, custom }: the last MAE / AIM encoder trained in this tab
-  initFile: null,     // { name, bytes } the safetensors file a classifier starts from
+  classes: [], // [{ name, images: [ImageBitmap], bad: [file names that are not images] }]
+  evals: [], // [{ step, top1, n, confusion }] held-out accuracy of the run
+  split: null, // { train, heldOut } image counts of the run
+  prediction: null, // { file, step, top: [{ name, index, p }] } | { file, error }
+  tabEncoder: null, // { kind, step, model, custom }: the last MAE / AIM encoder trained in this tab
+  initFile: null, // { name, bytes } the safetensors file a classifier starts from
 };
 window.vitrineDemo = S;
 
@@ -45,7 +55,10 @@ export function setStatus(text, bad = false, isError = bad, stale = null) {
 }
 /** After any change of the page's state: a message that no longer holds goes. */
 export function clearStale() {
-  if (staleCheck && staleCheck()) { staleCheck = null; setStatus(''); }
+  if (staleCheck && staleCheck()) {
+    staleCheck = null;
+    setStatus('');
+  }
 }
 
 /** Runs `promise` as a wait the page shows: after a second the header's progress bar and the label
@@ -53,14 +66,19 @@ export function clearStale() {
  * determinate. Resolves / rejects as the promise. Waits may overlap: the latest is shown. A
  * blocking wait (setting a run up) keeps Start disabled meanwhile (S.busy). */
 const waits = [];
-const blockingLabel = () => { const b = waits.filter((w) => w.blocking); return b.length ? b[b.length - 1].label : null; };
+const blockingLabel = () => {
+  const b = waits.filter((w) => w.blocking);
+  return b.length ? b[b.length - 1].label : null;
+};
 export async function busy(label, promise, { expect = 0, blocking = true } = {}) {
   const w = { label, t0: performance.now(), expect, fraction: null, blocking };
   waits.push(w);
   S.busy = blockingLabel();
   page.syncButtons();
   const timer = setInterval(showWait, 250);
-  try { return await promise; } finally {
+  try {
+    return await promise;
+  } finally {
     clearInterval(timer);
     waits.splice(waits.indexOf(w), 1);
     S.busy = blockingLabel();
@@ -69,16 +87,29 @@ export async function busy(label, promise, { expect = 0, blocking = true } = {})
   }
 }
 function showWait() {
-  const w = waits[waits.length - 1], box = $('progress'), bar = $('progress-bar');
+  const w = waits[waits.length - 1],
+    box = $('progress'),
+    bar = $('progress-bar');
   const s = w ? (performance.now() - w.t0) / 1000 : 0;
-  if (!w || s < 1) { if (!w) box.hidden = true; return; }
+  if (!w || s < 1) {
+    if (!w) box.hidden = true;
+    return;
+  }
   box.hidden = false;
-  if (w.fraction == null) bar.removeAttribute('value'); else { bar.max = 1; bar.value = w.fraction; }
-  $('progress-text').textContent = `${w.label}… ${s.toFixed(0)} s` +
+  if (w.fraction == null) bar.removeAttribute('value');
+  else {
+    bar.max = 1;
+    bar.value = w.fraction;
+  }
+  $('progress-text').textContent =
+    `${w.label}… ${s.toFixed(0)} s` +
     (w.expect ? ` (about ${w.expect < 10 ? w.expect.toFixed(1) : w.expect.toFixed(0)} s expected)` : '');
 }
 /** A determinate fraction (0..1) for the latest wait. */
 export function progress(fraction) {
   const w = waits[waits.length - 1];
-  if (w) { w.fraction = Math.max(0, Math.min(1, fraction)); showWait(); }
+  if (w) {
+    w.fraction = Math.max(0, Math.min(1, fraction));
+    showWait();
+  }
 }

@@ -8,30 +8,50 @@ import { createVitrine } from '../web/vitrine.js';
 import { showMasks } from '../web/train.js';
 import { modelFor as modelOn, recordPolicies, measureTimes, wave } from './teach-measure.js';
 
-let vt = null, aborted = false;
+let vt = null,
+  aborted = false;
 const post = (m) => self.postMessage(m);
 const yieldNow = () => new Promise((r) => setTimeout(r, 0));
 const modelFor = (spec, opts) => modelOn(vt, spec, opts);
-const hex = (a) => { const u = new Uint32Array(a.buffer, a.byteOffset, a.length); let h = 0x811c9dc5; for (const v of u) h = Math.imul(h ^ v, 16777619) >>> 0; return h.toString(16); };
-
+const hex = (a) => {
+  const u = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  let h = 0x811c9dc5;
+  for (const v of u) h = Math.imul(h ^ v, 16777619) >>> 0;
+  return h.toString(16);
+};
 
 const maxAbs = (a) => a.reduce((s, v) => Math.max(s, Math.abs(v)), 0);
 const maxDiff = (a, b) => a.reduce((s, v, i) => Math.max(s, Math.abs(v - b[i])), 0);
-const grads = (m) => m.params().filter((p) => p.grad).map((p) => ({ name: p.name, g: p.grad.slice() }));
-const blockOf = (name) => { const r = /(?:^|\.)blocks\.(\d+)\./.exec(name); return r ? Number(r[1]) : -1; };
+const grads = (m) =>
+  m
+    .params()
+    .filter((p) => p.grad)
+    .map((p) => ({ name: p.name, g: p.grad.slice() }));
+const blockOf = (name) => {
+  const r = /(?:^|\.)blocks\.(\d+)\./.exec(name);
+  return r ? Number(r[1]) : -1;
+};
 /** The encoder's blocks' gradient norms [depth] (decoder / head blocks left out). */
 function blockNorms(gs, depth) {
   const s = new Array(depth).fill(0);
-  for (const { name, g } of gs) { const b = blockOf(name); if (b >= 0 && !/decoder|head/.test(name)) for (const v of g) s[b] += v * v; }
+  for (const { name, g } of gs) {
+    const b = blockOf(name);
+    if (b >= 0 && !/decoder|head/.test(name)) for (const v of g) s[b] += v * v;
+  }
   return s.map(Math.sqrt);
 }
 
 /** lightly #2049: the AIM encoder with and without its prefix-causal mask on the same images and
  * upstream gradient, and with it, plain and checkpointed ('block'). */
 function maskDemo({ encoder, batch = 2 }) {
-  const m = modelFor({ kind: 'aim', config: { encoder: { ...encoder }, head_hidden_dim: 64, head_blocks: 1 } }, { trainer: false });
+  const m = modelFor(
+    { kind: 'aim', config: { encoder: { ...encoder }, head_hidden_dim: 64, head_blocks: 1 } },
+    { trainer: false },
+  );
   try {
-    const { img, chans, patch } = m.dims, N = (img / patch) ** 2 + m.dims.prefix, x = wave(batch * chans * img * img, 0.113);
+    const { img, chans, patch } = m.dims,
+      N = (img / patch) ** 2 + m.dims.prefix,
+      x = wave(batch * chans * img * img, 0.113);
     // image b's prefix: its first N/4, N/2, ... tokens attend both ways, the rest causally (lightly's random_prefix_mask)
     const prefix = Array.from({ length: batch }, (_, b) => Math.max(1, Math.floor((N * (b + 1)) / 4)));
     const mask = new Uint8Array(batch * N);
@@ -46,20 +66,48 @@ function maskDemo({ encoder, batch = 2 }) {
     const masked = run({ mask, isCausal: true }, 'none');
     const dropped = run({ isCausal: false }, 'none');
     const ckpt = run({ mask, isCausal: true }, 'block');
-    const D = m.dims.dim, rowMax = (a, b) => Array.from({ length: N }, (_, r) => maxDiff(a.subarray(r * D, (r + 1) * D), b.subarray(r * D, (r + 1) * D)));
-    const rows = (a, b) => { let n = 0; for (let r = 0; r < a.length / D; r++) for (let k = 0; k < D; k++) if (a[r * D + k] !== b[r * D + k]) { n++; break; } return n; };
+    const D = m.dims.dim,
+      rowMax = (a, b) =>
+        Array.from({ length: N }, (_, r) => maxDiff(a.subarray(r * D, (r + 1) * D), b.subarray(r * D, (r + 1) * D)));
+    const rows = (a, b) => {
+      let n = 0;
+      for (let r = 0; r < a.length / D; r++)
+        for (let k = 0; k < D; k++)
+          if (a[r * D + k] !== b[r * D + k]) {
+            n++;
+            break;
+          }
+      return n;
+    };
     const gDiff = (A, B) => Math.max(...A.map((p, i) => maxDiff(p.g, B[i].g)));
     const gMax = Math.max(...masked.gs.map((p) => maxAbs(p.g)));
     return {
-      N, prefix, tokens: batch * N, D, depth: m.dims.depth,
-      dropped: { outMax: maxDiff(masked.out, dropped.out), outScale: maxAbs(masked.out), rowsDiffer: rows(masked.out, dropped.out), rowMax: rowMax(masked.out, dropped.out),
-        gradMax: gDiff(masked.gs, dropped.gs), gradScale: gMax,
-        norms: blockNorms(dropped.gs, m.dims.depth) },
+      N,
+      prefix,
+      tokens: batch * N,
+      D,
+      depth: m.dims.depth,
+      dropped: {
+        outMax: maxDiff(masked.out, dropped.out),
+        outScale: maxAbs(masked.out),
+        rowsDiffer: rows(masked.out, dropped.out),
+        rowMax: rowMax(masked.out, dropped.out),
+        gradMax: gDiff(masked.gs, dropped.gs),
+        gradScale: gMax,
+        norms: blockNorms(dropped.gs, m.dims.depth),
+      },
       masked: { norms: blockNorms(masked.gs, m.dims.depth) },
-      ckpt: { outMax: maxDiff(masked.out, ckpt.out), gradMax: gDiff(masked.gs, ckpt.gs), outSame: hex(masked.out) === hex(ckpt.out),
-        gradSame: masked.gs.every((p, i) => hex(p.g) === hex(ckpt.gs[i].g)), tensors: masked.gs.length },
+      ckpt: {
+        outMax: maxDiff(masked.out, ckpt.out),
+        gradMax: gDiff(masked.gs, ckpt.gs),
+        outSame: hex(masked.out) === hex(ckpt.out),
+        gradSame: masked.gs.every((p, i) => hex(p.g) === hex(ckpt.gs[i].g)),
+        tensors: masked.gs.length,
+      },
     };
-  } finally { m.dispose(); }
+  } finally {
+    m.dispose();
+  }
 }
 
 /** Frozen preprocessing: the patch embedding frozen, one loss forward + backward plain and
@@ -67,9 +115,19 @@ function maskDemo({ encoder, batch = 2 }) {
 function frozenDemo({ spec, batch = 4, maskRatio = 0.75 }) {
   const m = modelFor(spec, { maskRatio, trainer: false });
   try {
-    const frozen = [...new Set(m.params().map((p) => p.name).filter((n) => /patch_embed\./.test(n)).map((n) => n.slice(0, n.indexOf('patch_embed.') + 11)))];
+    const frozen = [
+      ...new Set(
+        m
+          .params()
+          .map((p) => p.name)
+          .filter((n) => /patch_embed\./.test(n))
+          .map((n) => n.slice(0, n.indexOf('patch_embed.') + 11)),
+      ),
+    ];
     frozen.forEach((n) => m.setRequiresGrad(n, false));
-    const { img, chans } = m.dims, x = wave(batch * chans * img * img, 0.21), masks = showMasks(m, batch, maskRatio, 7);
+    const { img, chans } = m.dims,
+      x = wave(batch * chans * img * img, 0.21),
+      masks = showMasks(m, batch, maskRatio, 7);
     const run = (policy) => {
       m.setGradCheckpointing(policy);
       m.zeroGrad();
@@ -77,33 +135,59 @@ function frozenDemo({ spec, batch = 4, maskRatio = 0.75 }) {
       m.backward();
       return { loss, gs: grads(m) };
     };
-    const plain = run('none'), ckpt = run('block');
+    const plain = run('none'),
+      ckpt = run('block');
     return {
-      frozen, frozenCount: m.params().filter((p) => !p.requiresGrad).length, trainable: plain.gs.length, depth: m.dims.depth,
-      loss: plain.loss, lossSame: Math.fround(plain.loss) === Math.fround(ckpt.loss),
-      plain: blockNorms(plain.gs, m.dims.depth), ckpt: blockNorms(ckpt.gs, m.dims.depth),
-      same: plain.gs.length === ckpt.gs.length && plain.gs.every((p, i) => p.name === ckpt.gs[i].name && hex(p.g) === hex(ckpt.gs[i].g)),
-      patchGrad: m.params().filter((p) => /patch_embed\./.test(p.name)).some((p) => p.grad),
+      frozen,
+      frozenCount: m.params().filter((p) => !p.requiresGrad).length,
+      trainable: plain.gs.length,
+      depth: m.dims.depth,
+      loss: plain.loss,
+      lossSame: Math.fround(plain.loss) === Math.fround(ckpt.loss),
+      plain: blockNorms(plain.gs, m.dims.depth),
+      ckpt: blockNorms(ckpt.gs, m.dims.depth),
+      same:
+        plain.gs.length === ckpt.gs.length &&
+        plain.gs.every((p, i) => p.name === ckpt.gs[i].name && hex(p.g) === hex(ckpt.gs[i].g)),
+      patchGrad: m
+        .params()
+        .filter((p) => /patch_embed\./.test(p.name))
+        .some((p) => p.grad),
     };
-  } finally { m.dispose(); }
+  } finally {
+    m.dispose();
+  }
 }
 
 const handlers = {
-  async init() { vt = await createVitrine(); return { build: vt.build, threads: vt.threads, memory: vt.memory().linear }; },
+  async init() {
+    vt = await createVitrine();
+    return { build: vt.build, threads: vt.threads, memory: vt.memory().linear };
+  },
   traces: (msg) => ({ ...recordPolicies(vt, msg), memory: vt.memory().linear }),
   async times(msg) {
     aborted = false;
-    const res = await measureTimes(vt, msg, { onStep: async (done, total) => { post({ type: 'progress', done, total }); await yieldNow(); }, stopped: () => aborted });
+    const res = await measureTimes(vt, msg, {
+      onStep: async (done, total) => {
+        post({ type: 'progress', done, total });
+        await yieldNow();
+      },
+      stopped: () => aborted,
+    });
     return { ...res, threads: vt.threads };
   },
-  maskDemo, frozenDemo,
+  maskDemo,
+  frozenDemo,
   memory: () => ({ linear: vt.memory().linear }),
 };
 
 let chain = Promise.resolve();
 self.onmessage = (e) => {
   const msg = e.data;
-  if (msg.type === 'abort') { aborted = true; return; } // outside the queue: it stops the measurement in flight
+  if (msg.type === 'abort') {
+    aborted = true;
+    return;
+  } // outside the queue: it stops the measurement in flight
   chain = chain.then(async () => {
     try {
       const h = handlers[msg.type];

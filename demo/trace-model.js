@@ -19,10 +19,25 @@ const PHASES = ['forward', 'recompute', 'backward', 'optimizer'];
 export function readTrace(t) {
   if (!t || t.format !== 'vitrine-trace/1') throw new Error(`not a recorded step (format ${t && t.format})`);
   const chains = t.chains.map((c) => ({ name: c.name, depth: c.depth, segment: c.segment, store: c.store.slice() }));
-  const blocks = chains.map((c) => Array.from({ length: c.depth }, (_, b) => ({ store: c.store[b], kept: 0, keptNames: [], forward: 0, recompute: 0, backward: 0 })));
+  const blocks = chains.map((c) =>
+    Array.from({ length: c.depth }, (_, b) => ({
+      store: c.store[b],
+      kept: 0,
+      keptNames: [],
+      forward: 0,
+      recompute: 0,
+      backward: 0,
+    })),
+  );
   const flops = Object.fromEntries(PHASES.map((p) => [p, 0]));
-  const moments = [], memory = [{ t: 0, top: 0, live: 0 }];
-  let now = 0, top = 0, released = 0, calls = 0, peak = { bytes: 0, t: 0, call: 0 }, cur = null;
+  const moments = [],
+    memory = [{ t: 0, top: 0, live: 0 }];
+  let now = 0,
+    top = 0,
+    released = 0,
+    calls = 0,
+    peak = { bytes: 0, t: 0, call: 0 },
+    cur = null;
   const chainOf = (name) => chains.findIndex((c) => name.startsWith(`${c.name}.blocks.`));
   for (const e of t.entries) {
     if (e.call !== undefined) {
@@ -47,7 +62,10 @@ export function readTrace(t) {
       if (c >= 0 && e.phase === 'forward') {
         const [b, ...field] = e.alloc.slice(chains[c].name.length + 8).split('.');
         const k = blocks[c][Number(b)];
-        if (k) { k.kept += e.bytes; k.keptNames.push(field.join('.')); }
+        if (k) {
+          k.kept += e.bytes;
+          k.keptNames.push(field.join('.'));
+        }
       }
     } else if (e.reset !== undefined) top = e.reset;
     else if (e.release !== undefined) released += e.release;
@@ -65,7 +83,10 @@ export function readTrace(t) {
 export const blockMoments = (r, c) => r.moments.filter((m) => m.chain === c && m.block >= 0 && m.phase !== 'optimizer');
 
 /** The times (FLOPs from the start) the backward re-computes each block of chain c: [{ block, t0, t1 }]. */
-export const recomputations = (r, c) => blockMoments(r, c).filter((m) => m.phase === 'recompute').map(({ block, t0, t1 }) => ({ block, t0, t1 }));
+export const recomputations = (r, c) =>
+  blockMoments(r, c)
+    .filter((m) => m.phase === 'recompute')
+    .map(({ block, t0, t1 }) => ({ block, t0, t1 }));
 
 /** The moments of a recorded step worth stepping through: each block-level moment (its forward,
  * a re-computation, its backward) and the parts outside the blocks merged by phase. */
@@ -74,7 +95,11 @@ export function stepMoments(r) {
   for (const m of r.moments) {
     const inBlock = m.chain >= 0 && m.block >= 0;
     const last = out[out.length - 1];
-    if (!inBlock && last && !last.inBlock && last.phase === m.phase) { last.t1 = m.t1; last.flops += m.flops; continue; }
+    if (!inBlock && last && !last.inBlock && last.phase === m.phase) {
+      last.t1 = m.t1;
+      last.flops += m.flops;
+      continue;
+    }
     if (!inBlock && m.flops === 0) continue;
     out.push({ ...m, inBlock });
   }
@@ -84,6 +109,7 @@ export function stepMoments(r) {
 /** Bytes of one stored block input and of one block's internals in chain c, from the recorded
  * steps under 'block' (each block keeps its input) and 'none' (each block keeps everything). */
 export function blockSizes(blockTrace, noneTrace, c) {
-  const input = blockTrace.blocks[c][0].kept, full = noneTrace.blocks[c][0].kept;
+  const input = blockTrace.blocks[c][0].kept,
+    full = noneTrace.blocks[c][0].kept;
   return { input, internals: full - input };
 }

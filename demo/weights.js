@@ -24,9 +24,18 @@ export async function onDownload(full) {
     const r = await busy('writing the weights', trainer.call('exportWeights', { full }));
     const what = r.kind === 'classifier' ? 'classifier' : full ? 'full' : 'encoder-timm';
     download(r.bytes, `vitrine-${r.kind === 'classifier' ? '' : r.kind + '-'}${what}-step${r.step}.safetensors`);
-    setStatus(`downloaded ${r.kind === 'classifier' ? 'the classifier (timm keys, head, class names: vitrine predict --weights reads it)'
-      : full ? 'the full model (lightly keys)' : 'the encoder (timm keys)'}: ${fmtBytes(r.bytes.length)}`);
-  } catch (e) { setStatus(e.message, true); }
+    setStatus(
+      `downloaded ${
+        r.kind === 'classifier'
+          ? 'the classifier (timm keys, head, class names: vitrine predict --weights reads it)'
+          : full
+            ? 'the full model (lightly keys)'
+            : 'the encoder (timm keys)'
+      }: ${fmtBytes(r.bytes.length)}`,
+    );
+  } catch (e) {
+    setStatus(e.message, true);
+  }
 }
 
 /** A safetensors file into the run (set up first by ensureRun). The file is read into wasm memory
@@ -35,20 +44,33 @@ export async function onDownload(full) {
 export async function onLoadWeights(file, ensureRun) {
   try {
     if (S.plan && S.plan.need + 2 * file.size > budgetBytes()) {
-      setStatus(`${file.name} (${fmtBytes(file.size)}) is read into the trainer's memory beside the run: ${fmtBytes(S.plan.need + 2 * file.size)} would pass the ${fmtBytes(budgetBytes())} budget`, true, false);
+      setStatus(
+        `${file.name} (${fmtBytes(file.size)}) is read into the trainer's memory beside the run: ${fmtBytes(S.plan.need + 2 * file.size)} would pass the ${fmtBytes(budgetBytes())} budget`,
+        true,
+        false,
+      );
       return;
     }
     if (!(await ensureRun())) return;
     const bytes = new Uint8Array(await file.arrayBuffer());
-    const r = await busy(`loading ${file.name}`, trainer.call('importWeights', { bytes, name: file.name }, [bytes.buffer]));
+    const r = await busy(
+      `loading ${file.name}`,
+      trainer.call('importWeights', { bytes, name: file.name }, [bytes.buffer]),
+    );
     setStatus(`loaded ${file.name} as ${r.as}`);
     S.step = r.step;
     S.losses = [];
     S.evals = [];
     S.stopped = null;
-    if (S.run.cfg.kind === 'classify') { S.run.cfg = { ...S.run.cfg, initFrom: file.name }; $('stat-init').textContent = file.name; renderEvals(); }
+    if (S.run.cfg.kind === 'classify') {
+      S.run.cfg = { ...S.run.cfg, initFrom: file.name };
+      $('stat-init').textContent = file.name;
+      renderEvals();
+    }
     drawLoss();
     $('stat-step').textContent = `${r.step} / ${S.run.cfg.steps}`;
     page.syncButtons();
-  } catch (e) { setStatus(e.message, true); }
+  } catch (e) {
+    setStatus(e.message, true);
+  }
 }

@@ -23,11 +23,18 @@ export const DEMO_MODELS = {
 };
 
 function customConfig(cfg) {
-  try { return JSON.parse(cfg.custom); } catch (e) { throw new Error(`custom config: not JSON (${e.message})`); }
+  try {
+    return JSON.parse(cfg.custom);
+  } catch (e) {
+    throw new Error(`custom config: not JSON (${e.message})`);
+  }
 }
 /** The encoder's timm kwargs of cfg.model (null for a timm preset name). */
 export function encoderOf(cfg) {
-  if (cfg.model === 'custom') { const c = customConfig(cfg); return { ...(c.encoder || c) }; }
+  if (cfg.model === 'custom') {
+    const c = customConfig(cfg);
+    return { ...(c.encoder || c) };
+  }
   const d = DEMO_MODELS[cfg.model] || TRAIN_PRESETS[cfg.model];
   return d ? { ...d.encoder } : null;
 }
@@ -39,8 +46,15 @@ export function encoderOf(cfg) {
 export function specFor(cfg) {
   if (cfg.kind === 'classify') {
     const encoder = encoderOf(cfg);
-    if (!encoder) throw new Error(`classify mode builds its classifier on a 28 / 32 px model or a custom config; the timm preset '${cfg.model}' (224 px RGB) is offered for MAE / AIM only`);
-    return classifierSpec({ config: { encoder }, numClasses: Math.max(2, (cfg.classes || []).length), pool: cfg.pool || CLASSIFY_DEFAULTS.pool });
+    if (!encoder)
+      throw new Error(
+        `classify mode builds its classifier on a 28 / 32 px model or a custom config; the timm preset '${cfg.model}' (224 px RGB) is offered for MAE / AIM only`,
+      );
+    return classifierSpec({
+      config: { encoder },
+      numClasses: Math.max(2, (cfg.classes || []).length),
+      pool: cfg.pool || CLASSIFY_DEFAULTS.pool,
+    });
   }
   if (cfg.model === 'custom') return { kind: cfg.kind, config: customConfig(cfg) };
   const d = DEMO_MODELS[cfg.model];
@@ -64,7 +78,9 @@ export async function loadFmnist() {
 
 // ---- IndexedDB (the training state, so that a reload resumes) --------------------------------
 
-const DB_NAME = 'vitrine-demo', STORE = 'runs', KEY = 'current';
+const DB_NAME = 'vitrine-demo',
+  STORE = 'runs',
+  KEY = 'current';
 function db() {
   return new Promise((res, rej) => {
     const r = indexedDB.open(DB_NAME, 1);
@@ -77,11 +93,14 @@ async function idb(mode, fn) {
   const d = await db();
   try {
     return await new Promise((res, rej) => {
-      const tx = d.transaction(STORE, mode), req = fn(tx.objectStore(STORE));
+      const tx = d.transaction(STORE, mode),
+        req = fn(tx.objectStore(STORE));
       tx.oncomplete = () => res(req.result);
       tx.onerror = tx.onabort = () => rej(tx.error);
     });
-  } finally { d.close(); }
+  } finally {
+    d.close();
+  }
 }
 export const idbGet = () => idb('readonly', (s) => s.get(KEY));
 export const idbPut = (v) => idb('readwrite', (s) => s.put(v, KEY));

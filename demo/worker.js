@@ -14,19 +14,37 @@ import { TRAIN_PRESETS, MAE_DECODERS, encoderPrefix, showMasks } from '../web/tr
 import { makeBatch } from '../web/images.js';
 import { Session } from '../web/train-loop.js';
 import { fitReport, fmtBytes } from './plan.js';
-import { DEMO_MODELS, specFor, encoderOf, policyOf, loadFmnist, idbGet, idbPut, idbDel, MAX_SAVED } from './worker-data.js';
+import {
+  DEMO_MODELS,
+  specFor,
+  encoderOf,
+  policyOf,
+  loadFmnist,
+  idbGet,
+  idbPut,
+  idbDel,
+  MAX_SAVED,
+} from './worker-data.js';
 
-const f32hex = (x) => { const b = new DataView(new ArrayBuffer(4)); b.setFloat32(0, x); return b.getUint32(0).toString(16).padStart(8, '0'); };
+const f32hex = (x) => {
+  const b = new DataView(new ArrayBuffer(4));
+  b.setFloat32(0, x);
+  return b.getUint32(0).toString(16).padStart(8, '0');
+};
 const now = () => performance.now();
 
 let vt = null;
-let baseline = 0;      // the wasm memory of a fresh engine (module, stack, heap start)
+let baseline = 0; // the wasm memory of a fresh engine (module, stack, heap start)
 const post = (msg, transfer = []) => self.postMessage(msg, transfer);
 
 // ---- the trainer ------------------------------------------------------------------------------
 
-let run = null;       // { cfg, session, model, src, losses, userData, evals }
-let running = false, loopToken = 0, lastViz = 0, lastSave = 0, saving = null;
+let run = null; // { cfg, session, model, src, losses, userData, evals }
+let running = false,
+  loopToken = 0,
+  lastViz = 0,
+  lastSave = 0,
+  saving = null;
 
 // The encoder of the last MAE / AIM run of this tab (kept when that run is reset or replaced), for
 // a classifier to start from: { bytes (timm keys), kind, step, model, custom }. Memory only.
@@ -34,17 +52,34 @@ let tabEncoder = null;
 function stashEncoder() {
   if (!run || run.cfg.kind === 'classify' || run.model.stepCount === 0) return;
   const m = run.model;
-  tabEncoder = { bytes: m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) }), kind: m.kind, step: m.stepCount, model: run.cfg.model, custom: run.cfg.custom };
+  tabEncoder = {
+    bytes: m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) }),
+    kind: m.kind,
+    step: m.stepCount,
+    model: run.cfg.model,
+    custom: run.cfg.custom,
+  };
 }
-const tabEncoderInfo = () => (tabEncoder ? { kind: tabEncoder.kind, step: tabEncoder.step, model: tabEncoder.model, custom: tabEncoder.custom } : null);
+const tabEncoderInfo = () =>
+  tabEncoder
+    ? { kind: tabEncoder.kind, step: tabEncoder.step, model: tabEncoder.model, custom: tabEncoder.custom }
+    : null;
 
 // The weights a new classifier starts from: the encoder trained in this tab or a file (init: { bytes, name }).
 function classifierWeights(cfg, init) {
   if (cfg.init === 'tab') {
-    if (!tabEncoder) throw new Error('no MAE / AIM encoder has been trained in this tab yet: train one (then Reset), or start from random init');
+    if (!tabEncoder)
+      throw new Error(
+        'no MAE / AIM encoder has been trained in this tab yet: train one (then Reset), or start from random init',
+      );
     if (JSON.stringify(encoderOf(tabEncoder)) !== JSON.stringify(encoderOf(cfg)))
-      throw new Error(`the encoder trained in this tab is model '${tabEncoder.model}': choose that model to start from it`);
-    return { bytes: tabEncoder.bytes, name: `the ${tabEncoder.kind.toUpperCase()} encoder trained in this tab (step ${tabEncoder.step})` };
+      throw new Error(
+        `the encoder trained in this tab is model '${tabEncoder.model}': choose that model to start from it`,
+      );
+    return {
+      bytes: tabEncoder.bytes,
+      name: `the ${tabEncoder.kind.toUpperCase()} encoder trained in this tab (step ${tabEncoder.step})`,
+    };
   }
   if (cfg.init === 'file') {
     if (!init || !init.bytes) throw new Error('choose the safetensors file to start from');
@@ -53,7 +88,12 @@ function classifierWeights(cfg, init) {
   return null;
 }
 const initText = (r) => {
-  const pos = { sincos_frozen: 'sin-cos pos_embed frozen', learned_now_trainable: 'learned pos_embed trains', trainable: 'pos_embed trains', none: 'no pos_embed loaded' }[r.posEmbed];
+  const pos = {
+    sincos_frozen: 'sin-cos pos_embed frozen',
+    learned_now_trainable: 'learned pos_embed trains',
+    trainable: 'pos_embed trains',
+    none: 'no pos_embed loaded',
+  }[r.posEmbed];
   return `${r.source}: ${r.loaded} tensors loaded${r.resampled ? ` (${r.resampled} resampled)` : ''}, ${r.skipped} skipped${r.notes.length ? ` (${r.notes.join('; ')})` : ''}; ${pos}`;
 };
 
@@ -61,9 +101,19 @@ const initText = (r) => {
 // user's images, at the model's size; a classifier's classes), the schedule, the seed.
 function sessionOptions(cfg, src) {
   const cls = cfg.kind === 'classify';
-  return { objective: cls ? 'classify' : cfg.kind, spec: specFor(cfg), data: { kind: 'pixels', ...src }, batch: cfg.batch, steps: cfg.steps,
-    lr: cfg.lr, warmup: cfg.warmup, seed: String(cfg.seed), policy: policyOf(cfg), ...(cls ? {} : { maskRatio: cfg.maskRatio }),
-    runInfo: { data: src.name } };
+  return {
+    objective: cls ? 'classify' : cfg.kind,
+    spec: specFor(cfg),
+    data: { kind: 'pixels', ...src },
+    batch: cfg.batch,
+    steps: cfg.steps,
+    lr: cfg.lr,
+    warmup: cfg.warmup,
+    seed: String(cfg.seed),
+    policy: policyOf(cfg),
+    ...(cls ? {} : { maskRatio: cfg.maskRatio }),
+    runInfo: { data: src.name },
+  };
 }
 
 function memInfo() {
@@ -92,25 +142,61 @@ async function setup({ cfg, userData, resume, init, budget, keep = true }) {
   stop();
   if (saving) await saving;
   stashEncoder();
-  if (run) { run.session.dispose(); run = null; }
+  if (run) {
+    run.session.dispose();
+    run = null;
+  }
   await freshEngineFor(budget);
   const saved = resume ? await idbGet() : null;
   if (resume && !saved) throw new Error('nothing saved to resume');
-  if (saved) { cfg = saved.cfg; userData = saved.userData || null; }
+  if (saved) {
+    cfg = saved.cfg;
+    userData = saved.userData || null;
+  }
   const cls = cfg.kind === 'classify';
   const src = cls || cfg.data === 'user' ? userData : await loadFmnist();
-  if (!src || !src.n) throw new Error(cls ? 'no images in your classes yet' : 'no images: pick or drop some image files first');
+  if (!src || !src.n)
+    throw new Error(cls ? 'no images in your classes yet' : 'no images: pick or drop some image files first');
   const weights = cls && !saved ? classifierWeights(cfg, init) : null;
-  const session = await Session.open(vt, { ...sessionOptions(cfg, src), weights: weights || undefined, resume: saved ? saved.state : undefined, resumeName: 'the run kept in this browser' });
+  const session = await Session.open(vt, {
+    ...sessionOptions(cfg, src),
+    weights: weights || undefined,
+    resume: saved ? saved.state : undefined,
+    resumeName: 'the run kept in this browser',
+  });
   const initReport = session.initReport && { what: weights.name, text: initText(session.initReport) };
   if (initReport) cfg = { ...cfg, initFrom: initReport.what };
   // keep: the plan leaves room to save the training state for a reload (demo/plan.js tabReach)
-  run = { cfg, session, model: session.model, src, losses: saved ? saved.losses || [] : [], userData: cls || cfg.data === 'user' ? userData : null,
-    evals: saved ? saved.evals || [] : [], every: Math.max(1, Math.round(cfg.steps / 10)), keep: saved ? true : keep, viz: saved ? saved.viz || null : null };
-  const m = run.model, params = m.params().reduce((a, p) => a + p.numel, 0);
-  const out = { cfg, dims: m.dims, params, step: m.stepCount, losses: run.losses, policy: m.gradCheckpointing, data: { name: src.name, n: src.n },
-    mem: memInfo(), resumed: !!saved, evals: run.evals, tabEncoder: tabEncoderInfo(), init: initReport,
-    viz: run.viz, keep: run.keep };
+  run = {
+    cfg,
+    session,
+    model: session.model,
+    src,
+    losses: saved ? saved.losses || [] : [],
+    userData: cls || cfg.data === 'user' ? userData : null,
+    evals: saved ? saved.evals || [] : [],
+    every: Math.max(1, Math.round(cfg.steps / 10)),
+    keep: saved ? true : keep,
+    viz: saved ? saved.viz || null : null,
+  };
+  const m = run.model,
+    params = m.params().reduce((a, p) => a + p.numel, 0);
+  const out = {
+    cfg,
+    dims: m.dims,
+    params,
+    step: m.stepCount,
+    losses: run.losses,
+    policy: m.gradCheckpointing,
+    data: { name: src.name, n: src.n },
+    mem: memInfo(),
+    resumed: !!saved,
+    evals: run.evals,
+    tabEncoder: tabEncoderInfo(),
+    init: initReport,
+    viz: run.viz,
+    keep: run.keep,
+  };
   if (cls) {
     out.split = { train: session.trainIdx.length, heldOut: session.valIdx ? session.valIdx.length : 0 };
     if (saved) out.userData = run.userData; // the classes' images (at the model's size), for the page's class editor
@@ -118,14 +204,19 @@ async function setup({ cfg, userData, resume, init, budget, keep = true }) {
   return out;
 }
 
-function stop() { running = false; loopToken++; }
+function stop() {
+  running = false;
+  loopToken++;
+}
 
 // The run stepped by the library's loop; between steps the page's messages get in (the loop
 // yields), a stop (pause, reset, a new setup) is taken at the next step boundary.
 async function loop(token) {
-  const { session, cfg } = run, cls = cfg.kind === 'classify';
+  const { session, cfg } = run,
+    cls = cfg.kind === 'classify';
   const r = await session.loop({
-    evalEvery: cls ? run.every : 0, evalChunk: cfg.batch,
+    evalEvery: cls ? run.every : 0,
+    evalChunk: cfg.batch,
     control: { aborted: () => !running || token !== loopToken },
     emit: (name, ev) => (name === 'step' ? onStep(ev) : name === 'eval' ? onEval(ev) : undefined),
   });
@@ -148,15 +239,26 @@ async function loop(token) {
 }
 
 function onStep(ev) {
-  const m = run.model, s = ev.step - 1;
-  const rec = { step: ev.step, loss: ev.loss, hex: f32hex(ev.loss), ms: ev.seconds * 1000, policy: m.gradCheckpointing, lr: ev.lr };
+  const m = run.model,
+    s = ev.step - 1;
+  const rec = {
+    step: ev.step,
+    loss: ev.loss,
+    hex: f32hex(ev.loss),
+    ms: ev.seconds * 1000,
+    policy: m.gradCheckpointing,
+    lr: ev.lr,
+  };
   run.losses.push(rec);
   const msg = { type: 'step', ...rec, ips: ev.imagesPerSecond };
   const t = now();
   if (t - lastViz > 700 || ev.step >= run.cfg.steps || s === 0) {
     lastViz = t;
     // (a GPU step's forward stays on the GPU: no reconstructions while training there)
-    if (run.cfg.kind !== 'classify' && !onGpu()) { run.viz = vizOf(ev.images); post({ type: 'viz', ...run.viz }); }
+    if (run.cfg.kind !== 'classify' && !onGpu()) {
+      run.viz = vizOf(ev.images);
+      post({ type: 'viz', ...run.viz });
+    }
     msg.mem = memInfo();
   }
   post(msg);
@@ -181,8 +283,12 @@ function onEval(e) {
 
 // originals / masked / reconstructions of the first images of the last step, as RGBA bytes
 function vizOf(x, n = 8) {
-  const m = run.model, v = m.visualize(), { img, chans } = m.dims, st = run.session.stats;
-  const k = Math.min(n, v.shape[0]), rows = [[], [], []];
+  const m = run.model,
+    v = m.visualize(),
+    { img, chans } = m.dims,
+    st = run.session.stats;
+  const k = Math.min(n, v.shape[0]),
+    rows = [[], [], []];
   for (let b = 0; b < k; b++) {
     rows[0].push(toRGBA(x, { chans, img }, b, st));
     rows[1].push(toRGBA(v.masked, { chans, img }, b, st));
@@ -201,19 +307,42 @@ async function persist() {
   if (run !== r) return; // reset or replaced meanwhile
   const state = run.session.checkpoint(); // the training state with the run's settings
   if (state.length > MAX_SAVED) {
-    post({ type: 'saved', ok: false, message: `training state ${fmtBytes(state.length)}: too large to keep in the browser` });
+    post({
+      type: 'saved',
+      ok: false,
+      message: `training state ${fmtBytes(state.length)}: too large to keep in the browser`,
+    });
     return;
   }
-  const rec = { cfg: run.cfg, step: run.model.stepCount, state, losses: run.losses, evals: run.evals, userData: run.userData, viz: run.viz, savedAt: Date.now() };
-  saving = idbPut(rec).then(() => post({ type: 'saved', ok: true, step: rec.step, bytes: state.length }),
-    (e) => post({ type: 'saved', ok: false, message: `IndexedDB: ${e && e.message}` })).finally(() => { saving = null; });
+  const rec = {
+    cfg: run.cfg,
+    step: run.model.stepCount,
+    state,
+    losses: run.losses,
+    evals: run.evals,
+    userData: run.userData,
+    viz: run.viz,
+    savedAt: Date.now(),
+  };
+  saving = idbPut(rec)
+    .then(
+      () => post({ type: 'saved', ok: true, step: rec.step, bytes: state.length }),
+      (e) => post({ type: 'saved', ok: false, message: `IndexedDB: ${e && e.message}` }),
+    )
+    .finally(() => {
+      saving = null;
+    });
   return saving;
 }
 
 function setPolicy({ policy, budget }) {
-  const m = run.model, cur = m.gradCheckpointing;
+  const m = run.model,
+    cur = m.gradCheckpointing;
   const r = fitReport(m, { batch: run.cfg.batch, maskRatio: run.cfg.maskRatio, policy, budget, baseline });
-  if (!r.fits) { m.setGradCheckpointing(cur); return { ok: false, policy: cur, report: r }; }
+  if (!r.fits) {
+    m.setGradCheckpointing(cur);
+    return { ok: false, policy: cur, report: r };
+  }
   m.setGradCheckpointing(r.policy); // from the next step on
   run.session.run.policy = r.policy;
   if (r.policy !== 'none') run.cfg = { ...run.cfg, checkpointing: true, policy, resolved: r.policy };
@@ -225,15 +354,21 @@ function setPolicy({ policy, budget }) {
  * channels (the page's pixel pipeline, as for the classes' images). */
 async function predict({ pixels, size, chans: c }) {
   if (!run || run.cfg.kind !== 'classify') throw new Error('no classifier yet: set up a classify run first');
-  const m = run.model, { img, chans } = m.dims;
-  if (size !== img || c !== chans || pixels.length !== chans * img * img) throw new Error(`predict: a ${size}x${size}x${c} image, the model takes ${img}x${img}x${chans}`);
-  const [top] = await run.session.predict(makeBatch({ chans, size, pixels }, Int32Array.of(0), null, run.session.stats), { topk: Math.min(3, run.cfg.classes.length) });
+  const m = run.model,
+    { img, chans } = m.dims;
+  if (size !== img || c !== chans || pixels.length !== chans * img * img)
+    throw new Error(`predict: a ${size}x${size}x${c} image, the model takes ${img}x${img}x${chans}`);
+  const [top] = await run.session.predict(
+    makeBatch({ chans, size, pixels }, Int32Array.of(0), null, run.session.stats),
+    { topk: Math.min(3, run.cfg.classes.length) },
+  );
   return { top, step: m.stepCount };
 }
 
 // ---- the planner ------------------------------------------------------------------------------
 
-let planModel = null, planKey = '';
+let planModel = null,
+  planKey = '';
 function plan({ cfg, budget }) {
   const spec = specFor(cfg);
   const key = JSON.stringify(spec);
@@ -253,11 +388,13 @@ function plan({ cfg, budget }) {
 // A timm preset's step takes seconds: before a run starts, the page says about how many. One
 // forward pass of one image is timed here (after one untimed pass: the wasm's optimised tier),
 // then times 3 (the backward does twice the forward's work) times the batch. Small models: null.
-let estimateKey = '', fwdSeconds = 0;
+let estimateKey = '',
+  fwdSeconds = 0;
 function stepEstimate(m, cfg, key) {
   if (cfg.kind === 'classify' || !vt.presets().includes(cfg.model)) return null;
   if (key !== estimateKey) {
-    const { img, chans } = m.dims, x = new Float32Array(chans * img * img);
+    const { img, chans } = m.dims,
+      x = new Float32Array(chans * img * img);
     const masks = showMasks(m, 1, cfg.maskRatio);
     m.loss(x, masks);
     const t = performance.now();
@@ -274,16 +411,32 @@ function stepEstimate(m, cfg, key) {
 const handlers = {
   async init({ backend = 'wasm' }) {
     let fallback = null;
-    try { vt = await createVitrine({ backend }); } catch (e) { // webgpu asked for and refused: wasm, saying why
+    try {
+      vt = await createVitrine({ backend });
+    } catch (e) {
+      // webgpu asked for and refused: wasm, saying why
       fallback = `${backend} asked for: ${e.message}`;
       vt = await createVitrine();
     }
     baseline = vt.memory().linear;
     const be = { name: vt.backend.name, reason: fallback || vt.backend.reason, adapter: vt.backend.adapter };
-    return { backend: be, build: vt.build, simdKernels: vt.simdKernels, simd: simdSupported(), presets: vt.presets(), policies: vt.policies(), baseline,
-      threads: vt.threads, threadsNote: vt.threadsNote, isolated: globalThis.crossOriginIsolated === true,
-      models: { ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])), ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])) },
-      decoders: Object.fromEntries(Object.entries(MAE_DECODERS).map(([k, v]) => [k, v.label])) };
+    return {
+      backend: be,
+      build: vt.build,
+      simdKernels: vt.simdKernels,
+      simd: simdSupported(),
+      presets: vt.presets(),
+      policies: vt.policies(),
+      baseline,
+      threads: vt.threads,
+      threadsNote: vt.threadsNote,
+      isolated: globalThis.crossOriginIsolated === true,
+      models: {
+        ...Object.fromEntries(Object.entries(DEMO_MODELS).map(([k, v]) => [k, v.label])),
+        ...Object.fromEntries(Object.keys(TRAIN_PRESETS).map((k) => [k, k])),
+      },
+      decoders: Object.fromEntries(Object.entries(MAE_DECODERS).map(([k, v]) => [k, v.label])),
+    };
   },
   plan,
   setup,
@@ -293,8 +446,12 @@ const handlers = {
   },
   start() {
     if (!run) throw new Error('no model: set one up first');
-    if (run.model.stepCount >= run.cfg.steps) throw new Error(`all ${run.cfg.steps} steps are done: Reset to train again`);
-    if (!running) { running = true; loop(++loopToken); }
+    if (run.model.stepCount >= run.cfg.steps)
+      throw new Error(`all ${run.cfg.steps} steps are done: Reset to train again`);
+    if (!running) {
+      running = true;
+      loop(++loopToken);
+    }
     return { step: run.model.stepCount };
   },
   async pause() {
@@ -307,7 +464,10 @@ const handlers = {
     stop();
     if (saving) await saving;
     stashEncoder();
-    if (run) { run.session.dispose(); run = null; }
+    if (run) {
+      run.session.dispose();
+      run = null;
+    }
     await idbDel();
     return { mem: { linear: vt.memory().linear, baseline }, tabEncoder: tabEncoderInfo() };
   },
@@ -318,16 +478,23 @@ const handlers = {
     const m = run.model;
     // a classifier: timm keys with the head, the class names and normalisation in the metadata
     // (what `vitrine predict --weights` reads)
-    if (run.cfg.kind === 'classify') return { bytes: run.session.weights(), kind: 'classifier', step: m.stepCount, full: true };
+    if (run.cfg.kind === 'classify')
+      return { bytes: run.session.weights(), kind: 'classifier', step: m.stepCount, full: true };
     const bytes = full ? m.saveSafetensors() : m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) });
     return { bytes, kind: m.kind, step: m.stepCount, full: !!full };
   },
   importWeights({ bytes, name }) {
-    const m = run.model, s = run.session;
+    const m = run.model,
+      s = run.session;
     const u8 = new Uint8Array(bytes);
     // this run's own training state resumes it; any other file starts training from its weights,
     // its layout (timm, lightly, vitrine) recognised by the engine (Model.initFrom)
-    try { m.loadTrainState(u8); return { as: 'training state', step: m.stepCount }; } catch { /* not this run's state */ }
+    try {
+      m.loadTrainState(u8);
+      return { as: 'training state', step: m.stepCount };
+    } catch {
+      /* not this run's state */
+    }
     const r = m.initFrom(u8);
     // a new start: step 0, fresh AdamW (and the gradient layout of a pos_embed that now trains)
     m.trainerInit(s.trainerOptions);

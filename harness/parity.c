@@ -43,7 +43,8 @@ typedef struct {
     vt_fn fn;
 } outs;
 
-static vt_status push(outs *s, const char *name, const float *data, size_t n, int ndim, const long long *shape) {
+static vt_status push(outs *s, const char *name, const float *data, size_t n, int ndim,
+                      const long long *shape) {
     if (s->n == s->cap) {
         int nc = s->cap ? 2 * s->cap : 64;
         outt *no = realloc(s->o, (size_t)nc * sizeof *no);
@@ -72,7 +73,8 @@ static void outs_free(outs *s) {
 
 static void shape_str(char *buf, size_t len, int ndim, const long long *shape) {
     size_t k = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < ndim && k < len; i++) k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", shape[i]);
+    for (int i = 0; i < ndim && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", shape[i]);
     if (k < len) snprintf(buf + k, len - k, "]");
 }
 
@@ -87,22 +89,30 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
     if (na >= 1 && nb >= 1 && a[0] != b[0])
         snprintf(buf, len, "; likely cause: a batch of %lld in the file against %lld images", b[0], a[0]);
     else if (fwd && na != nb)
-        snprintf(buf, len, "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
-                           "others pool to [B, .]", vt_pool_name(c->global_pool));
+        snprintf(buf, len,
+                 "; likely cause: pooling (global_pool '%s'): '' keeps every token [B, T, .], the "
+                 "others pool to [B, .]",
+                 vt_pool_name(c->global_pool));
     else if (fwd && lb == c->embed_dim && la != lb)
-        snprintf(buf, len, "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
-                           "config has num_classes %d: set num_classes 0", lb, c->num_classes);
+        snprintf(buf, len,
+                 "; likely cause: the file's output has no classifier head (%lld = embed_dim) but the "
+                 "config has num_classes %d: set num_classes 0",
+                 lb, c->num_classes);
     else if (fwd && la == c->embed_dim && lb != la)
-        snprintf(buf, len, "; likely cause: a classifier head: the file's output has %lld values per row, as "
-                           "logits of num_classes %lld would (timm's forward applies `head`; lightly's forward "
-                           "never does): set num_classes %lld in the config", lb, lb, lb);
+        snprintf(buf, len,
+                 "; likely cause: a classifier head: the file's output has %lld values per row, as "
+                 "logits of num_classes %lld would (timm's forward applies `head`; lightly's forward "
+                 "never does): set num_classes %lld in the config",
+                 lb, lb, lb);
     else if (fwd && la != lb)
         snprintf(buf, len, "; likely cause: num_classes (config %d) or global_pool ('%s')", c->num_classes,
                  vt_pool_name(c->global_pool));
     else
-        snprintf(buf, len, "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
-                           "global_pool '%s', num_classes %d) or the call's indices", c->img_size, c->patch_size,
-                 c->class_token, c->reg_tokens, vt_pool_name(c->global_pool), c->num_classes);
+        snprintf(buf, len,
+                 "; likely cause: the config (img_size %d, patch_size %d, class_token %d, reg_tokens %d, "
+                 "global_pool '%s', num_classes %d) or the call's indices",
+                 c->img_size, c->patch_size, c->class_token, c->reg_tokens, vt_pool_name(c->global_pool),
+                 c->num_classes);
     return buf;
 }
 
@@ -111,13 +121,16 @@ static const char *mismatch_cause(const outs *o, int na, const long long *a, int
 static float *tensor_f32(const vt_st_tensor *t) {
     float *d = alloc_n(t->numel, sizeof(float));
     if (!d) return NULL;
-    if (vt_st_to_f32(t, d)) { free(d); return NULL; }
+    if (vt_st_to_f32(t, d)) {
+        free(d);
+        return NULL;
+    }
     return d;
 }
 
 /* An optional [B, *] integer tensor as int64; *out stays NULL when the file has none. */
-static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols, long long **out,
-                    int *cols) {
+static vt_status read_i64(const vt_st_file *f, const char *key, int batch, long long want_cols,
+                          long long **out, int *cols) {
     const vt_st_tensor *t = vt_st_find(f, key);
     if (!t) return VT_OK;
     if (t->ndim != 2 || t->shape[0] != batch || (want_cols >= 0 && t->shape[1] != want_cols)) {
@@ -152,8 +165,8 @@ static double rel_err(const float *ours, const float *ref, size_t n) {
 
 /* PyTorch's own float32 error against its float64 expect, in *err (-1 when the file has no
  * torch32/ key); a torch32/ tensor of another size than its expect/ one is an error */
-static vt_status torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const float *ref, const char *key,
-                             double *err) {
+static vt_status torch32_err(const vt_st_file *f, const vt_st_tensor *expect, const float *ref,
+                             const char *key, double *err) {
     char tk[200];
     snprintf(tk, sizeof tk, "torch32/%s", key);
     const vt_st_tensor *t32 = vt_st_find(f, tk);
@@ -178,7 +191,8 @@ static vt_status check_finite(const vt_st_tensor *t, const float *v) {
         if (!isfinite(v[i])) {
             char sh[96];
             shape_str(sh, sizeof sh, t->ndim, t->shape);
-            return vt_fail(VT_ERR_FORMAT, "%s holds %s (element %zu of %s): the reference is broken; make the dump again",
+            return vt_fail(VT_ERR_FORMAT,
+                           "%s holds %s (element %zu of %s): the reference is broken; make the dump again",
                            t->name, isnan(v[i]) ? "NaN" : "an infinity", i, sh);
         }
     return VT_OK;
@@ -200,21 +214,29 @@ static vt_status compare(const vt_st_file *f, const outs *o, vt_parity_result *r
         const outt *mine = NULL;
         for (int j = 0; j < o->n; j++)
             if (!strcmp(o->o[j].name, key)) mine = &o->o[j];
-        if (!mine) return perr(r, vt_fail(VT_ERR_FORMAT, "vitrine computes nothing for '%s' (unsupported)", t->name));
+        if (!mine)
+            return perr(r,
+                        vt_fail(VT_ERR_FORMAT, "vitrine computes nothing for '%s' (unsupported)", t->name));
         if (mine->n != t->numel) {
             char sa[96], sb[96], why[400];
             shape_str(sa, sizeof sa, mine->ndim, mine->shape);
             shape_str(sb, sizeof sb, t->ndim, t->shape);
-            return perr(r, vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
-                                   "(%zu values)%s", key, sa, mine->n, t->name, sb, t->numel,
-                                   mismatch_cause(o, mine->ndim, mine->shape, t->ndim, t->shape, why, sizeof why)));
+            return perr(
+                r, vt_fail(VT_ERR_MISMATCH,
+                           "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                           "(%zu values)%s",
+                           key, sa, mine->n, t->name, sb, t->numel,
+                           mismatch_cause(o, mine->ndim, mine->shape, t->ndim, t->shape, why, sizeof why)));
         }
         float *ref = tensor_f32(t);
         if (!ref) return perr(r, VT_ERR_FORMAT);
         double t32 = -1;
         int rc = check_finite(t, ref);
         if (!rc) rc = torch32_err(f, t, ref, key, &t32);
-        if (rc) { free(ref); return perr(r, rc); }
+        if (rc) {
+            free(ref);
+            return perr(r, rc);
+        }
         vt_parity_tensor *pt = &r->t[r->n++];
         snprintf(pt->name, sizeof pt->name, "%s", key);
         pt->err = rel_err(mine->data, ref, t->numel);
@@ -237,7 +259,7 @@ static vt_status make_dump(const outs *o, vt_parity_result *r) {
         e[i].shape = o->o[i].shape;
         e[i].data = o->o[i].data;
     }
-    const char *mk[] = {"format"}, *mv[] = {"vitrine-parity-dump/1"};
+    const char *mk[] = { "format" }, *mv[] = { "vitrine-parity-dump/1" };
     int rc = vt_st_write(e, (size_t)o->n, mk, mv, 1, &r->dump, &r->dump_len);
     free(e);
     return rc ? perr(r, rc) : VT_OK;
@@ -257,14 +279,15 @@ static vt_status run_sincos(const vt_st_file *f, outs *o) {
         /* only as large as the file's own expected tensor (which is in the file): a 120-byte file
          * must not ask for gigabytes natively (nor wrap wasm's 32-bit size_t) */
         uint64_t rows = (uint64_t)P + (uint64_t)G * G, n64 = rows * (uint64_t)D;
-        if (n64 <= SIZE_MAX / sizeof(float) && n64 != (uint64_t)t->numel) /* past the address space: alloc_n says so */
-            return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' names %llu values, the tensor holds %llu", t->name,
-                           (unsigned long long)n64, (unsigned long long)t->numel);
+        if (n64 <= SIZE_MAX / sizeof(float) &&
+            n64 != (uint64_t)t->numel) /* past the address space: alloc_n says so */
+            return vt_fail(VT_ERR_FORMAT, "sin-cos key '%s' names %llu values, the tensor holds %llu",
+                           t->name, (unsigned long long)n64, (unsigned long long)t->numel);
         float *tab = alloc_n(rows * D, sizeof(float));
         if (!tab) return VT_ERR_NOMEM;
         size_t n = (size_t)(rows * D); /* fits: alloc_n checked its bytes */
         int rc = vt_sincos_table(tab, D, G, P);
-        long long shape[2] = {P + G * G, D};
+        long long shape[2] = { P + G * G, D };
         if (!rc) rc = push(o, t->name + 7, tab, n, 2, shape);
         free(tab);
         if (rc) return rc;
@@ -277,25 +300,34 @@ static vt_status run_sincos(const vt_st_file *f, outs *o) {
 typedef enum { PM_SINCOS, PM_ADAMW, PM_MODEL } pm_what;
 typedef struct {
     pm_what what;
-    vt_kind kind;                        /* PM_MODEL: the module's */
-    const char *cfg_text;                /* the config as written (PM_MODEL: vt_model_config_from_json) */
+    vt_kind kind;         /* PM_MODEL: the module's */
+    const char *cfg_text; /* the config as written (PM_MODEL: vt_model_config_from_json) */
     vt_json *cfg, *call;
     double lr, eps, weight_decay, b1, b2; /* PM_ADAMW */
     long steps;
 } parity_meta;
 
-static const struct { const char *module; pm_what what; vt_kind kind; } MODULES[] = {
-    {"timm.VisionTransformer", PM_MODEL, VT_KIND_TIMM}, {"lightly.MaskedVisionTransformerTIMM", PM_MODEL, VT_KIND_LIGHTLY},
-    {"lightly.MaskedCausalVisionTransformer", PM_MODEL, VT_KIND_CAUSAL}, {"lightly.examples.MAE", PM_MODEL, VT_KIND_MAE},
-    {"lightly.examples.AIM", PM_MODEL, VT_KIND_AIM}, {"torch.optim.AdamW", PM_ADAMW, VT_KIND_TIMM},
-    {"lightly.models.utils.get_2d_sine_cosine_positional_embedding", PM_SINCOS, VT_KIND_TIMM}};
+static const struct {
+    const char *module;
+    pm_what what;
+    vt_kind kind;
+} MODULES[] = { { "timm.VisionTransformer", PM_MODEL, VT_KIND_TIMM },
+                { "lightly.MaskedVisionTransformerTIMM", PM_MODEL, VT_KIND_LIGHTLY },
+                { "lightly.MaskedCausalVisionTransformer", PM_MODEL, VT_KIND_CAUSAL },
+                { "lightly.examples.MAE", PM_MODEL, VT_KIND_MAE },
+                { "lightly.examples.AIM", PM_MODEL, VT_KIND_AIM },
+                { "torch.optim.AdamW", PM_ADAMW, VT_KIND_TIMM },
+                { "lightly.models.utils.get_2d_sine_cosine_positional_embedding", PM_SINCOS, VT_KIND_TIMM } };
 
 /* a number of o (named field) in [lo, hi] (hi_open: [lo, hi)) */
-static vt_status meta_num(const vt_json *o, const char *field, const char *k, double lo, double hi, int hi_open, double *v) {
+static vt_status meta_num(const vt_json *o, const char *field, const char *k, double lo, double hi,
+                          int hi_open, double *v) {
     const vt_json *j = vt_json_get(o, k);
-    if (!j || j->type != VT_JSON_NUMBER) return vt_fail(VT_ERR_FORMAT, "metadata %s.%s: a number is needed", field, k);
+    if (!j || j->type != VT_JSON_NUMBER)
+        return vt_fail(VT_ERR_FORMAT, "metadata %s.%s: a number is needed", field, k);
     if (!(j->number >= lo && (hi_open ? j->number < hi : j->number <= hi)))
-        return vt_fail(VT_ERR_FORMAT, "metadata %s.%s: %g is outside %s%g, %g%s", field, k, j->number, "[", lo, hi, hi_open ? ")" : "]");
+        return vt_fail(VT_ERR_FORMAT, "metadata %s.%s: %g is outside %s%g, %g%s", field, k, j->number, "[",
+                       lo, hi, hi_open ? ")" : "]");
     *v = j->number;
     return VT_OK;
 }
@@ -304,18 +336,22 @@ static vt_status meta_num(const vt_json *o, const char *field, const char *k, do
  * every number in range. pm holds the parsed config and call (parity_meta_free). */
 static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
     memset(pm, 0, sizeof *pm);
-    const char *fmt = vt_st_meta(f, "format"), *module = vt_st_meta(f, "module"), *call_text = vt_st_meta(f, "call");
+    const char *fmt = vt_st_meta(f, "format"), *module = vt_st_meta(f, "module"),
+               *call_text = vt_st_meta(f, "call");
     pm->cfg_text = vt_st_meta(f, "config");
     if (!fmt || strcmp(fmt, "vitrine-parity/1"))
-        return vt_fail(VT_ERR_FORMAT, "not a vitrine-parity/1 file (metadata format = %s)", fmt ? fmt : "missing");
-    if (!module || !pm->cfg_text || !call_text) return vt_fail(VT_ERR_FORMAT, "metadata needs module, config and call");
+        return vt_fail(VT_ERR_FORMAT, "not a vitrine-parity/1 file (metadata format = %s)",
+                       fmt ? fmt : "missing");
+    if (!module || !pm->cfg_text || !call_text)
+        return vt_fail(VT_ERR_FORMAT, "metadata needs module, config and call");
     int rc = vt_json_parse_field(pm->cfg_text, strlen(pm->cfg_text), "metadata config", &pm->cfg);
     if (!rc) rc = vt_json_parse_field(call_text, strlen(call_text), "metadata call", &pm->call);
     if (rc) return rc;
     if (pm->cfg->type != VT_JSON_OBJECT || pm->call->type != VT_JSON_OBJECT)
         return vt_fail(VT_ERR_FORMAT, "metadata config and call must be JSON objects");
     const vt_json *fn = vt_json_get(pm->call, "fn");
-    if (!fn || fn->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "metadata call.fn: the call's name (a string) is needed");
+    if (!fn || fn->type != VT_JSON_STRING)
+        return vt_fail(VT_ERR_FORMAT, "metadata call.fn: the call's name (a string) is needed");
     size_t i = 0, nm = sizeof MODULES / sizeof MODULES[0];
     while (i < nm && strcmp(MODULES[i].module, module)) i++;
     /* a sin-cos table is recognised by its call (whatever module wrote it) */
@@ -323,9 +359,14 @@ static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
     if (pm->what == PM_MODEL && i == nm) return vt_fail(VT_ERR_FORMAT, "unsupported module '%s'", module);
     pm->kind = i < nm ? MODULES[i].kind : VT_KIND_TIMM;
     /* the call's options: known for what the file runs, each of its type */
-    static const char *const model_opts[] = {"fn", "idx_mask", "idx_keep", "mask", "is_causal", "norm", NULL};
-    static const char *const adamw_opts[] = {"fn", "steps", NULL}, *const sincos_opts[] = {"fn", "keys", NULL};
-    const char *const *opts = pm->what == PM_MODEL ? model_opts : pm->what == PM_ADAMW ? adamw_opts : sincos_opts;
+    static const char *const model_opts[] = {
+        "fn", "idx_mask", "idx_keep", "mask", "is_causal", "norm", NULL
+    };
+    static const char *const adamw_opts[] = { "fn", "steps", NULL }, *const sincos_opts[] = { "fn", "keys",
+                                                                                              NULL };
+    const char *const *opts = pm->what == PM_MODEL   ? model_opts
+                              : pm->what == PM_ADAMW ? adamw_opts
+                                                     : sincos_opts;
     for (size_t k = 0; k < pm->call->n; k++) {
         const char *key = pm->call->keys[k];
         const vt_json *v = &pm->call->items[k];
@@ -334,12 +375,14 @@ static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
         if (!opts[o]) return vt_fail(VT_ERR_FORMAT, "unsupported call option '%s'", key);
         if (pm->what == PM_MODEL && strcmp(key, "fn") && v->type != VT_JSON_BOOL)
             return vt_fail(VT_ERR_FORMAT, "metadata call.%s: true or false is needed", key);
-        if (!strcmp(key, "keys") && v->type != VT_JSON_STRING) return vt_fail(VT_ERR_FORMAT, "metadata call.keys: a string is needed");
+        if (!strcmp(key, "keys") && v->type != VT_JSON_STRING)
+            return vt_fail(VT_ERR_FORMAT, "metadata call.keys: a string is needed");
     }
     if (pm->what != PM_ADAMW) return VT_OK;
     double steps = 0;
     if ((rc = meta_num(pm->call, "call", "steps", 1, 100000, 0, &steps))) return rc;
-    if (steps != (long)steps) return vt_fail(VT_ERR_FORMAT, "metadata call.steps: %g is not a whole number", steps);
+    if (steps != (long)steps)
+        return vt_fail(VT_ERR_FORMAT, "metadata call.steps: %g is not a whole number", steps);
     pm->steps = (long)steps;
     const vt_json *betas = vt_json_get(pm->cfg, "betas");
     if (!betas || betas->type != VT_JSON_ARRAY || betas->n != 2)
@@ -351,7 +394,8 @@ static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
         *(b ? &pm->b2 : &pm->b1) = x->number;
     }
     /* torch's own bounds (lr, eps, weight_decay >= 0); lr at most the engine's 1e3 (VT_MAX_LR) */
-    if (!(rc = meta_num(pm->cfg, "config", "lr", 0, 1e3, 0, &pm->lr)) && !(rc = meta_num(pm->cfg, "config", "eps", 0, 1, 0, &pm->eps)))
+    if (!(rc = meta_num(pm->cfg, "config", "lr", 0, 1e3, 0, &pm->lr)) &&
+        !(rc = meta_num(pm->cfg, "config", "eps", 0, 1, 0, &pm->eps)))
         rc = meta_num(pm->cfg, "config", "weight_decay", 0, 1e6, 0, &pm->weight_decay);
     return rc;
 }
@@ -373,10 +417,17 @@ static vt_status run_adamw(const vt_st_file *f, const parity_meta *pm, outs *o) 
         char k[64];
         snprintf(k, sizeof k, "input/grad.%ld", s);
         const vt_st_tensor *g = vt_st_find(f, k);
-        if (!g || g->numel != n) { rc = vt_fail(VT_ERR_FORMAT, "missing or mis-shaped %s", k); break; }
+        if (!g || g->numel != n) {
+            rc = vt_fail(VT_ERR_FORMAT, "missing or mis-shaped %s", k);
+            break;
+        }
         float *gd = tensor_f32(g);
-        if (!gd) { rc = VT_ERR_FORMAT; break; }
-        vt_adamw_update(p, gd, m, v, n, s + 1, (float)pm->lr, (float)pm->b1, (float)pm->b2, (float)pm->eps, (float)pm->weight_decay);
+        if (!gd) {
+            rc = VT_ERR_FORMAT;
+            break;
+        }
+        vt_adamw_update(p, gd, m, v, n, s + 1, (float)pm->lr, (float)pm->b1, (float)pm->b2, (float)pm->eps,
+                        (float)pm->weight_decay);
         free(gd);
         snprintf(k, sizeof k, "param.%ld", s);
         rc = push(o, k, p, n, w->ndim, w->shape);
@@ -402,10 +453,14 @@ static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     if (!strcmp(s, "encode") || !strcmp(s, "forward_features")) *fn = VT_FN_ENCODE;
     /* timm's VisionTransformer.forward is forward_features + forward_head (pool, fc_norm, head);
      * lightly's modules' forward pools only */
-    else if (!strcmp(s, "forward")) *fn = kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD;
-    else if (!strcmp(s, "forward_intermediates")) *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
-    else if (!strcmp(s, "loss") && loss_kind) *fn = VT_FN_LOSS;
-    else return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
+    else if (!strcmp(s, "forward"))
+        *fn = kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD;
+    else if (!strcmp(s, "forward_intermediates"))
+        *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
+    else if (!strcmp(s, "loss") && loss_kind)
+        *fn = VT_FN_LOSS;
+    else
+        return vt_fail(VT_ERR_FORMAT, "unsupported call '%s' for this module", s);
     return VT_OK;
 }
 
@@ -419,18 +474,23 @@ static vt_status load_params(const vt_st_file *f, vt_model *m) {
         snprintf(a, sizeof a, "param/%s", name);
         snprintf(b, sizeof b, "frozen/%s", name);
         const vt_st_tensor *ta = vt_st_find(f, a), *tb = vt_st_find(f, b), *t = ta ? ta : tb;
-        if (!t) return vt_fail(VT_ERR_MISMATCH, "%s is missing (the model has this parameter; nor is there %s)", a, b);
+        if (!t)
+            return vt_fail(VT_ERR_MISMATCH, "%s is missing (the model has this parameter; nor is there %s)",
+                           a, b);
         if (ta && tb) return vt_fail(VT_ERR_MISMATCH, "the file must hold exactly one of %s, %s", a, b);
         if (t->numel != vt_param_numel(m, i))
-            return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the model expects %zu", t->name, t->numel, vt_param_numel(m, i));
+            return vt_fail(VT_ERR_MISMATCH, "%s has %zu values, the model expects %zu", t->name, t->numel,
+                           vt_param_numel(m, i));
         int trainable = ta != NULL;
         if (vt_param_requires_grad(m, i) != trainable) rc = vt_set_requires_grad(m, name, trainable, NULL);
         if (!rc) rc = vt_st_to_f32(t, vt_param_data(m, i));
     }
     for (size_t j = 0; j < f->n && !rc; j++) {
         const char *nm = f->tensors[j].name;
-        if (!strncmp(nm, "param/", 6) && vt_param_find(m, nm + 6) < 0) rc = vt_fail(VT_ERR_MISMATCH, "unexpected tensor '%s'", nm);
-        if (!strncmp(nm, "frozen/", 7) && vt_param_find(m, nm + 7) < 0) rc = vt_fail(VT_ERR_MISMATCH, "unexpected tensor '%s'", nm);
+        if (!strncmp(nm, "param/", 6) && vt_param_find(m, nm + 6) < 0)
+            rc = vt_fail(VT_ERR_MISMATCH, "unexpected tensor '%s'", nm);
+        if (!strncmp(nm, "frozen/", 7) && vt_param_find(m, nm + 7) < 0)
+            rc = vt_fail(VT_ERR_MISMATCH, "unexpected tensor '%s'", nm);
     }
     return rc;
 }
@@ -456,8 +516,10 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     vt_inputs *in = &x->in;
     const vt_st_tensor *ti = vt_st_find(f, "input/images");
     if (!ti) return vt_fail(VT_ERR_MISMATCH, "input/images is missing");
-    if ( ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size || ti->shape[3] != ec->img_size)
-        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]", ec->in_chans, ec->img_size, ec->img_size);
+    if (ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size ||
+        ti->shape[3] != ec->img_size)
+        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]", ec->in_chans, ec->img_size,
+                       ec->img_size);
     in->batch = (int)ti->shape[0];
     x->images = tensor_f32(ti);
     if (!x->images) return VT_ERR_FORMAT;
@@ -492,19 +554,23 @@ static int has_prefix(const vt_st_file *f, const char *prefix) {
 
 /* Pushes each output of the call (loss, or out + intermediates.i) and reads the upstream gradient
  * the file gives for it (input/dout/<name>) into douts[i]; *n_douts = outputs that take one. */
-static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts, int *n_douts) {
+static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts,
+                              int *n_douts) {
     int nout = vt_output_count(m);
     for (int i = 0; i < nout; i++) {
         int64_t sh[4];
         int nd;
         const float *y = vt_output(m, i, sh, &nd);
-        long long shl[4] = {sh[0], sh[1], sh[2], sh[3]};
+        long long shl[4] = { sh[0], sh[1], sh[2], sh[3] };
         size_t n = 1;
         for (int d = 0; d < nd; d++) n *= (size_t)sh[d];
         char nm[64];
-        if (fn == VT_FN_LOSS) snprintf(nm, sizeof nm, "loss");
-        else if (i == 0) snprintf(nm, sizeof nm, "out");
-        else snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+        if (fn == VT_FN_LOSS)
+            snprintf(nm, sizeof nm, "loss");
+        else if (i == 0)
+            snprintf(nm, sizeof nm, "out");
+        else
+            snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
         int rc = push(o, nm, y, n, nd, shl);
         if (rc) return rc;
         if (fn == VT_FN_LOSS) continue;
@@ -516,16 +582,18 @@ static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, 
                 char sa[96], sb[96], why[400];
                 shape_str(sa, sizeof sa, nd, shl);
                 shape_str(sb, sizeof sb, dt->ndim, dt->shape);
-                return vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
-                               "(%zu values)%s", nm, sa, n, dk, sb, dt->numel,
+                return vt_fail(VT_ERR_MISMATCH,
+                               "output '%s': vitrine computed %s (%zu values), the file's %s is %s "
+                               "(%zu values)%s",
+                               nm, sa, n, dk, sb, dt->numel,
                                mismatch_cause(o, nd, shl, dt->ndim, dt->shape, why, sizeof why));
             }
             douts[i] = tensor_f32(dt);
             if (!douts[i]) return VT_ERR_FORMAT;
         } else if (has_prefix(f, "expect/grad/")) {
             /* a missing upstream gradient would be taken as zero: every gradient would then fail */
-            return vt_fail(VT_ERR_FORMAT, "%s is missing: the expect/grad/ tensors are gradients of sum(%s * dout)",
-                           dk, nm);
+            return vt_fail(VT_ERR_FORMAT,
+                           "%s is missing: the expect/grad/ tensors are gradients of sum(%s * dout)", dk, nm);
         }
         *n_douts = i + 1;
     }
@@ -538,7 +606,7 @@ static vt_status push_grads(vt_model *m, outs *o) {
         const float *g = vt_param_grad(m, i);
         if (!g) continue;
         char nm[160];
-        long long shl[4] = {0};
+        long long shl[4] = { 0 };
         for (int d = 0; d < vt_param_ndim(m, i); d++) shl[d] = vt_param_shape(m, i)[d];
         snprintf(nm, sizeof nm, "grad/%s", vt_param_name(m, i));
         int rc = push(o, nm, g, vt_param_numel(m, i), vt_param_ndim(m, i), shl);
@@ -594,7 +662,7 @@ static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const cha
     }
     if (!rc) rc = push_grads(m, o);
     if (!rc && dimages) {
-        long long shl[4] = {x.in.batch, ec->in_chans, ec->img_size, ec->img_size};
+        long long shl[4] = { x.in.batch, ec->in_chans, ec->img_size, ec->img_size };
         rc = push(o, "grad/input/images", dimages, (size_t)img_n, 4, shl);
     }
 
@@ -617,7 +685,7 @@ vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, in
     vt_st_file f;
     int rc = vt_st_parse(bytes, len, &f);
     if (rc) return r->status = perr(r, rc);
-    outs o = {0};
+    outs o = { 0 };
     parity_meta pm;
     const char *module = vt_st_meta(&f, "module");
     snprintf(r->module, sizeof r->module, "%s", module ? module : "");
@@ -625,7 +693,9 @@ vt_status vt_parity_run(const uint8_t *bytes, size_t len, const char *policy, in
     const vt_json *fnj = pm.call ? vt_json_get(pm.call, "fn") : NULL;
     snprintf(r->fn, sizeof r->fn, "%s", fnj && fnj->type == VT_JSON_STRING ? fnj->str : "?");
     if (rc) goto out;
-    rc = pm.what == PM_SINCOS ? run_sincos(&f, &o) : pm.what == PM_ADAMW ? run_adamw(&f, &pm, &o) : run_model(&f, &pm, policy, &o);
+    rc = pm.what == PM_SINCOS  ? run_sincos(&f, &o)
+         : pm.what == PM_ADAMW ? run_adamw(&f, &pm, &o)
+                               : run_model(&f, &pm, policy, &o);
     if (rc) goto out;
     rc = compare(&f, &o, r);
     if (rc) r->pass = 0;
@@ -639,8 +709,12 @@ done:
         char keep[sizeof r->error];
         memcpy(keep, r->error, sizeof keep);
         int drc = make_dump(&o, r);
-        if (rc) memcpy(r->error, keep, sizeof keep); /* the first failure is the one to report */
-        else if (drc) { rc = drc; r->pass = 0; }
+        if (rc)
+            memcpy(r->error, keep, sizeof keep); /* the first failure is the one to report */
+        else if (drc) {
+            rc = drc;
+            r->pass = 0;
+        }
     }
     r->status = rc;
     parity_meta_free(&pm);
@@ -681,9 +755,13 @@ vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, v
     int rc = vt_st_parse(bytes, len, &j->f);
     vt_model_config mc;
     if (!rc) rc = check_meta(&j->f, &j->pm);
-    if (!rc && j->pm.what != PM_MODEL) rc = vt_fail(VT_ERR_ARG, "vt_parity_open: not a model's file (AdamW, sin-cos)");
+    if (!rc && j->pm.what != PM_MODEL)
+        rc = vt_fail(VT_ERR_ARG, "vt_parity_open: not a model's file (AdamW, sin-cos)");
     if (!rc) rc = model_open(&j->f, &j->pm, policy, &j->fn, &mc, &j->m, &j->x);
-    if (rc) { vt_parity_close(j); return rc; }
+    if (rc) {
+        vt_parity_close(j);
+        return rc;
+    }
     *out = j;
     return VT_OK;
 }
@@ -702,25 +780,32 @@ vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     if (!j->douts) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nout && !rc && j->fn != VT_FN_LOSS; i++) {
         char nm[64], dk[96];
-        if (i == 0) snprintf(nm, sizeof nm, "out");
-        else snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+        if (i == 0)
+            snprintf(nm, sizeof nm, "out");
+        else
+            snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
         snprintf(dk, sizeof dk, "input/dout/%s", nm);
         const vt_st_tensor *dt = vt_st_find(f, dk);
         uint64_t n = vt_trace_output_bytes(*fwd, i) / sizeof(float);
         if (dt && dt->numel != n)
-            rc = vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computes %llu values, the file's %s has %zu", nm,
-                         (unsigned long long)n, dk, dt->numel);
-        else if (dt && !(j->douts[i] = tensor_f32(dt))) rc = VT_ERR_FORMAT;
+            rc = vt_fail(VT_ERR_MISMATCH, "output '%s': vitrine computes %llu values, the file's %s has %zu",
+                         nm, (unsigned long long)n, dk, dt->numel);
+        else if (dt && !(j->douts[i] = tensor_f32(dt)))
+            rc = VT_ERR_FORMAT;
         else if (!dt && has_prefix(f, "expect/grad/"))
-            rc = vt_fail(VT_ERR_FORMAT, "%s is missing: the expect/grad/ tensors are gradients of sum(%s * dout)", dk, nm);
+            rc = vt_fail(VT_ERR_FORMAT,
+                         "%s is missing: the expect/grad/ tensors are gradients of sum(%s * dout)", dk, nm);
         if (!rc) j->n_douts = i + 1;
     }
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
         const vt_vit_config *ec = &vt_model_get_config(j->m)->enc;
-        j->dimages = alloc_n((uint64_t)j->x.in.batch * ec->in_chans * ec->img_size * ec->img_size, sizeof(float));
+        j->dimages =
+            alloc_n((uint64_t)j->x.in.batch * ec->in_chans * ec->img_size * ec->img_size, sizeof(float));
         if (!j->dimages) rc = VT_ERR_NOMEM;
     }
-    if (!rc) rc = vt_trace_call(j->m, j->fn, &j->x.in, 1, (const float *const *)j->douts, j->n_douts, j->dimages, 1, full);
+    if (!rc)
+        rc = vt_trace_call(j->m, j->fn, &j->x.in, 1, (const float *const *)j->douts, j->n_douts, j->dimages,
+                           1, full);
     if (rc) {
         vt_trace_free(*fwd);
         *fwd = NULL;
@@ -728,20 +813,22 @@ vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     return rc;
 }
 
-vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, vt_parity_result *r) {
+vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len,
+                          vt_parity_result *r) {
     if (!r) return vt_fail(VT_ERR_ARG, "vt_parity_check: result is NULL");
     memset(r, 0, sizeof *r);
     r->worst = -1;
     if (!bytes || !dump) return r->status = perr(r, vt_fail(VT_ERR_ARG, "vt_parity_check: bytes are NULL"));
     vt_st_file f, d;
     memset(&d, 0, sizeof d);
-    outs o = {0};
+    outs o = { 0 };
     int rc = vt_st_parse(bytes, len, &f);
     if (rc) return r->status = perr(r, rc);
     const char *module = vt_st_meta(&f, "module"), *call_text = vt_st_meta(&f, "call");
     snprintf(r->module, sizeof r->module, "%s", module ? module : "?");
     vt_json *call = NULL;
-    const vt_json *fnj = call_text && !vt_json_parse(call_text, strlen(call_text), &call) ? vt_json_get(call, "fn") : NULL;
+    const vt_json *fnj =
+        call_text && !vt_json_parse(call_text, strlen(call_text), &call) ? vt_json_get(call, "fn") : NULL;
     snprintf(r->fn, sizeof r->fn, "%s", fnj && fnj->type == VT_JSON_STRING ? fnj->str : "?");
     rc = vt_st_parse(dump, dump_len, &d);
     for (size_t i = 0; i < d.n && !rc; i++) { /* what was computed, under the expect/ keys */
@@ -750,8 +837,10 @@ vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump,
         rc = v ? push(&o, t->name, v, t->numel, t->ndim, t->shape) : VT_ERR_FORMAT;
         free(v);
     }
-    if (!rc) rc = compare(&f, &o, r);
-    else perr(r, rc);
+    if (!rc)
+        rc = compare(&f, &o, r);
+    else
+        perr(r, rc);
     if (rc) r->pass = 0;
     r->status = rc;
     vt_json_free(call);
@@ -778,14 +867,21 @@ void vt_parity_free(vt_parity_result *r) {
 
 /* ---- the result as JSON ----------------------------------------------------------------------- */
 
-typedef struct { char *s; size_t n, cap; int oom; } sbuf;
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
 
 static void put(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = 2 * (b->n + n + 1);
         char *ns = realloc(b->s, cap);
-        if (!ns) { b->oom = 1; return; }
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
         b->s = ns;
         b->cap = cap;
     }
@@ -799,9 +895,15 @@ static void put_str(sbuf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         char e[8];
-        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(b, e, 2); }
-        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); put_raw(b, e); }
-        else put(b, s, 1);
+        if (c == '"' || c == '\\') {
+            e[0] = '\\';
+            e[1] = (char)c;
+            put(b, e, 2);
+        } else if (c < 0x20) {
+            snprintf(e, sizeof e, "\\u%04x", c);
+            put_raw(b, e);
+        } else
+            put(b, s, 1);
     }
     put_raw(b, "\"");
 }
@@ -809,15 +911,20 @@ static void put_str(sbuf *b, const char *s) {
  * (JavaScript's JSON.parse, strtod) read as infinity. */
 static void put_num(sbuf *b, double v) {
     char e[40];
-    if (isnan(v)) snprintf(e, sizeof e, "null");
-    else if (isinf(v)) snprintf(e, sizeof e, "%s1e999", v < 0 ? "-" : "");
-    else snprintf(e, sizeof e, "%.9e", v);
+    if (isnan(v))
+        snprintf(e, sizeof e, "null");
+    else if (isinf(v))
+        snprintf(e, sizeof e, "%s1e999", v < 0 ? "-" : "");
+    else
+        snprintf(e, sizeof e, "%.9e", v);
     put_raw(b, e);
 }
 /* A PyTorch float32 error, absent (null) when the file has none for the tensor (-1). */
 static void put_torch32(sbuf *b, double v) {
-    if (v < 0) put_raw(b, "null");
-    else put_num(b, v);
+    if (v < 0)
+        put_raw(b, "null");
+    else
+        put_num(b, v);
 }
 static void put_key(sbuf *b, const char *key) {
     put_raw(b, ", \"");
@@ -832,32 +939,52 @@ double vt_parity_max_torch32(const vt_parity_result *r) {
 }
 
 vt_status vt_parity_json(const vt_parity_result *r, const char *file, char **out, size_t *out_len) {
-    sbuf b = {0};
+    sbuf b = { 0 };
     char st[16];
     put_raw(&b, "{");
-    if (file) { put_raw(&b, "\"file\": "); put_str(&b, file); put_raw(&b, ", "); }
+    if (file) {
+        put_raw(&b, "\"file\": ");
+        put_str(&b, file);
+        put_raw(&b, ", ");
+    }
     put_raw(&b, r->pass ? "\"pass\": true" : "\"pass\": false");
     snprintf(st, sizeof st, "%d", r->status);
-    put_key(&b, "status"); put_raw(&b, st);
-    put_key(&b, "module"); put_str(&b, r->module);
-    put_key(&b, "fn"); put_str(&b, r->fn);
-    if (r->error[0]) { put_key(&b, "error"); put_str(&b, r->error); }
-    if (r->worst >= 0) {
-        put_key(&b, "worst"); put_str(&b, r->t[r->worst].name);
-        put_key(&b, "err"); put_num(&b, r->t[r->worst].err);
-        put_key(&b, "torch32_err"); put_torch32(&b, r->t[r->worst].torch32_err);
+    put_key(&b, "status");
+    put_raw(&b, st);
+    put_key(&b, "module");
+    put_str(&b, r->module);
+    put_key(&b, "fn");
+    put_str(&b, r->fn);
+    if (r->error[0]) {
+        put_key(&b, "error");
+        put_str(&b, r->error);
     }
-    put_key(&b, "max_torch32_err"); put_torch32(&b, vt_parity_max_torch32(r));
-    put_key(&b, "tensors"); put_raw(&b, "[");
+    if (r->worst >= 0) {
+        put_key(&b, "worst");
+        put_str(&b, r->t[r->worst].name);
+        put_key(&b, "err");
+        put_num(&b, r->t[r->worst].err);
+        put_key(&b, "torch32_err");
+        put_torch32(&b, r->t[r->worst].torch32_err);
+    }
+    put_key(&b, "max_torch32_err");
+    put_torch32(&b, vt_parity_max_torch32(r));
+    put_key(&b, "tensors");
+    put_raw(&b, "[");
     for (int k = 0; k < r->n; k++) {
         put_raw(&b, k ? ", {\"name\": " : "{\"name\": ");
         put_str(&b, r->t[k].name);
-        put_key(&b, "err"); put_num(&b, r->t[k].err);
-        put_key(&b, "torch32_err"); put_torch32(&b, r->t[k].torch32_err);
+        put_key(&b, "err");
+        put_num(&b, r->t[k].err);
+        put_key(&b, "torch32_err");
+        put_torch32(&b, r->t[k].torch32_err);
         put_raw(&b, "}");
     }
     put_raw(&b, "]}");
-    if (b.oom) { free(b.s); return vt_fail(VT_ERR_NOMEM, "out of memory writing the parity result"); }
+    if (b.oom) {
+        free(b.s);
+        return vt_fail(VT_ERR_NOMEM, "out of memory writing the parity result");
+    }
     *out = b.s;
     if (out_len) *out_len = b.n;
     return VT_OK;

@@ -25,15 +25,15 @@ typedef struct {
 } vt_parity_tensor;
 
 typedef struct {
-    int pass;                 /* every err <= VT_PARITY_TOL */
-    vt_status status;         /* VT_OK when the file ran (pass or fail), else why it could not */
-    char error[512];          /* non-empty when the file could not be run */
+    int pass;         /* every err <= VT_PARITY_TOL */
+    vt_status status; /* VT_OK when the file ran (pass or fail), else why it could not */
+    char error[512];  /* non-empty when the file could not be run */
     char module[96], fn[48];
-    int n;                    /* compared tensors */
-    vt_parity_tensor *t;      /* n entries */
-    int worst;                /* index of the worst err, -1 if none */
+    int n;               /* compared tensors */
+    vt_parity_tensor *t; /* n entries */
+    int worst;           /* index of the worst err, -1 if none */
     double max_torch32_err;
-    uint8_t *dump;            /* with want_dump: safetensors of what vitrine computed */
+    uint8_t *dump; /* with want_dump: safetensors of what vitrine computed */
     size_t dump_len;
 } vt_parity_result;
 
@@ -53,7 +53,8 @@ typedef struct vt_parity_job vt_parity_job;
 vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, vt_parity_job **out);
 vt_model *vt_parity_model(vt_parity_job *j);
 vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full);
-vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, vt_parity_result *r);
+vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len,
+                          vt_parity_result *r);
 void vt_parity_close(vt_parity_job *j);
 /* A result for a file that was never run (e.g. it could not be read): pass 0, status, message. */
 void vt_parity_fail(vt_parity_result *r, vt_status status, const char *message);

@@ -16,22 +16,22 @@
 
 typedef struct {
     vt_model_config cfg;
-    const char *policy;  /* a policy, or "budget": half way between none's and block's activation plans */
-    int fn;              /* -1: a training step; else the vt_fn recorded with its backward */
+    const char *policy; /* a policy, or "budget": half way between none's and block's activation plans */
+    int fn;             /* -1: a training step; else the vt_fn recorded with its backward */
     int batch;
     /* inputs of a recorded call (a training step draws its own) */
-    int idx_keep;        /* n_keep indices per image; the first repeated (lightly takes repeats) */
-    int idx_mask;        /* n_mask indices per image (patches) */
-    int bool_mask;       /* a [B, L] mask: lightly's token mask, or the causal prefix mask */
+    int idx_keep;  /* n_keep indices per image; the first repeated (lightly takes repeats) */
+    int idx_mask;  /* n_mask indices per image (patches) */
+    int bool_mask; /* a [B, L] mask: lightly's token mask, or the causal prefix mask */
     int is_causal;
-    int reference;       /* through vt_kernels_use_reference(1) */
-    int warm_steps;      /* training: real steps taken by both before the recorded one */
-    float clip_norm;     /* training: gradient clipping (0: off) */
+    int reference;   /* through vt_kernels_use_reference(1) */
+    int warm_steps;  /* training: real steps taken by both before the recorded one */
+    float clip_norm; /* training: gradient clipping (0: off) */
 } vt_replay_case;
 
 typedef struct {
     int pass;
-    int calls, entries;  /* of the recorded list */
+    int calls, entries; /* of the recorded list */
     char error[600];
 } vt_replay_result;
 

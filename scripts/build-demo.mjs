@@ -25,7 +25,8 @@ export async function buildDemo({ out = join(BUILD, 'demo-static'), quiet = fals
   await mkdir(join(out, 'build', 'wasm'), { recursive: true });
   const copyDir = async (from, to, keep) => {
     await mkdir(to, { recursive: true });
-    for (const e of await readdir(from, { withFileTypes: true })) if (e.isFile() && keep(e.name)) await copyFile(join(from, e.name), join(to, e.name));
+    for (const e of await readdir(from, { withFileTypes: true }))
+      if (e.isFile() && keep(e.name)) await copyFile(join(from, e.name), join(to, e.name));
   };
   await copyDir(join(ROOT, 'demo'), join(out, 'demo'), (f) => !NODE_ONLY.has(f));
   await copyDir(join(ROOT, 'web'), join(out, 'web'), (f) => f.endsWith('.js')); // web/cli/ is Node's
@@ -33,17 +34,24 @@ export async function buildDemo({ out = join(BUILD, 'demo-static'), quiet = fals
   for (const f of WASM_FILES) await copyFile(join(BUILD, 'wasm', f), join(out, 'build', 'wasm', f));
   await cp(join(BUILD, 'demo-data'), join(out, 'build', 'demo-data'), { recursive: true });
   await copyFile(join(ROOT, 'demo', 'coi-sw.js'), join(out, 'coi-sw.js'));
-  await writeFile(join(out, 'index.html'), '<!doctype html><meta charset="utf-8"><title>vitrine</title>' +
-    '<link rel="icon" href="data:,"><meta http-equiv="refresh" content="0; url=demo/"><a href="demo/">the vitrine demo</a>\n');
+  await writeFile(
+    join(out, 'index.html'),
+    '<!doctype html><meta charset="utf-8"><title>vitrine</title>' +
+      '<link rel="icon" href="data:,"><meta http-equiv="refresh" content="0; url=demo/"><a href="demo/">the vitrine demo</a>\n',
+  );
   if (!quiet) console.log(`demo: static files in ${out} (serve that folder with any static server; open demo/)`);
   return out;
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const args = process.argv.slice(2), i = args.indexOf('--out');
+  const args = process.argv.slice(2),
+    i = args.indexOf('--out');
   if (args.includes('--help') || args.includes('-h')) {
     console.log('usage: node scripts/build-demo.mjs [--out DIR]   (npm run build:demo; default build/demo-static/)');
   } else {
-    buildDemo({ out: i >= 0 ? args[i + 1] : undefined }).catch((e) => { console.error(`build:demo: ${e.message}`); process.exit(1); });
+    buildDemo({ out: i >= 0 ? args[i + 1] : undefined }).catch((e) => {
+      console.error(`build:demo: ${e.message}`);
+      process.exit(1);
+    });
   }
 }

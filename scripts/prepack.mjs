@@ -29,7 +29,9 @@ function main() {
   const cmake = (args) => {
     const r = spawnSync('cmake', args, { cwd: ROOT, stdio: ['ignore', quiet ? 'ignore' : 'inherit', 'inherit'] });
     if (r.status !== 0) {
-      console.error(`prepack: cmake ${args.join(' ')} failed (${r.error ? r.error.message : 'exit ' + r.status}); see wasm/README.md`);
+      console.error(
+        `prepack: cmake ${args.join(' ')} failed (${r.error ? r.error.message : 'exit ' + r.status}); see wasm/README.md`,
+      );
       process.exit(1);
     }
   };
@@ -37,8 +39,14 @@ function main() {
   cmake(['--build', BUILD, '-j2', '--target', 'vitrine_wasm']);
 
   const { missing, stray } = wasmDirProblems(join(BUILD, 'wasm'));
-  if (missing.length) console.error(`prepack: the build made no ${missing.join(', ')} (emcc / clang-14 + wasi-libc / clang-19 installed? see wasm/README.md)`);
-  if (stray.length) console.error(`prepack: build/wasm/ holds ${stray.join(', ')}, which wasm/builds.json does not list: add the build there, or delete the file(s)`);
+  if (missing.length)
+    console.error(
+      `prepack: the build made no ${missing.join(', ')} (emcc / clang-14 + wasi-libc / clang-19 installed? see wasm/README.md)`,
+    );
+  if (stray.length)
+    console.error(
+      `prepack: build/wasm/ holds ${stray.join(', ')}, which wasm/builds.json does not list: add the build there, or delete the file(s)`,
+    );
   if (missing.length || stray.length) process.exit(1);
   if (!quiet) console.error(`prepack: build/wasm/ holds the ${Object.keys(BUILDS).length} builds of wasm/builds.json`);
 }

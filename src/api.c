@@ -63,7 +63,8 @@ static void record_inputs(vt_model *m, const vt_inputs *in, uint64_t arena_bytes
     const vt_vit_config *c = &m->cfg.enc;
     uint64_t B = (uint64_t)in->batch, L = (uint64_t)m->enc.T_full;
     vt_rec_region(r, VT_REG_ARENA, m->arena.base, arena_bytes, 0);
-    vt_rec_region(r, VT_REG_IMAGES, in->images, B * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
+    vt_rec_region(r, VT_REG_IMAGES, in->images, B * c->in_chans * c->img_size * c->img_size * sizeof(float),
+                  0);
     vt_rec_region(r, VT_REG_IDX_KEEP, in->idx_keep, B * (uint64_t)in->n_keep * sizeof(int64_t), 0);
     vt_rec_region(r, VT_REG_IDX_MASK, in->idx_mask, B * (uint64_t)in->n_mask * sizeof(int64_t), 0);
     vt_rec_region(r, VT_REG_MASK, in->mask, B * L, 0);
@@ -81,8 +82,10 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
     if (rc) return rc;
     uint64_t plan = vt_plan_floats(m, fn, in, need_grad, lays);
     if (plan > (uint64_t)((SIZE_MAX - VT_ARENA_SPARE_BYTES) / sizeof(float)))
-        return vt_fail(VT_ERR_NOMEM, "out of memory: the activation arena needs %.3g GB, more than this "
-                                     "platform can address", (double)plan * sizeof(float) / 1e9);
+        return vt_fail(VT_ERR_NOMEM,
+                       "out of memory: the activation arena needs %.3g GB, more than this "
+                       "platform can address",
+                       (double)plan * sizeof(float) / 1e9);
     rc = vt_arena_reserve(&m->arena, (size_t)plan);
     if (rc) return rc;
     vt_exec_mark(m, VT_PHASE_FORWARD, -1, -1);
@@ -116,7 +119,10 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
         return m->last.out;
     }
     if (shape) {
-        shape[0] = m->last.enc_run.B; shape[1] = m->last.enc_run.T; shape[2] = m->enc.chain.D; shape[3] = 0;
+        shape[0] = m->last.enc_run.B;
+        shape[1] = m->last.enc_run.T;
+        shape[2] = m->enc.chain.D;
+        shape[3] = 0;
     }
     if (ndim) *ndim = 3;
     return m->last.inter[i - 1];
@@ -129,7 +135,8 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
     if (!m->last.have_fwd || !m->last.need_grad)
         return vt_fail(VT_ERR_STATE, "vt_backward needs a vt_forward with need_grad=1 first");
     if (n_douts < 0 || n_douts > vt_output_count(m))
-        return vt_fail(VT_ERR_ARG, "%d upstream gradients given, the call has %d outputs", n_douts, vt_output_count(m));
+        return vt_fail(VT_ERR_ARG, "%d upstream gradients given, the call has %d outputs", n_douts,
+                       vt_output_count(m));
     if (!douts) n_douts = 0; /* no list: every upstream gradient zero, as a NULL entry is (fuzz_api) */
     int rc;
     m->arena.tl_backward = m->arena.tl_n;
@@ -145,11 +152,13 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
             vt_output(m, i, shape, &nd);
             uint64_t n = 1;
             for (int d = 0; d < nd; d++) n *= (uint64_t)shape[d];
-            if (douts && douts[i]) vt_rec_region(m->arena.rec, VT_REG_DOUTS, douts[i], n * sizeof(float), voff);
+            if (douts && douts[i])
+                vt_rec_region(m->arena.rec, VT_REG_DOUTS, douts[i], n * sizeof(float), voff);
             voff += n * sizeof(float);
         }
         vt_rec_region(m->arena.rec, VT_REG_DIMAGES, dimages,
-                      (uint64_t)m->last.in.batch * c->in_chans * c->img_size * c->img_size * sizeof(float), 0);
+                      (uint64_t)m->last.in.batch * c->in_chans * c->img_size * c->img_size * sizeof(float),
+                      0);
     }
     /* a loss's upstream gradient is the scalars region's input (1 unless given) */
     if (m->last.fn == VT_FN_LOSS) m->sc.dloss = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;
@@ -162,13 +171,13 @@ void *vt_model_region(vt_model *m, vt_region r, uint64_t *bytes) {
     void *base = NULL;
     uint64_t n = 0;
     switch (r) {
-    case VT_REG_PARAMS: base = m->pt.data, n = (uint64_t)m->pt.total * sizeof(float); break;
-    case VT_REG_GRADS: base = m->pt.grad, n = (uint64_t)m->pt.gtotal * sizeof(float); break;
-    case VT_REG_ADAM_M: base = m->opt.m, n = (uint64_t)m->opt.n * sizeof(float); break;
-    case VT_REG_ADAM_V: base = m->opt.v, n = (uint64_t)m->opt.n * sizeof(float); break;
-    case VT_REG_ARENA: base = m->arena.base, n = (uint64_t)m->arena.cap * sizeof(float); break;
-    case VT_REG_SCALARS: base = &m->sc, n = sizeof m->sc; break;
-    default: break;
+        case VT_REG_PARAMS: base = m->pt.data, n = (uint64_t)m->pt.total * sizeof(float); break;
+        case VT_REG_GRADS: base = m->pt.grad, n = (uint64_t)m->pt.gtotal * sizeof(float); break;
+        case VT_REG_ADAM_M: base = m->opt.m, n = (uint64_t)m->opt.n * sizeof(float); break;
+        case VT_REG_ADAM_V: base = m->opt.v, n = (uint64_t)m->opt.n * sizeof(float); break;
+        case VT_REG_ARENA: base = m->arena.base, n = (uint64_t)m->arena.cap * sizeof(float); break;
+        case VT_REG_SCALARS: base = &m->sc, n = sizeof m->sc; break;
+        default: break;
     }
     if (bytes) *bytes = base ? n : 0;
     return base;

@@ -16,21 +16,30 @@
 /* ---- parameters ------------------------------------------------------------------------------ */
 
 vt_status vt_chain_build(vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
-                         int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale,
-                         float eps, int trainable, int id, const char *tag) {
+                         int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale, float eps,
+                         int trainable, int id, const char *tag) {
     memset(c, 0, sizeof *c);
     if (depth > VT_MAX_DEPTH) return vt_fail(VT_ERR_ARG, "depth %d exceeds %d", depth, VT_MAX_DEPTH);
-    c->depth = depth; c->D = D; c->H = H; c->hd = H ? D / H : 0; c->F = F;
-    c->has_attn = has_attn; c->qkv_bias = qkv_bias; c->mlp_bias = mlp_bias;
-    c->qk_norm = qk_norm; c->layerscale = layerscale; c->eps = eps;
-    c->id = id; c->tag = tag;
+    c->depth = depth;
+    c->D = D;
+    c->H = H;
+    c->hd = H ? D / H : 0;
+    c->F = F;
+    c->has_attn = has_attn;
+    c->qkv_bias = qkv_bias;
+    c->mlp_bias = mlp_bias;
+    c->qk_norm = qk_norm;
+    c->layerscale = layerscale;
+    c->eps = eps;
+    c->id = id;
+    c->tag = tag;
     c->blk = calloc((size_t)(depth ? depth : 1), sizeof *c->blk);
     if (!c->blk) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", depth * sizeof *c->blk);
     int rc = 0, t = trainable, hd = c->hd;
     for (int i = 0; i < depth && !rc; i++) {
         vt_block_params *b = &c->blk[i];
         memset(b, 0xff, sizeof *b); /* every index -1 = absent */
-        char bp[VT_NAME_MAX + 16]; /* blocks.<i>. (the AIM head's MLP blocks are blocks.<1+i>.) */
+        char bp[VT_NAME_MAX + 16];  /* blocks.<i>. (the AIM head's MLP blocks are blocks.<1+i>.) */
         snprintf(bp, sizeof bp, "%s%d.", prefix, has_attn ? i : i + 1);
         if (has_attn) {
             rc |= vt_param_add(m, &b->n1w, bp, "norm1.weight", 1, D, 0, 0, 0, t);
@@ -69,8 +78,17 @@ void vt_chain_free(vt_chain *c) {
 /* ---- activation fields ------------------------------------------------------------------------- */
 
 enum {
-    F_LN1 = 1 << 0, F_QKV = 1 << 1, F_QKN = 1 << 2, F_ATT = 1 << 3, F_AO = 1 << 4,
-    F_PO = 1 << 5, F_XM = 1 << 6, F_LN2 = 1 << 7, F_H = 1 << 8, F_HG = 1 << 9, F_FO = 1 << 10,
+    F_LN1 = 1 << 0,
+    F_QKV = 1 << 1,
+    F_QKN = 1 << 2,
+    F_ATT = 1 << 3,
+    F_AO = 1 << 4,
+    F_PO = 1 << 5,
+    F_XM = 1 << 6,
+    F_LN2 = 1 << 7,
+    F_H = 1 << 8,
+    F_HG = 1 << 9,
+    F_FO = 1 << 10,
 };
 /* selective keeps the matmul outputs that are costly to redo (qkv, fc1) and LayerScale's
  * branch outputs; everything else (norms, attention probabilities and output, the residual
@@ -82,9 +100,7 @@ static int fields_all(const vt_chain *c) {
     if (c->layerscale) f |= F_FO | (c->has_attn ? F_PO : 0);
     return f;
 }
-static int fields_selective(const vt_chain *c) {
-    return fields_all(c) & (F_QKV | F_H | F_PO | F_FO);
-}
+static int fields_selective(const vt_chain *c) { return fields_all(c) & (F_QKV | F_H | F_PO | F_FO); }
 
 /* Floats of each field (one allocation each, rounded like the arena rounds). */
 static uint64_t fields_floats(const vt_chain *c, int B, int T, int f) {
@@ -111,18 +127,30 @@ static float *falloc(vt_arena *a, size_t n, const vt_chain *c, const char *what,
 }
 
 /* Allocates the fields in f (same order and sizes as fields_floats). */
-static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_block_acts *x, const char *what,
-                        int idx) {
+static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_block_acts *x,
+                        const char *what, int idx) {
     size_t M = (size_t)B * T, D = c->D, H = c->H, F = c->F;
 #define A(n, field) falloc(a, (n), c, what, idx, field)
-    if (f & F_LN1) { x->ln1 = A(M * D, "ln1"); x->ln1m = A(M, "ln1.mean"); x->ln1r = A(M, "ln1.rstd"); }
+    if (f & F_LN1) {
+        x->ln1 = A(M * D, "ln1");
+        x->ln1m = A(M, "ln1.mean");
+        x->ln1r = A(M, "ln1.rstd");
+    }
     if (f & F_QKV) x->qkv = A(3 * M * D, "qkv");
-    if (f & F_QKN) { x->qkn = A(2 * M * D, "qk_norm"); x->qkm = A(2 * M * H, "qk_norm.mean"); x->qkr = A(2 * M * H, "qk_norm.rstd"); }
+    if (f & F_QKN) {
+        x->qkn = A(2 * M * D, "qk_norm");
+        x->qkm = A(2 * M * H, "qk_norm.mean");
+        x->qkr = A(2 * M * H, "qk_norm.rstd");
+    }
     if (f & F_ATT) x->att = A((size_t)B * H * T * T, "att");
     if (f & F_AO) x->ao = A(M * D, "attn_out");
     if (f & F_PO) x->po = A(M * D, "proj_out");
     if (f & F_XM) x->xm = A(M * D, "mid");
-    if (f & F_LN2) { x->ln2 = A(M * D, "ln2"); x->ln2m = A(M, "ln2.mean"); x->ln2r = A(M, "ln2.rstd"); }
+    if (f & F_LN2) {
+        x->ln2 = A(M * D, "ln2");
+        x->ln2m = A(M, "ln2.mean");
+        x->ln2r = A(M, "ln2.rstd");
+    }
     if (f & F_H) x->h = A(M * F, "fc1_out");
     if (f & F_HG) x->hg = A(M * F, "gelu_out");
     if (f & F_FO) x->fo = A(M * D, "fc2_out");
@@ -132,14 +160,26 @@ static int fields_alloc(vt_arena *a, const vt_chain *c, int B, int T, int f, vt_
 
 /* Copies into dst the fields of src selected by f (pointers only). */
 static void fields_take(vt_block_acts *dst, const vt_block_acts *src, int f) {
-    if (f & F_LN1) { dst->ln1 = src->ln1; dst->ln1m = src->ln1m; dst->ln1r = src->ln1r; }
+    if (f & F_LN1) {
+        dst->ln1 = src->ln1;
+        dst->ln1m = src->ln1m;
+        dst->ln1r = src->ln1r;
+    }
     if (f & F_QKV) dst->qkv = src->qkv;
-    if (f & F_QKN) { dst->qkn = src->qkn; dst->qkm = src->qkm; dst->qkr = src->qkr; }
+    if (f & F_QKN) {
+        dst->qkn = src->qkn;
+        dst->qkm = src->qkm;
+        dst->qkr = src->qkr;
+    }
     if (f & F_ATT) dst->att = src->att;
     if (f & F_AO) dst->ao = src->ao;
     if (f & F_PO) dst->po = src->po;
     if (f & F_XM) dst->xm = src->xm;
-    if (f & F_LN2) { dst->ln2 = src->ln2; dst->ln2m = src->ln2m; dst->ln2r = src->ln2r; }
+    if (f & F_LN2) {
+        dst->ln2 = src->ln2;
+        dst->ln2m = src->ln2m;
+        dst->ln2r = src->ln2r;
+    }
     if (f & F_H) dst->h = src->h;
     if (f & F_HG) dst->hg = src->hg;
     if (f & F_FO) dst->fo = src->fo;
@@ -150,30 +190,35 @@ static void fields_take(vt_block_acts *dst, const vt_block_acts *src, int f) {
 /* Forward of block i. `have` = fields already computed (kept by selective checkpointing): their
  * producing steps are skipped. xo may be NULL (re-computation that needs only the internals).
  * ascr: the attention kernel's scratch (attn_scratch_floats). */
-static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                          const float *x, float *xo, float *ascr, int B, int T, int nt,
-                          const uint8_t *cmask, int have) {
+static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a, const float *x,
+                          float *xo, float *ascr, int B, int T, int nt, const uint8_t *cmask, int have) {
     const vt_block_params *p = &c->blk[i];
     int M = B * T, D = c->D, F = c->F, H = c->H, hd = c->hd;
     const float *xm = x;
     if (c->has_attn) {
-        vt_k_layernorm_forward(m, a->ln1, a->ln1m, a->ln1r, x, vt_P(m, p->n1w), vt_P(m, p->n1b), M, D, c->eps);
-        if (!(have & F_QKV)) vt_k_matmul_forward(m, a->qkv, a->ln1, vt_P(m, p->qkvw), vt_P(m, p->qkvb), M, D, 3 * D);
+        vt_k_layernorm_forward(m, a->ln1, a->ln1m, a->ln1r, x, vt_P(m, p->n1w), vt_P(m, p->n1b), M, D,
+                               c->eps);
+        if (!(have & F_QKV))
+            vt_k_matmul_forward(m, a->qkv, a->ln1, vt_P(m, p->qkvw), vt_P(m, p->qkvb), M, D, 3 * D);
         const float *q = a->qkv, *k = a->qkv + D;
         int qk_rs = 3 * D;
         if (c->qk_norm) { /* LayerNorm over head_dim of each (token, head) of q and of k */
             float *qn = a->qkn, *kn = a->qkn + (size_t)M * D;
             vt_k_copy2d(m, qn, a->qkv, M, D, D, 3 * D);     /* q of every head out of the fused rows */
             vt_k_copy2d(m, kn, a->qkv + D, M, D, D, 3 * D); /* k */
-            vt_k_layernorm_forward(m, qn, a->qkm, a->qkr, qn, vt_P(m, p->qnw), vt_P(m, p->qnb), M * H, hd, c->eps);
-            vt_k_layernorm_forward(m, kn, a->qkm + (size_t)M * H, a->qkr + (size_t)M * H, kn,
-                                   vt_P(m, p->knw), vt_P(m, p->knb), M * H, hd, c->eps);
-            q = qn; k = kn; qk_rs = D;
+            vt_k_layernorm_forward(m, qn, a->qkm, a->qkr, qn, vt_P(m, p->qnw), vt_P(m, p->qnb), M * H, hd,
+                                   c->eps);
+            vt_k_layernorm_forward(m, kn, a->qkm + (size_t)M * H, a->qkr + (size_t)M * H, kn, vt_P(m, p->knw),
+                                   vt_P(m, p->knb), M * H, hd, c->eps);
+            q = qn;
+            k = kn;
+            qk_rs = D;
         }
         vt_k_attention_forward(m, a->ao, a->att, ascr, q, k, a->qkv + 2 * D, cmask, qk_rs, 3 * D, B, T, H, hd,
                                nt, 1.0f / sqrtf((float)hd));
         if (c->layerscale) { /* xm = x + ls1 * proj(ao) */
-            if (!(have & F_PO)) vt_k_matmul_forward(m, a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
+            if (!(have & F_PO))
+                vt_k_matmul_forward(m, a->po, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
             vt_k_layerscale_forward(m, a->xm, x, vt_P(m, p->ls1), a->po, M, D);
         } else { /* xm = x + proj(ao) */
             vt_k_matmul_forward(m, a->xm, a->ao, vt_P(m, p->projw), vt_P(m, p->projb), M, D, D);
@@ -197,13 +242,13 @@ static void block_forward(vt_model *m, const vt_chain *c, int i, const vt_block_
 
 /* Backward scratch of one block (allocated once per chain backward). */
 typedef struct {
-    float *A;       /* (M, max(F, 3D)): d hidden, then d qkv */
-    float *Bb;      /* (M, D): d norm2 out, then d attention out, then d norm1 out */
-    float *C;       /* (M, D): LayerScale branch gradients */
+    float *A;         /* (M, max(F, 3D)): d hidden, then d qkv */
+    float *Bb;        /* (M, D): d norm2 out, then d attention out, then d norm1 out */
+    float *C;         /* (M, D): LayerScale branch gradients */
     float *E, *R, *Z; /* qk_norm: d normalised q|k, raw q|k, d raw q|k (M, 2D each) */
-    float *attn;    /* attention kernel scratch (attn_scratch_floats), also serves the
+    float *attn;      /* attention kernel scratch (attn_scratch_floats), also serves the
                      * re-computing forwards */
-    size_t rows;    /* token rows per call of the MLP backward (mlp_rows) */
+    size_t rows;      /* token rows per call of the MLP backward (mlp_rows) */
 } bwd_scratch;
 
 /* The attention kernels' scratch (0 for MLP-only chains). */
@@ -216,7 +261,9 @@ static uint64_t attn_scratch_floats(const vt_chain *c, int T, int nt) {
  * attention's (M, 3D) d qkv. A layout of whole rows (vt_model_set_whole_rows: a device that
  * parallelises inside one call) runs all M rows in one call and holds (M, F). */
 #define VT_MLP_ROWS 64
-static uint64_t mlp_rows(const vt_chain_layout *l, uint64_t M) { return l->whole_rows || M < VT_MLP_ROWS ? M : VT_MLP_ROWS; }
+static uint64_t mlp_rows(const vt_chain_layout *l, uint64_t M) {
+    return l->whole_rows || M < VT_MLP_ROWS ? M : VT_MLP_ROWS;
+}
 static uint64_t scratch_A(const vt_chain *c, const vt_chain_layout *l, uint64_t M) {
     uint64_t mlp = mlp_rows(l, M) * (uint64_t)c->F, qkv = c->has_attn ? 3 * M * (uint64_t)c->D : 0;
     return mlp > qkv ? mlp : qkv;
@@ -231,7 +278,8 @@ static uint64_t scratch_floats(const vt_chain *c, const vt_chain_layout *l, int 
     return n;
 }
 
-static void scratch_alloc(vt_arena *a, const vt_chain *c, const vt_chain_layout *l, int B, int T, bwd_scratch *s) {
+static void scratch_alloc(vt_arena *a, const vt_chain *c, const vt_chain_layout *l, int B, int T,
+                          bwd_scratch *s) {
     size_t M = (size_t)B * T, D = c->D;
     int nt = l->threads;
     memset(s, 0, sizeof *s);
@@ -244,13 +292,13 @@ static void scratch_alloc(vt_arena *a, const vt_chain *c, const vt_chain_layout 
         s->R = vt_arena_alloc(a, 2 * M * D, "%s.grad.qk", c->tag);
         s->Z = vt_arena_alloc(a, 2 * M * D, "%s.grad.qk_norm_in", c->tag);
     }
-    if (c->has_attn) s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T, nt), "%s.grad.attn_scratch", c->tag);
+    if (c->has_attn)
+        s->attn = vt_arena_alloc(a, attn_scratch_floats(c, T, nt), "%s.grad.attn_scratch", c->tag);
 }
 
 /* dres: on entry d(xo), on return d(x). pg: accumulate parameter gradients. */
-static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a,
-                           const float *x, float *dres, const bwd_scratch *s, int B, int T, int nt,
-                           int pg) {
+static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block_acts *a, const float *x,
+                           float *dres, const bwd_scratch *s, int B, int T, int nt, int pg) {
     const vt_block_params *p = &c->blk[i];
     size_t M = (size_t)B * T;
     int D = c->D, F = c->F, H = c->H, hd = c->hd;
@@ -265,18 +313,19 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
     /* fo = hg @ fc2^T + b;  hg = gelu(h);  h = ln2 @ fc1^T + b;  ln2 = norm2(xm) */
     /* fc2's weight and bias gradients over all rows; the rest row chunk by row chunk (the matmul
      * kernels treat rows independently and add weight-gradient terms in row order) */
-    vt_k_matmul_backward(m, NULL, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), M, F, D);
+    vt_k_matmul_backward(m, NULL, vt_G(m, p->fc2w, pg), vt_G(m, p->fc2b, pg), dfo, a->hg, vt_P(m, p->fc2w), M,
+                         F, D);
     vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
     for (size_t r0 = 0; r0 < M; r0 += s->rows) {
         size_t n = M - r0 < s->rows ? M - r0 : s->rows;
         vt_k_fill(m, s->A, (int64_t)(n * F), 0.0f);
         vt_k_matmul_backward(m, s->A, NULL, NULL, dfo + r0 * D, a->hg + r0 * F, vt_P(m, p->fc2w), n, F, D);
         vt_k_gelu_backward(m, s->A, a->h + r0 * F, s->A, (int64_t)(n * F));
-        vt_k_matmul_backward(m, s->Bb + r0 * D, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A, a->ln2 + r0 * D,
-                             vt_P(m, p->fc1w), n, D, F);
+        vt_k_matmul_backward(m, s->Bb + r0 * D, vt_G(m, p->fc1w, pg), vt_G(m, p->fc1b, pg), s->A,
+                             a->ln2 + r0 * D, vt_P(m, p->fc1w), n, D, F);
     }
-    vt_k_layernorm_backward(m, dres, vt_G(m, p->n2w, pg), vt_G(m, p->n2b, pg), s->Bb, xm, vt_P(m, p->n2w), a->ln2m,
-                            a->ln2r, M, D);
+    vt_k_layernorm_backward(m, dres, vt_G(m, p->n2w, pg), vt_G(m, p->n2b, pg), s->Bb, xm, vt_P(m, p->n2w),
+                            a->ln2m, a->ln2r, M, D);
     if (!c->has_attn) return;
 
     /* xm = x + ls1 * po  =>  d po = ls1 * dres (dres is now d xm) */
@@ -287,22 +336,24 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
     }
     /* po = ao @ proj^T + b */
     vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
-    vt_k_matmul_backward(m, s->Bb, vt_G(m, p->projw, pg), vt_G(m, p->projb, pg), dpo, a->ao, vt_P(m, p->projw), M, D, D);
+    vt_k_matmul_backward(m, s->Bb, vt_G(m, p->projw, pg), vt_G(m, p->projb, pg), dpo, a->ao,
+                         vt_P(m, p->projw), M, D, D);
     /* ao = attention(q, k, v) */
     vt_k_fill(m, s->A, (int64_t)(M * 3 * D), 0.0f);
     float scale = 1.0f / sqrtf((float)hd);
     if (c->qk_norm) {
         vt_k_fill(m, s->E, (int64_t)(2 * M * D), 0.0f);
-        vt_k_attention_backward(m, s->E, s->E + M * D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkn, a->qkn + M * D,
-                                a->qkv + 2 * D, D, 3 * D, B, T, H, hd, nt, scale);
+        vt_k_attention_backward(m, s->E, s->E + M * D, s->A + 2 * D, s->attn, s->Bb, a->att, a->qkn,
+                                a->qkn + M * D, a->qkv + 2 * D, D, 3 * D, B, T, H, hd, nt, scale);
         /* q_norm / k_norm: LayerNorm over hd rows; inputs re-gathered from qkv */
         vt_k_copy2d(m, s->R, a->qkv, M, D, D, 3 * D);
         vt_k_copy2d(m, s->R + M * D, a->qkv + D, M, D, D, 3 * D);
         vt_k_fill(m, s->Z, (int64_t)(2 * M * D), 0.0f);
-        vt_k_layernorm_backward(m, s->Z, vt_G(m, p->qnw, pg), vt_G(m, p->qnb, pg), s->E, s->R, vt_P(m, p->qnw),
-                                a->qkm, a->qkr, (int64_t)M * H, hd);
+        vt_k_layernorm_backward(m, s->Z, vt_G(m, p->qnw, pg), vt_G(m, p->qnb, pg), s->E, s->R,
+                                vt_P(m, p->qnw), a->qkm, a->qkr, (int64_t)M * H, hd);
         vt_k_layernorm_backward(m, s->Z + M * D, vt_G(m, p->knw, pg), vt_G(m, p->knb, pg), s->E + M * D,
-                                s->R + M * D, vt_P(m, p->knw), a->qkm + M * H, a->qkr + M * H, (int64_t)M * H, hd);
+                                s->R + M * D, vt_P(m, p->knw), a->qkm + M * H, a->qkr + M * H, (int64_t)M * H,
+                                hd);
         /* d q, d k back into the fused d qkv rows */
         vt_k_add2d(m, s->A, s->Z, M, D, 3 * D, D);
         vt_k_add2d(m, s->A + D, s->Z + M * D, M, D, 3 * D, D);
@@ -312,17 +363,15 @@ static void block_backward(vt_model *m, const vt_chain *c, int i, const vt_block
     }
     /* qkv = ln1 @ qkv^T + b;  ln1 = norm1(x);  dres (d xm) flows to x directly as well */
     vt_k_fill(m, s->Bb, (int64_t)(M * D), 0.0f);
-    vt_k_matmul_backward(m, s->Bb, vt_G(m, p->qkvw, pg), vt_G(m, p->qkvb, pg), s->A, a->ln1, vt_P(m, p->qkvw), M, D,
-                         3 * D);
-    vt_k_layernorm_backward(m, dres, vt_G(m, p->n1w, pg), vt_G(m, p->n1b, pg), s->Bb, x, vt_P(m, p->n1w), a->ln1m,
-                            a->ln1r, M, D);
+    vt_k_matmul_backward(m, s->Bb, vt_G(m, p->qkvw, pg), vt_G(m, p->qkvb, pg), s->A, a->ln1, vt_P(m, p->qkvw),
+                         M, D, 3 * D);
+    vt_k_layernorm_backward(m, dres, vt_G(m, p->n1w, pg), vt_G(m, p->n1b, pg), s->Bb, x, vt_P(m, p->n1w),
+                            a->ln1m, a->ln1r, M, D);
 }
 
 /* ---- the chain ------------------------------------------------------------------------------------- */
 
-static int is_segment_start(const vt_chain_layout *l, int i) {
-    return l->store[i] == VT_STORE_INPUT;
-}
+static int is_segment_start(const vt_chain_layout *l, int i) { return l->store[i] == VT_STORE_INPUT; }
 
 /* Block-by-block checkpointing with the last block checkpointed: the forward's scratch, which
  * holds the last block's internals when the forward ends, is kept as the backward's one slot, so
@@ -362,9 +411,12 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
     for (int i = 0; i < c->depth; i++) {
         vt_exec_mark(m, VT_PHASE_FORWARD, c->id, i);
         memset(&r->acts[i], 0, sizeof r->acts[i]);
-        if (need_grad && l->store[i] == VT_STORE_FULL) fields_alloc(ar, c, B, T, all, &r->acts[i], "blocks", i);
-        if (need_grad && l->store[i] == VT_STORE_SELECTIVE) fields_alloc(ar, c, B, T, sel, &r->acts[i], "blocks", i);
-        r->xs[i + 1] = output_kept(c, l, i, need_grad, keep_all) ? falloc(ar, MD, c, "blocks", i, "out") : NULL;
+        if (need_grad && l->store[i] == VT_STORE_FULL)
+            fields_alloc(ar, c, B, T, all, &r->acts[i], "blocks", i);
+        if (need_grad && l->store[i] == VT_STORE_SELECTIVE)
+            fields_alloc(ar, c, B, T, sel, &r->acts[i], "blocks", i);
+        r->xs[i + 1] =
+            output_kept(c, l, i, need_grad, keep_all) ? falloc(ar, MD, c, "blocks", i, "out") : NULL;
     }
     /* 2. transient: one block's internals (kept when handed over to the backward), the
      * attention scratch and two ping-pong inputs for blocks not kept */
@@ -381,9 +433,14 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
     size_t mark = vt_arena_mark(ar);
     if (need_tmp && !r->handover) fields_alloc(ar, c, B, T, all, &tmp, "scratch", -1);
     r->handover_acts = tmp;
-    float *ascr = c->has_attn ? falloc(ar, attn_scratch_floats(c, T, l->threads), c, "scratch", -1, "attn_scratch") : NULL;
-    float *pp[2] = {NULL, NULL};
-    if (need_pp) { pp[0] = falloc(ar, MD, c, "scratch", -1, "out0"); pp[1] = falloc(ar, MD, c, "scratch", -1, "out1"); }
+    float *ascr = c->has_attn
+                      ? falloc(ar, attn_scratch_floats(c, T, l->threads), c, "scratch", -1, "attn_scratch")
+                      : NULL;
+    float *pp[2] = { NULL, NULL };
+    if (need_pp) {
+        pp[0] = falloc(ar, MD, c, "scratch", -1, "out0");
+        pp[1] = falloc(ar, MD, c, "scratch", -1, "out1");
+    }
     if (ar->overflow) return vt_arena_overflow(ar);
     /* 3. run */
     const float *x = r->xs[0];
@@ -426,8 +483,10 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
     float **slot_x = m->slot_x;
     for (int j = 0; j < nslots; j++) {
         memset(&slot[j], 0, sizeof slot[j]);
-        if (j == 0 && r->handover) slot[0] = r->handover_acts;
-        else fields_alloc(ar, c, B, T, slot_fields, &slot[j], "slot", j);
+        if (j == 0 && r->handover)
+            slot[0] = r->handover_acts;
+        else
+            fields_alloc(ar, c, B, T, slot_fields, &slot[j], "slot", j);
         slot_x[j] = j > 0 ? falloc(ar, MD, c, "slot", j, "in") : NULL;
     }
     if (ar->overflow) return vt_arena_overflow(ar);
@@ -458,7 +517,8 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
                     const float *xin = j == s0 ? r->xs[s0] : slot_x[j - s0];
                     float *xo = j < i ? slot_x[j + 1 - s0] : NULL;
                     vt_exec_mark(m, VT_PHASE_RECOMPUTE, c->id, j);
-                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, l->threads, r->causal_mask, 0);
+                    block_forward(m, c, j, &slot[j - s0], xin, xo, s.attn, B, T, l->threads, r->causal_mask,
+                                  0);
                 }
                 seg_lo = s0;
             }
@@ -469,13 +529,16 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
         block_backward(m, c, i, &a, x, dres, &s, B, T, l->threads, pg);
         /* for the timeline: block i's kept internals and its output are no longer needed (and,
          * after block 0, the chain input) */
-        uint64_t done = st == VT_STORE_FULL ? fields_floats(c, B, T, all)
-                        : st == VT_STORE_SELECTIVE ? fields_floats(c, B, T, sel) : 0;
+        uint64_t done = st == VT_STORE_FULL        ? fields_floats(c, B, T, all)
+                        : st == VT_STORE_SELECTIVE ? fields_floats(c, B, T, sel)
+                                                   : 0;
         if (r->xs[i + 1]) done += vt_round(MD);
         if (i == 0) done += vt_round(MD);
         vt_arena_release(ar, done);
-        if (st != VT_STORE_INPUT && st != VT_STORE_NONE) seg_lo = -1;
-        else if (i == seg_lo) seg_lo = -1;
+        if (st != VT_STORE_INPUT && st != VT_STORE_NONE)
+            seg_lo = -1;
+        else if (i == seg_lo)
+            seg_lo = -1;
     }
     vt_exec_mark(m, VT_PHASE_BACKWARD, -1, -1);
     vt_arena_reset(ar, mark);
@@ -484,8 +547,8 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
 
 /* ---- the plan (mirror of the two functions above; tests check it against the arena's peak) ---- */
 
-void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad,
-                   int keep_all, uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra) {
+void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad, int keep_all,
+                   uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra) {
     uint64_t MD = (uint64_t)B * T * c->D;
     int all = fields_all(c), sel = fields_selective(c);
     uint64_t k = 0;
@@ -493,8 +556,10 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     for (int i = 0; i < c->depth; i++) {
         if (need_grad && l->store[i] == VT_STORE_FULL) k += fields_floats(c, B, T, all);
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) k += fields_floats(c, B, T, sel);
-        if (output_kept(c, l, i, need_grad, keep_all)) k += vt_round(MD);
-        else need_pp = 1;
+        if (output_kept(c, l, i, need_grad, keep_all))
+            k += vt_round(MD);
+        else
+            need_pp = 1;
         if (!need_grad || l->store[i] != VT_STORE_FULL) need_tmp = 1;
         any_ckpt |= l->store[i] == VT_STORE_INPUT || l->store[i] == VT_STORE_NONE;
         any_sel |= l->store[i] == VT_STORE_SELECTIVE;
@@ -503,7 +568,8 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     if (handover) k += fields_floats(c, B, T, all); /* the forward's scratch, kept as slot 0 */
     *kept = k;
     *fwd_extra = (need_tmp && !handover ? fields_floats(c, B, T, all) : 0) +
-                 (c->has_attn ? vt_round(attn_scratch_floats(c, T, l->threads)) : 0) + (need_pp ? 2 * vt_round(MD) : 0);
+                 (c->has_attn ? vt_round(attn_scratch_floats(c, T, l->threads)) : 0) +
+                 (need_pp ? 2 * vt_round(MD) : 0);
     int nslots = any_ckpt ? l->seg : any_sel ? 1 : 0;
     int slot_fields = any_ckpt ? all : all & ~sel;
     *bwd_extra = need_grad ? scratch_floats(c, l, B, T) +
@@ -521,12 +587,16 @@ static double block_forward_flops(const vt_chain *c, int B, int T, int have, int
         if (!(have & F_QKV)) f += 2.0 * M * D * (3 * D);
         if (c->qk_norm) f += 2 * (8.0 * (M * H) * hd); /* (copies: 0) */
         f += 4.0 * B * H * T * T * hd + 5.0 * B * H * T * T;
-        if (c->layerscale) f += (have & F_PO ? 0 : 2.0 * M * D * D) + 2.0 * M * D;
-        else f += 2.0 * M * D * D + 1.0 * M * D;
+        if (c->layerscale)
+            f += (have & F_PO ? 0 : 2.0 * M * D * D) + 2.0 * M * D;
+        else
+            f += 2.0 * M * D * D + 1.0 * M * D;
     }
     f += 8.0 * M * D + (have & F_H ? 0 : 2.0 * M * D * F) + 30.0 * M * F; /* norm2, fc1, GELU */
-    if (c->layerscale && c->has_attn) f += (have & F_FO ? 0 : 2.0 * M * F * D) + (with_output ? 2.0 * M * D : 0);
-    else if (with_output) f += 2.0 * M * F * D + 1.0 * M * D;
+    if (c->layerscale && c->has_attn)
+        f += (have & F_FO ? 0 : 2.0 * M * F * D) + (with_output ? 2.0 * M * D : 0);
+    else if (with_output)
+        f += 2.0 * M * F * D + 1.0 * M * D;
     return f;
 }
 
@@ -539,15 +609,18 @@ double vt_chain_recompute_flops(const vt_chain *c, const vt_chain_layout *l, int
     double f = 0;
     for (int i = c->depth - 1; i >= 0; i--) {
         int st = l->store[i];
-        if (st == VT_STORE_SELECTIVE) f += block_forward_flops(c, B, T, sel, 0);
+        if (st == VT_STORE_SELECTIVE)
+            f += block_forward_flops(c, B, T, sel, 0);
         else if (st != VT_STORE_FULL && (seg_lo < 0 || i < seg_lo)) {
             int s0 = i;
             while (!is_segment_start(l, s0)) s0--;
             for (int j = s0; j <= i; j++) f += block_forward_flops(c, B, T, 0, j < i);
             seg_lo = s0;
         }
-        if (st != VT_STORE_INPUT && st != VT_STORE_NONE) seg_lo = -1;
-        else if (i == seg_lo) seg_lo = -1;
+        if (st != VT_STORE_INPUT && st != VT_STORE_NONE)
+            seg_lo = -1;
+        else if (i == seg_lo)
+            seg_lo = -1;
     }
     return f;
 }

@@ -14,16 +14,19 @@ int vt_row_has(const int64_t *row, int n, int64_t v) {
 /* Every index in [0, L); repeats refused unless allowed (idx_keep is a gather, so lightly takes a
  * repeated index: the token appears twice and its gradients add up; idx_mask is a scatter). */
 vt_status vt_check_index(const int64_t *idx, int B, int K, int L, const char *what, int allow_repeat,
-                             uint8_t *seen) {
+                         uint8_t *seen) {
     if (K <= 0) return vt_fail(VT_ERR_ARG, "%s: %d indices per row (need at least 1)", what, K);
     for (int b = 0; b < B; b++) {
         memset(seen, 0, (size_t)L);
         for (int k = 0; k < K; k++) {
             int64_t v = idx[(size_t)b * K + k];
             if (v < 0 || v >= L)
-                return vt_fail(VT_ERR_ARG, "%s[%d][%d] = %lld is out of range [0, %d) (indices address "
-                               "the full sequence, prefix tokens included)", what, b, k, (long long)v, L);
-            if (seen[v] && !allow_repeat) return vt_fail(VT_ERR_ARG, "%s[%d] repeats index %lld", what, b, (long long)v);
+                return vt_fail(VT_ERR_ARG,
+                               "%s[%d][%d] = %lld is out of range [0, %d) (indices address "
+                               "the full sequence, prefix tokens included)",
+                               what, b, k, (long long)v, L);
+            if (seen[v] && !allow_repeat)
+                return vt_fail(VT_ERR_ARG, "%s[%d] repeats index %lld", what, b, (long long)v);
             seen[v] = 1;
         }
     }
@@ -40,18 +43,23 @@ vt_status vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int ca
     if (in->idx_mask && in->mask && !causal)
         return vt_fail(VT_ERR_ARG, "idx_mask and mask cannot both be given (lightly raises ValueError)");
     if (causal && (in->idx_mask || in->idx_keep))
-        return vt_fail(VT_ERR_ARG, "the masked-causal ViT takes no idx_mask/idx_keep (only mask and is_causal)");
+        return vt_fail(VT_ERR_ARG,
+                       "the masked-causal ViT takes no idx_mask/idx_keep (only mask and is_causal)");
     if (in->idx_mask && e->mask_token < 0)
         return vt_fail(VT_ERR_ARG, "idx_mask needs a mask token (config mask_token)");
     if (in->mask && !causal && e->mask_token < 0)
         return vt_fail(VT_ERR_ARG, "mask needs a mask token (config mask_token)");
     if (in->idx_keep && in->n_keep > VT_MAX_TOKENS) /* repeats allowed: K may exceed L */
-        return vt_fail(VT_ERR_ARG, "idx_keep has %d indices per row, more than %d tokens", in->n_keep, VT_MAX_TOKENS);
+        return vt_fail(VT_ERR_ARG, "idx_keep has %d indices per row, more than %d tokens", in->n_keep,
+                       VT_MAX_TOKENS);
     if (in->idx_mask && in->n_mask > L)
-        return vt_fail(VT_ERR_ARG, "idx_mask has %d indices per row, the sequence has %d tokens", in->n_mask, L);
+        return vt_fail(VT_ERR_ARG, "idx_mask has %d indices per row, the sequence has %d tokens", in->n_mask,
+                       L);
     if (!check_values) {
-        if (in->idx_keep && in->n_keep < 1) return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row", in->n_keep);
-        if (in->idx_mask && in->n_mask < 1) return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row", in->n_mask);
+        if (in->idx_keep && in->n_keep < 1)
+            return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row", in->n_keep);
+        if (in->idx_mask && in->n_mask < 1)
+            return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row", in->n_mask);
         return VT_OK;
     }
     uint8_t seen[VT_MAX_TOKENS];
@@ -66,4 +74,3 @@ vt_status vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int ca
     }
     return VT_OK;
 }
-

@@ -13,14 +13,20 @@
 #include <string.h>
 
 enum {
-    CLS_ENC = 0, CLS_HEAD = VT_ENC_FWD_ROWS, CLS_LOGP = CLS_HEAD + VT_HEAD_FWD_ROWS, CLS_DLOGITS,
-    CLS_DFEAT, CLS_HEAD_BWD, CLS_ENC_BWD = CLS_HEAD_BWD + VT_HEAD_BWD_ROWS,
+    CLS_ENC = 0,
+    CLS_HEAD = VT_ENC_FWD_ROWS,
+    CLS_LOGP = CLS_HEAD + VT_HEAD_FWD_ROWS,
+    CLS_DLOGITS,
+    CLS_DFEAT,
+    CLS_HEAD_BWD,
+    CLS_ENC_BWD = CLS_HEAD_BWD + VT_HEAD_BWD_ROWS,
     CLS_ROWS = CLS_ENC_BWD + VT_ENC_BWD_ROWS
 };
 
 static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
                       vt_step st[CLS_ROWS]) {
-    uint64_t B = in->batch, D = m->enc.chain.D, T = m->enc.T_full, C = m->cfg.enc.num_classes, g = need_grad ? 1 : 0;
+    uint64_t B = in->batch, D = m->enc.chain.D, T = m->enc.T_full, C = m->cfg.enc.num_classes,
+             g = need_grad ? 1 : 0;
     vt_encoder_steps(m, in, (int)T, need_grad, 0, lay, st + CLS_ENC, st + CLS_ENC_BWD);
     vt_head_steps(m, (int)B, (int)T, need_grad, st + CLS_HEAD, st + CLS_HEAD_BWD);
     st[CLS_LOGP] = vt_keep(B * C);
@@ -28,7 +34,8 @@ static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, con
     st[CLS_DFEAT] = vt_keep(g * B * T * D);
 }
 
-static uint64_t cls_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static uint64_t cls_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                         const vt_chain_layout *lays) {
     vt_step st[CLS_ROWS];
     cls_steps(m, in, need_grad, &lays[0], st);
     return vt_steps_peak(st, CLS_ROWS);
@@ -38,7 +45,9 @@ static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
     vt_status rc = vt_check_encoder_inputs(m, in, 0, values);
     if (rc) return rc;
     if (m->cfg.enc.global_pool == VT_POOL_NONE)
-        return vt_fail(VT_ERR_ARG, "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
+        return vt_fail(
+            VT_ERR_ARG,
+            "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
     if (in->idx_mask || in->idx_keep || in->mask)
         return vt_fail(VT_ERR_ARG, "the classifier loss runs timm's forward: no idx_mask / idx_keep / mask");
     if (!(in->label_smoothing >= 0.0f && in->label_smoothing < 1.0f))
@@ -52,7 +61,8 @@ static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
     return VT_OK;
 }
 
-static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                             const vt_chain_layout *lays) {
     vt_arena *ar = &m->arena;
     int B = in->batch, T = m->enc.T_full, C = m->cfg.enc.num_classes;
     vt_step st[CLS_ROWS];
@@ -70,7 +80,8 @@ static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int nee
     vt_k_cross_entropy_forward(m, logp, &m->sc.loss, logits, in->labels, B, C, in->label_smoothing);
     m->last.out = (float *)logits;
     m->last.out_ndim = 2;
-    m->last.out_shape[0] = B; m->last.out_shape[1] = C;
+    m->last.out_shape[0] = B;
+    m->last.out_shape[1] = C;
     return VT_OK;
 }
 
@@ -85,7 +96,8 @@ static vt_status cls_backward(vt_model *m, const float *const *douts, int n_dout
     float *dlogits = vt_arena_alloc(ar, st[CLS_DLOGITS].n, "loss.grad.logits");
     float *dfeat = vt_zalloc(m, st[CLS_DFEAT].n, "enc.grad.features");
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_k_cross_entropy_backward(m, dlogits, m->last.cls_logp, in->labels, &m->sc.dloss, B, C, in->label_smoothing);
+    vt_k_cross_entropy_backward(m, dlogits, m->last.cls_logp, in->labels, &m->sc.dloss, B, C,
+                                in->label_smoothing);
     vt_status rc = vt_head_backward(m, &m->last.head, dlogits, dfeat, pg);
     if (!rc) rc = vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
     vt_arena_reset(ar, mark);
@@ -94,7 +106,8 @@ static vt_status cls_backward(vt_model *m, const float *const *douts, int n_dout
 
 /* the labels of a training step come from the caller (vt_train_step_labels): a plan only needs
  * to know they are given */
-static vt_status cls_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+static vt_status cls_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio,
+                                 vt_inputs *in) {
     static const int32_t label = 0;
     memset(in, 0, sizeof *in);
     in->batch = batch;
@@ -104,5 +117,6 @@ static vt_status cls_step_inputs(const vt_model *m, const vt_step_draw *draw, in
 
 static vt_status cls_build(vt_model *m) { return vt_encoder_build(m, "", 1); }
 
-const vt_objective vt_objective_classifier = {"classifier", 1, cls_build, cls_check, vt_encoder_chains, cls_plan,
-                                              cls_forward, cls_backward, cls_step_inputs};
+const vt_objective vt_objective_classifier = { "classifier",      1,        cls_build,   cls_check,
+                                               vt_encoder_chains, cls_plan, cls_forward, cls_backward,
+                                               cls_step_inputs };

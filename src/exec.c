@@ -26,28 +26,37 @@ typedef struct {
     const char *ints[VT_TRACE_MAX_INTS + 1], *floats[VT_TRACE_MAX_FLOATS + 1];
 } kinfo;
 
-#define VT_KERNEL_OPS(name, ints, floats, ops, flops, call, doc) \
-    static const kop ops_##name[] = {VT_EACH(VT_OP_ROW, ops){0, 0, 0, 0}};
+#define VT_KERNEL_OPS(name, ints, floats, ops, flops, call, doc)                                             \
+    static const kop ops_##name[] = { VT_EACH(VT_OP_ROW, ops){ 0, 0, 0, 0 } };
 VT_KERNEL_LIST(VT_KERNEL_OPS)
 #undef VT_KERNEL_OPS
 
-#define VT_KERNEL_INFO(name, ints, floats, ops, flops, call, doc)                                     \
-    {#name, doc, #flops, ops_##name, VT_COUNT(ops), VT_COUNT(ints), VT_COUNT(floats),                \
-     {VT_EACH(VT_NAME_STR, ints) 0}, {VT_EACH(VT_NAME_STR, floats) 0}},
-static const kinfo kernels[VT_KERNEL_COUNT] = {VT_KERNEL_LIST(VT_KERNEL_INFO)};
+#define VT_KERNEL_INFO(name, ints, floats, ops, flops, call, doc)                                            \
+    { #name,                                                                                                 \
+      doc,                                                                                                   \
+      #flops,                                                                                                \
+      ops_##name,                                                                                            \
+      VT_COUNT(ops),                                                                                         \
+      VT_COUNT(ints),                                                                                        \
+      VT_COUNT(floats),                                                                                      \
+      { VT_EACH(VT_NAME_STR, ints) 0 },                                                                      \
+      { VT_EACH(VT_NAME_STR, floats) 0 } },
+static const kinfo kernels[VT_KERNEL_COUNT] = { VT_KERNEL_LIST(VT_KERNEL_INFO) };
 #undef VT_KERNEL_INFO
 
 /* every entry within the record's fixed arrays */
-#define VT_KERNEL_FITS(name, ints, floats, ops, flops, call, doc)                                     \
-    _Static_assert(VT_COUNT(ops) <= VT_TRACE_MAX_OPS && VT_COUNT(ints) <= VT_TRACE_MAX_INTS &&       \
-                       VT_COUNT(floats) <= VT_TRACE_MAX_FLOATS, #name ": too many arguments for a record");
+#define VT_KERNEL_FITS(name, ints, floats, ops, flops, call, doc)                                            \
+    _Static_assert(VT_COUNT(ops) <= VT_TRACE_MAX_OPS && VT_COUNT(ints) <= VT_TRACE_MAX_INTS &&               \
+                       VT_COUNT(floats) <= VT_TRACE_MAX_FLOATS,                                              \
+                   #name ": too many arguments for a record");
 VT_KERNEL_LIST(VT_KERNEL_FITS)
 #undef VT_KERNEL_FITS
 
 /* the scalars region's layout is part of the contract (docs/kernels.md) */
-_Static_assert(offsetof(vt_scalars, loss) == 0 && offsetof(vt_scalars, dloss) == 4 && offsetof(vt_scalars, lr) == 8 &&
-                   offsetof(vt_scalars, step) == 12 && offsetof(vt_scalars, nonfinite) == 16 &&
-                   offsetof(vt_scalars, grad_norm) == 24 && sizeof(vt_scalars) == 32,
+_Static_assert(offsetof(vt_scalars, loss) == 0 && offsetof(vt_scalars, dloss) == 4 &&
+                   offsetof(vt_scalars, lr) == 8 && offsetof(vt_scalars, step) == 12 &&
+                   offsetof(vt_scalars, nonfinite) == 16 && offsetof(vt_scalars, grad_norm) == 24 &&
+                   sizeof(vt_scalars) == 32,
                "vt_scalars as docs/kernels.md describes it");
 
 int vt_kernel_count(void) { return VT_KERNEL_COUNT; }
@@ -55,18 +64,19 @@ const char *vt_kernel_name(int k) { return k >= 0 && k < VT_KERNEL_COUNT ? kerne
 
 /* ---- running a call, measuring a call ---- */
 
-#define VT_KERNEL_RUN(name, ints, floats, ops, flops, call, doc)                                      \
-    static void run_##name(void *const *op_, const int64_t *ia_, const float *fa_) {                 \
-        VT_EACH(VT_INT_BIND, ints) VT_EACH(VT_FLT_BIND, floats) VT_EACH(VT_OP_BIND, ops) call;      \
+#define VT_KERNEL_RUN(name, ints, floats, ops, flops, call, doc)                                             \
+    static void run_##name(void *const *op_, const int64_t *ia_, const float *fa_) {                         \
+        VT_EACH(VT_INT_BIND, ints) VT_EACH(VT_FLT_BIND, floats) VT_EACH(VT_OP_BIND, ops) call;               \
     }
 VT_KERNEL_LIST(VT_KERNEL_RUN)
 #undef VT_KERNEL_RUN
 
-#define VT_KERNEL_MEASURE(name, ints, floats, ops, flops, call, doc)                                  \
-    static void measure_##name(void *const *op_, const int64_t *ia_, const float *fa_, uint64_t *len_, \
-                               double *flops_) {                                                      \
-        VT_EACH(VT_INT_BIND, ints) VT_EACH(VT_FLT_BIND, floats) VT_EACH(VT_OP_BIND, ops)            \
-            VT_EACH(VT_OP_LEN, ops) *flops_ = (double)(flops);                                       \
+#define VT_KERNEL_MEASURE(name, ints, floats, ops, flops, call, doc)                                         \
+    static void measure_##name(void *const *op_, const int64_t *ia_, const float *fa_, uint64_t *len_,       \
+                               double *flops_) {                                                             \
+        VT_EACH(VT_INT_BIND, ints)                                                                           \
+        VT_EACH(VT_FLT_BIND, floats)                                                                         \
+        VT_EACH(VT_OP_BIND, ops) VT_EACH(VT_OP_LEN, ops) *flops_ = (double)(flops);                          \
     }
 VT_KERNEL_LIST(VT_KERNEL_MEASURE)
 #undef VT_KERNEL_MEASURE
@@ -74,19 +84,20 @@ VT_KERNEL_LIST(VT_KERNEL_MEASURE)
 typedef void (*run_fn)(void *const *, const int64_t *, const float *);
 typedef void (*measure_fn)(void *const *, const int64_t *, const float *, uint64_t *, double *);
 #define VT_KERNEL_RUN_PTR(name, ...) run_##name,
-static const run_fn runs[VT_KERNEL_COUNT] = {VT_KERNEL_LIST(VT_KERNEL_RUN_PTR)};
+static const run_fn runs[VT_KERNEL_COUNT] = { VT_KERNEL_LIST(VT_KERNEL_RUN_PTR) };
 #undef VT_KERNEL_RUN_PTR
 #define VT_KERNEL_MEASURE_PTR(name, ...) measure_##name,
-static const measure_fn measures[VT_KERNEL_COUNT] = {VT_KERNEL_LIST(VT_KERNEL_MEASURE_PTR)};
+static const measure_fn measures[VT_KERNEL_COUNT] = { VT_KERNEL_LIST(VT_KERNEL_MEASURE_PTR) };
 #undef VT_KERNEL_MEASURE_PTR
 
 void vt_kernel_run(int k, void *const *op, const int64_t *ia, const float *fa) { runs[k](op, ia, fa); }
 
 static size_t dtype_size(int dt) {
     switch (dt) {
-    case VT_DT_F64: case VT_DT_I64: return 8;
-    case VT_DT_U8: return 1;
-    default: return 4;
+        case VT_DT_F64:
+        case VT_DT_I64: return 8;
+        case VT_DT_U8: return 1;
+        default: return 4;
     }
 }
 
@@ -109,17 +120,19 @@ static void exec_call(vt_model *m, int k, void *const *op, const int64_t *ia, co
     }
     int bad = vt_rec_call(r, k, op, bytes, acc, dt, K->nops, ia, K->nints, fa, K->nfloats, flops);
     if (bad >= 0)
-        vt_rec_fail(r, "recording: %s's operand %s (%llu bytes) lies in no region of the model, its arena or "
-                       "the call's inputs", K->name, K->ops[bad].name, (unsigned long long)bytes[bad]);
+        vt_rec_fail(r,
+                    "recording: %s's operand %s (%llu bytes) lies in no region of the model, its arena or "
+                    "the call's inputs",
+                    K->name, K->ops[bad].name, (unsigned long long)bytes[bad]);
 }
 
-#define VT_KERNEL_ENTRY(name, ints, floats, ops, flops, call, doc)                                    \
-    void vt_k_##name(vt_model *m_ VT_EACH(VT_OP_PARAM, ops) VT_EACH(VT_INT_PARAM, ints)              \
-                         VT_EACH(VT_FLT_PARAM, floats)) {                                             \
-        void *op_[VT_TRACE_MAX_OPS + 1] = {VT_EACH(VT_OP_PTR, ops) 0};                               \
-        int64_t ia_[VT_TRACE_MAX_INTS + 1] = {VT_EACH(VT_ARG_VALUE, ints) 0};                        \
-        float fa_[VT_TRACE_MAX_FLOATS + 1] = {VT_EACH(VT_ARG_VALUE, floats) 0};                      \
-        exec_call(m_, VT_K_##name, op_, ia_, fa_);                                                   \
+#define VT_KERNEL_ENTRY(name, ints, floats, ops, flops, call, doc)                                           \
+    void vt_k_##name(vt_model *m_ VT_EACH(VT_OP_PARAM, ops) VT_EACH(VT_INT_PARAM, ints)                      \
+                         VT_EACH(VT_FLT_PARAM, floats)) {                                                    \
+        void *op_[VT_TRACE_MAX_OPS + 1] = { VT_EACH(VT_OP_PTR, ops) 0 };                                     \
+        int64_t ia_[VT_TRACE_MAX_INTS + 1] = { VT_EACH(VT_ARG_VALUE, ints) 0 };                              \
+        float fa_[VT_TRACE_MAX_FLOATS + 1] = { VT_EACH(VT_ARG_VALUE, floats) 0 };                            \
+        exec_call(m_, VT_K_##name, op_, ia_, fa_);                                                           \
     }
 VT_KERNEL_LIST(VT_KERNEL_ENTRY)
 #undef VT_KERNEL_ENTRY
@@ -151,13 +164,15 @@ vt_status vt_trace_replay(const vt_trace *t, void *const bufs[VT_REG_COUNT]) {
     if (!t || !bufs) return vt_fail(VT_ERR_ARG, "vt_trace_replay: NULL argument");
     for (int r = 1; r < VT_REG_COUNT; r++)
         if (t->region_bytes[r] && !bufs[r])
-            return vt_fail(VT_ERR_ARG, "vt_trace_replay: the list addresses region %s (%llu bytes), no buffer given",
+            return vt_fail(VT_ERR_ARG,
+                           "vt_trace_replay: the list addresses region %s (%llu bytes), no buffer given",
                            vt_region_name(r), (unsigned long long)t->region_bytes[r]);
     for (int i = 0; i < t->n; i++) {
         const vt_trace_entry *e = &t->e[i];
         if (e->kind != VT_TR_CALL) continue;
-        if (e->kernel < 0 || e->kernel >= VT_KERNEL_COUNT) return vt_fail(VT_ERR_ARG, "vt_trace_replay: kernel %d", e->kernel);
-        void *op[VT_TRACE_MAX_OPS + 1] = {0};
+        if (e->kernel < 0 || e->kernel >= VT_KERNEL_COUNT)
+            return vt_fail(VT_ERR_ARG, "vt_trace_replay: kernel %d", e->kernel);
+        void *op[VT_TRACE_MAX_OPS + 1] = { 0 };
         for (int k = 0; k < e->nops; k++)
             op[k] = e->op[k].region ? (uint8_t *)bufs[e->op[k].region] + e->op[k].offset : NULL;
         runs[e->kernel](op, e->ints, e->floats);
@@ -168,22 +183,23 @@ vt_status vt_trace_replay(const vt_trace *t, void *const bufs[VT_REG_COUNT]) {
 /* ---- names ---- */
 
 const char *vt_region_name(int r) {
-    static const char *names[VT_REG_COUNT] = {"none", "params", "grads", "adam_m", "adam_v", "arena", "images",
-                                              "idx_keep", "idx_mask", "mask", "labels", "douts", "dimages", "scalars"};
+    static const char *names[VT_REG_COUNT] = { "none",   "params", "grads",    "adam_m",   "adam_v",
+                                               "arena",  "images", "idx_keep", "idx_mask", "mask",
+                                               "labels", "douts",  "dimages",  "scalars" };
     return r >= 0 && r < VT_REG_COUNT ? names[r] : "?";
 }
 const char *vt_phase_name(int p) {
-    static const char *names[] = {"forward", "recompute", "backward", "optimizer"};
+    static const char *names[] = { "forward", "recompute", "backward", "optimizer" };
     return p >= 0 && p < 4 ? names[p] : "?";
 }
 static const char *dtype_name(int dt) {
     switch (dt) {
-    case VT_DT_F32: return "f32";
-    case VT_DT_F64: return "f64";
-    case VT_DT_I64: return "i64";
-    case VT_DT_I32: return "i32";
-    case VT_DT_U8: return "u8";
-    default: return "?";
+        case VT_DT_F32: return "f32";
+        case VT_DT_F64: return "f64";
+        case VT_DT_I64: return "i64";
+        case VT_DT_I32: return "i32";
+        case VT_DT_U8: return "u8";
+        default: return "?";
     }
 }
 static const char *access_name(int a) { return a == VT_ACC_R ? "r" : a == VT_ACC_W ? "w" : "rw"; }
@@ -195,13 +211,17 @@ vt_status vt_kernel_contract(char **out, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *s = malloc(cap);
     if (!s) return vt_fail(VT_ERR_NOMEM, "out of memory");
-#define PUT(...)                                                                                      \
-    do {                                                                                              \
-        int w_ = snprintf(s + n, cap - n, __VA_ARGS__);                                              \
-        if (w_ < 0 || (size_t)w_ >= cap - n) { free(s); return vt_fail(VT_ERR_NOMEM, "contract table too long"); } \
-        n += (size_t)w_;                                                                              \
+#define PUT(...)                                                                                             \
+    do {                                                                                                     \
+        int w_ = snprintf(s + n, cap - n, __VA_ARGS__);                                                      \
+        if (w_ < 0 || (size_t)w_ >= cap - n) {                                                               \
+            free(s);                                                                                         \
+            return vt_fail(VT_ERR_NOMEM, "contract table too long");                                         \
+        }                                                                                                    \
+        n += (size_t)w_;                                                                                     \
     } while (0)
-    PUT("| kernel | operands (type access [length]) | ints | floats | FLOPs | semantics |\n|---|---|---|---|---|---|\n");
+    PUT("| kernel | operands (type access [length]) | ints | floats | FLOPs | semantics "
+        "|\n|---|---|---|---|---|---|\n");
     for (int k = 0; k < VT_KERNEL_COUNT; k++) {
         const kinfo *K = &kernels[k];
         PUT("| `%s` | ", K->name);

@@ -12,8 +12,8 @@
 typedef enum { VT_KERNEL_LIST(VT_KERNEL_ENUM) VT_KERNEL_COUNT } vt_kernel;
 #undef VT_KERNEL_ENUM
 
-#define VT_KERNEL_PROTO(name, ints, floats, ops, flops, call, doc)                                  \
-    void vt_k_##name(struct vt_model *m_ VT_EACH(VT_OP_PARAM, ops) VT_EACH(VT_INT_PARAM, ints)   \
+#define VT_KERNEL_PROTO(name, ints, floats, ops, flops, call, doc)                                           \
+    void vt_k_##name(struct vt_model *m_ VT_EACH(VT_OP_PARAM, ops) VT_EACH(VT_INT_PARAM, ints)               \
                          VT_EACH(VT_FLT_PARAM, floats));
 VT_KERNEL_LIST(VT_KERNEL_PROTO)
 #undef VT_KERNEL_PROTO

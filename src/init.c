@@ -22,7 +22,12 @@ void vt_rng_seed(vt_rng *r, uint64_t seed) {
 
 uint32_t vt_rng_u32(vt_rng *r) {
     uint32_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 9;
-    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 11);
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 11);
     return res;
 }
 
@@ -30,7 +35,8 @@ uint32_t vt_rng_u32(vt_rng *r) {
 float vt_rng_uniform(vt_rng *r) { return (float)(vt_rng_u32(r) >> 8) * (1.0f / 16777216.0f); }
 
 float vt_rng_normal(vt_rng *r) { /* Box-Muller in double, rounded once */
-    double u1 = ((double)(vt_rng_u32(r) >> 8) + 1.0) / 16777217.0, u2 = (double)(vt_rng_u32(r) >> 8) / 16777216.0;
+    double u1 = ((double)(vt_rng_u32(r) >> 8) + 1.0) / 16777217.0,
+           u2 = (double)(vt_rng_u32(r) >> 8) / 16777216.0;
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
@@ -44,7 +50,8 @@ static void fill_normal(vt_rng *r, float *x, size_t n, float std) {
 static void fill_trunc_normal(vt_rng *r, float *x, size_t n, float std) {
     for (size_t i = 0; i < n; i++) {
         float v;
-        do v = vt_rng_normal(r) * std; while (v < -2.0f || v > 2.0f);
+        do v = vt_rng_normal(r) * std;
+        while (v < -2.0f || v > 2.0f);
         x[i] = v;
     }
 }
@@ -61,12 +68,17 @@ static void init_linear(vt_model *m, vt_rng *r, int w, int b, int scheme) {
     const vt_param *p = &m->pt.p[w];
     int64_t out = p->shape[0], in = p->numel / (size_t)out;
     float *W = vt_P(m, w);
-    if (scheme == LIN_XAVIER) fill_uniform(r, W, p->numel, sqrtf(6.0f / (float)(in + out)));
-    else if (scheme == LIN_TRUNC) fill_trunc_normal(r, W, p->numel, 0.02f);
-    else fill_uniform(r, W, p->numel, 1.0f / sqrtf((float)in)); /* kaiming_uniform(a=sqrt 5) */
+    if (scheme == LIN_XAVIER)
+        fill_uniform(r, W, p->numel, sqrtf(6.0f / (float)(in + out)));
+    else if (scheme == LIN_TRUNC)
+        fill_trunc_normal(r, W, p->numel, 0.02f);
+    else
+        fill_uniform(r, W, p->numel, 1.0f / sqrtf((float)in)); /* kaiming_uniform(a=sqrt 5) */
     if (b >= 0) {
-        if (scheme == LIN_TORCH) fill_uniform(r, vt_P(m, b), m->pt.p[b].numel, 1.0f / sqrtf((float)in));
-        else fill(vt_P(m, b), m->pt.p[b].numel, 0.0f);
+        if (scheme == LIN_TORCH)
+            fill_uniform(r, vt_P(m, b), m->pt.p[b].numel, 1.0f / sqrtf((float)in));
+        else
+            fill(vt_P(m, b), m->pt.p[b].numel, 0.0f);
     }
 }
 static void init_norm(vt_model *m, int w, int b) {
@@ -105,7 +117,8 @@ vt_status vt_init_weights(vt_model *m, uint64_t seed) {
     int lightly = m->cfg.kind == VT_KIND_LIGHTLY || m->cfg.kind == VT_KIND_MAE;
     int scheme = lightly ? LIN_XAVIER : LIN_TRUNC;
     if (c->pos_embed && (m->cfg.kind == VT_KIND_AIM || lightly) && c->embed_dim % 4)
-        return vt_fail(VT_ERR_ARG, "the sin-cos pos_embed needs embed_dim divisible by 4 (got %d)", c->embed_dim);
+        return vt_fail(VT_ERR_ARG, "the sin-cos pos_embed needs embed_dim divisible by 4 (got %d)",
+                       c->embed_dim);
     /* timm VisionTransformer.__init__ + init_weights */
     const vt_param *pe = &m->pt.p[e->pe_w];
     size_t fan_in = pe->numel / (size_t)pe->shape[0];
@@ -122,13 +135,16 @@ vt_status vt_init_weights(vt_model *m, uint64_t seed) {
     init_norm(m, e->fcn_w, e->fcn_b);
     init_linear(m, &r, e->head_w, e->head_b, scheme);
     if (e->pos >= 0) {
-        if (lightly || m->cfg.kind == VT_KIND_AIM) init_sincos(m, e->pos, c->no_embed_class ? 0 : e->P);
-        else fill_trunc_normal(&r, vt_P(m, e->pos), m->pt.p[e->pos].numel, 0.02f);
+        if (lightly || m->cfg.kind == VT_KIND_AIM)
+            init_sincos(m, e->pos, c->no_embed_class ? 0 : e->P);
+        else
+            fill_trunc_normal(&r, vt_P(m, e->pos), m->pt.p[e->pos].numel, 0.02f);
     }
     if (m->cfg.kind == VT_KIND_MAE) {
         init_linear(m, &r, m->de_w, m->de_b, LIN_XAVIER);
         fill_normal(&r, vt_P(m, m->d_mask_token), m->pt.p[m->d_mask_token].numel, 0.02f);
-        if (m->cfg.decoder_dim % 4) return vt_fail(VT_ERR_ARG, "the decoder's sin-cos table needs decoder_dim divisible by 4");
+        if (m->cfg.decoder_dim % 4)
+            return vt_fail(VT_ERR_ARG, "the decoder's sin-cos table needs decoder_dim divisible by 4");
         init_sincos(m, m->d_pos, e->P);
         init_chain(m, &r, &m->dec, LIN_XAVIER, 0);
         init_norm(m, m->dn_w, m->dn_b);
@@ -166,12 +182,18 @@ vt_status vt_random_token_mask(vt_rng *r, int B, int L, float mask_ratio, int ma
         return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes", (size_t)L * 8);
     }
     for (int b = 0; b < B; b++) {
-        for (int l = 0; l < L; l++) { noise[l] = vt_rng_uniform(r); order[l] = l; }
+        for (int l = 0; l < L; l++) {
+            noise[l] = vt_rng_uniform(r);
+            order[l] = l;
+        }
         if (!mask_class_token) noise[0] = -1.0f; /* the class token is always kept, first */
         /* stable insertion sort by noise (argsort) */
         for (int i = 1; i < L; i++) {
             int o = order[i], j = i;
-            while (j > 0 && noise[order[j - 1]] > noise[o]) { order[j] = order[j - 1]; j--; }
+            while (j > 0 && noise[order[j - 1]] > noise[o]) {
+                order[j] = order[j - 1];
+                j--;
+            }
             order[j] = o;
         }
         for (int k = 0; k < n_keep; k++) idx_keep[(size_t)b * n_keep + k] = order[k];
@@ -197,9 +219,13 @@ vt_status vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, 
  * (meshgrid(w, h) puts the column index in the first half, as lightly's table does.) */
 vt_status vt_sincos_table(float *out, int D, int G, int P) {
     if (!out || D <= 0 || D % 4 || G <= 0 || P < 0)
-        return vt_fail(VT_ERR_ARG, "sin-cos table: embed_dim %d must be a positive multiple of 4, grid %d >= 1, prefix %d >= 0", D, G, P);
+        return vt_fail(
+            VT_ERR_ARG,
+            "sin-cos table: embed_dim %d must be a positive multiple of 4, grid %d >= 1, prefix %d >= 0", D,
+            G, P);
     if ((uint64_t)P + (uint64_t)G * G > VT_MAX_FLOATS / (uint64_t)D) /* 64-bit, no wrap: G*G < 2^62 */
-        return vt_fail(VT_ERR_NOMEM, "sin-cos table: %d x %d grid + %d rows of %d exceed the address space", G, G, P, D);
+        return vt_fail(VT_ERR_NOMEM, "sin-cos table: %d x %d grid + %d rows of %d exceed the address space",
+                       G, G, P, D);
     int q = D / 4;
     memset(out, 0, (size_t)P * D * sizeof(float));
     for (int r = 0; r < G; r++)

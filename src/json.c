@@ -23,7 +23,10 @@ typedef struct {
 } jparser;
 
 /* what the last failure was, without its offset: vt_json_parse_field names the field instead */
-static struct { char what[96]; char dup[464]; } jlast;
+static struct {
+    char what[96];
+    char dup[464];
+} jlast;
 
 static int jerr(const jparser *p, const char *what) {
     snprintf(jlast.what, sizeof jlast.what, "%s", what);
@@ -34,11 +37,15 @@ static int jerr(const jparser *p, const char *what) {
 /* the path one level down: ".key" (or "key" at the top) or "[i]"; returns the length to restore */
 static size_t path_push(jparser *p, const char *key, size_t index) {
     size_t old = p->plen, room = sizeof p->path - old;
-    int n = key ? snprintf(p->path + old, room, "%s%s", old ? "." : "", key) : snprintf(p->path + old, room, "[%zu]", index);
+    int n = key ? snprintf(p->path + old, room, "%s%s", old ? "." : "", key)
+                : snprintf(p->path + old, room, "[%zu]", index);
     p->plen = n < 0 || (size_t)n >= room ? sizeof p->path - 1 : old + (size_t)n;
     return old;
 }
-static void path_pop(jparser *p, size_t old) { p->plen = old; p->path[old] = 0; }
+static void path_pop(jparser *p, size_t old) {
+    p->plen = old;
+    p->path[old] = 0;
+}
 
 static int jnomem(size_t bytes) {
     return vt_fail(VT_ERR_NOMEM, "json: out of memory allocating %zu bytes", bytes);
@@ -135,7 +142,10 @@ static long hex4(const jparser *p, size_t at) {
 }
 
 static size_t utf8_put(unsigned char *o, unsigned long cp) {
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
     if (cp < 0x800) {
         o[0] = (unsigned char)(0xC0 | (cp >> 6));
         o[1] = (unsigned char)(0x80 | (cp & 0x3F));
@@ -173,47 +183,73 @@ static int parse_string(jparser *p, char **out, size_t *out_len) {
     size_t n = 0;
     int rc = VT_OK;
     for (;;) {
-        if (p->pos >= p->len) { rc = jerr(p, "unterminated string"); break; }
+        if (p->pos >= p->len) {
+            rc = jerr(p, "unterminated string");
+            break;
+        }
         unsigned char c = p->s[p->pos];
-        if (c == '"') { p->pos++; break; }
+        if (c == '"') {
+            p->pos++;
+            break;
+        }
         if (c < 0x20) {
             rc = vt_fail(VT_ERR_FORMAT, "json: control character 0x%02x in string at byte %zu", c, p->pos);
             break;
         }
         if (c >= 0x80) {
             size_t k = utf8_seq(p->s + p->pos, p->len - p->pos);
-            if (k == 0) { rc = jerr(p, "invalid UTF-8 in string"); break; }
+            if (k == 0) {
+                rc = jerr(p, "invalid UTF-8 in string");
+                break;
+            }
             memcpy(o + n, p->s + p->pos, k);
             n += k;
             p->pos += k;
             continue;
         }
-        if (c != '\\') { o[n++] = c; p->pos++; continue; }
-        if (p->pos + 1 >= p->len) { rc = jerr(p, "unterminated escape"); break; }
+        if (c != '\\') {
+            o[n++] = c;
+            p->pos++;
+            continue;
+        }
+        if (p->pos + 1 >= p->len) {
+            rc = jerr(p, "unterminated escape");
+            break;
+        }
         unsigned char e = p->s[p->pos + 1];
         unsigned char simple = 0;
         switch (e) {
-        case '"': simple = '"'; break;
-        case '\\': simple = '\\'; break;
-        case '/': simple = '/'; break;
-        case 'b': simple = '\b'; break;
-        case 'f': simple = '\f'; break;
-        case 'n': simple = '\n'; break;
-        case 'r': simple = '\r'; break;
-        case 't': simple = '\t'; break;
-        case 'u': break;
-        default: rc = jerr(p, "invalid escape"); break;
+            case '"': simple = '"'; break;
+            case '\\': simple = '\\'; break;
+            case '/': simple = '/'; break;
+            case 'b': simple = '\b'; break;
+            case 'f': simple = '\f'; break;
+            case 'n': simple = '\n'; break;
+            case 'r': simple = '\r'; break;
+            case 't': simple = '\t'; break;
+            case 'u': break;
+            default: rc = jerr(p, "invalid escape"); break;
         }
         if (rc) break;
-        if (simple) { o[n++] = simple; p->pos += 2; continue; }
+        if (simple) {
+            o[n++] = simple;
+            p->pos += 2;
+            continue;
+        }
         long cp = hex4(p, p->pos + 2);
-        if (cp < 0) { rc = jerr(p, "invalid \\u escape"); break; }
+        if (cp < 0) {
+            rc = jerr(p, "invalid \\u escape");
+            break;
+        }
         if (cp >= 0xD800 && cp <= 0xDBFF) {
             /* High surrogate: must be followed by an escaped low surrogate. */
             size_t q = p->pos + 6;
             long lo = -1;
             if (q + 1 < p->len && p->s[q] == '\\' && p->s[q + 1] == 'u') lo = hex4(p, q + 2);
-            if (lo < 0xDC00 || lo > 0xDFFF) { rc = jerr(p, "lone high surrogate in \\u escape"); break; }
+            if (lo < 0xDC00 || lo > 0xDFFF) {
+                rc = jerr(p, "lone high surrogate in \\u escape");
+                break;
+            }
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             p->pos += 12;
         } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
@@ -221,7 +257,10 @@ static int parse_string(jparser *p, char **out, size_t *out_len) {
             break;
         } else {
             /* A decoded NUL would silently truncate C-string keys and names, so refuse it. */
-            if (cp == 0) { rc = jerr(p, "\\u0000 not allowed in strings"); break; }
+            if (cp == 0) {
+                rc = jerr(p, "\\u0000 not allowed in strings");
+                break;
+            }
             p->pos += 6;
         }
         n += utf8_put(o + n, (unsigned long)cp);
@@ -251,8 +290,11 @@ static int number_value(jparser *p, size_t start, size_t end, double *out) {
     if (!buf) return jnomem(need);
     size_t k = 0;
     for (size_t i = start; i < end; i++) {
-        if (p->s[i] == '.') { memcpy(buf + k, dp, dpl); k += dpl; }
-        else buf[k++] = (char)p->s[i];
+        if (p->s[i] == '.') {
+            memcpy(buf + k, dp, dpl);
+            k += dpl;
+        } else
+            buf[k++] = (char)p->s[i];
     }
     buf[k] = 0;
     char *endp = NULL;
@@ -276,7 +318,10 @@ static int isdigit_(unsigned char c) { return c >= '0' && c <= '9'; }
 static int parse_number(jparser *p, vt_json *v) {
     size_t start = p->pos;
     int neg = 0;
-    if (p->s[p->pos] == '-') { neg = 1; p->pos++; }
+    if (p->s[p->pos] == '-') {
+        neg = 1;
+        p->pos++;
+    }
     if (p->pos >= p->len || !isdigit_(p->s[p->pos])) return jerr(p, "invalid number");
     size_t int_start = p->pos;
     if (p->s[p->pos] == '0') {
@@ -308,14 +353,20 @@ static int parse_number(jparser *p, vt_json *v) {
         int fits = 1;
         for (size_t i = int_start; i < int_end; i++) {
             unsigned d = (unsigned)(p->s[i] - '0');
-            if (mag > (limit - d) / 10) { fits = 0; break; }
+            if (mag > (limit - d) / 10) {
+                fits = 0;
+                break;
+            }
             mag = mag * 10 + d;
         }
         if (fits) {
             v->is_integer = 1;
-            if (!neg) v->integer = (long long)mag;
-            else if (mag == (unsigned long long)LLONG_MAX + 1u) v->integer = LLONG_MIN;
-            else v->integer = -(long long)mag;
+            if (!neg)
+                v->integer = (long long)mag;
+            else if (mag == (unsigned long long)LLONG_MAX + 1u)
+                v->integer = LLONG_MIN;
+            else
+                v->integer = -(long long)mag;
             /* int64 -> double conversion rounds correctly, matching strtod; keep -0 as -0.0. */
             v->number = (neg && mag == 0) ? -0.0 : (double)v->integer;
             return VT_OK;
@@ -349,7 +400,10 @@ static int parse_array(jparser *p, vt_json *v, int depth) {
     size_t cap = 0;
     p->pos++; /* '[' */
     skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == ']') { p->pos++; return VT_OK; }
+    if (p->pos < p->len && p->s[p->pos] == ']') {
+        p->pos++;
+        return VT_OK;
+    }
     for (;;) {
         skip_ws(p);
         vt_json child;
@@ -358,17 +412,26 @@ static int parse_array(jparser *p, vt_json *v, int depth) {
         int rc = parse_value(p, &child, depth);
         path_pop(p, at);
         if (!rc) rc = grow(v, &cap, 0);
-        if (rc) { free_contents(&child); return rc; }
+        if (rc) {
+            free_contents(&child);
+            return rc;
+        }
         v->items[v->n++] = child;
         skip_ws(p);
         if (p->pos >= p->len) return jerr(p, "unexpected end of input in array");
         unsigned char c = p->s[p->pos++];
         if (c == ']') return VT_OK;
-        if (c != ',') { p->pos--; return jerr(p, "expected ',' or ']'"); }
+        if (c != ',') {
+            p->pos--;
+            return jerr(p, "expected ',' or ']'");
+        }
     }
 }
 
-typedef struct { const char *key; size_t off; } keyref;
+typedef struct {
+    const char *key;
+    size_t off;
+} keyref;
 
 static int keyref_cmp(const void *a, const void *b) {
     const keyref *x = a, *y = b;
@@ -392,9 +455,13 @@ static int check_duplicates(const jparser *p, const vt_json *v, const size_t *ko
                 if (strcmp(v->keys[i], v->keys[j]) == 0) return dup_key(p, v->keys[j], koff[j]);
         return VT_OK;
     }
-    keyref *r = malloc(v->n * sizeof(keyref)); /* n * 16 cannot overflow: items already hold n * sizeof(vt_json) */
+    keyref *r =
+        malloc(v->n * sizeof(keyref)); /* n * 16 cannot overflow: items already hold n * sizeof(vt_json) */
     if (!r) return jnomem(v->n * sizeof(keyref));
-    for (size_t i = 0; i < v->n; i++) { r[i].key = v->keys[i]; r[i].off = koff[i]; }
+    for (size_t i = 0; i < v->n; i++) {
+        r[i].key = v->keys[i];
+        r[i].off = koff[i];
+    }
     qsort(r, v->n, sizeof(keyref), keyref_cmp);
     int rc = VT_OK;
     for (size_t i = 1; i < v->n; i++)
@@ -414,11 +481,20 @@ static int parse_object(jparser *p, vt_json *v, int depth) {
     int rc = VT_OK;
     p->pos++; /* '{' */
     skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == '}') { p->pos++; return VT_OK; }
+    if (p->pos < p->len && p->s[p->pos] == '}') {
+        p->pos++;
+        return VT_OK;
+    }
     for (;;) {
         skip_ws(p);
-        if (p->pos >= p->len) { rc = jerr(p, "unexpected end of input in object"); goto done; }
-        if (p->s[p->pos] != '"') { rc = jerr(p, "expected string key"); goto done; }
+        if (p->pos >= p->len) {
+            rc = jerr(p, "unexpected end of input in object");
+            goto done;
+        }
+        if (p->s[p->pos] != '"') {
+            rc = jerr(p, "expected string key");
+            goto done;
+        }
         size_t key_off = p->pos;
         char *key = NULL;
         size_t key_len = 0;
@@ -440,8 +516,12 @@ static int parse_object(jparser *p, vt_json *v, int depth) {
         if (!rc) rc = grow(v, &cap, 1);
         if (!rc && koff_cap < cap) {
             size_t *k2 = realloc(koff, cap * sizeof(size_t));
-            if (!k2) rc = jnomem(cap * sizeof(size_t));
-            else { koff = k2; koff_cap = cap; }
+            if (!k2)
+                rc = jnomem(cap * sizeof(size_t));
+            else {
+                koff = k2;
+                koff_cap = cap;
+            }
         }
         if (rc) {
             free(key);
@@ -453,10 +533,17 @@ static int parse_object(jparser *p, vt_json *v, int depth) {
         koff[v->n] = key_off;
         v->n++;
         skip_ws(p);
-        if (p->pos >= p->len) { rc = jerr(p, "unexpected end of input in object"); goto done; }
+        if (p->pos >= p->len) {
+            rc = jerr(p, "unexpected end of input in object");
+            goto done;
+        }
         unsigned char c = p->s[p->pos++];
         if (c == '}') break;
-        if (c != ',') { p->pos--; rc = jerr(p, "expected ',' or '}'"); goto done; }
+        if (c != ',') {
+            p->pos--;
+            rc = jerr(p, "expected ',' or '}'");
+            goto done;
+        }
     }
     rc = check_duplicates(p, v, koff);
 done:
@@ -476,19 +563,27 @@ static int parse_value(jparser *p, vt_json *v, int depth) {
     if (p->pos >= p->len) return jerr(p, "unexpected end of input");
     unsigned char c = p->s[p->pos];
     switch (c) {
-    case '{': return parse_object(p, v, depth + 1);
-    case '[': return parse_array(p, v, depth + 1);
-    case '"': v->type = VT_JSON_STRING; return parse_string(p, &v->str, &v->len);
-    case 't': v->type = VT_JSON_BOOL; v->boolean = 1; return parse_literal(p, "true");
-    case 'f': v->type = VT_JSON_BOOL; v->boolean = 0; return parse_literal(p, "false");
-    case 'n': v->type = VT_JSON_NULL; return parse_literal(p, "null");
-    default: break;
+        case '{': return parse_object(p, v, depth + 1);
+        case '[': return parse_array(p, v, depth + 1);
+        case '"': v->type = VT_JSON_STRING; return parse_string(p, &v->str, &v->len);
+        case 't':
+            v->type = VT_JSON_BOOL;
+            v->boolean = 1;
+            return parse_literal(p, "true");
+        case 'f':
+            v->type = VT_JSON_BOOL;
+            v->boolean = 0;
+            return parse_literal(p, "false");
+        case 'n': v->type = VT_JSON_NULL; return parse_literal(p, "null");
+        default: break;
     }
     if (c == '-' || isdigit_(c)) return parse_number(p, v);
     if (c == 0) return jerr(p, "NUL byte");
     char what[40];
-    if (c >= 0x20 && c < 0x7F) snprintf(what, sizeof what, "unexpected character '%c'", c);
-    else snprintf(what, sizeof what, "unexpected byte 0x%02x", c);
+    if (c >= 0x20 && c < 0x7F)
+        snprintf(what, sizeof what, "unexpected character '%c'", c);
+    else
+        snprintf(what, sizeof what, "unexpected byte 0x%02x", c);
     return jerr(p, what);
 }
 
@@ -496,7 +591,7 @@ vt_status vt_json_parse(const char *text, size_t len, vt_json **out) {
     if (!out) return vt_fail(VT_ERR_ARG, "json: out is NULL");
     *out = NULL;
     if (!text && len) return vt_fail(VT_ERR_ARG, "json: text is NULL");
-    jparser p = {(const unsigned char *)text, len, 0, {0}, 0};
+    jparser p = { (const unsigned char *)text, len, 0, { 0 }, 0 };
     skip_ws(&p);
     if (p.pos >= p.len) return jerr(&p, "empty input");
     vt_json *root = calloc(1, sizeof(vt_json));
@@ -520,11 +615,14 @@ vt_status vt_json_parse_field(const char *text, size_t len, const char *field, v
     jlast.what[0] = jlast.dup[0] = 0;
     int rc = vt_json_parse(text, len, out);
     if (rc != VT_ERR_FORMAT) return rc;
-    if (jlast.dup[0]) return vt_fail(rc, "%s%s%s appears twice", field, jlast.dup[0] == '[' ? "" : ".", jlast.dup);
+    if (jlast.dup[0])
+        return vt_fail(rc, "%s%s%s appears twice", field, jlast.dup[0] == '[' ? "" : ".", jlast.dup);
     char what[160]; /* failures without a jerr (strings, numbers): their message, less its offset */
     const char *m = vt_last_error(), *at = strstr(m, " at byte ");
     if (!strncmp(m, "json: ", 6)) m += 6;
-    if (jlast.what[0]) snprintf(what, sizeof what, "%s", jlast.what);
-    else snprintf(what, sizeof what, "%.*s", (int)(at && at > m ? (size_t)(at - m) : strlen(m)), m);
+    if (jlast.what[0])
+        snprintf(what, sizeof what, "%s", jlast.what);
+    else
+        snprintf(what, sizeof what, "%.*s", (int)(at && at > m ? (size_t)(at - m) : strlen(m)), m);
     return vt_fail(rc, "%s is not JSON (%s)", field, what);
 }

@@ -11,18 +11,26 @@
 
 #define VT_JSON_MAX_DEPTH 64 /* arrays/objects nested deeper than this are rejected */
 
-typedef enum { VT_JSON_NULL, VT_JSON_BOOL, VT_JSON_NUMBER, VT_JSON_STRING, VT_JSON_ARRAY, VT_JSON_OBJECT } vt_json_type;
+typedef enum {
+    VT_JSON_NULL,
+    VT_JSON_BOOL,
+    VT_JSON_NUMBER,
+    VT_JSON_STRING,
+    VT_JSON_ARRAY,
+    VT_JSON_OBJECT
+} vt_json_type;
 
 typedef struct vt_json {
     vt_json_type type;
-    int boolean;            /* BOOL */
-    double number;          /* NUMBER: strtod value of the exact token, locale-independent, finite */
-    int is_integer;         /* NUMBER: token has no fraction/exponent and fits in long long */
-    long long integer;      /* NUMBER: the exact value when is_integer */
-    char *str; size_t len;  /* STRING: decoded UTF-8, NUL-terminated (\u0000 is rejected) */
-    size_t n;               /* ARRAY/OBJECT: number of items */
-    struct vt_json *items;  /* ARRAY elements or OBJECT values */
-    char **keys;            /* OBJECT keys (decoded, NUL-terminated), keys[i] belongs to items[i] */
+    int boolean;       /* BOOL */
+    double number;     /* NUMBER: strtod value of the exact token, locale-independent, finite */
+    int is_integer;    /* NUMBER: token has no fraction/exponent and fits in long long */
+    long long integer; /* NUMBER: the exact value when is_integer */
+    char *str;
+    size_t len;            /* STRING: decoded UTF-8, NUL-terminated (\u0000 is rejected) */
+    size_t n;              /* ARRAY/OBJECT: number of items */
+    struct vt_json *items; /* ARRAY elements or OBJECT values */
+    char **keys;           /* OBJECT keys (decoded, NUL-terminated), keys[i] belongs to items[i] */
 } vt_json;
 
 /* Parses text[0..len) (need not be NUL-terminated). On success *out owns a tree to release with

@@ -11,21 +11,21 @@
 /* Limits checked before anything is allocated (config.c, params.c). Sizes are computed in 64 bits:
  * size_t and long are 32-bit in wasm. VT_MAX_DIM bounds every config integer and every row the
  * kernels index with int; the parameter buffer must be addressable (VT_MAX_FLOATS). */
-#define VT_MAX_DIM 1000000
+#define VT_MAX_DIM    1000000
 #define VT_MAX_FLOATS ((uint64_t)(SIZE_MAX / sizeof(float)))
 /* training: step counts fit wasm's 32-bit long (AdamW's t + 1 included); seeds survive JSON
  * (doubles); a learning rate beyond this is no learning rate */
 #define VT_MAX_STEPS 2000000000L
-#define VT_MAX_SEED (1ULL << 53)
-#define VT_MAX_LR 1e3
+#define VT_MAX_SEED  (1ULL << 53)
+#define VT_MAX_LR    1e3
 #define VT_MAX_ACCUM 65536 /* micro-batches of one training step */
 typedef struct {
     char name[VT_NAME_MAX];
     int ndim;
     int64_t shape[4];
     size_t numel;
-    size_t off;       /* offset in floats into the parameter buffer */
-    long goff;        /* offset into the gradient buffer, -1 when frozen */
+    size_t off; /* offset in floats into the parameter buffer */
+    long goff;  /* offset into the gradient buffer, -1 when frozen */
     int requires_grad;
 } vt_param;
 
@@ -37,9 +37,8 @@ typedef struct {
     float *data, *grad;
 } vt_ptable;
 
-vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
-                        int requires_grad);
-vt_status vt_ptable_alloc(vt_ptable *t);  /* allocate data (zeroed) and grads after all adds */
+vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape, int requires_grad);
+vt_status vt_ptable_alloc(vt_ptable *t);          /* allocate data (zeroed) and grads after all adds */
 vt_status vt_ptable_relayout_grads(vt_ptable *t); /* after requires_grad changes */
 void vt_ptable_free(vt_ptable *t);
 struct vt_model;
@@ -47,13 +46,13 @@ struct vt_model;
  * index. The one way the builders (vit.c, block.c, objectives.c) add parameters. */
 /* config.c: the encoder's timm VisionTransformer kwargs as JSON (a saved encoder's timm_kwargs) */
 vt_status vt_timm_kwargs_json(const vt_vit_config *c, char *buf, size_t len);
-vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim,
-                       int64_t d0, int64_t d1, int64_t d2, int64_t d3, int trainable);
+vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim, int64_t d0,
+                       int64_t d1, int64_t d2, int64_t d3, int trainable);
 
 /* ---- activation arena (arena.c) -------------------------------------------------------------- */
 /* A stack (bump) allocator over one buffer. Sizes are rounded to VT_ALIGN_FLOATS so that every
  * buffer is 64-byte aligned. mark/reset give scoped scratch; the peak is what the plan predicts. */
-#define VT_ALIGN_FLOATS 16
+#define VT_ALIGN_FLOATS      16
 #define VT_ARENA_SPARE_BYTES 128 /* beyond the plan: the 64-byte alignment and the raw pointer */
 typedef struct {
     float *base;
@@ -66,7 +65,7 @@ typedef struct {
      * end of the call; live is what a freeing allocator would hold) */
     size_t released;
     size_t tl[VT_TIMELINE_MAX], tl_live[VT_TIMELINE_MAX];
-    int tl_n, tl_backward; /* events recorded; index where the backward began (-1: none) */
+    int tl_n, tl_backward;   /* events recorded; index where the backward began (-1: none) */
     struct vt_recorder *rec; /* recording mode (record.h): its events go to the recorded list too */
 } vt_arena;
 
@@ -106,8 +105,8 @@ typedef struct {
     uint64_t n;     /* floats per allocation (rounded by the arena) */
     uint64_t count; /* allocations of n */
 } vt_step;
-static inline vt_step vt_keep(uint64_t n) { return (vt_step){VT_STEP_KEEP, n, 1}; }
-static inline vt_step vt_peak(uint64_t n) { return (vt_step){VT_STEP_PEAK, n, 1}; }
+static inline vt_step vt_keep(uint64_t n) { return (vt_step){ VT_STEP_KEEP, n, 1 }; }
+static inline vt_step vt_peak(uint64_t n) { return (vt_step){ VT_STEP_PEAK, n, 1 }; }
 /* the floats the arena holds at its peak when a call runs the table */
 static inline uint64_t vt_steps_peak(const vt_step *s, int n) {
     uint64_t top = 0, peak = 0;
@@ -118,7 +117,7 @@ static inline uint64_t vt_steps_peak(const vt_step *s, int n) {
     }
     return peak;
 }
-void vt_arena_begin(vt_arena *a);                 /* top = 0, peak = 0 */
+void vt_arena_begin(vt_arena *a); /* top = 0, peak = 0 */
 void vt_arena_free(vt_arena *a);
 
 /* ---- chains of blocks (block.c) --------------------------------------------------------------- */
@@ -134,8 +133,8 @@ typedef struct {
     int depth, D, H, hd, F;
     int has_attn, qkv_bias, mlp_bias, qk_norm, layerscale;
     float eps;
-    int id;              /* in a call: 0 the encoder, 1 the MAE decoder / AIM head (recorded marks) */
-    const char *tag;     /* "enc", "dec", "head": the names of its arena buffers */
+    int id;          /* in a call: 0 the encoder, 1 the MAE decoder / AIM head (recorded marks) */
+    const char *tag; /* "enc", "dec", "head": the names of its arena buffers */
     vt_block_params *blk;
 } vt_chain;
 
@@ -143,12 +142,18 @@ typedef struct {
 enum { VT_STORE_FULL = 0, VT_STORE_SELECTIVE, VT_STORE_INPUT, VT_STORE_NONE };
 
 /* Checkpointing policy of all chains. kind: none, block, every (K), sqrt, budget, selective. */
-typedef enum { VT_POL_NONE, VT_POL_BLOCK, VT_POL_EVERY, VT_POL_SQRT, VT_POL_BUDGET,
-               VT_POL_SELECTIVE } vt_policy_kind;
+typedef enum {
+    VT_POL_NONE,
+    VT_POL_BLOCK,
+    VT_POL_EVERY,
+    VT_POL_SQRT,
+    VT_POL_BUDGET,
+    VT_POL_SELECTIVE
+} vt_policy_kind;
 typedef struct {
     vt_policy_kind kind;
-    int every;         /* K for every:K */
-    uint64_t budget;   /* bytes for budget: */
+    int every;       /* K for every:K */
+    uint64_t budget; /* bytes for budget: */
     char text[VT_POLICY_TEXT_MAX];
 } vt_policy;
 
@@ -157,28 +162,28 @@ typedef struct {
  * (policy.c). A call runs at most VT_CHAINS chains: the encoder, then the MAE decoder or the AIM
  * head. */
 #define VT_MAX_DEPTH 64
-#define VT_CHAINS 2
+#define VT_CHAINS    2
 typedef struct {
-    int seg;                        /* segment length for checkpointed blocks (>= 1) */
-    int threads;                    /* kernel threads the plan is made for (attention scratch) */
-    int whole_rows;                 /* the MLP backward over all rows in one call (vt_model_set_whole_rows) */
+    int seg;        /* segment length for checkpointed blocks (>= 1) */
+    int threads;    /* kernel threads the plan is made for (attention scratch) */
+    int whole_rows; /* the MLP backward over all rows in one call (vt_model_set_whole_rows) */
     unsigned char store[VT_MAX_DEPTH];
 } vt_chain_layout;
 
 /* Activations of one block (pointers into the arena). Shapes per token row; B*T rows. */
 typedef struct {
-    float *x;               /* (B,T,D) block input */
+    float *x;                 /* (B,T,D) block input */
     float *ln1, *ln1m, *ln1r; /* (B,T,D), (B,T), (B,T) */
-    float *qkv;             /* (B,T,3D) */
-    float *qkn, *qkm, *qkr; /* qk_norm: (B,T,2D) normalised q|k, (B,T,2H) mean/rstd */
-    float *att;             /* (B,H,T,T) probabilities */
-    float *ao;              /* (B,T,D) attention output before proj */
-    float *po;              /* (B,T,D) proj output (LayerScale only) */
-    float *xm;              /* (B,T,D) x + ls1*po */
+    float *qkv;               /* (B,T,3D) */
+    float *qkn, *qkm, *qkr;   /* qk_norm: (B,T,2D) normalised q|k, (B,T,2H) mean/rstd */
+    float *att;               /* (B,H,T,T) probabilities */
+    float *ao;                /* (B,T,D) attention output before proj */
+    float *po;                /* (B,T,D) proj output (LayerScale only) */
+    float *xm;                /* (B,T,D) x + ls1*po */
     float *ln2, *ln2m, *ln2r;
-    float *h;               /* (B,T,F) fc1 output, GELU input */
-    float *hg;              /* (B,T,F) GELU output */
-    float *fo;              /* (B,T,D) fc2 output (LayerScale only) */
+    float *h;  /* (B,T,F) fc1 output, GELU input */
+    float *hg; /* (B,T,F) GELU output */
+    float *fo; /* (B,T,D) fc2 output (LayerScale only) */
 } vt_block_acts;
 
 struct vt_model;
@@ -210,33 +215,33 @@ typedef struct {
 /* timm forward_head on the encoder's features (vit.c; reference-models.md 1.4): pool -> fc_norm
  * -> head. What its forward keeps for its backward (arena pointers). */
 typedef struct {
-    int B, T, rows, D, C; /* rows: B, or B*T with global_pool ''; C: num_classes (0: no head) */
-    const float *x;       /* [B,T,D] the features (the caller keeps them until the backward) */
-    float *pooled;        /* [rows,D] pool output (aliases x with global_pool '') */
+    int B, T, rows, D, C;        /* rows: B, or B*T with global_pool ''; C: num_classes (0: no head) */
+    const float *x;              /* [B,T,D] the features (the caller keeps them until the backward) */
+    float *pooled;               /* [rows,D] pool output (aliases x with global_pool '') */
     float *normed, *mean, *rstd; /* fc_norm output and stats; NULL when fc_norm is Identity */
-    float *out;           /* [rows, C or D]: what forward_head returns */
+    float *out;                  /* [rows, C or D]: what forward_head returns */
 } vt_head_run;
 
 /* AdamW (optim.c): the moments, in the gradient layout they were made for */
 typedef struct {
     float *m, *v;
-    size_t n;            /* floats of m and of v (= the gradient buffer's then) */
-    long t;              /* steps taken */
-    long bad;            /* 0, or the step whose update made a value NaN or infinite: the parameters and
+    size_t n; /* floats of m and of v (= the gradient buffer's then) */
+    long t;   /* steps taken */
+    long bad; /* 0, or the step whose update made a value NaN or infinite: the parameters and
                           * moments are no longer a good state (nothing saves them, no step runs) */
     vt_adamw_config cfg;
 } vt_optim_state;
 
 /* trainer.c: what vt_train_step needs besides the optimizer */
 typedef struct {
-    int on;              /* set up by vt_trainer_init or vt_train_state_load */
+    int on; /* set up by vt_trainer_init or vt_train_state_load */
     vt_train_config cfg;
-    vt_rng rng;          /* the mask generator */
+    vt_rng rng;             /* the mask generator */
     int64_t *keep, *masked; /* MAE idx_keep / idx_mask of a step */
-    uint8_t *prefix;     /* AIM prefix mask of a step */
-    size_t cap;          /* tokens the three buffers hold (batch x sequence of the largest step) */
-    int begun;           /* vt_train_step_begin, not ended yet */
-    vt_rng begun_rng;    /* the generator before that step's masks */
+    uint8_t *prefix;        /* AIM prefix mask of a step */
+    size_t cap;             /* tokens the three buffers hold (batch x sequence of the largest step) */
+    int begun;              /* vt_train_step_begin, not ended yet */
+    vt_rng begun_rng;       /* the generator before that step's masks */
 } vt_trainer_state;
 
 /* What the MAE / AIM loss forward keeps for its backward (objectives.c); arena pointers. */
@@ -254,18 +259,19 @@ typedef struct {
     int have_fwd, need_grad; /* a forward ran (and kept what its backward needs) */
     vt_fn fn;
     vt_inputs in;
-    size_t planned_floats;   /* the arena plan it ran under */
+    size_t planned_floats; /* the arena plan it ran under */
     vt_chain_run enc_run, dec_run, head_run;
     float *enc_xs[VT_MAX_DEPTH + 1], *dec_xs[VT_MAX_DEPTH + 1], *head_xs[VT_MAX_DEPTH + 1];
     vt_block_acts enc_acts[VT_MAX_DEPTH], dec_acts[VT_MAX_DEPTH], head_acts[VT_MAX_DEPTH];
-    float *out;              /* main output */
-    vt_head_run head;        /* VT_FN_TIMM_FORWARD: timm's forward_head */
-    int64_t out_shape[4]; int out_ndim;
+    float *out;       /* main output */
+    vt_head_run head; /* VT_FN_TIMM_FORWARD: timm's forward_head */
+    int64_t out_shape[4];
+    int out_ndim;
     float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
     float *inter[VT_MAX_DEPTH];    /* intermediates (aliases xs when not normed) */
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
     vt_loss_acts ls;
-    float *cls_logp;               /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp; /* classifier loss: log-softmax of the logits [B, C] */
 } vt_call_state;
 
 typedef struct vt_objective vt_objective; /* objective.h */
@@ -281,10 +287,10 @@ struct vt_model {
     int h_in_w, hn_w, hn_b, h_out_w;
     vt_chain head;
 
-    vt_scalars sc;       /* the scalars region (vitrine.h): loss, step inputs, flags */
+    vt_scalars sc; /* the scalars region (vitrine.h): loss, step inputs, flags */
     vt_policy policy;
-    int threads;         /* kernel threads its plans are made for; 0: the pool's (vt_threads_max) */
-    int whole_rows;      /* kernel calls over whole row ranges, not cache-sized chunks (a GPU's recording) */
+    int threads;    /* kernel threads its plans are made for; 0: the pool's (vt_threads_max) */
+    int whole_rows; /* kernel calls over whole row ranges, not cache-sized chunks (a GPU's recording) */
     vt_arena arena;
     vt_optim_state opt;
     vt_trainer_state train;
@@ -303,14 +309,14 @@ static inline float *vt_G(struct vt_model *m, int idx, int want) {
     return m->pt.grad + m->pt.p[idx].goff;
 }
 
-vt_status vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H,
-                         int F, int has_attn, int qkv_bias, int mlp_bias, int qk_norm,
-                         int layerscale, float eps, int trainable, int id, const char *tag);
+vt_status vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
+                         int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale, float eps,
+                         int trainable, int id, const char *tag);
 void vt_chain_free(vt_chain *c);
 /* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
 vt_status vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
-                             const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask,
-                             float **xs, vt_block_acts *acts, float *x0, int need_grad, int keep_all);
+                             const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask, float **xs,
+                             vt_block_acts *acts, float *x0, int need_grad, int keep_all);
 /* Forward of a chain from xs[0]; allocates what the layout keeps. */
 vt_status vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
 /* Backward: dres (B,T,D) holds d(out) on entry and d(input) on return. */

@@ -29,8 +29,9 @@ static int patch_dim(const vt_model *m) {
 /* lightly's MAE: backbone.mask_token, backbone.vit.* (sin-cos pos_embed, frozen), the decoder */
 static vt_status mae_build(vt_model *m) {
     const vt_model_config *c = &m->cfg;
-    int D = c->enc.embed_dim, L = (c->enc.img_size / c->enc.patch_size) * (c->enc.img_size / c->enc.patch_size) +
-                                   c->enc.class_token + c->enc.reg_tokens;
+    int D = c->enc.embed_dim,
+        L = (c->enc.img_size / c->enc.patch_size) * (c->enc.img_size / c->enc.patch_size) +
+            c->enc.class_token + c->enc.reg_tokens;
     int rc = 0, O = patch_dim(m), Dd = c->decoder_dim;
     rc |= vt_param_add(m, &m->enc.mask_token, "", "backbone.mask_token", 3, 1, 1, D, 0, 1);
     if (!rc) rc = vt_encoder_build(m, "backbone.vit.", 0); /* sincos pos_embed: frozen */
@@ -78,10 +79,26 @@ static vt_status aim_build(vt_model *m) {
  * idx_mask | -, prediction, target; backward: d pred, d target (-> images), d gathered rows |
  * d norm out, d chain, d embedded tokens | -, d features, then the encoder's backward. */
 enum {
-    LOSS_ENC = 0, LOSS_IN = VT_ENC_FWD_ROWS, LOSS_IN2, LOSS_KEPT, LOSS_FWD, LOSS_LN, LOSS_LN_STATS,
-    LOSS_SEL, LOSS_PRED, LOSS_TGT, LOSS_TRS,
-    LOSS_DPRED, LOSS_DT, LOSS_DHEAD, LOSS_DRES, LOSS_BWD, LOSS_DEMB, LOSS_DFEAT,
-    LOSS_ENC_BWD, LOSS_ROWS = LOSS_ENC_BWD + VT_ENC_BWD_ROWS
+    LOSS_ENC = 0,
+    LOSS_IN = VT_ENC_FWD_ROWS,
+    LOSS_IN2,
+    LOSS_KEPT,
+    LOSS_FWD,
+    LOSS_LN,
+    LOSS_LN_STATS,
+    LOSS_SEL,
+    LOSS_PRED,
+    LOSS_TGT,
+    LOSS_TRS,
+    LOSS_DPRED,
+    LOSS_DT,
+    LOSS_DHEAD,
+    LOSS_DRES,
+    LOSS_BWD,
+    LOSS_DEMB,
+    LOSS_DFEAT,
+    LOSS_ENC_BWD,
+    LOSS_ROWS = LOSS_ENC_BWD + VT_ENC_BWD_ROWS
 };
 
 /* The encoder sees idx_keep only (lightly's MAE never passes idx_mask to the encoder). */
@@ -99,10 +116,10 @@ static void loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, co
     const vt_model_config *c = &m->cfg;
     int mae = c->kind == VT_KIND_MAE;
     uint64_t B = in->batch, D = c->enc.embed_dim, O = patch_dim(m), g = need_grad ? 1 : 0;
-    uint64_t T = mae ? (uint64_t)in->n_keep : (uint64_t)m->enc.N;        /* encoder tokens */
-    uint64_t Mc = B * (mae ? (uint64_t)m->enc.T_full : (uint64_t)m->enc.N); /* chain rows */
+    uint64_t T = mae ? (uint64_t)in->n_keep : (uint64_t)m->enc.N;                /* encoder tokens */
+    uint64_t Mc = B * (mae ? (uint64_t)m->enc.T_full : (uint64_t)m->enc.N);      /* chain rows */
     uint64_t Dc = mae ? (uint64_t)c->decoder_dim : (uint64_t)c->head_hidden_dim; /* chain width */
-    uint64_t Mp = B * (mae ? (uint64_t)in->n_mask : (uint64_t)m->enc.N);  /* predicted patches */
+    uint64_t Mp = B * (mae ? (uint64_t)in->n_mask : (uint64_t)m->enc.N);         /* predicted patches */
     uint64_t kept, fx, bx;
     vt_inputs e = encoder_inputs(in);
     vt_encoder_steps(m, mae ? &e : in, (int)T, need_grad, 0, &lays[0], st + LOSS_ENC, st + LOSS_ENC_BWD);
@@ -129,7 +146,9 @@ static void loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, co
 
 /* the table of the last loss forward, for its backward */
 static void last_steps(const vt_model *m, vt_step *st) {
-    vt_chain_layout lays[VT_CHAINS] = {m->last.enc_run.lay, m->cfg.kind == VT_KIND_MAE ? m->last.dec_run.lay : m->last.head_run.lay};
+    vt_chain_layout lays[VT_CHAINS] = { m->last.enc_run.lay, m->cfg.kind == VT_KIND_MAE
+                                                                 ? m->last.dec_run.lay
+                                                                 : m->last.head_run.lay };
     loss_steps(m, &m->last.in, 1, lays, st);
 }
 
@@ -177,12 +196,13 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_k_mask_select(m, seq, vt_P(m, m->d_mask_token), in->idx_mask, NULL, B, L, Dd, Km);
     vt_k_add_rows(m, seq, seq, vt_P(m, m->d_pos), B, (int64_t)L * Dd, (int64_t)L * Dd);
     vt_chain_run *r = &m->last.dec_run;
-    rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->last.dec_xs, m->last.dec_acts, seq, need_grad, 0);
+    rc = vt_chain_run_start(m, r, &m->dec, &lays[1], B, L, NULL, m->last.dec_xs, m->last.dec_acts, seq,
+                            need_grad, 0);
     if (rc) return rc;
     rc = alloc_outputs(m, st, &ls->dec_ln, &ls->dec_m, &ls->dec_r);
     if (rc) return rc;
-    vt_k_layernorm_forward(m, ls->dec_ln, ls->dec_m, ls->dec_r, r->xs[m->dec.depth], vt_P(m, m->dn_w), vt_P(m, m->dn_b),
-                           B * L, Dd, 1e-6f);
+    vt_k_layernorm_forward(m, ls->dec_ln, ls->dec_m, ls->dec_r, r->xs[m->dec.depth], vt_P(m, m->dn_w),
+                           vt_P(m, m->dn_b), B * L, Dd, 1e-6f);
     vt_k_gather_rows(m, ls->sel, ls->dec_ln, in->idx_mask, B, L, Km, Dd);
     vt_k_matmul_forward(m, ls->pred, ls->sel, vt_P(m, m->pred_w), vt_P(m, m->pred_b), B * Km, Dd, O);
     vt_k_patch_targets(m, ls->tgt, ls->trs, in->images, in->idx_mask, B, Km, c->enc.in_chans, c->enc.img_size,
@@ -204,8 +224,8 @@ static int loss_back_targets(vt_model *m, const vt_inputs *in, const int64_t *pi
     float *dt = vt_arena_alloc(ar, dt_row->n, "loss.grad.target");
     if (!dt) return vt_arena_overflow(ar);
     int norm_pix = m->cfg.kind == VT_KIND_AIM || m->cfg.norm_pix_loss;
-    vt_k_targets_backward(m, dimages, dt, dpred, ls->tgt, ls->trs, pidx, B, K, c->in_chans, c->img_size, c->patch_size,
-                          m->enc.G, offset, norm_pix);
+    vt_k_targets_backward(m, dimages, dt, dpred, ls->tgt, ls->trs, pidx, B, K, c->in_chans, c->img_size,
+                          c->patch_size, m->enc.G, offset, norm_pix);
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -225,12 +245,13 @@ static int mae_backward(vt_model *m, float *dimages, int pg) {
     float *dsel = vt_zalloc(m, st[LOSS_DHEAD].n, "dec.grad.masked_rows");
     float *dres = vt_zalloc(m, st[LOSS_DRES].n, "dec.grad");
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_k_matmul_backward(m, dsel, vt_G(m, m->pred_w, pg), vt_G(m, m->pred_b, pg), dpred, ls->sel, vt_P(m, m->pred_w),
-                         B * Km, Dd, O);
+    vt_k_matmul_backward(m, dsel, vt_G(m, m->pred_w, pg), vt_G(m, m->pred_b, pg), dpred, ls->sel,
+                         vt_P(m, m->pred_w), B * Km, Dd, O);
     /* gather at idx_mask after the decoder norm: norm backward on the gathered rows only */
     const vt_chain_run *r = &m->last.dec_run;
-    vt_k_layernorm_backward_rows(m, dres, vt_G(m, m->dn_w, pg), vt_G(m, m->dn_b, pg), dsel, r->xs[m->dec.depth],
-                                 vt_P(m, m->dn_w), ls->dec_m, ls->dec_r, in->idx_mask, B, L, Km, Dd);
+    vt_k_layernorm_backward_rows(m, dres, vt_G(m, m->dn_w, pg), vt_G(m, m->dn_b, pg), dsel,
+                                 r->xs[m->dec.depth], vt_P(m, m->dn_w), ls->dec_m, ls->dec_r, in->idx_mask, B,
+                                 L, Km, Dd);
     rc = vt_chain_backward(m, &m->last.dec_run, dres, pg, NULL, NULL);
     if (rc) return rc;
     /* dres = d(decoder input): pos_embed, the decoder mask token, the embedded kept tokens */
@@ -242,8 +263,8 @@ static int mae_backward(vt_model *m, float *dimages, int pg) {
     if (dmt) vt_k_sum_rows_at(m, dmt, dres, in->idx_mask, B, L, Km, Dd);
     /* the kept tokens' rows, except those a mask token replaced */
     vt_k_gather_rows_except(m, demb, dres, in->idx_keep, in->idx_mask, B, L, K, Km, Dd);
-    vt_k_matmul_backward(m, dfeat, vt_G(m, m->de_w, pg), vt_G(m, m->de_b, pg), demb, ls->feat, vt_P(m, m->de_w),
-                         B * K, D, Dd);
+    vt_k_matmul_backward(m, dfeat, vt_G(m, m->de_w, pg), vt_G(m, m->de_b, pg), demb, ls->feat,
+                         vt_P(m, m->de_w), B * K, D, Dd);
     return vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
 }
 
@@ -268,15 +289,16 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     vt_k_add_rows(m, ls->f2, ls->feat, vt_P(m, m->enc.pos), B, (int64_t)N * D, (int64_t)N * D);
     vt_k_matmul_forward(m, h0, ls->f2, vt_P(m, m->h_in_w), NULL, B * N, D, Hh);
     vt_chain_run *r = &m->last.head_run;
-    rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->last.head_xs, m->last.head_acts, h0, need_grad, 0);
+    rc = vt_chain_run_start(m, r, &m->head, &lays[1], B, N, NULL, m->last.head_xs, m->last.head_acts, h0,
+                            need_grad, 0);
     if (rc) return rc;
     rc = alloc_outputs(m, st, &ls->head_ln, &ls->head_m, &ls->head_r);
     if (rc) return rc;
     vt_k_layernorm_forward(m, ls->head_ln, ls->head_m, ls->head_r, r->xs[m->head.depth], vt_P(m, m->hn_w),
                            vt_P(m, m->hn_b), B * N, Hh, LN_EPS_HEAD);
     vt_k_matmul_forward(m, ls->pred, ls->head_ln, vt_P(m, m->h_out_w), NULL, B * N, Hh, O);
-    vt_k_patch_targets(m, ls->tgt, ls->trs, in->images, NULL, B, N, c->enc.in_chans, c->enc.img_size, c->enc.patch_size,
-                       m->enc.G, 0, 1);
+    vt_k_patch_targets(m, ls->tgt, ls->trs, in->images, NULL, B, N, c->enc.in_chans, c->enc.img_size,
+                       c->enc.patch_size, m->enc.G, 0, 1);
     vt_k_mse_forward(m, &m->sc.loss, ls->pred, ls->tgt, (int64_t)B * N * O);
     return VT_OK;
 }
@@ -295,14 +317,17 @@ static int aim_backward(vt_model *m, float *dimages, int pg) {
     float *dln = vt_zalloc(m, st[LOSS_DHEAD].n, "head.grad.norm");
     float *dres = vt_zalloc(m, st[LOSS_DRES].n, "head.grad");
     if (ar->overflow) return vt_arena_overflow(ar);
-    vt_k_matmul_backward(m, dln, vt_G(m, m->h_out_w, pg), NULL, dpred, ls->head_ln, vt_P(m, m->h_out_w), B * N, Hh, O);
+    vt_k_matmul_backward(m, dln, vt_G(m, m->h_out_w, pg), NULL, dpred, ls->head_ln, vt_P(m, m->h_out_w),
+                         B * N, Hh, O);
     vt_k_layernorm_backward(m, dres, vt_G(m, m->hn_w, pg), vt_G(m, m->hn_b, pg), dln,
-                            m->last.head_run.xs[m->head.depth], vt_P(m, m->hn_w), ls->head_m, ls->head_r, B * N, Hh);
+                            m->last.head_run.xs[m->head.depth], vt_P(m, m->hn_w), ls->head_m, ls->head_r,
+                            B * N, Hh);
     rc = vt_chain_backward(m, &m->last.head_run, dres, pg, NULL, NULL);
     if (rc) return rc;
     float *df2 = vt_zalloc(m, st[LOSS_DFEAT].n, "enc.grad.features");
     if (!df2) return vt_arena_overflow(ar);
-    vt_k_matmul_backward(m, df2, vt_G(m, m->h_in_w, pg), NULL, dres, ls->f2, vt_P(m, m->h_in_w), B * N, D, Hh);
+    vt_k_matmul_backward(m, df2, vt_G(m, m->h_in_w, pg), NULL, dres, ls->f2, vt_P(m, m->h_in_w), B * N, D,
+                         Hh);
     float *dpos = vt_G(m, m->enc.pos, pg);
     if (dpos) vt_k_sum_rows(m, dpos, df2, B, (int64_t)N * D, (int64_t)N * D);
     return vt_encoder_backward(m, df2, NULL, NULL, dimages, pg);
@@ -322,14 +347,16 @@ static vt_status mae_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
     /* the MAE scatters the encoded tokens back to idx_keep: a repeat would be a race in PyTorch's
      * scatter (which write wins is undefined), so it is refused here */
     if (in->n_keep > m->enc.T_full)
-        return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row, the MAE scatters them into %d tokens", in->n_keep,
-                       m->enc.T_full);
+        return vt_fail(VT_ERR_ARG, "idx_keep: %d indices per row, the MAE scatters them into %d tokens",
+                       in->n_keep, m->enc.T_full);
     for (int b = 0; values && b < in->batch; b++)
         for (int j = 1; j < in->n_keep; j++)
-            if (vt_row_has(in->idx_keep + (size_t)b * in->n_keep, j, in->idx_keep[(size_t)b * in->n_keep + j]))
-                return vt_fail(VT_ERR_ARG, "idx_keep[%d] repeats index %lld: the MAE scatters the encoded tokens "
-                               "back to idx_keep, which needs distinct indices", b,
-                               (long long)in->idx_keep[(size_t)b * in->n_keep + j]);
+            if (vt_row_has(in->idx_keep + (size_t)b * in->n_keep, j,
+                           in->idx_keep[(size_t)b * in->n_keep + j]))
+                return vt_fail(VT_ERR_ARG,
+                               "idx_keep[%d] repeats index %lld: the MAE scatters the encoded tokens "
+                               "back to idx_keep, which needs distinct indices",
+                               b, (long long)in->idx_keep[(size_t)b * in->n_keep + j]);
     if (in->n_mask < 1 || in->n_mask > m->enc.T_full)
         return vt_fail(VT_ERR_ARG, "idx_mask: %d indices per row (1..%d)", in->n_mask, m->enc.T_full);
     if (values) {
@@ -338,7 +365,8 @@ static vt_status mae_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
             for (int j = 0; j < in->n_mask; j++) {
                 int64_t v = in->idx_mask[(size_t)b * in->n_mask + j];
                 if (v < P || v >= L)
-                    return vt_fail(VT_ERR_ARG, "idx_mask[%d][%d] = %lld: MAE masks patches only, indices %d..%d", b, j,
+                    return vt_fail(VT_ERR_ARG,
+                                   "idx_mask[%d][%d] = %lld: MAE masks patches only, indices %d..%d", b, j,
                                    (long long)v, P, L - 1);
                 if (vt_row_has(in->idx_mask + (size_t)b * in->n_mask, j, v))
                     return vt_fail(VT_ERR_ARG, "idx_mask[%d] repeats index %lld", b, (long long)v);
@@ -349,30 +377,36 @@ static vt_status mae_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
 
 static vt_status aim_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int values) {
     if (!in) return vt_fail(VT_ERR_ARG, "inputs are NULL");
-    if (in->idx_keep || in->idx_mask) return vt_fail(VT_ERR_ARG, "the AIM loss takes a prefix mask, not idx_keep/idx_mask");
+    if (in->idx_keep || in->idx_mask)
+        return vt_fail(VT_ERR_ARG, "the AIM loss takes a prefix mask, not idx_keep/idx_mask");
     return vt_check_encoder_inputs(m, in, 1, values);
 }
 
 /* the encoder on the kept tokens, then the decoder / head over the whole sequence */
-static void mae_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+static void mae_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS],
+                       int T[VT_CHAINS]) {
     vt_encoder_chains(m, fn, in, c, T);
     c[1] = &m->dec;
     T[1] = m->enc.T_full;
 }
-static void aim_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+static void aim_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS],
+                       int T[VT_CHAINS]) {
     vt_encoder_chains(m, fn, in, c, T);
     c[1] = &m->head;
     T[1] = m->enc.T_full;
 }
 
-static uint64_t loss_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static uint64_t loss_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                          const vt_chain_layout *lays) {
     vt_step st[LOSS_ROWS];
     loss_steps(m, in, need_grad, lays, st);
     return vt_steps_peak(st, LOSS_ROWS);
 }
 
-static vt_status loss_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
-    int rc = m->cfg.kind == VT_KIND_MAE ? mae_forward(m, in, need_grad, lays) : aim_forward(m, in, need_grad, lays);
+static vt_status loss_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                              const vt_chain_layout *lays) {
+    int rc = m->cfg.kind == VT_KIND_MAE ? mae_forward(m, in, need_grad, lays)
+                                        : aim_forward(m, in, need_grad, lays);
     if (rc) return rc;
     m->last.out = &m->sc.loss;
     m->last.out_ndim = 1;
@@ -392,18 +426,21 @@ static vt_status loss_backward(vt_model *m, const float *const *douts, int n_dou
 }
 
 /* lightly random_token_mask: idx_keep [B, n_keep] and idx_mask [B, L - n_keep] */
-static vt_status mae_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+static vt_status mae_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio,
+                                 vt_inputs *in) {
     static const int64_t idx = 0;
     int L = m->enc.T_full, nk = 0;
     memset(in, 0, sizeof *in);
     in->batch = batch;
     if (draw) {
-        vt_status rc = vt_random_token_mask(draw->rng, batch, L, mask_ratio, 0, draw->keep, draw->masked, &nk);
+        vt_status rc =
+            vt_random_token_mask(draw->rng, batch, L, mask_ratio, 0, draw->keep, draw->masked, &nk);
         if (rc) return rc;
         in->idx_keep = draw->keep;
         in->idx_mask = draw->masked;
     } else {
-        if (!(mask_ratio >= 0 && mask_ratio < 1)) return vt_fail(VT_ERR_ARG, "mask_ratio must be in [0, 1), got %g", mask_ratio);
+        if (!(mask_ratio >= 0 && mask_ratio < 1))
+            return vt_fail(VT_ERR_ARG, "mask_ratio must be in [0, 1), got %g", mask_ratio);
         nk = vt_mask_keep_count(L, mask_ratio, 0);
         in->idx_keep = in->idx_mask = &idx;
     }
@@ -414,7 +451,8 @@ static vt_status mae_step_inputs(const vt_model *m, const vt_step_draw *draw, in
 }
 
 /* lightly aim.py: random_prefix_mask((B, N), max_prefix_length = N - 1), causal */
-static vt_status aim_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio, vt_inputs *in) {
+static vt_status aim_step_inputs(const vt_model *m, const vt_step_draw *draw, int batch, float mask_ratio,
+                                 vt_inputs *in) {
     static const uint8_t mask = 0;
     int L = m->enc.T_full;
     memset(in, 0, sizeof *in);
@@ -426,17 +464,21 @@ static vt_status aim_step_inputs(const vt_model *m, const vt_step_draw *draw, in
     return vt_random_prefix_mask(draw->rng, batch, L, L > 1 ? L - 1 : 1, draw->prefix);
 }
 
-const vt_objective vt_objective_mae = {"MAE", 0, mae_build, mae_check, mae_chains, loss_plan, loss_forward,
-                                       loss_backward, mae_step_inputs};
-const vt_objective vt_objective_aim = {"AIM", 0, aim_build, aim_check, aim_chains, loss_plan, loss_forward,
-                                       loss_backward, aim_step_inputs};
+const vt_objective vt_objective_mae = { "MAE",          0,         mae_build,    mae_check,
+                                        mae_chains,     loss_plan, loss_forward, loss_backward,
+                                        mae_step_inputs };
+const vt_objective vt_objective_aim = { "AIM",          0,         aim_build,    aim_check,
+                                        aim_chains,     loss_plan, loss_forward, loss_backward,
+                                        aim_step_inputs };
 
 /* ---- pictures for teaching ---------------------------------------------------------------------- */
 
 vt_status vt_loss_visualize(const vt_model *cm, float *masked, float *recon) {
     if (!cm || !masked || !recon) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: NULL argument");
-    if (!cm->last.have_fwd || cm->last.fn != VT_FN_LOSS) return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
-    if (cm->obj->labels) return vt_fail(VT_ERR_ARG, "vt_loss_visualize: a classifier reconstructs nothing (MAE / AIM only)");
+    if (!cm->last.have_fwd || cm->last.fn != VT_FN_LOSS)
+        return vt_fail(VT_ERR_STATE, "vt_loss_visualize needs a loss forward first");
+    if (cm->obj->labels)
+        return vt_fail(VT_ERR_ARG, "vt_loss_visualize: a classifier reconstructs nothing (MAE / AIM only)");
     vt_model *m = (vt_model *)cm; /* the kernels below only read the model */
     const vt_vit_config *c = &m->cfg.enc;
     const vt_inputs *in = &m->last.in;
@@ -446,6 +488,7 @@ vt_status vt_loss_visualize(const vt_model *cm, float *masked, float *recon) {
     vt_k_copy2d(m, masked, in->images, 1, B * img, 0, 0);
     vt_k_copy2d(m, recon, in->images, 1, B * img, 0, 0);
     vt_k_unpatchify(m, recon, mae ? masked : NULL, m->last.ls.pred, in->images, mae ? in->idx_mask : NULL, B,
-                    mae ? in->n_mask : N, c->in_chans, c->img_size, c->patch_size, G, mae ? m->enc.P : 0, norm_pix);
+                    mae ? in->n_mask : N, c->in_chans, c->img_size, c->patch_size, G, mae ? m->enc.P : 0,
+                    norm_pix);
     return VT_OK;
 }

@@ -26,8 +26,8 @@ static int no_decay(const vt_param *p) {
 }
 
 vt_status vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg) {
-    if (!cfg || !(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1) ||
-        !(cfg->eps > 0) || !(cfg->weight_decay >= 0))
+    if (!cfg || !(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
+        !(cfg->beta2 >= 0 && cfg->beta2 < 1) || !(cfg->eps > 0) || !(cfg->weight_decay >= 0))
         return vt_fail(VT_ERR_ARG, "AdamW: lr >= 0, betas in [0,1), eps > 0, weight_decay >= 0");
     size_t n = m->pt.gtotal ? m->pt.gtotal : 1;
     float *mm = calloc(n, sizeof(float)), *vv = calloc(n, sizeof(float));
@@ -73,27 +73,35 @@ vt_status vt_optimizer_apply(vt_model *m, float lr, int check_loss) {
     if (!m->opt.m) return vt_fail(VT_ERR_STATE, "call vt_optimizer_init first");
     if (m->opt.n != m->pt.gtotal)
         return vt_fail(VT_ERR_STATE, "the set of trainable parameters changed since vt_optimizer_init");
-    if (m->opt.bad) return vt_fail(VT_ERR_STATE, "the update of step %ld made the state non-finite: load a good one first", m->opt.bad);
+    if (m->opt.bad)
+        return vt_fail(VT_ERR_STATE,
+                       "the update of step %ld made the state non-finite: load a good one first", m->opt.bad);
     vt_exec_mark(m, VT_PHASE_OPTIMIZER, -1, -1);
     vt_k_fill(m, &m->sc.nonfinite, 1, 0.0f);
     vt_k_fill(m, &m->sc.update_nonfinite, 1, 0.0f);
     if (check_loss) vt_k_check_finite(m, &m->sc.nonfinite, &m->sc.loss, 1);
     vt_k_check_finite(m, &m->sc.nonfinite, m->pt.grad, (int64_t)m->pt.gtotal);
     int run = !vt_exec_recording(m);
-    if (run && m->sc.nonfinite != 0.0f) return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
-    if (m->opt.t >= VT_MAX_STEPS) return vt_fail(VT_ERR_STATE, "AdamW has taken %ld steps, the most it counts", m->opt.t);
+    if (run && m->sc.nonfinite != 0.0f)
+        return vt_fail(VT_ERR_NUMERIC, "a gradient is not finite; no update made");
+    if (m->opt.t >= VT_MAX_STEPS)
+        return vt_fail(VT_ERR_STATE, "AdamW has taken %ld steps, the most it counts", m->opt.t);
     m->sc.lr = lr;
     m->sc.step = (float)(m->opt.t + 1);
     const vt_adamw_config *c = &m->opt.cfg;
     for (int i = 0; i < m->pt.n;) {
         const vt_param *p = &m->pt.p[i];
-        if (p->goff < 0) { i++; continue; }
+        if (p->goff < 0) {
+            i++;
+            continue;
+        }
         int dec = !no_decay(p), j = i + 1;
         size_t n = p->numel;
-        while (j < m->pt.n && m->pt.p[j].goff >= 0 && (!no_decay(&m->pt.p[j])) == dec) n += m->pt.p[j++].numel;
-        vt_k_adamw(m, m->pt.data + p->off, m->opt.m + p->goff, m->opt.v + p->goff, m->pt.grad + p->goff, &m->sc.lr,
-                   &m->sc.step, &m->sc.nonfinite, &m->sc.update_nonfinite, (int64_t)n, c->beta1, c->beta2, c->eps,
-                   dec ? c->weight_decay : 0.0f);
+        while (j < m->pt.n && m->pt.p[j].goff >= 0 && (!no_decay(&m->pt.p[j])) == dec)
+            n += m->pt.p[j++].numel;
+        vt_k_adamw(m, m->pt.data + p->off, m->opt.m + p->goff, m->opt.v + p->goff, m->pt.grad + p->goff,
+                   &m->sc.lr, &m->sc.step, &m->sc.nonfinite, &m->sc.update_nonfinite, (int64_t)n, c->beta1,
+                   c->beta2, c->eps, dec ? c->weight_decay : 0.0f);
         i = j;
     }
     if (!run) return VT_OK; /* a recorded step counts nothing: its replays do */
@@ -109,20 +117,26 @@ vt_status vt_optimizer_after_update(vt_model *m) {
     if (m->sc.update_nonfinite == 0.0f) return VT_OK;
     m->opt.bad = m->opt.t;
     char where[300];
-    if (!vt_state_bad_value(m, m->pt.data, m->opt.m, m->opt.v, where, sizeof where)) snprintf(where, sizeof where, "a value");
-    return vt_fail(VT_ERR_NUMERIC, "the update of step %ld made %s; the state is not good any more (nothing saves it)", m->opt.t, where);
+    if (!vt_state_bad_value(m, m->pt.data, m->opt.m, m->opt.v, where, sizeof where))
+        snprintf(where, sizeof where, "a value");
+    return vt_fail(VT_ERR_NUMERIC,
+                   "the update of step %ld made %s; the state is not good any more (nothing saves it)",
+                   m->opt.t, where);
 }
 
-int vt_state_bad_value(const vt_model *m, const float *p, const float *mm, const float *vv, char *buf, size_t len) {
+int vt_state_bad_value(const vt_model *m, const float *p, const float *mm, const float *vv, char *buf,
+                       size_t len) {
     for (int i = 0; i < m->pt.n; i++) {
         const vt_param *q = &m->pt.p[i];
-        const float *x[3] = {p + q->off, q->goff >= 0 && mm ? mm + q->goff : NULL, q->goff >= 0 && vv ? vv + q->goff : NULL};
-        static const char *const kind[3] = {"param/", "adam_m/", "adam_v/"};
+        const float *x[3] = { p + q->off, q->goff >= 0 && mm ? mm + q->goff : NULL,
+                              q->goff >= 0 && vv ? vv + q->goff : NULL };
+        static const char *const kind[3] = { "param/", "adam_m/", "adam_v/" };
         for (int j = 0; j < 3; j++)
             for (size_t k = 0; x[j] && k < q->numel; k++)
                 if (!isfinite(x[j][k]) || (j == 2 && x[j][k] < 0)) {
                     snprintf(buf, len, "%s%s %s (%g at element %zu)", kind[j], q->name,
-                             isfinite(x[j][k]) ? "negative: a second moment never is" : "non-finite", (double)x[j][k], k);
+                             isfinite(x[j][k]) ? "negative: a second moment never is" : "non-finite",
+                             (double)x[j][k], k);
                     return 1;
                 }
     }

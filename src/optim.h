@@ -14,6 +14,7 @@ vt_status vt_optimizer_after_update(vt_model *m);
  * moment below 0 -- described in buf ("adam_v/blocks.0.norm1.weight negative ... (-1 at element
  * 3)", the names of a checkpoint's tensors); 0 when every value is good. p: the parameter buffer,
  * mm / vv: the moments in the gradient layout (NULL: not looked at). */
-int vt_state_bad_value(const vt_model *m, const float *p, const float *mm, const float *vv, char *buf, size_t len);
+int vt_state_bad_value(const vt_model *m, const float *p, const float *mm, const float *vv, char *buf,
+                       size_t len);
 
 #endif

@@ -6,33 +6,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim,
-                       int64_t d0, int64_t d1, int64_t d2, int64_t d3, int trainable) {
+vt_status vt_param_add(struct vt_model *m, int *idx, const char *pfx, const char *name, int ndim, int64_t d0,
+                       int64_t d1, int64_t d2, int64_t d3, int trainable) {
     char full[VT_NAME_MAX + 32];
     snprintf(full, sizeof full, "%s%s", pfx, name);
-    int64_t shape[4] = {d0, d1, d2, d3};
+    int64_t shape[4] = { d0, d1, d2, d3 };
     *idx = m->pt.n;
     return vt_ptable_add(&m->pt, full, ndim, shape, trainable);
 }
 
 /* numel of a shape in 64 bits, refused when it (or the buffer it joins) would exceed what the
  * platform can address: size_t is 32-bit in wasm, where the product would wrap silently. */
-static int checked_numel(const vt_ptable *t, const char *name, int ndim, const int64_t *shape, uint64_t *out) {
+static int checked_numel(const vt_ptable *t, const char *name, int ndim, const int64_t *shape,
+                         uint64_t *out) {
     uint64_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return vt_fail(VT_ERR_ARG, "parameter %s: negative dimension %lld", name, (long long)shape[i]);
-        if (shape[i] && n > VT_MAX_FLOATS / (uint64_t)shape[i]) n = VT_MAX_FLOATS + 1; /* stays too big */
-        else n *= (uint64_t)shape[i];
+        if (shape[i] < 0)
+            return vt_fail(VT_ERR_ARG, "parameter %s: negative dimension %lld", name, (long long)shape[i]);
+        if (shape[i] && n > VT_MAX_FLOATS / (uint64_t)shape[i])
+            n = VT_MAX_FLOATS + 1; /* stays too big */
+        else
+            n *= (uint64_t)shape[i];
     }
     if (n > VT_MAX_FLOATS - t->total)
-        return vt_fail(VT_ERR_NOMEM, "out of memory: with %s the parameters exceed %.3g GB, more than this platform "
-                                     "can address", name, (double)VT_MAX_FLOATS * sizeof(float) / 1e9);
+        return vt_fail(VT_ERR_NOMEM,
+                       "out of memory: with %s the parameters exceed %.3g GB, more than this platform "
+                       "can address",
+                       name, (double)VT_MAX_FLOATS * sizeof(float) / 1e9);
     *out = n;
     return VT_OK;
 }
 
-vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape,
-                        int requires_grad) {
+vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t *shape, int requires_grad) {
     if (strlen(name) >= VT_NAME_MAX) return vt_fail(VT_ERR_ARG, "parameter name too long: %s", name);
     if (ndim < 0 || ndim > 4) return vt_fail(VT_ERR_ARG, "parameter %s: %d dimensions (0..4)", name, ndim);
     uint64_t numel = 0;
@@ -41,8 +46,9 @@ vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t 
     if (t->n == t->cap) {
         int nc = t->cap ? t->cap * 2 : 64;
         vt_param *np = realloc(t->p, (size_t)nc * sizeof *np);
-        if (!np) return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for the parameter table",
-                                (size_t)nc * sizeof *np);
+        if (!np)
+            return vt_fail(VT_ERR_NOMEM, "out of memory: %zu bytes for the parameter table",
+                           (size_t)nc * sizeof *np);
         t->p = np;
         t->cap = nc;
     }
@@ -61,8 +67,11 @@ vt_status vt_ptable_add(vt_ptable *t, const char *name, int ndim, const int64_t 
 static size_t layout_grads(vt_ptable *t) {
     size_t g = 0;
     for (int i = 0; i < t->n; i++) {
-        if (t->p[i].requires_grad) { t->p[i].goff = (long)g; g += t->p[i].numel; }
-        else t->p[i].goff = -1;
+        if (t->p[i].requires_grad) {
+            t->p[i].goff = (long)g;
+            g += t->p[i].numel;
+        } else
+            t->p[i].goff = -1;
     }
     return g;
 }

@@ -27,14 +27,22 @@ static int parse_bytes(const char *s, uint64_t *out) {
     if (end == s || v < 0) return -1;
     double mul = 1;
     const char *u = end;
-    if (!*u || !strcmp(u, "B")) mul = 1;
-    else if (!strcmp(u, "k") || !strcmp(u, "K") || !strcmp(u, "KB") || !strcmp(u, "kB")) mul = 1e3;
-    else if (!strcmp(u, "m") || !strcmp(u, "M") || !strcmp(u, "MB")) mul = 1e6;
-    else if (!strcmp(u, "g") || !strcmp(u, "G") || !strcmp(u, "GB")) mul = 1e9;
-    else if (!strcmp(u, "KiB")) mul = 1024.0;
-    else if (!strcmp(u, "MiB")) mul = 1024.0 * 1024;
-    else if (!strcmp(u, "GiB")) mul = 1024.0 * 1024 * 1024;
-    else return -1;
+    if (!*u || !strcmp(u, "B"))
+        mul = 1;
+    else if (!strcmp(u, "k") || !strcmp(u, "K") || !strcmp(u, "KB") || !strcmp(u, "kB"))
+        mul = 1e3;
+    else if (!strcmp(u, "m") || !strcmp(u, "M") || !strcmp(u, "MB"))
+        mul = 1e6;
+    else if (!strcmp(u, "g") || !strcmp(u, "G") || !strcmp(u, "GB"))
+        mul = 1e9;
+    else if (!strcmp(u, "KiB"))
+        mul = 1024.0;
+    else if (!strcmp(u, "MiB"))
+        mul = 1024.0 * 1024;
+    else if (!strcmp(u, "GiB"))
+        mul = 1024.0 * 1024 * 1024;
+    else
+        return -1;
     double b = v * mul;
     if (b > 1e18) return -1;
     *out = (uint64_t)b;
@@ -43,12 +51,13 @@ static int parse_bytes(const char *s, uint64_t *out) {
 
 vt_status vt_parse_bytes(const char *text, uint64_t *bytes) {
     if (!text || parse_bytes(text, bytes))
-        return vt_fail(VT_ERR_ARG, "'%.60s' is not a byte count (such as 300000000, 300MB or 256MiB)", text ? text : "(null)");
+        return vt_fail(VT_ERR_ARG, "'%.60s' is not a byte count (such as 300000000, 300MB or 256MiB)",
+                       text ? text : "(null)");
     return VT_OK;
 }
 
 /* The policies as vt_policy_parse reads them, for menus, help and errors (the one list). */
-static const char *const policy_names[] = {"none", "block", "every:K", "sqrt", "budget:BYTES", "selective"};
+static const char *const policy_names[] = { "none", "block", "every:K", "sqrt", "budget:BYTES", "selective" };
 const char *vt_policy_name(int i) {
     return i >= 0 && i < (int)(sizeof policy_names / sizeof policy_names[0]) ? policy_names[i] : NULL;
 }
@@ -56,7 +65,8 @@ const char *vt_policy_name(int i) {
 vt_status vt_policy_parse(const char *text, vt_policy *p) {
     memset(p, 0, sizeof *p);
     if (!text) return vt_fail(VT_ERR_ARG, "checkpointing policy is NULL");
-    if (strlen(text) >= sizeof p->text) return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%.60s'", text);
+    if (strlen(text) >= sizeof p->text)
+        return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%.60s'", text);
     strcpy(p->text, text);
     if (!strcmp(text, "none") || !strcmp(text, "false") || !strcmp(text, "off")) {
         p->kind = VT_POL_NONE;
@@ -77,12 +87,15 @@ vt_status vt_policy_parse(const char *text, vt_policy *p) {
         p->every = (int)k;
     } else if (!strncmp(text, "budget:", 7)) {
         if (parse_bytes(text + 7, &p->budget))
-            return vt_fail(VT_ERR_ARG, "budget:BYTES needs a byte count such as 300000000, 300MB or 256MiB, got '%s'", text);
+            return vt_fail(VT_ERR_ARG,
+                           "budget:BYTES needs a byte count such as 300000000, 300MB or 256MiB, got '%s'",
+                           text);
         p->kind = VT_POL_BUDGET;
     } else {
         char names[96] = "";
         for (int i = 0; vt_policy_name(i); i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", vt_policy_name(i));
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     vt_policy_name(i));
         return vt_fail(VT_ERR_ARG, "unknown checkpointing policy '%s' (%s)", text, names);
     }
     return VT_OK;
@@ -103,7 +116,8 @@ const char *vt_get_grad_checkpointing(const vt_model *m) { return m->policy.text
 
 vt_status vt_model_set_threads(vt_model *m, int n) {
     if (!m) return vt_fail(VT_ERR_ARG, "vt_model_set_threads: model is NULL");
-    if (n < 0 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [0, %d]", n, VT_MAX_THREADS);
+    if (n < 0 || n > VT_MAX_THREADS)
+        return vt_fail(VT_ERR_ARG, "threads: %d is not in [0, %d]", n, VT_MAX_THREADS);
     if (n != m->threads) m->last.have_fwd = 0; /* what it kept was planned for the old count */
     m->threads = n;
     return VT_OK;
@@ -142,15 +156,15 @@ static void layout_for_policy(const vt_policy *p, const vt_chain *c, int force_a
                               vt_chain_layout *l) {
     memset(l, 0, sizeof *l);
     switch (p->kind) {
-    case VT_POL_BLOCK: layout_every(c, 1, l); break;
-    case VT_POL_EVERY: layout_every(c, force_all_inputs ? 1 : p->every, l); break;
-    case VT_POL_SQRT: {
-        int k = (int)lround(sqrt((double)c->depth));
-        layout_every(c, force_all_inputs || k < 1 ? 1 : k, l);
-        break;
-    }
-    case VT_POL_SELECTIVE: layout_mix(c, 0, c->depth, l); break;
-    default: layout_mix(c, 0, 0, l); break; /* none (budget is resolved by the caller) */
+        case VT_POL_BLOCK: layout_every(c, 1, l); break;
+        case VT_POL_EVERY: layout_every(c, force_all_inputs ? 1 : p->every, l); break;
+        case VT_POL_SQRT: {
+            int k = (int)lround(sqrt((double)c->depth));
+            layout_every(c, force_all_inputs || k < 1 ? 1 : k, l);
+            break;
+        }
+        case VT_POL_SELECTIVE: layout_mix(c, 0, c->depth, l); break;
+        default: layout_mix(c, 0, 0, l); break; /* none (budget is resolved by the caller) */
     }
 }
 
@@ -184,7 +198,8 @@ double vt_layouts_flops(const vt_model *m, vt_fn fn, const vt_inputs *in, const 
 /* No layout yet, planned for the model's thread count (the attention scratch is per thread). */
 void vt_layouts_clear(const vt_model *m, vt_chain_layout lays[VT_CHAINS]) {
     memset(lays, 0, VT_CHAINS * sizeof *lays);
-    for (int k = 0; k < VT_CHAINS; k++) lays[k].threads = vt_model_threads(m), lays[k].whole_rows = m->whole_rows;
+    for (int k = 0; k < VT_CHAINS; k++)
+        lays[k].threads = vt_model_threads(m), lays[k].whole_rows = m->whole_rows;
 }
 
 void vt_layouts_for_policy(const vt_model *m, const vt_policy *p, vt_fn fn, const vt_inputs *in,
@@ -203,8 +218,8 @@ void vt_layouts_for_policy(const vt_model *m, const vt_policy *p, vt_fn fn, cons
 /* budget: a single move can raise the peak (it adds a re-computation slot), so search the whole
  * (checkpointed, selective) grid of the encoder, other chains in proportion, and keep the fitting
  * layout with the least re-computed flops. 1 when one fits (into lays), 0 when none does. */
-int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
-                     uint64_t budget_floats, vt_chain_layout lays[VT_CHAINS]) {
+int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, uint64_t budget_floats,
+                     vt_chain_layout lays[VT_CHAINS]) {
     const vt_chain *cs[VT_CHAINS];
     int T[VT_CHAINS];
     call_chains(m, fn, in, cs, T);
@@ -238,7 +253,7 @@ int vt_budget_search(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_
 /* The named policies in the order they are tried: block, selective, sqrt, then every:K for
  * K = 2.. up to the deepest chain. i past the end: 0. */
 int vt_policy_named(const vt_model *m, vt_fn fn, const vt_inputs *in, int i, vt_policy *p) {
-    static const char *first[] = {"block", "selective", "sqrt"};
+    static const char *first[] = { "block", "selective", "sqrt" };
     if (i < 3) return vt_policy_parse(first[i], p) == VT_OK;
     const vt_chain *cs[VT_CHAINS];
     int T[VT_CHAINS], K = i - 1, deepest = 0;
@@ -295,9 +310,10 @@ vt_status vt_resolve_layouts(const vt_model *m, vt_fn fn, const vt_inputs *in, i
     if (vt_resolve(m, &m->policy, fn, in, need_grad, lays)) return VT_OK;
     char name[VT_POLICY_TEXT_MAX];
     uint64_t best = vt_least_plan(m, fn, in, need_grad, lays, name);
-    return vt_fail(VT_ERR_BUDGET, "checkpointing budget of %llu bytes is too small: the smallest "
-                   "activation plan needs %llu bytes (policy %s)", (unsigned long long)m->policy.budget,
-                   (unsigned long long)(best * sizeof(float)), name);
+    return vt_fail(VT_ERR_BUDGET,
+                   "checkpointing budget of %llu bytes is too small: the smallest "
+                   "activation plan needs %llu bytes (policy %s)",
+                   (unsigned long long)m->policy.budget, (unsigned long long)(best * sizeof(float)), name);
 }
 
 void vt_plan_bytes_of(const vt_model *m, int need_grad, uint64_t act_floats, vt_plan_bytes *out) {
@@ -319,4 +335,3 @@ vt_status vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_gra
     vt_plan_bytes_of(m, need_grad, vt_plan_floats(m, fn, in, need_grad, lays), out);
     return VT_OK;
 }
-

@@ -33,7 +33,7 @@ void vt_rec_region(vt_recorder *r, int region, const void *base, uint64_t bytes,
         vt_rec_fail(r, "recording: more than %d buffers", VT_REC_PIECES);
         return;
     }
-    r->piece[r->npieces++] = (vt_rec_piece){region, base, bytes, voff};
+    r->piece[r->npieces++] = (vt_rec_piece){ region, base, bytes, voff };
     if (voff + bytes > r->t->region_bytes[region]) r->t->region_bytes[region] = voff + bytes;
 }
 
@@ -119,8 +119,8 @@ void vt_rec_release(vt_recorder *r, uint64_t bytes) {
     if (e) e->bytes = bytes;
 }
 
-static const int input_regions[] = {VT_REG_IMAGES, VT_REG_IDX_KEEP, VT_REG_IDX_MASK, VT_REG_MASK,
-                                    VT_REG_LABELS, VT_REG_DOUTS, VT_REG_SCALARS};
+static const int input_regions[] = { VT_REG_IMAGES, VT_REG_IDX_KEEP, VT_REG_IDX_MASK, VT_REG_MASK,
+                                     VT_REG_LABELS, VT_REG_DOUTS,    VT_REG_SCALARS };
 
 vt_trace *vt_rec_finish(vt_recorder *r) {
     vt_trace *t = r->t;
@@ -128,9 +128,15 @@ vt_trace *vt_rec_finish(vt_recorder *r) {
         int reg = input_regions[i];
         uint64_t n = t->region_bytes[reg];
         if (!n) continue;
-        if (n > SIZE_MAX) { vt_rec_fail(r, "recording: region of %llu bytes", (unsigned long long)n); break; }
+        if (n > SIZE_MAX) {
+            vt_rec_fail(r, "recording: region of %llu bytes", (unsigned long long)n);
+            break;
+        }
         t->input[reg] = calloc(1, (size_t)n);
-        if (!t->input[reg]) { vt_rec_fail(r, "out of memory: %llu bytes for recorded inputs", (unsigned long long)n); break; }
+        if (!t->input[reg]) {
+            vt_rec_fail(r, "out of memory: %llu bytes for recorded inputs", (unsigned long long)n);
+            break;
+        }
         for (int k = 0; k < r->npieces; k++)
             if (r->piece[k].region == reg)
                 memcpy(t->input[reg] + r->piece[k].voff, r->piece[k].base, (size_t)r->piece[k].bytes);
@@ -158,7 +164,9 @@ void vt_trace_free(vt_trace *t) {
     free(t);
 }
 int vt_trace_count(const vt_trace *t) { return t ? t->n : 0; }
-const vt_trace_entry *vt_trace_get(const vt_trace *t, int i) { return t && i >= 0 && i < t->n ? &t->e[i] : NULL; }
+const vt_trace_entry *vt_trace_get(const vt_trace *t, int i) {
+    return t && i >= 0 && i < t->n ? &t->e[i] : NULL;
+}
 uint64_t vt_trace_region_bytes(const vt_trace *t, vt_region r) {
     return t && (int)r >= 0 && r < VT_REG_COUNT ? t->region_bytes[r] : 0;
 }

@@ -22,7 +22,11 @@ struct vt_trace {
     uint64_t arena_planned; /* bytes */
     /* a call's outputs (vt_output's order) where the list leaves them: region, offset, shape */
     int nout;
-    struct { int region, ndim; uint64_t offset, bytes; int64_t shape[4]; } out[VT_MAX_DEPTH + 1];
+    struct {
+        int region, ndim;
+        uint64_t offset, bytes;
+        int64_t shape[4];
+    } out[VT_MAX_DEPTH + 1];
 };
 
 #define VT_REC_PIECES (VT_MAX_DEPTH + 32)

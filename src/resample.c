@@ -11,9 +11,9 @@
 /* One axis of a resize: for each output, `count` taps (source index, weight), in the order
  * PyTorch sums them. */
 typedef struct {
-    int n_out, stride;  /* taps per output at most */
-    int *count, *idx;   /* [n_out], [n_out * stride] */
-    float *w;           /* [n_out * stride] */
+    int n_out, stride; /* taps per output at most */
+    int *count, *idx;  /* [n_out], [n_out * stride] */
+    float *w;          /* [n_out * stride] */
 } axis_taps;
 
 static void taps_free(axis_taps *a) {
@@ -50,7 +50,7 @@ static vt_status taps_bicubic(axis_taps *a, int n_in, int n_out) {
         double real = (double)scale * ((double)o + 0.5) - 0.5;
         int base = (int)floor(real);
         float t = (float)(real - (double)base);
-        float c[4] = {cubic2((float)((double)t + 1.0), A), cubic1(t, A), 0, 0};
+        float c[4] = { cubic2((float)((double)t + 1.0), A), cubic1(t, A), 0, 0 };
         float t2 = (float)(1.0 - (double)t);
         c[2] = cubic1(t2, A);
         c[3] = cubic2((float)((double)t2 + 1.0), A);
@@ -82,7 +82,8 @@ static vt_status taps_bicubic_aa(axis_taps *a, int n_in, int n_out) {
     if (rc) return rc;
     for (int o = 0; o < n_out; o++) {
         float center = (float)((double)scale * ((double)o + 0.5));
-        long long lo = (long long)((double)(center - support) + 0.5), hi = (long long)((double)(center + support) + 0.5);
+        long long lo = (long long)((double)(center - support) + 0.5),
+                  hi = (long long)((double)(center + support) + 0.5);
         int xmin = lo < 0 ? 0 : (int)lo;
         int xsize = (int)((hi < n_in ? hi : n_in) - xmin);
         if (xsize > stride) xsize = stride; /* cannot happen: the support spans fewer samples */
@@ -123,7 +124,8 @@ static void pass(const float *in, int h, int w, int C, float *out, const axis_ta
             for (int c = 0; c < C; c++) {
                 float acc = 0.0f;
                 for (int j = 0; j < n; j++) {
-                    const float *s = along_w ? in + ((size_t)y * w + id[j]) * C : in + ((size_t)id[j] * w + x) * C;
+                    const float *s =
+                        along_w ? in + ((size_t)y * w + id[j]) * C : in + ((size_t)id[j] * w + x) * C;
                     acc = j ? acc + s[c] * wt[j] : s[c] * wt[j];
                 }
                 dst[c] = acc;
@@ -137,7 +139,7 @@ vt_status vt_resample_grid(const float *in, int old_h, int old_w, int C, float *
     vt_status rc = check_sides("vt_resample_grid", old_h, old_w, new_h, new_w);
     if (rc) return rc;
     if (C < 1 || C > 1000000) return vt_fail(VT_ERR_ARG, "vt_resample_grid: %d channels", C);
-    axis_taps ay = {0}, ax = {0};
+    axis_taps ay = { 0 }, ax = { 0 };
     if ((rc = axis(&ay, old_h, new_h, antialias)) || (rc = axis(&ax, old_w, new_w, antialias))) goto done;
     if (!antialias) { /* upsample_bicubic2d: rows of 4 taps, each row's 4 column taps first */
         for (int y = 0; y < new_h; y++)
@@ -164,13 +166,18 @@ vt_status vt_resample_grid(const float *in, int old_h, int old_w, int C, float *
     int h = old_h, w = old_w;
     if (old_w != new_w) {
         float *dst = old_h == new_h ? out : (tmp = malloc((size_t)old_h * new_w * C * sizeof(float)));
-        if (!dst) { rc = vt_fail(VT_ERR_NOMEM, "out of memory resampling a %dx%d grid", old_h, new_w); goto done; }
+        if (!dst) {
+            rc = vt_fail(VT_ERR_NOMEM, "out of memory resampling a %dx%d grid", old_h, new_w);
+            goto done;
+        }
         pass(src, h, w, C, dst, &ax, 1);
         src = dst;
         w = new_w;
     }
-    if (old_h != new_h) pass(src, h, w, C, out, &ay, 0);
-    else if (src == in) memcpy(out, in, (size_t)old_h * old_w * C * sizeof(float));
+    if (old_h != new_h)
+        pass(src, h, w, C, out, &ay, 0);
+    else if (src == in)
+        memcpy(out, in, (size_t)old_h * old_w * C * sizeof(float));
     free(tmp);
 done:
     taps_free(&ay);
@@ -178,13 +185,14 @@ done:
     return rc;
 }
 
-vt_status vt_resample_pos_embed(const float *in, int prefix, int old_h, int old_w, int dim, float *out, int new_h,
-                                int new_w, int antialias) {
+vt_status vt_resample_pos_embed(const float *in, int prefix, int old_h, int old_w, int dim, float *out,
+                                int new_h, int new_w, int antialias) {
     if (!in || !out) return vt_fail(VT_ERR_ARG, "vt_resample_pos_embed: NULL argument");
-    if (prefix < 0 || prefix > VT_MAX_TOKENS) return vt_fail(VT_ERR_ARG, "vt_resample_pos_embed: %d prefix rows", prefix);
+    if (prefix < 0 || prefix > VT_MAX_TOKENS)
+        return vt_fail(VT_ERR_ARG, "vt_resample_pos_embed: %d prefix rows", prefix);
     memcpy(out, in, (size_t)prefix * (size_t)dim * sizeof(float));
-    return vt_resample_grid(in + (size_t)prefix * dim, old_h, old_w, dim, out + (size_t)prefix * dim, new_h, new_w,
-                            antialias);
+    return vt_resample_grid(in + (size_t)prefix * dim, old_h, old_w, dim, out + (size_t)prefix * dim, new_h,
+                            new_w, antialias);
 }
 
 /* ---- patch_embed: FlexiViT's pseudo-inverse resize -------------------------------------------- */
@@ -200,8 +208,16 @@ static int solve(double *S, double *Bm, int n, int m) {
             if (fabs(S[i * n + k]) > fabs(S[p * n + k])) p = i;
         if (!(fabs(S[p * n + k]) > 1e-12 * big)) return -1;
         if (p != k) {
-            for (int j = 0; j < n; j++) { double t = S[k * n + j]; S[k * n + j] = S[p * n + j]; S[p * n + j] = t; }
-            for (int j = 0; j < m; j++) { double t = Bm[k * m + j]; Bm[k * m + j] = Bm[p * m + j]; Bm[p * m + j] = t; }
+            for (int j = 0; j < n; j++) {
+                double t = S[k * n + j];
+                S[k * n + j] = S[p * n + j];
+                S[p * n + j] = t;
+            }
+            for (int j = 0; j < m; j++) {
+                double t = Bm[k * m + j];
+                Bm[k * m + j] = Bm[p * m + j];
+                Bm[p * m + j] = t;
+            }
         }
         double d = S[k * n + k];
         for (int i = 0; i < n; i++) {
@@ -225,9 +241,13 @@ static vt_status pinv_axis(int n_in, int n_out, int antialias, double **out) {
     double *A = calloc((size_t)n_out * n_in, sizeof *A), *P = calloc((size_t)n_out * n_in, sizeof *P);
     int k = n_out <= n_in ? n_out : n_in;
     double *S = calloc((size_t)k * k, sizeof *S);
-    if (!A || !P || !S) { rc = vt_fail(VT_ERR_NOMEM, "out of memory: patch_embed resize %d -> %d", n_in, n_out); goto done; }
+    if (!A || !P || !S) {
+        rc = vt_fail(VT_ERR_NOMEM, "out of memory: patch_embed resize %d -> %d", n_in, n_out);
+        goto done;
+    }
     for (int o = 0; o < n_out; o++)
-        for (int j = 0; j < t.count[o]; j++) A[(size_t)o * n_in + t.idx[o * t.stride + j]] += t.w[o * t.stride + j];
+        for (int j = 0; j < t.count[o]; j++)
+            A[(size_t)o * n_in + t.idx[o * t.stride + j]] += t.w[o * t.stride + j];
     if (n_out <= n_in) { /* S = A A^T, P = S^-1 A */
         for (int i = 0; i < k; i++)
             for (int j = 0; j < k; j++) {
@@ -239,7 +259,10 @@ static vt_status pinv_axis(int n_in, int n_out, int antialias, double **out) {
         if (solve(S, P, k, n_in)) goto deficient;
     } else { /* S = A^T A, P = A S^-1 = (S^-1 A^T)^T */
         double *Bt = calloc((size_t)n_in * n_out, sizeof *Bt);
-        if (!Bt) { rc = vt_fail(VT_ERR_NOMEM, "out of memory: patch_embed resize %d -> %d", n_in, n_out); goto done; }
+        if (!Bt) {
+            rc = vt_fail(VT_ERR_NOMEM, "out of memory: patch_embed resize %d -> %d", n_in, n_out);
+            goto done;
+        }
         for (int i = 0; i < k; i++)
             for (int j = 0; j < k; j++) {
                 double s = 0;
@@ -248,7 +271,10 @@ static vt_status pinv_axis(int n_in, int n_out, int antialias, double **out) {
             }
         for (int i = 0; i < n_in; i++)
             for (int o = 0; o < n_out; o++) Bt[(size_t)i * n_out + o] = A[(size_t)o * n_in + i];
-        if (solve(S, Bt, k, n_out)) { free(Bt); goto deficient; }
+        if (solve(S, Bt, k, n_out)) {
+            free(Bt);
+            goto deficient;
+        }
         for (int o = 0; o < n_out; o++)
             for (int i = 0; i < n_in; i++) P[(size_t)o * n_in + i] = Bt[(size_t)i * n_out + o];
         free(Bt);
@@ -257,7 +283,8 @@ static vt_status pinv_axis(int n_in, int n_out, int antialias, double **out) {
     P = NULL;
     goto done;
 deficient:
-    rc = vt_fail(VT_ERR_ARG, "patch_embed: the resize %d -> %d has no pseudo-inverse of full rank", n_in, n_out);
+    rc = vt_fail(VT_ERR_ARG, "patch_embed: the resize %d -> %d has no pseudo-inverse of full rank", n_in,
+                 n_out);
 done:
     taps_free(&t);
     free(A);
@@ -266,16 +293,21 @@ done:
     return rc;
 }
 
-vt_status vt_resample_patch_embed(const float *in, int64_t n, int old_h, int old_w, float *out, int new_h, int new_w,
-                                  int antialias) {
+vt_status vt_resample_patch_embed(const float *in, int64_t n, int old_h, int old_w, float *out, int new_h,
+                                  int new_w, int antialias) {
     if (!in || !out) return vt_fail(VT_ERR_ARG, "vt_resample_patch_embed: NULL argument");
     vt_status rc = check_sides("vt_resample_patch_embed", old_h, old_w, new_h, new_w);
     if (rc) return rc;
-    if (n < 1 || n > (int64_t)1 << 40) return vt_fail(VT_ERR_ARG, "vt_resample_patch_embed: %lld kernels", (long long)n);
+    if (n < 1 || n > (int64_t)1 << 40)
+        return vt_fail(VT_ERR_ARG, "vt_resample_patch_embed: %lld kernels", (long long)n);
     double *Ph = NULL, *Pw = NULL, *tmp = NULL;
-    if ((rc = pinv_axis(old_h, new_h, antialias, &Ph)) || (rc = pinv_axis(old_w, new_w, antialias, &Pw))) goto done;
+    if ((rc = pinv_axis(old_h, new_h, antialias, &Ph)) || (rc = pinv_axis(old_w, new_w, antialias, &Pw)))
+        goto done;
     tmp = malloc((size_t)old_h * new_w * sizeof *tmp);
-    if (!tmp) { rc = vt_fail(VT_ERR_NOMEM, "out of memory resampling patch_embed"); goto done; }
+    if (!tmp) {
+        rc = vt_fail(VT_ERR_NOMEM, "out of memory resampling patch_embed");
+        goto done;
+    }
     for (int64_t k = 0; k < n; k++) { /* K_new = Ph K Pw^T, in double */
         const float *K = in + (size_t)k * old_h * old_w;
         for (int i = 0; i < old_h; i++)

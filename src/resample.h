@@ -21,8 +21,8 @@
 
 /* A grid of `chans` values per cell, cells row-major ([old_h * old_w, chans], channels last: a
  * pos_embed's rows) -> [new_h * new_w, chans]. */
-vt_status vt_resample_grid(const float *in, int old_h, int old_w, int chans, float *out, int new_h,
-                           int new_w, int antialias);
+vt_status vt_resample_grid(const float *in, int old_h, int old_w, int chans, float *out, int new_h, int new_w,
+                           int antialias);
 /* pos_embed [prefix + old_h * old_w, dim] -> [prefix + new_h * new_w, dim]: prefix rows copied. */
 vt_status vt_resample_pos_embed(const float *in, int prefix, int old_h, int old_w, int dim, float *out,
                                 int new_h, int new_w, int antialias);

@@ -18,8 +18,8 @@
 /* ----------------------------------------------------------------------------------------------
  * dtypes */
 
-static const char *const dtype_names[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I8", "U8", "BOOL"};
-static const int dtype_sizes[] = {4, 2, 2, 8, 8, 4, 1, 1, 1};
+static const char *const dtype_names[] = { "F32", "F16", "BF16", "F64", "I64", "I32", "I8", "U8", "BOOL" };
+static const int dtype_sizes[] = { 4, 2, 2, 8, 8, 4, 1, 1, 1 };
 #define N_DTYPES ((int)(sizeof dtype_sizes / sizeof dtype_sizes[0]))
 
 static int dtype_ok(vt_dtype dt) { return (unsigned)dt < (unsigned)N_DTYPES; }
@@ -29,7 +29,10 @@ const char *vt_dtype_name(vt_dtype dt) { return dtype_ok(dt) ? dtype_names[dt] :
 
 static int dtype_from_name(const char *s, vt_dtype *dt) {
     for (int i = 0; i < N_DTYPES; i++)
-        if (strcmp(s, dtype_names[i]) == 0) { *dt = (vt_dtype)i; return 1; }
+        if (strcmp(s, dtype_names[i]) == 0) {
+            *dt = (vt_dtype)i;
+            return 1;
+        }
     return 0;
 }
 
@@ -97,15 +100,16 @@ static int st_nomem(size_t bytes) {
 
 /* Takes ownership of the metadata strings out of the JSON tree. */
 static int parse_metadata(vt_json *m, vt_st_file *out) {
-    if (m->type != VT_JSON_OBJECT) return vt_fail(VT_ERR_FORMAT, "safetensors: __metadata__ is not an object");
+    if (m->type != VT_JSON_OBJECT)
+        return vt_fail(VT_ERR_FORMAT, "safetensors: __metadata__ is not an object");
     if (m->n == 0) return VT_OK;
     out->meta_keys = calloc(m->n, sizeof(char *));
     out->meta_vals = calloc(m->n, sizeof(char *));
     if (!out->meta_keys || !out->meta_vals) return st_nomem(m->n * sizeof(char *));
     for (size_t j = 0; j < m->n; j++) {
         if (m->items[j].type != VT_JSON_STRING)
-            return vt_fail(VT_ERR_FORMAT, "safetensors: __metadata__ value for key \"%.200s\" is not a string",
-                           m->keys[j]);
+            return vt_fail(VT_ERR_FORMAT,
+                           "safetensors: __metadata__ value for key \"%.200s\" is not a string", m->keys[j]);
         out->meta_keys[j] = m->keys[j];
         out->meta_vals[j] = m->items[j].str;
         m->keys[j] = NULL;
@@ -130,52 +134,60 @@ static int parse_tensor(const char *name, const vt_json *v, const unsigned char 
     if (!dt || dt->type != VT_JSON_STRING)
         return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": missing or non-string dtype", name);
     if (!dtype_from_name(dt->str, &t->dtype))
-        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": unknown or unsupported dtype \"%.40s\"",
-                       name, dt->str);
+        return vt_fail(VT_ERR_FORMAT,
+                       "safetensors: tensor \"%.200s\": unknown or unsupported dtype \"%.40s\"", name,
+                       dt->str);
 
     const vt_json *sh = vt_json_get(v, "shape");
     if (!sh || sh->type != VT_JSON_ARRAY)
         return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": shape is not a list", name);
     if (sh->n > VT_ST_MAX_DIMS)
-        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": shape has %zu dims, at most %d supported",
-                       name, sh->n, VT_ST_MAX_DIMS);
+        return vt_fail(VT_ERR_FORMAT,
+                       "safetensors: tensor \"%.200s\": shape has %zu dims, at most %d supported", name,
+                       sh->n, VT_ST_MAX_DIMS);
     t->ndim = (int)sh->n;
     for (int i = 0; i < t->ndim; i++) {
         if (!json_nonneg_int(&sh->items[i]))
-            return vt_fail(VT_ERR_FORMAT,
-                           "safetensors: tensor \"%.200s\": shape must be a list of non-negative integers (dim %d)",
-                           name, i);
+            return vt_fail(
+                VT_ERR_FORMAT,
+                "safetensors: tensor \"%.200s\": shape must be a list of non-negative integers (dim %d)",
+                name, i);
         t->shape[i] = sh->items[i].integer;
     }
     char sbuf[256];
     shape_str(sbuf, sizeof sbuf, t->shape, t->ndim);
     int esize = vt_dtype_size(t->dtype);
     if (!shape_size(t->shape, t->ndim, esize, &t->numel, &t->nbytes))
-        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": shape %s %s overflows the byte count", name,
-                       sbuf, vt_dtype_name(t->dtype));
+        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": shape %s %s overflows the byte count",
+                       name, sbuf, vt_dtype_name(t->dtype));
 
     const vt_json *off = vt_json_get(v, "data_offsets");
     if (!off || off->type != VT_JSON_ARRAY || off->n != 2 || !json_nonneg_int(&off->items[0]) ||
         !json_nonneg_int(&off->items[1]))
-        return vt_fail(VT_ERR_FORMAT,
-                       "safetensors: tensor \"%.200s\": data_offsets must be [begin, end] non-negative integers", name);
+        return vt_fail(
+            VT_ERR_FORMAT,
+            "safetensors: tensor \"%.200s\": data_offsets must be [begin, end] non-negative integers", name);
     unsigned long long b = (unsigned long long)off->items[0].integer;
     unsigned long long e = (unsigned long long)off->items[1].integer;
     if (b > e)
-        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": data_offsets begin %llu > end %llu", name, b,
-                       e);
+        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": data_offsets begin %llu > end %llu",
+                       name, b, e);
     if (e > data_len)
-        return vt_fail(VT_ERR_FORMAT,
-                       "safetensors: tensor \"%.200s\": data_offsets end %llu is beyond the %zu-byte data section",
-                       name, e, data_len);
+        return vt_fail(
+            VT_ERR_FORMAT,
+            "safetensors: tensor \"%.200s\": data_offsets end %llu is beyond the %zu-byte data section", name,
+            e, data_len);
     if (e - b != t->nbytes)
-        return vt_fail(VT_ERR_FORMAT, "safetensors: tensor \"%.200s\": shape %s %s needs %zu bytes, data_offsets give %llu",
+        return vt_fail(VT_ERR_FORMAT,
+                       "safetensors: tensor \"%.200s\": shape %s %s needs %zu bytes, data_offsets give %llu",
                        name, sbuf, vt_dtype_name(t->dtype), t->nbytes, e - b);
     t->data = data + b;
     return VT_OK;
 }
 
-typedef struct { size_t begin, end, idx; } range;
+typedef struct {
+    size_t begin, end, idx;
+} range;
 
 static int range_cmp(const void *a, const void *b) {
     const range *x = a, *y = b;
@@ -203,8 +215,8 @@ static int check_overlap(const vt_st_file *f, const unsigned char *data) {
         if (prev && r[i].begin < prev->end) {
             rc = vt_fail(VT_ERR_FORMAT,
                          "safetensors: tensors \"%.200s\" [%zu, %zu) and \"%.200s\" [%zu, %zu) overlap",
-                         f->tensors[prev->idx].name, prev->begin, prev->end, f->tensors[r[i].idx].name, r[i].begin,
-                         r[i].end);
+                         f->tensors[prev->idx].name, prev->begin, prev->end, f->tensors[r[i].idx].name,
+                         r[i].begin, r[i].end);
             break;
         }
         prev = &r[i];
@@ -218,7 +230,8 @@ vt_status vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out) {
     memset(out, 0, sizeof *out);
     if (!bytes && len) return vt_fail(VT_ERR_ARG, "safetensors: bytes is NULL");
     if (len < 8)
-        return vt_fail(VT_ERR_FORMAT, "safetensors: file is %zu bytes, shorter than the 8-byte header length", len);
+        return vt_fail(VT_ERR_FORMAT, "safetensors: file is %zu bytes, shorter than the 8-byte header length",
+                       len);
     unsigned long long hl = ld64(bytes);
     if (hl == 0) return vt_fail(VT_ERR_FORMAT, "safetensors: header length is 0");
     if (hl > VT_ST_MAX_HEADER)
@@ -248,7 +261,10 @@ vt_status vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out) {
     if (vt_json_get(root, "__metadata__")) count--;
     if (count) {
         out->tensors = calloc(count, sizeof(vt_st_tensor));
-        if (!out->tensors) { rc = st_nomem(count * sizeof(vt_st_tensor)); goto fail; }
+        if (!out->tensors) {
+            rc = st_nomem(count * sizeof(vt_st_tensor));
+            goto fail;
+        }
     }
     for (size_t i = 0; i < root->n; i++) {
         if (strcmp(root->keys[i], "__metadata__") == 0) {
@@ -285,8 +301,10 @@ static float f16_to_f32(uint16_t h) {
         float f = (float)mant * 0x1p-24f;
         return sign ? -f : f;
     }
-    if (exp == 31) bits = sign | 0x7F800000u | (mant << 13); /* inf, nan (payload kept) */
-    else bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13); /* rebias exponent */
+    if (exp == 31)
+        bits = sign | 0x7F800000u | (mant << 13); /* inf, nan (payload kept) */
+    else
+        bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13); /* rebias exponent */
     float f;
     memcpy(&f, &bits, 4);
     return f;
@@ -313,20 +331,27 @@ vt_status vt_st_to_f32(const vt_st_tensor *t, float *dst) {
     const unsigned char *p = t->data;
     size_t n = t->numel;
     switch (t->dtype) {
-    case VT_DT_F32: for (size_t i = 0; i < n; i++) dst[i] = bits_to_f32(ld32(p + 4 * i)); break;
-    case VT_DT_F16: for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(ld16(p + 2 * i)); break;
-    case VT_DT_BF16: for (size_t i = 0; i < n; i++) dst[i] = bits_to_f32((uint32_t)ld16(p + 2 * i) << 16); break;
-    case VT_DT_F64:
-        for (size_t i = 0; i < n; i++) {
-            uint64_t b = ld64(p + 8 * i);
-            double d;
-            memcpy(&d, &b, 8);
-            dst[i] = f64_to_f32(d);
-        }
-        break;
-    default:
-        return vt_fail(VT_ERR_MISMATCH, "safetensors: tensor \"%.200s\" has dtype %s, expected a float dtype",
-                       t->name ? t->name : "?", vt_dtype_name(t->dtype));
+        case VT_DT_F32:
+            for (size_t i = 0; i < n; i++) dst[i] = bits_to_f32(ld32(p + 4 * i));
+            break;
+        case VT_DT_F16:
+            for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(ld16(p + 2 * i));
+            break;
+        case VT_DT_BF16:
+            for (size_t i = 0; i < n; i++) dst[i] = bits_to_f32((uint32_t)ld16(p + 2 * i) << 16);
+            break;
+        case VT_DT_F64:
+            for (size_t i = 0; i < n; i++) {
+                uint64_t b = ld64(p + 8 * i);
+                double d;
+                memcpy(&d, &b, 8);
+                dst[i] = f64_to_f32(d);
+            }
+            break;
+        default:
+            return vt_fail(VT_ERR_MISMATCH,
+                           "safetensors: tensor \"%.200s\" has dtype %s, expected a float dtype",
+                           t->name ? t->name : "?", vt_dtype_name(t->dtype));
     }
     return VT_OK;
 }
@@ -338,34 +363,39 @@ vt_status vt_st_to_i64(const vt_st_tensor *t, long long *dst) {
     size_t n = t->numel;
     /* memcpy into the signed type gives two's complement reinterpretation without impl-defined casts. */
     switch (t->dtype) {
-    case VT_DT_I64:
-        for (size_t i = 0; i < n; i++) {
-            uint64_t u = ld64(p + 8 * i);
-            int64_t s;
-            memcpy(&s, &u, 8);
-            dst[i] = s;
-        }
-        break;
-    case VT_DT_I32:
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = ld32(p + 4 * i);
-            int32_t s;
-            memcpy(&s, &u, 4);
-            dst[i] = s;
-        }
-        break;
-    case VT_DT_I8:
-        for (size_t i = 0; i < n; i++) {
-            int8_t s;
-            memcpy(&s, p + i, 1);
-            dst[i] = s;
-        }
-        break;
-    case VT_DT_U8: for (size_t i = 0; i < n; i++) dst[i] = p[i]; break;
-    case VT_DT_BOOL: for (size_t i = 0; i < n; i++) dst[i] = p[i] != 0; break;
-    default:
-        return vt_fail(VT_ERR_MISMATCH, "safetensors: tensor \"%.200s\" has dtype %s, expected an integer dtype",
-                       t->name ? t->name : "?", vt_dtype_name(t->dtype));
+        case VT_DT_I64:
+            for (size_t i = 0; i < n; i++) {
+                uint64_t u = ld64(p + 8 * i);
+                int64_t s;
+                memcpy(&s, &u, 8);
+                dst[i] = s;
+            }
+            break;
+        case VT_DT_I32:
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u = ld32(p + 4 * i);
+                int32_t s;
+                memcpy(&s, &u, 4);
+                dst[i] = s;
+            }
+            break;
+        case VT_DT_I8:
+            for (size_t i = 0; i < n; i++) {
+                int8_t s;
+                memcpy(&s, p + i, 1);
+                dst[i] = s;
+            }
+            break;
+        case VT_DT_U8:
+            for (size_t i = 0; i < n; i++) dst[i] = p[i];
+            break;
+        case VT_DT_BOOL:
+            for (size_t i = 0; i < n; i++) dst[i] = p[i] != 0;
+            break;
+        default:
+            return vt_fail(VT_ERR_MISMATCH,
+                           "safetensors: tensor \"%.200s\" has dtype %s, expected an integer dtype",
+                           t->name ? t->name : "?", vt_dtype_name(t->dtype));
     }
     return VT_OK;
 }
@@ -382,12 +412,20 @@ typedef struct {
 
 static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->nomem) return;
-    if (n > SIZE_MAX / 2 - b->len) { b->nomem = 1; b->want = SIZE_MAX; return; }
+    if (n > SIZE_MAX / 2 - b->len) {
+        b->nomem = 1;
+        b->want = SIZE_MAX;
+        return;
+    }
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap : 256;
         while (nc < b->len + n) nc *= 2;
         char *q = realloc(b->p, nc);
-        if (!q) { b->nomem = 1; b->want = nc; return; }
+        if (!q) {
+            b->nomem = 1;
+            b->want = nc;
+            return;
+        }
         b->p = q;
         b->cap = nc;
     }
@@ -407,13 +445,16 @@ static void sb_u64(sbuf *b, unsigned long long v) {
 static void sb_json_str(sbuf *b, const char *s) {
     sb_put(b, "\"", 1);
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"') sb_put(b, "\\\"", 2);
-        else if (*c == '\\') sb_put(b, "\\\\", 2);
+        if (*c == '"')
+            sb_put(b, "\\\"", 2);
+        else if (*c == '\\')
+            sb_put(b, "\\\\", 2);
         else if (*c < 0x20) {
             char tmp[8];
             snprintf(tmp, sizeof tmp, "\\u%04x", *c);
             sb_put(b, tmp, 6);
-        } else sb_put(b, (const char *)c, 1);
+        } else
+            sb_put(b, (const char *)c, 1);
     }
     sb_put(b, "\"", 1);
 }
@@ -446,15 +487,17 @@ static int check_entries(const vt_st_entry *e, size_t n, size_t *data_total) {
         if (!vt_json_utf8_valid(nm, strlen(nm)))
             return vt_fail(VT_ERR_ARG, "safetensors write: entry %zu name is not valid UTF-8", i);
         if (!dtype_ok(e[i].dtype))
-            return vt_fail(VT_ERR_ARG, "safetensors write: tensor \"%.200s\": invalid dtype %d", nm, (int)e[i].dtype);
+            return vt_fail(VT_ERR_ARG, "safetensors write: tensor \"%.200s\": invalid dtype %d", nm,
+                           (int)e[i].dtype);
         if (e[i].ndim < 0 || e[i].ndim > VT_ST_MAX_DIMS)
-            return vt_fail(VT_ERR_ARG, "safetensors write: tensor \"%.200s\": ndim %d not in [0, %d]", nm, e[i].ndim,
-                           VT_ST_MAX_DIMS);
+            return vt_fail(VT_ERR_ARG, "safetensors write: tensor \"%.200s\": ndim %d not in [0, %d]", nm,
+                           e[i].ndim, VT_ST_MAX_DIMS);
         if (e[i].ndim > 0 && !e[i].shape)
             return vt_fail(VT_ERR_ARG, "safetensors write: tensor \"%.200s\": shape is NULL", nm);
         for (int d = 0; d < e[i].ndim; d++)
             if (e[i].shape[d] < 0)
-                return vt_fail(VT_ERR_ARG, "safetensors write: tensor \"%.200s\": shape[%d] = %lld is negative", nm, d,
+                return vt_fail(VT_ERR_ARG,
+                               "safetensors write: tensor \"%.200s\": shape[%d] = %lld is negative", nm, d,
                                e[i].shape[d]);
         size_t numel = 0, nbytes = 0;
         if (!shape_size(e[i].shape, e[i].ndim, vt_dtype_size(e[i].dtype), &numel, &nbytes) ||
@@ -468,13 +511,14 @@ static int check_entries(const vt_st_entry *e, size_t n, size_t *data_total) {
     return VT_OK;
 }
 
-vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
-                      size_t n_meta, unsigned char **out, size_t *out_len) {
+vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys,
+                      const char *const *meta_vals, size_t n_meta, unsigned char **out, size_t *out_len) {
     if (!out || !out_len) return vt_fail(VT_ERR_ARG, "safetensors write: out or out_len is NULL");
     *out = NULL;
     *out_len = 0;
     if (n && !e) return vt_fail(VT_ERR_ARG, "safetensors write: entries are NULL");
-    if (n_meta && (!meta_keys || !meta_vals)) return vt_fail(VT_ERR_ARG, "safetensors write: metadata arrays are NULL");
+    if (n_meta && (!meta_keys || !meta_vals))
+        return vt_fail(VT_ERR_ARG, "safetensors write: metadata arrays are NULL");
     for (size_t i = 0; i < n_meta; i++) {
         if (!meta_keys[i] || !meta_vals[i])
             return vt_fail(VT_ERR_ARG, "safetensors write: metadata entry %zu is NULL", i);
@@ -501,7 +545,7 @@ vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_ke
     if (rc) return rc;
     if (dup) return vt_fail(VT_ERR_ARG, "safetensors write: duplicate metadata key \"%.200s\"", dup);
 
-    sbuf h = {0};
+    sbuf h = { 0 };
     sb_put(&h, "{", 1);
     if (n_meta) {
         sb_str(&h, "\"__metadata__\":{");
@@ -541,8 +585,8 @@ vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_ke
     }
     if (h.len > VT_ST_MAX_HEADER) {
         free(h.p);
-        return vt_fail(VT_ERR_ARG, "safetensors write: header would be %zu bytes, over the %u-byte limit", h.len,
-                       VT_ST_MAX_HEADER);
+        return vt_fail(VT_ERR_ARG, "safetensors write: header would be %zu bytes, over the %u-byte limit",
+                       h.len, VT_ST_MAX_HEADER);
     }
     if (data_total > SIZE_MAX - 8 - h.len) {
         free(h.p);

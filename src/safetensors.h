@@ -9,12 +9,22 @@
 
 #include "status.h"
 
-typedef enum { VT_DT_F32, VT_DT_F16, VT_DT_BF16, VT_DT_F64, VT_DT_I64, VT_DT_I32, VT_DT_I8, VT_DT_U8, VT_DT_BOOL } vt_dtype;
+typedef enum {
+    VT_DT_F32,
+    VT_DT_F16,
+    VT_DT_BF16,
+    VT_DT_F64,
+    VT_DT_I64,
+    VT_DT_I32,
+    VT_DT_I8,
+    VT_DT_U8,
+    VT_DT_BOOL
+} vt_dtype;
 
 int vt_dtype_size(vt_dtype dt);         /* bytes per element; 0 for an invalid value */
 const char *vt_dtype_name(vt_dtype dt); /* "F32", "F16", "BF16", ...; "?" for an invalid value */
 
-#define VT_ST_MAX_DIMS 8
+#define VT_ST_MAX_DIMS   8
 #define VT_ST_MAX_HEADER (100u * 1000u * 1000u) /* same 100 MB header cap as the reference reader */
 
 typedef struct {
@@ -63,8 +73,8 @@ typedef struct {
  * space-padded to a multiple of 8 bytes; "__metadata__" (string -> string) comes first if n_meta > 0.
  * Names must be unique, non-empty, valid UTF-8 and not "__metadata__"; metadata keys unique.
  * *out is malloc'd (caller frees). Errors: VT_ERR_ARG, VT_ERR_NOMEM. */
-vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys, const char *const *meta_vals,
-                      size_t n_meta, unsigned char **out, size_t *out_len);
+vt_status vt_st_write(const vt_st_entry *e, size_t n, const char *const *meta_keys,
+                      const char *const *meta_vals, size_t n_meta, unsigned char **out, size_t *out_len);
 
 /* CRC-32 of n bytes (IEEE, the same value as zlib's crc32). */
 uint32_t vt_crc32(const void *data, size_t n);

@@ -18,8 +18,10 @@ static int cheapest_fit(const vt_model *m, const vt_inputs *in, uint64_t avail, 
     int found = 0;
     uint64_t avail_floats = avail / sizeof(float);
     for (int i = -1;; i++) { /* -1: none */
-        if (i < 0) vt_policy_parse("none", &p);
-        else if (!vt_policy_named(m, VT_FN_LOSS, in, i, &p)) break;
+        if (i < 0)
+            vt_policy_parse("none", &p);
+        else if (!vt_policy_named(m, VT_FN_LOSS, in, i, &p))
+            break;
         vt_layouts_for_policy(m, &p, VT_FN_LOSS, in, tl);
         if (vt_plan_floats(m, VT_FN_LOSS, in, 1, tl) > avail_floats) continue;
         double f = vt_layouts_flops(m, VT_FN_LOSS, in, tl);
@@ -62,7 +64,8 @@ vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, con
     if (!m || !out) return vt_fail(VT_ERR_ARG, "vt_plan_train_step: NULL argument");
     memset(out, 0, sizeof *out);
     if (!m->obj->step_inputs)
-        return vt_fail(VT_ERR_ARG, "training needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
+        return vt_fail(VT_ERR_ARG,
+                       "training needs an MAE or AIM model, or a timm classifier (num_classes > 0)");
     if (batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", batch);
     if (mask_ratio < 0) mask_ratio = vt_trainer_mask_ratio(m);
     vt_policy pol = m->policy;
@@ -100,8 +103,10 @@ vt_status vt_plan_train_step(const vt_model *m, int batch, float mask_ratio, con
     int lo = 0, hi = batch - 1;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (batch_fits(m, mid, mask_ratio, avail)) lo = mid;
-        else hi = mid - 1;
+        if (batch_fits(m, mid, mask_ratio, avail))
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     out->max_batch = lo;
     return VT_OK;

@@ -40,7 +40,7 @@ void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; 
  * microseconds, and a blocked thread is slow to wake where the cores are virtual (measured on the
  * 2-vCPU VM of bench/README.md: 4,000 polls, ~1.5 us, let the workers block between kernels and
  * the main job's step gained 1.1-1.35x from a second thread; 400,000 polls: 1.5-1.9x, same bits) */
-#define VT_SPIN 400000
+#define VT_SPIN              400000
 #define VT_CHUNKS_PER_THREAD 4
 
 /* Chunk k of the current job is open while avail[k] holds the job's tag (tags count jobs, never
@@ -50,27 +50,29 @@ void vt_threads_set_min_work(double flops) { min_work = flops >= 0 ? flops : 0; 
 #define VT_MAX_CHUNKS (VT_MAX_THREADS * VT_CHUNKS_PER_THREAD)
 
 static struct {
-    atomic_int gen;          /* bumped per job (and at shutdown); idle workers wait on it */
+    atomic_int gen;                        /* bumped per job (and at shutdown); idle workers wait on it */
     _Atomic uint32_t avail[VT_MAX_CHUNKS]; /* the current job's tag while chunk k is open, else 0 / older */
-    _Atomic uint32_t tag;    /* the current job's tag */
-    atomic_int chunks;       /* the current job's chunk count C */
-    atomic_int done;         /* chunks of the current job finished */
-    atomic_int arrived;      /* workers that have seen the current job (tests: see below) */
-    atomic_int ready;        /* workers inside vt_worker_loop */
-    atomic_int sleepers;     /* workers blocked (or about to block) on gen */
-    atomic_int caller_waits; /* the caller is blocked (or about to block) on done */
+    _Atomic uint32_t tag;                  /* the current job's tag */
+    atomic_int chunks;                     /* the current job's chunk count C */
+    atomic_int done;                       /* chunks of the current job finished */
+    atomic_int arrived;                    /* workers that have seen the current job (tests: see below) */
+    atomic_int ready;                      /* workers inside vt_worker_loop */
+    atomic_int sleepers;                   /* workers blocked (or about to block) on gen */
+    atomic_int caller_waits;               /* the caller is blocked (or about to block) on done */
     atomic_int quit;
-    atomic_int busy;         /* a job is running: calls from inside it run inline */
-    vt_par_fn fn;            /* the job; written only while no chunk of it can be claimed */
+    atomic_int busy; /* a job is running: calls from inside it run inline */
+    vt_par_fn fn;    /* the job; written only while no chunk of it can be claimed */
     void *ctx;
     int n, grain;
-    atomic_int max_tid;      /* threads with tid >= it leave the job's chunks to others */
+    atomic_int max_tid; /* threads with tid >= it leave the job's chunks to others */
 } pool;
 static int threads_max = 1;
 __attribute__((unused)) static int workers = 0, caller_can_wait = 1;
 /* chunks each thread has run (tests check that the workers really take part) */
 static atomic_int chunks_run[VT_MAX_THREADS];
-int vt_threads_chunks_run(int tid) { return tid >= 0 && tid < VT_MAX_THREADS ? atomic_load(&chunks_run[tid]) : -1; }
+int vt_threads_chunks_run(int tid) {
+    return tid >= 0 && tid < VT_MAX_THREADS ? atomic_load(&chunks_run[tid]) : -1;
+}
 
 int vt_threads_max(void) { return threads_max; }
 int vt_threads_ready(void) { return atomic_load(&pool.ready); }
@@ -94,8 +96,12 @@ static void (*volatile wait_fn)(atomic_int *, int) = wait_impl;
 static void wait_while(atomic_int *a, int v) { wait_fn(a, v); }
 static void wake_all(atomic_int *a) { __builtin_wasm_memory_atomic_notify((int *)a, 0x7fffffffu); }
 #elif defined(VT_POOL_NATIVE)
-static void wait_while(atomic_int *a, int v) { syscall(SYS_futex, (int *)a, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0); }
-static void wake_all(atomic_int *a) { syscall(SYS_futex, (int *)a, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0); }
+static void wait_while(atomic_int *a, int v) {
+    syscall(SYS_futex, (int *)a, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+static void wake_all(atomic_int *a) {
+    syscall(SYS_futex, (int *)a, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
 #endif
 
 #if defined(VT_POOL_WASM) || defined(VT_POOL_NATIVE)
@@ -232,7 +238,10 @@ void vt_threads_shutdown(void) {
     threads_max = 1;
 }
 #else /* no threads */
-int vt_threads_lost(int n) { (void)n; return 0; }
+int vt_threads_lost(int n) {
+    (void)n;
+    return 0;
+}
 void vt_threads_quit(void) {}
 void vt_worker_loop(int tid) { (void)tid; }
 void vt_parallel_for(int n, int grain, double work, vt_par_fn fn, void *ctx) {
@@ -248,7 +257,8 @@ void vt_threads_shutdown(void) {}
 
 #if defined(VT_POOL_WASM)
 int vt_set_threads(int n) {
-    if (n < 1 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [1, %d]", n, VT_MAX_THREADS);
+    if (n < 1 || n > VT_MAX_THREADS)
+        return vt_fail(VT_ERR_ARG, "threads: %d is not in [1, %d]", n, VT_MAX_THREADS);
     int ready = atomic_load(&pool.ready);
     if (ready < n - 1)
         return vt_fail(VT_ERR_STATE, "threads: %d wanted, only %d pool workers are running", n, ready);
@@ -266,7 +276,8 @@ void vt_native_join(void) {
     for (int i = 1; i <= workers; i++) pthread_join(tids[i], NULL);
 }
 int vt_set_threads(int n) {
-    if (n < 1 || n > VT_MAX_THREADS) return vt_fail(VT_ERR_ARG, "threads: %d is not in [1, %d]", n, VT_MAX_THREADS);
+    if (n < 1 || n > VT_MAX_THREADS)
+        return vt_fail(VT_ERR_ARG, "threads: %d is not in [1, %d]", n, VT_MAX_THREADS);
     if (n == threads_max && workers == n - 1) return n;
     vt_threads_shutdown();
     for (int i = 1; i < n; i++) {

@@ -35,12 +35,13 @@ static void record_outputs(vt_model *m, vt_recorder *r) {
     vt_trace *t = r->t;
     int n = vt_output_count(m);
     for (int i = 0; i < n && i <= VT_MAX_DEPTH; i++) {
-        int64_t sh[4] = {0, 0, 0, 0};
+        int64_t sh[4] = { 0, 0, 0, 0 };
         int nd = 0;
         const float *y = vt_output(m, i, sh, &nd);
         uint64_t bytes = sizeof(float);
         for (int d = 0; d < nd; d++) bytes *= (uint64_t)sh[d];
-        if (!y || !vt_rec_locate(r, y, bytes, &t->out[i].region, &t->out[i].offset)) return; /* listed up to here */
+        if (!y || !vt_rec_locate(r, y, bytes, &t->out[i].region, &t->out[i].offset))
+            return; /* listed up to here */
         t->out[i].bytes = bytes;
         t->out[i].ndim = nd;
         memcpy(t->out[i].shape, sh, sizeof sh);
@@ -57,13 +58,14 @@ static vt_status end(vt_model *m, vt_recorder *r, vt_status rc, const char *what
         return rc;
     }
     vt_trace *t = r->t;
-    snprintf(t->what, sizeof t->what, "%s, batch %d, grad checkpointing %s, %d thread%s", what, m->last.in.batch,
-             m->policy.text, m->last.enc_run.lay.threads, m->last.enc_run.lay.threads == 1 ? "" : "s");
+    snprintf(t->what, sizeof t->what, "%s, batch %d, grad checkpointing %s, %d thread%s", what,
+             m->last.in.batch, m->policy.text, m->last.enc_run.lay.threads,
+             m->last.enc_run.lay.threads == 1 ? "" : "s");
     /* the chains the call ran and their layouts */
-    const vt_chain *cs[VT_CHAINS] = {0};
-    int T[VT_CHAINS] = {0};
+    const vt_chain *cs[VT_CHAINS] = { 0 };
+    int T[VT_CHAINS] = { 0 };
     vt_call_objective(m, m->last.fn)->chains(m, m->last.fn, &m->last.in, cs, T);
-    const vt_chain_run *runs[] = {&m->last.enc_run, &m->last.dec_run, &m->last.head_run};
+    const vt_chain_run *runs[] = { &m->last.enc_run, &m->last.dec_run, &m->last.head_run };
     for (int k = 0; k < VT_CHAINS && cs[k]; k++)
         for (size_t j = 0; j < sizeof runs / sizeof *runs; j++)
             if (runs[j]->c == cs[k]) {
@@ -76,14 +78,16 @@ static vt_status end(vt_model *m, vt_recorder *r, vt_status rc, const char *what
     return *out ? VT_OK : VT_ERR_STATE;
 }
 
-vt_status vt_trace_train_step(vt_model *m, const float *images, const int32_t *labels, int batch, vt_trace **out) {
+vt_status vt_trace_train_step(vt_model *m, const float *images, const int32_t *labels, int batch,
+                              vt_trace **out) {
     if (!out) return vt_fail(VT_ERR_ARG, "vt_trace_train_step: out is NULL");
     *out = NULL;
     vt_recorder *r = NULL;
     vt_status rc = begin(m, &r);
     if (rc) return rc;
     vt_rng saved = m->train.rng; /* the masks it draws are the next step's: drawn again by it */
-    rc = labels ? vt_train_step_labels(m, images, labels, batch, NULL) : vt_train_step(m, images, batch, NULL);
+    rc =
+        labels ? vt_train_step_labels(m, images, labels, batch, NULL) : vt_train_step(m, images, batch, NULL);
     m->train.rng = saved;
     return end(m, r, rc, "training step", out);
 }
@@ -97,15 +101,18 @@ vt_status vt_trace_call(vt_model *m, vt_fn fn, const vt_inputs *in, int backward
     if (rc) return rc;
     rc = vt_forward(m, fn, in, backward);
     if (!rc && backward) rc = vt_backward(m, douts, n_douts, dimages, param_grads);
-    static const char *names[] = {"encode", "forward", "forward_intermediates", "forward_intermediates(norm)", "loss",
-                                  "timm forward"};
+    static const char *names[] = {
+        "encode", "forward", "forward_intermediates", "forward_intermediates(norm)", "loss", "timm forward"
+    };
     char what[96];
     snprintf(what, sizeof what, "%s%s", (unsigned)fn < 6 ? names[fn] : "?", backward ? " + backward" : "");
     return end(m, r, rc, what, out);
 }
 
 int vt_trace_output_count(const vt_trace *t) { return t ? t->nout : 0; }
-uint64_t vt_trace_output_bytes(const vt_trace *t, int i) { return t && i >= 0 && i < t->nout ? t->out[i].bytes : 0; }
+uint64_t vt_trace_output_bytes(const vt_trace *t, int i) {
+    return t && i >= 0 && i < t->nout ? t->out[i].bytes : 0;
+}
 
 /* ---- text ---- */
 
@@ -126,12 +133,21 @@ static void put(sbuf *b, const char *fmt, ...) {
         va_start(ap, fmt);
         int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
         va_end(ap);
-        if (w < 0) { b->oom = 1; return; }
-        if (b->s && (size_t)w < b->cap - b->n) { b->n += (size_t)w; return; }
+        if (w < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && (size_t)w < b->cap - b->n) {
+            b->n += (size_t)w;
+            return;
+        }
         size_t cap = b->cap ? b->cap : 1 << 16;
         while (cap - b->n <= (size_t)w) cap *= 2;
         char *ns = realloc(b->s, cap);
-        if (!ns) { b->oom = 1; return; }
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
         b->s = ns;
         b->cap = cap;
     }
@@ -149,42 +165,45 @@ static vt_status finish(sbuf *b, char **out, size_t *len) {
 static const char *access_name(int a) { return a == VT_ACC_R ? "r" : a == VT_ACC_W ? "w" : "rw"; }
 static const char *dtype_name(int dt) {
     switch (dt) {
-    case 0: return "f32";
-    case 3: return "f64";
-    case 4: return "i64";
-    case 5: return "i32";
-    case 7: return "u8";
-    default: return "?";
+        case 0: return "f32";
+        case 3: return "f64";
+        case 4: return "i64";
+        case 5: return "i32";
+        case 7: return "u8";
+        default: return "?";
     }
 }
 static const char *store_name(int st) {
-    static const char *names[] = {"full", "selective", "input", "none"};
+    static const char *names[] = { "full", "selective", "input", "none" };
     return st >= 0 && st < 4 ? names[st] : "?";
 }
 
 vt_status vt_trace_json(const vt_trace *t, char **out, size_t *len) {
     if (!t || !out) return vt_fail(VT_ERR_ARG, "vt_trace_json: NULL argument");
-    sbuf b = {0};
+    sbuf b = { 0 };
     put(&b, "{\"format\": \"vitrine-trace/1\", \"what\": \"%s\",\n \"kernels\": [", t->what);
     for (int k = 0; k < vt_kernel_count(); k++) put(&b, "%s\"%s\"", k ? ", " : "", vt_kernel_name(k));
     put(&b, "],\n \"regions\": {");
     for (int r = 1, first = 1; r < VT_REG_COUNT; r++)
         if (t->region_bytes[r]) {
-            put(&b, "%s\"%s\": %llu", first ? "" : ", ", vt_region_name(r), (unsigned long long)t->region_bytes[r]);
+            put(&b, "%s\"%s\": %llu", first ? "" : ", ", vt_region_name(r),
+                (unsigned long long)t->region_bytes[r]);
             first = 0;
         }
     put(&b, "}, \"arena_planned\": %llu,\n \"outputs\": [", (unsigned long long)t->arena_planned);
     for (int i = 0; i < t->nout; i++) {
         put(&b, "%s[\"%s\", %llu, %llu, [", i ? ", " : "", vt_region_name(t->out[i].region),
             (unsigned long long)t->out[i].offset, (unsigned long long)t->out[i].bytes);
-        for (int d = 0; d < t->out[i].ndim; d++) put(&b, "%s%lld", d ? ", " : "", (long long)t->out[i].shape[d]);
+        for (int d = 0; d < t->out[i].ndim; d++)
+            put(&b, "%s%lld", d ? ", " : "", (long long)t->out[i].shape[d]);
         put(&b, "]]");
     }
     put(&b, "],\n \"chains\": [");
     for (int k = 0; k < t->nchains; k++) {
-        put(&b, "%s{\"name\": \"%s\", \"depth\": %d, \"segment\": %d, \"threads\": %d, \"store\": [", k ? ", " : "",
-            t->chain_name[k], t->depth[k], t->lay[k].seg, t->lay[k].threads);
-        for (int i = 0; i < t->depth[k]; i++) put(&b, "%s\"%s\"", i ? ", " : "", store_name(t->lay[k].store[i]));
+        put(&b, "%s{\"name\": \"%s\", \"depth\": %d, \"segment\": %d, \"threads\": %d, \"store\": [",
+            k ? ", " : "", t->chain_name[k], t->depth[k], t->lay[k].seg, t->lay[k].threads);
+        for (int i = 0; i < t->depth[k]; i++)
+            put(&b, "%s\"%s\"", i ? ", " : "", store_name(t->lay[k].store[i]));
         put(&b, "]}");
     }
     put(&b, "],\n \"entries\": [\n");
@@ -192,7 +211,9 @@ vt_status vt_trace_json(const vt_trace *t, char **out, size_t *len) {
         const vt_trace_entry *e = &t->e[i];
         put(&b, "  {");
         if (e->kind == VT_TR_CALL) {
-            put(&b, "\"call\": \"%s\", \"phase\": \"%s\", \"chain\": %d, \"block\": %d, \"flops\": %.17g, \"ints\": [",
+            put(&b,
+                "\"call\": \"%s\", \"phase\": \"%s\", \"chain\": %d, \"block\": %d, \"flops\": %.17g, "
+                "\"ints\": [",
                 vt_kernel_name(e->kernel), vt_phase_name(e->phase), e->chain, e->block, e->flops);
             for (int k = 0; k < e->nints; k++) put(&b, "%s%lld", k ? ", " : "", (long long)e->ints[k]);
             put(&b, "], \"floats\": [");
@@ -200,22 +221,26 @@ vt_status vt_trace_json(const vt_trace *t, char **out, size_t *len) {
             put(&b, "], \"ops\": [");
             for (int k = 0; k < e->nops; k++) {
                 const vt_trace_operand *o = &e->op[k];
-                if (!o->region) put(&b, "%snull", k ? ", " : "");
+                if (!o->region)
+                    put(&b, "%snull", k ? ", " : "");
                 else
-                    put(&b, "%s[\"%s\", %llu, %llu, \"%s\", \"%s\"]", k ? ", " : "", vt_region_name(o->region),
-                        (unsigned long long)o->offset, (unsigned long long)o->bytes, access_name(o->access),
-                        dtype_name(o->dtype));
+                    put(&b, "%s[\"%s\", %llu, %llu, \"%s\", \"%s\"]", k ? ", " : "",
+                        vt_region_name(o->region), (unsigned long long)o->offset,
+                        (unsigned long long)o->bytes, access_name(o->access), dtype_name(o->dtype));
             }
             put(&b, "]");
         } else if (e->kind == VT_TR_ALLOC) {
-            put(&b, "\"alloc\": \"%s\", \"offset\": %llu, \"bytes\": %llu, \"phase\": \"%s\", \"chain\": %d, \"block\": %d",
-                e->name, (unsigned long long)e->offset, (unsigned long long)e->bytes, vt_phase_name(e->phase), e->chain,
-                e->block);
+            put(&b,
+                "\"alloc\": \"%s\", \"offset\": %llu, \"bytes\": %llu, \"phase\": \"%s\", \"chain\": %d, "
+                "\"block\": %d",
+                e->name, (unsigned long long)e->offset, (unsigned long long)e->bytes, vt_phase_name(e->phase),
+                e->chain, e->block);
         } else if (e->kind == VT_TR_RESET) {
-            put(&b, "\"reset\": %llu, \"phase\": \"%s\"", (unsigned long long)e->offset, vt_phase_name(e->phase));
+            put(&b, "\"reset\": %llu, \"phase\": \"%s\"", (unsigned long long)e->offset,
+                vt_phase_name(e->phase));
         } else {
-            put(&b, "\"release\": %llu, \"phase\": \"%s\", \"chain\": %d, \"block\": %d", (unsigned long long)e->bytes,
-                vt_phase_name(e->phase), e->chain, e->block);
+            put(&b, "\"release\": %llu, \"phase\": \"%s\", \"chain\": %d, \"block\": %d",
+                (unsigned long long)e->bytes, vt_phase_name(e->phase), e->chain, e->block);
         }
         put(&b, "}%s\n", i + 1 < t->n ? "," : "");
     }
@@ -239,7 +264,10 @@ static const char *field_of(const char *name, const char *tag) {
     const char *dot = strchr(s, '.');
     if (!dot) return s;
     s = dot + 1; /* after blocks / slot / scratch */
-    if (*s >= '0' && *s <= '9') { dot = strchr(s, '.'); s = dot ? dot + 1 : s; }
+    if (*s >= '0' && *s <= '9') {
+        dot = strchr(s, '.');
+        s = dot ? dot + 1 : s;
+    }
     return s;
 }
 
@@ -251,15 +279,18 @@ static void add_name(char *list, size_t cap, const char *name) {
 }
 
 static void fmt_bytes(char *buf, size_t len, double b) {
-    if (b >= 1048576.0) snprintf(buf, len, "%.2f MiB", b / 1048576.0);
-    else if (b >= 1024.0) snprintf(buf, len, "%.1f KiB", b / 1024.0);
-    else snprintf(buf, len, "%.0f B", b);
+    if (b >= 1048576.0)
+        snprintf(buf, len, "%.2f MiB", b / 1048576.0);
+    else if (b >= 1024.0)
+        snprintf(buf, len, "%.1f KiB", b / 1024.0);
+    else
+        snprintf(buf, len, "%.0f B", b);
 }
 
 vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len) {
     if (!t || !out) return vt_fail(VT_ERR_ARG, "vt_trace_summary: NULL argument");
     int nk = vt_kernel_count();
-    double *kflops = calloc((size_t)nk, sizeof *kflops), phase_flops[4] = {0};
+    double *kflops = calloc((size_t)nk, sizeof *kflops), phase_flops[4] = { 0 };
     long *kcalls = calloc((size_t)nk, sizeof *kcalls);
     live_buf *live = malloc(((size_t)t->n + 1) * sizeof *live);
     /* per chain and block: stored bytes and names, re-computed names and FLOPs, released bytes */
@@ -280,7 +311,7 @@ vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len) {
         int cb = e->chain >= 0 && e->chain < VT_CHAINS && e->block >= 0 && e->block < VT_MAX_DEPTH;
         blockinfo *B = cb ? &bi[e->chain * VT_MAX_DEPTH + e->block] : NULL;
         if (e->kind == VT_TR_ALLOC) {
-            live[nlive++] = (live_buf){e->offset, e->bytes, e->name};
+            live[nlive++] = (live_buf){ e->offset, e->bytes, e->name };
             if (e->offset + e->bytes > peak) peak = e->offset + e->bytes;
             /* what a block keeps for its backward: its named buffers allocated in the forward */
             for (int k = 0; k < t->nchains; k++) {
@@ -288,7 +319,8 @@ vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len) {
                 int blk = -1, used = 0;
                 snprintf(pfx, sizeof pfx, "%s.blocks.", t->chain_name[k]);
                 if (e->phase == VT_PHASE_FORWARD && !strncmp(e->name, pfx, strlen(pfx)) &&
-                    sscanf(e->name + strlen(pfx), "%d.%n", &blk, &used) == 1 && used && blk >= 0 && blk < VT_MAX_DEPTH) {
+                    sscanf(e->name + strlen(pfx), "%d.%n", &blk, &used) == 1 && used && blk >= 0 &&
+                    blk < VT_MAX_DEPTH) {
                     blockinfo *S = &bi[k * VT_MAX_DEPTH + blk];
                     S->stored_bytes += e->bytes;
                     add_name(S->stored, sizeof S->stored, e->name + strlen(pfx) + used);
@@ -311,22 +343,27 @@ vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len) {
                     for (int j = nlive - 1; j >= 0; j--)
                         if (o->offset >= live[j].off && o->offset < live[j].off + live[j].bytes) {
                             const char *f = field_of(live[j].name, t->chain_name[e->chain]);
-                            if (!strstr(f, "scratch")) add_name(B->recomputed, sizeof B->recomputed, f); /* not kernel scratch */
+                            if (!strstr(f, "scratch"))
+                                add_name(B->recomputed, sizeof B->recomputed, f); /* not kernel scratch */
                             break;
                         }
                 }
             }
         }
     }
-    sbuf b = {0};
+    sbuf b = { 0 };
     double total = phase_flops[0] + phase_flops[1] + phase_flops[2] + phase_flops[3];
     char pk[32], pl[32];
     fmt_bytes(pk, sizeof pk, (double)peak);
     fmt_bytes(pl, sizeof pl, (double)t->arena_planned);
     put(&b, "%s\n", t->what);
-    put(&b, "  %d kernel calls, %.3f GFLOP: forward %.3f, re-computed %.3f (%.1f%% of the forward), backward %.3f, "
-            "optimizer %.3f\n", ncalls, total / 1e9, phase_flops[0] / 1e9, phase_flops[1] / 1e9,
-        phase_flops[0] > 0 ? 100.0 * phase_flops[1] / phase_flops[0] : 0.0, phase_flops[2] / 1e9, phase_flops[3] / 1e9);
+    put(&b,
+        "  %d kernel calls, %.3f GFLOP: forward %.3f, re-computed %.3f (%.1f%% of the forward), backward "
+        "%.3f, "
+        "optimizer %.3f\n",
+        ncalls, total / 1e9, phase_flops[0] / 1e9, phase_flops[1] / 1e9,
+        phase_flops[0] > 0 ? 100.0 * phase_flops[1] / phase_flops[0] : 0.0, phase_flops[2] / 1e9,
+        phase_flops[3] / 1e9);
     put(&b, "  activation arena: peak %s (%llu bytes), planned %s\n\n", pk, (unsigned long long)peak, pl);
     put(&b, "  %-24s %7s %12s %7s\n", "kernel", "calls", "MFLOP", "share");
     for (int k = 0; k < nk; k++)
@@ -335,8 +372,8 @@ vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len) {
                 total > 0 ? 100.0 * kflops[k] / total : 0.0);
     for (int k = 0; k < t->nchains; k++) {
         put(&b, "\n  chain %s: %d blocks, segment %d\n", t->chain_name[k], t->depth[k], t->lay[k].seg);
-        put(&b, "  %5s %-9s %11s  %-40s %10s  %s\n", "block", "layout", "kept", "kept for the backward", "re-MFLOP",
-            "re-computed in the backward");
+        put(&b, "  %5s %-9s %11s  %-40s %10s  %s\n", "block", "layout", "kept", "kept for the backward",
+            "re-MFLOP", "re-computed in the backward");
         for (int i = 0; i < t->depth[k]; i++) {
             const blockinfo *B = &bi[k * VT_MAX_DEPTH + i];
             char kb[32];

@@ -30,19 +30,22 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
     e->N = e->G * e->G;
     e->P = (c->class_token ? 1 : 0) + c->reg_tokens;
     e->T_full = e->N + e->P;
-    e->use_fc_norm = c->global_pool == VT_POOL_AVG || c->global_pool == VT_POOL_MAX || c->global_pool == VT_POOL_AVGMAX;
+    e->use_fc_norm =
+        c->global_pool == VT_POOL_AVG || c->global_pool == VT_POOL_MAX || c->global_pool == VT_POOL_AVGMAX;
     if (c->class_token) rc |= vt_param_add(m, &e->cls, pfx, "cls_token", 3, 1, 1, D, 0, 1);
     if (c->reg_tokens) rc |= vt_param_add(m, &e->reg, pfx, "reg_token", 3, 1, c->reg_tokens, D, 0, 1);
     if (c->pos_embed)
-        rc |= vt_param_add(m, &e->pos, pfx, "pos_embed", 3, 1, c->no_embed_class ? e->N : e->T_full, D, 0, pos_trainable);
-    rc |= vt_param_add(m, &e->pe_w, pfx, "patch_embed.proj.weight", 4, D, c->in_chans, c->patch_size, c->patch_size, 1);
+        rc |= vt_param_add(m, &e->pos, pfx, "pos_embed", 3, 1, c->no_embed_class ? e->N : e->T_full, D, 0,
+                           pos_trainable);
+    rc |= vt_param_add(m, &e->pe_w, pfx, "patch_embed.proj.weight", 4, D, c->in_chans, c->patch_size,
+                       c->patch_size, 1);
     rc |= vt_param_add(m, &e->pe_b, pfx, "patch_embed.proj.bias", 1, D, 0, 0, 0, 1);
     if (rc) return rc < 0 ? rc : VT_ERR_ARG;
     char bp[VT_NAME_MAX];
     snprintf(bp, sizeof bp, "%sblocks.", pfx);
     int F = (int)vt_mlp_hidden(D, c->mlp_ratio); /* >= 1: validated */
-    rc = vt_chain_build(m, &e->chain, bp, c->depth, D, c->num_heads, F, 1, c->qkv_bias, 1,
-                        c->qk_norm, c->init_values > 0, 1e-6f, 1, 0, "enc");
+    rc = vt_chain_build(m, &e->chain, bp, c->depth, D, c->num_heads, F, 1, c->qkv_bias, 1, c->qk_norm,
+                        c->init_values > 0, 1e-6f, 1, 0, "enc");
     if (rc) return rc;
     if (!e->use_fc_norm) {
         rc |= vt_param_add(m, &e->norm_w, pfx, "norm.weight", 1, D, 0, 0, 0, 1);
@@ -66,7 +69,9 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
  * then all B*N rows in one call, and an image-sized buffer of patches. */
 #define VT_PATCH_CHUNK 32
 
-static int chunk_rows(const vt_model *m, int BN) { return m->whole_rows || BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK; }
+static int chunk_rows(const vt_model *m, int BN) {
+    return m->whole_rows || BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK;
+}
 
 /* x0 [B,T,D] (allocated by the caller) = the chain input. */
 vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0) {
@@ -89,18 +94,18 @@ vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, fl
     /* [cls, regs, patch tokens] per image */
     if (c->class_token) vt_k_copy2d(m, seq, vt_P(m, e->cls), B, D, (int64_t)L * D, 0);
     if (c->reg_tokens)
-        vt_k_copy2d(m, seq + (size_t)(c->class_token ? 1 : 0) * D, vt_P(m, e->reg), B, (int64_t)c->reg_tokens * D,
-                    (int64_t)L * D, 0);
+        vt_k_copy2d(m, seq + (size_t)(c->class_token ? 1 : 0) * D, vt_P(m, e->reg), B,
+                    (int64_t)c->reg_tokens * D, (int64_t)L * D, 0);
     vt_k_copy2d(m, seq + (size_t)P * D, tok, B, (int64_t)N * D, (int64_t)L * D, (int64_t)N * D);
     /* masking before the positional embedding: masked slots become the mask token. lightly
      * blends (1-m)*x + m*token, which equals this select for finite x. */
     if (!causal && (in->idx_mask || in->mask))
-        vt_k_mask_select(m, seq, vt_P(m, m->enc.mask_token), in->idx_mask, in->idx_mask ? NULL : in->mask, B, L, D,
-                         in->n_mask);
+        vt_k_mask_select(m, seq, vt_P(m, m->enc.mask_token), in->idx_mask, in->idx_mask ? NULL : in->mask, B,
+                         L, D, in->n_mask);
     if (e->pos >= 0) { /* no_embed_class: prefix tokens get no position */
         int r0 = c->no_embed_class ? P : 0;
-        vt_k_add_rows(m, seq + (size_t)r0 * D, seq + (size_t)r0 * D, vt_P(m, e->pos), B, (int64_t)(L - r0) * D,
-                      (int64_t)L * D);
+        vt_k_add_rows(m, seq + (size_t)r0 * D, seq + (size_t)r0 * D, vt_P(m, e->pos), B,
+                      (int64_t)(L - r0) * D, (int64_t)L * D);
     }
     if (in->idx_keep) /* gather after the positional embedding */
         vt_k_gather_rows(m, x0, seq, in->idx_keep, B, L, in->n_keep, D);
@@ -139,8 +144,8 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
     int BN = B * N, CH = chunk_rows(m, BN);
     if (dmt) vt_k_mask_token_backward(m, dmt, dseq, midx, mmask, B, L, D, in->n_mask);
     if (dcls || dreg)
-        vt_k_prefix_tokens_backward(m, dcls, dreg, dseq, midx, mmask, B, L, D, in->n_mask, c->class_token ? 1 : 0,
-                                    c->reg_tokens);
+        vt_k_prefix_tokens_backward(m, dcls, dreg, dseq, midx, mmask, B, L, D, in->n_mask,
+                                    c->class_token ? 1 : 0, c->reg_tokens);
     if (dw || db || dimages) {
         float *dtok = vt_arena_alloc(ar, (size_t)BN * D, "enc.pre_grad.tokens");
         float *patches = vt_arena_alloc(ar, (size_t)CH * Kp, "enc.pre_grad.patches");
@@ -151,7 +156,8 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
             int n = BN - m0 < CH ? BN - m0 : CH;
             if (dw) vt_k_im2col(m, patches, in->images, m0, n, c->in_chans, c->img_size, p, e->G);
             if (dpatches) vt_k_fill(m, dpatches, (int64_t)n * Kp, 0.0f);
-            vt_k_matmul_backward(m, dpatches, dw, db, dtok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), n, Kp, D);
+            vt_k_matmul_backward(m, dpatches, dw, db, dtok + (size_t)m0 * D, patches, vt_P(m, e->pe_w), n, Kp,
+                                 D);
             if (dimages) vt_k_col2im_add(m, dimages, dpatches, m0, n, c->in_chans, c->img_size, p, e->G);
         }
     }
@@ -199,13 +205,18 @@ static void plan_pre(const vt_model *m, const vt_inputs *in, uint64_t *fwd, uint
 
 /* lightly's forward: y [B,D] = x[:, P:].mean(dim=1) for "avg", x[:, 0] otherwise (token, and
  * lightly's max / avgmax, which pool the class token too) */
-static int lightly_pool(const vt_model *m) { return m->cfg.enc.global_pool == VT_POOL_AVG ? VT_POOLK_AVG : VT_POOLK_TOKEN; }
+static int lightly_pool(const vt_model *m) {
+    return m->cfg.enc.global_pool == VT_POOL_AVG ? VT_POOLK_AVG : VT_POOLK_TOKEN;
+}
 
 /* ---- timm forward_head: pool -> fc_norm -> head ---------------------------------------------------- */
 
 /* the pooling kernels' kinds (ops.h) of timm's global_pool (none has no kernel) */
 static int pool_kernel(vt_pool pk) {
-    return pk == VT_POOL_AVG ? VT_POOLK_AVG : pk == VT_POOL_MAX ? VT_POOLK_MAX : pk == VT_POOL_AVGMAX ? VT_POOLK_AVGMAX : VT_POOLK_TOKEN;
+    return pk == VT_POOL_AVG      ? VT_POOLK_AVG
+           : pk == VT_POOL_MAX    ? VT_POOLK_MAX
+           : pk == VT_POOL_AVGMAX ? VT_POOLK_AVGMAX
+                                  : VT_POOLK_TOKEN;
 }
 
 void vt_head_steps(const vt_model *m, int B, int T, int need_grad, vt_step fwd[VT_HEAD_FWD_ROWS],
@@ -231,7 +242,11 @@ vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, in
     vt_pool pk = m->cfg.enc.global_pool;
     int D = e->chain.D, P = e->P, C = m->cfg.enc.num_classes > 0 ? m->cfg.enc.num_classes : 0;
     memset(h, 0, sizeof *h);
-    h->B = B; h->T = T; h->D = D; h->C = C; h->x = x;
+    h->B = B;
+    h->T = T;
+    h->D = D;
+    h->C = C;
+    h->x = x;
     h->rows = pk == VT_POOL_NONE ? B * T : B;
     if (pk != VT_POOL_NONE && pk != VT_POOL_TOKEN && T <= P)
         return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
@@ -247,8 +262,8 @@ vt_status vt_head_forward(vt_model *m, vt_head_run *h, const float *x, int B, in
     if (pk != VT_POOL_NONE) vt_k_pool_forward(m, h->pooled, x, B, T, D, P, pool_kernel(pk));
     const float *hin = h->pooled;
     if (e->use_fc_norm) {
-        vt_k_layernorm_forward(m, h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w), vt_P(m, e->fcn_b),
-                               h->rows, D, 1e-6f);
+        vt_k_layernorm_forward(m, h->normed, h->mean, h->rstd, h->pooled, vt_P(m, e->fcn_w),
+                               vt_P(m, e->fcn_b), h->rows, D, 1e-6f);
         hin = h->normed;
     }
     if (C) vt_k_matmul_forward(m, logits, hin, vt_P(m, e->head_w), vt_P(m, e->head_b), h->rows, D, C);
@@ -269,8 +284,8 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
     const float *hin = e->use_fc_norm ? h->normed : h->pooled;
     const float *dh = dy; /* d(head input) [rows, D] */
     if (C) {
-        vt_k_matmul_backward(m, scratch, vt_G(m, e->head_w, pg), vt_G(m, e->head_b, pg), dy, hin, vt_P(m, e->head_w),
-                             h->rows, D, C);
+        vt_k_matmul_backward(m, scratch, vt_G(m, e->head_w, pg), vt_G(m, e->head_b, pg), dy, hin,
+                             vt_P(m, e->head_w), h->rows, D, C);
         dh = scratch;
     }
     const float *dp = dh; /* d(pool output) [rows, D] */
@@ -280,8 +295,10 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
                                 vt_P(m, e->fcn_w), h->mean, h->rstd, h->rows, D);
         dp = dpool;
     }
-    if (pk == VT_POOL_NONE) vt_k_add2d(m, dx, dp, 1, (int64_t)B * T * D, 0, 0);
-    else vt_k_pool_backward(m, dx, dp, h->x, B, T, D, P, pool_kernel(pk), 0);
+    if (pk == VT_POOL_NONE)
+        vt_k_add2d(m, dx, dp, 1, (int64_t)B * T * D, 0, 0);
+    else
+        vt_k_pool_backward(m, dx, dp, h->x, B, T, D, P, pool_kernel(pk), 0);
     vt_arena_reset(ar, mark);
     return VT_OK;
 }
@@ -289,14 +306,21 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
 /* The encoder call's step table: the encoder's rows, then pooling or the normed intermediates;
  * the backward: d pooled features, then the encoder's backward rows. */
 enum {
-    CALL_ENC = 0, CALL_POOL = VT_ENC_FWD_ROWS, CALL_HEAD, CALL_INTER = CALL_HEAD + VT_HEAD_FWD_ROWS,
-    CALL_INTER_STATS, CALL_DFIN, CALL_HEAD_BWD, CALL_ENC_BWD = CALL_HEAD_BWD + VT_HEAD_BWD_ROWS,
+    CALL_ENC = 0,
+    CALL_POOL = VT_ENC_FWD_ROWS,
+    CALL_HEAD,
+    CALL_INTER = CALL_HEAD + VT_HEAD_FWD_ROWS,
+    CALL_INTER_STATS,
+    CALL_DFIN,
+    CALL_HEAD_BWD,
+    CALL_ENC_BWD = CALL_HEAD_BWD + VT_HEAD_BWD_ROWS,
     CALL_ROWS = CALL_ENC_BWD + VT_ENC_BWD_ROWS
 };
 
 static void call_steps(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                        const vt_chain_layout *lay, vt_step st[CALL_ROWS]) {
-    uint64_t B = in->batch, D = m->enc.chain.D, T = in->idx_keep ? (uint64_t)in->n_keep : (uint64_t)m->enc.T_full;
+    uint64_t B = in->batch, D = m->enc.chain.D,
+             T = in->idx_keep ? (uint64_t)in->n_keep : (uint64_t)m->enc.T_full;
     int pool = fn == VT_FN_FORWARD && has_pool(m), inter_norm = fn == VT_FN_INTERMEDIATES_NORM && has_norm(m);
     int timm = fn == VT_FN_TIMM_FORWARD;
     vt_encoder_steps(m, in, (int)T, need_grad, vt_fn_is_inter(fn), lay, st + CALL_ENC, st + CALL_ENC_BWD);
@@ -334,7 +358,9 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
     if (rc) return rc;
     const vt_chain_run *r = &m->last.enc_run;
     m->last.out_ndim = 3;
-    m->last.out_shape[0] = B; m->last.out_shape[1] = T; m->last.out_shape[2] = D;
+    m->last.out_shape[0] = B;
+    m->last.out_shape[1] = T;
+    m->last.out_shape[2] = D;
     if (fn == VT_FN_FORWARD && has_pool(m)) {
         float *pooled = vt_arena_alloc(ar, st[CALL_POOL].n, "enc.pooled");
         if (!pooled) return vt_arena_overflow(ar);
@@ -357,11 +383,14 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
             m->last.inter[i] = r->xs[i + 1];
             if (fn == VT_FN_INTERMEDIATES_NORM && has_norm(m)) {
                 m->last.inter[i] = vt_arena_alloc(ar, st[CALL_INTER].n, "enc.intermediates.%d", i);
-                m->last.inter_m[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n, "enc.intermediates.%d.mean", i);
-                m->last.inter_r[i] = vt_arena_alloc(ar, st[CALL_INTER_STATS].n, "enc.intermediates.%d.rstd", i);
+                m->last.inter_m[i] =
+                    vt_arena_alloc(ar, st[CALL_INTER_STATS].n, "enc.intermediates.%d.mean", i);
+                m->last.inter_r[i] =
+                    vt_arena_alloc(ar, st[CALL_INTER_STATS].n, "enc.intermediates.%d.rstd", i);
                 if (ar->overflow) return vt_arena_overflow(ar);
-                vt_k_layernorm_forward(m, m->last.inter[i], m->last.inter_m[i], m->last.inter_r[i], r->xs[i + 1],
-                                       vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D, 1e-6f);
+                vt_k_layernorm_forward(m, m->last.inter[i], m->last.inter_m[i], m->last.inter_r[i],
+                                       r->xs[i + 1], vt_P(m, m->enc.norm_w), vt_P(m, m->enc.norm_b), B * T, D,
+                                       1e-6f);
             }
         }
     return VT_OK;
@@ -369,8 +398,8 @@ vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, in
 
 /* d features (the encoder's output, after its final norm; NULL = zero) -> encoder parameters and
  * images. inject (may be NULL) adds the gradients of intermediates during the chain backward. */
-vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx,
-                              float *dimages, int pg) {
+vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx, float *dimages,
+                              int pg) {
     vt_chain_run *r = &m->last.enc_run;
     size_t M = (size_t)r->B * r->T;
     int D = r->c->D;
@@ -379,7 +408,8 @@ vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inje
     if (dfeat) {
         if (has_norm(m))
             vt_k_layernorm_backward(m, dres, vt_G(m, m->enc.norm_w, pg), vt_G(m, m->enc.norm_b, pg), dfeat,
-                                    r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->last.fin_m, m->last.fin_r, M, D);
+                                    r->xs[r->c->depth], vt_P(m, m->enc.norm_w), m->last.fin_m, m->last.fin_r,
+                                    M, D);
         else
             vt_k_add2d(m, dres, dfeat, 1, (int64_t)(M * D), 0, 0);
     }
@@ -402,13 +432,14 @@ static void inject_intermediates(vt_model *m, void *vctx, int i, float *dres) {
     int M = r->B * r->T, D = r->c->D;
     if (m->last.fn == VT_FN_INTERMEDIATES_NORM && has_norm(m))
         vt_k_layernorm_backward(m, dres, vt_G(m, m->enc.norm_w, ctx->pg), vt_G(m, m->enc.norm_b, ctx->pg), dI,
-                                r->xs[i + 1], vt_P(m, m->enc.norm_w), m->last.inter_m[i], m->last.inter_r[i], M, D);
+                                r->xs[i + 1], vt_P(m, m->enc.norm_w), m->last.inter_m[i], m->last.inter_r[i],
+                                M, D);
     else
         vt_k_add2d(m, dres, dI, 1, (int64_t)M * D, 0, 0);
 }
 
-vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts,
-                                   float *dimages, int pg) {
+vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
+                                   int pg) {
     const vt_chain_run *r = &m->last.enc_run;
     vt_arena *ar = &m->arena;
     int B = r->B, T = r->T, D = r->c->D;
@@ -419,8 +450,10 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
     if (m->last.fn == VT_FN_FORWARD && has_pool(m)) {
         float *dfin = vt_zalloc(m, st[CALL_DFIN].n, "enc.grad.pooled");
         if (!dfin) return vt_arena_overflow(ar);
-        if (dout) vt_k_pool_backward(m, dfin, dout, m->last.fin_ln ? m->last.fin_ln : r->xs[r->c->depth], B, T, D, m->enc.P,
-                                      lightly_pool(m), 1); /* (x: what was pooled; unread by token / avg) */
+        if (dout)
+            vt_k_pool_backward(m, dfin, dout, m->last.fin_ln ? m->last.fin_ln : r->xs[r->c->depth], B, T, D,
+                               m->enc.P, lightly_pool(m),
+                               1); /* (x: what was pooled; unread by token / avg) */
         dout = dout ? dfin : NULL;
     }
     if (m->last.fn == VT_FN_TIMM_FORWARD) {
@@ -432,9 +465,9 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
         }
         dout = dout ? dfin : NULL;
     }
-    inject_ctx ctx = {douts, n_douts, pg};
-    vt_status rc = vt_encoder_backward(m, dout, vt_fn_is_inter(m->last.fn) ? inject_intermediates : NULL, &ctx,
-                                       dimages, pg);
+    inject_ctx ctx = { douts, n_douts, pg };
+    vt_status rc = vt_encoder_backward(m, dout, vt_fn_is_inter(m->last.fn) ? inject_intermediates : NULL,
+                                       &ctx, dimages, pg);
     vt_arena_reset(ar, mark);
     return rc;
 }
@@ -479,26 +512,31 @@ static vt_status enc_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
                                    "encode / forward do)");
     vt_pool gp = m->cfg.enc.global_pool;
     if (fn == VT_FN_TIMM_FORWARD && gp != VT_POOL_TOKEN && gp != VT_POOL_NONE && m->enc.T_full <= m->enc.P)
-        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens", vt_pool_name(gp),
+        return vt_fail(VT_ERR_ARG, "%s pooling needs at least one token after the %d prefix tokens",
+                       vt_pool_name(gp), m->enc.P);
+    if (fn == VT_FN_FORWARD && gp == VT_POOL_AVG && (in->idx_keep ? in->n_keep : m->enc.T_full) <= m->enc.P)
+        return vt_fail(VT_ERR_ARG, "avg pooling needs at least one token after the %d prefix tokens",
                        m->enc.P);
-    if (fn == VT_FN_FORWARD && gp == VT_POOL_AVG &&
-        (in->idx_keep ? in->n_keep : m->enc.T_full) <= m->enc.P)
-        return vt_fail(VT_ERR_ARG, "avg pooling needs at least one token after the %d prefix tokens", m->enc.P);
     return VT_OK;
 }
 
-void vt_encoder_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS], int T[VT_CHAINS]) {
+void vt_encoder_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS],
+                       int T[VT_CHAINS]) {
     c[0] = &m->enc.chain;
     T[0] = in->idx_keep ? in->n_keep : m->enc.T_full;
 }
 
-static uint64_t enc_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static uint64_t enc_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                         const vt_chain_layout *lays) {
     return vt_encoder_call_plan(m, fn, in, need_grad, &lays[0]);
 }
 
-static vt_status enc_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, const vt_chain_layout *lays) {
+static vt_status enc_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
+                             const vt_chain_layout *lays) {
     return vt_encoder_call_forward(m, fn, in, need_grad, &lays[0]);
 }
 
-const vt_objective vt_objective_encoder = {"encoder calls", 0, enc_build, enc_check, vt_encoder_chains, enc_plan,
-                                           enc_forward, vt_encoder_call_backward, NULL};
+const vt_objective vt_objective_encoder = {
+    "encoder calls",          0,   enc_build, enc_check, vt_encoder_chains, enc_plan, enc_forward,
+    vt_encoder_call_backward, NULL
+};

@@ -16,11 +16,10 @@ static inline int vt_causal_kind(const vt_model *m) {
 /* vit.c: the encoder */
 vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable);
 vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, float *x0);
-vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad,
-                            const vt_chain_layout *lay, int T, float *x0, int causal, int keep_all,
-                            float **feat);
-vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx,
-                              float *dimages, int pg);
+vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
+                            int T, float *x0, int causal, int keep_all, float **feat);
+vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx, float *dimages,
+                              int pg);
 vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
                                   float *dimages, int pg);
 /* The encoder's rows of a call's step table (model.h): x0 (the caller allocates it), the
@@ -28,8 +27,7 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
 enum { VT_ENC_X0, VT_ENC_PRE, VT_ENC_KEPT, VT_ENC_FWD, VT_ENC_NORM, VT_ENC_NORM_STATS, VT_ENC_FWD_ROWS };
 enum { VT_ENC_DRES, VT_ENC_BWD, VT_ENC_PRE_BWD, VT_ENC_BWD_ROWS };
 void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, int keep_all,
-                      const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS],
-                      vt_step bwd[VT_ENC_BWD_ROWS]);
+                      const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS], vt_step bwd[VT_ENC_BWD_ROWS]);
 /* timm forward_head (reference-models.md 1.4) on features x [B,T,D] (the encoder's output,
  * after its final norm, which is Identity when fc_norm is used):
  *   pool: 'token' x[:,0]; 'avg' / 'max' / 'avgmax' (= (max + avg) / 2) over tokens P..T-1;
@@ -49,8 +47,8 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, f
 /* the encoder calls (encode, forward, forward_intermediates) and their plan in floats */
 vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                                   const vt_chain_layout *lay);
-vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts,
-                                   float *dimages, int pg);
+vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
+                                   int pg);
 uint64_t vt_encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                               const vt_chain_layout *lay);
 

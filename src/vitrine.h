@@ -21,11 +21,18 @@ extern "C" {
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
-#define VT_MAX_TOKENS 4096   /* tokens of a sequence (patches + prefix tokens) a config may have */
+#define VT_MAX_TOKENS 4096 /* tokens of a sequence (patches + prefix tokens) a config may have */
 
 /* timm's global_pool: '' (none: every token), 'token' (the class token), 'avg', 'max', 'avgmax'
  * (= (max + avg) / 2) over the patch tokens; 'map' (attention pooling) is read and refused. */
-typedef enum { VT_POOL_NONE = 0, VT_POOL_TOKEN, VT_POOL_AVG, VT_POOL_MAX, VT_POOL_AVGMAX, VT_POOL_MAP } vt_pool;
+typedef enum {
+    VT_POOL_NONE = 0,
+    VT_POOL_TOKEN,
+    VT_POOL_AVG,
+    VT_POOL_MAX,
+    VT_POOL_AVGMAX,
+    VT_POOL_MAP
+} vt_pool;
 const char *vt_pool_name(vt_pool p); /* its name in JSON and in timm */
 vt_status vt_pool_from_name(const char *name, vt_pool *out);
 
@@ -34,25 +41,25 @@ vt_status vt_pool_from_name(const char *name, vt_pool *out);
  * and JSON writers come from one list (config.c). */
 typedef struct {
     int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
-    double mlp_ratio;     /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
-    int qkv_bias;         /* bias of the fused qkv Linear */
-    int qk_norm;          /* LayerNorm over head_dim on q and k */
-    int class_token;      /* prepend a [CLS] token */
-    int reg_tokens;       /* number of register tokens after [CLS] */
-    int no_embed_class;   /* pos_embed covers patches only, prefix tokens get none */
-    int pos_embed;        /* 1: learned pos_embed parameter ('learn'); 0: none */
-    float init_values;    /* LayerScale ls1/ls2 when > 0 */
-    vt_pool global_pool;  /* timm's global_pool ('', token, avg, max, avgmax; JSON: the names) */
-    int mask_token;       /* lightly MaskedVisionTransformerTIMM's mask_token [1,1,D] */
-    int num_classes;      /* timm classifier head.* (kept for load/save; lightly never applies it) */
+    double mlp_ratio;    /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
+    int qkv_bias;        /* bias of the fused qkv Linear */
+    int qk_norm;         /* LayerNorm over head_dim on q and k */
+    int class_token;     /* prepend a [CLS] token */
+    int reg_tokens;      /* number of register tokens after [CLS] */
+    int no_embed_class;  /* pos_embed covers patches only, prefix tokens get none */
+    int pos_embed;       /* 1: learned pos_embed parameter ('learn'); 0: none */
+    float init_values;   /* LayerScale ls1/ls2 when > 0 */
+    vt_pool global_pool; /* timm's global_pool ('', token, avg, max, avgmax; JSON: the names) */
+    int mask_token;      /* lightly MaskedVisionTransformerTIMM's mask_token [1,1,D] */
+    int num_classes;     /* timm classifier head.* (kept for load/save; lightly never applies it) */
 } vt_vit_config;
 
 typedef enum {
-    VT_KIND_TIMM = 0,  /* timm VisionTransformer: timm keys */
-    VT_KIND_LIGHTLY,   /* lightly MaskedVisionTransformerTIMM: mask_token + vit.<timm keys> */
-    VT_KIND_CAUSAL,    /* lightly MaskedCausalVisionTransformer: timm keys, AIM prefix-causal mask */
-    VT_KIND_MAE,       /* lightly MAE example: backbone, decoder_embed, decoder, prediction_head */
-    VT_KIND_AIM        /* lightly AIM example: backbone (causal), projection_head */
+    VT_KIND_TIMM = 0, /* timm VisionTransformer: timm keys */
+    VT_KIND_LIGHTLY,  /* lightly MaskedVisionTransformerTIMM: mask_token + vit.<timm keys> */
+    VT_KIND_CAUSAL,   /* lightly MaskedCausalVisionTransformer: timm keys, AIM prefix-causal mask */
+    VT_KIND_MAE,      /* lightly MAE example: backbone, decoder_embed, decoder, prediction_head */
+    VT_KIND_AIM       /* lightly AIM example: backbone (causal), projection_head */
 } vt_kind;
 
 typedef struct {
@@ -126,7 +133,7 @@ int vt_param_ndim(const vt_model *m, int i);
 const int64_t *vt_param_shape(const vt_model *m, int i);
 size_t vt_param_numel(const vt_model *m, int i);
 float *vt_param_data(vt_model *m, int i);
-float *vt_param_grad(vt_model *m, int i); /* NULL for a frozen parameter */
+float *vt_param_grad(vt_model *m, int i);               /* NULL for a frozen parameter */
 int vt_param_find(const vt_model *m, const char *name); /* index or -1 */
 size_t vt_param_total(const vt_model *m);               /* floats in the parameter buffer */
 size_t vt_grad_total(const vt_model *m);                /* floats in the gradient buffer */
@@ -162,7 +169,12 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
  * learned (timm's): it becomes trainable (rep->pos_embed). A pos_embed of another grid and a
  * patch_embed of another patch size are resampled as timm resamples them on load (bicubic with
  * antialias; the FlexiViT pseudo-inverse), and noted. Call before vt_trainer_init. */
-enum { VT_INIT_POS_NONE = 0, VT_INIT_POS_SINCOS_FROZEN, VT_INIT_POS_TRAINABLE, VT_INIT_POS_LEARNED_NOW_TRAINABLE };
+enum {
+    VT_INIT_POS_NONE = 0,
+    VT_INIT_POS_SINCOS_FROZEN,
+    VT_INIT_POS_TRAINABLE,
+    VT_INIT_POS_LEARNED_NOW_TRAINABLE
+};
 typedef struct {
     char source[64];      /* the layout recognised */
     char file_prefix[64]; /* the ViT's key prefix in the file ("", "vit.", "backbone.vit.", ...) */
@@ -199,13 +211,15 @@ typedef enum {
 typedef struct {
     const float *images; /* [B, C, H, W] */
     int batch;
-    const int64_t *idx_mask; int n_mask; /* [B, n_mask], indices over the full sequence */
-    const int64_t *idx_keep; int n_keep; /* [B, n_keep] */
+    const int64_t *idx_mask;
+    int n_mask; /* [B, n_mask], indices over the full sequence */
+    const int64_t *idx_keep;
+    int n_keep; /* [B, n_keep] */
     /* lightly/timm encoders: bool [B, L] mask (True = replace by mask token).
      * causal / AIM: bool [B, L] prefix mask (True = causal part). L is the whole sequence,
      * prefix tokens included, in both cases (what harness/parity.c passes, what vit.c reads). */
     const uint8_t *mask;
-    int is_causal;       /* causal / AIM: apply the causal part of `mask` (lightly default 1) */
+    int is_causal; /* causal / AIM: apply the causal part of `mask` (lightly default 1) */
     /* VT_FN_LOSS of a classifier (VT_KIND_TIMM with num_classes > 0): labels [B] in 0..C-1 and
      * timm's label smoothing s in [0, 1) (LabelSmoothingCrossEntropy; 0 = cross-entropy) */
     const int32_t *labels;
@@ -224,8 +238,7 @@ float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
  * (NULL = zero, and douts NULL = all zero; for VT_FN_LOSS: d loss = 1). Parameter gradients are
  * accumulated (+=) when param_grads != 0, left untouched otherwise; dimages (may be NULL) is
  * accumulated too. */
-vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
-                      int param_grads);
+vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages, int param_grads);
 
 /* ---- gradient checkpointing and memory ---------------------------------------------------- */
 
@@ -241,7 +254,7 @@ const char *vt_policy_name(int i);
 /* A byte count as budget:BYTES reads it (300000000, 300MB, 256MiB, ...). */
 vt_status vt_parse_bytes(const char *text, uint64_t *bytes);
 
-typedef struct { /* 64-bit: a plan may exceed what a 32-bit (wasm) build can address */
+typedef struct {                       /* 64-bit: a plan may exceed what a 32-bit (wasm) build can address */
     uint64_t params, grads, optimizer; /* bytes */
     uint64_t activations;              /* bytes of the activation arena for the call */
     uint64_t total;
@@ -257,20 +270,20 @@ vt_status vt_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_gra
  * a field. */
 #define VT_POLICY_TEXT_MAX 48
 typedef struct {
-    vt_plan_bytes bytes;    /* the step under the policy asked for */
-    int policy_met;         /* 0 only for budget:B that no layout meets (bytes are then the
+    vt_plan_bytes bytes;            /* the step under the policy asked for */
+    int policy_met;                 /* 0 only for budget:B that no layout meets (bytes are then the
                              * smallest plan's, least_policy's) */
     int tokens_kept, tokens_masked; /* per image: MAE n_keep and L - n_keep; AIM L and 0 */
-    double recompute_flops; /* forward flops the policy re-computes during the backward */
+    double recompute_flops;         /* forward flops the policy re-computes during the backward */
     /* the search against `budget` (bytes of the whole plan; budget 0: no search, all zero) */
-    int fits;               /* policy_met and bytes.total <= budget */
+    int fits;                            /* policy_met and bytes.total <= budget */
     char fit_policy[VT_POLICY_TEXT_MAX]; /* the least re-computation whose plan fits ("" = none
                              * does): a named policy when one is as cheap, else budget:BYTES */
     vt_plan_bytes fit_bytes;
     double fit_recompute_flops;
     char least_policy[VT_POLICY_TEXT_MAX]; /* the named policy with the smallest plan */
     vt_plan_bytes least_bytes;
-    int max_batch;          /* the largest batch in 1..batch that fits under some policy (0: none) */
+    int max_batch; /* the largest batch in 1..batch that fits under some policy (0: none) */
 } vt_step_plan;
 /* Plans vt_train_step(m, images, batch) before anything is allocated, for an MAE or AIM model
  * (or vt_train_step_labels for a classifier: all tokens kept, none masked).
@@ -295,8 +308,7 @@ void vt_arena_get_stats(const vt_model *m, vt_arena_stats *out);
  * may be NULL. *backward_start: the event where the backward began (-1 if none). Returns the
  * number of events. */
 #define VT_TIMELINE_MAX 4096
-int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max,
-                           int *backward_start);
+int vt_activation_timeline(const vt_model *m, size_t *bytes, size_t *live, int max, int *backward_start);
 /* Frees the activation arena (it is re-allocated, and kept, at the next call that needs more). */
 void vt_release_activations(vt_model *m);
 
@@ -307,7 +319,9 @@ vt_status vt_sincos_table(float *out, int D, int G, int P);
 
 /* A seeded generator of our own (xoshiro128**): the same seed gives the same bits everywhere.
  * Its state is plain data, to be saved with a training checkpoint. */
-typedef struct { uint32_t s[4]; } vt_rng;
+typedef struct {
+    uint32_t s[4];
+} vt_rng;
 void vt_rng_seed(vt_rng *r, uint64_t seed);
 uint32_t vt_rng_u32(vt_rng *r);
 float vt_rng_uniform(vt_rng *r); /* [0, 1) */
@@ -329,7 +343,9 @@ vt_status vt_random_prefix_mask(vt_rng *r, int B, int N, int max_prefix_length, 
 
 /* AdamW (torch.optim.AdamW semantics) over the trainable parameters; no weight decay on norms,
  * biases, tokens and positional embeddings (lightly's parameter groups). */
-typedef struct { float lr, beta1, beta2, eps, weight_decay; } vt_adamw_config;
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+} vt_adamw_config;
 vt_status vt_optimizer_init(vt_model *m, const vt_adamw_config *cfg);
 vt_status vt_optimizer_step(vt_model *m, float lr); /* refuses non-finite gradients, changing nothing */
 vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
@@ -337,13 +353,13 @@ vt_status vt_clip_grad_norm(vt_model *m, float max_norm, double *norm_before);
 float vt_cosine_warmup(long step, double warmup_steps, double total_steps);
 /* One AdamW update of a flat tensor p[n] (gradient g, moments m, v; t = the 1-based step), the
  * loop vt_optimizer_step runs per parameter with its weight decay; for checking it alone. */
-int vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                     float b1, float b2, float eps, float wd);
+int vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr, float b1,
+                    float b2, float eps, float wd);
 
 /* ---- training (trainer.c) --------------------------------------------------------------------- */
 
 typedef struct {
-    float lr;                       /* peak learning rate */
+    float lr; /* peak learning rate */
     float beta1, beta2, eps, weight_decay;
     long warmup_steps, total_steps; /* lightly's cosine-warmup schedule; total 0 = constant lr */
     float clip_norm;                /* global gradient-norm clipping, 0 = off */
@@ -403,42 +419,44 @@ vt_status vt_loss_visualize(const vt_model *m, float *masked, float *recon);
  * middle of a step. The list replays through this engine's kernels bit for bit
  * (vt_trace_replay), at any step whose shapes and policy are the recorded ones. */
 typedef enum {
-    VT_REG_NONE = 0,                  /* an absent (NULL) operand */
-    VT_REG_PARAMS,                    /* the parameter buffer (vt_param_total floats) */
-    VT_REG_GRADS,                     /* the gradient buffer (vt_grad_total floats) */
-    VT_REG_ADAM_M, VT_REG_ADAM_V,     /* AdamW's moments, in the gradient layout */
-    VT_REG_ARENA,                     /* the activation arena (the call's planned bytes) */
-    VT_REG_IMAGES,                    /* input: images [B, C, H, W] f32 */
-    VT_REG_IDX_KEEP, VT_REG_IDX_MASK, /* input: [B, n] int64 */
-    VT_REG_MASK,                      /* input: [B, L] bytes */
-    VT_REG_LABELS,                    /* input: [B] int32 */
-    VT_REG_DOUTS,                     /* input: upstream gradients of the outputs, one after the other */
-    VT_REG_DIMAGES,                   /* output: d images [B, C, H, W] f32 (accumulated) */
-    VT_REG_SCALARS,                   /* vt_scalars */
+    VT_REG_NONE = 0, /* an absent (NULL) operand */
+    VT_REG_PARAMS,   /* the parameter buffer (vt_param_total floats) */
+    VT_REG_GRADS,    /* the gradient buffer (vt_grad_total floats) */
+    VT_REG_ADAM_M,
+    VT_REG_ADAM_V, /* AdamW's moments, in the gradient layout */
+    VT_REG_ARENA,  /* the activation arena (the call's planned bytes) */
+    VT_REG_IMAGES, /* input: images [B, C, H, W] f32 */
+    VT_REG_IDX_KEEP,
+    VT_REG_IDX_MASK, /* input: [B, n] int64 */
+    VT_REG_MASK,     /* input: [B, L] bytes */
+    VT_REG_LABELS,   /* input: [B] int32 */
+    VT_REG_DOUTS,    /* input: upstream gradients of the outputs, one after the other */
+    VT_REG_DIMAGES,  /* output: d images [B, C, H, W] f32 (accumulated) */
+    VT_REG_SCALARS,  /* vt_scalars */
     VT_REG_COUNT
 } vt_region;
 typedef enum { VT_ACC_R = 1, VT_ACC_W = 2, VT_ACC_RW = 3 } vt_access; /* W: every element written */
 typedef enum { VT_PHASE_FORWARD, VT_PHASE_RECOMPUTE, VT_PHASE_BACKWARD, VT_PHASE_OPTIMIZER } vt_phase;
 typedef enum {
-    VT_TR_CALL,    /* a kernel call */
-    VT_TR_ALLOC,   /* an arena buffer: name, offset, bytes (the arena's top is offset + bytes) */
-    VT_TR_RESET,   /* the arena's top goes back to offset (a scope ends) */
-    VT_TR_RELEASE  /* bytes the backward is done with (still allocated: for the timeline) */
+    VT_TR_CALL,   /* a kernel call */
+    VT_TR_ALLOC,  /* an arena buffer: name, offset, bytes (the arena's top is offset + bytes) */
+    VT_TR_RESET,  /* the arena's top goes back to offset (a scope ends) */
+    VT_TR_RELEASE /* bytes the backward is done with (still allocated: for the timeline) */
 } vt_trace_kind;
 
 /* The scalars region of a model, byte for byte: what a step reads and writes besides tensors. */
 typedef struct {
-    float loss;       /* out: the loss of a VT_FN_LOSS forward */
-    float dloss;      /* in: its upstream gradient (1 in a training step) */
-    float lr;         /* in: AdamW's learning rate of the step */
-    float step;       /* in: AdamW's 1-based step count t, as (float)t */
-    float nonfinite;  /* out: 1 when the loss or a gradient is NaN or infinite (AdamW skipped) */
+    float loss;             /* out: the loss of a VT_FN_LOSS forward */
+    float dloss;            /* in: its upstream gradient (1 in a training step) */
+    float lr;               /* in: AdamW's learning rate of the step */
+    float step;             /* in: AdamW's 1-based step count t, as (float)t */
+    float nonfinite;        /* out: 1 when the loss or a gradient is NaN or infinite (AdamW skipped) */
     float update_nonfinite; /* out: 1 when AdamW's update made a parameter or moment NaN or infinite */
-    double grad_norm; /* out: the global gradient norm (clipping) */
+    double grad_norm;       /* out: the global gradient norm (clipping) */
 } vt_scalars;
 
-#define VT_TRACE_MAX_OPS 10
-#define VT_TRACE_MAX_INTS 10
+#define VT_TRACE_MAX_OPS    10
+#define VT_TRACE_MAX_INTS   10
 #define VT_TRACE_MAX_FLOATS 4
 typedef struct {
     uint8_t region, access, dtype; /* vt_region, vt_access; dtype 0 f32, 3 f64, 4 i64, 5 i32, 7 u8 */
@@ -446,22 +464,23 @@ typedef struct {
 } vt_trace_operand;
 typedef struct {
     vt_trace_kind kind;
-    int phase;             /* vt_phase */
-    int chain, block;      /* chain 0 the encoder, 1 the MAE decoder / AIM head, -1 none; its block or -1 */
-    int kernel;            /* VT_TR_CALL: vt_kernel_name(kernel) */
+    int phase;        /* vt_phase */
+    int chain, block; /* chain 0 the encoder, 1 the MAE decoder / AIM head, -1 none; its block or -1 */
+    int kernel;       /* VT_TR_CALL: vt_kernel_name(kernel) */
     int nops, nints, nfloats;
     vt_trace_operand op[VT_TRACE_MAX_OPS];
     int64_t ints[VT_TRACE_MAX_INTS];
     float floats[VT_TRACE_MAX_FLOATS];
-    double flops;          /* multiply + add = 2 */
+    double flops;           /* multiply + add = 2 */
     uint64_t offset, bytes; /* ALLOC: the buffer; RESET: the new top (offset); RELEASE: bytes */
-    char name[40];         /* ALLOC: the buffer's name, e.g. enc.blocks.3.att */
+    char name[40];          /* ALLOC: the buffer's name, e.g. enc.blocks.3.att */
 } vt_trace_entry;
 typedef struct vt_trace vt_trace;
 
 /* Records one vt_train_step (labels NULL) or vt_train_step_labels of `batch` images, without
  * running anything: the model, its optimizer and its generator are left as they were. */
-vt_status vt_trace_train_step(vt_model *m, const float *images, const int32_t *labels, int batch, vt_trace **out);
+vt_status vt_trace_train_step(vt_model *m, const float *images, const int32_t *labels, int batch,
+                              vt_trace **out);
 /* Records vt_forward(fn, in, backward) and, with backward, vt_backward(douts, n_douts, dimages,
  * param_grads). */
 vt_status vt_trace_call(vt_model *m, vt_fn fn, const vt_inputs *in, int backward, const float *const *douts,
@@ -491,8 +510,8 @@ void vt_kernels_use_reference(int on);
  * (nonfinite 0), else VT_ERR_NUMERIC and the generator goes back (the next step draws the same
  * masks). labels: NULL for MAE / AIM. The model's own buffers are not touched: the state lives
  * where the replay ran. */
-vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch, vt_inputs *in,
-                              vt_scalars *sc);
+vt_status vt_train_step_begin(vt_model *m, const float *images, const int32_t *labels, int batch,
+                              vt_inputs *in, vt_scalars *sc);
 vt_status vt_train_step_end(vt_model *m, const vt_scalars *sc);
 /* A model's own regions (params, grads, adam_m, adam_v, arena, scalars): base and bytes (NULL and
  * 0 for the others, or one it does not have yet), to hand a step's state to another backend. */

@@ -36,11 +36,14 @@ static inline float maxabs(const float *x, size_t n) {
 }
 
 /* allocations with guard floats on both sides, for overrun checks */
-#define GUARD 8
+#define GUARD     8
 #define GUARD_VAL 12345.678f
 static inline float *galloc(size_t n) {
     float *p = malloc((n + 2 * GUARD) * sizeof(float));
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
     for (size_t i = 0; i < GUARD; i++) p[i] = p[n + GUARD + i] = GUARD_VAL;
     return p + GUARD;
 }
@@ -49,7 +52,9 @@ static inline int guards_ok(const float *p, size_t n) {
         if (p[-1 - (long)i] != GUARD_VAL || p[n + i] != GUARD_VAL) return 0;
     return 1;
 }
-static inline void gfree(float *p) { if (p) free(p - GUARD); }
+static inline void gfree(float *p) {
+    if (p) free(p - GUARD);
+}
 static inline float *gcopy(const float *src, size_t n) {
     float *p = galloc(n);
     memcpy(p, src, n * sizeof(float));
@@ -58,8 +63,12 @@ static inline float *gcopy(const float *src, size_t n) {
 
 /* one check: counted when it passes, a "FAIL what [ctx]" line when it does not */
 static inline void result(int ok, const char *what, const char *ctx) {
-    if (ok) n_pass++;
-    else { n_fail++; printf("FAIL %s [%s]\n", what, ctx); }
+    if (ok)
+        n_pass++;
+    else {
+        n_fail++;
+        printf("FAIL %s [%s]\n", what, ctx);
+    }
 }
 static inline void check_guards(const char *what, const char *ctx, const float *p, size_t n) {
     if (!p) return;
@@ -76,8 +85,8 @@ static inline int check_close(const char *what, const char *ctx, const float *go
         double tol = abs_tol + rel_tol * fabs((double)ref[i]);
         if (!(fabs((double)got[i] - (double)ref[i]) <= tol)) {
             char buf[256];
-            snprintf(buf, sizeof buf, "%s: [%zu] got %.9g ref %.9g |d| %.3g > tol %.3g", ctx, i, got[i], ref[i],
-                     fabs((double)got[i] - ref[i]), tol);
+            snprintf(buf, sizeof buf, "%s: [%zu] got %.9g ref %.9g |d| %.3g > tol %.3g", ctx, i, got[i],
+                     ref[i], fabs((double)got[i] - ref[i]), tol);
             result(0, what, buf);
             return 0;
         }
@@ -89,7 +98,8 @@ static inline int same_bits(const char *what, const char *ctx, const float *s, c
     for (size_t i = 0; i < n; i++)
         if (memcmp(&s[i], &r[i], sizeof(float)) != 0) {
             char buf[256];
-            snprintf(buf, sizeof buf, "%s: not bit-identical at [%zu]: got %.9g ref %.9g", ctx, i, s[i], r[i]);
+            snprintf(buf, sizeof buf, "%s: not bit-identical at [%zu]: got %.9g ref %.9g", ctx, i, s[i],
+                     r[i]);
             result(0, what, buf);
             return 0;
         }

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define U 1e-6
+#define U   1e-6
 #define EPS FLT_EPSILON
 
 /* mask_kind 0: none, 1: AIM prefix (first T/3 keys visible to all), 2: random bytes.
@@ -40,8 +40,8 @@
 static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, int mask_kind,
                             int grad_mask) {
     char ctx[160];
-    snprintf(ctx, sizeof ctx, "B=%d T=%d H=%d hd=%d qk_rs=2D+%d v_rs=D+%d mask=%d grads=%d%d%d", B, T,
-             H, hd, qk_pad, v_pad, mask_kind, grad_mask & 1, (grad_mask >> 1) & 1, (grad_mask >> 2) & 1);
+    snprintf(ctx, sizeof ctx, "B=%d T=%d H=%d hd=%d qk_rs=2D+%d v_rs=D+%d mask=%d grads=%d%d%d", B, T, H, hd,
+             qk_pad, v_pad, mask_kind, grad_mask & 1, (grad_mask >> 1) & 1, (grad_mask >> 2) & 1);
     int D = H * hd, qk_rs = 2 * D + qk_pad, v_rs = D + v_pad;
     size_t nqk = (size_t)B * T * qk_rs, nv = (size_t)B * T * v_rs, nout = (size_t)B * T * D;
     size_t natt = (size_t)B * H * T * T, nscr = vt_attention_scratch_floats(T, hd, vt_threads_max());
@@ -93,13 +93,16 @@ static void check_attention(int B, int T, int H, int hd, int qk_pad, int v_pad, 
     float *dq_s = (grad_mask & 1) ? dqk_s : NULL, *dk_s = (grad_mask & 2) ? dqk_s + D : NULL;
     float *dq_r = (grad_mask & 1) ? dqk_r : NULL, *dk_r = (grad_mask & 2) ? dqk_r + D : NULL;
     fill(scr, nscr, -9, 9);
-    vt_attention_backward(dq_s, dk_s, dv_s, scr, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, vt_threads_max(), scale);
+    vt_attention_backward(dq_s, dk_s, dv_s, scr, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd,
+                          vt_threads_max(), scale);
     vt_ref_attention_backward(dq_r, dk_r, dv_r, scr_r, dout, a_r, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
     double e = U * hd * mdo * mv, term = 2 * mdo * mv * scale * mq;
-    if (dqk_s) check_close("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 2 * e * scale * mq + U * T * term, 0);
+    if (dqk_s)
+        check_close("attention_backward dq/dk", ctx, dqk_s, dqk_r, nqk, 2 * e * scale * mq + U * T * term, 0);
     if (dv_s && vt_kernels_madd_fused() == 0) same_bits("attention_backward dv", ctx, dv_s, dv_r, nv);
     /* fused builds: each p*dO term rounds once, not twice: a T-term sum of terms <= |dO| */
-    else if (dv_s) check_close("attention_backward dv (fused)", ctx, dv_s, dv_r, nv, U * (T + 1) * mdo + U, 0);
+    else if (dv_s)
+        check_close("attention_backward dv (fused)", ctx, dv_s, dv_r, nv, U * (T + 1) * mdo + U, 0);
     check_guards("attention_backward dq/dk", ctx, dqk_s, nqk);
     check_guards("attention_backward dv", ctx, dv_s, nv);
     check_guards("attention_backward scratch", ctx, scr, nscr);
@@ -116,7 +119,8 @@ static void check_dispatch(void) {
     float *scr = galloc(vt_attention_scratch_floats(T, hd, vt_threads_max()));
     fill(qkv, n, -1, 1);
     vt_kernels_use_reference(1);
-    vt_attention_forward(o1, a1, scr, qkv, qkv + D, 3 * D, qkv + 2 * D, 3 * D, NULL, B, T, H, hd, vt_threads_max(), 0.5f);
+    vt_attention_forward(o1, a1, scr, qkv, qkv + D, 3 * D, qkv + 2 * D, 3 * D, NULL, B, T, H, hd,
+                         vt_threads_max(), 0.5f);
     vt_kernels_use_reference(0);
     vt_ref_attention_forward(o2, a2, qkv, qkv + D, 3 * D, qkv + 2 * D, 3 * D, NULL, B, T, H, hd, 0.5f);
     result(!memcmp(o1, o2, nout * 4) && !memcmp(a1, a2, natt * 4), "dispatch",
@@ -135,14 +139,14 @@ int main(void) {
     result(vt_kernels_madd_fused() == 1, "MADD fused", "native FMA build");
 #endif
     check_dispatch();
-    static const int hds[] = {1, 3, 4, 5, 8, 16, 17, 33, 64};
+    static const int hds[] = { 1, 3, 4, 5, 8, 16, 17, 33, 64 };
     int c = 0;
     for (int T = 1; T <= 9; T++)
         for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
             for (int mask = 0; mask < 3; mask++, c++)
                 check_attention(1 + (c % 2), T, 1 + (c % 3), hds[h], (c % 5) * 3 + (c & 1), (c % 4) * 5 + 1,
                                 mask, 1 + c % 7);
-    static const int bigT[] = {33, 65};
+    static const int bigT[] = { 33, 65 };
     for (int t = 0; t < 2; t++)
         for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++, c++)
             check_attention(1 + (c % 2), bigT[t], 1 + (c % 3), hds[h], (c % 5) * 3 + (c & 1), (c % 4) * 5 + 1,

@@ -16,7 +16,7 @@ static vt_model *tiny(vt_kind kind, tu_rng *r) {
 }
 
 static void test_inputs(void) {
-    tu_rng r = {1};
+    tu_rng r = { 1 };
     vt_model *m = tiny(VT_KIND_LIGHTLY, &r); /* L = 9 + 1 = 10 */
     if (!m) return;
     float img[2 * 3 * 12 * 12];
@@ -40,50 +40,75 @@ static void test_inputs(void) {
     /* backward without forward, after a no-grad forward, after a failed forward */
     CHECK_ERR(vt_backward(m, NULL, 0, NULL, 1), VT_ERR_STATE, "forward", "vt_backward before any forward");
     CHECK_OK(vt_forward(m, VT_FN_ENCODE, &in, 0), "no-grad forward");
-    CHECK_ERR(vt_backward(m, NULL, 0, NULL, 1), VT_ERR_STATE, "need_grad", "vt_backward after a no-grad forward");
+    CHECK_ERR(vt_backward(m, NULL, 0, NULL, 1), VT_ERR_STATE, "need_grad",
+              "vt_backward after a no-grad forward");
     CHECK_OK(vt_forward(m, VT_FN_ENCODE, &in, 1), "forward");
     in.batch = 0;
     vt_forward(m, VT_FN_ENCODE, &in, 1);
-    CHECK_ERR(vt_backward(m, NULL, 0, NULL, 1), VT_ERR_STATE, "forward", "vt_backward after a failed forward");
-    CHECK(vt_output_count(m) == 0 && vt_output(m, 0, NULL, NULL) == NULL, "outputs of a failed forward are still visible");
+    CHECK_ERR(vt_backward(m, NULL, 0, NULL, 1), VT_ERR_STATE, "forward",
+              "vt_backward after a failed forward");
+    CHECK(vt_output_count(m) == 0 && vt_output(m, 0, NULL, NULL) == NULL,
+          "outputs of a failed forward are still visible");
     in.batch = 2;
     CHECK_OK(vt_forward(m, VT_FN_ENCODE, &in, 1), "forward");
     CHECK_ERR(vt_backward(m, NULL, 5, NULL, 1), VT_ERR_ARG, "upstream", "5 douts for a 1-output call");
     CHECK(vt_output(m, 3, NULL, NULL) == NULL, "vt_output(3) of a 1-output call is not NULL");
     /* indices */
-    int64_t neg[2 * 2] = {0, -1, 1, 2}, big[2 * 2] = {0, 1, 1, 10}, rep[2 * 2] = {0, 1, 3, 3}, ok2[2 * 2] = {0, 1, 2, 3};
+    int64_t neg[2 * 2] = { 0, -1, 1, 2 }, big[2 * 2] = { 0, 1, 1, 10 }, rep[2 * 2] = { 0, 1, 3, 3 },
+                    ok2[2 * 2] = { 0, 1, 2, 3 };
     int64_t many[2 * 11];
     for (int i = 0; i < 22; i++) many[i] = i % 10; /* in range, one repeat per row */
     /* keep_ok: idx_keep is a gather (lightly takes repeats, and so more than L per row);
      * idx_mask is a scatter and refuses both */
-    const struct { const char *what; const int64_t *idx; int n; const char *word; int keep_ok; } cases[] = {
-        {"negative", neg, 2, "out of range", 0},   {">= L", big, 2, "out of range", 0},
-        {"repeated", rep, 2, "repeats", 1},        {"more than L per row", many, 11, "11", 1},
-        {"zero per row", ok2, 0, "indices", 0},
+    const struct {
+        const char *what;
+        const int64_t *idx;
+        int n;
+        const char *word;
+        int keep_ok;
+    } cases[] = {
+        { "negative", neg, 2, "out of range", 0 }, { ">= L", big, 2, "out of range", 0 },
+        { "repeated", rep, 2, "repeats", 1 },      { "more than L per row", many, 11, "11", 1 },
+        { "zero per row", ok2, 0, "indices", 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char w[96];
-        memset(&in, 0, sizeof in); in.images = img; in.batch = 2;
-        in.idx_keep = cases[i].idx; in.n_keep = cases[i].n;
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 2;
+        in.idx_keep = cases[i].idx;
+        in.n_keep = cases[i].n;
         snprintf(w, sizeof w, "idx_keep %s", cases[i].what);
         if (cases[i].keep_ok) {
             CHECK_OK(vt_forward(m, VT_FN_ENCODE, &in, 1), w);
         } else {
             CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_ARG, cases[i].word, w);
-            CHECK(strstr(vt_last_error(), "idx_keep") != NULL, "%s: message does not name idx_keep: %s", w, vt_last_error());
+            CHECK(strstr(vt_last_error(), "idx_keep") != NULL, "%s: message does not name idx_keep: %s", w,
+                  vt_last_error());
         }
-        memset(&in, 0, sizeof in); in.images = img; in.batch = 2;
-        in.idx_mask = cases[i].idx; in.n_mask = cases[i].n;
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 2;
+        in.idx_mask = cases[i].idx;
+        in.n_mask = cases[i].n;
         snprintf(w, sizeof w, "idx_mask %s", cases[i].what);
         CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_ARG, cases[i].word, w);
-        CHECK(strstr(vt_last_error(), "idx_mask") != NULL, "%s: message does not name idx_mask: %s", w, vt_last_error());
+        CHECK(strstr(vt_last_error(), "idx_mask") != NULL, "%s: message does not name idx_mask: %s", w,
+              vt_last_error());
     }
     /* idx_mask and mask together */
-    uint8_t bm[2 * 10] = {0};
-    memset(&in, 0, sizeof in); in.images = img; in.batch = 2; in.idx_mask = ok2; in.n_mask = 2; in.mask = bm;
+    uint8_t bm[2 * 10] = { 0 };
+    memset(&in, 0, sizeof in);
+    in.images = img;
+    in.batch = 2;
+    in.idx_mask = ok2;
+    in.n_mask = 2;
+    in.mask = bm;
     CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_ARG, "idx_mask and mask", "idx_mask + mask");
     /* wrong call for the kind */
-    memset(&in, 0, sizeof in); in.images = img; in.batch = 2;
+    memset(&in, 0, sizeof in);
+    in.images = img;
+    in.batch = 2;
     CHECK_ERR(vt_forward(m, VT_FN_LOSS, &in, 1), VT_ERR_ARG, "loss", "loss on a lightly encoder");
     CHECK_ERR(vt_forward(m, (vt_fn)42, &in, 1), VT_ERR_ARG, "unknown", "unknown fn 42");
     /* after all that, a good call still works */
@@ -94,28 +119,46 @@ static void test_inputs(void) {
     /* timm kind has no mask token: idx_mask / mask are an error */
     m = tiny(VT_KIND_TIMM, &r);
     if (m) {
-        memset(&in, 0, sizeof in); in.images = img; in.batch = 2; in.idx_mask = ok2; in.n_mask = 2;
-        CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_ARG, "mask token", "idx_mask without a mask token");
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 2;
+        in.idx_mask = ok2;
+        in.n_mask = 2;
+        CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_ARG, "mask token",
+                  "idx_mask without a mask token");
         vt_model_free(m);
     }
     /* causal kind takes no idx_keep */
     m = tiny(VT_KIND_CAUSAL, &r);
     if (m) {
-        memset(&in, 0, sizeof in); in.images = img; in.batch = 2; in.idx_keep = ok2; in.n_keep = 2;
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 2;
+        in.idx_keep = ok2;
+        in.n_keep = 2;
         CHECK_ERR(vt_forward(m, VT_FN_ENCODE, &in, 1), VT_ERR_ARG, "idx_keep", "idx_keep on the causal ViT");
         vt_model_free(m);
     }
 }
 
 static void test_policies_presets_configs(void) {
-    tu_rng r = {2};
+    tu_rng r = { 2 };
     vt_model *m = tiny(VT_KIND_LIGHTLY, &r);
     if (!m) return;
-    const struct { const char *p, *word; } bad[] = {
-        {"every:0", "every:K"}, {"every:", "every:K"}, {"every:2x", "every:K"}, {"every:-1", "every:K"},
-        {"budget:abc", "budget"}, {"budget:", "budget"}, {"budget:12XB", "budget"}, {"budget:-5", "budget"},
-        {"foo", "unknown checkpointing policy"}, {"", "unknown checkpointing policy"},
-        {"blockblockblockblockblockblockblockblockblockblockblock", "unknown checkpointing policy"},
+    const struct {
+        const char *p, *word;
+    } bad[] = {
+        { "every:0", "every:K" },
+        { "every:", "every:K" },
+        { "every:2x", "every:K" },
+        { "every:-1", "every:K" },
+        { "budget:abc", "budget" },
+        { "budget:", "budget" },
+        { "budget:12XB", "budget" },
+        { "budget:-5", "budget" },
+        { "foo", "unknown checkpointing policy" },
+        { "", "unknown checkpointing policy" },
+        { "blockblockblockblockblockblockblockblockblockblockblock", "unknown checkpointing policy" },
     };
     CHECK_OK(vt_set_grad_checkpointing(m, "every:2"), "every:2");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -126,8 +169,10 @@ static void test_policies_presets_configs(void) {
     CHECK_ERR(vt_set_grad_checkpointing(m, NULL), VT_ERR_ARG, "NULL", "policy NULL");
     CHECK(!strcmp(vt_get_grad_checkpointing(m), "every:2"), "a rejected policy replaced the current one: %s",
           vt_get_grad_checkpointing(m));
-    const char *good[] = {"none", "block", "every:3", "sqrt", "selective", "budget:300MB", "budget:256MiB", "budget:1000", "true", "off"};
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) CHECK_OK(vt_set_grad_checkpointing(m, good[i]), good[i]);
+    const char *good[] = { "none",         "block",         "every:3",     "sqrt", "selective",
+                           "budget:300MB", "budget:256MiB", "budget:1000", "true", "off" };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK_OK(vt_set_grad_checkpointing(m, good[i]), good[i]);
     vt_model_free(m);
 
     vt_vit_config vc;
@@ -151,38 +196,47 @@ static void test_policies_presets_configs(void) {
     c.enc.mask_token = 1;
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "mask_token", "timm kind with a mask token");
     tu_tiny_config(&c, VT_KIND_MAE, 12, 4, 12, 2, 2, 2.0f);
-    c.decoder_dim = 10; c.decoder_heads = 3;
+    c.decoder_dim = 10;
+    c.decoder_heads = 3;
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "decoder", "MAE decoder_dim 10 / 3 heads");
     tu_tiny_config(&c, VT_KIND_AIM, 12, 4, 12, 2, 2, 2.0f);
-    c.enc.class_token = 1; vt_pool_from_name("token", &c.enc.global_pool);
+    c.enc.class_token = 1;
+    vt_pool_from_name("token", &c.enc.global_pool);
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "prefix", "AIM with a class token");
     CHECK_ERR(vt_model_create(NULL, &x), VT_ERR_ARG, "NULL", "create NULL config");
 
     /* JSON configs */
-    const struct { const char *j, *word, *what; int code; } js[] = {
-        {"{\"img_size\": 32, \"patch_size\": 4, \"embedd_dim\": 16}", "embedd_dim", "unknown JSON key", VT_ERR_ARG},
-        {"{\"drop_rate\": 0.1}", "drop_rate", "drop_rate 0.1", VT_ERR_ARG},
-        {"{\"drop_path_rate\": 0.2}", "drop_path_rate", "drop_path_rate 0.2", VT_ERR_ARG},
-        {"{\"pos_embed\": \"rope\"}", "pos_embed", "pos_embed rope", VT_ERR_ARG},
-        {"{\"depth\": -1}", "depth", "negative depth", VT_ERR_ARG},
-        {"{\"mlp_ratio\": \"4\"}", "mlp_ratio", "mlp_ratio as a string", VT_ERR_ARG},
-        {"{\"qk_norm\": 1}", "qk_norm", "qk_norm as a number", VT_ERR_ARG},
-        {"{\"pre_norm\": true}", "pre_norm", "pre_norm true", VT_ERR_ARG},
-        {"[1, 2]", "object", "config not an object", VT_ERR_ARG},
-        {"{\"img_size\": 32", NULL, "truncated JSON", VT_ERR_FORMAT},
+    const struct {
+        const char *j, *word, *what;
+        int code;
+    } js[] = {
+        { "{\"img_size\": 32, \"patch_size\": 4, \"embedd_dim\": 16}", "embedd_dim", "unknown JSON key",
+          VT_ERR_ARG },
+        { "{\"drop_rate\": 0.1}", "drop_rate", "drop_rate 0.1", VT_ERR_ARG },
+        { "{\"drop_path_rate\": 0.2}", "drop_path_rate", "drop_path_rate 0.2", VT_ERR_ARG },
+        { "{\"pos_embed\": \"rope\"}", "pos_embed", "pos_embed rope", VT_ERR_ARG },
+        { "{\"depth\": -1}", "depth", "negative depth", VT_ERR_ARG },
+        { "{\"mlp_ratio\": \"4\"}", "mlp_ratio", "mlp_ratio as a string", VT_ERR_ARG },
+        { "{\"qk_norm\": 1}", "qk_norm", "qk_norm as a number", VT_ERR_ARG },
+        { "{\"pre_norm\": true}", "pre_norm", "pre_norm true", VT_ERR_ARG },
+        { "[1, 2]", "object", "config not an object", VT_ERR_ARG },
+        { "{\"img_size\": 32", NULL, "truncated JSON", VT_ERR_FORMAT },
     };
     for (size_t i = 0; i < sizeof js / sizeof js[0]; i++) {
         vt_vit_config_default(&vc);
         CHECK_ERR(vt_vit_config_from_json(js[i].j, strlen(js[i].j), &vc), js[i].code, js[i].word, js[i].what);
     }
-    const char *okj = "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"depth\": 1, \"num_heads\": 2, "
-                      "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\"}";
+    const char *okj =
+        "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"depth\": 1, \"num_heads\": 2, "
+        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\"}";
     vt_vit_config_default(&vc);
     CHECK_OK(vt_vit_config_from_json(okj, strlen(okj), &vc), "timm kwargs with defaults");
-    CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 && vc.global_pool == VT_POOL_AVG,
+    CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 &&
+              vc.global_pool == VT_POOL_AVG,
           "JSON config values not taken");
     /* global_pool 'map' parses (it is a timm value) and is refused by validation / create */
-    const char *mapj = "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, \"global_pool\": \"map\"}";
+    const char *mapj = "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, "
+                       "\"global_pool\": \"map\"}";
     int rc = vt_model_config_from_json(mapj, strlen(mapj), VT_KIND_TIMM, &c);
     if (rc == VT_OK) {
         CHECK_ERR(vt_config_validate(&c), VT_ERR_ARG, "map", "global_pool map (JSON) validate");
@@ -191,8 +245,8 @@ static void test_policies_presets_configs(void) {
         CHECK_ERR(rc, VT_ERR_ARG, "map", "global_pool map (JSON)");
     }
     const char *mae_bad = "{\"encoder\": {\"img_size\": 32}, \"decoder_width\": 8}";
-    CHECK_ERR(vt_model_config_from_json(mae_bad, strlen(mae_bad), VT_KIND_MAE, &c), VT_ERR_ARG, "decoder_width",
-              "MAE config unknown key");
+    CHECK_ERR(vt_model_config_from_json(mae_bad, strlen(mae_bad), VT_KIND_MAE, &c), VT_ERR_ARG,
+              "decoder_width", "MAE config unknown key");
     const char *mae_noenc = "{\"decoder_dim\": 8}";
     CHECK_ERR(vt_model_config_from_json(mae_noenc, strlen(mae_noenc), VT_KIND_MAE, &c), VT_ERR_ARG, "encoder",
               "MAE config without encoder");
@@ -204,7 +258,7 @@ enum { DROP, EXTRA, RESHAPE, AS_I64 };
 static uint8_t *variant(vt_model *m, int target, int mode, size_t *len) {
     int n = vt_param_count(m);
     vt_st_entry *e = tu_xcalloc((size_t)n + 1, sizeof *e);
-    long long (*sh)[4] = tu_xcalloc((size_t)n + 1, sizeof *sh);
+    long long(*sh)[4] = tu_xcalloc((size_t)n + 1, sizeof *sh);
     int64_t *ibuf = NULL;
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -216,8 +270,15 @@ static uint8_t *variant(vt_model *m, int target, int mode, size_t *len) {
         e[k].shape = sh[k];
         e[k].data = vt_param_data(m, i);
         if (i == target && mode == RESHAPE) { /* same numel, other shape: [a, b] -> [b, a] or [n] -> [1, n] */
-            if (e[k].ndim >= 2) { long long t = sh[k][0]; sh[k][0] = sh[k][1]; sh[k][1] = t; }
-            else { sh[k][1] = sh[k][0]; sh[k][0] = 1; e[k].ndim = 2; }
+            if (e[k].ndim >= 2) {
+                long long t = sh[k][0];
+                sh[k][0] = sh[k][1];
+                sh[k][1] = t;
+            } else {
+                sh[k][1] = sh[k][0];
+                sh[k][0] = 1;
+                e[k].ndim = 2;
+            }
         }
         if (i == target && mode == AS_I64) {
             ibuf = tu_xcalloc(vt_param_numel(m, i), 8);
@@ -226,20 +287,36 @@ static uint8_t *variant(vt_model *m, int target, int mode, size_t *len) {
         }
         k++;
     }
-    float extra[3] = {1, 2, 3};
-    long long esh[1] = {3};
-    if (mode == EXTRA) { e[k].name = "blocks.0.attn.extra_bias"; e[k].dtype = VT_DT_F32; e[k].ndim = 1; e[k].shape = esh; e[k].data = extra; k++; }
+    float extra[3] = { 1, 2, 3 };
+    long long esh[1] = { 3 };
+    if (mode == EXTRA) {
+        e[k].name = "blocks.0.attn.extra_bias";
+        e[k].dtype = VT_DT_F32;
+        e[k].ndim = 1;
+        e[k].shape = esh;
+        e[k].data = extra;
+        k++;
+    }
     uint8_t *out = NULL;
     int rc = vt_st_write(e, (size_t)k, NULL, NULL, 0, &out, len);
-    if (rc) { CHECK_OK(rc, "vt_st_write"); out = NULL; }
-    free(e); free(sh); free(ibuf);
+    if (rc) {
+        CHECK_OK(rc, "vt_st_write");
+        out = NULL;
+    }
+    free(e);
+    free(sh);
+    free(ibuf);
     return out;
 }
 
 static void test_safetensors_io(void) {
-    tu_rng r = {3};
+    tu_rng r = { 3 };
     vt_model *a = tiny(VT_KIND_TIMM, &r), *b = tiny(VT_KIND_TIMM, &r);
-    if (!a || !b) { vt_model_free(a); vt_model_free(b); return; }
+    if (!a || !b) {
+        vt_model_free(a);
+        vt_model_free(b);
+        return;
+    }
     /* round trip: save a, load into b (different random params) -> bitwise equal */
     uint8_t *bytes = NULL;
     size_t len = 0;
@@ -251,11 +328,15 @@ static void test_safetensors_io(void) {
     /* failures first: b must stay untouched */
     int target = vt_param_find(a, "blocks.1.attn.qkv.weight");
     const char *tname = "blocks.1.attn.qkv.weight";
-    const struct { int mode; int code; const char *word, *what; } bad[] = {
-        {DROP, VT_ERR_MISMATCH, "missing", "missing tensor"},
-        {EXTRA, VT_ERR_MISMATCH, "unexpected", "unexpected tensor"},
-        {RESHAPE, VT_ERR_MISMATCH, "shape", "wrong shape"},
-        {AS_I64, VT_ERR_MISMATCH, "I64", "dtype I64"},
+    const struct {
+        int mode;
+        int code;
+        const char *word, *what;
+    } bad[] = {
+        { DROP, VT_ERR_MISMATCH, "missing", "missing tensor" },
+        { EXTRA, VT_ERR_MISMATCH, "unexpected", "unexpected tensor" },
+        { RESHAPE, VT_ERR_MISMATCH, "shape", "wrong shape" },
+        { AS_I64, VT_ERR_MISMATCH, "I64", "dtype I64" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t vl = 0;
@@ -263,8 +344,10 @@ static void test_safetensors_io(void) {
         if (!v) continue;
         CHECK_ERR(vt_load_safetensors(b, v, vl, "", ""), bad[i].code, bad[i].word, bad[i].what);
         const char *want = bad[i].mode == EXTRA ? "blocks.0.attn.extra_bias" : tname;
-        CHECK(strstr(vt_last_error(), want) != NULL, "%s: message does not name %s: %s", bad[i].what, want, vt_last_error());
-        CHECK(!memcmp(vt_param_data(b, 0), bsave, tot * 4), "%s: a failed load changed parameters", bad[i].what);
+        CHECK(strstr(vt_last_error(), want) != NULL, "%s: message does not name %s: %s", bad[i].what, want,
+              vt_last_error());
+        CHECK(!memcmp(vt_param_data(b, 0), bsave, tot * 4), "%s: a failed load changed parameters",
+              bad[i].what);
         free(v);
     }
     /* truncated bytes: the last tensor runs past the end */
@@ -272,7 +355,8 @@ static void test_safetensors_io(void) {
     for (size_t cut = 1; cut <= 9; cut += 4) {
         uint8_t *t = tu_xmalloc(len - cut);
         memcpy(t, bytes, len - cut);
-        CHECK_ERR(vt_load_safetensors(b, t, len - cut, "", ""), VT_ERR_FORMAT, vt_param_name(a, last), "truncated file");
+        CHECK_ERR(vt_load_safetensors(b, t, len - cut, "", ""), VT_ERR_FORMAT, vt_param_name(a, last),
+                  "truncated file");
         free(t);
     }
     {
@@ -289,7 +373,8 @@ static void test_safetensors_io(void) {
         for (int i = 0; i < 8; i++) hl |= (uint64_t)t[i] << (8 * i);
         uint64_t lie = hl + len;
         for (int i = 0; i < 8; i++) t[i] = (uint8_t)(lie >> (8 * i));
-        CHECK_ERR(vt_load_safetensors(b, t, len, "", ""), VT_ERR_FORMAT, "header length", "header length beyond the file");
+        CHECK_ERR(vt_load_safetensors(b, t, len, "", ""), VT_ERR_FORMAT, "header length",
+                  "header length beyond the file");
         free(t);
     }
     /* lying header: a tensor's data_offsets disagree with its shape (hand-written header) */
@@ -299,14 +384,16 @@ static void test_safetensors_io(void) {
         uint8_t *t = tu_xcalloc(flen, 1);
         for (int i = 0; i < 8; i++) t[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
         memcpy(t + 8, hdr, hlen);
-        CHECK_ERR(vt_load_safetensors(b, t, flen, "norm.", "norm."), VT_ERR_FORMAT, "norm.weight", "data_offsets vs shape");
+        CHECK_ERR(vt_load_safetensors(b, t, flen, "norm.", "norm."), VT_ERR_FORMAT, "norm.weight",
+                  "data_offsets vs shape");
         const char *hdr2 = "{\"norm.weight\":{\"dtype\":\"F32\",\"shape\":[12],\"data_offsets\":[0,4800]}}";
         hlen = strlen(hdr2);
         flen = 8 + hlen + 48;
         uint8_t *t2 = tu_xcalloc(flen, 1);
         for (int i = 0; i < 8; i++) t2[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
         memcpy(t2 + 8, hdr2, hlen);
-        CHECK_ERR(vt_load_safetensors(b, t2, flen, "norm.", "norm."), VT_ERR_FORMAT, "norm.weight", "data_offsets beyond the data");
+        CHECK_ERR(vt_load_safetensors(b, t2, flen, "norm.", "norm."), VT_ERR_FORMAT, "norm.weight",
+                  "data_offsets beyond the data");
         free(t);
         free(t2);
     }
@@ -314,10 +401,12 @@ static void test_safetensors_io(void) {
     /* the good load */
     CHECK_OK(vt_load_safetensors(b, bytes, len, "", ""), "load round trip");
     CHECK(!memcmp(vt_param_data(a, 0), vt_param_data(b, 0), tot * 4), "save -> load is not bitwise");
-    CHECK_ERR(vt_load_safetensors(b, bytes, len, "nosuch.", ""), VT_ERR_ARG, "nosuch.", "model prefix matching nothing");
+    CHECK_ERR(vt_load_safetensors(b, bytes, len, "nosuch.", ""), VT_ERR_ARG, "nosuch.",
+              "model prefix matching nothing");
     uint8_t *dummy = NULL;
     size_t dl = 0;
-    CHECK_ERR(vt_save_safetensors(a, "nosuch.", "", &dummy, &dl), VT_ERR_ARG, "nosuch.", "save prefix matching nothing");
+    CHECK_ERR(vt_save_safetensors(a, "nosuch.", "", &dummy, &dl), VT_ERR_ARG, "nosuch.",
+              "save prefix matching nothing");
     free(bytes);
     free(bsave);
     vt_model_free(a);
@@ -347,7 +436,10 @@ static void test_safetensors_io(void) {
                 char nm[160];
                 snprintf(nm, sizeof nm, "backbone.vit.%s", vt_param_name(timm, i));
                 int j = vt_param_find(mae, nm);
-                if (j < 0) { all = 0; continue; }
+                if (j < 0) {
+                    all = 0;
+                    continue;
+                }
                 n++;
                 all &= !memcmp(vt_param_data(timm, i), vt_param_data(mae, j), vt_param_numel(timm, i) * 4);
             }
@@ -358,12 +450,16 @@ static void test_safetensors_io(void) {
         memcpy(mt, vt_param_data(lt, vt_param_find(lt, "mask_token")), sizeof mt);
         rc = vt_load_safetensors(lt, bytes, len, "vit.", "");
         if (CHECK_OK(rc, "load the exported encoder into lightly vit.")) {
-            int i = vt_param_find(lt, "vit.blocks.1.mlp.fc2.weight"), j = vt_param_find(mae, "backbone.vit.blocks.1.mlp.fc2.weight");
-            CHECK(!memcmp(vt_param_data(lt, i), vt_param_data(mae, j), vt_param_numel(lt, i) * 4), "lightly vit. load differs");
-            CHECK(!memcmp(vt_param_data(lt, vt_param_find(lt, "mask_token")), mt, sizeof mt), "mask_token changed by a vit. load");
+            int i = vt_param_find(lt, "vit.blocks.1.mlp.fc2.weight"),
+                j = vt_param_find(mae, "backbone.vit.blocks.1.mlp.fc2.weight");
+            CHECK(!memcmp(vt_param_data(lt, i), vt_param_data(mae, j), vt_param_numel(lt, i) * 4),
+                  "lightly vit. load differs");
+            CHECK(!memcmp(vt_param_data(lt, vt_param_find(lt, "mask_token")), mt, sizeof mt),
+                  "mask_token changed by a vit. load");
         }
         /* loading with the wrong prefix: every tensor missing */
-        CHECK_ERR(vt_load_safetensors(lt, bytes, len, "", ""), VT_ERR_MISMATCH, "missing", "timm keys into the whole lightly model");
+        CHECK_ERR(vt_load_safetensors(lt, bytes, len, "", ""), VT_ERR_MISMATCH, "missing",
+                  "timm keys into the whole lightly model");
         free(bytes);
         /* file prefix: save timm under "vit." and load into the lightly wrapper's vit. part */
         CHECK_OK(vt_save_safetensors(timm, "", "vit.", &bytes, &len), "save timm with file prefix vit.");
@@ -376,7 +472,7 @@ static void test_safetensors_io(void) {
 }
 
 static void test_nan(void) {
-    tu_rng r = {4};
+    tu_rng r = { 4 };
     vt_model_config c;
     tu_tiny_config(&c, VT_KIND_MAE, 12, 4, 8, 2, 2, 2.0f);
     for (int np = 0; np <= 1; np++) {
@@ -390,7 +486,12 @@ static void test_nan(void) {
         tu_random_token_mask(&r, 2, 1, 9, 6, ik, im);
         vt_inputs in;
         memset(&in, 0, sizeof in);
-        in.images = img; in.batch = 2; in.idx_keep = ik; in.n_keep = 4; in.idx_mask = im; in.n_mask = 6;
+        in.images = img;
+        in.batch = 2;
+        in.idx_keep = ik;
+        in.n_keep = 4;
+        in.idx_mask = im;
+        in.n_mask = 6;
         CHECK_OK(vt_forward(m, VT_FN_LOSS, &in, 1), "MAE loss");
         CHECK(isfinite(vt_loss_value(m)), "finite loss expected");
         /* a NaN pixel in a masked patch (target) and in a kept patch (encoder input) */
@@ -401,7 +502,8 @@ static void test_nan(void) {
             float keep = img[px];
             img[px] = NAN;
             char what[64];
-            snprintf(what, sizeof what, "NaN pixel in a %s patch (norm_pix %d)", w == 0 ? "masked" : "kept", np);
+            snprintf(what, sizeof what, "NaN pixel in a %s patch (norm_pix %d)", w == 0 ? "masked" : "kept",
+                     np);
             CHECK_ERR(vt_forward(m, VT_FN_LOSS, &in, 1), VT_ERR_NUMERIC, "NaN", what);
             CHECK_ERR(vt_backward(m, NULL, 0, NULL, 1), VT_ERR_STATE, NULL, "backward after a NaN loss");
             img[px] = keep;
@@ -421,25 +523,32 @@ static void test_parity_errors(void) {
     const char *pick = NULL;
     for (int i = 0; i < n; i++)
         if (!strcmp(tu_base(files[i]), "vit_encode.safetensors")) pick = files[i];
-    if (!CHECK(pick != NULL, "vit_encode.safetensors not found in %s", VT_FIXTURES_DIR)) { tu_free_list(files, n); return; }
+    if (!CHECK(pick != NULL, "vit_encode.safetensors not found in %s", VT_FIXTURES_DIR)) {
+        tu_free_list(files, n);
+        return;
+    }
     size_t len = 0;
     uint8_t *bytes = tu_read_file(pick, &len);
-    if (!CHECK(bytes, "cannot read %s", pick)) { tu_free_list(files, n); return; }
+    if (!CHECK(bytes, "cannot read %s", pick)) {
+        tu_free_list(files, n);
+        return;
+    }
     vt_parity_result r;
     /* truncations: in the data, in the header, inside the length */
-    size_t cuts[] = {len - 1, len / 2, 200, 7, 0};
+    size_t cuts[] = { len - 1, len / 2, 200, 7, 0 };
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         uint8_t *t = tu_xmalloc(cuts[i]);
         memcpy(t, bytes, cuts[i]);
         int rc = vt_parity_run(t, cuts[i], NULL, 1, &r);
-        CHECK(rc == VT_ERR_FORMAT && r.error[0] && !r.pass && r.dump == NULL, "parity on %zu of %zu bytes: rc %d pass %d error '%s'",
-              cuts[i], len, rc, r.pass, r.error);
+        CHECK(rc == VT_ERR_FORMAT && r.error[0] && !r.pass && r.dump == NULL,
+              "parity on %zu of %zu bytes: rc %d pass %d error '%s'", cuts[i], len, rc, r.pass, r.error);
         vt_parity_free(&r);
         free(t);
     }
     /* a bad policy */
     int rc = vt_parity_run(bytes, len, "every:0", 0, &r);
-    CHECK(rc == VT_ERR_ARG && strstr(r.error, "every") && !r.pass, "parity with policy every:0: rc %d error '%s'", rc, r.error);
+    CHECK(rc == VT_ERR_ARG && strstr(r.error, "every") && !r.pass,
+          "parity with policy every:0: rc %d error '%s'", rc, r.error);
     vt_parity_free(&r);
     /* an unknown module: same tensors, metadata rewritten */
     vt_st_file f;
@@ -461,8 +570,8 @@ static void test_parity_errors(void) {
         size_t ol = 0;
         if (CHECK_OK(vt_st_write(e, f.n, mk, mv, f.n_meta, &out, &ol), "rewrite fixture")) {
             rc = vt_parity_run(out, ol, NULL, 0, &r);
-            CHECK(rc != VT_OK && strstr(r.error, "SwinTransformer") && !r.pass, "parity on an unknown module: rc %d error '%s'", rc,
-                  r.error);
+            CHECK(rc != VT_OK && strstr(r.error, "SwinTransformer") && !r.pass,
+                  "parity on an unknown module: rc %d error '%s'", rc, r.error);
             vt_parity_free(&r);
             /* sanity: the rewrite itself is fine with the right module */
             free(out);
@@ -470,7 +579,8 @@ static void test_parity_errors(void) {
             out = NULL;
             if (CHECK_OK(vt_st_write(e, f.n, mk, mv, f.n_meta, &out, &ol), "rewrite fixture")) {
                 rc = vt_parity_run(out, ol, NULL, 0, &r);
-                CHECK(rc == VT_OK && r.pass, "rewritten fixture does not pass: rc %d error '%s'", rc, r.error);
+                CHECK(rc == VT_OK && r.pass, "rewritten fixture does not pass: rc %d error '%s'", rc,
+                      r.error);
                 vt_parity_free(&r);
             }
             /* a missing parameter tensor */
@@ -478,15 +588,18 @@ static void test_parity_errors(void) {
             size_t k = 0;
             const char *dropped = NULL;
             for (size_t i = 0; i < f.n; i++) {
-                if (!dropped && !strncmp(e[i].name, "param/", 6) && strstr(e[i].name, "qkv.weight")) { dropped = e[i].name; continue; }
+                if (!dropped && !strncmp(e[i].name, "param/", 6) && strstr(e[i].name, "qkv.weight")) {
+                    dropped = e[i].name;
+                    continue;
+                }
                 e2[k++] = e[i];
             }
             free(out);
             out = NULL;
             if (dropped && CHECK_OK(vt_st_write(e2, k, mk, mv, f.n_meta, &out, &ol), "rewrite fixture")) {
                 rc = vt_parity_run(out, ol, NULL, 0, &r);
-                CHECK(rc == VT_ERR_MISMATCH && strstr(r.error, dropped + 6) && !r.pass, "parity without %s: rc %d error '%s'",
-                      dropped, rc, r.error);
+                CHECK(rc == VT_ERR_MISMATCH && strstr(r.error, dropped + 6) && !r.pass,
+                      "parity without %s: rc %d error '%s'", dropped, rc, r.error);
                 vt_parity_free(&r);
             }
             free(e2);

@@ -51,9 +51,15 @@ static void fd_compare(const char *what, objfn f, void *ctx, float *x, const siz
         double err = fabs(fd - a), tol = REL_TOL * fmax(fabs(fd), fabs(a)) + ABS_TOL * scale;
         if (!(err <= tol)) bad++;
         double ratio = err / (tol > 0 ? tol : 1e-30);
-        if (ratio > worst || j == 0) { worst = ratio; worst_j = j; wfd = fd; wan = a; }
+        if (ratio > worst || j == 0) {
+            worst = ratio;
+            worst_j = j;
+            wfd = fd;
+            wan = a;
+        }
     }
-    CHECK(bad == 0 && scale > 0, "%s%s: %zu/%zu entries off (worst #%zu: fd %.6g analytic %.6g; max|grad| %.3g)", g_mode, what, bad,
+    CHECK(bad == 0 && scale > 0,
+          "%s%s: %zu/%zu entries off (worst #%zu: fd %.6g analytic %.6g; max|grad| %.3g)", g_mode, what, bad,
           n, worst_j, wfd, wan, scale);
 }
 
@@ -70,11 +76,16 @@ static double mm_obj(void *v) {
 
 static void test_matmul(tu_rng *r, int M, int K, int N, int with_bias) {
     char nm[128];
-    mm_ctx c = {M, K, N, NULL, NULL, NULL, NULL, NULL};
+    mm_ctx c = { M, K, N, NULL, NULL, NULL, NULL, NULL };
     size_t nI = (size_t)M * K, nW = (size_t)N * K, nO = (size_t)M * N;
-    c.inp = tu_xmalloc(nI * 4); c.w = tu_xmalloc(nW * 4); c.bias = with_bias ? tu_xmalloc((size_t)N * 4) : NULL;
-    c.out = tu_xmalloc(nO * 4); c.dout = tu_xmalloc(nO * 4);
-    tu_fill_normal(r, c.inp, nI, 0, 1); tu_fill_normal(r, c.w, nW, 0, 1); tu_fill_normal(r, c.dout, nO, 0, 1);
+    c.inp = tu_xmalloc(nI * 4);
+    c.w = tu_xmalloc(nW * 4);
+    c.bias = with_bias ? tu_xmalloc((size_t)N * 4) : NULL;
+    c.out = tu_xmalloc(nO * 4);
+    c.dout = tu_xmalloc(nO * 4);
+    tu_fill_normal(r, c.inp, nI, 0, 1);
+    tu_fill_normal(r, c.w, nW, 0, 1);
+    tu_fill_normal(r, c.dout, nO, 0, 1);
     if (c.bias) tu_fill_normal(r, c.bias, (size_t)N, 0, 1);
     /* forward vs a double reference */
     vt_matmul_forward(c.out, c.inp, c.w, c.bias, M, K, N);
@@ -89,9 +100,13 @@ static void test_matmul(tu_rng *r, int M, int K, int N, int with_bias) {
     CHECK(err < 1e-5, "%s: err %.3g", nm, err);
     /* backward accumulates into prefilled buffers */
     float *pI = tu_xmalloc(nI * 4), *pW = tu_xmalloc(nW * 4), *pB = tu_xmalloc((size_t)N * 4);
-    tu_fill_normal(r, pI, nI, 0, 1); tu_fill_normal(r, pW, nW, 0, 1); tu_fill_normal(r, pB, (size_t)N, 0, 1);
+    tu_fill_normal(r, pI, nI, 0, 1);
+    tu_fill_normal(r, pW, nW, 0, 1);
+    tu_fill_normal(r, pB, (size_t)N, 0, 1);
     float *dI = tu_xmalloc(nI * 4), *dW = tu_xmalloc(nW * 4), *dB = tu_xmalloc((size_t)N * 4);
-    memcpy(dI, pI, nI * 4); memcpy(dW, pW, nW * 4); memcpy(dB, pB, (size_t)N * 4);
+    memcpy(dI, pI, nI * 4);
+    memcpy(dW, pW, nW * 4);
+    memcpy(dB, pB, (size_t)N * 4);
     vt_matmul_backward(dI, dW, with_bias ? dB : NULL, c.dout, c.inp, c.w, M, K, N);
     float *gI = tu_xmalloc(nI * 4), *gW = tu_xmalloc(nW * 4), *gB = tu_xmalloc((size_t)N * 4);
     for (size_t i = 0; i < nI; i++) gI[i] = dI[i] - pI[i];
@@ -117,12 +132,27 @@ static void test_matmul(tu_rng *r, int M, int K, int N, int with_bias) {
     if (with_bias) {
         memcpy(sB, pB, (size_t)N * 4);
         vt_matmul_backward(NULL, NULL, sB, c.dout, c.inp, c.w, M, K, N);
-        CHECK(!memcmp(sB, dB, (size_t)N * 4), "matmul M%d K%d N%d: dbias alone differs from the full backward", M, K, N);
+        CHECK(!memcmp(sB, dB, (size_t)N * 4),
+              "matmul M%d K%d N%d: dbias alone differs from the full backward", M, K, N);
     }
     vt_matmul_backward(NULL, NULL, NULL, c.dout, c.inp, c.w, M, K, N); /* all NULL: a no-op, no crash */
-    free(c.inp); free(c.w); free(c.bias); free(c.out); free(c.dout);
-    free(pI); free(pW); free(pB); free(dI); free(dW); free(dB); free(gI); free(gW); free(gB);
-    free(sI); free(sW); free(sB);
+    free(c.inp);
+    free(c.w);
+    free(c.bias);
+    free(c.out);
+    free(c.dout);
+    free(pI);
+    free(pW);
+    free(pB);
+    free(dI);
+    free(dW);
+    free(dB);
+    free(gI);
+    free(gW);
+    free(gB);
+    free(sI);
+    free(sW);
+    free(sB);
 }
 
 /* ---- layernorm -------------------------------------------------------------------------------------- */
@@ -153,11 +183,17 @@ static int ln_forward_survives(ln_ctx *c) {
 static void test_layernorm(tu_rng *r, int M, int D, int use_w, int use_b) {
     char nm[160];
     /* one of w/b without the other: kernels.h allows it ('w/b may be NULL'), the kernel does not */
-    const char *tag = use_w && use_b ? "w,b" : use_w ? "ENGINE BUG w,b=NULL" : use_b ? "ENGINE BUG w=NULL,b (b ignored)" : "w=b=NULL";
-    ln_ctx c = {M, D, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    const char *tag = use_w && use_b ? "w,b"
+                      : use_w        ? "ENGINE BUG w,b=NULL"
+                      : use_b        ? "ENGINE BUG w=NULL,b (b ignored)"
+                                     : "w=b=NULL";
+    ln_ctx c = { M, D, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     size_t n = (size_t)M * D;
-    c.inp = tu_xmalloc(n * 4); c.out = tu_xmalloc(n * 4); c.dout = tu_xmalloc(n * 4);
-    c.mean = tu_xmalloc((size_t)M * 4); c.rstd = tu_xmalloc((size_t)M * 4);
+    c.inp = tu_xmalloc(n * 4);
+    c.out = tu_xmalloc(n * 4);
+    c.dout = tu_xmalloc(n * 4);
+    c.mean = tu_xmalloc((size_t)M * 4);
+    c.rstd = tu_xmalloc((size_t)M * 4);
     c.w = use_w ? tu_xmalloc((size_t)D * 4) : NULL;
     c.b = use_b ? tu_xmalloc((size_t)D * 4) : NULL;
     tu_fill_normal(r, c.inp, n, 1.5f, 1.2f); /* non-zero mean: the centring matters */
@@ -184,20 +220,28 @@ static void test_layernorm(tu_rng *r, int M, int D, int use_w, int use_b) {
             err = fmax(err, fabs(y - c.out[m * D + d]) / (1 + fabs(y)));
         }
     }
-    snprintf(nm, sizeof nm, "layernorm M%d D%d %s forward vs double (an affine given must be applied)", M, D, tag);
+    snprintf(nm, sizeof nm, "layernorm M%d D%d %s forward vs double (an affine given must be applied)", M, D,
+             tag);
     CHECK(err < 1e-5, "%s: err %.3g", nm, err);
     /* in place: out == inp gives the same bits */
     float *ip = tu_xmalloc(n * 4), *m2 = tu_xmalloc((size_t)M * 4), *r2 = tu_xmalloc((size_t)M * 4);
     memcpy(ip, c.inp, n * 4);
     vt_layernorm_forward(ip, m2, r2, ip, c.w, c.b, M, D, 1e-6f);
-    CHECK(!memcmp(ip, c.out, n * 4) && !memcmp(m2, c.mean, (size_t)M * 4) && !memcmp(r2, c.rstd, (size_t)M * 4),
+    CHECK(!memcmp(ip, c.out, n * 4) && !memcmp(m2, c.mean, (size_t)M * 4) &&
+              !memcmp(r2, c.rstd, (size_t)M * 4),
           "layernorm M%d D%d %s: in-place forward differs", M, D, tag);
-    free(ip); free(m2); free(r2);
+    free(ip);
+    free(m2);
+    free(r2);
     /* backward (+=) */
     float *pI = tu_xmalloc(n * 4), *pW = tu_xmalloc((size_t)D * 4), *pB = tu_xmalloc((size_t)D * 4);
-    tu_fill_normal(r, pI, n, 0, 1); tu_fill_normal(r, pW, (size_t)D, 0, 1); tu_fill_normal(r, pB, (size_t)D, 0, 1);
+    tu_fill_normal(r, pI, n, 0, 1);
+    tu_fill_normal(r, pW, (size_t)D, 0, 1);
+    tu_fill_normal(r, pB, (size_t)D, 0, 1);
     float *dI = tu_xmalloc(n * 4), *dW = tu_xmalloc((size_t)D * 4), *dB = tu_xmalloc((size_t)D * 4);
-    memcpy(dI, pI, n * 4); memcpy(dW, pW, (size_t)D * 4); memcpy(dB, pB, (size_t)D * 4);
+    memcpy(dI, pI, n * 4);
+    memcpy(dW, pW, (size_t)D * 4);
+    memcpy(dB, pB, (size_t)D * 4);
     vt_layernorm_backward(dI, c.w ? dW : NULL, c.b ? dB : NULL, c.dout, c.inp, c.w, c.mean, c.rstd, M, D);
     float *g = tu_xmalloc(n * 4);
     for (size_t i = 0; i < n; i++) g[i] = dI[i] - pI[i];
@@ -230,13 +274,29 @@ static void test_layernorm(tu_rng *r, int M, int D, int use_w, int use_b) {
         vt_layernorm_backward(NULL, NULL, s, c.dout, c.inp, c.w, c.mean, c.rstd, M, D);
         CHECK(!memcmp(s, dB, (size_t)D * 4), "layernorm M%d D%d %s: db alone differs", M, D, tag);
     }
-    free(s); free(g); free(pI); free(pW); free(pB); free(dI); free(dW); free(dB);
+    free(s);
+    free(g);
+    free(pI);
+    free(pW);
+    free(pB);
+    free(dI);
+    free(dW);
+    free(dB);
 out:
-    free(c.inp); free(c.out); free(c.dout); free(c.mean); free(c.rstd); free(c.w); free(c.b);
+    free(c.inp);
+    free(c.out);
+    free(c.dout);
+    free(c.mean);
+    free(c.rstd);
+    free(c.w);
+    free(c.b);
 }
 
 /* ---- gelu ------------------------------------------------------------------------------------------------ */
-typedef struct { size_t n; float *inp, *out, *dout; } ge_ctx;
+typedef struct {
+    size_t n;
+    float *inp, *out, *dout;
+} ge_ctx;
 static double ge_obj(void *v) {
     ge_ctx *c = v;
     vt_gelu_forward(c->out, c->inp, c->n);
@@ -244,7 +304,7 @@ static double ge_obj(void *v) {
 }
 static void test_gelu(tu_rng *r) {
     enum { N = 13 };
-    float inp[N] = {-4.0f, -2.5f, -1.3f, -0.7f, -0.2f, 0.0f, 0.05f, 0.4f, 0.9f, 1.6f, 2.2f, 3.1f, 4.0f};
+    float inp[N] = { -4.0f, -2.5f, -1.3f, -0.7f, -0.2f, 0.0f, 0.05f, 0.4f, 0.9f, 1.6f, 2.2f, 3.1f, 4.0f };
     float out[N], dout[N], d1[N], d2[N], g[N];
     tu_fill_normal(r, dout, N, 0, 1);
     vt_gelu_forward(out, inp, N);
@@ -258,7 +318,7 @@ static void test_gelu(tu_rng *r) {
     for (int i = 0; i < N; i++) d1[i] = 1e3f * (float)(i + 1);
     vt_gelu_backward(d1, inp, dout, N);
     for (int i = 0; i < N; i++) g[i] = d1[i];
-    ge_ctx c = {N, inp, out, dout};
+    ge_ctx c = { N, inp, out, dout };
     fd_compare("gelu d inp (overwrites dinp)", ge_obj, &c, inp, NULL, N, g, 1e-3f);
     memcpy(d2, dout, sizeof d2); /* in place: dinp aliases dout */
     vt_gelu_backward(d2, inp, d2, N);
@@ -299,7 +359,8 @@ typedef struct {
 } at_ctx;
 static double at_obj(void *vc) {
     at_ctx *c = vc;
-    vt_attention_forward(c->out, c->att, c->scratch, c->q, c->k, c->qk_rs, c->v, c->v_rs, c->mask, c->B, c->T, c->H, c->hd, vt_threads_max(), c->scale);
+    vt_attention_forward(c->out, c->att, c->scratch, c->q, c->k, c->qk_rs, c->v, c->v_rs, c->mask, c->B, c->T,
+                         c->H, c->hd, vt_threads_max(), c->scale);
     return dot_d(c->out, c->dout, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -307,11 +368,14 @@ static double at_obj(void *vc) {
 static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, int causal) {
     char nm[160], tag[96];
     int D = H * hd;
-    snprintf(tag, sizeof tag, "attention B%d T%d H%d hd%d %s%s", B, T, H, hd, fused ? "fused qkv" : "qk_rs!=v_rs",
-             causal ? " causal" : "");
+    snprintf(tag, sizeof tag, "attention B%d T%d H%d hd%d %s%s", B, T, H, hd,
+             fused ? "fused qkv" : "qk_rs!=v_rs", causal ? " causal" : "");
     at_ctx c;
     memset(&c, 0, sizeof c);
-    c.B = B; c.T = T; c.H = H; c.hd = hd;
+    c.B = B;
+    c.T = T;
+    c.H = H;
+    c.hd = hd;
     c.qk_rs = fused ? 3 * D : D + 2;
     c.v_rs = fused ? 3 * D : D + 5;
     c.scale = 1.0f / sqrtf((float)hd);
@@ -320,11 +384,19 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     if (fused) {
         buf = tu_xmalloc(M * 3 * D * 4);
         tu_fill_normal(r, buf, M * 3 * D, 0, 1);
-        c.q = buf; c.k = buf + D; c.v = buf + 2 * D;
+        c.q = buf;
+        c.k = buf + D;
+        c.v = buf + 2 * D;
     } else {
-        qb = tu_xmalloc(nqk * 4); kb = tu_xmalloc(nqk * 4); vb = tu_xmalloc(nv * 4);
-        tu_fill_normal(r, qb, nqk, 0, 1); tu_fill_normal(r, kb, nqk, 0, 1); tu_fill_normal(r, vb, nv, 0, 1);
-        c.q = qb; c.k = kb; c.v = vb;
+        qb = tu_xmalloc(nqk * 4);
+        kb = tu_xmalloc(nqk * 4);
+        vb = tu_xmalloc(nv * 4);
+        tu_fill_normal(r, qb, nqk, 0, 1);
+        tu_fill_normal(r, kb, nqk, 0, 1);
+        tu_fill_normal(r, vb, nv, 0, 1);
+        c.q = qb;
+        c.k = kb;
+        c.v = vb;
     }
     uint8_t *mask = NULL;
     if (causal) { /* row 0: prefix of 1 bidirectional key; row 1: scattered */
@@ -339,7 +411,8 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     tu_fill_normal(r, c.dout, M * D, 0, 1);
     float *scratch = tu_xmalloc(vt_attention_scratch_floats(T, hd, vt_threads_max()) * 4);
     c.scratch = scratch;
-    vt_attention_forward(c.out, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, vt_threads_max(), c.scale);
+    vt_attention_forward(c.out, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd,
+                         vt_threads_max(), c.scale);
     /* forward vs a double reference of the documented semantics */
     double err = 0;
     int mask_ok = 1;
@@ -351,7 +424,8 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
                     int vis = !mask || j <= i || mask[b * T + j] == 0;
                     double d = 0;
                     for (int e = 0; e < hd; e++)
-                        d += (double)c.q[(b * T + i) * c.qk_rs + h * hd + e] * c.k[(b * T + j) * c.qk_rs + h * hd + e];
+                        d += (double)c.q[(b * T + i) * c.qk_rs + h * hd + e] *
+                             c.k[(b * T + j) * c.qk_rs + h * hd + e];
                     s[j] = vis ? d * c.scale : -INFINITY;
                     mx = fmax(mx, s[j]);
                 }
@@ -364,26 +438,32 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
                 }
                 for (int e = 0; e < hd; e++) {
                     double o = 0;
-                    for (int j = 0; j < T; j++) o += exp(s[j] - mx) / z * c.v[(b * T + j) * c.v_rs + h * hd + e];
+                    for (int j = 0; j < T; j++)
+                        o += exp(s[j] - mx) / z * c.v[(b * T + j) * c.v_rs + h * hd + e];
                     err = fmax(err, fabs(o - c.out[(b * T + i) * D + h * hd + e]) / (1 + fabs(o)));
                 }
             }
-    CHECK(err < 1e-5 && mask_ok, "%s: forward vs double reference err %.3g, masked probabilities exactly 0: %d", tag, err,
-          mask_ok);
+    CHECK(err < 1e-5 && mask_ok,
+          "%s: forward vs double reference err %.3g, masked probabilities exactly 0: %d", tag, err, mask_ok);
     /* padding of q/k/v rows is never read */
     if (!fused) {
         float *o2 = tu_xmalloc(M * D * 4);
         for (size_t t = 0; t < M; t++) {
-            for (int e = D; e < c.qk_rs; e++) { qb[t * c.qk_rs + e] = 1e30f; kb[t * c.qk_rs + e] = -1e30f; }
+            for (int e = D; e < c.qk_rs; e++) {
+                qb[t * c.qk_rs + e] = 1e30f;
+                kb[t * c.qk_rs + e] = -1e30f;
+            }
             for (int e = D; e < c.v_rs; e++) vb[t * c.v_rs + e] = NAN;
         }
-        vt_attention_forward(o2, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd, vt_threads_max(), c.scale);
+        vt_attention_forward(o2, c.att, scratch, c.q, c.k, c.qk_rs, c.v, c.v_rs, c.mask, B, T, H, hd,
+                             vt_threads_max(), c.scale);
         CHECK(!memcmp(o2, c.out, M * D * 4), "%s: the forward reads the row padding", tag);
         free(o2);
     }
     /* backward: prefilled gradient buffers with the same strides */
     size_t ndq = fused ? M * 3 * D : nqk;
-    float *pq = tu_xmalloc(ndq * 4), *pk = tu_xmalloc(ndq * 4), *pv = tu_xmalloc((fused ? M * 3 * D : nv) * 4);
+    float *pq = tu_xmalloc(ndq * 4), *pk = tu_xmalloc(ndq * 4),
+          *pv = tu_xmalloc((fused ? M * 3 * D : nv) * 4);
     tu_fill_normal(r, pq, ndq, 0, 1);
     memcpy(pk, pq, ndq * 4);
     tu_fill_normal(r, pv, fused ? M * 3 * D : nv, 0, 1);
@@ -391,13 +471,22 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     if (fused) { /* one gradient buffer [M, 3D] like block.c uses */
         dbuf = tu_xmalloc(M * 3 * D * 4);
         memcpy(dbuf, pq, M * 3 * D * 4);
-        gq = dbuf; gk = dbuf + D; gv = dbuf + 2 * D;
+        gq = dbuf;
+        gk = dbuf + D;
+        gv = dbuf + 2 * D;
     } else {
-        dqb = tu_xmalloc(nqk * 4); dkb = tu_xmalloc(nqk * 4); dvb = tu_xmalloc(nv * 4);
-        memcpy(dqb, pq, nqk * 4); memcpy(dkb, pk, nqk * 4); memcpy(dvb, pv, nv * 4);
-        gq = dqb; gk = dkb; gv = dvb;
+        dqb = tu_xmalloc(nqk * 4);
+        dkb = tu_xmalloc(nqk * 4);
+        dvb = tu_xmalloc(nv * 4);
+        memcpy(dqb, pq, nqk * 4);
+        memcpy(dkb, pk, nqk * 4);
+        memcpy(dvb, pv, nv * 4);
+        gq = dqb;
+        gk = dkb;
+        gv = dvb;
     }
-    vt_attention_backward(gq, gk, gv, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
+    vt_attention_backward(gq, gk, gv, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd,
+                          vt_threads_max(), c.scale);
     /* analytic gradients at the logical entries */
     size_t nl = M * D;
     size_t *iq = tu_xmalloc(nl * sizeof(size_t)), *iv = tu_xmalloc(nl * sizeof(size_t));
@@ -418,30 +507,53 @@ static void test_attention(tu_rng *r, int B, int T, int H, int hd, int fused, in
     fd_compare(nm, at_obj, &c, c.k, iq, nl, ak, 3e-3f);
     snprintf(nm, sizeof nm, "%s d v (+=)", tag);
     fd_compare(nm, at_obj, &c, c.v, iv, nl, av, 3e-3f);
-    at_obj(&c); /* restore att of the unperturbed inputs */
+    at_obj(&c);   /* restore att of the unperturbed inputs */
     if (!fused) { /* padding of the gradient rows untouched */
         int ok = 1;
         for (size_t t = 0; t < M; t++) {
-            for (int e = D; e < c.qk_rs; e++) ok &= dqb[t * c.qk_rs + e] == pq[t * c.qk_rs + e] && dkb[t * c.qk_rs + e] == pk[t * c.qk_rs + e];
+            for (int e = D; e < c.qk_rs; e++)
+                ok &= dqb[t * c.qk_rs + e] == pq[t * c.qk_rs + e] &&
+                      dkb[t * c.qk_rs + e] == pk[t * c.qk_rs + e];
             for (int e = D; e < c.v_rs; e++) ok &= dvb[t * c.v_rs + e] == pv[t * c.v_rs + e];
         }
         CHECK(ok, "%s: the backward writes into the row padding", tag);
         /* each gradient alone (others NULL) gives the same bits */
         float *s = tu_xmalloc((nqk > nv ? nqk : nv) * 4);
         memcpy(s, pq, nqk * 4);
-        vt_attention_backward(s, NULL, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
+        vt_attention_backward(s, NULL, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H,
+                              hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(s, dqb, nqk * 4), "%s: dq alone differs from the full backward", tag);
         memcpy(s, pk, nqk * 4);
-        vt_attention_backward(NULL, s, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
+        vt_attention_backward(NULL, s, NULL, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H,
+                              hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(s, dkb, nqk * 4), "%s: dk alone differs from the full backward", tag);
         memcpy(s, pv, nv * 4);
-        vt_attention_backward(NULL, NULL, s, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H, hd, vt_threads_max(), c.scale);
+        vt_attention_backward(NULL, NULL, s, scratch, c.dout, c.att, c.q, c.k, c.qk_rs, c.v, c.v_rs, B, T, H,
+                              hd, vt_threads_max(), c.scale);
         CHECK(!memcmp(s, dvb, nv * 4), "%s: dv alone differs from the full backward", tag);
         free(s);
     }
-    free(iq); free(iv); free(aq); free(ak); free(av);
-    free(pq); free(pk); free(pv); free(scratch); free(dbuf); free(dqb); free(dkb); free(dvb);
-    free(buf); free(qb); free(kb); free(vb); free(mask); free(c.out); free(c.att); free(c.dout);
+    free(iq);
+    free(iv);
+    free(aq);
+    free(ak);
+    free(av);
+    free(pq);
+    free(pk);
+    free(pv);
+    free(scratch);
+    free(dbuf);
+    free(dqb);
+    free(dkb);
+    free(dvb);
+    free(buf);
+    free(qb);
+    free(kb);
+    free(vb);
+    free(mask);
+    free(c.out);
+    free(c.att);
+    free(c.dout);
 }
 
 /* ---- whole models through the public API ------------------------------------------------------------------- */
@@ -456,7 +568,10 @@ typedef struct {
 
 static double md_obj(md_ctx *c) {
     int rc = vt_forward(c->m, c->fn, c->in, 0);
-    if (rc) { c->fwd_fail++; return NAN; }
+    if (rc) {
+        c->fwd_fail++;
+        return NAN;
+    }
     if (c->fn == VT_FN_LOSS) return (double)vt_loss_value(c->m);
     double J = 0;
     for (int i = 0; i < c->nout; i++) {
@@ -478,14 +593,15 @@ static double fd_value(md_ctx *c, float *x, size_t idx, float h) {
     return (jp - jm) / ((double)xp - (double)xm);
 }
 
-static void fd_entry(const char *model, const char *what, size_t idx, md_ctx *c, float *x, double an, double scale,
-                     float h, int *bad, double *worst) {
+static void fd_entry(const char *model, const char *what, size_t idx, md_ctx *c, float *x, double an,
+                     double scale, float h, int *bad, double *worst) {
     double fd = fd_value(c, x, idx, h);
     double err = fabs(fd - an), tol = REL_TOL * fmax(fabs(fd), fabs(an)) + ABS_TOL * scale;
     *worst = fmax(*worst, err / tol);
     if (!(err <= tol)) {
         (*bad)++;
-        CHECK(0, "%s: %s[%zu]: fd %.7g vs analytic %.7g (|diff| %.3g > tol %.3g)", model, what, idx, fd, an, err, tol);
+        CHECK(0, "%s: %s[%zu]: fd %.7g vs analytic %.7g (|diff| %.3g > tol %.3g)", model, what, idx, fd, an,
+              err, tol);
     } else {
         tu_pass++;
     }
@@ -494,7 +610,7 @@ static void fd_entry(const char *model, const char *what, size_t idx, md_ctx *c,
 /* Runs the FD comparison for one model and call. The caller fills cfg and the index/mask
  * fields of *in (batch included); images are made here. */
 static void model_fd(const char *name, const vt_model_config *cfg, vt_fn fn, vt_inputs *in, uint64_t seed) {
-    tu_rng r = {seed};
+    tu_rng r = { seed };
     vt_model *m = NULL;
     int rc = vt_model_create(cfg, &m);
     if (!CHECK_OK(rc, name)) return;
@@ -503,9 +619,13 @@ static void model_fd(const char *name, const vt_model_config *cfg, vt_fn fn, vt_
     float *img = tu_xmalloc(nimg * 4);
     tu_fill_normal(&r, img, nimg, 0, 1);
     in->images = img;
-    md_ctx c = {m, fn, in, NULL, 0, 0};
+    md_ctx c = { m, fn, in, NULL, 0, 0 };
     rc = vt_forward(m, fn, in, 1);
-    if (!CHECK_OK(rc, name)) { vt_model_free(m); free(img); return; }
+    if (!CHECK_OK(rc, name)) {
+        vt_model_free(m);
+        free(img);
+        return;
+    }
     c.nout = fn == VT_FN_LOSS ? 0 : vt_output_count(m);
     c.douts = tu_xcalloc((size_t)c.nout + 1, sizeof(float *));
     for (int i = 0; i < c.nout; i++) {
@@ -539,10 +659,12 @@ static void model_fd(const char *name, const vt_model_config *cfg, vt_fn fn, vt_
         for (size_t k = 0; k < n; k++)
             if (fabsf(grads[off + k]) > fabsf(grads[off + amax])) amax = k;
         double tscale = pscale; /* true zeros (e.g. k_norm.bias) have FD noise ~1e-4 */
-        size_t picks[4] = {amax, (size_t)tu_randint(&r, (int)n), (size_t)tu_randint(&r, (int)n), (size_t)tu_randint(&r, (int)n)};
+        size_t picks[4] = { amax, (size_t)tu_randint(&r, (int)n), (size_t)tu_randint(&r, (int)n),
+                            (size_t)tu_randint(&r, (int)n) };
         int np = n < 4 ? (int)n : 4;
         for (int k = 0; k < np; k++) {
-            fd_entry(name, vt_param_name(m, i), picks[k], &c, p, grads[off + picks[k]], tscale, h, &bad, &worst);
+            fd_entry(name, vt_param_name(m, i), picks[k], &c, p, grads[off + picks[k]], tscale, h, &bad,
+                     &worst);
             checked++;
         }
         off += n;
@@ -559,10 +681,12 @@ static void model_fd(const char *name, const vt_model_config *cfg, vt_fn fn, vt_
     { /* the harness is sharp enough: a 5% error in the largest image gradient would be caught */
         double fd = fd_value(&c, img, amax, h), an = 1.05 * dimg[amax];
         CHECK(fabs(fd - an) > REL_TOL * fmax(fabs(fd), fabs(an)) + ABS_TOL * iscale,
-              "%s: FD harness would not notice a 5%% gradient error (fd %g, analytic %g)", name, fd, dimg[amax]);
+              "%s: FD harness would not notice a 5%% gradient error (fd %g, analytic %g)", name, fd,
+              dimg[amax]);
     }
     CHECK(c.fwd_fail == 0, "%s: %d perturbed forwards failed: %s", name, c.fwd_fail, vt_last_error());
-    tu_info("%-44s %3d entries, %d off, worst err/tol %.3f, max|grad| %.3g", name, checked, bad, worst, scale);
+    tu_info("%-44s %3d entries, %d off, worst err/tol %.3f, max|grad| %.3g", name, checked, bad, worst,
+            scale);
     free(grads);
 done:
     for (int i = 0; i < c.nout; i++) free(c.douts[i]);
@@ -575,74 +699,105 @@ done:
 static void test_models(void) {
     vt_model_config c;
     vt_inputs in;
-    tu_rng r = {777};
+    tu_rng r = { 777 };
     const int B = 2;
 
     /* 1. lightly, class token, encode */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    memset(&in, 0, sizeof in); in.batch = B;
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     model_fd("lightly encode (cls)", &c, VT_FN_ENCODE, &in, 1);
 
     /* 2. registers, no_embed_class, qk_norm, LayerScale, token pool */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 1.5f);
-    c.enc.reg_tokens = 2; c.enc.no_embed_class = 1; c.enc.qk_norm = 1; c.enc.init_values = 0.5f;
-    memset(&in, 0, sizeof in); in.batch = B;
+    c.enc.reg_tokens = 2;
+    c.enc.no_embed_class = 1;
+    c.enc.qk_norm = 1;
+    c.enc.init_values = 0.5f;
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     model_fd("lightly reg2 no_embed_class qk_norm ls token", &c, VT_FN_FORWARD, &in, 2);
 
     /* 3. timm kind (trainable pos_embed), no class token, avg pool */
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
-    c.enc.mask_token = 0; c.enc.class_token = 0; vt_pool_from_name("avg", &c.enc.global_pool);
-    memset(&in, 0, sizeof in); in.batch = B;
+    c.enc.mask_token = 0;
+    c.enc.class_token = 0;
+    vt_pool_from_name("avg", &c.enc.global_pool);
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     model_fd("timm no-cls avg pool forward", &c, VT_FN_FORWARD, &in, 3);
 
     /* 4. class token + reg tokens, avg pool (prefix excluded) */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    c.enc.reg_tokens = 2; vt_pool_from_name("avg", &c.enc.global_pool);
-    memset(&in, 0, sizeof in); in.batch = B;
+    c.enc.reg_tokens = 2;
+    vt_pool_from_name("avg", &c.enc.global_pool);
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     model_fd("lightly cls+reg2 avg pool forward", &c, VT_FN_FORWARD, &in, 4);
 
     /* 5. global_pool '' forward: [B,T,D] */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
     vt_pool_from_name("", &c.enc.global_pool);
-    memset(&in, 0, sizeof in); in.batch = B;
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     model_fd("lightly global_pool '' forward", &c, VT_FN_FORWARD, &in, 5);
 
     /* 6. idx_mask (incl. the class token in one row) */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
-    int64_t im[2 * 3] = {0, 3, 7, 2, 9, 5};
-    memset(&in, 0, sizeof in); in.batch = B; in.idx_mask = im; in.n_mask = 3;
+    int64_t im[2 * 3] = { 0, 3, 7, 2, 9, 5 };
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.idx_mask = im;
+    in.n_mask = 3;
     model_fd("lightly idx_mask encode", &c, VT_FN_ENCODE, &in, 6);
 
     /* 7. idx_keep (prefix and patch tokens, unsorted) */
-    int64_t ik[2 * 5] = {0, 8, 2, 5, 1, 9, 0, 4, 3, 6};
-    memset(&in, 0, sizeof in); in.batch = B; in.idx_keep = ik; in.n_keep = 5;
+    int64_t ik[2 * 5] = { 0, 8, 2, 5, 1, 9, 0, 4, 3, 6 };
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.idx_keep = ik;
+    in.n_keep = 5;
     model_fd("lightly idx_keep encode", &c, VT_FN_ENCODE, &in, 7);
 
     /* 8. idx_mask + idx_keep together */
-    memset(&in, 0, sizeof in); in.batch = B; in.idx_mask = im; in.n_mask = 3; in.idx_keep = ik; in.n_keep = 5;
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.idx_mask = im;
+    in.n_mask = 3;
+    in.idx_keep = ik;
+    in.n_keep = 5;
     model_fd("lightly idx_mask+idx_keep encode", &c, VT_FN_ENCODE, &in, 8);
 
     /* 9. bool mask [B, L] (class token masked in row 1), with registers */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
     c.enc.reg_tokens = 2;
-    uint8_t bm[2 * 7] = {0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 0, 0, 1, 0};
-    memset(&in, 0, sizeof in); in.batch = B; in.mask = bm;
+    uint8_t bm[2 * 7] = { 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 0, 0, 1, 0 };
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.mask = bm;
     model_fd("lightly bool mask encode", &c, VT_FN_ENCODE, &in, 9);
 
     /* 10/11. forward_intermediates, norm off / on (every output has an upstream gradient) */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-    memset(&in, 0, sizeof in); in.batch = B;
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     model_fd("lightly forward_intermediates norm=0", &c, VT_FN_INTERMEDIATES, &in, 10);
     model_fd("lightly forward_intermediates norm=1", &c, VT_FN_INTERMEDIATES_NORM, &in, 11);
-    memset(&in, 0, sizeof in); in.batch = B; in.idx_keep = ik; in.n_keep = 4;
-    int64_t ik4[2 * 4] = {0, 2, 4, 1, 3, 0, 1, 2};
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.idx_keep = ik;
+    in.n_keep = 4;
+    int64_t ik4[2 * 4] = { 0, 2, 4, 1, 3, 0, 1, 2 };
     in.idx_keep = ik4;
     model_fd("lightly forward_intermediates norm=1 idx_keep", &c, VT_FN_INTERMEDIATES_NORM, &in, 12);
 
     /* 12-14. masked-causal ViT: mask + is_causal, mask without is_causal, pooled */
     tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 2, 2, 1.5f);
-    uint8_t cm[2 * 9] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1};
-    memset(&in, 0, sizeof in); in.batch = B; in.mask = cm; in.is_causal = 1;
+    uint8_t cm[2 * 9] = { 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1 };
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.mask = cm;
+    in.is_causal = 1;
     model_fd("causal mask is_causal=1 encode", &c, VT_FN_ENCODE, &in, 13);
     in.is_causal = 0;
     model_fd("causal mask is_causal=0 encode", &c, VT_FN_ENCODE, &in, 14);
@@ -652,7 +807,7 @@ static void test_models(void) {
     /* timm's forward = forward_features + forward_head (pool -> fc_norm -> head), every pooling,
      * with a classifier head and without; registers so that the prefix exclusion matters */
     {
-        const char *pools[] = {"token", "avg", "max", "avgmax", ""};
+        const char *pools[] = { "token", "avg", "max", "avgmax", "" };
         for (int pi = 0; pi < 5; pi++)
             for (int nc = 0; nc <= 5; nc += 5) {
                 char nm[96];
@@ -660,7 +815,8 @@ static void test_models(void) {
                 c.enc.reg_tokens = 1;
                 vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 c.enc.num_classes = nc;
-                memset(&in, 0, sizeof in); in.batch = B;
+                memset(&in, 0, sizeof in);
+                in.batch = B;
                 snprintf(nm, sizeof nm, "timm forward pool '%s' num_classes %d", pools[pi], nc);
                 model_fd(nm, &c, VT_FN_TIMM_FORWARD, &in, 40 + (uint64_t)(pi * 10 + nc));
             }
@@ -669,11 +825,15 @@ static void test_models(void) {
     /* repeated idx_keep (a gather): the same token twice in a row, and more indices than tokens */
     {
         tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 2, 2, 2.0f);
-        int64_t rk[2 * 7] = {0, 3, 3, 1, 0, 3, 2, 4, 4, 4, 0, 1, 2, 4};
-        memset(&in, 0, sizeof in); in.batch = B; in.idx_keep = rk; in.n_keep = 7;
+        int64_t rk[2 * 7] = { 0, 3, 3, 1, 0, 3, 2, 4, 4, 4, 0, 1, 2, 4 };
+        memset(&in, 0, sizeof in);
+        in.batch = B;
+        in.idx_keep = rk;
+        in.n_keep = 7;
         model_fd("lightly idx_keep repeated encode", &c, VT_FN_ENCODE, &in, 60);
-        int64_t im2[2 * 1] = {3, 2};
-        in.idx_mask = im2; in.n_mask = 1;
+        int64_t im2[2 * 1] = { 3, 2 };
+        in.idx_mask = im2;
+        in.n_mask = 1;
         model_fd("lightly idx_keep repeated + idx_mask", &c, VT_FN_INTERMEDIATES_NORM, &in, 61);
     }
 
@@ -683,21 +843,29 @@ static void test_models(void) {
     tu_random_token_mask(&r, B, 1, 9, 5, mk, mm);
     for (int np = 0; np <= 1; np++) {
         c.norm_pix_loss = np;
-        memset(&in, 0, sizeof in); in.batch = B; in.idx_keep = mk; in.n_keep = 5; in.idx_mask = mm; in.n_mask = 5;
+        memset(&in, 0, sizeof in);
+        in.batch = B;
+        in.idx_keep = mk;
+        in.n_keep = 5;
+        in.idx_mask = mm;
+        in.n_mask = 5;
         model_fd(np ? "MAE loss norm_pix=1" : "MAE loss norm_pix=0", &c, VT_FN_LOSS, &in, 16 + (uint64_t)np);
     }
 
     /* 17. AIM loss with a prefix mask and is_causal */
     tu_tiny_config(&c, VT_KIND_AIM, 8, 4, 8, 2, 2, 2.0f);
-    uint8_t am[2 * 4] = {0, 1, 1, 1, 0, 0, 1, 1};
-    memset(&in, 0, sizeof in); in.batch = B; in.mask = am; in.is_causal = 1;
+    uint8_t am[2 * 4] = { 0, 1, 1, 1, 0, 0, 1, 1 };
+    memset(&in, 0, sizeof in);
+    in.batch = B;
+    in.mask = am;
+    in.is_causal = 1;
     model_fd("AIM loss (mask, is_causal)", &c, VT_FN_LOSS, &in, 18);
 
     /* the classifier loss: timm's forward + LabelSmoothingCrossEntropy, pools with and without
      * fc_norm, smoothing off (F.cross_entropy) and on */
     {
-        const char *pools[] = {"token", "avg", "avgmax"};
-        int32_t labels[3] = {3, 0, 4};
+        const char *pools[] = { "token", "avg", "avgmax" };
+        int32_t labels[3] = { 3, 0, 4 };
         for (int pi = 0; pi < 3; pi++)
             for (int si = 0; si <= 1; si++) {
                 char nm[96];
@@ -705,8 +873,12 @@ static void test_models(void) {
                 c.enc.reg_tokens = pi == 1;
                 vt_pool_from_name(pools[pi], &c.enc.global_pool);
                 c.enc.num_classes = 5;
-                memset(&in, 0, sizeof in); in.batch = 3; in.labels = labels; in.label_smoothing = si ? 0.1f : 0.0f;
-                snprintf(nm, sizeof nm, "classifier loss pool '%s' smoothing %.1f", pools[pi], in.label_smoothing);
+                memset(&in, 0, sizeof in);
+                in.batch = 3;
+                in.labels = labels;
+                in.label_smoothing = si ? 0.1f : 0.0f;
+                snprintf(nm, sizeof nm, "classifier loss pool '%s' smoothing %.1f", pools[pi],
+                         in.label_smoothing);
                 model_fd(nm, &c, VT_FN_LOSS, &in, 70 + (uint64_t)(pi * 2 + si));
             }
     }
@@ -716,7 +888,7 @@ static void test_models(void) {
  * computed here from them in double: (1-s) * nll + s * mean_c(-logp), mean over the batch. */
 static void test_classifier_loss_value(void) {
     vt_model_config c;
-    tu_rng r = {91};
+    tu_rng r = { 91 };
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
     c.enc.num_classes = 4;
     vt_model *m = NULL;
@@ -724,12 +896,15 @@ static void test_classifier_loss_value(void) {
     tu_init_params(m, &r);
     float img[3 * 3 * 8 * 8];
     tu_fill_normal(&r, img, sizeof img / sizeof img[0], 0, 1);
-    int32_t labels[3] = {1, 3, 0};
+    int32_t labels[3] = { 1, 3, 0 };
     for (int si = 0; si < 3; si++) {
         float s = si == 0 ? 0.0f : si == 1 ? 0.1f : 0.5f;
         vt_inputs in;
         memset(&in, 0, sizeof in);
-        in.images = img; in.batch = 3; in.labels = labels; in.label_smoothing = s;
+        in.images = img;
+        in.batch = 3;
+        in.labels = labels;
+        in.label_smoothing = s;
         if (!CHECK_OK(vt_forward(m, VT_FN_LOSS, &in, 0), "classifier loss forward")) break;
         int64_t sh[4];
         int nd;
@@ -745,32 +920,38 @@ static void test_classifier_loss_value(void) {
             want += ((1 - s) * nll + s * smooth) / 3;
         }
         double got = vt_loss_value(m);
-        CHECK(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7, "classifier loss s=%g: %.9g, LabelSmoothingCrossEntropy %.9g", s, got, want);
+        CHECK(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7,
+              "classifier loss s=%g: %.9g, LabelSmoothingCrossEntropy %.9g", s, got, want);
     }
     /* bad labels and smoothing are refused, naming what is wrong */
     vt_inputs in;
     memset(&in, 0, sizeof in);
-    in.images = img; in.batch = 3;
-    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "labels"), "no labels: %s", vt_last_error());
-    int32_t bad[3] = {0, 4, 1};
+    in.images = img;
+    in.batch = 3;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "labels"),
+          "no labels: %s", vt_last_error());
+    int32_t bad[3] = { 0, 4, 1 };
     in.labels = bad;
-    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "labels[1] = 4"), "label 4 of 4 classes: %s", vt_last_error());
-    in.labels = labels; in.label_smoothing = 1.0f;
-    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "label_smoothing"), "smoothing 1: %s", vt_last_error());
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "labels[1] = 4"),
+          "label 4 of 4 classes: %s", vt_last_error());
+    in.labels = labels;
+    in.label_smoothing = 1.0f;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "label_smoothing"),
+          "smoothing 1: %s", vt_last_error());
     vt_model_free(m);
 }
 
 int main(void) {
     double t0 = tu_now();
-    tu_rng r = {12345};
+    tu_rng r = { 12345 };
     /* the dispatched kernels, then the scalar references (vt_kernels_use_reference) */
     for (int ref = 0; ref <= 1; ref++) {
         vt_kernels_use_reference(ref);
         g_mode = ref ? "[ref] " : "";
-        int shapes[][3] = {{3, 5, 3}, {5, 5, 3}, {7, 5, 3}, {1, 1, 1}, {6, 17, 9}};
+        int shapes[][3] = { { 3, 5, 3 }, { 5, 5, 3 }, { 7, 5, 3 }, { 1, 1, 1 }, { 6, 17, 9 } };
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int b = 0; b <= 1; b++) test_matmul(&r, shapes[s][0], shapes[s][1], shapes[s][2], b);
-        int ln_shapes[][2] = {{3, 5}, {4, 6}, {7, 5}};
+        int ln_shapes[][2] = { { 3, 5 }, { 4, 6 }, { 7, 5 } };
         for (size_t s = 0; s < sizeof ln_shapes / sizeof ln_shapes[0]; s++) {
             test_layernorm(&r, ln_shapes[s][0], ln_shapes[s][1], 1, 1);
             test_layernorm(&r, ln_shapes[s][0], ln_shapes[s][1], 0, 0);

@@ -22,17 +22,24 @@ static int create_json(const char *json, vt_kind kind, vt_model **m) {
 
 static void test_config_sizes(void) {
     vt_model *m = NULL;
-    CHECK_ERR(create_json("{\"embed_dim\": 1000001}", VT_KIND_TIMM, &m), VT_ERR_ARG, "0..1000000", "embed_dim 1000001");
-    CHECK_ERR(create_json("{\"mlp_ratio\": 1e30}", VT_KIND_TIMM, &m), VT_ERR_ARG, "mlp_ratio", "mlp_ratio 1e30");
-    CHECK_ERR(create_json("{\"encoder\": {\"embed_dim\": 64, \"num_heads\": 4}, \"decoder_mlp_ratio\": 0}", VT_KIND_MAE, &m),
+    CHECK_ERR(create_json("{\"embed_dim\": 1000001}", VT_KIND_TIMM, &m), VT_ERR_ARG, "0..1000000",
+              "embed_dim 1000001");
+    CHECK_ERR(create_json("{\"mlp_ratio\": 1e30}", VT_KIND_TIMM, &m), VT_ERR_ARG, "mlp_ratio",
+              "mlp_ratio 1e30");
+    CHECK_ERR(create_json("{\"encoder\": {\"embed_dim\": 64, \"num_heads\": 4}, \"decoder_mlp_ratio\": 0}",
+                          VT_KIND_MAE, &m),
               VT_ERR_ARG, "decoder_mlp_ratio", "decoder_mlp_ratio 0");
-    CHECK_ERR(create_json("{\"encoder\": {\"class_token\": false, \"global_pool\": \"avg\", \"embed_dim\": 64, \"num_heads\": 4},"
-                          " \"head_mlp_ratio\": 1e300}", VT_KIND_AIM, &m), VT_ERR_ARG, "head_mlp_ratio", "head_mlp_ratio 1e300");
+    CHECK_ERR(create_json("{\"encoder\": {\"class_token\": false, \"global_pool\": \"avg\", \"embed_dim\": "
+                          "64, \"num_heads\": 4},"
+                          " \"head_mlp_ratio\": 1e300}",
+                          VT_KIND_AIM, &m),
+              VT_ERR_ARG, "head_mlp_ratio", "head_mlp_ratio 1e300");
     /* G*G = 2^32 wraps a 32-bit long (wasm) to 0: must still count 4294967297 tokens */
-    CHECK_ERR(create_json("{\"img_size\": 65536, \"patch_size\": 1}", VT_KIND_TIMM, &m), VT_ERR_ARG, "4294967297 tokens",
-              "img 65536 / patch 1");
-    CHECK_ERR(create_json("{\"img_size\": 1000, \"patch_size\": 1000, \"in_chans\": 1000000}", VT_KIND_TIMM, &m), VT_ERR_ARG,
-              "patch of 1000000 channels", "a 10^12-value patch");
+    CHECK_ERR(create_json("{\"img_size\": 65536, \"patch_size\": 1}", VT_KIND_TIMM, &m), VT_ERR_ARG,
+              "4294967297 tokens", "img 65536 / patch 1");
+    CHECK_ERR(
+        create_json("{\"img_size\": 1000, \"patch_size\": 1000, \"in_chans\": 1000000}", VT_KIND_TIMM, &m),
+        VT_ERR_ARG, "patch of 1000000 channels", "a 10^12-value patch");
     vt_model_config c;
     tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 1, 2, 2.0f);
     c.enc.mlp_ratio = INFINITY;
@@ -45,47 +52,59 @@ static void test_config_sizes(void) {
     CHECK(m == NULL, "a refused config returned a model");
     if (WASM32) {
         /* the issue's cases: 12.9 GB planned as 2.49 MB, a 0-element qkv, an out-of-bounds trap */
-        const char *big[] = {"{\"embed_dim\": 16384, \"num_heads\": 16}", "{\"embed_dim\": 65536, \"num_heads\": 16, \"depth\": 1}",
-                             "{\"embed_dim\": 1000000, \"num_heads\": 16, \"depth\": 1, \"mlp_ratio\": 0.5}"};
+        const char *big[] = {
+            "{\"embed_dim\": 16384, \"num_heads\": 16}",
+            "{\"embed_dim\": 65536, \"num_heads\": 16, \"depth\": 1}",
+            "{\"embed_dim\": 1000000, \"num_heads\": 16, \"depth\": 1, \"mlp_ratio\": 0.5}"
+        };
         for (int i = 0; i < 3; i++)
-            CHECK_ERR(create_json(big[i], VT_KIND_TIMM, &m), VT_ERR_NOMEM, "more than this platform can address", big[i]);
+            CHECK_ERR(create_json(big[i], VT_KIND_TIMM, &m), VT_ERR_NOMEM,
+                      "more than this platform can address", big[i]);
     }
 }
 
 static void test_ptable(void) {
     vt_ptable t;
     memset(&t, 0, sizeof t);
-    int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, qkv[2] = {3 * 65536, 65536}, neg[1] = {-1}, ok[2] = {3, 5};
+    int64_t huge[2] = { (int64_t)1 << 40, (int64_t)1 << 40 }, qkv[2] = { 3 * 65536, 65536 }, neg[1] = { -1 },
+            ok[2] = { 3, 5 };
     CHECK_OK(vt_ptable_add(&t, "a", 2, ok, 1), "a [3, 5]");
     CHECK_ERR(vt_ptable_add(&t, "huge", 2, huge, 1), VT_ERR_NOMEM, "address", "2^40 x 2^40");
     CHECK_ERR(vt_ptable_add(&t, "neg", 1, neg, 1), VT_ERR_ARG, "negative", "shape [-1]");
     CHECK_ERR(vt_ptable_add(&t, "five", 5, ok, 1), VT_ERR_ARG, "dimensions", "5 dimensions");
-    if (WASM32) CHECK_ERR(vt_ptable_add(&t, "qkv", 2, qkv, 1), VT_ERR_NOMEM, "address", "[196608, 65536] in wasm32");
+    if (WASM32)
+        CHECK_ERR(vt_ptable_add(&t, "qkv", 2, qkv, 1), VT_ERR_NOMEM, "address", "[196608, 65536] in wasm32");
     else if (CHECK_OK(vt_ptable_add(&t, "qkv", 2, qkv, 1), "[196608, 65536]"))
-        CHECK(t.p[1].numel == (size_t)3 << 32 && t.total == ((size_t)3 << 32) + 15, "numel %zu total %zu", t.p[1].numel, t.total);
+        CHECK(t.p[1].numel == (size_t)3 << 32 && t.total == ((size_t)3 << 32) + 15, "numel %zu total %zu",
+              t.p[1].numel, t.total);
     CHECK(t.n == (WASM32 ? 1 : 2), "refused parameters were added: n = %d", t.n);
     vt_ptable_free(&t);
 }
 
 /* a sin-cos parity file whose key names a 17 GB table but holds one float */
 static void test_sincos_parity(void) {
-    long long shape[1] = {1};
+    long long shape[1] = { 1 };
     float one = 1;
-    vt_st_entry e = {"expect/sincos.d65536.g1024.p64", VT_DT_F32, 1, shape, &one};
-    const char *k[] = {"format", "module", "config", "call"};
-    const char *v[] = {"vitrine-parity/1", "lightly.sincos", "{}", "{\"fn\": \"sincos\"}"};
+    vt_st_entry e = { "expect/sincos.d65536.g1024.p64", VT_DT_F32, 1, shape, &one };
+    const char *k[] = { "format", "module", "config", "call" };
+    const char *v[] = { "vitrine-parity/1", "lightly.sincos", "{}", "{\"fn\": \"sincos\"}" };
     uint8_t *bytes = NULL;
     size_t len = 0;
     if (!CHECK_OK(vt_st_write(&e, 1, k, v, 4, &bytes, &len), "write")) return;
     vt_parity_result r;
-    if (WASM32) CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_NOMEM, "do not fit in memory", "sin-cos key naming 17 GB");
-    else CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_FORMAT, "68723671040 values", "sin-cos key naming 17 GB");
+    if (WASM32)
+        CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_NOMEM, "do not fit in memory",
+                  "sin-cos key naming 17 GB");
+    else
+        CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_FORMAT, "68723671040 values",
+                  "sin-cos key naming 17 GB");
     CHECK(!r.pass, "passed");
     vt_parity_free(&r);
     free(bytes);
     float tab[4];
     CHECK_ERR(vt_sincos_table(tab, 1 << 24, 1 << 20, 0), VT_ERR_NOMEM, "address", "sin-cos 2^64 floats");
-    if (WASM32) CHECK_ERR(vt_sincos_table(tab, 65536, 1024, 64), VT_ERR_NOMEM, "address", "sin-cos 2^36 floats");
+    if (WASM32)
+        CHECK_ERR(vt_sincos_table(tab, 65536, 1024, 64), VT_ERR_NOMEM, "address", "sin-cos 2^36 floats");
 }
 
 /* item 5: a non-finite expected value is a broken reference: the file cannot be run, and the
@@ -98,24 +117,28 @@ static void test_parity_nonfinite(void) {
     CHECK_OK(vt_sincos_table(bad, 4, 1, 0), "table");
     bad[2] = INFINITY;
     for (int order = 0; order < 2; order++) {
-        long long sg[2] = {2, 4}, sb[2] = {1, 4};
-        vt_st_entry eg = {"expect/sincos.d4.g1.p1", VT_DT_F32, 2, sg, good}, eb = {"expect/sincos.d4.g1.p0", VT_DT_F32, 2, sb, bad};
-        vt_st_entry e[2] = {order ? eb : eg, order ? eg : eb};
-        const char *k[] = {"format", "module", "config", "call"};
-        const char *v[] = {"vitrine-parity/1", "lightly.sincos", "{}", "{\"fn\": \"sincos\"}"};
+        long long sg[2] = { 2, 4 }, sb[2] = { 1, 4 };
+        vt_st_entry eg = { "expect/sincos.d4.g1.p1", VT_DT_F32, 2, sg, good },
+                    eb = { "expect/sincos.d4.g1.p0", VT_DT_F32, 2, sb, bad };
+        vt_st_entry e[2] = { order ? eb : eg, order ? eg : eb };
+        const char *k[] = { "format", "module", "config", "call" };
+        const char *v[] = { "vitrine-parity/1", "lightly.sincos", "{}", "{\"fn\": \"sincos\"}" };
         uint8_t *bytes = NULL;
         size_t len = 0;
         if (!CHECK_OK(vt_st_write(e, 2, k, v, 4, &bytes, &len), "write")) return;
         vt_parity_result r;
         CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_FORMAT,
-                  "expect/sincos.d4.g1.p0 holds an infinity (element 2 of [1, 4]): the reference is broken", "an infinite expected value");
+                  "expect/sincos.d4.g1.p0 holds an infinity (element 2 of [1, 4]): the reference is broken",
+                  "an infinite expected value");
         CHECK(!r.pass && r.status == VT_ERR_FORMAT, "order %d: pass %d status %d", order, r.pass, r.status);
         char *js = NULL;
         size_t n = 0;
         if (CHECK_OK(vt_parity_json(&r, NULL, &js, &n), "json")) {
             /* no inf / nan; null only for the absent torch32 errors (these tensors have no torch32/ twin) */
-            CHECK(strstr(js, "\"error\": \"expect/sincos.d4.g1.p0 holds an infinity") && !strstr(js, ": inf") &&
-                      !strstr(js, ": nan") && !strstr(js, "\"err\": null") && strstr(js, "\"max_torch32_err\": null"), "JSON: %s", js);
+            CHECK(strstr(js, "\"error\": \"expect/sincos.d4.g1.p0 holds an infinity") &&
+                      !strstr(js, ": inf") && !strstr(js, ": nan") && !strstr(js, "\"err\": null") &&
+                      strstr(js, "\"max_torch32_err\": null"),
+                  "JSON: %s", js);
             free(js);
         }
         vt_parity_free(&r);
@@ -126,38 +149,50 @@ static void test_parity_nonfinite(void) {
 /* issue 22: a parity file's metadata checked field by field before any tensor is read (harness/
  * parity.c check_meta), its JSON errors naming the field, never a byte offset */
 static void test_parity_meta(void) {
-    float w[4] = {1, 2, 3, 4};
-    long long sh[1] = {4};
-    vt_st_entry e[2] = {{"param/w", VT_DT_F32, 1, sh, w}, {"input/grad.0", VT_DT_F32, 1, sh, w}};
+    float w[4] = { 1, 2, 3, 4 };
+    long long sh[1] = { 4 };
+    vt_st_entry e[2] = { { "param/w", VT_DT_F32, 1, sh, w }, { "input/grad.0", VT_DT_F32, 1, sh, w } };
     const char *adamw_cfg = "{\"betas\": [0.9, 0.95], \"eps\": 1e-08, \"lr\": 0.001, \"weight_decay\": 0.05}";
-    struct { const char *module, *config, *call, *word; } cases[] = {
-        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 2.5}", "metadata call.steps: 2.5 is not a whole number"},
-        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 0}", "metadata call.steps: 0 is outside [1, 100000]"},
-        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 1, \"steps\": 2}", "metadata call.steps appears twice"},
-        {"torch.optim.AdamW", "{\"betas\": [0.9, 1], \"eps\": 1e-08, \"lr\": 0.001, \"weight_decay\": 0}", "{\"fn\": \"adamw\", \"steps\": 1}",
-         "metadata config.betas[1]: a number in [0, 1) is needed"},
-        {"torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"eps\": 1e-08, \"lr\": 1e300, \"weight_decay\": 0}", "{\"fn\": \"adamw\", \"steps\": 1}",
-         "metadata config.lr: 1e+300 is outside [0, 1000]"},
-        {"torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"eps\": -1, \"lr\": 0.001, \"weight_decay\": 0}", "{\"fn\": \"adamw\", \"steps\": 1}",
-         "metadata config.eps: -1 is outside [0, 1]"},
-        {"torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"lr\": 0.001}", "{\"fn\": \"adamw\", \"steps\": 1}", "metadata config.eps: a number is needed"},
-        {"torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 1, \"lr\": 2}", "unsupported call option 'lr'"},
-        {"timm.VisionTransformer", "{}", "{\"fn\": \"forward\", \"norm\": \"yes\"}", "metadata call.norm: true or false is needed"},
-        {"lightly.MaskedCausalVisionTransformer", "{}", "{\"fn\": \"forward_features\", \"is_causal\": 1}", "metadata call.is_causal: true or false"},
-        {"timm.VisionTransformer", "{}", "{\"fn\": 5}", "metadata call.fn: the call's name"},
-        {"timm.VisionTransformer", "{}", "{\"fn\": ", "metadata call is not JSON (unexpected end of input"},
-        {"timm.VisionTransformer", "{\"encoder\": {\"img_size\": 8, \"img_size\": 9}}", "{\"fn\": \"forward\"}",
-         "metadata config.encoder.img_size appears twice"},
-        {"timm.VisionTransformer", "[1]", "{\"fn\": \"forward\"}", "metadata config and call must be JSON objects"},
-        {"nope.Module", "{}", "{\"fn\": \"forward\"}", "unsupported module 'nope.Module'"},
+    struct {
+        const char *module, *config, *call, *word;
+    } cases[] = {
+        { "torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 2.5}",
+          "metadata call.steps: 2.5 is not a whole number" },
+        { "torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 0}",
+          "metadata call.steps: 0 is outside [1, 100000]" },
+        { "torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 1, \"steps\": 2}",
+          "metadata call.steps appears twice" },
+        { "torch.optim.AdamW", "{\"betas\": [0.9, 1], \"eps\": 1e-08, \"lr\": 0.001, \"weight_decay\": 0}",
+          "{\"fn\": \"adamw\", \"steps\": 1}", "metadata config.betas[1]: a number in [0, 1) is needed" },
+        { "torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"eps\": 1e-08, \"lr\": 1e300, \"weight_decay\": 0}",
+          "{\"fn\": \"adamw\", \"steps\": 1}", "metadata config.lr: 1e+300 is outside [0, 1000]" },
+        { "torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"eps\": -1, \"lr\": 0.001, \"weight_decay\": 0}",
+          "{\"fn\": \"adamw\", \"steps\": 1}", "metadata config.eps: -1 is outside [0, 1]" },
+        { "torch.optim.AdamW", "{\"betas\": [0.9, 0.95], \"lr\": 0.001}", "{\"fn\": \"adamw\", \"steps\": 1}",
+          "metadata config.eps: a number is needed" },
+        { "torch.optim.AdamW", adamw_cfg, "{\"fn\": \"adamw\", \"steps\": 1, \"lr\": 2}",
+          "unsupported call option 'lr'" },
+        { "timm.VisionTransformer", "{}", "{\"fn\": \"forward\", \"norm\": \"yes\"}",
+          "metadata call.norm: true or false is needed" },
+        { "lightly.MaskedCausalVisionTransformer", "{}", "{\"fn\": \"forward_features\", \"is_causal\": 1}",
+          "metadata call.is_causal: true or false" },
+        { "timm.VisionTransformer", "{}", "{\"fn\": 5}", "metadata call.fn: the call's name" },
+        { "timm.VisionTransformer", "{}", "{\"fn\": ", "metadata call is not JSON (unexpected end of input" },
+        { "timm.VisionTransformer", "{\"encoder\": {\"img_size\": 8, \"img_size\": 9}}",
+          "{\"fn\": \"forward\"}", "metadata config.encoder.img_size appears twice" },
+        { "timm.VisionTransformer", "[1]", "{\"fn\": \"forward\"}",
+          "metadata config and call must be JSON objects" },
+        { "nope.Module", "{}", "{\"fn\": \"forward\"}", "unsupported module 'nope.Module'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *k[] = {"format", "module", "config", "call"}, *v[] = {"vitrine-parity/1", cases[i].module, cases[i].config, cases[i].call};
+        const char *k[] = { "format", "module", "config", "call" },
+                   *v[] = { "vitrine-parity/1", cases[i].module, cases[i].config, cases[i].call };
         uint8_t *bytes = NULL;
         size_t len = 0;
         if (!CHECK_OK(vt_st_write(e, 2, k, v, 4, &bytes, &len), "write")) continue;
         vt_parity_result r;
-        CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_FORMAT, cases[i].word, WHAT("module %s, config %s, call %s", cases[i].module, cases[i].config, cases[i].call));
+        CHECK_ERR(vt_parity_run(bytes, len, NULL, 0, &r), VT_ERR_FORMAT, cases[i].word,
+                  WHAT("module %s, config %s, call %s", cases[i].module, cases[i].config, cases[i].call));
         CHECK(!strstr(r.error, "at byte"), "a byte offset instead of the field: %s", r.error);
         vt_parity_free(&r);
         free(bytes);
@@ -167,13 +202,15 @@ static void test_parity_meta(void) {
 /* ---- training state ---- */
 
 /* The same safetensors bytes with one metadata value replaced (value NULL: the key removed). */
-static uint8_t *restate(const uint8_t *bytes, size_t len, const char *key, const char *value, size_t *out_len) {
+static uint8_t *restate(const uint8_t *bytes, size_t len, const char *key, const char *value,
+                        size_t *out_len) {
     vt_st_file f;
     if (vt_st_parse(bytes, len, &f)) return NULL;
     vt_st_entry *e = tu_xcalloc(f.n + 1, sizeof *e);
     const char **mk = tu_xcalloc(f.n_meta + 1, sizeof *mk), **mv = tu_xcalloc(f.n_meta + 1, sizeof *mv);
     for (size_t i = 0; i < f.n; i++)
-        e[i] = (vt_st_entry){f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape, f.tensors[i].data};
+        e[i] = (vt_st_entry){ f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape,
+                              f.tensors[i].data };
     size_t nm = 0;
     for (size_t i = 0; i < f.n_meta; i++) {
         if (!strcmp(f.meta_keys[i], key) && !value) continue;
@@ -182,7 +219,9 @@ static uint8_t *restate(const uint8_t *bytes, size_t len, const char *key, const
     }
     uint8_t *out = NULL;
     if (vt_st_write(e, f.n, mk, mv, nm, &out, out_len)) out = NULL;
-    free(e); free(mk); free(mv);
+    free(e);
+    free(mk);
+    free(mv);
     vt_st_free(&f);
     return out;
 }
@@ -204,56 +243,83 @@ static void test_train_state(void) {
     CHECK_OK(vt_init_weights(m, 1), "init");
     vt_train_config t;
     vt_train_config_default(&t, VT_KIND_MAE);
-    struct { const char *what; vt_train_config t; } bad[] = {{"lr inf", t}, {"lr nan", t}, {"lr 1e4", t}, {"eps inf", t},
-        {"beta1 1", t}, {"warmup", t}, {"total", t}, {"seed 2^60", t}, {"weight_decay -1", t}};
-    bad[0].t.lr = INFINITY; bad[1].t.lr = NAN; bad[2].t.lr = 1e4f; bad[3].t.eps = INFINITY; bad[4].t.beta1 = 1;
-    bad[5].t.warmup_steps = 2000000001L; bad[6].t.total_steps = -1; bad[7].t.seed = 1ULL << 60; bad[8].t.weight_decay = -1;
+    struct {
+        const char *what;
+        vt_train_config t;
+    } bad[] = { { "lr inf", t },  { "lr nan", t },    { "lr 1e4", t },
+                { "eps inf", t }, { "beta1 1", t },   { "warmup", t },
+                { "total", t },   { "seed 2^60", t }, { "weight_decay -1", t } };
+    bad[0].t.lr = INFINITY;
+    bad[1].t.lr = NAN;
+    bad[2].t.lr = 1e4f;
+    bad[3].t.eps = INFINITY;
+    bad[4].t.beta1 = 1;
+    bad[5].t.warmup_steps = 2000000001L;
+    bad[6].t.total_steps = -1;
+    bad[7].t.seed = 1ULL << 60;
+    bad[8].t.weight_decay = -1;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_ERR(vt_trainer_init(m, &bad[i].t), VT_ERR_ARG, "training config", WHAT("trainer_init %s", bad[i].what));
+        CHECK_ERR(vt_trainer_init(m, &bad[i].t), VT_ERR_ARG, "training config",
+                  WHAT("trainer_init %s", bad[i].what));
     t.total_steps = 10;
     t.warmup_steps = 2;
     t.seed = 7;
-    if (!CHECK_OK(vt_trainer_init(m, &t), "trainer_init")) { vt_model_free(m); return; }
+    if (!CHECK_OK(vt_trainer_init(m, &t), "trainer_init")) {
+        vt_model_free(m);
+        return;
+    }
     float img[2 * 3 * 8 * 8], loss;
-    tu_rng r = {3};
+    tu_rng r = { 3 };
     tu_fill_normal(&r, img, sizeof img / 4, 0, 1);
     CHECK_OK(vt_train_step(m, img, 2, &loss), "step");
     /* a batch whose masks alone exceed a 32-bit address space: refused before any allocation (the
      * images pointer is never read: the refusal comes first) */
-    if (WASM32) CHECK_ERR(vt_train_step(m, img, 2000000000, &loss), VT_ERR_NOMEM, "address space", "batch 2e9 in wasm32");
+    if (WASM32)
+        CHECK_ERR(vt_train_step(m, img, 2000000000, &loss), VT_ERR_NOMEM, "address space",
+                  "batch 2e9 in wasm32");
     uint8_t *st = NULL;
     size_t len = 0;
-    if (!CHECK_OK(vt_train_state_save(m, &st, &len), "save")) { vt_model_free(m); return; }
+    if (!CHECK_OK(vt_train_state_save(m, &st, &len), "save")) {
+        vt_model_free(m);
+        return;
+    }
 
     /* untrusted train_config numbers: refused before any conversion, the model unchanged */
-    const char *tc_ok = "\"lr\": 0.00015, \"beta1\": 0.9, \"beta2\": 0.95, \"eps\": 1e-08, \"weight_decay\": 0.05, "
-                        "\"clip_norm\": 0, \"mask_ratio\": 0.75";
-    struct { const char *key, *val, *word; } cases[] = {
-        {"train_config", "{%s, \"warmup_steps\": 1e300, \"total_steps\": 10, \"seed\": 7}", "warmup_steps"},
-        {"train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": -1}", "seed"},
-        {"train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": 1e30}", "seed"},
-        {"train_config", "{%s, \"warmup_steps\": 2.5, \"total_steps\": 10, \"seed\": 7}", "warmup_steps"},
-        {"train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": -3, \"seed\": 7}", "total_steps"},
-        {"train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": 7, \"lr\": 1e39}", "lr"},
-        {"step", "9223372036854775807", "step"},
-        {"step", "-1", "step"},
-        {"step", "", "step"},
-        {"step", "3x", "step"},
-        {"step", "+3", "step"},
-        {"step", " 3", "step"},
-        {"step", "2000000001", "step"},
-        {"step", "99999999999999999999999999", "step"},
+    const char *tc_ok =
+        "\"lr\": 0.00015, \"beta1\": 0.9, \"beta2\": 0.95, \"eps\": 1e-08, \"weight_decay\": 0.05, "
+        "\"clip_norm\": 0, \"mask_ratio\": 0.75";
+    struct {
+        const char *key, *val, *word;
+    } cases[] = {
+        { "train_config", "{%s, \"warmup_steps\": 1e300, \"total_steps\": 10, \"seed\": 7}", "warmup_steps" },
+        { "train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": -1}", "seed" },
+        { "train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": 1e30}", "seed" },
+        { "train_config", "{%s, \"warmup_steps\": 2.5, \"total_steps\": 10, \"seed\": 7}", "warmup_steps" },
+        { "train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": -3, \"seed\": 7}", "total_steps" },
+        { "train_config", "{%s, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": 7, \"lr\": 1e39}", "lr" },
+        { "step", "9223372036854775807", "step" },
+        { "step", "-1", "step" },
+        { "step", "", "step" },
+        { "step", "3x", "step" },
+        { "step", "+3", "step" },
+        { "step", " 3", "step" },
+        { "step", "2000000001", "step" },
+        { "step", "99999999999999999999999999", "step" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char val[600];
         snprintf(val, sizeof val, cases[i].val, tc_ok);
         if (i == 5) /* lr twice is a duplicate key: replace the first instead */
-            snprintf(val, sizeof val, "{\"lr\": 1e39, \"beta1\": 0.9, \"beta2\": 0.95, \"eps\": 1e-08, \"weight_decay\": 0.05, "
-                                      "\"clip_norm\": 0, \"mask_ratio\": 0.75, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": 7}");
+            snprintf(
+                val, sizeof val,
+                "{\"lr\": 1e39, \"beta1\": 0.9, \"beta2\": 0.95, \"eps\": 1e-08, \"weight_decay\": 0.05, "
+                "\"clip_norm\": 0, \"mask_ratio\": 0.75, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": "
+                "7}");
         size_t bl = 0;
         uint8_t *b = restate(st, len, cases[i].key, val, &bl);
         if (!CHECK(b, "restate %s", val)) continue;
-        CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, cases[i].word, WHAT("%s = %s", cases[i].key, val));
+        CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, cases[i].word,
+                  WHAT("%s = %s", cases[i].key, val));
         CHECK(same_state(m, st, len), "a refused state (%s) changed the model", val);
         free(b);
     }
@@ -262,7 +328,8 @@ static void test_train_state(void) {
         size_t bl = 0;
         uint8_t *b = restate(st, len, "step", "2000000000", &bl);
         if (CHECK(b, "restate") && CHECK_OK(vt_train_state_load(m, b, bl), "step 2000000000")) {
-            CHECK_ERR(vt_train_step(m, img, 2, &loss), VT_ERR_STATE, "most it counts", "a step past VT_MAX_STEPS");
+            CHECK_ERR(vt_train_step(m, img, 2, &loss), VT_ERR_STATE, "most it counts",
+                      "a step past VT_MAX_STEPS");
             CHECK(vt_train_step_count(m) == 2000000000L, "step count moved: %ld", vt_train_step_count(m));
         }
         free(b);
@@ -278,7 +345,8 @@ static void test_train_state(void) {
             b[at] ^= 0x10;
             char word[200];
             snprintf(word, sizeof word, "tensor '%s' is damaged", f.tensors[i].name);
-            CHECK_ERR(vt_train_state_load(m, b, len), VT_ERR_FORMAT, word, WHAT("bit flip in %s", f.tensors[i].name));
+            CHECK_ERR(vt_train_state_load(m, b, len), VT_ERR_FORMAT, word,
+                      WHAT("bit flip in %s", f.tensors[i].name));
             free(b);
         }
         CHECK(same_state(m, st, len), "a damaged state changed the model");
@@ -313,11 +381,17 @@ static uint8_t *with_value(const uint8_t *bytes, size_t len, const char *tensor,
     uint8_t *b = tu_xmalloc(len);
     memcpy(b, bytes, len);
     vt_st_file f;
-    if (vt_st_parse(b, len, &f)) { free(b); return NULL; }
+    if (vt_st_parse(b, len, &f)) {
+        free(b);
+        return NULL;
+    }
     const vt_st_tensor *t = vt_st_find(&f, tensor);
     if (t) memcpy(b + (t->data - b) + 4 * at, &x, 4);
     vt_st_free(&f);
-    if (!t) { free(b); return NULL; }
+    if (!t) {
+        free(b);
+        return NULL;
+    }
     /* the CRC-32s written afresh: the values, not the bytes, are what is refused */
     size_t n = 0;
     uint8_t *fixed = restate(b, len, "crc32", NULL, &n);
@@ -343,49 +417,66 @@ static void test_state_values(void) {
     t.seed = 3;
     CHECK_OK(vt_trainer_init(m, &t), "trainer_init");
     float img[2 * 3 * 8 * 8], loss;
-    tu_rng r = {5};
+    tu_rng r = { 5 };
     tu_fill_normal(&r, img, sizeof img / 4, 0, 1);
     CHECK_OK(vt_train_step(m, img, 2, &loss), "step");
     uint8_t *st = NULL;
     size_t len = 0;
-    if (!CHECK_OK(vt_train_state_save(m, &st, &len), "save")) { vt_model_free(m); return; }
+    if (!CHECK_OK(vt_train_state_save(m, &st, &len), "save")) {
+        vt_model_free(m);
+        return;
+    }
     CHECK_OK(vt_train_state_check(st, len), "the metadata of a good state, with no model");
     const char *p0 = vt_param_name(m, 1); /* a trainable tensor (the encoder's patch embedding) */
     char name[3][200];
     snprintf(name[0], sizeof name[0], "param/%s", p0);
     snprintf(name[1], sizeof name[1], "adam_m/%s", p0);
     snprintf(name[2], sizeof name[2], "adam_v/%s", p0);
-    struct { int tensor; float x; const char *word; } bad[] = {
-        {0, NAN, "non-finite (nan at element 3)"}, {0, INFINITY, "non-finite (inf at element 3)"}, {1, -INFINITY, "non-finite"},
-        {1, NAN, "non-finite"}, {2, NAN, "non-finite"}, {2, -1.0f, "negative: a second moment never is (-1 at element 3)"}};
+    struct {
+        int tensor;
+        float x;
+        const char *word;
+    } bad[] = { { 0, NAN, "non-finite (nan at element 3)" },
+                { 0, INFINITY, "non-finite (inf at element 3)" },
+                { 1, -INFINITY, "non-finite" },
+                { 1, NAN, "non-finite" },
+                { 2, NAN, "non-finite" },
+                { 2, -1.0f, "negative: a second moment never is (-1 at element 3)" } };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t *b = with_value(st, len, name[bad[i].tensor], 3, bad[i].x);
         if (!CHECK(b, "crafting %s", name[bad[i].tensor])) continue;
         char word[300];
         snprintf(word, sizeof word, "training state: %s %s", name[bad[i].tensor], bad[i].word);
-        CHECK_ERR(vt_train_state_load(m, b, len), VT_ERR_FORMAT, word, WHAT("%s[3] = %g", name[bad[i].tensor], bad[i].x));
-        CHECK(same_state(m, st, len), "a state with %s[3] = %g changed the model", name[bad[i].tensor], bad[i].x);
+        CHECK_ERR(vt_train_state_load(m, b, len), VT_ERR_FORMAT, word,
+                  WHAT("%s[3] = %g", name[bad[i].tensor], bad[i].x));
+        CHECK(same_state(m, st, len), "a state with %s[3] = %g changed the model", name[bad[i].tensor],
+              bad[i].x);
         free(b);
     }
     /* the metadata: a generator of zeros, train_config's errors by field, a model_config checked without a model */
-    struct { const char *key, *val, *word; } meta[] = {
-        {"rng", "00000000000000000000000000000000", "rng is all zero"},
-        {"rng", "0123456789abcdefXYZ0000000000000", "rng '0123456789abcdefXYZ0000000000000' is not 32 hex digits"},
-        {"train_config", "{\"lr\": 0.001, \"lr\": 0.002}", "training state: train_config.lr appears twice"},
-        {"train_config", "{\"lr\": ", "training state: train_config is not JSON (unexpected end of input"},
-        {"train_config", "[1]", "train_config is not a JSON object"},
-        {"kind", "aim", "kind 'aim' is not its model_config's"},
-        {"kind", "nope", "kind 'nope' is not a model kind"},
-        {"kind", NULL, "metadata incomplete: no kind"},
+    struct {
+        const char *key, *val, *word;
+    } meta[] = {
+        { "rng", "00000000000000000000000000000000", "rng is all zero" },
+        { "rng", "0123456789abcdefXYZ0000000000000",
+          "rng '0123456789abcdefXYZ0000000000000' is not 32 hex digits" },
+        { "train_config", "{\"lr\": 0.001, \"lr\": 0.002}", "training state: train_config.lr appears twice" },
+        { "train_config", "{\"lr\": ", "training state: train_config is not JSON (unexpected end of input" },
+        { "train_config", "[1]", "train_config is not a JSON object" },
+        { "kind", "aim", "kind 'aim' is not its model_config's" },
+        { "kind", "nope", "kind 'nope' is not a model kind" },
+        { "kind", NULL, "metadata incomplete: no kind" },
     };
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
         size_t bl = 0;
         uint8_t *b = restate(st, len, meta[i].key, meta[i].val, &bl);
         if (!CHECK(b, "restate")) continue;
         const char *v = meta[i].val ? meta[i].val : "(none)";
-        CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, meta[i].word, WHAT("%s = %s", meta[i].key, v));
+        CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, meta[i].word,
+                  WHAT("%s = %s", meta[i].key, v));
         /* (without a model, another kind reads model_config as its own: refused there, by its field) */
-        CHECK_ERR(vt_train_state_check(b, bl), VT_ERR_FORMAT, strcmp(v, "aim") ? meta[i].word : "training state: model_config: ",
+        CHECK_ERR(vt_train_state_check(b, bl), VT_ERR_FORMAT,
+                  strcmp(v, "aim") ? meta[i].word : "training state: model_config: ",
                   WHAT("check: %s = %s", meta[i].key, v));
         CHECK(same_state(m, st, len), "a refused state changed the model");
         free(b);
@@ -393,7 +484,8 @@ static void test_state_values(void) {
     {
         size_t bl = 0;
         uint8_t *b = restate(st, len, "model_config", "{\"encoder\": {\"img_size\": 10000000}}", &bl);
-        CHECK_ERR(vt_train_state_check(b, bl), VT_ERR_FORMAT, "training state: model_config: config: img_size", "model_config, no model");
+        CHECK_ERR(vt_train_state_check(b, bl), VT_ERR_FORMAT,
+                  "training state: model_config: config: img_size", "model_config, no model");
         free(b);
     }
     /* an update that goes non-finite from finite values: m / eps past float's range */
@@ -402,10 +494,13 @@ static void test_state_values(void) {
     long before = vt_train_step_count(m);
     int rc = vt_train_step(m, img, 2, &loss);
     CHECK_ERR(rc, VT_ERR_NUMERIC, "made param/", "an update past float's range");
-    CHECK(strstr(vt_last_error(), "non-finite") && strstr(vt_last_error(), "the last good state is the last one saved"), "message: %s", vt_last_error());
+    CHECK(strstr(vt_last_error(), "non-finite") &&
+              strstr(vt_last_error(), "the last good state is the last one saved"),
+          "message: %s", vt_last_error());
     uint8_t *out = NULL;
     size_t ol = 0;
-    CHECK_ERR(vt_train_state_save(m, &out, &ol), VT_ERR_NUMERIC, "not saved: the update of step", "saving a state gone non-finite");
+    CHECK_ERR(vt_train_state_save(m, &out, &ol), VT_ERR_NUMERIC, "not saved: the update of step",
+              "saving a state gone non-finite");
     CHECK_ERR(vt_save_safetensors(m, "", "", &out, &ol), VT_ERR_NUMERIC, "not saved", "its weights");
     CHECK(out == NULL, "bytes returned for a refused save");
     CHECK_ERR(vt_train_step(m, img, 2, &loss), VT_ERR_STATE, "load a training state", "a step after it");
@@ -417,8 +512,10 @@ static void test_state_values(void) {
     free(out);
     /* a NaN put into the parameters by hand: never saved either */
     m->pt.data[2] = NAN;
-    CHECK_ERR(vt_train_state_save(m, &out, &ol), VT_ERR_NUMERIC, "non-finite (nan at element", "a NaN parameter, state");
-    CHECK_ERR(vt_save_safetensors(m, "", "", &out, &ol), VT_ERR_NUMERIC, "not saved", "a NaN parameter, weights");
+    CHECK_ERR(vt_train_state_save(m, &out, &ol), VT_ERR_NUMERIC, "non-finite (nan at element",
+              "a NaN parameter, state");
+    CHECK_ERR(vt_save_safetensors(m, "", "", &out, &ol), VT_ERR_NUMERIC, "not saved",
+              "a NaN parameter, weights");
     free(st);
     vt_model_free(m);
 }
@@ -431,9 +528,12 @@ static void test_weights_values(void) {
     if (!m) return;
     uint8_t *w = NULL, *again = NULL;
     size_t len = 0, len2 = 0;
-    if (!CHECK_OK(vt_save_safetensors(m, "", "", &w, &len), "save")) { vt_model_free(m); return; }
+    if (!CHECK_OK(vt_save_safetensors(m, "", "", &w, &len), "save")) {
+        vt_model_free(m);
+        return;
+    }
     const char *name = vt_param_name(m, 1);
-    const float bad[] = {NAN, INFINITY, -INFINITY};
+    const float bad[] = { NAN, INFINITY, -INFINITY };
     for (int i = 0; i < 3; i++) {
         uint8_t *b = tu_xmalloc(len);
         memcpy(b, w, len);
@@ -442,8 +542,11 @@ static void test_weights_values(void) {
             const vt_st_tensor *t = vt_st_find(&f, name);
             if (CHECK(t, "no tensor %s", name)) memcpy(b + (t->data - b) + 4 * 5, &bad[i], 4);
             vt_st_free(&f);
-            CHECK_ERR(vt_load_safetensors(m, b, len, "", ""), VT_ERR_FORMAT, "holds", WHAT("%s[5] = %g", name, bad[i]));
-            CHECK(strstr(vt_last_error(), name) && strstr(vt_last_error(), "at element 5: weights must be finite"), "message: %s", vt_last_error());
+            CHECK_ERR(vt_load_safetensors(m, b, len, "", ""), VT_ERR_FORMAT, "holds",
+                      WHAT("%s[5] = %g", name, bad[i]));
+            CHECK(strstr(vt_last_error(), name) &&
+                      strstr(vt_last_error(), "at element 5: weights must be finite"),
+                  "message: %s", vt_last_error());
         }
         free(b);
     }
@@ -455,7 +558,7 @@ static void test_weights_values(void) {
         if (CHECK(f.n <= 64, "tensors")) {
             for (size_t i = 0; i < f.n; i++) {
                 const vt_st_tensor *t = &f.tensors[i];
-                e[i] = (vt_st_entry){t->name, t->dtype, t->ndim, t->shape, t->data};
+                e[i] = (vt_st_entry){ t->name, t->dtype, t->ndim, t->shape, t->data };
                 if (strcmp(t->name, name)) continue;
                 d = tu_xmalloc(t->numel * sizeof *d);
                 for (size_t j = 0; j < t->numel; j++) d[j] = j == 7 ? 1e300 : 0.5;
@@ -465,7 +568,8 @@ static void test_weights_values(void) {
             uint8_t *b = NULL;
             size_t bl = 0;
             if (CHECK_OK(vt_st_write(e, f.n, NULL, NULL, 0, &b, &bl), "write"))
-                CHECK_ERR(vt_load_safetensors(m, b, bl, "", ""), VT_ERR_FORMAT, "holds inf at element 7", "a float64 of 1e300");
+                CHECK_ERR(vt_load_safetensors(m, b, bl, "", ""), VT_ERR_FORMAT, "holds inf at element 7",
+                          "a float64 of 1e300");
             free(b);
         }
         free(d);
@@ -483,8 +587,8 @@ static void test_weights_values(void) {
 static void test_backward_no_douts(void) {
     vt_model *m = tiny_model(VT_KIND_LIGHTLY);
     if (!m) return;
-    float img[2 * 3 * 8 * 8], dimg[2 * 3 * 8 * 8] = {0};
-    tu_rng r = {9};
+    float img[2 * 3 * 8 * 8], dimg[2 * 3 * 8 * 8] = { 0 };
+    tu_rng r = { 9 };
     tu_fill_normal(&r, img, sizeof img / 4, 0, 1);
     vt_inputs in;
     memset(&in, 0, sizeof in);

@@ -41,8 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define U 1e-6
-#define EPS FLT_EPSILON
+#define U           1e-6
+#define EPS         FLT_EPSILON
 #define ERF_MAX_ULP 2
 #define EXP_MAX_ULP 2
 
@@ -93,7 +93,7 @@ static void check_ulp(const char *what, const float *y, const float *x, int n, f
     if (getenv("VT_VERBOSE")) printf("%s: %s\n", what, ctx);
 }
 
-static const int SIZES[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
+static const int SIZES[] = { 0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65 };
 #define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
 
 /* ---------------------------------------------------------------------------- vocabulary */
@@ -102,8 +102,16 @@ static const int SIZES[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65};
  * definition on awkward inputs (ties, signed zeros, NaN, infinities, |x| >= 2^23): the same checks
  * pass natively (SSE2, or SSE4.1's roundps) and in wasm, which is what makes the two builds'
  * results bit-identical. */
-static uint32_t bits_of(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static float float_of(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+static float float_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
 static void lanes(float out[4], f32x4 v) { ST(out, v); }
 
 /* same bits in every lane; a NaN matches any NaN unless exact (the payload of a computed NaN is
@@ -113,8 +121,8 @@ static void check_lanes_x(const char *op, const float got[4], const float want[4
     for (int l = 0; l < 4; l++)
         if (bits_of(got[l]) != bits_of(want[l]) && (exact || !(isnan(got[l]) && isnan(want[l])))) {
             char buf[160];
-            snprintf(buf, sizeof buf, "lane %d: input %.9g got %.9g (0x%08x) want %.9g (0x%08x)", l,
-                     in[l], got[l], bits_of(got[l]), want[l], bits_of(want[l]));
+            snprintf(buf, sizeof buf, "lane %d: input %.9g got %.9g (0x%08x) want %.9g (0x%08x)", l, in[l],
+                     got[l], bits_of(got[l]), want[l], bits_of(want[l]));
             result(0, op, buf);
             return;
         }
@@ -126,10 +134,11 @@ static void check_lanes(const char *op, const float got[4], const float want[4],
 
 static void test_vocabulary(void) {
     const float qnan = float_of(0x7FC01234u), nnan = float_of(0xFFC00042u);
-    const float vals[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.3f, -0.3f, 0.0f, -0.0f,
-                          0.49999997f, -0.49999997f, 4194303.5f, -4194304.5f, 8388607.0f,
-                          8388608.0f, -8388609.0f, 1e20f, -1e20f, 1.4e-45f, -1.4e-45f, INFINITY,
-                          -INFINITY, qnan, nnan, 126.49999f, -150.5f, 3.0f};
+    const float vals[] = { 0.5f,       1.5f,        2.5f,       -0.5f,      -1.5f,       -2.5f,
+                           0.3f,       -0.3f,       0.0f,       -0.0f,      0.49999997f, -0.49999997f,
+                           4194303.5f, -4194304.5f, 8388607.0f, 8388608.0f, -8388609.0f, 1e20f,
+                           -1e20f,     1.4e-45f,    -1.4e-45f,  INFINITY,   -INFINITY,   qnan,
+                           nnan,       126.49999f,  -150.5f,    3.0f };
     enum { NV = sizeof vals / sizeof vals[0] };
     float in[4], got[4], want[4];
     for (int i = 0; i < NV; i++) { /* every ordered pair of vals, 4 lanes at a time */
@@ -168,36 +177,45 @@ static void test_vocabulary(void) {
         lanes(got, SQRT(a)), check_lanes("SQRT", got, want, in);
     }
     /* integer lanes, rearrangements, lane 0 */
-    const float x[4] = {1.0f, 2.0f, 3.0f, 4.0f}, y[4] = {5.0f, 6.0f, 7.0f, 8.0f};
+    const float x[4] = { 1.0f, 2.0f, 3.0f, 4.0f }, y[4] = { 5.0f, 6.0f, 7.0f, 8.0f };
     f32x4 a = LD(x), b = LD(y);
-    const struct { const char *op; f32x4 v; float w[4]; } sh[] = {
-        {"SWAP_HALVES", SWAP_HALVES(a), {3, 4, 1, 2}}, {"SWAP_PAIRS", SWAP_PAIRS(a), {2, 1, 4, 3}},
-        {"ZIP_LO", ZIP_LO(a, b), {1, 5, 2, 6}}, {"ZIP_HI", ZIP_HI(a, b), {3, 7, 4, 8}},
-        {"CAT_LO", CAT_LO(a, b), {1, 2, 5, 6}}, {"CAT_HI", CAT_HI(a, b), {3, 4, 7, 8}},
-        {"MAKE", MAKE(1.0f, 5.0f, -0.0f, 8.0f), {1, 5, -0.0f, 8}},
-        {"SPLAT", SPLAT(7.0f), {7, 7, 7, 7}}, {"LDSPLAT", LDSPLAT(y + 2), {7, 7, 7, 7}},
-        {"ZERO", ZERO(), {0, 0, 0, 0}}};
+    const struct {
+        const char *op;
+        f32x4 v;
+        float w[4];
+    } sh[] = { { "SWAP_HALVES", SWAP_HALVES(a), { 3, 4, 1, 2 } },
+               { "SWAP_PAIRS", SWAP_PAIRS(a), { 2, 1, 4, 3 } },
+               { "ZIP_LO", ZIP_LO(a, b), { 1, 5, 2, 6 } },
+               { "ZIP_HI", ZIP_HI(a, b), { 3, 7, 4, 8 } },
+               { "CAT_LO", CAT_LO(a, b), { 1, 2, 5, 6 } },
+               { "CAT_HI", CAT_HI(a, b), { 3, 4, 7, 8 } },
+               { "MAKE", MAKE(1.0f, 5.0f, -0.0f, 8.0f), { 1, 5, -0.0f, 8 } },
+               { "SPLAT", SPLAT(7.0f), { 7, 7, 7, 7 } },
+               { "LDSPLAT", LDSPLAT(y + 2), { 7, 7, 7, 7 } },
+               { "ZERO", ZERO(), { 0, 0, 0, 0 } } };
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
         lanes(got, sh[i].v), check_lanes(sh[i].op, got, sh[i].w, x);
     result(LANE0(b) == 5.0f, "LANE0", "");
-    int32_t iv[4] = {-5, 7, INT32_MIN, INT32_MAX}, io[4];
+    int32_t iv[4] = { -5, 7, INT32_MIN, INT32_MAX }, io[4];
     f32x4 vi;
     memcpy(&vi, iv, sizeof vi);
-    memcpy(io, (f32x4[]){I32_SHR(vi, 1)}, 16);
-    result(io[0] == -3 && io[1] == 3 && io[2] == INT32_MIN / 2 && io[3] == INT32_MAX / 2, "I32_SHR", "arithmetic");
-    memcpy(io, (f32x4[]){I32_SHL(vi, 23)}, 16);
+    memcpy(io, (f32x4[]){ I32_SHR(vi, 1) }, 16);
+    result(io[0] == -3 && io[1] == 3 && io[2] == INT32_MIN / 2 && io[3] == INT32_MAX / 2, "I32_SHR",
+           "arithmetic");
+    memcpy(io, (f32x4[]){ I32_SHL(vi, 23) }, 16);
     result((uint32_t)io[0] == ((uint32_t)-5 << 23) && io[1] == 7 << 23 && io[2] == 0, "I32_SHL", "");
-    memcpy(io, (f32x4[]){I32_SUB(I32_ADD(vi, I32_SPLAT(1)), I32_SPLAT(3))}, 16);
-    result(io[0] == -7 && io[1] == 5 && io[2] == INT32_MAX - 1 && io[3] == INT32_MAX - 2, "I32_ADD/SUB", "wraps");
-    memcpy(io, (f32x4[]){BOR(BAND(vi, I32_SPLAT(0xFF)), I32_SPLAT(0x100))}, 16);
+    memcpy(io, (f32x4[]){ I32_SUB(I32_ADD(vi, I32_SPLAT(1)), I32_SPLAT(3)) }, 16);
+    result(io[0] == -7 && io[1] == 5 && io[2] == INT32_MAX - 1 && io[3] == INT32_MAX - 2, "I32_ADD/SUB",
+           "wraps");
+    memcpy(io, (f32x4[]){ BOR(BAND(vi, I32_SPLAT(0xFF)), I32_SPLAT(0x100)) }, 16);
     result(io[0] == 0x1FB && io[1] == 0x107 && io[2] == 0x100 && io[3] == 0x1FF, "BAND/BOR", "");
 }
 
 /* ---------------------------------------------------------------------------- matmul */
 
 /* vt_ref_matmul_forward's loop with each `acc += a*w` fused: the fused builds' forward, bit for bit */
-static void fused_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                                     int M, int K, int N) {
+static void fused_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,
+                                     int K, int N) {
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             float acc = 0.0f;
@@ -228,8 +246,8 @@ static void fused_ref_matmul_backward(float *dinp, float *dw, const float *dout,
 
 static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
     char ctx[128];
-    snprintf(ctx, sizeof ctx, "M=%d K=%d N=%d bias=%d grads=%d%d%d", M, K, N, use_bias,
-             grad_mask & 1, (grad_mask >> 1) & 1, (grad_mask >> 2) & 1);
+    snprintf(ctx, sizeof ctx, "M=%d K=%d N=%d bias=%d grads=%d%d%d", M, K, N, use_bias, grad_mask & 1,
+             (grad_mask >> 1) & 1, (grad_mask >> 2) & 1);
     size_t nMK = (size_t)M * K, nNK = (size_t)N * K, nMN = (size_t)M * N;
     float *inp = galloc(nMK), *w = galloc(nNK), *bias = galloc(N), *dout = galloc(nMN);
     fill(inp, nMK, -1, 1);
@@ -256,7 +274,7 @@ static void check_matmul(int M, int K, int N, int use_bias, int grad_mask) {
 
     /* backward: gradients start from random values (+= semantics), NULL per grad_mask */
     float *gr[3], *gs[3];
-    grads_pair(grad_mask, (size_t[3]){nMK, nNK, (size_t)N}, gr, gs);
+    grads_pair(grad_mask, (size_t[3]){ nMK, nNK, (size_t)N }, gr, gs);
     float *di_r = gr[0], *dw_r = gr[1], *db_r = gr[2], *di_s = gs[0], *dw_s = gs[1], *db_s = gs[2];
     float *di_f = di_r ? gcopy(di_r, nMK) : NULL, *dw_f = dw_r ? gcopy(dw_r, nNK) : NULL;
     vt_simd_matmul_backward(di_s, dw_s, db_s, dout, inp, w, M, K, N);
@@ -303,8 +321,8 @@ static void fused_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, 
 }
 static void check_gemm(int I, int J, int L, int a_t, int b_t, int pad, int accumulate, int use_bias) {
     char ctx[160];
-    snprintf(ctx, sizeof ctx, "I=%d J=%d L=%d A%s B%s pad=%d accumulate=%d bias=%d", I, J, L,
-             a_t ? "^T" : "", b_t ? "^T" : "", pad, accumulate, use_bias);
+    snprintf(ctx, sizeof ctx, "I=%d J=%d L=%d A%s B%s pad=%d accumulate=%d bias=%d", I, J, L, a_t ? "^T" : "",
+             b_t ? "^T" : "", pad, accumulate, use_bias);
     /* A (I x J) stored row-major or transposed, rows `pad` floats longer than needed; B alike;
      * C with row stride L + pad (the padding must stay untouched) */
     int lda = (a_t ? I : J) + pad, ldb = (b_t ? J : L) + pad, ldc = L + pad;
@@ -315,16 +333,20 @@ static void check_gemm(int I, int J, int L, int a_t, int b_t, int pad, int accum
     int ars = a_t ? 1 : lda, acs = a_t ? lda : 1, brs = b_t ? 1 : ldb, bcs = b_t ? ldb : 1;
     const float *bp = !accumulate && use_bias ? bias : NULL;
     vt_simd_gemm(c_s, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
-    if (madd_mode == 1) fused_ref_gemm(c_r, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
-    else vt_ref_gemm(c_r, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
-    if (madd_mode == 2) close_red("gemm (fused build, unfused host)", ctx, c_s, c_r, nc, J + 1, 1);
-    else same_bits("gemm", ctx, c_s, c_r, nc); /* the padding columns included */
+    if (madd_mode == 1)
+        fused_ref_gemm(c_r, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
+    else
+        vt_ref_gemm(c_r, ldc, a, ars, acs, b, brs, bcs, I, J, L, accumulate, bp);
+    if (madd_mode == 2)
+        close_red("gemm (fused build, unfused host)", ctx, c_s, c_r, nc, J + 1, 1);
+    else
+        same_bits("gemm", ctx, c_s, c_r, nc); /* the padding columns included */
     check_guards("gemm", ctx, c_s, nc);
     gfree(a), gfree(b), gfree(bias), gfree(c_s), gfree(c_r);
 }
 
 static void test_gemm(void) {
-    static const int S[] = {1, 3, 4, 5, 8, 9, 17, 64, 197, 300};
+    static const int S[] = { 1, 3, 4, 5, 8, 9, 17, 64, 197, 300 };
     int n = (int)(sizeof S / sizeof S[0]), combo = 0;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
@@ -358,8 +380,7 @@ static void test_matmul(void) {
 
 static void check_layernorm(int M, int D, int affine, int offset, int variant) {
     char ctx[128];
-    snprintf(ctx, sizeof ctx, "M=%d D=%d affine=%d offset=%d variant=%d", M, D, affine, offset,
-             variant);
+    snprintf(ctx, sizeof ctx, "M=%d D=%d affine=%d offset=%d variant=%d", M, D, affine, offset, variant);
     size_t n = (size_t)M * D;
     float *x = galloc(n), *w = galloc(D), *b = galloc(D), *dy = galloc(n);
     fill(x, n, -2, 2);
@@ -374,8 +395,8 @@ static void check_layernorm(int M, int D, int affine, int offset, int variant) {
     float *rs_s = galloc(M), *rs_r = galloc(M);
     int in_place = variant == 1, no_stats = variant == 2;
     if (in_place) memcpy(y_s, x, n * sizeof(float));
-    vt_simd_layernorm_forward(y_s, no_stats ? NULL : mu_s, no_stats ? NULL : rs_s,
-                              in_place ? y_s : x, wp, bp, M, D, eps);
+    vt_simd_layernorm_forward(y_s, no_stats ? NULL : mu_s, no_stats ? NULL : rs_s, in_place ? y_s : x, wp, bp,
+                              M, D, eps);
     vt_ref_layernorm_forward(y_r, mu_r, rs_r, x, wp, bp, M, D, eps);
     /* out = (x - mu) rs w + b: the errors of mu and of the variance sum (length D) enter
      * relative to the normalised value, |n| <= sqrt(D); the mean sees |x| + offset */
@@ -392,7 +413,7 @@ static void check_layernorm(int M, int D, int affine, int offset, int variant) {
     /* backward, from the reference's saved statistics; gradients start random */
     int mask = variant == 0 ? 7 : variant == 1 ? 1 : variant == 2 ? 6 : 0;
     float *gr[3], *gs[3];
-    grads_pair(mask, (size_t[3]){n, (size_t)D, (size_t)D}, gr, gs);
+    grads_pair(mask, (size_t[3]){ n, (size_t)D, (size_t)D }, gr, gs);
     float *di_r = gr[0], *dw_r = gr[1], *db_r = gr[2], *di_s = gs[0], *dw_s = gs[1], *db_s = gs[2];
     vt_simd_layernorm_backward(di_s, dw_s, db_s, dy, x, wp, mu_r, rs_r, M, D);
     vt_ref_layernorm_backward(di_r, dw_r, db_r, dy, x, wp, mu_r, rs_r, M, D);
@@ -418,8 +439,8 @@ static void check_layernorm(int M, int D, int affine, int offset, int variant) {
 }
 
 static void test_layernorm(void) {
-    static const int Ds[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 191, 192, 193};
-    static const int Ms[] = {1, 2, 3, 5};
+    static const int Ds[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 191, 192, 193 };
+    static const int Ms[] = { 1, 2, 3, 5 };
     int c = 0;
     for (size_t d = 0; d < sizeof Ds / sizeof Ds[0]; d++)
         for (size_t m = 0; m < sizeof Ms / sizeof Ms[0]; m++, c++)
@@ -490,8 +511,8 @@ static void check_gelu(size_t n, float range) {
         double tol = fabs(dout[i]) * 2 * EPS * (1 + fabs(xi) * phi) + 2 * EPS * fabs(g_r[i]);
         if (!(fabs((double)g_s[i] - g_r[i]) <= tol) || g_alias[i] != g_s[i]) {
             char buf[200];
-            snprintf(buf, sizeof buf, "%s: x=%.9g simd %.9g ref %.9g in-place %.9g", ctx, x[i],
-                     g_s[i], g_r[i], g_alias[i]);
+            snprintf(buf, sizeof buf, "%s: x=%.9g simd %.9g ref %.9g in-place %.9g", ctx, x[i], g_s[i],
+                     g_r[i], g_alias[i]);
             result(0, "gelu_backward", buf);
             ok = 0;
         }
@@ -554,7 +575,7 @@ static void check_softmax_backward(int n, int with_masked) {
 }
 
 static void test_softmax(void) {
-    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197};
+    static const int ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 197 };
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
         for (int v = 0; v < 4; v++) check_softmax(ns[i], v & 1, v >> 1);
         for (int v = 0; v < 2; v++) check_softmax_backward(ns[i], v);
@@ -568,7 +589,7 @@ static void test_softmax(void) {
 /* ---------------------------------------------------------------------------- adamw */
 
 static void test_adamw(void) {
-    static const size_t ns[] = {0, 1, 3, 4, 5, 7, 8, 17, 1001};
+    static const size_t ns[] = { 0, 1, 3, 4, 5, 7, 8, 17, 1001 };
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (long t = 1; t <= 12; t += 5) {
             size_t n = ns[a];
@@ -578,7 +599,8 @@ static void test_adamw(void) {
             fill(p, n, -1, 1), fill(g, n, -1, 1), fill(m, n, -0.1f, 0.1f), fill(v, n, 0, 0.01f);
             float *p2 = gcopy(p, n), *m2 = gcopy(m, n), *v2 = gcopy(v, n);
             float wd = (t % 2) ? 0.05f : 0.0f;
-            for (int step = 0; step < 3; step++) { /* finite data: the fused check says so, and changes no bit */
+            for (int step = 0; step < 3;
+                 step++) { /* finite data: the fused check says so, and changes no bit */
                 int bs = vt_simd_adamw_update(p, g, m, v, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
                 int br = vt_adamw_update(p2, g, m2, v2, n, t + step, 1e-3f, 0.9f, 0.999f, 1e-8f, wd);
                 char why[160];
@@ -598,11 +620,15 @@ static void test_adamw(void) {
  * the SIMD kernel as by the reference, wherever it sits (a vector body, the scalar tail), and every
  * other element keeps the reference's bits. */
 static void test_adamw_nonfinite(void) {
-    static const size_t ns[] = {1, 4, 5, 8, 11};
-    struct { const char *what; float g, m, v, p, wd; } cases[] = {
-        {"g^2 overflows v", 3e30f, 0, 0, 0.5f, 0}, {"m / eps overflows p", 1e-30f, 3e38f, 0, 0.5f, 0},
-        {"weight decay overflows p", 0.1f, 0, 0.01f, 3e38f, 1e6f}, {"a NaN gradient", NAN, 0, 0.01f, 0.5f, 0},
-        {"an infinite v", 0.1f, 0, INFINITY, 0.5f, 0}};
+    static const size_t ns[] = { 1, 4, 5, 8, 11 };
+    struct {
+        const char *what;
+        float g, m, v, p, wd;
+    } cases[] = { { "g^2 overflows v", 3e30f, 0, 0, 0.5f, 0 },
+                  { "m / eps overflows p", 1e-30f, 3e38f, 0, 0.5f, 0 },
+                  { "weight decay overflows p", 0.1f, 0, 0.01f, 3e38f, 1e6f },
+                  { "a NaN gradient", NAN, 0, 0.01f, 0.5f, 0 },
+                  { "an infinite v", 0.1f, 0, INFINITY, 0.5f, 0 } };
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             for (size_t at = 0; at < ns[a]; at += (ns[a] > 4 ? 3 : 1)) {
@@ -621,8 +647,9 @@ static void test_adamw_nonfinite(void) {
                 result(bs == 1 && br == 1, "adamw_update finite check", why);
                 int same = 1;
                 for (size_t i = 0; i < n; i++) { /* (a NaN's payload may differ between the two) */
-                    float x[3] = {p[i], m[i], v[i]}, y[3] = {p2[i], m2[i], v2[i]};
-                    for (int k = 0; k < 3; k++) same &= isnan(x[k]) ? isnan(y[k]) : memcmp(&x[k], &y[k], 4) == 0;
+                    float x[3] = { p[i], m[i], v[i] }, y[3] = { p2[i], m2[i], v2[i] };
+                    for (int k = 0; k < 3; k++)
+                        same &= isnan(x[k]) ? isnan(y[k]) : memcmp(&x[k], &y[k], 4) == 0;
                 }
                 snprintf(why, sizeof why, "%s: the SIMD values differ from the reference's", ctx);
                 result(same, "adamw_update finite check", why);
@@ -635,7 +662,7 @@ static void test_adamw_nonfinite(void) {
 static void test_dispatch(void) {
     /* kernels.c must route to the SIMD kernels in this build, and to the reference on request */
     result(vt_kernels_simd() == 1, "dispatch", "vt_kernels_simd() == 1");
-    float x[5] = {0.3f, -1.7f, 2.2f, 0.0f, 4.0f}, y1[5], y2[5], y3[5];
+    float x[5] = { 0.3f, -1.7f, 2.2f, 0.0f, 4.0f }, y1[5], y2[5], y3[5];
     vt_gelu_forward(y1, x, 5);
     vt_simd_gelu_forward(y2, x, 5);
     vt_kernels_use_reference(1);
@@ -655,8 +682,9 @@ int main(void) {
     }
 #endif
     madd_mode = vt_simd_madd_fused();
-    printf("MADD: %s\n", madd_mode == 0 ? "mul then add (two roundings)" : madd_mode == 1
-           ? "fused (one rounding)" : "fused build, but this host's relaxed_madd does not fuse");
+    printf("MADD: %s\n", madd_mode == 0   ? "mul then add (two roundings)"
+                         : madd_mode == 1 ? "fused (one rounding)"
+                                          : "fused build, but this host's relaxed_madd does not fuse");
 #if defined(VT_TEST_EXPECT_FUSED) /* the native FMA build: _mm_fmadd_ps always fuses */
     result(madd_mode == 1, "MADD fused", "native FMA build");
 #endif

@@ -6,7 +6,8 @@
  * kind equals timm's own count. */
 #include "test_util.h"
 
-static size_t count(vt_kind kind, const char *preset, int num_classes, int mask_token, size_t *grads, int *nparams) {
+static size_t count(vt_kind kind, const char *preset, int num_classes, int mask_token, size_t *grads,
+                    int *nparams) {
     vt_model_config c;
     vt_model_config_default(&c, kind);
     if (!CHECK_OK(vt_preset(preset, &c.enc), preset)) return 0;
@@ -24,20 +25,25 @@ static size_t count(vt_kind kind, const char *preset, int num_classes, int mask_
 }
 
 int main(void) {
-    const struct { const char *name; size_t timm_with_head; int D, patch, heads; } P[] = {
-        {"vit_tiny_patch16_224", 5717416, 192, 16, 3},
-        {"vit_small_patch16_224", 22050664, 384, 16, 6},
-        {"vit_base_patch16_224", 86567656, 768, 16, 12},
-        {"vit_base_patch32_224", 88224232, 768, 32, 12},
+    const struct {
+        const char *name;
+        size_t timm_with_head;
+        int D, patch, heads;
+    } P[] = {
+        { "vit_tiny_patch16_224", 5717416, 192, 16, 3 },
+        { "vit_small_patch16_224", 22050664, 384, 16, 6 },
+        { "vit_base_patch16_224", 86567656, 768, 16, 12 },
+        { "vit_base_patch32_224", 88224232, 768, 32, 12 },
     };
     int np = (int)(sizeof P / sizeof P[0]);
     for (int i = 0; i < np; i++) {
         vt_vit_config c;
         CHECK_OK(vt_preset(P[i].name, &c), P[i].name);
-        CHECK(c.embed_dim == P[i].D && c.patch_size == P[i].patch && c.num_heads == P[i].heads && c.depth == 12 &&
-                  c.img_size == 224 && c.mlp_ratio == 4.0f && c.qkv_bias && c.class_token && c.num_classes == 0 &&
-                  c.global_pool == VT_POOL_TOKEN,
-              "%s: preset fields (D %d patch %d heads %d depth %d)", P[i].name, c.embed_dim, c.patch_size, c.num_heads, c.depth);
+        CHECK(c.embed_dim == P[i].D && c.patch_size == P[i].patch && c.num_heads == P[i].heads &&
+                  c.depth == 12 && c.img_size == 224 && c.mlp_ratio == 4.0f && c.qkv_bias && c.class_token &&
+                  c.num_classes == 0 && c.global_pool == VT_POOL_TOKEN,
+              "%s: preset fields (D %d patch %d heads %d depth %d)", P[i].name, c.embed_dim, c.patch_size,
+              c.num_heads, c.depth);
         CHECK(vt_preset_name(i) && !strcmp(vt_preset_name(i), P[i].name), "vt_preset_name(%d) = %s", i,
               vt_preset_name(i) ? vt_preset_name(i) : "NULL");
         size_t head = (size_t)P[i].D * 1000 + 1000, want = P[i].timm_with_head - head, g = 0;
@@ -47,15 +53,18 @@ int main(void) {
         CHECK(g == timm0, "%s timm kind: %zu gradient floats, want all %zu", P[i].name, g, timm0);
         CHECK(nt == 4 + 12 * 12 + 2, "%s timm kind: %d tensors, want %d", P[i].name, nt, 4 + 12 * 12 + 2);
         size_t timm1000 = count(VT_KIND_TIMM, P[i].name, 1000, 0, NULL, NULL);
-        CHECK(timm1000 == P[i].timm_with_head, "%s timm kind with 1000 classes: %zu, timm says %zu", P[i].name, timm1000,
-              P[i].timm_with_head);
+        CHECK(timm1000 == P[i].timm_with_head, "%s timm kind with 1000 classes: %zu, timm says %zu",
+              P[i].name, timm1000, P[i].timm_with_head);
         size_t lt = count(VT_KIND_LIGHTLY, P[i].name, 0, 1, &g, &nl);
-        CHECK(lt == want + (size_t)P[i].D, "%s lightly kind: %zu params, want %zu + mask_token %d", P[i].name, lt, want, P[i].D);
+        CHECK(lt == want + (size_t)P[i].D, "%s lightly kind: %zu params, want %zu + mask_token %d", P[i].name,
+              lt, want, P[i].D);
         size_t G = 224 / (size_t)P[i].patch, pos = (G * G + 1) * (size_t)P[i].D;
-        CHECK(g == lt - pos, "%s lightly kind: %zu gradient floats, want all but the frozen pos_embed (%zu)", P[i].name, g, lt - pos);
+        CHECK(g == lt - pos, "%s lightly kind: %zu gradient floats, want all but the frozen pos_embed (%zu)",
+              P[i].name, g, lt - pos);
         CHECK(nl == nt + 1, "%s lightly kind: %d tensors, want %d", P[i].name, nl, nt + 1);
     }
-    CHECK(vt_preset_name(np) == NULL && vt_preset_name(-1) == NULL, "vt_preset_name past the end is not NULL");
+    CHECK(vt_preset_name(np) == NULL && vt_preset_name(-1) == NULL,
+          "vt_preset_name past the end is not NULL");
     /* the state_dict order of vit_tiny (reference-models.md 1.3) */
     vt_model_config c;
     vt_model_config_default(&c, VT_KIND_TIMM);
@@ -63,20 +72,36 @@ int main(void) {
     c.enc.num_classes = 1000;
     vt_model *m = NULL;
     if (CHECK_OK(vt_model_create(&c, &m), "vit_tiny")) {
-        const char *first[] = {"cls_token", "pos_embed", "patch_embed.proj.weight", "patch_embed.proj.bias", "blocks.0.norm1.weight",
-                               "blocks.0.norm1.bias", "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias", "blocks.0.attn.proj.weight",
-                               "blocks.0.attn.proj.bias", "blocks.0.norm2.weight", "blocks.0.norm2.bias", "blocks.0.mlp.fc1.weight",
-                               "blocks.0.mlp.fc1.bias", "blocks.0.mlp.fc2.weight", "blocks.0.mlp.fc2.bias"};
+        const char *first[] = { "cls_token",
+                                "pos_embed",
+                                "patch_embed.proj.weight",
+                                "patch_embed.proj.bias",
+                                "blocks.0.norm1.weight",
+                                "blocks.0.norm1.bias",
+                                "blocks.0.attn.qkv.weight",
+                                "blocks.0.attn.qkv.bias",
+                                "blocks.0.attn.proj.weight",
+                                "blocks.0.attn.proj.bias",
+                                "blocks.0.norm2.weight",
+                                "blocks.0.norm2.bias",
+                                "blocks.0.mlp.fc1.weight",
+                                "blocks.0.mlp.fc1.bias",
+                                "blocks.0.mlp.fc2.weight",
+                                "blocks.0.mlp.fc2.bias" };
         for (int i = 0; i < 16; i++)
-            CHECK(!strcmp(vt_param_name(m, i), first[i]), "vit_tiny param %d is %s, want %s", i, vt_param_name(m, i), first[i]);
+            CHECK(!strcmp(vt_param_name(m, i), first[i]), "vit_tiny param %d is %s, want %s", i,
+                  vt_param_name(m, i), first[i]);
         int n = vt_param_count(m);
-        CHECK(!strcmp(vt_param_name(m, n - 4), "norm.weight") && !strcmp(vt_param_name(m, n - 1), "head.bias"),
+        CHECK(!strcmp(vt_param_name(m, n - 4), "norm.weight") &&
+                  !strcmp(vt_param_name(m, n - 1), "head.bias"),
               "vit_tiny: last tensors %s ... %s", vt_param_name(m, n - 4), vt_param_name(m, n - 1));
         int q = vt_param_find(m, "blocks.11.attn.qkv.weight");
-        CHECK(q >= 0 && vt_param_ndim(m, q) == 2 && vt_param_shape(m, q)[0] == 576 && vt_param_shape(m, q)[1] == 192,
+        CHECK(q >= 0 && vt_param_ndim(m, q) == 2 && vt_param_shape(m, q)[0] == 576 &&
+                  vt_param_shape(m, q)[1] == 192,
               "blocks.11.attn.qkv.weight shape");
         int pe = vt_param_find(m, "patch_embed.proj.weight");
-        CHECK(pe >= 0 && vt_param_ndim(m, pe) == 4 && vt_param_shape(m, pe)[1] == 3 && vt_param_shape(m, pe)[3] == 16,
+        CHECK(pe >= 0 && vt_param_ndim(m, pe) == 4 && vt_param_shape(m, pe)[1] == 3 &&
+                  vt_param_shape(m, pe)[3] == 16,
               "patch_embed.proj.weight shape");
         vt_model_free(m);
     }

@@ -58,8 +58,9 @@ static void test_list(void) {
     vt_set_grad_checkpointing(m, "block");
     CHECK_OK(vt_trace_train_step(m, img, NULL, B, &block), "record under block");
     double re_none = 0, re_block = 0;
-    int phases[4] = {0}, allocs = 0, named = 0, lr_in = 0;
-    for (int i = 0; i < vt_trace_count(none); i++) re_none += vt_trace_get(none, i)->phase == VT_PHASE_RECOMPUTE;
+    int phases[4] = { 0 }, allocs = 0, named = 0, lr_in = 0;
+    for (int i = 0; i < vt_trace_count(none); i++)
+        re_none += vt_trace_get(none, i)->phase == VT_PHASE_RECOMPUTE;
     for (int i = 0; i < vt_trace_count(block); i++) {
         const vt_trace_entry *e = vt_trace_get(block, i);
         if (e->kind == VT_TR_CALL) {
@@ -70,26 +71,32 @@ static void test_list(void) {
                     e->op[k].offset == offsetof(vt_scalars, lr))
                     lr_in = 1;
         }
-        if (e->kind == VT_TR_ALLOC) allocs++, named += !strncmp(e->name, "enc.blocks.", 11) || !strncmp(e->name, "dec.blocks.", 11);
+        if (e->kind == VT_TR_ALLOC)
+            allocs++, named += !strncmp(e->name, "enc.blocks.", 11) || !strncmp(e->name, "dec.blocks.", 11);
     }
-    CHECK(re_none == 0 && re_block > 0, "none re-computes nothing (%g calls), block re-computes %g FLOPs", re_none, re_block);
-    CHECK(phases[0] && phases[1] && phases[2] && phases[3], "every phase marked (%d %d %d %d)", phases[0], phases[1], phases[2], phases[3]);
+    CHECK(re_none == 0 && re_block > 0, "none re-computes nothing (%g calls), block re-computes %g FLOPs",
+          re_none, re_block);
+    CHECK(phases[0] && phases[1] && phases[2] && phases[3], "every phase marked (%d %d %d %d)", phases[0],
+          phases[1], phases[2], phases[3]);
     CHECK(allocs > 0 && named > 0, "arena events named (%d allocations, %d block buffers)", allocs, named);
     CHECK(lr_in, "the learning rate is an input of the list (scalars), not a number in it");
     const vt_scalars *sc = vt_trace_input(block, VT_REG_SCALARS);
-    CHECK(sc && sc->step == 1.0f && sc->dloss == 1.0f, "the recorded inputs: step %g, dloss %g", sc ? sc->step : -1,
-          sc ? sc->dloss : -1);
-    CHECK(vt_trace_region_bytes(block, VT_REG_IDX_KEEP) && vt_trace_input(block, VT_REG_IDX_KEEP), "idx_keep is an input");
+    CHECK(sc && sc->step == 1.0f && sc->dloss == 1.0f, "the recorded inputs: step %g, dloss %g",
+          sc ? sc->step : -1, sc ? sc->dloss : -1);
+    CHECK(vt_trace_region_bytes(block, VT_REG_IDX_KEEP) && vt_trace_input(block, VT_REG_IDX_KEEP),
+          "idx_keep is an input");
     char *text = NULL, *json = NULL;
     size_t len = 0, jlen = 0;
     CHECK_OK(vt_trace_summary(block, &text, &len), "summary");
-    CHECK(text && strstr(text, "re-computed") && strstr(text, "chain enc") && strstr(text, "chain dec"), "summary: %.200s", text ? text : "");
+    CHECK(text && strstr(text, "re-computed") && strstr(text, "chain enc") && strstr(text, "chain dec"),
+          "summary: %.200s", text ? text : "");
     CHECK_OK(vt_trace_json(block, &json, &jlen), "json");
-    CHECK(json && strstr(json, "\"format\": \"vitrine-trace/1\"") && strstr(json, "\"call\": \"adamw\""), "json");
+    CHECK(json && strstr(json, "\"format\": \"vitrine-trace/1\"") && strstr(json, "\"call\": \"adamw\""),
+          "json");
     vt_free(text), vt_free(json);
     CHECK(vt_train_step_count(m) == 0, "recording took no step");
     /* a replay without a buffer for a region the list addresses is refused */
-    void *bufs[VT_REG_COUNT] = {0};
+    void *bufs[VT_REG_COUNT] = { 0 };
     CHECK_ERR(vt_trace_replay(block, bufs), VT_ERR_ARG, "no buffer", "replay without buffers");
     vt_trace_free(none), vt_trace_free(block);
     /* recording refuses what the call refuses, and leaves no recording behind */
@@ -119,8 +126,8 @@ static void test_refused_replay(void) {
     CHECK_OK(vt_train_step(m, img, B, NULL), "a real step first");
     vt_trace *t = NULL;
     CHECK_OK(vt_trace_train_step(m, img, NULL, B, &t), "record");
-    void *bufs[VT_REG_COUNT] = {0};
-    uint64_t bytes[VT_REG_COUNT] = {0};
+    void *bufs[VT_REG_COUNT] = { 0 };
+    uint64_t bytes[VT_REG_COUNT] = { 0 };
     for (int g = 1; g < VT_REG_COUNT; g++) {
         bytes[g] = vt_trace_region_bytes(t, (vt_region)g);
         if (!bytes[g]) continue;
@@ -142,16 +149,17 @@ static void test_refused_replay(void) {
     CHECK_OK(vt_trace_replay(t, bufs), "replay");
     const vt_scalars *out = bufs[VT_REG_SCALARS];
     CHECK(out->nonfinite == 1.0f, "the replay flags the NaN (loss %g)", out->loss);
-    static const vt_region kept[] = {VT_REG_PARAMS, VT_REG_ADAM_M, VT_REG_ADAM_V};
+    static const vt_region kept[] = { VT_REG_PARAMS, VT_REG_ADAM_M, VT_REG_ADAM_V };
     for (int k = 0; k < 3; k++)
-        CHECK(!memcmp(bufs[kept[k]], vt_model_region(m, kept[k], NULL), (size_t)bytes[kept[k]]), "%s unchanged",
-              vt_region_name(kept[k]));
+        CHECK(!memcmp(bufs[kept[k]], vt_model_region(m, kept[k], NULL), (size_t)bytes[kept[k]]),
+              "%s unchanged", vt_region_name(kept[k]));
     long steps = vt_train_step_count(m);
     CHECK_ERR(vt_train_step_end(m, out), VT_ERR_NUMERIC, "not finite", "the refused replay is reported");
     CHECK(vt_train_step_count(m) == steps, "no step counted");
     img[7] = 0;
     CHECK_OK(vt_train_step_begin(m, img, NULL, B, &in, &sc), "begin again");
-    CHECK(!memcmp(in.idx_keep, keep_drawn, (size_t)bytes[VT_REG_IDX_KEEP]), "the next try draws the same masks");
+    CHECK(!memcmp(in.idx_keep, keep_drawn, (size_t)bytes[VT_REG_IDX_KEEP]),
+          "the next try draws the same masks");
     sc.nonfinite = 0;
     CHECK_OK(vt_train_step_end(m, &sc), "a finite step counts");
     CHECK(vt_train_step_count(m) == steps + 1, "one step counted");

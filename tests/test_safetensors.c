@@ -28,8 +28,10 @@ static void check(int ok, const char *fmt, ...) {
     vprintf(fmt, ap);
     printf("\n");
     va_end(ap);
-    if (ok) n_pass++;
-    else n_fail++;
+    if (ok)
+        n_pass++;
+    else
+        n_fail++;
 }
 
 /* Checks a failure status and that the message mentions needle1 and needle2 (either may be NULL). */
@@ -84,8 +86,8 @@ static void json_bad(const char *s, size_t len, const char *needle, const char *
 static void json_string_is(const char *s, const char *want, size_t want_len, const char *what) {
     vt_json *v = NULL;
     int rc = jparse_s(s, &v);
-    int ok = rc == VT_OK && v->type == VT_JSON_STRING && v->len == want_len && memcmp(v->str, want, want_len) == 0 &&
-             v->str[want_len] == 0;
+    int ok = rc == VT_OK && v->type == VT_JSON_STRING && v->len == want_len &&
+             memcmp(v->str, want, want_len) == 0 && v->str[want_len] == 0;
     check(ok, "json string %s", what);
     vt_json_free(v);
 }
@@ -107,10 +109,11 @@ static void test_json(void) {
     int rc = jparse_s(" {\"a\": [1, \"x\", true, false, null, {}], \"b\": {\"c\": -2}} \n", &v);
     int ok = rc == VT_OK && v->type == VT_JSON_OBJECT && v->n == 2;
     const vt_json *a = vt_json_get(v, "a");
-    ok = ok && a && a->type == VT_JSON_ARRAY && a->n == 6 && a->items[0].is_integer && a->items[0].integer == 1 &&
-         a->items[1].type == VT_JSON_STRING && strcmp(a->items[1].str, "x") == 0 && a->items[2].type == VT_JSON_BOOL &&
-         a->items[2].boolean == 1 && a->items[3].boolean == 0 && a->items[4].type == VT_JSON_NULL &&
-         a->items[5].type == VT_JSON_OBJECT && a->items[5].n == 0;
+    ok = ok && a && a->type == VT_JSON_ARRAY && a->n == 6 && a->items[0].is_integer &&
+         a->items[0].integer == 1 && a->items[1].type == VT_JSON_STRING &&
+         strcmp(a->items[1].str, "x") == 0 && a->items[2].type == VT_JSON_BOOL && a->items[2].boolean == 1 &&
+         a->items[3].boolean == 0 && a->items[4].type == VT_JSON_NULL && a->items[5].type == VT_JSON_OBJECT &&
+         a->items[5].n == 0;
     const vt_json *c = vt_json_get(vt_json_get(v, "b"), "c");
     ok = ok && c && c->integer == -2 && vt_json_get(v, "zz") == NULL && vt_json_get(a, "a") == NULL &&
          vt_json_get(NULL, "a") == NULL;
@@ -123,7 +126,8 @@ static void test_json(void) {
     json_string_is("\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "\"\\/\b\f\n\r\t", 8, "simple escapes");
     json_string_is("\"\\u00e9\\u20AC\"", "\xC3\xA9\xE2\x82\xAC", 5, "\\u00e9 \\u20AC -> UTF-8");
     json_string_is("\"\\uD83D\\uDE00\"", "\xF0\x9F\x98\x80", 4, "surrogate pair -> U+1F600");
-    json_string_is("\"caf\xC3\xA9 \xF0\x9F\x98\x80\"", "caf\xC3\xA9 \xF0\x9F\x98\x80", 10, "raw UTF-8 passes through");
+    json_string_is("\"caf\xC3\xA9 \xF0\x9F\x98\x80\"", "caf\xC3\xA9 \xF0\x9F\x98\x80", 10,
+                   "raw UTF-8 passes through");
     json_string_is("\"\"", "", 0, "empty");
     json_bad("\"\\uD83D\"", 8, "lone high surrogate", "lone high surrogate");
     json_bad("\"\\uD83D\\u0041\"", 14, "lone high surrogate", "high surrogate + non-low");
@@ -142,19 +146,20 @@ static void test_json(void) {
     json_bad("\"\\u12", 5, NULL, "truncated \\u escape");
 
     /* numbers */
-    rc = jparse_s("[0, -0, 123, -123, 9223372036854775807, -9223372036854775808, 9223372036854775808, 1.5, 1e3, "
-                  "1E-2, 0.1, 1e-400, 2.5e+1]",
-                  &v);
+    rc = jparse_s(
+        "[0, -0, 123, -123, 9223372036854775807, -9223372036854775808, 9223372036854775808, 1.5, 1e3, "
+        "1E-2, 0.1, 1e-400, 2.5e+1]",
+        &v);
     ok = rc == VT_OK && v->n == 13;
     if (ok) {
         vt_json *it = v->items;
         ok = it[0].is_integer && it[0].integer == 0 && it[0].number == 0.0 && !signbit(it[0].number) &&
              it[1].is_integer && it[1].integer == 0 && signbit(it[1].number) && it[2].integer == 123 &&
-             it[2].number == 123.0 && it[3].integer == -123 && it[4].is_integer && it[4].integer == INT64_MAX &&
-             it[5].is_integer && it[5].integer == INT64_MIN && !it[6].is_integer &&
-             it[6].number == 9223372036854775808.0 && !it[7].is_integer && it[7].number == 1.5 &&
-             !it[8].is_integer && it[8].number == 1000.0 && it[9].number == 0.01 && it[10].number == 0.1 &&
-             it[11].number == 0.0 && it[12].number == 25.0;
+             it[2].number == 123.0 && it[3].integer == -123 && it[4].is_integer &&
+             it[4].integer == INT64_MAX && it[5].is_integer && it[5].integer == INT64_MIN &&
+             !it[6].is_integer && it[6].number == 9223372036854775808.0 && !it[7].is_integer &&
+             it[7].number == 1.5 && !it[8].is_integer && it[8].number == 1000.0 && it[9].number == 0.01 &&
+             it[10].number == 0.1 && it[11].number == 0.0 && it[12].number == 25.0;
     }
     check(ok, "json numbers: ints, int64 limits, overflow to double, fractions, exponents, underflow");
     vt_json_free(v);
@@ -173,13 +178,15 @@ static void test_json(void) {
     json_bad("Infinity", 8, NULL, "Infinity literal");
 
     /* locale independence: a comma-decimal locale must not change "1.5" */
-    const char *locs[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "de_DE", "fr_FR", "C.UTF-8"};
+    const char *locs[] = { "de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8",
+                           "de_DE",       "fr_FR",      "C.UTF-8" };
     const char *got = NULL;
     for (size_t i = 0; i < sizeof locs / sizeof locs[0] && !got; i++)
         if (setlocale(LC_NUMERIC, locs[i]) && strcmp(localeconv()->decimal_point, ",") == 0) got = locs[i];
     rc = jparse_s("[1.5, 2.25e1]", &v);
     ok = rc == VT_OK && v->items[0].number == 1.5 && v->items[1].number == 22.5;
-    check(ok, "json numbers are locale-independent (LC_NUMERIC=%s)", got ? got : "C; no comma-decimal locale installed");
+    check(ok, "json numbers are locale-independent (LC_NUMERIC=%s)",
+          got ? got : "C; no comma-decimal locale installed");
     vt_json_free(v);
     setlocale(LC_NUMERIC, "C");
 
@@ -197,8 +204,10 @@ static void test_json(void) {
         k += (size_t)sprintf(s + k, "1");
         for (int i = 0; i < depth; i++) s[k++] = '}';
         s[k] = 0;
-        if (depth == 64) json_ok(s, "64 nested objects");
-        else json_bad(s, k, "nesting deeper than 64", "65 nested objects");
+        if (depth == 64)
+            json_ok(s, "64 nested objects");
+        else
+            json_bad(s, k, "nesting deeper than 64", "65 nested objects");
         free(s);
     }
     s = nested(200000, '[', ']', "");
@@ -210,7 +219,8 @@ static void test_json(void) {
     json_ok("\"top-level string\"", "top-level scalar");
     json_bad("", 0, "empty input", "empty input");
     json_bad("  \n ", 4, "empty input", "whitespace only");
-    json_bad("{} x", 4, "trailing characters after JSON value at byte 3", "trailing garbage (with byte offset)");
+    json_bad("{} x", 4, "trailing characters after JSON value at byte 3",
+             "trailing garbage (with byte offset)");
     json_bad("1 2", 3, "trailing", "two top-level values");
     json_bad("{}\0", 3, "NUL byte", "NUL after value");
     json_bad("[1,\0]", 5, "NUL byte", "NUL inside array");
@@ -244,8 +254,8 @@ static void test_json(void) {
  * safetensors */
 
 /* Builds 8-byte length + header + data in an exact-size heap buffer; hl_override != 0 lies. */
-static unsigned char *mkfile_n(const char *header, size_t hl, unsigned long long hl_override, const void *data,
-                               size_t dlen, size_t *len) {
+static unsigned char *mkfile_n(const char *header, size_t hl, unsigned long long hl_override,
+                               const void *data, size_t dlen, size_t *len) {
     *len = 8 + hl + dlen;
     unsigned char *b = xmalloc(*len);
     unsigned long long h = hl_override ? hl_override : hl;
@@ -255,8 +265,8 @@ static unsigned char *mkfile_n(const char *header, size_t hl, unsigned long long
     return b;
 }
 
-static unsigned char *mkfile(const char *header, unsigned long long hl_override, const void *data, size_t dlen,
-                             size_t *len) {
+static unsigned char *mkfile(const char *header, unsigned long long hl_override, const void *data,
+                             size_t dlen, size_t *len) {
     return mkfile_n(header, strlen(header), hl_override, data, dlen, len);
 }
 
@@ -275,25 +285,27 @@ static int st_try_n(const char *header, size_t hl, const void *data, size_t dlen
     return rc;
 }
 
-static int st_try(const char *header, const void *data, size_t dlen) { return st_try_n(header, strlen(header), data, dlen); }
+static int st_try(const char *header, const void *data, size_t dlen) {
+    return st_try_n(header, strlen(header), data, dlen);
+}
 
 static void test_roundtrip(void) {
-    float w[6] = {1.0f, -2.5f, 0.0f, -0.0f, INFINITY, FLT_MIN / 4};
+    float w[6] = { 1.0f, -2.5f, 0.0f, -0.0f, INFINITY, FLT_MIN / 4 };
     uint32_t nan_bits = 0x7FC01234u; /* NaN with a payload must survive bit-exactly */
     memcpy(&w[2], &nan_bits, 4);
-    long long idx[4] = {INT64_MIN, -1, 0, INT64_MAX};
-    unsigned char mask[3] = {1, 0, 1};
+    long long idx[4] = { INT64_MIN, -1, 0, INT64_MAX };
+    unsigned char mask[3] = { 1, 0, 1 };
     float scalar = 3.25f;
-    long long sh_w[2] = {2, 3}, sh_idx[1] = {4}, sh_mask[1] = {3}, sh_empty[2] = {0, 5};
+    long long sh_w[2] = { 2, 3 }, sh_idx[1] = { 4 }, sh_mask[1] = { 3 }, sh_empty[2] = { 0, 5 };
     vt_st_entry e[] = {
-        {"w", VT_DT_F32, 2, sh_w, w},
-        {"idx", VT_DT_I64, 1, sh_idx, idx},
-        {"mask", VT_DT_BOOL, 1, sh_mask, mask},
-        {"scalar", VT_DT_F32, 0, NULL, &scalar},
-        {"empty \"quoted\" \xC3\xA9", VT_DT_F32, 2, sh_empty, NULL},
+        { "w", VT_DT_F32, 2, sh_w, w },
+        { "idx", VT_DT_I64, 1, sh_idx, idx },
+        { "mask", VT_DT_BOOL, 1, sh_mask, mask },
+        { "scalar", VT_DT_F32, 0, NULL, &scalar },
+        { "empty \"quoted\" \xC3\xA9", VT_DT_F32, 2, sh_empty, NULL },
     };
-    const char *mk[] = {"format", "note"};
-    const char *mv[] = {"pt", "quote \" backslash \\ newline \n tab \t caf\xC3\xA9"};
+    const char *mk[] = { "format", "note" };
+    const char *mv[] = { "pt", "quote \" backslash \\ newline \n tab \t caf\xC3\xA9" };
     unsigned char *buf = NULL;
     size_t len = 0;
     int rc = vt_st_write(e, 5, mk, mv, 2, &buf, &len);
@@ -301,8 +313,8 @@ static void test_roundtrip(void) {
     if (rc) return;
     unsigned long long hl = 0;
     for (int i = 0; i < 8; i++) hl |= (unsigned long long)buf[i] << (8 * i);
-    check(hl % 8 == 0 && len == 8 + hl + 24 + 32 + 3 + 4, "header length %llu is a multiple of 8, file is %zu bytes",
-          hl, len);
+    check(hl % 8 == 0 && len == 8 + hl + 24 + 32 + 3 + 4,
+          "header length %llu is a multiple of 8, file is %zu bytes", hl, len);
     check(memcmp(buf + 8, "{\"__metadata__\":", 16) == 0, "__metadata__ is written first");
 
     /* Parse from an odd address so every multi-byte load is unaligned. */
@@ -311,17 +323,22 @@ static void test_roundtrip(void) {
     vt_st_file f;
     rc = vt_st_parse(odd + 1, len, &f);
     check(rc == VT_OK && f.n == 5 && f.n_meta == 2, "parse round-trip (%s)", rc ? vt_last_error() : "ok");
-    if (rc) { free(buf); free(odd); return; }
+    if (rc) {
+        free(buf);
+        free(odd);
+        return;
+    }
     int order = 1;
     for (int i = 0; i < 5; i++) order = order && strcmp(f.tensors[i].name, e[i].name) == 0;
     check(order, "tensors kept in header order");
     const vt_st_tensor *tw = vt_st_find(&f, "w");
-    check(tw && tw->dtype == VT_DT_F32 && tw->ndim == 2 && tw->shape[0] == 2 && tw->shape[1] == 3 && tw->numel == 6 &&
-              tw->nbytes == 24 && memcmp(tw->data, w, 24) == 0,
+    check(tw && tw->dtype == VT_DT_F32 && tw->ndim == 2 && tw->shape[0] == 2 && tw->shape[1] == 3 &&
+              tw->numel == 6 && tw->nbytes == 24 && memcmp(tw->data, w, 24) == 0,
           "F32 tensor w: dtype, shape, bytes identical");
     float wf[6];
     rc = vt_st_to_f32(tw, wf);
-    check(rc == VT_OK && memcmp(wf, w, 24) == 0, "F32 -> f32 bitwise identical (incl. -0, inf, nan payload, subnormal)");
+    check(rc == VT_OK && memcmp(wf, w, 24) == 0,
+          "F32 -> f32 bitwise identical (incl. -0, inf, nan payload, subnormal)");
     const vt_st_tensor *ti = vt_st_find(&f, "idx");
     long long iv[4];
     rc = ti ? vt_st_to_i64(ti, iv) : -1;
@@ -331,8 +348,8 @@ static void test_roundtrip(void) {
     const vt_st_tensor *tm = vt_st_find(&f, "mask");
     long long mv64[3];
     rc = tm ? vt_st_to_i64(tm, mv64) : -1;
-    check(rc == VT_OK && tm->dtype == VT_DT_BOOL && memcmp(tm->data, mask, 3) == 0 && mv64[0] == 1 && mv64[1] == 0 &&
-              mv64[2] == 1,
+    check(rc == VT_OK && tm->dtype == VT_DT_BOOL && memcmp(tm->data, mask, 3) == 0 && mv64[0] == 1 &&
+              mv64[1] == 0 && mv64[2] == 1,
           "BOOL tensor mask bitwise and via to_i64");
     const vt_st_tensor *ts = vt_st_find(&f, "scalar");
     float sv = 0;
@@ -341,7 +358,8 @@ static void test_roundtrip(void) {
     const vt_st_tensor *te = vt_st_find(&f, "empty \"quoted\" \xC3\xA9");
     check(te && te->numel == 0 && te->nbytes == 0 && te->shape[0] == 0 && te->shape[1] == 5,
           "zero-size tensor with escaped UTF-8 name");
-    check(vt_st_find(&f, "nope") == NULL && vt_st_meta(&f, "nope") == NULL, "find/meta return NULL when absent");
+    check(vt_st_find(&f, "nope") == NULL && vt_st_meta(&f, "nope") == NULL,
+          "find/meta return NULL when absent");
     check(vt_st_meta(&f, "format") && strcmp(vt_st_meta(&f, "format"), "pt") == 0 && vt_st_meta(&f, "note") &&
               strcmp(vt_st_meta(&f, "note"), mv[1]) == 0,
           "metadata strings round-trip (with escapes)");
@@ -359,7 +377,8 @@ static void test_roundtrip(void) {
     free(buf);
     rc = vt_st_write(NULL, 0, NULL, NULL, 0, &buf, &len);
     rc = rc ? rc : vt_st_parse(buf, len, &f);
-    check(rc == VT_OK && len == 16 && f.n == 0 && f.n_meta == 0, "empty file (no tensors, no metadata) round-trips");
+    check(rc == VT_OK && len == 16 && f.n == 0 && f.n_meta == 0,
+          "empty file (no tensors, no metadata) round-trips");
     vt_st_free(&f);
     free(buf);
     free(odd);
@@ -367,8 +386,8 @@ static void test_roundtrip(void) {
 
 /* Writes one tensor of raw little-endian bytes and parses it back. */
 static int one_tensor(vt_dtype dt, const void *raw, long long count, unsigned char **buf, vt_st_file *f) {
-    long long sh[1] = {count};
-    vt_st_entry e = {"t", dt, 1, sh, raw};
+    long long sh[1] = { count };
+    vt_st_entry e = { "t", dt, 1, sh, raw };
     size_t len;
     int rc = vt_st_write(&e, 1, NULL, NULL, 0, buf, &len);
     if (rc) return rc;
@@ -379,9 +398,12 @@ static void test_conversions(void) {
     unsigned char *buf = NULL;
     vt_st_file f;
     /* F16, stored little-endian byte by byte */
-    uint16_t h[] = {0x3C00, 0xC100, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x7C00, 0xFC00, 0x7E00, 0x8000, 0x3555};
+    uint16_t h[] = { 0x3C00, 0xC100, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x7C00, 0xFC00, 0x7E00, 0x8000, 0x3555 };
     unsigned char hb[sizeof h];
-    for (size_t i = 0; i < sizeof h / 2; i++) { hb[2 * i] = (unsigned char)h[i]; hb[2 * i + 1] = (unsigned char)(h[i] >> 8); }
+    for (size_t i = 0; i < sizeof h / 2; i++) {
+        hb[2 * i] = (unsigned char)h[i];
+        hb[2 * i + 1] = (unsigned char)(h[i] >> 8);
+    }
     float out[16];
     int rc = one_tensor(VT_DT_F16, hb, 11, &buf, &f);
     rc = rc ? rc : vt_st_to_f32(&f.tensors[0], out);
@@ -402,9 +424,12 @@ static void test_conversions(void) {
     vt_st_free(&f);
     free(buf);
 
-    uint16_t bf[] = {0x3F80, 0xC020, 0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x4049};
+    uint16_t bf[] = { 0x3F80, 0xC020, 0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x4049 };
     unsigned char bb[sizeof bf];
-    for (size_t i = 0; i < sizeof bf / 2; i++) { bb[2 * i] = (unsigned char)bf[i]; bb[2 * i + 1] = (unsigned char)(bf[i] >> 8); }
+    for (size_t i = 0; i < sizeof bf / 2; i++) {
+        bb[2 * i] = (unsigned char)bf[i];
+        bb[2 * i + 1] = (unsigned char)(bf[i] >> 8);
+    }
     rc = one_tensor(VT_DT_BF16, bb, 7, &buf, &f);
     rc = rc ? rc : vt_st_to_f32(&f.tensors[0], out);
     check(rc == VT_OK, "BF16 tensor parse + convert (%s)", rc ? vt_last_error() : "ok");
@@ -419,7 +444,9 @@ static void test_conversions(void) {
     vt_st_free(&f);
     free(buf);
 
-    double dv[] = {1.5, -1e300, 1e300, (double)FLT_MAX, 1e-50, 0.1, (double)FLT_MAX + 0x1p102, (double)FLT_MAX + 0x1p103};
+    double dv[] = {
+        1.5, -1e300, 1e300, (double)FLT_MAX, 1e-50, 0.1, (double)FLT_MAX + 0x1p102, (double)FLT_MAX + 0x1p103
+    };
     rc = one_tensor(VT_DT_F64, dv, 8, &buf, &f);
     rc = rc ? rc : vt_st_to_f32(&f.tensors[0], out);
     check(rc == VT_OK && out[0] == 1.5f && isinf(out[1]) && out[1] < 0 && isinf(out[2]) && out[2] > 0 &&
@@ -429,19 +456,20 @@ static void test_conversions(void) {
     free(buf);
 
     long long iv[8];
-    int32_t i32[] = {-5, INT32_MIN, INT32_MAX};
+    int32_t i32[] = { -5, INT32_MIN, INT32_MAX };
     rc = one_tensor(VT_DT_I32, i32, 3, &buf, &f);
     rc = rc ? rc : vt_st_to_i64(&f.tensors[0], iv);
-    check(rc == VT_OK && iv[0] == -5 && iv[1] == INT32_MIN && iv[2] == INT32_MAX, "I32 -> i64 sign extension");
+    check(rc == VT_OK && iv[0] == -5 && iv[1] == INT32_MIN && iv[2] == INT32_MAX,
+          "I32 -> i64 sign extension");
     vt_st_free(&f);
     free(buf);
-    int8_t i8[] = {-128, -1, 127};
+    int8_t i8[] = { -128, -1, 127 };
     rc = one_tensor(VT_DT_I8, i8, 3, &buf, &f);
     rc = rc ? rc : vt_st_to_i64(&f.tensors[0], iv);
     check(rc == VT_OK && iv[0] == -128 && iv[1] == -1 && iv[2] == 127, "I8 -> i64 sign extension");
     vt_st_free(&f);
     free(buf);
-    uint8_t u8[] = {0, 200, 255};
+    uint8_t u8[] = { 0, 200, 255 };
     rc = one_tensor(VT_DT_U8, u8, 3, &buf, &f);
     rc = rc ? rc : vt_st_to_i64(&f.tensors[0], iv);
     check(rc == VT_OK && iv[0] == 0 && iv[1] == 200 && iv[2] == 255, "U8 -> i64");
@@ -450,8 +478,9 @@ static void test_conversions(void) {
     vt_st_free(&f);
     free(buf);
 
-    check(vt_dtype_size(VT_DT_BF16) == 2 && vt_dtype_size(VT_DT_I64) == 8 && vt_dtype_size((vt_dtype)99) == 0 &&
-              strcmp(vt_dtype_name(VT_DT_BOOL), "BOOL") == 0 && strcmp(vt_dtype_name(VT_DT_BF16), "BF16") == 0,
+    check(vt_dtype_size(VT_DT_BF16) == 2 && vt_dtype_size(VT_DT_I64) == 8 &&
+              vt_dtype_size((vt_dtype)99) == 0 && strcmp(vt_dtype_name(VT_DT_BOOL), "BOOL") == 0 &&
+              strcmp(vt_dtype_name(VT_DT_BF16), "BF16") == 0,
           "vt_dtype_size / vt_dtype_name");
 }
 
@@ -462,7 +491,7 @@ static void test_hostile(void) {
     vt_st_file f;
     int rc;
 
-    unsigned char five[5] = {1, 0, 0, 0, 0};
+    unsigned char five[5] = { 1, 0, 0, 0, 0 };
     rc = vt_st_parse(five, 5, &f);
     expect_err(rc, VT_ERR_FORMAT, "5 bytes", NULL, "truncated file (5 bytes)");
     rc = vt_st_parse(NULL, 0, &f);
@@ -497,71 +526,79 @@ static void test_hostile(void) {
     expect_err(rc, VT_ERR_FORMAT, "exceeds file size 20", NULL, "file truncated inside header");
     free(b);
 
-    expect_err(st_try("{\"a\":", d, 0), VT_ERR_FORMAT, "not valid JSON", "end of input", "truncated JSON header");
+    expect_err(st_try("{\"a\":", d, 0), VT_ERR_FORMAT, "not valid JSON", "end of input",
+               "truncated JSON header");
     expect_err(st_try("{\"a\":1,}", d, 0), VT_ERR_FORMAT, "not valid JSON", NULL, "invalid JSON header");
     expect_err(st_try("[1,2]", d, 0), VT_ERR_FORMAT, "not a JSON object", NULL, "header is an array");
-    expect_err(st_try_n("{\"a\":{}}\0\0\0", 11, d, 0), VT_ERR_FORMAT, "NUL byte", NULL, "header padded with NUL bytes");
+    expect_err(st_try_n("{\"a\":{}}\0\0\0", 11, d, 0), VT_ERR_FORMAT, "NUL byte", NULL,
+               "header padded with NUL bytes");
     char deep[512];
     snprintf(deep, sizeof deep, "{\"a\":{\"dtype\":\"F32\",\"shape\":%s,\"data_offsets\":[0,0]}}",
-             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]"
+             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
     expect_err(st_try(deep, d, 0), VT_ERR_FORMAT, "nesting deeper than 64", NULL, "deeply nested header");
     expect_err(st_try("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                       "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
                       d, 8),
                VT_ERR_FORMAT, "duplicate key \"a\"", NULL, "duplicate tensor names");
-    expect_err(st_try("{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1), VT_ERR_FORMAT,
-               "\"a\"", "\"F8_E4M3\"", "unknown dtype");
-    expect_err(st_try("{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1), VT_ERR_FORMAT, "\"a\"",
-               "dtype", "non-string dtype");
-    expect_err(st_try("{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1), VT_ERR_FORMAT, "\"a\"", "dtype",
-               "missing dtype");
-    expect_err(st_try("{\"a\":[1]}", d, 0), VT_ERR_FORMAT, "\"a\"", "not an object", "tensor entry is an array");
+    expect_err(st_try("{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1),
+               VT_ERR_FORMAT, "\"a\"", "\"F8_E4M3\"", "unknown dtype");
+    expect_err(st_try("{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1), VT_ERR_FORMAT,
+               "\"a\"", "dtype", "non-string dtype");
+    expect_err(st_try("{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1), VT_ERR_FORMAT, "\"a\"",
+               "dtype", "missing dtype");
+    expect_err(st_try("{\"a\":[1]}", d, 0), VT_ERR_FORMAT, "\"a\"", "not an object",
+               "tensor entry is an array");
     expect_err(st_try("{\"\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1), VT_ERR_FORMAT,
                "empty name", NULL, "empty tensor name");
-    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", d, 4), VT_ERR_FORMAT,
-               "\"bad\"", "non-negative integers", "negative dim");
-    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", d, 4), VT_ERR_FORMAT,
-               "\"bad\"", "non-negative integers", "fractional dim");
-    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[0,4]}}", d, 4), VT_ERR_FORMAT,
-               "\"bad\"", "non-negative integers", "dim written with exponent");
-    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", d, 4), VT_ERR_FORMAT,
-               "\"bad\"", "non-negative integers", "string dim");
-    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,4]}}", d, 4), VT_ERR_FORMAT,
-               "\"bad\"", "not a list", "shape not a list");
-    expect_err(st_try("{\"bad\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", d, 1),
-               VT_ERR_FORMAT, "\"bad\"", "9 dims", "ndim 9 > 8");
+    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", d, 4),
+               VT_ERR_FORMAT, "\"bad\"", "non-negative integers", "negative dim");
+    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", d, 4),
+               VT_ERR_FORMAT, "\"bad\"", "non-negative integers", "fractional dim");
+    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[0,4]}}", d, 4),
+               VT_ERR_FORMAT, "\"bad\"", "non-negative integers", "dim written with exponent");
+    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}", d, 4),
+               VT_ERR_FORMAT, "\"bad\"", "non-negative integers", "string dim");
+    expect_err(st_try("{\"bad\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,4]}}", d, 4),
+               VT_ERR_FORMAT, "\"bad\"", "not a list", "shape not a list");
+    expect_err(
+        st_try("{\"bad\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", d, 1),
+        VT_ERR_FORMAT, "\"bad\"", "9 dims", "ndim 9 > 8");
     expect_ok(st_try("{\"ok8\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", d, 1),
               "ndim 8 accepted");
     expect_err(st_try("{\"big\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],"
                       "\"data_offsets\":[0,4]}}",
                       d, 4),
                VT_ERR_FORMAT, "\"big\"", "overflows", "numel overflow");
-    expect_err(st_try("{\"big\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,8]}}", d, 8),
-               VT_ERR_FORMAT, "\"big\"", "overflows", "numel * dtype size overflow");
+    expect_err(
+        st_try("{\"big\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,8]}}", d, 8),
+        VT_ERR_FORMAT, "\"big\"", "overflows", "numel * dtype size overflow");
     expect_ok(st_try("{\"z\":{\"dtype\":\"F32\",\"shape\":[0,9223372036854775807,9223372036854775807],"
                      "\"data_offsets\":[0,0]}}",
                      d, 0),
               "zero dim makes huge other dims harmless");
-    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", d, 4), VT_ERR_FORMAT, "\"o\"",
-               "[begin, end]", "data_offsets with one element");
-    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", d, 8), VT_ERR_FORMAT,
-               "\"o\"", "[begin, end]", "data_offsets with three elements");
+    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", d, 4), VT_ERR_FORMAT,
+               "\"o\"", "[begin, end]", "data_offsets with one element");
+    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", d, 8),
+               VT_ERR_FORMAT, "\"o\"", "[begin, end]", "data_offsets with three elements");
     expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",\"4\"]}}", d, 4),
                VT_ERR_FORMAT, "\"o\"", "[begin, end]", "data_offsets as strings");
-    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", d, 4), VT_ERR_FORMAT,
-               "\"o\"", "[begin, end]", "negative data_offsets");
-    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1]}}", d, 4), VT_ERR_FORMAT, "\"o\"", "data_offsets",
-               "missing data_offsets");
-    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", d, 8), VT_ERR_FORMAT,
-               "\"o\"", "begin 8 > end 4", "data_offsets begin > end");
-    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[100],\"data_offsets\":[0,400]}}", d, 16), VT_ERR_FORMAT,
-               "\"o\"", "end 400 is beyond the 16-byte data section", "data_offsets out of range");
+    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-4,0]}}", d, 4),
+               VT_ERR_FORMAT, "\"o\"", "[begin, end]", "negative data_offsets");
+    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1]}}", d, 4), VT_ERR_FORMAT, "\"o\"",
+               "data_offsets", "missing data_offsets");
+    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", d, 8),
+               VT_ERR_FORMAT, "\"o\"", "begin 8 > end 4", "data_offsets begin > end");
+    expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[100],\"data_offsets\":[0,400]}}", d, 16),
+               VT_ERR_FORMAT, "\"o\"", "end 400 is beyond the 16-byte data section",
+               "data_offsets out of range");
     expect_err(st_try("{\"o\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[18446744073709551615,"
                       "18446744073709551615]}}",
                       d, 16),
                VT_ERR_FORMAT, "\"o\"", NULL, "data_offsets beyond int64");
-    expect_err(st_try("{\"m\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", d, 24), VT_ERR_FORMAT,
-               "tensor \"m\": shape [2, 3] F32 needs 24 bytes, data_offsets give 20", NULL, "byte-size mismatch");
+    expect_err(st_try("{\"m\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", d, 24),
+               VT_ERR_FORMAT, "tensor \"m\": shape [2, 3] F32 needs 24 bytes, data_offsets give 20", NULL,
+               "byte-size mismatch");
     expect_err(st_try("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
                       "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
                       d, 24),
@@ -587,30 +624,37 @@ static void test_hostile(void) {
               "empty metadata, scalar, unknown extra field, trailing spaces accepted");
 
     /* writer argument checks */
-    float x[2] = {1, 2};
-    long long sh2[1] = {2}, shneg[1] = {-2}, sh9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    float x[2] = { 1, 2 };
+    long long sh2[1] = { 2 }, shneg[1] = { -2 }, sh9[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 };
     unsigned char *out = NULL;
-    vt_st_entry dup[2] = {{"p", VT_DT_F32, 1, sh2, x}, {"p", VT_DT_F32, 1, sh2, x}};
-    expect_err(vt_st_write(dup, 2, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "duplicate tensor name \"p\"", NULL,
-               "write: duplicate names");
-    vt_st_entry noname = {"", VT_DT_F32, 1, sh2, x};
-    expect_err(vt_st_write(&noname, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "empty name", NULL, "write: empty name");
-    vt_st_entry nullname = {NULL, VT_DT_F32, 1, sh2, x};
-    expect_err(vt_st_write(&nullname, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "empty name", NULL, "write: NULL name");
-    vt_st_entry meta = {"__metadata__", VT_DT_F32, 1, sh2, x};
+    vt_st_entry dup[2] = { { "p", VT_DT_F32, 1, sh2, x }, { "p", VT_DT_F32, 1, sh2, x } };
+    expect_err(vt_st_write(dup, 2, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "duplicate tensor name \"p\"",
+               NULL, "write: duplicate names");
+    vt_st_entry noname = { "", VT_DT_F32, 1, sh2, x };
+    expect_err(vt_st_write(&noname, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "empty name", NULL,
+               "write: empty name");
+    vt_st_entry nullname = { NULL, VT_DT_F32, 1, sh2, x };
+    expect_err(vt_st_write(&nullname, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "empty name", NULL,
+               "write: NULL name");
+    vt_st_entry meta = { "__metadata__", VT_DT_F32, 1, sh2, x };
     expect_err(vt_st_write(&meta, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "reserved", NULL,
                "write: reserved name");
-    vt_st_entry neg = {"n", VT_DT_F32, 1, shneg, x};
-    expect_err(vt_st_write(&neg, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"n\"", "-2", "write: negative dim");
-    vt_st_entry nine = {"n9", VT_DT_F32, 9, sh9, x};
-    expect_err(vt_st_write(&nine, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"n9\"", "ndim 9", "write: ndim 9");
-    vt_st_entry nodata = {"nd", VT_DT_F32, 1, sh2, NULL};
-    expect_err(vt_st_write(&nodata, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"nd\"", "NULL", "write: NULL data");
-    vt_st_entry badutf = {"\xC3(", VT_DT_F32, 1, sh2, x};
-    expect_err(vt_st_write(&badutf, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "UTF-8", NULL, "write: invalid UTF-8 name");
-    vt_st_entry baddt = {"bd", (vt_dtype)42, 1, sh2, x};
-    expect_err(vt_st_write(&baddt, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"bd\"", "42", "write: invalid dtype");
-    const char *k2[] = {"k", "k"}, *v2[] = {"1", "2"};
+    vt_st_entry neg = { "n", VT_DT_F32, 1, shneg, x };
+    expect_err(vt_st_write(&neg, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"n\"", "-2",
+               "write: negative dim");
+    vt_st_entry nine = { "n9", VT_DT_F32, 9, sh9, x };
+    expect_err(vt_st_write(&nine, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"n9\"", "ndim 9",
+               "write: ndim 9");
+    vt_st_entry nodata = { "nd", VT_DT_F32, 1, sh2, NULL };
+    expect_err(vt_st_write(&nodata, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"nd\"", "NULL",
+               "write: NULL data");
+    vt_st_entry badutf = { "\xC3(", VT_DT_F32, 1, sh2, x };
+    expect_err(vt_st_write(&badutf, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "UTF-8", NULL,
+               "write: invalid UTF-8 name");
+    vt_st_entry baddt = { "bd", (vt_dtype)42, 1, sh2, x };
+    expect_err(vt_st_write(&baddt, 1, NULL, NULL, 0, &out, &len), VT_ERR_ARG, "\"bd\"", "42",
+               "write: invalid dtype");
+    const char *k2[] = { "k", "k" }, *v2[] = { "1", "2" };
     expect_err(vt_st_write(dup, 1, k2, v2, 2, &out, &len), VT_ERR_ARG, "duplicate metadata key \"k\"", NULL,
                "write: duplicate metadata keys");
     check(out == NULL, "write leaves *out NULL on failure");
@@ -629,40 +673,41 @@ static uint32_t lcg(void) {
 static size_t mutate(unsigned char *b, size_t len, size_t hdr_end) {
     static const char interesting[] = "{}[]\",:0123456789-+eE.\\u \x01\x7f\xff";
     switch (lcg() % 5) {
-    case 0: /* flip a few bits anywhere */
-        for (int i = 0, n = 1 + (int)(lcg() % 3); i < n; i++) b[lcg() % len] ^= (unsigned char)(1u << (lcg() % 8));
-        break;
-    case 1: /* JSON-meaningful bytes inside the header */
-        for (int i = 0, n = 1 + (int)(lcg() % 4); i < n; i++)
-            b[8 + lcg() % (hdr_end - 8)] = (unsigned char)interesting[lcg() % (sizeof interesting - 1)];
-        break;
-    case 2: /* truncate */
-        return lcg() % len;
-    case 3: /* perturb the header length */
-        b[lcg() % 8] = (unsigned char)lcg();
-        break;
-    default: { /* overwrite a digit in the header with another digit: plausible but wrong numbers */
-        size_t start = 8 + lcg() % (hdr_end - 8);
-        for (size_t i = start; i < hdr_end; i++)
-            if (b[i] >= '0' && b[i] <= '9') { b[i] = (unsigned char)('0' + lcg() % 10); break; }
-        break;
-    }
+        case 0: /* flip a few bits anywhere */
+            for (int i = 0, n = 1 + (int)(lcg() % 3); i < n; i++)
+                b[lcg() % len] ^= (unsigned char)(1u << (lcg() % 8));
+            break;
+        case 1: /* JSON-meaningful bytes inside the header */
+            for (int i = 0, n = 1 + (int)(lcg() % 4); i < n; i++)
+                b[8 + lcg() % (hdr_end - 8)] = (unsigned char)interesting[lcg() % (sizeof interesting - 1)];
+            break;
+        case 2: /* truncate */ return lcg() % len;
+        case 3: /* perturb the header length */ b[lcg() % 8] = (unsigned char)lcg(); break;
+        default: { /* overwrite a digit in the header with another digit: plausible but wrong numbers */
+            size_t start = 8 + lcg() % (hdr_end - 8);
+            for (size_t i = start; i < hdr_end; i++)
+                if (b[i] >= '0' && b[i] <= '9') {
+                    b[i] = (unsigned char)('0' + lcg() % 10);
+                    break;
+                }
+            break;
+        }
     }
     return len;
 }
 
 static void test_fuzz(void) {
-    float w[6] = {1, 2, 3, 4, 5, 6};
-    uint16_t hw[3] = {0x3C00, 0x7C00, 0x0001};
-    long long iv[2] = {7, -7};
-    unsigned char bo[3] = {1, 0, 1};
-    long long sh23[2] = {2, 3}, sh3[1] = {3}, sh2[1] = {2};
-    vt_st_entry e[] = {{"w", VT_DT_F32, 2, sh23, w},
-                       {"h", VT_DT_F16, 1, sh3, hw},
-                       {"b16", VT_DT_BF16, 1, sh3, hw},
-                       {"i", VT_DT_I64, 1, sh2, iv},
-                       {"m", VT_DT_BOOL, 1, sh3, bo}};
-    const char *mk[] = {"format"}, *mv[] = {"pt"};
+    float w[6] = { 1, 2, 3, 4, 5, 6 };
+    uint16_t hw[3] = { 0x3C00, 0x7C00, 0x0001 };
+    long long iv[2] = { 7, -7 };
+    unsigned char bo[3] = { 1, 0, 1 };
+    long long sh23[2] = { 2, 3 }, sh3[1] = { 3 }, sh2[1] = { 2 };
+    vt_st_entry e[] = { { "w", VT_DT_F32, 2, sh23, w },
+                        { "h", VT_DT_F16, 1, sh3, hw },
+                        { "b16", VT_DT_BF16, 1, sh3, hw },
+                        { "i", VT_DT_I64, 1, sh2, iv },
+                        { "m", VT_DT_BOOL, 1, sh3, bo } };
+    const char *mk[] = { "format" }, *mv[] = { "pt" };
     unsigned char *base = NULL;
     size_t base_len = 0;
     int rc = vt_st_write(e, 5, mk, mv, 1, &base, &base_len);
@@ -702,13 +747,15 @@ static void test_fuzz(void) {
         free(exact);
     }
     check(bad_status == 0 && empty_msg == 0,
-          "fuzz: 2000 mutated safetensors files, no crash, only OK/FORMAT, every error has a message (%d parsed OK)",
+          "fuzz: 2000 mutated safetensors files, no crash, only OK/FORMAT, every error has a message (%d "
+          "parsed OK)",
           parsed_ok);
     free(base);
 
     /* The same idea straight on the JSON parser. */
-    const char *js = "{\"a\":[1,-2.5e3,true,false,null,\"x\\u00e9\\uD83D\\uDE00\\n\"],\"b\":{\"c\":{\"d\":[[]]}},"
-                     "\"e\":\"caf\xC3\xA9\",\"f\":0.125}";
+    const char *js =
+        "{\"a\":[1,-2.5e3,true,false,null,\"x\\u00e9\\uD83D\\uDE00\\n\"],\"b\":{\"c\":{\"d\":[[]]}},"
+        "\"e\":\"caf\xC3\xA9\",\"f\":0.125}";
     size_t jl = strlen(js);
     bad_status = parsed_ok = 0;
     for (int v = 0; v < 2000; v++) {
@@ -716,17 +763,23 @@ static void test_fuzz(void) {
         memcpy(m, js, jl);
         size_t len = jl;
         int kind = (int)(lcg() % 3);
-        if (kind == 0) len = lcg() % jl;
-        else if (kind == 1) m[lcg() % jl] ^= (char)(1u << (lcg() % 8));
-        else m[lcg() % jl] = "{}[]\",:0-e.\\u\x00\xc3"[lcg() % 16];
+        if (kind == 0)
+            len = lcg() % jl;
+        else if (kind == 1)
+            m[lcg() % jl] ^= (char)(1u << (lcg() % 8));
+        else
+            m[lcg() % jl] = "{}[]\",:0-e.\\u\x00\xc3"[lcg() % 16];
         vt_json *jv = NULL;
         rc = vt_json_parse(m, len, &jv); /* m is exact-size, not NUL-terminated */
-        if (rc == VT_OK) parsed_ok++;
-        else if (rc != VT_ERR_FORMAT || jv) bad_status++;
+        if (rc == VT_OK)
+            parsed_ok++;
+        else if (rc != VT_ERR_FORMAT || jv)
+            bad_status++;
         vt_json_free(jv);
         free(m);
     }
-    check(bad_status == 0, "fuzz: 2000 mutated JSON texts, no crash, only OK/FORMAT (%d parsed OK)", parsed_ok);
+    check(bad_status == 0, "fuzz: 2000 mutated JSON texts, no crash, only OK/FORMAT (%d parsed OK)",
+          parsed_ok);
 }
 
 int main(void) {

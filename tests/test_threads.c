@@ -9,8 +9,8 @@
 #include "parity.h"
 #include "threads.h"
 
-static const char *policies[] = {"none", "block", "selective", "every:2"};
-static const int counts[] = {2, 3, 5};
+static const char *policies[] = { "none", "block", "selective", "every:2" };
+static const int counts[] = { 2, 3, 5 };
 
 static void test_fixtures(void) {
     int n = 0;
@@ -24,9 +24,11 @@ static void test_fixtures(void) {
             vt_parity_result ref;
             memset(&ref, 0, sizeof ref);
             int rc = vt_parity_run(bytes, len, policies[p], 1, &ref);
-            CHECK(rc == 0 && ref.pass && ref.dump, "%s %s: 1 thread passes (%s)", files[f], policies[p], ref.error);
+            CHECK(rc == 0 && ref.pass && ref.dump, "%s %s: 1 thread passes (%s)", files[f], policies[p],
+                  ref.error);
             for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
-                CHECK(vt_set_threads(counts[c]) == counts[c], "set %d threads: %s", counts[c], vt_last_error());
+                CHECK(vt_set_threads(counts[c]) == counts[c], "set %d threads: %s", counts[c],
+                      vt_last_error());
                 vt_parity_result r;
                 memset(&r, 0, sizeof r);
                 rc = vt_parity_run(bytes, len, policies[p], 1, &r);
@@ -46,8 +48,16 @@ static void test_fixtures(void) {
 static vt_model *small(vt_kind kind) {
     vt_model_config mc;
     vt_model_config_default(&mc, kind);
-    mc.enc.img_size = 32; mc.enc.patch_size = 4; mc.enc.embed_dim = 48; mc.enc.depth = 2; mc.enc.num_heads = 3;
-    mc.decoder_dim = 32; mc.decoder_depth = 1; mc.decoder_heads = 2; mc.head_hidden_dim = 36; mc.head_blocks = 1;
+    mc.enc.img_size = 32;
+    mc.enc.patch_size = 4;
+    mc.enc.embed_dim = 48;
+    mc.enc.depth = 2;
+    mc.enc.num_heads = 3;
+    mc.decoder_dim = 32;
+    mc.decoder_depth = 1;
+    mc.decoder_heads = 2;
+    mc.head_hidden_dim = 36;
+    mc.head_blocks = 1;
     vt_model *m = NULL;
     CHECK_OK(vt_model_create(&mc, &m), "create");
     return m;
@@ -60,7 +70,11 @@ static uint8_t *train(vt_kind kind, int threads, const char *policy, size_t *len
     for (int i = 0; i < n; i++) img[i] = cosf(0.37f * i) + 0.1f * sinf(0.011f * i);
     vt_train_config tc;
     vt_train_config_default(&tc, kind);
-    tc.lr = 1e-3f; tc.warmup_steps = 1; tc.total_steps = 10; tc.seed = 5; tc.clip_norm = 1.0f;
+    tc.lr = 1e-3f;
+    tc.warmup_steps = 1;
+    tc.total_steps = 10;
+    tc.seed = 5;
+    tc.clip_norm = 1.0f;
     vt_model *m = small(kind);
     vt_set_threads(threads);
     vt_init_weights(m, 3);
@@ -75,7 +89,7 @@ static uint8_t *train(vt_kind kind, int threads, const char *policy, size_t *len
 }
 
 static void test_training(void) {
-    vt_kind kinds[] = {VT_KIND_MAE, VT_KIND_AIM};
+    vt_kind kinds[] = { VT_KIND_MAE, VT_KIND_AIM };
     for (int k = 0; k < 2; k++)
         for (size_t p = 0; p < sizeof policies / sizeof *policies; p++) {
             size_t l1 = 0;
@@ -83,8 +97,9 @@ static void test_training(void) {
             for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
                 size_t ln = 0;
                 uint8_t *sn = train(kinds[k], counts[c], policies[p], &ln);
-                CHECK(s1 && sn && l1 == ln && !memcmp(s1, sn, l1), "%s %s: training state after %d threads == 1 thread",
-                      vt_kind_name(kinds[k]), policies[p], counts[c]);
+                CHECK(s1 && sn && l1 == ln && !memcmp(s1, sn, l1),
+                      "%s %s: training state after %d threads == 1 thread", vt_kind_name(kinds[k]),
+                      policies[p], counts[c]);
                 vt_free(sn);
             }
             vt_free(s1);
@@ -110,11 +125,12 @@ static void test_model_threads(void) {
     CHECK(p3.bytes.activations == pool.bytes.activations && p1.bytes.activations < p3.bytes.activations,
           "plans: 3 threads %llu (pool of 3: %llu), 1 thread %llu", (unsigned long long)p3.bytes.activations,
           (unsigned long long)pool.bytes.activations, (unsigned long long)p1.bytes.activations);
-    CHECK(vt_model_set_threads(m, -1) != VT_OK && vt_model_set_threads(m, VT_MAX_THREADS + 1) != VT_OK, "counts refused");
+    CHECK(vt_model_set_threads(m, -1) != VT_OK && vt_model_set_threads(m, VT_MAX_THREADS + 1) != VT_OK,
+          "counts refused");
     vt_model_free(m);
     /* planned for 1, run on a pool of 5 (split everything): within the plan, the bits of 1 thread */
-    uint8_t *st[2] = {NULL, NULL};
-    size_t len[2] = {0, 0};
+    uint8_t *st[2] = { NULL, NULL };
+    size_t len[2] = { 0, 0 };
     for (int k = 0; k < 2; k++) {
         vt_set_threads(k ? 5 : 1);
         vt_model *x = small(VT_KIND_AIM);
@@ -128,12 +144,14 @@ static void test_model_threads(void) {
         CHECK_OK(vt_train_step(x, img, 5, NULL), "step");
         vt_arena_stats as;
         vt_arena_get_stats(x, &as);
-        CHECK(as.peak <= as.planned, "a pool of %d inside a 1-thread plan: peak %zu, planned %zu", k ? 5 : 1, as.peak, as.planned);
+        CHECK(as.peak <= as.planned, "a pool of %d inside a 1-thread plan: peak %zu, planned %zu", k ? 5 : 1,
+              as.peak, as.planned);
         CHECK_OK(vt_train_state_save(x, &st[k], &len[k]), "save");
         free(img);
         vt_model_free(x);
     }
-    CHECK(len[0] == len[1] && !memcmp(st[0], st[1], len[0]), "a 1-thread plan on 5 threads gives the bits of 1");
+    CHECK(len[0] == len[1] && !memcmp(st[0], st[1], len[0]),
+          "a 1-thread plan on 5 threads gives the bits of 1");
     vt_free(st[0]), vt_free(st[1]);
 }
 
@@ -145,13 +163,15 @@ int main(void) {
     }
 #endif
     vt_threads_set_min_work(0);
-    CHECK(vt_set_threads(0) < 0 && vt_set_threads(VT_MAX_THREADS + 1) < 0, "thread counts out of range refused");
+    CHECK(vt_set_threads(0) < 0 && vt_set_threads(VT_MAX_THREADS + 1) < 0,
+          "thread counts out of range refused");
     CHECK(vt_set_threads(3) == 3 && vt_threads_max() == 3, "3 threads");
     test_fixtures();
     test_training();
     test_model_threads();
     /* the workers really took part (else every comparison above would be 1 thread against 1) */
-    for (int t = 1; t < 5; t++) CHECK(vt_threads_chunks_run(t) > 0, "worker %d ran %d chunks", t, vt_threads_chunks_run(t));
+    for (int t = 1; t < 5; t++)
+        CHECK(vt_threads_chunks_run(t) > 0, "worker %d ran %d chunks", t, vt_threads_chunks_run(t));
     vt_threads_shutdown();
     return tu_finish();
 }

@@ -49,7 +49,8 @@ static int tu_check(int ok, const char *file, int line, const char *fmt, ...) {
 /* A call that must succeed: prints the engine's message when it does not. rc is evaluated once. */
 #define CHECK_OK(rc, what) tu_check_ok((rc), (what), __FILE__, __LINE__)
 static int tu_check_ok(int rc, const char *what, const char *file, int line) {
-    return tu_check(rc == VT_OK, file, line, "%s: rc %d (%s): %s", what, rc, vt_status_name(rc), vt_last_error());
+    return tu_check(rc == VT_OK, file, line, "%s: rc %d (%s): %s", what, rc, vt_status_name(rc),
+                    vt_last_error());
 }
 /* A call that must fail with `want` and a message containing `word` (NULL: any message). */
 #define CHECK_ERR(rc, want, word, what) tu_check_err((rc), (want), (word), (what), __FILE__, __LINE__)
@@ -101,13 +102,22 @@ static void *tu_xcalloc(size_t n, size_t s) {
 static uint8_t *tu_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END)) { fclose(f); return NULL; }
+    if (fseek(f, 0, SEEK_END)) {
+        fclose(f);
+        return NULL;
+    }
     long n = ftell(f);
-    if (n < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); return NULL; }
+    if (n < 0 || fseek(f, 0, SEEK_SET)) {
+        fclose(f);
+        return NULL;
+    }
     uint8_t *b = tu_xmalloc((size_t)n);
     size_t r = fread(b, 1, (size_t)n, f);
     fclose(f);
-    if (r != (size_t)n) { free(b); return NULL; }
+    if (r != (size_t)n) {
+        free(b);
+        return NULL;
+    }
     *len = (size_t)n;
     return b;
 }
@@ -148,14 +158,18 @@ static const char *tu_base(const char *p) {
 }
 
 /* Seeded RNG (splitmix64): deterministic across platforms. */
-typedef struct { uint64_t s; } tu_rng;
+typedef struct {
+    uint64_t s;
+} tu_rng;
 static uint64_t tu_next(tu_rng *r) {
     uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static double tu_unif(tu_rng *r) { return (double)(tu_next(r) >> 11) * (1.0 / 9007199254740992.0); } /* [0,1) */
+static double tu_unif(tu_rng *r) {
+    return (double)(tu_next(r) >> 11) * (1.0 / 9007199254740992.0);
+} /* [0,1) */
 static float tu_uniform(tu_rng *r, float lo, float hi) { return lo + (hi - lo) * (float)tu_unif(r); }
 static float tu_normal(tu_rng *r) {
     double u1 = tu_unif(r), u2 = tu_unif(r);
@@ -191,12 +205,15 @@ static void tu_init_params(vt_model *m, tu_rng *r) {
         const int64_t *sh = vt_param_shape(m, i);
         size_t len = strlen(nm);
         int is_norm_w = len > 7 && !strcmp(nm + len - 7, ".weight") && nd == 1;
-        if (strstr(nm, "gamma")) tu_fill_normal(r, p, n, 0.5f, 0.2f);
-        else if (is_norm_w) tu_fill_normal(r, p, n, 1.0f, 0.2f);
+        if (strstr(nm, "gamma"))
+            tu_fill_normal(r, p, n, 0.5f, 0.2f);
+        else if (is_norm_w)
+            tu_fill_normal(r, p, n, 1.0f, 0.2f);
         else if (nd >= 2 && strstr(nm, "weight")) {
             size_t fan_in = n / (size_t)sh[0];
             tu_fill_normal(r, p, n, 0.0f, 1.0f / sqrtf((float)fan_in));
-        } else tu_fill_normal(r, p, n, 0.0f, 0.3f);
+        } else
+            tu_fill_normal(r, p, n, 0.0f, 0.3f);
     }
 }
 

@@ -28,18 +28,30 @@ static vt_status read_file(const char *path, uint8_t **out, size_t *len) {
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
         return vt_fail(VT_ERR_IO, "cannot open %s: not a regular file (%s)", path,
-                       S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device");
+                       S_ISFIFO(st.st_mode)  ? "a FIFO"
+                       : S_ISDIR(st.st_mode) ? "a directory"
+                                             : "a device");
     }
-    if (st.st_size > (1 << 30)) { close(fd); return vt_fail(VT_ERR_IO, "cannot open %s: %lld bytes, more than 1 GiB", path, (long long)st.st_size); }
+    if (st.st_size > (1 << 30)) {
+        close(fd);
+        return vt_fail(VT_ERR_IO, "cannot open %s: %lld bytes, more than 1 GiB", path, (long long)st.st_size);
+    }
     FILE *f = fdopen(fd, "rb");
-    if (!f) { close(fd); return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno)); }
+    if (!f) {
+        close(fd);
+        return vt_fail(VT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    }
     uint8_t *buf = NULL;
     size_t cap = 0, n = 0;
     for (;;) {
         if (n == cap) {
             cap = cap ? 2 * cap : 1 << 20;
             uint8_t *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); return vt_fail(VT_ERR_NOMEM, "out of memory reading %s", path); }
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return vt_fail(VT_ERR_NOMEM, "out of memory reading %s", path);
+            }
             buf = nb;
         }
         size_t r = fread(buf + n, 1, cap - n, f);
@@ -48,7 +60,10 @@ static vt_status read_file(const char *path, uint8_t **out, size_t *len) {
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) { free(buf); return vt_fail(VT_ERR_IO, "error reading %s", path); }
+    if (bad) {
+        free(buf);
+        return vt_fail(VT_ERR_IO, "error reading %s", path);
+    }
     *out = buf;
     *len = n;
     return VT_OK;
@@ -85,7 +100,10 @@ static int whole(const char *cmd, const char *flag, const char *s, int min, int 
 static int threads_opt = -1; /* -1: not given */
 static int start_threads(const char *cmd) {
     int n = threads_opt;
-    if (n == 0) { fprintf(stderr, "vitrine %s: --threads needs a whole number >= 1\n", cmd); return -1; }
+    if (n == 0) {
+        fprintf(stderr, "vitrine %s: --threads needs a whole number >= 1\n", cmd);
+        return -1;
+    }
     if (n < 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         n = c < 1 ? 1 : c > VT_MAX_CLI_THREADS ? VT_MAX_CLI_THREADS : (int)c;
@@ -102,37 +120,66 @@ static int cmd_parity(int argc, char **argv) {
     int json = 0, nfiles = 0, failed = 0, unreadable = 0;
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
-        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = argv[++i];
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) { if (!whole("parity", argv[i], argv[i + 1], 1, &threads_opt)) { free(files); return 2; } i++; }
-        else if (!strncmp(argv[i], "--", 2)) { fprintf(stderr, "vitrine parity: unknown option %s\n", argv[i]); free(files); return 2; }
-        else files[nfiles++] = argv[i];
+        if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc)
+            policy = argv[++i];
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+            dump = argv[++i];
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!whole("parity", argv[i], argv[i + 1], 1, &threads_opt)) {
+                free(files);
+                return 2;
+            }
+            i++;
+        } else if (!strncmp(argv[i], "--", 2)) {
+            fprintf(stderr, "vitrine parity: unknown option %s\n", argv[i]);
+            free(files);
+            return 2;
+        } else
+            files[nfiles++] = argv[i];
     }
-    if (!nfiles) { fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"); free(files); return 2; }
-    struct stat ds;
-    if (dump && mkdir(dump, 0777) && (errno != EEXIST || stat(dump, &ds) || !S_ISDIR(ds.st_mode))) {
-        fprintf(stderr, "vitrine parity: --dump %s: %s\n", dump, errno == EEXIST ? "not a directory" : strerror(errno));
+    if (!nfiles) {
+        fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] "
+                        "[--threads N]\n");
         free(files);
         return 2;
     }
-    if (start_threads("parity")) { free(files); return 2; }
-    if (json) printf("[");
-    else printf("pass rule: every expect/ tensor has err = max|ours - expect| / max|expect| <= %.3e\n", VT_PARITY_TOL);
+    struct stat ds;
+    if (dump && mkdir(dump, 0777) && (errno != EEXIST || stat(dump, &ds) || !S_ISDIR(ds.st_mode))) {
+        fprintf(stderr, "vitrine parity: --dump %s: %s\n", dump,
+                errno == EEXIST ? "not a directory" : strerror(errno));
+        free(files);
+        return 2;
+    }
+    if (start_threads("parity")) {
+        free(files);
+        return 2;
+    }
+    if (json)
+        printf("[");
+    else
+        printf("pass rule: every expect/ tensor has err = max|ours - expect| / max|expect| <= %.3e\n",
+               VT_PARITY_TOL);
     for (int i = 0; i < nfiles; i++) {
         size_t len = 0;
         uint8_t *bytes = NULL;
         vt_parity_result r;
         int rc = read_file(files[i], &bytes, &len);
         if (rc) unreadable++;
-        if (rc) vt_parity_fail(&r, rc, vt_last_error());
-        else vt_parity_run(bytes, len, policy, dump != NULL, &r);
+        if (rc)
+            vt_parity_fail(&r, rc, vt_last_error());
+        else
+            vt_parity_run(bytes, len, policy, dump != NULL, &r);
         free(bytes);
         if (!r.pass) failed++;
         if (dump && r.dump) { /* pass or fail: what was computed */
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dump, base_name(files[i]));
-            if (write_file(path, r.dump, r.dump_len)) { fprintf(stderr, "%s\n", vt_last_error()); failed++; }
+            if (write_file(path, r.dump, r.dump_len)) {
+                fprintf(stderr, "%s\n", vt_last_error());
+                failed++;
+            }
         }
         const vt_parity_tensor *w = r.worst >= 0 ? &r.t[r.worst] : NULL;
         char *text = NULL;
@@ -147,13 +194,17 @@ static int cmd_parity(int argc, char **argv) {
         } else if (w) { /* a torch32 error the file does not have is left out */
             char t32[48] = "", max32[48] = "";
             if (w->torch32_err >= 0) snprintf(t32, sizeof t32, " torch32_err %.3e", w->torch32_err);
-            if (vt_parity_max_torch32(&r) >= 0) snprintf(max32, sizeof max32, ", max torch32_err %.3e", vt_parity_max_torch32(&r));
-            printf("%s %s  worst %s err %.3e%s  (%d tensors%s)\n", r.pass ? "PASS" : "FAIL", files[i], w->name, w->err, t32, r.n, max32);
+            if (vt_parity_max_torch32(&r) >= 0)
+                snprintf(max32, sizeof max32, ", max torch32_err %.3e", vt_parity_max_torch32(&r));
+            printf("%s %s  worst %s err %.3e%s  (%d tensors%s)\n", r.pass ? "PASS" : "FAIL", files[i],
+                   w->name, w->err, t32, r.n, max32);
         }
         vt_parity_free(&r);
     }
-    if (json) printf("\n]\n");
-    else printf("%d passed, %d failed\n", nfiles - failed, failed);
+    if (json)
+        printf("\n]\n");
+    else
+        printf("%d passed, %d failed\n", nfiles - failed, failed);
     free(files);
     return unreadable ? 2 : failed ? 1 : 0; /* 2: a file could not be read (as a usage error) */
 }
@@ -164,13 +215,25 @@ static int cmd_plan(int argc, char **argv) {
     const char *preset = "vit_tiny_patch16_224", *policy = "none";
     int batch = 1, kept = 0, json = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) { if (!whole("plan", argv[i], argv[i + 1], 1, &batch)) return 2; i++; }
-        else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) { if (!whole("plan", argv[i], argv[i + 1], 0, &kept)) return 2; i++; }
-        else if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc) policy = argv[++i];
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) { if (!whole("plan", argv[i], argv[i + 1], 1, &threads_opt)) return 2; i++; }
-        else { fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]); return 2; }
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc)
+            preset = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if (!whole("plan", argv[i], argv[i + 1], 1, &batch)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--tokens-kept") && i + 1 < argc) {
+            if (!whole("plan", argv[i], argv[i + 1], 0, &kept)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--grad-checkpointing") && i + 1 < argc)
+            policy = argv[++i];
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!whole("plan", argv[i], argv[i + 1], 1, &threads_opt)) return 2;
+            i++;
+        } else {
+            fprintf(stderr, "vitrine plan: unknown option %s\n", argv[i]);
+            return 2;
+        }
     }
     /* the per-thread scratch (attention) is part of the plan: the model's plan is made for N */
     if (start_threads("plan")) return 2;
@@ -178,7 +241,10 @@ static int cmd_plan(int argc, char **argv) {
     vt_model_config mc;
     vt_model_config_default(&mc, VT_KIND_LIGHTLY);
     /* a preset or policy the engine refuses is a usage error naming its flag (as web/cli/plan.js) */
-    if (vt_preset(preset, &mc.enc)) { fprintf(stderr, "vitrine plan: --preset: %s\n", vt_last_error()); return 2; }
+    if (vt_preset(preset, &mc.enc)) {
+        fprintf(stderr, "vitrine plan: --preset: %s\n", vt_last_error());
+        return 2;
+    }
     mc.enc.mask_token = 1;
     vt_model *m = NULL;
     int rc = vt_model_create(&mc, &m);
@@ -194,28 +260,40 @@ static int cmd_plan(int argc, char **argv) {
         memset(&in, 0, sizeof in);
         in.batch = batch;
         int64_t dummy = 0;
-        if (kept > 0) { in.idx_keep = &dummy; in.n_keep = kept; }
+        if (kept > 0) {
+            in.idx_keep = &dummy;
+            in.n_keep = kept;
+        }
         rc = vt_plan(m, VT_FN_ENCODE, &in, 1, &p);
     }
     vt_model_free(m);
-    if (rc) { fprintf(stderr, "vitrine plan: %s\n", vt_last_error()); return 1; }
+    if (rc) {
+        fprintf(stderr, "vitrine plan: %s\n", vt_last_error());
+        return 1;
+    }
     if (json)
-        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"threads\": %d, \"params\": %llu, "
+        printf("{\"preset\": \"%s\", \"batch\": %d, \"tokens_kept\": %d, \"policy\": \"%s\", \"threads\": "
+               "%d, \"params\": %llu, "
                "\"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, \"total\": %llu}\n",
-               preset, batch, kept, policy, threads, U(p.params), U(p.grads), U(p.optimizer), U(p.activations), U(p.total));
+               preset, batch, kept, policy, threads, U(p.params), U(p.grads), U(p.optimizer),
+               U(p.activations), U(p.total));
     else
-        printf("%s batch %d%s, grad checkpointing %s, %d thread%s\n  params      %12llu bytes\n  grads       %12llu bytes\n"
-               "  optimizer   %12llu bytes\n  activations %12llu bytes\n  total       %12llu bytes (%.1f MiB)\n",
-               preset, batch, kept ? " (tokens kept)" : "", policy, threads, threads == 1 ? "" : "s", U(p.params), U(p.grads), U(p.optimizer),
-               U(p.activations), U(p.total), p.total / 1048576.0);
+        printf(
+            "%s batch %d%s, grad checkpointing %s, %d thread%s\n  params      %12llu bytes\n  grads       "
+            "%12llu bytes\n"
+            "  optimizer   %12llu bytes\n  activations %12llu bytes\n  total       %12llu bytes (%.1f MiB)\n",
+            preset, batch, kept ? " (tokens kept)" : "", policy, threads, threads == 1 ? "" : "s",
+            U(p.params), U(p.grads), U(p.optimizer), U(p.activations), U(p.total), p.total / 1048576.0);
     return 0;
 }
 
 /* ---- trace: one training step (or an encoder call and its backward) as the kernel calls it is ---- */
 
-#define USAGE_TRACE "vitrine trace [--preset NAME | --config JSON|FILE] [--objective mae|aim|classify|encode] [--batch B]\n" \
-                    "                     [--grad-checkpointing POLICY] [--threads N] [--mask-ratio R] [--clip-norm X] [--classes C] [--json]\n" \
-                    "       vitrine trace --kernels   (the kernel list, the contract of a backend: docs/kernels.md)"
+#define USAGE_TRACE                                                                                          \
+    "vitrine trace [--preset NAME | --config JSON|FILE] [--objective mae|aim|classify|encode] [--batch B]\n" \
+    "                     [--grad-checkpointing POLICY] [--threads N] [--mask-ratio R] [--clip-norm X] "     \
+    "[--classes C] [--json]\n"                                                                               \
+    "       vitrine trace --kernels   (the kernel list, the contract of a backend: docs/kernels.md)"
 
 static int cmd_trace(int argc, char **argv) {
     const char *preset = "fmnist-p7-mlp2", *config = NULL, *objective = "mae", *policy = "block";
@@ -227,35 +305,65 @@ static int cmd_trace(int argc, char **argv) {
         if (!strcmp(argv[i], "--kernels")) {
             char *text = NULL;
             size_t len = 0;
-            if (vt_kernel_contract(&text, &len)) { fprintf(stderr, "vitrine trace: %s\n", vt_last_error()); return 1; }
+            if (vt_kernel_contract(&text, &len)) {
+                fprintf(stderr, "vitrine trace: %s\n", vt_last_error());
+                return 1;
+            }
             fwrite(text, 1, len, stdout);
             vt_free(text);
             return 0;
-        } else if (!strcmp(argv[i], "--preset") && v) preset = argv[++i], config = NULL;
-        else if (!strcmp(argv[i], "--config") && v) config = argv[++i];
-        else if (!strcmp(argv[i], "--objective") && v) objective = argv[++i];
-        else if (!strcmp(argv[i], "--grad-checkpointing") && v) policy = argv[++i];
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--batch") && v) { if (!whole("trace", argv[i], v, 1, &batch)) return 2; i++; }
-        else if (!strcmp(argv[i], "--classes") && v) { if (!whole("trace", argv[i], v, 1, &classes)) return 2; i++; }
-        else if (!strcmp(argv[i], "--threads") && v) { if (!whole("trace", argv[i], v, 1, &threads_opt)) return 2; i++; }
-        else if (!strcmp(argv[i], "--mask-ratio") && v) {
+        } else if (!strcmp(argv[i], "--preset") && v)
+            preset = argv[++i], config = NULL;
+        else if (!strcmp(argv[i], "--config") && v)
+            config = argv[++i];
+        else if (!strcmp(argv[i], "--objective") && v)
+            objective = argv[++i];
+        else if (!strcmp(argv[i], "--grad-checkpointing") && v)
+            policy = argv[++i];
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--batch") && v) {
+            if (!whole("trace", argv[i], v, 1, &batch)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--classes") && v) {
+            if (!whole("trace", argv[i], v, 1, &classes)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--threads") && v) {
+            if (!whole("trace", argv[i], v, 1, &threads_opt)) return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--mask-ratio") && v) {
             mask_ratio = strtod(v, &end);
-            if (end == v || *end || !(mask_ratio >= 0 && mask_ratio < 1)) { fprintf(stderr, "vitrine trace: --mask-ratio: '%s' is not in [0, 1)\n", v); return 2; }
+            if (end == v || *end || !(mask_ratio >= 0 && mask_ratio < 1)) {
+                fprintf(stderr, "vitrine trace: --mask-ratio: '%s' is not in [0, 1)\n", v);
+                return 2;
+            }
             i++;
         } else if (!strcmp(argv[i], "--clip-norm") && v) {
             clip = strtod(v, &end);
-            if (end == v || *end || !(clip >= 0 && clip < 1e30)) { fprintf(stderr, "vitrine trace: --clip-norm: '%s' is not a number >= 0\n", v); return 2; }
+            if (end == v || *end || !(clip >= 0 && clip < 1e30)) {
+                fprintf(stderr, "vitrine trace: --clip-norm: '%s' is not a number >= 0\n", v);
+                return 2;
+            }
             i++;
-        } else { fprintf(stderr, "vitrine trace: unknown option %s\nusage: %s\n", argv[i], USAGE_TRACE); return 2; }
+        } else {
+            fprintf(stderr, "vitrine trace: unknown option %s\nusage: %s\n", argv[i], USAGE_TRACE);
+            return 2;
+        }
     }
     vt_kind kind;
     int encode = !strcmp(objective, "encode"), classify = !strcmp(objective, "classify");
-    if (!strcmp(objective, "mae")) kind = VT_KIND_MAE;
-    else if (!strcmp(objective, "aim")) kind = VT_KIND_AIM;
-    else if (classify) kind = VT_KIND_TIMM;
-    else if (encode) kind = VT_KIND_LIGHTLY;
-    else { fprintf(stderr, "vitrine trace: --objective '%s': use mae, aim, classify or encode\n", objective); return 2; }
+    if (!strcmp(objective, "mae"))
+        kind = VT_KIND_MAE;
+    else if (!strcmp(objective, "aim"))
+        kind = VT_KIND_AIM;
+    else if (classify)
+        kind = VT_KIND_TIMM;
+    else if (encode)
+        kind = VT_KIND_LIGHTLY;
+    else {
+        fprintf(stderr, "vitrine trace: --objective '%s': use mae, aim, classify or encode\n", objective);
+        return 2;
+    }
     if (start_threads("trace")) return 2;
     int threads = threads_opt > 0 ? threads_opt : vt_threads_max();
     vt_model_config mc;
@@ -263,12 +371,17 @@ static int cmd_trace(int argc, char **argv) {
     if (config) {
         uint8_t *bytes = NULL;
         size_t len = 0;
-        if (config[0] == '{') rc = vt_model_config_from_json(config, strlen(config), kind, &mc);
-        else if (!(rc = read_file(config, &bytes, &len))) rc = vt_model_config_from_json((const char *)bytes, len, kind, &mc);
+        if (config[0] == '{')
+            rc = vt_model_config_from_json(config, strlen(config), kind, &mc);
+        else if (!(rc = read_file(config, &bytes, &len)))
+            rc = vt_model_config_from_json((const char *)bytes, len, kind, &mc);
         free(bytes);
     } else {
         rc = vt_model_preset(preset, kind, &mc);
-        if (!rc && classify) { mc.enc.num_classes = classes; mc.enc.global_pool = VT_POOL_AVG; }
+        if (!rc && classify) {
+            mc.enc.num_classes = classes;
+            mc.enc.global_pool = VT_POOL_AVG;
+        }
     }
     if (!rc && encode) mc.enc.mask_token = 1;
     vt_model *m = NULL;
@@ -280,7 +393,8 @@ static int cmd_trace(int argc, char **argv) {
     if (!rc) rc = vt_set_grad_checkpointing(m, policy);
     if (!rc) rc = vt_model_set_threads(m, threads);
     size_t img = (size_t)batch * mc.enc.in_chans * mc.enc.img_size * mc.enc.img_size;
-    if (!rc && !(images = calloc(img + 1, sizeof *images)) ) rc = vt_fail(VT_ERR_NOMEM, "out of memory: images");
+    if (!rc && !(images = calloc(img + 1, sizeof *images)))
+        rc = vt_fail(VT_ERR_NOMEM, "out of memory: images");
     if (!rc && encode) {
         vt_inputs in;
         memset(&in, 0, sizeof in);
@@ -288,8 +402,9 @@ static int cmd_trace(int argc, char **argv) {
         in.batch = batch;
         int G = mc.enc.img_size / mc.enc.patch_size;
         size_t n = (size_t)batch * (G * G + mc.enc.class_token + mc.enc.reg_tokens) * mc.enc.embed_dim;
-        if (!(douts = calloc(n + 1, sizeof *douts))) rc = vt_fail(VT_ERR_NOMEM, "out of memory: upstream gradient");
-        const float *d[1] = {douts};
+        if (!(douts = calloc(n + 1, sizeof *douts)))
+            rc = vt_fail(VT_ERR_NOMEM, "out of memory: upstream gradient");
+        const float *d[1] = { douts };
         if (!rc) rc = vt_trace_call(m, VT_FN_ENCODE, &in, 1, d, 1, NULL, 1, &t);
     } else if (!rc) {
         vt_train_config tc;
@@ -297,7 +412,8 @@ static int cmd_trace(int argc, char **argv) {
         if (mask_ratio >= 0) tc.mask_ratio = (float)mask_ratio;
         if (clip >= 0) tc.clip_norm = (float)clip;
         rc = vt_trainer_init(m, &tc);
-        if (!rc && classify && !(labels = calloc((size_t)batch, sizeof *labels))) rc = vt_fail(VT_ERR_NOMEM, "out of memory: labels");
+        if (!rc && classify && !(labels = calloc((size_t)batch, sizeof *labels)))
+            rc = vt_fail(VT_ERR_NOMEM, "out of memory: labels");
         if (!rc) rc = vt_trace_train_step(m, images, labels, batch, &t);
     }
     char *text = NULL;
@@ -311,7 +427,10 @@ static int cmd_trace(int argc, char **argv) {
     vt_trace_free(t);
     vt_model_free(m);
     free(images), free(douts), free(labels);
-    if (rc) { fprintf(stderr, "vitrine trace: %s\n", vt_last_error()); return 1; }
+    if (rc) {
+        fprintf(stderr, "vitrine trace: %s\n", vt_last_error());
+        return 1;
+    }
     return 0;
 }
 
@@ -319,8 +438,11 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "parity")) return cmd_parity(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "plan")) return cmd_plan(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "trace")) return cmd_trace(argc - 2, argv + 2);
-    fprintf(stderr, "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"
-                    "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] [--json] [--threads N]\n"
-                    "       " USAGE_TRACE "\n");
+    fprintf(
+        stderr,
+        "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"
+        "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] "
+        "[--json] [--threads N]\n"
+        "       " USAGE_TRACE "\n");
     return 2;
 }

@@ -25,7 +25,10 @@
 #define VTW_MAX_MODELS 256
 static vt_model *models[VTW_MAX_MODELS + 1];
 /* parity jobs run on another backend (vtw_parity_open): their models are in models[] too */
-static struct { vt_parity_job *job; vt_trace *fwd, *full; } jobs[VTW_MAX_MODELS + 1];
+static struct {
+    vt_parity_job *job;
+    vt_trace *fwd, *full;
+} jobs[VTW_MAX_MODELS + 1];
 void vtw_parity_close(int h);
 
 static vt_model *get(int h) {
@@ -35,51 +38,66 @@ static vt_model *get(int h) {
     }
     return models[h];
 }
-#define GET_OR_FAIL(m, h) vt_model *m = get(h); if (!m) return VT_ERR_ARG
+#define GET_OR_FAIL(m, h)                                                                                    \
+    vt_model *m = get(h);                                                                                    \
+    if (!m) return VT_ERR_ARG
 
 /* ---- the layouts of results (and of the trainer's settings, which go both ways) ------------------ */
 
-#define MODEL_DIMS(F) F(kind) F(img_size) F(patch_size) F(in_chans) F(embed_dim) F(depth) F(num_heads) F(prefix_tokens)
+/* the layouts are tables of fields, kept as laid out by hand */
+// clang-format off
+#define MODEL_DIMS(F) F(kind) F(img_size) F(patch_size) F(in_chans) F(embed_dim) F(depth) F(num_heads) \
+    F(prefix_tokens)
 #define PLAN_BYTES_AS(F, P) F(P##params) F(P##grads) F(P##optimizer) F(P##activations) F(P##total) /* vt_plan_bytes */
 #define PLAN_BYTES(F) PLAN_BYTES_AS(F, )
 #define STEP_PLAN(F) PLAN_BYTES(F) F(policy_met) F(tokens_kept) F(tokens_masked) F(recompute_flops) F(fits) \
     PLAN_BYTES_AS(F, fit_) F(fit_recompute_flops) PLAN_BYTES_AS(F, least_) F(max_batch)
 #define STEP_PLAN_TEXT(F) F(fit_policy) F(least_policy) /* VT_POLICY_TEXT_MAX bytes each */
 #define ARENA_STATS(F) F(planned) F(peak) F(capacity)
-#define TRAIN_CONFIG(F) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay) F(warmup_steps) F(total_steps) F(clip_norm) \
-    F(mask_ratio) F(label_smoothing) F(min_lr) F(grad_accum)
+#define TRAIN_CONFIG(F) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay) F(warmup_steps) F(total_steps) \
+    F(clip_norm) F(mask_ratio) F(label_smoothing) F(min_lr) F(grad_accum)
 #define BYTES_OUT(F) F(ptr) F(len) /* a malloc'd buffer handed to JS (it frees it with vtw_free) */
 #define PARITY_OUT(F) F(json) F(json_len) F(dump) F(dump_len)
 #define STEP_INPUTS(F) F(idx_keep) F(idx_mask) F(mask) F(n_keep) F(n_mask) /* vt_train_step_begin's in */
 /* name, element type (as JS reads it), field list */
-#define VTW_LAYOUTS(L) L(model_dims, i32, MODEL_DIMS) L(plan_bytes, f64, PLAN_BYTES) L(step_plan, f64, STEP_PLAN) \
-    L(step_plan_text, text, STEP_PLAN_TEXT) L(arena_stats, f64, ARENA_STATS) L(train_config, f64, TRAIN_CONFIG) \
-    L(bytes_out, u32, BYTES_OUT) L(parity_out, u32, PARITY_OUT) L(step_inputs, u32, STEP_INPUTS)
+#define VTW_LAYOUTS(L)                                                                        \
+    L(model_dims, i32, MODEL_DIMS) L(plan_bytes, f64, PLAN_BYTES) L(step_plan, f64, STEP_PLAN) \
+    L(step_plan_text, text, STEP_PLAN_TEXT) L(arena_stats, f64, ARENA_STATS)                 \
+    L(train_config, f64, TRAIN_CONFIG) L(bytes_out, u32, BYTES_OUT) L(parity_out, u32, PARITY_OUT) \
+    L(step_inputs, u32, STEP_INPUTS)
+// clang-format on
 
 /* LAYOUT_field: the index of each field (MODEL_DIMS_img_size, ...), LAYOUT_SIZE: the count */
 #define VTW_INDEX(layout, type, FIELDS) enum { FIELDS(VTW_INDEX_##layout) layout##_SIZE };
-#define VTW_INDEX_model_dims(f) model_dims_##f,
-#define VTW_INDEX_plan_bytes(f) plan_bytes_##f,
-#define VTW_INDEX_step_plan(f) step_plan_##f,
-#define VTW_INDEX_step_plan_text(f) step_plan_text_##f,
-#define VTW_INDEX_arena_stats(f) arena_stats_##f,
-#define VTW_INDEX_train_config(f) train_config_##f,
-#define VTW_INDEX_bytes_out(f) bytes_out_##f,
-#define VTW_INDEX_parity_out(f) parity_out_##f,
-#define VTW_INDEX_step_inputs(f) step_inputs_##f,
+#define VTW_INDEX_model_dims(f)         model_dims_##f,
+#define VTW_INDEX_plan_bytes(f)         plan_bytes_##f,
+#define VTW_INDEX_step_plan(f)          step_plan_##f,
+#define VTW_INDEX_step_plan_text(f)     step_plan_text_##f,
+#define VTW_INDEX_arena_stats(f)        arena_stats_##f,
+#define VTW_INDEX_train_config(f)       train_config_##f,
+#define VTW_INDEX_bytes_out(f)          bytes_out_##f,
+#define VTW_INDEX_parity_out(f)         parity_out_##f,
+#define VTW_INDEX_step_inputs(f)        step_inputs_##f,
 VTW_LAYOUTS(VTW_INDEX)
 
 /* The calls of vt_fn by name (the enum's order is the engine's). */
-static const char *const call_names[] = {
-    [VT_FN_ENCODE] = "encode", [VT_FN_FORWARD] = "forward", [VT_FN_INTERMEDIATES] = "intermediates",
-    [VT_FN_INTERMEDIATES_NORM] = "intermediates_norm", [VT_FN_LOSS] = "loss", [VT_FN_TIMM_FORWARD] = "timm_forward"};
+static const char *const call_names[] = { [VT_FN_ENCODE] = "encode",
+                                          [VT_FN_FORWARD] = "forward",
+                                          [VT_FN_INTERMEDIATES] = "intermediates",
+                                          [VT_FN_INTERMEDIATES_NORM] = "intermediates_norm",
+                                          [VT_FN_LOSS] = "loss",
+                                          [VT_FN_TIMM_FORWARD] = "timm_forward" };
 
 /* Every layout by name: its element type and its fields in order (from VTW_LAYOUTS). */
-#define VTW_NAME(f) #f,
-#define VTW_NAMES(layout, type, FIELDS) static const char *const layout##_names[] = {FIELDS(VTW_NAME)};
+#define VTW_NAME(f)                     #f,
+#define VTW_NAMES(layout, type, FIELDS) static const char *const layout##_names[] = { FIELDS(VTW_NAME) };
 VTW_LAYOUTS(VTW_NAMES)
-#define VTW_ENTRY(layout, type, FIELDS) {#layout, #type, layout##_names, layout##_SIZE},
-static const struct { const char *name, *type; const char *const *fields; int n; } layouts[] = {VTW_LAYOUTS(VTW_ENTRY)};
+#define VTW_ENTRY(layout, type, FIELDS) { #layout, #type, layout##_names, layout##_SIZE },
+static const struct {
+    const char *name, *type;
+    const char *const *fields;
+    int n;
+} layouts[] = { VTW_LAYOUTS(VTW_ENTRY) };
 
 /* What the shell needs to know of this engine, as JSON (a static string, built once):
  * {"layouts": {"step_plan": {"type": "f64", "size": 22, "fields": {"params": 0, ...}}, ...},
@@ -93,14 +111,17 @@ VTW_API const char *vtw_manifest(void) {
 #define PUT(...) (k += (size_t)snprintf(json + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__))
     PUT("{\"layouts\": {");
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
-        PUT("%s\"%s\": {\"type\": \"%s\", \"size\": %d, \"fields\": {", l ? ", " : "", layouts[l].name, layouts[l].type, layouts[l].n);
+        PUT("%s\"%s\": {\"type\": \"%s\", \"size\": %d, \"fields\": {", l ? ", " : "", layouts[l].name,
+            layouts[l].type, layouts[l].n);
         for (int i = 0; i < layouts[l].n; i++) PUT("%s\"%s\": %d", i ? ", " : "", layouts[l].fields[i], i);
         PUT("}}");
     }
     PUT("}, \"kinds\": [");
-    for (int i = VT_KIND_TIMM; i <= VT_KIND_AIM; i++) PUT("%s\"%s\"", i ? ", " : "", vt_kind_name((vt_kind)i));
+    for (int i = VT_KIND_TIMM; i <= VT_KIND_AIM; i++)
+        PUT("%s\"%s\"", i ? ", " : "", vt_kind_name((vt_kind)i));
     PUT("], \"calls\": [");
-    for (size_t i = 0; i < sizeof call_names / sizeof call_names[0]; i++) PUT("%s\"%s\"", i ? ", " : "", call_names[i]);
+    for (size_t i = 0; i < sizeof call_names / sizeof call_names[0]; i++)
+        PUT("%s\"%s\"", i ? ", " : "", call_names[i]);
     PUT("], \"policies\": [");
     for (int i = 0; vt_policy_name(i); i++) PUT("%s\"%s\"", i ? ", " : "", vt_policy_name(i));
     PUT("], \"presets\": [");
@@ -111,16 +132,22 @@ VTW_API const char *vtw_manifest(void) {
     for (int i = 0; vt_preset_name(i); i++) {
         vt_vit_config p;
         if (vt_preset(vt_preset_name(i), &p)) return NULL;
-        PUT("%s\"%s\": {\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, \"depth\": %d, "
-            "\"num_heads\": %d, \"mlp_ratio\": %g}", i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans,
-            p.embed_dim, p.depth, p.num_heads, p.mlp_ratio);
+        PUT("%s\"%s\": {\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, "
+            "\"depth\": %d, "
+            "\"num_heads\": %d, \"mlp_ratio\": %g}",
+            i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans, p.embed_dim, p.depth,
+            p.num_heads, p.mlp_ratio);
     }
     PUT("}, \"regions\": [");
     for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
     PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
 #undef PUT
-    if (k >= cap) { json[0] = 0; vt_fail(VT_ERR_NOMEM, "vtw_manifest: %zu bytes do not fit its buffer", k); return NULL; }
+    if (k >= cap) {
+        json[0] = 0;
+        vt_fail(VT_ERR_NOMEM, "vtw_manifest: %zu bytes do not fit its buffer", k);
+        return NULL;
+    }
     return json;
 }
 
@@ -175,8 +202,12 @@ static int config_of(int kind, const char *preset, const char *json, size_t json
         vt_model_config_default(mc, (vt_kind)kind);
         int rc = vt_preset(preset, &p);
         if (rc) return rc;
-        mc->enc.img_size = p.img_size; mc->enc.patch_size = p.patch_size; mc->enc.embed_dim = p.embed_dim;
-        mc->enc.depth = p.depth; mc->enc.num_heads = p.num_heads; mc->enc.mlp_ratio = p.mlp_ratio;
+        mc->enc.img_size = p.img_size;
+        mc->enc.patch_size = p.patch_size;
+        mc->enc.embed_dim = p.embed_dim;
+        mc->enc.depth = p.depth;
+        mc->enc.num_heads = p.num_heads;
+        mc->enc.mlp_ratio = p.mlp_ratio;
         return json ? vt_vit_config_from_json(json, json_len, &mc->enc) : VT_OK;
     }
     if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
@@ -200,7 +231,8 @@ VTW_API int vtw_model_create(int kind, const char *preset, const char *json, siz
     if (rc) return rc;
     int h = 1;
     while (h <= VTW_MAX_MODELS && models[h]) h++;
-    if (h > VTW_MAX_MODELS) return vt_fail(VT_ERR_STATE, "too many live models (%d); dispose some", VTW_MAX_MODELS);
+    if (h > VTW_MAX_MODELS)
+        return vt_fail(VT_ERR_STATE, "too many live models (%d); dispose some", VTW_MAX_MODELS);
     rc = vt_model_create(&mc, &models[h]);
     return rc ? rc : h;
 }
@@ -208,7 +240,8 @@ VTW_API int vtw_model_create(int kind, const char *preset, const char *json, siz
 /* The dims of the model vtw_model_create would make of the same arguments, from its config alone
  * (checked as vt_model_create checks it; nothing allocated): a spec read from a file is checked
  * before data are read at its size. */
-VTW_API int vtw_model_check(int kind, const char *preset, const char *json, size_t json_len, int32_t out[model_dims_SIZE]) {
+VTW_API int vtw_model_check(int kind, const char *preset, const char *json, size_t json_len,
+                            int32_t out[model_dims_SIZE]) {
     vt_model_config mc;
     int rc = config_of(kind, preset, json, json_len, &mc);
     if (!rc) rc = vt_config_validate(&mc);
@@ -224,7 +257,10 @@ VTW_API int vtw_model_dims(int h, int32_t out[model_dims_SIZE]) {
 
 VTW_API int vtw_model_free(int h) {
     GET_OR_FAIL(m, h);
-    if (jobs[h].job) { vtw_parity_close(h); return VT_OK; } /* a parity job's model goes with its job */
+    if (jobs[h].job) {
+        vtw_parity_close(h);
+        return VT_OK;
+    } /* a parity job's model goes with its job */
     vt_model_free(m);
     models[h] = NULL;
     return VT_OK;
@@ -232,7 +268,10 @@ VTW_API int vtw_model_free(int h) {
 
 /* ---- parameters ----------------------------------------------------------------------------- */
 
-VTW_API int vtw_param_count(int h) { GET_OR_FAIL(m, h); return vt_param_count(m); }
+VTW_API int vtw_param_count(int h) {
+    GET_OR_FAIL(m, h);
+    return vt_param_count(m);
+}
 static int check_param(vt_model *m, int i) {
     return (i >= 0 && i < vt_param_count(m)) ? VT_OK
                                              : vt_fail(VT_ERR_ARG, "parameter index %d out of range", i);
@@ -242,17 +281,32 @@ static vt_model *get_param(int h, int i) {
     vt_model *m = get(h);
     return m && !check_param(m, i) ? m : NULL;
 }
-VTW_API const char *vtw_param_name(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_name(m, i) : NULL; }
-VTW_API int vtw_param_ndim(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_ndim(m, i) : VT_ERR_ARG; }
+VTW_API const char *vtw_param_name(int h, int i) {
+    vt_model *m = get_param(h, i);
+    return m ? vt_param_name(m, i) : NULL;
+}
+VTW_API int vtw_param_ndim(int h, int i) {
+    vt_model *m = get_param(h, i);
+    return m ? vt_param_ndim(m, i) : VT_ERR_ARG;
+}
 VTW_API int vtw_param_dim(int h, int i, int d) {
     vt_model *m = get_param(h, i);
     if (!m) return VT_ERR_ARG;
     if (d < 0 || d >= vt_param_ndim(m, i)) return vt_fail(VT_ERR_ARG, "dimension %d out of range", d);
     return (int)vt_param_shape(m, i)[d];
 }
-VTW_API double vtw_param_numel(int h, int i) { vt_model *m = get_param(h, i); return m ? (double)vt_param_numel(m, i) : -1; }
-VTW_API float *vtw_param_data(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_data(m, i) : NULL; }
-VTW_API float *vtw_param_grad(int h, int i) { vt_model *m = get_param(h, i); return m ? vt_param_grad(m, i) : NULL; }
+VTW_API double vtw_param_numel(int h, int i) {
+    vt_model *m = get_param(h, i);
+    return m ? (double)vt_param_numel(m, i) : -1;
+}
+VTW_API float *vtw_param_data(int h, int i) {
+    vt_model *m = get_param(h, i);
+    return m ? vt_param_data(m, i) : NULL;
+}
+VTW_API float *vtw_param_grad(int h, int i) {
+    vt_model *m = get_param(h, i);
+    return m ? vt_param_grad(m, i) : NULL;
+}
 VTW_API int vtw_param_requires_grad(int h, int i) {
     vt_model *m = get_param(h, i);
     return m ? vt_param_requires_grad(m, i) : VT_ERR_ARG;
@@ -264,7 +318,11 @@ VTW_API int vtw_set_requires_grad(int h, const char *name, int on) {
     int rc = vt_set_requires_grad(m, name ? name : "", on, &matched);
     return rc ? rc : matched;
 }
-VTW_API int vtw_zero_grad(int h) { GET_OR_FAIL(m, h); vt_zero_grad(m); return VT_OK; }
+VTW_API int vtw_zero_grad(int h) {
+    GET_OR_FAIL(m, h);
+    vt_zero_grad(m);
+    return VT_OK;
+}
 
 /* The concrete named policies the budget search tries for this model (block, selective, sqrt,
  * every:K ...), i-th into text; returns 1, or 0 past the end. */
@@ -285,16 +343,21 @@ VTW_API double vtw_parse_bytes(const char *text) {
 VTW_API int vtw_load_safetensors(int h, const uint8_t *bytes, size_t len, const char *model_prefix,
                                  const char *file_prefix) {
     GET_OR_FAIL(m, h);
-    return vt_load_safetensors(m, bytes, len, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "");
+    return vt_load_safetensors(m, bytes, len, model_prefix ? model_prefix : "",
+                               file_prefix ? file_prefix : "");
 }
 /* JSON text of s (quotes, backslashes, control characters escaped) appended at b[*k] */
 static void put_json_str(char *b, size_t cap, size_t *k, const char *s, size_t n) {
     if (*k < cap) b[(*k)++] = '"';
     for (size_t i = 0; i < n && *k + 8 < cap; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') { b[(*k)++] = '\\'; b[(*k)++] = (char)c; }
-        else if (c < 0x20) *k += (size_t)snprintf(b + *k, cap - *k, "\\u%04x", c);
-        else b[(*k)++] = (char)c;
+        if (c == '"' || c == '\\') {
+            b[(*k)++] = '\\';
+            b[(*k)++] = (char)c;
+        } else if (c < 0x20)
+            *k += (size_t)snprintf(b + *k, cap - *k, "\\u%04x", c);
+        else
+            b[(*k)++] = (char)c;
     }
     if (*k < cap) b[(*k)++] = '"';
 }
@@ -306,21 +369,34 @@ VTW_API int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, u
     vt_init_report *r = malloc(sizeof *r);
     size_t cap = 2 * sizeof r->notes + 1024, k = 0;
     char *b = malloc(cap);
-    if (!r || !b) { free(r); free(b); return vt_fail(VT_ERR_NOMEM, "out of memory"); }
+    if (!r || !b) {
+        free(r);
+        free(b);
+        return vt_fail(VT_ERR_NOMEM, "out of memory");
+    }
     int rc = vt_init_from_safetensors(m, bytes, len, strict, r);
-    if (rc) { free(r); free(b); return rc; }
-    static const char *pos[] = {"none", "sincos_frozen", "trainable", "learned_now_trainable"};
+    if (rc) {
+        free(r);
+        free(b);
+        return rc;
+    }
+    static const char *pos[] = { "none", "sincos_frozen", "trainable", "learned_now_trainable" };
     k += (size_t)snprintf(b + k, cap - k, "{\"source\": ");
     put_json_str(b, cap, &k, r->source, strlen(r->source));
     k += (size_t)snprintf(b + k, cap - k, ", \"file_prefix\": ");
     put_json_str(b, cap, &k, r->file_prefix, strlen(r->file_prefix));
-    k += (size_t)snprintf(b + k, cap - k, ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"resampled\": %d, \"pos_embed\": \"%s\", \"notes\": [",
+    k += (size_t)snprintf(b + k, cap - k,
+                          ", \"loaded\": %d, \"skipped\": %d, \"missing\": %d, \"resampled\": %d, "
+                          "\"pos_embed\": \"%s\", \"notes\": [",
                           r->loaded, r->skipped, r->missing, r->resampled, pos[r->pos_embed & 3]);
     int first = 1;
     for (const char *q = r->notes; *q;) {
         const char *e = strchr(q, '\n');
         size_t n = e ? (size_t)(e - q) : strlen(q);
-        if (!first && k + 2 < cap) { b[k++] = ','; b[k++] = ' '; }
+        if (!first && k + 2 < cap) {
+            b[k++] = ',';
+            b[k++] = ' ';
+        }
         put_json_str(b, cap, &k, q, n);
         first = 0;
         q += n + (e ? 1 : 0);
@@ -330,11 +406,13 @@ VTW_API int vtw_init_from(int h, const uint8_t *bytes, size_t len, int strict, u
     bytes_out(out, b, k);
     return VT_OK;
 }
-VTW_API int vtw_save_safetensors(int h, const char *model_prefix, const char *file_prefix, uint32_t out[bytes_out_SIZE]) {
+VTW_API int vtw_save_safetensors(int h, const char *model_prefix, const char *file_prefix,
+                                 uint32_t out[bytes_out_SIZE]) {
     GET_OR_FAIL(m, h);
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc = vt_save_safetensors(m, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "", &buf, &len);
+    int rc =
+        vt_save_safetensors(m, model_prefix ? model_prefix : "", file_prefix ? file_prefix : "", &buf, &len);
     if (rc) return rc;
     bytes_out(out, buf, len);
     return VT_OK;
@@ -346,32 +424,43 @@ static vt_inputs make_inputs(const float *images, int batch, const int64_t *idx_
                              const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal) {
     vt_inputs in;
     memset(&in, 0, sizeof in);
-    in.images = images; in.batch = batch;
-    in.idx_mask = idx_mask; in.n_mask = idx_mask ? n_mask : 0;
-    in.idx_keep = idx_keep; in.n_keep = idx_keep ? n_keep : 0;
-    in.mask = mask; in.is_causal = is_causal;
+    in.images = images;
+    in.batch = batch;
+    in.idx_mask = idx_mask;
+    in.n_mask = idx_mask ? n_mask : 0;
+    in.idx_keep = idx_keep;
+    in.n_keep = idx_keep ? n_keep : 0;
+    in.mask = mask;
+    in.is_causal = is_causal;
     return in;
 }
 
 VTW_API int vtw_forward(int h, int fn, const float *images, int batch, const int64_t *idx_mask, int n_mask,
-                        const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal, int need_grad) {
+                        const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal,
+                        int need_grad) {
     GET_OR_FAIL(m, h);
     if (!images) return vt_fail(VT_ERR_ARG, "forward: images are missing");
     vt_inputs in = make_inputs(images, batch, idx_mask, n_mask, idx_keep, n_keep, mask, is_causal);
     return vt_forward(m, (vt_fn)fn, &in, need_grad);
 }
 
-VTW_API int vtw_output_count(int h) { GET_OR_FAIL(m, h); return vt_output_count(m); }
+VTW_API int vtw_output_count(int h) {
+    GET_OR_FAIL(m, h);
+    return vt_output_count(m);
+}
 /* Output i's data pointer (NULL on error); its shape goes to shape[4] (int32), rank to *ndim. */
 VTW_API const float *vtw_output(int h, int i, int32_t shape[4], int *ndim) {
     vt_model *m = get(h);
     if (!m) return NULL;
-    int64_t s[4] = {0, 0, 0, 0};
+    int64_t s[4] = { 0, 0, 0, 0 };
     const float *p = vt_output(m, i, s, ndim);
     for (int d = 0; d < 4; d++) shape[d] = (int32_t)s[d];
     return p;
 }
-VTW_API float vtw_loss_value(int h) { vt_model *m = get(h); return m ? vt_loss_value(m) : 0.0f; }
+VTW_API float vtw_loss_value(int h) {
+    vt_model *m = get(h);
+    return m ? vt_loss_value(m) : 0.0f;
+}
 
 /* douts: n_douts wasm pointers (0 = no upstream gradient for that output). */
 VTW_API int vtw_backward(int h, const float *const *douts, int n_douts, float *dimages, int param_grads) {
@@ -409,14 +498,17 @@ VTW_API int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_m
  * (the step's bytes, fit_*, least_*), text:
  * step_plan_text (fit_policy, least_policy; VT_POLICY_TEXT_MAX bytes each). */
 VTW_API int vtw_plan_train_step(int h, int batch, double mask_ratio, const char *policy, double budget,
-                                double out[step_plan_SIZE], char text[step_plan_text_SIZE * VT_POLICY_TEXT_MAX]) {
+                                double out[step_plan_SIZE],
+                                char text[step_plan_text_SIZE * VT_POLICY_TEXT_MAX]) {
     GET_OR_FAIL(m, h);
     if (!(budget >= 0 && budget < 18446744073709551616.0))
         return vt_fail(VT_ERR_ARG, "budget must be a byte count >= 0, got %g", budget);
     vt_step_plan p;
     int rc = vt_plan_train_step(m, batch, (float)mask_ratio, policy, (uint64_t)budget, &p);
     if (rc) return rc;
-#define VTW_STEP_BYTES(f) out[step_plan_##f] = (double)p.bytes.f; out[step_plan_fit_##f] = (double)p.fit_bytes.f; \
+#define VTW_STEP_BYTES(f)                                                                                    \
+    out[step_plan_##f] = (double)p.bytes.f;                                                                  \
+    out[step_plan_fit_##f] = (double)p.fit_bytes.f;                                                          \
     out[step_plan_least_##f] = (double)p.least_bytes.f;
     PLAN_BYTES(VTW_STEP_BYTES)
 #undef VTW_STEP_BYTES
@@ -438,7 +530,10 @@ VTW_API int vtw_activation_timeline(int h, double *out, int max, int *bwd) {
     static size_t top[VT_TIMELINE_MAX], live[VT_TIMELINE_MAX];
     if (max > VT_TIMELINE_MAX) max = VT_TIMELINE_MAX;
     int n = vt_activation_timeline(m, top, live, max, bwd);
-    for (int i = 0; i < n; i++) { out[i] = (double)top[i]; out[max + i] = (double)live[i]; }
+    for (int i = 0; i < n; i++) {
+        out[i] = (double)top[i];
+        out[max + i] = (double)live[i];
+    }
     return n;
 }
 
@@ -452,7 +547,11 @@ VTW_API int vtw_arena_stats(int h, double out[arena_stats_SIZE]) {
     out[arena_stats_capacity] = (double)s.capacity;
     return VT_OK;
 }
-VTW_API int vtw_release_activations(int h) { GET_OR_FAIL(m, h); vt_release_activations(m); return VT_OK; }
+VTW_API int vtw_release_activations(int h) {
+    GET_OR_FAIL(m, h);
+    vt_release_activations(m);
+    return VT_OK;
+}
 
 /* ---- training ---------------------------------------------------------------------------------- */
 
@@ -479,24 +578,34 @@ VTW_API int vtw_train_config_default(int kind, double cfg[train_config_SIZE]) {
 VTW_API int vtw_trainer_init(int h, const double cfg[train_config_SIZE], uint32_t seed_lo, uint32_t seed_hi) {
     GET_OR_FAIL(m, h);
     if (!cfg) return vt_fail(VT_ERR_ARG, "trainer init: config is missing");
-    static const struct { int i; const char *name; } counts[] = {{train_config_warmup_steps, "warmup_steps"},
-                                                                {train_config_total_steps, "total_steps"},
-                                                                {train_config_grad_accum, "grad_accum"}};
+    static const struct {
+        int i;
+        const char *name;
+    } counts[] = { { train_config_warmup_steps, "warmup_steps" },
+                   { train_config_total_steps, "total_steps" },
+                   { train_config_grad_accum, "grad_accum" } };
     for (int c = 0; c < 3; c++) {
         double v = cfg[counts[c].i];
         if (!(v >= 0 && v <= 2147483647.0) || v != (double)(long)v)
-            return vt_fail(VT_ERR_ARG, "trainer init: %s must be an integer in [0, 2^31), got %g", counts[c].name, v);
+            return vt_fail(VT_ERR_ARG, "trainer init: %s must be an integer in [0, 2^31), got %g",
+                           counts[c].name, v);
     }
     vt_train_config t;
     memset(&t, 0, sizeof t);
-    t.lr = (float)cfg[train_config_lr]; t.beta1 = (float)cfg[train_config_beta1]; t.beta2 = (float)cfg[train_config_beta2];
-    t.eps = (float)cfg[train_config_eps]; t.weight_decay = (float)cfg[train_config_weight_decay];
-    t.warmup_steps = (long)cfg[train_config_warmup_steps]; t.total_steps = (long)cfg[train_config_total_steps];
-    t.clip_norm = (float)cfg[train_config_clip_norm]; t.mask_ratio = (float)cfg[train_config_mask_ratio];
+    t.lr = (float)cfg[train_config_lr];
+    t.beta1 = (float)cfg[train_config_beta1];
+    t.beta2 = (float)cfg[train_config_beta2];
+    t.eps = (float)cfg[train_config_eps];
+    t.weight_decay = (float)cfg[train_config_weight_decay];
+    t.warmup_steps = (long)cfg[train_config_warmup_steps];
+    t.total_steps = (long)cfg[train_config_total_steps];
+    t.clip_norm = (float)cfg[train_config_clip_norm];
+    t.mask_ratio = (float)cfg[train_config_mask_ratio];
     t.seed = seed64(seed_lo, seed_hi);
     t.label_smoothing = (float)cfg[train_config_label_smoothing];
     t.min_lr = (float)cfg[train_config_min_lr];
-    t.grad_accum = (int)cfg[train_config_grad_accum]; /* an integer in [0, 2^31): vt_trainer_init checks the range */
+    t.grad_accum =
+        (int)cfg[train_config_grad_accum]; /* an integer in [0, 2^31): vt_trainer_init checks the range */
     return vt_trainer_init(m, &t);
 }
 
@@ -510,7 +619,10 @@ VTW_API int vtw_train_step_labels(int h, const float *images, const int32_t *lab
     GET_OR_FAIL(m, h);
     return vt_train_step_labels(m, images, labels, batch, loss);
 }
-VTW_API double vtw_train_step_count(int h) { vt_model *m = get(h); return m ? (double)vt_train_step_count(m) : -1; }
+VTW_API double vtw_train_step_count(int h) {
+    vt_model *m = get(h);
+    return m ? (double)vt_train_step_count(m) : -1;
+}
 VTW_API float vtw_train_lr(int h, double step) {
     vt_model *m = get(h);
     return m && step >= 0 ? vt_train_lr(m, (long)step) : -1.0f;
@@ -529,7 +641,9 @@ VTW_API int vtw_train_state_load(int h, const uint8_t *bytes, size_t len) {
     return vt_train_state_load(m, bytes, len);
 }
 /* A training state's metadata (and its CRC-32s) checked with no model: before a caller makes one. */
-VTW_API int vtw_train_state_check(const uint8_t *bytes, size_t len) { return vt_train_state_check(bytes, len); }
+VTW_API int vtw_train_state_check(const uint8_t *bytes, size_t len) {
+    return vt_train_state_check(bytes, len);
+}
 /* masked, recon: [B, C, H, W] each, B the batch of the last loss forward. */
 VTW_API int vtw_loss_visualize(int h, float *masked, float *recon) {
     GET_OR_FAIL(m, h);
@@ -544,12 +658,14 @@ VTW_API int vtw_loss_visualize(int h, float *masked, float *recon) {
  * (bytes are ignored) and the result says so with status VT_ERR_IO. Returns VT_OK when the file
  * ran (pass or fail inside the JSON), an error when it could not be run: the JSON is written
  * either way ({"pass": false, "error": ...}). */
-VTW_API int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump, const char *file,
-                           const char *read_error, uint32_t out[parity_out_SIZE]) {
+VTW_API int vtw_parity_run(const uint8_t *bytes, size_t len, const char *policy, int want_dump,
+                           const char *file, const char *read_error, uint32_t out[parity_out_SIZE]) {
     vt_parity_result r;
     int rc;
-    if (read_error && read_error[0]) vt_parity_fail(&r, rc = VT_ERR_IO, read_error);
-    else rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
+    if (read_error && read_error[0])
+        vt_parity_fail(&r, rc = VT_ERR_IO, read_error);
+    else
+        rc = vt_parity_run(bytes, len, policy && policy[0] ? policy : NULL, want_dump, &r);
     char *text = NULL;
     size_t n = 0;
     int jrc = vt_parity_json(&r, file && file[0] ? file : NULL, &text, &n);
@@ -606,8 +722,8 @@ VTW_API const void *vtw_parity_input(int h, int which, int r) {
     return vt_trace_input(which ? jobs[h].full : jobs[h].fwd, (vt_region)r);
 }
 /* Compares a dump of what another backend computed with the file; out: parity_out as vtw_parity_run's. */
-VTW_API int vtw_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len, const char *file,
-                             uint32_t out[parity_out_SIZE]) {
+VTW_API int vtw_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len,
+                             const char *file, uint32_t out[parity_out_SIZE]) {
     vt_parity_result r;
     int rc = vt_parity_check(bytes, len, dump, dump_len, &r);
     char *text = NULL;
@@ -639,18 +755,20 @@ VTW_API int vtw_trace(int h, int what, const float *images, const int32_t *label
     } else if (what == VT_FN_ENCODE) {
         const vt_model_config *c = vt_model_get_config(m);
         int G = c->enc.img_size / c->enc.patch_size;
-        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) * (uint64_t)(G * G + c->enc.class_token + c->enc.reg_tokens) *
-                     (uint64_t)c->enc.embed_dim;
+        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) *
+                     (uint64_t)(G * G + c->enc.class_token + c->enc.reg_tokens) * (uint64_t)c->enc.embed_dim;
         if (n > SIZE_MAX / sizeof(float) - 1 || !(dout = calloc((size_t)n + 1, sizeof *dout)))
-            return vt_fail(VT_ERR_NOMEM, "out of memory: %llu floats of upstream gradient", (unsigned long long)n);
+            return vt_fail(VT_ERR_NOMEM, "out of memory: %llu floats of upstream gradient",
+                           (unsigned long long)n);
         vt_inputs in;
         memset(&in, 0, sizeof in);
         in.images = images;
         in.batch = batch;
-        const float *d[1] = {dout};
+        const float *d[1] = { dout };
         rc = vt_trace_call(m, VT_FN_ENCODE, &in, 1, d, 1, NULL, 1, &t);
     } else {
-        return vt_fail(VT_ERR_ARG, "trace: %d is not -1 (a training step) or %d (encode)", what, VT_FN_ENCODE);
+        return vt_fail(VT_ERR_ARG, "trace: %d is not -1 (a training step) or %d (encode)", what,
+                       VT_FN_ENCODE);
     }
     char *text = NULL;
     size_t len = 0;
@@ -698,7 +816,10 @@ VTW_API int vtw_train_step_begin(int h, const float *images, const int32_t *labe
     return VT_OK;
 }
 /* Recordings for a device that parallelises inside one call (vt_model_set_whole_rows): 1 on, 0 off. */
-VTW_API int vtw_model_set_whole_rows(int h, int on) { GET_OR_FAIL(m, h); return vt_model_set_whole_rows(m, on); }
+VTW_API int vtw_model_set_whole_rows(int h, int on) {
+    GET_OR_FAIL(m, h);
+    return vt_model_set_whole_rows(m, on);
+}
 /* Commits the step with the replay's scalars (32 bytes, vt_scalars): VT_ERR_NUMERIC when it was refused. */
 VTW_API int vtw_train_step_end(int h, const vt_scalars *sc) {
     GET_OR_FAIL(m, h);
@@ -714,6 +835,7 @@ VTW_API int vtw_replay_run(int i, int policy, int reference, char *err, int errl
     if (!name) return -1;
     vt_replay_result r;
     vt_replay_check(&c, &r);
-    if (err && errlen > 0) snprintf(err, (size_t)errlen, "%s, %s: %s", name, c.policy, r.pass ? "pass" : r.error);
+    if (err && errlen > 0)
+        snprintf(err, (size_t)errlen, "%s, %s: %s", name, c.policy, r.pass ? "pass" : r.error);
     return r.pass;
 }

@@ -19,10 +19,23 @@ export const CLASSIFY_DEFAULTS = { lr: 2e-3, weightDecay: 0.05, labelSmoothing: 
 /** trainerInit's options of a classifier run (the Session's, and vitrine trace's step): lightly's
  * cosine schedule after `warmup` linear steps over `steps`; the trainer's seed is the run's seed + 1
  * (initWeights takes the seed, the data order seed + 2). seed: a number, bigint or decimal string. */
-export function classifyTrainerOptions({ lr = CLASSIFY_DEFAULTS.lr, warmup, steps, weightDecay = CLASSIFY_DEFAULTS.weightDecay,
-  labelSmoothing = CLASSIFY_DEFAULTS.labelSmoothing, seed }) {
-  return { lr, warmupSteps: warmup, totalSteps: steps, weightDecay, clipNorm: CLASSIFY_DEFAULTS.clipNorm, labelSmoothing,
-    seed: BigInt(seed) + 1n };
+export function classifyTrainerOptions({
+  lr = CLASSIFY_DEFAULTS.lr,
+  warmup,
+  steps,
+  weightDecay = CLASSIFY_DEFAULTS.weightDecay,
+  labelSmoothing = CLASSIFY_DEFAULTS.labelSmoothing,
+  seed,
+}) {
+  return {
+    lr,
+    warmupSteps: warmup,
+    totalSteps: steps,
+    weightDecay,
+    clipNorm: CLASSIFY_DEFAULTS.clipNorm,
+    labelSmoothing,
+    seed: BigInt(seed) + 1n,
+  };
 }
 /** The `format` of a classifier file's vitrine_classifier metadata (class names, spec, img, chans). */
 export const CLASSIFIER_FORMAT = FORMATS.classifier;
@@ -49,7 +62,13 @@ export function predictTop(z, names, k = 3) {
   let mx = -Infinity;
   for (const v of z) mx = Math.max(mx, v);
   let s = 0;
-  const e = Array.from(z, (v) => { const x = Math.exp(v - mx); s += x; return x; });
-  return e.map((x, i) => ({ index: i, name: names && names[i] != null ? names[i] : String(i), p: x / s }))
-    .sort((a, b) => b.p - a.p || a.index - b.index).slice(0, k);
+  const e = Array.from(z, (v) => {
+    const x = Math.exp(v - mx);
+    s += x;
+    return x;
+  });
+  return e
+    .map((x, i) => ({ index: i, name: names && names[i] != null ? names[i] : String(i), p: x / s }))
+    .sort((a, b) => b.p - a.p || a.index - b.index)
+    .slice(0, k);
 }

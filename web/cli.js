@@ -23,23 +23,35 @@ process.emitWarning = (warning, ...rest) => {
 
 async function usage() {
   const lines = [];
-  for (const name of COMMANDS) { const c = await load(name); lines.push(`  ${name.padEnd(8)} ${c.summary}`); }
-  return 'usage: vitrine COMMAND [options]    (vitrine COMMAND --help: its options)\n\n' +
+  for (const name of COMMANDS) {
+    const c = await load(name);
+    lines.push(`  ${name.padEnd(8)} ${c.summary}`);
+  }
+  return (
+    'usage: vitrine COMMAND [options]    (vitrine COMMAND --help: its options)\n\n' +
     `Vision Transformers (timm / lightly) trained and checked through WebAssembly.\n\ncommands:\n${lines.join('\n')}\n\n` +
     '  vitrine --version    the version\n' +
-    'Exit status: 0 done, 1 a check failed or something could not be done, 2 a usage error.\n';
+    'Exit status: 0 done, 1 a check failed or something could not be done, 2 a usage error.\n'
+  );
 }
 
 async function main(argv) {
   const [first, ...rest] = argv;
   if (first === '--version' || first === '-v') {
-    process.stdout.write(`vitrine ${JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version}\n`);
+    process.stdout.write(
+      `vitrine ${JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version}\n`,
+    );
     return 0;
   }
-  if (first === '--help' || first === '-h') { process.stdout.write(await usage()); return 0; }
+  if (first === '--help' || first === '-h') {
+    process.stdout.write(await usage());
+    return 0;
+  }
   if (first === 'help' && COMMANDS.includes(rest[0])) return main([rest[0], '--help']);
   if (!COMMANDS.includes(first)) {
-    process.stderr.write(first == null ? await usage() : `vitrine: unknown command '${first}' (vitrine --help lists them)\n`);
+    process.stderr.write(
+      first == null ? await usage() : `vitrine: unknown command '${first}' (vitrine --help lists them)\n`,
+    );
     return 2;
   }
   let command = await load(first);

@@ -19,7 +19,21 @@
 // model's size, centre crop, its channels), as in the browser; images.js's adapt() converts a
 // whole data set.
 //   writeAtomic(file, bytes)  the old content or the new one, never a torn file (checkpoints).
-import { readFileSync, readdirSync, statSync, mkdirSync, openSync, writeSync, fsyncSync, closeSync, renameSync, fstatSync, readSync, unlinkSync, constants as fsConstants } from 'node:fs';
+import {
+  readFileSync,
+  readdirSync,
+  statSync,
+  mkdirSync,
+  openSync,
+  writeSync,
+  fsyncSync,
+  closeSync,
+  renameSync,
+  fstatSync,
+  readSync,
+  unlinkSync,
+  constants as fsConstants,
+} from 'node:fs';
 import path from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
@@ -28,22 +42,41 @@ import { resizeCrop, checkDatasetBytes } from './images.js';
 const require = createRequire(import.meta.url);
 
 export const FASHION_MNIST_DIR = '/usr/share/datasets/fashion-mnist';
-export const FASHION_MNIST_CLASSES = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt',
-  'Sneaker', 'Bag', 'Ankle boot'];
+export const FASHION_MNIST_CLASSES = [
+  'T-shirt/top',
+  'Trouser',
+  'Pullover',
+  'Dress',
+  'Coat',
+  'Sandal',
+  'Shirt',
+  'Sneaker',
+  'Bag',
+  'Ankle boot',
+];
 
 export class DataError extends Error {
-  constructor(message) { super(message); this.name = 'DataError'; }
+  constructor(message) {
+    super(message);
+    this.name = 'DataError';
+  }
 }
 
 // ---- IDX (MNIST-style) files ---------------------------------------------------------------
 
 function readGz(file) {
   let raw;
-  try { raw = readFileSync(file); } catch (e) {
-    throw new DataError(`cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}` +
-      (file.startsWith(FASHION_MNIST_DIR) ? ' (install Debian\'s dataset-fashion-mnist: bash scripts/setup.sh)' : ''));
+  try {
+    raw = readFileSync(file);
+  } catch (e) {
+    throw new DataError(
+      `cannot read ${file}: ${e.code === 'ENOENT' ? 'no such file' : e.message}` +
+        (file.startsWith(FASHION_MNIST_DIR) ? " (install Debian's dataset-fashion-mnist: bash scripts/setup.sh)" : ''),
+    );
   }
-  try { return raw[0] === 0x1f && raw[1] === 0x8b ? gunzipSync(raw) : raw; } catch (e) {
+  try {
+    return raw[0] === 0x1f && raw[1] === 0x8b ? gunzipSync(raw) : raw;
+  } catch (e) {
     throw new DataError(`${file}: not a readable gzip file (${e.message})`);
   }
 }
@@ -54,14 +87,22 @@ export function parseIdx(buf, file = 'IDX file', wantDims = null) {
   if (buf.length < 4) throw new DataError(`${file}: ${buf.length} bytes, too short for an IDX header`);
   const dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const magic = dv.getUint32(0, false);
-  if ((magic >>> 8) !== 0x08) throw new DataError(`${file}: bad IDX magic number 0x${magic.toString(16).padStart(8, '0')} (expected 0x0000080N: unsigned bytes)`);
+  if (magic >>> 8 !== 0x08)
+    throw new DataError(
+      `${file}: bad IDX magic number 0x${magic.toString(16).padStart(8, '0')} (expected 0x0000080N: unsigned bytes)`,
+    );
   const ndim = magic & 0xff;
-  if (wantDims != null && ndim !== wantDims) throw new DataError(`${file}: IDX magic 0x${magic.toString(16).padStart(8, '0')} says ${ndim} dimensions, expected ${wantDims} (0x0000080${wantDims})`);
+  if (wantDims != null && ndim !== wantDims)
+    throw new DataError(
+      `${file}: IDX magic 0x${magic.toString(16).padStart(8, '0')} says ${ndim} dimensions, expected ${wantDims} (0x0000080${wantDims})`,
+    );
   if (buf.length < 4 + 4 * ndim) throw new DataError(`${file}: truncated IDX header`);
   const dims = [];
   for (let d = 0; d < ndim; d++) dims.push(dv.getUint32(4 + 4 * d, false));
-  const n = dims.reduce((a, b) => a * b, 1), off = 4 + 4 * ndim;
-  if (buf.length !== off + n) throw new DataError(`${file}: ${buf.length - off} data bytes, the header [${dims.join(', ')}] says ${n}`);
+  const n = dims.reduce((a, b) => a * b, 1),
+    off = 4 + 4 * ndim;
+  if (buf.length !== off + n)
+    throw new DataError(`${file}: ${buf.length - off} data bytes, the header [${dims.join(', ')}] says ${n}`);
   return { dims, data: new Uint8Array(buf.buffer, buf.byteOffset + off, n) };
 }
 
@@ -69,8 +110,10 @@ export function parseIdx(buf, file = 'IDX file', wantDims = null) {
 export function loadFashionMNIST(split = 'train', dir = FASHION_MNIST_DIR) {
   const stem = split === 'train' ? 'train' : split === 'test' ? 't10k' : null;
   if (!stem) throw new DataError(`Fashion-MNIST split '${split}': use 'train' or 'test'`);
-  const fi = path.join(dir, `${stem}-images-idx3-ubyte.gz`), fl = path.join(dir, `${stem}-labels-idx1-ubyte.gz`);
-  const im = parseIdx(readGz(fi), fi, 3), lb = parseIdx(readGz(fl), fl, 1);
+  const fi = path.join(dir, `${stem}-images-idx3-ubyte.gz`),
+    fl = path.join(dir, `${stem}-labels-idx1-ubyte.gz`);
+  const im = parseIdx(readGz(fi), fi, 3),
+    lb = parseIdx(readGz(fl), fl, 1);
   const [n, rows, cols] = im.dims;
   if (rows !== 28 || cols !== 28) throw new DataError(`${fi}: images are ${rows}x${cols}, Fashion-MNIST's are 28x28`);
   if (lb.dims[0] !== n) throw new DataError(`${fl}: ${lb.dims[0]} labels for ${n} images in ${fi}`);
@@ -79,7 +122,16 @@ export function loadFashionMNIST(split = 'train', dir = FASHION_MNIST_DIR) {
   const labels = Int32Array.from(lb.data);
   const bad = labels.findIndex((v) => v > 9);
   if (bad >= 0) throw new DataError(`${fl}: label ${labels[bad]} at ${bad} (classes are 0..9)`);
-  return { name: `fashion-mnist/${split}`, n, chans: 1, size: 28, pixels: im.data, labels, classes: FASHION_MNIST_CLASSES, files: null };
+  return {
+    name: `fashion-mnist/${split}`,
+    n,
+    chans: 1,
+    size: 28,
+    pixels: im.data,
+    labels,
+    classes: FASHION_MNIST_CLASSES,
+    files: null,
+  };
 }
 
 // ---- image folders ---------------------------------------------------------------------------
@@ -105,18 +157,36 @@ export function imageHeader(bytes) {
   if (bytes.length >= 8 && PNG_MAGIC.every((v, i) => bytes[i] === v)) {
     if (bytes.length < 33 || be32(bytes, 8) !== 13 || String.fromCharCode(...bytes.subarray(12, 16)) !== 'IHDR')
       throw new DataError('PNG without its IHDR header');
-    const width = be32(bytes, 16), height = be32(bytes, 20), depth = bytes[24], ctype = bytes[25];
-    if (!(ctype in PNG_CHANNELS) || !PNG_DEPTHS[ctype].includes(depth) || bytes[26] !== 0 || bytes[27] !== 0 || bytes[28] > 1)
-      throw new DataError(`PNG header: colour type ${ctype} / bit depth ${depth} / methods ${bytes[26]} ${bytes[27]} ${bytes[28]} are not valid PNG`);
+    const width = be32(bytes, 16),
+      height = be32(bytes, 20),
+      depth = bytes[24],
+      ctype = bytes[25];
+    if (
+      !(ctype in PNG_CHANNELS) ||
+      !PNG_DEPTHS[ctype].includes(depth) ||
+      bytes[26] !== 0 ||
+      bytes[27] !== 0 ||
+      bytes[28] > 1
+    )
+      throw new DataError(
+        `PNG header: colour type ${ctype} / bit depth ${depth} / methods ${bytes[26]} ${bytes[27]} ${bytes[28]} are not valid PNG`,
+      );
     return { format: 'png', width, height, depth, ctype, interlace: bytes[28] };
   }
   if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) {
     let o = 2;
-    while (o + 4 <= bytes.length) { // segments up to the frame header (SOFn)
+    while (o + 4 <= bytes.length) {
+      // segments up to the frame header (SOFn)
       if (bytes[o] !== 0xff) throw new DataError(`JPEG: no marker at byte ${o}`);
       const m = bytes[o + 1];
-      if (m === 0xff) { o++; continue; } // fill byte
-      if ((m >= 0xd0 && m <= 0xd8) || m === 0x01) { o += 2; continue; } // markers without a length
+      if (m === 0xff) {
+        o++;
+        continue;
+      } // fill byte
+      if ((m >= 0xd0 && m <= 0xd8) || m === 0x01) {
+        o += 2;
+        continue;
+      } // markers without a length
       if (m === 0xda || m === 0xd9) break; // a scan or the end before any frame header
       const len = be16(bytes, o + 2);
       if (len < 2) throw new DataError(`JPEG: segment 0x${m.toString(16)} of length ${len}`);
@@ -136,7 +206,15 @@ function pngInflatedSize(h) {
   const bits = PNG_CHANNELS[h.ctype] * h.depth;
   const rows = (w, n) => (w > 0 && n > 0 ? n * (1 + Math.ceil((w * bits) / 8)) : 0);
   if (!h.interlace) return rows(h.width, h.height);
-  const passes = [[0, 0, 8, 8], [4, 0, 8, 8], [0, 4, 4, 8], [2, 0, 4, 4], [0, 2, 2, 4], [1, 0, 2, 2], [0, 1, 1, 2]];
+  const passes = [
+    [0, 0, 8, 8],
+    [4, 0, 8, 8],
+    [0, 4, 4, 8],
+    [2, 0, 4, 4],
+    [0, 2, 2, 4],
+    [1, 0, 2, 2],
+    [0, 1, 1, 2],
+  ];
   let n = 0;
   for (const [x0, y0, dx, dy] of passes) n += rows(Math.ceil((h.width - x0) / dx), Math.ceil((h.height - y0) / dy));
   return n;
@@ -147,23 +225,35 @@ function pngInflatedSize(h) {
 // earlier images) is refused, before pngjs sees the file.
 function checkPngData(bytes, h) {
   const idat = [];
-  let o = 8, end = false;
+  let o = 8,
+    end = false;
   while (o + 12 <= bytes.length) {
-    const len = be32(bytes, o), type = String.fromCharCode(...bytes.subarray(o + 4, o + 8));
-    if (len > bytes.length - o - 12) throw new DataError(`PNG: chunk ${type} of ${len} bytes runs past the end of the file`);
+    const len = be32(bytes, o),
+      type = String.fromCharCode(...bytes.subarray(o + 4, o + 8));
+    if (len > bytes.length - o - 12)
+      throw new DataError(`PNG: chunk ${type} of ${len} bytes runs past the end of the file`);
     if (type === 'IDAT') idat.push(bytes.subarray(o + 8, o + 8 + len));
     o += 12 + len;
-    if (type === 'IEND') { end = true; break; }
+    if (type === 'IEND') {
+      end = true;
+      break;
+    }
   }
   if (!end) throw new DataError('PNG: truncated (no IEND chunk)');
   if (!idat.length) throw new DataError('PNG: no image data (IDAT)');
   const want = pngInflatedSize(h);
   let got;
-  try { got = inflateSync(Buffer.concat(idat), { maxOutputLength: want + 1 }).length; } catch (e) {
-    if (e.code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError) throw new DataError(`PNG: image data inflates past the ${want} bytes a ${h.width}x${h.height} image holds`);
+  try {
+    got = inflateSync(Buffer.concat(idat), { maxOutputLength: want + 1 }).length;
+  } catch (e) {
+    if (e.code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError)
+      throw new DataError(`PNG: image data inflates past the ${want} bytes a ${h.width}x${h.height} image holds`);
     throw new DataError(`PNG: image data is not valid zlib (${e.message})`);
   }
-  if (got !== want) throw new DataError(`PNG: image data holds ${got} bytes, a ${h.width}x${h.height} image needs ${want}${got > want ? '' : ' (truncated)'}`);
+  if (got !== want)
+    throw new DataError(
+      `PNG: image data holds ${got} bytes, a ${h.width}x${h.height} image needs ${want}${got > want ? '' : ' (truncated)'}`,
+    );
 }
 
 /** Decodes PNG or JPEG bytes (by their magic numbers) -> { width, height, data: RGBA bytes }.
@@ -174,7 +264,9 @@ export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_PIXELS } = {}) {
   const h = imageHeader(bytes);
   if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
   if (h.width * h.height > maxPixels)
-    throw new DataError(`${h.width}x${h.height} is ${(h.width * h.height / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`);
+    throw new DataError(
+      `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`,
+    );
   if (h.format === 'png') {
     checkPngData(bytes, h);
     const { PNG } = require('pngjs');
@@ -185,9 +277,15 @@ export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_PIXELS } = {}) {
   }
   const jpeg = require('jpeg-js');
   // jpeg-js's own accounting: coefficients (2 bytes / sample / component, MCU-padded) + output
-  const mb = Math.ceil((h.width + 16) * (h.height + 16) * (8 * Math.max(1, h.components) + 4) / 2 ** 20) + 16;
-  const im = jpeg.decode(bytes, { useTArray: true, formatAsRGBA: true, maxMemoryUsageInMB: mb, maxResolutionInMP: maxPixels / 1e6 });
-  if (im.width !== h.width || im.height !== h.height) throw new DataError(`JPEG decoded to ${im.width}x${im.height}, its header says ${h.width}x${h.height}`);
+  const mb = Math.ceil(((h.width + 16) * (h.height + 16) * (8 * Math.max(1, h.components) + 4)) / 2 ** 20) + 16;
+  const im = jpeg.decode(bytes, {
+    useTArray: true,
+    formatAsRGBA: true,
+    maxMemoryUsageInMB: mb,
+    maxResolutionInMP: maxPixels / 1e6,
+  });
+  if (im.width !== h.width || im.height !== h.height)
+    throw new DataError(`JPEG decoded to ${im.width}x${im.height}, its header says ${h.width}x${h.height}`);
   return { width: im.width, height: im.height, data: im.data };
 }
 
@@ -197,7 +295,10 @@ export function readRegularFile(file, maxBytes = MAX_IMAGE_FILE_BYTES) {
   const fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) throw new DataError(`not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isSocket() ? 'a socket' : 'a device'})`);
+    if (!st.isFile())
+      throw new DataError(
+        `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isSocket() ? 'a socket' : 'a device'})`,
+      );
     if (st.size > maxBytes) throw new DataError(`${st.size} bytes, more than ${maxBytes}`);
     const buf = Buffer.alloc(st.size);
     let off = 0;
@@ -207,7 +308,9 @@ export function readRegularFile(file, maxBytes = MAX_IMAGE_FILE_BYTES) {
       off += n;
     }
     return buf.subarray(0, off);
-  } finally { closeSync(fd); }
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** The data a resumed run reads: only what the user names now, never a path stored in the
@@ -218,27 +321,50 @@ export function resumedData(file, stored, given) {
     if (given != null) throw new DataError(`${file}: the run trained on Fashion-MNIST; leave --data out`);
     return stored;
   }
-  if (given == null) throw new DataError(`${file}: the run trained on a folder of images (${JSON.stringify(stored)}); name it again with --data DIR`);
+  if (given == null)
+    throw new DataError(
+      `${file}: the run trained on a folder of images (${JSON.stringify(stored)}); name it again with --data DIR`,
+    );
   return path.resolve(given);
 }
 
 // strerror() wording for the usual reasons a file cannot be opened, read, written or made
-const STRERROR = { ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory',
-  ENOTDIR: 'Not a directory', ENOSPC: 'No space left on device', EFBIG: 'File too large', EDQUOT: 'Disk quota exceeded',
-  EROFS: 'Read-only file system', EEXIST: 'File exists' };
+const STRERROR = {
+  ENOENT: 'No such file or directory',
+  EACCES: 'Permission denied',
+  EISDIR: 'Is a directory',
+  ENOTDIR: 'Not a directory',
+  ENOSPC: 'No space left on device',
+  EFBIG: 'File too large',
+  EDQUOT: 'Disk quota exceeded',
+  EROFS: 'Read-only file system',
+  EEXIST: 'File exists',
+};
 export const strerror = (e) => STRERROR[e.code] || e.message;
 
 /** mkdir -p without Node's recursive mkdir (which loops forever under /proc): one component at a
  * time, each checked. Returns the directories it created (to remove them again on failure). */
 export function makeDirs(dir) {
-  const abs = path.resolve(dir), made = [];
+  const abs = path.resolve(dir),
+    made = [];
   let p = path.parse(abs).root;
   for (const part of abs.slice(p.length).split(path.sep).filter(Boolean)) {
     p = path.join(p, part);
     let st = null;
-    try { st = statSync(p); } catch (e) { if (e.code !== 'ENOENT') throw new Error(`${dir}: ${p}: ${strerror(e)}`); }
-    if (st) { if (!st.isDirectory()) throw new Error(`${dir}: ${p} is not a directory`); continue; }
-    try { mkdirSync(p); } catch (e) { throw new Error(`${dir}: cannot create ${p}: ${strerror(e)}`); }
+    try {
+      st = statSync(p);
+    } catch (e) {
+      if (e.code !== 'ENOENT') throw new Error(`${dir}: ${p}: ${strerror(e)}`);
+    }
+    if (st) {
+      if (!st.isDirectory()) throw new Error(`${dir}: ${p} is not a directory`);
+      continue;
+    }
+    try {
+      mkdirSync(p);
+    } catch (e) {
+      throw new Error(`${dir}: cannot create ${p}: ${strerror(e)}`);
+    }
     made.push(p);
   }
   return made;
@@ -246,10 +372,18 @@ export function makeDirs(dir) {
 
 /** Every PNG / JPEG under dir, resized / cropped to size x size with `chans` channels.
  * onWarning(message) hears about each file skipped (default: console.warn). */
-export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {}) {
+export function loadImageFolder(
+  dir,
+  { size, chans, maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {},
+) {
   const found = listImageFolder(dir, onWarning);
-  try { checkDatasetBytes(`--data ${dir}`, found.length, size, chans); } catch (e) { throw new DataError(e.message); }
-  const per = chans * size * size, keep = [];
+  try {
+    checkDatasetBytes(`--data ${dir}`, found.length, size, chans);
+  } catch (e) {
+    throw new DataError(e.message);
+  }
+  const per = chans * size * size,
+    keep = [];
   const pixels = [];
   for (const [file, cls] of found) {
     const rel = path.relative(dir, file);
@@ -265,15 +399,22 @@ export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXE
     }
   }
   if (!keep.length)
-    throw new DataError(`--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`);
+    throw new DataError(
+      `--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`,
+    );
   const all = new Uint8Array(keep.length * per);
   pixels.forEach((p, i) => all.set(p, i * per));
   const classNames = [...new Set(keep.map(([, c]) => c).filter((c) => c != null))].sort();
   const labelled = classNames.length >= 2 && keep.every(([, c]) => c != null);
   return {
-    name: `folder:${dir}`, n: keep.length, chans, size, pixels: all,
+    name: `folder:${dir}`,
+    n: keep.length,
+    chans,
+    size,
+    pixels: all,
     labels: labelled ? Int32Array.from(keep.map(([, c]) => classNames.indexOf(c))) : null,
-    classes: labelled ? classNames : null, files: keep.map(([f]) => f),
+    classes: labelled ? classNames : null,
+    files: keep.map(([f]) => f),
   };
 }
 
@@ -284,30 +425,45 @@ export function loadImageFolder(dir, { size, chans, maxPixels = DEFAULT_MAX_PIXE
  * has one (classNames: the sub-folders found, whatever their number). A file skipped is said
  * through onWarning; no usable image at all is an error. */
 export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {}) {
-  const found = listImageFolder(dir, onWarning), keep = [];
+  const found = listImageFolder(dir, onWarning),
+    keep = [];
   for (const [file, cls] of found) {
     const rel = path.relative(dir, file);
     try {
       const h = headerOf(file);
       if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
       if (h.width * h.height > maxPixels)
-        throw new DataError(`${h.width}x${h.height} is ${(h.width * h.height / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`);
+        throw new DataError(
+          `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`,
+        );
       keep.push([file, rel, cls]);
     } catch (e) {
-      onWarning(`skipped ${rel}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot read (${e.message})`}`);
+      onWarning(
+        `skipped ${rel}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot read (${e.message})`}`,
+      );
     }
   }
   if (!keep.length)
-    throw new DataError(`--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`);
+    throw new DataError(
+      `--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`,
+    );
   const classNames = [...new Set(keep.map(([, , c]) => c).filter((c) => c != null))].sort();
   const labelled = classNames.length >= 2 && keep.every(([, , c]) => c != null);
   return {
-    name: `folder:${dir}`, n: keep.length, files: keep.map(([, r]) => r), classNames,
-    labels: labelled ? Int32Array.from(keep.map(([, , c]) => classNames.indexOf(c))) : null, classes: labelled ? classNames : null,
+    name: `folder:${dir}`,
+    n: keep.length,
+    files: keep.map(([, r]) => r),
+    classNames,
+    labels: labelled ? Int32Array.from(keep.map(([, , c]) => classNames.indexOf(c))) : null,
+    classes: labelled ? classNames : null,
     itemName: (i) => keep[i][1],
     decode(i) {
-      try { return { ...decodeImage(readRegularFile(keep[i][0]), { maxPixels }), chans: 4 }; } catch (e) {
-        throw new DataError(`${path.join(dir, keep[i][1])}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot decode (${e.message})`}`);
+      try {
+        return { ...decodeImage(readRegularFile(keep[i][0]), { maxPixels }), chans: 4 };
+      } catch (e) {
+        throw new DataError(
+          `${path.join(dir, keep[i][1])}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot decode (${e.message})`}`,
+        );
       }
     },
   };
@@ -316,14 +472,21 @@ export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning
 // every file under dir (sorted, hidden ones left out) with its class: the first sub-folder's name
 function listImageFolder(dir, onWarning) {
   let st;
-  try { st = statSync(dir); } catch (e) {
+  try {
+    st = statSync(dir);
+  } catch (e) {
     throw new DataError(`--data ${dir}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
   }
   if (!st.isDirectory()) throw new DataError(`--data ${dir}: not a directory`);
   const found = [];
   const walk = (d, cls) => {
     let entries;
-    try { entries = readdirSync(d, { withFileTypes: true }); } catch (e) { onWarning(`skipped ${d}: ${e.message}`); return; }
+    try {
+      entries = readdirSync(d, { withFileTypes: true });
+    } catch (e) {
+      onWarning(`skipped ${d}: ${e.message}`);
+      return;
+    }
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const e of entries) {
       if (e.name.startsWith('.')) continue;
@@ -342,13 +505,20 @@ function headerOf(file) {
   let head, size;
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) throw new DataError(`not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isSocket() ? 'a socket' : 'a device'})`);
+    if (!st.isFile())
+      throw new DataError(
+        `not a regular file (${st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isSocket() ? 'a socket' : 'a device'})`,
+      );
     if (st.size > MAX_IMAGE_FILE_BYTES) throw new DataError(`${st.size} bytes, more than ${MAX_IMAGE_FILE_BYTES}`);
     size = st.size;
     head = Buffer.alloc(Math.min(size, 1 << 18));
     head = head.subarray(0, readSync(fd, head, 0, head.length, 0));
-  } finally { closeSync(fd); }
-  try { return imageHeader(head); } catch (e) {
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    return imageHeader(head);
+  } catch (e) {
     if (head.length < size) return imageHeader(readRegularFile(file));
     throw e;
   }
@@ -361,18 +531,34 @@ function headerOf(file) {
  * ENOSPC, EFBIG, EDQUOT) the temporary file is removed and the error is thrown with its code; `file`
  * is then as it was (absent if it was absent). */
 export function writeAtomic(file, bytes) {
-  const dir = path.dirname(file), tmp = path.join(dir, `.${path.basename(file)}.tmp-${process.pid}`);
+  const dir = path.dirname(file),
+    tmp = path.join(dir, `.${path.basename(file)}.tmp-${process.pid}`);
   const fd = openSync(tmp, 'w');
   try {
     try {
       let off = 0;
       while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
       fsyncSync(fd);
-    } finally { closeSync(fd); }
+    } finally {
+      closeSync(fd);
+    }
     renameSync(tmp, file);
   } catch (e) {
-    try { unlinkSync(tmp); } catch { /* already gone */ }
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* already gone */
+    }
     throw e;
   }
-  try { const d = openSync(dir, 'r'); try { fsyncSync(d); } finally { closeSync(d); } } catch { /* not every fs syncs directories */ }
+  try {
+    const d = openSync(dir, 'r');
+    try {
+      fsyncSync(d);
+    } finally {
+      closeSync(d);
+    }
+  } catch {
+    /* not every fs syncs directories */
+  }
 }

@@ -23,11 +23,17 @@ import { VitrineError } from './errors.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 // web/data.js (Node's files and decoders), never followed by a bundler
-const nodeData = () => { const p = './data.js'; return import(/* @vite-ignore */ /* webpackIgnore: true */ p); };
+const nodeData = () => {
+  const p = './data.js';
+  return import(/* @vite-ignore */ /* webpackIgnore: true */ p);
+};
 
 /** What goes wrong with data: a VitrineError (VT_ERR_ARG) whose message names the image / file. */
 export class DataError extends VitrineError {
-  constructor(message) { super(message, -1); this.name = 'DataError'; }
+  constructor(message) {
+    super(message, -1);
+    this.name = 'DataError';
+  }
 }
 
 // ---- labels ----------------------------------------------------------------------------------------
@@ -43,30 +49,44 @@ export function checkLabels(labels, n, classes, what) {
   for (let i = 0; i < n; i++) {
     const v = labels[i];
     if (!Number.isInteger(v) || v < 0 || v >= C)
-      throw new DataError(`${what}: labels[${i}] = ${JSON.stringify(v)} is not a class: ${classes ? `there are ${C} (${classes.slice(0, 8).join(', ')}${C > 8 ? ', ...' : ''}): 0..${C - 1}` : 'a whole number >= 0'}`);
+      throw new DataError(
+        `${what}: labels[${i}] = ${JSON.stringify(v)} is not a class: ${classes ? `there are ${C} (${classes.slice(0, 8).join(', ')}${C > 8 ? ', ...' : ''}): 0..${C - 1}` : 'a whole number >= 0'}`,
+      );
     out[i] = v;
   }
   return out;
 }
-const classNames = (labels, classes) => classes || (labels ? Array.from({ length: Math.max(-1, ...labels) + 1 }, (_, i) => String(i)) : null);
+const classNames = (labels, classes) =>
+  classes || (labels ? Array.from({ length: Math.max(-1, ...labels) + 1 }, (_, i) => String(i)) : null);
 
 // ---- sources -------------------------------------------------------------------------------------
 
 function pixelSource(d) {
-  const { n, chans, size } = d, per = chans * size * size;
+  const { n, chans, size } = d,
+    per = chans * size * size;
   const px = d.pixels;
   if (!(Number.isInteger(n) && n > 0 && [1, 3].includes(chans) && Number.isInteger(size) && size > 0))
-    throw new DataError(`pixels: n ${n}, chans ${chans}, size ${size}: needs n > 0 images of 1 or 3 channels, size > 0`);
+    throw new DataError(
+      `pixels: n ${n}, chans ${chans}, size ${size}: needs n > 0 images of 1 or 3 channels, size > 0`,
+    );
   if (!(px instanceof Uint8Array || px instanceof Uint8ClampedArray) || px.length !== n * per)
-    throw new DataError(`pixels: ${px && px.length} bytes, [n, chans, size, size] = [${n}, ${chans}, ${size}, ${size}] needs ${n * per} (a Uint8Array)`);
+    throw new DataError(
+      `pixels: ${px && px.length} bytes, [n, chans, size, size] = [${n}, ${chans}, ${size}, ${size}] needs ${n * per} (a Uint8Array)`,
+    );
   const labels = checkLabels(d.labels, n, d.classes || null, d.name || 'pixels');
   return {
-    name: d.name || `${n} images of ${size}x${size}x${chans}`, n, labels, classes: classNames(labels, d.classes), itemName: (i) => `image ${i}`,
+    name: d.name || `${n} images of ${size}x${size}x${chans}`,
+    n,
+    labels,
+    classes: classNames(labels, d.classes),
+    itemName: (i) => `image ${i}`,
     native: { size, chans, pixels: px },
-    async decode(i) { // CHW -> interleaved
+    async decode(i) {
+      // CHW -> interleaved
       const im = px.subarray(i * per, (i + 1) * per);
       if (chans === 1) return { width: size, height: size, chans: 1, data: im };
-      const hw = size * size, data = new Uint8Array(per);
+      const hw = size * size,
+        data = new Uint8Array(per);
       for (let c = 0; c < chans; c++) for (let k = 0; k < hw; k++) data[k * chans + c] = im[c * hw + k];
       return { width: size, height: size, chans, data };
     },
@@ -75,15 +95,19 @@ function pixelSource(d) {
 
 // a file's class: its folder under the one picked (webkitRelativePath 'photos/cat/1.jpg' -> 'cat')
 function folderClass(f) {
-  const parts = String(f.webkitRelativePath || '').split('/').filter(Boolean);
+  const parts = String(f.webkitRelativePath || '')
+    .split('/')
+    .filter(Boolean);
   return parts.length >= 3 ? parts[1] : null;
 }
 
 function blobSource(items, d, what, fetchOne) {
   const n = items.length;
   if (!n) throw new DataError(`${what}: no images`);
-  let labels = d.labels, classes = d.classes || null;
-  if (labels == null && d.kind === 'files') { // classes from the folders of a picked directory
+  let labels = d.labels,
+    classes = d.classes || null;
+  if (labels == null && d.kind === 'files') {
+    // classes from the folders of a picked directory
     const cls = items.map(folderClass);
     if (cls.every((c) => c != null)) {
       classes = [...new Set(cls)].sort();
@@ -91,47 +115,78 @@ function blobSource(items, d, what, fetchOne) {
     }
   }
   labels = checkLabels(labels, n, classes, what);
-  const name = (i) => (d.kind === 'files' ? items[i].webkitRelativePath || items[i].name || `file ${i}` : String(items[i]));
+  const name = (i) =>
+    d.kind === 'files' ? items[i].webkitRelativePath || items[i].name || `file ${i}` : String(items[i]);
   return {
-    name: what, n, labels, classes: classNames(labels, classes), itemName: name, native: null,
+    name: what,
+    n,
+    labels,
+    classes: classNames(labels, classes),
+    itemName: name,
+    native: null,
     async decode(i) {
       let im;
-      try { im = await fetchOne(items[i]); } catch (e) { throw new DataError(`${name(i)}: ${e.message}`); }
+      try {
+        im = await fetchOne(items[i]);
+      } catch (e) {
+        throw new DataError(`${name(i)}: ${e.message}`);
+      }
       return { width: im.width, height: im.height, chans: 4, data: im.data };
     },
   };
 }
 
-async function decodeBytes(bytes) { // Node: our decoders; a browser: createImageBitmap
+async function decodeBytes(bytes) {
+  // Node: our decoders; a browser: createImageBitmap
   if (IS_NODE) return (await nodeData()).decodeImage(bytes);
-  try { return await decodeBlob(new Blob([bytes])); } catch { throw new Error('not an image this browser decodes'); }
+  try {
+    return await decodeBlob(new Blob([bytes]));
+  } catch {
+    throw new Error('not an image this browser decodes');
+  }
 }
 async function fetchImage(url) {
   let r;
-  try { r = await fetch(url); } catch (e) { throw new Error(`cannot fetch (${e.cause ? e.cause.message || e.cause.code : e.message})`); }
+  try {
+    r = await fetch(url);
+  } catch (e) {
+    throw new Error(`cannot fetch (${e.cause ? e.cause.message || e.cause.code : e.message})`);
+  }
   if (!r.ok) throw new Error(`HTTP ${r.status}${r.statusText ? ' ' + r.statusText : ''}`);
   return decodeBytes(new Uint8Array(await r.arrayBuffer()));
 }
 async function decodeFile(f) {
-  try { return await decodeBlob(f); } catch { throw new Error('not an image this browser decodes'); }
+  try {
+    return await decodeBlob(f);
+  } catch {
+    throw new Error('not an image this browser decodes');
+  }
 }
 
 /** A source from its description (see the top of this file). opts: { maxPixels, onWarning } for folders. */
 export async function openSource(d, opts = {}) {
   if (!d || typeof d !== 'object') throw new DataError(`data: ${JSON.stringify(d)} is not a data description`);
   switch (d.kind) {
-    case 'pixels': return pixelSource(d);
-    case 'files': return blobSource(Array.from(d.files || []), d, `${(d.files || []).length} files`, decodeFile);
-    case 'urls': return blobSource(Array.from(d.urls || []), d, `${(d.urls || []).length} URLs`, fetchImage);
+    case 'pixels':
+      return pixelSource(d);
+    case 'files':
+      return blobSource(Array.from(d.files || []), d, `${(d.files || []).length} files`, decodeFile);
+    case 'urls':
+      return blobSource(Array.from(d.urls || []), d, `${(d.urls || []).length} URLs`, fetchImage);
     case 'folder':
     case 'fashion-mnist': {
-      if (!IS_NODE) throw new DataError(`data: a ${d.kind === 'folder' ? 'folder path' : 'Fashion-MNIST from disk'} is for Node; in a browser give Files or URLs`);
+      if (!IS_NODE)
+        throw new DataError(
+          `data: a ${d.kind === 'folder' ? 'folder path' : 'Fashion-MNIST from disk'} is for Node; in a browser give Files or URLs`,
+        );
       const data = await nodeData();
-      if (d.kind === 'fashion-mnist') return pixelSource({ kind: 'pixels', ...data.loadFashionMNIST(d.split || 'train') });
+      if (d.kind === 'fashion-mnist')
+        return pixelSource({ kind: 'pixels', ...data.loadFashionMNIST(d.split || 'train') });
       const f = data.openImageFolder(d.dir, opts);
       return { ...f, native: null, decode: async (i) => f.decode(i) };
     }
-    default: throw new DataError(`data: unknown kind ${JSON.stringify(d.kind)}`);
+    default:
+      throw new DataError(`data: unknown kind ${JSON.stringify(d.kind)}`);
   }
 }
 
@@ -141,7 +196,8 @@ export async function openSource(d, opts = {}) {
  * out when floor((i + 1) f) > floor(i f): f = 0.2 holds out every 5th, i % 5 == 4). */
 export function splitFraction(n, f) {
   if (!(f >= 0 && f < 1)) throw new DataError(`val: a fraction in [0, 1), got ${f}`);
-  const train = [], held = [];
+  const train = [],
+    held = [];
   for (let i = 0; i < n; i++) (Math.floor((i + 1) * f) > Math.floor(i * f) ? held : train).push(i);
   return { train: Int32Array.from(train), val: Int32Array.from(held) };
 }
@@ -160,7 +216,10 @@ const NUM = '(\\d+(?:\\.\\d+)?|\\.\\d+)';
 export function parseAugment(text) {
   const a = { flip: false, shift: 0, hflip: 0, rrc: null };
   if (text === 'none') return a;
-  const bad = () => new DataError(`augment '${text}': use none, or a comma list of hflip[:P], rrc[:A-B[:C-D]] (timm's RandomResizedCrop scale, ratio), flip, shift:N`);
+  const bad = () =>
+    new DataError(
+      `augment '${text}': use none, or a comma list of hflip[:P], rrc[:A-B[:C-D]] (timm's RandomResizedCrop scale, ratio), flip, shift:N`,
+    );
   for (const part of String(text).split(',')) {
     let m;
     if (part === 'flip') a.flip = true;
@@ -183,7 +242,8 @@ export function augmentText(a) {
   if (!a) return 'none';
   const parts = [];
   if (a.hflip) parts.push(a.hflip === 0.5 ? 'hflip' : `hflip:${fmt(a.hflip)}`);
-  if (a.rrc) parts.push(`rrc:${fmt(a.rrc.scale[0])}-${fmt(a.rrc.scale[1])}:${fmt(a.rrc.ratio[0])}-${fmt(a.rrc.ratio[1])}`);
+  if (a.rrc)
+    parts.push(`rrc:${fmt(a.rrc.scale[0])}-${fmt(a.rrc.scale[1])}:${fmt(a.rrc.ratio[0])}-${fmt(a.rrc.ratio[1])}`);
   if (a.flip) parts.push('flip');
   if (a.shift) parts.push(`shift:${a.shift}`);
   return parts.length ? parts.join(',') : 'none';
@@ -195,14 +255,21 @@ export function augmentText(a) {
  * uncovers is raw pixel 0 (black), normalised as the rest. */
 export function augmentBatch(buf, B, chans, size, aug, seed, step, stats = {}) {
   if (!aug || (!aug.flip && !aug.shift)) return buf;
-  const [w0, w1] = seedWords(seed), px = size * size, per = chans * px, st = channelStats(chans, stats), n = 2 * aug.shift + 1;
+  const [w0, w1] = seedWords(seed),
+    px = size * size,
+    per = chans * px,
+    st = channelStats(chans, stats),
+    n = 2 * aug.shift + 1;
   const tmp = new Float32Array(px);
   for (let j = 0; j < B; j++) {
-    const h = hash32(w0, w1, step, j), flip = aug.flip && (h & 1) === 1;
-    const dx = aug.shift ? ((h >>> 1) % n) - aug.shift : 0, dy = aug.shift ? ((h >>> 9) % n) - aug.shift : 0;
+    const h = hash32(w0, w1, step, j),
+      flip = aug.flip && (h & 1) === 1;
+    const dx = aug.shift ? ((h >>> 1) % n) - aug.shift : 0,
+      dy = aug.shift ? ((h >>> 9) % n) - aug.shift : 0;
     if (!flip && !dx && !dy) continue;
     for (let c = 0; c < chans; c++) {
-      const img = buf.subarray(j * per + c * px, j * per + (c + 1) * px), fill = -st.mean[c] / st.std[c];
+      const img = buf.subarray(j * per + c * px, j * per + (c + 1) * px),
+        fill = -st.mean[c] / st.std[c];
       tmp.set(img);
       for (let y = 0; y < size; y++) {
         const sy = y - dy;
@@ -220,18 +287,22 @@ export function augmentBatch(buf, B, chans, size, aug, seed, step, stats = {}) {
 /** torchvision's RandomResizedCrop.get_params with uniform() from our generator: a box of a
  * random area share and aspect ratio (10 tries), else the centre crop within the ratio. */
 export function randomResizedCropBox(W, H, { scale, ratio }, uniform) {
-  const area = W * H, lr = [Math.log(ratio[0]), Math.log(ratio[1])];
+  const area = W * H,
+    lr = [Math.log(ratio[0]), Math.log(ratio[1])];
   for (let t = 0; t < 10; t++) {
     const target = area * (scale[0] + (scale[1] - scale[0]) * uniform());
     const aspect = Math.exp(lr[0] + (lr[1] - lr[0]) * uniform());
-    const w = Math.round(Math.sqrt(target * aspect)), h = Math.round(Math.sqrt(target / aspect));
+    const w = Math.round(Math.sqrt(target * aspect)),
+      h = Math.round(Math.sqrt(target / aspect));
     if (w > 0 && w <= W && h > 0 && h <= H) {
-      const y = Math.floor(uniform() * (H - h + 1)), x = Math.floor(uniform() * (W - w + 1));
+      const y = Math.floor(uniform() * (H - h + 1)),
+        x = Math.floor(uniform() * (W - w + 1));
       return { x, y, w, h };
     }
   }
   const r = W / H;
-  let w = W, h = H;
+  let w = W,
+    h = H;
   if (r < ratio[0]) h = Math.round(W / ratio[0]);
   else if (r > ratio[1]) w = Math.round(H * ratio[1]);
   return { x: Math.floor((W - w) / 2), y: Math.floor((H - h) / 2), w, h };
@@ -246,25 +317,44 @@ export const DEFAULT_CACHE_BYTES = 256 * 1024 * 1024;
  * What was resized (no random crop) is kept in an LRU cache of cacheBytes; in-memory images
  * already at the model's size are read in place. */
 export class Batches {
-  constructor(source, { size, chans, stats = {}, augment = null, augmentSeed = 0n, cacheBytes = DEFAULT_CACHE_BYTES } = {}) {
-    this.source = source; this.size = size; this.chans = chans; this.stats = stats;
-    this.augment = augment; this.augmentSeed = augmentSeed; this.cacheBytes = cacheBytes;
+  constructor(
+    source,
+    { size, chans, stats = {}, augment = null, augmentSeed = 0n, cacheBytes = DEFAULT_CACHE_BYTES } = {},
+  ) {
+    this.source = source;
+    this.size = size;
+    this.chans = chans;
+    this.stats = stats;
+    this.augment = augment;
+    this.augmentSeed = augmentSeed;
+    this.cacheBytes = cacheBytes;
     this.per = chans * size * size;
     const nat = source.native;
     this.inPlace = !!(nat && nat.size === size && nat.chans === chans);
-    this._cache = new Map(); this._cached = 0;
-    this._decoded = new Map(); this._decodedBytes = 0;
+    this._cache = new Map();
+    this._cached = 0;
+    this._decoded = new Map();
+    this._decodedBytes = 0;
     this._bytes = null;
   }
   // the model-size bytes [chans, size, size] of image i, centre-cropped
   async _centre(i) {
     const hit = this._cache.get(i);
-    if (hit) { this._cache.delete(i); this._cache.set(i, hit); return hit; }
+    if (hit) {
+      this._cache.delete(i);
+      this._cache.set(i, hit);
+      return hit;
+    }
     const im = await this._decode(i);
     const out = resizeCrop(im.data, im.width, im.height, im.chans, this.size, this.chans);
     if (this.per <= this.cacheBytes) {
-      this._cache.set(i, out); this._cached += out.length;
-      for (const [k, v] of this._cache) { if (this._cached <= this.cacheBytes) break; this._cache.delete(k); this._cached -= v.length; }
+      this._cache.set(i, out);
+      this._cached += out.length;
+      for (const [k, v] of this._cache) {
+        if (this._cached <= this.cacheBytes) break;
+        this._cache.delete(k);
+        this._cached -= v.length;
+      }
     }
     return out;
   }
@@ -273,30 +363,40 @@ export class Batches {
     const hit = this._decoded.get(i);
     if (hit) return hit;
     const im = await this.source.decode(i);
-    if (!(im.width > 0 && im.height > 0)) throw new DataError(`${this.source.itemName(i)}: an empty ${im.width}x${im.height} image`);
+    if (!(im.width > 0 && im.height > 0))
+      throw new DataError(`${this.source.itemName(i)}: an empty ${im.width}x${im.height} image`);
     if (this.augment && this.augment.rrc && im.data.length <= this.cacheBytes / 64) {
-      this._decoded.set(i, im); this._decodedBytes += im.data.length;
-      for (const [k, v] of this._decoded) { if (this._decodedBytes <= this.cacheBytes / 4) break; this._decoded.delete(k); this._decodedBytes -= v.data.length; }
+      this._decoded.set(i, im);
+      this._decodedBytes += im.data.length;
+      for (const [k, v] of this._decoded) {
+        if (this._decodedBytes <= this.cacheBytes / 4) break;
+        this._decoded.delete(k);
+        this._decodedBytes -= v.data.length;
+      }
     }
     return im;
   }
   /** The normalised images `indices` (a training step's when `step` is a number: augmented). */
   async batch(indices, step = null, out = null) {
-    const B = indices.length, per = this.per, aug = step == null ? null : this.augment;
+    const B = indices.length,
+      per = this.per,
+      aug = step == null ? null : this.augment;
     out = out || new Float32Array(B * per);
     const stats = this.stats;
     if (this.inPlace && !(aug && (aug.rrc || aug.hflip))) {
       makeBatch({ chans: this.chans, size: this.size, pixels: this.source.native.pixels }, indices, out, stats);
     } else {
       if (!this._bytes || this._bytes.length < B * per) this._bytes = new Uint8Array(B * per);
-      const bytes = this._bytes, [w0, w1] = seedWords(this.augmentSeed);
+      const bytes = this._bytes,
+        [w0, w1] = seedWords(this.augmentSeed);
       for (let j = 0; j < B; j++) {
         const i = indices[j];
         let im;
         const draw = aug && (aug.rrc || aug.hflip) ? rng32(hash32(w0, w1, step, j, 0x41554731)) : null; // 'AUG1'
         const uniform = draw && (() => draw() / 4294967296);
         if (aug && aug.rrc) {
-          const d = await this._decode(i), box = randomResizedCropBox(d.width, d.height, aug.rrc, uniform);
+          const d = await this._decode(i),
+            box = randomResizedCropBox(d.width, d.height, aug.rrc, uniform);
           im = resizeBox(d.data, d.width, d.height, d.chans, box, this.size, this.chans);
         } else if (this.inPlace) {
           im = this.source.native.pixels.subarray(i * per, (i + 1) * per);
@@ -306,7 +406,12 @@ export class Batches {
         if (aug && aug.hflip && uniform() < aug.hflip) im = flipped(im, this.chans, this.size);
         bytes.set(im, j * per);
       }
-      makeBatch({ chans: this.chans, size: this.size, pixels: bytes }, Int32Array.from({ length: B }, (_, j) => j), out, stats);
+      makeBatch(
+        { chans: this.chans, size: this.size, pixels: bytes },
+        Int32Array.from({ length: B }, (_, j) => j),
+        out,
+        stats,
+      );
     }
     if (aug) augmentBatch(out, B, this.chans, this.size, aug, this.augmentSeed, step, stats);
     return out;
@@ -315,9 +420,10 @@ export class Batches {
 
 function flipped(im, chans, size) {
   const out = new Uint8Array(im.length);
-  for (let c = 0; c < chans; c++) for (let y = 0; y < size; y++) {
-    const row = c * size * size + y * size;
-    for (let x = 0; x < size; x++) out[row + x] = im[row + size - 1 - x];
-  }
+  for (let c = 0; c < chans; c++)
+    for (let y = 0; y < size; y++) {
+      const row = c * size * size + y * size;
+      for (let x = 0; x < size; x++) out[row + x] = im[row + size - 1 - x];
+    }
   return out;
 }

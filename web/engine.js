@@ -16,7 +16,11 @@ export const camelCase = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase()
  * (numClasses -> num_classes) or timm's own names; kind: the model around the ViT (default timm). */
 export function timmSpec(name, { kind = 'timm', ...kwargs } = {}) {
   const snake = (s) => s.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
-  const config = Object.fromEntries(Object.entries(kwargs).filter(([, v]) => v !== undefined).map(([key, v]) => [snake(key), v]));
+  const config = Object.fromEntries(
+    Object.entries(kwargs)
+      .filter(([, v]) => v !== undefined)
+      .map(([key, v]) => [snake(key), v]),
+  );
   // timm's create_model(name) has a 1000-class (ImageNet) head unless told otherwise; around an
   // MAE / AIM model the head is not used, so only the timm model gets it
   if (kind === 'timm' && !('num_classes' in config)) config.num_classes = 1000;
@@ -43,38 +47,64 @@ export class Vitrine {
 
   /** Threads the engine's kernels use: 1 + the pool's workers alive (threadsNote says when fewer
    * than asked for). */
-  get threads() { return this._pool ? this._pool.live : this._c.threads_max(); }
+  get threads() {
+    return this._pool ? this._pool.live : this._c.threads_max();
+  }
   /** Bytes of linear memory the pool's worker stacks take (besides the plan's per-thread scratch). */
-  get threadStackBytes() { return this._pool ? this._pool.stackBytes : 0; }
+  get threadStackBytes() {
+    return this._pool ? this._pool.stackBytes : 0;
+  }
   /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker has
    * died (it waits a bounded time for each to leave; threadsNote then says so). */
   close() {
-    if (this.backend && this.backend.gpu) { this.backend.gpu.destroy(); this.backend = { ...this.backend, name: 'wasm', reason: 'closed' }; }
+    if (this.backend && this.backend.gpu) {
+      this.backend.gpu.destroy();
+      this.backend = { ...this.backend, name: 'wasm', reason: 'closed' };
+    }
     if (!this._pool) return;
     const stuck = this._pool.close();
     this._pool = null;
-    if (stuck) this.threadsNote = `1 thread: ${stuck} pool worker${stuck === 1 ? '' : 's'} did not stop (dead) and ${stuck === 1 ? 'was' : 'were'} terminated`;
+    if (stuck)
+      this.threadsNote = `1 thread: ${stuck} pool worker${stuck === 1 ? '' : 's'} did not stop (dead) and ${stuck === 1 ? 'was' : 'were'} terminated`;
   }
   /** Tests: split even the smallest shapes over the threads (true), or the default rule (false). */
-  _splitEverything(on) { this._c.threads_set_min_work(on ? 0 : -1); }
+  _splitEverything(on) {
+    this._c.threads_set_min_work(on ? 0 : -1);
+  }
   /** Tests: chunks of pooled loops each thread has run so far ([caller, worker 1, ...]). */
-  _chunksRun() { return Array.from({ length: this._c.threads_max() }, (_, t) => this._c.threads_chunks_run(t)); }
+  _chunksRun() {
+    return Array.from({ length: this._c.threads_max() }, (_, t) => this._c.threads_chunks_run(t));
+  }
 
   // ---- memory: fresh views on every use, never kept across a call into wasm. @internal: the
   // shell's own helpers (web/model.js), not declared in vitrine.d.ts ----
-  /** @internal */ u8() { return new Uint8Array(this._low.buffer()); }
-  /** @internal */ f32(ptr, n) { return new Float32Array(this._low.buffer(), ptr >>> 0, n); }
-  /** @internal */ f64(ptr, n) { return new Float64Array(this._low.buffer(), ptr >>> 0, n); }
-  /** @internal */ u32(ptr, n) { return new Uint32Array(this._low.buffer(), ptr >>> 0, n); }
-  /** @internal */ i32(ptr, n) { return new Int32Array(this._low.buffer(), ptr >>> 0, n); }
+  /** @internal */ u8() {
+    return new Uint8Array(this._low.buffer());
+  }
+  /** @internal */ f32(ptr, n) {
+    return new Float32Array(this._low.buffer(), ptr >>> 0, n);
+  }
+  /** @internal */ f64(ptr, n) {
+    return new Float64Array(this._low.buffer(), ptr >>> 0, n);
+  }
+  /** @internal */ u32(ptr, n) {
+    return new Uint32Array(this._low.buffer(), ptr >>> 0, n);
+  }
+  /** @internal */ i32(ptr, n) {
+    return new Int32Array(this._low.buffer(), ptr >>> 0, n);
+  }
 
   /** @internal */ alloc(bytes) {
     const p = this._c.malloc(Math.max(1, bytes)) >>> 0;
-    if (!p) throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
+    if (!p)
+      throw new VitrineError(`out of memory: malloc(${bytes}) failed (wasm memory ${this.u8().length} bytes)`, -2);
     return p;
   }
-  /** @internal */ free(p) { if (p) this._c.free(p); }
-  /** @internal */ copyIn(bytes) { // a typed array -> a new wasm allocation
+  /** @internal */ free(p) {
+    if (p) this._c.free(p);
+  }
+  /** @internal */ copyIn(bytes) {
+    // a typed array -> a new wasm allocation
     const src = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const p = this.alloc(src.length);
     this.u8().set(src, p);
@@ -88,20 +118,27 @@ export class Vitrine {
     while (u8[end]) end++;
     return new TextDecoder().decode(u8.slice(ptr, end)); // a copy: decode() refuses shared memory
   }
-  /** @internal */ str(s) { return this.copyIn(new TextEncoder().encode(String(s) + '\0')); }
+  /** @internal */ str(s) {
+    return this.copyIn(new TextEncoder().encode(String(s) + '\0'));
+  }
   /** @internal Runs fn(...ptrs) with C strings made from strs, freed afterwards. */
   withStrings(strs, fn) {
     const ptrs = [];
     try {
       for (const s of strs) ptrs.push(s == null ? 0 : this.str(s));
       return fn(...ptrs);
-    } finally { ptrs.forEach((p) => this.free(p)); }
+    } finally {
+      ptrs.forEach((p) => this.free(p));
+    }
   }
   /** @internal */ error(status) {
     const msg = this.cstring(this._c.last_error()) || 'unknown error';
     return new VitrineError(msg, status);
   }
-  /** @internal */ check(rc) { if (rc < 0) throw this.error(rc); return rc; }
+  /** @internal */ check(rc) {
+    if (rc < 0) throw this.error(rc);
+    return rc;
+  }
 
   // ---- results laid out by name (vtw_manifest's layouts) ----
   _layout(name) {
@@ -112,7 +149,8 @@ export class Vitrine {
   }
   /** @internal The fields of layout `name` at ptr, by name (camelCase): numbers, or strings for a text layout. */
   readLayout(name, ptr) {
-    const L = this._layout(name), out = {};
+    const L = this._layout(name),
+      out = {};
     const view = L.type === 'text' ? null : new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
     for (const [f, i] of Object.entries(L.fields))
       out[camelCase(f)] = view ? view[i] : this.cstring((ptr >>> 0) + i * L.width) || '';
@@ -120,7 +158,8 @@ export class Vitrine {
   }
   /** @internal Writes the fields of `values` (camelCase names; every field of the layout) at ptr. */
   writeLayout(name, ptr, values) {
-    const L = this._layout(name), view = new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
+    const L = this._layout(name),
+      view = new ELEMENT[L.type][0](this._low.buffer(), ptr >>> 0, L.size);
     for (const [f, i] of Object.entries(L.fields)) {
       const v = values[camelCase(f)];
       if (v == null) throw new Error(`${name}: no value for ${camelCase(f)}`);
@@ -133,14 +172,17 @@ export class Vitrine {
     const ptrs = [];
     try {
       names.forEach((n, i) => {
-        const L = this._layout(n), p = this.alloc(L.bytes);
+        const L = this._layout(n),
+          p = this.alloc(L.bytes);
         ptrs.push(p);
         this.u8().fill(0, p, p + L.bytes);
         if (inputs[i]) this.writeLayout(n, p, inputs[i]);
       });
       this.check(fn(...ptrs));
       return names.map((n, i) => this.readLayout(n, ptrs[i]));
-    } finally { ptrs.forEach((p) => this.free(p)); }
+    } finally {
+      ptrs.forEach((p) => this.free(p));
+    }
   }
   /** @internal Bytes the engine allocated and handed out through a bytes_out layout (fn(ptr)), copied, then freed. */
   takeBytes(fn) {
@@ -151,13 +193,19 @@ export class Vitrine {
   }
 
   /** The timm preset names the engine knows (vit_tiny_patch16_224, ...). */
-  presets() { return [...this.manifest.presets]; }
+  presets() {
+    return [...this.manifest.presets];
+  }
   /** The checkpointing policies as the engine reads them: none, block, every:K, sqrt, budget:BYTES,
    * selective (Model.namedPolicies() gives the concrete ones a model's budget search tries). */
-  policies() { return [...this.manifest.policies]; }
+  policies() {
+    return [...this.manifest.policies];
+  }
 
   /** A byte count as the policy budget:BYTES reads it ('300MB' -> 300000000, '256MiB', ...). */
-  parseBytes(text) { return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t))); }
+  parseBytes(text) {
+    return this.check(this.withStrings([text], (t) => this._c.parse_bytes(t)));
+  }
 
   // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed
   // after. A preset and a config together: for MAE / AIM the preset's encoder under the config's
@@ -194,7 +242,11 @@ export class Vitrine {
    * prefix }), from the spec alone: checked as createModel checks it, nothing allocated -- a spec
    * read from a file is checked before any data are read at its size. */
   checkModel(spec = {}) {
-    return modelDims(this._withSpec(spec, (k, p, j, n) => this.withLayouts(['model_dims'], (out) => this._c.model_check(k, p, j, n, out)))[0]);
+    return modelDims(
+      this._withSpec(spec, (k, p, j, n) =>
+        this.withLayouts(['model_dims'], (out) => this._c.model_check(k, p, j, n, out)),
+      )[0],
+    );
   }
 
   /** Checks the metadata of training-state bytes (saveTrainState's format: format, kind,
@@ -202,8 +254,13 @@ export class Vitrine {
    * loadTrainState checks them first; a VitrineError names the field. For a caller that reads a
    * checkpoint before it makes anything from it. */
   checkTrainState(bytes) {
-    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), p = this.copyIn(u8);
-    try { this.check(this._c.train_state_check(p, u8.length)); } finally { this.free(p); }
+    const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes),
+      p = this.copyIn(u8);
+    try {
+      this.check(this._c.train_state_check(p, u8.length));
+    } finally {
+      this.free(p);
+    }
   }
 
   /** Runs a parity file (docs/parity-format.md) through the engine's parity harness. Returns its
@@ -212,18 +269,26 @@ export class Vitrine {
    * readError: the file could not be read (bytes are ignored): a failed result saying so. */
   parity(bytes, { policy = null, dump = false, file = null, readError = null } = {}) {
     const u8 = bytes == null ? new Uint8Array(0) : bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-    const p = this.copyIn(u8), L = this._layout('parity_out'), out = this.alloc(L.bytes);
+    const p = this.copyIn(u8),
+      L = this._layout('parity_out'),
+      out = this.alloc(L.bytes);
     try {
-      const rc = this.withStrings([policy || '', file || '', readError || ''],
-        (pol, f, re) => this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out));
+      const rc = this.withStrings([policy || '', file || '', readError || ''], (pol, f, re) =>
+        this._c.parity_run(p, u8.byteLength, pol, dump ? 1 : 0, f, re, out),
+      );
       return this._parityResult(rc, out);
-    } finally { this.free(p); this.free(out); }
+    } finally {
+      this.free(p);
+      this.free(out);
+    }
   }
   /** @internal A parity_out layout at out (the harness's JSON, a dump) as a result; frees both. */
   _parityResult(rc, out) {
     const { json: jp, jsonLen, dump: dp, dumpLen } = this.readLayout('parity_out', out);
     const json = jp ? new TextDecoder().decode(this.u8().slice(jp, jp + jsonLen)) : null;
-    const result = json ? JSON.parse(json) : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
+    const result = json
+      ? JSON.parse(json)
+      : { pass: false, status: rc, error: this.cstring(this._c.last_error()), tensors: [] };
     result.json = json;
     if (dp) result.dump = this.u8().slice(dp, dp + dumpLen);
     this.free(jp);
@@ -232,5 +297,7 @@ export class Vitrine {
   }
 
   /** The wasm linear memory, in bytes. */
-  memory() { return { linear: this._low.buffer().byteLength }; }
+  memory() {
+    return { linear: this._low.buffer().byteLength };
+  }
 }

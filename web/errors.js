@@ -2,14 +2,22 @@
 
 /** VitrineError.code for each vt_status: its name in src/status.h (tests/node/errors.test.mjs
  * checks the two against each other). Errors found in JS carry the status the engine would give. */
-export const STATUS_CODES = Object.freeze({ [-1]: 'VT_ERR_ARG', [-2]: 'VT_ERR_NOMEM', [-3]: 'VT_ERR_FORMAT',
-  [-4]: 'VT_ERR_MISMATCH', [-5]: 'VT_ERR_NUMERIC', [-6]: 'VT_ERR_BUDGET', [-7]: 'VT_ERR_STATE', [-8]: 'VT_ERR_IO' });
+export const STATUS_CODES = Object.freeze({
+  [-1]: 'VT_ERR_ARG',
+  [-2]: 'VT_ERR_NOMEM',
+  [-3]: 'VT_ERR_FORMAT',
+  [-4]: 'VT_ERR_MISMATCH',
+  [-5]: 'VT_ERR_NUMERIC',
+  [-6]: 'VT_ERR_BUDGET',
+  [-7]: 'VT_ERR_STATE',
+  [-8]: 'VT_ERR_IO',
+});
 
 export class VitrineError extends Error {
   constructor(message, status) {
     super(message);
     this.name = 'VitrineError';
-    this.status = status;                                 // the engine's vt_status (negative)
+    this.status = status; // the engine's vt_status (negative)
     this.code = STATUS_CODES[status] || 'VT_ERR_UNKNOWN'; // e.g. 'VT_ERR_ARG'
   }
 }

@@ -12,8 +12,13 @@ const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
 try {
   const t0 = performance.now();
   const opts = { k: w.k, t: w.t, classes: w.classes };
-  const pixels = knnAccuracy(pixelFeatures(w.bank, all(w.bank.n), w.stats), w.bank.labels,
-    pixelFeatures(w.query, all(w.query.n), w.stats), w.query.labels, opts);
+  const pixels = knnAccuracy(
+    pixelFeatures(w.bank, all(w.bank.n), w.stats),
+    w.bank.labels,
+    pixelFeatures(w.query, all(w.query.n), w.stats),
+    w.query.labels,
+    opts,
+  );
   const vt = await createVitrine({ wasm: w.wasm, threads: 1 });
   const model = vt.createModel(w.spec);
   model.initWeights(w.initSeed);

@@ -32,7 +32,8 @@ export const IMAGENET_STD = [0.229, 0.224, 0.225];
  * every channel uses it. */
 export function channelStats(chans, { mean = IMAGENET_MEAN, std = IMAGENET_STD } = {}) {
   const avg = (a) => a.reduce((x, y) => x + y, 0) / a.length;
-  const pick = (a) => (chans === 1 ? [a.length === 1 ? a[0] : avg(a)] : Array.from({ length: chans }, (_, c) => a[c % a.length]));
+  const pick = (a) =>
+    chans === 1 ? [a.length === 1 ? a[0] : avg(a)] : Array.from({ length: chans }, (_, c) => a[c % a.length]);
   return { mean: pick(mean), std: pick(std) };
 }
 
@@ -44,15 +45,19 @@ function axisWeights(src, dst, scale, offset) {
   const out = [];
   for (let o = 0; o < dst; o++) {
     const taps = [];
-    if (scale >= 1) { // area: the source interval [a, b) of output pixel o
-      const a = (o + offset) * scale, b = (o + offset + 1) * scale;
+    if (scale >= 1) {
+      // area: the source interval [a, b) of output pixel o
+      const a = (o + offset) * scale,
+        b = (o + offset + 1) * scale;
       for (let s = Math.floor(a); s < Math.min(src, Math.ceil(b)); s++) {
         const w = Math.min(b, s + 1) - Math.max(a, s);
         if (w > 0) taps.push([s, w / scale]);
       }
-    } else { // bilinear, pixel centres (align_corners=False)
+    } else {
+      // bilinear, pixel centres (align_corners=False)
       const c = (o + offset + 0.5) * scale - 0.5;
-      const s0 = Math.floor(c), f = c - s0;
+      const s0 = Math.floor(c),
+        f = c - s0;
       const clamp = (v) => Math.min(src - 1, Math.max(0, v));
       taps.push([clamp(s0), 1 - f], [clamp(s0 + 1), f]);
     }
@@ -65,17 +70,21 @@ function axisWeights(src, dst, scale, offset) {
 // the crop is an image of its own (torchvision's crop, then resize), so bilinear taps are clamped
 // to the box.
 function boxWeights(start, len, dst) {
-  const scale = len / dst, out = [];
+  const scale = len / dst,
+    out = [];
   for (let o = 0; o < dst; o++) {
     const taps = [];
     if (scale >= 1) {
-      const a = start + o * scale, b = start + (o + 1) * scale;
+      const a = start + o * scale,
+        b = start + (o + 1) * scale;
       for (let s = Math.floor(a); s < Math.min(start + len, Math.ceil(b)); s++) {
         const w = Math.min(b, s + 1) - Math.max(a, s);
         if (w > 0) taps.push([s, w / scale]);
       }
     } else {
-      const c = start + (o + 0.5) * scale - 0.5, s0 = Math.floor(c), f = c - s0;
+      const c = start + (o + 0.5) * scale - 0.5,
+        s0 = Math.floor(c),
+        f = c - s0;
       const clamp = (v) => Math.min(start + len - 1, Math.max(start, v));
       taps.push([clamp(s0), 1 - f], [clamp(s0 + 1), f]);
     }
@@ -89,9 +98,12 @@ function boxWeights(start, len, dst) {
  * (1: the average (R+G+B)/3; 3 from grey: repeated). */
 export function resizeCrop(src, w, h, srcChans, size, chans) {
   if (!(w > 0 && h > 0)) throw new VitrineError(`an empty ${w}x${h} image`, -1);
-  const short = Math.min(w, h), scale = short / size;
-  const rw = Math.round(w / scale), rh = Math.round(h / scale); // resized size
-  const ox = Math.floor((rw - size) / 2), oy = Math.floor((rh - size) / 2);
+  const short = Math.min(w, h),
+    scale = short / size;
+  const rw = Math.round(w / scale),
+    rh = Math.round(h / scale); // resized size
+  const ox = Math.floor((rw - size) / 2),
+    oy = Math.floor((rh - size) / 2);
   return resample(src, w, h, srcChans, axisWeights(w, size, scale, ox), axisWeights(h, size, scale, oy), size, chans);
 }
 
@@ -108,23 +120,27 @@ export function resizeBox(src, w, h, srcChans, box, size, chans) {
 // once to bytes; the model's channels taken from the source's.
 function resample(src, w, h, srcChans, wx, wy, size, chans) {
   const out = new Uint8Array(chans * size * size);
-  const plane = new Float32Array(w * h), tmp = new Float32Array(size * h);
+  const plane = new Float32Array(w * h),
+    tmp = new Float32Array(size * h);
   for (let c = 0; c < chans; c++) {
-    for (let i = 0; i < w * h; i++) { // the source plane for output channel c
+    for (let i = 0; i < w * h; i++) {
+      // the source plane for output channel c
       if (srcChans === 1) plane[i] = src[i];
       else if (chans === 1) plane[i] = (src[srcChans * i] + src[srcChans * i + 1] + src[srcChans * i + 2]) / 3;
       else plane[i] = src[srcChans * i + (c % 3)];
     }
-    for (let y = 0; y < h; y++) for (let x = 0; x < size; x++) {
-      let v = 0;
-      for (const [s, wt] of wx[x]) v += wt * plane[y * w + s];
-      tmp[y * size + x] = v;
-    }
-    for (let y = 0; y < size; y++) for (let x = 0; x < size; x++) {
-      let v = 0;
-      for (const [s, wt] of wy[y]) v += wt * tmp[s * size + x];
-      out[c * size * size + y * size + x] = Math.max(0, Math.min(255, Math.round(v)));
-    }
+    for (let y = 0; y < h; y++)
+      for (let x = 0; x < size; x++) {
+        let v = 0;
+        for (const [s, wt] of wx[x]) v += wt * plane[y * w + s];
+        tmp[y * size + x] = v;
+      }
+    for (let y = 0; y < size; y++)
+      for (let x = 0; x < size; x++) {
+        let v = 0;
+        for (const [s, wt] of wy[y]) v += wt * tmp[s * size + x];
+        out[c * size * size + y * size + x] = Math.max(0, Math.min(255, Math.round(v)));
+      }
   }
   return out;
 }
@@ -136,7 +152,10 @@ export const MAX_DATASET_BYTES = 2 ** 31;
 export function checkDatasetBytes(name, n, size, chans) {
   const bytes = n * chans * size * size;
   if (bytes > MAX_DATASET_BYTES)
-    throw new VitrineError(`${name}: ${n} images at ${size}x${size}x${chans} would take ${(bytes / 2 ** 30).toFixed(1)} GiB, more than the ${MAX_DATASET_BYTES / 2 ** 30} GiB a data set may hold in memory (a smaller img_size, or fewer images)`, -1);
+    throw new VitrineError(
+      `${name}: ${n} images at ${size}x${size}x${chans} would take ${(bytes / 2 ** 30).toFixed(1)} GiB, more than the ${MAX_DATASET_BYTES / 2 ** 30} GiB a data set may hold in memory (a smaller img_size, or fewer images)`,
+      -1,
+    );
 }
 
 /** A data set ({ n, chans, size, pixels: Uint8Array [n, chans, size, size], ... }) at another size
@@ -144,10 +163,15 @@ export function checkDatasetBytes(name, n, size, chans) {
 export function adapt(ds, size, chans) {
   if (ds.size === size && ds.chans === chans) return ds;
   checkDatasetBytes(ds.name, ds.n, size, chans);
-  if (ds.chans !== 1 && ds.chans < 3) throw new VitrineError(`${ds.name}: ${ds.chans}-channel images: only grey (1) or colour (3+) convert`, -1);
-  const per = chans * size * size, src = ds.chans * ds.size * ds.size, out = new Uint8Array(ds.n * per);
-  const hwc = new Uint8Array(src), px = ds.size * ds.size;
-  for (let i = 0; i < ds.n; i++) { // CHW -> interleaved for resizeCrop
+  if (ds.chans !== 1 && ds.chans < 3)
+    throw new VitrineError(`${ds.name}: ${ds.chans}-channel images: only grey (1) or colour (3+) convert`, -1);
+  const per = chans * size * size,
+    src = ds.chans * ds.size * ds.size,
+    out = new Uint8Array(ds.n * per);
+  const hwc = new Uint8Array(src),
+    px = ds.size * ds.size;
+  for (let i = 0; i < ds.n; i++) {
+    // CHW -> interleaved for resizeCrop
     const im = ds.pixels.subarray(i * src, (i + 1) * src);
     for (let c = 0; c < ds.chans; c++) for (let k = 0; k < px; k++) hwc[k * ds.chans + c] = im[c * px + k];
     out.set(resizeCrop(hwc, ds.size, ds.size, ds.chans, size, chans), i * per);
@@ -166,12 +190,16 @@ function normaliseTables(chans, stats) {
 /** Images `indices` of a data set -> normalised Float32Array NCHW, (v / 255 - mean) / std with
  * channelStats(ds.chans, stats) (ImageNet's by default). `out`: a buffer to reuse. */
 export function makeBatch(ds, indices, out = null, stats = {}) {
-  const per = ds.chans * ds.size * ds.size, px = ds.size * ds.size, lut = normaliseTables(ds.chans, stats);
+  const per = ds.chans * ds.size * ds.size,
+    px = ds.size * ds.size,
+    lut = normaliseTables(ds.chans, stats);
   out = out || new Float32Array(indices.length * per);
   for (let c = 0; c < ds.chans; c++) {
-    const t = lut[c], o = c * px;
+    const t = lut[c],
+      o = c * px;
     for (let j = 0; j < indices.length; j++) {
-      const src = indices[j] * per + o, dst = j * per + o;
+      const src = indices[j] * per + o,
+        dst = j * per + o;
       for (let k = 0; k < px; k++) out[dst + k] = t[ds.pixels[src + k]];
     }
   }
@@ -182,7 +210,9 @@ export function makeBatch(ds, indices, out = null, stats = {}) {
  * grey images are repeated over R, G, B. For showing inputs and reconstructions. */
 export function toRGBA(nchw, { chans, img }, b = 0, stats = {}) {
   const { mean, std } = channelStats(chans, stats);
-  const px = img * img, base = b * chans * px, out = new Uint8ClampedArray(4 * px);
+  const px = img * img,
+    base = b * chans * px,
+    out = new Uint8ClampedArray(4 * px);
   for (let i = 0; i < px; i++) {
     for (let k = 0; k < 3; k++) {
       const c = chans === 1 ? 0 : k % chans;
@@ -195,14 +225,22 @@ export function toRGBA(nchw, { chans, img }, b = 0, stats = {}) {
 
 // ---- the API's image inputs -------------------------------------------------------------------------
 
-const isImageLike = (x) => x && typeof x === 'object' && typeof x.width === 'number' && typeof x.height === 'number' &&
+const isImageLike = (x) =>
+  x &&
+  typeof x === 'object' &&
+  typeof x.width === 'number' &&
+  typeof x.height === 'number' &&
   (x.data instanceof Uint8ClampedArray || x.data instanceof Uint8Array);
 const isBitmap = (x) => typeof ImageBitmap !== 'undefined' && x instanceof ImageBitmap;
 
 /** An ImageBitmap's RGBA pixels at its own size (browser: an OffscreenCanvas, else a canvas). */
 export function bitmapPixels(bm) {
-  const canvas = typeof OffscreenCanvas !== 'undefined' ? new OffscreenCanvas(bm.width, bm.height)
-    : typeof document !== 'undefined' ? Object.assign(document.createElement('canvas'), { width: bm.width, height: bm.height }) : null;
+  const canvas =
+    typeof OffscreenCanvas !== 'undefined'
+      ? new OffscreenCanvas(bm.width, bm.height)
+      : typeof document !== 'undefined'
+        ? Object.assign(document.createElement('canvas'), { width: bm.width, height: bm.height })
+        : null;
   if (!canvas) throw new VitrineError('ImageBitmap input needs a canvas (a browser)', -1);
   const ctx = canvas.getContext('2d', { willReadFrequently: true });
   ctx.drawImage(bm, 0, 0);
@@ -215,7 +253,11 @@ export function bitmapPixels(bm) {
  * alpha < 255 may still lose a level of RGB through the canvas). Throws when it is not an image. */
 export async function decodeBlob(blob) {
   const bm = await createImageBitmap(blob, { colorSpaceConversion: 'none', premultiplyAlpha: 'none' });
-  try { return bitmapPixels(bm); } finally { bm.close(); }
+  try {
+    return bitmapPixels(bm);
+  } finally {
+    bm.close();
+  }
 }
 
 /** Images as the model takes them: Float32Array NCHW passes through (its length checked);
@@ -226,7 +268,10 @@ export function toNCHW(images, { img, chans }, stats = {}) {
   const per = chans * img * img;
   if (images instanceof Float32Array) {
     if (images.length === 0 || images.length % per)
-      throw new VitrineError(`images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`, -1);
+      throw new VitrineError(
+        `images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${img}*${img} = ${per}`,
+        -1,
+      );
     return { data: images, batch: images.length / per };
   }
   const list = Array.isArray(images) ? images : [images];
@@ -237,10 +282,22 @@ export function toNCHW(images, { img, chans }, stats = {}) {
     if (bitmap) im = bitmapPixels(im);
     if (!isImageLike(im) || im.data.length !== 4 * im.width * im.height)
       throw new VitrineError('images: expected Float32Array (NCHW), ImageData (RGBA) or ImageBitmap', -1);
-    if (!bitmap && (im.width !== img || im.height !== img)) // pixels the caller prepared: the model's size
-      throw new VitrineError(`images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img} (decodeBlob + resizeCrop, or an ImageBitmap, resize)`, -1);
+    if (!bitmap && (im.width !== img || im.height !== img))
+      // pixels the caller prepared: the model's size
+      throw new VitrineError(
+        `images: ImageData is ${im.width}x${im.height}, the model takes ${img}x${img} (decodeBlob + resizeCrop, or an ImageBitmap, resize)`,
+        -1,
+      );
     pixels.set(resizeCrop(im.data, im.width, im.height, 4, img, chans), b * per);
   });
   const ds = { chans, size: img, pixels };
-  return { data: makeBatch(ds, Int32Array.from(list, (_, i) => i), null, stats), batch: list.length };
+  return {
+    data: makeBatch(
+      ds,
+      Int32Array.from(list, (_, i) => i),
+      null,
+      stats,
+    ),
+    batch: list.length,
+  };
 }

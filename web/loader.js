@@ -20,18 +20,29 @@ export const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: 
 
 // (module (func (result v128) i32.const 0 i8x16.splat i8x16.popcnt)): valid only with SIMD128.
 // (The SIMD builds also use bulk memory, which every engine with SIMD128 has: not probed.)
-const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10,
-  10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+const SIMD_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11,
+]);
 // (module (func (result v128) f32.const 0 f32x4.splat (x3) f32x4.relaxed_madd)): valid only with
 // relaxed SIMD (Chromium 114+ by default; Node 20 behind V8's --experimental-wasm-relaxed-simd).
-const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10,
-  28, 1, 26, 0, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 253, 133, 2, 11]);
+const RELAXED_PROBE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 28, 1, 26, 0, 67, 0, 0, 0, 0, 253, 19, 67, 0, 0,
+  0, 0, 253, 19, 67, 0, 0, 0, 0, 253, 19, 253, 133, 2, 11,
+]);
 
 export function simdSupported() {
-  try { return WebAssembly.validate(SIMD_PROBE); } catch { return false; }
+  try {
+    return WebAssembly.validate(SIMD_PROBE);
+  } catch {
+    return false;
+  }
 }
 export function relaxedSimdSupported() {
-  try { return WebAssembly.validate(RELAXED_PROBE); } catch { return false; }
+  try {
+    return WebAssembly.validate(RELAXED_PROBE);
+  } catch {
+    return false;
+  }
 }
 
 /** Node 20 only: turn on V8's relaxed SIMD (--experimental-wasm-relaxed-simd) for this process,
@@ -41,12 +52,22 @@ export function relaxedSimdSupported() {
  * and the Node tests call it; a library user decides for their own process. */
 export async function enableNodeRelaxedSimd() {
   if (relaxedSimdSupported() || !IS_NODE) return relaxedSimdSupported();
-  try { (await nodeModule('v8')).setFlagsFromString('--experimental-wasm-relaxed-simd'); } catch { /* not V8 */ }
+  try {
+    (await nodeModule('v8')).setFlagsFromString('--experimental-wasm-relaxed-simd');
+  } catch {
+    /* not V8 */
+  }
   return relaxedSimdSupported();
 }
 
-const freeze = (x) => Object.freeze(Array.isArray(x) ? x.map(freeze) : x && typeof x === 'object'
-  ? Object.fromEntries(Object.entries(x).map(([k, v]) => [k, freeze(v)])) : x);
+const freeze = (x) =>
+  Object.freeze(
+    Array.isArray(x)
+      ? x.map(freeze)
+      : x && typeof x === 'object'
+        ? Object.fromEntries(Object.entries(x).map(([k, v]) => [k, freeze(v)]))
+        : x,
+  );
 /** The builds createVitrine can load (wasm/builds.json): name -> { runtime, simd, relaxed, threads,
  * mt, browser, files } (files: in build/wasm/ beside web/; threads: a shared-memory "-mt" file; mt:
  * this build's "-mt" twin; browser: runs in a browser). */
@@ -58,7 +79,8 @@ const canRun = (b) => (!b.simd || simdSupported()) && (!b.relaxed || relaxedSimd
 export function buildName(wasm) {
   const first = (names) => names.find((n) => canRun(WASM_BUILDS[n])) || names[names.length - 1];
   const name = wasm == null ? first(manifest.default) : wasm === 'wasi' ? first(manifest.wasi) : wasm;
-  if (!Object.hasOwn(WASM_BUILDS, name)) throw new Error(`unknown wasm build '${name}' (${[...Object.keys(WASM_BUILDS), 'wasi'].join(', ')})`);
+  if (!Object.hasOwn(WASM_BUILDS, name))
+    throw new Error(`unknown wasm build '${name}' (${[...Object.keys(WASM_BUILDS), 'wasi'].join(', ')})`);
   return name;
 }
 /** The build to fall back to when the first of `default` is absent (the relaxed build needs
@@ -108,10 +130,16 @@ const WASM_BASE = '../build/wasm/';
 
 /** Loads build `name`: options { wasmDir, locateFile } as createVitrine's. Returns `low` (above). */
 export async function loadBuild(name, options = {}) {
-  const b = WASM_BUILDS[name], wasmFile = b.files.find((f) => f.endsWith('.wasm'));
-  if (!b.browser && !IS_NODE) throw new Error(`the ${name} build runs in Node only; use wasm: '${manifest.default.join("', '")}'`);
+  const b = WASM_BUILDS[name],
+    wasmFile = b.files.find((f) => f.endsWith('.wasm'));
+  if (!b.browser && !IS_NODE)
+    throw new Error(`the ${name} build runs in Node only; use wasm: '${manifest.default.join("', '")}'`);
   const dir = options.wasmDir || envWasmDir();
-  let url = dir ? await fileUrl(dir, wasmFile) : urls[name] ? urls[name]() : new URL(WASM_BASE + wasmFile, import.meta.url);
+  let url = dir
+    ? await fileUrl(dir, wasmFile)
+    : urls[name]
+      ? urls[name]()
+      : new URL(WASM_BASE + wasmFile, import.meta.url);
   let factory = glue[name];
   if (b.runtime === 'emscripten' && (dir || !factory)) {
     const glueFile = b.files.find((f) => f.endsWith('.mjs'));
@@ -127,8 +155,12 @@ export async function loadBuild(name, options = {}) {
 // ---- runtimes ---------------------------------------------------------------------------------
 
 // every vtw_* function of an export object (Emscripten's Module: `_vtw_*`), without the prefix
-const vtwExports = (obj, prefix) => Object.fromEntries(Object.keys(obj).filter((k) => k.startsWith(prefix) && typeof obj[k] === 'function')
-  .map((k) => [k.slice(prefix.length), obj[k]]));
+const vtwExports = (obj, prefix) =>
+  Object.fromEntries(
+    Object.keys(obj)
+      .filter((k) => k.startsWith(prefix) && typeof obj[k] === 'function')
+      .map((k) => [k.slice(prefix.length), obj[k]]),
+  );
 
 // Emscripten build: an ES module factory. We compile the bytes ourselves and hand the glue the
 // instance (Emscripten 3.1.6 would otherwise try fetch() on a path in Node, and a bundler could
@@ -137,19 +169,26 @@ const vtwExports = (obj, prefix) => Object.fromEntries(Object.keys(obj).filter((
 async function startEmscripten(factory, bytes, shared) {
   const module = await WebAssembly.compile(bytes);
   let failed;
-  const instantiated = new Promise((_, reject) => { failed = reject; });
-  const M = await Promise.race([instantiated, factory({
-    print: () => {}, printErr: () => {},
-    instantiateWasm(imports, receive) {
-      WebAssembly.instantiate(module, imports).then((inst) => receive(inst, module), failed);
-      return {};
-    },
-  })]);
+  const instantiated = new Promise((_, reject) => {
+    failed = reject;
+  });
+  const M = await Promise.race([
+    instantiated,
+    factory({
+      print: () => {},
+      printErr: () => {},
+      instantiateWasm(imports, receive) {
+        WebAssembly.instantiate(module, imports).then((inst) => receive(inst, module), failed);
+        return {};
+      },
+    }),
+  ]);
   return {
     exports: vtwExports(M, '_vtw_'),
     // the glue re-points HEAPU8 when memory grows; a shared memory's .buffer is always current
     buffer: shared ? () => M.wasmMemory.buffer : () => M.HEAPU8.buffer,
-    module, memory: shared ? M.wasmMemory : null,
+    module,
+    memory: shared ? M.wasmMemory : null,
     run: shared ? rawExportName(M, '_vtw_worker_run') : null,
     stack: shared ? { fn: rawExportName(M, 'stackRestore') } : null,
   };
@@ -188,8 +227,16 @@ async function startReactor(bytes, { imports = {}, memory = null } = {}) {
   instance = await WebAssembly.instantiate(module, { ...imports, ...shim });
   if (typeof instance.exports._initialize === 'function') instance.exports._initialize();
   const ex = instance.exports;
-  return { exports: vtwExports(ex, 'vtw_'), fn: (name) => ex[name], buffer: () => getMemory().buffer, instance, module,
-    memory: pages != null ? memory : null, run: 'vtw_worker_run', stack: { global: '__stack_pointer' } };
+  return {
+    exports: vtwExports(ex, 'vtw_'),
+    fn: (name) => ex[name],
+    buffer: () => getMemory().buffer,
+    instance,
+    module,
+    memory: pages != null ? memory : null,
+    run: 'vtw_worker_run',
+    stack: { global: '__stack_pointer' },
+  };
 }
 
 // Node's WASI builds (node:wasi); a "-mt" one imports a shared memory
@@ -209,5 +256,12 @@ async function startWasi(bytes) {
   // node:wasi finds the memory among the exports; an imported one is not there
   wasi.initialize(memory ? { exports: { _initialize: ex._initialize, memory } } : instance);
   const mem = memory || ex.memory;
-  return { exports: vtwExports(ex, 'vtw_'), buffer: () => mem.buffer, module, memory, run: 'vtw_worker_run', stack: { global: '__stack_pointer' } };
+  return {
+    exports: vtwExports(ex, 'vtw_'),
+    buffer: () => mem.buffer,
+    module,
+    memory,
+    run: 'vtw_worker_run',
+    stack: { global: '__stack_pointer' },
+  };
 }

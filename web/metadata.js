@@ -19,7 +19,7 @@ export class MetadataError extends VitrineError {
   constructor(field, message) {
     super(`${field}: ${message}`, -3); // VT_ERR_FORMAT, as the engine's damaged-file errors
     this.name = 'MetadataError';
-    this.field = field;   // e.g. 'vitrine_run.batch'
+    this.field = field; // e.g. 'vitrine_run.batch'
     this.reason = message; // what is wrong with it
   }
 }
@@ -28,7 +28,11 @@ export class MetadataError extends VitrineError {
 export function show(v) {
   if (v === undefined) return 'missing';
   let s;
-  try { s = typeof v === 'number' && !Number.isFinite(v) ? String(v) : JSON.stringify(v); } catch { s = String(v); }
+  try {
+    s = typeof v === 'number' && !Number.isFinite(v) ? String(v) : JSON.stringify(v);
+  } catch {
+    s = String(v);
+  }
   return s.length > 60 ? `${s.slice(0, 57)}...` : s;
 }
 
@@ -44,7 +48,8 @@ function repeatedKey(text) {
       let j = i + 1;
       while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
       const top = frames[frames.length - 1];
-      if (top && top.keys && top.expectKey) { // an object's key: new in that object?
+      if (top && top.keys && top.expectKey) {
+        // an object's key: new in that object?
         const k = JSON.parse(text.slice(i, j + 1));
         if (top.keys.has(k)) return `${frames.slice(0, -1).map(step).join('')}.${k}`.replace(/^\./, '');
         top.keys.add(k);
@@ -55,7 +60,11 @@ function repeatedKey(text) {
     } else if (c === '{') frames.push({ keys: new Set(), key: '', expectKey: true });
     else if (c === '[') frames.push({ index: 0 });
     else if (c === '}' || c === ']') frames.pop();
-    else if (c === ',') { const top = frames[frames.length - 1]; if (top.keys) top.expectKey = true; else top.index++; }
+    else if (c === ',') {
+      const top = frames[frames.length - 1];
+      if (top.keys) top.expectKey = true;
+      else top.index++;
+    }
   }
   return null;
 }
@@ -65,9 +74,14 @@ function repeatedKey(text) {
 export function parseJson(text, field) {
   if (typeof text !== 'string') throw new MetadataError(field, `${show(text)} is not JSON text`);
   let v;
-  try { v = JSON.parse(text); } catch (e) {
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
     // V8 says where ("at position 12", or quotes the text): the field is what the reader needs
-    const why = e.message.replace(/ at position \d+.*$/s, '').replace(/ in JSON$/, '').replace(/, "[\s\S]*" is not valid JSON$/, '');
+    const why = e.message
+      .replace(/ at position \d+.*$/s, '')
+      .replace(/ in JSON$/, '')
+      .replace(/, "[\s\S]*" is not valid JSON$/, '');
     throw new MetadataError(field, `not JSON (${why})`);
   }
   const dup = repeatedKey(text);
@@ -79,16 +93,27 @@ export function parseJson(text, field) {
 
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 /** A whole number in min..max. */
-export const int = (min, max) => (v) => (Number.isInteger(v) && v >= min && v <= max ? null : `${show(v)} is not a whole number in ${min}..${max}`);
+export const int = (min, max) => (v) =>
+  Number.isInteger(v) && v >= min && v <= max ? null : `${show(v)} is not a whole number in ${min}..${max}`;
 /** A finite number in min..max ([min, max) when open). */
-export const num = (min, max, { open = false } = {}) => (v) =>
-  (typeof v === 'number' && v >= min && (open ? v < max : v <= max) ? null : `${show(v)} is not a number in ${open ? `[${min}, ${max})` : `${min}..${max}`}`);
+export const num =
+  (min, max, { open = false } = {}) =>
+  (v) =>
+    typeof v === 'number' && v >= min && (open ? v < max : v <= max)
+      ? null
+      : `${show(v)} is not a number in ${open ? `[${min}, ${max})` : `${min}..${max}`}`;
 /** Text: non-empty, at most `max` characters, matching `re` when given. */
-export const text = ({ max = 4096, re = null, what = null } = {}) => (v) =>
-  (typeof v === 'string' && v.length > 0 && v.length <= max && (!re || re.test(v)) ? null
-    : `${show(v)} is not ${what || `text of 1..${max} characters`}`);
+export const text =
+  ({ max = 4096, re = null, what = null } = {}) =>
+  (v) =>
+    typeof v === 'string' && v.length > 0 && v.length <= max && (!re || re.test(v))
+      ? null
+      : `${show(v)} is not ${what || `text of 1..${max} characters`}`;
 /** One of the values listed. */
-export const oneOf = (...vals) => (v) => (vals.includes(v) ? null : `${show(v)} is not one of ${vals.map((x) => show(x)).join(', ')}`);
+export const oneOf =
+  (...vals) =>
+  (v) =>
+    vals.includes(v) ? null : `${show(v)} is not one of ${vals.map((x) => show(x)).join(', ')}`;
 /** The rule, or null / absent. */
 export const optional = (rule) => (v) => (v == null ? null : rule(v));
 /** A JSON object (what its fields are is checked elsewhere). */
@@ -117,22 +142,51 @@ const seedRule = (v) => SEED(v) || (Number(v) > 2 ** 53 - 3 ? `${show(v)} is mor
 const MAX_CLASSES = 100000;
 // timm kwargs an encoder file or a classifier's spec may carry: their JSON types (the engine
 // checks names and ranges when it builds the model: src/config.c)
-const KWARG = (v) => (v === null || ['number', 'boolean', 'string'].includes(typeof v) ? null : `${show(v)} is not a number, true / false, text or null`);
+const KWARG = (v) =>
+  v === null || ['number', 'boolean', 'string'].includes(typeof v)
+    ? null
+    : `${show(v)} is not a number, true / false, text or null`;
 
 // the settings both kinds of run keep (web/cli/train.js, web/cli/classify.js)
 const RUN_RULES = {
-  batch: int(1, 65536), steps: int(1, COUNT), warmup: int(0, COUNT), lr: num(0, 1000), seed: seedRule,
-  data: text({ what: "'fashion-mnist' or a folder's path" }), wasm: optional(text({ max: 64, re: /^[a-z0-9-]+$/, what: 'a build name' })),
-  lossFirst: optional(num(-Infinity, Infinity)), preset: optional(text({ max: 200 })), init: optional(text()),
-  augment: optional((v) => { // web/datasets.js parseAugment's words: none, or hflip[:P], rrc[:A-B[:C-D]], flip, shift:N
+  batch: int(1, 65536),
+  steps: int(1, COUNT),
+  warmup: int(0, COUNT),
+  lr: num(0, 1000),
+  seed: seedRule,
+  data: text({ what: "'fashion-mnist' or a folder's path" }),
+  wasm: optional(text({ max: 64, re: /^[a-z0-9-]+$/, what: 'a build name' })),
+  lossFirst: optional(num(-Infinity, Infinity)),
+  preset: optional(text({ max: 200 })),
+  init: optional(text()),
+  augment: optional((v) => {
+    // web/datasets.js parseAugment's words: none, or hflip[:P], rrc[:A-B[:C-D]], flip, shift:N
     if (typeof v !== 'string' || v.length > 256) return `${show(v)} is not text of 1..256 characters`;
-    try { parseAugment(v); return null; } catch { return `${show(v)} is not none, or a comma list of hflip[:P], rrc[:A-B[:C-D]], flip, shift:N`; }
+    try {
+      parseAugment(v);
+      return null;
+    } catch {
+      return `${show(v)} is not none, or a comma list of hflip[:P], rrc[:A-B[:C-D]], flip, shift:N`;
+    }
   }),
 };
 const RULES_OF = {
-  vitrine_run: { ...RUN_RULES, objective: oneOf('mae', 'aim'), maskRatio: optional(num(0, 1, { open: true })), dataN: optional(int(1, 2 ** 31)) },
-  vitrine_classify: { ...RUN_RULES, pool: oneOf('token', 'avg'), weightDecay: num(0, 1000), labelSmoothing: num(0, 1, { open: true }),
-    trainMax: optional(int(1, 2 ** 31 - 1)), trainN: optional(int(1, 2 ** 31 - 1)), config: optional(object()), spec: object() },
+  vitrine_run: {
+    ...RUN_RULES,
+    objective: oneOf('mae', 'aim'),
+    maskRatio: optional(num(0, 1, { open: true })),
+    dataN: optional(int(1, 2 ** 31)),
+  },
+  vitrine_classify: {
+    ...RUN_RULES,
+    pool: oneOf('token', 'avg'),
+    weightDecay: num(0, 1000),
+    labelSmoothing: num(0, 1, { open: true }),
+    trainMax: optional(int(1, 2 ** 31 - 1)),
+    trainN: optional(int(1, 2 ** 31 - 1)),
+    config: optional(object()),
+    spec: object(),
+  },
 };
 
 /** A model spec as createModel takes it ({ kind, config } | { kind, preset }): its shape checked
@@ -143,7 +197,13 @@ export function checkSpec(spec, field, kinds = null, configField = `${field}.con
   if (spec.preset != null) return spec;
   if (!isObject(spec.config)) throw new MetadataError(configField, `${show(spec.config)} is not an object`);
   for (const [k, v] of Object.entries(spec.config)) {
-    if (k === 'encoder' && isObject(v)) { for (const [ek, ev] of Object.entries(v)) { const why = KWARG(ev); if (why) throw new MetadataError(`${configField}.encoder.${ek}`, why); } continue; }
+    if (k === 'encoder' && isObject(v)) {
+      for (const [ek, ev] of Object.entries(v)) {
+        const why = KWARG(ev);
+        if (why) throw new MetadataError(`${configField}.encoder.${ek}`, why);
+      }
+      continue;
+    }
     const why = KWARG(v);
     if (why) throw new MetadataError(`${configField}.${k}`, why);
   }
@@ -159,23 +219,47 @@ export function checkSpec(spec, field, kinds = null, configField = `${field}.con
  */
 export function checkCheckpoint(meta, key) {
   if (!isObject(meta)) throw new MetadataError('__metadata__', `${show(meta)} is not an object`);
-  if (meta.format !== FORMATS.checkpoint) throw new MetadataError('format', `${show(meta.format)} is not ${show(FORMATS.checkpoint)}`);
+  if (meta.format !== FORMATS.checkpoint)
+    throw new MetadataError('format', `${show(meta.format)} is not ${show(FORMATS.checkpoint)}`);
   if (meta[key] == null) throw new MetadataError(key, 'missing (not a checkpoint of this kind of run)');
   const run = checkFields(parseJson(meta[key], key), RULES_OF[key], key);
-  checkFields(meta, { kind: text({ max: 32 }), step: text({ max: 10, re: /^\d+$/, what: 'a step count in decimal digits' }),
-    grad_checkpointing: optional(text({ max: 64 })), model_config: text({ max: 1 << 20 }) }, '__metadata__');
+  checkFields(
+    meta,
+    {
+      kind: text({ max: 32 }),
+      step: text({ max: 10, re: /^\d+$/, what: 'a step count in decimal digits' }),
+      grad_checkpointing: optional(text({ max: 64 })),
+      model_config: text({ max: 1 << 20 }),
+    },
+    '__metadata__',
+  );
   const step = Number(meta.step);
-  if (step > run.steps) throw new MetadataError('step', `${step} is past the run's last step (${key}.steps ${run.steps})`);
+  if (step > run.steps)
+    throw new MetadataError('step', `${step} is past the run's last step (${key}.steps ${run.steps})`);
   let spec;
   if (key === 'vitrine_run') {
-    if (meta.kind !== run.objective) throw new MetadataError('kind', `${show(meta.kind)} is not the run's objective ${show(run.objective)}`);
-    spec = checkSpec({ kind: meta.kind, config: parseJson(meta.model_config, 'model_config') }, 'kind', ['mae', 'aim'], 'model_config');
+    if (meta.kind !== run.objective)
+      throw new MetadataError('kind', `${show(meta.kind)} is not the run's objective ${show(run.objective)}`);
+    spec = checkSpec(
+      { kind: meta.kind, config: parseJson(meta.model_config, 'model_config') },
+      'kind',
+      ['mae', 'aim'],
+      'model_config',
+    );
   } else {
     spec = checkSpec(run.spec, `${key}.spec`, ['timm']);
     if (!spec.config) throw new MetadataError(`${key}.spec.config`, 'missing (a classifier run states its config)');
     const nc = spec.config.num_classes;
-    if (!(Number.isInteger(nc) && nc >= 2 && nc <= MAX_CLASSES)) throw new MetadataError(`${key}.spec.config.num_classes`, `${show(nc)} is not a whole number in 2..${MAX_CLASSES}`);
-    if (spec.config.global_pool !== run.pool) throw new MetadataError(`${key}.spec.config.global_pool`, `${show(spec.config.global_pool)} is not the run's pool ${show(run.pool)}`);
+    if (!(Number.isInteger(nc) && nc >= 2 && nc <= MAX_CLASSES))
+      throw new MetadataError(
+        `${key}.spec.config.num_classes`,
+        `${show(nc)} is not a whole number in 2..${MAX_CLASSES}`,
+      );
+    if (spec.config.global_pool !== run.pool)
+      throw new MetadataError(
+        `${key}.spec.config.global_pool`,
+        `${show(spec.config.global_pool)} is not the run's pool ${show(run.pool)}`,
+      );
   }
   return { run, step, policy: meta.grad_checkpointing ?? null, spec };
 }
@@ -185,14 +269,29 @@ export function checkCheckpoint(meta, key) {
  * img / chans with the model the engine builds from spec (Vitrine.checkModel). */
 export function checkClassifier(meta) {
   if (!isObject(meta)) throw new MetadataError('__metadata__', `${show(meta)} is not an object`);
-  if (meta.vitrine_classifier == null) throw new MetadataError('vitrine_classifier', 'missing (not a classifier of vitrine train --objective classify)');
-  const F = 'vitrine_classifier', c = checkFields(parseJson(meta.vitrine_classifier, F), {
-    format: oneOf(FORMATS.classifier), img: int(1, 1000000), chans: int(1, 1000000),
-    classes: (v) => (Array.isArray(v) && v.length >= 2 && v.length <= MAX_CLASSES ? null : `${show(v)} is not a list of 2..${MAX_CLASSES} class names`),
-  }, F);
+  if (meta.vitrine_classifier == null)
+    throw new MetadataError('vitrine_classifier', 'missing (not a classifier of vitrine train --objective classify)');
+  const F = 'vitrine_classifier',
+    c = checkFields(
+      parseJson(meta.vitrine_classifier, F),
+      {
+        format: oneOf(FORMATS.classifier),
+        img: int(1, 1000000),
+        chans: int(1, 1000000),
+        classes: (v) =>
+          Array.isArray(v) && v.length >= 2 && v.length <= MAX_CLASSES
+            ? null
+            : `${show(v)} is not a list of 2..${MAX_CLASSES} class names`,
+      },
+      F,
+    );
   const seen = new Set();
   c.classes.forEach((name, i) => {
-    const why = text({ max: 200, re: /^[^\u0000-\u001f\u007f]+$/, what: 'a class name (1..200 characters, no control characters)' })(name);
+    const why = text({
+      max: 200,
+      re: /^[^\u0000-\u001f\u007f]+$/,
+      what: 'a class name (1..200 characters, no control characters)',
+    })(name);
     if (why) throw new MetadataError(`${F}.classes[${i}]`, why);
     if (seen.has(name)) throw new MetadataError(`${F}.classes[${i}]`, `${show(name)} is named twice`);
     seen.add(name);
@@ -200,7 +299,10 @@ export function checkClassifier(meta) {
   const spec = checkSpec(c.spec, `${F}.spec`, ['timm']);
   if (!spec.config) throw new MetadataError(`${F}.spec.config`, 'missing (a classifier states its config)');
   if (spec.config.num_classes !== c.classes.length)
-    throw new MetadataError(`${F}.spec.config.num_classes`, `${show(spec.config.num_classes)} is not the number of class names (${c.classes.length})`);
+    throw new MetadataError(
+      `${F}.spec.config.num_classes`,
+      `${show(spec.config.num_classes)} is not the number of class names (${c.classes.length})`,
+    );
   return { classes: c.classes, spec, img: c.img, chans: c.chans };
 }
 
@@ -211,6 +313,9 @@ export function checkEncoder(meta) {
   if (meta.timm_kwargs == null) return null;
   const kw = parseJson(meta.timm_kwargs, 'timm_kwargs');
   if (!isObject(kw)) throw new MetadataError('timm_kwargs', `${show(kw)} is not an object`);
-  for (const [k, v] of Object.entries(kw)) { const why = KWARG(v); if (why) throw new MetadataError(`timm_kwargs.${k}`, why); }
+  for (const [k, v] of Object.entries(kw)) {
+    const why = KWARG(v);
+    if (why) throw new MetadataError(`timm_kwargs.${k}`, why);
+  }
   return kw;
 }

@@ -21,30 +21,49 @@ function liveView(model, make) {
   };
   return new Proxy(view, {
     get(_, k) {
-      const v = current(), x = Reflect.get(v, k, v);
+      const v = current(),
+        x = Reflect.get(v, k, v);
       return typeof x === 'function' ? x.bind(v) : x;
     },
-    set(_, k, x) { return Reflect.set(current(), k, x); },
-    has(_, k) { return Reflect.has(current(), k); },
-    ownKeys() { return Reflect.ownKeys(current()); },
-    getOwnPropertyDescriptor(_, k) { return Reflect.getOwnPropertyDescriptor(current(), k); },
-    defineProperty(_, k, d) { return Reflect.defineProperty(current(), k, d); },
+    set(_, k, x) {
+      return Reflect.set(current(), k, x);
+    },
+    has(_, k) {
+      return Reflect.has(current(), k);
+    },
+    ownKeys() {
+      return Reflect.ownKeys(current());
+    },
+    getOwnPropertyDescriptor(_, k) {
+      return Reflect.getOwnPropertyDescriptor(current(), k);
+    },
+    defineProperty(_, k, d) {
+      return Reflect.defineProperty(current(), k, d);
+    },
   });
 }
 
 // Index lists [B, K] (flat or nested; numbers or bigints) -> BigInt64Array, K.
 function toIndices(name, x, batch) {
   if (x == null) return null;
-  const flat = x instanceof BigInt64Array ? x : BigInt64Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => BigInt(v)));
+  const flat =
+    x instanceof BigInt64Array
+      ? x
+      : BigInt64Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => BigInt(v)));
   if (flat.length % batch) throw new VitrineError(`${name}: ${flat.length} indices are not [batch=${batch}, K]`, -1);
   return { data: flat, k: flat.length / batch };
 }
-const toMask = (x) => (x == null ? null : Uint8Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => (v ? 1 : 0))));
+const toMask = (x) =>
+  x == null ? null : Uint8Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => (v ? 1 : 0)));
 
 // A seed (number >= 0 below 2^53, or bigint below 2^64) -> [lo, hi] 32-bit halves.
 function seedHalves(seed) {
   let s;
-  try { s = BigInt(seed); } catch { s = -1n; }
+  try {
+    s = BigInt(seed);
+  } catch {
+    s = -1n;
+  }
   if (s < 0n || s >= 1n << 64n) throw new VitrineError(`seed must be an integer in [0, 2^64), got ${seed}`, -1);
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
@@ -53,13 +72,24 @@ function seedHalves(seed) {
 // batch of billions) is refused rather than printed rounded.
 function exactBytes(plan, batch) {
   for (const [k, v] of Object.entries(plan))
-    if (!Number.isSafeInteger(v)) throw new VitrineError(`plan of batch ${batch}: ${k} of about ${v.toExponential(2)} bytes, more than 2^53: beyond what JavaScript counts exactly (a smaller batch)`, -1);
+    if (!Number.isSafeInteger(v))
+      throw new VitrineError(
+        `plan of batch ${batch}: ${k} of about ${v.toExponential(2)} bytes, more than 2^53: beyond what JavaScript counts exactly (a smaller batch)`,
+        -1,
+      );
   return plan;
 }
 
 /** @internal The engine's model_dims layout as Model.dims names it. */
-export const modelDims = (d) => ({ img: d.imgSize, patch: d.patchSize, chans: d.inChans, dim: d.embedDim, depth: d.depth,
-  heads: d.numHeads, prefix: d.prefixTokens });
+export const modelDims = (d) => ({
+  img: d.imgSize,
+  patch: d.patchSize,
+  chans: d.inChans,
+  dim: d.embedDim,
+  depth: d.depth,
+  heads: d.numHeads,
+  prefix: d.prefixTokens,
+});
 
 export class Model {
   constructor(vt, handle, kind, arch = null) {
@@ -72,8 +102,8 @@ export class Model {
      * timm's pretrained_cfg of the architecture, then the pretrained_cfg of weights loaded
      * (initFrom, loadWeights), else ImageNet's (web/pretrained.js). Written into saveSafetensors. */
     this.normalization = resolveNormalization({ arch });
-    this._inputs = [];   // wasm allocations of the last forward's inputs (kept for backward)
-    this._last = null;   // { fn, batch, nImages, sizes | train } of the last call
+    this._inputs = []; // wasm allocations of the last forward's inputs (kept for backward)
+    this._last = null; // { fn, batch, nImages, sizes | train } of the last call
     this.dims = modelDims(vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p))[0]);
     // the WebGPU backend (createVitrine({ backend })): training steps replayed on the GPU
     this._gpu = vt.backend && vt.backend.gpu ? new vt.backend.Trainer(this, vt.backend.gpu) : null;
@@ -82,12 +112,22 @@ export class Model {
   // the state marks the GPU copy stale
   _wasmState(what, writes = true) {
     if (!this._gpu) return;
-    if (this._gpu.dirty) throw new VitrineError(`${what}: the model's newest state is on the GPU (trainStepAsync): await model.sync() first`, -7);
+    if (this._gpu.dirty)
+      throw new VitrineError(
+        `${what}: the model's newest state is on the GPU (trainStepAsync): await model.sync() first`,
+        -7,
+      );
     if (writes) this._gpu.invalidate();
   }
-  get _c() { if (!this._h) throw new VitrineError('model is disposed', -7); return this._vt._c; }
-  _stats(opts = {}) { return { mean: opts.mean || this.normalization.mean, std: opts.std || this.normalization.std }; }
-  _fn(name) { // a call's number (vt_fn) from its name
+  get _c() {
+    if (!this._h) throw new VitrineError('model is disposed', -7);
+    return this._vt._c;
+  }
+  _stats(opts = {}) {
+    return { mean: opts.mean || this.normalization.mean, std: opts.std || this.normalization.std };
+  }
+  _fn(name) {
+    // a call's number (vt_fn) from its name
     const i = this._vt.manifest.calls.indexOf(name);
     if (i < 0) throw new VitrineError(`unknown call '${name}' (${this._vt.manifest.calls.join(', ')})`, -1);
     return i;
@@ -100,7 +140,10 @@ export class Model {
     this._vt._c.model_free(this._h);
     this._h = 0;
   }
-  _freeInputs() { this._inputs.forEach((p) => this._vt.free(p)); this._inputs = []; }
+  _freeInputs() {
+    this._inputs.forEach((p) => this._vt.free(p));
+    this._inputs = [];
+  }
 
   /** requires_grad for parameters named `name` or under `name.` ('' = all). Returns the count. */
   setRequiresGrad(name, on = true) {
@@ -109,7 +152,9 @@ export class Model {
     this._gpu?.invalidate({ rerecord: true }); // the gradient layout changes
     return this._vt.check(this._vt.withStrings([name], (n) => c.set_requires_grad(this._h, n, on ? 1 : 0)));
   }
-  zeroGrad() { this._c.zero_grad(this._h); }
+  zeroGrad() {
+    this._c.zero_grad(this._h);
+  }
 
   /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (Vitrine.policies()). */
   setGradCheckpointing(policy) {
@@ -118,14 +163,22 @@ export class Model {
     if (policy === false || policy == null) policy = 'none';
     this._vt.check(this._vt.withStrings([policy], (p) => c.set_grad_checkpointing(this._h, p)));
   }
-  get gradCheckpointing() { return this._vt.cstring(this._c.get_grad_checkpointing(this._h)); }
+  get gradCheckpointing() {
+    return this._vt.cstring(this._c.get_grad_checkpointing(this._h));
+  }
   /** 'none' and the named policies the engine's budget search tries for this model, in its order
    * (block, selective, sqrt, every:2 ... every:depth). */
   namedPolicies() {
-    const vt = this._vt, c = this._c, out = ['none'], w = vt.manifest.limits.policy_text_max, t = vt.alloc(w);
+    const vt = this._vt,
+      c = this._c,
+      out = ['none'],
+      w = vt.manifest.limits.policy_text_max,
+      t = vt.alloc(w);
     try {
       for (let i = 0; vt.check(c.named_policy(this._h, i, t)); i++) out.push(vt.cstring(t));
-    } finally { vt.free(t); }
+    } finally {
+      vt.free(t);
+    }
     return out;
   }
 
@@ -133,7 +186,10 @@ export class Model {
    * follow memory growth and throw a VitrineError once the model is disposed, as do the entries'
    * getters. grad is null for a frozen parameter. */
   params() {
-    const c = this._c, vt = this._vt, h = this._h, self = this;
+    const c = this._c,
+      vt = this._vt,
+      h = this._h,
+      self = this;
     const n = vt.check(c.param_count(h));
     const out = [];
     for (let i = 0; i < n; i++) {
@@ -142,9 +198,16 @@ export class Model {
       for (let d = 0; d < ndim; d++) shape.push(vt.check(c.param_dim(h, i, d)));
       const numel = c.param_numel(h, i);
       out.push({
-        name: vt.cstring(c.param_name(h, i)), shape, numel,
-        get requiresGrad() { return self._c.param_requires_grad(h, i) === 1; },
-        get data() { self._c; return liveView(self, () => vt.f32(c.param_data(h, i), numel)); },
+        name: vt.cstring(c.param_name(h, i)),
+        shape,
+        numel,
+        get requiresGrad() {
+          return self._c.param_requires_grad(h, i) === 1;
+        },
+        get data() {
+          self._c;
+          return liveView(self, () => vt.f32(c.param_data(h, i), numel));
+        },
         get grad() {
           if (!(self._c.param_grad(h, i) >>> 0)) return null;
           return liveView(self, () => vt.f32(c.param_grad(h, i) >>> 0, numel)); // the layout moves with requires_grad
@@ -156,13 +219,18 @@ export class Model {
 
   // ---- weights ----
   loadSafetensors(bytes, { modelPrefix = '', filePrefix = '' } = {}) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     this._wasmState('loadSafetensors');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const p = vt.copyIn(u8);
     try {
-      vt.check(vt.withStrings([modelPrefix, filePrefix], (mp, fp) => c.load_safetensors(this._h, p, u8.length, mp, fp)));
-    } finally { vt.free(p); }
+      vt.check(
+        vt.withStrings([modelPrefix, filePrefix], (mp, fp) => c.load_safetensors(this._h, p, u8.length, mp, fp)),
+      );
+    } finally {
+      vt.free(p);
+    }
   }
   /** Starts this model from the weights of a timm VisionTransformer state_dict (head or not),
    * lightly's MaskedVisionTransformerTIMM (vit.*) or MAE / AIM models, or vitrine's own files
@@ -172,17 +240,31 @@ export class Model {
    * skipped tensor (or an encoder parameter the file lacks) throws and changes nothing. Call it
    * before the trainer is set up. */
   initFrom(bytes, { strict = false } = {}) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     this._wasmState('initFrom');
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-    const meta = readSafetensorsMeta(u8), stats = statsFromMeta(meta); // a bad pretrained_cfg: refused before anything loads
+    const meta = readSafetensorsMeta(u8),
+      stats = statsFromMeta(meta); // a bad pretrained_cfg: refused before anything loads
     const p = vt.copyIn(u8);
     try {
-      const r = JSON.parse(new TextDecoder().decode(vt.takeBytes((out) => c.init_from(this._h, p, u8.length, strict ? 1 : 0, out))));
-      if (stats) this.normalization = { ...stats, source: 'the weights\' pretrained_cfg' };
-      return { source: r.source, filePrefix: r.file_prefix, loaded: r.loaded, skipped: r.skipped, missing: r.missing,
-        resampled: r.resampled, posEmbed: r.pos_embed, notes: r.notes };
-    } finally { vt.free(p); }
+      const r = JSON.parse(
+        new TextDecoder().decode(vt.takeBytes((out) => c.init_from(this._h, p, u8.length, strict ? 1 : 0, out))),
+      );
+      if (stats) this.normalization = { ...stats, source: "the weights' pretrained_cfg" };
+      return {
+        source: r.source,
+        filePrefix: r.file_prefix,
+        loaded: r.loaded,
+        skipped: r.skipped,
+        missing: r.missing,
+        resampled: r.resampled,
+        posEmbed: r.pos_embed,
+        notes: r.notes,
+      };
+    } finally {
+      vt.free(p);
+    }
   }
   /** initFrom for weights wherever they are: bytes, a Blob / File, a URL (fetched, onProgress({
    * loaded, total, name }) as it arrives; signal aborts it) or, in Node, a file path. The
@@ -197,101 +279,193 @@ export class Model {
   /** The parameters (those under modelPrefix, named filePrefix + the rest) as safetensors bytes,
    * with the normalisation in the metadata as timm's pretrained_cfg (mean, std, input_size). */
   saveSafetensors({ modelPrefix = '', filePrefix = '' } = {}) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     this._wasmState('saveSafetensors', false);
-    const bytes = vt.withStrings([modelPrefix, filePrefix], (mp, fp) => vt.takeBytes((out) => c.save_safetensors(this._h, mp, fp, out)));
+    const bytes = vt.withStrings([modelPrefix, filePrefix], (mp, fp) =>
+      vt.takeBytes((out) => c.save_safetensors(this._h, mp, fp, out)),
+    );
     const { img, chans } = this.dims;
-    return withMetadata(bytes, { pretrained_cfg: pretrainedCfg({ ...channelStats(chans, this.normalization), chans, img }) });
+    return withMetadata(bytes, {
+      pretrained_cfg: pretrainedCfg({ ...channelStats(chans, this.normalization), chans, img }),
+    });
   }
 
   // ---- calls ----
   _run(fn, images, opts = {}) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     this._wasmState(fn, opts.needGrad);
     const { data, batch } = toNCHW(images, this.dims, this._stats(opts));
     const idxMask = toIndices('idxMask', opts.idxMask, batch);
     const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
     const mask = toMask(opts.mask);
-    if (mask) { // [B, N]: the whole sequence, prefix tokens included; the engine reads B * N bytes
+    if (mask) {
+      // [B, N]: the whole sequence, prefix tokens included; the engine reads B * N bytes
       const N = (this.dims.img / this.dims.patch) ** 2 + this.dims.prefix;
-      if (mask.length !== batch * N) throw new VitrineError(`mask: ${mask.length} values, [batch=${batch}, ${N} tokens] needs ${batch * N}`, -1);
+      if (mask.length !== batch * N)
+        throw new VitrineError(`mask: ${mask.length} values, [batch=${batch}, ${N} tokens] needs ${batch * N}`, -1);
     }
     this._freeInputs();
     this._last = null;
-    const put = (arr) => { if (!arr) return 0; const p = vt.copyIn(arr); this._inputs.push(p); return p; };
-    const pImg = put(data), pMask = put(idxMask && idxMask.data), pKeep = put(idxKeep && idxKeep.data), pM = put(mask);
+    const put = (arr) => {
+      if (!arr) return 0;
+      const p = vt.copyIn(arr);
+      this._inputs.push(p);
+      return p;
+    };
+    const pImg = put(data),
+      pMask = put(idxMask && idxMask.data),
+      pKeep = put(idxKeep && idxKeep.data),
+      pM = put(mask);
     const needGrad = opts.needGrad ? 1 : 0;
-    vt.check(c.forward(this._h, this._fn(fn), pImg, batch, pMask, idxMask ? idxMask.k : 0, pKeep, idxKeep ? idxKeep.k : 0,
-      pM, opts.isCausal === false ? 0 : 1, needGrad));
-    this._last = { fn, batch, nImages: data.length, sizes: { batch, tokensMasked: idxMask ? idxMask.k : 0, tokensKept: idxKeep ? idxKeep.k : 0,
-      mask: !!mask, needGrad: !!needGrad } };
+    vt.check(
+      c.forward(
+        this._h,
+        this._fn(fn),
+        pImg,
+        batch,
+        pMask,
+        idxMask ? idxMask.k : 0,
+        pKeep,
+        idxKeep ? idxKeep.k : 0,
+        pM,
+        opts.isCausal === false ? 0 : 1,
+        needGrad,
+      ),
+    );
+    this._last = {
+      fn,
+      batch,
+      nImages: data.length,
+      sizes: {
+        batch,
+        tokensMasked: idxMask ? idxMask.k : 0,
+        tokensKept: idxKeep ? idxKeep.k : 0,
+        mask: !!mask,
+        needGrad: !!needGrad,
+      },
+    };
   }
   /** Output i of the last call, copied out: { data: Float32Array, shape }. */
   output(i = 0) {
     const { p, shape } = this._outputRef(i);
-    return { data: this._vt.f32(p, shape.reduce((a, b) => a * b, 1)).slice(), shape };
+    return {
+      data: this._vt
+        .f32(
+          p,
+          shape.reduce((a, b) => a * b, 1),
+        )
+        .slice(),
+      shape,
+    };
   }
-  _outputRef(i) { // output i's address and shape
-    const vt = this._vt, c = this._c, s = vt.alloc(24);
+  _outputRef(i) {
+    // output i's address and shape
+    const vt = this._vt,
+      c = this._c,
+      s = vt.alloc(24);
     try {
       const p = c.output(this._h, i, s, s + 16) >>> 0;
       if (!p) throw vt.error(-1);
       return { p, shape: Array.from(vt.i32(s, vt.i32(s + 16, 1)[0])) };
-    } finally { vt.free(s); }
+    } finally {
+      vt.free(s);
+    }
   }
-  outputCount() { return this._c.output_count(this._h); }
+  outputCount() {
+    return this._c.output_count(this._h);
+  }
 
   /** lightly encode / timm forward_features: [B, T, D]. opts: idxMask, idxKeep, mask, isCausal,
    * needGrad (keep what backward needs), mean, std (for ImageData / ImageBitmap). */
-  encode(images, opts) { this._run('encode', images, opts); return this.output(0); }
+  encode(images, opts) {
+    this._run('encode', images, opts);
+    return this.output(0);
+  }
   /** lightly forward: the pooled [B, D] (no fc_norm, no head). */
-  forward(images, opts) { this._run('forward', images, opts); return this.output(0); }
+  forward(images, opts) {
+    this._run('forward', images, opts);
+    return this.output(0);
+  }
   /** timm VisionTransformer.forward: forward_features, then forward_head (pool -> fc_norm ->
    * head): [B, num_classes] ([B, D] without a head, [B, T, .] with global_pool ''). */
-  timmForward(images, opts) { this._run('timm_forward', images, opts); return this.output(0); }
+  timmForward(images, opts) {
+    this._run('timm_forward', images, opts);
+    return this.output(0);
+  }
   /** { out, intermediates: [B, T, D] per block }; opts.norm applies the final norm to each. */
   forwardIntermediates(images, opts = {}) {
     this._run(opts.norm ? 'intermediates_norm' : 'intermediates', images, opts);
-    const n = this.outputCount(), intermediates = [];
+    const n = this.outputCount(),
+      intermediates = [];
     for (let i = 1; i < n; i++) intermediates.push(this.output(i));
     return { out: this.output(0), intermediates };
   }
   /** MAE / AIM training loss (a number). */
-  loss(images, opts) { this._run('loss', images, opts); return this._c.loss_value(this._h); }
+  loss(images, opts) {
+    this._run('loss', images, opts);
+    return this._c.loss_value(this._h);
+  }
 
   /** Backward of the last call made with needGrad. douts: upstream gradient per output
    * (Float32Array or null; omit for a loss). Parameter gradients accumulate unless
    * paramGrads: false. With inputGrad: true, returns { dimages: Float32Array }. */
   backward({ douts = [], inputGrad = false, paramGrads = true } = {}) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     if (!this._last) throw new VitrineError('backward needs a forward (with needGrad) first', -7);
     if (!Array.isArray(douts)) throw new VitrineError('backward: douts must be an array (one entry per output)', -1);
     const nOut = this.outputCount();
-    if (douts.length > nOut) throw new VitrineError(`backward: ${douts.length} upstream gradients, the call has ${nOut} outputs`, -1);
-    douts.forEach((d, i) => { // each as long as its output: the engine reads that many floats
+    if (douts.length > nOut)
+      throw new VitrineError(`backward: ${douts.length} upstream gradients, the call has ${nOut} outputs`, -1);
+    douts.forEach((d, i) => {
+      // each as long as its output: the engine reads that many floats
       if (d == null) return;
       const want = this._outputRef(i).shape.reduce((a, b) => a * b, 1);
       if (!(d instanceof Float32Array) || d.length !== want)
-        throw new VitrineError(`backward: douts[${i}] has ${d.length} values${d instanceof Float32Array ? '' : ` (${d.constructor && d.constructor.name})`}, output ${i} has ${want} (a Float32Array)`, -1);
+        throw new VitrineError(
+          `backward: douts[${i}] has ${d.length} values${d instanceof Float32Array ? '' : ` (${d.constructor && d.constructor.name})`}, output ${i} has ${want} (a Float32Array)`,
+          -1,
+        );
     });
     const ptrs = [];
     try {
-      const dp = douts.map((d) => { if (!d) return 0; const p = vt.copyIn(d); ptrs.push(p); return p; });
-      const arr = vt.alloc(4 * Math.max(1, dp.length)); ptrs.push(arr);
+      const dp = douts.map((d) => {
+        if (!d) return 0;
+        const p = vt.copyIn(d);
+        ptrs.push(p);
+        return p;
+      });
+      const arr = vt.alloc(4 * Math.max(1, dp.length));
+      ptrs.push(arr);
       vt.u32(arr, dp.length).set(dp);
       let dimg = 0;
-      if (inputGrad) { dimg = vt.alloc(4 * this._last.nImages); ptrs.push(dimg); vt.f32(dimg, this._last.nImages).fill(0); }
+      if (inputGrad) {
+        dimg = vt.alloc(4 * this._last.nImages);
+        ptrs.push(dimg);
+        vt.f32(dimg, this._last.nImages).fill(0);
+      }
       vt.check(c.backward(this._h, dp.length ? arr : 0, dp.length, dimg, paramGrads ? 1 : 0));
       return inputGrad ? { dimages: vt.f32(dimg, this._last.nImages).slice() } : {};
-    } finally { ptrs.forEach((p) => vt.free(p)); }
+    } finally {
+      ptrs.forEach((p) => vt.free(p));
+    }
   }
 
   // ---- memory ----
   /** Bytes a call needs, by kind, before anything is allocated. fn: encode | forward |
    * intermediates | intermediates_norm | loss | timm_forward. */
   plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
-    const vt = this._vt, c = this._c, f = this._fn(fn);
-    return exactBytes(vt.withLayouts(['plan_bytes'], (out) => c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out))[0], batch);
+    const vt = this._vt,
+      c = this._c,
+      f = this._fn(fn);
+    return exactBytes(
+      vt.withLayouts(['plan_bytes'], (out) =>
+        c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out),
+      )[0],
+      batch,
+    );
   }
 
   /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
@@ -301,16 +475,25 @@ export class Model {
    * smallest plan (`least`) and the largest batch that fits (`maxBatch`). maskRatio null: the
    * trainer's (or the default); policy null: the model's. The model is not changed. */
   planTrainStep({ batch, maskRatio = null, policy = null, budget = 0 } = {}) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     const pol = policy == null ? this.gradCheckpointing : policy;
-    const [r, text] = vt.withStrings([pol], (p) => vt.withLayouts(['step_plan', 'step_plan_text'],
-      (out, names) => c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names)));
+    const [r, text] = vt.withStrings([pol], (p) =>
+      vt.withLayouts(['step_plan', 'step_plan_text'], (out, names) =>
+        c.plan_train_step(this._h, batch, maskRatio == null ? -1 : maskRatio, p, budget, out, names),
+      ),
+    );
     const keys = Object.keys(vt.manifest.layouts.plan_bytes.fields);
-    const bytes = (prefix) => Object.fromEntries(keys.map((k) => [k, r[prefix ? prefix + k[0].toUpperCase() + k.slice(1) : k]]));
+    const bytes = (prefix) =>
+      Object.fromEntries(keys.map((k) => [k, r[prefix ? prefix + k[0].toUpperCase() + k.slice(1) : k]]));
     exactBytes(bytes(''), batch);
     return {
-      ...bytes(''), policyMet: r.policyMet === 1, tokensKept: r.tokensKept, tokensMasked: r.tokensMasked,
-      recomputeFlops: r.recomputeFlops, fits: r.fits === 1,
+      ...bytes(''),
+      policyMet: r.policyMet === 1,
+      tokensKept: r.tokensKept,
+      tokensMasked: r.tokensMasked,
+      recomputeFlops: r.recomputeFlops,
+      fits: r.fits === 1,
       fit: text.fitPolicy ? { policy: text.fitPolicy, ...bytes('fit'), recomputeFlops: r.fitRecomputeFlops } : null,
       least: text.leastPolicy ? { policy: text.leastPolicy, ...bytes('least') } : null,
       maxBatch: r.maxBatch,
@@ -320,32 +503,57 @@ export class Model {
   /** Memory by kind: planned (for the last call) and used (measured), plus the wasm linear size
    * (and `gpu`, the GPU bytes held, on the WebGPU backend). */
   memory() {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     const [arena] = vt.withLayouts(['arena_stats'], (out) => c.arena_stats(this._h, out));
-    let params = 0, grads = 0, planned = null;
-    this.params().forEach((p, i) => { params += 4 * p.numel; if (c.param_grad(this._h, i) >>> 0) grads += 4 * p.numel; });
+    let params = 0,
+      grads = 0,
+      planned = null;
+    this.params().forEach((p, i) => {
+      params += 4 * p.numel;
+      if (c.param_grad(this._h, i) >>> 0) grads += 4 * p.numel;
+    });
     if (this._last && this._last.train) {
       const { params, grads, optimizer, activations, total } = this.planTrainStep({ batch: this._last.batch });
       planned = { params, grads, optimizer, activations, total };
     } else if (this._last) {
       planned = this.plan(this._last.fn, this._last.sizes);
     }
-    return { linear: vt._low.buffer().byteLength, planned, used: { params, grads, activations: arena.peak }, arena, ...(this._gpu ? { gpu: this._gpu.bytes } : {}) };
+    return {
+      linear: vt._low.buffer().byteLength,
+      planned,
+      used: { params, grads, activations: arena.peak },
+      arena,
+      ...(this._gpu ? { gpu: this._gpu.bytes } : {}),
+    };
   }
   /** The last call's activation memory as the engine's arena saw it, one entry per arena event:
    * bytes = arena in use (max = measured peak), live = minus what the backward has finished with
    * (rises through the forward, falls through the backward); backwardStart = where the backward
    * began (-1 if none). */
   activationTimeline() {
-    const vt = this._vt, c = this._c, max = vt.manifest.limits.timeline_max;
-    const out = vt.alloc(2 * 8 * max), b = vt.alloc(4);
+    const vt = this._vt,
+      c = this._c,
+      max = vt.manifest.limits.timeline_max;
+    const out = vt.alloc(2 * 8 * max),
+      b = vt.alloc(4);
     try {
       const n = vt.check(c.activation_timeline(this._h, out, max, b));
       const all = vt.f64(out, 2 * max);
-      return { bytes: Array.from(all.subarray(0, n)), live: Array.from(all.subarray(max, max + n)), backwardStart: vt.i32(b, 1)[0] };
-    } finally { vt.free(out); vt.free(b); }
+      return {
+        bytes: Array.from(all.subarray(0, n)),
+        live: Array.from(all.subarray(max, max + n)),
+        backwardStart: vt.i32(b, 1)[0],
+      };
+    } finally {
+      vt.free(out);
+      vt.free(b);
+    }
   }
-  releaseActivations() { this._c.release_activations(this._h); this._last = null; }
+  releaseActivations() {
+    this._c.release_activations(this._h);
+    this._last = null;
+  }
 
   // ---- training (MAE / AIM models, classifiers; src/trainer.c) ----
 
@@ -360,7 +568,8 @@ export class Model {
 
   /** The engine's default training settings for this model's kind (lightly's benchmarks). */
   trainDefaults() {
-    const vt = this._vt, k = vt.manifest.kinds.indexOf(this.kind);
+    const vt = this._vt,
+      k = vt.manifest.kinds.indexOf(this.kind);
     return { ...vt.withLayouts(['train_config'], (out) => this._c.train_config_default(k, out))[0], seed: 0 };
   }
 
@@ -369,7 +578,10 @@ export class Model {
    * trainDefaults(); totalSteps 0 = constant lr, else lightly's cosine warmup; labelSmoothing:
    * timm's (classifier). Returns the settings used. */
   trainerInit(options = {}) {
-    const vt = this._vt, c = this._c, t = this.trainDefaults(), known = Object.keys(t);
+    const vt = this._vt,
+      c = this._c,
+      t = this.trainDefaults(),
+      known = Object.keys(t);
     for (const k of Object.keys(options))
       if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     for (const k of known) if (options[k] != null) t[k] = options[k];
@@ -384,22 +596,32 @@ export class Model {
 
   // one step of c.train_step (labels null) or c.train_step_labels (labels: Int32Array)
   _step(what, images, batch, labels, opts) {
-    const vt = this._vt, c = this._c, x = toNCHW(images, this.dims, this._stats(opts));
-    if (batch != null && batch !== x.batch) throw new VitrineError(`${what}: batch ${batch} given, the images hold ${x.batch}`, -1);
-    if (labels && labels.length !== x.batch) throw new VitrineError(`${what}: ${labels.length} labels for ${x.batch} images`, -1);
+    const vt = this._vt,
+      c = this._c,
+      x = toNCHW(images, this.dims, this._stats(opts));
+    if (batch != null && batch !== x.batch)
+      throw new VitrineError(`${what}: batch ${batch} given, the images hold ${x.batch}`, -1);
+    if (labels && labels.length !== x.batch)
+      throw new VitrineError(`${what}: ${labels.length} labels for ${x.batch} images`, -1);
     this._wasmState(what);
     this._freeInputs();
     this._last = null;
     const pImg = vt.copyIn(x.data);
     this._inputs.push(pImg);
-    const pLab = labels ? vt.copyIn(labels) : 0, pLoss = vt.alloc(4);
+    const pLab = labels ? vt.copyIn(labels) : 0,
+      pLoss = vt.alloc(4);
     try {
-      vt.check(labels ? c.train_step_labels(this._h, pImg, pLab, x.batch, pLoss) : c.train_step(this._h, pImg, x.batch, pLoss));
+      vt.check(
+        labels ? c.train_step_labels(this._h, pImg, pLab, x.batch, pLoss) : c.train_step(this._h, pImg, x.batch, pLoss),
+      );
       // with gradAccum K the engine ran K micro-batches: the last one is what visualize and memory see
       const K = this._gradAccum || 1;
       this._last = { fn: 'loss', batch: x.batch / K, nImages: x.data.length / K, train: true };
       return vt.f32(pLoss, 1)[0];
-    } finally { vt.free(pLoss); vt.free(pLab); }
+    } finally {
+      vt.free(pLoss);
+      vt.free(pLab);
+    }
   }
   /** One training step (seeded masks, loss, backward, clipping, AdamW at the scheduled lr) on
    * images: Float32Array NCHW (normalised) or ImageData / ImageBitmap (one or a list, through the
@@ -409,11 +631,15 @@ export class Model {
    * throws 'VT_ERR_NUMERIC' having written it: the state is then not good -- saveTrainState and
    * saveSafetensors refuse it, no step runs -- until loadTrainState (or trainerInit): the last state
    * saved is the good one. The step's images stay in wasm memory until the next call, for visualize(). */
-  trainStep(images, batch, opts = {}) { return this._step('trainStep', images, batch, null, opts); }
+  trainStep(images, batch, opts = {}) {
+    return this._step('trainStep', images, batch, null, opts);
+  }
   /** A classifier's training step: cross-entropy (timm's label smoothing from trainerInit) on
    * labels (Int32Array or array of class indices, one per image), backward, clipping, AdamW.
    * Images as for trainStep. Returns the loss; a non-finite one throws and changes nothing. */
-  trainStepLabels(images, labels, opts = {}) { return this._step('trainStepLabels', images, null, Int32Array.from(labels), opts); }
+  trainStepLabels(images, labels, opts = {}) {
+    return this._step('trainStepLabels', images, null, Int32Array.from(labels), opts);
+  }
   /** trainStep on the model's backend: with backend 'webgpu' the recorded step replayed on the GPU
    * (web/webgpu/backend.js; the newest state then stays there until sync()), else trainStep. */
   async trainStepAsync(images, batch, opts = {}) {
@@ -421,29 +647,47 @@ export class Model {
   }
   /** trainStepLabels on the model's backend (as trainStepAsync). */
   async trainStepLabelsAsync(images, labels, opts = {}) {
-    return this._gpu ? this._gpu.trainStep(images, null, Int32Array.from(labels), opts) : this.trainStepLabels(images, labels, opts);
+    return this._gpu
+      ? this._gpu.trainStep(images, null, Int32Array.from(labels), opts)
+      : this.trainStepLabels(images, labels, opts);
   }
   /** After GPU steps: copies the parameters, gradients and AdamW state back into wasm memory,
    * where saving, evaluating and wasm steps read them (a no-op on the wasm backend). */
-  async sync() { if (this._gpu) await this._gpu.pull(); }
+  async sync() {
+    if (this._gpu) await this._gpu.pull();
+  }
 
   /** A training step of `batch` images (a classifier's with `labels`), or call 'encode' and its backward,
    * recorded, not run (docs/kernels.md): the engine's summary, or with json its list of kernel calls. */
   traceStep({ batch, call = 'train', labels = null, json = false } = {}) {
-    const vt = this._vt, c = this._c, d = this.dims, n = 4 * batch * d.chans * d.img * d.img;
-    if (call !== 'train' && call !== 'encode') throw new VitrineError(`traceStep: call '${call}' (train or encode)`, -1);
-    const img = vt.alloc(n), lab = labels ? vt.copyIn(Int32Array.from(labels)) : 0;
+    const vt = this._vt,
+      c = this._c,
+      d = this.dims,
+      n = 4 * batch * d.chans * d.img * d.img;
+    if (call !== 'train' && call !== 'encode')
+      throw new VitrineError(`traceStep: call '${call}' (train or encode)`, -1);
+    const img = vt.alloc(n),
+      lab = labels ? vt.copyIn(Int32Array.from(labels)) : 0;
     vt.u8().fill(0, img, img + n); // image values are inputs of the list, not part of it
     try {
-      const out = vt.takeBytes((o) => c.trace(this._h, call === 'train' ? -1 : this._fn('encode'), img, lab, batch, json ? 1 : 0, o));
+      const out = vt.takeBytes((o) =>
+        c.trace(this._h, call === 'train' ? -1 : this._fn('encode'), img, lab, batch, json ? 1 : 0, o),
+      );
       return json ? JSON.parse(new TextDecoder().decode(out)) : new TextDecoder().decode(out);
-    } finally { vt.free(img); vt.free(lab); }
+    } finally {
+      vt.free(img);
+      vt.free(lab);
+    }
   }
 
   /** Steps done (the AdamW step count; it comes back with loadTrainState). */
-  get stepCount() { return this._c.train_step_count(this._h); }
+  get stepCount() {
+    return this._c.train_step_count(this._h);
+  }
   /** The learning rate the schedule gives at `step` (default: the next step). */
-  lr(step = this.stepCount) { return this._c.train_lr(this._h, step); }
+  lr(step = this.stepCount) {
+    return this._c.train_lr(this._h, step);
+  }
 
   /** Everything a resumed run needs (parameters, AdamW m / v, step, mask generator, configs) as
    * safetensors bytes; loadTrainState continues bit for bit. A state holding a NaN or infinity is
@@ -456,11 +700,16 @@ export class Model {
    * parameters are frozen). Every field of the metadata and every value is checked first: a NaN or
    * infinity, a negative second moment, a generator of zeros are refused by name. */
   loadTrainState(bytes) {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     this._wasmState('loadTrainState');
     const p = vt.copyIn(u8);
-    try { vt.check(c.train_state_load(this._h, p, u8.length)); } finally { vt.free(p); }
+    try {
+      vt.check(c.train_state_load(this._h, p, u8.length));
+    } finally {
+      vt.free(p);
+    }
     this._last = null;
     this._gradAccum = JSON.parse(readSafetensorsMeta(u8).train_config).grad_accum ?? 1; // checked by the engine
   }
@@ -471,15 +720,29 @@ export class Model {
    * norm_pix_loss) over the masked ones, the input elsewhere (AIM: every patch predicted). After
    * trainStep the prediction is the one of the step's forward (parameters before its update). */
   visualize() {
-    const vt = this._vt, c = this._c;
+    const vt = this._vt,
+      c = this._c;
     if (!this._last || this._last.fn !== 'loss')
       throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
-    if (this._last.gpu) throw new VitrineError('visualize: the last step ran on the GPU (its forward stays there); call loss() after sync()', -7);
-    const n = this._last.nImages, { chans, img } = this.dims;
-    const pm = vt.alloc(4 * n), pr = vt.alloc(4 * n);
+    if (this._last.gpu)
+      throw new VitrineError(
+        'visualize: the last step ran on the GPU (its forward stays there); call loss() after sync()',
+        -7,
+      );
+    const n = this._last.nImages,
+      { chans, img } = this.dims;
+    const pm = vt.alloc(4 * n),
+      pr = vt.alloc(4 * n);
     try {
       vt.check(c.loss_visualize(this._h, pm, pr));
-      return { masked: vt.f32(pm, n).slice(), recon: vt.f32(pr, n).slice(), shape: [this._last.batch, chans, img, img] };
-    } finally { vt.free(pm); vt.free(pr); }
+      return {
+        masked: vt.f32(pm, n).slice(),
+        recon: vt.f32(pr, n).slice(),
+        shape: [this._last.batch, chans, img, img],
+      };
+    } finally {
+      vt.free(pm);
+      vt.free(pr);
+    }
   }
 }

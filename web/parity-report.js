@@ -30,7 +30,9 @@ export function checkTolerance(t) {
   if (typeof t !== 'number' || !Number.isFinite(t) || t < 0)
     throw new RangeError(`tolerance ${JSON.stringify(t)}: not a number >= 0`);
   if (t > PARITY_TOLERANCE)
-    throw new RangeError(`tolerance ${fmtE(t)} is looser than the parity rule (err <= ${fmtE(PARITY_TOLERANCE)}): refused; a tolerance can only tighten it`);
+    throw new RangeError(
+      `tolerance ${fmtE(t)} is looser than the parity rule (err <= ${fmtE(PARITY_TOLERANCE)}): refused; a tolerance can only tighten it`,
+    );
   return t;
 }
 
@@ -50,16 +52,24 @@ export function applyTolerance(result, tolerance = PARITY_TOLERANCE) {
 
 /** The tensors over the tolerance, worst first. */
 export const overTolerance = (result, tolerance = result.tolerance ?? PARITY_TOLERANCE) =>
-  (result.tensors || []).filter((t) => !(t.err <= tolerance)).sort((a, b) => (b.err > a.err ? 1 : b.err < a.err ? -1 : 0));
+  (result.tensors || [])
+    .filter((t) => !(t.err <= tolerance))
+    .sort((a, b) => (b.err > a.err ? 1 : b.err < a.err ? -1 : 0));
 
 /** What failed, in a few lines: the worst tensor, its err and PyTorch's own; the others over. */
 export function failureDetail(r, tolerance = r.tolerance ?? PARITY_TOLERANCE) {
   if (r.error) return r.error;
   const over = overTolerance(r, tolerance);
-  const own = r.torch32_err == null ? 'the file has no torch32/ result for it' : `PyTorch's own float32: torch32_err ${fmtE(r.torch32_err)}`;
+  const own =
+    r.torch32_err == null
+      ? 'the file has no torch32/ result for it'
+      : `PyTorch's own float32: torch32_err ${fmtE(r.torch32_err)}`;
   const lines = [`worst tensor ${r.worst}: err ${fmtE(r.err)} > ${fmtE(tolerance)} (${own})`];
   if (over.length > 1) {
-    const shown = over.slice(0, 8).map((t) => `${t.name} ${fmtE(t.err)}`).join(', ');
+    const shown = over
+      .slice(0, 8)
+      .map((t) => `${t.name} ${fmtE(t.err)}`)
+      .join(', ');
     lines.push(`${over.length} of ${r.tensors.length} tensors over: ${shown}${over.length > 8 ? ', ...' : ''}`);
   }
   return lines.join('\n');
@@ -83,7 +93,14 @@ export function tapReport(items, tolerance = PARITY_TOLERANCE) {
       if (r.torch32_err != null) y.push(`  torch32_err: ${yamlString(fmtE(r.torch32_err))}`);
       y.push(`  tensors: ${r.tensors.length}`, `  tolerance: ${yamlString(fmtE(tolerance))}`);
       const over = overTolerance(r, tolerance);
-      if (over.length) y.push('  over:', ...over.map((t) => `    - { name: ${yamlString(t.name)}, err: ${yamlString(fmtE(t.err))}${t32(t.torch32_err, (e) => `, torch32_err: ${yamlString(e)}`)} }`));
+      if (over.length)
+        y.push(
+          '  over:',
+          ...over.map(
+            (t) =>
+              `    - { name: ${yamlString(t.name)}, err: ${yamlString(fmtE(t.err))}${t32(t.torch32_err, (e) => `, torch32_err: ${yamlString(e)}`)} }`,
+          ),
+        );
     }
     y.push('  ...');
     out.push(...y);
@@ -93,35 +110,62 @@ export function tapReport(items, tolerance = PARITY_TOLERANCE) {
 
 // ---- JUnit XML --------------------------------------------------------------------------------
 
-const xmlEscape = (s) => String(s)
-  .replace(/[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '\uFFFD') // characters XML 1.0 cannot hold
-  .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;');
+const xmlEscape = (s) =>
+  String(s)
+    .replace(/[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '\uFFFD') // characters XML 1.0 cannot hold
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&apos;');
 
 /** JUnit XML (the Ant / Surefire form CI services read) for results [{ file, result, seconds }]:
  * one <testcase> per file; a file that ran and exceeded the tolerance is a <failure> naming the
  * worst tensor, its err and torch32_err; a file that could not be read or run is an <error>. Every
  * tensor's err is in <system-out>; the pass rule is a <property>. */
-export function junitReport(items, { tolerance = PARITY_TOLERANCE, name = 'vitrine parity', policy = null, build = null } = {}) {
+export function junitReport(
+  items,
+  { tolerance = PARITY_TOLERANCE, name = 'vitrine parity', policy = null, build = null } = {},
+) {
   const failures = items.filter((x) => !x.result.pass && !x.result.error).length;
   const errors = items.filter((x) => x.result.error).length;
   const time = items.reduce((s, x) => s + (x.seconds || 0), 0);
-  const props = [['pass_rule', passRule(tolerance)], ['tolerance', fmtE(tolerance)]];
+  const props = [
+    ['pass_rule', passRule(tolerance)],
+    ['tolerance', fmtE(tolerance)],
+  ];
   if (policy) props.push(['grad_checkpointing', policy]);
   if (build) props.push(['wasm', build]);
-  const lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+  const lines = [
+    '<?xml version="1.0" encoding="UTF-8"?>',
     `<testsuites name="${xmlEscape(name)}" tests="${items.length}" failures="${failures}" errors="${errors}" time="${time.toFixed(3)}">`,
     `  <testsuite name="${xmlEscape(name)}" tests="${items.length}" failures="${failures}" errors="${errors}" skipped="0" time="${time.toFixed(3)}">`,
-    '    <properties>', ...props.map(([k, v]) => `      <property name="${k}" value="${xmlEscape(v)}"/>`), '    </properties>'];
+    '    <properties>',
+    ...props.map(([k, v]) => `      <property name="${k}" value="${xmlEscape(v)}"/>`),
+    '    </properties>',
+  ];
   for (const { file, result: r, seconds = 0 } of items) {
     const cls = r.module ? `${r.module}.${r.fn}` : 'vitrine.parity';
-    lines.push(`    <testcase name="${xmlEscape(file)}" classname="${xmlEscape(cls)}" file="${xmlEscape(file)}" time="${seconds.toFixed(3)}">`);
-    if (r.error) lines.push(`      <error message="${xmlEscape(r.error)}" type="${unreadable(r) ? 'unreadable' : 'not run'}">${xmlEscape(r.error)}</error>`);
+    lines.push(
+      `    <testcase name="${xmlEscape(file)}" classname="${xmlEscape(cls)}" file="${xmlEscape(file)}" time="${seconds.toFixed(3)}">`,
+    );
+    if (r.error)
+      lines.push(
+        `      <error message="${xmlEscape(r.error)}" type="${unreadable(r) ? 'unreadable' : 'not run'}">${xmlEscape(r.error)}</error>`,
+      );
     else if (!r.pass) {
       const msg = `worst tensor ${r.worst}: err ${fmtE(r.err)} > ${fmtE(tolerance)}${t32(r.torch32_err, (e) => ` (torch32_err ${e})`)}`;
-      lines.push(`      <failure message="${xmlEscape(msg)}" type="parity">${xmlEscape(failureDetail(r, tolerance))}</failure>`);
+      lines.push(
+        `      <failure message="${xmlEscape(msg)}" type="parity">${xmlEscape(failureDetail(r, tolerance))}</failure>`,
+      );
     }
     if (r.tensors && r.tensors.length) {
-      const body = r.tensors.map((t) => `${t.err <= tolerance ? 'ok  ' : 'OVER'} ${t.name} err ${fmtE(t.err)}${t32(t.torch32_err, (e) => ` torch32_err ${e}`)}`).join('\n');
+      const body = r.tensors
+        .map(
+          (t) =>
+            `${t.err <= tolerance ? 'ok  ' : 'OVER'} ${t.name} err ${fmtE(t.err)}${t32(t.torch32_err, (e) => ` torch32_err ${e}`)}`,
+        )
+        .join('\n');
       lines.push(`      <system-out>${xmlEscape(body)}</system-out>`);
     }
     lines.push('    </testcase>');

@@ -15,7 +15,10 @@ function start({ module, memory, tid, stackTop, stack, run }) {
     for (const imp of WebAssembly.Module.imports(module)) {
       const ns = (imports[imp.module] ||= {});
       if (imp.kind === 'memory') ns[imp.name] = memory;
-      else if (imp.kind === 'function') ns[imp.name] = () => { throw new Error(`pool worker ${tid}: import ${imp.module}.${imp.name} called`); };
+      else if (imp.kind === 'function')
+        ns[imp.name] = () => {
+          throw new Error(`pool worker ${tid}: import ${imp.module}.${imp.name} called`);
+        };
       else throw new Error(`pool worker: cannot provide the ${imp.kind} import ${imp.module}.${imp.name}`);
     }
     const ex = new WebAssembly.Instance(module, imports).exports;
@@ -26,7 +29,7 @@ function start({ module, memory, tid, stackTop, stack, run }) {
     ex[run](tid); // returns at shutdown
     post({ done: tid });
   } catch (e) {
-    post({ error: String(e && e.stack || e), tid });
+    post({ error: String((e && e.stack) || e), tid });
   }
 }
 

@@ -24,8 +24,9 @@ export async function hostCores() {
 /** null if shared memory (so threads) can be had here, else why not. */
 export function threadsUnavailableReason() {
   if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined')
-    return IS_NODE ? 'this Node has no SharedArrayBuffer' :
-      'the page is not cross-origin isolated (it needs Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp), so SharedArrayBuffer is unavailable';
+    return IS_NODE
+      ? 'this Node has no SharedArrayBuffer'
+      : 'the page is not cross-origin isolated (it needs Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp), so SharedArrayBuffer is unavailable';
   if (!IS_NODE && globalThis.crossOriginIsolated === false)
     return 'the page is not cross-origin isolated (it needs Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
   return null;
@@ -34,18 +35,42 @@ export function threadsUnavailableReason() {
 /** The initial page count of a module's imported memory (parsed from its import section), or null. */
 export function importedMemoryPages(bytes) {
   let p = 8;
-  const u = () => { let r = 0, s = 0, b; do { b = bytes[p++]; r += (b & 0x7f) * 2 ** s; s += 7; } while (b & 0x80); return r; };
+  const u = () => {
+    let r = 0,
+      s = 0,
+      b;
+    do {
+      b = bytes[p++];
+      r += (b & 0x7f) * 2 ** s;
+      s += 7;
+    } while (b & 0x80);
+    return r;
+  };
   while (p < bytes.length) {
-    const id = bytes[p++], size = u(), end = p + size;
+    const id = bytes[p++],
+      size = u(),
+      end = p + size;
     if (id === 2) {
       const n = u();
       for (let i = 0; i < n; i++) {
-        for (let k = 0; k < 2; k++) { const len = u(); p += len; } // module, name
+        for (let k = 0; k < 2; k++) {
+          const len = u();
+          p += len;
+        } // module, name
         const kind = bytes[p++];
-        if (kind === 0) u();                                        // function: type index
-        else if (kind === 1) { p++; const f = bytes[p++]; u(); if (f & 1) u(); } // table
-        else if (kind === 2) { p++; return u(); }                   // memory: flags, initial
-        else if (kind === 3) p += 2;                                // global: type, mutability
+        if (kind === 0)
+          u(); // function: type index
+        else if (kind === 1) {
+          p++;
+          const f = bytes[p++];
+          u();
+          if (f & 1) u();
+        } // table
+        else if (kind === 2) {
+          p++;
+          return u();
+        } // memory: flags, initial
+        else if (kind === 3) p += 2; // global: type, mutability
       }
       return null;
     }
@@ -71,8 +96,13 @@ export const POOL_TIMEOUTS = { start: 60000, close: 2000 };
  * Returns { threads, live, workers, stackBytes, close() }.
  */
 export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } = {}) {
-  const T = { ...POOL_TIMEOUTS, ...timeouts }, workers = [], stacks = [], lost = new Set();
-  let WorkerCtor, started = false, closed = false;
+  const T = { ...POOL_TIMEOUTS, ...timeouts },
+    workers = [],
+    stacks = [],
+    lost = new Set();
+  let WorkerCtor,
+    started = false,
+    closed = false;
   if (IS_NODE) WorkerCtor = (await nodeModule('worker_threads')).Worker;
   else WorkerCtor = globalThis.Worker;
   if (!WorkerCtor) throw new Error('no Worker here: threads need Web Workers');
@@ -80,7 +110,9 @@ export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } 
   const pool = {
     threads: n,
     /** Threads that run jobs now: the caller and the workers alive. */
-    get live() { return closed ? 1 : n - lost.size; },
+    get live() {
+      return closed ? 1 : n - lost.size;
+    },
     workers,
     stackBytes: 0,
     /** Stops the workers (bounded: one that does not leave within POOL_TIMEOUTS.close is counted
@@ -90,7 +122,9 @@ export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } 
       closed = true;
       engine.quit(); // workers leave their loop at once
       const t0 = Date.now();
-      while (engine.ready() > 0 && Date.now() - t0 < T.close) { /* a few microseconds when every worker is alive */ }
+      while (engine.ready() > 0 && Date.now() - t0 < T.close) {
+        /* a few microseconds when every worker is alive */
+      }
       const stuck = Math.max(0, engine.ready());
       if (stuck) engine.lost(stuck);
       engine.shutdown();
@@ -103,7 +137,10 @@ export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } 
   // handled on this thread, never inside a job)
   let startError = null; // a worker that failed before the pool started: the start fails at once
   const gone = (tid, why) => {
-    if (!started) { startError = startError || new Error(`pool worker ${tid}: ${why}`); return; }
+    if (!started) {
+      startError = startError || new Error(`pool worker ${tid}: ${why}`);
+      return;
+    }
     if (closed || lost.has(tid)) return;
     lost.add(tid);
     engine.lost(1);
@@ -120,34 +157,60 @@ export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } 
       const w = IS_NODE ? new WorkerCtor(url) : new WorkerCtor(url, { type: 'module' });
       if (IS_NODE) w.unref(); // a worker blocked in the engine's loop must not keep Node alive
       workers.push(w);
-      ready.push(new Promise((resolve, reject) => {
-        const off = () => (IS_NODE ? w.off('message', onMsg) : w.removeEventListener('message', onMsg));
-        const onMsg = (m) => {
-          const d = IS_NODE ? m : m.data;
-          // listening keeps a Node worker's port referenced: stop once it has started (a Node worker
-          // that fails later ends with an 'exit'; a browser's may stay, having said so here)
-          if (d.ready === tid) { if (IS_NODE) off(); resolve(); } else if (d.error) { if (IS_NODE) off(); reject(new Error(d.error)); gone(tid, d.error.split('\n')[0]); }
-        };
-        const failed = (why) => { reject(new Error(`pool worker ${tid}: ${why}`)); gone(tid, why); };
-        if (IS_NODE) {
-          w.on('message', onMsg);
-          w.once('error', (e) => failed(e.message));
-          w.once('exit', (code) => failed(`exit code ${code}`));
-        } else {
-          w.addEventListener('message', onMsg);
-          w.addEventListener('error', (e) => failed(e.message || 'a worker error'));
-        }
-      }));
-      w.postMessage({ module: engine.module, memory: engine.memory, tid, stackTop, stack: engine.stack, run: engine.run });
+      ready.push(
+        new Promise((resolve, reject) => {
+          const off = () => (IS_NODE ? w.off('message', onMsg) : w.removeEventListener('message', onMsg));
+          const onMsg = (m) => {
+            const d = IS_NODE ? m : m.data;
+            // listening keeps a Node worker's port referenced: stop once it has started (a Node worker
+            // that fails later ends with an 'exit'; a browser's may stay, having said so here)
+            if (d.ready === tid) {
+              if (IS_NODE) off();
+              resolve();
+            } else if (d.error) {
+              if (IS_NODE) off();
+              reject(new Error(d.error));
+              gone(tid, d.error.split('\n')[0]);
+            }
+          };
+          const failed = (why) => {
+            reject(new Error(`pool worker ${tid}: ${why}`));
+            gone(tid, why);
+          };
+          if (IS_NODE) {
+            w.on('message', onMsg);
+            w.once('error', (e) => failed(e.message));
+            w.once('exit', (code) => failed(`exit code ${code}`));
+          } else {
+            w.addEventListener('message', onMsg);
+            w.addEventListener('error', (e) => failed(e.message || 'a worker error'));
+          }
+        }),
+      );
+      w.postMessage({
+        module: engine.module,
+        memory: engine.memory,
+        tid,
+        stackTop,
+        stack: engine.stack,
+        run: engine.run,
+      });
     }
     pool.stackBytes = stacks.length * (STACK_BYTES + 16);
     let timer;
-    const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`pool: workers not started within ${T.start} ms`)), T.start); });
-    try { await Promise.race([Promise.all(ready), late]); } finally { clearTimeout(timer); }
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`pool: workers not started within ${T.start} ms`)), T.start);
+    });
+    try {
+      await Promise.race([Promise.all(ready), late]);
+    } finally {
+      clearTimeout(timer);
+    }
     // 'ready' is posted just before a worker enters the loop: wait until all are inside
     for (const t0 = Date.now(); engine.ready() < n - 1;) {
       if (startError) throw startError;
-      if (Date.now() - t0 > T.start) throw new Error(`pool: only ${engine.ready()} of ${n - 1} workers entered the loop within ${T.start} ms`);
+      if (Date.now() - t0 > T.start)
+        throw new Error(`pool: only ${engine.ready()} of ${n - 1} workers entered the loop within ${T.start} ms`);
       await new Promise((r) => setTimeout(r, 1));
     }
     const callerCanWait = IS_NODE || typeof window === 'undefined'; // a browser's main thread must spin
@@ -156,7 +219,11 @@ export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } 
     started = true;
   } catch (e) {
     closed = true;
-    try { engine.shutdown(); } catch { /* engine gone */ }
+    try {
+      engine.shutdown();
+    } catch {
+      /* engine gone */
+    }
     workers.forEach((w) => w.terminate());
     ready.forEach((p) => p.catch(() => {})); // the others' rejections, once terminated, are expected
     throw e;

@@ -18,16 +18,43 @@ const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */
 /** timm's pretrained_cfg (timm/models/vision_transformer.py default_cfgs) of the default tag of
  * each timm architecture the engine builds (vt_preset): its mean / std and input size. */
 export const TIMM_PRETRAINED = {
-  vit_tiny_patch16_224: { tag: 'augreg_in21k_ft_in1k', mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5], input_size: [3, 224, 224] },
-  vit_small_patch16_224: { tag: 'augreg_in21k_ft_in1k', mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5], input_size: [3, 224, 224] },
-  vit_base_patch16_224: { tag: 'augreg2_in21k_ft_in1k', mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5], input_size: [3, 224, 224] },
-  vit_base_patch32_224: { tag: 'augreg_in21k_ft_in1k', mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5], input_size: [3, 224, 224] },
+  vit_tiny_patch16_224: {
+    tag: 'augreg_in21k_ft_in1k',
+    mean: [0.5, 0.5, 0.5],
+    std: [0.5, 0.5, 0.5],
+    input_size: [3, 224, 224],
+  },
+  vit_small_patch16_224: {
+    tag: 'augreg_in21k_ft_in1k',
+    mean: [0.5, 0.5, 0.5],
+    std: [0.5, 0.5, 0.5],
+    input_size: [3, 224, 224],
+  },
+  vit_base_patch16_224: {
+    tag: 'augreg2_in21k_ft_in1k',
+    mean: [0.5, 0.5, 0.5],
+    std: [0.5, 0.5, 0.5],
+    input_size: [3, 224, 224],
+  },
+  vit_base_patch32_224: {
+    tag: 'augreg_in21k_ft_in1k',
+    mean: [0.5, 0.5, 0.5],
+    std: [0.5, 0.5, 0.5],
+    input_size: [3, 224, 224],
+  },
 };
 
 /** A mean or std list checked: 1 or 3 finite numbers (std > 0). */
 export function checkStats(v, what, positive) {
-  if (!Array.isArray(v) || !(v.length === 1 || v.length === 3) || !v.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0)))
-    throw new VitrineError(`${what}: ${JSON.stringify(v)} is not 1 or 3 ${positive ? 'positive' : 'finite'} numbers`, -1);
+  if (
+    !Array.isArray(v) ||
+    !(v.length === 1 || v.length === 3) ||
+    !v.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0))
+  )
+    throw new VitrineError(
+      `${what}: ${JSON.stringify(v)} is not 1 or 3 ${positive ? 'positive' : 'finite'} numbers`,
+      -1,
+    );
   return v;
 }
 
@@ -36,26 +63,39 @@ export function statsFromMeta(meta, what = 'the weights') {
   const text = meta && meta.pretrained_cfg;
   if (typeof text !== 'string') return null;
   let cfg;
-  try { cfg = JSON.parse(text); } catch (e) { throw new VitrineError(`${what}: pretrained_cfg in its metadata is not JSON (${e.message})`, -3); }
+  try {
+    cfg = JSON.parse(text);
+  } catch (e) {
+    throw new VitrineError(`${what}: pretrained_cfg in its metadata is not JSON (${e.message})`, -3);
+  }
   if (!cfg || typeof cfg !== 'object' || cfg.mean == null || cfg.std == null) return null;
-  return { mean: checkStats(cfg.mean, `${what}: pretrained_cfg mean`, false), std: checkStats(cfg.std, `${what}: pretrained_cfg std`, true) };
+  return {
+    mean: checkStats(cfg.mean, `${what}: pretrained_cfg mean`, false),
+    std: checkStats(cfg.std, `${what}: pretrained_cfg std`, true),
+  };
 }
 
 /** The normalisation a run uses, and where it comes from (the order at the top of this file).
  * arch: a timm architecture name or null; meta: the metadata of the weights the run starts from. */
 export function resolveNormalization({ mean = null, std = null, meta = null, arch = null, what } = {}) {
   if ((mean == null) !== (std == null)) throw new VitrineError('mean and std: give both or neither', -1);
-  if (mean != null) return { mean: checkStats(mean, 'mean', false), std: checkStats(std, 'std', true), source: 'given' };
+  if (mean != null)
+    return { mean: checkStats(mean, 'mean', false), std: checkStats(std, 'std', true), source: 'given' };
   const m = statsFromMeta(meta, what);
-  if (m) return { ...m, source: 'the weights\' pretrained_cfg' };
+  if (m) return { ...m, source: "the weights' pretrained_cfg" };
   const t = arch && TIMM_PRETRAINED[arch];
   if (t) return { mean: t.mean, std: t.std, source: `timm's pretrained_cfg of ${arch}.${t.tag}` };
-  return { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: 'ImageNet (vitrine\'s default)', isDefault: true };
+  return { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: "ImageNet (vitrine's default)", isDefault: true };
 }
 
 /** The `pretrained_cfg` metadata entry vitrine writes into what it saves (timm's keys). */
 export function pretrainedCfg({ mean, std, chans, img, numClasses = null }) {
-  return JSON.stringify({ mean, std, input_size: [chans, img, img], ...(numClasses != null ? { num_classes: numClasses } : {}) });
+  return JSON.stringify({
+    mean,
+    std,
+    input_size: [chans, img, img],
+    ...(numClasses != null ? { num_classes: numClasses } : {}),
+  });
 }
 
 // ---- the bytes --------------------------------------------------------------------------------------
@@ -65,21 +105,31 @@ export const MAX_WEIGHTS_BYTES = 2 ** 31;
 
 // a response body read chunk by chunk, progress reported
 async function readStream(body, total, name, onProgress, signal) {
-  const reader = body.getReader(), chunks = [];
+  const reader = body.getReader(),
+    chunks = [];
   let loaded = 0;
   if (onProgress) onProgress({ loaded, total, name });
   for (;;) {
-    if (signal && signal.aborted) { reader.cancel(); throw new VitrineError(`${name}: download aborted`, -7); }
+    if (signal && signal.aborted) {
+      reader.cancel();
+      throw new VitrineError(`${name}: download aborted`, -7);
+    }
     const { done, value } = await reader.read();
     if (done) break;
     loaded += value.length;
-    if (loaded > MAX_WEIGHTS_BYTES) { reader.cancel(); throw new VitrineError(`${name}: more than ${MAX_WEIGHTS_BYTES} bytes`, -3); }
+    if (loaded > MAX_WEIGHTS_BYTES) {
+      reader.cancel();
+      throw new VitrineError(`${name}: more than ${MAX_WEIGHTS_BYTES} bytes`, -3);
+    }
     chunks.push(value);
     if (onProgress) onProgress({ loaded, total, name });
   }
   const out = new Uint8Array(loaded);
   let o = 0;
-  for (const c of chunks) { out.set(c, o); o += c.length; }
+  for (const c of chunks) {
+    out.set(c, o);
+    o += c.length;
+  }
   return out;
 }
 
@@ -89,7 +139,8 @@ const isUrlText = (s) => /^(https?|file|blob|data):/i.test(s);
  * onProgress({ loaded, total, name }) as it arrives), or in Node a file path. Checked to be
  * safetensors; a failure names what was asked for. Returns { bytes, name, meta }. */
 export async function readWeights(src, { onProgress = null, signal = null, name = null } = {}) {
-  let bytes, what = name;
+  let bytes,
+    what = name;
   if (src instanceof Uint8Array) bytes = src;
   else if (src instanceof ArrayBuffer) bytes = new Uint8Array(src);
   else if (ArrayBuffer.isView(src)) bytes = new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
@@ -99,28 +150,44 @@ export async function readWeights(src, { onProgress = null, signal = null, name 
   } else if (src instanceof URL || (typeof src === 'string' && (isUrlText(src) || !IS_NODE))) {
     const url = String(src);
     what = what || url;
-    if (IS_NODE && /^file:/i.test(url)) return readWeights((await nodeModule('url')).fileURLToPath(url), { onProgress, signal, name: url });
+    if (IS_NODE && /^file:/i.test(url))
+      return readWeights((await nodeModule('url')).fileURLToPath(url), { onProgress, signal, name: url });
     let r;
-    try { r = await fetch(url, { signal }); } catch (e) {
+    try {
+      r = await fetch(url, { signal });
+    } catch (e) {
       throw new VitrineError(`${what}: cannot fetch (${e.cause ? e.cause.message || e.cause.code : e.message})`, -8);
     }
     if (!r.ok) throw new VitrineError(`${what}: HTTP ${r.status}${r.statusText ? ' ' + r.statusText : ''}`, -8);
     const total = Number(r.headers.get('content-length')) || null;
     bytes = await readStream(r.body, total, what, onProgress, signal);
-  } else if (typeof src === 'string') { // Node: a file
+  } else if (typeof src === 'string') {
+    // Node: a file
     what = what || src;
     const fs = await nodeModule('fs');
     let st;
-    try { st = fs.statSync(src); } catch (e) { throw new VitrineError(`${what}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`, -8); }
+    try {
+      st = fs.statSync(src);
+    } catch (e) {
+      throw new VitrineError(`${what}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`, -8);
+    }
     if (!st.isFile()) throw new VitrineError(`${what}: not a regular file`, -8);
-    if (st.size > MAX_WEIGHTS_BYTES) throw new VitrineError(`${what}: ${st.size} bytes, more than ${MAX_WEIGHTS_BYTES}`, -3);
+    if (st.size > MAX_WEIGHTS_BYTES)
+      throw new VitrineError(`${what}: ${st.size} bytes, more than ${MAX_WEIGHTS_BYTES}`, -3);
     bytes = new Uint8Array(fs.readFileSync(src));
     if (onProgress) onProgress({ loaded: bytes.length, total: bytes.length, name: what });
   } else {
-    throw new VitrineError(`weights: ${Object.prototype.toString.call(src)} is not bytes, a Blob, a URL or a file path`, -1);
+    throw new VitrineError(
+      `weights: ${Object.prototype.toString.call(src)} is not bytes, a Blob, a URL or a file path`,
+      -1,
+    );
   }
   what = what || 'the weights';
   let meta;
-  try { meta = readSafetensorsMeta(bytes); } catch (e) { throw new VitrineError(`${what}: not a safetensors file (${e.message.replace(/^safetensors: /, '')})`, -3); }
+  try {
+    meta = readSafetensorsMeta(bytes);
+  } catch (e) {
+    throw new VitrineError(`${what}: not a safetensors file (${e.message.replace(/^safetensors: /, '')})`, -3);
+  }
   return { bytes, name: what, meta };
 }

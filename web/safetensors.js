@@ -12,10 +12,13 @@ export function readSafetensorsHeader(bytes) {
   const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
   if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
   let h;
-  try { h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n))); } catch (e) {
+  try {
+    h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n)));
+  } catch (e) {
     throw new VitrineError(`safetensors: bad header JSON (${e.message})`, -3);
   }
-  if (!h || typeof h !== 'object' || Array.isArray(h)) throw new VitrineError('safetensors: the header is not a JSON object', -3);
+  if (!h || typeof h !== 'object' || Array.isArray(h))
+    throw new VitrineError('safetensors: the header is not a JSON object', -3);
   return { length: n, header: h };
 }
 
@@ -33,7 +36,8 @@ export function withMetadata(bytes, extra) {
   for (const [k, v] of Object.entries(extra)) header.__metadata__[k] = typeof v === 'string' ? v : JSON.stringify(v);
   let text = JSON.stringify(header);
   while ((8 + new TextEncoder().encode(text).length) % 8) text += ' ';
-  const h = new TextEncoder().encode(text), out = new Uint8Array(8 + h.length + bytes.length - 8 - n);
+  const h = new TextEncoder().encode(text),
+    out = new Uint8Array(8 + h.length + bytes.length - 8 - n);
   new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
   out.set(h, 8);
   out.set(bytes.subarray(8 + n), 8 + h.length);

@@ -22,7 +22,9 @@ export interface AssertParityOptions {
 }
 
 /** A parity result judged under a tolerance. */
-export interface TolerancedParityResult extends Omit<ParityResult, 'json' | 'dump'> { tolerance: number; }
+export interface TolerancedParityResult extends Omit<ParityResult, 'json' | 'dump'> {
+  tolerance: number;
+}
 
 /** Runs a parity file as `vitrine parity` does; rejects with an AssertionError naming the worst
  * tensor, its err and torch32_err when it fails (or when the file cannot be read or run). */
@@ -31,9 +33,23 @@ export function assertParity(file: string | URL, options?: AssertParityOptions):
 /** A value a golden holds: a typed array, { data, shape } (Model.encode's output), a number,
  * bigint or boolean, an array of numbers; arrays and plain objects of these nest. */
 export type GoldenValue =
-  | Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint8ClampedArray
-  | { data: Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint8ClampedArray; shape: number[] }
-  | number | bigint | boolean | number[] | GoldenValue[] | { [key: string]: GoldenValue };
+  | Float32Array
+  | Float64Array
+  | Int32Array
+  | BigInt64Array
+  | Int8Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | {
+      data: Float32Array | Float64Array | Int32Array | BigInt64Array | Int8Array | Uint8Array | Uint8ClampedArray;
+      shape: number[];
+    }
+  | number
+  | bigint
+  | boolean
+  | number[]
+  | GoldenValue[]
+  | { [key: string]: GoldenValue };
 
 export interface AssertGoldenOptions {
   /** Where goldens live: dir/<name>.safetensors (default 'goldens', from the working directory). */
@@ -43,16 +59,32 @@ export interface AssertGoldenOptions {
   /** Allowed err = max|new - golden| / max|golden| per float tensor (default: none, bit for bit). */
   tolerance?: number;
 }
-export interface GoldenStatus { status: 'recorded' | 'matched' | 'updated'; file: string; }
+export interface GoldenStatus {
+  status: 'recorded' | 'matched' | 'updated';
+  file: string;
+}
 
 /** Checks a value against its golden file (recorded on the first run outside CI, or with
  * update); throws an AssertionError on any changed bit (or beyond tolerance), another shape, or a
  * golden that cannot be read. Returns a promise when fn does. */
-export function assertGolden(name: string, fn: () => Promise<GoldenValue>, options?: AssertGoldenOptions): Promise<GoldenStatus>;
-export function assertGolden(name: string, fn: (() => GoldenValue) | GoldenValue, options?: AssertGoldenOptions): GoldenStatus;
+export function assertGolden(
+  name: string,
+  fn: () => Promise<GoldenValue>,
+  options?: AssertGoldenOptions,
+): Promise<GoldenStatus>;
+export function assertGolden(
+  name: string,
+  fn: (() => GoldenValue) | GoldenValue,
+  options?: AssertGoldenOptions,
+): GoldenStatus;
 
 /** A value's tensors as a golden holds them. */
-export function goldenTensors(value: GoldenValue): { name: string; dtype: string; shape: number[]; bytes: Uint8Array }[];
+export function goldenTensors(
+  value: GoldenValue,
+): { name: string; dtype: string; shape: number[]; bytes: Uint8Array }[];
 /** safetensors bytes of such tensors with string metadata. */
-export function encodeSafetensors(tensors: { name: string; dtype: string; shape: number[]; bytes: Uint8Array }[], metadata?: Record<string, string>): Uint8Array;
+export function encodeSafetensors(
+  tensors: { name: string; dtype: string; shape: number[]; bytes: Uint8Array }[],
+  metadata?: Record<string, string>,
+): Uint8Array;
 export type { ParityResult, ParityTensor };

@@ -25,10 +25,13 @@ const engines = new Map(); // one engine per build, thread count and directory, 
 async function engineFor(backend, threads, wasmDir) {
   const key = `${backend ?? ''}|${threads}|${wasmDir ?? ''}`;
   if (!engines.has(key)) {
-    engines.set(key, (async () => {
-      await enableNodeRelaxedSimd(); // Node 20: before anything compiles wasm
-      return createVitrine({ wasm: backend, threads, wasmDir });
-    })());
+    engines.set(
+      key,
+      (async () => {
+        await enableNodeRelaxedSimd(); // Node 20: before anything compiles wasm
+        return createVitrine({ wasm: backend, threads, wasmDir });
+      })(),
+    );
   }
   return engines.get(key);
 }
@@ -46,18 +49,23 @@ export async function assertParity(file, { policy = null, backend, tolerance, th
   const tol = checkTolerance(tolerance);
   const f = toPath(file);
   let bytes;
-  try { bytes = readRegularFile(f, MAX_FILE_BYTES); } catch (e) {
+  try {
+    bytes = readRegularFile(f, MAX_FILE_BYTES);
+  } catch (e) {
     throw new AssertionError({ message: `vitrine parity: cannot read ${f}: ${reason(e)}`, operator: 'assertParity' });
   }
-  const vt = engine || await engineFor(backend, threads, wasmDir);
+  const vt = engine || (await engineFor(backend, threads, wasmDir));
   const r = applyTolerance(vt.parity(bytes, { policy, file: f }), tol);
   delete r.json;
   if (r.pass) return r;
   const how = `${r.module || '?'} ${r.fn || '?'}, wasm ${vt.build}, grad checkpointing ${policy || 'none'}`;
   const err = new AssertionError({
-    message: r.error ? `vitrine parity: ${f} could not be run (${how}): ${r.error}`
+    message: r.error
+      ? `vitrine parity: ${f} could not be run (${how}): ${r.error}`
       : `vitrine parity: ${f} fails (${how})\n${failureDetail(r, tol)}\n${passRule(tol)}`,
-    actual: r.error ? undefined : r.err, expected: r.error ? undefined : tol, operator: 'assertParity',
+    actual: r.error ? undefined : r.err,
+    expected: r.error ? undefined : tol,
+    operator: 'assertParity',
   });
   err.result = r;
   throw err;
@@ -65,8 +73,15 @@ export async function assertParity(file, { policy = null, backend, tolerance, th
 
 // ---- safetensors bytes ------------------------------------------------------------------------
 
-const DTYPES = { F64: [Float64Array, 8], F32: [Float32Array, 4], I64: [BigInt64Array, 8], I32: [Int32Array, 4],
-  I8: [Int8Array, 1], U8: [Uint8Array, 1], BOOL: [Uint8Array, 1] };
+const DTYPES = {
+  F64: [Float64Array, 8],
+  F32: [Float32Array, 4],
+  I64: [BigInt64Array, 8],
+  I32: [Int32Array, 4],
+  I8: [Int8Array, 1],
+  U8: [Uint8Array, 1],
+  BOOL: [Uint8Array, 1],
+};
 const FLOAT = new Set(['F64', 'F32']);
 
 /** safetensors bytes of tensors [{ name, dtype, shape, bytes }] with string metadata: compact
@@ -82,11 +97,15 @@ export function encodeSafetensors(tensors, metadata = {}) {
   header.__metadata__ = metadata;
   let text = JSON.stringify(header);
   while ((8 + Buffer.byteLength(text)) % 8) text += ' ';
-  const h = Buffer.from(text), out = new Uint8Array(8 + h.length + off);
+  const h = Buffer.from(text),
+    out = new Uint8Array(8 + h.length + off);
   new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
   out.set(h, 8);
   let p = 8 + h.length;
-  for (const t of tensors) { out.set(t.bytes, p); p += t.bytes.length; }
+  for (const t of tensors) {
+    out.set(t.bytes, p);
+    p += t.bytes.length;
+  }
   return out;
 }
 
@@ -96,13 +115,27 @@ function decodeTensors(u8) {
   const { length: n, header } = readSafetensorsHeader(u8);
   const meta = header.__metadata__ || {};
   delete header.__metadata__;
-  const dataLen = u8.length - 8 - n, tensors = [];
+  const dataLen = u8.length - 8 - n,
+    tensors = [];
   for (const [name, e] of Object.entries(header)) {
-    if (!e || !DTYPES[e.dtype]) throw new Error(`tensor ${name}: dtype ${e && e.dtype} is not one a golden holds (${Object.keys(DTYPES).join(', ')})`);
-    if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new Error(`tensor ${name}: bad shape ${JSON.stringify(e.shape)}`);
-    const numel = e.shape.reduce((a, b) => a * b, 1), [a, b] = e.data_offsets || [];
-    if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b) || a < 0 || b > dataLen || b - a !== numel * DTYPES[e.dtype][1])
-      throw new Error(`tensor ${name}: data_offsets ${JSON.stringify(e.data_offsets)} do not hold ${numel} ${e.dtype} values in ${dataLen} bytes of data`);
+    if (!e || !DTYPES[e.dtype])
+      throw new Error(
+        `tensor ${name}: dtype ${e && e.dtype} is not one a golden holds (${Object.keys(DTYPES).join(', ')})`,
+      );
+    if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+      throw new Error(`tensor ${name}: bad shape ${JSON.stringify(e.shape)}`);
+    const numel = e.shape.reduce((a, b) => a * b, 1),
+      [a, b] = e.data_offsets || [];
+    if (
+      !Number.isSafeInteger(a) ||
+      !Number.isSafeInteger(b) ||
+      a < 0 ||
+      b > dataLen ||
+      b - a !== numel * DTYPES[e.dtype][1]
+    )
+      throw new Error(
+        `tensor ${name}: data_offsets ${JSON.stringify(e.data_offsets)} do not hold ${numel} ${e.dtype} values in ${dataLen} bytes of data`,
+      );
     tensors.push({ name, dtype: e.dtype, shape: e.shape, bytes: u8.subarray(8 + n + a, 8 + n + b) });
   }
   return { meta, tensors };
@@ -110,8 +143,20 @@ function decodeTensors(u8) {
 
 // ---- golden values ----------------------------------------------------------------------------
 
-const typedDtype = (a) => (a instanceof Float32Array ? 'F32' : a instanceof Float64Array ? 'F64' : a instanceof Int32Array ? 'I32'
-  : a instanceof BigInt64Array ? 'I64' : a instanceof Int8Array ? 'I8' : a instanceof Uint8Array || a instanceof Uint8ClampedArray ? 'U8' : null);
+const typedDtype = (a) =>
+  a instanceof Float32Array
+    ? 'F32'
+    : a instanceof Float64Array
+      ? 'F64'
+      : a instanceof Int32Array
+        ? 'I32'
+        : a instanceof BigInt64Array
+          ? 'I64'
+          : a instanceof Int8Array
+            ? 'I8'
+            : a instanceof Uint8Array || a instanceof Uint8ClampedArray
+              ? 'U8'
+              : null;
 const bytesOf = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength).slice();
 const isTensorLike = (v) => v && typeof v === 'object' && ArrayBuffer.isView(v.data) && Array.isArray(v.shape);
 
@@ -133,14 +178,25 @@ export function goldenTensors(value) {
       const dtype = typedDtype(v);
       if (!dtype) throw new TypeError(`${where}: ${v.constructor.name} is not a dtype a golden holds`);
       out.push({ name: where, dtype, shape: [v.length], bytes: bytesOf(v) });
-    } else if (typeof v === 'number') out.push({ name: where, dtype: 'F64', shape: [], bytes: bytesOf(new Float64Array([v])) });
-    else if (typeof v === 'bigint') out.push({ name: where, dtype: 'I64', shape: [], bytes: bytesOf(new BigInt64Array([BigInt.asIntN(64, v)])) });
-    else if (typeof v === 'boolean') out.push({ name: where, dtype: 'BOOL', shape: [], bytes: new Uint8Array([v ? 1 : 0]) });
-    else if (Array.isArray(v) && v.length && v.every((x) => typeof x === 'number')) out.push({ name: where, dtype: 'F64', shape: [v.length], bytes: bytesOf(Float64Array.from(v)) });
+    } else if (typeof v === 'number')
+      out.push({ name: where, dtype: 'F64', shape: [], bytes: bytesOf(new Float64Array([v])) });
+    else if (typeof v === 'bigint')
+      out.push({ name: where, dtype: 'I64', shape: [], bytes: bytesOf(new BigInt64Array([BigInt.asIntN(64, v)])) });
+    else if (typeof v === 'boolean')
+      out.push({ name: where, dtype: 'BOOL', shape: [], bytes: new Uint8Array([v ? 1 : 0]) });
+    else if (Array.isArray(v) && v.length && v.every((x) => typeof x === 'number'))
+      out.push({ name: where, dtype: 'F64', shape: [v.length], bytes: bytesOf(Float64Array.from(v)) });
     else if (Array.isArray(v)) v.forEach((x, i) => walk(x, name ? `${name}.${i}` : String(i)));
-    else if (v && typeof v === 'object' && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
+    else if (
+      v &&
+      typeof v === 'object' &&
+      (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)
+    ) {
       for (const [k, x] of Object.entries(v)) walk(x, name ? `${name}.${k}` : k);
-    } else throw new TypeError(`${where}: ${v === null ? 'null' : typeof v} is not a value a golden holds (typed arrays, { data, shape }, numbers, arrays, objects of these)`);
+    } else
+      throw new TypeError(
+        `${where}: ${v === null ? 'null' : typeof v} is not a value a golden holds (typed arrays, { data, shape }, numbers, arrays, objects of these)`,
+      );
   };
   walk(value, '');
   if (!out.length) throw new TypeError('the value holds no tensors (an empty array or object)');
@@ -163,11 +219,22 @@ function values(t) {
 // (null: bit for bit), else a message.
 function difference(old, now, tolerance) {
   if (Buffer.from(old.bytes).equals(Buffer.from(now.bytes))) return null;
-  const a = values(old), b = values(now), n = a.length;
-  let changed = 0, first = -1, maxDiff = 0, maxRef = 0, nonFinite = false;
+  const a = values(old),
+    b = values(now),
+    n = a.length;
+  let changed = 0,
+    first = -1,
+    maxDiff = 0,
+    maxRef = 0,
+    nonFinite = false;
   for (let i = 0; i < n; i++) {
-    const same = FLOAT.has(old.dtype) ? Object.is(a[i], b[i]) || (Number.isNaN(a[i]) && Number.isNaN(b[i])) : a[i] === b[i];
-    if (!same) { changed++; if (first < 0) first = i; }
+    const same = FLOAT.has(old.dtype)
+      ? Object.is(a[i], b[i]) || (Number.isNaN(a[i]) && Number.isNaN(b[i]))
+      : a[i] === b[i];
+    if (!same) {
+      changed++;
+      if (first < 0) first = i;
+    }
     if (FLOAT.has(old.dtype)) {
       const d = Math.abs(a[i] - b[i]);
       if (Number.isNaN(d) && !(Number.isNaN(a[i]) && Number.isNaN(b[i]))) nonFinite = true;
@@ -179,7 +246,9 @@ function difference(old, now, tolerance) {
   const err = maxRef > 0 ? maxDiff / maxRef : maxDiff;
   if (tolerance != null && FLOAT.has(old.dtype) && !nonFinite && err <= tolerance) return null;
   const at = `element ${first}: ${a[first]} -> ${b[first]}`;
-  const what = FLOAT.has(old.dtype) ? `; err = max|new - golden| / max|golden| = ${nonFinite ? 'inf (a NaN or infinity appeared)' : fmtE(err)}${tolerance != null ? ` > tolerance ${fmtE(tolerance)}` : ''}` : '';
+  const what = FLOAT.has(old.dtype)
+    ? `; err = max|new - golden| / max|golden| = ${nonFinite ? 'inf (a NaN or infinity appeared)' : fmtE(err)}${tolerance != null ? ` > tolerance ${fmtE(tolerance)}` : ''}`
+    : '';
   return `${changed || 'no'} of ${n} values changed (first at ${at})${what}`;
 }
 
@@ -195,11 +264,13 @@ function difference(old, now, tolerance) {
  * promise, so does assertGolden. Returns { status: 'recorded' | 'matched' | 'updated', file }.
  */
 export function assertGolden(name, fn, { dir = 'goldens', update, tolerance } = {}) {
-  if (typeof name !== 'string' || !NAME.test(name)) throw new TypeError(`assertGolden: name ${JSON.stringify(name)}: letters, digits, _ . - (a file name, no path)`);
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw new TypeError(`assertGolden: name ${JSON.stringify(name)}: letters, digits, _ . - (a file name, no path)`);
   if (tolerance != null && !(typeof tolerance === 'number' && tolerance >= 0 && Number.isFinite(tolerance)))
     throw new TypeError(`assertGolden ${name}: tolerance ${tolerance} is not a number >= 0`);
   const value = typeof fn === 'function' ? fn() : fn;
-  const check = (v) => checkGolden(name, v, { dir: toPath(dir), update: update ?? truthy(process.env.VITRINE_UPDATE_GOLDENS), tolerance });
+  const check = (v) =>
+    checkGolden(name, v, { dir: toPath(dir), update: update ?? truthy(process.env.VITRINE_UPDATE_GOLDENS), tolerance });
   return value && typeof value.then === 'function' ? value.then(check) : check(value);
 }
 
@@ -212,24 +283,42 @@ function checkGolden(name, value, { dir, update, tolerance }) {
     return { status, file };
   };
   let exists = true;
-  try { statSync(file); } catch (e) { if (e.code === 'ENOENT') exists = false; else throw new AssertionError({ message: `golden ${name}: cannot read ${file}: ${reason(e)}`, operator: 'assertGolden' }); }
+  try {
+    statSync(file);
+  } catch (e) {
+    if (e.code === 'ENOENT') exists = false;
+    else
+      throw new AssertionError({
+        message: `golden ${name}: cannot read ${file}: ${reason(e)}`,
+        operator: 'assertGolden',
+      });
+  }
   if (!exists) {
     if (update) return record('recorded');
     if (truthy(process.env.CI)) {
-      throw new AssertionError({ operator: 'assertGolden', message: `golden ${name}: ${file} does not exist, and in CI (CI=${process.env.CI}) ` +
-        'a golden is never recorded: run the test once where you can look at the value (it records it) and commit the file' });
+      throw new AssertionError({
+        operator: 'assertGolden',
+        message:
+          `golden ${name}: ${file} does not exist, and in CI (CI=${process.env.CI}) ` +
+          'a golden is never recorded: run the test once where you can look at the value (it records it) and commit the file',
+      });
     }
     return record('recorded');
   }
   let old;
   try {
     const got = decodeTensors(readRegularFile(file, MAX_FILE_BYTES));
-    if (got.meta.format !== GOLDEN_FORMAT) throw new Error(`metadata format is ${JSON.stringify(got.meta.format)}, not ${GOLDEN_FORMAT}`);
+    if (got.meta.format !== GOLDEN_FORMAT)
+      throw new Error(`metadata format is ${JSON.stringify(got.meta.format)}, not ${GOLDEN_FORMAT}`);
     old = got.tensors;
   } catch (e) {
     if (update) return record('updated');
-    throw new AssertionError({ operator: 'assertGolden', message: `golden ${name}: ${file} is not a readable golden (${reason(e)}); ` +
-      'it is left as it is: delete it, or record it again with VITRINE_UPDATE_GOLDENS=1' });
+    throw new AssertionError({
+      operator: 'assertGolden',
+      message:
+        `golden ${name}: ${file} is not a readable golden (${reason(e)}); ` +
+        'it is left as it is: delete it, or record it again with VITRINE_UPDATE_GOLDENS=1',
+    });
   }
   const problems = [];
   const byName = new Map(old.map((t) => [t.name, t]));
@@ -244,9 +333,14 @@ function checkGolden(name, value, { dir, update, tolerance }) {
     }
     byName.delete(t.name);
   }
-  for (const o of byName.values()) problems.push(`tensor ${o.name} (${fmtShape(o)}) of the golden is missing from the value`);
+  for (const o of byName.values())
+    problems.push(`tensor ${o.name} (${fmtShape(o)}) of the golden is missing from the value`);
   if (!problems.length) return { status: 'matched', file };
   if (update) return record('updated');
-  throw new AssertionError({ operator: 'assertGolden', message: `golden ${name} (${file}) differs${tolerance != null ? ` beyond tolerance ${fmtE(tolerance)}` : ' (bit for bit)'}:\n  ` +
-    `${problems.join('\n  ')}\nif the change is intended, record it again: VITRINE_UPDATE_GOLDENS=1 (or { update: true })` });
+  throw new AssertionError({
+    operator: 'assertGolden',
+    message:
+      `golden ${name} (${file}) differs${tolerance != null ? ` beyond tolerance ${fmtE(tolerance)}` : ' (bit for bit)'}:\n  ` +
+      `${problems.join('\n  ')}\nif the change is intended, record it again: VITRINE_UPDATE_GOLDENS=1 (or { update: true })`,
+  });
 }

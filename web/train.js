@@ -54,7 +54,12 @@ export const TRAIN_PRESETS = {
  * engine's default for a preset). Step times: bench/README.md, section 8. */
 export const MAE_DECODERS = {
   tab: { label: 'sized for a tab: 128 wide, 2 deep, 4 heads', decoder_dim: 128, decoder_depth: 2, decoder_heads: 4 },
-  lightly: { label: "lightly's MAE: 512 wide, 8 deep, 16 heads", decoder_dim: 512, decoder_depth: 8, decoder_heads: 16 },
+  lightly: {
+    label: "lightly's MAE: 512 wide, 8 deep, 16 heads",
+    decoder_dim: 512,
+    decoder_depth: 8,
+    decoder_heads: 16,
+  },
 };
 /** The config (for createModel with a preset) of decoder `name` of MAE_DECODERS. */
 export function maeDecoder(name) {
@@ -75,7 +80,9 @@ export function modelSpec(objective, { preset = 'fmnist', config = null } = {}) 
 
 /** The encoder's weights under timm's keys: lightly's MAE backbone is backbone.vit.*, AIM's
  * backbone.* (a causal timm ViT). */
-export function encoderPrefix(kind) { return kind === 'mae' ? 'backbone.vit.' : 'backbone.'; }
+export function encoderPrefix(kind) {
+  return kind === 'mae' ? 'backbone.vit.' : 'backbone.';
+}
 
 // ---- seeded randomness (a generator of our own: the same bits in every JS engine) -----------
 
@@ -100,7 +107,10 @@ export function rng32(seed) {
     return (t ^ (t >>> 14)) >>> 0;
   };
 }
-export const seedWords = (seed) => { const s = BigInt(seed); return [Number(s & 0xffffffffn), Number((s >> 32n) & 0xffffffffn)]; };
+export const seedWords = (seed) => {
+  const s = BigInt(seed);
+  return [Number(s & 0xffffffffn), Number((s >> 32n) & 0xffffffffn)];
+};
 
 /** A seeded permutation of 0..n-1 (Fisher-Yates). */
 export function permutation(n, seed) {
@@ -109,7 +119,9 @@ export function permutation(n, seed) {
   const r = rng32(seed);
   for (let i = n - 1; i > 0; i--) {
     const j = Math.floor((r() / 4294967296) * (i + 1));
-    const t = p[i]; p[i] = p[j]; p[j] = t;
+    const t = p[i];
+    p[i] = p[j];
+    p[j] = t;
   }
   return p;
 }
@@ -128,7 +140,10 @@ export class DataOrder {
   }
   at(q) {
     const e = Math.floor(q / this.n);
-    if (e !== this._epoch) { this._perm = permutation(this.n, hash32(this._w[0], this._w[1], e)); this._epoch = e; }
+    if (e !== this._epoch) {
+      this._perm = permutation(this.n, hash32(this._w[0], this._w[1], e));
+      this._epoch = e;
+    }
     return this._perm[q % this.n];
   }
   batch(step, B) {
@@ -147,13 +162,25 @@ export class DataOrder {
  *   mean  the mean of the normed patch tokens, encode(x)[:, prefix:].mean(1): the pooling of
  *         timm's global_pool 'avg' on these tokens (an AIM encoder's forward is this pooling) */
 export function features(model, ds, indices, chunk = 250) {
-  const P = model.dims.prefix, n = indices.length, { img, chans } = model.dims;
-  let cls = null, mean = null, D = 0;
+  const P = model.dims.prefix,
+    n = indices.length,
+    { img, chans } = model.dims;
+  let cls = null,
+    mean = null,
+    D = 0;
   for (let s = 0; s < n; s += chunk) {
     const idx = indices.subarray(s, Math.min(n, s + chunk));
     // images of another size or channel count: through the pixel pipeline a chunk at a time
-    const x = model.encode(ds.size === img && ds.chans === chans ? makeBatch(ds, idx, null, model.normalization)
-      : makeBatch(adapt(gather(ds, idx), img, chans), Int32Array.from(idx, (_, j) => j), null, model.normalization)); // [b, T, D]
+    const x = model.encode(
+      ds.size === img && ds.chans === chans
+        ? makeBatch(ds, idx, null, model.normalization)
+        : makeBatch(
+            adapt(gather(ds, idx), img, chans),
+            Int32Array.from(idx, (_, j) => j),
+            null,
+            model.normalization,
+          ),
+    ); // [b, T, D]
     const [b, T] = x.shape;
     if (!mean) {
       D = x.shape[2];
@@ -161,7 +188,8 @@ export function features(model, ds, indices, chunk = 250) {
       if (P > 0) cls = new Float32Array(n * D);
     }
     for (let i = 0; i < b; i++) {
-      const row = x.data.subarray(i * T * D, (i + 1) * T * D), o = (s + i) * D;
+      const row = x.data.subarray(i * T * D, (i + 1) * T * D),
+        o = (s + i) * D;
       if (cls) cls.set(row.subarray(0, D), o);
       const acc = new Float64Array(D);
       for (let t = P; t < T; t++) for (let d = 0; d < D; d++) acc[d] += row[t * D + d];
@@ -175,7 +203,9 @@ export const READOUTS = ['mean', 'cls'];
 /** kNN top-1 of every readout the model has: { mean, cls } (cls null without a prefix token). */
 export function knnReadouts(model, bank, query, opts) {
   const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
-  const fb = features(model, bank, all(bank.n)), fq = features(model, query, all(query.n)), out = {};
+  const fb = features(model, bank, all(bank.n)),
+    fq = features(model, query, all(query.n)),
+    out = {};
   for (const r of READOUTS) out[r] = fb[r] ? knnAccuracy(fb[r], bank.labels, fq[r], query.labels, opts) : null;
   return out;
 }
@@ -185,7 +215,8 @@ export function pixelFeatures(ds, indices, stats = {}) {
 }
 /** Images `idx` of a data set as a data set of their own. */
 export function gather(ds, idx) {
-  const per = ds.chans * ds.size * ds.size, pixels = new Uint8Array(idx.length * per);
+  const per = ds.chans * ds.size * ds.size,
+    pixels = new Uint8Array(idx.length * per);
   idx.forEach((i, j) => pixels.set(ds.pixels.subarray(i * per, (i + 1) * per), j * per));
   return { ...ds, n: idx.length, pixels, labels: ds.labels ? Int32Array.from(idx, (i) => ds.labels[i]) : null };
 }
@@ -207,11 +238,16 @@ function l2normalize({ data, dim }) {
 export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t = 0.1, classes = null } = {}) {
   const D = bank.dim;
   if (queries.dim !== D) throw new Error(`kNN: bank features have ${D} dimensions, queries ${queries.dim}`);
-  const B = l2normalize(bank), Q = l2normalize(queries);
-  const nb = B.length / D, nq = Q.length / D;
+  const B = l2normalize(bank),
+    Q = l2normalize(queries);
+  const nb = B.length / D,
+    nq = Q.length / D;
   let C = classes || 0;
   if (!C) for (const l of [...bankLabels, ...queryLabels]) C = Math.max(C, l + 1);
-  const kk = Math.min(k, nb), topS = new Float64Array(kk), topI = new Int32Array(kk), votes = new Float64Array(C);
+  const kk = Math.min(k, nb),
+    topS = new Float64Array(kk),
+    topI = new Int32Array(kk),
+    votes = new Float64Array(C);
   let correct = 0;
   for (let q = 0; q < nq; q++) {
     const qo = q * D;
@@ -220,10 +256,16 @@ export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t 
       const bo = b * D;
       let s = 0;
       for (let d = 0; d < D; d++) s += Q[qo + d] * B[bo + d];
-      if (n < kk || s > topS[n - 1]) { // insertion into the sorted top-k (descending)
+      if (n < kk || s > topS[n - 1]) {
+        // insertion into the sorted top-k (descending)
         let j = n < kk ? n++ : kk - 1;
-        while (j > 0 && topS[j - 1] < s) { topS[j] = topS[j - 1]; topI[j] = topI[j - 1]; j--; }
-        topS[j] = s; topI[j] = b;
+        while (j > 0 && topS[j - 1] < s) {
+          topS[j] = topS[j - 1];
+          topI[j] = topI[j - 1];
+          j--;
+        }
+        topS[j] = s;
+        topI[j] = b;
       }
     }
     votes.fill(0);
@@ -239,19 +281,27 @@ export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t 
  * random_token_mask lays them out (class token kept first; as many tokens kept as the engine's
  * training step keeps), AIM a prefix mask (the first quarter of the patches bidirectional). */
 export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
-  const { prefix, img, patch } = model.dims, N = (img / patch) ** 2, L = prefix + N;
+  const { prefix, img, patch } = model.dims,
+    N = (img / patch) ** 2,
+    L = prefix + N;
   if (model.kind === 'aim') {
     const mask = new Uint8Array(batch * N);
     for (let b = 0; b < batch; b++) for (let j = 0; j < N; j++) mask[b * N + j] = j >= Math.floor(N / 4) ? 1 : 0;
     return { mask };
   }
-  const nKeep = model.planTrainStep({ batch, maskRatio }).tokensKept, r = rng32(seed);
-  const keep = new BigInt64Array(batch * nKeep), masked = new BigInt64Array(batch * (L - nKeep));
+  const nKeep = model.planTrainStep({ batch, maskRatio }).tokensKept,
+    r = rng32(seed);
+  const keep = new BigInt64Array(batch * nKeep),
+    masked = new BigInt64Array(batch * (L - nKeep));
   for (let b = 0; b < batch; b++) {
     const p = Array.from(permutation(L - 1, r())).map((i) => i + 1);
     keep[b * nKeep] = 0n;
-    p.slice(0, nKeep - 1).forEach((v, j) => { keep[b * nKeep + 1 + j] = BigInt(v); });
-    p.slice(nKeep - 1).forEach((v, j) => { masked[b * (L - nKeep) + j] = BigInt(v); });
+    p.slice(0, nKeep - 1).forEach((v, j) => {
+      keep[b * nKeep + 1 + j] = BigInt(v);
+    });
+    p.slice(nKeep - 1).forEach((v, j) => {
+      masked[b * (L - nKeep) + j] = BigInt(v);
+    });
   }
   return { idxKeep: keep, idxMask: masked };
 }
@@ -259,17 +309,26 @@ export function showMasks(model, batch, maskRatio = 0.75, seed = 7) {
 /** Three rows (original, masked, reconstruction) of `batch` images, each scaled by `zoom`, with
  * `gap` pixels between them: { width, height, data: RGBA Uint8ClampedArray }. */
 export function visualizeGrid(model, images, vis, { zoom = 4, gap = 2, stats = {} } = {}) {
-  const { img, chans } = model.dims, B = vis.shape[0], cell = img * zoom;
-  const width = B * cell + (B + 1) * gap, height = 3 * cell + 4 * gap;
+  const { img, chans } = model.dims,
+    B = vis.shape[0],
+    cell = img * zoom;
+  const width = B * cell + (B + 1) * gap,
+    height = 3 * cell + 4 * gap;
   const data = new Uint8ClampedArray(width * height * 4).fill(255);
   [images, vis.masked, vis.recon].forEach((src, row) => {
     for (let b = 0; b < B; b++) {
       const rgba = toRGBA(src, { chans, img }, b, stats);
-      const x0 = gap + b * (cell + gap), y0 = gap + row * (cell + gap);
-      for (let y = 0; y < cell; y++) for (let x = 0; x < cell; x++) {
-        const s = 4 * (Math.floor(y / zoom) * img + Math.floor(x / zoom)), d = 4 * ((y0 + y) * width + x0 + x);
-        data[d] = rgba[s]; data[d + 1] = rgba[s + 1]; data[d + 2] = rgba[s + 2]; data[d + 3] = 255;
-      }
+      const x0 = gap + b * (cell + gap),
+        y0 = gap + row * (cell + gap);
+      for (let y = 0; y < cell; y++)
+        for (let x = 0; x < cell; x++) {
+          const s = 4 * (Math.floor(y / zoom) * img + Math.floor(x / zoom)),
+            d = 4 * ((y0 + y) * width + x0 + x);
+          data[d] = rgba[s];
+          data[d + 1] = rgba[s + 1];
+          data[d + 2] = rgba[s + 2];
+          data[d + 3] = 255;
+        }
     }
   });
   return { width, height, data };

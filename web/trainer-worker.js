@@ -15,24 +15,53 @@ const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */
 // messages wait in the port until the listener is there
 let post = null;
 const port = IS_NODE
-  ? nodeModule('worker_threads').then(({ parentPort }) => ({ post: (m, t) => parentPort.postMessage(m, t), listen: (h) => parentPort.on('message', h) }))
-  : Promise.resolve({ post: (m, t) => self.postMessage(m, t), listen: (h) => { self.onmessage = (e) => h(e.data); } });
-port.then((p) => { post = p.post; p.listen(onMessage); });
+  ? nodeModule('worker_threads').then(({ parentPort }) => ({
+      post: (m, t) => parentPort.postMessage(m, t),
+      listen: (h) => parentPort.on('message', h),
+    }))
+  : Promise.resolve({
+      post: (m, t) => self.postMessage(m, t),
+      listen: (h) => {
+        self.onmessage = (e) => h(e.data);
+      },
+    });
+port.then((p) => {
+  post = p.post;
+  p.listen(onMessage);
+});
 
-let session = null, paused = false, aborted = false, waiting = [];
+let session = null,
+  paused = false,
+  aborted = false,
+  waiting = [];
 const wake = () => waiting.splice(0).forEach((r) => r());
 const control = { paused: () => paused, aborted: () => aborted, waitResume: () => new Promise((r) => waiting.push(r)) };
-const errorOf = (e) => ({ message: e && e.message ? e.message : String(e), status: e && e.status, code: e && e.code, name: e && e.name, field: e && e.field });
+const errorOf = (e) => ({
+  message: e && e.message ? e.message : String(e),
+  status: e && e.status,
+  code: e && e.code,
+  name: e && e.name,
+  field: e && e.field,
+});
 const buffers = (...xs) => xs.filter((x) => x instanceof Uint8Array).map((x) => x.buffer);
 
 async function onMessage(msg) {
   if (msg.type === 'start') start(msg.options);
   else if (msg.type === 'pause') paused = true;
-  else if (msg.type === 'resume') { paused = false; wake(); } else if (msg.type === 'abort') { aborted = true; paused = false; wake(); } else if (msg.type === 'predict') {
+  else if (msg.type === 'resume') {
+    paused = false;
+    wake();
+  } else if (msg.type === 'abort') {
+    aborted = true;
+    paused = false;
+    wake();
+  } else if (msg.type === 'predict') {
     try {
       if (!session) throw new Error('predict: no model yet (the run is still being set up)');
       post({ type: 'reply', id: msg.id, ok: true, result: await session.predict(msg.images, msg.options) });
-    } catch (e) { post({ type: 'reply', id: msg.id, ok: false, error: errorOf(e) }); }
+    } catch (e) {
+      post({ type: 'reply', id: msg.id, ok: false, error: errorOf(e) });
+    }
   }
 }
 
@@ -43,21 +72,48 @@ async function start(o) {
     if (IS_NODE) await enableNodeRelaxedSimd(); // Node 20: the relaxed build, as the CLI picks it
     vt = await createVitrine({ wasm: o.wasm, threads: o.threads, backend: o.backend, gpu: o.gpu });
     const { name, reason, adapter } = vt.backend;
-    event('engine', { build: vt.build, threads: vt.threads, threadsNote: vt.threadsNote, backend: { name, reason, adapter } });
+    event('engine', {
+      build: vt.build,
+      threads: vt.threads,
+      threadsNote: vt.threadsNote,
+      backend: { name, reason, adapter },
+    });
     session = await Session.open(vt, o, { log: (text) => event('log', { text }), onLoad: (p) => event('load', p) });
   } catch (e) {
     post({ type: 'error', error: errorOf(e), result: null });
     return;
   }
-  const s = session, m = s.model;
-  event('ready', { run: { ...s.run, spec: s.run.spec }, dims: m.dims, policy: m.gradCheckpointing, classes: s.classes, init: s.initReport,
+  const s = session,
+    m = s.model;
+  event('ready', {
+    run: { ...s.run, spec: s.run.spec },
+    dims: m.dims,
+    policy: m.gradCheckpointing,
+    classes: s.classes,
+    init: s.initReport,
     normalization: { mean: m.normalization.mean, std: m.normalization.std, source: s.normalizationSource },
-    step: s.step, steps: s.steps, images: s.trainIdx.length, heldOut: s.valIdx ? s.valIdx.length : 0, params: m.params().reduce((a, p) => a + p.numel, 0) });
-  if (aborted) { post({ type: 'done', result: result(s, 'aborted', false) }); return; }
+    step: s.step,
+    steps: s.steps,
+    images: s.trainIdx.length,
+    heldOut: s.valIdx ? s.valIdx.length : 0,
+    params: m.params().reduce((a, p) => a + p.numel, 0),
+  });
+  if (aborted) {
+    post({ type: 'done', result: result(s, 'aborted', false) });
+    return;
+  }
   const r = await s.loop({
-    stopAt: o.stopAt ?? s.steps, checkpointEvery: o.checkpointEvery || 0, evalEvery: o.evalEvery || 0, evalChunk: o.evalChunk || 250, control,
+    stopAt: o.stopAt ?? s.steps,
+    checkpointEvery: o.checkpointEvery || 0,
+    evalEvery: o.evalEvery || 0,
+    evalChunk: o.evalChunk || 250,
+    control,
     emit: (name, data) => {
-      if (name === 'step') { const { images, ...rest } = data; void images; event('step', rest); } else if (name === 'checkpoint') event('checkpoint', data, buffers(data.bytes));
+      if (name === 'step') {
+        const { images, ...rest } = data;
+        void images;
+        event('step', rest);
+      } else if (name === 'checkpoint') event('checkpoint', data, buffers(data.bytes));
       else event(name, data);
     },
   });
@@ -65,8 +121,14 @@ async function start(o) {
   let res;
   try {
     res = result(s, r.status, stepped);
-    if (r.status === 'done' && !o.noEval) { res.eval = await s.evaluate(o.evalChunk || 250); if (res.eval) event('eval', res.eval); }
-  } catch (e) { post({ type: 'error', error: errorOf(e), result: res || null }, res ? buffers(res.checkpoint, res.weights) : []); return; }
+    if (r.status === 'done' && !o.noEval) {
+      res.eval = await s.evaluate(o.evalChunk || 250);
+      if (res.eval) event('eval', res.eval);
+    }
+  } catch (e) {
+    post({ type: 'error', error: errorOf(e), result: res || null }, res ? buffers(res.checkpoint, res.weights) : []);
+    return;
+  }
   if (r.error) post({ type: 'error', error: errorOf(r.error), result: res }, buffers(res.checkpoint, res.weights));
   else post({ type: 'done', result: res }, buffers(res.checkpoint, res.weights));
 }
@@ -76,14 +138,30 @@ async function start(o) {
 // weights: saveError says why (the run's own error, if any, stays the run's error).
 function result(s, status, stepped) {
   const trained = s.trained || 0;
-  let checkpoint = null, weights = null, saveError = null;
+  let checkpoint = null,
+    weights = null,
+    saveError = null;
   try {
     if (stepped) checkpoint = s.checkpoint();
     if (stepped || status === 'done') weights = s.weights();
-  } catch (e) { saveError = errorOf(e); }
+  } catch (e) {
+    saveError = errorOf(e);
+  }
   return {
-    status, step: s.step, steps: s.steps, epoch: s.epoch, lossFirst: s.lossFirst, lossLast: s.lossLast, trained,
-    trainSeconds: s.trainSeconds || 0, imagesPerSecond: trained && s.trainSeconds ? trained * s.effBatch / s.trainSeconds : null,
-    checkpoint, weights, saveError, classes: s.classes, run: { ...s.run }, eval: null,
+    status,
+    step: s.step,
+    steps: s.steps,
+    epoch: s.epoch,
+    lossFirst: s.lossFirst,
+    lossLast: s.lossLast,
+    trained,
+    trainSeconds: s.trainSeconds || 0,
+    imagesPerSecond: trained && s.trainSeconds ? (trained * s.effBatch) / s.trainSeconds : null,
+    checkpoint,
+    weights,
+    saveError,
+    classes: s.classes,
+    run: { ...s.run },
+    eval: null,
   };
 }

@@ -21,8 +21,10 @@ const absUrl = (u) => new URL(String(u), base()).href;
 export async function describeData(d, what = 'data') {
   if (d == null) throw new VitrineError(`${what}: none given`, -1);
   if (typeof d === 'string' && !isUrl(d)) {
-    if (d === 'fashion-mnist' || d === 'fashion-mnist:test') return { kind: 'fashion-mnist', split: d.endsWith(':test') ? 'test' : 'train' };
-    if (!IS_NODE) throw new VitrineError(`${what}: '${d}': a folder path is for Node; in a browser give Files, URLs or pixels`, -1);
+    if (d === 'fashion-mnist' || d === 'fashion-mnist:test')
+      return { kind: 'fashion-mnist', split: d.endsWith(':test') ? 'test' : 'train' };
+    if (!IS_NODE)
+      throw new VitrineError(`${what}: '${d}': a folder path is for Node; in a browser give Files, URLs or pixels`, -1);
     return { kind: 'folder', dir: (await nodeModule('path')).resolve(d) };
   }
   if (isUrl(d)) return { kind: 'urls', urls: [absUrl(d)] };
@@ -30,7 +32,10 @@ export async function describeData(d, what = 'data') {
   if (Array.isArray(d)) {
     if (d.length && d.every(isBlob)) return { kind: 'files', files: d };
     if (d.length && d.every(isUrl)) return { kind: 'urls', urls: d.map(absUrl) };
-    throw new VitrineError(`${what}: an array of Files or of URLs (got ${d.length ? 'a mix, or neither' : 'none'})`, -1);
+    throw new VitrineError(
+      `${what}: an array of Files or of URLs (got ${d.length ? 'a mix, or neither' : 'none'})`,
+      -1,
+    );
   }
   if (typeof d !== 'object') throw new VitrineError(`${what}: ${JSON.stringify(d)} is not data`, -1);
   if (d.kind) return d;
@@ -38,14 +43,26 @@ export async function describeData(d, what = 'data') {
   if (d.dir != null) return describeData(String(d.dir), what);
   if (d.files) return { kind: 'files', files: Array.from(d.files), labels, classes };
   if (d.urls) return { kind: 'urls', urls: Array.from(d.urls, absUrl), labels, classes };
-  if (d.pixels) return { kind: 'pixels', n: d.n, size: d.size, chans: d.chans, pixels: d.pixels, labels, classes, name: d.name };
-  if (d.byClass) { // { cat: [File | URL ...], dog: [...] }
-    const names = Object.keys(d.byClass), items = [], lab = [];
-    names.forEach((c, k) => Array.from(d.byClass[c]).forEach((x) => { items.push(x); lab.push(k); }));
+  if (d.pixels)
+    return { kind: 'pixels', n: d.n, size: d.size, chans: d.chans, pixels: d.pixels, labels, classes, name: d.name };
+  if (d.byClass) {
+    // { cat: [File | URL ...], dog: [...] }
+    const names = Object.keys(d.byClass),
+      items = [],
+      lab = [];
+    names.forEach((c, k) =>
+      Array.from(d.byClass[c]).forEach((x) => {
+        items.push(x);
+        lab.push(k);
+      }),
+    );
     const inner = await describeData(items, what);
     return { ...inner, labels: lab, classes: names };
   }
-  throw new VitrineError(`${what}: give a folder (Node), Files, URLs, { pixels, n, size, chans, labels }, or { byClass: { name: [...] } }`, -1);
+  throw new VitrineError(
+    `${what}: give a folder (Node), Files, URLs, { pixels, n, size, chans, labels }, or { byClass: { name: [...] } }`,
+    -1,
+  );
 }
 
 // weights / a checkpoint: bytes and Blobs as they are; a URL made absolute here (a worker would
@@ -62,16 +79,40 @@ async function spawn({ backend, gpu } = {}) {
     if (backend && backend !== 'wasm') (await import('./webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
     const { Worker } = await nodeModule('worker_threads');
     const w = new Worker(new URL('./trainer-worker.js', import.meta.url));
-    return { post: (m, t) => w.postMessage(m, t), on: (h) => w.on('message', h), onError: (h) => { w.on('error', h); w.on('exit', (c) => c && h(new Error(`the training worker exited (${c})`))); },
-      terminate: () => w.terminate(), ref: (on) => (on ? w.ref() : w.unref()) };
+    return {
+      post: (m, t) => w.postMessage(m, t),
+      on: (h) => w.on('message', h),
+      onError: (h) => {
+        w.on('error', h);
+        w.on('exit', (c) => c && h(new Error(`the training worker exited (${c})`)));
+      },
+      terminate: () => w.terminate(),
+      ref: (on) => (on ? w.ref() : w.unref()),
+    };
   }
   const w = new Worker(new URL('./trainer-worker.js', import.meta.url), { type: 'module' });
-  return { post: (m, t) => w.postMessage(m, t), on: (h) => w.addEventListener('message', (e) => h(e.data)),
-    onError: (h) => w.addEventListener('error', (e) => { e.preventDefault(); h(new Error(e.message || 'the training worker failed to load')); }),
-    terminate: () => w.terminate(), ref: () => {} };
+  return {
+    post: (m, t) => w.postMessage(m, t),
+    on: (h) => w.addEventListener('message', (e) => h(e.data)),
+    onError: (h) =>
+      w.addEventListener('error', (e) => {
+        e.preventDefault();
+        h(new Error(e.message || 'the training worker failed to load'));
+      }),
+    terminate: () => w.terminate(),
+    ref: () => {},
+  };
 }
 
-const CALLBACKS = { step: 'onStep', eval: 'onEval', checkpoint: 'onCheckpoint', load: 'onLoad', log: 'onLog', ready: 'onReady', engine: 'onEngine' };
+const CALLBACKS = {
+  step: 'onStep',
+  eval: 'onEval',
+  checkpoint: 'onCheckpoint',
+  load: 'onLoad',
+  log: 'onLog',
+  ready: 'onReady',
+  engine: 'onEngine',
+};
 
 /**
  * A training run in a worker. new Trainer(options) (or train(options)) starts it. Options:
@@ -127,12 +168,18 @@ export class Trainer {
     const options = { ...rest, data: await describeData(data, 'data'), weights: await describeSource(weights) };
     if (val != null) options.val = typeof val === 'number' ? val : await describeData(val, 'val');
     if (resume != null) options.resume = isBlob(resume) ? new Uint8Array(await resume.arrayBuffer()) : resume;
-    const w = this._worker = await spawn(options);
+    const w = (this._worker = await spawn(options));
     return new Promise((resolve, reject) => {
       const fail = (e, result = null) => {
         this.status = 'error';
-        const err = e instanceof Error ? e : Object.assign(new VitrineError(e.message, e.status ?? -1), { name: e.name === 'DataError' ? 'DataError' : 'VitrineError' },
-          e.field != null ? { field: e.field } : {});
+        const err =
+          e instanceof Error
+            ? e
+            : Object.assign(
+                new VitrineError(e.message, e.status ?? -1),
+                { name: e.name === 'DataError' ? 'DataError' : 'VitrineError' },
+                e.field != null ? { field: e.field } : {},
+              );
         err.result = result;
         w.ref(false);
         reject(err);
@@ -143,8 +190,14 @@ export class Trainer {
         else if (m.type === 'reply') {
           const r = this._replies.get(m.id);
           this._replies.delete(m.id);
-          if (r) (m.ok ? r.resolve(m.result) : r.reject(new VitrineError(m.error.message, m.error.status ?? -1)));
-          if (!this._replies.size && this.status !== 'training' && this.status !== 'paused' && this.status !== 'starting') w.ref(false);
+          if (r) m.ok ? r.resolve(m.result) : r.reject(new VitrineError(m.error.message, m.error.status ?? -1));
+          if (
+            !this._replies.size &&
+            this.status !== 'training' &&
+            this.status !== 'paused' &&
+            this.status !== 'starting'
+          )
+            w.ref(false);
         } else if (m.type === 'done') {
           this.status = m.result.status;
           w.ref(false); // kept for predict() until dispose(), without keeping Node alive
@@ -157,19 +210,43 @@ export class Trainer {
   }
 
   _event(name, data) {
-    if (name === 'ready') { this.info = data; this.step = data.step; this.steps = data.steps; if (this.status === 'starting') this.status = 'training'; }
-    if (name === 'step') { this.step = data.step; this.epoch = data.epoch; this.loss = data.loss; }
+    if (name === 'ready') {
+      this.info = data;
+      this.step = data.step;
+      this.steps = data.steps;
+      if (this.status === 'starting') this.status = 'training';
+    }
+    if (name === 'step') {
+      this.step = data.step;
+      this.epoch = data.epoch;
+      this.loss = data.loss;
+    }
     const cb = this.options[CALLBACKS[name]];
     if (cb) cb(data);
   }
-  _send(msg) { if (this._worker) this._worker.post(msg); else this._pending.push(msg); }
+  _send(msg) {
+    if (this._worker) this._worker.post(msg);
+    else this._pending.push(msg);
+  }
 
   /** Stops at the next step boundary (the run waits; resume() continues bit for bit). */
-  pause() { if (this.status === 'training' || this.status === 'starting') { this.status = 'paused'; this._send({ type: 'pause' }); } }
-  resume() { if (this.status === 'paused') { this.status = 'training'; this._send({ type: 'resume' }); } }
+  pause() {
+    if (this.status === 'training' || this.status === 'starting') {
+      this.status = 'paused';
+      this._send({ type: 'pause' });
+    }
+  }
+  resume() {
+    if (this.status === 'paused') {
+      this.status = 'training';
+      this._send({ type: 'resume' });
+    }
+  }
   /** Ends the run at the next step boundary: `done` resolves with status 'aborted' and the
    * checkpoint of the last step (resume: it, as options.resume). */
-  abort() { if (['starting', 'training', 'paused'].includes(this.status)) this._send({ type: 'abort' }); }
+  abort() {
+    if (['starting', 'training', 'paused'].includes(this.status)) this._send({ type: 'abort' });
+  }
 
   /** A classifier's top classes with probabilities, per image: [{ index, name, p }] (images:
    * Blob / File, ImageBitmap, ImageData, RGBA { width, height, data } of any size, or a
@@ -186,8 +263,15 @@ export class Trainer {
   }
 
   /** Ends the worker (and its engine). */
-  dispose() { if (this._worker) { this._worker.terminate(); this._worker = null; } }
+  dispose() {
+    if (this._worker) {
+      this._worker.terminate();
+      this._worker = null;
+    }
+  }
 }
 
 /** train(options): new Trainer(options). */
-export function train(options) { return new Trainer(options); }
+export function train(options) {
+  return new Trainer(options);
+}

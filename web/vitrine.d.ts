@@ -5,7 +5,8 @@
 
 /** The builds of wasm/builds.json, or 'wasi'. '-mt': the shared-memory file of a build, even at 1
  * thread (threads > 1 picks it by itself). */
-export type WasmBuild = 'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' | 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt';
+export type WasmBuild =
+  'relaxed' | 'simd' | 'scalar' | 'wasi' | 'wasi-simd' | 'wasi-scalar' | 'relaxed-mt' | 'simd-mt' | 'wasi-simd-mt';
 /** A build as Vitrine.build names it (without "-mt"). */
 export type BuildName = Exclude<WasmBuild, 'wasi' | `${string}-mt`>;
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
@@ -40,32 +41,49 @@ export interface CreateOptions {
 }
 
 /** The adapter a WebGPU backend runs on. */
-export interface GpuAdapterInfo { vendor: string; architecture: string; device: string; description: string; software: boolean }
+export interface GpuAdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  software: boolean;
+}
 /** Where training steps run, and why (createVitrine's backend option). */
-export interface Backend { name: 'wasm' | 'webgpu'; reason: string; adapter: GpuAdapterInfo | null }
+export interface Backend {
+  name: 'wasm' | 'webgpu';
+  reason: string;
+  adapter: GpuAdapterInfo | null;
+}
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
 /** The builds createVitrine can load (wasm/builds.json) and the files of each (in build/wasm/ of the package). */
-export const WASM_BUILDS: Readonly<Record<Exclude<WasmBuild, 'wasi'>, {
-  readonly runtime: 'emscripten' | 'wasi' | 'reactor';
-  readonly simd: boolean;
-  /** relaxed SIMD's fused multiply-add */
-  readonly relaxed: boolean;
-  /** a shared-memory ("-mt") file, for the thread pool */
-  readonly threads: boolean;
-  /** this build's "-mt" twin, if it has one */
-  readonly mt: Exclude<WasmBuild, 'wasi'> | null;
-  /** runs in a browser (the WASI builds: Node only) */
-  readonly browser: boolean;
-  readonly files: readonly string[];
-}>>;
+export const WASM_BUILDS: Readonly<
+  Record<
+    Exclude<WasmBuild, 'wasi'>,
+    {
+      readonly runtime: 'emscripten' | 'wasi' | 'reactor';
+      readonly simd: boolean;
+      /** relaxed SIMD's fused multiply-add */
+      readonly relaxed: boolean;
+      /** a shared-memory ("-mt") file, for the thread pool */
+      readonly threads: boolean;
+      /** this build's "-mt" twin, if it has one */
+      readonly mt: Exclude<WasmBuild, 'wasi'> | null;
+      /** runs in a browser (the WASI builds: Node only) */
+      readonly browser: boolean;
+      readonly files: readonly string[];
+    }
+  >
+>;
 export function simdSupported(): boolean;
 /** WebAssembly.validate of a tiny module using f32x4.relaxed_madd. */
 export function relaxedSimdSupported(): boolean;
 /** Node 20: sets V8's --experimental-wasm-relaxed-simd (before the first compile); resolves to relaxedSimdSupported(). */
 export function enableNodeRelaxedSimd(): Promise<boolean>;
 /** Thrown by the WASI shim when the module calls proc_exit. */
-export class WasiExit extends Error { readonly code: number; }
+export class WasiExit extends Error {
+  readonly code: number;
+}
 /** vitrine.js's own WASI preview1 imports for clang-built reactors (no node:wasi; browser and Node). */
 // Structural stand-ins for WebAssembly's types: a Node project's lib (es2022 + @types/node) has no
 // WebAssembly namespace, and this file must check there too (tests/package).
@@ -73,14 +91,33 @@ type WasmMemory = { readonly buffer: ArrayBufferLike; grow(delta: number): numbe
 type WasmModule = object;
 type WasmInstance = { readonly exports: Record<string, unknown> };
 type WasmImports = Record<string, Record<string, unknown>>;
-export function wasiShim(getMemory: () => WasmMemory, module?: WasmModule | null): { wasi_snapshot_preview1: Record<string, Function> };
+export function wasiShim(
+  getMemory: () => WasmMemory,
+  module?: WasmModule | null,
+): { wasi_snapshot_preview1: Record<string, Function> };
 /** Compile + instantiate a clang-built reactor from dir/file with wasiShim (+ imports), run _initialize. */
-export function loadReactor(dir: string | URL, file: string, options?: { imports?: WasmImports; memory?: WasmMemory | null }):
-  Promise<{ fn(name: string): Function | undefined; buffer(): ArrayBufferLike; instance: WasmInstance; module: WasmModule }>;
+export function loadReactor(
+  dir: string | URL,
+  file: string,
+  options?: { imports?: WasmImports; memory?: WasmMemory | null },
+): Promise<{
+  fn(name: string): Function | undefined;
+  buffer(): ArrayBufferLike;
+  instance: WasmInstance;
+  module: WasmModule;
+}>;
 
 /** The names of the engine's statuses (src/status.h), VitrineError.code. */
-export type StatusCode = 'VT_ERR_ARG' | 'VT_ERR_NOMEM' | 'VT_ERR_FORMAT' | 'VT_ERR_MISMATCH' | 'VT_ERR_NUMERIC'
-  | 'VT_ERR_BUDGET' | 'VT_ERR_STATE' | 'VT_ERR_IO' | 'VT_ERR_UNKNOWN';
+export type StatusCode =
+  | 'VT_ERR_ARG'
+  | 'VT_ERR_NOMEM'
+  | 'VT_ERR_FORMAT'
+  | 'VT_ERR_MISMATCH'
+  | 'VT_ERR_NUMERIC'
+  | 'VT_ERR_BUDGET'
+  | 'VT_ERR_STATE'
+  | 'VT_ERR_IO'
+  | 'VT_ERR_UNKNOWN';
 /** vt_status (negative) -> its name. */
 export const STATUS_CODES: Readonly<Record<number, StatusCode>>;
 
@@ -99,7 +136,11 @@ export interface Tensor {
 }
 
 /** torch32_err: PyTorch's own float32 error; null when the file has no torch32/ tensor for it. */
-export interface ParityTensor { name: string; err: number; torch32_err: number | null; }
+export interface ParityTensor {
+  name: string;
+  err: number;
+  torch32_err: number | null;
+}
 /** The parity harness's result (harness/parity.h). */
 export interface ParityResult {
   /** The file name, when one was given. */
@@ -122,7 +163,13 @@ export interface ParityResult {
   dump?: Uint8Array;
 }
 
-export interface PlanBytes { params: number; grads: number; optimizer: number; activations: number; total: number; }
+export interface PlanBytes {
+  params: number;
+  grads: number;
+  optimizer: number;
+  activations: number;
+  total: number;
+}
 /** A recorded step (docs/kernels.md: format vitrine-trace/1). */
 export interface TraceList {
   format: 'vitrine-trace/1';
@@ -155,14 +202,35 @@ export interface TrainStepPlan extends PlanBytes {
 /** What the engine states about itself (vtw_manifest in wasm/exports.c). */
 export interface EngineManifest {
   /** The results the engine writes, laid out by name: { type, size, fields: { name: index } }. */
-  readonly layouts: Readonly<Record<string, { readonly type: 'i32' | 'u32' | 'f64' | 'text'; readonly size: number; readonly fields: Readonly<Record<string, number>> }>>;
+  readonly layouts: Readonly<
+    Record<
+      string,
+      {
+        readonly type: 'i32' | 'u32' | 'f64' | 'text';
+        readonly size: number;
+        readonly fields: Readonly<Record<string, number>>;
+      }
+    >
+  >;
   readonly kinds: readonly ModelKind[];
   readonly calls: readonly CallName[];
   readonly policies: readonly string[];
   readonly presets: readonly string[];
   /** Each preset's encoder as timm kwargs (createModel with a preset and a config uses it). */
-  readonly preset_encoders: Readonly<Record<string, { readonly img_size: number; readonly patch_size: number; readonly in_chans: number;
-    readonly embed_dim: number; readonly depth: number; readonly num_heads: number; readonly mlp_ratio: number }>>;
+  readonly preset_encoders: Readonly<
+    Record<
+      string,
+      {
+        readonly img_size: number;
+        readonly patch_size: number;
+        readonly in_chans: number;
+        readonly embed_dim: number;
+        readonly depth: number;
+        readonly num_heads: number;
+        readonly mlp_ratio: number;
+      }
+    >
+  >;
   readonly limits: { readonly policy_text_max: number; readonly timeline_max: number; readonly max_models: number };
 }
 
@@ -198,7 +266,18 @@ export class Vitrine {
   /** timm's create_model(name, num_classes=..., img_size=...): a timm architecture the engine knows
    * (vit_tiny_patch16_224, ...) with timm kwargs in camelCase or timm's own names; as in timm, a
    * 1000-class head unless numClasses says otherwise (0: none). */
-  createModel(name: string, options?: { numClasses?: number; imgSize?: number; patchSize?: number; inChans?: number; globalPool?: string; kind?: ModelKind; [kwarg: string]: unknown }): Model;
+  createModel(
+    name: string,
+    options?: {
+      numClasses?: number;
+      imgSize?: number;
+      patchSize?: number;
+      inChans?: number;
+      globalPool?: string;
+      kind?: ModelKind;
+      [kwarg: string]: unknown;
+    },
+  ): Model;
   /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
    * checks it (a VitrineError otherwise), nothing allocated. */
   checkModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): ModelDims;
@@ -207,16 +286,27 @@ export class Vitrine {
    * VitrineError names the field. */
   checkTrainState(bytes: Uint8Array | ArrayBuffer): void;
   /** readError: the file could not be read (bytes are ignored); the result says so. */
-  parity(bytes: Uint8Array | ArrayBuffer | null, options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null }): ParityResult;
+  parity(
+    bytes: Uint8Array | ArrayBuffer | null,
+    options?: { policy?: string | null; dump?: boolean; file?: string | null; readError?: string | null },
+  ): ParityResult;
   /** Size of the wasm linear memory in bytes. */
   memory(): { linear: number };
 }
 
 /** An ImageData, or anything of its shape: RGBA bytes, width x height. (Types by shape, here and
  * below, so that they compile without TypeScript's DOM lib, e.g. in a Node project.) */
-export interface ImageDataLike { readonly width: number; readonly height: number; readonly data: Uint8ClampedArray | Uint8Array; }
+export interface ImageDataLike {
+  readonly width: number;
+  readonly height: number;
+  readonly data: Uint8ClampedArray | Uint8Array;
+}
 /** An ImageBitmap (browser only: its pixels read through a canvas, then the pixel pipeline). */
-export interface ImageBitmapLike { readonly width: number; readonly height: number; close(): void; }
+export interface ImageBitmapLike {
+  readonly width: number;
+  readonly height: number;
+  close(): void;
+}
 /** ImageBitmap of any size or ImageData of the model's size (one or an array; through the pixel
  * pipeline: shorter side resized to the model's size, centre crop, its channels, normalised with
  * mean / std) or Float32Array NCHW (taken as it is). */
@@ -259,10 +349,22 @@ export interface ModelMemory {
 }
 
 /** A model's image size, patch size, channels, width, depth, heads and prefix tokens ([CLS] + registers). */
-export interface ModelDims { img: number; patch: number; chans: number; dim: number; depth: number; heads: number; prefix: number }
+export interface ModelDims {
+  img: number;
+  patch: number;
+  chans: number;
+  dim: number;
+  depth: number;
+  heads: number;
+  prefix: number;
+}
 
 /** The mean / std pixels are normalised with, and where they come from. */
-export interface Normalization { mean: number[]; std: number[]; source?: string; }
+export interface Normalization {
+  mean: number[];
+  std: number[];
+  source?: string;
+}
 
 export class Model {
   readonly kind: ModelKind;
@@ -276,12 +378,17 @@ export class Model {
   /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
   timmForward(images: Images, options?: CallOptions): Tensor;
   forward(images: Images, options?: CallOptions): Tensor;
-  forwardIntermediates(images: Images, options?: CallOptions & { norm?: boolean }): { out: Tensor; intermediates: Tensor[] };
+  forwardIntermediates(
+    images: Images,
+    options?: CallOptions & { norm?: boolean },
+  ): { out: Tensor; intermediates: Tensor[] };
   loss(images: Images, options?: CallOptions): number;
   /** Output i of the last call, copied out (0 = out, 1.. = intermediates). */
   output(i?: number): Tensor;
   outputCount(): number;
-  backward(options?: { douts?: Array<Float32Array | null>; inputGrad?: boolean; paramGrads?: boolean }): { dimages?: Float32Array };
+  backward(options?: { douts?: Array<Float32Array | null>; inputGrad?: boolean; paramGrads?: boolean }): {
+    dimages?: Float32Array;
+  };
   setGradCheckpointing(policy: Policy): void;
   readonly gradCheckpointing: string;
   /** 'none' and the named policies the engine's budget search tries for this model (block, selective, sqrt, every:2 ...). */
@@ -295,12 +402,28 @@ export class Model {
   initFrom(bytes: Uint8Array | ArrayBuffer, options?: { strict?: boolean }): InitReport;
   /** initFrom for weights wherever they are: bytes, a Blob / File, a URL (fetched; onProgress as it
    * arrives), in Node a file path; the normalisation from mean / std, else the weights' pretrained_cfg. */
-  loadWeights(src: WeightsSource, options?: { strict?: boolean; onProgress?: (p: LoadProgress) => void; signal?: AbortSignalLike | null;
-    mean?: number[] | null; std?: number[] | null }): Promise<InitReport & { name: string; normalization: Normalization }>;
+  loadWeights(
+    src: WeightsSource,
+    options?: {
+      strict?: boolean;
+      onProgress?: (p: LoadProgress) => void;
+      signal?: AbortSignalLike | null;
+      mean?: number[] | null;
+      std?: number[] | null;
+    },
+  ): Promise<InitReport & { name: string; normalization: Normalization }>;
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
-  plan(fn?: CallName, options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean }): PlanBytes;
+  plan(
+    fn?: CallName,
+    options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean },
+  ): PlanBytes;
   /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
-  planTrainStep(options: { batch: number; maskRatio?: number | null; policy?: string | null; budget?: number }): TrainStepPlan;
+  planTrainStep(options: {
+    batch: number;
+    maskRatio?: number | null;
+    policy?: string | null;
+    budget?: number;
+  }): TrainStepPlan;
   memory(): ModelMemory;
   /** Arena bytes in use after each allocation / release of the last call; backwardStart = the
    * event index where the backward began (-1 if none ran). */
@@ -325,12 +448,21 @@ export class Model {
    * (the newest state then stays there: sync() before saving or evaluating), else trainStep. */
   trainStepAsync(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): Promise<number>;
   /** trainStepLabels on the engine's backend (as trainStepAsync). */
-  trainStepLabelsAsync(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): Promise<number>;
+  trainStepLabelsAsync(
+    images: Images,
+    labels: ArrayLike<number>,
+    options?: { mean?: number[]; std?: number[] },
+  ): Promise<number>;
   /** After GPU steps: the parameters, gradients and AdamW state back in wasm memory (a no-op on wasm). */
   sync(): Promise<void>;
   /** One training step (or with call 'encode' an encode pass and its backward) recorded, not run:
    * the engine's summary, or with json the list of kernel calls (docs/kernels.md). */
-  traceStep(options: { batch: number; call?: 'train' | 'encode'; labels?: ArrayLike<number> | null; json?: boolean }): string | TraceList;
+  traceStep(options: {
+    batch: number;
+    call?: 'train' | 'encode';
+    labels?: ArrayLike<number> | null;
+    json?: boolean;
+  }): string | TraceList;
   /** Steps done (AdamW's step count). */
   readonly stepCount: number;
   /** Scheduled learning rate at `step` (default: the next step). */
@@ -371,22 +503,50 @@ export interface TrainOptions {
 export const IMAGENET_MEAN: number[];
 export const IMAGENET_STD: number[];
 /** Mean / std per channel; default ImageNet's. */
-export interface ChannelStats { mean?: number[]; std?: number[]; }
+export interface ChannelStats {
+  mean?: number[];
+  std?: number[];
+}
 /** A data set as the pixel pipeline keeps it: bytes [n, chans, size, size]. */
-export interface PixelSet { readonly chans: number; readonly size: number; readonly pixels: Uint8Array; }
+export interface PixelSet {
+  readonly chans: number;
+  readonly size: number;
+  readonly pixels: Uint8Array;
+}
 /** The pixel pipeline (web/images.js): interleaved pixels of w x h (RGBA: srcChans 4) -> bytes
  * [chans, size, size]: shorter side resized to size, centre crop, the model's channels. */
-export function resizeCrop(src: ArrayLike<number>, w: number, h: number, srcChans: number, size: number, chans: number): Uint8Array;
+export function resizeCrop(
+  src: ArrayLike<number>,
+  w: number,
+  h: number,
+  srcChans: number,
+  size: number,
+  chans: number,
+): Uint8Array;
 /** Images `indices` of a data set -> normalised Float32Array NCHW, (v / 255 - mean) / std. */
-export function makeBatch(ds: PixelSet, indices: ArrayLike<number>, out?: Float32Array | null, stats?: ChannelStats): Float32Array;
+export function makeBatch(
+  ds: PixelSet,
+  indices: ArrayLike<number>,
+  out?: Float32Array | null,
+  stats?: ChannelStats,
+): Float32Array;
 /** Browser: a Blob / File decoded without colour conversion or premultiplied alpha -> RGBA pixels. */
-export function decodeBlob(blob: { readonly size: number; readonly type: string; arrayBuffer(): Promise<ArrayBuffer> }): Promise<{ width: number; height: number; data: Uint8ClampedArray }>;
+export function decodeBlob(blob: {
+  readonly size: number;
+  readonly type: string;
+  arrayBuffer(): Promise<ArrayBuffer>;
+}): Promise<{ width: number; height: number; data: Uint8ClampedArray }>;
 /** The same safetensors bytes with extra __metadata__ entries (strings; others as JSON text). */
 export function withMetadata(bytes: Uint8Array, extra: Record<string, unknown>): Uint8Array;
 /** Per-channel mean / std for `chans` channels (1 channel: the average of the 3 given, ImageNet: 0.449 / 0.226). */
 export function channelStats(chans: number, options?: ChannelStats): { mean: number[]; std: number[] };
 /** Normalised NCHW image b -> RGBA bytes (undoing mean / std; grey repeated over R, G, B). */
-export function toRGBA(nchw: Float32Array, dims: { chans: number; img: number }, b?: number, options?: { mean?: number[]; std?: number[] }): Uint8ClampedArray;
+export function toRGBA(
+  nchw: Float32Array,
+  dims: { chans: number; img: number },
+  b?: number,
+  options?: { mean?: number[]; std?: number[] },
+): Uint8ClampedArray;
 /** The JSON header of safetensors bytes and its length in bytes (data start at 8 + length);
  * throws a VitrineError (VT_ERR_FORMAT) for bytes that are not safetensors. */
 export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length: number; header: Record<string, any> };
@@ -409,26 +569,80 @@ export interface InitReport {
 // ---- training as a library call (web/trainer.js) ----
 
 /** A File / Blob, by shape (no DOM lib needed). */
-export interface BlobLike { readonly size: number; readonly type: string; arrayBuffer(): Promise<ArrayBuffer>; }
+export interface BlobLike {
+  readonly size: number;
+  readonly type: string;
+  arrayBuffer(): Promise<ArrayBuffer>;
+}
 /** An AbortSignal, by shape. */
-export interface AbortSignalLike { readonly aborted: boolean; addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void; }
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+}
 /** Weights: bytes, a File / Blob, a URL (fetched with progress), or in Node a file path. */
 export type WeightsSource = Uint8Array | ArrayBuffer | BlobLike | URL | string;
-export interface LoadProgress { loaded: number; total: number | null; name: string; }
+export interface LoadProgress {
+  loaded: number;
+  total: number | null;
+  name: string;
+}
 /** What a run trains on: a folder path (Node; sub-folders are classes), Files (their folders are
  * classes) or URLs, labelled lists, images by class, pixels, or 'fashion-mnist' (Node). */
-export type DataSource = string | URL | ArrayLike<BlobLike> | Array<string | URL> | { dir: string }
+export type DataSource =
+  | string
+  | URL
+  | ArrayLike<BlobLike>
+  | Array<string | URL>
+  | { dir: string }
   | { files: ArrayLike<BlobLike>; labels?: ArrayLike<number>; classes?: string[] }
   | { urls: Array<string | URL>; labels?: ArrayLike<number>; classes?: string[] }
-  | { pixels: Uint8Array | Uint8ClampedArray; n: number; size: number; chans: number; labels?: ArrayLike<number>; classes?: string[]; name?: string }
+  | {
+      pixels: Uint8Array | Uint8ClampedArray;
+      n: number;
+      size: number;
+      chans: number;
+      labels?: ArrayLike<number>;
+      classes?: string[];
+      name?: string;
+    }
   | { byClass: Record<string, Array<BlobLike | string | URL>> };
-export interface TrainMemory { planned: PlanBytes | null; measured: { params: number; grads: number; activations: number }; wasm: number; gpu?: number; }
-export interface TrainStepEvent { step: number; steps: number; epoch: number; loss: number; lr: number; seconds: number; imagesPerSecond: number;
+export interface TrainMemory {
+  planned: PlanBytes | null;
+  measured: { params: number; grads: number; activations: number };
+  wasm: number;
+  gpu?: number;
+}
+export interface TrainStepEvent {
+  step: number;
+  steps: number;
+  epoch: number;
+  loss: number;
+  lr: number;
+  seconds: number;
+  imagesPerSecond: number;
   /** every 20 steps and at the last */
-  memory?: TrainMemory; }
-export interface TrainEval { step: number; top1: number; n: number; confusion: number[][]; seconds: number; }
-export interface TrainerInfo { run: Record<string, unknown>; dims: Model['dims']; policy: string; classes: string[] | null; init: (InitReport & { name: string }) | null;
-  normalization: Normalization; step: number; steps: number; images: number; heldOut: number; params: number; }
+  memory?: TrainMemory;
+}
+export interface TrainEval {
+  step: number;
+  top1: number;
+  n: number;
+  confusion: number[][];
+  seconds: number;
+}
+export interface TrainerInfo {
+  run: Record<string, unknown>;
+  dims: Model['dims'];
+  policy: string;
+  classes: string[] | null;
+  init: (InitReport & { name: string }) | null;
+  normalization: Normalization;
+  step: number;
+  steps: number;
+  images: number;
+  heldOut: number;
+  params: number;
+}
 export interface TrainerOptions {
   objective?: 'mae' | 'aim' | 'classify';
   /** a timm architecture (timm's create_model), a train preset ('fmnist-p7-mlp2'), or the model's config */
@@ -486,10 +700,15 @@ export interface TrainerOptions {
 }
 export interface TrainResult {
   status: 'done' | 'stopped' | 'aborted';
-  step: number; steps: number; epoch: number;
-  lossFirst: number | null; lossLast: number | null;
+  step: number;
+  steps: number;
+  epoch: number;
+  lossFirst: number | null;
+  lossLast: number | null;
   /** steps taken by this run (a resumed run: since the checkpoint) */
-  trained: number; trainSeconds: number; imagesPerSecond: number | null;
+  trained: number;
+  trainSeconds: number;
+  imagesPerSecond: number | null;
   /** the training state with the run's settings (null when no step was taken) */
   checkpoint: Uint8Array | null;
   /** timm keys: a classifier (head, class names) or the encoder; pretrained_cfg in the metadata */
@@ -500,7 +719,11 @@ export interface TrainResult {
   classes: string[] | null;
   run: Record<string, unknown>;
 }
-export interface Prediction { index: number; name: string; p: number; }
+export interface Prediction {
+  index: number;
+  name: string;
+  p: number;
+}
 /** A training run in a worker (Node: a worker thread; browser: a module Web Worker). */
 export class Trainer {
   constructor(options: TrainerOptions);
@@ -517,10 +740,23 @@ export class Trainer {
   pause(): void;
   resume(): void;
   abort(): void;
-  predict(images: Float32Array | BlobLike | ImageDataLike | ImageBitmapLike | Array<BlobLike | ImageDataLike | ImageBitmapLike>,
-    options?: { topk?: number }): Promise<Prediction[][]>;
+  predict(
+    images:
+      Float32Array | BlobLike | ImageDataLike | ImageBitmapLike | Array<BlobLike | ImageDataLike | ImageBitmapLike>,
+    options?: { topk?: number },
+  ): Promise<Prediction[][]>;
   dispose(): void;
 }
 export function train(options: TrainerOptions): Trainer;
 /** timm's pretrained_cfg (default tag, mean, std, input size) of each timm architecture the engine builds. */
-export const TIMM_PRETRAINED: Readonly<Record<string, { readonly tag: string; readonly mean: readonly number[]; readonly std: readonly number[]; readonly input_size: readonly number[] }>>;
+export const TIMM_PRETRAINED: Readonly<
+  Record<
+    string,
+    {
+      readonly tag: string;
+      readonly mean: readonly number[];
+      readonly std: readonly number[];
+      readonly input_size: readonly number[];
+    }
+  >
+>;

@@ -61,11 +61,15 @@ export async function createVitrine(options = {}) {
   const name = buildName(options.wasm);
   let threads = options.threads == null ? await hostCores() : options.threads;
   if (!Number.isInteger(threads) || threads < 1 || threads > 64)
-    throw new VitrineError(`threads must be an integer in [1, 64], got ${typeof options.threads === 'string' ? `the string ${JSON.stringify(options.threads)}` : String(options.threads)}`, -1);
+    throw new VitrineError(
+      `threads must be an integer in [1, 64], got ${typeof options.threads === 'string' ? `the string ${JSON.stringify(options.threads)}` : String(options.threads)}`,
+      -1,
+    );
   const forceMt = WASM_BUILDS[name].threads;
   let build = forceMt ? Object.keys(WASM_BUILDS).find((b) => WASM_BUILDS[b].mt === name) : name;
   let note = null;
-  const threadsFor = (b) => { // the thread count build b can have here (note: why fewer)
+  const threadsFor = (b) => {
+    // the thread count build b can have here (note: why fewer)
     if (threads <= 1 && !forceMt) return threads;
     const why = threadsUnavailableReason() || (WASM_BUILDS[b].mt ? null : `the ${b} build has no threads`);
     if (!why) return threads;
@@ -78,7 +82,8 @@ export async function createVitrine(options = {}) {
   let low;
   try {
     low = await loadBuild(fileOf(build), options);
-  } catch (e) { // the default's file is not there (the relaxed build needs clang-19): the next one
+  } catch (e) {
+    // the default's file is not there (the relaxed build needs clang-19): the next one
     const next = options.wasm ? null : fallbackBuild(build);
     if (!next) throw e;
     build = next;
@@ -89,21 +94,39 @@ export async function createVitrine(options = {}) {
   const vt = new Vitrine(low, build);
   vt.threaded = !!low.memory;
   vt.threadsNote = note;
-  if (options.backend != null && options.backend !== 'wasm') { // the WebGPU modules only when asked for
+  if (options.backend != null && options.backend !== 'wasm') {
+    // the WebGPU modules only when asked for
     const { chooseBackend, GpuTrainer } = await import('./webgpu/backend.js');
     const be = await chooseBackend(options.backend, options.gpu || {});
     vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
     if (be.gpu) Object.defineProperties(vt.backend, { gpu: { value: be.gpu }, Trainer: { value: GpuTrainer } });
-  } else vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
+  } else
+    vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
   if (threads > 1) {
     const c = vt._c;
     try {
-      vt._pool = await startPool({
-        module: low.module, memory: low.memory, malloc: (n) => c.malloc(n),
-        setThreads: (n, w) => c.set_threads(n, w), ready: () => c.threads_ready(), quit: () => c.threads_quit(),
-        lost: (n) => c.threads_lost(n), shutdown: () => c.threads_shutdown(), run: low.run, stack: low.stack,
-      }, threads, { onLost: (note) => { vt.threadsNote = note; } });
-    } catch (e) { // the pool could not start: the engine runs on this thread, and says why
+      vt._pool = await startPool(
+        {
+          module: low.module,
+          memory: low.memory,
+          malloc: (n) => c.malloc(n),
+          setThreads: (n, w) => c.set_threads(n, w),
+          ready: () => c.threads_ready(),
+          quit: () => c.threads_quit(),
+          lost: (n) => c.threads_lost(n),
+          shutdown: () => c.threads_shutdown(),
+          run: low.run,
+          stack: low.stack,
+        },
+        threads,
+        {
+          onLost: (note) => {
+            vt.threadsNote = note;
+          },
+        },
+      );
+    } catch (e) {
+      // the pool could not start: the engine runs on this thread, and says why
       vt.threadsNote = `1 thread: ${e.message}`;
     }
   }

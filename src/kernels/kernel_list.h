@@ -17,6 +17,8 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
     return rows > 0 ? (rows - 1) * stride + cols : 0;
 }
 
+/* the kernel list is a table, kept as laid out by hand */
+// clang-format off
 #define VT_KERNEL_LIST(X)                                                                           \
     /* ---- the GEMM family (kernels.h) ---- */                                                    \
     X(matmul_forward, (M, K, N), (),                                                                \
@@ -192,5 +194,6 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
        (pred, F32, R, B * K * C * p * p), (images, F32, R, B * C * S * S), (idx, I64, R, B * K)),   \
       0.0, vt_unpatchify(recon, masked, pred, images, idx, B, K, C, S, p, G, offset, norm_pix),     \
       "predicted patches into recon (de-normalised), zeros into masked")
+// clang-format on
 
 #endif

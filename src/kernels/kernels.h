@@ -11,11 +11,10 @@
 #include <stdint.h>
 
 /* out[M,N] = inp[M,K] @ w[N,K]^T + bias[N]   (bias may be NULL) */
-void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                       int M, int K, int N);
+void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K, int N);
 /* dinp[M,K] += dout[M,N] @ w[N,K];  dw[N,K] += dout^T @ inp;  dbias[N] += sum_m dout */
-void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                        const float *inp, const float *w, int M, int K, int N);
+void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const float *w, int M, int K, int N);
 
 /* The general product behind both (and attention): C[I,L] (row stride ldc) = A B (+ bias[L])
  * when accumulate = 0, C += A B when accumulate = 1 (bias then unused, NULL), with
@@ -25,18 +24,17 @@ void vt_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
  * builds differ only where a build fuses its multiply-adds. C must not overlap A or B. The SIMD
  * version packs blocks of A and B on the stack: ~404 KB (every build here gives each thread
  * >= 1 MB; a host that runs the engine on its own threads must too). */
-void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
-             int I, int J, int L, int accumulate, const float *bias);
+void vt_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs, int I,
+             int J, int L, int accumulate, const float *bias);
 
 /* Per row of D: mean, biased variance, rstd = 1/sqrt(var+eps); out = (x-mean)*rstd*w + b.
  * out may alias inp (in place).
  * w and b may each be NULL (no scale / no shift). mean/rstd [M] (may be NULL) are saved for
  * the backward. */
-void vt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                          const float *w, const float *b, int M, int D, float eps);
-void vt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                           const float *inp, const float *w, const float *mean,
-                           const float *rstd, int M, int D);
+void vt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int M, int D, float eps);
+void vt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, int M, int D);
 
 /* Exact-erf GELU: y = 0.5 x (1 + erf(x / sqrt 2)).
  * The backward is the one exception to "+=": dinp = dout * gelu'(inp), and dinp may alias dout
@@ -53,25 +51,22 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
  * thread: the call runs on at most `threads` threads (the count its plan was made for; the same
  * size serves the forward and the backward; its contents are not kept between calls). */
 size_t vt_attention_scratch_floats(int T, int hd, int threads);
-void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
-                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, int threads, float scale);
+void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k, int qk_rs,
+                          const float *v, int v_rs, const uint8_t *causal_mask, int B, int T, int H, int hd,
+                          int threads, float scale);
 /* dq/dk share the strides of q/k (qk_rs), dv that of v (v_rs). */
 void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                           const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
-                           float scale);
+                           const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                           int v_rs, int B, int T, int H, int hd, int threads, float scale);
 /* The implementation behind vt_attention_* in every build (kernels_attn.c): per (batch, head),
  * QK^T, PV and the four products of the backward done by vt_gemm on the heads where they lie
  * (strided column blocks of q, k, v, out and the gradients). */
-void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q,
-                               const float *k, int qk_rs, const float *v, int v_rs,
-                               const uint8_t *causal_mask, int B, int T, int H, int hd,
-                               int threads, float scale);
-void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                const float *dout, const float *att, const float *q,
-                                const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
-                                int H, int hd, int threads, float scale);
+void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
+                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B, int T,
+                               int H, int hd, int threads, float scale);
+void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                                const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                                int v_rs, int B, int T, int H, int hd, int threads, float scale);
 
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
@@ -83,40 +78,38 @@ void vt_softmax_backward_row(float *d, const float *p, int n, float scale);
  * step count after this update. The scalar reference is vt_adamw_update (kernels_ref.c, declared
  * in vitrine.h); the SIMD128 version gives the same bits. Returns 1 when a new p, m or v is NaN or
  * infinite (checked as the values are written), else 0. */
-int vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                  float b1, float b2, float eps, float wd);
+int vt_adamw_step(float *p, const float *g, float *m, float *v, size_t n, long t, float lr, float b1,
+                  float b2, float eps, float wd);
 
 /* Routing to the scalar reference (for tests comparing SIMD against it). */
 void vt_kernels_use_reference(int on);
 int vt_kernels_reference(void); /* 1 while routed to the references */
-int vt_kernels_simd(void); /* 1 if this build has SIMD kernels */
+int vt_kernels_simd(void);      /* 1 if this build has SIMD kernels */
 /* How the SIMD kernels' multiply-adds round: 0 = mul then add (SIMD128, SSE2, scalar builds),
  * 1 = fused (relaxed-SIMD wasm on an FMA host, native FMA build), 2 = a fused build on a host
  * that runs relaxed_madd unfused. Tests pick bitwise or tolerance checks by it. */
 int vt_kernels_madd_fused(void);
 
 /* Scalar references, always compiled. */
-void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                           int M, int K, int N);
-void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                            const float *inp, const float *w, int M, int K, int N);
-void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
-                 int bcs, int I, int J, int L, int accumulate, const float *bias);
-void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int M, int D, float eps);
-void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                               const float *inp, const float *w, const float *mean,
-                               const float *rstd, int M, int D);
+void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K,
+                           int N);
+void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, int M, int K, int N);
+void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs, int I,
+                 int J, int L, int accumulate, const float *bias);
+void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int M, int D, float eps);
+void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int M, int D);
 void vt_ref_gelu_forward(float *out, const float *inp, size_t n);
 void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_ref_softmax_row(float *y, const float *x, int n);
 void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale);
-void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
-                              int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
-                              int B, int T, int H, int hd, float scale);
+void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k, int qk_rs,
+                              const float *v, int v_rs, const uint8_t *causal_mask, int B, int T, int H,
+                              int hd, float scale);
 /* the reference backward's scratch: T floats (<= vt_attention_scratch_floats(T, hd, 1)) */
-void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                               const float *dout, const float *att, const float *q,
-                               const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
-                               int H, int hd, float scale);
+void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                               const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                               int v_rs, int B, int T, int H, int hd, float scale);
 #endif

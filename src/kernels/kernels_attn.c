@@ -87,7 +87,8 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
         const float *qh = J->q + off_qk, *kh = J->k + off_qk, *vh = J->v + off_v;
         float *P = J->att + ((size_t)b * H + h) * T * T; /* (T, T) */
         /* S = q k^T (A = q rows, B(e, j) = k[j, e]), scaled; query i sees key j when j <= i or cm[j] == 0 */
-        vt_gemm(P + (size_t)r0 * T, T, qh + (size_t)r0 * qk_rs, qk_rs, 1, kh, 1, qk_rs, r1 - r0, hd, T, 0, NULL);
+        vt_gemm(P + (size_t)r0 * T, T, qh + (size_t)r0 * qk_rs, qk_rs, 1, kh, 1, qk_rs, r1 - r0, hd, T, 0,
+                NULL);
         for (int i = r0; i < r1; i++) {
             float *row = P + (size_t)i * T;
             for (int j = 0; j < T; j++) row[j] *= scale;
@@ -103,13 +104,25 @@ static void attn_forward_items(void *ctx, int lo, int hi, int tid) {
 }
 
 void vt_gemm_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
-                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, int threads, float scale) {
+                               int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B, int T,
+                               int H, int hd, int threads, float scale) {
     if (T <= 0 || hd <= 0) return;
     int nt = threads_of(threads);
-    attn_job J = {.out = out, .att = att, .scratch = scratch, .q = q, .k = k, .v = v,
-                  .causal_mask = causal_mask, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
-                  .hd = hd, .scale = scale, .split = pair_split(B * H, T, nt)};
+    attn_job J = { .out = out,
+                   .att = att,
+                   .scratch = scratch,
+                   .q = q,
+                   .k = k,
+                   .v = v,
+                   .causal_mask = causal_mask,
+                   .qk_rs = qk_rs,
+                   .v_rs = v_rs,
+                   .B = B,
+                   .T = T,
+                   .H = H,
+                   .hd = hd,
+                   .scale = scale,
+                   .split = pair_split(B * H, T, nt) };
     vt_parallel_for_max(B * H * J.split, 1, 4.0 * B * H * (double)T * T * hd, nt, attn_forward_items, &J);
 }
 
@@ -123,17 +136,20 @@ static void attn_backward_rows(const attn_job *J, int b, int h, int r0, int r1, 
     /* dP = dO V^T for the rows (B(e, j) = v[j, e]) */
     vt_gemm(ds, T, doh + (size_t)r0 * D, D, 1, J->v + off_v, 1, v_rs, r1 - r0, hd, T, 0, NULL);
     /* softmax: dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) scale; masked keys have P = 0 */
-    for (int i = r0; i < r1; i++) vt_softmax_backward_row(ds + (size_t)(i - r0) * T, P + (size_t)i * T, T, J->scale);
+    for (int i = r0; i < r1; i++)
+        vt_softmax_backward_row(ds + (size_t)(i - r0) * T, P + (size_t)i * T, T, J->scale);
     /* S = q k^T  =>  dQ[rows] += dS K */
     if (J->dq)
-        vt_gemm(J->dq + off_qk + (size_t)r0 * qk_rs, qk_rs, ds, T, 1, J->k + off_qk, qk_rs, 1, r1 - r0, T, hd, 1, NULL);
+        vt_gemm(J->dq + off_qk + (size_t)r0 * qk_rs, qk_rs, ds, T, 1, J->k + off_qk, qk_rs, 1, r1 - r0, T, hd,
+                1, NULL);
 }
 /* dK[keys] += dS[rows, keys]^T Q[rows] for the query rows [r0, r1) (in order) and key rows [k0, k1) */
-static void attn_backward_dk(const attn_job *J, int b, int h, const float *ds, int r0, int r1, int k0, int k1) {
+static void attn_backward_dk(const attn_job *J, int b, int h, const float *ds, int r0, int r1, int k0,
+                             int k1) {
     int T = J->T, hd = J->hd, qk_rs = J->qk_rs;
     size_t off_qk = (size_t)b * T * qk_rs + (size_t)h * hd;
-    vt_gemm(J->dk + off_qk + (size_t)k0 * qk_rs, qk_rs, ds + k0, 1, T, J->q + off_qk + (size_t)r0 * qk_rs, qk_rs, 1,
-            k1 - k0, r1 - r0, hd, 1, NULL);
+    vt_gemm(J->dk + off_qk + (size_t)k0 * qk_rs, qk_rs, ds + k0, 1, T, J->q + off_qk + (size_t)r0 * qk_rs,
+            qk_rs, 1, k1 - k0, r1 - r0, hd, 1, NULL);
 }
 /* dV[keys] += P[:, keys]^T dO (A(j, i) = P[i, j]; accumulated on dv's values, i ascending) */
 static void attn_backward_dv(const attn_job *J, int b, int h, int k0, int k1) {
@@ -180,13 +196,25 @@ static void attn_backward_phase2(void *ctx, int lo, int hi, int tid) {
 }
 
 void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                           const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
-                           float scale) {
+                                const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                                int v_rs, int B, int T, int H, int hd, int threads, float scale) {
     if (T <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
-    attn_job J = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .dout = dout, .att_in = att,
-                  .q = q, .k = k, .v = v, .qk_rs = qk_rs, .v_rs = v_rs, .B = B, .T = T, .H = H,
-                  .hd = hd, .scale = scale};
+    attn_job J = { .dq = dq,
+                   .dk = dk,
+                   .dv = dv,
+                   .scratch = scratch,
+                   .dout = dout,
+                   .att_in = att,
+                   .q = q,
+                   .k = k,
+                   .v = v,
+                   .qk_rs = qk_rs,
+                   .v_rs = v_rs,
+                   .B = B,
+                   .T = T,
+                   .H = H,
+                   .hd = hd,
+                   .scale = scale };
     double work = 8.0 * B * H * (double)T * T * hd;
     int nt = threads_of(threads);
     /* split pairs only where whole ones leave threads idle and one [T,T] dS fits the scratch
@@ -204,18 +232,21 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 }
 
 /* ---- dispatch: the composition above in every build, or the scalar reference (tests) ---- */
-void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k,
-                          int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask, int B,
-                          int T, int H, int hd, int threads, float scale) {
-    if (vt_kernels_reference()) vt_ref_attention_forward(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
-    else vt_gemm_attention_forward(out, att, scratch, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, threads, scale);
+void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k, int qk_rs,
+                          const float *v, int v_rs, const uint8_t *causal_mask, int B, int T, int H, int hd,
+                          int threads, float scale) {
+    if (vt_kernels_reference())
+        vt_ref_attention_forward(out, att, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, scale);
+    else
+        vt_gemm_attention_forward(out, att, scratch, q, k, qk_rs, v, v_rs, causal_mask, B, T, H, hd, threads,
+                                  scale);
 }
 void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                           const float *att, const float *q, const float *k, int qk_rs,
-                           const float *v, int v_rs, int B, int T, int H, int hd, int threads,
-                           float scale) {
+                           const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                           int v_rs, int B, int T, int H, int hd, int threads, float scale) {
     if (vt_kernels_reference())
         vt_ref_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, scale);
     else
-        vt_gemm_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, threads, scale);
+        vt_gemm_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, threads,
+                                   scale);
 }

@@ -18,11 +18,11 @@
 
 /* A split job: the kernel's arguments and the range function for one chunk. */
 typedef struct {
-    float *o0, *o1;                   /* outputs */
-    const float *i0, *i1, *i2;        /* inputs */
-    const int64_t *x0, *x1;           /* index rows */
-    const uint8_t *u0;                /* a token mask */
-    int64_t n[10];                    /* the integer arguments */
+    float *o0, *o1;            /* outputs */
+    const float *i0, *i1, *i2; /* inputs */
+    const int64_t *x0, *x1;    /* index rows */
+    const uint8_t *u0;         /* a token mask */
+    int64_t n[10];             /* the integer arguments */
     float f[4];
 } job;
 
@@ -37,12 +37,17 @@ static int64_t hi_of(int u, int64_t n) { return (int64_t)u * VT_OPS_UNIT < n ? (
 static void fill_units(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t a = lo_of(lo), b = hi_of(hi, j->n[0]);
-    if (j->f[0] == 0.0f && !signbit(j->f[0])) memset(j->o0 + a, 0, (size_t)(b - a) * sizeof(float));
-    else vt_ref_fill(j->o0 + a, b - a, j->f[0]);
+    if (j->f[0] == 0.0f && !signbit(j->f[0]))
+        memset(j->o0 + a, 0, (size_t)(b - a) * sizeof(float));
+    else
+        vt_ref_fill(j->o0 + a, b - a, j->f[0]);
 }
 void vt_fill(float *x, int64_t n, float value) {
-    if (REF) { vt_ref_fill(x, n, value); return; }
-    job j = {.o0 = x, .n = {n}, .f = {value}};
+    if (REF) {
+        vt_ref_fill(x, n, value);
+        return;
+    }
+    job j = { .o0 = x, .n = { n }, .f = { value } };
     vt_parallel_for(units(n), 1, 1.0 * (double)n, fill_units, &j);
 }
 
@@ -70,16 +75,22 @@ static void add_rows2d(void *c, int lo, int hi, int tid) {
 static void split2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ds, int64_t ss,
                     vt_par_fn fn) {
     if (rows <= 0 || cols <= 0) return;
-    job j = {.o0 = dst, .i0 = src, .n = {rows, cols, ds, ss}};
+    job j = { .o0 = dst, .i0 = src, .n = { rows, cols, ds, ss } };
     vt_parallel_for(rows == 1 ? units(cols) : (int)rows, 1, (double)rows * cols, fn, &j);
 }
-void vt_copy2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride, int64_t src_stride) {
-    if (REF) vt_ref_copy2d(dst, src, rows, cols, dst_stride, src_stride);
-    else split2d(dst, src, rows, cols, dst_stride, src_stride, copy_rows);
+void vt_copy2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride,
+               int64_t src_stride) {
+    if (REF)
+        vt_ref_copy2d(dst, src, rows, cols, dst_stride, src_stride);
+    else
+        split2d(dst, src, rows, cols, dst_stride, src_stride, copy_rows);
 }
-void vt_add2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride, int64_t src_stride) {
-    if (REF) vt_ref_add2d(dst, src, rows, cols, dst_stride, src_stride);
-    else split2d(dst, src, rows, cols, dst_stride, src_stride, add_rows2d);
+void vt_add2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride,
+              int64_t src_stride) {
+    if (REF)
+        vt_ref_add2d(dst, src, rows, cols, dst_stride, src_stride);
+    else
+        split2d(dst, src, rows, cols, dst_stride, src_stride, add_rows2d);
 }
 
 static void add_rows_rows(void *c, int lo, int hi, int tid) {
@@ -88,8 +99,11 @@ static void add_rows_rows(void *c, int lo, int hi, int tid) {
     vt_ref_add_rows(j->o0 + lo * s, j->i0 + lo * s, j->i1, hi - lo, j->n[1], s);
 }
 void vt_add_rows(float *out, const float *x, const float *y, int64_t rows, int64_t n, int64_t stride) {
-    if (REF) { vt_ref_add_rows(out, x, y, rows, n, stride); return; }
-    job j = {.o0 = out, .i0 = x, .i1 = y, .n = {rows, n, stride}};
+    if (REF) {
+        vt_ref_add_rows(out, x, y, rows, n, stride);
+        return;
+    }
+    job j = { .o0 = out, .i0 = x, .i1 = y, .n = { rows, n, stride } };
     vt_parallel_for((int)rows, 1, (double)rows * n, add_rows_rows, &j);
 }
 
@@ -100,8 +114,11 @@ static void sum_rows_cols(void *c, int lo, int hi, int tid) {
     vt_ref_sum_rows(j->o0 + a, j->i0 + a, j->n[0], b - a, j->n[2]);
 }
 void vt_sum_rows(float *out, const float *x, int64_t rows, int64_t n, int64_t stride) {
-    if (REF) { vt_ref_sum_rows(out, x, rows, n, stride); return; }
-    job j = {.o0 = out, .i0 = x, .n = {rows, n, stride}};
+    if (REF) {
+        vt_ref_sum_rows(out, x, rows, n, stride);
+        return;
+    }
+    job j = { .o0 = out, .i0 = x, .n = { rows, n, stride } };
     vt_parallel_for(units(n), 1, (double)rows * n, sum_rows_cols, &j);
 }
 
@@ -111,8 +128,11 @@ static void ls_fwd_rows(void *c, int lo, int hi, int tid) {
     vt_ref_layerscale_forward(j->o0 + lo * D, j->i0 + lo * D, j->i1, j->i2 + lo * D, hi - lo, D);
 }
 void vt_layerscale_forward(float *out, const float *x, const float *g, const float *y, int64_t M, int64_t D) {
-    if (REF) { vt_ref_layerscale_forward(out, x, g, y, M, D); return; }
-    job j = {.o0 = out, .i0 = x, .i1 = g, .i2 = y, .n = {M, D}};
+    if (REF) {
+        vt_ref_layerscale_forward(out, x, g, y, M, D);
+        return;
+    }
+    job j = { .o0 = out, .i0 = x, .i1 = g, .i2 = y, .n = { M, D } };
     vt_parallel_for((int)M, 1, 2.0 * M * D, ls_fwd_rows, &j);
 }
 /* d branch row by row; dg column by column (its sum over rows stays in row order) */
@@ -127,8 +147,11 @@ static void ls_bwd_cols(void *c, int lo, int hi, int tid) {
 }
 void vt_layerscale_backward(float *dbranch, float *dg, const float *g, const float *dy, const float *branch,
                             int64_t M, int64_t D) {
-    if (REF) { vt_ref_layerscale_backward(dbranch, dg, g, dy, branch, M, D); return; }
-    job j = {.o0 = dbranch, .o1 = dg, .i0 = g, .i1 = dy, .i2 = branch, .n = {M, D}};
+    if (REF) {
+        vt_ref_layerscale_backward(dbranch, dg, g, dy, branch, M, D);
+        return;
+    }
+    job j = { .o0 = dbranch, .o1 = dg, .i0 = g, .i1 = dy, .i2 = branch, .n = { M, D } };
     vt_parallel_for((int)D, 4, 3.0 * M * D, ls_bwd_cols, &j);
 }
 
@@ -141,19 +164,26 @@ static void im2col_rows(void *c, int lo, int hi, int tid) {
 }
 void vt_im2col(float *patches, const float *images, int64_t m0, int64_t n, int64_t C, int64_t S, int64_t p,
                int64_t G) {
-    if (REF) { vt_ref_im2col(patches, images, m0, n, C, S, p, G); return; }
-    job j = {.o0 = patches, .i0 = images, .n = {m0, n, C, S, p, G}};
+    if (REF) {
+        vt_ref_im2col(patches, images, m0, n, C, S, p, G);
+        return;
+    }
+    job j = { .o0 = patches, .i0 = images, .n = { m0, n, C, S, p, G } };
     vt_parallel_for((int)n, 1, (double)n * C * p * p, im2col_rows, &j);
 }
 static void col2im_rows(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t Kp = j->n[2] * j->n[4] * j->n[4];
-    vt_ref_col2im_add(j->o0, j->i0 + (int64_t)lo * Kp, j->n[0] + lo, hi - lo, j->n[2], j->n[3], j->n[4], j->n[5]);
+    vt_ref_col2im_add(j->o0, j->i0 + (int64_t)lo * Kp, j->n[0] + lo, hi - lo, j->n[2], j->n[3], j->n[4],
+                      j->n[5]);
 }
 void vt_col2im_add(float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C, int64_t S,
                    int64_t p, int64_t G) {
-    if (REF) { vt_ref_col2im_add(dimages, dpatches, m0, n, C, S, p, G); return; }
-    job j = {.o0 = dimages, .i0 = dpatches, .n = {m0, n, C, S, p, G}};
+    if (REF) {
+        vt_ref_col2im_add(dimages, dpatches, m0, n, C, S, p, G);
+        return;
+    }
+    job j = { .o0 = dimages, .i0 = dpatches, .n = { m0, n, C, S, p, G } };
     vt_parallel_for((int)n, 1, (double)n * C * p * p, col2im_rows, &j);
 }
 
@@ -162,13 +192,16 @@ void vt_col2im_add(float *dimages, const float *dpatches, int64_t m0, int64_t n,
 static void mask_select_images(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t L = j->n[1], D = j->n[2], K = j->n[3];
-    vt_ref_mask_select(j->o0 + lo * L * D, j->i0, j->x0 ? j->x0 + lo * K : NULL, j->u0 ? j->u0 + lo * L : NULL,
-                       hi - lo, L, D, K);
+    vt_ref_mask_select(j->o0 + lo * L * D, j->i0, j->x0 ? j->x0 + lo * K : NULL,
+                       j->u0 ? j->u0 + lo * L : NULL, hi - lo, L, D, K);
 }
 void vt_mask_select(float *seq, const float *mask_token, const int64_t *idx, const uint8_t *mask, int64_t B,
                     int64_t L, int64_t D, int64_t K) {
-    if (REF) { vt_ref_mask_select(seq, mask_token, idx, mask, B, L, D, K); return; }
-    job j = {.o0 = seq, .i0 = mask_token, .x0 = idx, .u0 = mask, .n = {B, L, D, K}};
+    if (REF) {
+        vt_ref_mask_select(seq, mask_token, idx, mask, B, L, D, K);
+        return;
+    }
+    job j = { .o0 = seq, .i0 = mask_token, .x0 = idx, .u0 = mask, .n = { B, L, D, K } };
     vt_parallel_for((int)B, 1, (double)B * L * D / 4, mask_select_images, &j);
 }
 /* the sums over (b, l) of one column range each: the columns' own order is kept */
@@ -178,8 +211,10 @@ static void mask_token_cols(void *c, int lo, int hi, int tid) {
     uint8_t masked[VT_MAX_TOKENS];
     for (int64_t b = 0; b < B; b++) {
         memset(masked, 0, (size_t)L);
-        if (j->x0) for (int64_t k = 0; k < K; k++) masked[j->x0[b * K + k]] = 1;
-        else if (j->u0) for (int64_t l = 0; l < L; l++) masked[l] = j->u0[b * L + l] != 0;
+        if (j->x0)
+            for (int64_t k = 0; k < K; k++) masked[j->x0[b * K + k]] = 1;
+        else if (j->u0)
+            for (int64_t l = 0; l < L; l++) masked[l] = j->u0[b * L + l] != 0;
         for (int64_t l = 0; l < L; l++)
             if (masked[l])
                 for (int64_t d = lo; d < hi; d++) j->o0[d] += j->i0[(b * L + l) * D + d];
@@ -187,14 +222,18 @@ static void mask_token_cols(void *c, int lo, int hi, int tid) {
 }
 void vt_mask_token_backward(float *dmt, const float *dseq, const int64_t *idx, const uint8_t *mask, int64_t B,
                             int64_t L, int64_t D, int64_t K) {
-    if (REF) { vt_ref_mask_token_backward(dmt, dseq, idx, mask, B, L, D, K); return; }
-    job j = {.o0 = dmt, .i0 = dseq, .x0 = idx, .u0 = mask, .n = {B, L, D, K}};
+    if (REF) {
+        vt_ref_mask_token_backward(dmt, dseq, idx, mask, B, L, D, K);
+        return;
+    }
+    job j = { .o0 = dmt, .i0 = dseq, .x0 = idx, .u0 = mask, .n = { B, L, D, K } };
     vt_parallel_for((int)D, 4, (double)B * L * D, mask_token_cols, &j);
 }
 void vt_prefix_tokens_backward(float *dcls, float *dreg, const float *dseq, const int64_t *idx,
                                const uint8_t *mask, int64_t B, int64_t L, int64_t D, int64_t K, int64_t cls,
                                int64_t R) {
-    vt_ref_prefix_tokens_backward(dcls, dreg, dseq, idx, mask, B, L, D, K, cls, R); /* (1 + R) x B rows: small */
+    vt_ref_prefix_tokens_backward(dcls, dreg, dseq, idx, mask, B, L, D, K, cls,
+                                  R); /* (1 + R) x B rows: small */
 }
 static void patch_tokens_images(void *c, int lo, int hi, int tid) {
     const job *j = c;
@@ -204,25 +243,30 @@ static void patch_tokens_images(void *c, int lo, int hi, int tid) {
 }
 void vt_patch_tokens_backward(float *dtok, const float *dseq, const int64_t *idx, const uint8_t *mask,
                               int64_t B, int64_t L, int64_t D, int64_t K, int64_t P) {
-    if (REF) { vt_ref_patch_tokens_backward(dtok, dseq, idx, mask, B, L, D, K, P); return; }
-    job j = {.o0 = dtok, .i0 = dseq, .x0 = idx, .u0 = mask, .n = {B, L, D, K, P}};
+    if (REF) {
+        vt_ref_patch_tokens_backward(dtok, dseq, idx, mask, B, L, D, K, P);
+        return;
+    }
+    job j = { .o0 = dtok, .i0 = dseq, .x0 = idx, .u0 = mask, .n = { B, L, D, K, P } };
     vt_parallel_for((int)B, 1, (double)B * L * D / 4, patch_tokens_images, &j);
 }
 
 /* ---- rows by index: images ---- */
 
-#define ROWS_BY_IMAGE(name, out_rows, x_rows)                                                          \
-    static void name##_images(void *c, int lo, int hi, int tid) {                                     \
-        const job *j = c;                                                                              \
-        int64_t L = j->n[1], K = j->n[2], D = j->n[3];                                                \
-        vt_ref_##name(j->o0 + lo * (out_rows) * D, j->i0 + lo * (x_rows) * D, j->x0 + lo * K, hi - lo, \
-                      L, K, D);                                                                        \
-    }                                                                                                  \
-    void vt_##name(float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K,   \
-                   int64_t D) {                                                                        \
-        if (REF) { vt_ref_##name(out, x, idx, B, L, K, D); return; }                                   \
-        job j = {.o0 = out, .i0 = x, .x0 = idx, .n = {B, L, K, D}};                                    \
-        vt_parallel_for((int)B, 1, (double)B * K * D / 4, name##_images, &j);                          \
+#define ROWS_BY_IMAGE(name, out_rows, x_rows)                                                                \
+    static void name##_images(void *c, int lo, int hi, int tid) {                                            \
+        const job *j = c;                                                                                    \
+        int64_t L = j->n[1], K = j->n[2], D = j->n[3];                                                       \
+        vt_ref_##name(j->o0 + lo * (out_rows)*D, j->i0 + lo * (x_rows)*D, j->x0 + lo * K, hi - lo, L, K, D); \
+    }                                                                                                        \
+    void vt_##name(float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K,          \
+                   int64_t D) {                                                                              \
+        if (REF) {                                                                                           \
+            vt_ref_##name(out, x, idx, B, L, K, D);                                                          \
+            return;                                                                                          \
+        }                                                                                                    \
+        job j = { .o0 = out, .i0 = x, .x0 = idx, .n = { B, L, K, D } };                                      \
+        vt_parallel_for((int)B, 1, (double)B *K *D / 4, name##_images, &j);                                  \
     }
 ROWS_BY_IMAGE(gather_rows, K, L)
 ROWS_BY_IMAGE(scatter_rows, L, K)
@@ -232,13 +276,16 @@ ROWS_BY_IMAGE(scatter_add_rows, L, K)
 static void gather_except_images(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t L = j->n[1], K = j->n[2], Kx = j->n[3], D = j->n[4];
-    vt_ref_gather_rows_except(j->o0 + lo * K * D, j->i0 + lo * L * D, j->x0 + lo * K, j->x1 + lo * Kx, hi - lo,
-                              L, K, Kx, D);
+    vt_ref_gather_rows_except(j->o0 + lo * K * D, j->i0 + lo * L * D, j->x0 + lo * K, j->x1 + lo * Kx,
+                              hi - lo, L, K, Kx, D);
 }
 void vt_gather_rows_except(float *out, const float *x, const int64_t *idx, const int64_t *except, int64_t B,
                            int64_t L, int64_t K, int64_t Kx, int64_t D) {
-    if (REF) { vt_ref_gather_rows_except(out, x, idx, except, B, L, K, Kx, D); return; }
-    job j = {.o0 = out, .i0 = x, .x0 = idx, .x1 = except, .n = {B, L, K, Kx, D}};
+    if (REF) {
+        vt_ref_gather_rows_except(out, x, idx, except, B, L, K, Kx, D);
+        return;
+    }
+    job j = { .o0 = out, .i0 = x, .x0 = idx, .x1 = except, .n = { B, L, K, Kx, D } };
     vt_parallel_for((int)B, 1, (double)B * K * (D / 4 + Kx), gather_except_images, &j);
 }
 static void sum_at_cols(void *c, int lo, int hi, int tid) {
@@ -248,9 +295,13 @@ static void sum_at_cols(void *c, int lo, int hi, int tid) {
         for (int64_t k = 0; k < K; k++)
             for (int64_t d = lo; d < hi; d++) j->o0[d] += j->i0[(b * L + j->x0[b * K + k]) * D + d];
 }
-void vt_sum_rows_at(float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K, int64_t D) {
-    if (REF) { vt_ref_sum_rows_at(out, x, idx, B, L, K, D); return; }
-    job j = {.o0 = out, .i0 = x, .x0 = idx, .n = {B, L, K, D}};
+void vt_sum_rows_at(float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K,
+                    int64_t D) {
+    if (REF) {
+        vt_ref_sum_rows_at(out, x, idx, B, L, K, D);
+        return;
+    }
+    job j = { .o0 = out, .i0 = x, .x0 = idx, .n = { B, L, K, D } };
     vt_parallel_for((int)D, 4, (double)B * K * D, sum_at_cols, &j);
 }
 
@@ -259,7 +310,8 @@ void vt_sum_rows_at(float *out, const float *x, const int64_t *idx, int64_t B, i
 void vt_layernorm_backward_rows(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                 const float *w, const float *mean, const float *rstd, const int64_t *idx,
                                 int64_t B, int64_t L, int64_t K, int64_t D) {
-    vt_layernorm_backward_rows_by(vt_layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, idx, B, L, K, D);
+    vt_layernorm_backward_rows_by(vt_layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, idx, B, L, K,
+                                  D);
 }
 
 /* ---- pooling: images ---- */
@@ -270,20 +322,26 @@ static void pool_fwd_images(void *c, int lo, int hi, int tid) {
     vt_ref_pool_forward(j->o0 + lo * D, j->i0 + lo * T * D, hi - lo, T, D, j->n[3], j->n[4]);
 }
 void vt_pool_forward(float *y, const float *x, int64_t B, int64_t T, int64_t D, int64_t P, int64_t kind) {
-    if (REF) { vt_ref_pool_forward(y, x, B, T, D, P, kind); return; }
-    job j = {.o0 = y, .i0 = x, .n = {B, T, D, P, kind}};
+    if (REF) {
+        vt_ref_pool_forward(y, x, B, T, D, P, kind);
+        return;
+    }
+    job j = { .o0 = y, .i0 = x, .n = { B, T, D, P, kind } };
     vt_parallel_for((int)B, 1, (double)B * T * D, pool_fwd_images, &j);
 }
 static void pool_bwd_images(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t T = j->n[1], D = j->n[2];
-    vt_ref_pool_backward(j->o0 + lo * T * D, j->i0 + lo * D, j->i1 + lo * T * D, hi - lo, T, D, j->n[3], j->n[4],
-                         j->n[5]);
+    vt_ref_pool_backward(j->o0 + lo * T * D, j->i0 + lo * D, j->i1 + lo * T * D, hi - lo, T, D, j->n[3],
+                         j->n[4], j->n[5]);
 }
 void vt_pool_backward(float *dx, const float *dy, const float *x, int64_t B, int64_t T, int64_t D, int64_t P,
                       int64_t kind, int64_t assign) {
-    if (REF) { vt_ref_pool_backward(dx, dy, x, B, T, D, P, kind, assign); return; }
-    job j = {.o0 = dx, .i0 = dy, .i1 = x, .n = {B, T, D, P, kind, assign}};
+    if (REF) {
+        vt_ref_pool_backward(dx, dy, x, B, T, D, P, kind, assign);
+        return;
+    }
+    job j = { .o0 = dx, .i0 = dy, .i1 = x, .n = { B, T, D, P, kind, assign } };
     vt_parallel_for((int)B, 1, 3.0 * B * T * D, pool_bwd_images, &j);
 }
 
@@ -297,28 +355,42 @@ static void targets_images(void *c, int lo, int hi, int tid) {
 }
 void vt_patch_targets(float *tgt, float *trs, const float *images, const int64_t *idx, int64_t B, int64_t K,
                       int64_t C, int64_t S, int64_t p, int64_t G, int64_t offset, int64_t norm_pix) {
-    if (REF) { vt_ref_patch_targets(tgt, trs, images, idx, B, K, C, S, p, G, offset, norm_pix); return; }
-    job j = {.o0 = tgt, .o1 = trs, .i0 = images, .x0 = idx, .n = {B, K, C, S, p, G, offset, norm_pix}};
+    if (REF) {
+        vt_ref_patch_targets(tgt, trs, images, idx, B, K, C, S, p, G, offset, norm_pix);
+        return;
+    }
+    job j = { .o0 = tgt, .o1 = trs, .i0 = images, .x0 = idx, .n = { B, K, C, S, p, G, offset, norm_pix } };
     vt_parallel_for((int)B, 1, 8.0 * B * K * C * p * p, targets_images, &j);
 }
 static void targets_bwd_images(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t K = j->n[1], C = j->n[2], S = j->n[3], p = j->n[4], O = C * p * p;
-    vt_ref_targets_backward(j->o0 + lo * C * S * S, j->o1 + lo * K * O, j->i0 + lo * K * O, j->i1 + lo * K * O,
-                            j->i2 ? j->i2 + lo * K : NULL, j->x0 ? j->x0 + lo * K : NULL, hi - lo, K, C, S, p,
-                            j->n[5], j->n[6], j->n[7]);
+    vt_ref_targets_backward(j->o0 + lo * C * S * S, j->o1 + lo * K * O, j->i0 + lo * K * O,
+                            j->i1 + lo * K * O, j->i2 ? j->i2 + lo * K : NULL, j->x0 ? j->x0 + lo * K : NULL,
+                            hi - lo, K, C, S, p, j->n[5], j->n[6], j->n[7]);
 }
 void vt_targets_backward(float *dimages, float *dt, const float *dpred, const float *tgt, const float *trs,
                          const int64_t *idx, int64_t B, int64_t K, int64_t C, int64_t S, int64_t p, int64_t G,
                          int64_t offset, int64_t norm_pix) {
-    if (REF) { vt_ref_targets_backward(dimages, dt, dpred, tgt, trs, idx, B, K, C, S, p, G, offset, norm_pix); return; }
-    job j = {.o0 = dimages, .o1 = dt, .i0 = dpred, .i1 = tgt, .i2 = trs, .x0 = idx, .n = {B, K, C, S, p, G, offset, norm_pix}};
+    if (REF) {
+        vt_ref_targets_backward(dimages, dt, dpred, tgt, trs, idx, B, K, C, S, p, G, offset, norm_pix);
+        return;
+    }
+    job j = { .o0 = dimages,
+              .o1 = dt,
+              .i0 = dpred,
+              .i1 = tgt,
+              .i2 = trs,
+              .x0 = idx,
+              .n = { B, K, C, S, p, G, offset, norm_pix } };
     vt_parallel_for((int)B, 1, 8.0 * B * K * C * p * p, targets_bwd_images, &j);
 }
 
 /* ---- losses, norm: one order, one thread ---- */
 
-void vt_mse_forward(float *loss, const float *pred, const float *tgt, int64_t n) { vt_ref_mse_forward(loss, pred, tgt, n); }
+void vt_mse_forward(float *loss, const float *pred, const float *tgt, int64_t n) {
+    vt_ref_mse_forward(loss, pred, tgt, n);
+}
 static void mse_bwd_units(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t a = lo_of(lo), b = hi_of(hi, j->n[0]);
@@ -326,8 +398,11 @@ static void mse_bwd_units(void *c, int lo, int hi, int tid) {
     for (int64_t i = a; i < b; i++) j->o0[i] = g * (j->i0[i] - j->i1[i]);
 }
 void vt_mse_backward(float *dpred, const float *pred, const float *tgt, const float *dloss, int64_t n) {
-    if (REF) { vt_ref_mse_backward(dpred, pred, tgt, dloss, n); return; }
-    job j = {.o0 = dpred, .i0 = pred, .i1 = tgt, .n = {n}, .f = {2.0f * *dloss / (float)n}};
+    if (REF) {
+        vt_ref_mse_backward(dpred, pred, tgt, dloss, n);
+        return;
+    }
+    job j = { .o0 = dpred, .i0 = pred, .i1 = tgt, .n = { n }, .f = { 2.0f * *dloss / (float)n } };
     vt_parallel_for(units(n), 1, 2.0 * (double)n, mse_bwd_units, &j);
 }
 void vt_cross_entropy_forward(float *logp, float *loss, const float *logits, const int32_t *labels, int64_t B,
@@ -346,10 +421,13 @@ static void clip_units(void *c, int lo, int hi, int tid) {
     for (int64_t i = a; i < b; i++) j->o0[i] *= coef;
 }
 void vt_clip_grads(float *g, const double *norm, int64_t n, float max_norm) {
-    if (REF || !isfinite(*norm)) { vt_ref_clip_grads(g, norm, n, max_norm); return; }
+    if (REF || !isfinite(*norm)) {
+        vt_ref_clip_grads(g, norm, n, max_norm);
+        return;
+    }
     float coef = (float)(max_norm / (*norm + 1e-6));
     if (!(coef < 1.0f)) return;
-    job j = {.o0 = g, .n = {n}, .f = {coef}};
+    job j = { .o0 = g, .n = { n }, .f = { coef } };
     vt_parallel_for(units(n), 1, (double)n, clip_units, &j);
 }
 /* 1 when x[0..n) has a NaN or an infinity: the exponent bits all set. Integer tests OR-ed over a
@@ -375,8 +453,11 @@ static void finite_units(void *c, int lo, int hi, int tid) {
     if (any_nonfinite(j->i0 + a, b - a)) j->f[1] = 1.0f; /* any thread may set it; none clears it */
 }
 void vt_check_finite(float *flag, const float *x, int64_t n) {
-    if (REF || *flag != 0.0f) { vt_ref_check_finite(flag, x, n); return; }
-    job j = {.i0 = x, .n = {n}, .f = {0.0f, 0.0f}};
+    if (REF || *flag != 0.0f) {
+        vt_ref_check_finite(flag, x, n);
+        return;
+    }
+    job j = { .i0 = x, .n = { n }, .f = { 0.0f, 0.0f } };
     vt_parallel_for(units(n), 1, (double)n, finite_units, &j);
     *flag = j.f[1];
 }
@@ -394,14 +475,18 @@ typedef struct {
 static void adamw_units(void *c, int lo, int hi, int tid) {
     adamw_job *j = c;
     int64_t a = lo_of(lo), b = hi_of(hi, j->n);
-    if (vt_adamw_step(j->p + a, j->g + a, j->m + a, j->v + a, (size_t)(b - a), j->t, j->lr, j->b1, j->b2, j->eps, j->wd))
+    if (vt_adamw_step(j->p + a, j->g + a, j->m + a, j->v + a, (size_t)(b - a), j->t, j->lr, j->b1, j->b2,
+                      j->eps, j->wd))
         j->bad = 1.0f;
 }
-void vt_adamw(float *p, float *m, float *v, const float *g, const float *lr, const float *step, const float *flag,
-              float *bad, int64_t n, float b1, float b2, float eps, float wd) {
-    if (REF) { vt_ref_adamw(p, m, v, g, lr, step, flag, bad, n, b1, b2, eps, wd); return; }
+void vt_adamw(float *p, float *m, float *v, const float *g, const float *lr, const float *step,
+              const float *flag, float *bad, int64_t n, float b1, float b2, float eps, float wd) {
+    if (REF) {
+        vt_ref_adamw(p, m, v, g, lr, step, flag, bad, n, b1, b2, eps, wd);
+        return;
+    }
     if (*flag != 0.0f) return;
-    adamw_job j = {p, m, v, g, n, (long)*step, *lr, b1, b2, eps, wd, 0.0f};
+    adamw_job j = { p, m, v, g, n, (long)*step, *lr, b1, b2, eps, wd, 0.0f };
     vt_parallel_for(units(n), 1, 20.0 * (double)n, adamw_units, &j);
     if (j.bad != 0.0f) *bad = 1.0f;
 }

@@ -2,7 +2,7 @@
  * defines each kernel's bits (the order sums are taken in is part of the contract, see
  * docs/kernels.md). Kept for good: every faster version is tested against these. */
 #include "ops.h"
-#include "kernels.h" /* vt_ref_layernorm_backward */
+#include "kernels.h"    /* vt_ref_layernorm_backward */
 #include "../vitrine.h" /* VT_MAX_TOKENS, vt_adamw_update */
 #include <math.h>
 #include <string.h>
@@ -35,7 +35,8 @@ void vt_ref_sum_rows(float *out, const float *x, int64_t rows, int64_t n, int64_
         for (int64_t e = 0; e < n; e++) out[e] += x[r * stride + e];
 }
 
-void vt_ref_layerscale_forward(float *out, const float *x, const float *g, const float *y, int64_t M, int64_t D) {
+void vt_ref_layerscale_forward(float *out, const float *x, const float *g, const float *y, int64_t M,
+                               int64_t D) {
     for (int64_t r = 0; r < M; r++)
         for (int64_t d = 0; d < D; d++) out[r * D + d] = x[r * D + d] + g[d] * y[r * D + d];
 }
@@ -81,7 +82,8 @@ void vt_ref_col2im_add(float *dimages, const float *dpatches, int64_t m0, int64_
 /* ---- masking ---- */
 
 /* masked[l] of image b: its idx row (K indices) when given, else its mask row */
-static void masked_row(uint8_t *masked, const int64_t *idx, const uint8_t *mask, int64_t b, int64_t L, int64_t K) {
+static void masked_row(uint8_t *masked, const int64_t *idx, const uint8_t *mask, int64_t b, int64_t L,
+                       int64_t K) {
     memset(masked, 0, (size_t)L);
     if (idx)
         for (int64_t k = 0; k < K; k++) masked[idx[b * K + k]] = 1;
@@ -139,8 +141,10 @@ void vt_ref_patch_tokens_backward(float *dtok, const float *dseq, const int64_t 
         masked_row(masked, idx, mask, b, L, K);
         for (int64_t n = 0; n < N; n++) {
             float *dst = dtok + (b * N + n) * D;
-            if (masked[P + n]) memset(dst, 0, (size_t)D * sizeof(float));
-            else memcpy(dst, dseq + (b * L + P + n) * D, (size_t)D * sizeof(float));
+            if (masked[P + n])
+                memset(dst, 0, (size_t)D * sizeof(float));
+            else
+                memcpy(dst, dseq + (b * L + P + n) * D, (size_t)D * sizeof(float));
         }
     }
 }
@@ -161,8 +165,8 @@ void vt_ref_scatter_rows(float *out, const float *x, const int64_t *idx, int64_t
             memcpy(out + (b * L + idx[b * K + k]) * D, x + (b * K + k) * D, (size_t)D * sizeof(float));
 }
 
-void vt_ref_scatter_add_rows(float *out, const float *x, const int64_t *idx, int64_t B, int64_t L,
-                             int64_t K, int64_t D) {
+void vt_ref_scatter_add_rows(float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K,
+                             int64_t D) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t k = 0; k < K; k++) {
             float *dst = out + (b * L + idx[b * K + k]) * D;
@@ -196,19 +200,22 @@ void vt_ref_sum_rows_at(float *out, const float *x, const int64_t *idx, int64_t 
 
 /* row by row through a layernorm backward: the reference here, the dispatch (SIMD, threads) in
  * vt_layernorm_backward_rows -- the per-row arithmetic of a one-row call either way */
-void vt_layernorm_backward_rows_by(vt_layernorm_backward_fn ln, float *dinp, float *dw, float *db, const float *dout,
-                                   const float *inp, const float *w, const float *mean, const float *rstd,
-                                   const int64_t *idx, int64_t B, int64_t L, int64_t K, int64_t D) {
+void vt_layernorm_backward_rows_by(vt_layernorm_backward_fn ln, float *dinp, float *dw, float *db,
+                                   const float *dout, const float *inp, const float *w, const float *mean,
+                                   const float *rstd, const int64_t *idx, int64_t B, int64_t L, int64_t K,
+                                   int64_t D) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t k = 0; k < K; k++) {
             int64_t row = b * L + idx[b * K + k];
-            ln(dinp + row * D, dw, db, dout + (b * K + k) * D, inp + row * D, w, mean + row, rstd + row, 1, (int)D);
+            ln(dinp + row * D, dw, db, dout + (b * K + k) * D, inp + row * D, w, mean + row, rstd + row, 1,
+               (int)D);
         }
 }
 void vt_ref_layernorm_backward_rows(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, const float *mean, const float *rstd, const int64_t *idx,
                                     int64_t B, int64_t L, int64_t K, int64_t D) {
-    vt_layernorm_backward_rows_by(vt_ref_layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, idx, B, L, K, D);
+    vt_layernorm_backward_rows_by(vt_ref_layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, idx, B,
+                                  L, K, D);
 }
 
 /* ---- pooling ---- */
@@ -285,7 +292,10 @@ static void norm_pix_forward(float *x, float *rs, int64_t n) {
 /* dx = r * (dy - mean(dy) - y * sum(dy*y) / (n-1)), in place over dy */
 static void norm_pix_backward(float *dy, const float *y, float r, int64_t n) {
     double sd = 0, sdy = 0;
-    for (int64_t i = 0; i < n; i++) { sd += dy[i]; sdy += (double)dy[i] * y[i]; }
+    for (int64_t i = 0; i < n; i++) {
+        sd += dy[i];
+        sdy += (double)dy[i] * y[i];
+    }
     float md = (float)(sd / n), c = (float)(sdy / (n > 1 ? n - 1 : 1));
     for (int64_t i = 0; i < n; i++) dy[i] = r * (dy[i] - md - y[i] * c);
 }
@@ -304,8 +314,8 @@ void vt_ref_patch_targets(float *tgt, float *trs, const float *images, const int
 }
 
 void vt_ref_targets_backward(float *dimages, float *dt, const float *dpred, const float *tgt,
-                             const float *trs, const int64_t *idx, int64_t B, int64_t K, int64_t C,
-                             int64_t S, int64_t p, int64_t G, int64_t offset, int64_t norm_pix) {
+                             const float *trs, const int64_t *idx, int64_t B, int64_t K, int64_t C, int64_t S,
+                             int64_t p, int64_t G, int64_t offset, int64_t norm_pix) {
     int64_t O = C * p * p, img = C * S * S;
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < K; j++) {
@@ -320,7 +330,10 @@ void vt_ref_targets_backward(float *dimages, float *dt, const float *dpred, cons
 
 void vt_ref_mse_forward(float *loss, const float *pred, const float *tgt, int64_t n) {
     double s = 0;
-    for (int64_t i = 0; i < n; i++) { double d = (double)pred[i] - tgt[i]; s += d * d; }
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)pred[i] - tgt[i];
+        s += d * d;
+    }
     *loss = (float)(s / (double)n);
 }
 
@@ -340,7 +353,10 @@ void vt_ref_cross_entropy_forward(float *logp, float *loss, const float *logits,
         for (int64_t c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
         for (int64_t c = 0; c < C; c++) se += exp((double)z[c] - mx);
         double lse = mx + log(se);
-        for (int64_t c = 0; c < C; c++) { lp[c] = (float)((double)z[c] - lse); sum_lp += (double)z[c] - lse; }
+        for (int64_t c = 0; c < C; c++) {
+            lp[c] = (float)((double)z[c] - lse);
+            sum_lp += (double)z[c] - lse;
+        }
         total += (1.0 - s) * -((double)z[labels[b]] - lse) + s * -(sum_lp / (int)C);
     }
     *loss = (float)(total / (int)B);

@@ -10,36 +10,46 @@ static inline float dot4(const float *a, const float *w, int K) {
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int k = 0;
     for (; k + 4 <= K; k += 4) {
-        s0 += a[k] * w[k]; s1 += a[k + 1] * w[k + 1];
-        s2 += a[k + 2] * w[k + 2]; s3 += a[k + 3] * w[k + 3];
+        s0 += a[k] * w[k];
+        s1 += a[k + 1] * w[k + 1];
+        s2 += a[k + 2] * w[k + 2];
+        s3 += a[k + 3] * w[k + 3];
     }
     for (; k < K; k++) s0 += a[k] * w[k];
     return (s0 + s1) + (s2 + s3);
 }
 
-void vt_portable_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                                int M, int K, int N) {
+void vt_portable_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K,
+                                int N) {
     int m = 0;
     for (; m + 2 <= M; m += 2) {
         const float *a0 = inp + (size_t)m * K, *a1 = a0 + K;
         int n = 0;
         for (; n + 4 <= N; n += 4) {
             const float *w0 = w + (size_t)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-            float acc[2][4][4] = {{{0}}};
+            float acc[2][4][4] = { { { 0 } } };
             int k = 0;
             for (; k + 4 <= K; k += 4)
                 for (int l = 0; l < 4; l++) {
                     float x0 = a0[k + l], x1 = a1[k + l];
-                    acc[0][0][l] += x0 * w0[k + l]; acc[0][1][l] += x0 * w1[k + l];
-                    acc[0][2][l] += x0 * w2[k + l]; acc[0][3][l] += x0 * w3[k + l];
-                    acc[1][0][l] += x1 * w0[k + l]; acc[1][1][l] += x1 * w1[k + l];
-                    acc[1][2][l] += x1 * w2[k + l]; acc[1][3][l] += x1 * w3[k + l];
+                    acc[0][0][l] += x0 * w0[k + l];
+                    acc[0][1][l] += x0 * w1[k + l];
+                    acc[0][2][l] += x0 * w2[k + l];
+                    acc[0][3][l] += x0 * w3[k + l];
+                    acc[1][0][l] += x1 * w0[k + l];
+                    acc[1][1][l] += x1 * w1[k + l];
+                    acc[1][2][l] += x1 * w2[k + l];
+                    acc[1][3][l] += x1 * w3[k + l];
                 }
             for (; k < K; k++) {
-                acc[0][0][0] += a0[k] * w0[k]; acc[0][1][0] += a0[k] * w1[k];
-                acc[0][2][0] += a0[k] * w2[k]; acc[0][3][0] += a0[k] * w3[k];
-                acc[1][0][0] += a1[k] * w0[k]; acc[1][1][0] += a1[k] * w1[k];
-                acc[1][2][0] += a1[k] * w2[k]; acc[1][3][0] += a1[k] * w3[k];
+                acc[0][0][0] += a0[k] * w0[k];
+                acc[0][1][0] += a0[k] * w1[k];
+                acc[0][2][0] += a0[k] * w2[k];
+                acc[0][3][0] += a0[k] * w3[k];
+                acc[1][0][0] += a1[k] * w0[k];
+                acc[1][1][0] += a1[k] * w1[k];
+                acc[1][2][0] += a1[k] * w2[k];
+                acc[1][3][0] += a1[k] * w3[k];
             }
             for (int r = 0; r < 2; r++)
                 for (int j = 0; j < 4; j++) {

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                           int M, int K, int N) {
+void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K,
+                           int N) {
     for (int m = 0; m < M; m++) {
         const float *a = inp + (size_t)m * K;
         for (int n = 0; n < N; n++) {
@@ -19,8 +19,8 @@ void vt_ref_matmul_forward(float *out, const float *inp, const float *w, const f
     }
 }
 
-void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                            const float *inp, const float *w, int M, int K, int N) {
+void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, int M, int K, int N) {
     if (dinp) { /* dinp[m,:] += sum_n dout[m,n] * w[n,:] */
         for (int m = 0; m < M; m++) {
             float *di = dinp + (size_t)m * K;
@@ -50,14 +50,15 @@ void vt_ref_matmul_backward(float *dinp, float *dw, float *dbias, const float *d
     }
 }
 
-void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
-                 int bcs, int I, int J, int L, int accumulate, const float *bias) {
+void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs, int I,
+                 int J, int L, int accumulate, const float *bias) {
     for (int i = 0; i < I; i++) {
         float *ci = c + (size_t)i * ldc;
         if (bcs != 1) { /* B's rows strided (B = K^T of attention): one dot product per element */
             for (int l = 0; l < L; l++) {
                 float acc = accumulate ? ci[l] : 0.0f;
-                for (int j = 0; j < J; j++) acc += a[(size_t)i * ars + (size_t)j * acs] * b[(size_t)j * brs + (size_t)l * bcs];
+                for (int j = 0; j < J; j++)
+                    acc += a[(size_t)i * ars + (size_t)j * acs] * b[(size_t)j * brs + (size_t)l * bcs];
                 ci[l] = !accumulate && bias ? acc + bias[l] : acc;
             }
             continue;
@@ -75,8 +76,8 @@ void vt_ref_gemm(float *c, int ldc, const float *a, int ars, int acs, const floa
     }
 }
 
-void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int M, int D, float eps) {
+void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int M, int D, float eps) {
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
         float *y = out + (size_t)m * D;
@@ -85,7 +86,10 @@ void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float 
         for (int i = 0; i < D; i++) s += x[i];
         float mu = s / (float)D;
         float v = 0.0f;
-        for (int i = 0; i < D; i++) { float d = x[i] - mu; v += d * d; }
+        for (int i = 0; i < D; i++) {
+            float d = x[i] - mu;
+            v += d * d;
+        }
         float rs = 1.0f / sqrtf(v / (float)D + eps);
         for (int i = 0; i < D; i++) {
             float n = (x[i] - mu) * rs;
@@ -97,9 +101,8 @@ void vt_ref_layernorm_forward(float *out, float *mean, float *rstd, const float 
     }
 }
 
-void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                               const float *inp, const float *w, const float *mean,
-                               const float *rstd, int M, int D) {
+void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int M, int D) {
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
         const float *dy = dout + (size_t)m * D;
@@ -123,7 +126,7 @@ void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *d
     }
 }
 
-#define VT_SQRT1_2 0.70710678118654752440f
+#define VT_SQRT1_2      0.70710678118654752440f
 #define VT_INV_SQRT_2PI 0.39894228040143267794f
 
 void vt_ref_gelu_forward(float *out, const float *inp, size_t n) {
@@ -162,9 +165,9 @@ void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale) {
     for (int i = 0; i < n; i++) d[i] = p[i] * (d[i] - s) * scale;
 }
 
-void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k,
-                              int qk_rs, const float *v, int v_rs, const uint8_t *causal_mask,
-                              int B, int T, int H, int hd, float scale) {
+void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k, int qk_rs,
+                              const float *v, int v_rs, const uint8_t *causal_mask, int B, int T, int H,
+                              int hd, float scale) {
     int D = H * hd;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -192,10 +195,9 @@ void vt_ref_attention_forward(float *out, float *att, const float *q, const floa
             }
 }
 
-void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                               const float *dout, const float *att, const float *q,
-                               const float *k, int qk_rs, const float *v, int v_rs, int B, int T,
-                               int H, int hd, float scale) {
+void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                               const float *att, const float *q, const float *k, int qk_rs, const float *v,
+                               int v_rs, int B, int T, int H, int hd, float scale) {
     int D = H * hd;
     float *dp = scratch; /* [T]: d(prob) of one query row */
     for (int b = 0; b < B; b++)
@@ -238,8 +240,8 @@ void vt_ref_attention_backward(float *dq, float *dk, float *dv, float *scratch,
  *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
  * Returns 1 when a new p, m or v is NaN or infinite (finite inputs can overflow: g^2, a large
  * weight decay, m / eps), else 0: the check rides along the update, it changes no bit of it. */
-int vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr,
-                    float b1, float b2, float eps, float wd) {
+int vt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr, float b1,
+                    float b2, float eps, float wd) {
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
     int bad = 0;

@@ -173,7 +173,8 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
 #ifndef VT_GEMM_ABLOCK
 #define VT_GEMM_ABLOCK (5 * 1024)
 #endif
-_Static_assert(VT_GEMM_BBLOCK >= VT_GEMM_KC * VT_GEMM_NR && VT_GEMM_ABLOCK >= VT_GEMM_KC * VT_GEMM_MR, "blocks");
+_Static_assert(VT_GEMM_BBLOCK >= VT_GEMM_KC * VT_GEMM_NR && VT_GEMM_ABLOCK >= VT_GEMM_KC * VT_GEMM_MR,
+               "blocks");
 
 /* C tile (4 x 8 at c, row stride ldc) = (first ? 0 : C) + sum_{k<kc} A(i,k) B(k,l), then + bias
  * (8 floats, or NULL). The 8 accumulators are named variables, not an array: clang (wasm) keeps
@@ -207,9 +208,9 @@ VT_INLINE void gemm_tile(float *c, int ldc, const float *ap, const float *bp, in
 }
 
 /* a tile at the edge of C (mr < 4 rows or nr < 8 columns): the same tile over a padded copy */
-static void gemm_tile_edge(float *c, int ldc, int mr, int nr, const float *ap, const float *bp,
-                           int kc, int first, const float *bias) {
-    _Alignas(16) float t[VT_GEMM_MR * VT_GEMM_NR] = {0}, bt[VT_GEMM_NR] = {0};
+static void gemm_tile_edge(float *c, int ldc, int mr, int nr, const float *ap, const float *bp, int kc,
+                           int first, const float *bias) {
+    _Alignas(16) float t[VT_GEMM_MR * VT_GEMM_NR] = { 0 }, bt[VT_GEMM_NR] = { 0 };
     for (int i = 0; i < mr; i++)
         for (int l = 0; l < nr; l++) t[i * VT_GEMM_NR + l] = first ? 0.0f : c[(size_t)i * ldc + l];
     if (bias)
@@ -220,12 +221,12 @@ static void gemm_tile_edge(float *c, int ldc, int mr, int nr, const float *ap, c
 }
 
 /* [r0 r1 r2 r3] rows -> columns: r_i = [x_i0 .. x_i3] becomes c_j = [x_0j .. x_3j] */
-#define VT_TRANSPOSE4(r0, r1, r2, r3)                                                              \
-    do {                                                                                           \
-        f32x4 lo01_ = ZIP_LO(r0, r1), lo23_ = ZIP_LO(r2, r3);                                      \
-        f32x4 hi01_ = ZIP_HI(r0, r1), hi23_ = ZIP_HI(r2, r3);                                      \
-        r0 = CAT_LO(lo01_, lo23_), r1 = CAT_HI(lo01_, lo23_);                                      \
-        r2 = CAT_LO(hi01_, hi23_), r3 = CAT_HI(hi01_, hi23_);                                      \
+#define VT_TRANSPOSE4(r0, r1, r2, r3)                                                                        \
+    do {                                                                                                     \
+        f32x4 lo01_ = ZIP_LO(r0, r1), lo23_ = ZIP_LO(r2, r3);                                                \
+        f32x4 hi01_ = ZIP_HI(r0, r1), hi23_ = ZIP_HI(r2, r3);                                                \
+        r0 = CAT_LO(lo01_, lo23_), r1 = CAT_HI(lo01_, lo23_);                                                \
+        r2 = CAT_LO(hi01_, hi23_), r3 = CAT_HI(hi01_, hi23_);                                                \
     } while (0)
 
 /* dst[k*W + w] = X(w, k) for w < n (zero for n <= w < W), k < kc, where X(w, k) = x[w*ws + k*ks]:
@@ -247,9 +248,11 @@ __attribute__((noinline)) static void pack_panel_t(float *dst, const int W, cons
     for (; k < kc; k++)
         for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = x[(size_t)w * ws + k];
 }
-__attribute__((noinline)) static void pack_panel_s(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
+__attribute__((noinline)) static void pack_panel_s(float *dst, const int W, const float *x, int ws, int ks,
+                                                   int n, int kc) {
     for (int k = 0; k < kc; k++)
-        for (int w = 0; w < W; w++) dst[(size_t)k * W + w] = w < n ? x[(size_t)w * ws + (size_t)k * ks] : 0.0f;
+        for (int w = 0; w < W; w++)
+            dst[(size_t)k * W + w] = w < n ? x[(size_t)w * ws + (size_t)k * ks] : 0.0f;
 }
 /* The np W-wide panels (W = 4: of A, 8: of B) of a block whose rows are contiguous (X(w,k) =
  * x[w + k*ks]: dW's dout^T and attention's P^T / dS^T as A; the weights of dinp and the
@@ -257,7 +260,8 @@ __attribute__((noinline)) static void pack_panel_s(float *dst, const int W, cons
  * (Panel by panel read 16 or 32 bytes of every row's cache line per panel, and the block's rows
  * had left L1 before the next panel came back to them.) The full panels of such blocks go here,
  * a last partial one through pack_panel. */
-__attribute__((noinline)) static void pack_block_c(float *dst, const int W, int np, const float *x, int ks, int kc) {
+__attribute__((noinline)) static void pack_block_c(float *dst, const int W, int np, const float *x, int ks,
+                                                   int kc) {
     if (W == 8)
         for (int k = 0; k < kc; k++, x += ks)
             for (int p = 0; p < np; p++) {
@@ -269,8 +273,10 @@ __attribute__((noinline)) static void pack_block_c(float *dst, const int W, int 
             for (int p = 0; p < np; p++) ST(dst + ((size_t)p * kc + k) * 4, LD(x + 4 * p));
 }
 static void pack_panel(float *dst, const int W, const float *x, int ws, int ks, int n, int kc) {
-    if (n == W && ks == 1) pack_panel_t(dst, W, x, ws, kc);
-    else pack_panel_s(dst, W, x, ws, ks, n, kc);
+    if (n == W && ks == 1)
+        pack_panel_t(dst, W, x, ws, kc);
+    else
+        pack_panel_s(dst, W, x, ws, ks, n, kc);
 }
 
 /* the tiles of one packed block: C[ni, nl] (+)= apack bpack, ni x nl tiles of 4 x 8 */
@@ -283,15 +289,17 @@ __attribute__((noinline)) static void gemm_block(float *c, int ldc, const float 
             int mr = ni - i < VT_GEMM_MR ? ni - i : VT_GEMM_MR;
             float *ct = c + (size_t)i * ldc + l;
             const float *ap = apack + (size_t)i * kc;
-            if (mr == VT_GEMM_MR && nr == VT_GEMM_NR) gemm_tile(ct, ldc, ap, bp, kc, first, bb);
-            else gemm_tile_edge(ct, ldc, mr, nr, ap, bp, kc, first, bb);
+            if (mr == VT_GEMM_MR && nr == VT_GEMM_NR)
+                gemm_tile(ct, ldc, ap, bp, kc, first, bb);
+            else
+                gemm_tile_edge(ct, ldc, mr, nr, ap, bp, kc, first, bb);
         }
     }
 }
 
 /* vt_gemm (kernels.h): C[I,L] = A B (+ bias), or C += A B */
-void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
-                  int bcs, int I, int J, int L, int accumulate, const float *bias) {
+void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
+                  int I, int J, int L, int accumulate, const float *bias) {
     if (I <= 0 || L <= 0) return;
     int overwrite = !accumulate;
     if (J <= 0) { /* the reference's empty sums: 0 (+ bias) */
@@ -311,15 +319,16 @@ void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const flo
             int kc = J - j0 < kcb ? J - j0 : kcb, first = overwrite && j0 == 0;
             const float *bias_k = overwrite && j0 + kc == J && bias ? bias + l0 : NULL;
             int nfull = bcs == 1 ? nl / VT_GEMM_NR * VT_GEMM_NR : 0; /* B's rows contiguous: one pass */
-            if (nfull) pack_block_c(bpack, VT_GEMM_NR, nfull / VT_GEMM_NR, b + (size_t)j0 * brs + l0, brs, kc);
+            if (nfull)
+                pack_block_c(bpack, VT_GEMM_NR, nfull / VT_GEMM_NR, b + (size_t)j0 * brs + l0, brs, kc);
             for (int l = nfull; l < nl; l += VT_GEMM_NR) /* B(j0.., l0+l..) -> panel */
-                pack_panel(bpack + (size_t)l * kc, VT_GEMM_NR,
-                           b + (size_t)j0 * brs + (size_t)(l0 + l) * bcs, bcs, brs,
-                           nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR, kc);
+                pack_panel(bpack + (size_t)l * kc, VT_GEMM_NR, b + (size_t)j0 * brs + (size_t)(l0 + l) * bcs,
+                           bcs, brs, nl - l < VT_GEMM_NR ? nl - l : VT_GEMM_NR, kc);
             for (int i0 = 0; i0 < I; i0 += mc) {
                 int ni = I - i0 < mc ? I - i0 : mc;
                 int afull = ars == 1 ? ni / VT_GEMM_MR * VT_GEMM_MR : 0; /* A's rows contiguous: one pass */
-                if (afull) pack_block_c(apack, VT_GEMM_MR, afull / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
+                if (afull)
+                    pack_block_c(apack, VT_GEMM_MR, afull / VT_GEMM_MR, a + i0 + (size_t)j0 * acs, acs, kc);
                 for (int i = afull; i < ni; i += VT_GEMM_MR)
                     pack_panel(apack + (size_t)i * kc, VT_GEMM_MR,
                                a + (size_t)(i0 + i) * ars + (size_t)j0 * acs, ars, acs,
@@ -339,7 +348,7 @@ int vt_simd_gemm_split(int I, int J, int L, int parts) {
     if (parts <= 1 || J <= 0) return 0;
     int nkb = (J + VT_GEMM_KC - 1) / VT_GEMM_KC, kcb = (J + nkb - 1) / nkb;
     double nc = VT_GEMM_BBLOCK / kcb / VT_GEMM_NR * VT_GEMM_NR;
-    double ui = (I + 3) / 4, ul = (L + 7) / 8; /* units: tile rows, tile columns */
+    double ui = (I + 3) / 4, ul = (L + 7) / 8;                   /* units: tile rows, tile columns */
     double pi = ceil(ui / parts) * 4, pl = ceil(ul / parts) * 8; /* the biggest part's rows / columns */
     if (pi > I) pi = I;
     if (pl > L) pl = L;
@@ -348,14 +357,14 @@ int vt_simd_gemm_split(int I, int J, int L, int parts) {
     return ul >= parts && by_l < by_i;
 }
 
-void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                            int M, int K, int N) {
+void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K,
+                            int N) {
     /* out[m,n] = sum_k inp[m,k] w[n,k] (+ bias[n]): A = inp, B(k,n) = w[n*K + k] */
     vt_simd_gemm(out, N, inp, K, 1, w, 1, K, M, K, N, 0, bias);
 }
 
-void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                             const float *inp, const float *w, int M, int K, int N) {
+void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, int M, int K, int N) {
     if (M <= 0 || N <= 0) return; /* nothing to add (K = 0: the gradients are empty) */
     /* dinp[m,:] += sum_n dout[m,n] w[n,:]   (A = dout, B = w, both row-major) */
     if (dinp && K > 0) vt_simd_gemm(dinp, K, dout, N, 1, w, K, 1, M, N, K, 1, NULL);
@@ -366,12 +375,11 @@ void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *
 
 /* Rows [n0, n1) of dw and dbias (the threads' split: each element's sum over m is unchanged;
  * n0 and n1 multiples of 4 or N, so the same columns of dbias take the vector path). */
-void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
-                                int M, int K, int N, int n0, int n1) {
+void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp, int M, int K,
+                                int N, int n0, int n1) {
     if (M <= 0 || n1 <= n0) return;
     /* dw[n,:] += sum_m dout[m,n] inp[m,:]   (A = dout^T: A(n,m) = dout[m*N + n]; B = inp) */
-    if (dw && K > 0)
-        vt_simd_gemm(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, 1, n1 - n0, M, K, 1, NULL);
+    if (dw && K > 0) vt_simd_gemm(dw + (size_t)n0 * K, K, dout + n0, 1, N, inp, K, 1, n1 - n0, M, K, 1, NULL);
     if (dbias) { /* dbias[n] += sum_m dout[m,n], each column's sum from 0 in m order, then added */
         /* Row by row into a block of sums on the stack (the reference's order per column): one
          * pass over dout in memory order. Column by column (4 at a time down all M rows) read 16
@@ -405,8 +413,8 @@ VT_INLINE float sum_f32(const float *x, int n) {
     return t;
 }
 
-void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                               const float *w, const float *b, int M, int D, float eps) {
+void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                               const float *b, int M, int D, float eps) {
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
         float *y = out + (size_t)m * D; /* may alias x: every element is read before written */
@@ -419,7 +427,10 @@ void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float
             vs = MADD(vs, d, d);
         }
         float v = hsum(vs);
-        for (; i < D; i++) { float d = x[i] - mu; v += d * d; }
+        for (; i < D; i++) {
+            float d = x[i] - mu;
+            v += d * d;
+        }
         float rs = 1.0f / sqrtf(v / (float)D + eps);
         f32x4 vrs = SPLAT(rs);
         i = 0;
@@ -439,17 +450,15 @@ void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float
     }
 }
 
-void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                const float *inp, const float *w, const float *mean,
-                                const float *rstd, int M, int D) {
+void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, const float *mean, const float *rstd, int M, int D) {
     if (dinp) vt_simd_layernorm_backward_dinp(dinp, dout, inp, w, mean, rstd, M, D);
     vt_simd_layernorm_backward_params(dw, db, dout, inp, mean, rstd, M, D, 0, D);
 }
 
 /* dinp rows (the threads split over m) */
-void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp,
-                                     const float *w, const float *mean, const float *rstd, int M,
-                                     int D) {
+void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp, const float *w,
+                                     const float *mean, const float *rstd, int M, int D) {
     const f32x4 one = SPLAT(1.0f);
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
@@ -492,8 +501,7 @@ void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float
 /* dw, db columns [d0, d1) summed over every row in m order (the threads split over columns;
  * d0, d1 multiples of 4 or D, so the same columns take the vector path as in one piece) */
 void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, const float *inp,
-                                       const float *mean, const float *rstd, int M, int D, int d0,
-                                       int d1) {
+                                       const float *mean, const float *rstd, int M, int D, int d0, int d1) {
     if (!dw && !db) return;
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * D;
@@ -518,7 +526,7 @@ void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, 
 /* ------------------------------------------------------------------------------------------ */
 /* GELU (exact erf)                                                                            */
 
-#define VT_SQRT1_2 0.70710678118654752440f
+#define VT_SQRT1_2      0.70710678118654752440f
 #define VT_INV_SQRT_2PI 0.39894228040143267794f
 
 VT_INLINE f32x4 gelu_f32x4(f32x4 x) { /* (0.5 x)(1 + erf(x / sqrt 2)), the reference's order */
@@ -537,7 +545,7 @@ void vt_simd_gelu_forward(float *out, const float *inp, size_t n) {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) ST(out + i, gelu_f32x4(LD(inp + i)));
     if (i < n) { /* tail through a padded vector, so every element sees the same formula */
-        float t[4] = {0};
+        float t[4] = { 0 };
         for (size_t j = i; j < n; j++) t[j - i] = inp[j];
         ST(t, gelu_f32x4(LD(t)));
         for (size_t j = i; j < n; j++) out[j] = t[j - i];
@@ -549,7 +557,7 @@ void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, siz
     size_t i = 0;
     for (; i + 4 <= n; i += 4) ST(dinp + i, MUL(LD(dout + i), gelu_grad_f32x4(LD(inp + i))));
     if (i < n) {
-        float t[4] = {0};
+        float t[4] = { 0 };
         for (size_t j = i; j < n; j++) t[j - i] = inp[j];
         ST(t, gelu_grad_f32x4(LD(t)));
         for (size_t j = i; j < n; j++) dinp[j] = dout[j] * t[j - i];
@@ -605,13 +613,12 @@ void vt_simd_softmax_backward_row(float *d, const float *p, int n, float scale) 
 /* ------------------------------------------------------------------------------------------ */
 /* AdamW                                                                                       */
 
-int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
-                         float lr, float b1, float b2, float eps, float wd) {
+int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr, float b1,
+                         float b2, float eps, float wd) {
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     float step = lr / bc1, bc2s = sqrtf(bc2), decay = 1.0f - lr * wd;
     const f32x4 vdecay = SPLAT(decay), vb1 = SPLAT(b1), vb2 = SPLAT(b2), v1b1 = SPLAT(1.0f - b1),
-                v1b2 = SPLAT(1.0f - b2), vbc2s = SPLAT(bc2s), veps = SPLAT(eps),
-                vstep = SPLAT(step);
+                v1b2 = SPLAT(1.0f - b2), vbc2s = SPLAT(bc2s), veps = SPLAT(eps), vstep = SPLAT(step);
     /* the finite check: x - x is +0 for a finite x and NaN otherwise, so the sum of them all is 0
      * exactly when every new value is finite (three subtractions and adds beside the update) */
     f32x4 nf = ZERO();

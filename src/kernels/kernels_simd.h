@@ -10,29 +10,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs,
-                  int bcs, int I, int J, int L, int accumulate, const float *bias);
+void vt_simd_gemm(float *c, int ldc, const float *a, int ars, int acs, const float *b, int brs, int bcs,
+                  int I, int J, int L, int accumulate, const float *bias);
 /* the threads' split of a vt_simd_gemm into `parts`: 1 = by columns of C, 0 = by rows */
 int vt_simd_gemm_split(int I, int J, int L, int parts);
-void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
-                            int M, int K, int N);
-void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                             const float *inp, const float *w, int M, int K, int N);
+void vt_simd_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K,
+                            int N);
+void vt_simd_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, int M, int K, int N);
 /* the pieces the threads split (kernels.c): dw/dbias rows [n0, n1) of a matmul backward; a
  * layernorm backward's dinp rows and its dw/db columns [d0, d1) */
-void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp,
-                                int M, int K, int N, int n0, int n1);
-void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp,
-                                     const float *w, const float *mean, const float *rstd, int M,
-                                     int D);
+void vt_simd_matmul_backward_dw(float *dw, float *dbias, const float *dout, const float *inp, int M, int K,
+                                int N, int n0, int n1);
+void vt_simd_layernorm_backward_dinp(float *dinp, const float *dout, const float *inp, const float *w,
+                                     const float *mean, const float *rstd, int M, int D);
 void vt_simd_layernorm_backward_params(float *dw, float *db, const float *dout, const float *inp,
-                                       const float *mean, const float *rstd, int M, int D, int d0,
-                                       int d1);
-void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                               const float *w, const float *b, int M, int D, float eps);
-void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                const float *inp, const float *w, const float *mean,
-                                const float *rstd, int M, int D);
+                                       const float *mean, const float *rstd, int M, int D, int d0, int d1);
+void vt_simd_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                               const float *b, int M, int D, float eps);
+void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, const float *mean, const float *rstd, int M, int D);
 void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void vt_simd_softmax_row(float *y, const float *x, int n);
@@ -44,8 +41,8 @@ int vt_simd_madd_fused(void);
 /* AdamW step over one flat parameter range; bit-identical to vt_adamw_update (kernels_ref.c):
  * same operation order, and f32x4 sqrt/div are correctly rounded like their scalar forms. Returns
  * 1 when a new value is not finite, as the reference does. */
-int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t,
-                         float lr, float b1, float b2, float eps, float wd);
+int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n, long t, float lr, float b1,
+                         float b2, float eps, float wd);
 
 /* The vectorised special functions behind gelu/softmax, over arrays (tests measure their ulp
  * error against libm with these; the kernels inline the f32x4 forms). */

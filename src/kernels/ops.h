@@ -19,7 +19,9 @@
 /* pooling kinds of pool_forward / pool_backward (timm's global_pool; '' has no kernel) */
 enum { VT_POOLK_TOKEN = 0, VT_POOLK_AVG, VT_POOLK_MAX, VT_POOLK_AVGMAX };
 
-#define VT_OPS_DECL(name, ...) void vt_##name(__VA_ARGS__); void vt_ref_##name(__VA_ARGS__);
+#define VT_OPS_DECL(name, ...)                                                                               \
+    void vt_##name(__VA_ARGS__);                                                                             \
+    void vt_ref_##name(__VA_ARGS__);
 
 /* x[0:n] = value */
 VT_OPS_DECL(fill, float *x, int64_t n, float value)
@@ -36,7 +38,8 @@ VT_OPS_DECL(add_rows, float *out, const float *x, const float *y, int64_t rows, 
 /* out[e] += sum over r, in order, of x[r*stride + e] (the gradient of add_rows' y) */
 VT_OPS_DECL(sum_rows, float *out, const float *x, int64_t rows, int64_t n, int64_t stride)
 /* LayerScale residual: out[m, d] = x[m, d] + g[d] * y[m, d] */
-VT_OPS_DECL(layerscale_forward, float *out, const float *x, const float *g, const float *y, int64_t M, int64_t D)
+VT_OPS_DECL(layerscale_forward, float *out, const float *x, const float *g, const float *y, int64_t M,
+            int64_t D)
 /* its backward: dy_branch = g * dy; dg[d] += sum over m, in order, of dy[m, d] * branch[m, d] */
 VT_OPS_DECL(layerscale_backward, float *dbranch, float *dg, const float *g, const float *dy,
             const float *branch, int64_t M, int64_t D)
@@ -46,8 +49,8 @@ VT_OPS_DECL(layerscale_backward, float *dbranch, float *dg, const float *g, cons
 VT_OPS_DECL(im2col, float *patches, const float *images, int64_t m0, int64_t n, int64_t C, int64_t S,
             int64_t p, int64_t G)
 /* dimages += col2im(dpatches) for the same rows (patches do not overlap) */
-VT_OPS_DECL(col2im_add, float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C,
-            int64_t S, int64_t p, int64_t G)
+VT_OPS_DECL(col2im_add, float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C, int64_t S,
+            int64_t p, int64_t G)
 
 /* Masking with a mask token: the masked rows of seq [B, L, D] become mask_token [D]. Masked: the
  * K rows idx[b, :] when idx is given, else the rows l with mask[b, l] != 0. */
@@ -71,8 +74,8 @@ VT_OPS_DECL(gather_rows, float *out, const float *x, const int64_t *idx, int64_t
 VT_OPS_DECL(scatter_rows, float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K,
             int64_t D)
 /* out[b, idx[b, k]] += x[b, k], k ascending (a repeated index adds up): gather_rows' backward */
-VT_OPS_DECL(scatter_add_rows, float *out, const float *x, const int64_t *idx, int64_t B, int64_t L,
-            int64_t K, int64_t D)
+VT_OPS_DECL(scatter_add_rows, float *out, const float *x, const int64_t *idx, int64_t B, int64_t L, int64_t K,
+            int64_t D)
 /* out[b, k] = x[b, idx[b, k]] unless idx[b, k] is one of except[b, 0:Kx] (then the row is kept) */
 VT_OPS_DECL(gather_rows_except, float *out, const float *x, const int64_t *idx, const int64_t *except,
             int64_t B, int64_t L, int64_t K, int64_t Kx, int64_t D)
@@ -85,11 +88,12 @@ VT_OPS_DECL(layernorm_backward_rows, float *dinp, float *dw, float *db, const fl
             const float *w, const float *mean, const float *rstd, const int64_t *idx, int64_t B, int64_t L,
             int64_t K, int64_t D)
 
-typedef void (*vt_layernorm_backward_fn)(float *, float *, float *, const float *, const float *, const float *,
-                                         const float *, const float *, int, int);
-void vt_layernorm_backward_rows_by(vt_layernorm_backward_fn ln, float *dinp, float *dw, float *db, const float *dout,
-                                   const float *inp, const float *w, const float *mean, const float *rstd,
-                                   const int64_t *idx, int64_t B, int64_t L, int64_t K, int64_t D);
+typedef void (*vt_layernorm_backward_fn)(float *, float *, float *, const float *, const float *,
+                                         const float *, const float *, const float *, int, int);
+void vt_layernorm_backward_rows_by(vt_layernorm_backward_fn ln, float *dinp, float *dw, float *db,
+                                   const float *dout, const float *inp, const float *w, const float *mean,
+                                   const float *rstd, const int64_t *idx, int64_t B, int64_t L, int64_t K,
+                                   int64_t D);
 
 /* timm's pooling over x [B, T, D] to y [B, D]: token x[:, 0]; avg / max / avgmax (= (max + avg) / 2)
  * over the tokens P..T-1 (kinds VT_POOLK_*) */

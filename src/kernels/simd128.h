@@ -44,41 +44,41 @@
 /* ------------------------------------------------------------------------ WebAssembly SIMD128 */
 #include <wasm_simd128.h>
 #define VT_SIMD128_AVAILABLE 1
-#define VT_SIMD128_ISA "wasm-simd128"
+#define VT_SIMD128_ISA       "wasm-simd128"
 
 typedef v128_t f32x4;
-#define LD(p) wasm_v128_load(p)
-#define ST(p, v) wasm_v128_store((p), (v))
-#define SPLAT(x) wasm_f32x4_splat(x)
-#define LDSPLAT(p) wasm_v128_load32_splat(p)
-#define ZERO() wasm_f32x4_const_splat(0.0f)
+#define LD(p)                wasm_v128_load(p)
+#define ST(p, v)             wasm_v128_store((p), (v))
+#define SPLAT(x)             wasm_f32x4_splat(x)
+#define LDSPLAT(p)           wasm_v128_load32_splat(p)
+#define ZERO()               wasm_f32x4_const_splat(0.0f)
 #define MAKE(x0, x1, x2, x3) wasm_f32x4_make((x0), (x1), (x2), (x3))
-#define LANE0(v) wasm_f32x4_extract_lane((v), 0)
-#define ADD wasm_f32x4_add
-#define SUB wasm_f32x4_sub
-#define MUL wasm_f32x4_mul
-#define DIV wasm_f32x4_div
-#define SQRT wasm_f32x4_sqrt
-#define PMIN wasm_f32x4_pmin
-#define PMAX wasm_f32x4_pmax
-#define NEAREST wasm_f32x4_nearest
-#define ABS wasm_f32x4_abs
-#define NEG wasm_f32x4_neg
-#define GE wasm_f32x4_ge
-#define BAND wasm_v128_and
-#define BOR wasm_v128_or
-#define BSEL(a, b, m) wasm_v128_bitselect((a), (b), (m))
-#define I32_SPLAT(x) wasm_i32x4_splat(x)
-#define I32_ADD wasm_i32x4_add
-#define I32_SUB wasm_i32x4_sub
-#define I32_SHL(v, n) wasm_i32x4_shl((v), (n))
-#define I32_SHR(v, n) wasm_i32x4_shr((v), (n))
-#define SWAP_HALVES(v) wasm_i32x4_shuffle((v), (v), 2, 3, 0, 1)
-#define SWAP_PAIRS(v) wasm_i32x4_shuffle((v), (v), 1, 0, 3, 2)
-#define ZIP_LO(a, b) wasm_i32x4_shuffle((a), (b), 0, 4, 1, 5)
-#define ZIP_HI(a, b) wasm_i32x4_shuffle((a), (b), 2, 6, 3, 7)
-#define CAT_LO(a, b) wasm_i32x4_shuffle((a), (b), 0, 1, 4, 5)
-#define CAT_HI(a, b) wasm_i32x4_shuffle((a), (b), 2, 3, 6, 7)
+#define LANE0(v)             wasm_f32x4_extract_lane((v), 0)
+#define ADD                  wasm_f32x4_add
+#define SUB                  wasm_f32x4_sub
+#define MUL                  wasm_f32x4_mul
+#define DIV                  wasm_f32x4_div
+#define SQRT                 wasm_f32x4_sqrt
+#define PMIN                 wasm_f32x4_pmin
+#define PMAX                 wasm_f32x4_pmax
+#define NEAREST              wasm_f32x4_nearest
+#define ABS                  wasm_f32x4_abs
+#define NEG                  wasm_f32x4_neg
+#define GE                   wasm_f32x4_ge
+#define BAND                 wasm_v128_and
+#define BOR                  wasm_v128_or
+#define BSEL(a, b, m)        wasm_v128_bitselect((a), (b), (m))
+#define I32_SPLAT(x)         wasm_i32x4_splat(x)
+#define I32_ADD              wasm_i32x4_add
+#define I32_SUB              wasm_i32x4_sub
+#define I32_SHL(v, n)        wasm_i32x4_shl((v), (n))
+#define I32_SHR(v, n)        wasm_i32x4_shr((v), (n))
+#define SWAP_HALVES(v)       wasm_i32x4_shuffle((v), (v), 2, 3, 0, 1)
+#define SWAP_PAIRS(v)        wasm_i32x4_shuffle((v), (v), 1, 0, 3, 2)
+#define ZIP_LO(a, b)         wasm_i32x4_shuffle((a), (b), 0, 4, 1, 5)
+#define ZIP_HI(a, b)         wasm_i32x4_shuffle((a), (b), 2, 6, 3, 7)
+#define CAT_LO(a, b)         wasm_i32x4_shuffle((a), (b), 0, 1, 4, 5)
+#define CAT_HI(a, b)         wasm_i32x4_shuffle((a), (b), 2, 3, 6, 7)
 
 #elif defined(__SSE2__)
 /* ------------------------------------------------------------------------ x86-64 SSE2 */
@@ -92,40 +92,40 @@ typedef v128_t f32x4;
 #define VT_SIMD128_AVAILABLE 1
 
 typedef __m128 f32x4; /* integer ops reinterpret the same bits (casts are free) */
-#define VT_I(v) _mm_castps_si128(v)
-#define VT_F(v) _mm_castsi128_ps(v)
-#define LD(p) _mm_loadu_ps(p)
-#define ST(p, v) _mm_storeu_ps((p), (v))
-#define SPLAT(x) _mm_set1_ps(x)
-#define LDSPLAT(p) _mm_load1_ps(p)
-#define ZERO() _mm_setzero_ps()
+#define VT_I(v)              _mm_castps_si128(v)
+#define VT_F(v)              _mm_castsi128_ps(v)
+#define LD(p)                _mm_loadu_ps(p)
+#define ST(p, v)             _mm_storeu_ps((p), (v))
+#define SPLAT(x)             _mm_set1_ps(x)
+#define LDSPLAT(p)           _mm_load1_ps(p)
+#define ZERO()               _mm_setzero_ps()
 #define MAKE(x0, x1, x2, x3) _mm_setr_ps((x0), (x1), (x2), (x3))
-#define LANE0(v) _mm_cvtss_f32(v)
-#define ADD _mm_add_ps
-#define SUB _mm_sub_ps
-#define MUL _mm_mul_ps
-#define DIV _mm_div_ps
-#define SQRT _mm_sqrt_ps
-#define PMIN(a, b) _mm_min_ps((b), (a)) /* b < a ? b : a */
-#define PMAX(a, b) _mm_max_ps((b), (a)) /* b > a ? b : a, i.e. a < b ? b : a */
-#define GE _mm_cmpge_ps
-#define BAND _mm_and_ps
-#define BOR _mm_or_ps
-#define BSEL(a, b, m) vt_sse_bsel((a), (b), (m))
-#define ABS(v) _mm_and_ps((v), VT_F(_mm_set1_epi32(0x7FFFFFFF)))
-#define NEG(v) _mm_xor_ps((v), VT_F(_mm_set1_epi32((int)0x80000000u)))
-#define I32_SPLAT(x) VT_F(_mm_set1_epi32(x))
-#define I32_ADD(a, b) VT_F(_mm_add_epi32(VT_I(a), VT_I(b)))
-#define I32_SUB(a, b) VT_F(_mm_sub_epi32(VT_I(a), VT_I(b)))
-#define I32_SHL(v, n) VT_F(_mm_slli_epi32(VT_I(v), (n)))
-#define I32_SHR(v, n) VT_F(_mm_srai_epi32(VT_I(v), (n)))
-#define SWAP_HALVES(v) _mm_shuffle_ps((v), (v), _MM_SHUFFLE(1, 0, 3, 2))
-#define SWAP_PAIRS(v) _mm_shuffle_ps((v), (v), _MM_SHUFFLE(2, 3, 0, 1))
-#define ZIP_LO(a, b) _mm_unpacklo_ps((a), (b))
-#define ZIP_HI(a, b) _mm_unpackhi_ps((a), (b))
-#define CAT_LO(a, b) _mm_movelh_ps((a), (b))
-#define CAT_HI(a, b) _mm_movehl_ps((b), (a)) /* movehl(x,y) = [y2 y3 x2 x3] */
-#define NEAREST vt_sse_nearest
+#define LANE0(v)             _mm_cvtss_f32(v)
+#define ADD                  _mm_add_ps
+#define SUB                  _mm_sub_ps
+#define MUL                  _mm_mul_ps
+#define DIV                  _mm_div_ps
+#define SQRT                 _mm_sqrt_ps
+#define PMIN(a, b)           _mm_min_ps((b), (a)) /* b < a ? b : a */
+#define PMAX(a, b)           _mm_max_ps((b), (a)) /* b > a ? b : a, i.e. a < b ? b : a */
+#define GE                   _mm_cmpge_ps
+#define BAND                 _mm_and_ps
+#define BOR                  _mm_or_ps
+#define BSEL(a, b, m)        vt_sse_bsel((a), (b), (m))
+#define ABS(v)               _mm_and_ps((v), VT_F(_mm_set1_epi32(0x7FFFFFFF)))
+#define NEG(v)               _mm_xor_ps((v), VT_F(_mm_set1_epi32((int)0x80000000u)))
+#define I32_SPLAT(x)         VT_F(_mm_set1_epi32(x))
+#define I32_ADD(a, b)        VT_F(_mm_add_epi32(VT_I(a), VT_I(b)))
+#define I32_SUB(a, b)        VT_F(_mm_sub_epi32(VT_I(a), VT_I(b)))
+#define I32_SHL(v, n)        VT_F(_mm_slli_epi32(VT_I(v), (n)))
+#define I32_SHR(v, n)        VT_F(_mm_srai_epi32(VT_I(v), (n)))
+#define SWAP_HALVES(v)       _mm_shuffle_ps((v), (v), _MM_SHUFFLE(1, 0, 3, 2))
+#define SWAP_PAIRS(v)        _mm_shuffle_ps((v), (v), _MM_SHUFFLE(2, 3, 0, 1))
+#define ZIP_LO(a, b)         _mm_unpacklo_ps((a), (b))
+#define ZIP_HI(a, b)         _mm_unpackhi_ps((a), (b))
+#define CAT_LO(a, b)         _mm_movelh_ps((a), (b))
+#define CAT_HI(a, b)         _mm_movehl_ps((b), (a)) /* movehl(x,y) = [y2 y3 x2 x3] */
+#define NEAREST              vt_sse_nearest
 
 static inline __attribute__((always_inline)) f32x4 vt_sse_bsel(f32x4 a, f32x4 b, f32x4 m) {
     return _mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b));
@@ -150,14 +150,14 @@ static inline __attribute__((always_inline)) f32x4 vt_sse_nearest(f32x4 x) {
 #if defined(VT_SIMD128_AVAILABLE)
 #if defined(__wasm_relaxed_simd__)
 /* acc + a*b, fused where the engine's CPU has FMA (see above) */
-#define MADD(acc, a, b) wasm_f32x4_relaxed_madd((a), (b), (acc))
+#define MADD(acc, a, b)  wasm_f32x4_relaxed_madd((a), (b), (acc))
 #define VT_SIMD128_FUSED 1
 #undef VT_SIMD128_ISA
 #define VT_SIMD128_ISA "wasm-relaxed-simd"
 #elif defined(__SSE2__) && defined(__FMA__)
 #include <immintrin.h>
 /* acc + a*b with one rounding (vfmadd231ps), the bits of relaxed_madd on an FMA host */
-#define MADD(acc, a, b) _mm_fmadd_ps((a), (b), (acc))
+#define MADD(acc, a, b)  _mm_fmadd_ps((a), (b), (acc))
 #define VT_SIMD128_FUSED 1
 #undef VT_SIMD128_ISA
 #define VT_SIMD128_ISA "fma3"

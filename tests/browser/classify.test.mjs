@@ -20,7 +20,7 @@ if (skip) console.log(`# ${skip}`);
 // and 36x36 (resized by the page's canvas, as any image of the user's)
 function stripes(dir, i, size = 28) {
   let s = 1000 + i;
-  const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
+  const rnd = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296;
   return png(size, size, (x, y) => {
     const bright = ((dir === 'horizontal' ? y : x) >> 1) % 2 === 0;
     const v = Math.max(0, Math.min(255, Math.round((bright ? 175 : 60) + 90 * (rnd() - 0.5))));
@@ -33,38 +33,72 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
   const S = (expr, arg) => page.evaluate(expr, arg);
   const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 90_000);
   const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy })));
-  const classMsg = () => S(() => (document.getElementById('class-msg').hidden ? '' : document.getElementById('class-msg').textContent));
-  const write = (name, bytes) => { const p = join(dir, name); writeFileSync(p, bytes); return p; };
+  const classMsg = () =>
+    S(() => (document.getElementById('class-msg').hidden ? '' : document.getElementById('class-msg').textContent));
+  const write = (name, bytes) => {
+    const p = join(dir, name);
+    writeFileSync(p, bytes);
+    return p;
+  };
   const N = 20; // images per class: 40 in all, every 5th held out: 8
-  const configure = (o = {}) => fill({ kind: 'classify', model: 'mini', batch: 8, steps: 40, lr: '0.003', warmup: 2, seed: 1, ...o });
+  const configure = (o = {}) =>
+    fill({ kind: 'classify', model: 'mini', batch: 8, steps: 40, lr: '0.003', warmup: 2, seed: 1, ...o });
   /** A drop event carrying files (name, bytes) onto the element `selector`, as a drag from the desktop. */
   async function dropFiles(selector, files) {
-    await S(async ({ selector, files }) => {
-      const dt = new DataTransfer();
-      for (const { name, b64, type } of files) {
-        const bin = atob(b64), u8 = new Uint8Array(bin.length);
-        for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
-        dt.items.add(new File([u8], name, { type }));
-      }
-      const el = document.querySelector(selector);
-      el.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
-      el.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
-    }, { selector, files: files.map(([name, bytes, type = 'image/png']) => ({ name, b64: Buffer.from(bytes).toString('base64'), type })) });
+    await S(
+      async ({ selector, files }) => {
+        const dt = new DataTransfer();
+        for (const { name, b64, type } of files) {
+          const bin = atob(b64),
+            u8 = new Uint8Array(bin.length);
+          for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
+          dt.items.add(new File([u8], name, { type }));
+        }
+        const el = document.querySelector(selector);
+        el.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+        el.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      },
+      {
+        selector,
+        files: files.map(([name, bytes, type = 'image/png']) => ({
+          name,
+          b64: Buffer.from(bytes).toString('base64'),
+          type,
+        })),
+      },
+    );
   }
-  const count = (i) => S((i) => { const c = window.vitrineDemo.classes[i]; return c ? c.images.length : -1; }, i);
+  const count = (i) =>
+    S((i) => {
+      const c = window.vitrineDemo.classes[i];
+      return c ? c.images.length : -1;
+    }, i);
 
   before(async () => {
-    ({ page, profile, url, errors, close, waitFor, openPage, reset, configure: fill, startPausedAt } = await openDemoBrowser({ acceptDownloads: true }));
+    ({
+      page,
+      profile,
+      url,
+      errors,
+      close,
+      waitFor,
+      openPage,
+      reset,
+      configure: fill,
+      startPausedAt,
+    } = await openDemoBrowser({ acceptDownloads: true }));
     dir = join(profile, 'images');
     mkdirSync(dir);
     await openPage();
   });
 
-  after(async () => { if (close) await close(); });
+  after(async () => {
+    if (close) await close();
+  });
 
   let reference; // the losses and accuracies of the run trained straight through
   let classifierFile; // the classifier downloaded from the page
-  test('errors are messages; two classes of the user\'s images (file input and drop) train to a held-out accuracy above chance; a dropped image is predicted', async () => {
+  test("errors are messages; two classes of the user's images (file input and drop) train to a held-out accuracy above chance; a dropped image is predicted", async () => {
     await configure();
     assert.equal(await page.isVisible('#classify-data'), true);
     assert.equal(await page.isVisible('#mae-data'), false);
@@ -91,14 +125,23 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
 
     // class 0 through its file input (28 px and 36 px PNGs, and a text file that is not an image)
     const h = Array.from({ length: N }, (_, i) => write(`h${i}.png`, stripes('horizontal', i, i % 3 ? 28 : 36)));
-    await page.setInputFiles('.class-card[data-class="0"] input[type=file]', [...h, write('notes.txt', 'not an image\n')]);
+    await page.setInputFiles('.class-card[data-class="0"] input[type=file]', [
+      ...h,
+      write('notes.txt', 'not an image\n'),
+    ]);
     await waitFor((n) => window.vitrineDemo.classes[0].images.length === n, N);
     assert.match(await classMsg(), /not images this browser can decode, left out of 'horizontal': notes\.txt/);
-    assert.match(await page.textContent('.class-card[data-class="0"]'), new RegExp(`${N} images, 4 held out.*not images: notes\\.txt`));
+    assert.match(
+      await page.textContent('.class-card[data-class="0"]'),
+      new RegExp(`${N} images, 4 held out.*not images: notes\\.txt`),
+    );
     await page.click('#start'); // class 1 still empty
     await waitFor(() => /Class 'vertical' has no images/.test(document.getElementById('class-msg').textContent));
     // class 1 by a drop of files onto it
-    await dropFiles('.class-card[data-class="1"]', Array.from({ length: N }, (_, i) => [`v${i}.png`, stripes('vertical', 100 + i, i % 3 ? 28 : 36)]));
+    await dropFiles(
+      '.class-card[data-class="1"]',
+      Array.from({ length: N }, (_, i) => [`v${i}.png`, stripes('vertical', 100 + i, i % 3 ? 28 : 36)]),
+    );
     await waitFor((n) => window.vitrineDemo.classes[1].images.length === n, N);
     assert.equal(await count(0), N);
     assert.match(await page.textContent('#class-summary'), /2 classes, 40 images \(32 train, 8 held out\)/);
@@ -118,18 +161,44 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     assert.ok(m, `accuracy shown: '${acc}'`);
     assert.ok(Number(m[1]) >= 75, `held-out accuracy ${m[1]}% (chance: 50%)`);
     const evals = await S(() => window.vitrineDemo.evals);
-    assert.deepEqual(evals.map((e) => e.step), [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
-    assert.equal(evals[9].confusion.flat().reduce((a, b) => a + b, 0), 8);
+    assert.deepEqual(
+      evals.map((e) => e.step),
+      [4, 8, 12, 16, 20, 24, 28, 32, 36, 40],
+    );
+    assert.equal(
+      evals[9].confusion.flat().reduce((a, b) => a + b, 0),
+      8,
+    );
     assert.equal(await page.locator('#confusion td').count(), 4);
     // the teaching view recorded the classifier's training step: its arena peaks at the plan
-    await waitFor(() => window.vitrineDemo.teach.R && window.vitrineDemo.teach.R.none && window.vitrineDemo.teach.pc.cfg.kind === 'classify', null, 60_000);
-    const rec = await S(() => Object.entries(window.vitrineDemo.teach.R).map(([p, r]) => ({ p, peak: r.peak.bytes, planned: r.planned, activations: r.activations })));
+    await waitFor(
+      () =>
+        window.vitrineDemo.teach.R &&
+        window.vitrineDemo.teach.R.none &&
+        window.vitrineDemo.teach.pc.cfg.kind === 'classify',
+      null,
+      60_000,
+    );
+    const rec = await S(() =>
+      Object.entries(window.vitrineDemo.teach.R).map(([p, r]) => ({
+        p,
+        peak: r.peak.bytes,
+        planned: r.planned,
+        activations: r.activations,
+      })),
+    );
     for (const r of rec) assert.ok(r.peak === r.planned && r.planned === r.activations, JSON.stringify(r));
 
     // a new image of each class dropped on the predict zone: the right class, with probabilities
-    for (const [dirName, seed] of [['vertical', 900], ['horizontal', 901]]) {
+    for (const [dirName, seed] of [
+      ['vertical', 900],
+      ['horizontal', 901],
+    ]) {
       await dropFiles('#predict-drop', [[`new-${dirName}.png`, stripes(dirName, seed, 40)]]);
-      await waitFor((f) => window.vitrineDemo.prediction && window.vitrineDemo.prediction.file === f, `new-${dirName}.png`);
+      await waitFor(
+        (f) => window.vitrineDemo.prediction && window.vitrineDemo.prediction.file === f,
+        `new-${dirName}.png`,
+      );
       const p = await S(() => window.vitrineDemo.prediction);
       assert.equal(p.error, undefined);
       assert.equal(p.top.length, 2);
@@ -151,11 +220,24 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     assert.equal(download.suggestedFilename(), 'vitrine-classifier-step40.safetensors');
     classifierFile = join(dir, 'classifier.safetensors');
     await download.saveAs(classifierFile);
-    const cli = spawnSync(process.execPath, [join(ROOT, 'web/cli.js'), 'predict', '--weights', classifierFile, '--json',
-      write('cli-v.png', stripes('vertical', 904, 28)), write('cli-h.png', stripes('horizontal', 905, 28))],
-    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: join(BUILD, 'wasm') } });
+    const cli = spawnSync(
+      process.execPath,
+      [
+        join(ROOT, 'web/cli.js'),
+        'predict',
+        '--weights',
+        classifierFile,
+        '--json',
+        write('cli-v.png', stripes('vertical', 904, 28)),
+        write('cli-h.png', stripes('horizontal', 905, 28)),
+      ],
+      { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: join(BUILD, 'wasm') } },
+    );
     assert.equal(cli.status, 0, cli.stderr);
-    assert.deepEqual(JSON.parse(cli.stdout).map((r) => r.top[0].class), ['vertical', 'horizontal']);
+    assert.deepEqual(
+      JSON.parse(cli.stdout).map((r) => r.top[0].class),
+      ['vertical', 'horizontal'],
+    );
     reference = { losses: l.map((x) => x.hex), evals: evals.map((e) => e.top1) };
     assert.deepEqual(errors, []);
   });
@@ -176,7 +258,10 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     const l = await losses();
     assert.equal(l.filter((x) => x.policy === 'none').length, at);
     assert.equal(l.filter((x) => x.policy === 'block').length, 40 - at);
-    assert.deepEqual(l.map((x) => x.hex), reference.losses);
+    assert.deepEqual(
+      l.map((x) => x.hex),
+      reference.losses,
+    );
     assert.deepEqual(await S(() => window.vitrineDemo.evals.map((e) => e.top1)), reference.evals);
   });
 
@@ -185,14 +270,20 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#policy', 'none');
     await startPausedAt(15);
     await waitFor(() => /kept in this browser at step/.test(document.getElementById('storage-status').textContent));
-    assert.ok(await S(() => window.vitrineDemo.step) < 40, 'paused mid-run');
+    assert.ok((await S(() => window.vitrineDemo.step)) < 40, 'paused mid-run');
     await openPage();
     assert.equal(await S(() => window.vitrineDemo.resumed), true);
     assert.equal(await page.inputValue('#kind'), 'classify');
-    assert.deepEqual(await S(() => window.vitrineDemo.classes.map((c) => [c.name, c.images.length])), [['horizontal', N], ['vertical', N]]);
+    assert.deepEqual(await S(() => window.vitrineDemo.classes.map((c) => [c.name, c.images.length])), [
+      ['horizontal', N],
+      ['vertical', N],
+    ]);
     await page.click('#start');
     await waitDone();
-    assert.deepEqual((await losses()).map((x) => x.hex), reference.losses);
+    assert.deepEqual(
+      (await losses()).map((x) => x.hex),
+      reference.losses,
+    );
     assert.deepEqual(await S(() => window.vitrineDemo.evals.map((e) => e.top1)), reference.evals);
     await dropFiles('#predict-drop', [['again.png', stripes('vertical', 903, 28)]]);
     await waitFor(() => window.vitrineDemo.prediction && window.vitrineDemo.prediction.file === 'again.png');
@@ -207,7 +298,10 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await page.click('#start');
     await waitDone();
     await reset();
-    assert.match(await page.textContent('#init option[value=tab]'), /the MAE encoder trained in this tab \(model mini, step 3\)/);
+    assert.match(
+      await page.textContent('#init option[value=tab]'),
+      /the MAE encoder trained in this tab \(model mini, step 3\)/,
+    );
     await configure({ steps: 3 });
     await page.selectOption('#init', 'tab');
     await page.click('#start');
@@ -220,7 +314,10 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#model', 'fmnist');
     await page.click('#start');
     await waitFor(() => /training stopped|choose that model/.test(document.getElementById('status').textContent));
-    assert.match(await page.textContent('#status'), /the encoder trained in this tab is model 'mini': choose that model/);
+    assert.match(
+      await page.textContent('#status'),
+      /the encoder trained in this tab is model 'mini': choose that model/,
+    );
     assert.equal(await S(() => window.vitrineDemo.run), null);
 
     // from a file: the classifier downloaded above (its head has the shape of this one's: loaded too)
@@ -242,7 +339,11 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#init', 'random');
     await page.click('#clear-classes');
     await page.click('#fmnist-classes');
-    await waitFor(() => window.vitrineDemo.classes.length === 10 && /Fashion-MNIST images in 10 classes/.test(document.getElementById('status').textContent));
+    await waitFor(
+      () =>
+        window.vitrineDemo.classes.length === 10 &&
+        /Fashion-MNIST images in 10 classes/.test(document.getElementById('status').textContent),
+    );
     const meta = await S(async () => (await fetch('/build/demo-data/fmnist-sample.json')).json());
     assert.deepEqual(await S(() => window.vitrineDemo.classes.map((c) => c.name)), meta.classes);
     assert.equal(await S(() => window.vitrineDemo.classes.reduce((a, c) => a + c.images.length, 0)), meta.n);
@@ -252,14 +353,20 @@ describe('browser demo: classify mode', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#budget', '512');
     await page.click('#start');
     await waitFor(() => !document.getElementById('refusal').hidden);
-    assert.match(await page.textContent('#refusal'), /Refused before running\. Does not fit.*MiB.*It fits with checkpointing '(selective|block|sqrt|every:\d)' at batch 512/);
+    assert.match(
+      await page.textContent('#refusal'),
+      /Refused before running\. Does not fit.*MiB.*It fits with checkpointing '(selective|block|sqrt|every:\d)' at batch 512/,
+    );
     assert.equal(await S(() => window.vitrineDemo.run), null);
     await page.selectOption('#budget', '1024');
     // a 224 px timm preset: not offered for classify, said so
     await page.selectOption('#model', 'vit_tiny_patch16_224');
     await page.click('#start');
     await waitFor(() => /Cannot set up this model/.test(document.getElementById('refusal').textContent));
-    assert.match(await page.textContent('#refusal'), /classify mode builds its classifier on a 28 \/ 32 px model or a custom config/);
+    assert.match(
+      await page.textContent('#refusal'),
+      /classify mode builds its classifier on a 28 \/ 32 px model or a custom config/,
+    );
     assert.equal(await S(() => window.vitrineDemo.run), null);
     await configure({ steps: 2, batch: 16 });
     await page.click('#start');

@@ -21,27 +21,55 @@ if (skip) console.log(`# ${skip}`);
 describe('browser demo', { skip, timeout: 180_000 }, () => {
   let page, ctx, profile, url, errors, close, files, waitFor, openPage, reset, fill, startPausedAt, switchPolicyAt;
   const S = (expr) => page.evaluate(expr);
-  const losses = () => S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy, loss: l.loss })));
-  const configure = (o = {}) => fill({ kind: 'mae', model: 'fmnist', batch: 16, steps: 60, lr: '0.002', warmup: 2, seed: 3, data: 'fmnist', ...o });
+  const losses = () =>
+    S(() => window.vitrineDemo.losses.map((l) => ({ step: l.step, hex: l.hex, policy: l.policy, loss: l.loss })));
+  const configure = (o = {}) =>
+    fill({ kind: 'mae', model: 'fmnist', batch: 16, steps: 60, lr: '0.002', warmup: 2, seed: 3, data: 'fmnist', ...o });
   const waitDone = () => waitFor(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, 60_000);
 
   before(async () => {
-    ({ page, ctx, profile, url, errors, close, waitFor, openPage, reset, configure: fill, startPausedAt, switchPolicyAt } = await openDemoBrowser());
+    ({
+      page,
+      ctx,
+      profile,
+      url,
+      errors,
+      close,
+      waitFor,
+      openPage,
+      reset,
+      configure: fill,
+      startPausedAt,
+      switchPolicyAt,
+    } = await openDemoBrowser());
     const dir = join(profile, 'images');
     mkdirSync(dir);
     files = [
       ['stripes.png', png(40, 30, (x, y) => (Math.floor(y / 5) % 2 ? [230, 40, 40] : [20, 20, 200]))],
-      ['checker.png', png(32, 32, (x, y) => ((x >> 2) + (y >> 2)) % 2 ? [255, 255, 255] : [0, 0, 0])],
+      ['checker.png', png(32, 32, (x, y) => (((x >> 2) + (y >> 2)) % 2 ? [255, 255, 255] : [0, 0, 0]))],
       ['gradient.png', png(50, 64, (x, y) => [x * 5, y * 4, 128])],
-    ].map(([n, b]) => { const p = join(dir, n); writeFileSync(p, b); return p; });
+    ].map(([n, b]) => {
+      const p = join(dir, n);
+      writeFileSync(p, b);
+      return p;
+    });
     await openPage();
   });
 
-  after(async () => { if (close) await close(); });
+  after(async () => {
+    if (close) await close();
+  });
 
   test('the page loads the relaxed-SIMD build (Chromium validates relaxed SIMD by default), cross-origin isolated, with a pool of threads', async () => {
-    const s = await S(() => ({ build: window.vitrineDemo.build, k: window.vitrineDemo.simdKernels, badge: document.getElementById('build').textContent,
-      threads: window.vitrineDemo.threads, note: window.vitrineDemo.threadsNote, isolated: window.crossOriginIsolated, cores: navigator.hardwareConcurrency }));
+    const s = await S(() => ({
+      build: window.vitrineDemo.build,
+      k: window.vitrineDemo.simdKernels,
+      badge: document.getElementById('build').textContent,
+      threads: window.vitrineDemo.threads,
+      note: window.vitrineDemo.threadsNote,
+      isolated: window.crossOriginIsolated,
+      cores: navigator.hardwareConcurrency,
+    }));
     assert.equal(s.build, 'relaxed');
     assert.equal(s.k, true);
     assert.match(s.badge, /relaxed/);
@@ -58,9 +86,16 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     const p2 = await ctx.newPage();
     try {
       await p2.goto(plain.url);
-      await p2.waitForFunction(() => window.vitrineDemo && window.vitrineDemo.booted, null, { timeout: 30_000, polling: 50 });
-      const s = await p2.evaluate(() => ({ threads: window.vitrineDemo.threads, note: window.vitrineDemo.threadsNote,
-        isolated: window.crossOriginIsolated, badge: document.getElementById('build').textContent }));
+      await p2.waitForFunction(() => window.vitrineDemo && window.vitrineDemo.booted, null, {
+        timeout: 30_000,
+        polling: 50,
+      });
+      const s = await p2.evaluate(() => ({
+        threads: window.vitrineDemo.threads,
+        note: window.vitrineDemo.threadsNote,
+        isolated: window.crossOriginIsolated,
+        badge: document.getElementById('build').textContent,
+      }));
       assert.equal(s.isolated, false);
       assert.equal(s.threads, 1);
       assert.match(s.note, /not cross-origin isolated/);
@@ -79,14 +114,25 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     const switched = await losses();
     assert.equal(await S(() => window.vitrineDemo.error), null);
     assert.equal(switched.length, 60);
-    const nNone = switched.filter((l) => l.policy === 'none').length, nBlock = switched.filter((l) => l.policy === 'block').length;
+    const nNone = switched.filter((l) => l.policy === 'none').length,
+      nBlock = switched.filter((l) => l.policy === 'block').length;
     assert.ok(nNone >= 10 && nBlock >= 10, `steps under none ${nNone}, under block ${nBlock}`);
     const mean = (a) => a.reduce((x, l) => x + l.loss, 0) / a.length;
-    assert.ok(mean(switched.slice(-10)) < 0.9 * mean(switched.slice(0, 5)), `loss did not fall: ${mean(switched.slice(0, 5))} -> ${mean(switched.slice(-10))}`);
+    assert.ok(
+      mean(switched.slice(-10)) < 0.9 * mean(switched.slice(0, 5)),
+      `loss did not fall: ${mean(switched.slice(0, 5))} -> ${mean(switched.slice(-10))}`,
+    );
     // the run's memory: the trainer's wasm memory within the reach planned for the policies it ran (its
     // arena keeps the size of the largest), within the budget
-    const mem = await S(() => ({ linear: window.vitrineDemo.mem.linear, budget: window.vitrineDemo.plan.budget,
-      need: Math.max(...window.vitrineDemo.plan.rows.filter((r) => r.policy === 'none' || r.policy === 'block').map((r) => r.keepNeed)) }));
+    const mem = await S(() => ({
+      linear: window.vitrineDemo.mem.linear,
+      budget: window.vitrineDemo.plan.budget,
+      need: Math.max(
+        ...window.vitrineDemo.plan.rows
+          .filter((r) => r.policy === 'none' || r.policy === 'block')
+          .map((r) => r.keepNeed),
+      ),
+    }));
     assert.ok(mem.linear <= mem.need && mem.need <= mem.budget, JSON.stringify(mem));
     await page.screenshot({ path: join(BUILD, 'demo-screenshot.png'), fullPage: true });
 
@@ -96,7 +142,11 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await waitDone();
     reference = await losses();
     assert.ok(reference.every((l) => l.policy === 'none'));
-    assert.deepEqual(switched.map((l) => l.hex), reference.map((l) => l.hex), 'losses (float32 bits) with and without the switch');
+    assert.deepEqual(
+      switched.map((l) => l.hex),
+      reference.map((l) => l.hex),
+      'losses (float32 bits) with and without the switch',
+    );
   });
 
   test('a reload resumes from IndexedDB, bit for bit; a finished run reloads as finished, with its reconstructions', async () => {
@@ -111,11 +161,19 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await page.click('#start');
     await waitDone();
     const resumed = await losses();
-    assert.deepEqual(resumed.map((l) => l.hex), reference.map((l) => l.hex));
+    assert.deepEqual(
+      resumed.map((l) => l.hex),
+      reference.map((l) => l.hex),
+    );
     await waitFor(() => /kept in this browser at step 60/.test(document.getElementById('storage-status').textContent));
     await openPage();
-    const s = await S(() => ({ status: document.getElementById('status').textContent, stopped: window.vitrineDemo.stopped, start: document.getElementById('start'),
-      recon: document.getElementById('recon-note').textContent, step: window.vitrineDemo.step }));
+    const s = await S(() => ({
+      status: document.getElementById('status').textContent,
+      stopped: window.vitrineDemo.stopped,
+      start: document.getElementById('start'),
+      recon: document.getElementById('recon-note').textContent,
+      step: window.vitrineDemo.step,
+    }));
     assert.equal(s.step, 60);
     assert.equal(s.stopped, 'done');
     assert.match(s.status, /^finished: 60 steps/);
@@ -144,7 +202,10 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await page.click('#refusal-fix');
     await waitDone();
     assert.equal(await S(() => window.vitrineDemo.error), null);
-    assert.equal(await page.inputValue('#policy'), m[1] === 'sqrt' || m[1] === 'selective' || m[1] === 'block' ? m[1] : 'every');
+    assert.equal(
+      await page.inputValue('#policy'),
+      m[1] === 'sqrt' || m[1] === 'selective' || m[1] === 'block' ? m[1] : 'every',
+    );
     assert.equal(await S(() => window.vitrineDemo.losses[0].policy), m[1]);
     const mem = await S(() => ({ linear: window.vitrineDemo.mem.linear, budget: window.vitrineDemo.plan.budget }));
     assert.ok(mem.linear <= mem.budget, JSON.stringify(mem));
@@ -153,27 +214,46 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#model', 'mini');
   });
 
-  test('a 224 px timm preset under MAE: a decoder sized for a tab by default, lightly\'s one choice away, the expected seconds per step said first', async () => {
+  test("a 224 px timm preset under MAE: a decoder sized for a tab by default, lightly's one choice away, the expected seconds per step said first", async () => {
     await reset();
     await configure({ model: 'mini' });
     assert.equal(await page.isHidden('#decoder-wrap'), true); // only a timm preset has the choice
     await page.selectOption('#model', 'vit_tiny_patch16_224');
-    await waitFor(() => !document.getElementById('decoder-wrap').hidden && /at batch 16 here/.test(document.getElementById('expect').textContent));
+    await waitFor(
+      () =>
+        !document.getElementById('decoder-wrap').hidden &&
+        /at batch 16 here/.test(document.getElementById('expect').textContent),
+    );
     assert.equal(await page.inputValue('#decoder'), 'tab');
     const labels = await page.$$eval('#decoder option', (os) => os.map((o) => o.textContent));
-    assert.deepEqual(labels, ['tab: sized for a tab: 128 wide, 2 deep, 4 heads', "lightly: lightly's MAE: 512 wide, 8 deep, 16 heads"]);
+    assert.deepEqual(labels, [
+      'tab: sized for a tab: 128 wide, 2 deep, 4 heads',
+      "lightly: lightly's MAE: 512 wide, 8 deep, 16 heads",
+    ]);
     // one expectation on the page, beside Start: this model's own forward pass timed, before any step runs
-    assert.match(await page.textContent('#expect'), /^Expected: about [\d.]+ (ms|s) per step at batch 16 here \(one image's forward pass timed in this tab, x3 for the backward, x the batch/);
-    assert.equal(await page.$$eval('body *', (els) => els.filter((e) => e.children.length === 0 && /Expected: about/.test(e.textContent)).length), 1);
+    assert.match(
+      await page.textContent('#expect'),
+      /^Expected: about [\d.]+ (ms|s) per step at batch 16 here \(one image's forward pass timed in this tab, x3 for the backward, x the batch/,
+    );
+    assert.equal(
+      await page.$$eval(
+        'body *',
+        (els) => els.filter((e) => e.children.length === 0 && /Expected: about/.test(e.textContent)).length,
+      ),
+      1,
+    );
     const tab = await S(() => window.vitrineDemo.plan.plan.params);
     await page.selectOption('#decoder', 'lightly');
-    await waitFor((p0) => window.vitrineDemo.plan && window.vitrineDemo.plan.plan && window.vitrineDemo.plan.plan.params !== p0, tab);
+    await waitFor(
+      (p0) => window.vitrineDemo.plan && window.vitrineDemo.plan.plan && window.vitrineDemo.plan.plan.params !== p0,
+      tab,
+    );
     // lightly's decoder: 8 blocks of width 512 beside the tab's 2 of 128 (parameters in bytes)
-    assert.ok(await S(() => window.vitrineDemo.plan.plan.params) > tab + 4 * 20e6);
+    assert.ok((await S(() => window.vitrineDemo.plan.plan.params)) > tab + 4 * 20e6);
     await page.selectOption('#model', 'mini');
   });
 
-  test('trains on the user\'s own images', async () => {
+  test("trains on the user's own images", async () => {
     await configure({ model: 'mini', batch: 4, steps: 3 });
     await page.setInputFiles('#files', files);
     await waitFor(() => /3 images of yours/.test(document.getElementById('user-count').textContent));
@@ -195,16 +275,24 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     const { createVitrine } = await import('../../web/vitrine.js');
     const vt = await createVitrine({ wasm: 'simd', wasmDir: join(BUILD, 'wasm') });
     // the demo's fmnist model's encoder as timm's VisionTransformer(num_classes=10)
-    const timm = vt.createModel({ kind: 'timm', config: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4, num_classes: 10 } });
+    const timm = vt.createModel({
+      kind: 'timm',
+      config: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4, num_classes: 10 },
+    });
     timm.initWeights(9n);
     const file = join(profile, 'timm_vit.safetensors');
     writeFileSync(file, timm.saveSafetensors());
     timm.dispose();
     await configure({ steps: 3 });
     await page.setInputFiles('#load-weights', file);
-    await waitFor(() => /tensors loaded/.test(document.getElementById('status').textContent) || window.vitrineDemo.error);
+    await waitFor(
+      () => /tensors loaded/.test(document.getElementById('status').textContent) || window.vitrineDemo.error,
+    );
     const status = await S(() => document.getElementById('status').textContent);
-    assert.match(status, /vitrine encoder \(timm keys\): \d+ tensors loaded, 2 skipped.*head\.weight \[10, 64\]: skipped: a classifier head.*learned pos_embed trains/);
+    assert.match(
+      status,
+      /vitrine encoder \(timm keys\): \d+ tensors loaded, 2 skipped.*head\.weight \[10, 64\]: skipped: a classifier head.*learned pos_embed trains/,
+    );
     await page.click('#start');
     await waitDone();
     assert.equal(await S(() => window.vitrineDemo.error), null);
@@ -229,23 +317,45 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     const r = await S(async () => {
       const { createVitrine } = await import('/web/vitrine.js');
       const vt = await createVitrine();
-      const S = 16, m = vt.createModel({ kind: 'lightly', config: { img_size: S, patch_size: 4, embed_dim: 16, depth: 2, num_heads: 2, mask_token: true } });
+      const S = 16,
+        m = vt.createModel({
+          kind: 'lightly',
+          config: { img_size: S, patch_size: 4, embed_dim: 16, depth: 2, num_heads: 2, mask_token: true },
+        });
       m.initWeights(1);
       // a 16x16 RGBA picture, drawn on a canvas: ImageData from it, an ImageBitmap of it
-      const c = new OffscreenCanvas(S, S), g = c.getContext('2d');
+      const c = new OffscreenCanvas(S, S),
+        g = c.getContext('2d');
       const id = g.createImageData(S, S);
       for (let i = 0; i < S * S; i++) id.data.set([(i * 7) & 255, (i * 13) & 255, (i * 29) & 255, 255], 4 * i);
       g.putImageData(id, 0, 0);
       const bitmap = await createImageBitmap(c);
       // the same image by hand: NCHW, ImageNet mean / std
-      const mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225], x = new Float32Array(3 * S * S);
-      for (let ch = 0; ch < 3; ch++) for (let i = 0; i < S * S; i++) x[ch * S * S + i] = (id.data[4 * i + ch] / 255 - mean[ch]) / std[ch];
-      const hex = (a) => Array.from(new Uint32Array(Float32Array.from(a).buffer)).map((v) => v.toString(16)).join('');
-      const fromArray = hex(m.encode(x).data), fromImageData = hex(m.encode(id).data), fromBitmap = hex(m.encode(bitmap).data);
+      const mean = [0.485, 0.456, 0.406],
+        std = [0.229, 0.224, 0.225],
+        x = new Float32Array(3 * S * S);
+      for (let ch = 0; ch < 3; ch++)
+        for (let i = 0; i < S * S; i++) x[ch * S * S + i] = (id.data[4 * i + ch] / 255 - mean[ch]) / std[ch];
+      const hex = (a) =>
+        Array.from(new Uint32Array(Float32Array.from(a).buffer))
+          .map((v) => v.toString(16))
+          .join('');
+      const fromArray = hex(m.encode(x).data),
+        fromImageData = hex(m.encode(id).data),
+        fromBitmap = hex(m.encode(bitmap).data);
       let error = null;
-      try { m.encode(new ImageData(8, 8)); } catch (e) { error = `${e.name}: ${e.message}`; }
+      try {
+        m.encode(new ImageData(8, 8));
+      } catch (e) {
+        error = `${e.name}: ${e.message}`;
+      }
       m.dispose();
-      return { simd: vt.simdKernels, same: fromImageData === fromArray, bitmapSame: fromBitmap === fromImageData, error };
+      return {
+        simd: vt.simdKernels,
+        same: fromImageData === fromArray,
+        bitmapSame: fromBitmap === fromImageData,
+        error,
+      };
     });
     assert.equal(r.simd, true);
     assert.ok(r.same, 'ImageData gives the bits of the Float32Array normalised by hand');

@@ -15,25 +15,47 @@ import { guideBlock, writePhotos, timmStateDict } from '../node/util.mjs';
 test('docs/finetune.md: the tab, as written', { skip, timeout: 300_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'vitrine-guide-tab-'));
   const { startServer } = await import('../../demo/serve.mjs');
-  const { server } = await startServer({ port: 0, mounts: [['/guide/node_modules/vitrine/web/', join(ROOT, 'web')],
-    ['/guide/node_modules/vitrine/build/wasm/', join(BUILD, 'wasm')], ['/guide/', dir]] });
+  const { server } = await startServer({
+    port: 0,
+    mounts: [
+      ['/guide/node_modules/vitrine/web/', join(ROOT, 'web')],
+      ['/guide/node_modules/vitrine/build/wasm/', join(BUILD, 'wasm')],
+      ['/guide/', dir],
+    ],
+  });
   const { ctx, page, profile, errors, waitFor } = await launchChromium({ acceptDownloads: true });
   try {
     writeFileSync(join(dir, 'index.html'), guideBlock('## In a tab', 'html'));
     writeFileSync(join(dir, 'vit_tiny.safetensors'), await timmStateDict());
     writePhotos(join(dir, 'photos'));
     const missing = []; // what the server did not find, whoever asked (the page, its workers)
-    server.on('request', (req, res) => res.on('finish', () => { if (res.statusCode >= 400) missing.push(req.url); }));
+    server.on('request', (req, res) =>
+      res.on('finish', () => {
+        if (res.statusCode >= 400) missing.push(req.url);
+      }),
+    );
     await page.goto(`http://127.0.0.1:${server.address().port}/guide/`);
     await page.setInputFiles('#photos', join(dir, 'photos'));
     await page.click('#go');
-    await waitFor(() => /Download classifier/.test(document.getElementById('save').textContent) || document.getElementById('log').textContent.includes('Error'), null, 240_000);
+    await waitFor(
+      () =>
+        /Download classifier/.test(document.getElementById('save').textContent) ||
+        document.getElementById('log').textContent.includes('Error'),
+      null,
+      240_000,
+    );
     const log = await page.textContent('#log');
     console.log(`the page's log:\n${log}`);
     // the page has no icon: the browser's request for one is the only thing not found
     assert.deepEqual(missing, ['/favicon.ico']);
-    assert.deepEqual(errors.filter((e) => !/status of 404/.test(e)), []);
-    assert.match(log, /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_tiny_patch16_224\.augreg_in21k_ft_in1k$/m);
+    assert.deepEqual(
+      errors.filter((e) => !/status of 404/.test(e)),
+      [],
+    );
+    assert.match(
+      log,
+      /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_tiny_patch16_224\.augreg_in21k_ft_in1k$/m,
+    );
     assert.match(log, /^step 6\/6 loss \d/m);
     assert.match(log, /^done: top-1 \d+\.\d% on 4 held-out photos$/m);
     assert.match(log, /^0\.jpg: (circles|stripes) \d+\.\d%, (circles|stripes) \d+\.\d%$/m);

@@ -13,8 +13,15 @@ import { skip, CHROMIUM, BUILD } from './harness.mjs';
 
 if (skip) console.log(`# ${skip}`);
 
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
-  '.wasm': 'application/wasm', '.bin': 'application/octet-stream' };
+const TYPES = {
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.css': 'text/css',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.bin': 'application/octet-stream',
+};
 
 /** The plainest static server: GET a file of `dir`, its Content-Type, nothing else. */
 function plainServer(dir) {
@@ -23,13 +30,26 @@ function plainServer(dir) {
     if (p.endsWith('/')) p += 'index.html';
     const file = resolve(dir, '.' + p);
     let st = null;
-    try { st = file.startsWith(dir + sep) ? statSync(file) : null; } catch { /* absent */ }
-    if (!st || !st.isFile()) { res.writeHead(404); res.end(); return; }
+    try {
+      st = file.startsWith(dir + sep) ? statSync(file) : null;
+    } catch {
+      /* absent */
+    }
+    if (!st || !st.isFile()) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
     res.writeHead(200, { 'Content-Type': TYPES[extname(file)] || 'application/octet-stream' });
-    if (req.method === 'HEAD') { res.end(); return; }
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
     createReadStream(file).pipe(res);
   });
-  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok({ server, url: `http://127.0.0.1:${server.address().port}/` })));
+  return new Promise((ok) =>
+    server.listen(0, '127.0.0.1', () => ok({ server, url: `http://127.0.0.1:${server.address().port}/` })),
+  );
 }
 
 describe('the static demo (npm run build:demo)', { skip, timeout: 180_000 }, () => {
@@ -42,13 +62,27 @@ describe('the static demo (npm run build:demo)', { skip, timeout: 180_000 }, () 
     const { chromium } = await import('playwright-core');
     profile = mkdtempSync(join(tmpdir(), 'vitrine-chromium-'));
     ctx = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM, headless: true, viewport: { width: 1300, height: 1000 },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1300, height: 1000 },
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     page = ctx.pages()[0] || (await ctx.newPage());
     page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-    page.on('response', (r) => { if (r.status() >= 400) errors.push(`HTTP ${r.status()}: ${r.url()}`); });
-    page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+    page.on('response', (r) => {
+      if (r.status() >= 400) errors.push(`HTTP ${r.status()}: ${r.url()}`);
+    });
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+    });
   });
   after(async () => {
     if (ctx) await ctx.close();
@@ -60,9 +94,19 @@ describe('the static demo (npm run build:demo)', { skip, timeout: 180_000 }, () 
     const head = await fetch(url + 'demo/');
     assert.equal(head.headers.get('cross-origin-embedder-policy'), null, 'the server sends no isolation headers');
     await page.goto(url); // index.html -> demo/
-    await page.waitForFunction(() => window.vitrineDemo && window.vitrineDemo.booted, null, { timeout: 60_000, polling: 100 });
-    const s = await page.evaluate(() => ({ isolated: window.crossOriginIsolated, threads: window.vitrineDemo.threads, how: window.vitrineDemo.isolation,
-      note: window.vitrineDemo.threadsNote, sw: !!navigator.serviceWorker.controller, cores: navigator.hardwareConcurrency, path: location.pathname }));
+    await page.waitForFunction(() => window.vitrineDemo && window.vitrineDemo.booted, null, {
+      timeout: 60_000,
+      polling: 100,
+    });
+    const s = await page.evaluate(() => ({
+      isolated: window.crossOriginIsolated,
+      threads: window.vitrineDemo.threads,
+      how: window.vitrineDemo.isolation,
+      note: window.vitrineDemo.threadsNote,
+      sw: !!navigator.serviceWorker.controller,
+      cores: navigator.hardwareConcurrency,
+      path: location.pathname,
+    }));
     assert.equal(s.path, '/demo/');
     assert.equal(s.isolated, true, `not isolated (${s.note})`);
     assert.equal(s.sw, true);
@@ -73,8 +117,15 @@ describe('the static demo (npm run build:demo)', { skip, timeout: 180_000 }, () 
     await page.fill('#batch', '8');
     await page.fill('#steps', '3');
     await page.click('#start');
-    await page.waitForFunction(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, { timeout: 60_000, polling: 100 });
-    const r = await page.evaluate(() => ({ error: window.vitrineDemo.error, n: window.vitrineDemo.losses.length, data: window.vitrineDemo.run.data.name }));
+    await page.waitForFunction(() => window.vitrineDemo.stopped === 'done' || window.vitrineDemo.error, null, {
+      timeout: 60_000,
+      polling: 100,
+    });
+    const r = await page.evaluate(() => ({
+      error: window.vitrineDemo.error,
+      n: window.vitrineDemo.losses.length,
+      data: window.vitrineDemo.run.data.name,
+    }));
     assert.equal(r.error, null);
     assert.equal(r.n, 3);
     assert.equal(r.data, 'fashion-mnist sample');

@@ -38,15 +38,36 @@ describe('demo backends', { skip, timeout: 240_000 }, () => {
       // the library's Trainer in a Web Worker on the GPU (its Session steps with trainStepAsync)
       const t = await S(async () => {
         const { train } = await import('/web/vitrine.js');
-        const n = 8, pixels = new Uint8Array(n * 256).map((_, i) => (i * 37) & 255), gpu = [];
+        const n = 8,
+          pixels = new Uint8Array(n * 256).map((_, i) => (i * 37) & 255),
+          gpu = [];
         let backend = null;
-        const run = train({ objective: 'mae', config: { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 },
-          decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 }, data: { pixels, n, size: 16, chans: 1 }, batch: 2, steps: 2, noEval: true, backend: 'webgpu',
-        onEngine: (e) => { backend = e.backend.name; }, onStep: (e) => { if (e.memory) gpu.push(e.memory.gpu); } });
+        const run = train({
+          objective: 'mae',
+          config: {
+            encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 2, num_heads: 2 },
+            decoder_dim: 16,
+            decoder_depth: 1,
+            decoder_heads: 2,
+          },
+          data: { pixels, n, size: 16, chans: 1 },
+          batch: 2,
+          steps: 2,
+          noEval: true,
+          backend: 'webgpu',
+          onEngine: (e) => {
+            backend = e.backend.name;
+          },
+          onStep: (e) => {
+            if (e.memory) gpu.push(e.memory.gpu);
+          },
+        });
         try {
           const r = await run.done;
           return { backend, gpu, status: r.status, step: r.step, checkpoint: r.checkpoint ? r.checkpoint.length : 0 };
-        } finally { run.dispose(); }
+        } finally {
+          run.dispose();
+        }
       });
       assert.equal(t.backend, 'webgpu');
       assert.ok(t.gpu[0] > 0, JSON.stringify(t));
@@ -58,7 +79,9 @@ describe('demo backends', { skip, timeout: 240_000 }, () => {
       assert.equal(auto.name, 'wasm');
       assert.match(await b.page.textContent('#backend'), /training on wasm: .*software .*slower than wasm/);
       assert.deepEqual(b.errors, []);
-    } finally { await b.close(); }
+    } finally {
+      await b.close();
+    }
   });
 
   test('without WebGPU, ?backend=webgpu falls back to wasm with the reason', async () => {
@@ -69,6 +92,8 @@ describe('demo backends', { skip, timeout: 240_000 }, () => {
       assert.equal(be.name, 'wasm');
       assert.match(be.reason, /^webgpu asked for: /);
       assert.match(await b.page.textContent('#backend'), /training on wasm: webgpu asked for: /);
-    } finally { await b.close(); }
+    } finally {
+      await b.close();
+    }
   });
 });

@@ -12,8 +12,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#define FZ_B 3     /* the largest batch passed (the images buffer holds it) */
-#define FZ_K 24    /* the most indices per row (the sequence has 5 tokens: some counts refused) */
+#define FZ_B   3  /* the largest batch passed (the images buffer holds it) */
+#define FZ_K   24 /* the most indices per row (the sequence has 5 tokens: some counts refused) */
 #define FZ_IMG (FZ_B * 3 * 8 * 8)
 
 static int finite_all(const float *x, int64_t n) {
@@ -24,15 +24,17 @@ static int finite_all(const float *x, int64_t n) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 8) return 0;
-    static const vt_kind kinds[] = {VT_KIND_TIMM, VT_KIND_LIGHTLY, VT_KIND_CAUSAL, VT_KIND_MAE, VT_KIND_AIM};
+    static const vt_kind kinds[] = { VT_KIND_TIMM, VT_KIND_LIGHTLY, VT_KIND_CAUSAL, VT_KIND_MAE,
+                                     VT_KIND_AIM };
     static vt_model *models[5];
-    static const char *policies[] = {"none", "block", "selective", "every:1", "sqrt", "budget:20KB", "budget:1", "every:0"};
+    static const char *policies[] = { "none", "block",       "selective", "every:1",
+                                      "sqrt", "budget:20KB", "budget:1",  "every:0" };
     int k = data[0] % 5;
     if (!models[k]) models[k] = fz_tiny_model(kinds[k]);
     vt_model *m = models[k];
     vt_fn fn = (vt_fn)(data[1] % 7 == 6 ? -1 : data[1] % 7); /* -1: not a call */
     int need_grad = data[1] >> 7 & 1, want_dimages = data[1] >> 6 & 1, param_grads = data[1] >> 5 & 1;
-    int batch = (int)(data[2] % (FZ_B + 2)) - 1; /* -1 .. FZ_B */
+    int batch = (int)(data[2] % (FZ_B + 2)) - 1;                              /* -1 .. FZ_B */
     int n_keep = data[3] % (FZ_K + 2) - 1, n_mask = data[4] % (FZ_K + 2) - 1; /* -1: not given */
     uint8_t f = data[5];
     vt_set_grad_checkpointing(m, policies[data[6] % 8]);
@@ -55,8 +57,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&in, 0, sizeof in);
     in.images = f & 0x40 ? NULL : images;
     in.batch = batch;
-    if (n_keep >= 0) { in.idx_keep = keep; in.n_keep = n_keep; }
-    if (n_mask >= 0) { in.idx_mask = mask_idx; in.n_mask = n_mask; }
+    if (n_keep >= 0) {
+        in.idx_keep = keep;
+        in.n_keep = n_keep;
+    }
+    if (n_mask >= 0) {
+        in.idx_mask = mask_idx;
+        in.n_mask = n_mask;
+    }
     if (f & 1) in.mask = mask;
     in.is_causal = f >> 1 & 1;
     if (f & 4) in.labels = labels;
@@ -69,12 +77,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int n_out = vt_output_count(m);
     if (n_out < 1 || n_out > 64) abort();
     static float *douts_buf[64];
-    const float *douts[65] = {0};
+    const float *douts[65] = { 0 };
     for (int i = -1; i <= n_out; i++) {
-        int64_t shape[4] = {0};
+        int64_t shape[4] = { 0 };
         int nd = 0;
         const float *o = vt_output(m, i, shape, &nd);
-        if (i < 0 || i == n_out) { if (o) abort(); continue; } /* out of range: none */
+        if (i < 0 || i == n_out) {
+            if (o) abort();
+            continue;
+        } /* out of range: none */
         if (!o || nd < 1 || nd > 4) abort();
         int64_t numel = 1;
         for (int d = 0; d < nd; d++) {
@@ -93,12 +104,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* how many gradients: as many as outputs, one more or fewer, none; one of them missing */
         int n_d = f & 8 ? n_out + (f & 16 ? 1 : -1) : n_out;
         if (f & 32 && n_d > 0) douts[(data[6] >> 3) % n_d] = NULL;
-        int brc = vt_backward(m, f & 2 && f & 8 ? NULL : douts, n_d, want_dimages ? dimages : NULL, param_grads);
+        int brc =
+            vt_backward(m, f & 2 && f & 8 ? NULL : douts, n_d, want_dimages ? dimages : NULL, param_grads);
         if (!brc && want_dimages && batch > 0 && !finite_all(dimages, (int64_t)batch * 3 * 8 * 8)) abort();
         if (brc && !vt_last_error()[0]) abort();
         /* another backward of the same forward (what it kept may serve again, or be gone) */
         vt_backward(m, douts, n_out, NULL, 0);
-    } else if (!vt_backward(m, douts, n_out, NULL, 0)) abort(); /* no backward without need_grad */
+    } else if (!vt_backward(m, douts, n_out, NULL, 0))
+        abort(); /* no backward without need_grad */
     size_t bytes[8], live[8];
     int bs = 0;
     vt_activation_timeline(m, bytes, live, 8, &bs);

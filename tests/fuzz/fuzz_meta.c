@@ -40,13 +40,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (vt_st_parse(t->start, t->start_len, &f)) abort();
     vt_st_entry e[256];
     if (f.n > 256) abort();
-    for (size_t i = 0; i < f.n; i++) e[i] = (vt_st_entry){f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape, f.tensors[i].data};
+    for (size_t i = 0; i < f.n; i++)
+        e[i] = (vt_st_entry){ f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape,
+                              f.tensors[i].data };
     uint8_t *file = NULL, *fixed = NULL;
     size_t len = 0, fixed_len = 0;
-    if (!vt_st_write(e, f.n, keys, vals, n, &file, &len)) { /* (keys that are not UTF-8 are the writer's to refuse) */
+    if (!vt_st_write(e, f.n, keys, vals, n, &file,
+                     &len)) { /* (keys that are not UTF-8 are the writer's to refuse) */
         const uint8_t *in = file;
         size_t in_len = len;
-        if (!own_crc && !fz_fix_crcs(file, len, &fixed, &fixed_len)) { in = fixed; in_len = fixed_len; }
+        if (!own_crc && !fz_fix_crcs(file, len, &fixed, &fixed_len)) {
+            in = fixed;
+            in_len = fixed_len;
+        }
         /* what loads passes the check without a model (vt_train_state_check) too */
         int checked = vt_train_state_check(in, in_len), loaded = fz_load_checked(k, in, in_len);
         if (!loaded && checked) abort(); /* loaded what the check refuses */

@@ -14,10 +14,11 @@ static int skip(const uint8_t *data, size_t size) {
     const char *module = vt_st_meta(&f, "module"), *cfg = vt_st_meta(&f, "config");
     int too_big = 0;
     if (module && cfg) {
-        vt_kind kinds[] = {VT_KIND_TIMM, VT_KIND_LIGHTLY, VT_KIND_CAUSAL, VT_KIND_MAE, VT_KIND_AIM};
+        vt_kind kinds[] = { VT_KIND_TIMM, VT_KIND_LIGHTLY, VT_KIND_CAUSAL, VT_KIND_MAE, VT_KIND_AIM };
         for (int k = 0; k < 5 && !too_big; k++) {
             vt_model_config c;
-            if (!vt_model_config_from_json(cfg, strlen(cfg), kinds[k], &c) && !fz_small_enough(&c)) too_big = 1;
+            if (!vt_model_config_from_json(cfg, strlen(cfg), kinds[k], &c) && !fz_small_enough(&c))
+                too_big = 1;
         }
     }
     vt_st_free(&f);
@@ -26,7 +27,7 @@ static int skip(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (skip(data, size)) return 0;
-    const char *policies[] = {NULL, "block"};
+    const char *policies[] = { NULL, "block" };
     for (int p = 0; p < 2; p++) {
         vt_parity_result r;
         vt_parity_run(data, size, policies[p], p == 0, &r);

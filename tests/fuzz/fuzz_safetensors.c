@@ -20,18 +20,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vt_st_entry *e = calloc(f.n + 1, sizeof *e);
     if (!e) abort();
     for (size_t i = 0; i < f.n; i++)
-        e[i] = (vt_st_entry){f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape, f.tensors[i].data};
+        e[i] = (vt_st_entry){ f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape,
+                              f.tensors[i].data };
     uint8_t *out = NULL;
     size_t len = 0;
-    if (vt_st_write(e, f.n, (const char *const *)f.meta_keys, (const char *const *)f.meta_vals, f.n_meta, &out, &len))
+    if (vt_st_write(e, f.n, (const char *const *)f.meta_keys, (const char *const *)f.meta_vals, f.n_meta,
+                    &out, &len))
         abort(); /* the reader accepted what the writer refuses */
     vt_st_file g;
     if (vt_st_parse(out, len, &g)) abort();
     if (g.n != f.n || g.n_meta != f.n_meta) abort();
     for (size_t i = 0; i < f.n; i++) {
         const vt_st_tensor *a = &f.tensors[i], *b = &g.tensors[i];
-        if (strcmp(a->name, b->name) || a->dtype != b->dtype || a->ndim != b->ndim || a->nbytes != b->nbytes ||
-            memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim) || (a->nbytes && memcmp(a->data, b->data, a->nbytes)))
+        if (strcmp(a->name, b->name) || a->dtype != b->dtype || a->ndim != b->ndim ||
+            a->nbytes != b->nbytes || memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim) ||
+            (a->nbytes && memcmp(a->data, b->data, a->nbytes)))
             abort();
     }
     for (size_t i = 0; i < f.n_meta; i++) {

@@ -12,28 +12,34 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4) return 0;
     int k = data[0] % 3, batch = 1 + data[1] % 3;
-    static const char *policies[] = {"none", "block", "selective", "every:1", "sqrt", "budget:20KB", "budget:1"};
+    static const char *policies[] = { "none", "block",       "selective", "every:1",
+                                      "sqrt", "budget:20KB", "budget:1" };
     const char *policy = policies[data[2] % 7];
     vt_model *m = fz_trainer_get(k)->m;
     uint8_t *fixed = NULL;
     size_t fixed_len = 0;
-    if (fz_fix_crcs(data + 4, size - 4, &fixed, &fixed_len)) return 0; /* not safetensors: fuzz_checkpoint's part */
+    if (fz_fix_crcs(data + 4, size - 4, &fixed, &fixed_len))
+        return 0; /* not safetensors: fuzz_checkpoint's part */
     int rc = fz_load_checked(k, fixed, fixed_len);
     free(fixed);
     if (rc) return 0;
     vt_set_grad_checkpointing(m, policy);
     const vt_model_config *c = vt_model_get_config(m);
-    int C = c->enc.in_chans, S = c->enc.img_size, L = (S / c->enc.patch_size) * (S / c->enc.patch_size) + c->enc.class_token;
+    int C = c->enc.in_chans, S = c->enc.img_size,
+        L = (S / c->enc.patch_size) * (S / c->enc.patch_size) + c->enc.class_token;
     static float images[3 * 3 * 8 * 8];
     static int32_t labels[3];
     float scale = data[3] & 0x80 ? 1e30f : 1.0f; /* huge images: a non-finite loss, refused */
-    for (int i = 0; i < batch * C * S * S; i++) images[i] = scale * ((float)((i * 37 + data[3]) % 17) / 8.0f - 1.0f);
-    for (int b = 0; b < batch; b++) labels[b] = (data[3] >> b) % (c->enc.num_classes > 0 ? c->enc.num_classes : 1);
+    for (int i = 0; i < batch * C * S * S; i++)
+        images[i] = scale * ((float)((i * 37 + data[3]) % 17) / 8.0f - 1.0f);
+    for (int b = 0; b < batch; b++)
+        labels[b] = (data[3] >> b) % (c->enc.num_classes > 0 ? c->enc.num_classes : 1);
     for (int step = 0; step < 2; step++) {
         fz_snap s;
         fz_snap_take(m, &s);
         float loss = 0;
-        rc = k == 2 ? vt_train_step_labels(m, images, labels, batch, &loss) : vt_train_step(m, images, batch, &loss);
+        rc = k == 2 ? vt_train_step_labels(m, images, labels, batch, &loss)
+                    : vt_train_step(m, images, batch, &loss);
         if (!rc) { /* a step that succeeded left finite values */
             if (!fz_state_good(m)) abort();
             continue;
@@ -57,7 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&in, 0, sizeof in);
     in.images = images;
     in.batch = batch;
-    if (data[3] & 0x40) { in.idx_keep = keep; in.n_keep = nk; }
+    if (data[3] & 0x40) {
+        in.idx_keep = keep;
+        in.n_keep = nk;
+    }
     for (int fn = VT_FN_ENCODE; fn <= VT_FN_TIMM_FORWARD; fn++) {
         if (fn == VT_FN_LOSS) continue;
         if (vt_forward(m, (vt_fn)fn, &in, 1)) continue;

@@ -8,11 +8,15 @@
 #include <math.h>
 
 #define FZ_TRAINERS 3 /* 0 MAE, 1 AIM, 2 a classifier (timm, num_classes 3, label smoothing 0.1) */
-typedef struct { vt_model *m; uint8_t *start; size_t start_len; } fz_trainer;
+typedef struct {
+    vt_model *m;
+    uint8_t *start;
+    size_t start_len;
+} fz_trainer;
 
 static inline fz_trainer *fz_trainer_get(int k) {
     static fz_trainer t[FZ_TRAINERS];
-    static const vt_kind kinds[FZ_TRAINERS] = {VT_KIND_MAE, VT_KIND_AIM, VT_KIND_TIMM};
+    static const vt_kind kinds[FZ_TRAINERS] = { VT_KIND_MAE, VT_KIND_AIM, VT_KIND_TIMM };
     if (!t[k].m) {
         t[k].m = fz_tiny_model(kinds[k]);
         vt_train_config c;
@@ -24,7 +28,11 @@ static inline fz_trainer *fz_trainer_get(int k) {
     return &t[k];
 }
 
-typedef struct { long t; vt_rng rng; vt_train_config tc; } fz_snap;
+typedef struct {
+    long t;
+    vt_rng rng;
+    vt_train_config tc;
+} fz_snap;
 static float fz_p[1 << 16], fz_m[1 << 16], fz_v[1 << 16];
 static inline void fz_snap_take(const vt_model *m, fz_snap *s) {
     memcpy(fz_p, m->pt.data, m->pt.total * sizeof(float));
@@ -36,11 +44,14 @@ static inline void fz_snap_take(const vt_model *m, fz_snap *s) {
 }
 static inline int fz_snap_same(const vt_model *m, const fz_snap *s) {
     const vt_train_config *a = &m->train.cfg, *b = &s->tc;
-    return !memcmp(m->pt.data, fz_p, m->pt.total * sizeof(float)) && !memcmp(m->opt.m, fz_m, m->opt.n * sizeof(float)) &&
-           !memcmp(m->opt.v, fz_v, m->opt.n * sizeof(float)) && m->opt.t == s->t && !memcmp(&m->train.rng, &s->rng, sizeof s->rng) &&
-           a->lr == b->lr && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps && a->weight_decay == b->weight_decay &&
-           a->warmup_steps == b->warmup_steps && a->total_steps == b->total_steps && a->clip_norm == b->clip_norm &&
-           a->mask_ratio == b->mask_ratio && a->seed == b->seed && a->label_smoothing == b->label_smoothing;
+    return !memcmp(m->pt.data, fz_p, m->pt.total * sizeof(float)) &&
+           !memcmp(m->opt.m, fz_m, m->opt.n * sizeof(float)) &&
+           !memcmp(m->opt.v, fz_v, m->opt.n * sizeof(float)) && m->opt.t == s->t &&
+           !memcmp(&m->train.rng, &s->rng, sizeof s->rng) && a->lr == b->lr && a->beta1 == b->beta1 &&
+           a->beta2 == b->beta2 && a->eps == b->eps && a->weight_decay == b->weight_decay &&
+           a->warmup_steps == b->warmup_steps && a->total_steps == b->total_steps &&
+           a->clip_norm == b->clip_norm && a->mask_ratio == b->mask_ratio && a->seed == b->seed &&
+           a->label_smoothing == b->label_smoothing;
 }
 
 /* every parameter and AdamW moment finite, every second moment >= 0 */

@@ -26,36 +26,66 @@ test('a thread target is met, missed, or not measurable on the cores the run had
 // shared-core banner and the verdicts come out of the measurements as above.
 
 function results(ceiling, ms2) {
-  const run = (label, threads, ms, cores) => ({ label, threads, ms, ms_median: ms[1], images_per_s: 64000 / ms[1], cores_used: { median: cores },
-    vs_first: { median: ms[1] / 100, min: ms[1] / 100, max: ms[1] / 100 } });
-  const pair = () => ({ same_bits: [{ run: 'this tree relaxed-mt 2t', against: 'this tree relaxed-mt 1t', same: true }],
-    runs: [run('this tree relaxed-mt 1t', 1, [100, 100, 100], 1), run('this tree relaxed-mt 2t', 2, ms2, 1.98)] });
+  const run = (label, threads, ms, cores) => ({
+    label,
+    threads,
+    ms,
+    ms_median: ms[1],
+    images_per_s: 64000 / ms[1],
+    cores_used: { median: cores },
+    vs_first: { median: ms[1] / 100, min: ms[1] / 100, max: ms[1] / 100 },
+  });
+  const pair = () => ({
+    same_bits: [{ run: 'this tree relaxed-mt 2t', against: 'this tree relaxed-mt 1t', same: true }],
+    runs: [run('this tree relaxed-mt 1t', 1, [100, 100, 100], 1), run('this tree relaxed-mt 2t', 2, ms2, 1.98)],
+  });
   const peak = { scaling: ceiling, scaling_min: ceiling, scaling_max: ceiling };
-  return { date: '2026-12-02T00:00:00Z', commit: 'test', notes: [],
+  return {
+    date: '2026-12-02T00:00:00Z',
+    commit: 'test',
+    notes: [],
     host: { cpu: 'a test CPU', cores: 2, isa: 'AVX2 + FMA3', fma: true, node: 'v20', v8: '11' },
     sections: {
-      two_cores: { rounds: [1, 4].flatMap((batch) => [0, 1, 2].map((round) => ({ batch, round, load: 1, vitrine: pair(), peak }))) },
-      main_job: { peak_before: peak, peak_after: peak, out: { rounds: 3, warmup: 1, loadavg_start: [1], loadavg_end: [1], ...pair() } },
-    } };
+      two_cores: {
+        rounds: [1, 4].flatMap((batch) => [0, 1, 2].map((round) => ({ batch, round, load: 1, vitrine: pair(), peak }))),
+      },
+      main_job: {
+        peak_before: peak,
+        peak_after: peak,
+        out: { rounds: 3, warmup: 1, loadavg_start: [1], loadavg_end: [1], ...pair() },
+      },
+    },
+  };
 }
 function render(R) {
   const dir = mkdtempSync(join(tmpdir(), 'vitrine-bench-'));
   try {
     writeFileSync(join(dir, 'in.json'), JSON.stringify(R));
     const out = join(dir, 'out'); // made by run.mjs; results.md names it, not bench/
-    const r = spawnSync(process.execPath, [join(REPO, 'bench/run.mjs'), '--from', join(dir, 'in.json'), '--out', out], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [join(REPO, 'bench/run.mjs'), '--from', join(dir, 'in.json'), '--out', out], {
+      encoding: 'utf8',
+    });
     assert.equal(r.status, 0, r.stderr);
     const md = readFileSync(join(out, 'results.md'), 'utf8');
     assert.ok(md.includes(`Raw numbers: ${out}/results.json.`), md.slice(-200));
     assert.ok((r.stdout + r.stderr).includes(`wrote ${out}/results.md and ${out}/results.json`));
     return md;
-  } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
-const targets = (md) => md.slice(md.indexOf('## 9.')).split('\n').filter((l) => l.startsWith('| 2 threads'));
+const targets = (md) =>
+  md
+    .slice(md.indexOf('## 9.'))
+    .split('\n')
+    .filter((l) => l.startsWith('| 2 threads'));
 
 test('bench/run.mjs: two vCPUs on one core are said, and make the thread targets not measurable', () => {
   const md = render(results(1.01, [60, 60, 60])); // 1.67x while the peak loop itself scaled 1.01x
-  assert.match(md, /\*\*Two vCPUs, one core's arithmetic\*\*: the peak loop .* ran 1\.01–1\.01 times as fast on 2 threads/);
+  assert.match(
+    md,
+    /\*\*Two vCPUs, one core's arithmetic\*\*: the peak loop .* ran 1\.01–1\.01 times as fast on 2 threads/,
+  );
   const t = targets(md);
   assert.equal(t.length, 3, t.join('\n'));
   for (const l of t) assert.match(l, /\| not measurable here \(the peak loop's own 2t\/1t: 1\.01\) \|$/);

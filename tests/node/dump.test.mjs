@@ -18,36 +18,54 @@ const PYDIR = path.join(REPO, 'python');
 const py = (args, opts = {}) => spawnSync(PY, args, { encoding: 'utf8', cwd: PYDIR, maxBuffer: 64 << 20, ...opts });
 const probe = (mod) => {
   const r = py(['-c', `import ${mod}`]);
-  return r.error ? `${PY}: ${r.error.message}` : r.status ? `${mod} is not importable by ${PY}: ${r.stderr.trim().split('\n').pop()}` : null;
+  return r.error
+    ? `${PY}: ${r.error.message}`
+    : r.status
+      ? `${mod} is not importable by ${PY}: ${r.stderr.trim().split('\n').pop()}`
+      : null;
 };
 const noTorch = probe('torch');
 const noRefs = noTorch || probe('timm') || probe('lightly');
-if (noTorch) console.log(`# dump.test.mjs: ${noTorch}: the dump tool's tests are skipped (bash scripts/setup.sh installs python3-torch)`);
+if (noTorch)
+  console.log(
+    `# dump.test.mjs: ${noTorch}: the dump tool's tests are skipped (bash scripts/setup.sh installs python3-torch)`,
+  );
 const temp = () => mkdtempSync(path.join(tmpdir(), 'vitrine-dump-'));
 
-test('python/test_vitrine_dump.py passes (the timm / lightly parts say why they skip)', { skip: noTorch ?? false }, (t) => {
-  const r = py(['-m', 'unittest', '-v', 'test_vitrine_dump']);
-  assert.equal(r.status, 0, r.stderr + r.stdout);
-  assert.match(r.stderr, /^OK/m);
-  for (const line of r.stderr.split('\n').filter((l) => /skipped/.test(l))) t.diagnostic(line.trim());
-});
+test(
+  'python/test_vitrine_dump.py passes (the timm / lightly parts say why they skip)',
+  { skip: noTorch ?? false },
+  (t) => {
+    const r = py(['-m', 'unittest', '-v', 'test_vitrine_dump']);
+    assert.equal(r.status, 0, r.stderr + r.stdout);
+    assert.match(r.stderr, /^OK/m);
+    for (const line of r.stderr.split('\n').filter((l) => /skipped/.test(l))) t.diagnostic(line.trim());
+  },
+);
 
-test('dumps of a torch-only stand-in of timm\'s ViT pass vitrine parity, under every policy', { skip: noTorch ?? false }, async (t) => {
-  const dir = temp();
-  try {
-    const r = py(['test_vitrine_dump.py', '--standin-dumps', dir]);
-    assert.equal(r.status, 0, r.stderr);
-    const files = readdirSync(dir).sort();
-    assert.equal(files.length, 2);
-    const vt = await engine('simd');
-    for (const f of files) {
-      for (const policy of ['none', 'block', 'selective']) {
-        const res = await assertParity(path.join(dir, f), { engine: vt, policy });
-        if (policy === 'none') t.diagnostic(`${f}: worst ${res.worst} err ${fmtE(res.err)} torch32_err ${fmtE(res.torch32_err)}`);
+test(
+  "dumps of a torch-only stand-in of timm's ViT pass vitrine parity, under every policy",
+  { skip: noTorch ?? false },
+  async (t) => {
+    const dir = temp();
+    try {
+      const r = py(['test_vitrine_dump.py', '--standin-dumps', dir]);
+      assert.equal(r.status, 0, r.stderr);
+      const files = readdirSync(dir).sort();
+      assert.equal(files.length, 2);
+      const vt = await engine('simd');
+      for (const f of files) {
+        for (const policy of ['none', 'block', 'selective']) {
+          const res = await assertParity(path.join(dir, f), { engine: vt, policy });
+          if (policy === 'none')
+            t.diagnostic(`${f}: worst ${res.worst} err ${fmtE(res.err)} torch32_err ${fmtE(res.torch32_err)}`);
+        }
       }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
-  } finally { rmSync(dir, { recursive: true, force: true }); }
-});
+  },
+);
 
 test('the example of docs/parity-format.md writes a file vitrine parity passes', { skip: noTorch ?? false }, () => {
   const md = readFileSync(path.join(REPO, 'docs/parity-format.md'), 'utf8');
@@ -59,40 +77,129 @@ test('the example of docs/parity-format.md writes a file vitrine parity passes',
     writeFileSync(path.join(dir, 'example.py'), m[1]);
     const r = py(['example.py'], { cwd: dir });
     assert.equal(r.status, 0, r.stderr);
-    const cli = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'parity', 'example.safetensors', '--wasm', 'simd'],
-      { cwd: dir, encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } });
+    const cli = spawnSync(
+      process.execPath,
+      [path.join(REPO, 'web/cli.js'), 'parity', 'example.safetensors', '--wasm', 'simd'],
+      { cwd: dir, encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } },
+    );
     assert.equal(cli.status, 0, cli.stdout + cli.stderr);
     assert.match(cli.stdout, /^PASS example\.safetensors  worst \S+ err \S+ torch32_err \d/m);
-  } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 // The tool's command line on real timm and lightly models: every module, call and input it offers.
 const TINY = '{"img_size": 32, "patch_size": 8, "embed_dim": 64, "depth": 2, "num_heads": 4}';
 const CONFIGS = {
   timm_forward_features: ['--kind', 'timm', '--kwargs', TINY.replace('}', ', "num_classes": 0}')],
-  timm_forward_head: ['--kind', 'timm', '--kwargs', TINY.replace('}', ', "num_classes": 10, "global_pool": "avg", "reg_tokens": 2, "qk_norm": true, "init_values": 0.1}'), '--call', 'forward'],
-  timm_name_vit_tiny: ['--kind', 'timm', '--name', 'vit_tiny_patch16_224', '--kwargs', '{"img_size": 32, "depth": 2}', '--call', 'forward', '--batch', '1'],
-  lightly_encode_mask_keep: ['--kind', 'lightly', '--kwargs', TINY, '--call', 'encode', '--idx-mask', '--idx-keep', '--mask-ratio', '0.25'],
-  lightly_intermediates_norm: ['--kind', 'lightly', '--kwargs', TINY, '--call', 'forward_intermediates', '--norm', '--idx-mask'],
-  lightly_forward_pooled_frozen: ['--kind', 'lightly', '--kwargs', TINY, '--call', 'forward', '--idx-keep', '--freeze', 'vit.patch_embed', '--freeze', 'mask_token'],
-  lightly_encode_bool_mask: ['--kind', 'lightly', '--kwargs', TINY.replace('}', ', "reg_tokens": 1}'), '--mask', '--seed', '3'],
-  causal_prefix_mask: ['--kind', 'causal', '--kwargs', TINY.replace('}', ', "class_token": false, "no_embed_class": true, "global_pool": "avg"}'), '--mask'],
-  mae_loss_norm_pix: ['--kind', 'mae', '--kwargs', TINY, '--decoder', '{"decoder_dim": 32, "decoder_depth": 1, "decoder_heads": 4, "norm_pix_loss": true}'],
+  timm_forward_head: [
+    '--kind',
+    'timm',
+    '--kwargs',
+    TINY.replace(
+      '}',
+      ', "num_classes": 10, "global_pool": "avg", "reg_tokens": 2, "qk_norm": true, "init_values": 0.1}',
+    ),
+    '--call',
+    'forward',
+  ],
+  timm_name_vit_tiny: [
+    '--kind',
+    'timm',
+    '--name',
+    'vit_tiny_patch16_224',
+    '--kwargs',
+    '{"img_size": 32, "depth": 2}',
+    '--call',
+    'forward',
+    '--batch',
+    '1',
+  ],
+  lightly_encode_mask_keep: [
+    '--kind',
+    'lightly',
+    '--kwargs',
+    TINY,
+    '--call',
+    'encode',
+    '--idx-mask',
+    '--idx-keep',
+    '--mask-ratio',
+    '0.25',
+  ],
+  lightly_intermediates_norm: [
+    '--kind',
+    'lightly',
+    '--kwargs',
+    TINY,
+    '--call',
+    'forward_intermediates',
+    '--norm',
+    '--idx-mask',
+  ],
+  lightly_forward_pooled_frozen: [
+    '--kind',
+    'lightly',
+    '--kwargs',
+    TINY,
+    '--call',
+    'forward',
+    '--idx-keep',
+    '--freeze',
+    'vit.patch_embed',
+    '--freeze',
+    'mask_token',
+  ],
+  lightly_encode_bool_mask: [
+    '--kind',
+    'lightly',
+    '--kwargs',
+    TINY.replace('}', ', "reg_tokens": 1}'),
+    '--mask',
+    '--seed',
+    '3',
+  ],
+  causal_prefix_mask: [
+    '--kind',
+    'causal',
+    '--kwargs',
+    TINY.replace('}', ', "class_token": false, "no_embed_class": true, "global_pool": "avg"}'),
+    '--mask',
+  ],
+  mae_loss_norm_pix: [
+    '--kind',
+    'mae',
+    '--kwargs',
+    TINY,
+    '--decoder',
+    '{"decoder_dim": 32, "decoder_depth": 1, "decoder_heads": 4, "norm_pix_loss": true}',
+  ],
   aim_loss: ['--kind', 'aim', '--kwargs', TINY, '--head', '{"head_hidden_dim": 48, "head_blocks": 1}'],
 };
 
-test(`real timm / lightly: ${Object.keys(CONFIGS).length} configurations dumped by the tool's CLI pass vitrine parity`, { skip: noRefs ?? false }, async (t) => {
-  const dir = temp();
-  try {
-    const argv = Object.entries(CONFIGS).map(([name, a]) => [path.join(dir, `${name}.safetensors`), ...a]);
-    // one Python process (timm imports slowly): main(argv) per configuration, as the script runs it
-    const r = py(['-c', 'import json, sys, vitrine_dump\nsys.exit(max(vitrine_dump.main(a) for a in json.load(sys.stdin)))'],
-      { input: JSON.stringify(argv) });
-    assert.equal(r.status, 0, r.stderr + r.stdout);
-    const vt = await engine('simd');
-    for (const name of Object.keys(CONFIGS)) {
-      const res = await assertParity(path.join(dir, `${name}.safetensors`), { engine: vt });
-      t.diagnostic(`${name}: ${res.module} ${res.fn}: worst ${res.worst} err ${fmtE(res.err)} torch32_err ${fmtE(res.torch32_err)} (max torch32_err ${fmtE(res.max_torch32_err)}, ${res.tensors.length} tensors)`);
+test(
+  `real timm / lightly: ${Object.keys(CONFIGS).length} configurations dumped by the tool's CLI pass vitrine parity`,
+  { skip: noRefs ?? false },
+  async (t) => {
+    const dir = temp();
+    try {
+      const argv = Object.entries(CONFIGS).map(([name, a]) => [path.join(dir, `${name}.safetensors`), ...a]);
+      // one Python process (timm imports slowly): main(argv) per configuration, as the script runs it
+      const r = py(
+        ['-c', 'import json, sys, vitrine_dump\nsys.exit(max(vitrine_dump.main(a) for a in json.load(sys.stdin)))'],
+        { input: JSON.stringify(argv) },
+      );
+      assert.equal(r.status, 0, r.stderr + r.stdout);
+      const vt = await engine('simd');
+      for (const name of Object.keys(CONFIGS)) {
+        const res = await assertParity(path.join(dir, `${name}.safetensors`), { engine: vt });
+        t.diagnostic(
+          `${name}: ${res.module} ${res.fn}: worst ${res.worst} err ${fmtE(res.err)} torch32_err ${fmtE(res.torch32_err)} (max torch32_err ${fmtE(res.max_torch32_err)}, ${res.tensors.length} tensors)`,
+        );
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
-  } finally { rmSync(dir, { recursive: true, force: true }); }
-});
+  },
+);

@@ -20,19 +20,31 @@ test('docs/finetune.md: the Node program, as written', async () => {
     writePhotos(path.join(dir, 'photos'));
     writeFileSync(path.join(dir, 'vit_tiny.safetensors'), await timmStateDict());
     writeFileSync(path.join(dir, 'finetune.mjs'), guideBlock('## In Node', 'js'));
-    const r = spawnSync(process.execPath, ['finetune.mjs'], { cwd: dir, encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: '' } });
+    const r = spawnSync(process.execPath, ['finetune.mjs'], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, VITRINE_WASM_DIR: '' },
+    });
     console.log(`node finetune.mjs:\n${r.stdout}${r.stderr}`);
     assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /^16 photos of circles, stripes \(4 held out\); normalisation timm's pretrained_cfg of vit_tiny_patch16_224\.augreg_in21k_ft_in1k; pos_embed \[1, 197, 192\]: resampled .*grid 14x14 -> 7x7/m);
+    assert.match(
+      r.stdout,
+      /^16 photos of circles, stripes \(4 held out\); normalisation timm's pretrained_cfg of vit_tiny_patch16_224\.augreg_in21k_ft_in1k; pos_embed \[1, 197, 192\]: resampled .*grid 14x14 -> 7x7/m,
+    );
     assert.match(r.stdout, /^step 6\/6 epoch 3\.00 loss \d/m);
     assert.match(r.stdout, /^done at step 6: top-1 \d+\.\d% on 4 held-out photos$/m);
     const meta = readSafetensorsMeta(new Uint8Array(readFileSync(path.join(dir, 'classifier.safetensors'))));
     assert.deepEqual(JSON.parse(meta.vitrine_classifier).classes, ['circles', 'stripes']);
     assert.deepEqual(JSON.parse(meta.pretrained_cfg).mean, [0.5, 0.5, 0.5]);
     // what the guide says next: vitrine predict reads it
-    const p = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'predict', '--weights', 'classifier.safetensors', 'photos/stripes/3.jpg'],
-      { cwd: dir, encoding: 'utf8' });
+    const p = spawnSync(
+      process.execPath,
+      [path.join(REPO, 'web/cli.js'), 'predict', '--weights', 'classifier.safetensors', 'photos/stripes/3.jpg'],
+      { cwd: dir, encoding: 'utf8' },
+    );
     assert.equal(p.status, 0, p.stderr);
     assert.match(p.stdout, /^photos\/stripes\/3\.jpg: (circles|stripes) \d+\.\d%, (circles|stripes) \d+\.\d%\n$/);
-  } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

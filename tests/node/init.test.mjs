@@ -33,11 +33,18 @@ async function sourceFiles(dir) {
   const lightly = vt.createModel({ kind: 'lightly', config: { ...ENC, num_classes: 0 } });
   lightly.initWeights(6n);
   const lightlyBytes = plain(lightly.saveSafetensors());
-  const files = { timmHead: path.join(dir, 'timm_head.safetensors'), timmNoHead: path.join(dir, 'timm.safetensors'), lightly: path.join(dir, 'lightly.safetensors') };
+  const files = {
+    timmHead: path.join(dir, 'timm_head.safetensors'),
+    timmNoHead: path.join(dir, 'timm.safetensors'),
+    lightly: path.join(dir, 'lightly.safetensors'),
+  };
   writeFileSync(files.timmHead, timmHead);
   writeFileSync(files.timmNoHead, timmNoHead);
   writeFileSync(files.lightly, lightlyBytes);
-  const weights = { timm: Object.fromEntries(timm.params().map((p) => [p.name, p.data.slice()])), lightly: Object.fromEntries(lightly.params().map((p) => [p.name, p.data.slice()])) };
+  const weights = {
+    timm: Object.fromEntries(timm.params().map((p) => [p.name, p.data.slice()])),
+    lightly: Object.fromEntries(lightly.params().map((p) => [p.name, p.data.slice()])),
+  };
   timm.dispose();
   lightly.dispose();
   return { files, bytes: { timmHead, timmNoHead, lightly: lightlyBytes }, weights };
@@ -47,7 +54,11 @@ test('Model.initFrom: timm (head or not), lightly, vitrine files into an MAE mod
   const vt = await engine('simd');
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-init-'));
   const { bytes, weights } = await sourceFiles(dir);
-  const fresh = () => { const m = vt.createModel({ kind: 'mae', config: TINY }); m.initWeights(1n); return m; };
+  const fresh = () => {
+    const m = vt.createModel({ kind: 'mae', config: TINY });
+    m.initWeights(1n);
+    return m;
+  };
   let m = fresh();
   let r = m.initFrom(bytes.timmHead);
   assert.equal(r.source, 'timm VisionTransformer state_dict');
@@ -67,13 +78,30 @@ test('Model.initFrom: timm (head or not), lightly, vitrine files into an MAE mod
   r = m.initFrom(bytes.lightly, { strict: true });
   assert.equal(r.source, 'lightly MaskedVisionTransformerTIMM (vit. keys)');
   assert.equal(r.posEmbed, 'sincos_frozen');
-  assert.deepEqual(m.params().find((p) => p.name === 'backbone.mask_token').data.slice(), weights.lightly.mask_token);
+  assert.deepEqual(
+    m
+      .params()
+      .find((p) => p.name === 'backbone.mask_token')
+      .data.slice(),
+    weights.lightly.mask_token,
+  );
   assert.equal(m.params().find((p) => p.name === 'backbone.vit.pos_embed').requiresGrad, false);
   // vitrine's own encoder file (timm keys + timm_kwargs) back into a timm classifier: the head is not in it
   const enc = m.saveSafetensors({ modelPrefix: 'backbone.vit.' });
   const kw = JSON.parse(readSafetensorsMeta(enc).timm_kwargs);
-  assert.deepEqual(kw, { ...ENC, num_classes: 0, global_pool: 'token', mlp_ratio: 4, qkv_bias: true, qk_norm: false, init_values: null,
-    class_token: true, reg_tokens: 0, no_embed_class: false, pos_embed: 'learn' });
+  assert.deepEqual(kw, {
+    ...ENC,
+    num_classes: 0,
+    global_pool: 'token',
+    mlp_ratio: 4,
+    qkv_bias: true,
+    qk_norm: false,
+    init_values: null,
+    class_token: true,
+    reg_tokens: 0,
+    no_embed_class: false,
+    pos_embed: 'learn',
+  });
   const cls = vt.createModel({ kind: 'timm', config: kw });
   r = cls.initFrom(enc, { strict: true });
   assert.equal(r.source, 'vitrine encoder (timm keys)');
@@ -94,7 +122,9 @@ test('vitrine train --init FILE [--init-strict]: timm with / without head, light
   assert.match(r.stderr, /pos_embed: a learned one .*trainable/);
   // it trained from them: the patch embedding moved away from the file's, not from a seeded init
   const enc = readSafetensors(readFileSync(path.join(out, 'encoder.safetensors')));
-  const pe = new Float32Array(enc.tensors['patch_embed.proj.weight'].bytes.buffer.slice(enc.tensors['patch_embed.proj.weight'].bytes.byteOffset));
+  const pe = new Float32Array(
+    enc.tensors['patch_embed.proj.weight'].bytes.buffer.slice(enc.tensors['patch_embed.proj.weight'].bytes.byteOffset),
+  );
   const src = weights.timm['patch_embed.proj.weight'];
   let maxd = 0;
   for (let i = 0; i < src.length; i++) maxd = Math.max(maxd, Math.abs(pe[i] - src[i]));
@@ -112,7 +142,14 @@ test('vitrine train --init FILE [--init-strict]: timm with / without head, light
   assert.match(r.stderr, /lightly MaskedVisionTransformerTIMM.*0 skipped/);
   assert.match(r.stderr, /pos_embed: lightly's sin-cos table, frozen/);
   // vitrine: a checkpoint of the first run, and its encoder file
-  r = cli([...common, '--init', path.join(out, 'checkpoint.safetensors'), '--init-strict', '--out', path.join(dir, 'e')]);
+  r = cli([
+    ...common,
+    '--init',
+    path.join(out, 'checkpoint.safetensors'),
+    '--init-strict',
+    '--out',
+    path.join(dir, 'e'),
+  ]);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /vitrine training checkpoint/);
   r = cli([...common, '--init', path.join(out, 'encoder.safetensors'), '--init-strict', '--out', path.join(dir, 'f')]);
@@ -128,11 +165,18 @@ test('createModel(name, options) as timm.create_model; Model.loadWeights and the
   const m = vt.createModel('vit_tiny_patch16_224', { numClasses: 5, imgSize: 112, global_pool: 'avg' });
   const shape = (n) => m.params().find((p) => p.name === n).shape;
   assert.deepEqual([m.dims.img, m.dims.patch, m.dims.dim, m.arch], [112, 16, 192, 'vit_tiny_patch16_224']);
-  assert.deepEqual([shape('head.weight'), shape('pos_embed'), shape('fc_norm.weight')], [[5, 192], [1, 50, 192], [192]]);
+  assert.deepEqual(
+    [shape('head.weight'), shape('pos_embed'), shape('fc_norm.weight')],
+    [[5, 192], [1, 50, 192], [192]],
+  );
   assert.deepEqual(m.normalization.mean, [0.5, 0.5, 0.5]); // timm's pretrained_cfg of the architecture
   assert.throws(() => vt.createModel('vit_tiny_patch16_224', { numClasses: -1 }), /num_classes/);
   // as timm.create_model(name): a 1000-class head unless num_classes says otherwise (0: none)
-  for (const [opts, head] of [[{}, [1000, 192]], [{ numClasses: 0 }, null], [{ num_classes: 7 }, [7, 192]]]) {
+  for (const [opts, head] of [
+    [{}, [1000, 192]],
+    [{ numClasses: 0 }, null],
+    [{ num_classes: 7 }, [7, 192]],
+  ]) {
     const t = vt.createModel('vit_tiny_patch16_224', { imgSize: 32, ...opts });
     assert.deepEqual(t.params().find((p) => p.name === 'head.weight')?.shape ?? null, head, JSON.stringify(opts));
     t.dispose();
@@ -141,13 +185,26 @@ test('createModel(name, options) as timm.create_model; Model.loadWeights and the
   // weights of another size and their own pretrained_cfg; saved again with the normalisation
   const src = vt.createModel('vit_tiny_patch16_224', { imgSize: 64 });
   src.initWeights(3);
-  const bytes = withMetadata(src.saveSafetensors(), { pretrained_cfg: JSON.stringify({ mean: [0.2, 0.3, 0.4], std: [0.5, 0.6, 0.7] }) });
+  const bytes = withMetadata(src.saveSafetensors(), {
+    pretrained_cfg: JSON.stringify({ mean: [0.2, 0.3, 0.4], std: [0.5, 0.6, 0.7] }),
+  });
   const r = await m.loadWeights(bytes);
   assert.equal(r.resampled, 1, r.notes.join('\n')); // pos_embed 4x4 -> 7x7
   assert.deepEqual(r.normalization.mean, [0.2, 0.3, 0.4]);
-  assert.deepEqual(JSON.parse(readSafetensorsMeta(m.saveSafetensors()).pretrained_cfg), { mean: [0.2, 0.3, 0.4], std: [0.5, 0.6, 0.7], input_size: [3, 112, 112] });
+  assert.deepEqual(JSON.parse(readSafetensorsMeta(m.saveSafetensors()).pretrained_cfg), {
+    mean: [0.2, 0.3, 0.4],
+    std: [0.5, 0.6, 0.7],
+    input_size: [3, 112, 112],
+  });
   assert.deepEqual((await m.loadWeights(bytes, { mean: [0.1], std: [0.9] })).normalization.mean, [0.1]);
-  await assert.rejects(m.loadWeights(new TextEncoder().encode('not weights at all'), {}), /the weights: not a safetensors file/);
-  await assert.rejects(m.loadWeights(withMetadata(bytes, { pretrained_cfg: '{"mean": [1, 2], "std": [1, 1]}' })), /pretrained_cfg mean: \[1,2\] is not 1 or 3/);
-  m.dispose(); src.dispose();
+  await assert.rejects(
+    m.loadWeights(new TextEncoder().encode('not weights at all'), {}),
+    /the weights: not a safetensors file/,
+  );
+  await assert.rejects(
+    m.loadWeights(withMetadata(bytes, { pretrained_cfg: '{"mean": [1, 2], "std": [1, 1]}' })),
+    /pretrained_cfg mean: \[1,2\] is not 1 or 3/,
+  );
+  m.dispose();
+  src.dispose();
 });

@@ -7,8 +7,10 @@ import { engine } from './util.mjs';
 import { showMasks } from '../../web/train.js';
 
 const ENC = { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 3, num_heads: 2 };
-const CONFIGS = { mae: { encoder: ENC, decoder_dim: 16, decoder_depth: 2, decoder_heads: 2 },
-  aim: { encoder: ENC, head_hidden_dim: 16, head_blocks: 2 } };
+const CONFIGS = {
+  mae: { encoder: ENC, decoder_dim: 16, decoder_depth: 2, decoder_heads: 2 },
+  aim: { encoder: ENC, head_hidden_dim: 16, head_blocks: 2 },
+};
 const B = 3;
 
 for (const kind of ['mae', 'aim']) {
@@ -18,14 +20,20 @@ for (const kind of ['mae', 'aim']) {
     try {
       m.initWeights(1);
       m.trainerInit({ maskRatio: 0.6, seed: 2 });
-      const { prefix, img, patch } = m.dims, L = prefix + (img / patch) ** 2;
+      const { prefix, img, patch } = m.dims,
+        L = prefix + (img / patch) ** 2;
       const images = new Float32Array(B * img * img).map((_, i) => Math.sin(i));
       for (const policy of ['none', 'block', 'selective', 'every:2']) {
         m.setGradCheckpointing(policy);
         const p = m.planTrainStep({ batch: B });
         assert.equal(p.tokensKept + p.tokensMasked, kind === 'mae' ? L : p.tokensKept);
-        if (kind === 'mae') assert.equal(showMasks(m, B, 0.6).idxKeep.length, B * p.tokensKept, 'showMasks keeps what a step keeps');
-        assert.deepEqual(m.planTrainStep({ batch: B, maskRatio: 0.6, policy }), p, 'the trainer\'s ratio and policy are the defaults');
+        if (kind === 'mae')
+          assert.equal(showMasks(m, B, 0.6).idxKeep.length, B * p.tokensKept, 'showMasks keeps what a step keeps');
+        assert.deepEqual(
+          m.planTrainStep({ batch: B, maskRatio: 0.6, policy }),
+          p,
+          "the trainer's ratio and policy are the defaults",
+        );
         m.trainStep(images, B);
         const mem = m.memory();
         assert.equal(mem.arena.planned, p.activations, `${policy}: the step's arena is the plan`);
@@ -52,7 +60,12 @@ for (const kind of ['mae', 'aim']) {
       assert.equal(unmet.policyMet, false);
       assert.equal(unmet.total, none.least.total, 'an unmet budget policy plans the smallest layout');
       assert.equal(m.gradCheckpointing, 'none', 'planning changes no policy');
-      assert.throws(() => m.planTrainStep({ batch: 0 }), (e) => e.code === 'VT_ERR_ARG' || /batch/.test(e.message));
-    } finally { m.dispose(); }
+      assert.throws(
+        () => m.planTrainStep({ batch: 0 }),
+        (e) => e.code === 'VT_ERR_ARG' || /batch/.test(e.message),
+      );
+    } finally {
+      m.dispose();
+    }
   });
 }

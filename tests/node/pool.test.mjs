@@ -11,8 +11,12 @@ import { createVitrine } from '../../web/vitrine.js';
 import { startPool, POOL_TIMEOUTS } from '../../web/pool.js';
 import { WASM_DIR, MT_BUILDS } from './util.mjs';
 
-const CONFIG = { encoder: { img_size: 16, patch_size: 4, in_chans: 3, embed_dim: 24, depth: 2, num_heads: 3 },
-  decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 };
+const CONFIG = {
+  encoder: { img_size: 16, patch_size: 4, in_chans: 3, embed_dim: 24, depth: 2, num_heads: 3 },
+  decoder_dim: 16,
+  decoder_depth: 1,
+  decoder_heads: 2,
+};
 const IMAGES = Float32Array.from({ length: 4 * 3 * 16 * 16 }, (_, i) => Math.sin(0.29 * i));
 
 // three MAE steps from the same start: the state's bytes
@@ -73,20 +77,44 @@ test(`${build}: a worker that died unseen -- close() returns after its bounded w
   assert.match(vt.threadsNote, /^1 thread: 1 pool worker did not stop \(dead\) and was terminated$/);
   const m = vt.createModel({ kind: 'mae', config: CONFIG }); // the engine still works, on this thread
   m.initWeights(1);
-  assert.ok(Number.isFinite(m.loss(IMAGES, { idxKeep: Array.from({ length: 4 }, () => [0, 1, 2, 3, 4]), idxMask: Array.from({ length: 4 }, () => Array.from({ length: 12 }, (_, i) => i + 5)) })));
+  assert.ok(
+    Number.isFinite(
+      m.loss(IMAGES, {
+        idxKeep: Array.from({ length: 4 }, () => [0, 1, 2, 3, 4]),
+        idxMask: Array.from({ length: 4 }, () => Array.from({ length: 12 }, (_, i) => i + 5)),
+      }),
+    ),
+  );
   m.dispose();
 });
 
 test(`${build}: workers that cannot start leave the engine on one thread, saying why`, async () => {
   const vt = await createVitrine({ wasm: build, threads: 1, wasmDir: WASM_DIR });
-  const low = vt._low, c = vt._c;
-  const engine = (over) => ({ module: low.module, memory: low.memory, malloc: (n) => c.malloc(n), setThreads: (n, w) => c.set_threads(n, w),
-    ready: () => c.threads_ready(), quit: () => c.threads_quit(), lost: (n) => c.threads_lost(n), shutdown: () => c.threads_shutdown(),
-    run: low.run, stack: low.stack, ...over });
+  const low = vt._low,
+    c = vt._c;
+  const engine = (over) => ({
+    module: low.module,
+    memory: low.memory,
+    malloc: (n) => c.malloc(n),
+    setThreads: (n, w) => c.set_threads(n, w),
+    ready: () => c.threads_ready(),
+    quit: () => c.threads_quit(),
+    lost: (n) => c.threads_lost(n),
+    shutdown: () => c.threads_shutdown(),
+    run: low.run,
+    stack: low.stack,
+    ...over,
+  });
   // a worker loop that is not there: every worker reports its error
-  await assert.rejects(startPool(engine({ run: 'vtw_no_such_export' }), 3), /pool worker \d: .*is not a function|pool worker \d: exit code/);
+  await assert.rejects(
+    startPool(engine({ run: 'vtw_no_such_export' }), 3),
+    /pool worker \d: .*is not a function|pool worker \d: exit code/,
+  );
   // workers that never enter the loop within the time allowed
-  await assert.rejects(startPool(engine({ ready: () => 0 }), 2, { timeouts: { start: 300 } }), /only 0 of 1 workers entered the loop within 300 ms/);
+  await assert.rejects(
+    startPool(engine({ ready: () => 0 }), 2, { timeouts: { start: 300 } }),
+    /only 0 of 1 workers entered the loop within 300 ms/,
+  );
   assert.equal(c.threads_max(), 1, 'a failed start left the engine with more than one thread');
   vt.close();
 });

@@ -4,7 +4,16 @@
 // its command line the CLI's commands; every file it and docs/ link exists; it stays short.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, existsSync, mkdtempSync, mkdirSync, symlinkSync, writeFileSync, rmSync } from 'node:fs';
+import {
+  readFileSync,
+  readdirSync,
+  existsSync,
+  mkdtempSync,
+  mkdirSync,
+  symlinkSync,
+  writeFileSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -39,7 +48,9 @@ test('README: the app example runs as written', () => {
     assert.ok(losses[2] < losses[0], `the loss did not fall: ${losses}`);
     const [, withCk, without] = /([\d.]+) MiB with checkpointing, ([\d.]+) MiB without/.exec(r.stdout).map(Number);
     assert.ok(withCk < without, r.stdout);
-  } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('README: the plan it shows is what plan prints', () => {
@@ -53,8 +64,11 @@ test('README: policies from the engine, builds from wasm/builds.json, commands f
   const vt = await engine('simd');
   assert.deepEqual(tableOf('Gradient checkpointing'), vt.policies());
   const builds = Object.keys(JSON.parse(readFileSync(path.join(REPO, 'wasm/builds.json'), 'utf8')).builds);
-  const named = [...README.slice(README.indexOf('## Builds')).split('\n## ')[0].matchAll(/^\| `([^`]+)`(?: \(`([^`]+)`\))?/gm)]
-    .flatMap((m) => m.slice(1).filter(Boolean));
+  const named = [
+    ...README.slice(README.indexOf('## Builds'))
+      .split('\n## ')[0]
+      .matchAll(/^\| `([^`]+)`(?: \(`([^`]+)`\))?/gm),
+  ].flatMap((m) => m.slice(1).filter(Boolean));
   assert.deepEqual(named.sort(), builds.sort());
   const help = spawnSync(process.execPath, [CLI, '--help'], { encoding: 'utf8' });
   const commands = [...help.stdout.matchAll(/^ {2}(\w+) {2,}/gm)].map((m) => m[1]);
@@ -63,7 +77,9 @@ test('README: policies from the engine, builds from wasm/builds.json, commands f
 });
 
 test('README and docs/: every file they link exists', () => {
-  const docs = readdirSync(path.join(REPO, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+  const docs = readdirSync(path.join(REPO, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`);
   for (const file of ['README.md', 'bench/README.md', 'wasm/README.md', ...docs]) {
     const text = readFileSync(path.join(REPO, file), 'utf8');
     for (const [, link] of text.matchAll(/\]\(([^)#]+)(?:#[^)]*)?\)/g)) {

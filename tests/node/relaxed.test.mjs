@@ -37,17 +37,29 @@ test('the WASI shim covers every import of the relaxed module; stdio, exit and u
   }
   const w = shim.wasi_snapshot_preview1;
   // fd_write: two iovecs making "hi\n" to stdout -> one console line, nwritten = 3
-  const u8 = new Uint8Array(memory.buffer), dv = new DataView(memory.buffer);
+  const u8 = new Uint8Array(memory.buffer),
+    dv = new DataView(memory.buffer);
   u8.set([104, 105, 10], 100);
-  dv.setUint32(0, 100, true); dv.setUint32(4, 2, true); dv.setUint32(8, 102, true); dv.setUint32(12, 1, true);
-  const log = console.log, lines = [];
+  dv.setUint32(0, 100, true);
+  dv.setUint32(4, 2, true);
+  dv.setUint32(8, 102, true);
+  dv.setUint32(12, 1, true);
+  const log = console.log,
+    lines = [];
   console.log = (s) => lines.push(s);
-  try { assert.equal(w.fd_write(1, 0, 2, 200), 0); } finally { console.log = log; }
+  try {
+    assert.equal(w.fd_write(1, 0, 2, 200), 0);
+  } finally {
+    console.log = log;
+  }
   assert.deepEqual(lines, ['hi']);
   assert.equal(dv.getUint32(200, true), 3);
   assert.equal(w.fd_write(7, 0, 2, 200), 8, 'EBADF for a descriptor that is not stdout/stderr');
   assert.equal(w.fd_seek(1, 0n, 0, 0), 70, 'ESPIPE on stdio');
-  assert.throws(() => w.proc_exit(3), (e) => e instanceof WasiExit && e.code === 3);
+  assert.throws(
+    () => w.proc_exit(3),
+    (e) => e instanceof WasiExit && e.code === 3,
+  );
   // a preview1 function the shim does not implement, named by a module: ENOSYS
   const m2 = new WebAssembly.Module(wasmImporting('wasi_snapshot_preview1', 'path_open'));
   assert.equal(wasiShim(() => memory, m2).wasi_snapshot_preview1.path_open(), 52);
@@ -60,10 +72,18 @@ function wasmImporting(mod, name) {
   return new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 4, 1, 96, 0, 0, 2, imp.length, ...imp]);
 }
 
-test('the relaxed build fuses: its dumps differ from SIMD128\'s on an FMA host', { skip: !HOST_FMA && 'this CPU has no FMA' }, async () => {
-  const [rel, simd] = await Promise.all([engine('relaxed'), engine('simd')]);
-  const bytes = fixture('vit_encode.safetensors');
-  const a = rel.parity(bytes, { dump: true }), b = simd.parity(bytes, { dump: true });
-  assert.ok(a.pass && b.pass);
-  assert.ok(!Buffer.from(a.dump).equals(Buffer.from(b.dump)), 'relaxed and SIMD128 gave the same bits: relaxed_madd did not fuse');
-});
+test(
+  "the relaxed build fuses: its dumps differ from SIMD128's on an FMA host",
+  { skip: !HOST_FMA && 'this CPU has no FMA' },
+  async () => {
+    const [rel, simd] = await Promise.all([engine('relaxed'), engine('simd')]);
+    const bytes = fixture('vit_encode.safetensors');
+    const a = rel.parity(bytes, { dump: true }),
+      b = simd.parity(bytes, { dump: true });
+    assert.ok(a.pass && b.pass);
+    assert.ok(
+      !Buffer.from(a.dump).equals(Buffer.from(b.dump)),
+      'relaxed and SIMD128 gave the same bits: relaxed_madd did not fuse',
+    );
+  },
+);

@@ -9,15 +9,18 @@ import { request } from 'node:http';
 import { once } from 'node:events';
 import { startServer, TIMEOUTS } from '../../demo/serve.mjs';
 
-const get = (port, p) => new Promise((res, rej) => {
-  const req = request({ host: '127.0.0.1', port, path: p }, (r) => {
-    let body = '';
-    r.on('data', (d) => { body += d; });
-    r.on('end', () => res({ status: r.statusCode, body, headers: r.headers }));
+const get = (port, p) =>
+  new Promise((res, rej) => {
+    const req = request({ host: '127.0.0.1', port, path: p }, (r) => {
+      let body = '';
+      r.on('data', (d) => {
+        body += d;
+      });
+      r.on('end', () => res({ status: r.statusCode, body, headers: r.headers }));
+    });
+    req.on('error', rej);
+    req.end();
   });
-  req.on('error', rej);
-  req.end();
-});
 
 test('demo server: half-sent requests are closed after the header timeout; nosniff on every response', async (t) => {
   assert.ok(TIMEOUTS.headers <= 10000 && TIMEOUTS.request <= 30000, JSON.stringify(TIMEOUTS));
@@ -29,9 +32,14 @@ test('demo server: half-sent requests are closed after the header timeout; nosni
   await once(sock, 'connect');
   sock.write('GET /demo/ HTTP/1.1\r\nHost: 127.0.0.1\r\n');
   let reply = '';
-  sock.on('data', (d) => { reply += d; });
+  sock.on('data', (d) => {
+    reply += d;
+  });
   const t0 = Date.now();
-  const [closed] = await Promise.race([once(sock, 'close'), new Promise((r) => setTimeout(() => r(['timeout']), 20000))]);
+  const [closed] = await Promise.race([
+    once(sock, 'close'),
+    new Promise((r) => setTimeout(() => r(['timeout']), 20000)),
+  ]);
   assert.notEqual(closed, 'timeout', 'the half-sent request was kept open');
   assert.ok(Date.now() - t0 < 10000);
   assert.match(reply, /^HTTP\/1\.1 408|^$/); // Node answers 408 Request Timeout, or just closes

@@ -22,12 +22,13 @@ async function fixtureModel(name = 'vit_encode.safetensors', build = BUILD) {
   return { vt, model, st, images: f32(st.tensors['input/images']) };
 }
 
-const throwsEngine = (fn, re, status) => assert.throws(fn, (e) => {
-  assert.ok(e instanceof VitrineError && e instanceof Error, `not a VitrineError: ${e}`);
-  assert.match(e.message, re);
-  if (status !== undefined) assert.equal(e.status, status);
-  return true;
-});
+const throwsEngine = (fn, re, status) =>
+  assert.throws(fn, (e) => {
+    assert.ok(e instanceof VitrineError && e instanceof Error, `not a VitrineError: ${e}`);
+    assert.match(e.message, re);
+    if (status !== undefined) assert.equal(e.status, status);
+    return true;
+  });
 
 test('encode + backward through the class API match the PyTorch dump', async () => {
   const { model, st, images } = await fixtureModel();
@@ -50,11 +51,14 @@ test('encode + backward through the class API match the PyTorch dump', async () 
 
 test('ImageData-like input is normalised with ImageNet mean/std into NCHW', async () => {
   const { model } = await fixtureModel();
-  const S = model.dims.img, px = S * S;
+  const S = model.dims.img,
+    px = S * S;
   const data = new Uint8ClampedArray(4 * px).map((_, i) => (i * 37) % 256);
-  const mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225];
+  const mean = [0.485, 0.456, 0.406],
+    std = [0.229, 0.224, 0.225];
   const nchw = new Float32Array(3 * px);
-  for (let i = 0; i < px; i++) for (let c = 0; c < 3; c++) nchw[c * px + i] = (data[4 * i + c] / 255 - mean[c]) / std[c];
+  for (let i = 0; i < px; i++)
+    for (let c = 0; c < 3; c++) nchw[c * px + i] = (data[4 * i + c] / 255 - mean[c]) / std[c];
   const a = model.forward({ width: S, height: S, data });
   const b = model.forward(nchw);
   assert.deepEqual(a.shape, [1, model.dims.dim]);
@@ -79,20 +83,33 @@ test('forwardIntermediates, loss and plan', async () => {
   aim.dispose();
 });
 
-test('createModel with a preset and a config: the preset\'s encoder under another MAE decoder (web/train.js MAE_DECODERS)', async () => {
+test("createModel with a preset and a config: the preset's encoder under another MAE decoder (web/train.js MAE_DECODERS)", async () => {
   const { MAE_DECODERS, maeDecoder } = await import('../../web/train.js');
   // an engine of its own: these models grow its memory, which the memory-growth test below needs to see grow
   const vt = await createVitrine({ wasm: BUILD, wasmDir: WASM_DIR, threads: 1 });
-  const shapes = (m, pred) => m.params().filter((p) => pred(p.name)).map((p) => `${p.name} ${p.shape.join('x')}`);
+  const shapes = (m, pred) =>
+    m
+      .params()
+      .filter((p) => pred(p.name))
+      .map((p) => `${p.name} ${p.shape.join('x')}`);
   const isDec = (n) => !n.startsWith('backbone.'); // lightly's MAE: backbone.* (the encoder), the decoder and its head
   const byPreset = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224' }); // the engine's default: lightly's
   const tab = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: maeDecoder('tab') });
   const lightly = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: maeDecoder('lightly') });
-  assert.deepEqual(shapes(tab, (n) => !isDec(n)), shapes(byPreset, (n) => !isDec(n))); // the same encoder
-  assert.deepEqual(shapes(lightly, () => true), shapes(byPreset, () => true)); // lightly's = the default
+  assert.deepEqual(
+    shapes(tab, (n) => !isDec(n)),
+    shapes(byPreset, (n) => !isDec(n)),
+  ); // the same encoder
+  assert.deepEqual(
+    shapes(lightly, () => true),
+    shapes(byPreset, () => true),
+  ); // lightly's = the default
   assert.ok(shapes(tab, isDec).includes(`decoder_embed.weight ${MAE_DECODERS.tab.decoder_dim}x192`));
   throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_nope', config: {} }), /unknown preset 'vit_nope'/);
-  throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: {} } }), /its own encoder/);
+  throwsEngine(
+    () => vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: {} } }),
+    /its own encoder/,
+  );
   for (const m of [byPreset, tab, lightly]) m.dispose();
   vt.close();
 });
@@ -104,9 +121,39 @@ test('bad inputs throw Errors carrying the engine message and status', async () 
   throwsEngine(() => vt.createModel({ preset: 'vit_huge_patch99' }), /unknown preset 'vit_huge_patch99'/, -1);
   throwsEngine(() => vt.createModel({ kind: 'timm', config: { embed_dim: 64, num_heads: 5 } }), /not divisible/, -1);
   throwsEngine(() => model.encode(new Float32Array(images.length - 1)), /length \d+ is not a positive multiple/);
-  throwsEngine(() => model.encode(images, { idxKeep: [[0, 1, 999], [0, 2, 3]] }), /999/, -1);
-  throwsEngine(() => model.encode(images, { idxMask: [[1, 2, 2], [1, 2, 3]] }), /repeats/, -1); // idx_mask is a scatter
-  assert.deepEqual(model.encode(images, { idxKeep: [[0, 1, 1], [0, 2, 3]] }).shape.slice(0, 2), [2, 3]); // idx_keep a gather
+  throwsEngine(
+    () =>
+      model.encode(images, {
+        idxKeep: [
+          [0, 1, 999],
+          [0, 2, 3],
+        ],
+      }),
+    /999/,
+    -1,
+  );
+  throwsEngine(
+    () =>
+      model.encode(images, {
+        idxMask: [
+          [1, 2, 2],
+          [1, 2, 3],
+        ],
+      }),
+    /repeats/,
+    -1,
+  ); // idx_mask is a scatter
+  assert.deepEqual(
+    model
+      .encode(images, {
+        idxKeep: [
+          [0, 1, 1],
+          [0, 2, 3],
+        ],
+      })
+      .shape.slice(0, 2),
+    [2, 3],
+  ); // idx_keep a gather
   const corrupt = new Uint8Array(fixture('vit_encode.safetensors').subarray(0, 200));
   throwsEngine(() => model.loadSafetensors(corrupt), /./, -3);
   throwsEngine(() => model.loadSafetensors(new Uint8Array([1, 2, 3])), /./, -3);
@@ -122,7 +169,13 @@ test('bad inputs throw Errors carrying the engine message and status', async () 
 async function memoryCases(check) {
   const { model, images } = await fixtureModel();
   for (const policy of ['none', 'block', 'every:2', 'sqrt', 'selective']) {
-    for (const keep of [null, [[0, 1, 2, 3, 5], [0, 4, 6, 8, 9]]]) {
+    for (const keep of [
+      null,
+      [
+        [0, 1, 2, 3, 5],
+        [0, 4, 6, 8, 9],
+      ],
+    ]) {
       model.setGradCheckpointing(policy);
       const out = model.encode(images, { needGrad: true, idxKeep: keep || undefined });
       // the plan is for a full backward: parameter and image gradients
@@ -148,31 +201,38 @@ test('memory(): planned and used bytes by kind after forward + backward', async 
 // backward without image gradients skips the patch gradients and uses less than the plan).
 test('memory(): used activations == planned exactly', async () => {
   const off = [];
-  await memoryCases((what, m) => { if (m.used.activations !== m.planned.activations) off.push(`${what}: planned ${m.planned.activations} used ${m.used.activations}`); });
+  await memoryCases((what, m) => {
+    if (m.used.activations !== m.planned.activations)
+      off.push(`${what}: planned ${m.planned.activations} used ${m.used.activations}`);
+  });
   assert.deepEqual(off, []);
 });
 
 // in a plain build (its memory's buffer is replaced: old views detach) and a shared-memory one
 for (const build of simdSupported() ? ['simd', 'simd-mt'] : ['scalar'])
-test(`views are rebuilt after memory growth; old results stay readable (${build})`, async () => {
-  const { vt, model, images } = await fixtureModel(undefined, build);
-  assert.equal(vt.threaded, build.endsWith('-mt'));
-  const out = model.encode(images);
-  const param0 = model.params()[1].data.slice();
-  const staleView = model.params()[1].data;
-  const before = vt.memory().linear;
-  const big = vt.createModel({ preset: 'vit_small_patch16_224' }); // ~88 MB of parameters
-  assert.ok(vt.memory().linear > before + (64 << 20), 'memory grew');
-  // a view kept across growth follows it (web/vitrine.js liveView): rebuilt when growth detaches a plain
-  // memory; a shared memory (threads) never detaches, and the old view keeps seeing the same bytes
-  assert.deepEqual(Array.from(staleView), Array.from(param0), `a view kept across growth follows it (threaded: ${vt.threaded})`);
-  assert.deepEqual(Array.from(model.output(0).data), Array.from(out.data));
-  assert.deepEqual(Array.from(model.params()[1].data), Array.from(param0));
-  const again = model.encode(images);
-  assert.deepEqual(Array.from(again.data), Array.from(out.data));
-  big.dispose();
-  model.dispose();
-});
+  test(`views are rebuilt after memory growth; old results stay readable (${build})`, async () => {
+    const { vt, model, images } = await fixtureModel(undefined, build);
+    assert.equal(vt.threaded, build.endsWith('-mt'));
+    const out = model.encode(images);
+    const param0 = model.params()[1].data.slice();
+    const staleView = model.params()[1].data;
+    const before = vt.memory().linear;
+    const big = vt.createModel({ preset: 'vit_small_patch16_224' }); // ~88 MB of parameters
+    assert.ok(vt.memory().linear > before + (64 << 20), 'memory grew');
+    // a view kept across growth follows it (web/vitrine.js liveView): rebuilt when growth detaches a plain
+    // memory; a shared memory (threads) never detaches, and the old view keeps seeing the same bytes
+    assert.deepEqual(
+      Array.from(staleView),
+      Array.from(param0),
+      `a view kept across growth follows it (threaded: ${vt.threaded})`,
+    );
+    assert.deepEqual(Array.from(model.output(0).data), Array.from(out.data));
+    assert.deepEqual(Array.from(model.params()[1].data), Array.from(param0));
+    const again = model.encode(images);
+    assert.deepEqual(Array.from(again.data), Array.from(out.data));
+    big.dispose();
+    model.dispose();
+  });
 
 test('safetensors save / load round trip', async () => {
   const { vt, model } = await fixtureModel();
@@ -182,7 +242,8 @@ test('safetensors save / load round trip', async () => {
   const st2 = readSafetensors(fixture('vit_encode.safetensors'));
   const copy = vt.createModel({ kind: 'lightly', config: st2.meta.config });
   copy.loadSafetensors(saved, { filePrefix: 'w/' });
-  const a = model.params(), b = copy.params();
+  const a = model.params(),
+    b = copy.params();
   a.forEach((p, i) => assert.deepEqual(Array.from(b[i].data), Array.from(p.data), p.name));
   copy.dispose();
   model.dispose();
@@ -197,7 +258,10 @@ test('CLI: the native contract (lines, exit status)', () => {
   assert.equal(ok.status, 0, ok.stderr);
   assert.match(ok.stdout, /^PASS .*vit_encode\.safetensors  worst \S+ err \d\.\d{3}e[-+]\d\d torch32_err /m);
   assert.match(ok.stdout, /2 passed, 0 failed\n$/);
-  assert.match(ok.stdout, /^pass rule: every expect\/ tensor has err = max\|ours - expect\| \/ max\|expect\| <= 1\.000e-04\n/);
+  assert.match(
+    ok.stdout,
+    /^pass rule: every expect\/ tensor has err = max\|ours - expect\| \/ max\|expect\| <= 1\.000e-04\n/,
+  );
   const bad = run('parity', files[0], path.join(FIXTURES, 'missing.safetensors'));
   assert.equal(bad.status, 2); // a file that cannot be read, as a usage error
   assert.match(bad.stdout, /FAIL .*missing\.safetensors: cannot open .*No such file or directory/);
@@ -206,16 +270,34 @@ test('CLI: the native contract (lines, exit status)', () => {
   assert.equal(run('parity', '--frobnicate', files[0]).status, 2);
   assert.equal(run('nonsense').status, 2);
   // the native plan plans an encode pass; the Node plan does too with --objective encode (its default: train's step)
-  const plan = run('plan', '--objective', 'encode', '--preset', 'vit_tiny_patch16_224', '--batch', '4', '--grad-checkpointing', 'block', '--json');
+  const plan = run(
+    'plan',
+    '--objective',
+    'encode',
+    '--preset',
+    'vit_tiny_patch16_224',
+    '--batch',
+    '4',
+    '--grad-checkpointing',
+    'block',
+    '--json',
+  );
   assert.equal(plan.status, 0, plan.stderr);
   const p = JSON.parse(plan.stdout);
   assert.equal(p.total, p.params + p.grads + p.optimizer + p.activations);
   if (existsSync(NATIVE)) {
-    const nat = spawnSync(NATIVE, ['plan', '--preset', 'vit_tiny_patch16_224', '--batch', '4', '--grad-checkpointing', 'block', '--json'], { encoding: 'utf8' });
+    const nat = spawnSync(
+      NATIVE,
+      ['plan', '--preset', 'vit_tiny_patch16_224', '--batch', '4', '--grad-checkpointing', 'block', '--json'],
+      { encoding: 'utf8' },
+    );
     assert.equal(plan.stdout, nat.stdout);
   }
   // a preset or policy the engine refuses: a usage error naming the flag, in both CLIs
-  for (const [flag, v] of [['--preset', 'nope'], ['--grad-checkpointing', 'every:0']]) {
+  for (const [flag, v] of [
+    ['--preset', 'nope'],
+    ['--grad-checkpointing', 'every:0'],
+  ]) {
     const r = run('plan', flag, v);
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, new RegExp(`^vitrine plan: ${flag}: `));

@@ -14,8 +14,12 @@ import { WASM_DIR, MT_BUILDS, fixtureNames, fixture } from './util.mjs'; // (uti
 
 const POLICIES = ['none', 'block', 'selective', 'every:2'];
 const COUNTS = [2, 3, 5];
-const TINY = { encoder: { img_size: 16, patch_size: 4, in_chans: 3, embed_dim: 24, depth: 2, num_heads: 3 },
-  decoder_dim: 16, decoder_depth: 1, decoder_heads: 2 };
+const TINY = {
+  encoder: { img_size: 16, patch_size: 4, in_chans: 3, embed_dim: 24, depth: 2, num_heads: 3 },
+  decoder_dim: 16,
+  decoder_depth: 1,
+  decoder_heads: 2,
+};
 
 function runAll(vt) {
   vt._splitEverything(true);
@@ -29,7 +33,10 @@ function runAll(vt) {
     }
   }
   for (const kind of ['mae', 'aim']) {
-    const m = vt.createModel({ kind, config: kind === 'mae' ? TINY : { encoder: TINY.encoder, head_hidden_dim: 20, head_blocks: 1 } });
+    const m = vt.createModel({
+      kind,
+      config: kind === 'mae' ? TINY : { encoder: TINY.encoder, head_hidden_dim: 20, head_blocks: 1 },
+    });
     m.initWeights(7);
     m.trainerInit({ lr: 1e-3, warmupSteps: 1, totalSteps: 10, seed: 3, clipNorm: 1 });
     const img = Float32Array.from({ length: 5 * 3 * 16 * 16 }, (_, i) => Math.cos(0.37 * i));
@@ -58,9 +65,13 @@ for (const build of MT_BUILDS) {
       const chunks = vt._chunksRun();
       vt.close();
       // the workers really took part (else this would compare 1 thread with 1 thread)
-      assert.ok(chunks.slice(1).every((c) => c > 0), `${build} x${n}: chunks run per thread (caller, workers) ${chunks}`);
+      assert.ok(
+        chunks.slice(1).every((c) => c > 0),
+        `${build} x${n}: chunks run per thread (caller, workers) ${chunks}`,
+      );
       assert.equal(vt.threads, 1, 'closed: one thread');
-      for (const [k, v] of ref) assert.ok(Buffer.from(got.get(k)).equals(Buffer.from(v)), `${build}: ${k} differs at ${n} threads`);
+      for (const [k, v] of ref)
+        assert.ok(Buffer.from(got.get(k)).equals(Buffer.from(v)), `${build}: ${k} differs at ${n} threads`);
     }
   });
 }
@@ -73,7 +84,9 @@ test('every -mt file: each memory.atomic.wait32 of the pool ends a function of i
   for (const build of MT_BUILDS) {
     const file = path.join(WASM_DIR, `vitrine-${build}.wasm`);
     const lines = execFileSync('wasm-objdump', ['-d', file], { encoding: 'utf8', maxBuffer: 1 << 30 }).split('\n');
-    let fn = null, body = [], ours = 0;
+    let fn = null,
+      body = [],
+      ours = 0;
     const check = () => {
       if (fn == null) return;
       const ins = body.map((l) => l.slice(l.indexOf('|') + 1).replace(/^ /, ''));
@@ -81,12 +94,22 @@ test('every -mt file: each memory.atomic.wait32 of the pool ends a function of i
       ins.forEach((i, k) => {
         if (!/memory\.atomic\.wait32/.test(i)) return;
         if (ins[k + 1]?.trim() !== 'drop') return; // the result is read: not one of ours
-        assert.ok(ins[k + 2] === 'end' && k + 3 === ins.length, `${build}: ${fn} waits and goes on (${ins.slice(k, k + 4).map((x) => x.trim()).join('; ')}): Liftoff clobbers its locals`);
+        assert.ok(
+          ins[k + 2] === 'end' && k + 3 === ins.length,
+          `${build}: ${fn} waits and goes on (${ins
+            .slice(k, k + 4)
+            .map((x) => x.trim())
+            .join('; ')}): Liftoff clobbers its locals`,
+        );
         ours++;
       });
     };
     for (const l of lines) {
-      if (/^[0-9a-f]+ func\[\d+\]/.test(l)) { check(); fn = l.trim(); body = []; } else if (fn && l.includes('|') && !/\| local\[/.test(l)) body.push(l);
+      if (/^[0-9a-f]+ func\[\d+\]/.test(l)) {
+        check();
+        fn = l.trim();
+        body = [];
+      } else if (fn && l.includes('|') && !/\| local\[/.test(l)) body.push(l);
     }
     check();
     assert.ok(ours >= 1, `${build}: the pool's wait not found in ${file}`);
@@ -94,10 +117,13 @@ test('every -mt file: each memory.atomic.wait32 of the pool ends a function of i
 });
 
 if (!process.env.VT_THREADS_LIFTOFF) {
-  test('the same bits under V8\'s baseline compiler only (--liftoff --no-wasm-tier-up)', () => {
+  test("the same bits under V8's baseline compiler only (--liftoff --no-wasm-tier-up)", () => {
     const { NODE_TEST_CONTEXT, ...env } = process.env; // (set by the runner: the child would report in its binary form)
-    const r = spawnSync(process.execPath, ['--liftoff', '--no-wasm-tier-up', '--test', '--test-name-pattern=bitwise equal',
-      fileURLToPath(import.meta.url)], { env: { ...env, VT_THREADS_LIFTOFF: '1' }, encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      ['--liftoff', '--no-wasm-tier-up', '--test', '--test-name-pattern=bitwise equal', fileURLToPath(import.meta.url)],
+      { env: { ...env, VT_THREADS_LIFTOFF: '1' }, encoding: 'utf8' },
+    );
     assert.equal(r.status, 0, (r.stdout || '').slice(-4000) + (r.stderr || '').slice(-2000));
     assert.match(r.stdout, new RegExp(`# pass ${MT_BUILDS.length}\\b`));
   });

@@ -23,7 +23,9 @@ function oracle(vt) {
       try {
         const rc = vt._c.replay_run(i, policy, reference, err, 700);
         return { rc, message: vt.cstring(err) };
-      } finally { vt.free(err); }
+      } finally {
+        vt.free(err);
+      }
     },
     contract: () => new TextDecoder().decode(vt.takeBytes((out) => vt._c.kernel_contract(out))),
   };
@@ -45,7 +47,7 @@ function replayAll(vt, { policies, references, only }) {
 }
 const ALL_POLICIES = [0, 1, 2, 3, 4, 5]; // none, block, every:2, sqrt, selective, budget
 
-test('relaxed: every replay case under every policy, this build\'s kernels and the references, bit for bit', async () => {
+test("relaxed: every replay case under every policy, this build's kernels and the references, bit for bit", async () => {
   const vt = await engine('relaxed');
   assert.ok(replayAll(vt, { policies: ALL_POLICIES, references: [0, 1] }) >= 180);
 });
@@ -53,7 +55,11 @@ test('relaxed: every replay case under every policy, this build\'s kernels and t
 test('relaxed-mt: every case under every policy at every core, split down to the smallest shapes', async () => {
   const vt = await engine('relaxed-mt');
   vt._splitEverything(true);
-  try { replayAll(vt, { policies: ALL_POLICIES, references: [0] }); } finally { vt._splitEverything(false); }
+  try {
+    replayAll(vt, { policies: ALL_POLICIES, references: [0] });
+  } finally {
+    vt._splitEverything(false);
+  }
 });
 
 for (const build of BUILDS.filter((b) => b !== 'relaxed' && b !== 'relaxed-mt'))
@@ -62,7 +68,7 @@ for (const build of BUILDS.filter((b) => b !== 'relaxed' && b !== 'relaxed-mt'))
     replayAll(vt, { policies: [1], references: [0], only: (m) => m.includes(' step') });
   });
 
-test('Model.traceStep and vitrine trace: the list of the default model is the native engine\'s; the kernel table is docs/kernels.md\'s', async () => {
+test("Model.traceStep and vitrine trace: the list of the default model is the native engine's; the kernel table is docs/kernels.md's", async () => {
   const vt = await engine('relaxed');
   const p = TRAIN_PRESETS['fmnist-p7-mlp2'];
   const model = vt.createModel({ kind: 'mae', config: { encoder: { ...p.encoder }, ...p.mae } });
@@ -72,11 +78,28 @@ test('Model.traceStep and vitrine trace: the list of the default model is the na
     model.setGradCheckpointing('block');
     model.trainerInit({ maskRatio: 0.75, clipNorm: 0 });
     const list = model.traceStep({ batch: B, json: true });
-    const native = execFileSync(NATIVE, ['trace', '--preset', 'fmnist-p7-mlp2', '--batch', String(B), '--threads', '1',
-      '--grad-checkpointing', 'block', '--json'], { encoding: 'utf8' });
-    assert.deepEqual(list, JSON.parse(native), 'the JS preset and the engine\'s give one list');
+    const native = execFileSync(
+      NATIVE,
+      [
+        'trace',
+        '--preset',
+        'fmnist-p7-mlp2',
+        '--batch',
+        String(B),
+        '--threads',
+        '1',
+        '--grad-checkpointing',
+        'block',
+        '--json',
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.deepEqual(list, JSON.parse(native), "the JS preset and the engine's give one list");
     assert.equal(list.format, 'vitrine-trace/1');
-    assert.ok(list.entries.some((e) => e.phase === 'recompute'), 'block re-computes');
+    assert.ok(
+      list.entries.some((e) => e.phase === 'recompute'),
+      'block re-computes',
+    );
     const summary = model.traceStep({ batch: B });
     assert.match(summary, /re-computed/);
     assert.match(summary, /chain dec: 2 blocks/);
@@ -84,24 +107,43 @@ test('Model.traceStep and vitrine trace: the list of the default model is the na
     assert.throws(() => vt.takeBytes((out) => vt._c.trace(model._h, 1, 0, 0, B, 0, out)), /not -1/);
     assert.throws(() => model.traceStep({ batch: 0 }), /batch/);
     assert.equal(model.stepCount, 0, 'recording takes no step');
-  } finally { model.dispose(); }
+  } finally {
+    model.dispose();
+  }
   const enc = vt.createModel({ kind: 'lightly', config: { ...TRAIN_PRESETS.fmnist.encoder } });
   try {
     const list = enc.traceStep({ batch: 2, call: 'encode', json: true });
-    assert.ok(list.entries.some((e) => e.call === 'attention_backward'), 'encode + backward recorded');
-  } finally { enc.dispose(); }
+    assert.ok(
+      list.entries.some((e) => e.call === 'attention_backward'),
+      'encode + backward recorded',
+    );
+  } finally {
+    enc.dispose();
+  }
   // the command line: train's step (mask ratio 0.5) as the native CLI records it
-  const cli = execFileSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'trace', '--batch', String(B), '--threads', '1', '--json'],
-    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } });
-  const nat = execFileSync(NATIVE, ['trace', '--batch', String(B), '--threads', '1', '--mask-ratio', '0.5', '--json'], { encoding: 'utf8' });
+  const cli = execFileSync(
+    process.execPath,
+    [path.join(REPO, 'web/cli.js'), 'trace', '--batch', String(B), '--threads', '1', '--json'],
+    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } },
+  );
+  const nat = execFileSync(NATIVE, ['trace', '--batch', String(B), '--threads', '1', '--mask-ratio', '0.5', '--json'], {
+    encoding: 'utf8',
+  });
   assert.deepEqual(JSON.parse(cli), JSON.parse(nat));
   // every objective the command offers records (classify's trainer options once lacked a seed)
   for (const objective of ['aim', 'classify', 'encode']) {
-    const out = execFileSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'trace', '--objective', objective, '--batch', '2', '--threads', '1'],
-      { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } });
+    const out = execFileSync(
+      process.execPath,
+      [path.join(REPO, 'web/cli.js'), 'trace', '--objective', objective, '--batch', '2', '--threads', '1'],
+      { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR } },
+    );
     assert.match(out, /kernel calls, [\d.]+ GFLOP/, objective);
   }
   const doc = readFileSync(path.join(REPO, 'docs/kernels.md'), 'utf8');
   const table = doc.slice(doc.indexOf('<!-- kernels:begin -->') + 23, doc.indexOf('<!-- kernels:end -->')).trim();
-  assert.equal(table, oracle(vt).contract().trim(), 'docs/kernels.md: regenerate the table with build/vitrine trace --kernels');
+  assert.equal(
+    table,
+    oracle(vt).contract().trim(),
+    'docs/kernels.md: regenerate the table with build/vitrine trace --kernels',
+  );
 });

@@ -36,16 +36,52 @@ export type Build = Ok<SameUnion<Exclude<Names, \`\${string}-mt\`>, Hand.Vitrine
 function check(handDts) {
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-types-'));
   try {
-    const gen = tsc(['--allowJs', '--declaration', '--emitDeclarationOnly', '--stripInternal', '--skipLibCheck', '--target', 'es2022',
-      '--module', 'nodenext', '--moduleResolution', 'nodenext', '--outDir', path.join(dir, 'gen'), path.join(REPO, 'web/vitrine.js')], REPO);
+    const gen = tsc(
+      [
+        '--allowJs',
+        '--declaration',
+        '--emitDeclarationOnly',
+        '--stripInternal',
+        '--skipLibCheck',
+        '--target',
+        'es2022',
+        '--module',
+        'nodenext',
+        '--moduleResolution',
+        'nodenext',
+        '--outDir',
+        path.join(dir, 'gen'),
+        path.join(REPO, 'web/vitrine.js'),
+      ],
+      REPO,
+    );
     assert.equal(gen.status, 0, `declarations from the JS:\n${gen.stdout}${gen.stderr}`);
     writeFileSync(path.join(dir, 'hand.d.ts'), handDts);
-    writeFileSync(path.join(dir, 'check.ts'), CHECK('./hand.js', './gen/web/vitrine.js', path.join(REPO, 'wasm/builds.json')));
-    writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { noEmit: true, strict: true, target: 'es2022',
-      module: 'nodenext', moduleResolution: 'nodenext', resolveJsonModule: true, skipLibCheck: true, lib: ['es2022', 'dom'], types: [] },
-    files: ['check.ts'] }));
+    writeFileSync(
+      path.join(dir, 'check.ts'),
+      CHECK('./hand.js', './gen/web/vitrine.js', path.join(REPO, 'wasm/builds.json')),
+    );
+    writeFileSync(
+      path.join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          noEmit: true,
+          strict: true,
+          target: 'es2022',
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          resolveJsonModule: true,
+          skipLibCheck: true,
+          lib: ['es2022', 'dom'],
+          types: [],
+        },
+        files: ['check.ts'],
+      }),
+    );
     return tsc(['-p', 'tsconfig.json'], dir);
-  } finally { rmSync(dir, { recursive: true, force: true }); }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 test('web/vitrine.d.ts declares what web/vitrine.js exports, member for member, and the builds of wasm/builds.json', async () => {
@@ -54,9 +90,11 @@ test('web/vitrine.d.ts declares what web/vitrine.js exports, member for member, 
   const ok = check(dts);
   assert.equal(ok.status, 0, `vitrine.d.ts and the JS differ:\n${ok.stdout}${ok.stderr}`);
   // the check can fail: a member missing from the .d.ts, an export it invents, a build it lacks
-  for (const [what, bad] of [['a missing member', dts.replace(/\n  namedPolicies\(\): string\[\];/, '')],
+  for (const [what, bad] of [
+    ['a missing member', dts.replace(/\n  namedPolicies\(\): string\[\];/, '')],
     ['an export the JS lacks', dts + '\nexport function notInTheJs(): void;\n'],
-    ['a build left out', dts.replace(" | 'wasi-simd-mt';", ';')]]) {
+    ['a build left out', dts.replace(" | 'wasi-simd-mt';", ';')],
+  ]) {
     assert.notEqual(bad, dts, what);
     const r = check(bad);
     assert.notEqual(r.status, 0, `${what} passed the check`);

@@ -16,7 +16,10 @@ export const BUILD = path.resolve(process.env.VITRINE_BUILD || path.join(REPO, '
 export const WASM_DIR = path.join(BUILD, 'wasm');
 export const NATIVE = path.join(BUILD, 'vitrine');
 
-export const fixtureNames = () => readdirSync(FIXTURES).filter((f) => f.endsWith('.safetensors')).sort();
+export const fixtureNames = () =>
+  readdirSync(FIXTURES)
+    .filter((f) => f.endsWith('.safetensors'))
+    .sort();
 export const fixture = (name) => readFileSync(path.join(FIXTURES, name));
 
 // node:wasi prints an ExperimentalWarning on first use; drop only that one.
@@ -31,9 +34,16 @@ process.emitWarning = (warning, ...rest) => {
 export const RELAXED = await enableNodeRelaxedSimd();
 export const NATIVE_FMA = path.join(BUILD, 'vitrine-fma');
 // this CPU has FMA3 (x86-64; V8 then fuses f32x4.relaxed_madd) or is arm64 (always fused)
-export const HOST_FMA = process.arch === 'arm64' || (process.arch === 'x64' && (() => {
-  try { return /^flags\s*:.*\bfma\b/m.test(readFileSync('/proc/cpuinfo', 'utf8')); } catch { return false; }
-})());
+export const HOST_FMA =
+  process.arch === 'arm64' ||
+  (process.arch === 'x64' &&
+    (() => {
+      try {
+        return /^flags\s*:.*\bfma\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
+      } catch {
+        return false;
+      }
+    })());
 
 // The builds the suite must pass: each plain file on 1 thread, and each shared-memory ("-mt")
 // file with its pool on every core (tests/node/threads.test.mjs: the same bits at any count).
@@ -44,7 +54,10 @@ export const MT_BUILDS = BUILDS.filter((b) => LISTED[b].threads);
 const engines = new Map();
 export function engine(build) {
   if (!engines.has(build))
-    engines.set(build, createVitrine({ wasm: build, wasmDir: WASM_DIR, threads: build.endsWith('-mt') ? undefined : 1 }));
+    engines.set(
+      build,
+      createVitrine({ wasm: build, wasmDir: WASM_DIR, threads: build.endsWith('-mt') ? undefined : 1 }),
+    );
   return engines.get(build);
 }
 
@@ -66,22 +79,33 @@ export const f32 = (t) => new Float32Array(t.bytes.buffer, t.bytes.byteOffset, t
 export function writeSafetensors(tensors, meta = null) {
   const header = {};
   let off = 0;
-  for (const [n, t] of Object.entries(tensors)) { header[n] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes.length] }; off += t.bytes.length; }
+  for (const [n, t] of Object.entries(tensors)) {
+    header[n] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes.length] };
+    off += t.bytes.length;
+  }
   if (meta) header.__metadata__ = meta;
   let json = JSON.stringify(header);
   while (json.length % 8) json += ' ';
-  const hb = new TextEncoder().encode(json), out = new Uint8Array(8 + hb.length + off);
+  const hb = new TextEncoder().encode(json),
+    out = new Uint8Array(8 + hb.length + off);
   new DataView(out.buffer).setBigUint64(0, BigInt(hb.length), true);
   out.set(hb, 8);
   let p = 8 + hb.length;
-  for (const t of Object.values(tensors)) { out.set(t.bytes, p); p += t.bytes.length; }
+  for (const t of Object.values(tensors)) {
+    out.set(t.bytes, p);
+    p += t.bytes.length;
+  }
   return out;
 }
 
 // max|a - b| / max|b|, the parity-format error.
 export function relErr(a, b) {
-  let d = 0, m = 0;
-  for (let i = 0; i < b.length; i++) { d = Math.max(d, Math.abs(a[i] - b[i])); m = Math.max(m, Math.abs(b[i])); }
+  let d = 0,
+    m = 0;
+  for (let i = 0; i < b.length; i++) {
+    d = Math.max(d, Math.abs(a[i] - b[i]));
+    m = Math.max(m, Math.abs(b[i]));
+  }
   return m > 0 ? d / m : d;
 }
 
@@ -90,8 +114,15 @@ export function relErr(a, b) {
 export function tmpfs(t, kib) {
   const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-tmpfs-'));
   const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${kib}k`, 'tmpfs', dir], { encoding: 'utf8' });
-  if (r.status !== 0) { rmSync(dir, { recursive: true, force: true }); t.skip(`cannot mount a tmpfs here (${(r.stderr || '').trim() || 'not root'})`); return null; }
-  t.after(() => { spawnSync('umount', [dir]); rmSync(dir, { recursive: true, force: true }); });
+  if (r.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    t.skip(`cannot mount a tmpfs here (${(r.stderr || '').trim() || 'not root'})`);
+    return null;
+  }
+  t.after(() => {
+    spawnSync('umount', [dir]);
+    rmSync(dir, { recursive: true, force: true });
+  });
   return dir;
 }
 
@@ -114,12 +145,18 @@ export function writePhotos(dir, n = 10) {
   for (const cls of ['circles', 'stripes']) {
     mkdirSync(path.join(dir, cls), { recursive: true });
     for (let i = 0; i < n; i++) {
-      const w = 60 + 8 * i, h = 48 + 4 * (i % 3), data = Buffer.alloc(w * h * 4);
-      for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
-        const on = cls === 'stripes' ? ((y + i) >> 2) % 2 : Math.hypot(x - w / 2, y - h / 2) % 12 < 6;
-        const o = 4 * (y * w + x);
-        data[o] = on ? 220 : 30; data[o + 1] = on ? 140 + 8 * i : 60; data[o + 2] = on ? 40 : 180; data[o + 3] = 255;
-      }
+      const w = 60 + 8 * i,
+        h = 48 + 4 * (i % 3),
+        data = Buffer.alloc(w * h * 4);
+      for (let y = 0; y < h; y++)
+        for (let x = 0; x < w; x++) {
+          const on = cls === 'stripes' ? ((y + i) >> 2) % 2 : Math.hypot(x - w / 2, y - h / 2) % 12 < 6;
+          const o = 4 * (y * w + x);
+          data[o] = on ? 220 : 30;
+          data[o + 1] = on ? 140 + 8 * i : 60;
+          data[o + 2] = on ? 40 : 180;
+          data[o + 3] = 255;
+        }
       writeFileSync(path.join(dir, cls, `${i}.jpg`), jpeg.encode({ data, width: w, height: h }, 90).data);
     }
   }
@@ -134,4 +171,3 @@ export async function timmStateDict() {
   m.dispose();
   return bytes;
 }
-

@@ -5,12 +5,30 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  testGpu, Harness, rand, rel, sameBits, erf64, gelu64, geluGrad64, matmulRef, matmulBackwardRef,
-  layernormRef, layernormBackwardRef, attentionRef,
+  testGpu,
+  Harness,
+  rand,
+  rel,
+  sameBits,
+  erf64,
+  gelu64,
+  geluGrad64,
+  matmulRef,
+  matmulBackwardRef,
+  layernormRef,
+  layernormBackwardRef,
+  attentionRef,
 } from './webgpu-util.mjs';
 import {
-  matmul_forward, matmul_backward, layernorm_forward, layernorm_backward, gelu_forward, gelu_backward,
-  attention_forward, attention_backward, KERNELS,
+  matmul_forward,
+  matmul_backward,
+  layernorm_forward,
+  layernorm_backward,
+  gelu_forward,
+  gelu_backward,
+  attention_forward,
+  attention_backward,
+  KERNELS,
 } from '../../web/webgpu/kernels.js';
 import { ERF_WGSL } from '../../web/webgpu/elementwise.js';
 import { gemm, gemmSplit } from '../../web/webgpu/gemm.js';
@@ -26,27 +44,51 @@ function check(name, got, want, tol = TOL) {
   assert.ok(e <= tol, `${name}: error ${e.toExponential(2)} > ${tol}`);
 }
 
-before(async () => { gpu = await testGpu(); H = new Harness(gpu); });
+before(async () => {
+  gpu = await testGpu();
+  H = new Harness(gpu);
+});
 after(() => {
-  console.log('# WebGPU kernels on', gpu?.info.description, '- max error vs float64:',
-    Object.entries(worst).map(([k, v]) => `${k} ${v.toExponential(1)}`).join(', '));
+  console.log(
+    '# WebGPU kernels on',
+    gpu?.info.description,
+    '- max error vs float64:',
+    Object.entries(worst)
+      .map(([k, v]) => `${k} ${v.toExponential(1)}`)
+      .join(', '),
+  );
   gpu?.destroy();
 });
 
 test('matmul forward: tile edges, bias or none, both binding layouts', async () => {
   // (M, K, N): ones, threes, not multiples of 64x64x16 tiles, zero rows
-  for (const [M, K, N, shared] of [[1, 1, 1, true], [3, 3, 3, false], [37, 29, 70, true], [65, 17, 3, true], [0, 5, 4, true]]) {
+  for (const [M, K, N, shared] of [
+    [1, 1, 1, true],
+    [3, 3, 3, false],
+    [37, 29, 70, true],
+    [65, 17, 3, true],
+    [0, 5, 4, true],
+  ]) {
     for (const bias of [true, false]) {
-      const x = rand(M * K, 1), w = rand(N * K, 2), b = rand(N, 3), out = rand(M * N, 4);
-      const r = await H.run({ x, w, b, out }, (p, o) => matmul_forward(p, { out: o('out'), inp: o('x'), w: o('w'),
-        bias: bias ? o('b') : null }, { M, K, N }), { shared });
+      const x = rand(M * K, 1),
+        w = rand(N * K, 2),
+        b = rand(N, 3),
+        out = rand(M * N, 4);
+      const r = await H.run(
+        { x, w, b, out },
+        (p, o) => matmul_forward(p, { out: o('out'), inp: o('x'), w: o('w'), bias: bias ? o('b') : null }, { M, K, N }),
+        { shared },
+      );
       check('matmul_forward', r.out, matmulRef(x, w, bias ? b : null, M, K, N));
       assert.ok(sameBits(r.x, x) && sameBits(r.w, w) && sameBits(r.b, b), 'inputs untouched');
     }
   }
   // every tile shape (chosen by the problem's shape: 32x32, 64x64, 128x64 with 8x4 a invocation)
   // gives the same bits
-  const [M, K, N] = [200, 37, 70], x = rand(M * K, 5), w = rand(N * K, 6), b = rand(N, 7);
+  const [M, K, N] = [200, 37, 70],
+    x = rand(M * K, 5),
+    w = rand(N * K, 6),
+    b = rand(N, 7);
   const arrays = { x, w, b, o32: new Float32Array(M * N), o64: new Float32Array(M * N), o128: new Float32Array(M * N) };
   const r = await H.run(arrays, (p, o) => {
     for (const tile of [32, 64, 128])
@@ -58,19 +100,41 @@ test('matmul forward: tile edges, bias or none, both binding layouts', async () 
 
 test('matmul backward: accumulates into dinp, dw, dbias; each optional; split-K partials', async () => {
   assert.ok(gemmSplit(30, 20, 1500, 1).S > 1, 'the dw of M = 1500 rows takes the split-K path');
-  for (const [M, K, N] of [[1, 1, 1], [3, 5, 7], [67, 33, 65], [1500, 20, 30], [0, 3, 3]]) {
-    const dout = rand(M * N, 5), x = rand(M * K, 6), w = rand(N * K, 7);
+  for (const [M, K, N] of [
+    [1, 1, 1],
+    [3, 5, 7],
+    [67, 33, 65],
+    [1500, 20, 30],
+    [0, 3, 3],
+  ]) {
+    const dout = rand(M * N, 5),
+      x = rand(M * K, 6),
+      w = rand(N * K, 7);
     const ref = matmulBackwardRef(dout, x, w, M, K, N);
-    const di0 = rand(M * K, 8, 0.5), dw0 = rand(N * K, 9, 0.5), db0 = rand(N, 10, 0.5);
-    const r = await H.run({ dout, x, w, di: di0, dw: dw0, db: db0 }, (p, o) => matmul_backward(p,
-      { dinp: o('di'), dw: o('dw'), dbias: o('db'), dout: o('dout'), inp: o('x'), w: o('w') }, { M, K, N }));
+    const di0 = rand(M * K, 8, 0.5),
+      dw0 = rand(N * K, 9, 0.5),
+      db0 = rand(N, 10, 0.5);
+    const r = await H.run({ dout, x, w, di: di0, dw: dw0, db: db0 }, (p, o) =>
+      matmul_backward(
+        p,
+        { dinp: o('di'), dw: o('dw'), dbias: o('db'), dout: o('dout'), inp: o('x'), w: o('w') },
+        { M, K, N },
+      ),
+    );
     const plus = (a, b) => a.map((v, i) => v + b[i]);
     check('matmul_backward', r.di, plus(Float64Array.from(di0), ref.dinp));
     check('matmul_backward', r.dw, plus(Float64Array.from(dw0), ref.dw));
     check('matmul_backward', r.db, plus(Float64Array.from(db0), ref.db));
     // from zero: the gradients alone (the precision measure); null operands: untouched
-    const z = await H.run({ dout, x, w, di: new Float32Array(M * K), dw: new Float32Array(N * K), db: dw0.slice(0, N) },
-      (p, o) => matmul_backward(p, { dinp: o('di'), dw: o('dw'), dbias: null, dout: o('dout'), inp: o('x'), w: o('w') }, { M, K, N }));
+    const z = await H.run(
+      { dout, x, w, di: new Float32Array(M * K), dw: new Float32Array(N * K), db: dw0.slice(0, N) },
+      (p, o) =>
+        matmul_backward(
+          p,
+          { dinp: o('di'), dw: o('dw'), dbias: null, dout: o('dout'), inp: o('x'), w: o('w') },
+          { M, K, N },
+        ),
+    );
     check('matmul_backward', z.di, ref.dinp);
     check('matmul_backward', z.dw, ref.dw);
     assert.ok(sameBits(z.db, dw0.slice(0, N)), 'a null dbias is not written');
@@ -78,43 +142,101 @@ test('matmul backward: accumulates into dinp, dw, dbias; each optional; split-K 
 });
 
 test('layernorm forward and backward: D of 1, 3, 64, 67, 200; no affine; in place; optional grads', async () => {
-  for (const [M, D] of [[1, 1], [5, 3], [9, 64], [300, 67], [2, 200], [0, 4]]) {
-    const x = rand(M * D, 11, 2).map((v) => v + 3), w = rand(D, 12), b = rand(D, 13);
+  for (const [M, D] of [
+    [1, 1],
+    [5, 3],
+    [9, 64],
+    [300, 67],
+    [2, 200],
+    [0, 4],
+  ]) {
+    const x = rand(M * D, 11, 2).map((v) => v + 3),
+      w = rand(D, 12),
+      b = rand(D, 13);
     const ref = layernormRef(x, w, b, M, D, 1e-6);
-    const r = await H.run({ x, w, b, out: new Float32Array(M * D), mean: new Float32Array(M), rstd: new Float32Array(M) },
-      (p, o) => layernorm_forward(p, { out: o('out'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('w'), b: o('b') }, { M, D }, { eps: 1e-6 }));
+    const r = await H.run(
+      { x, w, b, out: new Float32Array(M * D), mean: new Float32Array(M), rstd: new Float32Array(M) },
+      (p, o) =>
+        layernorm_forward(
+          p,
+          { out: o('out'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('w'), b: o('b') },
+          { M, D },
+          { eps: 1e-6 },
+        ),
+    );
     check('layernorm_forward', r.out, ref.out);
     check('layernorm_forward', r.mean, ref.mean);
     check('layernorm_forward', r.rstd, ref.rstd);
     // in place, no weight and no bias, no saved statistics
-    const ip = await H.run({ x }, (p, o) => layernorm_forward(p, { out: o('x'), mean: null, rstd: null, inp: o('x'), w: null, b: null }, { M, D }, { eps: 1e-5 }));
+    const ip = await H.run({ x }, (p, o) =>
+      layernorm_forward(
+        p,
+        { out: o('x'), mean: null, rstd: null, inp: o('x'), w: null, b: null },
+        { M, D },
+        { eps: 1e-5 },
+      ),
+    );
     check('layernorm_forward', ip.x, layernormRef(x, null, null, M, D, 1e-5).out);
     // backward from the saved statistics, accumulating
-    const dy = rand(M * D, 14), g = layernormBackwardRef(dy, x, w, M, D, 1e-6);
+    const dy = rand(M * D, 14),
+      g = layernormBackwardRef(dy, x, w, M, D, 1e-6);
     const d0 = rand(M * D, 15, 0.1);
-    const rb = await H.run({ dy, x, w, mean: r.mean, rstd: r.rstd, di: d0, dw: new Float32Array(D), db: new Float32Array(D) },
-      (p, o) => layernorm_backward(p, { dinp: o('di'), dw: o('dw'), db: o('db'), dout: o('dy'), inp: o('x'), w: o('w'),
-        mean: o('mean'), rstd: o('rstd') }, { M, D }));
-    check('layernorm_backward', rb.di, Float64Array.from(d0).map((v, i) => v + g.dinp[i]));
+    const rb = await H.run(
+      { dy, x, w, mean: r.mean, rstd: r.rstd, di: d0, dw: new Float32Array(D), db: new Float32Array(D) },
+      (p, o) =>
+        layernorm_backward(
+          p,
+          {
+            dinp: o('di'),
+            dw: o('dw'),
+            db: o('db'),
+            dout: o('dy'),
+            inp: o('x'),
+            w: o('w'),
+            mean: o('mean'),
+            rstd: o('rstd'),
+          },
+          { M, D },
+        ),
+    );
+    check(
+      'layernorm_backward',
+      rb.di,
+      Float64Array.from(d0).map((v, i) => v + g.dinp[i]),
+    );
     check('layernorm_backward', rb.dw, g.dw);
     check('layernorm_backward', rb.db, g.db);
-    const only = await H.run({ dy, x, mean: r.mean, rstd: r.rstd, db: new Float32Array(D) },
-      (p, o) => layernorm_backward(p, { dinp: null, dw: null, db: o('db'), dout: o('dy'), inp: o('x'), w: null,
-        mean: o('mean'), rstd: o('rstd') }, { M, D }));
+    const only = await H.run({ dy, x, mean: r.mean, rstd: r.rstd, db: new Float32Array(D) }, (p, o) =>
+      layernorm_backward(
+        p,
+        { dinp: null, dw: null, db: o('db'), dout: o('dy'), inp: o('x'), w: null, mean: o('mean'), rstd: o('rstd') },
+        { M, D },
+      ),
+    );
     check('layernorm_backward', only.db, g.db);
   }
 });
 
 test('erf: max error against float64 on [-6, 6]', async () => {
-  const n = 120001, x = Float32Array.from({ length: n }, (_, i) => -6 + 12 * i / (n - 1));
-  const r = await H.run({ x, y: new Float32Array(n) }, (p, o) => p.dispatch('erf_probe', { x: o('x'), y: o('y') },
-    `${ERF_WGSL}
+  const n = 120001,
+    x = Float32Array.from({ length: n }, (_, i) => -6 + (12 * i) / (n - 1));
+  const r = await H.run({ x, y: new Float32Array(n) }, (p, o) =>
+    p.dispatch(
+      'erf_probe',
+      { x: o('x'), y: o('y') },
+      `${ERF_WGSL}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < u.n) { st_y(g.x, erf(ld_x(g.x))); } }`,
-  { n }, {}, [Math.ceil(n / 256), 1, 1]));
-  let abs = 0, ulps = 0;
+      { n },
+      {},
+      [Math.ceil(n / 256), 1, 1],
+    ),
+  );
+  let abs = 0,
+    ulps = 0;
   for (let i = 0; i < n; i++) {
-    const want = erf64(x[i]), d = Math.abs(r.y[i] - want);
+    const want = erf64(x[i]),
+      d = Math.abs(r.y[i] - want);
     const a = Math.fround(Math.abs(want)) || 1e-38;
     const ulp = Math.fround(a * (1 + 2 ** -23)) - a || 2 ** -149;
     abs = Math.max(abs, d);
@@ -126,13 +248,18 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < u.n) { st_y(g.x
 
 test('GELU forward and backward (exact erf), in place backward', async () => {
   for (const n of [1, 3, 1000, 4099]) {
-    const x = rand(n, 16, 6), dy = rand(n, 17);
+    const x = rand(n, 16, 6),
+      dy = rand(n, 17);
     const r = await H.run({ x, y: new Float32Array(n), dy, dx: new Float32Array(n) }, (p, o) => {
       gelu_forward(p, { out: o('y'), inp: o('x') }, { n });
       gelu_backward(p, { dinp: o('dx'), inp: o('x'), dout: o('dy') }, { n });
     });
     check('gelu_forward', r.y, Float64Array.from(x, gelu64));
-    check('gelu_backward', r.dx, Float64Array.from(x, (v, i) => dy[i] * geluGrad64(v)));
+    check(
+      'gelu_backward',
+      r.dx,
+      Float64Array.from(x, (v, i) => dy[i] * geluGrad64(v)),
+    );
     const ip = await H.run({ x, dy }, (p, o) => gelu_backward(p, { dinp: o('dy'), inp: o('x'), dout: o('dy') }, { n }));
     assert.ok(sameBits(ip.dy, r.dx), 'in place = out of place');
   }
@@ -140,15 +267,22 @@ test('GELU forward and backward (exact erf), in place backward', async () => {
 
 const attnCases = [
   // B, T, H, hd, fused qkv (qk_rs = 3D), causal mask
-  [1, 1, 1, 1, true, false], [2, 3, 1, 4, true, true], [1, 17, 3, 8, true, true], [2, 70, 2, 16, false, false],
+  [1, 1, 1, 1, true, false],
+  [2, 3, 1, 4, true, true],
+  [1, 17, 3, 8, true, true],
+  [2, 70, 2, 16, false, false],
   [1, 65, 1, 3, false, true],
 ];
 test('attention forward and backward: fused qkv and separate q/k, AIM prefix-causal mask', async () => {
   for (const [B, T, Hh, hd, fused, causal] of attnCases) {
-    const D = Hh * hd, qk_rs = fused ? 3 * D : D, v_rs = fused ? 3 * D : D;
-    const a = { qk_rs, v_rs, B, T, H: Hh, hd, scale: 1 / Math.sqrt(hd) }, f = { scale: a.scale };
+    const D = Hh * hd,
+      qk_rs = fused ? 3 * D : D,
+      v_rs = fused ? 3 * D : D;
+    const a = { qk_rs, v_rs, B, T, H: Hh, hd, scale: 1 / Math.sqrt(hd) },
+      f = { scale: a.scale };
     let mask = null;
-    if (causal) { // per image: a random prefix length, the rest causal
+    if (causal) {
+      // per image: a random prefix length, the rest causal
       mask = new Uint8Array(B * T);
       for (let b = 0; b < B; b++) for (let t = 0; t < T; t++) mask[b * T + t] = t >= (b * 7 + 1) % (T + 1) ? 1 : 0;
     }
@@ -156,15 +290,25 @@ test('attention forward and backward: fused qkv and separate q/k, AIM prefix-cau
     let ref;
     if (fused) {
       arrays.qkv = rand(B * T * 3 * D, 20, 1.5);
-      const q = arrays.qkv, k = arrays.qkv.subarray(D), v = arrays.qkv.subarray(2 * D);
-      const full = (x) => { const f = new Float32Array(B * T * 3 * D); f.set(x, 0); return f; };
+      const q = arrays.qkv,
+        k = arrays.qkv.subarray(D),
+        v = arrays.qkv.subarray(2 * D);
+      const full = (x) => {
+        const f = new Float32Array(B * T * 3 * D);
+        f.set(x, 0);
+        return f;
+      };
       // the reference reads q/k/v at their offsets of the one buffer
       ref = attentionRef({ q, k: full(k), v: full(v), dout: rand(B * T * D, 21), mask }, a);
       arrays.dqkv = new Float32Array(B * T * 3 * D);
     } else {
-      arrays.q = rand(B * T * D, 22, 1.5); arrays.k = rand(B * T * D, 23, 1.5); arrays.v = rand(B * T * D, 24);
+      arrays.q = rand(B * T * D, 22, 1.5);
+      arrays.k = rand(B * T * D, 23, 1.5);
+      arrays.v = rand(B * T * D, 24);
       ref = attentionRef({ q: arrays.q, k: arrays.k, v: arrays.v, dout: rand(B * T * D, 21), mask }, a);
-      arrays.dq = new Float32Array(B * T * D); arrays.dk = new Float32Array(B * T * D); arrays.dv = new Float32Array(B * T * D);
+      arrays.dq = new Float32Array(B * T * D);
+      arrays.dk = new Float32Array(B * T * D);
+      arrays.dv = new Float32Array(B * T * D);
     }
     arrays.dout = rand(B * T * D, 21);
     arrays.out = new Float32Array(B * T * D);
@@ -172,9 +316,13 @@ test('attention forward and backward: fused qkv and separate q/k, AIM prefix-cau
     if (mask) arrays.mask = mask;
     const r = await H.run(arrays, (p, o) => {
       const sub = (x, off) => ({ ...x, off: x.off + off, len: x.len - off });
-      const q = fused ? o('qkv') : o('q'), k = fused ? sub(o('qkv'), D) : o('k'), v = fused ? sub(o('qkv'), 2 * D) : o('v');
+      const q = fused ? o('qkv') : o('q'),
+        k = fused ? sub(o('qkv'), D) : o('k'),
+        v = fused ? sub(o('qkv'), 2 * D) : o('v');
       attention_forward(p, { out: o('out'), att: o('att'), q, k, v, causal_mask: mask ? o('mask') : null }, a, f);
-      const dq = fused ? o('dqkv') : o('dq'), dk = fused ? sub(o('dqkv'), D) : o('dk'), dv = fused ? sub(o('dqkv'), 2 * D) : o('dv');
+      const dq = fused ? o('dqkv') : o('dq'),
+        dk = fused ? sub(o('dqkv'), D) : o('dk'),
+        dv = fused ? sub(o('dqkv'), 2 * D) : o('dv');
       attention_backward(p, { dq, dk, dv, dout: o('dout'), att: o('att'), q, k, v }, a, f);
     });
     check('attention_forward', r.out, ref.out);
@@ -193,67 +341,162 @@ test('attention forward and backward: fused qkv and separate q/k, AIM prefix-cau
       check('attention_backward', r.dk, ref.dk);
       check('attention_backward', r.dv, ref.dv);
     }
-    if (mask) // hidden keys get probability exactly 0
-      for (let b = 0; b < B; b++) for (let h = 0; h < Hh; h++) for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++)
-        if (mask[b * T + j]) assert.equal(r.att[((b * Hh + h) * T + i) * T + j], 0);
+    if (mask)
+      // hidden keys get probability exactly 0
+      for (let b = 0; b < B; b++)
+        for (let h = 0; h < Hh; h++)
+          for (let i = 0; i < T; i++)
+            for (let j = i + 1; j < T; j++) if (mask[b * T + j]) assert.equal(r.att[((b * Hh + h) * T + i) * T + j], 0);
   }
 });
 
 test('determinism: every kernel, run twice on fresh buffers, gives the same bits', async () => {
-  const M = 150, K = 40, N = 48, B = 2, T = 33, Hh = 2, hd = 24, D = Hh * hd;
+  const M = 150,
+    K = 40,
+    N = 48,
+    B = 2,
+    T = 33,
+    Hh = 2,
+    hd = 24,
+    D = Hh * hd;
   const arrays = () => ({
-    x: rand(M * K, 40), w: rand(N * K, 41), b: rand(N, 42), y: new Float32Array(M * N), dy: rand(M * N, 43),
-    dx: new Float32Array(M * K), dw: new Float32Array(N * K), db: new Float32Array(N), mean: new Float32Array(M),
-    rstd: new Float32Array(M), ln: new Float32Array(M * K), lw: rand(K, 44), dlw: new Float32Array(K),
-    qkv: rand(B * T * 3 * D, 45), att: new Float32Array(B * Hh * T * T), ao: new Float32Array(B * T * D),
-    dao: rand(B * T * D, 46), dqkv: new Float32Array(B * T * 3 * D), m: new Float32Array(N * K), v: new Float32Array(N * K),
-    lr: Float32Array.of(1e-3), step: Float32Array.of(1), flag: new Float32Array(1),
+    x: rand(M * K, 40),
+    w: rand(N * K, 41),
+    b: rand(N, 42),
+    y: new Float32Array(M * N),
+    dy: rand(M * N, 43),
+    dx: new Float32Array(M * K),
+    dw: new Float32Array(N * K),
+    db: new Float32Array(N),
+    mean: new Float32Array(M),
+    rstd: new Float32Array(M),
+    ln: new Float32Array(M * K),
+    lw: rand(K, 44),
+    dlw: new Float32Array(K),
+    qkv: rand(B * T * 3 * D, 45),
+    att: new Float32Array(B * Hh * T * T),
+    ao: new Float32Array(B * T * D),
+    dao: rand(B * T * D, 46),
+    dqkv: new Float32Array(B * T * 3 * D),
+    m: new Float32Array(N * K),
+    v: new Float32Array(N * K),
+    lr: Float32Array.of(1e-3),
+    step: Float32Array.of(1),
+    flag: new Float32Array(1),
   });
   const calls = (p, o) => {
     const sub = (x, off) => ({ ...x, off: x.off + off, len: x.len - off });
-    layernorm_forward(p, { out: o('ln'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('lw'), b: null }, { M, D: K }, { eps: 1e-6 });
+    layernorm_forward(
+      p,
+      { out: o('ln'), mean: o('mean'), rstd: o('rstd'), inp: o('x'), w: o('lw'), b: null },
+      { M, D: K },
+      { eps: 1e-6 },
+    );
     matmul_forward(p, { out: o('y'), inp: o('ln'), w: o('w'), bias: o('b') }, { M, K, N });
     gelu_forward(p, { out: o('y'), inp: o('y') }, { n: M * N });
     gelu_backward(p, { dinp: o('dy'), inp: o('y'), dout: o('dy') }, { n: M * N });
-    matmul_backward(p, { dinp: o('dx'), dw: o('dw'), dbias: o('db'), dout: o('dy'), inp: o('ln'), w: o('w') }, { M, K, N });
-    layernorm_backward(p, { dinp: o('dx'), dw: o('dlw'), db: null, dout: o('dx'), inp: o('x'), w: o('lw'), mean: o('mean'),
-      rstd: o('rstd') }, { M, D: K });
-    const at = { qk_rs: 3 * D, v_rs: 3 * D, B, T, H: Hh, hd }, sc = { scale: 0.2 };
-    const q = o('qkv'), k = sub(o('qkv'), D), v = sub(o('qkv'), 2 * D);
+    matmul_backward(
+      p,
+      { dinp: o('dx'), dw: o('dw'), dbias: o('db'), dout: o('dy'), inp: o('ln'), w: o('w') },
+      { M, K, N },
+    );
+    layernorm_backward(
+      p,
+      {
+        dinp: o('dx'),
+        dw: o('dlw'),
+        db: null,
+        dout: o('dx'),
+        inp: o('x'),
+        w: o('lw'),
+        mean: o('mean'),
+        rstd: o('rstd'),
+      },
+      { M, D: K },
+    );
+    const at = { qk_rs: 3 * D, v_rs: 3 * D, B, T, H: Hh, hd },
+      sc = { scale: 0.2 };
+    const q = o('qkv'),
+      k = sub(o('qkv'), D),
+      v = sub(o('qkv'), 2 * D);
     attention_forward(p, { out: o('ao'), att: o('att'), q, k, v, causal_mask: null }, at, sc);
-    attention_backward(p, { dq: o('dqkv'), dk: sub(o('dqkv'), D), dv: sub(o('dqkv'), 2 * D), dout: o('dao'), att: o('att'), q, k, v }, at, sc);
-    KERNELS.adamw(p, { p: o('w'), g: o('dw'), m: o('m'), v: o('v'), lr: o('lr'), step: o('step'), flag: o('flag') }, { n: N * K },
-      { b1: 0.9, b2: 0.999, eps: 1e-8, wd: 0.05 });
+    attention_backward(
+      p,
+      { dq: o('dqkv'), dk: sub(o('dqkv'), D), dv: sub(o('dqkv'), 2 * D), dout: o('dao'), att: o('att'), q, k, v },
+      at,
+      sc,
+    );
+    KERNELS.adamw(
+      p,
+      { p: o('w'), g: o('dw'), m: o('m'), v: o('v'), lr: o('lr'), step: o('step'), flag: o('flag') },
+      { n: N * K },
+      { b1: 0.9, b2: 0.999, eps: 1e-8, wd: 0.05 },
+    );
   };
-  const r1 = await H.run(arrays(), calls), r2 = await H.run(arrays(), calls);
+  const r1 = await H.run(arrays(), calls),
+    r2 = await H.run(arrays(), calls);
   for (const k of Object.keys(arrays())) assert.ok(sameBits(r1[k], r2[k]), `${k}: the same bits`);
   // a program replayed: run 3 times = the calls three times in a row, bit for bit
   const r3 = await H.run(arrays(), calls, { times: 3 });
-  const r4 = await H.run(arrays(), (p, o) => { calls(p, o); calls(p, o); calls(p, o); });
+  const r4 = await H.run(arrays(), (p, o) => {
+    calls(p, o);
+    calls(p, o);
+    calls(p, o);
+  });
   for (const k of Object.keys(arrays())) assert.ok(sameBits(r3[k], r4[k]), `${k}: replay = repeated calls`);
 });
 
 test('faults: a shader that does not compile, an operand beyond its buffer, a lost device', async () => {
-  await assert.rejects(H.run({ x: rand(4, 1) }, (p, o) => p.dispatch('broken', { x: o('x') },
-    '@compute @workgroup_size(1) fn main() { let a: f32 = undefined_thing; }', {}, {}, [1, 1, 1])),
-  (e) => e instanceof GpuError && e.kind === 'compile' && /broken/.test(e.message));
-  await assert.rejects(H.run({ x: rand(4, 1) }, (p, o) => KERNELS.fill(p, { x: { ...o('x'), len: 1 << 20 } }, { n: 1 << 20 }, { value: 0 })),
-    (e) => e instanceof GpuError && e.kind === 'limit');
-  await assert.rejects(H.pool.storage(gpu.limits.maxBufferSize + 1, 'too big'),
-    (e) => e instanceof GpuError && e.kind === 'limit' && /maxBufferSize/.test(e.message));
+  await assert.rejects(
+    H.run({ x: rand(4, 1) }, (p, o) =>
+      p.dispatch(
+        'broken',
+        { x: o('x') },
+        '@compute @workgroup_size(1) fn main() { let a: f32 = undefined_thing; }',
+        {},
+        {},
+        [1, 1, 1],
+      ),
+    ),
+    (e) => e instanceof GpuError && e.kind === 'compile' && /broken/.test(e.message),
+  );
+  await assert.rejects(
+    H.run({ x: rand(4, 1) }, (p, o) =>
+      KERNELS.fill(p, { x: { ...o('x'), len: 1 << 20 } }, { n: 1 << 20 }, { value: 0 }),
+    ),
+    (e) => e instanceof GpuError && e.kind === 'limit',
+  );
+  await assert.rejects(
+    H.pool.storage(gpu.limits.maxBufferSize + 1, 'too big'),
+    (e) => e instanceof GpuError && e.kind === 'limit' && /maxBufferSize/.test(e.message),
+  );
   // a device of its own, lost: every later use says so
-  const g2 = await testGpu(), h2 = new Harness(g2);
+  const g2 = await testGpu(),
+    h2 = new Harness(g2);
   g2.device.destroy();
   await new Promise((r) => setTimeout(r, 10));
-  await assert.rejects(h2.run({ x: rand(4, 1) }, (p, o) => KERNELS.fill(p, { x: o('x') }, { n: 4 }, { value: 0 })),
-    (e) => e instanceof GpuError && e.kind === 'lost');
+  await assert.rejects(
+    h2.run({ x: rand(4, 1) }, (p, o) => KERNELS.fill(p, { x: o('x') }, { n: 4 }, { value: 0 })),
+    (e) => e instanceof GpuError && e.kind === 'lost',
+  );
 });
 
 test('no adapter: requestGpu says why (GpuError "unavailable")', () => {
   // a child process whose Vulkan loader finds no driver
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', `
+  const out = execFileSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `
     const { requestGpu } = await import(${JSON.stringify(new URL('../../web/webgpu/device.js', import.meta.url).href)});
-    try { await requestGpu({ swiftshader: false }); console.log('adapter'); } catch (e) { console.log(e.kind + ': ' + e.message); }`],
-  { env: { ...process.env, VK_ICD_FILENAMES: '/nonexistent.json', VITRINE_WEBGPU: '' }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    try { await requestGpu({ swiftshader: false }); console.log('adapter'); } catch (e) { console.log(e.kind + ': ' + e.message); }`,
+    ],
+    {
+      env: { ...process.env, VK_ICD_FILENAMES: '/nonexistent.json', VITRINE_WEBGPU: '' },
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
   assert.match(out, /^unavailable: no WebGPU adapter .*VITRINE_WEBGPU=swiftshader/m);
 });

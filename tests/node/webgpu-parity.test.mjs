@@ -13,9 +13,18 @@ import { REPO, FIXTURES, WASM_DIR, fixture, fixtureNames } from './util.mjs';
 import { testGpu } from './webgpu-util.mjs';
 
 await testGpu().then((g) => g.destroy()); // no adapter: the tests fail, saying what is missing
-const vt = await createVitrine({ wasm: 'simd', threads: 1, wasmDir: WASM_DIR, backend: 'webgpu', gpu: { swiftshader: true } });
+const vt = await createVitrine({
+  wasm: 'simd',
+  threads: 1,
+  wasmDir: WASM_DIR,
+  backend: 'webgpu',
+  gpu: { swiftshader: true },
+});
 const gp = new GpuParity(vt, vt.backend.gpu);
-after(() => { gp.destroy(); vt.close(); });
+after(() => {
+  gp.destroy();
+  vt.close();
+});
 const dumps = new Map();
 
 test('every public fixture passes on the GPU (the wasm harness judges; sin-cos tables are made by wasm)', async () => {
@@ -35,7 +44,10 @@ test('checkpointing policies give the GPU the bits of none (outputs, parameter a
     for (const policy of ['block', 'selective']) {
       const r = await gp.run(fixture(f), { file: f, dump: true, policy });
       assert.equal(r.pass, true, `${f} ${policy}`);
-      assert.ok(Buffer.compare(Buffer.from(r.dump), Buffer.from(dumps.get(f))) === 0, `${f}: ${policy} differs from none`);
+      assert.ok(
+        Buffer.compare(Buffer.from(r.dump), Buffer.from(dumps.get(f))) === 0,
+        `${f}: ${policy} differs from none`,
+      );
     }
   }
 });
@@ -44,11 +56,28 @@ test('vitrine parity --backend webgpu: the lines of the wasm harness; a broken f
   // (a model's file through GpuParity is the test above; here the command's wiring, without
   // compiling every pipeline once more in another process)
   const files = ['adamw_steps.safetensors', 'sincos_pos_embed.safetensors'].map((f) => path.join(FIXTURES, f));
-  const r = spawnSync(process.execPath, [path.join(REPO, 'web/cli.js'), 'parity', '--backend', 'webgpu', '--wasm', 'simd', '--threads', '1', ...files, '/nonexistent.safetensors'],
-    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } });
+  const r = spawnSync(
+    process.execPath,
+    [
+      path.join(REPO, 'web/cli.js'),
+      'parity',
+      '--backend',
+      'webgpu',
+      '--wasm',
+      'simd',
+      '--threads',
+      '1',
+      ...files,
+      '/nonexistent.safetensors',
+    ],
+    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } },
+  );
   assert.equal(r.status, 2, r.stderr); // the unreadable file
   assert.match(r.stdout, /^PASS .*adamw_steps\.safetensors  worst param\.\d err /m);
-  assert.match(r.stdout, /^PASS .*sincos_pos_embed\.safetensors  worst .*\[wasm \(a sin-cos table is made when a model is built/m);
+  assert.match(
+    r.stdout,
+    /^PASS .*sincos_pos_embed\.safetensors  worst .*\[wasm \(a sin-cos table is made when a model is built/m,
+  );
   assert.match(r.stdout, /^FAIL \/nonexistent\.safetensors: cannot open/m);
   assert.match(r.stdout, /2 passed, 1 failed/);
 });

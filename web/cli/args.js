@@ -9,33 +9,50 @@ import { parseArgs } from 'node:util';
 
 /** A usage error: the command prints `vitrine CMD: message` and exits 2. */
 export class UsageError extends Error {
-  constructor(message) { super(message); this.status = 2; }
+  constructor(message) {
+    super(message);
+    this.status = 2;
+  }
 }
 /** Any other failure a command reports in one line; `status` is the exit status (default 1). */
 export class CliError extends Error {
-  constructor(message, status = 1) { super(message); this.status = status; }
+  constructor(message, status = 1) {
+    super(message);
+    this.status = status;
+  }
 }
 
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 /** A whole number in min..max (decimal digits only). */
 export const whole = (min, max) => (v, flag) => {
-  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`${flag}: '${v}' is not a whole number in ${min}..${max}`);
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+    throw new UsageError(`${flag}: '${v}' is not a whole number in ${min}..${max}`);
   return Number(v);
 };
 /** A decimal number in min..max ([min, max) when open; no range: any decimal). */
-export const decimal = (min = -Infinity, max = Infinity, { open = false } = {}) => (v, flag) => {
-  const x = Number(v), ranged = Number.isFinite(min) || Number.isFinite(max);
-  if (!DECIMAL.test(v) || !(x >= min && (open ? x < max : x <= max)))
-    throw new UsageError(`${flag}: '${v}' is not a decimal number${ranged ? ` in ${open ? `[${min}, ${max})` : `${min}..${max}`}` : ''}`);
-  return x;
-};
+export const decimal =
+  (min = -Infinity, max = Infinity, { open = false } = {}) =>
+  (v, flag) => {
+    const x = Number(v),
+      ranged = Number.isFinite(min) || Number.isFinite(max);
+    if (!DECIMAL.test(v) || !(x >= min && (open ? x < max : x <= max)))
+      throw new UsageError(
+        `${flag}: '${v}' is not a decimal number${ranged ? ` in ${open ? `[${min}, ${max})` : `${min}..${max}`}` : ''}`,
+      );
+    return x;
+  };
 /** One of the words listed. */
-export const oneOf = (...words) => (v, flag) => {
-  if (!words.includes(v)) throw new UsageError(`${flag}: '${v}' (use ${words.join(' or ')})`);
+export const oneOf =
+  (...words) =>
+  (v, flag) => {
+    if (!words.includes(v)) throw new UsageError(`${flag}: '${v}' (use ${words.join(' or ')})`);
+    return v;
+  };
+/** A seed: a whole number that stays exact when 2 is added (kept as its text). */
+export const seed = (v, flag) => {
+  whole(0, 2 ** 53 - 3)(v, flag);
   return v;
 };
-/** A seed: a whole number that stays exact when 2 is added (kept as its text). */
-export const seed = (v, flag) => { whole(0, 2 ** 53 - 3)(v, flag); return v; };
 
 /**
  * @typedef {object} OptionSpec  one flag, --name (the key of the options object)
@@ -56,17 +73,25 @@ const keyOf = (name, o) => o.key || camel(name);
  * Throws a UsageError with a one-line message.
  */
 export function parseCommand(command, argv) {
-  const options = { help: { type: 'boolean', short: 'h' } }, named = {};
+  const options = { help: { type: 'boolean', short: 'h' } },
+    named = {};
   for (const [name, o] of Object.entries(command.options)) {
     options[name] = { type: o.type || 'string', ...(o.short ? { short: o.short } : {}) };
     named[name] = [name, o];
-    if (o.alias) { options[o.alias] = { type: o.type || 'string' }; named[o.alias] = [name, o]; }
+    if (o.alias) {
+      options[o.alias] = { type: o.type || 'string' };
+      named[o.alias] = [name, o];
+    }
   }
   // a string flag takes the next argument whatever it looks like (parseArgs would call '-1' ambiguous)
   const args = [];
   for (let i = 0; i < argv.length; i++) {
-    const a = argv[i], m = /^--([^=]+)$/.exec(a);
-    if (a === '--') { args.push(...argv.slice(i)); break; }
+    const a = argv[i],
+      m = /^--([^=]+)$/.exec(a);
+    if (a === '--') {
+      args.push(...argv.slice(i));
+      break;
+    }
     if (m && options[m[1]] && options[m[1]].type === 'string' && i + 1 < argv.length) args.push(`${a}=${argv[++i]}`);
     else args.push(a);
   }
@@ -76,10 +101,12 @@ export function parseCommand(command, argv) {
   } catch (e) {
     throw new UsageError(parseError(e, command.helpHint || command.name));
   }
-  const values = {}, given = new Set();
+  const values = {},
+    given = new Set();
   if (parsed.values.help) return { values, positionals: [], given, help: true };
   for (const [flag, v] of Object.entries(parsed.values)) {
-    const [name, o] = named[flag], key = keyOf(name, o);
+    const [name, o] = named[flag],
+      key = keyOf(name, o);
     if (given.has(key)) throw new UsageError(`--${name} given twice (as --${flag} too)`);
     values[key] = o.parse && typeof v === 'string' ? o.parse(v, `--${flag}`) : v;
     given.add(key);
@@ -92,17 +119,23 @@ function parseError(e, cmd) {
   const flag = (/'(-[^' ]+)/.exec(e.message) || [])[1];
   const see = `(vitrine ${cmd} --help lists the options)`;
   switch (e.code) {
-    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION': return `unknown option ${flag} ${see}`;
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL': return `unexpected argument '${(/'([^']*)'/.exec(e.message) || [])[1]}' ${see}`;
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return `unknown option ${flag} ${see}`;
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return `unexpected argument '${(/'([^']*)'/.exec(e.message) || [])[1]}' ${see}`;
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
       return /does not take an argument/.test(e.message) ? `${flag} takes no value` : `${flag} needs a value`;
-    default: return e.message.split('\n')[0];
+    default:
+      return e.message.split('\n')[0];
   }
 }
 
 /** The command's help, made from its description: usage, what it does, its options. */
 export function helpText(command) {
-  const flags = Object.entries(command.options).map(([name, o]) => [`${o.short ? `-${o.short}, ` : ''}--${name}${o.alias ? `, --${o.alias}` : ''}${(o.type || 'string') === 'string' ? ` ${o.value || 'VALUE'}` : ''}`, o.help]);
+  const flags = Object.entries(command.options).map(([name, o]) => [
+    `${o.short ? `-${o.short}, ` : ''}--${name}${o.alias ? `, --${o.alias}` : ''}${(o.type || 'string') === 'string' ? ` ${o.value || 'VALUE'}` : ''}`,
+    o.help,
+  ]);
   flags.push(['-h, --help', 'this help']);
   const w = Math.max(...flags.map(([f]) => f.length)) + 2;
   const lines = flags.map(([f, h]) => `  ${f.padEnd(w)}${h.split('\n').join('\n' + ' '.repeat(w + 2))}`);
@@ -117,7 +150,10 @@ export function helpText(command) {
 export async function runCommand(command, argv) {
   try {
     const a = parseCommand(command, argv);
-    if (a.help) { process.stdout.write(helpText(command) + (command.moreHelp ? '\n' + await command.moreHelp() : '')); return 0; }
+    if (a.help) {
+      process.stdout.write(helpText(command) + (command.moreHelp ? '\n' + (await command.moreHelp()) : ''));
+      return 0;
+    }
     return await command.main(a);
   } catch (e) {
     const known = e instanceof UsageError || e instanceof CliError;

@@ -11,19 +11,30 @@ export const MAX_THREADS = 64;
 
 /** --wasm and --threads, as every command that runs the engine takes them. */
 export const ENGINE_OPTIONS = {
-  wasm: { value: 'BUILD', help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)`,
-    parse: (v, flag) => { // checked before anything runs (train starts its engine in a worker)
+  wasm: {
+    value: 'BUILD',
+    help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)`,
+    parse: (v, flag) => {
+      // checked before anything runs (train starts its engine in a worker)
       const names = [...Object.keys(BUILDS.builds), 'wasi'];
       if (!names.includes(v)) throw new UsageError(`${flag}: unknown wasm build '${v}' (${names.join(', ')})`);
       return v;
-    } },
-  threads: { value: 'N', help: 'kernel threads (default every core; the same bits at any count)', parse: whole(1, MAX_THREADS) },
+    },
+  },
+  threads: {
+    value: 'N',
+    help: 'kernel threads (default every core; the same bits at any count)',
+    parse: whole(1, MAX_THREADS),
+  },
 };
 
 /** --backend, for the commands that run training steps or plan them (train, plan). */
 export const BACKEND_OPTION = {
-  backend: { value: 'wasm|webgpu|auto', parse: oneOf('wasm', 'webgpu', 'auto'),
-    help: 'where training steps run (default wasm). webgpu: the engine\'s recorded step replayed on a\nWebGPU adapter (Node: the npm package webgpu; VITRINE_WEBGPU=swiftshader uses Chromium\'s\nSwiftShader, no GPU needed); auto: WebGPU on a hardware adapter, else wasm' },
+  backend: {
+    value: 'wasm|webgpu|auto',
+    parse: oneOf('wasm', 'webgpu', 'auto'),
+    help: "where training steps run (default wasm). webgpu: the engine's recorded step replayed on a\nWebGPU adapter (Node: the npm package webgpu; VITRINE_WEBGPU=swiftshader uses Chromium's\nSwiftShader, no GPU needed); auto: WebGPU on a hardware adapter, else wasm",
+  },
 };
 
 const missing = (what) => `the WebAssembly build is missing (${what}): run bash scripts/setup.sh, or npm run build`;
@@ -62,15 +73,19 @@ export async function engineNames() {
     const names = { policies: vt.policies(), presets: vt.presets() };
     vt.close();
     return names;
-  } catch { return null; }
+  } catch {
+    return null;
+  }
 }
 
 /** The help's closing lines: the checkpointing policies and timm presets, from the engine. */
 export async function namesHelp() {
   const n = await engineNames();
   if (!n) return 'POLICY and timm presets: listed here once the engine is built (npm run build).\n';
-  return `POLICY: ${n.policies.join(', ')} (vitrine plan --all-policies shows what each costs)\n` +
-    `timm presets: ${n.presets.join(', ')}\n`;
+  return (
+    `POLICY: ${n.policies.join(', ')} (vitrine plan --all-policies shows what each costs)\n` +
+    `timm presets: ${n.presets.join(', ')}\n`
+  );
 }
 
 /**
@@ -81,10 +96,15 @@ export async function namesHelp() {
  */
 export function specDims(vt, spec, { flag = '--config', from = null } = {}) {
   if (!from && spec.preset != null && !vt.presets().includes(spec.preset))
-    throw new UsageError(`--preset: '${spec.preset}' is not a preset (${Object.keys(TRAIN_PRESETS).join(', ')}; timm's ${vt.presets().join(', ')})`);
-  try { return vt.checkModel(spec); } catch (e) {
+    throw new UsageError(
+      `--preset: '${spec.preset}' is not a preset (${Object.keys(TRAIN_PRESETS).join(', ')}; timm's ${vt.presets().join(', ')})`,
+    );
+  try {
+    return vt.checkModel(spec);
+  } catch (e) {
     if (!(e instanceof VitrineError)) throw e;
-    if (from) throw new CliError(`${from.file}: ${from.what || 'damaged checkpoint metadata'}: ${from.field}: ${e.message}`);
+    if (from)
+      throw new CliError(`${from.file}: ${from.what || 'damaged checkpoint metadata'}: ${from.field}: ${e.message}`);
     throw new UsageError(`${spec.preset != null ? '--preset' : flag}: ${e.message.replace(/^config: /, '')}`);
   }
 }
@@ -92,8 +112,11 @@ export function specDims(vt, spec, { flag = '--config', from = null } = {}) {
 /** The engine a resumed run asks for (its checkpoint's build unless --wasm): a build name in the
  * checkpoint that cannot be loaded is its damaged metadata. */
 export async function loadEngineFor(o, run, file) {
-  try { return await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend }); } catch (e) {
-    if (file && !o.wasm && run.wasm && e instanceof UsageError) throw new CliError(`${file}: damaged checkpoint metadata: wasm: ${e.message}`);
+  try {
+    return await loadEngine({ wasm: o.wasm || run.wasm, threads: o.threads, backend: o.backend });
+  } catch (e) {
+    if (file && !o.wasm && run.wasm && e instanceof UsageError)
+      throw new CliError(`${file}: damaged checkpoint metadata: wasm: ${e.message}`);
     throw e;
   }
 }
@@ -101,5 +124,8 @@ export async function loadEngineFor(o, run, file) {
 /** One batch of images at the model's size must fit wasm's memory (2 GiB), before anything is read. */
 export function checkBatch(batch, { img, chans }) {
   const bytes = batch * chans * img * img * 4;
-  if (bytes > 2 ** 31) throw new CliError(`--batch ${batch}: one batch of ${img}x${img}x${chans} images is ${(bytes / 2 ** 30).toFixed(1)} GiB, more than wasm memory holds`);
+  if (bytes > 2 ** 31)
+    throw new CliError(
+      `--batch ${batch}: one batch of ${img}x${img}x${chans} images is ${(bytes / 2 ** 30).toFixed(1)} GiB, more than wasm memory holds`,
+    );
 }

@@ -20,20 +20,41 @@ export const command = {
   name: 'plan',
   summary: 'the memory of a training step (or an encode pass) by kind, and what fits a budget',
   usage: 'vitrine plan [options]',
-  description: 'Plans one step before anything is allocated: parameters, gradients, AdamW state and\n' +
+  description:
+    'Plans one step before anything is allocated: parameters, gradients, AdamW state and\n' +
     'activations in bytes, and the forward FLOPs the checkpointing policy re-computes. Defaults: the\n' +
     `step vitrine train runs (MAE, ${TRAIN_DEFAULTS.preset}, batch ${TRAIN_DEFAULTS.batch}, checkpointing ${TRAIN_DEFAULTS.policy}).`,
   options: {
-    objective: { value: 'OBJECTIVE', help: 'mae, aim, classify: a training step of that objective (default mae);\nencode: a forward and backward of the encoder (what the native build/vitrine plan plans)',
-      parse: oneOf('mae', 'aim', 'classify', 'encode') },
+    objective: {
+      value: 'OBJECTIVE',
+      help: 'mae, aim, classify: a training step of that objective (default mae);\nencode: a forward and backward of the encoder (what the native build/vitrine plan plans)',
+      parse: oneOf('mae', 'aim', 'classify', 'encode'),
+    },
     ...MODEL_OPTIONS,
     batch: { ...MODEL_OPTIONS.batch, parse: whole(1, 2147483647) },
-    'grad-accum-steps': { ...SCHEDULE_OPTIONS['grad-accum-steps'], help: 'a run of train --grad-accum-steps K: its optimizer step sums K micro-batches of\n--batch images, one after the other, so its memory is one micro-batch\'s (what is planned)' },
+    'grad-accum-steps': {
+      ...SCHEDULE_OPTIONS['grad-accum-steps'],
+      help: "a run of train --grad-accum-steps K: its optimizer step sums K micro-batches of\n--batch images, one after the other, so its memory is one micro-batch's (what is planned)",
+    },
     classes: { value: 'N', help: 'classify: the classes of the head (default 10)', parse: whole(2, 1000000) },
-    pool: { value: 'token|avg', help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`, parse: oneOf('token', 'avg') },
-    'tokens-kept': { value: 'K', help: 'encode: idx_keep of K tokens per image (default all)', parse: whole(0, 2147483647) },
-    budget: { value: 'BYTES', help: 'bytes the whole step may take: does it fit, the policy with the least\nre-computation that fits, the largest batch that fits (100MB, 2GiB, ... as budget:BYTES)' },
-    'all-policies': { type: 'boolean', help: 'one row per policy the engine tries (none, block, selective, sqrt, every:K)' },
+    pool: {
+      value: 'token|avg',
+      help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`,
+      parse: oneOf('token', 'avg'),
+    },
+    'tokens-kept': {
+      value: 'K',
+      help: 'encode: idx_keep of K tokens per image (default all)',
+      parse: whole(0, 2147483647),
+    },
+    budget: {
+      value: 'BYTES',
+      help: 'bytes the whole step may take: does it fit, the policy with the least\nre-computation that fits, the largest batch that fits (100MB, 2GiB, ... as budget:BYTES)',
+    },
+    'all-policies': {
+      type: 'boolean',
+      help: 'one row per policy the engine tries (none, block, selective, sqrt, every:K)',
+    },
     json: { type: 'boolean', help: 'one JSON object instead' },
     ...ENGINE_OPTIONS,
     ...BACKEND_OPTION,
@@ -47,28 +68,49 @@ export function specOf(o, objective) {
   const config = o.config != null ? readConfig(o.config) : null;
   const preset = o.preset || TRAIN_DEFAULTS.preset;
   if (objective === 'mae' || objective === 'aim') return modelSpec(objective, { preset, config });
-  if (objective === 'classify') return classifierSpec({ preset, config, numClasses: o.classes ?? 10, pool: o.pool || CLASSIFY_DEFAULTS.pool });
+  if (objective === 'classify')
+    return classifierSpec({ preset, config, numClasses: o.classes ?? 10, pool: o.pool || CLASSIFY_DEFAULTS.pool });
   if (config) return { kind: 'lightly', config: config.encoder || config };
-  return TRAIN_PRESETS[preset] ? { kind: 'lightly', config: TRAIN_PRESETS[preset].encoder } : { kind: 'lightly', preset };
+  return TRAIN_PRESETS[preset]
+    ? { kind: 'lightly', config: TRAIN_PRESETS[preset].encoder }
+    : { kind: 'lightly', preset };
 }
 
 // --budget text -> bytes, read by the engine's parser of budget:BYTES
 function budgetOf(vt, text) {
-  try { return vt.parseBytes(text); } catch (e) { throw new CliError(`--budget: ${e.message}`, 2); }
+  try {
+    return vt.parseBytes(text);
+  } catch (e) {
+    throw new CliError(`--budget: ${e.message}`, 2);
+  }
 }
 const flops = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(1)} MFLOP`);
 const pick = (p) => Object.fromEntries(KINDS.map((k) => [k, p[k]]));
 
 async function plan(o) {
   const objective = o.objective || TRAIN_DEFAULTS.objective;
-  if (o.tokensKept != null && objective !== 'encode') throw new CliError(`--tokens-kept is for --objective encode (${objective} keeps what its step keeps)`, 2);
-  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
+  if (o.tokensKept != null && objective !== 'encode')
+    throw new CliError(`--tokens-kept is for --objective encode (${objective} keeps what its step keeps)`, 2);
+  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1))
+    throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
   if ((o.gradAccum ?? 1) > 1 && o.backend === 'webgpu')
-    throw new CliError('--grad-accum-steps: accumulated steps do not run on the WebGPU backend (train refuses them there); plan --backend wasm', 2);
+    throw new CliError(
+      '--grad-accum-steps: accumulated steps do not run on the WebGPU backend (train refuses them there); plan --backend wasm',
+      2,
+    );
   let spec;
-  try { spec = specOf(o, objective); } catch (e) { throw new CliError(e.message, e instanceof CliError ? e.status : 2); }
-  const vt = await loadEngine(o), nt = vt.threads;
-  try { return await planWith(o, vt, nt, objective, spec); } finally { if (vt.backend.name === 'webgpu') vt.close(); }
+  try {
+    spec = specOf(o, objective);
+  } catch (e) {
+    throw new CliError(e.message, e instanceof CliError ? e.status : 2);
+  }
+  const vt = await loadEngine(o),
+    nt = vt.threads;
+  try {
+    return await planWith(o, vt, nt, objective, spec);
+  } finally {
+    if (vt.backend.name === 'webgpu') vt.close();
+  }
 }
 
 // --backend webgpu: the step as the GPU would run it (recorded), against the adapter's limits;
@@ -76,23 +118,49 @@ async function plan(o) {
 // largest batch (halving) at this policy
 async function deviceFit(vt, model, { objective, batch, policy, maskRatio }) {
   const { deviceMisfit } = await import('../webgpu/backend.js');
-  const limits = vt.backend.gpu.limits, a = vt.backend.adapter;
+  const limits = vt.backend.gpu.limits,
+    a = vt.backend.adapter;
   if (objective !== 'encode') model.trainerInit({ maskRatio: maskRatio ?? 0 });
   const misfit = (p, b) => {
     model.setGradCheckpointing(p);
-    return deviceMisfit(model.traceStep({ batch: b, call: objective === 'encode' ? 'encode' : 'train',
-      labels: model.kind === 'timm' ? new Array(b).fill(0) : null, json: true }), limits);
+    return deviceMisfit(
+      model.traceStep({
+        batch: b,
+        call: objective === 'encode' ? 'encode' : 'train',
+        labels: model.kind === 'timm' ? new Array(b).fill(0) : null,
+        json: true,
+      }),
+      limits,
+    );
   };
-  const why = misfit(policy, batch), adapter = `${a.description || a.device} (${a.vendor} ${a.architecture})`;
-  const out = { adapter, max_buffer_size: limits.maxBufferSize, max_storage_buffer_binding_size: limits.maxStorageBufferBindingSize,
-    fits: !why, limit: why, fit_policy: null, fit_batch: null };
+  const why = misfit(policy, batch),
+    adapter = `${a.description || a.device} (${a.vendor} ${a.architecture})`;
+  const out = {
+    adapter,
+    max_buffer_size: limits.maxBufferSize,
+    max_storage_buffer_binding_size: limits.maxStorageBufferBindingSize,
+    fits: !why,
+    limit: why,
+    fit_policy: null,
+    fit_batch: null,
+  };
   if (why) {
     out.fit_policy = model.namedPolicies().find((p) => p !== policy && !misfit(p, batch)) || null;
     for (let b = batch >> 1; b >= 1 && out.fit_batch == null; b >>= 1) if (!misfit(policy, b)) out.fit_batch = b;
   }
   model.setGradCheckpointing(policy);
-  out.text = `webgpu ${adapter}: ${why ? `does not fit: ${why}; fits: ${[out.fit_policy && `policy ${out.fit_policy} at batch ${batch}`,
-    out.fit_batch && `batch ${out.fit_batch} with ${policy}`].filter(Boolean).join(', or ') || 'nothing tried'}` : `fits (maxBufferSize ${limits.maxBufferSize}, maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize})`}`;
+  out.text = `webgpu ${adapter}: ${
+    why
+      ? `does not fit: ${why}; fits: ${
+          [
+            out.fit_policy && `policy ${out.fit_policy} at batch ${batch}`,
+            out.fit_batch && `batch ${out.fit_batch} with ${policy}`,
+          ]
+            .filter(Boolean)
+            .join(', or ') || 'nothing tried'
+        }`
+      : `fits (maxBufferSize ${limits.maxBufferSize}, maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize})`
+  }`;
   return out;
 }
 
@@ -105,17 +173,33 @@ async function planWith(o, vt, nt, objective, spec) {
     setPolicy(model, policy);
     const budget = o.budget != null ? budgetOf(vt, o.budget) : null;
     const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
-    const maskRatio = objective === 'mae' ? o.maskRatio ?? TRAIN_DEFAULTS.maskRatio : null;
-    const name = o.config != null ? 'config' : o.preset || TRAIN_DEFAULTS.preset, kept = o.tokensKept ?? 0;
+    const maskRatio = objective === 'mae' ? (o.maskRatio ?? TRAIN_DEFAULTS.maskRatio) : null;
+    const name = o.config != null ? 'config' : o.preset || TRAIN_DEFAULTS.preset,
+      kept = o.tokensKept ?? 0;
     const stepOf = (p) => {
-      if (objective !== 'encode') return { ...model.planTrainStep({ batch, maskRatio, policy: p, budget: budget ?? 0 }), policy: p };
+      if (objective !== 'encode')
+        return { ...model.planTrainStep({ batch, maskRatio, policy: p, budget: budget ?? 0 }), policy: p };
       model.setGradCheckpointing(p);
       return { ...model.plan('encode', { batch, tokensKept: kept, needGrad: true }), policy: p };
     };
     const step = stepOf(policy);
     const rows = o.allPolicies ? model.namedPolicies().map((p) => stepOf(p)) : null;
-    const out = { objective, name, batch, accum: o.gradAccum ?? 1, kept, maskRatio, policy, threads: nt, budget, step, rows, dims: model.dims };
-    const device = vt.backend.name === 'webgpu' ? await deviceFit(vt, model, { objective, batch, policy, maskRatio }) : null;
+    const out = {
+      objective,
+      name,
+      batch,
+      accum: o.gradAccum ?? 1,
+      kept,
+      maskRatio,
+      policy,
+      threads: nt,
+      budget,
+      step,
+      rows,
+      dims: model.dims,
+    };
+    const device =
+      vt.backend.name === 'webgpu' ? await deviceFit(vt, model, { objective, batch, policy, maskRatio }) : null;
     if (device && o.json) out.webgpu = device;
     process.stdout.write(o.json ? jsonOf(out) : textOf(out));
     if (device && !o.json) process.stdout.write(device.text + '\n');
@@ -123,56 +207,93 @@ async function planWith(o, vt, nt, objective, spec) {
   } catch (e) {
     if (e instanceof CliError) throw e;
     throw new CliError(e.message, e.code === 'VT_ERR_ARG' ? 2 : 1); // what the flags asked for is refused: a usage error
-  } finally { if (model) model.dispose(); }
+  } finally {
+    if (model) model.dispose();
+  }
 }
 
 // JSON: encode without a budget or rows is the native CLI's object, byte for byte
 function jsonOf({ objective, name, batch, accum, kept, maskRatio, policy, threads, budget, step, rows, webgpu }) {
   if (objective === 'encode' && budget == null && !rows && accum === 1 && !webgpu) {
-    return `{"preset": "${name}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${threads}, ` +
-      KINDS.map((k) => `"${k}": ${step[k]}`).join(', ') + '}\n';
+    return (
+      `{"preset": "${name}", "batch": ${batch}, "tokens_kept": ${kept}, "policy": "${policy}", "threads": ${threads}, ` +
+      KINDS.map((k) => `"${k}": ${step[k]}`).join(', ') +
+      '}\n'
+    );
   }
   const fitsOf = (p) => (budget == null ? null : objective === 'encode' ? p.total <= budget : p.fits);
   const row = (p) => ({ policy: p.policy, ...pick(p), recompute_flops: p.recomputeFlops ?? null, fits: fitsOf(p) });
-  const j = { objective, preset: name === 'config' ? null : name, batch, grad_accum_steps: accum, mask_ratio: maskRatio, tokens_kept: objective === 'encode' ? kept : step.tokensKept,
-    tokens_masked: objective === 'encode' ? null : step.tokensMasked, policy, threads, ...pick(step), recompute_flops: step.recomputeFlops ?? null,
-    policy_met: step.policyMet ?? null, budget, fits: fitsOf(step) };
+  const j = {
+    objective,
+    preset: name === 'config' ? null : name,
+    batch,
+    grad_accum_steps: accum,
+    mask_ratio: maskRatio,
+    tokens_kept: objective === 'encode' ? kept : step.tokensKept,
+    tokens_masked: objective === 'encode' ? null : step.tokensMasked,
+    policy,
+    threads,
+    ...pick(step),
+    recompute_flops: step.recomputeFlops ?? null,
+    policy_met: step.policyMet ?? null,
+    budget,
+    fits: fitsOf(step),
+  };
   if (budget != null && objective !== 'encode') {
     j.fit = step.fit ? { policy: step.fit.policy, ...pick(step.fit), recompute_flops: step.fit.recomputeFlops } : null;
     j.least = step.least ? { policy: step.least.policy, ...pick(step.least) } : null;
     j.max_batch = step.maxBatch > 0 ? step.maxBatch : null;
   }
   if (rows) j.policies = rows.map(row);
-  if (webgpu) { const { text, ...w } = webgpu; j.webgpu = w; }
+  if (webgpu) {
+    const { text, ...w } = webgpu;
+    j.webgpu = w;
+  }
   return JSON.stringify(j) + '\n';
 }
 
 function textOf({ objective, name, batch, accum, kept, maskRatio, policy, threads, budget, step, rows, dims }) {
   const f = (n) => String(n).padStart(12);
   const per = accum > 1 ? ` (one micro-batch of a step of ${accum} x ${batch} images)` : '';
-  let s = objective === 'encode'
-    ? `${name} batch ${batch}${per}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`
-    : `${objective.toUpperCase()} ${name} ${dims.img}x${dims.img}x${dims.chans} patch ${dims.patch} dim ${dims.dim} depth ${dims.depth}, batch ${batch}${per}` +
-      `${maskRatio != null ? `, mask ratio ${maskRatio}: ${step.tokensKept} tokens kept, ${step.tokensMasked} masked per image` : ''}, ` +
-      `grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`;
-  s += KINDS.map((k) => `  ${k.padEnd(11)} ${f(step[k])} bytes${k === 'total' ? ` (${mib(step.total)} MiB)` : ''}\n`).join('');
-  if (step.recomputeFlops != null) s += `  re-computed ${flops(step.recomputeFlops).padStart(12)} per step (the forward FLOPs ${policy} runs again in the backward)\n`;
+  let s =
+    objective === 'encode'
+      ? `${name} batch ${batch}${per}${kept ? ' (tokens kept)' : ''}, grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`
+      : `${objective.toUpperCase()} ${name} ${dims.img}x${dims.img}x${dims.chans} patch ${dims.patch} dim ${dims.dim} depth ${dims.depth}, batch ${batch}${per}` +
+        `${maskRatio != null ? `, mask ratio ${maskRatio}: ${step.tokensKept} tokens kept, ${step.tokensMasked} masked per image` : ''}, ` +
+        `grad checkpointing ${policy}, ${threads} thread${threads === 1 ? '' : 's'}\n`;
+  s += KINDS.map(
+    (k) => `  ${k.padEnd(11)} ${f(step[k])} bytes${k === 'total' ? ` (${mib(step.total)} MiB)` : ''}\n`,
+  ).join('');
+  if (step.recomputeFlops != null)
+    s += `  re-computed ${flops(step.recomputeFlops).padStart(12)} per step (the forward FLOPs ${policy} runs again in the backward)\n`;
   if (step.policyMet === false) s += `  no layout meets ${policy}: these are the bytes of the smallest plan\n`;
   if (budget != null) {
     const fits = objective === 'encode' ? step.total <= budget : step.fits;
     s += `budget ${budget} bytes (${mib(budget)} MiB): ${fits ? 'fits' : 'does not fit'}\n`;
     if (objective !== 'encode') {
-      if (step.fit) s += `  least re-computation that fits: ${step.fit.policy}, total ${step.fit.total} bytes (${mib(step.fit.total)} MiB), re-computes ${flops(step.fit.recomputeFlops)}\n`;
-      else s += `  no policy fits batch ${batch}; the smallest plan: ${step.least.policy}, total ${step.least.total} bytes (${mib(step.least.total)} MiB)\n`;
-      s += step.maxBatch > 0 ? `  largest ${accum > 1 ? 'micro-' : ''}batch that fits: ${step.maxBatch}${step.maxBatch === batch ? ' (the one asked)' : ''}\n` : '  no batch fits\n';
+      if (step.fit)
+        s += `  least re-computation that fits: ${step.fit.policy}, total ${step.fit.total} bytes (${mib(step.fit.total)} MiB), re-computes ${flops(step.fit.recomputeFlops)}\n`;
+      else
+        s += `  no policy fits batch ${batch}; the smallest plan: ${step.least.policy}, total ${step.least.total} bytes (${mib(step.least.total)} MiB)\n`;
+      s +=
+        step.maxBatch > 0
+          ? `  largest ${accum > 1 ? 'micro-' : ''}batch that fits: ${step.maxBatch}${step.maxBatch === batch ? ' (the one asked)' : ''}\n`
+          : '  no batch fits\n';
     }
   }
   if (rows) {
     const cols = ['policy', ...KINDS.map((k) => `${k} MiB`), 're-computed', ...(budget != null ? ['fits'] : [])];
-    const cells = rows.map((r) => [r.policy, ...KINDS.map((k) => mib(r[k])), r.recomputeFlops != null ? flops(r.recomputeFlops) : '',
-      ...(budget != null ? [(objective === 'encode' ? r.total <= budget : r.fits) ? 'yes' : 'no'] : [])]);
+    const cells = rows.map((r) => [
+      r.policy,
+      ...KINDS.map((k) => mib(r[k])),
+      r.recomputeFlops != null ? flops(r.recomputeFlops) : '',
+      ...(budget != null ? [(objective === 'encode' ? r.total <= budget : r.fits) ? 'yes' : 'no'] : []),
+    ]);
     const w = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)));
-    s += [cols, ...cells].map((r) => '  ' + r.map((c, i) => (i ? c.padStart(w[i]) : c.padEnd(w[i]))).join('  ')).join('\n') + '\n';
+    s +=
+      [cols, ...cells]
+        .map((r) => '  ' + r.map((c, i) => (i ? c.padStart(w[i]) : c.padEnd(w[i]))).join('  '))
+        .join('\n') + '\n';
   }
   return s;
 }

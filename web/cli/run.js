@@ -18,7 +18,10 @@ export function refuseOnResume(given, keys) {
   const fixed = keys.filter((k) => given.has(k));
   if (fixed.length) {
     const flags = fixed.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase()));
-    throw new CliError(`--resume takes ${flags.join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`, 2);
+    throw new CliError(
+      `--resume takes ${flags.join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`,
+      2,
+    );
   }
 }
 
@@ -32,35 +35,64 @@ export function refuseOnResume(given, keys) {
  */
 export function readCheckpoint(file, key, what, dataGiven, { requireCrc = false } = {}) {
   let bytes, meta, c;
-  try { bytes = readInput(file); } catch (e) { throw new CliError(`cannot read ${file}: ${why(e)}`); }
-  try { meta = readSafetensorsMeta(bytes); } catch (e) { throw new CliError(`${file}: not a safetensors file (${e.message})`); }
-  if (meta.format !== FORMATS.checkpoint || meta[key] == null) throw new CliError(`${file}: not a checkpoint of ${what}`);
-  try { c = runFromCheckpoint(meta, file); } catch (e) { throw new CliError(e.message); }
-  if (requireCrc && meta.crc32 == null) throw new CliError(`${file}: no CRC-32 of its tensors in the metadata (--require-crc)`);
-  if (c.step >= c.run.steps) throw new CliError(`${file}: the run is complete (step ${c.step} of ${c.run.steps}): nothing to resume, nothing was written`);
-  try { c.run.data = resumedData(file, c.run.data, dataGiven); } catch (e) { throw new CliError(e.message, 2); }
+  try {
+    bytes = readInput(file);
+  } catch (e) {
+    throw new CliError(`cannot read ${file}: ${why(e)}`);
+  }
+  try {
+    meta = readSafetensorsMeta(bytes);
+  } catch (e) {
+    throw new CliError(`${file}: not a safetensors file (${e.message})`);
+  }
+  if (meta.format !== FORMATS.checkpoint || meta[key] == null)
+    throw new CliError(`${file}: not a checkpoint of ${what}`);
+  try {
+    c = runFromCheckpoint(meta, file);
+  } catch (e) {
+    throw new CliError(e.message);
+  }
+  if (requireCrc && meta.crc32 == null)
+    throw new CliError(`${file}: no CRC-32 of its tensors in the metadata (--require-crc)`);
+  if (c.step >= c.run.steps)
+    throw new CliError(
+      `${file}: the run is complete (step ${c.step} of ${c.run.steps}): nothing to resume, nothing was written`,
+    );
+  try {
+    c.run.data = resumedData(file, c.run.data, dataGiven);
+  } catch (e) {
+    throw new CliError(e.message, 2);
+  }
   return { bytes, meta, ...c, spec: c.run.spec };
 }
 
 /** The engine's part of checkpoint `file` (its training state's metadata and CRC-32s), checked with
  * the engine loaded and before a model or data are made for it (Vitrine.checkTrainState). */
 export function checkState(vt, file, bytes) {
-  try { vt.checkTrainState(bytes); } catch (e) { throw new CliError(`${file}: ${e.message}`); }
+  try {
+    vt.checkTrainState(bytes);
+  } catch (e) {
+    throw new CliError(`${file}: ${e.message}`);
+  }
 }
 
 /** A damaged-metadata error of checkpoint `file` naming `field` (for what the engine refuses of it). */
-export const damaged = (file, field, message) => new CliError(`${file}: damaged checkpoint metadata: ${field}: ${message}`);
+export const damaged = (file, field, message) =>
+  new CliError(`${file}: damaged checkpoint metadata: ${field}: ${message}`);
 
 /** --stop-at against the step a resumed run is at (a usage error when there is nothing to do). */
 export function stopAtOf(o, run, step) {
-  if (o.stopAt != null && o.stopAt <= step) throw new CliError(`--stop-at ${o.stopAt}: the run is at step ${step} already`, 2);
+  if (o.stopAt != null && o.stopAt <= step)
+    throw new CliError(`--stop-at ${o.stopAt}: the run is at step ${step} already`, 2);
   return Math.min(run.steps, o.stopAt ?? run.steps);
 }
 
 /** The checkpointing policy: --grad-checkpointing (a usage error naming the flag when the engine
  * refuses it) or the checkpoint's (damaged metadata when refused). */
 export function setPolicy(model, policy, { fromFile = null } = {}) {
-  try { model.setGradCheckpointing(policy); } catch (e) {
+  try {
+    model.setGradCheckpointing(policy);
+  } catch (e) {
     if (fromFile) throw damaged(fromFile, 'grad_checkpointing', e.message);
     throw new CliError(`--grad-checkpointing: ${e.message}`, 2);
   }
@@ -79,24 +111,65 @@ export function setupError(error) {
 // a list of numbers: '0.5,0.5,0.5'
 const numbers = (n) => (v, flag) => {
   const parts = v.split(',');
-  if (!n.includes(parts.length)) throw new UsageError(`${flag}: '${v}' is not ${n.join(' or ')} comma-separated numbers`);
+  if (!n.includes(parts.length))
+    throw new UsageError(`${flag}: '${v}' is not ${n.join(' or ')} comma-separated numbers`);
   return parts.map((p) => decimal()(p, flag));
 };
 
 /** timm's training vocabulary, the same in `train` and `train --objective classify`. */
 export const SCHEDULE_OPTIONS = {
-  epochs: { value: 'E', help: 'train for E epochs instead of --steps (timm\'s --epochs): steps = E x images /\n(batch x grad-accum-steps), rounded up', parse: decimal(0, 1e6, { open: false }) },
-  'warmup-epochs': { value: 'E', help: 'the warm-up in epochs instead of --warmup steps (timm\'s --warmup-epochs)', parse: decimal(0, 1e6) },
-  'min-lr': { value: 'LR', help: 'the cosine schedule\'s floor (timm\'s --min-lr; default 0)', parse: decimal(0, 1000) },
-  'grad-accum-steps': { value: 'K', key: 'gradAccum', help: 'one optimizer step from the gradients of K batches of --batch images, each\nloss scaled by 1/K (timm\'s --grad-accum-steps): a step of K x B images (default 1)', parse: whole(1, 65536) },
-  'weight-decay': { value: 'W', help: 'AdamW weight decay, not on norms, biases, tokens, pos_embed (default 0.05)', parse: decimal(0, 1000) },
-  augment: { value: 'SPEC', help: 'none (the default), or a comma list: hflip[:P] (timm\'s --hflip), rrc[:A-B[:C-D]]\n(RandomResizedCrop, timm\'s --scale / --ratio), flip, shift:N (translation by up to N pixels)' },
-  hflip: { value: 'P', help: 'flip horizontally with probability P (timm\'s --hflip; adds hflip:P to --augment)', parse: decimal(0, 1) },
-  scale: { value: 'A,B', help: 'RandomResizedCrop of A..B of the area (timm\'s --scale; adds rrc to --augment)', parse: numbers([2]) },
-  ratio: { value: 'A,B', help: 'RandomResizedCrop aspect ratios A..B (timm\'s --ratio; default 0.75,1.3333)', parse: numbers([2]) },
-  mean: { value: 'M[,M,M]', help: 'normalise with this mean (default: the --init weights\' pretrained_cfg, else timm\'s for\na timm architecture, else ImageNet\'s)', parse: numbers([1, 3]) },
+  epochs: {
+    value: 'E',
+    help: "train for E epochs instead of --steps (timm's --epochs): steps = E x images /\n(batch x grad-accum-steps), rounded up",
+    parse: decimal(0, 1e6, { open: false }),
+  },
+  'warmup-epochs': {
+    value: 'E',
+    help: "the warm-up in epochs instead of --warmup steps (timm's --warmup-epochs)",
+    parse: decimal(0, 1e6),
+  },
+  'min-lr': { value: 'LR', help: "the cosine schedule's floor (timm's --min-lr; default 0)", parse: decimal(0, 1000) },
+  'grad-accum-steps': {
+    value: 'K',
+    key: 'gradAccum',
+    help: "one optimizer step from the gradients of K batches of --batch images, each\nloss scaled by 1/K (timm's --grad-accum-steps): a step of K x B images (default 1)",
+    parse: whole(1, 65536),
+  },
+  'weight-decay': {
+    value: 'W',
+    help: 'AdamW weight decay, not on norms, biases, tokens, pos_embed (default 0.05)',
+    parse: decimal(0, 1000),
+  },
+  augment: {
+    value: 'SPEC',
+    help: "none (the default), or a comma list: hflip[:P] (timm's --hflip), rrc[:A-B[:C-D]]\n(RandomResizedCrop, timm's --scale / --ratio), flip, shift:N (translation by up to N pixels)",
+  },
+  hflip: {
+    value: 'P',
+    help: "flip horizontally with probability P (timm's --hflip; adds hflip:P to --augment)",
+    parse: decimal(0, 1),
+  },
+  scale: {
+    value: 'A,B',
+    help: "RandomResizedCrop of A..B of the area (timm's --scale; adds rrc to --augment)",
+    parse: numbers([2]),
+  },
+  ratio: {
+    value: 'A,B',
+    help: "RandomResizedCrop aspect ratios A..B (timm's --ratio; default 0.75,1.3333)",
+    parse: numbers([2]),
+  },
+  mean: {
+    value: 'M[,M,M]',
+    help: "normalise with this mean (default: the --init weights' pretrained_cfg, else timm's for\na timm architecture, else ImageNet's)",
+    parse: numbers([1, 3]),
+  },
   std: { value: 'S[,S,S]', help: 'and this std (with --mean)', parse: numbers([1, 3]) },
-  'img-size': { value: 'N', help: 'a timm architecture at N px (timm\'s --img-size): weights of another size are resampled', parse: whole(1, 65536) },
+  'img-size': {
+    value: 'N',
+    help: "a timm architecture at N px (timm's --img-size): weights of another size are resampled",
+    parse: whole(1, 65536),
+  },
 };
 
 /** The Trainer's options of SCHEDULE_OPTIONS (a usage error for what does not go together). */
@@ -105,15 +178,34 @@ export function scheduleOptions(o) {
   if (o.epochs === 0) throw new CliError("--epochs: '0' trains nothing", 2);
   if (o.warmupEpochs != null && o.warmup != null) throw new CliError('--warmup and --warmup-epochs: give one', 2);
   if ((o.mean == null) !== (o.std == null)) throw new CliError('--mean and --std: give both', 2);
-  if (o.ratio && !o.scale && !/rrc/.test(o.augment || '')) throw new CliError('--ratio needs --scale (or rrc in --augment)', 2);
+  if (o.ratio && !o.scale && !/rrc/.test(o.augment || ''))
+    throw new CliError('--ratio needs --scale (or rrc in --augment)', 2);
   let augment = o.augment;
-  const extra = [o.hflip ? `hflip:${o.hflip}` : null, o.scale ? `rrc:${o.scale[0]}-${o.scale[1]}${o.ratio ? `:${o.ratio[0]}-${o.ratio[1]}` : ''}` : null].filter(Boolean);
+  const extra = [
+    o.hflip ? `hflip:${o.hflip}` : null,
+    o.scale ? `rrc:${o.scale[0]}-${o.scale[1]}${o.ratio ? `:${o.ratio[0]}-${o.ratio[1]}` : ''}` : null,
+  ].filter(Boolean);
   if (extra.length) augment = [augment && augment !== 'none' ? augment : null, ...extra].filter(Boolean).join(',');
   if (augment != null) {
-    try { augment = augmentText(parseAugment(augment)); } catch (e) { throw new CliError(`--augment: ${e.message}`, 2); }
+    try {
+      augment = augmentText(parseAugment(augment));
+    } catch (e) {
+      throw new CliError(`--augment: ${e.message}`, 2);
+    }
   }
-  const out = { epochs: o.epochs, warmup: o.warmup, warmupEpochs: o.warmupEpochs, minLr: o.minLr, gradAccum: o.gradAccum, weightDecay: o.weightDecay,
-    augment, mean: o.mean, std: o.std, imgSize: o.imgSize, lr: o.lr };
+  const out = {
+    epochs: o.epochs,
+    warmup: o.warmup,
+    warmupEpochs: o.warmupEpochs,
+    minLr: o.minLr,
+    gradAccum: o.gradAccum,
+    weightDecay: o.weightDecay,
+    augment,
+    mean: o.mean,
+    std: o.std,
+    imgSize: o.imgSize,
+    lr: o.lr,
+  };
   Object.keys(out).forEach((k) => out[k] === undefined && delete out[k]);
   return out;
 }
@@ -126,13 +218,16 @@ const POS_EMBED_SAYS = {
   none: 'pos_embed: not loaded',
   sincos_frozen: "pos_embed: lightly's sin-cos table, frozen (as lightly's MAE / AIM keep it)",
   trainable: 'pos_embed: loaded, trainable',
-  learned_now_trainable: "pos_embed: a learned one (not the sin-cos table): trainable (lightly's objective would freeze a sin-cos table)",
+  learned_now_trainable:
+    "pos_embed: a learned one (not the sin-cos table): trainable (lightly's objective would freeze a sin-cos table)",
 };
 
 /** What the weights a run starts from gave: the report of Model.initFrom, in lines. */
 export function sayInit(r, file) {
-  say(`vitrine train: --init ${file}: ${r.source}: ${r.loaded} tensors loaded (trainable unless noted; ${r.resampled} resampled), ${r.skipped} skipped, ` +
-    `${r.missing} encoder parameters not in the file (kept as initialised)`);
+  say(
+    `vitrine train: --init ${file}: ${r.source}: ${r.loaded} tensors loaded (trainable unless noted; ${r.resampled} resampled), ${r.skipped} skipped, ` +
+      `${r.missing} encoder parameters not in the file (kept as initialised)`,
+  );
   for (const n of r.notes) say(`  ${n}`);
   say(`  ${POS_EMBED_SAYS[r.posEmbed] || r.posEmbed}`);
 }
@@ -145,17 +240,34 @@ export function sayInit(r, file) {
  * is what the run left (null when it failed before a step).
  */
 export async function runTrainer({ options, outputs, saveEvery, warn, onReady = () => {}, memory = true }) {
-  let interrupted = null, bar = null, rate = 0, mem = '', engine = null, info = null, trainer = null;
-  const onSig = (sig) => { interrupted = sig; if (trainer) trainer.abort(); };
+  let interrupted = null,
+    bar = null,
+    rate = 0,
+    mem = '',
+    engine = null,
+    info = null,
+    trainer = null;
+  const onSig = (sig) => {
+    interrupted = sig;
+    if (trainer) trainer.abort();
+  };
   process.on('SIGINT', onSig);
   process.on('SIGTERM', onSig);
-  let result = null, error = null;
+  let result = null,
+    error = null;
   try {
     trainer = new Trainer({
-      ...options, checkpointEvery: saveEvery,
-      onEngine: (e) => { engine = e; },
+      ...options,
+      checkpointEvery: saveEvery,
+      onEngine: (e) => {
+        engine = e;
+      },
       onLog: ({ text }) => say(`vitrine train: ${text}`),
-      onReady: (i) => { info = i; bar = new Progress(i.steps); onReady(i, engine); },
+      onReady: (i) => {
+        info = i;
+        bar = new Progress(i.steps);
+        onReady(i, engine);
+      },
       onStep: (e) => {
         rate = rate ? 0.9 * rate + 0.1 * e.imagesPerSecond : e.imagesPerSecond;
         if (memory && e.memory) {
@@ -163,10 +275,19 @@ export async function runTrainer({ options, outputs, saveEvery, warn, onReady = 
           mem = ` | mem ${mib(m.planned ? m.planned.total : 0)} MiB planned (act ${mib(m.measured.activations)}), wasm ${mib(m.wasm)} MiB`;
         }
         const stop = options.stopAt != null ? Math.min(options.stopAt, e.steps) : e.steps;
-        bar.update(e.step, Progress.text(e, rate, e.epoch, (stop - e.step) * info.run.batch * (info.run.gradAccum || 1) / rate, mem), e.step === stop);
+        bar.update(
+          e.step,
+          Progress.text(e, rate, e.epoch, ((stop - e.step) * info.run.batch * (info.run.gradAccum || 1)) / rate, mem),
+          e.step === stop,
+        );
       },
       onCheckpoint: ({ step, bytes }) => {
-        try { outputs.write(outputs.paths.state, bytes); outputs.savedStep = step; } catch (e) { warn(`${e.message}; ${outputs.stateNote()}`); }
+        try {
+          outputs.write(outputs.paths.state, bytes);
+          outputs.savedStep = step;
+        } catch (e) {
+          warn(`${e.message}; ${outputs.stateNote()}`);
+        }
       },
     });
     result = await trainer.done;
@@ -179,7 +300,13 @@ export async function runTrainer({ options, outputs, saveEvery, warn, onReady = 
     process.off('SIGINT', onSig);
     process.off('SIGTERM', onSig);
   }
-  return { result, error, interrupted: interrupted || (result && result.status === 'aborted' ? 'SIGINT' : null), engine, info };
+  return {
+    result,
+    error,
+    interrupted: interrupted || (result && result.status === 'aborted' ? 'SIGINT' : null),
+    engine,
+    info,
+  };
 }
 
 /**
@@ -192,23 +319,42 @@ export async function runTrainer({ options, outputs, saveEvery, warn, onReady = 
  */
 export function endRun({ result, error, interrupted }, { outputs, resumeFile, batch, info }) {
   const stepped = !!(result && (result.checkpoint || result.saveError));
-  let status = error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0, saveError = null;
+  let status = error ? 1 : interrupted === 'SIGINT' ? 130 : interrupted ? 143 : 0,
+    saveError = null;
   if (error && !info) throw setupError(error); // the run was not set up: nothing to write
   if (!stepped) {
     const kept = `nothing was written${resumeFile ? ` (${resumeFile} is unchanged)` : ''}`;
     if (error) throw new CliError(`${error.message}\n${kept}`);
-    if (interrupted) { say(`vitrine train: interrupted before the first step; ${kept}`); return { status, stepped, saveError }; }
+    if (interrupted) {
+      say(`vitrine train: interrupted before the first step; ${kept}`);
+      return { status, stepped, saveError };
+    }
     throw new CliError(`no step was taken; ${kept}`);
   }
   // (a state an update made non-finite is refused by the engine: its message says what is kept)
   if (result.saveError) saveError = new CliError(`${result.saveError.message}; ${outputs.stateNote()}`);
   else if (outputs.savedStep !== result.step) {
-    try { outputs.write(outputs.paths.state, result.checkpoint); outputs.savedStep = result.step; } catch (e) { saveError = new CliError(`${e.message}; ${outputs.stateNote()}`); }
+    try {
+      outputs.write(outputs.paths.state, result.checkpoint);
+      outputs.savedStep = result.step;
+    } catch (e) {
+      saveError = new CliError(`${e.message}; ${outputs.stateNote()}`);
+    }
   }
-  if (saveError) { status = status || 1; say(`vitrine train: ${saveError.message}`); }
-  if (error) say(`vitrine train: ${error.message}${saveError ? '' : `\nthe last good state (step ${result.step}) is in ${outputs.paths.state}`}`);
-  else if (interrupted) say(`vitrine train: interrupted at step ${result.step}; ${saveError ? 'its checkpoint could not be written' : `continue with --resume ${outputs.paths.state}`}`);
-  const n = result.trained, secs = result.trainSeconds;
-  say(`vitrine train: ${n} steps in ${secs.toFixed(1)} s (${n ? (n * batch / secs).toFixed(0) : 0} img/s)`);
+  if (saveError) {
+    status = status || 1;
+    say(`vitrine train: ${saveError.message}`);
+  }
+  if (error)
+    say(
+      `vitrine train: ${error.message}${saveError ? '' : `\nthe last good state (step ${result.step}) is in ${outputs.paths.state}`}`,
+    );
+  else if (interrupted)
+    say(
+      `vitrine train: interrupted at step ${result.step}; ${saveError ? 'its checkpoint could not be written' : `continue with --resume ${outputs.paths.state}`}`,
+    );
+  const n = result.trained,
+    secs = result.trainSeconds;
+  say(`vitrine train: ${n} steps in ${secs.toFixed(1)} s (${n ? ((n * batch) / secs).toFixed(0) : 0} img/s)`);
   return { status, stepped, saveError };
 }

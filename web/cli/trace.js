@@ -15,16 +15,24 @@ export const command = {
   name: 'trace',
   summary: 'a training step (or an encode pass) as the kernel calls it is made of',
   usage: 'vitrine trace [options]',
-  description: 'Records one step without running it: every kernel call with its operands (where in the\n' +
+  description:
+    'Records one step without running it: every kernel call with its operands (where in the\n' +
     'parameters, gradients, optimizer state, activation arena or inputs), its phase (forward,\n' +
-    're-compute, backward, optimizer) and block, and the arena\'s allocations. Defaults: the step\n' +
+    "re-compute, backward, optimizer) and block, and the arena's allocations. Defaults: the step\n" +
     `vitrine train runs (MAE, ${TRAIN_DEFAULTS.preset}, batch ${TRAIN_DEFAULTS.batch}, checkpointing ${TRAIN_DEFAULTS.policy}).`,
   options: {
-    objective: { value: 'OBJECTIVE', help: 'mae, aim, classify: a training step of that objective (default mae);\nencode: a forward and backward of the encoder',
-      parse: oneOf('mae', 'aim', 'classify', 'encode') },
+    objective: {
+      value: 'OBJECTIVE',
+      help: 'mae, aim, classify: a training step of that objective (default mae);\nencode: a forward and backward of the encoder',
+      parse: oneOf('mae', 'aim', 'classify', 'encode'),
+    },
     ...MODEL_OPTIONS,
     classes: { value: 'N', help: 'classify: the classes of the head (default 10)', parse: whole(2, 1000000) },
-    pool: { value: 'token|avg', help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`, parse: oneOf('token', 'avg') },
+    pool: {
+      value: 'token|avg',
+      help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`,
+      parse: oneOf('token', 'avg'),
+    },
     json: { type: 'boolean', help: 'the list of kernel calls (format vitrine-trace/1) instead of the summary' },
     ...ENGINE_OPTIONS,
   },
@@ -34,9 +42,14 @@ export const command = {
 
 async function trace(o) {
   const objective = o.objective || TRAIN_DEFAULTS.objective;
-  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1)) throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
+  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1))
+    throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
   let spec;
-  try { spec = specOf(o, objective); } catch (e) { throw new CliError(e.message, e instanceof CliError ? e.status : 2); }
+  try {
+    spec = specOf(o, objective);
+  } catch (e) {
+    throw new CliError(e.message, e instanceof CliError ? e.status : 2);
+  }
   const vt = await loadEngine(o);
   let model;
   try {
@@ -45,14 +58,21 @@ async function trace(o) {
     model.setGradCheckpointing(o.policy || TRAIN_DEFAULTS.policy);
     const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
     if (objective === 'classify') model.trainerInit(classifyTrainerOptions({ steps: 1, warmup: 0, seed: 0 }));
-    else if (objective !== 'encode') model.trainerInit({ maskRatio: objective === 'mae' ? o.maskRatio ?? TRAIN_DEFAULTS.maskRatio : undefined });
+    else if (objective !== 'encode')
+      model.trainerInit({ maskRatio: objective === 'mae' ? (o.maskRatio ?? TRAIN_DEFAULTS.maskRatio) : undefined });
     const name = o.config != null ? 'config' : o.preset || TRAIN_DEFAULTS.preset;
-    const out = model.traceStep({ batch, call: objective === 'encode' ? 'encode' : 'train', json: o.json,
-      labels: objective === 'classify' ? new Int32Array(batch) : null });
+    const out = model.traceStep({
+      batch,
+      call: objective === 'encode' ? 'encode' : 'train',
+      json: o.json,
+      labels: objective === 'classify' ? new Int32Array(batch) : null,
+    });
     process.stdout.write(o.json ? JSON.stringify(out) + '\n' : `${name} (${objective}), ${out}`);
     return 0;
   } catch (e) {
     if (e instanceof CliError) throw e;
     throw new CliError(e.message);
-  } finally { if (model) model.dispose(); }
+  } finally {
+    if (model) model.dispose();
+  }
 }

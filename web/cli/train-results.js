@@ -21,8 +21,12 @@ export const KNN_OPTIONS = {
 
 // images `idx` of a folder decoded at the model's size and channels (a data set of bytes)
 function decodeFolder(f, idx, size, chans) {
-  const per = chans * size * size, pixels = new Uint8Array(idx.length * per);
-  idx.forEach((i, j) => { const im = f.decode(i); pixels.set(resizeCrop(im.data, im.width, im.height, 4, size, chans), j * per); });
+  const per = chans * size * size,
+    pixels = new Uint8Array(idx.length * per);
+  idx.forEach((i, j) => {
+    const im = f.decode(i);
+    pixels.set(resizeCrop(im.data, im.width, im.height, 4, size, chans), j * per);
+  });
   return { n: idx.length, chans, size, pixels, labels: Int32Array.from(idx, (i) => f.labels[i]), classes: f.classes };
 }
 
@@ -32,29 +36,55 @@ function decodeFolder(f, idx, size, chans) {
 function evalSets(data, dims, nBank, nQuery, maxPixels) {
   const range = (n) => Array.from({ length: n }, (_, i) => i);
   if (data === 'fashion-mnist') {
-    const train = loadFashionMNIST('train'), test = loadFashionMNIST('test');
-    return { bank: gather(train, range(Math.min(nBank, train.n))), query: gather(test, range(Math.min(nQuery, test.n))) };
+    const train = loadFashionMNIST('train'),
+      test = loadFashionMNIST('test');
+    return {
+      bank: gather(train, range(Math.min(nBank, train.n))),
+      query: gather(test, range(Math.min(nQuery, test.n))),
+    };
   }
   const f = openImageFolder(data, { maxPixels, onWarning: () => {} }); // the trainer said what it skipped
   if (!f.labels || f.n < 5) return null;
   const all = range(f.n);
-  return { bank: decodeFolder(f, all.filter((i) => i % 5 !== 4).slice(0, nBank), dims.img, dims.chans),
-    query: decodeFolder(f, all.filter((i) => i % 5 === 4).slice(0, nQuery), dims.img, dims.chans) };
+  return {
+    bank: decodeFolder(f, all.filter((i) => i % 5 !== 4).slice(0, nBank), dims.img, dims.chans),
+    query: decodeFolder(f, all.filter((i) => i % 5 === 4).slice(0, nQuery), dims.img, dims.chans),
+  };
 }
 
 /** The kNN bank and queries, and a worker that evaluates the untrained encoder and raw pixels on
  * them on the other core while this one trains. null when the data have no classes. */
 export function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = null, maxPixels) {
   const sets = evalSets(run.data, info.dims, o.evalBank ?? EVAL.bank, o.evalQueries ?? EVAL.queries, maxPixels);
-  if (!sets) { warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`); return null; }
-  const knnOpts = { k: o.knnK ?? EVAL.k, t: o.knnT ?? EVAL.t, classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)) };
+  if (!sets) {
+    warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`);
+    return null;
+  }
+  const knnOpts = {
+    k: o.knnK ?? EVAL.k,
+    t: o.knnT ?? EVAL.t,
+    classes: Math.max(sets.bank.classes ? sets.bank.classes.length : 0, 1 + Math.max(...sets.bank.labels)),
+  };
   const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config, preset: run.spec.preset } : run.spec;
   const stats = channelStats(info.dims.chans, info.normalization);
   const worker = new Worker(new URL('../eval-worker.js', import.meta.url), {
-    workerData: { wasm: eng.build, spec, initSeed: seed, initBytes, bank: sets.bank, query: sets.query, stats, frozen: run.frozen || [], ...knnOpts },
+    workerData: {
+      wasm: eng.build,
+      spec,
+      initSeed: seed,
+      initBytes,
+      bank: sets.bank,
+      query: sets.query,
+      stats,
+      frozen: run.frozen || [],
+      ...knnOpts,
+    },
   });
   const initial = new Promise((resolve) => {
-    worker.once('message', (m) => { resolve(m); worker.terminate(); });
+    worker.once('message', (m) => {
+      resolve(m);
+      worker.terminate();
+    });
     worker.once('error', (e) => resolve({ error: e.message }));
   });
   return { sets, knnOpts, worker, initial };
@@ -63,11 +93,15 @@ export function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = n
 /** The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
  * (from the side evaluation). */
 export async function knnResults(model, side, say, warn) {
-  const { sets, knnOpts } = side, te = performance.now();
+  const { sets, knnOpts } = side,
+    te = performance.now();
   const knn = { trained: knnReadouts(model, sets.bank, sets.query, knnOpts), initial: null, pixels: null }; // { mean, cls }
   const s = await side.initial;
   if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
-  else { knn.initial = s.initial; knn.pixels = s.pixels; }
+  else {
+    knn.initial = s.initial;
+    knn.pixels = s.pixels;
+  }
   say(`vitrine train: kNN evaluation ${((performance.now() - te) / 1000).toFixed(1)} s`);
   return knn;
 }
@@ -84,38 +118,79 @@ export function writeResults(model, run, outputs, warn, maxPixels) {
     let shown;
     if (run.data === 'fashion-mnist') {
       const test = loadFashionMNIST('test');
-      shown = gather(test, Array.from({ length: Math.min(EVAL.show, test.n) }, (_, i) => i));
+      shown = gather(
+        test,
+        Array.from({ length: Math.min(EVAL.show, test.n) }, (_, i) => i),
+      );
     } else {
       const f = openImageFolder(run.data, { maxPixels, onWarning: () => {} });
-      shown = decodeFolder({ ...f, labels: f.labels || new Int32Array(f.n) }, Array.from({ length: Math.min(EVAL.show, f.n) }, (_, i) => i), img, chans);
+      shown = decodeFolder(
+        { ...f, labels: f.labels || new Int32Array(f.n) },
+        Array.from({ length: Math.min(EVAL.show, f.n) }, (_, i) => i),
+        img,
+        chans,
+      );
     }
-    const x = makeBatch(adapt(shown, img, chans), Int32Array.from({ length: shown.n }, (_, i) => i), null, model.normalization);
+    const x = makeBatch(
+      adapt(shown, img, chans),
+      Int32Array.from({ length: shown.n }, (_, i) => i),
+      null,
+      model.normalization,
+    );
     model.loss(x, showMasks(model, shown.n, run.maskRatio ?? 0.75));
     png = encodePng(visualizeGrid(model, x, model.visualize(), { stats: model.normalization }));
-  } catch (e) { warn(`no reconstructions: ${e.message}`); return; }
+  } catch (e) {
+    warn(`no reconstructions: ${e.message}`);
+    return;
+  }
   outputs.write(outputs.paths.image, png);
 }
 /** The report on stdout (and, with --json, one JSON line after it). */
-export function report(o, { run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds, threads }) {
+export function report(
+  o,
+  { run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds, threads },
+) {
   const pct = (v) => (v == null ? 'n/a' : (100 * v).toFixed(2) + '%');
   // the headline readout: the first of READOUTS this model has (the others beside it)
   const readout = knn.trained ? READOUTS.find((r) => knn.trained[r] != null) : null;
   const pick = (x, r) => (x && x[r] != null ? x[r] : null);
   const NAMES = { mean: 'mean of patch tokens', cls: '[CLS]' };
-  const others = (x) => READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null).map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`).join('');
+  const others = (x) =>
+    READOUTS.filter((r) => r !== readout && pick(knn.trained, r) != null)
+      .map((r) => ` (${NAMES[r]} ${pct(pick(x, r))})`)
+      .join('');
   process.stdout.write(
     `${finished ? 'trained' : 'stopped at'} step ${step}/${run.steps} (${run.spec.kind.toUpperCase()}, ${run.preset || 'config'}, batch ${run.batch}${run.gradAccum > 1 ? ` x ${run.gradAccum}` : ''}, grad checkpointing ${model.gradCheckpointing}) in ${seconds.toFixed(1)} s\n` +
-    `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
-    (side && readout ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
-      `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n` : '') +
-    `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`);
+      `loss ${run.lossFirst != null ? run.lossFirst.toFixed(4) : 'n/a'} (first step) -> ${lastLoss != null ? lastLoss.toFixed(4) : 'n/a'} (last)\n` +
+      (side && readout
+        ? `kNN top-1 (cosine, k=${side.knnOpts.k}, votes exp(sim/${side.knnOpts.t}); bank ${side.sets.bank.n}, queries ${side.sets.query.n}; features: ${NAMES[readout]}): ` +
+          `trained ${pct(pick(knn.trained, readout))}${others(knn.trained)}, initial ${pct(pick(knn.initial, readout))}${others(knn.initial)}, raw pixels ${pct(knn.pixels)}\n`
+        : '') +
+      `encoder weights (timm keys)  ${paths.weights}\ntraining checkpoint          ${paths.state}\nreconstructions              ${paths.image}\n`,
+  );
   if (!o.json) return;
   const perReadout = {};
-  for (const r of READOUTS) { perReadout[`knn_trained_${r}`] = pick(knn.trained, r); perReadout[`knn_initial_${r}`] = pick(knn.initial, r); }
-  process.stdout.write(JSON.stringify({ steps: step, loss_first: run.lossFirst ?? null, loss_last: lastLoss ?? null,
-    knn_readout: readout, knn_trained: pick(knn.trained, readout), knn_initial: pick(knn.initial, readout), knn_pixels: knn.pixels,
-    ...perReadout, seconds: Number(seconds.toFixed(3)),
-    threads, train_seconds: Number(trainSeconds.toFixed(3)),
-    images_per_second: Number((trained * run.batch * (run.gradAccum || 1) / trainSeconds).toFixed(2)),
-    weights: paths.weights, image: paths.image, checkpoint: paths.state }) + '\n');
+  for (const r of READOUTS) {
+    perReadout[`knn_trained_${r}`] = pick(knn.trained, r);
+    perReadout[`knn_initial_${r}`] = pick(knn.initial, r);
+  }
+  process.stdout.write(
+    JSON.stringify({
+      steps: step,
+      loss_first: run.lossFirst ?? null,
+      loss_last: lastLoss ?? null,
+      knn_readout: readout,
+      knn_trained: pick(knn.trained, readout),
+      knn_initial: pick(knn.initial, readout),
+      knn_pixels: knn.pixels,
+      ...perReadout,
+      seconds: Number(seconds.toFixed(3)),
+      threads,
+      train_seconds: Number(trainSeconds.toFixed(3)),
+      images_per_second: Number(((trained * run.batch * (run.gradAccum || 1)) / trainSeconds).toFixed(2)),
+      weights: paths.weights,
+      image: paths.image,
+      checkpoint: paths.state,
+    }) + '\n',
+  );
 }

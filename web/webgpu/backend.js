@@ -34,7 +34,8 @@ const SCALARS = 32; // bytes of vt_scalars
  * rasteriser, slower than the wasm engine). Returns { name, reason, adapter, gpu }.
  */
 export async function chooseBackend(backend = 'wasm', opts = {}) {
-  if (backend === 'wasm' || backend == null) return { name: 'wasm', reason: 'asked for (backend: wasm)', adapter: null, gpu: null };
+  if (backend === 'wasm' || backend == null)
+    return { name: 'wasm', reason: 'asked for (backend: wasm)', adapter: null, gpu: null };
   if (backend !== 'webgpu' && backend !== 'auto')
     throw new VitrineError(`backend must be 'webgpu', 'wasm' or 'auto', got '${backend}'`, -1);
   let gpu;
@@ -45,12 +46,24 @@ export async function chooseBackend(backend = 'wasm', opts = {}) {
     return { name: 'wasm', reason: `no WebGPU: ${e.message}`, adapter: null, gpu: null };
   }
   const adapter = gpu.info;
-  const named = [adapter.vendor, adapter.architecture, adapter.device, adapter.description].filter(Boolean).join(' ') || 'unnamed adapter';
+  const named =
+    [adapter.vendor, adapter.architecture, adapter.device, adapter.description].filter(Boolean).join(' ') ||
+    'unnamed adapter';
   if (backend === 'auto' && adapter.software) {
     gpu.destroy();
-    return { name: 'wasm', reason: `the only WebGPU adapter is a software one (${named}), slower than wasm`, adapter, gpu: null };
+    return {
+      name: 'wasm',
+      reason: `the only WebGPU adapter is a software one (${named}), slower than wasm`,
+      adapter,
+      gpu: null,
+    };
   }
-  return { name: 'webgpu', reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}${adapter.software ? ' (software)' : ''}`, adapter, gpu };
+  return {
+    name: 'webgpu',
+    reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}${adapter.software ? ' (software)' : ''}`,
+    adapter,
+    gpu,
+  };
 }
 
 /**
@@ -61,7 +74,11 @@ export async function chooseBackend(backend = 'wasm', opts = {}) {
  */
 export function wholeRows(vt, h, fn) {
   vt.check(vt._c.model_set_whole_rows(h, 1));
-  try { return fn(); } finally { vt._c.model_set_whole_rows(h, 0); }
+  try {
+    return fn();
+  } finally {
+    vt._c.model_set_whole_rows(h, 0);
+  }
 }
 
 /** The GPU side of one Model (model._gpu): its recorded step and the state it holds. */
@@ -81,14 +98,19 @@ export class GpuTrainer {
   }
 
   // the training state of the last sync, to go back to when the GPU fails
-  _snapshot() { this.synced = { state: this.model.saveTrainState(), step: this.model.stepCount }; }
+  _snapshot() {
+    this.synced = { state: this.model.saveTrainState(), step: this.model.stepCount };
+  }
 
   /** GPU bytes held (the step's buffers and the pool's). */
-  get bytes() { return this.pool.bytes; }
+  get bytes() {
+    return this.pool.bytes;
+  }
 
   /** The wasm state changed (weights loaded, trainer set up): upload it before the next GPU step. */
   invalidate({ rerecord = false } = {}) {
-    if (this.dirty) throw new VitrineError('the model\'s newest state is on the GPU: await model.sync() before changing it', -7);
+    if (this.dirty)
+      throw new VitrineError("the model's newest state is on the GPU: await model.sync() before changing it", -7);
     this.stale = true;
     if (rerecord) this.key = null;
   }
@@ -101,8 +123,13 @@ export class GpuTrainer {
     if (this.step && key === this.key) return this.step;
     if (this.step && this.dirty) await this.pull(); // the state moves through wasm memory
     this._drop();
-    const trace = wholeRows(this.vt, m._h, () => m.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true }));
-    if (!this.vt._contract) this.vt._contract = parseContract(new TextDecoder().decode(this.vt.takeBytes((o) => this.vt._c.kernel_contract(o))));
+    const trace = wholeRows(this.vt, m._h, () =>
+      m.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true }),
+    );
+    if (!this.vt._contract)
+      this.vt._contract = parseContract(
+        new TextDecoder().decode(this.vt.takeBytes((o) => this.vt._c.kernel_contract(o))),
+      );
     this.step = await GpuStep.create(this.kernels, this.pool, trace, this.vt._contract, `${m.kind} step b${batch}`);
     this.key = key;
     this.stale = true;
@@ -112,11 +139,16 @@ export class GpuTrainer {
 
   // wasm region r of the model: a Uint8Array view (fresh: memory may grow), or null
   _region(r) {
-    const vt = this.vt, id = vt.manifest.regions.indexOf(r), pb = vt.alloc(8);
+    const vt = this.vt,
+      id = vt.manifest.regions.indexOf(r),
+      pb = vt.alloc(8);
     try {
-      const p = this.vt._c.model_region(this.model._h, id, pb) >>> 0, n = vt.f64(pb, 1)[0];
+      const p = this.vt._c.model_region(this.model._h, id, pb) >>> 0,
+        n = vt.f64(pb, 1)[0];
       return p ? new Uint8Array(vt._low.buffer(), p, n) : null;
-    } finally { vt.free(pb); }
+    } finally {
+      vt.free(pb);
+    }
   }
 
   _upload() {
@@ -146,11 +178,19 @@ export class GpuTrainer {
    * gradient throws VT_ERR_NUMERIC and changes nothing (AdamW skipped on the GPU, the generator
    * goes back), as the wasm step does. */
   async trainStep(images, batch, labels = null, opts = {}) {
-    const m = this.model, vt = this.vt, c = vt._c, x = toNCHW(images, m.dims, m._stats(opts));
-    if (batch != null && batch !== x.batch) throw new VitrineError(`trainStepAsync: batch ${batch} given, the images hold ${x.batch}`, -1);
-    if (labels && labels.length !== x.batch) throw new VitrineError(`trainStepAsync: ${labels.length} labels for ${x.batch} images`, -1);
-    const pImg = vt.copyIn(x.data), pLab = labels ? vt.copyIn(labels) : 0;
-    const L = vt._layout('step_inputs'), pIn = vt.alloc(L.bytes), pSc = vt.alloc(SCALARS);
+    const m = this.model,
+      vt = this.vt,
+      c = vt._c,
+      x = toNCHW(images, m.dims, m._stats(opts));
+    if (batch != null && batch !== x.batch)
+      throw new VitrineError(`trainStepAsync: batch ${batch} given, the images hold ${x.batch}`, -1);
+    if (labels && labels.length !== x.batch)
+      throw new VitrineError(`trainStepAsync: ${labels.length} labels for ${x.batch} images`, -1);
+    const pImg = vt.copyIn(x.data),
+      pLab = labels ? vt.copyIn(labels) : 0;
+    const L = vt._layout('step_inputs'),
+      pIn = vt.alloc(L.bytes),
+      pSc = vt.alloc(SCALARS);
     let begun = false;
     try {
       const s = await this._recording(x.batch, labels);
@@ -175,10 +215,15 @@ export class GpuTrainer {
       const loss = vt.f32(pSc, 1)[0];
       const rc = c.train_step_end(m._h, pSc);
       m._last = { fn: 'loss', batch: x.batch, nImages: x.data.length, train: true, gpu: true };
-      if (rc < 0) { const e = vt.error(rc); e.loss = loss; throw e; }
+      if (rc < 0) {
+        const e = vt.error(rc);
+        e.loss = loss;
+        throw e;
+      }
       return loss;
     } catch (e) {
-      if (begun) { // the GPU failed mid-step: the generator goes back, the step is not counted
+      if (begun) {
+        // the GPU failed mid-step: the generator goes back, the step is not counted
         const nf = new Float32Array(SCALARS / 4);
         nf[4] = 1;
         vt.u8().set(new Uint8Array(nf.buffer), pSc);
@@ -187,7 +232,10 @@ export class GpuTrainer {
       if (e instanceof GpuError) this._fail(e);
       throw e;
     } finally {
-      vt.free(pImg); vt.free(pLab); vt.free(pIn); vt.free(pSc);
+      vt.free(pImg);
+      vt.free(pLab);
+      vt.free(pIn);
+      vt.free(pSc);
     }
   }
 
@@ -198,9 +246,10 @@ export class GpuTrainer {
     this.dirty = false;
     this.stale = true;
     if (lost > 0) this.model.loadTrainState(this.synced.state);
-    e.message += lost > 0
-      ? `; the model is back at step ${this.synced.step}, its last sync to wasm memory (${lost} GPU step${lost === 1 ? '' : 's'} lost)`
-      : '; the model\'s state in wasm memory is intact';
+    e.message +=
+      lost > 0
+        ? `; the model is back at step ${this.synced.step}, its last sync to wasm memory (${lost} GPU step${lost === 1 ? '' : 's'} lost)`
+        : "; the model's state in wasm memory is intact";
   }
 
   _drop() {
@@ -222,7 +271,8 @@ export class GpuTrainer {
  * limit it breaks, named, with the bytes.
  */
 export function deviceMisfit(trace, limits) {
-  const maxBuf = limits.maxBufferSize, maxBind = limits.maxStorageBufferBindingSize;
+  const maxBuf = limits.maxBufferSize,
+    maxBind = limits.maxStorageBufferBindingSize;
   for (const [r, bytes] of Object.entries(trace.regions))
     if (bytes > maxBuf) return `the ${r} region needs ${bytes} bytes, over maxBufferSize (${maxBuf})`;
   for (const e of trace.entries) {
@@ -231,7 +281,8 @@ export function deviceMisfit(trace, limits) {
     for (const o of e.ops) {
       if (!o) continue;
       const s = span[o[0]] || (span[o[0]] = [Infinity, 0]);
-      s[0] = Math.min(s[0], o[1]); s[1] = Math.max(s[1], o[1] + o[2]);
+      s[0] = Math.min(s[0], o[1]);
+      s[1] = Math.max(s[1], o[1] + o[2]);
     }
     for (const [r, [lo, hi]] of Object.entries(span))
       if (hi - Math.floor(lo / 256) * 256 > maxBind)

@@ -19,13 +19,16 @@ export class BufferPool {
   async storage(bytes, label = 'vitrine') {
     const size = round(bytes);
     const max = this.gpu.limits.maxBufferSize;
-    if (size > max)
-      throw new GpuError('limit', `${label}: ${size} bytes exceed this device's maxBufferSize (${max})`);
+    if (size > max) throw new GpuError('limit', `${label}: ${size} bytes exceed this device's maxBufferSize (${max})`);
     const list = this.free.get(size);
     if (list && list.length) return list.pop();
-    const buf = await this.gpu.scoped(`allocating ${size} bytes for ${label}`, () => this.gpu.device.createBuffer({
-      label, size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
-    }));
+    const buf = await this.gpu.scoped(`allocating ${size} bytes for ${label}`, () =>
+      this.gpu.device.createBuffer({
+        label,
+        size,
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+      }),
+    );
     this.bytes += size;
     return buf;
   }
@@ -41,7 +44,8 @@ export class BufferPool {
     this.gpu.check();
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     if (bytes.byteLength % 4 === 0) this.gpu.device.queue.writeBuffer(buf, byteOffset, bytes);
-    else { // writeBuffer wants multiples of 4 bytes: pad (masks of an odd length)
+    else {
+      // writeBuffer wants multiples of 4 bytes: pad (masks of an odd length)
       const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
       padded.set(bytes);
       this.gpu.device.queue.writeBuffer(buf, byteOffset, padded);
@@ -51,11 +55,17 @@ export class BufferPool {
   /** Copies byteLength bytes at byteOffset of buf into a new ArrayBuffer (after all submitted work). */
   async read(buf, byteOffset = 0, byteLength = buf.size - byteOffset) {
     this.gpu.check();
-    const start = Math.floor(byteOffset / 4) * 4, size = round(byteOffset + byteLength - start);
+    const start = Math.floor(byteOffset / 4) * 4,
+      size = round(byteOffset + byteLength - start);
     let list = this.staging.get(size);
     if (!list) this.staging.set(size, (list = []));
-    const st = list.pop() || this.gpu.device.createBuffer({ label: 'vitrine read-back', size,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const st =
+      list.pop() ||
+      this.gpu.device.createBuffer({
+        label: 'vitrine read-back',
+        size,
+        usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+      });
     const n = Math.ceil((byteOffset + byteLength - start) / 4) * 4;
     const enc = this.gpu.device.createCommandEncoder();
     enc.copyBufferToBuffer(buf, start, st, 0, n);

@@ -24,10 +24,18 @@ export class GpuError extends Error {
 // The limits the kernels depend on: the device gets the adapter's values for these (WebGPU's
 // defaults are far lower: 128 MiB bindings, 256 MiB buffers, 16 KiB of workgroup memory).
 const LIMITS = [
-  'maxBufferSize', 'maxStorageBufferBindingSize', 'maxComputeWorkgroupStorageSize',
-  'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY',
-  'maxComputeWorkgroupsPerDimension', 'maxStorageBuffersPerShaderStage', 'minStorageBufferOffsetAlignment',
-  'minUniformBufferOffsetAlignment', 'maxUniformBufferBindingSize', 'maxBindGroups',
+  'maxBufferSize',
+  'maxStorageBufferBindingSize',
+  'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupSizeY',
+  'maxComputeWorkgroupsPerDimension',
+  'maxStorageBuffersPerShaderStage',
+  'minStorageBufferOffsetAlignment',
+  'minUniformBufferOffsetAlignment',
+  'maxUniformBufferBindingSize',
+  'maxBindGroups',
 ];
 
 const isNode = () => typeof process !== 'undefined' && !!process.versions && !!process.versions.node;
@@ -51,7 +59,10 @@ async function nodeGpu(swiftshader) {
     const { isMainThread } = await import('node:worker_threads');
     if (isMainThread) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
     else if (process.env.VK_ICD_FILENAMES !== SWIFTSHADER_ICD)
-      return { gpu: null, why: `SwiftShader asked for in a worker thread: VK_ICD_FILENAMES=${SWIFTSHADER_ICD} must be set before the worker starts (useSwiftShaderIcd)` };
+      return {
+        gpu: null,
+        why: `SwiftShader asked for in a worker thread: VK_ICD_FILENAMES=${SWIFTSHADER_ICD} must be set before the worker starts (useSwiftShaderIcd)`,
+      };
   }
   if (!globalThis.GPUBufferUsage) Object.assign(globalThis, mod.globals);
   return { gpu: mod.create([]), why: '' };
@@ -61,17 +72,22 @@ async function nodeGpu(swiftshader) {
  * with swiftshader (or VITRINE_WEBGPU=swiftshader) the Vulkan loader pointed at SwiftShader in the
  * process environment, which the worker's Dawn reads (its own process.env copy would not reach it). */
 export function useSwiftShaderIcd({ swiftshader } = {}) {
-  if (isNode() && (swiftshader ?? process.env.VITRINE_WEBGPU === 'swiftshader')) process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  if (isNode() && (swiftshader ?? process.env.VITRINE_WEBGPU === 'swiftshader'))
+    process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
 }
 
 /** The description of an adapter: vendor, architecture, device, description, fallback (software). */
 export function adapterInfo(adapter) {
   const i = adapter.info || {};
-  const software = !!(i.isFallbackAdapter || adapter.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe|warp/i.test(
-    `${i.architecture} ${i.description} ${i.device}`);
+  const software =
+    !!(i.isFallbackAdapter || adapter.isFallbackAdapter) ||
+    /swiftshader|llvmpipe|lavapipe|warp/i.test(`${i.architecture} ${i.description} ${i.device}`);
   return {
-    vendor: i.vendor || '', architecture: i.architecture || '', device: i.device || '',
-    description: i.description || '', software,
+    vendor: i.vendor || '',
+    architecture: i.architecture || '',
+    device: i.device || '',
+    description: i.description || '',
+    software,
   };
 }
 
@@ -81,13 +97,19 @@ export function adapterInfo(adapter) {
  */
 export async function requestGpu(opts = {}) {
   const swiftshader = opts.swiftshader ?? (isNode() && process.env.VITRINE_WEBGPU === 'swiftshader');
-  let gpu = globalThis.navigator && globalThis.navigator.gpu, why = '';
+  let gpu = globalThis.navigator && globalThis.navigator.gpu,
+    why = '';
   if (!gpu && isNode()) ({ gpu, why } = await nodeGpu(swiftshader));
   if (!gpu) throw new GpuError('unavailable', why || 'WebGPU is not available here (no navigator.gpu)');
   const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference || 'high-performance' });
   if (!adapter)
-    throw new GpuError('unavailable', 'no WebGPU adapter' + (isNode() && !swiftshader
-      ? ' (Node: no Vulkan driver Dawn accepts; VITRINE_WEBGPU=swiftshader uses Chromium\'s SwiftShader)' : ''));
+    throw new GpuError(
+      'unavailable',
+      'no WebGPU adapter' +
+        (isNode() && !swiftshader
+          ? " (Node: no Vulkan driver Dawn accepts; VITRINE_WEBGPU=swiftshader uses Chromium's SwiftShader)"
+          : ''),
+    );
   const requiredLimits = {};
   for (const k of LIMITS) if (adapter.limits[k] !== undefined) requiredLimits[k] = adapter.limits[k];
   let device;
@@ -134,13 +156,16 @@ export class Gpu {
     d.pushErrorScope('internal');
     d.pushErrorScope('validation');
     d.pushErrorScope('out-of-memory');
-    let result, thrown = null;
+    let result,
+      thrown = null;
     try {
       result = await fn();
     } catch (e) {
       thrown = e;
     }
-    const oom = await d.popErrorScope(), val = await d.popErrorScope(), int = await d.popErrorScope();
+    const oom = await d.popErrorScope(),
+      val = await d.popErrorScope(),
+      int = await d.popErrorScope();
     if (thrown) throw thrown instanceof GpuError ? thrown : new GpuError('internal', `${what}: ${thrown.message}`);
     if (this.lost) throw this.lost;
     if (oom) throw new GpuError('out-of-memory', `${what}: out of GPU memory (${oom.message})`);
@@ -157,8 +182,10 @@ export class Gpu {
     await this.device.popErrorScope(); // the same errors as the compilation messages
     const errors = info.messages.filter((m) => m.type === 'error');
     if (errors.length)
-      throw new GpuError('compile', `WGSL of ${label} does not compile: ` +
-        errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; '));
+      throw new GpuError(
+        'compile',
+        `WGSL of ${label} does not compile: ` + errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; '),
+      );
     return module;
   }
 

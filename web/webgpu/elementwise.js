@@ -11,11 +11,15 @@ import { grid1d, LINEAR_WG } from './wgsl.js';
 // directly, without the cancellation of 1 + erf. Float32 evaluation: erf within 2.2e-7 (3.7 ulp) of
 // float64 with an exact exp; tests/node/webgpu-kernels.test.mjs measures it on the adapter.
 // a polynomial in v by Horner's rule with fma, coefficients from the constant term up
-const horner = (v, c) => c.slice(0, -1).reduceRight((r, k) => `fma(${r}, ${v}, ${k.toExponential(9)})`, c.at(-1).toExponential(9));
-const ERF_P = [1.128379226e+00, -3.761263490e-01, 1.128372550e-01, -2.686097845e-02, 5.204870831e-03,
-  -8.185928455e-04, 8.553019870e-05];
-const ERF_Q = [-1.201946640e+01, -6.687559128e+00, -9.615353346e-01, -6.421333645e-03, 1.131843543e-03,
-  -1.992043835e-04, 3.403554365e-05, -5.703398074e-06, 9.103397360e-07, -9.867640216e-08, 2.572495772e-09];
+const horner = (v, c) =>
+  c.slice(0, -1).reduceRight((r, k) => `fma(${r}, ${v}, ${k.toExponential(9)})`, c.at(-1).toExponential(9));
+const ERF_P = [
+  1.128379226, -3.76126349e-1, 1.12837255e-1, -2.686097845e-2, 5.204870831e-3, -8.185928455e-4, 8.55301987e-5,
+];
+const ERF_Q = [
+  -1.20194664e1, -6.687559128, -9.615353346e-1, -6.421333645e-3, 1.131843543e-3, -1.992043835e-4, 3.403554365e-5,
+  -5.703398074e-6, 9.10339736e-7, -9.867640216e-8, 2.572495772e-9,
+];
 export const ERF_WGSL = `
 fn erf_poly_small(s: f32) -> f32 { return ${horner('s', ERF_P)}; }
 // erfc(t) for 0.9 <= t (0 beyond 5.5)
@@ -57,13 +61,31 @@ export function ew(prog, name, ops, args, fargs, n, body, prelude = '') {
 
 /** out[n] = gelu(inp) (out may alias inp) */
 export function geluForward(prog, { out, inp }, n) {
-  ew(prog, 'gelu_forward', { out, inp }, {}, {}, n, `  let x = ld_inp(i);
-  st_out(i, x * normal_cdf(x));`, ERF_WGSL);
+  ew(
+    prog,
+    'gelu_forward',
+    { out, inp },
+    {},
+    {},
+    n,
+    `  let x = ld_inp(i);
+  st_out(i, x * normal_cdf(x));`,
+    ERF_WGSL,
+  );
 }
 
 /** dinp[n] = dout * gelu'(inp) (not accumulated; dinp may alias dout) */
 export function geluBackward(prog, { dinp, inp, dout }, n) {
-  ew(prog, 'gelu_backward', { dinp, inp, dout }, {}, {}, n, `  let x = ld_inp(i);
+  ew(
+    prog,
+    'gelu_backward',
+    { dinp, inp, dout },
+    {},
+    {},
+    n,
+    `  let x = ld_inp(i);
   let pdf = 0.39894228040143267794 * exp(-0.5 * x * x);
-  st_dinp(i, ld_dout(i) * (normal_cdf(x) + x * pdf));`, ERF_WGSL);
+  st_dinp(i, ld_dout(i) * (normal_cdf(x) + x * pdf));`,
+    ERF_WGSL,
+  );
 }

@@ -19,7 +19,8 @@
 // then reducePartials adds them in order s = 0, 1, ... -- no atomics.
 import { reducePartials } from './reduce.js';
 
-const BK = 16, TN = 4;
+const BK = 16,
+  TN = 4;
 // tile shapes: rows x columns of C a workgroup computes, rows per invocation (4 columns each)
 const TILES = { 128: { BM: 128, BN: 64, TM: 8 }, 64: { BM: 64, BN: 64, TM: 4 }, 32: { BM: 32, BN: 32, TM: 4 } };
 const tileCount = (t, M, N, batch) => Math.ceil(M / t.BM) * Math.ceil(N / t.BN) * batch;
@@ -46,12 +47,19 @@ export function gemmSplit(M, N, K, batch) {
 // One shader per tile shape: the operands' layouts (strides), bias, accumulation and split are
 // uniforms tested in workgroup-uniform branches, not variants to compile.
 function gemmWGSL({ BM, BN, TM }) {
-  const WX = BN / TN, WY = BM / TM, NT = WX * WY, AS = BM / 4 + 1, BS = BN / 4 + 1;
+  const WX = BN / TN,
+    WY = BM / TM,
+    NT = WX * WY,
+    AS = BM / 4 + 1,
+    BS = BN / 4 + 1;
   // tile loads: each invocation stores whole vec4s (4 consecutive m or n at one k). A transposed
   // operand (contiguous along m or n) gives 4 consecutive elements to each invocation; a row-major
   // one (contiguous along k) gives consecutive k to consecutive invocations: both coalesced.
   const tileLoad = (X, rows, stride, ld, org) => {
-    const q = rows / 4, total = q * BK, base = X === 'A' ? 'abase' : 'bbase', T = X === 'A' ? 'u.aT' : 'u.bT';
+    const q = rows / 4,
+      total = q * BK,
+      base = X === 'A' ? 'abase' : 'bbase',
+      T = X === 'A' ? 'u.aT' : 'u.bT';
     const store = `${X}s[kk * ${stride} + r / 4u] = vec4<f32>(${[0, 1, 2, 3].map((j) => `${ld}(${base}, ${org} + r + ${j}u, k0 + kk, kend)`).join(', ')});`;
     return `    if (${T} != 0u) {
       for (var idx = li; idx < ${total}u; idx += ${NT}u) {
@@ -134,21 +142,45 @@ export function gemm(prog, g) {
   const nb = g.batch ? g.batch.B * g.batch.H : 1;
   if (M === 0 || N === 0 || nb === 0) return;
   // the tile shape only changes speed, never a bit (see the header): g.tile may force one
-  const tile = g.tile ? TILES[g.tile] : tileFor(M, N, nb), { BM, BN } = tile;
+  const tile = g.tile ? TILES[g.tile] : tileFor(M, N, nb),
+    { BM, BN } = tile;
   const { S, kchunk } = gemmSplit(M, N, K, nb);
   const split = S > 1;
   if (split && (g.bias || g.alpha !== undefined)) throw new Error('gemm: split-K without bias / alpha only');
   if (split && g.ldc !== N) throw new Error('gemm: split-K writes a dense C');
   const bt = g.batch || { B: 1, H: 1, a: [0, 0], b: [0, 0], c: [0, 0] };
   const args = {
-    M, N, K, H: bt.H, S, kchunk, a_sm: g.aT ? 1 : g.lda, a_sk: g.aT ? g.lda : 1, b_sn: g.bT ? 1 : g.ldb,
-    b_sk: g.bT ? g.ldb : 1, ldc: g.ldc, a_sb: bt.a[0], a_sh: bt.a[1], b_sb: bt.b[0], b_sh: bt.b[1],
-    c_sb: bt.c[0], c_sh: bt.c[1], c_ss: split ? M * N : 0, aT: g.aT ? 1 : 0, bT: g.bT ? 1 : 0,
+    M,
+    N,
+    K,
+    H: bt.H,
+    S,
+    kchunk,
+    a_sm: g.aT ? 1 : g.lda,
+    a_sk: g.aT ? g.lda : 1,
+    b_sn: g.bT ? 1 : g.ldb,
+    b_sk: g.bT ? g.ldb : 1,
+    ldc: g.ldc,
+    a_sb: bt.a[0],
+    a_sh: bt.a[1],
+    b_sb: bt.b[0],
+    b_sh: bt.b[1],
+    c_sb: bt.c[0],
+    c_sh: bt.c[1],
+    c_ss: split ? M * N : 0,
+    aT: g.aT ? 1 : 0,
+    bT: g.bT ? 1 : 0,
     flags: (g.bias ? 1 : 0) | (g.acc && !split ? 2 : 0),
   };
   const part = split ? prog.scratch(S * M * N, g.ws || 0) : null;
-  prog.dispatch(`gemm_${BM}x${BN}`, { a: g.a, b: g.b, c: split ? part : g.c, bias: g.bias || null },
-    gemmWGSL(tile), args, { alpha: g.alpha ?? 1 }, [Math.ceil(N / BN), Math.ceil(M / BM), nb * S]);
+  prog.dispatch(
+    `gemm_${BM}x${BN}`,
+    { a: g.a, b: g.b, c: split ? part : g.c, bias: g.bias || null },
+    gemmWGSL(tile),
+    args,
+    { alpha: g.alpha ?? 1 },
+    [Math.ceil(N / BN), Math.ceil(M / BM), nb * S],
+  );
   if (split) reducePartials(prog, part, g.c, M * N, S, !!g.acc);
 }
 
@@ -157,7 +189,11 @@ export function gemmDesign(M, N, K, batch = 1) {
   const { BM, BN, TM } = tileFor(M, N, batch);
   const { S } = gemmSplit(M, N, K, batch);
   return {
-    tile: `${BM}x${BN}x${BK}`, workgroup: `${BN / TN}x${BM / TM}`, perThread: `${TM}x${TN}`,
-    sharedBytes: 16 * BK * (BM / 4 + 1 + BN / 4 + 1), vector: 'vec4 (workgroup memory, accumulators)', splitK: S,
+    tile: `${BM}x${BN}x${BK}`,
+    workgroup: `${BN / TN}x${BM / TM}`,
+    perThread: `${TM}x${TN}`,
+    sharedBytes: 16 * BK * (BM / 4 + 1 + BN / 4 + 1),
+    vector: 'vec4 (workgroup memory, accumulators)',
+    splitK: S,
   };
 }

@@ -22,7 +22,14 @@ const NONE = 0x7fffffff;
 // with the same index (NONE if none), with bit 31 set when k is the index's first occurrence
 function chains(prog, idx, B, K, ws) {
   const chain = prog.scratch(B * K, ws, 'u32');
-  ew(prog, 'index_chains', { chain, idx }, { K }, {}, B * K, `  let b = i / u.K;
+  ew(
+    prog,
+    'index_chains',
+    { chain, idx },
+    { K },
+    {},
+    B * K,
+    `  let b = i / u.K;
   let k = i % u.K;
   let v = ldi_idx(i);
   var nxt = ${NONE}u;
@@ -33,7 +40,8 @@ function chains(prog, idx, B, K, ws) {
       if (j > k && nxt == ${NONE}u) { nxt = j; }
     }
   }
-  stu_chain(i, first | nxt);`);
+  stu_chain(i, first | nxt);`,
+  );
   return chain;
 }
 
@@ -50,7 +58,13 @@ const chainAdd = (row) => `  loop {
 // else mask[b, l] != 0, else none
 function maskedMap(prog, idx, mask, B, L, K, ws) {
   const map = prog.scratch(B * L, ws, 'u32');
-  ew(prog, 'masked_map', { map, idx: idx || absent('i64'), mask: mask || absent('u8') }, { L, K, has_idx: idx ? 1 : 0, has_mask: mask ? 1 : 0 }, {}, B * L,
+  ew(
+    prog,
+    'masked_map',
+    { map, idx: idx || absent('i64'), mask: mask || absent('u8') },
+    { L, K, has_idx: idx ? 1 : 0, has_mask: mask ? 1 : 0 },
+    {},
+    B * L,
     `  let b = i / u.L;
   let l = i % u.L;
   var m = 0u;
@@ -59,7 +73,8 @@ function maskedMap(prog, idx, mask, B, L, K, ws) {
   } else if (u.has_mask != 0u) {
     m = select(0u, 1u, ldb_mask(i) != 0u);
   }
-  stu_map(i, m);`);
+  stu_map(i, m);`,
+  );
   return map;
 }
 
@@ -70,23 +85,47 @@ export function fill(prog, { x }, { n }, { value }) {
 }
 
 export function copy2d(prog, { dst, src }, { rows, cols, dst_stride, src_stride }) {
-  ew(prog, 'copy2d', { dst, src }, { cols, ds: dst_stride, ss: src_stride }, {}, rows * cols, `  let r = i / u.cols;
+  ew(
+    prog,
+    'copy2d',
+    { dst, src },
+    { cols, ds: dst_stride, ss: src_stride },
+    {},
+    rows * cols,
+    `  let r = i / u.cols;
   let c = i % u.cols;
-  st_dst(r * u.ds + c, ld_src(r * u.ss + c));`);
+  st_dst(r * u.ds + c, ld_src(r * u.ss + c));`,
+  );
 }
 
 export function add2d(prog, { dst, src }, { rows, cols, dst_stride, src_stride }) {
-  ew(prog, 'add2d', { dst, src }, { cols, ds: dst_stride, ss: src_stride }, {}, rows * cols, `  let r = i / u.cols;
+  ew(
+    prog,
+    'add2d',
+    { dst, src },
+    { cols, ds: dst_stride, ss: src_stride },
+    {},
+    rows * cols,
+    `  let r = i / u.cols;
   let c = i % u.cols;
-  st_dst(r * u.ds + c, ld_dst(r * u.ds + c) + ld_src(r * u.ss + c));`);
+  st_dst(r * u.ds + c, ld_dst(r * u.ds + c) + ld_src(r * u.ss + c));`,
+  );
 }
 
 export function add_rows(prog, { out, x, y }, { rows, n, stride }) {
-  ew(prog, 'add_rows', { out, x, y }, { cols: n, stride, has_y: y ? 1 : 0 }, {}, rows * n, `  let r = i / u.cols;
+  ew(
+    prog,
+    'add_rows',
+    { out, x, y },
+    { cols: n, stride, has_y: y ? 1 : 0 },
+    {},
+    rows * n,
+    `  let r = i / u.cols;
   let e = i % u.cols;
   var v = 0.0;
   if (u.has_y != 0u) { v = ld_y(e); }
-  st_out(r * u.stride + e, ld_x(r * u.stride + e) + v);`);
+  st_out(r * u.stride + e, ld_x(r * u.stride + e) + v);`,
+  );
 }
 
 export function sum_rows(prog, { out, x }, { rows, n, stride }) {
@@ -99,7 +138,16 @@ export function layerscale_forward(prog, { out, x, g, y }, { M, D }) {
 
 export function layerscale_backward(prog, { dbranch, dg, g, dy, branch }, { M, D }) {
   ew(prog, 'layerscale_backward', { dbranch, g, dy }, { D }, {}, M * D, '  st_dbranch(i, ld_g(i % u.D) * ld_dy(i));');
-  colsum(prog, 'layerscale_dg', [{ out: dg, expr: 'ld_dy(m * u.N + n) * ld_branch(m * u.N + n)' }], { dy, branch }, {}, M, D, true);
+  colsum(
+    prog,
+    'layerscale_dg',
+    [{ out: dg, expr: 'ld_dy(m * u.N + n) * ld_branch(m * u.N + n)' }],
+    { dy, branch },
+    {},
+    M,
+    D,
+    true,
+  );
 }
 
 // patch row m = b*G*G + r*G + q, element e = (c, i, j): images[b, c, r*p + i, q*p + j]
@@ -115,14 +163,30 @@ const PIXEL = `  let Kp = u.C * u.p * u.p;
   let at = ((b * u.C + c) * u.S + r * u.p + y) * u.S + q * u.p + x;`;
 
 export function im2col(prog, { patches, images }, { m0, n, C, S, p, G }) {
-  ew(prog, 'im2col', { patches, images }, { m0, C, S, p, G }, {}, n * C * p * p, `${PIXEL}
-  st_patches(i, ld_images(at));`);
+  ew(
+    prog,
+    'im2col',
+    { patches, images },
+    { m0, C, S, p, G },
+    {},
+    n * C * p * p,
+    `${PIXEL}
+  st_patches(i, ld_images(at));`,
+  );
 }
 
 export function col2im_add(prog, { dimages, dpatches }, { m0, n, C, S, p, G }) {
   // patches do not overlap: every pixel has one writer
-  ew(prog, 'col2im_add', { dimages, dpatches }, { m0, C, S, p, G }, {}, n * C * p * p, `${PIXEL}
-  st_dimages(at, ld_dimages(at) + ld_dpatches(i));`);
+  ew(
+    prog,
+    'col2im_add',
+    { dimages, dpatches },
+    { m0, C, S, p, G },
+    {},
+    n * C * p * p,
+    `${PIXEL}
+  st_dimages(at, ld_dimages(at) + ld_dpatches(i));`,
+  );
 }
 
 // ---- masking ----------------------------------------------------------------------------------------
@@ -130,58 +194,140 @@ export function col2im_add(prog, { dimages, dpatches }, { m0, n, C, S, p, G }) {
 export function mask_select(prog, { seq, mask_token, idx, mask }, { B, L, D, K }) {
   if (idx) {
     const chain = chains(prog, idx, B, K, 0);
-    ew(prog, 'mask_select_idx', { seq, mask_token, idx, chain }, { L, D, K }, {}, B * K * D, `  let bk = i / u.D;
+    ew(
+      prog,
+      'mask_select_idx',
+      { seq, mask_token, idx, chain },
+      { L, D, K },
+      {},
+      B * K * D,
+      `  let bk = i / u.D;
   let d = i % u.D;
   if ((ldu_chain(bk) & 0x80000000u) == 0u) { return; } // a repeated index: its first occurrence writes
   let row = (bk / u.K) * u.L + ldi_idx(bk);
-  st_seq(row * u.D + d, ld_mask_token(d));`);
+  st_seq(row * u.D + d, ld_mask_token(d));`,
+    );
   } else if (mask) {
-    ew(prog, 'mask_select_mask', { seq, mask_token, mask }, { D }, {}, B * L * D, `  let bl = i / u.D;
-  if (ldb_mask(bl) != 0u) { st_seq(i, ld_mask_token(i % u.D)); }`);
+    ew(
+      prog,
+      'mask_select_mask',
+      { seq, mask_token, mask },
+      { D },
+      {},
+      B * L * D,
+      `  let bl = i / u.D;
+  if (ldb_mask(bl) != 0u) { st_seq(i, ld_mask_token(i % u.D)); }`,
+    );
   }
 }
 
 export function mask_token_backward(prog, { dmt, dseq, idx, mask }, { B, L, D, K }) {
   const map = maskedMap(prog, idx, mask, B, L, K, 0);
-  colsum(prog, 'mask_token_backward', [{ out: dmt, expr: 'select(0.0, ld_dseq(m * u.N + n), ldu_map(m) != 0u)' }],
-    { dseq, map }, {}, B * L, D, true, B * L);
+  colsum(
+    prog,
+    'mask_token_backward',
+    [{ out: dmt, expr: 'select(0.0, ld_dseq(m * u.N + n), ldu_map(m) != 0u)' }],
+    { dseq, map },
+    {},
+    B * L,
+    D,
+    true,
+    B * L,
+  );
 }
 
 export function prefix_tokens_backward(prog, { dcls, dreg, dseq, idx, mask }, { B, L, D, K, cls, R }) {
   const map = maskedMap(prog, idx, mask, B, L, K, 0);
   // rows m = b; columns: dcls's d (row 0), dreg's (r, d) (row cls + r)
-  if (cls) colsum(prog, 'dcls', [{ out: dcls, expr: 'select(ld_dseq(m * u.L * u.N + n), 0.0, ldu_map(m * u.L) != 0u)' }],
-    { dseq, map }, { L }, B, D, true, B * L);
-  if (R) colsum(prog, 'dreg', [{ out: dreg, expr: `select(ld_dseq(m * u.L * u.D + u.cls * u.D + n), 0.0,
-      ldu_map(m * u.L + u.cls + n / u.D) != 0u)` }], { dseq, map }, { L, D, cls }, B, R * D, true, B * L);
+  if (cls)
+    colsum(
+      prog,
+      'dcls',
+      [{ out: dcls, expr: 'select(ld_dseq(m * u.L * u.N + n), 0.0, ldu_map(m * u.L) != 0u)' }],
+      { dseq, map },
+      { L },
+      B,
+      D,
+      true,
+      B * L,
+    );
+  if (R)
+    colsum(
+      prog,
+      'dreg',
+      [
+        {
+          out: dreg,
+          expr: `select(ld_dseq(m * u.L * u.D + u.cls * u.D + n), 0.0,
+      ldu_map(m * u.L + u.cls + n / u.D) != 0u)`,
+        },
+      ],
+      { dseq, map },
+      { L, D, cls },
+      B,
+      R * D,
+      true,
+      B * L,
+    );
 }
 
 export function patch_tokens_backward(prog, { dtok, dseq, idx, mask }, { B, L, D, K, P }) {
   const map = maskedMap(prog, idx, mask, B, L, K, 0);
-  ew(prog, 'patch_tokens_backward', { dtok, dseq, map }, { L, D, P, N: L - P }, {}, B * (L - P) * D, `  let row = i / u.D;
+  ew(
+    prog,
+    'patch_tokens_backward',
+    { dtok, dseq, map },
+    { L, D, P, N: L - P },
+    {},
+    B * (L - P) * D,
+    `  let row = i / u.D;
   let d = i % u.D;
   let b = row / u.N;
   let l = u.P + row % u.N;
-  st_dtok(i, select(ld_dseq((b * u.L + l) * u.D + d), 0.0, ldu_map(b * u.L + l) != 0u));`);
+  st_dtok(i, select(ld_dseq((b * u.L + l) * u.D + d), 0.0, ldu_map(b * u.L + l) != 0u));`,
+  );
 }
 
 // ---- rows by index ------------------------------------------------------------------------------------
 
 export function gather_rows(prog, { out, x, idx }, { B, L, K, D }) {
-  ew(prog, 'gather_rows', { out, x, idx }, { L, K, D }, {}, B * K * D, `  let bk = i / u.D;
-  st_out(i, ld_x(((bk / u.K) * u.L + ldi_idx(bk)) * u.D + i % u.D));`);
+  ew(
+    prog,
+    'gather_rows',
+    { out, x, idx },
+    { L, K, D },
+    {},
+    B * K * D,
+    `  let bk = i / u.D;
+  st_out(i, ld_x(((bk / u.K) * u.L + ldi_idx(bk)) * u.D + i % u.D));`,
+  );
 }
 
 export function scatter_rows(prog, { out, x, idx }, { B, L, K, D }) {
   const chain = chains(prog, idx, B, K, 0);
-  ew(prog, 'scatter_rows', { out, x, idx, chain }, { L, K, D }, {}, B * K * D, `  let bk = i / u.D;
+  ew(
+    prog,
+    'scatter_rows',
+    { out, x, idx, chain },
+    { L, K, D },
+    {},
+    B * K * D,
+    `  let bk = i / u.D;
   if ((ldu_chain(bk) & ${NONE}u) != ${NONE}u) { return; } // a later k writes the same row: the last one wins
-  st_out(((bk / u.K) * u.L + ldi_idx(bk)) * u.D + i % u.D, ld_x(i));`);
+  st_out(((bk / u.K) * u.L + ldi_idx(bk)) * u.D + i % u.D, ld_x(i));`,
+  );
 }
 
 export function scatter_add_rows(prog, { out, x, idx }, { B, L, K, D }) {
   const chain = chains(prog, idx, B, K, 0);
-  ew(prog, 'scatter_add_rows', { out, x, idx, chain }, { L, K, D }, {}, B * K * D, `  let bk = i / u.D;
+  ew(
+    prog,
+    'scatter_add_rows',
+    { out, x, idx, chain },
+    { L, K, D },
+    {},
+    B * K * D,
+    `  let bk = i / u.D;
   let d = i % u.D;
   var c = ldu_chain(bk);
   if ((c & 0x80000000u) == 0u) { return; }
@@ -189,24 +335,49 @@ export function scatter_add_rows(prog, { out, x, idx }, { B, L, K, D }) {
   let at = (b * u.L + ldi_idx(bk)) * u.D + d;
   var v = ld_out(at) + ld_x(i);
 ${chainAdd((k) => `ld_x(${k} * u.D + d)`)}
-  st_out(at, v);`);
+  st_out(at, v);`,
+  );
 }
 
 export function gather_rows_except(prog, { out, x, idx, except }, { B, L, K, Kx, D }) {
   const keep = prog.scratch(B * K, 0, 'u32');
-  ew(prog, 'rows_except', { keep, idx, except }, { K, Kx }, {}, B * K, `  let b = i / u.K;
+  ew(
+    prog,
+    'rows_except',
+    { keep, idx, except },
+    { K, Kx },
+    {},
+    B * K,
+    `  let b = i / u.K;
   let v = ldi_idx(i);
   var k = 1u;
   for (var j = 0u; j < u.Kx; j++) { if (ldi_except(b * u.Kx + j) == v) { k = 0u; } }
-  stu_keep(i, k);`);
-  ew(prog, 'gather_rows_except', { out, x, idx, keep }, { L, K, D }, {}, B * K * D, `  let bk = i / u.D;
+  stu_keep(i, k);`,
+  );
+  ew(
+    prog,
+    'gather_rows_except',
+    { out, x, idx, keep },
+    { L, K, D },
+    {},
+    B * K * D,
+    `  let bk = i / u.D;
   if (ldu_keep(bk) == 0u) { return; }
-  st_out(i, ld_x(((bk / u.K) * u.L + ldi_idx(bk)) * u.D + i % u.D));`);
+  st_out(i, ld_x(((bk / u.K) * u.L + ldi_idx(bk)) * u.D + i % u.D));`,
+  );
 }
 
 export function sum_rows_at(prog, { out, x, idx }, { B, L, K, D }) {
-  colsum(prog, 'sum_rows_at', [{ out, expr: 'ld_x(((m / u.K) * u.L + ldi_idx(m)) * u.N + n)' }], { x, idx }, { L, K },
-    B * K, D, true);
+  colsum(
+    prog,
+    'sum_rows_at',
+    [{ out, expr: 'ld_x(((m / u.K) * u.L + ldi_idx(m)) * u.N + n)' }],
+    { x, idx },
+    { L, K },
+    B * K,
+    D,
+    true,
+  );
 }
 
 export function layernorm_backward_rows(prog, { dinp, dw, db, dout, inp, w, mean, rstd, idx }, { B, L, K, D }) {
@@ -246,15 +417,30 @@ export function layernorm_backward_rows(prog, { dinp, dw, db, dout, inp, w, mean
     if (lane == 0u) { wchain = ldu_chain(k); }
     c = workgroupUniformLoad(&wchain);
   }`;
-    prog.dispatch('layernorm_backward_rows', { dinp, dout, inp, w, mean, rstd, idx, chain },
+    prog.dispatch(
+      'layernorm_backward_rows',
+      { dinp, dout, inp, w, mean, rstd, idx, chain },
       'var<workgroup> wchain: u32;\n' + rowKernel(body, 1),
-      { R: B * K, L, K, D }, {}, rowGrid(prog, B * K, 1));
+      { R: B * K, L, K, D },
+      {},
+      rowGrid(prog, B * K, 1),
+    );
   }
   const row = '((m / u.K) * u.L + ldi_idx(m))';
-  colsum(prog, 'layernorm_rows_dw_db', [
-    { out: dw, expr: `(ld_inp(${row} * u.N + n) - ld_mean(${row})) * ld_rstd(${row}) * ld_dout(m * u.N + n)` },
-    { out: db, expr: 'ld_dout(m * u.N + n)' },
-  ], dw ? { dout, inp, mean, rstd, idx } : { dout }, { L, K }, B * K, D, true, dinp ? B * K : 0);
+  colsum(
+    prog,
+    'layernorm_rows_dw_db',
+    [
+      { out: dw, expr: `(ld_inp(${row} * u.N + n) - ld_mean(${row})) * ld_rstd(${row}) * ld_dout(m * u.N + n)` },
+      { out: db, expr: 'ld_dout(m * u.N + n)' },
+    ],
+    dw ? { dout, inp, mean, rstd, idx } : { dout },
+    { L, K },
+    B * K,
+    D,
+    true,
+    dinp ? B * K : 0,
+  );
 }
 
 // ---- pooling ------------------------------------------------------------------------------------------
@@ -263,7 +449,14 @@ const POOL = { TOKEN: 0, AVG: 1, MAX: 2, AVGMAX: 3 };
 
 export function pool_forward(prog, { y, x }, { B, T, D, P, kind }) {
   // one invocation per (image, channel), over the tokens in order (coalesced across channels)
-  ew(prog, 'pool_forward', { y, x }, { T, D, P, kind }, {}, B * D, `  let b = i / u.D;
+  ew(
+    prog,
+    'pool_forward',
+    { y, x },
+    { T, D, P, kind },
+    {},
+    B * D,
+    `  let b = i / u.D;
   let d = i % u.D;
   let xb = b * u.T * u.D + d;
   if (u.kind == ${POOL.TOKEN}u) { st_y(i, ld_x(xb)); return; }
@@ -275,11 +468,19 @@ export function pool_forward(prog, { y, x }, { B, T, D, P, kind }) {
     if (v > mx || v != v) { mx = v; }
   }
   let avg = s / f32(u.T - u.P);
-  st_y(i, select(select(0.5 * (mx + avg), mx, u.kind == ${POOL.MAX}u), avg, u.kind == ${POOL.AVG}u));`);
+  st_y(i, select(select(0.5 * (mx + avg), mx, u.kind == ${POOL.MAX}u), avg, u.kind == ${POOL.AVG}u));`,
+  );
 }
 
 export function pool_backward(prog, { dx, dy, x }, { B, T, D, P, kind, assign }) {
-  ew(prog, 'pool_backward', { dx, dy, x }, { T, D, P, kind, assign }, {}, B * D, `  let b = i / u.D;
+  ew(
+    prog,
+    'pool_backward',
+    { dx, dy, x },
+    { T, D, P, kind, assign },
+    {},
+    B * D,
+    `  let b = i / u.D;
   let d = i % u.D;
   let xb = b * u.T * u.D + d;
   let g = ld_dy(i);
@@ -306,7 +507,8 @@ export function pool_backward(prog, { dx, dy, x }, { B, T, D, P, kind, assign })
   for (var t = u.P; t < u.T; t++) {
     let at = xb + t * u.D;
     st_dx(at, ld_dx(at) + (ga + select(0.0, gm, ties > 0u && ld_x(at) == mx)));
-  }`);
+  }`,
+  );
 }
 
 // ---- targets and losses -------------------------------------------------------------------------------
@@ -341,8 +543,14 @@ export function patch_targets(prog, { tgt, trs, images, idx }, { B, K, C, S, p, 
     for (var e = lane; e < u.O; e += 64u) { st_tgt(o + e, (ld_tgt(o + e) - mu) * r); }
     if (lane == 0u) { st_trs(row, r); }
   }`;
-  prog.dispatch('patch_targets', { tgt, trs, images, idx: idx || absent('i64') }, PIX + rowKernel(body),
-    { R: B * K, K, C, S, p, G, O, offset, norm_pix, has_idx: idx ? 1 : 0 }, {}, rowGrid(prog, B * K));
+  prog.dispatch(
+    'patch_targets',
+    { tgt, trs, images, idx: idx || absent('i64') },
+    PIX + rowKernel(body),
+    { R: B * K, K, C, S, p, G, O, offset, norm_pix, has_idx: idx ? 1 : 0 },
+    {},
+    rowGrid(prog, B * K),
+  );
 }
 
 export function targets_backward(prog, { dimages, dt, dpred, tgt, trs, idx }, { B, K, C, S, p, G, offset, norm_pix }) {
@@ -361,12 +569,24 @@ export function targets_backward(prog, { dimages, dt, dpred, tgt, trs, idx }, { 
     let r = ld_trs(row);
     for (var e = lane; e < u.O; e += 64u) { st_dt(o + e, r * (-ld_dpred(o + e) - md - ld_tgt(o + e) * cy)); }
   }`;
-  prog.dispatch('targets_backward_dt', { dt, dpred, tgt, trs }, rowKernel(body), { R: B * K, O, norm_pix }, {},
-    rowGrid(prog, B * K));
+  prog.dispatch(
+    'targets_backward_dt',
+    { dt, dpred, tgt, trs },
+    rowKernel(body),
+    { R: B * K, O, norm_pix },
+    {},
+    rowGrid(prog, B * K),
+  );
   // dimages += dt at each patch's pixels; a repeated patch index adds its rows in j order
   const chain = idx ? chains(prog, idx, B, K, 0) : null;
-  ew(prog, 'targets_backward_add', { dimages, dt, idx: idx || absent('i64'), chain: chain || absent('u32') }, { K, C, S, p, G, O, offset, has_idx: idx ? 1 : 0 }, {},
-    B * K * O, `  let row = i / u.O;
+  ew(
+    prog,
+    'targets_backward_add',
+    { dimages, dt, idx: idx || absent('i64'), chain: chain || absent('u32') },
+    { K, C, S, p, G, O, offset, has_idx: idx ? 1 : 0 },
+    {},
+    B * K * O,
+    `  let row = i / u.O;
   let e = i % u.O;
   var c = 0x80000000u | ${NONE}u;
   if (u.has_idx != 0u) { c = ldu_chain(row); }
@@ -375,17 +595,35 @@ export function targets_backward(prog, { dimages, dt, dpred, tgt, trs, idx }, { 
   let at = b * u.C * u.S * u.S + pix(patch_of(row), e);
   var v = ld_dimages(at) + ld_dt(i);
 ${chainAdd((k) => `ld_dt(${k} * u.O + e)`)}
-  st_dimages(at, v);`, PIX);
+  st_dimages(at, v);`,
+    PIX,
+  );
 }
 
 export function mse_forward(prog, { loss, pred, tgt }, { n }) {
-  reduceAll(prog, 'mse', 'sum', '(ld_pred(i) - ld_tgt(i)) * (ld_pred(i) - ld_tgt(i))',
-    'st_loss(0u, r / f32(u.total));', { loss, pred, tgt }, {}, {}, n);
+  reduceAll(
+    prog,
+    'mse',
+    'sum',
+    '(ld_pred(i) - ld_tgt(i)) * (ld_pred(i) - ld_tgt(i))',
+    'st_loss(0u, r / f32(u.total));',
+    { loss, pred, tgt },
+    {},
+    {},
+    n,
+  );
 }
 
 export function mse_backward(prog, { dpred, pred, tgt, dloss }, { n }) {
-  ew(prog, 'mse_backward', { dpred, pred, tgt, dloss }, {}, {}, n,
-    '  st_dpred(i, (2.0 * ld_dloss(0u) / f32(u.n)) * (ld_pred(i) - ld_tgt(i)));');
+  ew(
+    prog,
+    'mse_backward',
+    { dpred, pred, tgt, dloss },
+    {},
+    {},
+    n,
+    '  st_dpred(i, (2.0 * ld_dloss(0u) / f32(u.n)) * (ld_pred(i) - ld_tgt(i)));',
+  );
 }
 
 export function cross_entropy_forward(prog, { logp, loss, logits, labels }, { B, C }, { smoothing }) {
@@ -406,15 +644,29 @@ export function cross_entropy_forward(prog, { logp, loss, logits, labels }, { B,
     let y = ldu_labels(row);
     st_term(row, (1.0 - u.smoothing) * -(ld_logits(o + y) - lse) + u.smoothing * -(sl / f32(u.C)));
   }`;
-  prog.dispatch('cross_entropy_rows', { logp, logits, labels, term }, rowKernel(body), { R: B, C }, { smoothing },
-    rowGrid(prog, B));
+  prog.dispatch(
+    'cross_entropy_rows',
+    { logp, logits, labels, term },
+    rowKernel(body),
+    { R: B, C },
+    { smoothing },
+    rowGrid(prog, B),
+  );
   reduceAll(prog, 'cross_entropy', 'sum', 'ld_term(i)', 'st_loss(0u, r / f32(u.total));', { loss, term }, {}, {}, B, B);
 }
 
 export function cross_entropy_backward(prog, { dlogits, logp, labels, dloss }, { B, C }, { smoothing }) {
-  ew(prog, 'cross_entropy_backward', { dlogits, logp, labels, dloss }, { B, C }, { smoothing }, B * C, `  let c = i % u.C;
+  ew(
+    prog,
+    'cross_entropy_backward',
+    { dlogits, logp, labels, dloss },
+    { B, C },
+    { smoothing },
+    B * C,
+    `  let c = i % u.C;
   let tgt = select(0.0, 1.0 - u.smoothing, c == ldu_labels(i / u.C)) + u.smoothing / f32(u.C);
-  st_dlogits(i, (ld_dloss(0u) / f32(u.B)) * (exp(ld_logp(i)) - tgt));`);
+  st_dlogits(i, (ld_dloss(0u) / f32(u.B)) * (exp(ld_logp(i)) - tgt));`,
+  );
 }
 
 // ---- gradients and the optimizer ------------------------------------------------------------------------
@@ -427,20 +679,44 @@ export function grad_norm(prog, { norm, g }, { n }) {
 const NONFINITE = (w) => `((${w} & 0x7f800000u) == 0x7f800000u)`;
 
 export function clip_grads(prog, { g, norm }, { n }, { max_norm }) {
-  ew(prog, 'clip_grads', { g, norm }, {}, { max_norm }, n, `  let nb = bitcast<u32>(ld_norm(0u));
+  ew(
+    prog,
+    'clip_grads',
+    { g, norm },
+    {},
+    { max_norm },
+    n,
+    `  let nb = bitcast<u32>(ld_norm(0u));
   if (${NONFINITE('nb')}) { return; }
   let coef = u.max_norm / (ld_norm(0u) + 1e-6);
-  if (coef < 1.0) { st_g(i, ld_g(i) * coef); }`);
+  if (coef < 1.0) { st_g(i, ld_g(i) * coef); }`,
+  );
 }
 
 export function check_finite(prog, { flag, x }, { n }) {
-  reduceAll(prog, 'check_finite', 'max', `select(0.0, 1.0, ${NONFINITE('bitcast<u32>(ld_x(i))')})`,
-    'st_flag(0u, select(r, 1.0, ld_flag(0u) != 0.0));', { flag, x }, {}, {}, n);
+  reduceAll(
+    prog,
+    'check_finite',
+    'max',
+    `select(0.0, 1.0, ${NONFINITE('bitcast<u32>(ld_x(i))')})`,
+    'st_flag(0u, select(r, 1.0, ld_flag(0u) != 0.0));',
+    { flag, x },
+    {},
+    {},
+    n,
+  );
 }
 
 export function adamw(prog, { p, m, v, g, lr, step, flag }, { n }, { b1, b2, eps, wd }) {
   // the C reference's float32 scalars: step = lr / (1 - b1^t), bc2s = sqrt(1 - b2^t), decay = 1 - lr wd
-  ew(prog, 'adamw', { p, m, v, g, lr, step, flag }, {}, { b1, b2, eps, wd }, n, `  if (ld_flag(0u) != 0.0) { return; }
+  ew(
+    prog,
+    'adamw',
+    { p, m, v, g, lr, step, flag },
+    {},
+    { b1, b2, eps, wd },
+    n,
+    `  if (ld_flag(0u) != 0.0) { return; }
   let t = ld_step(0u);
   let a = ld_lr(0u);
   let stp = a / (1.0 - pow(u.b1, t));
@@ -450,7 +726,8 @@ export function adamw(prog, { p, m, v, g, lr, step, flag }, { n }, { b1, b2, eps
   let vi = u.b2 * ld_v(i) + (1.0 - u.b2) * gi * gi;
   st_m(i, mi);
   st_v(i, vi);
-  st_p(i, ld_p(i) * (1.0 - a * u.wd) - stp * (mi / (sqrt(vi) / bc2s + u.eps)));`);
+  st_p(i, ld_p(i) * (1.0 - a * u.wd) - stp * (mi / (sqrt(vi) / bc2s + u.eps)));`,
+  );
 }
 
 // ---- teaching (not part of a step) ------------------------------------------------------------------------
@@ -484,7 +761,12 @@ export function unpatchify(prog, { recon, masked, pred, images, idx }, { B, K, C
       if (u.has_masked != 0u) { st_masked(at, 0.0); }
     }
   }`;
-  prog.dispatch('unpatchify', { recon, masked, pred, images, idx: idx || absent('i64'), chain: chain || absent('u32') },
-    PIX + rowKernel(body), { R: B * K, K, C, S, p, G, O, offset, norm_pix, has_idx: idx ? 1 : 0, has_masked: masked ? 1 : 0 },
-    {}, rowGrid(prog, B * K));
+  prog.dispatch(
+    'unpatchify',
+    { recon, masked, pred, images, idx: idx || absent('i64'), chain: chain || absent('u32') },
+    PIX + rowKernel(body),
+    { R: B * K, K, C, S, p, G, O, offset, norm_pix, has_idx: idx ? 1 : 0, has_masked: masked ? 1 : 0 },
+    {},
+    rowGrid(prog, B * K),
+  );
 }

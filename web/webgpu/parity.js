@@ -20,20 +20,28 @@ const ZEROED = ['grads', 'dimages']; // accumulated into (the harness zeroes the
 export function f32Safetensors(tensors) {
   const header = {};
   let off = 0;
-  for (const t of tensors) { header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [off, off + t.data.byteLength] }; off += t.data.byteLength; }
+  for (const t of tensors) {
+    header[t.name] = { dtype: 'F32', shape: t.shape, data_offsets: [off, off + t.data.byteLength] };
+    off += t.data.byteLength;
+  }
   let text = JSON.stringify(header);
   while ((8 + text.length) % 8) text += ' ';
-  const h = new TextEncoder().encode(text), out = new Uint8Array(8 + h.length + off);
+  const h = new TextEncoder().encode(text),
+    out = new Uint8Array(8 + h.length + off);
   new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
   out.set(h, 8);
   off = 8 + h.length;
-  for (const t of tensors) { out.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), off); off += t.data.byteLength; }
+  for (const t of tensors) {
+    out.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), off);
+    off += t.data.byteLength;
+  }
   return out;
 }
 
 // a tensor of a parity file as float32 (F32 only: what the AdamW files hold)
 function tensorOf(u8, name) {
-  const { length: n, header } = readSafetensorsHeader(u8), t = header[name];
+  const { length: n, header } = readSafetensorsHeader(u8),
+    t = header[name];
   if (!t) throw new Error(`${name} is missing`);
   if (t.dtype !== 'F32') throw new Error(`${name} is ${t.dtype}, not F32`);
   const [a, b] = t.data_offsets;
@@ -53,13 +61,21 @@ export class GpuParity {
 
   /** Runs one file (bytes) as vt.parity does, on the GPU: the same result object. */
   async run(bytes, { policy = null, dump = false, file = null } = {}) {
-    const vt = this.vt, u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const vt = this.vt,
+      u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     let meta, call;
     try {
       meta = readSafetensorsHeader(u8).header.__metadata__ || {};
       call = JSON.parse(meta.call || '{}');
-    } catch { meta = {}; call = {}; }
-    if (call.fn === 'sincos') return { ...vt.parity(u8, { policy, dump, file }), backend: 'wasm (a sin-cos table is made when a model is built, not by a kernel of the step)' };
+    } catch {
+      meta = {};
+      call = {};
+    }
+    if (call.fn === 'sincos')
+      return {
+        ...vt.parity(u8, { policy, dump, file }),
+        backend: 'wasm (a sin-cos table is made when a model is built, not by a kernel of the step)',
+      };
     let tensors;
     try {
       tensors = meta.module === 'torch.optim.AdamW' ? await this._adamw(u8, meta, call) : await this._model(u8, policy);
@@ -67,54 +83,100 @@ export class GpuParity {
       if (e.name === 'GpuError') throw e; // the device failed: not a property of the file
       return { ...vt.parity(null, { file, readError: e.message }), status: e.status ?? -1 };
     }
-    const d = f32Safetensors(tensors), r = this._check(u8, d, file);
+    const d = f32Safetensors(tensors),
+      r = this._check(u8, d, file);
     if (dump) r.dump = d;
     r.backend = 'webgpu';
     return r;
   }
 
   _check(u8, dumpBytes, file) {
-    const vt = this.vt, p = vt.copyIn(u8), q = vt.copyIn(dumpBytes), out = vt.alloc(vt._layout('parity_out').bytes);
+    const vt = this.vt,
+      p = vt.copyIn(u8),
+      q = vt.copyIn(dumpBytes),
+      out = vt.alloc(vt._layout('parity_out').bytes);
     try {
-      const rc = vt.withStrings([file || ''], (f) => vt._c.parity_check(p, u8.byteLength, q, dumpBytes.byteLength, f, out));
+      const rc = vt.withStrings([file || ''], (f) =>
+        vt._c.parity_check(p, u8.byteLength, q, dumpBytes.byteLength, f, out),
+      );
       return vt._parityResult(rc, out);
-    } finally { vt.free(p); vt.free(q); vt.free(out); }
+    } finally {
+      vt.free(p);
+      vt.free(q);
+      vt.free(out);
+    }
   }
 
   _contract() {
     const vt = this.vt;
-    if (!vt._contract) vt._contract = parseContract(new TextDecoder().decode(vt.takeBytes((o) => vt._c.kernel_contract(o))));
+    if (!vt._contract)
+      vt._contract = parseContract(new TextDecoder().decode(vt.takeBytes((o) => vt._c.kernel_contract(o))));
     return vt._contract;
   }
 
   // a model's file: the harness's two recordings, replayed; the outputs, parameter gradients and d images
   async _model(u8, policy) {
-    const vt = this.vt, c = vt._c, p = vt.copyIn(u8);
+    const vt = this.vt,
+      c = vt._c,
+      p = vt.copyIn(u8);
     let h = 0;
     try {
       h = vt.withStrings([policy || ''], (pol) => c.parity_open(p, u8.byteLength, pol));
-      if (h < 0) { const e = vt.error(h); h = 0; throw e; }
-      const [a, b] = wholeRows(vt, h, () => vt.withLayouts(['bytes_out', 'bytes_out'], (x, y) => c.parity_record(h, x, y)));
-      const json = (o) => { const t = JSON.parse(new TextDecoder().decode(vt.u8().slice(o.ptr, o.ptr + o.len))); vt.free(o.ptr); return t; };
-      const fwd = json(a), full = json(b);
-      const region = (r) => { // the job's model region r: [ptr, bytes]
+      if (h < 0) {
+        const e = vt.error(h);
+        h = 0;
+        throw e;
+      }
+      const [a, b] = wholeRows(vt, h, () =>
+        vt.withLayouts(['bytes_out', 'bytes_out'], (x, y) => c.parity_record(h, x, y)),
+      );
+      const json = (o) => {
+        const t = JSON.parse(new TextDecoder().decode(vt.u8().slice(o.ptr, o.ptr + o.len)));
+        vt.free(o.ptr);
+        return t;
+      };
+      const fwd = json(a),
+        full = json(b);
+      const region = (r) => {
+        // the job's model region r: [ptr, bytes]
         const pb = vt.alloc(8);
-        try { const ptr = c.model_region(h, vt.manifest.regions.indexOf(r), pb) >>> 0; return [ptr, vt.f64(pb, 1)[0]]; } finally { vt.free(pb); }
+        try {
+          const ptr = c.model_region(h, vt.manifest.regions.indexOf(r), pb) >>> 0;
+          return [ptr, vt.f64(pb, 1)[0]];
+        } finally {
+          vt.free(pb);
+        }
       };
       const out = [];
-      const outputs = await this._replay(h, fwd, 0, region, async (s) => Promise.all(fwd.outputs.map(async ([r, off, bytes, shape], i) => ({
-        name: call0(fwd) === 'loss' ? 'loss' : i === 0 ? 'out' : `intermediates.${i - 1}`, shape, data: new Float32Array(await s.read(r, off, bytes)) }))));
+      const outputs = await this._replay(h, fwd, 0, region, async (s) =>
+        Promise.all(
+          fwd.outputs.map(async ([r, off, bytes, shape], i) => ({
+            name: call0(fwd) === 'loss' ? 'loss' : i === 0 ? 'out' : `intermediates.${i - 1}`,
+            shape,
+            data: new Float32Array(await s.read(r, off, bytes)),
+          })),
+        ),
+      );
       out.push(...outputs);
       await this._replay(h, full, 1, region, async (s) => {
-        const [gbase] = region('grads'), grads = new Float32Array(await s.read('grads'));
-        for (let i = 0, n = vt.check(c.param_count(h)); i < n; i++) { // each trainable parameter's gradient
+        const [gbase] = region('grads'),
+          grads = new Float32Array(await s.read('grads'));
+        for (let i = 0, n = vt.check(c.param_count(h)); i < n; i++) {
+          // each trainable parameter's gradient
           const g = c.param_grad(h, i) >>> 0;
           if (!g) continue;
-          const shape = Array.from({ length: c.param_ndim(h, i) }, (_, d) => c.param_dim(h, i, d)), at = (g - gbase) / 4;
-          out.push({ name: `grad/${vt.cstring(c.param_name(h, i))}`, shape, data: grads.slice(at, at + c.param_numel(h, i)) });
+          const shape = Array.from({ length: c.param_ndim(h, i) }, (_, d) => c.param_dim(h, i, d)),
+            at = (g - gbase) / 4;
+          out.push({
+            name: `grad/${vt.cstring(c.param_name(h, i))}`,
+            shape,
+            data: grads.slice(at, at + c.param_numel(h, i)),
+          });
         }
         if (full.regions.dimages) {
-          const di = new Float32Array(await s.read('dimages')), img = fwd.regions.images / 4, n = di.length;
+          const di = new Float32Array(await s.read('dimages')),
+            img = fwd.regions.images / 4,
+            n = di.length;
           const [B, C, S] = imagesShape(vt, h, img);
           out.push({ name: 'grad/input/images', shape: [B, C, S, S], data: di.slice(0, n) });
         }
@@ -128,7 +190,14 @@ export class GpuParity {
 
   // one recording on the GPU: parameters from the model, inputs as recorded, gradients zeroed
   async _replay(h, trace, which, region, read) {
-    const vt = this.vt, s = await GpuStep.create(this.kernels, this.pool, trace, this._contract(), `parity ${which ? 'backward' : 'forward'}`);
+    const vt = this.vt,
+      s = await GpuStep.create(
+        this.kernels,
+        this.pool,
+        trace,
+        this._contract(),
+        `parity ${which ? 'backward' : 'forward'}`,
+      );
     try {
       const [pp, pn] = region('params');
       s.write('params', 0, vt.u8().slice(pp, pp + Math.min(pn, trace.regions.params)));
@@ -140,19 +209,25 @@ export class GpuParity {
       for (const r of ZEROED) if (trace.regions[r]) s.write(r, 0, new Uint8Array(trace.regions[r]));
       s.run();
       return await read(s);
-    } finally { s.destroy(); }
+    } finally {
+      s.destroy();
+    }
   }
 
   // AdamW: the file's steps through the WGSL kernel, the parameter read after each
   async _adamw(u8, meta, call) {
-    const cfg = JSON.parse(meta.config || '{}'), steps = call.steps;
+    const cfg = JSON.parse(meta.config || '{}'),
+      steps = call.steps;
     if (!Number.isInteger(steps) || steps < 1 || steps > 100000) throw new Error('AdamW call needs steps >= 1');
-    const w = tensorOf(u8, 'param/w'), n = w.data.length;
+    const w = tensorOf(u8, 'param/w'),
+      n = w.data.length;
     const grads = Array.from({ length: steps }, (_, s) => tensorOf(u8, `input/grad.${s}`).data);
     if (grads.some((g) => g.length !== n)) throw new Error('an input/grad.<s> of another size than param/w');
     // one buffer: p, m, v, the gradients, the parameters after each step, lr, the step counts, the flag
-    const off = { p: 0, m: n, v: 2 * n, g: 3 * n, out: (3 + steps) * n, lr: (3 + 2 * steps) * n }, words = off.lr + 2 + steps;
-    const buf = await this.pool.storage(words * 4, 'parity adamw'), prog = this.kernels.program('parity adamw');
+    const off = { p: 0, m: n, v: 2 * n, g: 3 * n, out: (3 + steps) * n, lr: (3 + 2 * steps) * n },
+      words = off.lr + 2 + steps;
+    const buf = await this.pool.storage(words * 4, 'parity adamw'),
+      prog = this.kernels.program('parity adamw');
     try {
       const init = new Float32Array(words);
       init.set(w.data, off.p);
@@ -162,18 +237,39 @@ export class GpuParity {
       this.pool.upload(buf, 0, init);
       const op = (o, len) => operand(buf, o, len);
       for (let s = 0; s < steps; s++) {
-        KERNELS.adamw(prog, { p: op(off.p, n), m: op(off.m, n), v: op(off.v, n), g: op(off.g + s * n, n), lr: op(off.lr, 1),
-          step: op(off.lr + 2 + s, 1), flag: op(off.lr + 1, 1) }, { n }, { b1: cfg.betas[0], b2: cfg.betas[1], eps: cfg.eps, wd: cfg.weight_decay });
-        KERNELS.copy2d(prog, { dst: op(off.out + s * n, n), src: op(off.p, n) }, { rows: 1, cols: n, dst_stride: n, src_stride: n });
+        KERNELS.adamw(
+          prog,
+          {
+            p: op(off.p, n),
+            m: op(off.m, n),
+            v: op(off.v, n),
+            g: op(off.g + s * n, n),
+            lr: op(off.lr, 1),
+            step: op(off.lr + 2 + s, 1),
+            flag: op(off.lr + 1, 1),
+          },
+          { n },
+          { b1: cfg.betas[0], b2: cfg.betas[1], eps: cfg.eps, wd: cfg.weight_decay },
+        );
+        KERNELS.copy2d(
+          prog,
+          { dst: op(off.out + s * n, n), src: op(off.p, n) },
+          { rows: 1, cols: n, dst_stride: n, src_stride: n },
+        );
       }
       await prog.build();
       prog.run();
       const after = new Float32Array(await this.pool.read(buf, off.out * 4, steps * n * 4));
       return grads.map((_, s) => ({ name: `param.${s}`, shape: w.shape, data: after.slice(s * n, (s + 1) * n) }));
-    } finally { prog.destroy(); this.pool.release(buf); }
+    } finally {
+      prog.destroy();
+      this.pool.release(buf);
+    }
   }
 
-  destroy() { this.pool.destroy(); }
+  destroy() {
+    this.pool.destroy();
+  }
 }
 
 const call0 = (trace) => (/^loss/.test(trace.what) ? 'loss' : 'out');

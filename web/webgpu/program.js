@@ -47,7 +47,8 @@ export class PipelineCache {
     if (!this.layouts.has(n)) {
       const d = this.gpu.device;
       const entries = [{ binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } }];
-      for (let i = 1; i <= n; i++) entries.push({ binding: i, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } });
+      for (let i = 1; i <= n; i++)
+        entries.push({ binding: i, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } });
       const bgl = d.createBindGroupLayout({ label: `vitrine ${n} buffers`, entries });
       this.layouts.set(n, { bgl, pl: d.createPipelineLayout({ bindGroupLayouts: [bgl] }) });
     }
@@ -60,7 +61,9 @@ export class PipelineCache {
         const module = await this.gpu.shader(label, code);
         try {
           return await this.gpu.device.createComputePipelineAsync({
-            label, layout: this.layout(nbuf).pl, compute: { module, entryPoint: 'main' },
+            label,
+            layout: this.layout(nbuf).pl,
+            compute: { module, entryPoint: 'main' },
           });
         } catch (e) {
           throw new GpuError('compile', `pipeline ${label}: ${e.message}`);
@@ -84,7 +87,9 @@ export class Program {
     this.built = false;
   }
 
-  get workspaceBytes() { return this.workspaceFloats * 4; }
+  get workspaceBytes() {
+    return this.workspaceFloats * 4;
+  }
 
   /** A workspace operand of n 4-byte elements (f32, or u32) at word offset off. */
   scratch(n, off = 0, type = 'f32') {
@@ -102,13 +107,22 @@ export class Program {
     if (this.built) throw new Error('Program.dispatch after build()');
     if (grid.some((g) => g === 0)) return; // nothing to compute
     const maxg = this.gpu.limits.maxComputeWorkgroupsPerDimension;
-    if (grid.some((g) => g > maxg)) throw new GpuError('limit', `${name}: ${grid.join('x')} workgroups exceed ${maxg} per dimension`);
+    if (grid.some((g) => g > maxg))
+      throw new GpuError('limit', `${name}: ${grid.join('x')} workgroups exceed ${maxg} per dimension`);
     const first = Object.values(ops).find((o) => o && !o.absent);
     const all = {};
     for (const [k, o] of Object.entries(ops)) {
-      if (o && !o.absent) { all[k] = o; continue; }
+      if (o && !o.absent) {
+        all[k] = o;
+        continue;
+      }
       const type = o ? o.type : 'f32';
-      all[k] = { buf: first.buf, off: Math.floor(first.off * TYPE_BYTES[first.type] / TYPE_BYTES[type]), len: 1, type };
+      all[k] = {
+        buf: first.buf,
+        off: Math.floor((first.off * TYPE_BYTES[first.type]) / TYPE_BYTES[type]),
+        len: 1,
+        type,
+      };
     }
     for (const v of Object.values(args))
       if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new Error(`${name}: argument ${v} is not a u32`);
@@ -121,10 +135,17 @@ export class Program {
     const maxBind = this.gpu.limits.maxStorageBufferBindingSize;
     const real = (o) => (o.buf === WORKSPACE ? this.workspace : o.buf);
     const shift = (o) => (o.buf === WORKSPACE ? this.workspaceOff : 0); // bytes
-    const windows = [], slotOf = new Map(), bind = [], offs = {};
+    const windows = [],
+      slotOf = new Map(),
+      bind = [],
+      offs = {};
     for (const o of Object.values(d.ops)) {
-      const buf = real(o), tb = TYPE_BYTES[o.type];
-      if (!slotOf.has(buf)) { slotOf.set(buf, windows.length); windows.push({ buf, lo: Infinity, hi: 0 }); }
+      const buf = real(o),
+        tb = TYPE_BYTES[o.type];
+      if (!slotOf.has(buf)) {
+        slotOf.set(buf, windows.length);
+        windows.push({ buf, lo: Infinity, hi: 0 });
+      }
       const w = windows[slotOf.get(buf)];
       w.lo = Math.min(w.lo, shift(o) + o.off * tb);
       w.hi = Math.max(w.hi, shift(o) + (o.off + Math.max(o.len, 1)) * tb);
@@ -135,18 +156,23 @@ export class Program {
       if (w.hi > w.buf.size)
         throw new GpuError('limit', `${d.label}: an operand ends at byte ${w.hi} of a ${w.buf.size}-byte buffer`);
       if (w.hi - w.lo > maxBind)
-        throw new GpuError('limit', `${d.label}: its operands span ${w.hi - w.lo} bytes of one buffer, over ` +
-          `maxStorageBufferBindingSize (${maxBind})`);
+        throw new GpuError(
+          'limit',
+          `${d.label}: its operands span ${w.hi - w.lo} bytes of one buffer, over ` +
+            `maxStorageBufferBindingSize (${maxBind})`,
+        );
     }
     for (const [name, o] of Object.entries(d.ops)) {
-      const s = slotOf.get(real(o)), tb = TYPE_BYTES[o.type];
+      const s = slotOf.get(real(o)),
+        tb = TYPE_BYTES[o.type];
       bind.push({ name, slot: s + 1, type: o.type });
       // element offset inside the window (bytes for u8 operands, 4-byte words otherwise)
       offs[name] = (shift(o) + o.off * tb - windows[s].lo) / (tb === 1 ? 1 : 4);
     }
     const fields = [...Object.keys(d.args), ...Object.keys(d.fargs), ...bind.map((b) => `o_${b.name}`)];
     if (fields.length * 4 > SLOT) throw new Error(`${d.label}: too many uniforms`);
-    const u = new Uint32Array(SLOT / 4), uf = new Float32Array(u.buffer);
+    const u = new Uint32Array(SLOT / 4),
+      uf = new Float32Array(u.buffer);
     let i = 0;
     for (const v of Object.values(d.args)) u[i++] = v;
     for (const v of Object.values(d.fargs)) uf[i++] = v;
@@ -164,13 +190,21 @@ export class Program {
     if (this.workspaceFloats > 0 && opts.workspace) {
       const { buf, byteOffset } = opts.workspace;
       if (byteOffset + this.workspaceBytes > buf.size)
-        throw new GpuError('limit', `${this.label}: the workspace needs ${this.workspaceBytes} bytes at ${byteOffset} of a ${buf.size}-byte buffer`);
+        throw new GpuError(
+          'limit',
+          `${this.label}: the workspace needs ${this.workspaceBytes} bytes at ${byteOffset} of a ${buf.size}-byte buffer`,
+        );
       this.workspace = buf;
       this.workspaceOff = byteOffset;
       this.ownWorkspace = false;
     } else if (this.workspaceFloats > 0) {
-      this.workspace = await this.gpu.scoped(`${this.label}: workspace`, () => device.createBuffer({
-        label: `${this.label} workspace`, size: Math.ceil(this.workspaceFloats / 64) * 256, usage: GPUBufferUsage.STORAGE }));
+      this.workspace = await this.gpu.scoped(`${this.label}: workspace`, () =>
+        device.createBuffer({
+          label: `${this.label} workspace`,
+          size: Math.ceil(this.workspaceFloats / 64) * 256,
+          usage: GPUBufferUsage.STORAGE,
+        }),
+      );
       this.workspaceOff = 0;
       this.ownWorkspace = true;
     }
@@ -178,15 +212,24 @@ export class Program {
     const pipelines = await Promise.all(this.list.map((d) => this.k.pipelines.get(d.label, d.code, d.windows.length)));
     await this.gpu.scoped(`${this.label}: build`, () => {
       const n = Math.max(1, this.list.length);
-      this.ubuf = device.createBuffer({ label: `${this.label} uniforms`, size: n * SLOT,
-        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      this.ubuf = device.createBuffer({
+        label: `${this.label} uniforms`,
+        size: n * SLOT,
+        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+      });
       const all = new Uint8Array(n * SLOT);
       this.list.forEach((d, i) => all.set(new Uint8Array(d.uniforms.buffer), i * SLOT));
       device.queue.writeBuffer(this.ubuf, 0, all);
       this.steps = this.list.map((d, i) => {
         const entries = [{ binding: 0, resource: { buffer: this.ubuf, offset: i * SLOT, size: SLOT } }];
-        d.windows.forEach((w, s) => entries.push({ binding: s + 1, resource: { buffer: w.buf, offset: w.lo, size: w.hi - w.lo } }));
-        const bindGroup = device.createBindGroup({ label: d.label, layout: this.k.pipelines.layout(d.windows.length).bgl, entries });
+        d.windows.forEach((w, s) =>
+          entries.push({ binding: s + 1, resource: { buffer: w.buf, offset: w.lo, size: w.hi - w.lo } }),
+        );
+        const bindGroup = device.createBindGroup({
+          label: d.label,
+          layout: this.k.pipelines.layout(d.windows.length).bgl,
+          entries,
+        });
         return { pipeline: pipelines[i], bindGroup, grid: d.grid };
       });
     });
@@ -195,11 +238,14 @@ export class Program {
   }
 
   /** The distinct kernels (pipelines) of the program. */
-  get pipelineCount() { return new Set(this.list.map((d) => d.code)).size; }
+  get pipelineCount() {
+    return new Set(this.list.map((d) => d.code)).size;
+  }
 
   /** Sets a float argument of dispatch i (step-varying scalars: AdamW's lr, its step count). */
   setFloat(i, field, value) {
-    const d = this.list[i], j = d.fieldIndex.indexOf(field);
+    const d = this.list[i],
+      j = d.fieldIndex.indexOf(field);
     if (j < 0) throw new Error(`${d.label} has no argument ${field}`);
     new Float32Array(d.uniforms.buffer)[j] = value;
     if (this.built) this.gpu.device.queue.writeBuffer(this.ubuf, i * SLOT + j * 4, d.uniforms, j, 1);

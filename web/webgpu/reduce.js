@@ -25,8 +25,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
 /** c[n] = (c[n] +) p[0][n] + p[1][n] + ... + p[S-1][n], left to right (p: S x n dense). */
 export function reducePartials(prog, p, c, n, S, acc) {
-  prog.dispatch(`reduce_partials${acc ? '_acc' : ''}`, { p, c }, reduceWGSL(acc), { n, S }, {},
-    grid1d(n, 256, prog.gpu.limits.maxComputeWorkgroupsPerDimension));
+  prog.dispatch(
+    `reduce_partials${acc ? '_acc' : ''}`,
+    { p, c },
+    reduceWGSL(acc),
+    { n, S },
+    {},
+    grid1d(n, 256, prog.gpu.limits.maxComputeWorkgroupsPerDimension),
+  );
 }
 
 /** Chunks of a column sum over M rows (shape only). */
@@ -43,14 +49,18 @@ export function colsum(prog, name, terms, ops, args, M, N, acc, ws = 0) {
   const S = colsumChunks(M);
   const parts = live.map((t, j) => (S > 1 ? prog.scratch(S * N, ws + j * S * N) : null));
   const outs = {};
-  live.forEach((t, j) => { outs[`o${j}`] = S > 1 ? parts[j] : t.out; });
-  const L = [`var<workgroup> red: array<f32, ${256 * live.length}>;`,
+  live.forEach((t, j) => {
+    outs[`o${j}`] = S > 1 ? parts[j] : t.out;
+  });
+  const L = [
+    `var<workgroup> red: array<f32, ${256 * live.length}>;`,
     `@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
   let n = wid.x * 64u + li % 64u;
   let lane = li / 64u;
   let mbeg = wid.y * ${CHUNK}u;
-  let mend = min(u.M, mbeg + ${CHUNK}u);`];
+  let mend = min(u.M, mbeg + ${CHUNK}u);`,
+  ];
   live.forEach((t, j) => L.push(`  var s${j} = 0.0;`));
   L.push('  if (n < u.N) {', '    for (var m = mbeg + lane; m < mend; m += 4u) {');
   live.forEach((t, j) => L.push(`      s${j} = s${j} + (${t.expr});`));
@@ -64,8 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     else L.push(`    st_o${j}(n, ${acc ? `ld_o${j}(n) + ` : ''}v${j});`);
   });
   L.push('  }', '}');
-  prog.dispatch(`colsum_${name}`, { ...ops, ...outs }, L.join('\n'), { ...args, M, N }, {},
-    [Math.ceil(N / 64), S, 1]);
+  prog.dispatch(`colsum_${name}`, { ...ops, ...outs }, L.join('\n'), { ...args, M, N }, {}, [Math.ceil(N / 64), S, 1]);
   if (S > 1) live.forEach((t, j) => reducePartials(prog, parts[j], t.out, N, S, acc));
 }
 
@@ -106,12 +115,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 export function reduceAll(prog, name, op, term, final, ops, args, fargs, n, ws = 0) {
   const P = Math.max(1, Math.ceil(n / ALL_CHUNK));
   if (P === 1) {
-    prog.dispatch(`${name}_all`, ops, allWGSL(op, term, final), { ...args, n, chunk: ALL_CHUNK, total: n }, fargs, [1, 1, 1]);
+    prog.dispatch(
+      `${name}_all`,
+      ops,
+      allWGSL(op, term, final),
+      { ...args, n, chunk: ALL_CHUNK, total: n },
+      fargs,
+      [1, 1, 1],
+    );
     return;
   }
   const part = prog.scratch(P, ws);
-  prog.dispatch(`${name}_part`, { ...ops, part }, allWGSL(op, term, 'st_part(wid.x, r);'), { ...args, n, chunk: ALL_CHUNK, total: n },
-    fargs, [P, 1, 1]);
-  prog.dispatch(`${name}_final`, { ...ops, part }, allWGSL(op, 'ld_part(i)', final), { ...args, n: P, chunk: P, total: n },
-    fargs, [1, 1, 1]);
+  prog.dispatch(
+    `${name}_part`,
+    { ...ops, part },
+    allWGSL(op, term, 'st_part(wid.x, r);'),
+    { ...args, n, chunk: ALL_CHUNK, total: n },
+    fargs,
+    [P, 1, 1],
+  );
+  prog.dispatch(
+    `${name}_final`,
+    { ...ops, part },
+    allWGSL(op, 'ld_part(i)', final),
+    { ...args, n: P, chunk: P, total: n },
+    fargs,
+    [1, 1, 1],
+  );
 }

@@ -71,8 +71,14 @@ export function layernormForward(prog, { out, mean, rstd, inp, w, b }, M, D, eps
     if (lane == 0u && (u.flags & 8u) != 0u) { st_rstd(row, rs); }
   }`;
   const flags = (w ? 1 : 0) | (b ? 2 : 0) | (mean ? 4 : 0) | (rstd ? 8 : 0);
-  prog.dispatch('layernorm_forward', { out, mean, rstd, inp, w, b }, rowKernel(body), { R: M, D, flags }, { eps },
-    rowGrid(prog, M));
+  prog.dispatch(
+    'layernorm_forward',
+    { out, mean, rstd, inp, w, b },
+    rowKernel(body),
+    { R: M, D, flags },
+    { eps },
+    rowGrid(prog, M),
+  );
 }
 
 /** dnorm = w dy; dinp += rstd (dnorm - mean(dnorm) - norm mean(dnorm norm));
@@ -102,13 +108,28 @@ export function layernormBackward(prog, { dinp, dw, db, dout, inp, w, mean, rstd
       st_dinp(base + i, ld_dinp(base + i) + (dn - mean_dn - n * mean_dn_n) * rs);
     }
   }`;
-    prog.dispatch('layernorm_backward_dinp', { dinp, dout, inp, w, mean, rstd }, rowKernel(body),
-      { R: M, D, has_w: w ? 1 : 0 }, {}, rowGrid(prog, M));
+    prog.dispatch(
+      'layernorm_backward_dinp',
+      { dinp, dout, inp, w, mean, rstd },
+      rowKernel(body),
+      { R: M, D, has_w: w ? 1 : 0 },
+      {},
+      rowGrid(prog, M),
+    );
   }
-  colsum(prog, 'layernorm_dw_db', [
-    { out: dw, expr: '(ld_inp(m * u.D + n) - ld_mean(m)) * ld_rstd(m) * ld_dout(m * u.D + n)' },
-    { out: db, expr: 'ld_dout(m * u.D + n)' },
-  ], { dout, inp, mean, rstd }, { D }, M, D, true);
+  colsum(
+    prog,
+    'layernorm_dw_db',
+    [
+      { out: dw, expr: '(ld_inp(m * u.D + n) - ld_mean(m)) * ld_rstd(m) * ld_dout(m * u.D + n)' },
+      { out: db, expr: 'ld_dout(m * u.D + n)' },
+    ],
+    { dout, inp, mean, rstd },
+    { D },
+    M,
+    D,
+    true,
+  );
 }
 
 /**
@@ -137,8 +158,14 @@ export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
   let inv = 1.0 / row_sum(li, lane, s);
   if (ok) { for (var j = lane; j < u.T; j += 64u) { st_att(base + j, ld_att(base + j) * inv); } }`;
   const R = B * H * T;
-  prog.dispatch('attention_softmax', { att, causal_mask: causal_mask || absent('u8') }, rowKernel(body),
-    { R, T, H, causal: causal_mask ? 1 : 0 }, {}, rowGrid(prog, R));
+  prog.dispatch(
+    'attention_softmax',
+    { att, causal_mask: causal_mask || absent('u8') },
+    rowKernel(body),
+    { R, T, H, causal: causal_mask ? 1 : 0 },
+    {},
+    rowGrid(prog, R),
+  );
 }
 
 /** In place over rows of dP (ds): ds = p (dp - sum_j p dp) scale, p the saved probabilities. */

@@ -26,8 +26,16 @@ export function parseContract(markdown) {
   for (const line of markdown.split('\n')) {
     const m = /^\| `(\w+)` \| (.*?) \| (.*?) \| (.*?) \| .* \|$/.exec(line);
     if (!m) continue;
-    const names = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
-    out[m[1]] = { ops: [...m[2].matchAll(/`(\w+)` \w+ \w+ \[/g)].map((x) => x[1]), ints: names(m[3]), floats: names(m[4]) };
+    const names = (s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean);
+    out[m[1]] = {
+      ops: [...m[2].matchAll(/`(\w+)` \w+ \w+ \[/g)].map((x) => x[1]),
+      ints: names(m[3]),
+      floats: names(m[4]),
+    };
   }
   return out;
 }
@@ -38,19 +46,34 @@ export function parseContract(markdown) {
  */
 export function layoutRegions(regions, workspaceBytes, limits) {
   const names = Object.keys(regions).filter((r) => regions[r] > 0);
-  const maxBuf = limits.maxBufferSize, maxBind = limits.maxStorageBufferBindingSize;
+  const maxBuf = limits.maxBufferSize,
+    maxBind = limits.maxStorageBufferBindingSize;
   for (const r of names)
     if (up(regions[r]) > maxBuf)
-      throw new GpuError('limit', `the ${r} region needs ${regions[r]} bytes, over this device's maxBufferSize (${maxBuf})`);
+      throw new GpuError(
+        'limit',
+        `the ${r} region needs ${regions[r]} bytes, over this device's maxBufferSize (${maxBuf})`,
+      );
   const total = names.reduce((s, r) => s + up(regions[r]), 0) + up(workspaceBytes);
   const at = {};
   if (total <= Math.min(maxBuf, maxBind)) {
     let off = 0;
-    for (const r of names) { at[r] = { buffer: 0, offset: off }; off += up(regions[r]); }
-    return { buffers: [Math.max(off + up(workspaceBytes), ALIGN)], at, workspace: { buffer: 0, offset: off }, single: true };
+    for (const r of names) {
+      at[r] = { buffer: 0, offset: off };
+      off += up(regions[r]);
+    }
+    return {
+      buffers: [Math.max(off + up(workspaceBytes), ALIGN)],
+      at,
+      workspace: { buffer: 0, offset: off },
+      single: true,
+    };
   }
   const buffers = [];
-  for (const r of names) { at[r] = { buffer: buffers.length, offset: 0 }; buffers.push(up(regions[r])); }
+  for (const r of names) {
+    at[r] = { buffer: buffers.length, offset: 0 };
+    buffers.push(up(regions[r]));
+  }
   if (up(workspaceBytes) > maxBuf)
     throw new GpuError('limit', `the kernels' workspace needs ${workspaceBytes} bytes, over maxBufferSize (${maxBuf})`);
   const workspace = { buffer: buffers.length, offset: 0 };
@@ -60,17 +83,27 @@ export function layoutRegions(regions, workspaceBytes, limits) {
 
 /** The named operands, ints and floats of one call entry (null: an absent operand). */
 function callArgs(e, sig, place) {
-  const ops = {}, ints = {}, floats = {};
+  const ops = {},
+    ints = {},
+    floats = {};
   sig.ops.forEach((name, i) => {
     const o = e.ops[i];
-    if (!o) { ops[name] = null; return; }
-    const [region, offset, bytes, , dtype] = o, tb = TYPE_BYTES[dtype];
+    if (!o) {
+      ops[name] = null;
+      return;
+    }
+    const [region, offset, bytes, , dtype] = o,
+      tb = TYPE_BYTES[dtype];
     if (!tb) throw new Error(`${e.call}: operand ${name} of type ${dtype}`);
     const { buf, offset: base } = place(region);
     ops[name] = operand(buf, (base + offset) / tb, bytes / tb, dtype);
   });
-  sig.ints.forEach((name, i) => { ints[name] = e.ints[i]; });
-  sig.floats.forEach((name, i) => { floats[name] = e.floats[i]; });
+  sig.ints.forEach((name, i) => {
+    ints[name] = e.ints[i];
+  });
+  sig.floats.forEach((name, i) => {
+    floats[name] = e.floats[i];
+  });
   return { ops, ints, floats };
 }
 
@@ -101,7 +134,8 @@ export class GpuStep {
     s.layout = layoutRegions(trace.regions, dry.workspaceBytes, kernels.gpu.limits);
     s.buffers = [];
     try {
-      for (const [i, bytes] of s.layout.buffers.entries()) s.buffers.push(await pool.storage(bytes, `${label} buffer ${i}`));
+      for (const [i, bytes] of s.layout.buffers.entries())
+        s.buffers.push(await pool.storage(bytes, `${label} buffer ${i}`));
       s.prog = kernels.program(label);
       const place = (r) => {
         const w = s.layout.at[r];
@@ -122,14 +156,18 @@ export class GpuStep {
   }
 
   /** GPU bytes this step holds (regions, workspace). */
-  get bytes() { return this.layout.buffers.reduce((a, b) => a + b, 0); }
+  get bytes() {
+    return this.layout.buffers.reduce((a, b) => a + b, 0);
+  }
 
   /** Writes bytes (a typed array) at byteOffset of a region. */
   write(region, byteOffset, data) {
     const w = this.layout.at[region];
     if (!w) throw new Error(`no region ${region} in this step`);
     if (byteOffset + data.byteLength > this.trace.regions[region])
-      throw new Error(`${data.byteLength} bytes at ${byteOffset} overrun the ${region} region (${this.trace.regions[region]} bytes)`);
+      throw new Error(
+        `${data.byteLength} bytes at ${byteOffset} overrun the ${region} region (${this.trace.regions[region]} bytes)`,
+      );
     this.pool.upload(this.buffers[w.buffer], w.offset + byteOffset, data);
   }
 
@@ -141,7 +179,9 @@ export class GpuStep {
   }
 
   /** Runs the recorded calls once (queued; read() waits for them). */
-  run() { this.prog.run(); }
+  run() {
+    this.prog.run();
+  }
 
   destroy() {
     this.prog?.destroy();

@@ -20,11 +20,15 @@ export function header(nbuf, fields, floatFields, bind) {
       lines.push(`fn st_${x}(i: u32, v: f32) { b${s}[u.o_${x} + i] = bitcast<u32>(v); }`);
     } else if (type === 'f64') {
       lines.push(`fn ld_${x}(i: u32) -> f32 { return bitcast<f32>(b${s}[u.o_${x} + 2u * i]); }`);
-      lines.push(`fn st_${x}(i: u32, v: f32) { b${s}[u.o_${x} + 2u * i] = bitcast<u32>(v); b${s}[u.o_${x} + 2u * i + 1u] = 0u; }`);
+      lines.push(
+        `fn st_${x}(i: u32, v: f32) { b${s}[u.o_${x} + 2u * i] = bitcast<u32>(v); b${s}[u.o_${x} + 2u * i + 1u] = 0u; }`,
+      );
     } else if (type === 'i64') {
       lines.push(`fn ldi_${x}(i: u32) -> u32 { return b${s}[u.o_${x} + 2u * i]; }`);
     } else if (type === 'u8') {
-      lines.push(`fn ldb_${x}(i: u32) -> u32 { let a = u.o_${x} + i; return (b${s}[a >> 2u] >> ((a & 3u) * 8u)) & 0xffu; }`);
+      lines.push(
+        `fn ldb_${x}(i: u32) -> u32 { let a = u.o_${x} + i; return (b${s}[a >> 2u] >> ((a & 3u) * 8u)) & 0xffu; }`,
+      );
     } else {
       lines.push(`fn ldu_${x}(i: u32) -> u32 { return b${s}[u.o_${x} + i]; }`);
       lines.push(`fn stu_${x}(i: u32, v: u32) { b${s}[u.o_${x} + i] = v; }`);

@@ -2,11 +2,17 @@
 // The @ts-expect-error lines fail the check if the types were missing (any) or too loose.
 import { createVitrine, WASM_BUILDS, VitrineError, type Vitrine, type Model, type TrainOptions } from 'vitrine';
 
-export async function trainTiny(pixels: Float32Array, batch: number): Promise<{ losses: number[]; weights: Uint8Array }> {
+export async function trainTiny(
+  pixels: Float32Array,
+  batch: number,
+): Promise<{ losses: number[]; weights: Uint8Array }> {
   const vt: Vitrine = await createVitrine({ locateFile: (file: string, url: URL) => new URL(file, url) });
   const model: Model = vt.createModel({
     kind: 'mae',
-    config: { encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 32, depth: 2, num_heads: 2 }, decoder_dim: 32 },
+    config: {
+      encoder: { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 32, depth: 2, num_heads: 2 },
+      decoder_dim: 32,
+    },
   });
   model.initWeights(1);
   model.setGradCheckpointing('block');

@@ -3,12 +3,21 @@
 import { train, readSafetensorsHeader } from 'vitrine';
 import { trainerRuns } from './tiny.js';
 
-window.runTraining = (msg) => new Promise((resolve) => {
-  const w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-  const done = (r) => { w.terminate(); document.getElementById('out').textContent = JSON.stringify(r); resolve(r); };
-  w.onmessage = ({ data }) => done(data);
-  w.onerror = (e) => done({ ok: false, error: e.message || 'the worker failed to load' });
-  w.postMessage(msg);
-});
-window.runTrainer = () => trainerRuns(train, readSafetensorsHeader).then((r) => ({ ok: true, ...r }), (e) => ({ ok: false, error: String((e && e.stack) || e) }));
+window.runTraining = (msg) =>
+  new Promise((resolve) => {
+    const w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    const done = (r) => {
+      w.terminate();
+      document.getElementById('out').textContent = JSON.stringify(r);
+      resolve(r);
+    };
+    w.onmessage = ({ data }) => done(data);
+    w.onerror = (e) => done({ ok: false, error: e.message || 'the worker failed to load' });
+    w.postMessage(msg);
+  });
+window.runTrainer = () =>
+  trainerRuns(train, readSafetensorsHeader).then(
+    (r) => ({ ok: true, ...r }),
+    (e) => ({ ok: false, error: String((e && e.stack) || e) }),
+  );
 window.ready = true;

@@ -17,7 +17,9 @@ const { model, losses } = train(vt, { steps: 20, policy: 'block' });
 r.policy = model.gradCheckpointing;
 r.losses = losses;
 r.falling = falling(losses);
-r.sameBitsAsNoCheckpointing = train(vt, { steps: 20, policy: 'none' }).losses.every((l, i) => hex(l) === hex(losses[i]));
+r.sameBitsAsNoCheckpointing = train(vt, { steps: 20, policy: 'none' }).losses.every(
+  (l, i) => hex(l) === hex(losses[i]),
+);
 
 writeFileSync('weights.safetensors', model.saveSafetensors());
 writeFileSync('train-state.safetensors', model.saveTrainState());
@@ -26,7 +28,11 @@ const reloaded = vt.createModel({ kind: 'mae', config: CONFIG });
 reloaded.loadSafetensors(weights);
 r.weightsBytes = weights.length;
 r.weightsRoundTrip = same(reloaded.saveSafetensors(), weights);
-r.paramsEqual = model.params().every((p, i) => same(new Uint8Array(p.data.slice().buffer), new Uint8Array(reloaded.params()[i].data.slice().buffer)));
+r.paramsEqual = model
+  .params()
+  .every((p, i) =>
+    same(new Uint8Array(p.data.slice().buffer), new Uint8Array(reloaded.params()[i].data.slice().buffer)),
+  );
 
 const resumed = vt.createModel({ kind: 'mae', config: CONFIG });
 resumed.initWeights(1);
@@ -40,7 +46,8 @@ const nextResumed = [resumed.trainStep(x, BATCH), resumed.trainStep(x, BATCH)];
 r.resumeBitForBit = next.every((l, i) => hex(l) === hex(nextResumed[i]));
 
 r.builds = {};
-for (const name of Object.keys(WASM_BUILDS)) { // 1 thread: a "-mt" name loads its shared-memory file anyway
+for (const name of Object.keys(WASM_BUILDS)) {
+  // 1 thread: a "-mt" name loads its shared-memory file anyway
   const e = await createVitrine({ wasm: name, threads: 1 });
   const { losses: l } = train(e, { steps: 2 });
   r.builds[name] = { build: e.threaded ? `${e.build}-mt` : e.build, simdKernels: e.simdKernels, loss: l[1] };

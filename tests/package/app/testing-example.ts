@@ -1,12 +1,23 @@
 // testing-example.ts: typed use of vitrine/testing, checked by tsc --noEmit against the shipped
 // testing.d.ts (a Node project). The @ts-expect-error lines fail the check if the types were too loose.
-import { assertParity, assertGolden, PARITY_TOLERANCE, type GoldenStatus, type TolerancedParityResult } from 'vitrine/testing';
+import {
+  assertParity,
+  assertGolden,
+  PARITY_TOLERANCE,
+  type GoldenStatus,
+  type TolerancedParityResult,
+} from 'vitrine/testing';
 import type { Model } from 'vitrine';
 
 export async function check(model: Model, images: Float32Array): Promise<number> {
-  const r: TolerancedParityResult = await assertParity(new URL('./model.safetensors', import.meta.url),
-    { backend: 'simd', policy: 'block', tolerance: PARITY_TOLERANCE / 10 });
-  const g: GoldenStatus = assertGolden('encode', () => model.encode(images), { dir: new URL('./goldens', import.meta.url) });
+  const r: TolerancedParityResult = await assertParity(new URL('./model.safetensors', import.meta.url), {
+    backend: 'simd',
+    policy: 'block',
+    tolerance: PARITY_TOLERANCE / 10,
+  });
+  const g: GoldenStatus = assertGolden('encode', () => model.encode(images), {
+    dir: new URL('./goldens', import.meta.url),
+  });
   const p: Promise<GoldenStatus> = assertGolden('loss', async () => model.loss(images), { tolerance: 1e-6 });
   await p;
   // @ts-expect-error: a backend is a build's name
@@ -16,5 +27,5 @@ export async function check(model: Model, images: Float32Array): Promise<number>
   // @ts-expect-error: a golden holds numbers, typed arrays, { data, shape } and objects of these
   assertGolden('s', () => 'text');
   void sync;
-  return g.status === 'matched' ? r.err ?? 0 : r.tolerance;
+  return g.status === 'matched' ? (r.err ?? 0) : r.tolerance;
 }

@@ -8,7 +8,13 @@ self.onmessage = async ({ data }) => {
     // data.wasmBase: serve the .wasm from elsewhere (the locateFile option)
     const vt = await createVitrine(data.wasmBase ? { locateFile: (file) => data.wasmBase + file } : {});
     const { model, losses } = train(vt, { steps: data.steps });
-    self.postMessage({ ok: true, build: vt.build, simdKernels: vt.simdKernels, policy: model.gradCheckpointing, losses });
+    self.postMessage({
+      ok: true,
+      build: vt.build,
+      simdKernels: vt.simdKernels,
+      policy: model.gradCheckpointing,
+      losses,
+    });
   } catch (e) {
     self.postMessage({ ok: false, error: String((e && e.stack) || e) });
   }
