@@ -12,8 +12,8 @@
 //                                 [--policies none,block] [--repeat 20] [--wasm BUILD] [--threads N]
 import os from 'node:os';
 import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
-import { modelSpec } from '../web/train.js';
-import { classifierSpec } from '../web/classify.js';
+import { modelSpec } from '../web/train/presets.js';
+import { classifierSpec } from '../web/train/objectives/classify.js';
 import { hostInfo } from './lib.mjs';
 
 const args = process.argv.slice(2);

@@ -414,7 +414,7 @@ else {
   await section('thread_profile', async () => {
     const MAIN =
       '{"encoder": {"img_size": 28, "patch_size": 7, "in_chans": 1, "embed_dim": 128, "depth": 4, "num_heads": 4, ' +
-      '"mlp_ratio": 2}, "decoder_dim": 64, "decoder_depth": 2, "decoder_heads": 4, "norm_pix_loss": true}'; // web/train.js fmnist-p7-mlp2
+      '"mlp_ratio": 2}, "decoder_dim": 64, "decoder_depth": 2, "decoder_heads": 4, "norm_pix_loss": true}'; // web/train/presets.js fmnist-p7-mlp2
     const jobs = [
       ['vit_tiny b1', ['--preset', TINY, '--batch', '1']],
       ...(QUICK ? [] : [['vit_tiny b4', ['--preset', TINY, '--batch', '4']]]),
@@ -715,7 +715,7 @@ const mj = S.main_job?.out;
 P('## 5. The main job: images per second');
 P();
 P(
-  'The step of `node web/cli.js train` (the main job) as the CLI runs it: Session.stepOnce (the Trainer, web/train-loop.js; TrainingRun.trainOne in an older tree) on Fashion-MNIST = batch assembly + ' +
+  'The step of `node web/cli.js train` (the main job) as the CLI runs it: Session.stepOnce (the Trainer, web/train/session.js; TrainingRun.trainOne in an older tree) on Fashion-MNIST = batch assembly + ' +
     "Model.trainStep (MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5, block checkpointing, the CLI's lr schedule), relaxed-mt build, " +
     'pinned to cpus 0-1, 1 and 2 threads (and the older engine with --before) alternating step by step in one process, wall time. images/s = 64 / ' +
     "the median step time (the CLI's own figure averages the same steps, start-up and evaluation excluded)." +
@@ -908,7 +908,7 @@ if (dm) {
   P();
   P('| decoder | dim x depth (heads) | s per step | planned total MiB (activations) |');
   P('|---|---|---|---|');
-  const { MAE_DECODERS } = await import('../web/train.js');
+  const { MAE_DECODERS } = await import('../web/train/presets.js');
   for (const r of dm.runs) {
     const d = MAE_DECODERS[r.variant];
     P(

@@ -13,10 +13,10 @@
 //            the build's peak loop (--peak: build/wasm/peak-relaxed.wasm), so that the step's
 //            "% of the one-core peak" is a paired ratio.
 //   mainjob  the main job, `node web/cli.js train`'s step: Session.stepOnce on Fashion-MNIST
-//            (web/train-loop.js; TrainingRun.trainOne in trees before it; batch assembly + Model.trainStep: MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5,
+//            (web/train/session.js; TrainingRun.trainOne in trees before it; batch assembly + Model.trainStep: MAE, fmnist-p7-mlp2, batch 64, mask ratio 0.5,
 //            block checkpointing, the CLI's lr and schedule). images/s = batch / step time.
 //   demo     the demo's 224-px MAE on a timm preset with its decoders (--decoders tab,lightly of
-//            web/train.js's MAE_DECODERS): trainStep at batch 8; also each one's planned bytes.
+//            web/train/presets.js's MAE_DECODERS): trainStep at batch 8; also each one's planned bytes.
 // Engines (--engine, repeatable): ROOT:BUILD:THREADS[:LABEL]; ROOT '.' is this tree.
 // --clock cpu times each step (and the peak) by the process's CPU time instead of wall time: for
 // one-thread engines on a pinned core of a busy machine (bench/lib.mjs clockOf); never for threads.
@@ -24,7 +24,7 @@
 // the per-round ratios, with their min and max. Bits: engines of one checkout and one build
 // family (relaxed and relaxed-mt) must give the same losses and weights at every thread count.
 //   node bench/step_bench.mjs --job vit --engine .:relaxed:1 --engine .:relaxed-mt:2 --batch 1 --rounds 9
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT, clockOf, hostInfo, loadavg, loadPeak, median, paired, summary } from './lib.mjs';
@@ -79,7 +79,11 @@ async function engineOf(spec) {
     threads: vt.threads,
     vt,
     mod,
-    dirMod: (f) => import(pathToFileURL(join(dir, 'web', f)).href),
+    // a module of that tree: the first of `files` (paths under web/, newest layout first) it has
+    dirMod: (...files) => {
+      const f = files.find((x) => existsSync(join(dir, 'web', x)));
+      return f ? import(pathToFileURL(join(dir, 'web', f)).href) : {};
+    },
   };
 }
 
@@ -102,14 +106,14 @@ async function setupVit(e) {
 
 let fmnist = null;
 async function setupMainJob(e) {
-  const { modelSpec, TrainingRun } = await e.dirMod('train.js');
-  if (!TrainingRun) {
-    // the CLI's loop since the Trainer (web/train-loop.js): a Session, its defaults are the main job
-    const { Session } = await e.dirMod('train-loop.js');
+  const { Session } = await e.dirMod('train/session.js', 'train-loop.js');
+  if (Session) {
+    // the CLI's loop since the Trainer (web/train/session.js): a Session, its defaults are the main job
     const s = await Session.open(e.vt, { objective: 'mae', data: { kind: 'fashion-mnist' }, batch: B, steps: 5000 });
     return { model: s.model, step: async () => (await s.stepOnce()).loss };
   }
   // an older tree (bench/run.sh --before): its TrainingRun, set up as its CLI did
+  const { modelSpec, TrainingRun } = await e.dirMod('train.js');
   const { loadFashionMNIST } = await e.dirMod('data.js');
   fmnist ||= loadFashionMNIST('train');
   const m = e.vt.createModel(modelSpec('mae', { preset: 'fmnist-p7-mlp2' }));
@@ -122,7 +126,7 @@ async function setupMainJob(e) {
 }
 
 async function setupDemo(e, decoder) {
-  const { maeDecoder } = await e.dirMod('train.js'); // the demo's decoders (web/train.js MAE_DECODERS)
+  const { maeDecoder } = await e.dirMod('train/presets.js', 'train.js'); // the demo's decoders (MAE_DECODERS)
   const m = e.vt.createModel({ kind: 'mae', preset, config: maeDecoder(decoder) });
   m.setGradCheckpointing('none');
   m.initWeights(1);

@@ -1,6 +1,6 @@
 // class-editor.js: the classify mode's page side -- the classes (name them, add images with a
 // button or by dropping files, the Fashion-MNIST sample as ten classes, every 5th image held out as
-// the training loop's split does: web/datasets.js splitFraction 0.2), what keeps a run from starting, and the classifier's held-out
+// the training loop's split does: web/train/datasets.js splitFraction 0.2), what keeps a run from starting, and the classifier's held-out
 // accuracy, confusion matrix and the prediction of a dropped image.
 import { $, S, page, setStatus } from './state.js';
 import { fetchFmnistSample } from './sample.js';
@@ -96,7 +96,7 @@ export async function fmnistClasses() {
   page.planSoon();
 }
 
-/** Which images are held out: every 5th over the classes in order (web/datasets.js splitFraction 0.2, the loop's default). */
+/** Which images are held out: every 5th over the classes in order (web/train/datasets.js splitFraction 0.2, the loop's default). */
 export function heldOutCounts() {
   let i = 0;
   return S.classes.map((c) => {

@@ -437,7 +437,7 @@ async function boot() {
   S.threads = info.threads;
   S.threadsNote = info.threadsNote;
   const badge = $('build');
-  // the training worker's engine runs a pool of info.threads threads (web/pool.js); without
+  // the training worker's engine runs a pool of info.threads threads (web/runtime/pool.js); without
   // cross-origin isolation (COOP/COEP headers: demo/serve.mjs sends them) it runs on 1 and says why
   badge.textContent =
     `wasm: ${info.build}${info.build === 'relaxed' ? ' (SIMD128 + fused multiply-add kernels)' : info.simdKernels ? ' (SIMD128 kernels)' : ''}` +

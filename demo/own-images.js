@@ -1,9 +1,9 @@
 // own-images.js: the user's images, as every image the page gives the engine (MAE / AIM training
 // images, the classes' images, an image to predict): decoded by the browser without colour
-// conversion, then web/images.js's pixel pipeline -- shorter side to the model's size, centre crop,
+// conversion, then web/formats/images.js's pixel pipeline -- shorter side to the model's size, centre crop,
 // its channels -- the same code, and so the same pixels, as `vitrine train --data DIR` in Node.
 import { $, S, page } from './state.js';
-import { bitmapPixels, resizeCrop } from '../web/images.js';
+import { bitmapPixels, resizeCrop } from '../web/vitrine.js';
 
 /** An image file -> an ImageBitmap of its own pixels (no colour conversion, not premultiplied). */
 export const decodeFile = (f) => createImageBitmap(f, { colorSpaceConversion: 'none', premultiplyAlpha: 'none' });

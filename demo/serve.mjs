@@ -7,7 +7,7 @@
 // --port 0 picks a free port. Nothing is fetched from outside: the page loads only these files.
 // Every response carries Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy:
 // require-corp: the page is then cross-origin isolated, which is what gives it SharedArrayBuffer,
-// so the engine's thread pool (web/pool.js) can run. Without them the page runs on 1 thread.
+// so the engine's thread pool (web/runtime/pool.js) can run. Without them the page runs on 1 thread.
 import { createServer } from 'node:http';
 import { createReadStream, readFileSync } from 'node:fs';
 import { stat, realpath } from 'node:fs/promises';

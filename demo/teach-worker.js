@@ -4,8 +4,7 @@
 // step times of every policy measured properly (teach-measure.js: warm-up, interleaved rounds), and the two
 // lightly bugs run live (an AIM block without its mask; frozen preprocessing). Messages in:
 // {id, type, ...}; replies carry the id; {type: 'progress', done, total} while measuring.
-import { createVitrine } from '../web/vitrine.js';
-import { showMasks } from '../web/train.js';
+import { createVitrine, showMasks } from '../web/vitrine.js';
 import { modelFor as modelOn, recordPolicies, measureTimes, wave } from './teach-measure.js';
 
 let vt = null,

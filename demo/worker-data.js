@@ -1,9 +1,8 @@
 // worker-data.js: what the demo's workers train on and keep: the demo's models beside
-// web/train.js's presets and the spec of a form's configuration, the Fashion-MNIST sample (brought
-// to the model's size by the training loop's batches: web/datasets.js, the pixel pipeline), and
+// web/train/presets.js's presets and the spec of a form's configuration, the Fashion-MNIST sample (brought
+// to the model's size by the training loop's batches: web/train/datasets.js, the pixel pipeline), and
 // the training checkpoint in IndexedDB (so that a reload resumes).
-import { TRAIN_PRESETS, modelSpec, maeDecoder } from '../web/train.js';
-import { classifierSpec, CLASSIFY_DEFAULTS } from '../web/classify.js';
+import { TRAIN_PRESETS, modelSpec, maeDecoder, classifierSpec, CLASSIFY_DEFAULTS } from '../web/vitrine.js';
 import { fetchFmnistSample } from './sample.js';
 
 // Demo models beside train.js's: `mini` is small enough to train at a glance (and in the tests).
@@ -60,7 +59,7 @@ export function specFor(cfg) {
   const d = DEMO_MODELS[cfg.model];
   if (d) return { kind: cfg.kind, config: { encoder: { ...d.encoder }, ...d[cfg.kind] } };
   if (TRAIN_PRESETS[cfg.model]) return modelSpec(cfg.kind, { preset: cfg.model });
-  // a timm preset (224 px): MAE with cfg.decoder of web/train.js's MAE_DECODERS ('tab' in the
+  // a timm preset (224 px): MAE with cfg.decoder of web/train/presets.js's MAE_DECODERS ('tab' in the
   // form by default; a run saved before the choice existed trained lightly's, the engine's default)
   if (cfg.kind === 'mae') return { kind: 'mae', preset: cfg.model, config: maeDecoder(cfg.decoder || 'lightly') };
   return { kind: cfg.kind, preset: cfg.model };

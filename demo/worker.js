@@ -3,16 +3,23 @@
 // (creates a configuration's model only to plan it, so a refused configuration never grows the
 // trainer's memory; wasm memory never shrinks). Messages in: {id, type, ...}; replies carry the
 // same id. Unsolicited messages (step, viz, eval, stopped, error) have no id.
-// The training loop is the library's (web/train-loop.js's Session, what train() runs in its own
+// The training loop is the library's (web/train/session.js's Session, what train() runs in its own
 // worker and the CLI runs through it): MAE and AIM on unlabelled images, classify (timm's
 // VisionTransformer with a head on the user's classes; the CLI's settings, split, evaluation and
 // prediction). This file sets a Session up from the page's form and steps it between the page's
 // messages (checkpointing switched, weights exported). Models and data:
 // worker-data.js.
-import { createVitrine, simdSupported, toRGBA } from '../web/vitrine.js';
-import { TRAIN_PRESETS, MAE_DECODERS, encoderPrefix, showMasks } from '../web/train.js';
-import { makeBatch } from '../web/images.js';
-import { Session } from '../web/train-loop.js';
+import {
+  createVitrine,
+  simdSupported,
+  toRGBA,
+  makeBatch,
+  Session,
+  TRAIN_PRESETS,
+  MAE_DECODERS,
+  encoderPrefix,
+  showMasks,
+} from '../web/vitrine.js';
 import { fitReport, fmtBytes } from './plan.js';
 import {
   DEMO_MODELS,

@@ -11,7 +11,7 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const BUILD = join(ROOT, 'build'); // the package's layout: web/loader.js finds ../build/wasm/
+const BUILD = join(ROOT, 'build'); // the package's layout: web/runtime/loader.js finds ../build/wasm/
 /** The builds of wasm/builds.json: name -> { runtime, simd, relaxed, threads, mt, browser, files }. */
 export const BUILDS = JSON.parse(readFileSync(join(ROOT, 'wasm/builds.json'), 'utf8')).builds;
 /** The file CMake writes from builds.json for the loader (it ships beside the builds). */

@@ -15,7 +15,7 @@
  * (vt_threads_caller_can_wait(0)).
  *
  * Backends: wasm with shared memory (-matomics: workers are instances of the same module run by
- * web/pool.js, entering vt_worker_loop), Linux (pthreads + futex), and none (one thread). */
+ * web/runtime/pool.js, entering vt_worker_loop), Linux (pthreads + futex), and none (one thread). */
 #include "threads.h"
 #include "status.h"
 #include <stdatomic.h>
@@ -205,7 +205,7 @@ void vt_parallel_for_max(int n, int grain, double work, int max_threads, vt_par_
     atomic_store(&pool.busy, 0);
 }
 
-/* A worker that will never run again (wasm: the JavaScript worker died, web/pool.js saw it) stops
+/* A worker that will never run again (wasm: the JavaScript worker died, web/runtime/pool.js saw it) stops
  * counting: jobs go on with the others, or inline once none is left. Between engine calls only,
  * so the lost worker holds no chunk of a running job. */
 int vt_threads_lost(int n) {

@@ -4,7 +4,7 @@
  * thread count gives the same bits.
  *
  * Threads: native builds start pthreads (vt_set_threads); wasm builds with shared memory get
- * workers from the JavaScript pool (web/pool.js), each of which calls vt_worker_loop(tid) and
+ * workers from the JavaScript pool (web/runtime/pool.js), each of which calls vt_worker_loop(tid) and
  * stays there. Builds without either run everything on the calling thread. */
 #ifndef VT_THREADS_H
 #define VT_THREADS_H

@@ -7,7 +7,7 @@
  * meets a non-finite loss or gradient changes nothing (parameters, optimizer, generator, step
  * count stay at the last good state). The state (parameters, AdamW m/v, step, generator, both
  * configs) round-trips through safetensors bytes; writing them to disk atomically is the
- * caller's part (web/train.js writes a temporary file and renames it). */
+ * caller's part (web/train/node-data.js writeAtomic writes a temporary file and renames it). */
 #include "json.h"
 #include "safetensors.h"
 #include "vit_internal.h"

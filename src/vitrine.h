@@ -80,7 +80,7 @@ void vt_model_config_default(vt_model_config *c, vt_kind kind);
  * vit_base_patch32_224 (num_classes 0). */
 /* Threads (src/threads.h): every kernel that pays splits its work over this many threads, with
  * the same bits at any count. Native: starts n-1 worker threads; wasm: uses n-1 workers started
- * by the JavaScript pool (web/pool.js). Call between engine calls (per-thread scratch is planned
+ * by the JavaScript pool (web/runtime/pool.js). Call between engine calls (per-thread scratch is planned
  * for the count in force). Returns n or a negative vt_status. */
 int vt_set_threads(int n);
 int vt_threads_max(void);

@@ -41,8 +41,8 @@ for h in $harnesses; do cat $B/fuzz-$h.log; done | awk '/^(COVERED|UNCOVERED)_FU
        k = p[n-1] "/" p[n]; fn = k " " $6; if (!(fn in t)) { t[fn] = e[2]; file[fn] = k } if (e[1] > c[fn]) c[fn] = e[1] }
      END { for (fn in t) { C[file[fn]] += c[fn]; T[file[fn]] += t[fn] }
            for (k in C) if (C[k]) printf "   %-26s %5d / %5d edges (%3.0f%%)\n", k, C[k], T[k], 100 * C[k] / T[k] }' | sort
-echo "== images (JS loop, web/data.js decodeImage)"
+echo "== images (JS loop, web/train/node-data.js decodeImage)"
 node tests/fuzz/fuzz_images.mjs --seconds "$per" || status=1
-echo "== metadata (JS loop, web/metadata.js validators + the engine's check of the specs they accept)"
+echo "== metadata (JS loop, web/formats/metadata.js validators + the engine's check of the specs they accept)"
 node tests/fuzz/fuzz_metadata.mjs --seconds "$per" --coverage || status=1
 exit $status

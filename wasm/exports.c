@@ -1,4 +1,4 @@
-/* exports.c: the thin C ABI that JavaScript (web/engine.js, web/model.js) calls, over vitrine.h.
+/* exports.c: the thin C ABI that JavaScript (web/runtime/engine.js, web/runtime/model.js) calls, over vitrine.h.
  *
  * The boundary is stated once, here:
  *   - VTW_API marks each function JavaScript may call. wasm/wasm.cmake exports exactly the
@@ -163,7 +163,7 @@ static void bytes_out(uint32_t out[bytes_out_SIZE], void *p, size_t n) {
     out[bytes_out_len] = (uint32_t)n;
 }
 
-/* ---- threads (web/pool.js) ------------------------------------------------------------------ */
+/* ---- threads (web/runtime/pool.js) ------------------------------------------------------------------ */
 void vt_worker_loop(int tid);
 void vt_threads_shutdown(void);
 void vt_threads_quit(void);

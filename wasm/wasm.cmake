@@ -4,7 +4,7 @@
 #   wasm/builds.json   the builds (name, runtime, SIMD, relaxed SIMD, threads, files); each becomes
 #                      build/wasm/vitrine-<name>.*, made by emcc (runtime emscripten), clang-14 +
 #                      wasi-libc (wasi) or clang-19 + wasm-ld-19 (reactor: relaxed SIMD). It is also
-#                      written out as build/wasm/vitrine-builds.js for web/loader.js (with each browser
+#                      written out as build/wasm/vitrine-builds.js for web/runtime/loader.js (with each browser
 #                      build's .wasm named by a literal URL and its glue imported, for bundlers).
 #   wasm/exports.c     the functions marked VTW_API: exactly these are exported, by every build.
 # ON when the tools are found; -DVT_WASM=OFF turns it off. See wasm/README.md.
@@ -127,7 +127,7 @@ if(VT_WASM)
       vt_build_info(${name} variant files)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
       # -mt: shared memory (imported, a SharedArrayBuffer) for the engine's own worker pool
-      # (web/pool.js, src/threads.c); Emscripten's pthread_create is never called.
+      # (web/runtime/pool.js, src/threads.c); Emscripten's pthread_create is never called.
       if(variant MATCHES "-mt$")
         list(APPEND vflags -pthread -Wno-pthreads-mem-growth)
       endif()
@@ -155,7 +155,7 @@ if(VT_WASM)
     foreach(name ${wasi_builds})
       vt_build_info(${name} variant files)
       vt_wasm_variant(${variant} vsrc vflags ${VT_WASM_SOURCES})
-      # -mt: shared, imported memory for the worker pool (web/pool.js). wasi-libc is not built
+      # -mt: shared, imported memory for the worker pool (web/runtime/pool.js). wasi-libc is not built
       # with atomics, hence --no-check-features: only the main thread ever runs libc code;
       # workers run kernels on their own stack (__stack_pointer exported so the pool can set it).
       if(variant MATCHES "-mt$")
@@ -270,7 +270,7 @@ if(VT_WASM)
     foreach(name ${reactor_builds})
       vt_build_info(${name} variant files)
       if(variant MATCHES "-mt$")
-        # the shared-memory twin for the worker pool (web/pool.js, src/threads.c), as vitrine-wasi-simd-mt:
+        # the shared-memory twin for the worker pool (web/runtime/pool.js, src/threads.c), as vitrine-wasi-simd-mt:
         # atomics, an imported shared memory, --no-check-features (wasi-libc is not built with atomics;
         # only the main thread ever runs libc code), __stack_pointer exported for the workers' stacks
         vt_clang19_wasm(OUT ${files} KIND reactor SOURCES ${relaxed_src}
@@ -303,7 +303,7 @@ if(VT_WASM)
     message(STATUS "vitrine: clang-19 / wasm-ld-19 / libclang-rt-19-dev-wasm32 not found, skipping the relaxed-SIMD build")
   endif()
 
-  # build/wasm/vitrine-builds.js: builds.json for web/loader.js, with the patterns bundlers follow
+  # build/wasm/vitrine-builds.js: builds.json for web/runtime/loader.js, with the patterns bundlers follow
   # (each browser build's .wasm named by a literal new URL(), the Emscripten glues made here imported)
   set(js "// vitrine-builds.js: written by wasm/wasm.cmake from wasm/builds.json (edit that, not this).\n")
   set(glues)

@@ -21,3 +21,11 @@ export class VitrineError extends Error {
     this.code = STATUS_CODES[status] || 'VT_ERR_UNKNOWN'; // e.g. 'VT_ERR_ARG'
   }
 }
+
+/** What goes wrong with data: a VitrineError (VT_ERR_ARG) whose message names the image / file. */
+export class DataError extends VitrineError {
+  constructor(message) {
+    super(message, -1);
+    this.name = 'DataError';
+  }
+}

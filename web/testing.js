@@ -10,8 +10,15 @@ import { endianness } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createVitrine, enableNodeRelaxedSimd, readSafetensorsHeader } from './vitrine.js';
-import { readRegularFile, writeAtomic, makeDirs, strerror } from './data.js';
-import { PARITY_TOLERANCE, checkTolerance, applyTolerance, failureDetail, passRule, fmtE } from './parity-report.js';
+import { readRegularFile, writeAtomic, makeDirs, strerror } from './train/node-data.js';
+import {
+  PARITY_TOLERANCE,
+  checkTolerance,
+  applyTolerance,
+  failureDetail,
+  passRule,
+  fmtE,
+} from './formats/parity-report.js';
 
 export { PARITY_TOLERANCE, passRule };
 

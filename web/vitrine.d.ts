@@ -513,7 +513,7 @@ export interface PixelSet {
   readonly size: number;
   readonly pixels: Uint8Array;
 }
-/** The pixel pipeline (web/images.js): interleaved pixels of w x h (RGBA: srcChans 4) -> bytes
+/** The pixel pipeline (web/formats/images.js): interleaved pixels of w x h (RGBA: srcChans 4) -> bytes
  * [chans, size, size]: shorter side resized to size, centre crop, the model's channels. */
 export function resizeCrop(
   src: ArrayLike<number>,
@@ -566,7 +566,7 @@ export interface InitReport {
   notes: string[];
 }
 
-// ---- training as a library call (web/trainer.js) ----
+// ---- training as a library call (web/train/trainer.js) ----
 
 /** A File / Blob, by shape (no DOM lib needed). */
 export interface BlobLike {
@@ -760,3 +760,103 @@ export const TIMM_PRETRAINED: Readonly<
     }
   >
 >;
+
+// ---- the stepping session and the pieces of a run (what train() runs in its worker; a page that
+// steps a run itself, as the demo does, uses them directly) ----
+
+/** A model spec as createModel takes it. */
+export interface ModelSpec {
+  kind: ModelKind;
+  preset?: string | null;
+  config?: Record<string, unknown> | null;
+}
+/** The small default ViTs (Fashion-MNIST 28x28 grey) with their MAE decoder and AIM head. */
+export const TRAIN_PRESETS: Readonly<Record<string, Record<string, any>>>;
+/** MAE decoders for a 224-px timm preset: `tab` (the demo's) and `lightly` (lightly's MAE example's). */
+export const MAE_DECODERS: Readonly<
+  Record<string, { label: string; decoder_dim: number; decoder_depth: number; decoder_heads: number }>
+>;
+/** The config (createModel with a preset) of decoder `name` of MAE_DECODERS. */
+export function maeDecoder(name: string): { decoder_dim: number; decoder_depth: number; decoder_heads: number };
+/** The spec of an MAE / AIM model: a train preset, a timm preset name, or a config. */
+export function modelSpec(
+  objective: 'mae' | 'aim',
+  options?: { preset?: string; config?: object | string | null },
+): ModelSpec;
+/** The prefix of the encoder's weights in an MAE / AIM model (timm keys below it). */
+export function encoderPrefix(kind: ModelKind): string;
+/** Deterministic masks for showing reconstructions (MAE idx_keep / idx_mask, AIM a prefix mask). */
+export function showMasks(
+  model: Model,
+  batch: number,
+  maskRatio?: number,
+  seed?: number,
+): { idxKeep: BigInt64Array; idxMask: BigInt64Array } | { mask: Uint8Array };
+/** A classifier run's training settings (lr, weightDecay, labelSmoothing, clipNorm, pool). */
+export const CLASSIFY_DEFAULTS: Readonly<{
+  lr: number;
+  weightDecay: number;
+  labelSmoothing: number;
+  clipNorm: number;
+  pool: 'avg' | 'token';
+}>;
+/** The classifier createModel takes: a train preset's encoder (or a config's) with num_classes and pooling. */
+export function classifierSpec(options: {
+  preset?: string;
+  config?: object | string | null;
+  numClasses: number;
+  pool?: 'avg' | 'token';
+}): ModelSpec;
+/** The RGBA pixels of an ImageBitmap (drawn on an OffscreenCanvas). */
+export function bitmapPixels(bitmap: ImageBitmapLike): { width: number; height: number; data: Uint8ClampedArray };
+
+/** One run set up in this thread (model, data, normalisation, trainer, the checkpoint it resumes),
+ * stepping on request: what train() runs in its worker. Session.open(vt, options) takes
+ * TrainerOptions' run options (not the callbacks, the signal or the worker's engine options). */
+export class Session {
+  static open(
+    vt: Vitrine,
+    options: Omit<TrainerOptions, 'data' | 'val'> & { data: object; val?: object | number },
+    hooks?: { log?: (text: string) => void; onLoad?: (p: LoadProgress) => void },
+  ): Promise<Session>;
+  readonly vt: Vitrine;
+  model: Model | null;
+  objective: 'mae' | 'aim' | 'classify';
+  run: Record<string, any>;
+  classes: string[] | null;
+  stats: { mean?: number[]; std?: number[] };
+  initReport: (InitReport & { name: string }) | null;
+  normalizationSource: string;
+  trainIdx: Int32Array;
+  valIdx: Int32Array | null;
+  effBatch: number;
+  startStep: number;
+  lossFirst: number | null;
+  lossLast: number | null;
+  readonly gpu: boolean;
+  readonly step: number;
+  readonly steps: number;
+  readonly epoch: number;
+  batchAt(step?: number): Promise<{ images: Float32Array; labels: Int32Array | null; indices: Int32Array }>;
+  stepOnce(): Promise<{ step: number; loss: number; lr: number; seconds: number; images: Float32Array }>;
+  sync(): Promise<void>;
+  memory(): TrainMemory;
+  evaluate(chunk?: number): Promise<TrainEval | null>;
+  checkpoint(): Uint8Array;
+  weights(): Uint8Array;
+  predict(
+    images:
+      Float32Array | BlobLike | ImageDataLike | ImageBitmapLike | Array<BlobLike | ImageDataLike | ImageBitmapLike>,
+    options?: { topk?: number },
+  ): Promise<Prediction[][]>;
+  loop(options?: {
+    stopAt?: number;
+    checkpointEvery?: number;
+    evalEvery?: number;
+    evalChunk?: number;
+    emit?: (name: 'step' | 'eval' | 'checkpoint', data: any) => void | Promise<void>;
+    control?: { paused?: () => boolean; aborted?: () => boolean; waitResume?: () => Promise<void> };
+    yieldEvery?: number;
+  }): Promise<{ status: 'done' | 'stopped' | 'aborted' | 'error'; error: Error | null }>;
+  dispose(): void;
+}

@@ -5,130 +5,41 @@
 //   model.initWeights(0); model.setGradCheckpointing('block'); model.trainerInit({ lr: 1e-3 });
 //   const loss = model.trainStep(images, batch);
 //
-// A small facade over the modules that do the work:
-//   loader.js       feature probes, the builds (wasm/builds.json), the three runtimes
-//   wasi-shim.js    our WASI imports for the clang-built reactors
-//   engine.js       Vitrine: one loaded engine (its exports, memory, layouts, names, parity)
-//   model.js        Model: parameters, weights, calls, backward, plans, training
-//   images.js       the pixel pipeline (resize, centre crop, channels, normalise), Node and browser
-//   safetensors.js  the safetensors header: metadata in and out
-//   pool.js         the thread pool over shared memory
-//   trainer.js      train(): a training run in a worker (events, pause, abort, predict); the loop
-//                   it runs is train-loop.js, over datasets.js (data) and pretrained.js (weights)
-import { buildName, fallbackBuild, loadBuild, WASM_BUILDS } from './loader.js';
-import { startPool, hostCores, threadsUnavailableReason } from './pool.js';
-import { Vitrine } from './engine.js';
-import { VitrineError } from './errors.js';
-
-export { simdSupported, relaxedSimdSupported, enableNodeRelaxedSimd, loadReactor, WASM_BUILDS } from './loader.js';
-export { wasiShim, WasiExit } from './wasi-shim.js';
-export { Vitrine } from './engine.js';
-export { Model } from './model.js';
+// A facade over the rooms that do the work:
+//   runtime/   the engine: loader.js (builds, probes, runtimes), wasi-shim.js, pool.js (threads),
+//              create.js (createVitrine), engine.js (Vitrine), model.js (Model)
+//   formats/   what files and pixels are: safetensors.js, metadata.js, images.js (the pixel
+//              pipeline), pretrained.js (timm's weights and normalisation), parity-report.js
+//   train/     training runs: trainer.js (train(): a run in a worker), worker.js, session.js (the
+//              loop), datasets.js, augment.js, data-order.js, presets.js, objectives/, ...
+//   webgpu/    the WebGPU backend (imported only when asked for)
+//   cli/       the command line (Node)
+export {
+  simdSupported,
+  relaxedSimdSupported,
+  enableNodeRelaxedSimd,
+  loadReactor,
+  WASM_BUILDS,
+} from './runtime/loader.js';
+export { wasiShim, WasiExit } from './runtime/wasi-shim.js';
+export { createVitrine } from './runtime/create.js';
+export { Vitrine } from './runtime/engine.js';
+export { Model } from './runtime/model.js';
 export { VitrineError, STATUS_CODES } from './errors.js';
-export { IMAGENET_MEAN, IMAGENET_STD, channelStats, toRGBA, resizeCrop, makeBatch, decodeBlob } from './images.js';
-export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './safetensors.js';
-export { train, Trainer } from './trainer.js';
-export { TIMM_PRETRAINED } from './pretrained.js';
-
-/**
- * createVitrine({ wasm, threads, locateFile, wasmDir, backend, gpu }) -> Promise<Vitrine>
- * wasm: a name of WASM_BUILDS (wasm/builds.json; a shared-memory "-mt" file is asked for even at 1
- * thread) or 'wasi'.
- * Default: 'relaxed' (SIMD128 + fused multiply-add) where relaxed SIMD validates, else 'simd'
- * where SIMD128 validates, else 'scalar' (wasm/builds.json's `default`). The default trades
- * bit-identity with the SIMD128 build for ~1.5-2x speed: 'relaxed' rounds each multiply-add once,
- * so its bits differ from 'simd''s (both pass parity; see wasm/README.md for which builds agree
- * bitwise). Ask for wasm: 'simd' to get the same bits on every host. In Node 20, relaxed SIMD
- * needs enableNodeRelaxedSimd() first. 'wasi': the WASI SIMD build where SIMD validates, Node only.
- * threads: default every core the host reports. More than 1 loads the build's shared-memory
- * ("-mt") file and starts a pool of workers (same bits at any thread count); where that cannot be
- * (no cross-origin isolation in a browser, a scalar build, workers that fail to start) the engine
- * runs on 1 thread and `threadsNote` says why; a worker that dies later (a browser reclaiming
- * memory) leaves the engine running on the others (vt.threads, threadsNote), and close() returns.
- * vt.build names the build without "-mt"; vt.threaded says whether the shared-memory file is loaded.
- * locateFile(file, url): where to fetch the build's .wasm instead (e.g. 'vitrine-simd.wasm' and the
- * URL beside this module -> a URL or string), for apps that serve it from elsewhere.
- * wasmDir: a directory holding both the Emscripten glue (.mjs) and the .wasm of a build made
- * elsewhere (in Node also $VITRINE_WASM_DIR / $VITRINE_BUILD); its glue is imported at run time,
- * which bundlers do not follow.
- * backend: where training steps run -- 'wasm' (the default), 'webgpu' (the engine's recorded step
- * replayed on a WebGPU adapter, software ones included; throws a GpuError when there is none) or
- * 'auto' (WebGPU on a hardware adapter, else wasm). vt.backend = { name, reason, adapter } says
- * which and why; models then train with trainStepAsync (web/webgpu/backend.js). gpu: options of
- * the adapter request ({ swiftshader: true } in Node: Chromium's SwiftShader, no GPU needed).
- */
-export async function createVitrine(options = {}) {
-  const name = buildName(options.wasm);
-  let threads = options.threads == null ? await hostCores() : options.threads;
-  if (!Number.isInteger(threads) || threads < 1 || threads > 64)
-    throw new VitrineError(
-      `threads must be an integer in [1, 64], got ${typeof options.threads === 'string' ? `the string ${JSON.stringify(options.threads)}` : String(options.threads)}`,
-      -1,
-    );
-  const forceMt = WASM_BUILDS[name].threads;
-  let build = forceMt ? Object.keys(WASM_BUILDS).find((b) => WASM_BUILDS[b].mt === name) : name;
-  let note = null;
-  const threadsFor = (b) => {
-    // the thread count build b can have here (note: why fewer)
-    if (threads <= 1 && !forceMt) return threads;
-    const why = threadsUnavailableReason() || (WASM_BUILDS[b].mt ? null : `the ${b} build has no threads`);
-    if (!why) return threads;
-    if (forceMt) throw new Error(`wasm build ${name}: ${why}`);
-    note = `1 thread: ${why}`;
-    return 1;
-  };
-  const fileOf = (b) => (threads > 1 || forceMt ? WASM_BUILDS[b].mt : b);
-  threads = threadsFor(build);
-  let low;
-  try {
-    low = await loadBuild(fileOf(build), options);
-  } catch (e) {
-    // the default's file is not there (the relaxed build needs clang-19): the next one
-    const next = options.wasm ? null : fallbackBuild(build);
-    if (!next) throw e;
-    build = next;
-    note = null;
-    threads = threadsFor(build);
-    low = await loadBuild(fileOf(build), options);
-  }
-  const vt = new Vitrine(low, build);
-  vt.threaded = !!low.memory;
-  vt.threadsNote = note;
-  if (options.backend != null && options.backend !== 'wasm') {
-    // the WebGPU modules only when asked for
-    const { chooseBackend, GpuTrainer } = await import('./webgpu/backend.js');
-    const be = await chooseBackend(options.backend, options.gpu || {});
-    vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
-    if (be.gpu) Object.defineProperties(vt.backend, { gpu: { value: be.gpu }, Trainer: { value: GpuTrainer } });
-  } else
-    vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
-  if (threads > 1) {
-    const c = vt._c;
-    try {
-      vt._pool = await startPool(
-        {
-          module: low.module,
-          memory: low.memory,
-          malloc: (n) => c.malloc(n),
-          setThreads: (n, w) => c.set_threads(n, w),
-          ready: () => c.threads_ready(),
-          quit: () => c.threads_quit(),
-          lost: (n) => c.threads_lost(n),
-          shutdown: () => c.threads_shutdown(),
-          run: low.run,
-          stack: low.stack,
-        },
-        threads,
-        {
-          onLost: (note) => {
-            vt.threadsNote = note;
-          },
-        },
-      );
-    } catch (e) {
-      // the pool could not start: the engine runs on this thread, and says why
-      vt.threadsNote = `1 thread: ${e.message}`;
-    }
-  }
-  return vt;
-}
+export {
+  IMAGENET_MEAN,
+  IMAGENET_STD,
+  channelStats,
+  toRGBA,
+  resizeCrop,
+  makeBatch,
+  decodeBlob,
+  bitmapPixels,
+} from './formats/images.js';
+export { readSafetensorsHeader, readSafetensorsMeta, withMetadata } from './formats/safetensors.js';
+export { TIMM_PRETRAINED } from './formats/pretrained.js';
+export { train, Trainer } from './train/trainer.js';
+export { Session } from './train/session.js';
+export { TRAIN_PRESETS, MAE_DECODERS, maeDecoder, modelSpec, encoderPrefix } from './train/presets.js';
+export { showMasks } from './train/visualize.js';
+export { CLASSIFY_DEFAULTS, classifierSpec } from './train/objectives/classify.js';

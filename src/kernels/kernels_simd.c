@@ -160,7 +160,7 @@ void vt_simd_exp(float *out, const float *x, size_t n) {
  * from L2 for every B panel: more instructions and 25% more L1 misses; a 192 KB block packed A
  * 16 times per k block for ViT-B's fc2 backward: bench/kernel_bench, relaxed, 3 alternating
  * process pairs, 384 / 768-wide backward rows 1-4% faster with 384 KB, the rest within 2.5%).
- * Both live on the stack (404 KB; web/pool.js gives each worker 1 MB, every build's main thread
+ * Both live on the stack (404 KB; web/runtime/pool.js gives each worker 1 MB, every build's main thread
  * has >= 1 MB). */
 #define VT_GEMM_MR 4
 #define VT_GEMM_NR 8

@@ -1,6 +1,6 @@
-// pixels.test.mjs: one pixel pipeline (web/images.js) for Node and the browser. The same image
-// files go through Node (web/data.js decodeImage: pngjs / jpeg-js) and through Chromium (the
-// page imports web/images.js: decodeBlob, i.e. createImageBitmap), then resizeCrop (shorter side
+// pixels.test.mjs: one pixel pipeline (web/formats/images.js) for Node and the browser. The same image
+// files go through Node (web/train/node-data.js decodeImage: pngjs / jpeg-js) and through Chromium (the
+// page imports web/formats/images.js: decodeBlob, i.e. createImageBitmap), then resizeCrop (shorter side
 // to the size, centre crop, channels) and makeBatch (normalise) in each, at the sizes and channels
 // of the demo's models (shrinking, growing, grey and colour). PNG is lossless: the same floats,
 // bit for bit. JPEG: the two decoders (jpeg-js, Chromium's libjpeg-turbo) round their inverse DCT
@@ -10,8 +10,8 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { skip, png, openDemoBrowser } from './harness.mjs';
-import { decodeImage } from '../../web/data.js';
-import { resizeCrop, makeBatch } from '../../web/images.js';
+import { decodeImage } from '../../web/train/node-data.js';
+import { resizeCrop, makeBatch } from '../../web/formats/images.js';
 
 if (skip) console.log(`# ${skip}`);
 const require = createRequire(import.meta.url);
@@ -77,7 +77,7 @@ describe('the pixel pipeline in Node and in Chromium', { skip, timeout: 120_000 
   const viaPage = (bytes, rgbaIn = null) =>
     page.evaluate(
       async ({ b64, targets, rgbaIn }) => {
-        const { decodeBlob, resizeCrop, makeBatch } = await import('/web/images.js');
+        const { decodeBlob, resizeCrop, makeBatch } = await import('/web/formats/images.js');
         const u8 = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
         const im = rgbaIn ? { ...rgbaIn, data: Uint8Array.from(rgbaIn.data) } : await decodeBlob(new Blob([u8]));
         const hexOf = (f) =>

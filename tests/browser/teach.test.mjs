@@ -61,7 +61,7 @@ describe('browser demo: how checkpointing works', { skip, timeout: 300_000 }, ()
   const recorded = (policy) =>
     S(async (policy) => {
       const { createVitrine } = await import('/web/vitrine.js');
-      const { TRAIN_PRESETS } = await import('/web/train.js');
+      const { TRAIN_PRESETS } = await import('/web/train/presets.js');
       const vt = await createVitrine({ threads: 1 });
       const p = TRAIN_PRESETS.fmnist,
         m = vt.createModel({ kind: 'mae', config: { encoder: { ...p.encoder }, ...p.mae } });

@@ -1,4 +1,4 @@
-// fuzz_images.mjs [--runs N | --seconds S] [--seed K]: a mutation fuzz loop over web/data.js's image
+// fuzz_images.mjs [--runs N | --seconds S] [--seed K]: a mutation fuzz loop over web/train/node-data.js's image
 // path (header checks, the PNG data checks, pngjs, jpeg-js) in JS, seeded by images it makes itself
 // (PNG of every colour type, bit depth and interlace; baseline JPEG). Every decode must either throw
 // or return exactly what the header says (width, height, width*height*4 bytes, within the pixel
@@ -9,7 +9,7 @@ import { deflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { decodeImage, imageHeader } from '../../web/data.js';
+import { decodeImage, imageHeader } from '../../web/train/node-data.js';
 import { chunk, PNG_SIGNATURE } from '../png_chunks.mjs';
 
 const require = createRequire(import.meta.url);

@@ -1,12 +1,12 @@
 // fuzz_metadata.mjs [--runs N | --seconds S] [--seed K] [--coverage]: a structure-aware fuzz loop
-// over the metadata validators (web/metadata.js: checkpoints of MAE / AIM and classifier runs,
+// over the metadata validators (web/formats/metadata.js: checkpoints of MAE / AIM and classifier runs,
 // classifier files, encoder files) and the engine's check of the model spec they accept
 // (Vitrine.checkModel). Seeds: the metadata vitrine writes; mutations: a value anywhere in the JSON
 // replaced (numbers at and past every bound, wrong types, long and control-character strings), a
 // key dropped or repeated, the text cut short. Every input must be refused with a MetadataError
 // naming its field (never a position) -- the engine's own refusal a VitrineError -- or accepted
 // with every property the command line relies on (ranges, types, counts that agree). --coverage
-// prints the share of web/metadata.js's code the run executed (V8 block coverage). Exit 1 with the
+// prints the share of web/formats/metadata.js's code the run executed (V8 block coverage). Exit 1 with the
 // failing input in build/fuzz-metadata-crash.json.
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -29,10 +29,11 @@ if (args.includes('--coverage')) {
   await session.post('Profiler.enable');
   await session.post('Profiler.startPreciseCoverage', { callCount: true, detailed: true });
 }
-const { checkCheckpoint, checkClassifier, checkEncoder, MetadataError } = await import('../../web/metadata.js');
+const { checkClassifier, checkEncoder, MetadataError } = await import('../../web/formats/metadata.js');
+const { checkCheckpoint } = await import('../../web/train/checkpoint.js');
 const { createVitrine, VitrineError } = await import('../../web/vitrine.js');
-const { predictTop } = await import('../../web/classify.js');
-const { parseAugment } = await import('../../web/datasets.js'); // (web/classify.js's before the Trainer)
+const { predictTop } = await import('../../web/train/objectives/classify.js');
+const { parseAugment } = await import('../../web/train/augment.js'); // (web/train/objectives/classify.js's before the Trainer)
 const vt = await createVitrine({
   wasm: 'simd',
   threads: 1,
@@ -364,19 +365,23 @@ while (n < runs && (Date.now() - t0) / 1000 < seconds) {
 let cov = '';
 if (session) {
   const { result } = await session.post('Profiler.takePreciseCoverage');
-  const f = result.find((s) => s.url.endsWith('/web/metadata.js'));
-  // the bytes of its functions (the module's top level left out) in a block that ran: ranges
-  // nested in a function's range override it (V8's block coverage)
-  const size = Math.max(...f.functions.flatMap((fn) => fn.ranges.map((rg) => rg.endOffset)));
-  const state = new Int8Array(size).fill(-1); // -1 outside any function, 0 not run, 1 run
-  const ranges = f.functions
-    .filter((fn) => fn.ranges[0].startOffset > 0)
-    .flatMap((fn) => fn.ranges)
-    .sort((a, b) => b.endOffset - b.startOffset - (a.endOffset - a.startOffset));
-  for (const rg of ranges) state.fill(rg.count > 0 ? 1 : 0, rg.startOffset, rg.endOffset);
-  const inFns = state.filter((v) => v >= 0).length,
-    run = state.filter((v) => v === 1).length;
-  cov = `, web/metadata.js ${((100 * run) / inFns).toFixed(1)}% of its functions' code run`;
+  // the validators' two files: the kinds of file, and a checkpoint's run settings
+  for (const file of ['web/formats/metadata.js', 'web/train/checkpoint.js']) {
+    const f = result.find((s) => s.url.endsWith('/' + file));
+    // the bytes of its functions (the module's top level left out) in a block that ran: ranges
+    // nested in a function's range override it (V8's block coverage)
+    const size = Math.max(...f.functions.flatMap((fn) => fn.ranges.map((rg) => rg.endOffset)));
+    const state = new Int8Array(size).fill(-1); // -1 outside any function, 0 not run, 1 run
+    const ranges = f.functions
+      .filter((fn) => fn.ranges[0].startOffset > 0)
+      .flatMap((fn) => fn.ranges)
+      .sort((a, b) => b.endOffset - b.startOffset - (a.endOffset - a.startOffset));
+    for (const rg of ranges) state.fill(rg.count > 0 ? 1 : 0, rg.startOffset, rg.endOffset);
+    const inFns = state.filter((v) => v >= 0).length,
+      run = state.filter((v) => v === 1).length;
+    cov += `, ${file} ${((100 * run) / inFns).toFixed(1)}%`;
+  }
+  cov += " of its functions' code run";
 }
 console.log(
   `fuzz_metadata: ${n} runs in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${accepted} accepted, ${refused} refused naming ${fields.size} fields${cov}, 0 failures`,

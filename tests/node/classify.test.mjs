@@ -9,10 +9,10 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine } from './util.mjs';
-import { classifierSpec, predictTop } from '../../web/classify.js';
-import { parseAugment, augmentText, augmentBatch } from '../../web/datasets.js';
+import { classifierSpec, predictTop } from '../../web/train/objectives/classify.js';
+import { parseAugment, augmentText, augmentBatch } from '../../web/train/augment.js';
 import { channelStats } from '../../web/vitrine.js';
-import { withMetadata } from '../../web/safetensors.js';
+import { withMetadata } from '../../web/formats/safetensors.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');

@@ -274,7 +274,7 @@ function awaitTrainJs() {
   return trainJs;
 }
 test.before(async () => {
-  trainJs = await import('../../web/safetensors.js');
+  trainJs = await import('../../web/formats/safetensors.js');
 });
 
 test('SIGINT saves, says how to resume and exits 130', async () => {

@@ -11,7 +11,7 @@ import { mkdtempSync, cpSync, mkdirSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { REPO, WASM_DIR, engine } from './util.mjs';
-import { modelSpec } from '../../web/train.js';
+import { modelSpec } from '../../web/train/presets.js';
 
 const CLI = path.join(REPO, 'web/cli.js'),
   COMMANDS = ['train', 'predict', 'plan', 'trace', 'parity'];

@@ -1,19 +1,13 @@
-// datasets.test.mjs: what a run reads (web/datasets.js): timm's augmentation names (hflip,
+// datasets.test.mjs: what a run reads (web/train/datasets.js): timm's augmentation names (hflip,
 // RandomResizedCrop scale / ratio) parsed and drawn from (seed, step, slot) -- the same draws for the
 // same step, a box always inside the image at the area and aspect asked for --, batches that are
 // the same bits whatever the cache holds, the held-out split of a fraction, and data refused with
 // its reason.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  parseAugment,
-  augmentText,
-  randomResizedCropBox,
-  openSource,
-  Batches,
-  splitFraction,
-} from '../../web/datasets.js';
-import { rng32 } from '../../web/train.js';
+import { parseAugment, augmentText, randomResizedCropBox } from '../../web/train/augment.js';
+import { openSource, Batches, splitFraction } from '../../web/train/datasets.js';
+import { rng32 } from '../../web/train/data-order.js';
 
 const stripes = (n = 12, size = 20) => {
   const pixels = new Uint8Array(n * size * size);

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { REPO, WASM_DIR, engine } from './util.mjs';
 import { assertParity } from '../../web/testing.js';
-import { fmtE } from '../../web/parity-report.js';
+import { fmtE } from '../../web/formats/parity-report.js';
 
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
 const PYDIR = path.join(REPO, 'python');

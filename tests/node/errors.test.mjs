@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import * as shell from '../../web/vitrine.js';
-import { withMetadata } from '../../web/safetensors.js';
+import { withMetadata } from '../../web/formats/safetensors.js';
 import { REPO, engine, fixture } from './util.mjs';
 
 const { VitrineError, STATUS_CODES, readSafetensorsHeader, readSafetensorsMeta } = shell;

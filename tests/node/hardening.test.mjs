@@ -8,7 +8,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { deflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
-import { decodeImage, imageHeader, loadImageFolder, writeAtomic, DataError } from '../../web/data.js';
+import { decodeImage, imageHeader, loadImageFolder, writeAtomic, DataError } from '../../web/train/node-data.js';
 import { chunk, PNG_SIGNATURE } from '../png_chunks.mjs';
 
 const require = createRequire(import.meta.url);

@@ -1,4 +1,4 @@
-// metadata.test.mjs: issue 22 -- metadata is untrusted input in every kind of file (web/metadata.js:
+// metadata.test.mjs: issue 22 -- metadata is untrusted input in every kind of file (web/formats/metadata.js:
 // one validator per kind, run before anything is allocated or decoded from it; errors name the
 // field, never a byte offset). The validators themselves, then through the command line: predict
 // and a crafted classifier (item 5), classify and an absurd model (item 1), resumed checkpoints whose
@@ -12,8 +12,9 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR } from './util.mjs';
-import { parseJson, checkCheckpoint, checkClassifier, checkEncoder, MetadataError } from '../../web/metadata.js';
-import { readSafetensorsMeta, withMetadata } from '../../web/safetensors.js';
+import { parseJson, checkClassifier, checkEncoder, MetadataError } from '../../web/formats/metadata.js';
+import { checkCheckpoint } from '../../web/train/checkpoint.js';
+import { readSafetensorsMeta, withMetadata } from '../../web/formats/safetensors.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { engine } from './util.mjs';
-import { showMasks } from '../../web/train.js';
+import { showMasks } from '../../web/train/visualize.js';
 
 const ENC = { img_size: 16, patch_size: 4, in_chans: 1, embed_dim: 16, depth: 3, num_heads: 2 };
 const CONFIGS = {

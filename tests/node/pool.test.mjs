@@ -1,4 +1,4 @@
-// pool.test.mjs: the thread pool survives its workers (web/pool.js). A worker killed between engine
+// pool.test.mjs: the thread pool survives its workers (web/runtime/pool.js). A worker killed between engine
 // calls (as a browser reclaiming memory would) is seen through its exit event: the engine goes on
 // with the workers left -- the same bits, the workers left still take part -- then with one thread,
 // says so in threadsNote, and close() returns. A worker that died unseen (its events taken away)
@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createVitrine } from '../../web/vitrine.js';
-import { startPool, POOL_TIMEOUTS } from '../../web/pool.js';
+import { startPool, POOL_TIMEOUTS } from '../../web/runtime/pool.js';
 import { WASM_DIR, MT_BUILDS } from './util.mjs';
 
 const CONFIG = {

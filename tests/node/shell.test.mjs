@@ -83,8 +83,8 @@ test('forwardIntermediates, loss and plan', async () => {
   aim.dispose();
 });
 
-test("createModel with a preset and a config: the preset's encoder under another MAE decoder (web/train.js MAE_DECODERS)", async () => {
-  const { MAE_DECODERS, maeDecoder } = await import('../../web/train.js');
+test("createModel with a preset and a config: the preset's encoder under another MAE decoder (web/train/presets.js MAE_DECODERS)", async () => {
+  const { MAE_DECODERS, maeDecoder } = await import('../../web/train/presets.js');
   // an engine of its own: these models grow its memory, which the memory-growth test below needs to see grow
   const vt = await createVitrine({ wasm: BUILD, wasmDir: WASM_DIR, threads: 1 });
   const shapes = (m, pred) =>

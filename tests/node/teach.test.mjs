@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createVitrine } from '../../web/vitrine.js';
-import { TRAIN_PRESETS } from '../../web/train.js';
+import { TRAIN_PRESETS } from '../../web/train/presets.js';
 import { WASM_DIR } from './util.mjs';
 import { readTrace, blockMoments, recomputations, blockSizes } from '../../demo/trace-model.js';
 import { quantile, median, pairedRatios, measureTimes } from '../../demo/teach-measure.js';

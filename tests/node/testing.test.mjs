@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { REPO, FIXTURES, WASM_DIR, engine, fixture, readSafetensors, f32 } from './util.mjs';
 import { assertParity, assertGolden, encodeSafetensors, goldenTensors, PARITY_TOLERANCE } from '../../web/testing.js';
-import { applyTolerance, checkTolerance, junitReport } from '../../web/parity-report.js';
+import { applyTolerance, checkTolerance, junitReport } from '../../web/formats/parity-report.js';
 
 const CLI = path.join(REPO, 'web/cli.js');
 const ENV = { ...process.env, VITRINE_WASM_DIR: WASM_DIR };

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { BUILDS, engine, NATIVE, REPO, WASM_DIR } from './util.mjs';
-import { TRAIN_PRESETS } from '../../web/train.js';
+import { TRAIN_PRESETS } from '../../web/train/presets.js';
 
 // the oracle's exports (wasm/exports.c); the trace itself goes through Model.traceStep
 function oracle(vt) {

@@ -9,10 +9,11 @@ import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { REPO, WASM_DIR, engine, readSafetensors } from './util.mjs';
-import { loadFashionMNIST, loadImageFolder, parseIdx, DataError } from '../../web/data.js';
-import { DataOrder, knnAccuracy, features, READOUTS } from '../../web/train.js';
-import { Session } from '../../web/train-loop.js';
-import { makeBatch } from '../../web/images.js';
+import { loadFashionMNIST, loadImageFolder, parseIdx, DataError } from '../../web/train/node-data.js';
+import { DataOrder } from '../../web/train/data-order.js';
+import { knnAccuracy, features, READOUTS } from '../../web/train/knn.js';
+import { Session } from '../../web/train/session.js';
+import { makeBatch } from '../../web/formats/images.js';
 
 const require = createRequire(import.meta.url);
 const CLI = path.join(REPO, 'web/cli.js');
@@ -40,7 +41,7 @@ async function tinyModel(kind = 'mae', seed = 1) {
 const cli = (args, opts = {}) =>
   spawnSync(process.execPath, [CLI, 'train', ...args], { env, encoding: 'utf8', ...opts });
 
-// a Session (web/train-loop.js, the one training loop) on Fashion-MNIST with the tiny model
+// a Session (web/train/session.js, the one training loop) on Fashion-MNIST with the tiny model
 async function tinySession(kind = 'mae', { seed = 1, batch = 32, steps = 40, resume } = {}) {
   const vt = await engine('simd');
   const spec = { kind, config: kind === 'mae' ? TINY : { encoder: TINY.encoder, head_hidden_dim: 16, head_blocks: 1 } };
@@ -304,7 +305,7 @@ test('killing the process during checkpoint saves leaves a loadable checkpoint',
     file = path.join(dir, 'checkpoint.safetensors');
   const child = `
     import { createVitrine } from ${JSON.stringify(path.join(REPO, 'web/vitrine.js'))};
-    import { writeAtomic } from ${JSON.stringify(path.join(REPO, 'web/data.js'))};
+    import { writeAtomic } from ${JSON.stringify(path.join(REPO, 'web/train/node-data.js'))};
     const vt = await createVitrine({ wasm: 'simd' });
     const m = vt.createModel({ kind: 'mae', config: { encoder: { img_size: 28, patch_size: 4, in_chans: 1, embed_dim: 64, depth: 4, num_heads: 4 }, decoder_dim: 64, decoder_depth: 2, decoder_heads: 4 } });
     m.initWeights(1);

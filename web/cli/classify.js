@@ -3,17 +3,17 @@
 // a `vitrine train` encoder or timm / lightly weights (--init); top-1 and the confusion matrix on
 // held-out images; classifier.safetensors (timm keys, head included; class names and normalisation
 // in its metadata, what `vitrine predict` reads) and a resumable checkpoint. The settings are
-// web/classify.js's (the demo trains with the same); the training loop is the Trainer's
-// (web/trainer.js, in a worker thread), run by web/cli/run.js as for the main job.
+// web/train/objectives/classify.js's (the demo trains with the same); the training loop is the Trainer's
+// (web/train/trainer.js, in a worker thread), run by web/cli/run.js as for the main job.
 import path from 'node:path';
-import { DEFAULT_MAX_PIXELS } from '../data.js';
-import { TRAIN_PRESETS } from '../train.js';
-import { CLASSIFY_DEFAULTS, classifierSpec } from '../classify.js';
-import { TIMM_PRETRAINED } from '../pretrained.js';
+import { DEFAULT_MAX_PIXELS } from '../train/node-data.js';
+import { TRAIN_PRESETS } from '../train/presets.js';
+import { CLASSIFY_DEFAULTS, classifierSpec } from '../train/objectives/classify.js';
+import { TIMM_PRETRAINED } from '../formats/pretrained.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
 import { loadEngine, specDims, checkBatch, ENGINE_OPTIONS, namesHelp } from './engine.js';
-import { readSafetensorsMeta } from '../safetensors.js';
-import { runSpec, encoderKwargs } from '../train-loop.js';
+import { readSafetensorsMeta } from '../formats/safetensors.js';
+import { runSpec, encoderKwargs } from '../train/session.js';
 import { readInput, readConfig, Outputs } from './io.js';
 import {
   readCheckpoint,
@@ -181,7 +181,7 @@ function settings(o) {
 
 // The encoder an --init file (a local one) was trained as, when it says (vitrine's
 // encoder.safetensors carries timm's constructor arguments, timm_kwargs: the classifier is built to
-// match it): its kwargs checked as the run checks them (web/train-loop.js encoderKwargs), or null.
+// match it): its kwargs checked as the run checks them (web/train/session.js encoderKwargs), or null.
 function initKwargs(file) {
   let meta;
   try {

@@ -3,7 +3,7 @@
 // engine command takes (--wasm, --threads) are described here once.
 import { readFileSync } from 'node:fs';
 import { CliError, UsageError, whole, oneOf } from './args.js';
-import { TRAIN_PRESETS } from '../train.js';
+import { TRAIN_PRESETS } from '../train/presets.js';
 import { VitrineError } from '../errors.js';
 
 const BUILDS = JSON.parse(readFileSync(new URL('../../wasm/builds.json', import.meta.url), 'utf8'));

@@ -4,9 +4,9 @@
 import { readdirSync, unlinkSync, rmdirSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { readRegularFile, writeAtomic, makeDirs, DataError, strerror } from '../data.js';
+import { readRegularFile, writeAtomic, makeDirs, DataError, strerror } from '../train/node-data.js';
 import { CliError } from './args.js';
-import { parseJson, show } from '../metadata.js';
+import { parseJson, show } from '../formats/metadata.js';
 
 /** Why a file operation failed, in strerror's words (a DataError's own message). */
 export const why = (e) => (e instanceof DataError ? e.message : strerror(e));
@@ -121,7 +121,7 @@ function removeStaleTemps(dir) {
 /**
  * What a run writes, and only once it has something: the output folder is made up front (--out
  * naming a file or /proc/x is refused before training) and removed again at the end if the run
- * wrote nothing into it; every file is written atomically (web/data.js writeAtomic), temporary
+ * wrote nothing into it; every file is written atomically (web/train/node-data.js writeAtomic), temporary
  * files of killed runs are cleared at the first write. `paths`: { state, ... } of the run.
  */
 export class Outputs {

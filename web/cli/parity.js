@@ -1,9 +1,9 @@
 // parity.js: `vitrine parity` -- runs PyTorch dumps (docs/parity-format.md) through the engine's
 // parity harness and prints one line per file, with the contract of the native build/vitrine
 // parity (the same lines; --json: the harness's own JSON, byte for byte). For CI: --tap, --junit
-// FILE, --tolerance T (tighter only), reported by web/parity-report.js (as vitrine/testing is).
+// FILE, --tolerance T (tighter only), reported by web/formats/parity-report.js (as vitrine/testing is).
 import path from 'node:path';
-import { writeAtomic, makeDirs } from '../data.js';
+import { writeAtomic, makeDirs } from '../train/node-data.js';
 import { CliError, UsageError, decimal } from './args.js';
 import { loadEngine, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { readInput, why } from './io.js';
@@ -16,7 +16,7 @@ import {
   tapReport,
   junitReport,
   unreadable,
-} from '../parity-report.js';
+} from '../formats/parity-report.js';
 
 export const command = {
   name: 'parity',

@@ -6,8 +6,8 @@
 // plans every policy the engine's search tries. A value that does not exist is left out (text)
 // or null (JSON), never -1. `--objective encode --json` prints what the native build/vitrine plan
 // prints for the same preset, batch and policy.
-import { TRAIN_PRESETS, modelSpec } from '../train.js';
-import { classifierSpec, CLASSIFY_DEFAULTS } from '../classify.js';
+import { TRAIN_PRESETS, modelSpec } from '../train/presets.js';
+import { classifierSpec, CLASSIFY_DEFAULTS } from '../train/objectives/classify.js';
 import { CliError, whole, oneOf } from './args.js';
 import { loadEngine, specDims, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { setPolicy, SCHEDULE_OPTIONS } from './run.js';

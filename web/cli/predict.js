@@ -1,13 +1,13 @@
 // predict.js: `vitrine predict` -- the top classes with probabilities for each image, from a
 // classifier of `vitrine train --objective classify` (or the demo's "Download classifier"). Images
-// go through the pixel pipeline (web/images.js) as they did in training; an image that cannot be
+// go through the pixel pipeline (web/formats/images.js) as they did in training; an image that cannot be
 // read or decoded is named and skipped, the others still predicted (exit status 1 then).
-import { readRegularFile, decodeImage, DataError } from '../data.js';
-import { readSafetensorsMeta } from '../safetensors.js';
-import { predictTop } from '../classify.js';
-import { checkClassifier, MetadataError } from '../metadata.js';
-import { makeBatch, resizeCrop, IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
-import { statsFromMeta } from '../pretrained.js';
+import { readRegularFile, decodeImage, DataError } from '../train/node-data.js';
+import { readSafetensorsMeta } from '../formats/safetensors.js';
+import { predictTop } from '../train/objectives/classify.js';
+import { checkClassifier, MetadataError } from '../formats/metadata.js';
+import { makeBatch, resizeCrop, IMAGENET_MEAN, IMAGENET_STD } from '../formats/images.js';
+import { statsFromMeta } from '../formats/pretrained.js';
 import { VitrineError } from '../errors.js';
 import { CliError, whole } from './args.js';
 import { loadEngine, specDims, ENGINE_OPTIONS } from './engine.js';
@@ -30,7 +30,7 @@ export const command = {
   main: predict,
 };
 
-// The classifier file: its metadata checked (web/metadata.js checkClassifier), then its model's
+// The classifier file: its metadata checked (web/formats/metadata.js checkClassifier), then its model's
 // spec by the engine and the image size and channels it states against that model, before the
 // model is made and its weights loaded.
 function openClassifier(vt, file, bytes) {

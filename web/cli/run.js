@@ -1,15 +1,15 @@
 // run.js: what `vitrine train` does around the Trainer for every objective (MAE, AIM, classify).
-// The training loop itself is the Trainer's (web/trainer.js: web/train-loop.js in a worker thread,
+// The training loop itself is the Trainer's (web/train/trainer.js: web/train/session.js in a worker thread,
 // the one loop of the project); here: the checkpoint a --resume names (read, its run settings
 // checked as the untrusted input they are: runFromCheckpoint), the progress line, a checkpoint
 // every --save-every steps (written atomically), Ctrl-C / SIGTERM (the run stops at the next step
 // boundary) and the run's ending (the last checkpoint, what to say, the exit status).
-import { readSafetensorsMeta } from '../safetensors.js';
-import { FORMATS } from '../metadata.js';
-import { resumedData } from '../data.js';
-import { runFromCheckpoint } from '../train-loop.js';
-import { Trainer } from '../trainer.js';
-import { parseAugment, augmentText } from '../datasets.js';
+import { readSafetensorsMeta } from '../formats/safetensors.js';
+import { FORMATS } from '../formats/metadata.js';
+import { resumedData } from '../train/node-data.js';
+import { runFromCheckpoint } from '../train/session.js';
+import { Trainer } from '../train/trainer.js';
+import { parseAugment, augmentText } from '../train/augment.js';
 import { CliError, UsageError, whole, decimal } from './args.js';
 import { readInput, why, Progress, mib } from './io.js';
 
@@ -27,7 +27,7 @@ export function refuseOnResume(given, keys) {
 
 /**
  * The checkpoint `file` of a run of `what` (its settings in the metadata entry `key`), checked
- * before anything is made from it (web/train-loop.js runFromCheckpoint, with web/metadata.js
+ * before anything is made from it (web/train/session.js runFromCheckpoint, with web/formats/metadata.js
  * checkCheckpoint: a damaged or crafted checkpoint is one line naming the field):
  * { bytes, meta, run, step, policy, spec }. Its data is the folder named again with --data (never
  * a stored path). A run already at its last step has nothing to resume; requireCrc: a checkpoint

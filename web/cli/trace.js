@@ -9,7 +9,7 @@ import { CliError, oneOf, whole } from './args.js';
 import { loadEngine, ENGINE_OPTIONS, namesHelp } from './engine.js';
 import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
 import { specOf } from './plan.js';
-import { CLASSIFY_DEFAULTS, classifyTrainerOptions } from '../classify.js';
+import { CLASSIFY_DEFAULTS, classifyTrainerOptions } from '../train/objectives/classify.js';
 
 export const command = {
   name: 'trace',

@@ -1,11 +1,13 @@
 // train-results.js: what `vitrine train` (MAE / AIM) reports besides its checkpoint: the kNN
 // top-1 of the trained encoder beside the untrained encoder's and raw pixels' (those two computed
-// by a worker thread on the second core while the first trains: web/eval-worker.js), the encoder's
+// by a worker thread on the second core while the first trains: web/cli/knn-worker.js), the encoder's
 // weights (timm keys), a picture of reconstructions, and the report (text, and with --json one line).
 import { Worker } from 'node:worker_threads';
-import { encoderPrefix, knnReadouts, READOUTS, showMasks, visualizeGrid, gather } from '../train.js';
-import { loadFashionMNIST, openImageFolder } from '../data.js';
-import { makeBatch, resizeCrop, channelStats, adapt } from '../images.js';
+import { encoderPrefix } from '../train/presets.js';
+import { knnReadouts, READOUTS, gather } from '../train/knn.js';
+import { showMasks, visualizeGrid } from '../train/visualize.js';
+import { loadFashionMNIST, openImageFolder } from '../train/node-data.js';
+import { makeBatch, resizeCrop, channelStats, adapt } from '../formats/images.js';
 import { whole, decimal } from './args.js';
 import { encodePng } from './io.js';
 
@@ -67,7 +69,7 @@ export function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = n
   };
   const spec = run.spec.config ? { kind: run.spec.kind, config: run.spec.config, preset: run.spec.preset } : run.spec;
   const stats = channelStats(info.dims.chans, info.normalization);
-  const worker = new Worker(new URL('../eval-worker.js', import.meta.url), {
+  const worker = new Worker(new URL('./knn-worker.js', import.meta.url), {
     workerData: {
       wasm: eng.build,
       spec,

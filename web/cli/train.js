@@ -2,12 +2,12 @@
 // Fashion-MNIST or a folder of images, then the kNN top-1 of its encoder beside the untrained
 // encoder's and raw pixels' (train-results.js), its weights, a resumable checkpoint and a picture
 // of reconstructions. `--objective classify` is web/cli/classify.js. The training loop is the
-// Trainer's (web/trainer.js, in a worker thread); web/cli/run.js runs it for both.
+// Trainer's (web/train/trainer.js, in a worker thread); web/cli/run.js runs it for both.
 import path from 'node:path';
-import { DEFAULT_MAX_PIXELS } from '../data.js';
-import { TRAIN_PRESETS } from '../train.js';
-import { IMAGENET_MEAN, IMAGENET_STD } from '../images.js';
-import { defaultLr, runSpec } from '../train-loop.js';
+import { DEFAULT_MAX_PIXELS } from '../train/node-data.js';
+import { TRAIN_PRESETS } from '../train/presets.js';
+import { IMAGENET_MEAN, IMAGENET_STD } from '../formats/images.js';
+import { defaultLr, runSpec } from '../train/session.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
 import {
   ENGINE_OPTIONS,

@@ -21,7 +21,7 @@ import { BufferPool } from './buffers.js';
 import { Kernels } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
 import { VitrineError } from '../errors.js';
-import { toNCHW } from '../images.js';
+import { toNCHW } from '../formats/images.js';
 
 const STATE = ['params', 'grads', 'adam_m', 'adam_v']; // regions that live across steps
 const INPUT = { idx_keep: 'idxKeep', idx_mask: 'idxMask', mask: 'mask' }; // region -> step_inputs field

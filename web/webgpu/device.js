@@ -68,7 +68,7 @@ async function nodeGpu(swiftshader) {
   return { gpu: mod.create([]), why: '' };
 }
 
-/** Node, in the thread that is about to start a worker thread asking for a GPU (web/trainer.js):
+/** Node, in the thread that is about to start a worker thread asking for a GPU (web/train/trainer.js):
  * with swiftshader (or VITRINE_WEBGPU=swiftshader) the Vulkan loader pointed at SwiftShader in the
  * process environment, which the worker's Dawn reads (its own process.env copy would not reach it). */
 export function useSwiftShaderIcd({ swiftshader } = {}) {

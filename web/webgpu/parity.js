@@ -11,7 +11,7 @@ import { BufferPool } from './buffers.js';
 import { Kernels, operand, KERNELS } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
 import { wholeRows } from './backend.js';
-import { readSafetensorsHeader } from '../safetensors.js';
+import { readSafetensorsHeader } from '../formats/safetensors.js';
 
 const INPUTS = ['images', 'idx_keep', 'idx_mask', 'mask', 'labels', 'douts', 'scalars'];
 const ZEROED = ['grads', 'dimages']; // accumulated into (the harness zeroes the gradients first)

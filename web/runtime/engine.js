@@ -5,7 +5,7 @@
 // Rules kept everywhere: typed-array views over wasm memory are built fresh for each use (memory
 // may grow on any call), pointers are read with `>>> 0`, and an engine failure becomes a
 // VitrineError carrying the engine's message and status.
-import { VitrineError } from './errors.js';
+import { VitrineError } from '../errors.js';
 import { Model, modelDims } from './model.js';
 
 const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Array, 8] };
@@ -28,7 +28,7 @@ export function timmSpec(name, { kind = 'timm', ...kwargs } = {}) {
 }
 
 export class Vitrine {
-  /** low: what web/loader.js hands on for one build; build: its name (without "-mt"). */
+  /** low: what web/runtime/loader.js hands on for one build; build: its name (without "-mt"). */
   constructor(low, build) {
     this._low = low;
     this.build = build;
@@ -77,7 +77,7 @@ export class Vitrine {
   }
 
   // ---- memory: fresh views on every use, never kept across a call into wasm. @internal: the
-  // shell's own helpers (web/model.js), not declared in vitrine.d.ts ----
+  // shell's own helpers (web/runtime/model.js), not declared in vitrine.d.ts ----
   /** @internal */ u8() {
     return new Uint8Array(this._low.buffer());
   }

@@ -1,14 +1,14 @@
 // classify.js: fine-tuning to labels -- timm's VisionTransformer with num_classes and its head,
 // trained with cross-entropy (timm's label smoothing) by the engine (src/classify.c); the run is
-// web/train-loop.js's. For the loop, the Node CLI (`vitrine train --objective classify`, `vitrine
+// web/train/session.js's. For the loop, the Node CLI (`vitrine train --objective classify`, `vitrine
 // predict`) and the browser demo: no file I/O and no Node modules here.
 //
 //   CLASSIFY_DEFAULTS   the training settings (lr, weight decay, label smoothing, clipping, pooling)
 //   classifyTrainerOptions   trainerInit options of a run (seeds: init S, trainer S+1, data S+2)
 //   classifierSpec      the model: a preset's encoder (or a timm config) + num_classes + pooling
 //   predictTop          softmax of the logits -> the top classes with probabilities
-import { TRAIN_PRESETS } from './train.js';
-import { FORMATS } from './metadata.js';
+import { TRAIN_PRESETS } from '../presets.js';
+import { FORMATS } from '../../formats/metadata.js';
 
 /** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
  * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, and the pooling of

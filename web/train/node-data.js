@@ -15,7 +15,7 @@
 //                            files in sub-folders take the sub-folder's name as their class
 //                            (torchvision ImageFolder); anything unreadable is reported by name
 //                            and skipped; no usable image at all is an error.
-// Decoded images go through the pixel pipeline of web/images.js (resizeCrop: shorter side to the
+// Decoded images go through the pixel pipeline of web/formats/images.js (resizeCrop: shorter side to the
 // model's size, centre crop, its channels), as in the browser; images.js's adapt() converts a
 // whole data set.
 //   writeAtomic(file, bytes)  the old content or the new one, never a torn file (checkpoints).
@@ -37,7 +37,7 @@ import {
 import path from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
-import { resizeCrop, checkDatasetBytes } from './images.js';
+import { resizeCrop, checkDatasetBytes } from '../formats/images.js';
 
 const require = createRequire(import.meta.url);
 
@@ -418,7 +418,7 @@ export function loadImageFolder(
   };
 }
 
-/** A folder of images opened for streaming (web/datasets.js): every PNG / JPEG under dir is
+/** A folder of images opened for streaming (web/train/datasets.js): every PNG / JPEG under dir is
  * listed and its header checked (size within maxPixels) without decoding it; decode(i) reads and
  * decodes image i when a batch needs it. Files in sub-folders take the sub-folder's name as their
  * class (torchvision ImageFolder): labels and classes when there are at least two and every image

@@ -9,7 +9,7 @@
 // What it hands on, `low`: { exports: { name: fn } (every vtw_* function the instance exports, without
 // the prefix), buffer() (the current memory buffer), module, memory (a shared one, else null), run and
 // stack (what the thread pool's workers need) }. No file I/O here except reading the .wasm.
-import { manifest, glue, urls } from '../build/wasm/vitrine-builds.js';
+import { manifest, glue, urls } from '../../build/wasm/vitrine-builds.js';
 import { importedMemoryPages } from './pool.js';
 import { wasiShim } from './wasi-shim.js';
 
@@ -126,7 +126,7 @@ async function readBytes(url) {
 
 // The Node-only builds' files (and a glue the build table does not import) are found by a URL
 // made at run time from this base: not a literal, so bundlers neither copy nor follow them.
-const WASM_BASE = '../build/wasm/';
+const WASM_BASE = '../../build/wasm/';
 
 /** Loads build `name`: options { wasmDir, locateFile } as createVitrine's. Returns `low` (above). */
 export async function loadBuild(name, options = {}) {

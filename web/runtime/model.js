@@ -1,12 +1,12 @@
-// model.js: the Model class, one model of a loaded engine (web/engine.js): its parameter table,
+// model.js: the Model class, one model of a loaded engine (web/runtime/engine.js): its parameter table,
 // weights in and out (safetensors), the calls (encode, forward, forward_intermediates, timm's
 // forward, the loss) and their backward, checkpointing and memory plans, and training (the
-// engine's trainer, src/trainer.c; the loop around it is web/train.js). Images go through the pixel
-// pipeline (web/images.js). Results come back by name through the engine's layouts.
-import { VitrineError } from './errors.js';
-import { toNCHW, channelStats } from './images.js';
-import { withMetadata, readSafetensorsMeta } from './safetensors.js';
-import { readWeights, resolveNormalization, statsFromMeta, pretrainedCfg } from './pretrained.js';
+// engine's trainer, src/trainer.c; the loop around it is web/train/session.js). Images go through the pixel
+// pipeline (web/formats/images.js). Results come back by name through the engine's layouts.
+import { VitrineError } from '../errors.js';
+import { toNCHW, channelStats } from '../formats/images.js';
+import { withMetadata, readSafetensorsMeta } from '../formats/safetensors.js';
+import { readWeights, resolveNormalization, statsFromMeta, pretrainedCfg } from '../formats/pretrained.js';
 
 // A view of a model's memory that cannot outlive the model: every access checks that the model is
 // alive (after dispose() it throws a VitrineError: writing through an old view would wreck the next
@@ -100,7 +100,7 @@ export class Model {
     this.arch = arch;
     /** The mean / std images given as pixels are normalised with, and where they come from:
      * timm's pretrained_cfg of the architecture, then the pretrained_cfg of weights loaded
-     * (initFrom, loadWeights), else ImageNet's (web/pretrained.js). Written into saveSafetensors. */
+     * (initFrom, loadWeights), else ImageNet's (web/formats/pretrained.js). Written into saveSafetensors. */
     this.normalization = resolveNormalization({ arch });
     this._inputs = []; // wasm allocations of the last forward's inputs (kept for backward)
     this._last = null; // { fn, batch, nImages, sizes | train } of the last call

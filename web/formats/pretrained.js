@@ -10,7 +10,7 @@
 // No Node module is imported unless a file path is read in Node.
 import { readSafetensorsMeta } from './safetensors.js';
 import { IMAGENET_MEAN, IMAGENET_STD } from './images.js';
-import { VitrineError } from './errors.js';
+import { VitrineError } from '../errors.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);

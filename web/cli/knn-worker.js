@@ -4,8 +4,8 @@
 // training's pool; this keeps the main job's wall time down. workerData: { wasm, spec, initSeed, initBytes (--init), bank, query,
 // stats (the run's mean / std), frozen, k, t, classes } with bank / query = { n, chans, size, pixels, labels }.
 import { parentPort, workerData } from 'node:worker_threads';
-import { createVitrine } from './vitrine.js';
-import { pixelFeatures, knnAccuracy, knnReadouts } from './train.js';
+import { createVitrine } from '../vitrine.js';
+import { pixelFeatures, knnAccuracy, knnReadouts } from '../train/knn.js';
 
 const w = workerData;
 const all = (n) => Int32Array.from({ length: n }, (_, i) => i);

@@ -1,7 +1,7 @@
-// train-loop.js: the one training loop of vitrine. A Session is a run set up (model, data,
+// session.js: the one training loop of vitrine. A Session is a run set up (model, data,
 // normalisation, trainer, the checkpoint it resumes), stepping on request: the Trainer's worker
-// (web/trainer.js: Node worker thread, browser Web Worker), the CLI through the Trainer, and the
-// demo's worker all run this. No file I/O and no Node module here (web/datasets.js opens Node's
+// (web/train/trainer.js: Node worker thread, browser Web Worker), the CLI through the Trainer, and the
+// demo's worker all run this. No file I/O and no Node module here (web/train/datasets.js opens Node's
 // folders itself).
 //
 // The run's settings (`run`, below) are kept in every checkpoint's metadata -- `vitrine_run` for
@@ -10,33 +10,27 @@
 // again from the step count, augmentation is drawn from (seed, step, slot), the masks from the
 // engine's generator in the state. Seeds: initialisation S, trainer (masks) S+1, data order S+2,
 // augmentation S+3.
-import { TRAIN_PRESETS, modelSpec, DataOrder, encoderPrefix } from './train.js';
+import { TRAIN_PRESETS, modelSpec, encoderPrefix } from './presets.js';
+import { DataOrder } from './data-order.js';
 import {
   classifierSpec,
   classifyTrainerOptions,
   CLASSIFY_DEFAULTS,
   CLASSIFIER_FORMAT,
   predictTop,
-} from './classify.js';
-import {
-  openSource,
-  splitFraction,
-  Batches,
-  parseAugment,
-  augmentText,
-  DataError,
-  DEFAULT_CACHE_BYTES,
-} from './datasets.js';
-import { readWeights, resolveNormalization, checkStats, pretrainedCfg, TIMM_PRETRAINED } from './pretrained.js';
-import { channelStats, decodeBlob, bitmapPixels, resizeCrop, makeBatch } from './images.js';
-import { withMetadata, readSafetensorsMeta } from './safetensors.js';
-import { timmSpec } from './engine.js';
-import { VitrineError } from './errors.js';
-import { checkCheckpoint, checkEncoder, MetadataError, FORMATS } from './metadata.js';
+} from './objectives/classify.js';
+import { openSource, splitFraction, Batches, DataError, DEFAULT_CACHE_BYTES } from './datasets.js';
+import { parseAugment, augmentText } from './augment.js';
+import { runFromCheckpoint, RUN_KEY } from './checkpoint.js';
+import { readWeights, resolveNormalization, pretrainedCfg, TIMM_PRETRAINED } from '../formats/pretrained.js';
+import { channelStats, decodeBlob, bitmapPixels, resizeCrop, makeBatch } from '../formats/images.js';
+import { withMetadata, readSafetensorsMeta } from '../formats/safetensors.js';
+import { checkEncoder, MetadataError } from '../formats/metadata.js';
+import { timmSpec } from '../runtime/engine.js';
+import { VitrineError } from '../errors.js';
 
+export { runFromCheckpoint, RUN_KEY };
 export const OBJECTIVES = ['mae', 'aim', 'classify'];
-/** The metadata key of a checkpoint's run settings, per objective. */
-export const RUN_KEY = { mae: 'vitrine_run', aim: 'vitrine_run', classify: 'vitrine_classify' };
 /** Defaults of a run (the CLI's): MAE / AIM lr scales with the batch (defaultLr). */
 export const RUN_DEFAULTS = {
   batch: { mae: 64, aim: 64, classify: 128 },
@@ -54,64 +48,6 @@ export const defaultLr = (objective, batch) =>
   objective === 'classify' ? CLASSIFY_DEFAULTS.lr : ((objective === 'mae' ? 2e-3 : 1e-3) * batch) / 64;
 
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
-const bad = (what, m) => new VitrineError(`${what}: ${m}`, -3);
-
-/**
- * A checkpoint's run settings from its metadata, every field range-checked before anything is made
- * from it (a checkpoint is untrusted input): { run, objective, step, policy }. The fields both kinds
- * of run have always kept are web/metadata.js checkCheckpoint's; the Trainer's own (gradAccum,
- * minLr, augment, mean / std, frozen, ...) are checked here. Throws a VitrineError naming the
- * damaged field: "<what>: damaged checkpoint metadata: vitrine_run.batch: ...".
- */
-export function runFromCheckpoint(meta, what = 'the checkpoint') {
-  if (meta.format !== FORMATS.checkpoint) throw bad(what, 'not a vitrine training checkpoint');
-  const objective = meta.vitrine_classify != null ? 'classify' : meta.vitrine_run != null ? null : undefined;
-  if (objective === undefined)
-    throw bad(what, 'a training state without the run settings (vitrine_run / vitrine_classify)');
-  const key = objective ? RUN_KEY.classify : RUN_KEY.mae;
-  const damaged = (field, s) => Object.assign(bad(what, `damaged checkpoint metadata: ${field}: ${s}`), { field });
-  let c;
-  try {
-    c = checkCheckpoint(meta, key);
-  } catch (e) {
-    if (e instanceof MetadataError) throw damaged(e.field, e.reason);
-    throw e;
-  }
-  const { run } = c,
-    isInt = (v, min, max) => Number.isInteger(v) && v >= min && v <= max,
-    num = (v, min, max) => typeof v === 'number' && v >= min && v <= max;
-  const show = (k) => `${JSON.stringify(run[k])} is not valid`;
-  for (const k of ['dataN', 'trainMax', 'trainN'])
-    if (run[k] != null && !isInt(run[k], 1, 2 ** 31 - 1)) throw damaged(`${key}.${k}`, show(k));
-  if (run.gradAccum != null && !isInt(run.gradAccum, 1, 65536)) throw damaged(`${key}.gradAccum`, show('gradAccum'));
-  for (const [k, max] of [
-    ['minLr', 1000],
-    ['weightDecay', 1000],
-    ['labelSmoothing', 1],
-  ])
-    if (run[k] != null && !num(run[k], 0, max)) throw damaged(`${key}.${k}`, show(k));
-  if (run.mean != null || run.std != null) {
-    try {
-      checkStats(run.mean, 'mean', false);
-      checkStats(run.std, 'std', true);
-    } catch (e) {
-      throw damaged(`${key}.mean / std`, e.message);
-    }
-  }
-  if (run.augment == null) run.augment = 'none'; // checkpoints written before augmentation existed trained without
-  try {
-    if (typeof run.augment !== 'string') throw new Error('not text');
-    parseAugment(run.augment);
-  } catch (e) {
-    throw damaged(`${key}.augment`, show('augment'));
-  }
-  if (run.frozen != null && !(Array.isArray(run.frozen) && run.frozen.every((n) => typeof n === 'string')))
-    throw damaged(`${key}.frozen`, 'not a list of names');
-  if (run.policy != null && typeof run.policy !== 'string') throw damaged(`${key}.policy`, show('policy'));
-  if (objective === 'classify') run.objective = 'classify';
-  run.spec = c.spec;
-  return { run, objective: run.objective, step: c.step, policy: c.policy };
-}
 
 // A classifier's pooling: timm's default ([CLS], 'token') for a timm architecture (fine-tuning its
 // supervised weights as timm does), else timm's MAE fine-tuning's ('avg' + fc_norm: CLASSIFY_DEFAULTS).
@@ -145,7 +81,7 @@ export function runSpec(o, classes = ['a', 'b']) {
 
 /**
  * One run, set up. Session.open(vt, options, hooks) -> Session; then loop() steps it. Options (the
- * Trainer's, data descriptions as web/datasets.js reads them):
+ * Trainer's, data descriptions as web/train/datasets.js reads them):
  *   objective 'mae' | 'aim' | 'classify'; model: a train preset (fmnist-p7-mlp2, ...), a timm
  *   architecture (vit_tiny_patch16_224, ...: timm's create_model with imgSize, patchSize), or the
  *   engine's { encoder, ... } / timm kwargs (config); pool (classify: 'avg' | 'token');
@@ -757,7 +693,7 @@ export class Session {
   }
 }
 
-/** An encoder file's timm_kwargs (web/metadata.js checkEncoder: a damaged entry names its field,
+/** An encoder file's timm_kwargs (web/formats/metadata.js checkEncoder: a damaged entry names its field,
  * "<name>: damaged encoder metadata: timm_kwargs...") without what the classifier's head takes
  * from the data and pool; null when the file has none (a timm / lightly state_dict). */
 export function encoderKwargs(meta, name) {

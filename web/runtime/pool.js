@@ -1,5 +1,5 @@
 // pool.js: the engine's thread pool. The engine's wasm module is instantiated once more per
-// worker over the one shared WebAssembly.Memory (web/pool-worker.js); each worker runs
+// worker over the one shared WebAssembly.Memory (web/runtime/pool-worker.js); each worker runs
 // src/threads.c's loop on a stack of its own. Works for every "-mt" build: Emscripten
 // (-pthread: shared memory, but Emscripten's pthread_create is never used) and WASI reactors
 // (clang, --shared-memory --import-memory). Needs SharedArrayBuffer: Node, or a browser page that

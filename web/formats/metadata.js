@@ -1,18 +1,15 @@
 // metadata.js: what travels beside the tensors of a vitrine file, checked as the untrusted input it
 // is -- one validator per kind of file, run before anything is allocated or decoded from it:
-//   checkCheckpoint(meta, key)   a training checkpoint: the engine's entries (format, kind, step,
-//                                grad_checkpointing, model_config) and the run's settings under
-//                                `key` (vitrine_run: MAE / AIM, vitrine_classify: a classifier)
 //   checkClassifier(meta)        a classifier file of `vitrine train --objective classify`
 //                                (vitrine_classifier: format, classes, spec, img, chans)
 //   checkEncoder(meta)           an encoder's timm_kwargs (the architecture of encoder.safetensors)
-// (A parity dump's metadata is the engine's to check: harness/parity.c. The engine checks again
+// and the rules they and a training checkpoint's run settings (web/train/checkpoint.js) are
+// checked with. (A parity dump's metadata is the engine's to check: harness/parity.c. The engine checks again
 // what it reads itself -- model configs, train_config, step, rng, CRCs -- when it loads a state.)
 // Every number is range-checked, every string and list type-checked, JSON with a repeated key is
 // refused, and a failure names the field (`vitrine_run.batch`, `vitrine_classifier.classes[2]`,
 // `timm_kwargs.img_size`), never a byte offset. No I/O, no Node modules: the CLI and the demo alike.
-import { VitrineError } from './errors.js';
-import { parseAugment } from './datasets.js';
+import { VitrineError } from '../errors.js';
 
 /** A field of a file's metadata that is missing or wrong: `field` names it (dotted path). */
 export class MetadataError extends VitrineError {
@@ -91,7 +88,7 @@ export function parseJson(text, field) {
 
 // ---- rules: each returns null (good) or what is wrong ----------------------------------------
 
-const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+export const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 /** A whole number in min..max. */
 export const int = (min, max) => (v) =>
   Number.isInteger(v) && v >= min && v <= max ? null : `${show(v)} is not a whole number in ${min}..${max}`;
@@ -134,60 +131,14 @@ export function checkFields(obj, rules, field) {
 
 /** The formats vitrine writes, by kind. */
 export const FORMATS = { checkpoint: 'vitrine-train/1', classifier: 'vitrine-classifier/1' };
-const COUNT = 2000000000; // steps and warm-up: the engine's VT_MAX_STEPS
-/** A seed: decimal digits, exact when 3 is added (initialisation S, masks S+1, data S+2, augmentation S+3). */
-const SEED = text({ max: 16, re: /^\d+$/, what: 'a whole number in decimal digits below 2^53 - 2' });
-const seedRule = (v) => SEED(v) || (Number(v) > 2 ** 53 - 3 ? `${show(v)} is more than 2^53 - 3` : null);
 /** Class names: 2 .. 100000 distinct non-empty strings of at most 200 characters. */
-const MAX_CLASSES = 100000;
+export const MAX_CLASSES = 100000;
 // timm kwargs an encoder file or a classifier's spec may carry: their JSON types (the engine
 // checks names and ranges when it builds the model: src/config.c)
 const KWARG = (v) =>
   v === null || ['number', 'boolean', 'string'].includes(typeof v)
     ? null
     : `${show(v)} is not a number, true / false, text or null`;
-
-// the settings both kinds of run keep (web/cli/train.js, web/cli/classify.js)
-const RUN_RULES = {
-  batch: int(1, 65536),
-  steps: int(1, COUNT),
-  warmup: int(0, COUNT),
-  lr: num(0, 1000),
-  seed: seedRule,
-  data: text({ what: "'fashion-mnist' or a folder's path" }),
-  wasm: optional(text({ max: 64, re: /^[a-z0-9-]+$/, what: 'a build name' })),
-  lossFirst: optional(num(-Infinity, Infinity)),
-  preset: optional(text({ max: 200 })),
-  init: optional(text()),
-  augment: optional((v) => {
-    // web/datasets.js parseAugment's words: none, or hflip[:P], rrc[:A-B[:C-D]], flip, shift:N
-    if (typeof v !== 'string' || v.length > 256) return `${show(v)} is not text of 1..256 characters`;
-    try {
-      parseAugment(v);
-      return null;
-    } catch {
-      return `${show(v)} is not none, or a comma list of hflip[:P], rrc[:A-B[:C-D]], flip, shift:N`;
-    }
-  }),
-};
-const RULES_OF = {
-  vitrine_run: {
-    ...RUN_RULES,
-    objective: oneOf('mae', 'aim'),
-    maskRatio: optional(num(0, 1, { open: true })),
-    dataN: optional(int(1, 2 ** 31)),
-  },
-  vitrine_classify: {
-    ...RUN_RULES,
-    pool: oneOf('token', 'avg'),
-    weightDecay: num(0, 1000),
-    labelSmoothing: num(0, 1, { open: true }),
-    trainMax: optional(int(1, 2 ** 31 - 1)),
-    trainN: optional(int(1, 2 ** 31 - 1)),
-    config: optional(object()),
-    spec: object(),
-  },
-};
 
 /** A model spec as createModel takes it ({ kind, config } | { kind, preset }): its shape checked
  * (the engine checks the config's names and ranges). field: its name in messages, configField its
@@ -208,60 +159,6 @@ export function checkSpec(spec, field, kinds = null, configField = `${field}.con
     if (why) throw new MetadataError(`${configField}.${k}`, why);
   }
   return spec;
-}
-
-/**
- * A training checkpoint's metadata (readSafetensorsMeta) -> { run, step, policy, spec }: run is the
- * run's settings under `key` ('vitrine_run' | 'vitrine_classify'), step the steps it has taken
- * (refused when it is past the run's last), policy its checkpointing policy, spec the model
- * (vitrine_run: { kind, config } from model_config; vitrine_classify: run.spec). The engine checks
- * model_config, train_config, rng and the CRCs again when it loads the state.
- */
-export function checkCheckpoint(meta, key) {
-  if (!isObject(meta)) throw new MetadataError('__metadata__', `${show(meta)} is not an object`);
-  if (meta.format !== FORMATS.checkpoint)
-    throw new MetadataError('format', `${show(meta.format)} is not ${show(FORMATS.checkpoint)}`);
-  if (meta[key] == null) throw new MetadataError(key, 'missing (not a checkpoint of this kind of run)');
-  const run = checkFields(parseJson(meta[key], key), RULES_OF[key], key);
-  checkFields(
-    meta,
-    {
-      kind: text({ max: 32 }),
-      step: text({ max: 10, re: /^\d+$/, what: 'a step count in decimal digits' }),
-      grad_checkpointing: optional(text({ max: 64 })),
-      model_config: text({ max: 1 << 20 }),
-    },
-    '__metadata__',
-  );
-  const step = Number(meta.step);
-  if (step > run.steps)
-    throw new MetadataError('step', `${step} is past the run's last step (${key}.steps ${run.steps})`);
-  let spec;
-  if (key === 'vitrine_run') {
-    if (meta.kind !== run.objective)
-      throw new MetadataError('kind', `${show(meta.kind)} is not the run's objective ${show(run.objective)}`);
-    spec = checkSpec(
-      { kind: meta.kind, config: parseJson(meta.model_config, 'model_config') },
-      'kind',
-      ['mae', 'aim'],
-      'model_config',
-    );
-  } else {
-    spec = checkSpec(run.spec, `${key}.spec`, ['timm']);
-    if (!spec.config) throw new MetadataError(`${key}.spec.config`, 'missing (a classifier run states its config)');
-    const nc = spec.config.num_classes;
-    if (!(Number.isInteger(nc) && nc >= 2 && nc <= MAX_CLASSES))
-      throw new MetadataError(
-        `${key}.spec.config.num_classes`,
-        `${show(nc)} is not a whole number in 2..${MAX_CLASSES}`,
-      );
-    if (spec.config.global_pool !== run.pool)
-      throw new MetadataError(
-        `${key}.spec.config.global_pool`,
-        `${show(spec.config.global_pool)} is not the run's pool ${show(run.pool)}`,
-      );
-  }
-  return { run, step, policy: meta.grad_checkpointing ?? null, spec };
 }
 
 /** A classifier file's metadata -> { classes, spec, img, chans }: class names (distinct, one per

@@ -2,7 +2,7 @@
 // it. The engine reads and writes the tensors themselves (Model.loadSafetensors / saveSafetensors);
 // this is for what travels beside them: a checkpoint's run settings, a classifier's class names,
 // an encoder's timm_kwargs. Browser and Node alike (no I/O).
-import { VitrineError } from './errors.js';
+import { VitrineError } from '../errors.js';
 
 /** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
  * __metadata__) and its length in bytes (the data section starts at 8 + length). */

@@ -1,6 +1,6 @@
 // images.js: the one pixel pipeline, the same code in Node and in the browser:
 //   decode -> resize (shorter side to the model's size) -> centre crop -> channels -> normalise
-// Decoding is the platform's: in Node web/data.js's decodeImage (pngjs / jpeg-js behind header
+// Decoding is the platform's: in Node web/train/node-data.js's decodeImage (pngjs / jpeg-js behind header
 // checks), in a browser decodeBlob here (createImageBitmap without colour conversion or
 // premultiplication, read back through a canvas). Everything after it is this file, so a model
 // trained in Node sees the pixels the tab predicts on (tests/browser/pixels.test.mjs: the same
@@ -21,7 +21,7 @@
 //     dropped in both (no compositing);
 //   - normalise: (v / 255 - mean) / std, computed in double and rounded to float32 once;
 //     torchvision rounds each of its float32 operations (a difference of at most an ulp or so).
-import { VitrineError } from './errors.js';
+import { VitrineError } from '../errors.js';
 
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];

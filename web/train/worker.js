@@ -1,13 +1,14 @@
-// trainer-worker.js: the thread a Trainer (web/trainer.js) trains in -- a Node worker thread or a
+// trainer-worker.js: the thread a Trainer (web/train/trainer.js) trains in -- a Node worker thread or a
 // browser module Web Worker: its own engine (with its own thread pool), a Session of
-// web/train-loop.js, and messages. In: { type: 'start', options } once, then 'pause', 'resume',
+// web/train/session.js, and messages. In: { type: 'start', options } once, then 'pause', 'resume',
 // 'abort' (taken at the next step boundary) and { type: 'predict', id, images, options }. Out:
 // { type: 'event', name, data } ('engine', 'load', 'log', 'ready', 'step', 'eval', 'checkpoint'),
 // { type: 'reply', id, ok, result | error }, and at the end { type: 'done', result } or
 // { type: 'error', error, result } (result: what a run that took steps leaves, its last good
 // checkpoint included).
-import { createVitrine, enableNodeRelaxedSimd } from './vitrine.js';
-import { Session } from './train-loop.js';
+import { createVitrine } from '../runtime/create.js';
+import { enableNodeRelaxedSimd } from '../runtime/loader.js';
+import { Session } from './session.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);

@@ -3,12 +3,12 @@
 // Trainer: events as the run goes (onStep, onEval, onCheckpoint, onLoad, onLog, onReady), pause(),
 // resume(), abort() (or an AbortSignal: the run stops at the next step boundary and leaves a
 // resumable checkpoint), predict(), and `done`, the run's result. The loop itself is
-// web/train-loop.js (the same one the CLI and the demo run).
+// web/train/session.js (the same one the CLI and the demo run).
 //
 //   const run = train({ objective: 'classify', model: 'vit_tiny_patch16_224', weights: 'vit_tiny.safetensors',
 //                       data: 'photos/', epochs: 3, batch: 16, lr: 1e-4, onStep: (e) => console.log(e.step, e.loss) });
 //   const { weights, checkpoint, eval: ev } = await run.done;   // weights: timm keys, class names
-import { VitrineError } from './errors.js';
+import { VitrineError } from '../errors.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
@@ -17,7 +17,7 @@ const isBlob = (x) => typeof Blob !== 'undefined' && x instanceof Blob;
 const base = () => (typeof location !== 'undefined' ? location.href : undefined);
 const absUrl = (u) => new URL(String(u), base()).href;
 
-/** A data option -> the description web/datasets.js reads in the worker. */
+/** A data option -> the description web/train/datasets.js reads in the worker. */
 export async function describeData(d, what = 'data') {
   if (d == null) throw new VitrineError(`${what}: none given`, -1);
   if (typeof d === 'string' && !isUrl(d)) {
@@ -76,9 +76,9 @@ async function describeSource(w) {
 // the worker, the same interface in Node and in a browser
 async function spawn({ backend, gpu } = {}) {
   if (IS_NODE) {
-    if (backend && backend !== 'wasm') (await import('./webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
+    if (backend && backend !== 'wasm') (await import('../webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
     const { Worker } = await nodeModule('worker_threads');
-    const w = new Worker(new URL('./trainer-worker.js', import.meta.url));
+    const w = new Worker(new URL('./worker.js', import.meta.url));
     return {
       post: (m, t) => w.postMessage(m, t),
       on: (h) => w.on('message', h),
@@ -90,7 +90,7 @@ async function spawn({ backend, gpu } = {}) {
       ref: (on) => (on ? w.ref() : w.unref()),
     };
   }
-  const w = new Worker(new URL('./trainer-worker.js', import.meta.url), { type: 'module' });
+  const w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   return {
     post: (m, t) => w.postMessage(m, t),
     on: (h) => w.addEventListener('message', (e) => h(e.data)),

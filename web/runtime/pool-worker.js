@@ -1,4 +1,4 @@
-// pool-worker.js: one worker of the engine's thread pool (web/pool.js), in a browser (a module
+// pool-worker.js: one worker of the engine's thread pool (web/runtime/pool.js), in a browser (a module
 // Web Worker) or in Node (worker_threads). It instantiates the engine's wasm module a second time
 // over the SAME shared WebAssembly.Memory, points that instance's stack pointer at a stack the
 // main instance allocated for it, and calls the engine's worker loop (src/threads.c), which runs
