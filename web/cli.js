@@ -55,7 +55,13 @@ async function main(argv) {
     return 2;
   }
   let command = await load(first);
-  if (command.route) command = command.route(rest);
+  if (command.route)
+    try {
+      command = await command.route(rest);
+    } catch (e) {
+      process.stderr.write(`vitrine ${first}: ${e.message}\n`);
+      return 2;
+    }
   return runCommand(command, rest);
 }
 

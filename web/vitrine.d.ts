@@ -644,7 +644,8 @@ export interface TrainerInfo {
   params: number;
 }
 export interface TrainerOptions {
-  objective?: 'mae' | 'aim' | 'classify';
+  /** a registered objective: 'mae' | 'aim' | 'classify', or one registerObjective added */
+  objective?: 'mae' | 'aim' | 'classify' | (string & {});
   /** a timm architecture (timm's create_model), a train preset ('fmnist-p7-mlp2'), or the model's config */
   model?: string | object;
   config?: object;
@@ -821,7 +822,9 @@ export class Session {
   ): Promise<Session>;
   readonly vt: Vitrine;
   model: Model | null;
-  objective: 'mae' | 'aim' | 'classify';
+  /** the objective's name; objectiveDef what its module says */
+  objective: string;
+  objectiveDef: Objective;
   run: Record<string, any>;
   classes: string[] | null;
   stats: { mean?: number[]; std?: number[] };
@@ -860,3 +863,55 @@ export class Session {
   }): Promise<{ status: 'done' | 'stopped' | 'aborted' | 'error'; error: Error | null }>;
   dispose(): void;
 }
+
+/** A training objective as its module's default export says it (web/train/objectives/index.js
+ * describes every field); registerObjective(url) adds one. */
+export interface Objective {
+  name: string;
+  summary: string;
+  /** it trains on classes (its data must have them; its step takes labels) */
+  labels?: boolean;
+  /** the checkpoint metadata entry of its run settings (default 'vitrine_run') */
+  runKey?: string;
+  countKey?: string;
+  specInState?: boolean;
+  masks?: boolean;
+  /** its defaults of the common options and of its own (lr: a number, or of the images a step) */
+  defaults: Record<string, unknown>;
+  /** its own options: { name: { flag?, value?, type: { kind, check(v) }, run?, help } } */
+  options?: Record<
+    string,
+    {
+      flag?: string;
+      value?: string;
+      type: { kind: string; check(v: unknown): string | null };
+      run?: boolean | 'always';
+      help: string;
+    }
+  >;
+  runRules?: Record<string, (v: unknown) => string | null>;
+  report?: 'encoder' | 'classifier' | (string & {});
+  spec(
+    options: Record<string, any>,
+    ctx?: {
+      classes?: string[];
+      weights?: { meta: Record<string, string>; name: string } | null;
+      run?: Record<string, any>;
+    },
+  ): ModelSpec;
+  settings(options: Record<string, any>): Record<string, unknown>;
+  trainer(run: Record<string, any>): Record<string, unknown>;
+  step?(
+    model: Model,
+    batch: { images: Float32Array; labels: Int32Array | null; n: number; step: number; run: Record<string, any> },
+  ): Promise<number>;
+  weights?(session: Session): Uint8Array;
+  evaluate?(session: Session, chunk?: number): Promise<TrainEval | null>;
+  predict?(session: Session, images: unknown, options?: { topk?: number }): Promise<Prediction[][]>;
+}
+/** Registers the objective a module exports (its default export), by the module's URL (in Node
+ * also a file path): train() hands it to its worker, the CLI takes it as --objective-module FILE.
+ * Returns its name. */
+export function registerObjective(url: string | URL): Promise<string>;
+/** The registered objectives' names ('mae', 'aim', 'classify', ...). */
+export function objectiveNames(): string[];

@@ -66,7 +66,7 @@ test('bad numbers: one line each, exit 2, nothing made', () => {
     [['--max-image-mp', '0'], /admits no image/],
     [['--mask-ratio', '0x1'], /--mask-ratio: '0x1' is not a decimal number/],
     [['--mask-ratio', ''], /--mask-ratio: '' is not a decimal/],
-    [['--mask-ratio', '1'], /--mask-ratio: 1 is not in \[0, 1\)/],
+    [['--mask-ratio', '1'], /--mask-ratio: '1' is not a decimal number in \[0, 1\)/],
     [['--threads', '0'], /--threads: '0' is not a whole number in 1\.\.64/],
     [['--threads', '2x'], /--threads: '2x' is not a whole number/],
     [['--threads', '99999999999'], /--threads: '99999999999' is not a whole number in 1\.\.64/],

@@ -106,11 +106,15 @@ test("createModel with a preset and a config: the preset's encoder under another
   ); // lightly's = the default
   assert.ok(shapes(tab, isDec).includes(`decoder_embed.weight ${MAE_DECODERS.tab.decoder_dim}x192`));
   throwsEngine(() => vt.createModel({ kind: 'mae', preset: 'vit_nope', config: {} }), /unknown preset 'vit_nope'/);
+  // config.encoder's timm kwargs over the preset's encoder (timm's create_model(name, img_size=112))
+  const at112 = vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: { img_size: 112 } } });
+  assert.equal(at112.dims.img, 112);
+  assert.equal(at112.dims.dim, 192);
   throwsEngine(
-    () => vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: {} } }),
-    /its own encoder/,
+    () => vt.createModel({ kind: 'mae', preset: 'vit_tiny_patch16_224', config: { encoder: [1] } }),
+    /config\.encoder must be an object of timm kwargs/,
   );
-  for (const m of [byPreset, tab, lightly]) m.dispose();
+  for (const m of [byPreset, tab, lightly, at112]) m.dispose();
   vt.close();
 });
 

@@ -418,7 +418,7 @@ test('vitrine train --json: the main job on a tiny run, resumable bit for bit', 
   assert.equal(cli(['--resume', path.join(b, 'checkpoint.safetensors'), '--mask-ratio', '0.5']).status, 2);
   const bad = cli(['--mask-ratio', '1', '--out', b]);
   assert.equal(bad.status, 2);
-  assert.match(bad.stderr, /--mask-ratio: 1 is not in \[0, 1\)/);
+  assert.match(bad.stderr, /--mask-ratio: '1' is not a decimal number in \[0, 1\)/);
   rmSync(a, { recursive: true });
   rmSync(b, { recursive: true });
 });

@@ -29,16 +29,15 @@ export const whole = (min, max) => (v, flag) => {
     throw new UsageError(`${flag}: '${v}' is not a whole number in ${min}..${max}`);
   return Number(v);
 };
-/** A decimal number in min..max ([min, max) when open; no range: any decimal). */
+/** A decimal number in min..max ([min, max) when open, (min, max] when above; no range: any decimal). */
 export const decimal =
-  (min = -Infinity, max = Infinity, { open = false } = {}) =>
+  (min = -Infinity, max = Infinity, { open = false, above = false } = {}) =>
   (v, flag) => {
     const x = Number(v),
       ranged = Number.isFinite(min) || Number.isFinite(max);
-    if (!DECIMAL.test(v) || !(x >= min && (open ? x < max : x <= max)))
-      throw new UsageError(
-        `${flag}: '${v}' is not a decimal number${ranged ? ` in ${open ? `[${min}, ${max})` : `${min}..${max}`}` : ''}`,
-      );
+    const shown = above ? `(${min}, ${max}${open ? ')' : ']'}` : open ? `[${min}, ${max})` : `${min}..${max}`;
+    if (!DECIMAL.test(v) || !((above ? x > min : x >= min) && (open ? x < max : x <= max)))
+      throw new UsageError(`${flag}: '${v}' is not a decimal number${ranged ? ` in ${shown}` : ''}`);
     return x;
   };
 /** One of the words listed. */

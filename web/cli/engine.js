@@ -2,40 +2,37 @@
 // `vitrine --help` and every command's --help work before anything is built. The options every
 // engine command takes (--wasm, --threads) are described here once.
 import { readFileSync } from 'node:fs';
-import { CliError, UsageError, whole, oneOf } from './args.js';
+import { CliError, UsageError } from './args.js';
+import { flagsOf } from './flags.js';
+import { OPTIONS } from '../train/options.js';
 import { TRAIN_PRESETS } from '../train/presets.js';
 import { VitrineError } from '../errors.js';
 
 const BUILDS = JSON.parse(readFileSync(new URL('../../wasm/builds.json', import.meta.url), 'utf8'));
 export const MAX_THREADS = 64;
 
-/** --wasm and --threads, as every command that runs the engine takes them. */
+const BUILD_NAMES = [...Object.keys(BUILDS.builds), 'wasi'];
+/** --wasm and --threads, as every command that runs the engine takes them (web/train/options.js
+ * declares them; --wasm is checked against wasm/builds.json here, before anything runs: train
+ * starts its engine in a worker). */
 export const ENGINE_OPTIONS = {
   wasm: {
     value: 'BUILD',
-    help: `${[...Object.keys(BUILDS.builds), 'wasi'].join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)`,
+    help: `${BUILD_NAMES.join(' | ')}\n(default: the first of ${BUILDS.default.join(', ')} this host runs)`,
     parse: (v, flag) => {
-      // checked before anything runs (train starts its engine in a worker)
-      const names = [...Object.keys(BUILDS.builds), 'wasi'];
-      if (!names.includes(v)) throw new UsageError(`${flag}: unknown wasm build '${v}' (${names.join(', ')})`);
+      if (!BUILD_NAMES.includes(v))
+        throw new UsageError(`${flag}: unknown wasm build '${v}' (${BUILD_NAMES.join(', ')})`);
       return v;
     },
   },
-  threads: {
-    value: 'N',
-    help: 'kernel threads (default every core; the same bits at any count)',
-    parse: whole(1, MAX_THREADS),
-  },
+  threads: flagsOf({ threads: OPTIONS.threads }).threads,
 };
 
 /** --backend, for the commands that run training steps or plan them (train, plan). */
-export const BACKEND_OPTION = {
-  backend: {
-    value: 'wasm|webgpu|auto',
-    parse: oneOf('wasm', 'webgpu', 'auto'),
-    help: "where training steps run (default wasm). webgpu: the engine's recorded step replayed on a\nWebGPU adapter (Node: the npm package webgpu; VITRINE_WEBGPU=swiftshader uses Chromium's\nSwiftShader, no GPU needed); auto: WebGPU on a hardware adapter, else wasm",
-  },
-};
+export const BACKEND_OPTION = { backend: flagsOf({ backend: OPTIONS.backend }).backend };
+
+/** The engine's flags of a training run: --wasm, --threads, --backend. */
+export const engineFlags = () => ({ ...ENGINE_OPTIONS, ...BACKEND_OPTION });
 
 const missing = (what) => `the WebAssembly build is missing (${what}): run bash scripts/setup.sh, or npm run build`;
 

@@ -6,15 +6,60 @@
 // plans every policy the engine's search tries. A value that does not exist is left out (text)
 // or null (JSON), never -1. `--objective encode --json` prints what the native build/vitrine plan
 // prints for the same preset, batch and policy.
-import { TRAIN_PRESETS, modelSpec } from '../train/presets.js';
-import { classifierSpec, CLASSIFY_DEFAULTS } from '../train/objectives/classify.js';
-import { CliError, whole, oneOf } from './args.js';
+import { TRAIN_PRESETS } from '../train/presets.js';
+import { OPTIONS, ownValue } from '../train/options.js';
+import { objectiveNamed, objectiveNames, registerObjective, runDefault } from '../train/objectives/index.js';
+import { CliError, UsageError, whole } from './args.js';
 import { loadEngine, specDims, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
-import { setPolicy, SCHEDULE_OPTIONS } from './run.js';
+import { setPolicy } from './run.js';
 import { readConfig, mib } from './io.js';
-import { MODEL_OPTIONS, TRAIN_DEFAULTS } from './train.js';
+import { flagsOf } from './flags.js';
 
 const KINDS = ['params', 'grads', 'optimizer', 'activations', 'total'];
+const mae = objectiveNamed(OPTIONS.objective.default);
+const DEFAULT = { preset: OPTIONS.model.default, batch: runDefault(mae, 'batch'), policy: OPTIONS.policy.default };
+
+/** The flags of the model and step that plan and trace share (train's: web/train/options.js). */
+export const MODEL_OPTIONS = flagsOf(
+  {
+    model: OPTIONS.model,
+    config: OPTIONS.config,
+    imgSize: OPTIONS.imgSize,
+    batch: OPTIONS.batch,
+    maskRatio: mae.options.maskRatio,
+    policy: OPTIONS.policy,
+  },
+  mae,
+);
+
+/** --pool of plan and trace: the pooling of a classifier's step. */
+export const POOL_OPTION = {
+  ...flagsOf(objectiveNamed('classify').options, objectiveNamed('classify')).pool,
+  help: 'classify: the pooling (default avg; a timm architecture: token)',
+};
+/** --objective of plan and trace: a registered objective's training step, or encode. */
+export const OBJECTIVE_OPTION = (what) => ({
+  value: 'OBJECTIVE',
+  help: `${objectiveNames().join(', ')}: a training step of that objective (default ${mae.name});\nencode: a forward and backward of the encoder${what}`,
+  parse: (v, flag) => (v === 'encode' ? v : objectiveNamed(v, flag).name),
+});
+/** --objective-module FILE: registers the objective a module exports before the flags are read. */
+export const OBJECTIVE_MODULE = {
+  value: 'FILE',
+  key: 'objectiveModule',
+  help: 'a module whose default export is an objective to register (docs/api.md, Objectives)',
+};
+/** A command's route: the module --objective-module names registered first. */
+export async function registerModuleOf(argv) {
+  const i = argv.findIndex((a) => a === '--objective-module' || a.startsWith('--objective-module='));
+  if (i < 0) return;
+  const file = argv[i].includes('=') ? argv[i].slice(19) : argv[i + 1];
+  try {
+    await registerObjective(file);
+  } catch (e) {
+    throw new UsageError(`--objective-module: ${e.message}`);
+  }
+}
 
 export const command = {
   name: 'plan',
@@ -23,25 +68,18 @@ export const command = {
   description:
     'Plans one step before anything is allocated: parameters, gradients, AdamW state and\n' +
     'activations in bytes, and the forward FLOPs the checkpointing policy re-computes. Defaults: the\n' +
-    `step vitrine train runs (MAE, ${TRAIN_DEFAULTS.preset}, batch ${TRAIN_DEFAULTS.batch}, checkpointing ${TRAIN_DEFAULTS.policy}).`,
+    `step vitrine train runs (MAE, ${DEFAULT.preset}, batch ${DEFAULT.batch}, checkpointing ${DEFAULT.policy}).`,
   options: {
-    objective: {
-      value: 'OBJECTIVE',
-      help: 'mae, aim, classify: a training step of that objective (default mae);\nencode: a forward and backward of the encoder (what the native build/vitrine plan plans)',
-      parse: oneOf('mae', 'aim', 'classify', 'encode'),
-    },
+    objective: OBJECTIVE_OPTION(' (what the native build/vitrine plan plans)'),
+    'objective-module': OBJECTIVE_MODULE,
     ...MODEL_OPTIONS,
     batch: { ...MODEL_OPTIONS.batch, parse: whole(1, 2147483647) },
     'grad-accum-steps': {
-      ...SCHEDULE_OPTIONS['grad-accum-steps'],
+      ...flagsOf({ gradAccum: OPTIONS.gradAccum }, mae)['grad-accum-steps'],
       help: "a run of train --grad-accum-steps K: its optimizer step sums K micro-batches of\n--batch images, one after the other, so its memory is one micro-batch's (what is planned)",
     },
     classes: { value: 'N', help: 'classify: the classes of the head (default 10)', parse: whole(2, 1000000) },
-    pool: {
-      value: 'token|avg',
-      help: `classify: the pooling (default ${CLASSIFY_DEFAULTS.pool})`,
-      parse: oneOf('token', 'avg'),
-    },
+    pool: POOL_OPTION,
     'tokens-kept': {
       value: 'K',
       help: 'encode: idx_keep of K tokens per image (default all)',
@@ -60,20 +98,25 @@ export const command = {
     ...BACKEND_OPTION,
   },
   moreHelp: namesHelp,
+  route: async (argv) => {
+    await registerModuleOf(argv);
+    return command;
+  },
   main: ({ values }) => plan(values),
 };
 
-// The model a step of `objective` trains (as vitrine train builds it)
+// The model a step of `objective` trains (as vitrine train builds it: its objective's spec, with
+// a head of --classes classes), or the encoder of an encode pass
 export function specOf(o, objective) {
   const config = o.config != null ? readConfig(o.config) : null;
-  const preset = o.preset || TRAIN_DEFAULTS.preset;
-  if (objective === 'mae' || objective === 'aim') return modelSpec(objective, { preset, config });
-  if (objective === 'classify')
-    return classifierSpec({ preset, config, numClasses: o.classes ?? 10, pool: o.pool || CLASSIFY_DEFAULTS.pool });
+  if (objective !== 'encode') {
+    const classes = Array.from({ length: o.classes ?? 10 }, (_, i) => String(i));
+    return objectiveNamed(objective).spec({ model: o.model, config, pool: o.pool, imgSize: o.imgSize }, { classes });
+  }
+  const preset = o.model || DEFAULT.preset,
+    p = ownValue(TRAIN_PRESETS, preset);
   if (config) return { kind: 'lightly', config: config.encoder || config };
-  return TRAIN_PRESETS[preset]
-    ? { kind: 'lightly', config: TRAIN_PRESETS[preset].encoder }
-    : { kind: 'lightly', preset };
+  return p ? { kind: 'lightly', config: p.encoder } : { kind: 'lightly', preset };
 }
 
 // --budget text -> bytes, read by the engine's parser of budget:BYTES
@@ -88,7 +131,7 @@ const flops = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).
 const pick = (p) => Object.fromEntries(KINDS.map((k) => [k, p[k]]));
 
 async function plan(o) {
-  const objective = o.objective || TRAIN_DEFAULTS.objective;
+  const objective = o.objective || mae.name;
   if (o.tokensKept != null && objective !== 'encode')
     throw new CliError(`--tokens-kept is for --objective encode (${objective} keeps what its step keeps)`, 2);
   if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1))
@@ -127,7 +170,7 @@ async function deviceFit(vt, model, { objective, batch, policy, maskRatio }) {
       model.traceStep({
         batch: b,
         call: objective === 'encode' ? 'encode' : 'train',
-        labels: model.kind === 'timm' ? new Array(b).fill(0) : null,
+        labels: objective !== 'encode' && objectiveNamed(objective).labels ? new Array(b).fill(0) : null,
         json: true,
       }),
       limits,
@@ -169,12 +212,13 @@ async function planWith(o, vt, nt, objective, spec) {
   specDims(vt, spec); // --preset / --config refused by name, before anything is allocated
   try {
     model = vt.createModel(spec);
-    const policy = o.policy || TRAIN_DEFAULTS.policy;
+    const policy = o.policy || DEFAULT.policy;
     setPolicy(model, policy);
     const budget = o.budget != null ? budgetOf(vt, o.budget) : null;
-    const batch = o.batch ?? (objective === 'classify' ? 128 : TRAIN_DEFAULTS.batch);
-    const maskRatio = objective === 'mae' ? (o.maskRatio ?? TRAIN_DEFAULTS.maskRatio) : null;
-    const name = o.config != null ? 'config' : o.preset || TRAIN_DEFAULTS.preset,
+    const obj = objective === 'encode' ? mae : objectiveNamed(objective);
+    const batch = o.batch ?? runDefault(obj, 'batch');
+    const maskRatio = obj.masks ? (o.maskRatio ?? runDefault(obj, 'maskRatio')) : null;
+    const name = o.config != null ? 'config' : o.model || DEFAULT.preset,
       kept = o.tokensKept ?? 0;
     const stepOf = (p) => {
       if (objective !== 'encode')

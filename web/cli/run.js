@@ -10,14 +10,23 @@ import { resumedData } from '../train/node-data.js';
 import { runFromCheckpoint } from '../train/session.js';
 import { Trainer } from '../train/trainer.js';
 import { parseAugment, augmentText } from '../train/augment.js';
-import { CliError, UsageError, whole, decimal } from './args.js';
+import { CliError, decimal } from './args.js';
+import { numbers } from './flags.js';
+import { OPTIONS, own } from '../train/options.js';
 import { readInput, why, Progress, mib } from './io.js';
 
-/** Options a resumed run takes from its checkpoint: given again, they are a usage error. */
-export function refuseOnResume(given, keys) {
-  const fixed = keys.filter((k) => given.has(k));
+/** Options a resumed run takes from its checkpoint (what its settings keep, what made its model
+ * and its data order): given again, they are a usage error naming their flags. */
+export function refuseOnResume(given, obj) {
+  const decls = { ...OPTIONS, ...obj.options },
+    kept = ['model', 'config', 'epochs', 'warmupEpochs', 'trainMax', 'valSplit', 'hflip', 'scale', 'ratio'];
+  const fixed = [...given].filter(
+    (k) => kept.includes(k) || (own(decls, k) && decls[k].run && k !== 'policy' && k !== 'wasm'),
+  );
   if (fixed.length) {
-    const flags = fixed.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase()));
+    const flags = fixed.map((k) =>
+      own(decls, k) && decls[k].flag ? `--${decls[k].flag}` : `--${k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())}`,
+    );
     throw new CliError(
       `--resume takes ${flags.join(', ')} from the checkpoint; leave ${fixed.length > 1 ? 'them' : 'it'} out`,
       2,
@@ -108,42 +117,8 @@ export function setupError(error) {
   return new CliError(error.message);
 }
 
-// a list of numbers: '0.5,0.5,0.5'
-const numbers = (n) => (v, flag) => {
-  const parts = v.split(',');
-  if (!n.includes(parts.length))
-    throw new UsageError(`${flag}: '${v}' is not ${n.join(' or ')} comma-separated numbers`);
-  return parts.map((p) => decimal()(p, flag));
-};
-
-/** timm's training vocabulary, the same in `train` and `train --objective classify`. */
-export const SCHEDULE_OPTIONS = {
-  epochs: {
-    value: 'E',
-    help: "train for E epochs instead of --steps (timm's --epochs): steps = E x images /\n(batch x grad-accum-steps), rounded up",
-    parse: decimal(0, 1e6, { open: false }),
-  },
-  'warmup-epochs': {
-    value: 'E',
-    help: "the warm-up in epochs instead of --warmup steps (timm's --warmup-epochs)",
-    parse: decimal(0, 1e6),
-  },
-  'min-lr': { value: 'LR', help: "the cosine schedule's floor (timm's --min-lr; default 0)", parse: decimal(0, 1000) },
-  'grad-accum-steps': {
-    value: 'K',
-    key: 'gradAccum',
-    help: "one optimizer step from the gradients of K batches of --batch images, each\nloss scaled by 1/K (timm's --grad-accum-steps): a step of K x B images (default 1)",
-    parse: whole(1, 65536),
-  },
-  'weight-decay': {
-    value: 'W',
-    help: 'AdamW weight decay, not on norms, biases, tokens, pos_embed (default 0.05)',
-    parse: decimal(0, 1000),
-  },
-  augment: {
-    value: 'SPEC',
-    help: "none (the default), or a comma list: hflip[:P] (timm's --hflip), rrc[:A-B[:C-D]]\n(RandomResizedCrop, timm's --scale / --ratio), flip, shift:N (translation by up to N pixels)",
-  },
+/** timm's augmentation flags, composed into the run's augment (--augment) by scheduleOptions. */
+export const AUGMENT_FLAGS = {
   hflip: {
     value: 'P',
     help: "flip horizontally with probability P (timm's --hflip; adds hflip:P to --augment)",
@@ -159,20 +134,9 @@ export const SCHEDULE_OPTIONS = {
     help: "RandomResizedCrop aspect ratios A..B (timm's --ratio; default 0.75,1.3333)",
     parse: numbers([2]),
   },
-  mean: {
-    value: 'M[,M,M]',
-    help: "normalise with this mean (default: the --init weights' pretrained_cfg, else timm's for\na timm architecture, else ImageNet's)",
-    parse: numbers([1, 3]),
-  },
-  std: { value: 'S[,S,S]', help: 'and this std (with --mean)', parse: numbers([1, 3]) },
-  'img-size': {
-    value: 'N',
-    help: "a timm architecture at N px (timm's --img-size): weights of another size are resampled",
-    parse: whole(1, 65536),
-  },
 };
 
-/** The Trainer's options of SCHEDULE_OPTIONS (a usage error for what does not go together). */
+/** The Trainer's schedule and augmentation options of the flags (a usage error for what does not go together). */
 export function scheduleOptions(o) {
   if (o.epochs != null && o.steps != null) throw new CliError('--steps and --epochs: give one', 2);
   if (o.epochs === 0) throw new CliError("--epochs: '0' trains nothing", 2);

@@ -1,24 +1,24 @@
-// train.js: `vitrine train`, the main job -- an MAE (or AIM) ViT trained through the wasm engine on
-// Fashion-MNIST or a folder of images, then the kNN top-1 of its encoder beside the untrained
-// encoder's and raw pixels' (train-results.js), its weights, a resumable checkpoint and a picture
-// of reconstructions. `--objective classify` is web/cli/classify.js. The training loop is the
-// Trainer's (web/train/trainer.js, in a worker thread); web/cli/run.js runs it for both.
+// train.js: `vitrine train`, a training run of any registered objective (web/train/objectives/:
+// MAE, the main job; AIM; classify; one a module adds with --objective-module). Its flags are the
+// option registry's (web/train/options.js and the objective's module) for the objective asked for;
+// the run is the Trainer's (web/train/trainer.js, in a worker thread), driven by web/cli/run.js;
+// what the run reports is its objective's report (web/cli/reports/: 'encoder' -- the kNN top-1 of
+// the encoder beside the untrained encoder's and raw pixels', reconstructions; 'classifier' --
+// held-out top-1, confusion; any other: plain.js).
 import path from 'node:path';
 import { DEFAULT_MAX_PIXELS } from '../train/node-data.js';
-import { TRAIN_PRESETS } from '../train/presets.js';
-import { IMAGENET_MEAN, IMAGENET_STD } from '../formats/images.js';
-import { defaultLr, runSpec } from '../train/session.js';
-import { CliError, whole, decimal, oneOf, seed } from './args.js';
+import { readSafetensorsMeta } from '../formats/safetensors.js';
+import { OPTIONS, own } from '../train/options.js';
 import {
-  ENGINE_OPTIONS,
-  BACKEND_OPTION,
-  namesHelp,
-  loadEngine,
-  loadEngineFor,
-  specDims,
-  checkBatch,
-} from './engine.js';
-import { readInput, readConfig, why, Outputs } from './io.js';
+  objectiveNamed,
+  objectiveNames,
+  registerObjective,
+  runDefault,
+  objectiveModules,
+} from '../train/objectives/index.js';
+import { CliError, UsageError, decimal } from './args.js';
+import { loadEngineFor, specDims, checkBatch, engineFlags, namesHelp } from './engine.js';
+import { readInput, readConfig, Outputs } from './io.js';
 import {
   readCheckpoint,
   checkState,
@@ -28,291 +28,295 @@ import {
   endRun,
   dataOption,
   sayInit,
-  SCHEDULE_OPTIONS,
+  AUGMENT_FLAGS,
   scheduleOptions,
 } from './run.js';
-import { startSideEvaluation, knnResults, writeResults, report, KNN_OPTIONS } from './train-results.js';
-import { command as classify } from './classify.js';
+import { flagsOf } from './flags.js';
+import encoder from './reports/encoder.js';
+import classifier from './reports/classifier.js';
+import plain from './reports/plain.js';
 
-export const TRAIN_DEFAULTS = {
-  objective: 'mae',
-  preset: 'fmnist-p7-mlp2',
-  batch: 64,
-  steps: 5000,
-  policy: 'block',
-  out: 'out',
-  seed: '0',
-  maskRatio: 0.5,
-  saveEvery: 200,
-};
-export { defaultLr };
-const STATE_FILE = 'checkpoint.safetensors',
-  WEIGHTS_FILE = 'encoder.safetensors',
-  IMAGE_FILE = 'reconstructions.png';
-const COUNT = 2000000000;
+const REPORTS = { encoder, classifier };
+const reportOf = (obj) => (own(REPORTS, obj.report) ? REPORTS[obj.report] : plain);
+const DEFAULT_OUT = 'out',
+  DEFAULT_SAVE_EVERY = 200;
 
-/** The options train shares with `plan` (what model, what step). */
-export const MODEL_OPTIONS = {
-  preset: {
-    value: 'NAME',
-    alias: 'model',
-    help: `${Object.keys(TRAIN_PRESETS).join(', ')} (default ${TRAIN_DEFAULTS.preset}), or a timm architecture`,
-  },
-  config: {
-    value: 'JSON|FILE',
-    help: 'the model as the engine reads it instead of a preset:\n{"encoder": {timm kwargs}, "decoder_dim": ...}',
-  },
-  batch: {
-    value: 'B',
-    short: 'b',
-    alias: 'batch-size',
-    help: `images per step (default ${TRAIN_DEFAULTS.batch}; with --grad-accum-steps K: per micro-batch)`,
-    parse: whole(1, 65536),
-  },
-  'mask-ratio': {
-    value: 'R',
-    help: `MAE: the share of patches masked, 0 <= R < 1 (default ${TRAIN_DEFAULTS.maskRatio})`,
-    parse: decimal(),
-  },
-  'grad-checkpointing': {
-    value: 'POLICY',
-    key: 'policy',
-    help: `checkpointing policy (default ${TRAIN_DEFAULTS.policy}; see below)`,
-  },
-};
+// the options of a run that the command line gives in its own way (or not at all)
+const NOT_FLAGS = new Set(['val', 'maxPixels', 'signal', 'gpu', 'cacheBytes', 'frozen', 'evalEvery', 'evalChunk']);
 
-export const command = {
-  name: 'train',
-  summary: 'train an MAE / AIM ViT (the main job), or a classifier (--objective classify)',
-  usage: 'vitrine train [options]          (vitrine train --objective classify --help: the classifier)',
-  description:
-    'Trains an MAE (or AIM) ViT through the WebAssembly engine, then reports the kNN top-1\n' +
-    "accuracy of its encoder beside the untrained encoder's and raw pixels'; saves its weights\n" +
-    '(timm keys), a resumable checkpoint and a picture of reconstructions.',
-  options: {
-    objective: {
-      value: 'mae|aim|classify',
-      help: `what to train (default ${TRAIN_DEFAULTS.objective}; classify: its own options)`,
-      parse: oneOf('mae', 'aim'),
-    },
-    ...MODEL_OPTIONS,
-    data: {
+/** The command for `objective` (its flags: the registry's, the objective's, its report's). */
+export function trainCommand(obj) {
+  const report = reportOf(obj),
+    decls = Object.fromEntries(Object.entries({ ...OPTIONS, ...obj.options }).filter(([k]) => !NOT_FLAGS.has(k)));
+  const evaluates = !!obj.evaluate;
+  const flags = flagsOf(decls, obj);
+  flags.objective = {
+    ...flags.objective,
+    value: objectiveNames().join('|'),
+    help: `what to train (default ${OPTIONS.objective.default}): ${objectiveNames()
+      .map((n) => `${n}, ${objectiveNamed(n).summary}`)
+      .join(';\n')}`,
+    parse: (v, flag) => objectiveNamed(v, flag).name,
+  };
+  flags['objective-module'] = {
+    value: 'FILE',
+    key: 'objectiveModule',
+    help: 'a module whose default export is an objective to register (docs/api.md, Objectives)',
+  };
+  if (evaluates) {
+    flags['val-dir'] = {
       value: 'DIR',
-      help: 'a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST\n(with --resume: the folder, named again; no path is read from the checkpoint)',
-    },
+      help: 'held-out images: a folder with the same classes (default: every 5th image of --data;\nFashion-MNIST: its test set)',
+    };
+    flags['val-split'] = {
+      value: 'F',
+      help: `held-out share of --data instead (default ${runDefault(obj, 'val')}: every 5th image; 0: none)`,
+      parse: decimal(0, 1, { open: true }),
+    };
+  } else delete flags['eval-max'];
+  Object.assign(flags, AUGMENT_FLAGS, {
     'max-image-mp': {
       value: 'N',
       help: `refuse images over N megapixels, from their header (default ${DEFAULT_MAX_PIXELS / 1e6})`,
-      parse: decimal(0, 1000),
+      parse: decimal(0, 1e6),
     },
-    steps: {
-      value: 'N',
-      help: `training steps, the length of the cosine schedule (default ${TRAIN_DEFAULTS.steps})`,
-      parse: whole(1, COUNT),
-    },
-    ...SCHEDULE_OPTIONS,
-    lr: {
-      value: 'LR',
-      help: 'peak learning rate (default mae 2e-3, aim 1e-3, times batch / 64)',
-      parse: decimal(0, 1000),
-    },
-    warmup: { value: 'N', help: 'warm-up steps (default 5% of --steps)', parse: whole(0, COUNT) },
-    seed: { value: 'S', help: 'initialisation S, masks S+1, data order S+2 (default 0)', parse: seed },
     out: {
       value: 'DIR',
-      help: `where ${WEIGHTS_FILE}, ${STATE_FILE}, ${IMAGE_FILE} go (default ${TRAIN_DEFAULTS.out})`,
-    },
-    'save-every': {
-      value: 'N',
-      help: `write the checkpoint every N steps (default ${TRAIN_DEFAULTS.saveEvery}; and at the end)`,
-      parse: whole(1, COUNT),
-    },
-    'stop-at': {
-      value: 'STEP',
-      help: 'stop after STEP steps (checkpoint written, no evaluation): resume later',
-      parse: whole(1, COUNT),
-    },
-    resume: {
-      value: 'FILE',
-      help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)',
+      help: `where ${Object.values(report.files).join(', ')} go (default ${DEFAULT_OUT})`,
     },
     'require-crc': { type: 'boolean', help: 'with --resume: refuse a checkpoint without CRC-32s of its tensors' },
-    init: {
-      value: 'FILE',
-      help: 'start from the weights in FILE: timm (head or not), lightly or vitrine safetensors;\nthe layout is recognised; what cannot be used is named and skipped',
-    },
-    'init-strict': { type: 'boolean', help: 'with --init: any skipped tensor is an error' },
-    ...KNN_OPTIONS,
-    'no-eval': { type: 'boolean', help: 'skip the kNN evaluation' },
     json: { type: 'boolean', help: 'end the output with one JSON line' },
-    ...ENGINE_OPTIONS,
-    ...BACKEND_OPTION,
+    ...report.options,
+    ...engineFlags(),
+  });
+  flags['save-every'].help = `write the checkpoint every N steps (default ${DEFAULT_SAVE_EVERY}; and at the end)`;
+  const isDefault = obj.name === OPTIONS.objective.default;
+  return {
+    name: 'train',
+    summary: 'train a ViT: MAE / AIM pre-training (the main job), a classifier (--objective classify), ...',
+    usage: isDefault
+      ? 'vitrine train [options]          (vitrine train --objective classify --help: the classifier)'
+      : `vitrine train --objective ${obj.name} [options]`,
+    description: `Trains with objective ${obj.name}: ${obj.summary}.\n${DESCRIPTIONS[obj.report] || "Saves the run's weights and a resumable checkpoint."}`,
+    options: flags,
+    helpHint: isDefault ? 'train' : `train --objective ${obj.name}`,
+    moreHelp: namesHelp,
+    main: ({ values, given }) => train(obj, { ...values, given }),
+  };
+}
+
+const DESCRIPTIONS = {
+  encoder:
+    "Then reports the kNN top-1 accuracy of its encoder beside the untrained encoder's and raw\npixels'; saves its weights (timm keys), a resumable checkpoint and a picture of reconstructions.",
+  classifier:
+    "Fine-tunes timm's VisionTransformer (num_classes, pool -> fc_norm -> head) to labels with\ncross-entropy (timm's label smoothing), AdamW, cosine schedule; reports top-1 and the confusion\nmatrix on held-out images (Fashion-MNIST: the whole test set; a folder: every 5th image).",
+};
+
+// the value of --name in argv (--name V or --name=V), or undefined
+function argOf(argv, name) {
+  const i = argv.findIndex((a) => a === `--${name}` || a.startsWith(`--${name}=`));
+  if (i < 0) return undefined;
+  return argv[i].includes('=') ? argv[i].slice(name.length + 3) : argv[i + 1];
+}
+
+export const command = {
+  name: 'train',
+  summary: 'train a ViT: MAE / AIM pre-training (the main job), a classifier (--objective classify), ...',
+  /** The command of the objective --objective names (after --objective-module registers one). */
+  async route(argv) {
+    const mod = argOf(argv, 'objective-module');
+    if (mod != null)
+      try {
+        await registerObjective(mod);
+      } catch (e) {
+        throw new UsageError(`--objective-module: ${e.message}`);
+      }
+    const name = argOf(argv, 'objective') ?? OPTIONS.objective.default;
+    if (argv.includes('--help') || argv.includes('-h') || objectiveNames().includes(name))
+      return trainCommand(objectiveNamed(objectiveNames().includes(name) ? name : OPTIONS.objective.default));
+    throw new UsageError(`--objective: '${name}' (use ${objectiveNames().join(' or ')})`);
   },
-  /** `--objective classify`: the classifier's command, with its own options. */
-  route(argv) {
-    const i = argv.findIndex((a) => a === '--objective' || a.startsWith('--objective='));
-    const v = i < 0 ? null : argv[i].includes('=') ? argv[i].slice(12) : argv[i + 1];
-    return v === 'classify' ? classify : this;
-  },
-  moreHelp: namesHelp,
-  main: ({ values, given }) => train({ ...values, given }),
 };
 
 // The run's settings: from the options, or from the checkpoint being resumed (then its bytes too).
-function trainSettings(o) {
+function trainSettings(obj, o) {
   if (o.resume) {
-    if (o.init)
+    if (o.weights)
       throw new CliError('--init starts a new run; --resume continues one (its weights come from the checkpoint)', 2);
-    refuseOnResume(o.given, [
-      'objective',
-      'preset',
-      'config',
-      'batch',
-      'steps',
-      'epochs',
-      'lr',
-      'minLr',
-      'warmup',
-      'warmupEpochs',
-      'maskRatio',
-      'seed',
-      'weightDecay',
-      'gradAccum',
-      'augment',
-      'hflip',
-      'scale',
-      'ratio',
-      'mean',
-      'std',
-      'imgSize',
-    ]);
-    const c = readCheckpoint(o.resume, 'vitrine_run', 'vitrine train', o.data ?? null, { requireCrc: !!o.requireCrc });
+    refuseOnResume(o.given, obj);
+    const what = obj.name === OPTIONS.objective.default ? 'vitrine train' : `vitrine train --objective ${obj.name}`;
+    const c = readCheckpoint(o.resume, obj.runKey, what, o.data ?? null, { requireCrc: !!o.requireCrc });
+    if (c.run.objective !== obj.name)
+      throw new CliError(`${o.resume}: a checkpoint of objective ${c.run.objective}, not ${obj.name} (--objective)`, 2);
     return { run: c.run, resumeBytes: c.bytes, step: c.step };
   }
   if (o.requireCrc) throw new CliError('--require-crc is for --resume FILE', 2);
-  const objective = o.objective || TRAIN_DEFAULTS.objective;
+  if (o.weightsStrict && !o.weights) throw new CliError('--init-strict needs --init FILE', 2);
   const config = o.config != null ? readConfig(o.config) : null;
-  if (o.initStrict && !o.init) throw new CliError('--init-strict needs --init FILE', 2);
+  const init = o.weights == null ? null : /^https?:/i.test(o.weights) ? o.weights : path.resolve(o.weights);
   return {
     run: {
-      objective,
-      preset: config ? null : o.preset || TRAIN_DEFAULTS.preset,
+      objective: obj.name,
+      preset: config ? null : (o.model ?? null),
       config,
-      batch: o.batch ?? TRAIN_DEFAULTS.batch,
+      batch: o.batch ?? runDefault(obj, 'batch'),
       data: o.data ? path.resolve(o.data) : 'fashion-mnist',
-      init: o.init ? path.resolve(o.init) : null,
+      init,
     },
     resumeBytes: null,
     step: 0,
   };
 }
 
+// The objective of the run a checkpoint file continues, when it says (else null: readCheckpoint
+// names what is wrong with it)
+function objectiveOfCheckpoint(file) {
+  try {
+    const meta = readSafetensorsMeta(readInput(file));
+    for (const name of objectiveNames()) {
+      const key = objectiveNamed(name).runKey;
+      if (!own(meta, key) || typeof meta[key] !== 'string') continue;
+      const run = JSON.parse(meta[key]);
+      if (run && (run.objective === name || (run.objective == null && key !== 'vitrine_run')))
+        return objectiveNamed(name);
+    }
+  } catch {
+    /* named when it is read */
+  }
+  return null;
+}
+
+// What a local --init file says of the encoder it holds (its metadata, for an objective that
+// builds its model from it), or null (a URL; a file that cannot be read is named when the run reads it).
+function initMeta(init) {
+  if (!init || /^https?:/i.test(init)) return null;
+  try {
+    return { meta: readSafetensorsMeta(readInput(init)), name: `--init ${init}` };
+  } catch {
+    return null;
+  }
+}
+
 // Before the Trainer is made: the engine (the checkpoint's build), the checkpoint's training state
 // (Vitrine.checkTrainState), the model's spec and one batch at its size checked by the engine --
 // all before anything is allocated or any image is read at that size. The engine stays for the
-// results (restoreModel).
-async function checkRun(o, { run, resumeBytes }, options) {
-  // (on wasm whatever the --backend: the steps' backend is the Trainer's)
-  const vt = await loadEngineFor({ ...o, backend: undefined }, run, resumeBytes && o.resume);
+// report when it restores the trained model (report.keepsEngine).
+async function checkRun(o, obj, report, { run, resumeBytes }, options) {
+  const vt = await loadEngineFor(
+    { ...o, backend: undefined, threads: report.keepsEngine ? o.threads : 1 },
+    run,
+    resumeBytes && o.resume,
+  );
   try {
     if (resumeBytes) checkState(vt, o.resume, resumeBytes);
-    const spec = resumeBytes ? run.spec : runSpec(options);
-    checkBatch(
-      run.batch * ((resumeBytes ? run.gradAccum : options.gradAccum) || 1),
-      specDims(vt, spec, { from: resumeBytes ? { file: o.resume, field: 'model_config' } : null }),
-    );
+    let spec = run.spec,
+      from = resumeBytes ? { file: o.resume, field: obj.specInState ? 'model_config' : `${obj.runKey}.spec` } : null;
+    if (!spec) {
+      const weights = initMeta(run.init),
+        probe = {};
+      try {
+        spec = obj.spec(options, { weights, run: probe });
+      } catch (e) {
+        if (e.field) throw new CliError(e.message);
+        throw new CliError(e.message, 2);
+      }
+      if (probe.preset === null) from = { file: run.init, field: 'timm_kwargs', what: 'damaged encoder metadata' };
+    }
+    checkBatch(run.batch * ((resumeBytes ? run.gradAccum : options.gradAccum) || 1), specDims(vt, spec, { from }));
   } catch (e) {
     vt.close();
     throw e;
   }
-  return vt;
+  if (report.keepsEngine) return vt;
+  vt.close();
+  return null;
 }
 
-async function train(o) {
+// The Trainer's options of the run: a resumed one's (the checkpoint says the rest), or a new one's
+// from the flags (what the objective defaults is left to the run, but steps: the CLI's default)
+function trainerOptions(obj, o, { run, resumeBytes }) {
+  const fmnist = run.data === 'fashion-mnist';
+  const val =
+    o.valDir != null
+      ? dataOption(path.resolve(o.valDir))
+      : o.valSplit != null
+        ? o.valSplit
+        : fmnist && obj.evaluate
+          ? 'fashion-mnist:test'
+          : undefined;
+  if (resumeBytes)
+    return { resume: resumeBytes, resumeName: o.resume, data: dataOption(run.data), val, policy: o.policy };
+  const own = {};
+  for (const k of Object.keys(obj.options || {})) if (o[k] !== undefined) own[k] = o[k];
+  return {
+    objective: obj.name,
+    model: run.preset ?? undefined,
+    config: run.config ?? undefined,
+    data: dataOption(run.data),
+    val,
+    weights: run.init ?? undefined,
+    weightsStrict: !!o.weightsStrict,
+    batch: run.batch,
+    steps: o.epochs == null ? (o.steps ?? runDefault(obj, 'steps')) : undefined,
+    seed: o.seed ?? runDefault(obj, 'seed'),
+    policy: o.policy || runDefault(obj, 'policy'),
+    trainMax: o.trainMax,
+    runInfo: { data: run.data, init: run.init },
+    ...own,
+    ...scheduleOptions(o),
+  };
+}
+
+async function train(obj, o) {
+  if (o.resume && !o.given.has('objective')) obj = objectiveOfCheckpoint(o.resume) || obj; // the checkpoint says
+  const report = reportOf(obj);
   const say = (s) => process.stderr.write(s + '\n');
   const warn = (s) => say(`vitrine train: warning: ${s}`);
   if (o.maxImageMp === 0) throw new CliError("--max-image-mp: '0' megapixels admits no image", 2);
-  if (o.maskRatio != null && !(o.maskRatio >= 0 && o.maskRatio < 1))
-    throw new CliError(`--mask-ratio: ${o.maskRatio} is not in [0, 1)`, 2);
   if (o.out === '') throw new CliError('--out: an empty folder name', 2);
+  if (o.valDir != null && o.valSplit != null) throw new CliError('--val-dir and --val-split: give one', 2);
   const t0 = performance.now(),
-    settings = trainSettings(o),
+    settings = trainSettings(obj, o),
     { run, resumeBytes } = settings,
-    outDir = o.out || TRAIN_DEFAULTS.out;
+    outDir = o.out || DEFAULT_OUT;
   if (o.stopAt != null) stopAtOf(o, run, settings.step); // at or below a resumed run's step: nothing to do
   // a resumed run continues bit for bit only in the build that trained it (fused and unfused
   // multiply-adds round differently): keep the checkpoint's build unless told otherwise
   if (run.wasm && o.wasm && o.wasm !== run.wasm)
     warn(`the run was trained with the ${run.wasm} build; continuing with ${o.wasm} changes the bits`);
-  const outputs = new Outputs(outDir, {
-    state: path.join(outDir, STATE_FILE),
-    weights: path.join(outDir, WEIGHTS_FILE),
-    image: path.join(outDir, IMAGE_FILE),
-  });
-  const stopAt = o.stopAt ?? null,
-    maxPixels = (o.maxImageMp ?? DEFAULT_MAX_PIXELS / 1e6) * 1e6;
-  let side = null,
-    vt = null;
+  const outputs = new Outputs(
+    outDir,
+    Object.fromEntries(Object.entries(report.files).map(([k, f]) => [k, path.join(outDir, f)])),
+  );
+  const maxPixels = (o.maxImageMp ?? DEFAULT_MAX_PIXELS / 1e6) * 1e6;
+  const ctx = { o, obj, resumeBytes, outputs, say, warn, t0, maxPixels, stopAt: o.stopAt ?? null, vt: null };
   try {
-    const options = resumeBytes
-      ? { resume: resumeBytes, resumeName: o.resume, data: dataOption(run.data), policy: o.policy }
-      : {
-          objective: run.objective,
-          model: run.preset || undefined,
-          config: run.config ?? undefined,
-          data: dataOption(run.data),
-          batch: run.batch,
-          steps: o.epochs == null ? (o.steps ?? TRAIN_DEFAULTS.steps) : undefined,
-          maskRatio: o.maskRatio ?? TRAIN_DEFAULTS.maskRatio,
-          seed: o.seed || TRAIN_DEFAULTS.seed,
-          policy: o.policy || TRAIN_DEFAULTS.policy,
-          weights: run.init ?? undefined,
-          weightsStrict: !!o.initStrict,
-          runInfo: { data: run.data, init: run.init },
-          ...scheduleOptions(o),
-        };
+    const options = trainerOptions(obj, o, settings);
     Object.assign(options, {
       wasm: o.wasm || run.wasm,
       threads: o.threads,
       backend: o.backend,
-      stopAt: stopAt ?? undefined,
+      stopAt: o.stopAt ?? undefined,
+      valMax: o.valMax,
       maxPixels,
-      noEval: true,
+      noEval: report.noEval(o),
+      evalChunk: 250,
+      objectiveModules: objectiveModules(),
     });
-    vt = await checkRun(o, { run, resumeBytes }, options);
-    let eng = null,
-      info = null;
+    ctx.vt = await checkRun(o, obj, report, settings, options);
     const loop = await runTrainer({
       options,
       outputs,
-      saveEvery: o.saveEvery ?? TRAIN_DEFAULTS.saveEvery,
+      saveEvery: o.checkpointEvery ?? DEFAULT_SAVE_EVERY,
       warn,
       onReady: (i, engine) => {
-        info = i;
-        eng = engine;
-        const r = i.run,
-          { img, chans, patch, dim, depth } = i.dims,
-          s = i.run.steps;
-        if (i.init) sayInit(i.init, r.init);
-        say(
-          `vitrine train: ${r.spec.kind.toUpperCase()} ${r.preset || 'config'} ${img}x${img}x${chans} patch ${patch} dim ${dim} depth ${depth}, ` +
-            `${i.images} images (${r.data}), batch ${r.batch}${r.gradAccum > 1 ? ` x ${r.gradAccum} accumulated` : ''}, steps ${i.step ? i.step + '..' : ''}${Math.min(s, stopAt ?? s)}/${s}, lr ${r.lr}` +
-            `${r.minLr ? ` -> ${r.minLr}` : ''}${r.spec.kind === 'mae' && r.maskRatio != null ? `, mask ratio ${r.maskRatio}` : ''}, normalisation ${i.normalization.source}, grad checkpointing ${i.policy}, ` +
-            `wasm ${engine.build}, ${engine.threads} thread${engine.threads === 1 ? '' : 's'}${engine.threadsNote ? ` (${engine.threadsNote})` : ''}` +
-            `, backend ${engine.backend.name}${engine.backend.name === 'wasm' && !o.backend ? '' : ` (${engine.backend.reason})`}`,
-        );
-        if (!o.noEval && (stopAt ?? s) >= s) {
-          let initBytes = null;
-          if (r.init && !resumeBytes)
-            try {
-              initBytes = readInput(r.init);
-            } catch (e) {
-              warn(`--init ${r.init}: ${why(e)}`);
-            }
-          side = startSideEvaluation(o, { build: engine.build }, r, i, BigInt(r.seed), warn, initBytes, maxPixels);
-        }
+        ctx.info = i;
+        ctx.engine = engine;
+        if (i.init) sayInit(i.init, i.run.init);
+        report.onReady(ctx, i, engine); // (says the run's line, and what it starts beside it)
       },
     });
+    const info = ctx.info;
     const { status, stepped, saveError } = endRun(loop, {
       outputs,
       resumeFile: resumeBytes && o.resume,
@@ -320,85 +324,12 @@ async function train(o) {
       info,
     });
     if (!stepped && loop.interrupted) return status;
-    const { result } = loop,
-      r = result.run;
-    if (!result.checkpoint) {
-      // the engine would not save the state (an update made it non-finite): no results of it either
-      say(`vitrine train: wrote what it could from step ${result.step}: nothing`);
-      return status;
-    }
-    if (vt.build !== eng.build) {
-      vt.close();
-      vt = null;
-      vt = await loadEngine({ wasm: eng.build, threads: o.threads });
-    } // the worker's build, for its bits
-    const model = await restoreModel(vt, r, result.checkpoint);
-    try {
-      try {
-        writeResults(model, r, outputs, warn, maxPixels);
-      } catch (e) {
-        throw new CliError(`${e.message} (${outputs.stateNote()})`);
-      }
-      if (loop.error || saveError)
-        say(`vitrine train: wrote what it could from step ${result.step}: ${outputs.wrote.join(', ') || 'nothing'}`);
-      const knn =
-        side && !loop.interrupted && !loop.error && !saveError
-          ? await knnResults(model, side, say, warn)
-          : { trained: null, initial: null, pixels: null };
-      report(o, {
-        run: r,
-        model,
-        side,
-        knn,
-        paths: outputs.paths,
-        finished: result.step >= r.steps,
-        step: result.step,
-        lastLoss: result.lossLast ?? r.lossFirst ?? null,
-        seconds: (performance.now() - t0) / 1000,
-        trained: result.trained,
-        trainSeconds: result.trainSeconds,
-        threads: eng.threads,
-      });
-    } finally {
-      model.dispose();
-    }
+    Object.assign(ctx, { loop, saveError });
+    await report.finish(ctx);
     return status;
   } finally {
-    if (side) side.worker.terminate();
-    if (vt) vt.close();
+    if (report.cleanUp) report.cleanUp(ctx);
+    if (ctx.vt) ctx.vt.close();
     outputs.cleanUp();
   }
-}
-
-// The trained model in this thread (kNN, reconstructions): the run's model with its checkpoint, in
-// the engine checkRun loaded (the build the run trained with: --wasm, else the checkpoint's, else
-// the default, as the worker picks it).
-async function restoreModel(vt, r, state) {
-  const model = vt.createModel(r.spec);
-  try {
-    model.setGradCheckpointing(r.policy);
-    model.initWeights(BigInt(r.seed));
-    if (r.frozen) {
-      model.setRequiresGrad('', true);
-      for (const name of r.frozen) model.setRequiresGrad(name, false);
-    }
-    model.trainerInit({
-      lr: r.lr,
-      warmupSteps: r.warmup,
-      totalSteps: r.steps,
-      maskRatio: r.maskRatio ?? 0.75,
-      seed: BigInt(r.seed) + 1n,
-      ...(r.weightDecay != null ? { weightDecay: r.weightDecay } : {}),
-      ...(r.minLr ? { minLr: r.minLr } : {}),
-    });
-    model.loadTrainState(state);
-    model.normalization =
-      r.mean != null
-        ? { mean: r.mean, std: r.std, source: 'the run' }
-        : { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: 'ImageNet' };
-  } catch (e) {
-    model.dispose();
-    throw new CliError(e.message);
-  }
-  return model;
 }

@@ -209,17 +209,20 @@ export class Vitrine {
 
   // fn(kind index, preset pointer, config JSON pointer, its bytes) for a spec, the strings freed
   // after. A preset and a config together: for MAE / AIM the preset's encoder under the config's
-  // decoder or head (put together here); for the encoder kinds the config's timm kwargs over the
+  // decoder or head (put together here: config.encoder's kwargs over the preset's encoder, as
+  // timm's create_model(name, img_size=...)); for the encoder kinds the config's timm kwargs over the
   // preset's encoder (the engine does it, as timm's create_model(name, **kwargs)).
   _withSpec({ preset, config, kind = 'timm' } = {}, fn) {
     const k = this.manifest.kinds.indexOf(kind);
     if (k < 0) throw new VitrineError(`unknown model kind '${kind}' (${this.manifest.kinds.join(', ')})`, -1);
     if (preset && config != null && (kind === 'mae' || kind === 'aim')) {
-      const enc = this.manifest.preset_encoders[preset];
+      const enc = Object.hasOwn(this.manifest.preset_encoders, preset) ? this.manifest.preset_encoders[preset] : null;
       if (!enc) throw new VitrineError(`unknown preset '${preset}' (${this.manifest.presets.join(', ')})`, -1);
       const c = typeof config === 'string' ? JSON.parse(config) : config;
-      if (c.encoder != null) throw new VitrineError('createModel: a preset and a config with its own encoder', -1);
-      return this._withSpec({ kind, config: { ...c, encoder: enc } }, fn);
+      if (c.encoder != null && (typeof c.encoder !== 'object' || Array.isArray(c.encoder)))
+        throw new VitrineError('createModel: config.encoder must be an object of timm kwargs', -1);
+      // the config's encoder kwargs over the preset's encoder (timm's create_model(name, img_size=...))
+      return this._withSpec({ kind, config: { ...c, encoder: { ...enc, ...c.encoder } } }, fn);
     }
     const json = config == null ? null : typeof config === 'string' ? config : JSON.stringify(config);
     const bytes = json == null ? 0 : new TextEncoder().encode(json).length;

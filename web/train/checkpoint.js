@@ -1,93 +1,85 @@
 // checkpoint.js: a training checkpoint's run settings, checked as the untrusted input they are
-// before anything is made from them: checkCheckpoint (the engine's entries and the fields both
-// kinds of run have always kept, with web/formats/metadata.js's rules) and runFromCheckpoint (the
-// Trainer's own fields too). The run's settings are kept under `vitrine_run` (MAE / AIM) or
+// before anything is made from them. Each option a run keeps is checked as train() checks it (its
+// declaration in web/train/options.js or its objective's module); the engine's entries (format,
+// kind, step, grad_checkpointing, model_config) with web/formats/metadata.js's rules. An objective's
+// settings are kept under its runKey: `vitrine_run` (MAE / AIM, with `objective`) or
 // `vitrine_classify` (a classifier), the keys vitrine has always written.
 import { VitrineError } from '../errors.js';
 import {
   MetadataError,
   show,
   parseJson,
-  int,
   num,
   text,
   oneOf,
   optional,
-  object,
   checkFields,
   checkSpec,
   isObject,
   FORMATS,
-  MAX_CLASSES,
 } from '../formats/metadata.js';
-import { checkStats } from '../formats/pretrained.js';
-import { parseAugment } from './augment.js';
+import { OPTIONS, own } from './options.js';
+import { objectiveNamed, objectiveNames, runKeys } from './objectives/index.js';
 
-/** The metadata key of a checkpoint's run settings, per objective. */
-export const RUN_KEY = { mae: 'vitrine_run', aim: 'vitrine_run', classify: 'vitrine_classify' };
-const bad = (what, m) => new VitrineError(`${what}: ${m}`, -3);
-
-const COUNT = 2000000000; // steps and warm-up: the engine's VT_MAX_STEPS
-/** A seed: decimal digits, exact when 3 is added (initialisation S, masks S+1, data S+2, augmentation S+3). */
-const SEED = text({ max: 16, re: /^\d+$/, what: 'a whole number in decimal digits below 2^53 - 2' });
-const seedRule = (v) => SEED(v) || (Number(v) > 2 ** 53 - 3 ? `${show(v)} is more than 2^53 - 3` : null);
-
-// the settings both kinds of run keep (web/cli/train.js, web/cli/classify.js)
-const RUN_RULES = {
-  batch: int(1, 65536),
-  steps: int(1, COUNT),
-  warmup: int(0, COUNT),
-  lr: num(0, 1000),
-  seed: seedRule,
+/** What every run's settings keep besides its options: where its data and weights came from, the
+ * model by name, its first loss, the parameters it does not train. */
+const RUN_FIELDS = {
   data: text({ what: "'fashion-mnist' or a folder's path" }),
-  wasm: optional(text({ max: 64, re: /^[a-z0-9-]+$/, what: 'a build name' })),
-  lossFirst: optional(num(-Infinity, Infinity)),
   preset: optional(text({ max: 200 })),
   init: optional(text()),
-  augment: optional((v) => {
-    // web/train/augment.js parseAugment's words: none, or hflip[:P], rrc[:A-B[:C-D]], flip, shift:N
-    if (typeof v !== 'string' || v.length > 256) return `${show(v)} is not text of 1..256 characters`;
-    try {
-      parseAugment(v);
-      return null;
-    } catch {
-      return `${show(v)} is not none, or a comma list of hflip[:P], rrc[:A-B[:C-D]], flip, shift:N`;
-    }
-  }),
-};
-const RULES_OF = {
-  vitrine_run: {
-    ...RUN_RULES,
-    objective: oneOf('mae', 'aim'),
-    maskRatio: optional(num(0, 1, { open: true })),
-    dataN: optional(int(1, 2 ** 31)),
-  },
-  vitrine_classify: {
-    ...RUN_RULES,
-    pool: oneOf('token', 'avg'),
-    weightDecay: num(0, 1000),
-    labelSmoothing: num(0, 1, { open: true }),
-    trainMax: optional(int(1, 2 ** 31 - 1)),
-    trainN: optional(int(1, 2 ** 31 - 1)),
-    config: optional(object()),
-    spec: object(),
-  },
+  lossFirst: optional(num(-Infinity, Infinity)),
+  frozen: optional((v) =>
+    Array.isArray(v) && v.every((n) => typeof n === 'string') ? null : `${show(v)} is not a list of names`,
+  ),
 };
 
+// the objectives that keep their settings under `key`
+const objectivesOf = (key) => objectiveNames().filter((n) => objectiveNamed(n).runKey === key);
+
+/** The run settings `run` (parsed from the entry `key`) checked: every option it keeps against its
+ * declaration, then the fields every run keeps and the objective's own. Returns the objective. */
+function checkRunSettings(run, key) {
+  if (!isObject(run)) throw new MetadataError(key, `${show(run)} is not an object`);
+  const names = objectivesOf(key);
+  let obj;
+  if (names.length > 1 || own(run, 'objective')) {
+    const why = oneOf(...names)(run.objective);
+    if (why) throw new MetadataError(`${key}.objective`, why);
+    obj = objectiveNamed(run.objective);
+  } else obj = objectiveNamed(names[0]);
+  const decls = { ...OPTIONS, ...obj.options };
+  for (const [name, d] of Object.entries(decls)) {
+    if (!d.run) continue;
+    const v = own(run, name) ? run[name] : undefined;
+    if (v == null) {
+      if (d.run === 'always') throw new MetadataError(`${key}.${name}`, 'missing');
+      continue;
+    }
+    const why = (d.stored || d.type.check)(v);
+    if (why) throw new MetadataError(`${key}.${name}`, why);
+  }
+  if ((run.mean == null) !== (run.std == null))
+    throw new MetadataError(`${key}.${run.mean == null ? 'mean' : 'std'}`, 'missing (mean and std go together)');
+  checkFields(run, { ...RUN_FIELDS, ...obj.runRules }, key);
+  return obj;
+}
 
 /**
- * A training checkpoint's metadata (readSafetensorsMeta) -> { run, step, policy, spec }: run is the
- * run's settings under `key` ('vitrine_run' | 'vitrine_classify'), step the steps it has taken
- * (refused when it is past the run's last), policy its checkpointing policy, spec the model
- * (vitrine_run: { kind, config } from model_config; vitrine_classify: run.spec). The engine checks
- * model_config, train_config, rng and the CRCs again when it loads the state.
+ * A training checkpoint's metadata (readSafetensorsMeta) -> { run, step, policy, spec, objective }:
+ * run is the run's settings under `key` ('vitrine_run' | 'vitrine_classify' | another objective's),
+ * step the steps it has taken (refused when it is past the run's last), policy its checkpointing
+ * policy, spec the model (an objective that keeps it in the state, as MAE / AIM: { kind, config }
+ * from model_config; else run.spec). The engine checks model_config, train_config, rng and the
+ * CRCs again when it loads the state.
  */
 export function checkCheckpoint(meta, key) {
   if (!isObject(meta)) throw new MetadataError('__metadata__', `${show(meta)} is not an object`);
   if (meta.format !== FORMATS.checkpoint)
     throw new MetadataError('format', `${show(meta.format)} is not ${show(FORMATS.checkpoint)}`);
-  if (meta[key] == null) throw new MetadataError(key, 'missing (not a checkpoint of this kind of run)');
-  const run = checkFields(parseJson(meta[key], key), RULES_OF[key], key);
+  if (!own(meta, key) || meta[key] == null)
+    throw new MetadataError(key, 'missing (not a checkpoint of this kind of run)');
+  const run = parseJson(meta[key], key);
+  const obj = checkRunSettings(run, key);
   checkFields(
     meta,
     {
@@ -102,87 +94,43 @@ export function checkCheckpoint(meta, key) {
   if (step > run.steps)
     throw new MetadataError('step', `${step} is past the run's last step (${key}.steps ${run.steps})`);
   let spec;
-  if (key === 'vitrine_run') {
-    if (meta.kind !== run.objective)
-      throw new MetadataError('kind', `${show(meta.kind)} is not the run's objective ${show(run.objective)}`);
+  if (obj.specInState) {
+    if (meta.kind !== obj.name)
+      throw new MetadataError('kind', `${show(meta.kind)} is not the run's objective ${show(obj.name)}`);
     spec = checkSpec(
       { kind: meta.kind, config: parseJson(meta.model_config, 'model_config') },
       'kind',
-      ['mae', 'aim'],
+      [obj.name],
       'model_config',
     );
   } else {
     spec = checkSpec(run.spec, `${key}.spec`, ['timm']);
-    if (!spec.config) throw new MetadataError(`${key}.spec.config`, 'missing (a classifier run states its config)');
-    const nc = spec.config.num_classes;
-    if (!(Number.isInteger(nc) && nc >= 2 && nc <= MAX_CLASSES))
-      throw new MetadataError(
-        `${key}.spec.config.num_classes`,
-        `${show(nc)} is not a whole number in 2..${MAX_CLASSES}`,
-      );
-    if (spec.config.global_pool !== run.pool)
-      throw new MetadataError(
-        `${key}.spec.config.global_pool`,
-        `${show(spec.config.global_pool)} is not the run's pool ${show(run.pool)}`,
-      );
+    if (obj.checkSpec) obj.checkSpec(spec, run, key);
   }
-  return { run, step, policy: meta.grad_checkpointing ?? null, spec };
+  return { run, step, policy: meta.grad_checkpointing ?? null, spec, objective: obj };
 }
 
 /**
- * A checkpoint's run settings from its metadata, every field range-checked before anything is made
- * from it (a checkpoint is untrusted input): { run, objective, step, policy }. The fields both kinds
- * of run have always kept are web/metadata.js checkCheckpoint's; the Trainer's own (gradAccum,
- * minLr, augment, mean / std, frozen, ...) are checked here. Throws a VitrineError naming the
- * damaged field: "<what>: damaged checkpoint metadata: vitrine_run.batch: ...".
+ * A checkpoint's run settings from its metadata, every field checked before anything is made from
+ * it (a checkpoint is untrusted input): { run, objective, step, policy } (run.objective and
+ * run.spec filled in). Throws a VitrineError naming the damaged field: "<what>: damaged checkpoint
+ * metadata: vitrine_run.batch: ...".
  */
 export function runFromCheckpoint(meta, what = 'the checkpoint') {
-  if (meta.format !== FORMATS.checkpoint) throw bad(what, 'not a vitrine training checkpoint');
-  const objective = meta.vitrine_classify != null ? 'classify' : meta.vitrine_run != null ? null : undefined;
-  if (objective === undefined)
-    throw bad(what, 'a training state without the run settings (vitrine_run / vitrine_classify)');
-  const key = objective ? RUN_KEY.classify : RUN_KEY.mae;
-  const damaged = (field, s) => Object.assign(bad(what, `damaged checkpoint metadata: ${field}: ${s}`), { field });
+  const bad = (m) => new VitrineError(`${what}: ${m}`, -3);
+  if (!isObject(meta) || meta.format !== FORMATS.checkpoint) throw bad('not a vitrine training checkpoint');
+  // an objective's own entry before the shared one (a crafted file with both: the classifier's)
+  const keys = runKeys().sort((a, b) => (a === 'vitrine_run') - (b === 'vitrine_run'));
+  const key = keys.find((k) => own(meta, k) && meta[k] != null);
+  if (!key) throw bad(`a training state without the run settings (${keys.join(' / ')})`);
   let c;
   try {
     c = checkCheckpoint(meta, key);
   } catch (e) {
-    if (e instanceof MetadataError) throw damaged(e.field, e.reason);
+    if (e instanceof MetadataError)
+      throw Object.assign(bad(`damaged checkpoint metadata: ${e.field}: ${e.reason}`), { field: e.field });
     throw e;
   }
-  const { run } = c,
-    isInt = (v, min, max) => Number.isInteger(v) && v >= min && v <= max,
-    num = (v, min, max) => typeof v === 'number' && v >= min && v <= max;
-  const show = (k) => `${JSON.stringify(run[k])} is not valid`;
-  for (const k of ['dataN', 'trainMax', 'trainN'])
-    if (run[k] != null && !isInt(run[k], 1, 2 ** 31 - 1)) throw damaged(`${key}.${k}`, show(k));
-  if (run.gradAccum != null && !isInt(run.gradAccum, 1, 65536)) throw damaged(`${key}.gradAccum`, show('gradAccum'));
-  for (const [k, max] of [
-    ['minLr', 1000],
-    ['weightDecay', 1000],
-    ['labelSmoothing', 1],
-  ])
-    if (run[k] != null && !num(run[k], 0, max)) throw damaged(`${key}.${k}`, show(k));
-  if (run.mean != null || run.std != null) {
-    try {
-      checkStats(run.mean, 'mean', false);
-      checkStats(run.std, 'std', true);
-    } catch (e) {
-      throw damaged(`${key}.mean / std`, e.message);
-    }
-  }
-  if (run.augment == null) run.augment = 'none'; // checkpoints written before augmentation existed trained without
-  try {
-    if (typeof run.augment !== 'string') throw new Error('not text');
-    parseAugment(run.augment);
-  } catch (e) {
-    throw damaged(`${key}.augment`, show('augment'));
-  }
-  if (run.frozen != null && !(Array.isArray(run.frozen) && run.frozen.every((n) => typeof n === 'string')))
-    throw damaged(`${key}.frozen`, 'not a list of names');
-  if (run.policy != null && typeof run.policy !== 'string') throw damaged(`${key}.policy`, show('policy'));
-  if (objective === 'classify') run.objective = 'classify';
-  run.spec = c.spec;
+  const run = { ...c.run, objective: c.objective.name, spec: c.spec };
   return { run, objective: run.objective, step: c.step, policy: c.policy };
 }
-

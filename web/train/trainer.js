@@ -9,6 +9,7 @@
 //                       data: 'photos/', epochs: 3, batch: 16, lr: 1e-4, onStep: (e) => console.log(e.step, e.loss) });
 //   const { weights, checkpoint, eval: ev } = await run.done;   // weights: timm keys, class names
 import { VitrineError } from '../errors.js';
+import { objectiveModules } from './objectives/index.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
@@ -166,6 +167,9 @@ export class Trainer {
     void signal; // the callbacks and the signal stay here; the rest crosses to the worker
     for (const cb of Object.values(CALLBACKS)) delete rest[cb];
     const options = { ...rest, data: await describeData(data, 'data'), weights: await describeSource(weights) };
+    // objectives registered in this thread from their modules: the worker imports them too
+    const modules = [...new Set([...(rest.objectiveModules || []), ...objectiveModules()])];
+    if (modules.length) options.objectiveModules = modules;
     if (val != null) options.val = typeof val === 'number' ? val : await describeData(val, 'val');
     if (resume != null) options.resume = isBlob(resume) ? new Uint8Array(await resume.arrayBuffer()) : resume;
     const w = (this._worker = await spawn(options));

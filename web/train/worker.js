@@ -9,6 +9,7 @@
 import { createVitrine } from '../runtime/create.js';
 import { enableNodeRelaxedSimd } from '../runtime/loader.js';
 import { Session } from './session.js';
+import { registerObjective } from './objectives/index.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
@@ -79,6 +80,7 @@ async function start(o) {
       threadsNote: vt.threadsNote,
       backend: { name, reason, adapter },
     });
+    for (const url of o.objectiveModules || []) await registerObjective(url);
     session = await Session.open(vt, o, { log: (text) => event('log', { text }), onLoad: (p) => event('load', p) });
   } catch (e) {
     post({ type: 'error', error: errorOf(e), result: null });

@@ -1,20 +1,23 @@
-// train-results.js: what `vitrine train` (MAE / AIM) reports besides its checkpoint: the kNN
-// top-1 of the trained encoder beside the untrained encoder's and raw pixels' (those two computed
-// by a worker thread on the second core while the first trains: web/cli/knn-worker.js), the encoder's
-// weights (timm keys), a picture of reconstructions, and the report (text, and with --json one line).
+// encoder.js: what `vitrine train` reports for an objective that pre-trains an encoder (report
+// 'encoder': MAE, AIM) -- the kNN top-1 of the trained encoder beside the untrained encoder's and
+// raw pixels' (those two computed by a worker thread on the second core while the first trains:
+// knn-worker.js), the encoder's weights (timm keys), a picture of reconstructions, and the report
+// (text, and with --json one line). The trained model is restored in this thread from the run's
+// checkpoint, in the build the run trained with.
 import { Worker } from 'node:worker_threads';
-import { encoderPrefix } from '../train/presets.js';
-import { knnReadouts, READOUTS, gather } from '../train/knn.js';
-import { showMasks, visualizeGrid } from '../train/visualize.js';
-import { loadFashionMNIST, openImageFolder } from '../train/node-data.js';
-import { makeBatch, resizeCrop, channelStats, adapt } from '../formats/images.js';
-import { whole, decimal } from './args.js';
-import { encodePng } from './io.js';
+import { encoderPrefix } from '../../train/presets.js';
+import { knnReadouts, READOUTS, gather } from '../../train/knn.js';
+import { showMasks, visualizeGrid } from '../../train/visualize.js';
+import { loadFashionMNIST, openImageFolder } from '../../train/node-data.js';
+import { makeBatch, resizeCrop, channelStats, adapt, IMAGENET_MEAN, IMAGENET_STD } from '../../formats/images.js';
+import { whole, decimal, CliError } from '../args.js';
+import { encodePng, readInput, why } from '../io.js';
+import { loadEngine } from '../engine.js';
 
 const EVAL = { bank: 10000, queries: 2000, k: 20, t: 0.1, show: 8 };
 
 /** The kNN evaluation's options (lightly's knn_predict: k neighbours, votes exp(sim / t)). */
-export const KNN_OPTIONS = {
+const KNN_OPTIONS = {
   'eval-bank': { value: 'N', help: `kNN bank: training images (default ${EVAL.bank})`, parse: whole(1, 10000000) },
   'eval-queries': { value: 'N', help: `kNN queries: test images (default ${EVAL.queries})`, parse: whole(1, 10000000) },
   'knn-k': { value: 'K', help: `kNN: neighbours that vote (default ${EVAL.k})`, parse: whole(1, 100000) },
@@ -56,7 +59,7 @@ function evalSets(data, dims, nBank, nQuery, maxPixels) {
 
 /** The kNN bank and queries, and a worker that evaluates the untrained encoder and raw pixels on
  * them on the other core while this one trains. null when the data have no classes. */
-export function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = null, maxPixels) {
+function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = null, maxPixels) {
   const sets = evalSets(run.data, info.dims, o.evalBank ?? EVAL.bank, o.evalQueries ?? EVAL.queries, maxPixels);
   if (!sets) {
     warn(`${run.data}: no classes (sub-folders) or fewer than 5 images, so no kNN evaluation`);
@@ -94,7 +97,7 @@ export function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = n
 
 /** The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
  * (from the side evaluation). */
-export async function knnResults(model, side, say, warn) {
+async function knnResults(model, side, say, warn) {
   const { sets, knnOpts } = side,
     te = performance.now();
   const knn = { trained: knnReadouts(model, sets.bank, sets.query, knnOpts), initial: null, pixels: null }; // { mean, cls }
@@ -112,7 +115,7 @@ export async function knnResults(model, side, say, warn) {
  * images (Fashion-MNIST's test set, or the folder's). A write that fails stops the run;
  * reconstructions that cannot be computed (the parameters of a run stopped by a NaN) are only
  * warned about. */
-export function writeResults(model, run, outputs, warn, maxPixels) {
+function writeResults(model, run, outputs, warn, maxPixels) {
   outputs.write(outputs.paths.weights, model.saveSafetensors({ modelPrefix: encoderPrefix(run.spec.kind) }));
   let png;
   try {
@@ -148,7 +151,7 @@ export function writeResults(model, run, outputs, warn, maxPixels) {
   outputs.write(outputs.paths.image, png);
 }
 /** The report on stdout (and, with --json, one JSON line after it). */
-export function report(
+function report(
   o,
   { run, model, side, knn, paths, finished, step, lastLoss, seconds, trained, trainSeconds, threads },
 ) {
@@ -196,3 +199,112 @@ export function report(
     }) + '\n',
   );
 }
+
+// The trained model in this thread (kNN, reconstructions): the run's model with its checkpoint, in
+// the engine the run was checked with (the build the run trained with: --wasm, else the
+// checkpoint's, else the default, as the worker picks it).
+function restoreModel(vt, obj, r, state) {
+  const model = vt.createModel(r.spec);
+  try {
+    model.setGradCheckpointing(r.policy);
+    model.initWeights(BigInt(r.seed));
+    if (r.frozen) {
+      model.setRequiresGrad('', true);
+      for (const name of r.frozen) model.setRequiresGrad(name, false);
+    }
+    model.trainerInit({ ...obj.trainer(r), ...(r.minLr ? { minLr: r.minLr } : {}) });
+    model.loadTrainState(state);
+    model.normalization =
+      r.mean != null
+        ? { mean: r.mean, std: r.std, source: 'the run' }
+        : { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: 'ImageNet' };
+  } catch (e) {
+    model.dispose();
+    throw new CliError(e.message);
+  }
+  return model;
+}
+
+/** The report of an encoder's run (web/cli/train.js calls these). */
+export default {
+  files: { weights: 'encoder.safetensors', state: 'checkpoint.safetensors', image: 'reconstructions.png' },
+  options: KNN_OPTIONS,
+  keepsEngine: true, // the trained model is restored in this thread
+  noEval: () => true, // the kNN evaluation is this thread's
+  startLine({ o, stopAt }, i, engine) {
+    const r = i.run,
+      { img, chans, patch, dim, depth } = i.dims,
+      s = r.steps;
+    return (
+      `vitrine train: ${r.spec.kind.toUpperCase()} ${r.preset || 'config'} ${img}x${img}x${chans} patch ${patch} dim ${dim} depth ${depth}, ` +
+      `${i.images} images (${r.data}), batch ${r.batch}${r.gradAccum > 1 ? ` x ${r.gradAccum} accumulated` : ''}, steps ${i.step ? i.step + '..' : ''}${Math.min(s, stopAt ?? s)}/${s}, lr ${r.lr}` +
+      `${r.minLr ? ` -> ${r.minLr}` : ''}${r.spec.kind === 'mae' && r.maskRatio != null ? `, mask ratio ${r.maskRatio}` : ''}, normalisation ${i.normalization.source}, grad checkpointing ${i.policy}, ` +
+      `wasm ${engine.build}, ${engine.threads} thread${engine.threads === 1 ? '' : 's'}${engine.threadsNote ? ` (${engine.threadsNote})` : ''}` +
+      `, backend ${engine.backend.name}${engine.backend.name === 'wasm' && !o.backend ? '' : ` (${engine.backend.reason})`}`
+    );
+  },
+  // the untrained encoder's and raw pixels' kNN on the other core while this one trains
+  onReady(ctx, i, engine) {
+    const { o, resumeBytes, stopAt, maxPixels, warn, say } = ctx,
+      r = i.run;
+    say(this.startLine(ctx, i, engine));
+    if (o.noEval || (stopAt ?? r.steps) < r.steps) return;
+    let initBytes = null;
+    if (r.init && !resumeBytes)
+      try {
+        initBytes = readInput(r.init);
+      } catch (e) {
+        warn(`--init ${r.init}: ${why(e)}`);
+      }
+    ctx.side = startSideEvaluation(o, { build: engine.build }, r, i, BigInt(r.seed), warn, initBytes, maxPixels);
+  },
+  async finish(ctx) {
+    const { o, obj, loop, outputs, say, warn, saveError, maxPixels, t0 } = ctx,
+      { result } = loop,
+      r = result.run;
+    if (!result.checkpoint) {
+      // the engine would not save the state (an update made it non-finite): no results of it either
+      say(`vitrine train: wrote what it could from step ${result.step}: nothing`);
+      return;
+    }
+    if (ctx.vt.build !== ctx.engine.build) {
+      ctx.vt.close();
+      ctx.vt = null;
+      ctx.vt = await loadEngine({ wasm: ctx.engine.build, threads: o.threads });
+    } // the worker's build, for its bits
+    const model = restoreModel(ctx.vt, obj, r, result.checkpoint);
+    try {
+      try {
+        writeResults(model, r, outputs, warn, maxPixels);
+      } catch (e) {
+        throw new CliError(`${e.message} (${outputs.stateNote()})`);
+      }
+      if (loop.error || saveError)
+        say(`vitrine train: wrote what it could from step ${result.step}: ${outputs.wrote.join(', ') || 'nothing'}`);
+      const side = ctx.side;
+      const knn =
+        side && !loop.interrupted && !loop.error && !saveError
+          ? await knnResults(model, side, say, warn)
+          : { trained: null, initial: null, pixels: null };
+      report(o, {
+        run: r,
+        model,
+        side,
+        knn,
+        paths: outputs.paths,
+        finished: result.step >= r.steps,
+        step: result.step,
+        lastLoss: result.lossLast ?? r.lossFirst ?? null,
+        seconds: (performance.now() - t0) / 1000,
+        trained: result.trained,
+        trainSeconds: result.trainSeconds,
+        threads: ctx.engine.threads,
+      });
+    } finally {
+      model.dispose();
+    }
+  },
+  cleanUp(ctx) {
+    if (ctx.side) ctx.side.worker.terminate();
+  },
+};

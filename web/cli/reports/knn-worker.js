@@ -1,11 +1,11 @@
-// eval-worker.js: a Node worker thread of `vitrine train` that computes, on the second core while
+// knn-worker.js: a Node worker thread of `vitrine train` that computes, on the second core while
 // the main thread trains, the kNN accuracy of the untrained encoder (the same seeded
 // initialisation, re-created; every readout) and of the raw pixels. Its engine runs on 1 thread, beside the
 // training's pool; this keeps the main job's wall time down. workerData: { wasm, spec, initSeed, initBytes (--init), bank, query,
 // stats (the run's mean / std), frozen, k, t, classes } with bank / query = { n, chans, size, pixels, labels }.
 import { parentPort, workerData } from 'node:worker_threads';
-import { createVitrine } from '../vitrine.js';
-import { pixelFeatures, knnAccuracy, knnReadouts } from '../train/knn.js';
+import { createVitrine } from '../../vitrine.js';
+import { pixelFeatures, knnAccuracy, knnReadouts } from '../../train/knn.js';
 
 const w = workerData;
 const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
