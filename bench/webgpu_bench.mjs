@@ -89,7 +89,7 @@ if (args.includes('--step')) {
   const i = gv.backend.adapter;
   P(`## A training step: WebGPU vs wasm (2 threads), interleaved\n`);
   P(
-    `MAE ${name} (${JSON.stringify(cfg.encoder)}), batch ${B}, ${g._gpu.step.calls.length} kernel calls, ${g._gpu.step.prog.list.length} dispatches`,
+    `MAE ${name} (${JSON.stringify(cfg.encoder)}), batch ${B}, ${g._backend.step.calls.length} kernel calls, ${g._backend.step.prog.list.length} dispatches`,
   );
   P(
     `adapter: ${i.description || i.device} (${i.vendor} ${i.architecture})${i.software ? ', software: shaders run on the CPU' : ''}; CPU: ${cpus()[0].model}, wasm ${cv.build} on ${cv.threads} threads`,

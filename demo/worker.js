@@ -279,7 +279,7 @@ function onStep(ev) {
 // With backend webgpu the Session steps on the GPU (Model.trainStepAsync: MAE, AIM and classify);
 // a message waits for a GPU step in flight and brings the model's state back to wasm memory
 // (Session.sync) before its handler reads or changes it
-const onGpu = () => !!(run && run.session.gpu);
+const onGpu = () => !!(run && run.session.stateOnDevice);
 
 function onEval(e) {
   if (run.evals.length && run.evals[run.evals.length - 1].step === e.step) return;

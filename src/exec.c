@@ -239,3 +239,40 @@ vt_status vt_kernel_contract(char **out, size_t *len) {
     *len = n;
     return VT_OK;
 }
+
+/* The same contract as data, for a backend that implements the list (web/webgpu/ replays a recorded
+ * step): {"matmul_forward": {"ops": [["out", "f32", "w", "M * N"], ...], "ints": ["M", "K", "N"],
+ * "floats": []}, ...} in list order (vtw_manifest carries it as "kernels"). The names, types and
+ * lengths are identifiers and C expressions of kernel_list.h: nothing in them needs escaping. */
+vt_status vt_kernel_contract_json(char **out, size_t *len) {
+    size_t cap = 1 << 15, n = 0;
+    char *s = malloc(cap);
+    if (!s) return vt_fail(VT_ERR_NOMEM, "out of memory");
+#define PUT(...)                                                                                             \
+    do {                                                                                                     \
+        int w_ = snprintf(s + n, cap - n, __VA_ARGS__);                                                      \
+        if (w_ < 0 || (size_t)w_ >= cap - n) {                                                               \
+            free(s);                                                                                         \
+            return vt_fail(VT_ERR_NOMEM, "contract JSON too long");                                          \
+        }                                                                                                    \
+        n += (size_t)w_;                                                                                     \
+    } while (0)
+    PUT("{");
+    for (int k = 0; k < VT_KERNEL_COUNT; k++) {
+        const kinfo *K = &kernels[k];
+        PUT("%s\"%s\": {\"ops\": [", k ? ", " : "", K->name);
+        for (int i = 0; i < K->nops; i++)
+            PUT("%s[\"%s\", \"%s\", \"%s\", \"%s\"]", i ? ", " : "", K->ops[i].name,
+                dtype_name(K->ops[i].dtype), access_name(K->ops[i].access), K->ops[i].len);
+        PUT("], \"ints\": [");
+        for (int i = 0; i < K->nints; i++) PUT("%s\"%s\"", i ? ", " : "", K->ints[i]);
+        PUT("], \"floats\": [");
+        for (int i = 0; i < K->nfloats; i++) PUT("%s\"%s\"", i ? ", " : "", K->floats[i]);
+        PUT("]}");
+    }
+    PUT("}");
+#undef PUT
+    *out = s;
+    *len = n;
+    return VT_OK;
+}

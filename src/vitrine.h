@@ -524,7 +524,8 @@ vt_status vt_trace_summary(const vt_trace *t, char **out, size_t *len);
 /* The kernel list (kernel_list.h): names, and each kernel's signature as the docs print it */
 int vt_kernel_count(void);
 const char *vt_kernel_name(int k);
-vt_status vt_kernel_contract(char **out, size_t *len); /* markdown table of every kernel */
+vt_status vt_kernel_contract(char **out, size_t *len);      /* markdown table of every kernel */
+vt_status vt_kernel_contract_json(char **out, size_t *len); /* the same as JSON, for a backend */
 const char *vt_region_name(int r);
 const char *vt_phase_name(int phase);
 

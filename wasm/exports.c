@@ -103,9 +103,11 @@ static const struct {
  * {"layouts": {"step_plan": {"type": "f64", "size": 22, "fields": {"params": 0, ...}}, ...},
  *  "kinds": [...], "calls": [...], "policies": [...], "presets": [...],
  *  "preset_encoders": {"vit_tiny_patch16_224": {timm kwargs}, ...}, "regions": ["params", ...],
- *  "limits": {"policy_text_max": 48, "timeline_max": 4096, "max_models": 256}} */
+ *  "limits": {"policy_text_max": 48, "timeline_max": 4096, "max_models": 256},
+ *  "kernels": {"matmul_forward": {"ops": [["out", "f32", "w", "M * N"], ...], "ints": [...],
+ *  "floats": [...]}, ...}} (vt_kernel_contract_json) */
 VTW_API const char *vtw_manifest(void) {
-    static char json[8192];
+    static char json[1 << 16];
     if (json[0]) return json;
     size_t k = 0, cap = sizeof json;
 #define PUT(...) (k += (size_t)snprintf(json + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__))
@@ -140,8 +142,14 @@ VTW_API const char *vtw_manifest(void) {
     }
     PUT("}, \"regions\": [");
     for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
-    PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}}",
+    PUT("], \"limits\": {\"policy_text_max\": %d, \"timeline_max\": %d, \"max_models\": %d}",
         VT_POLICY_TEXT_MAX, VT_TIMELINE_MAX, VTW_MAX_MODELS);
+    /* the kernel list's contract, what a backend that replays a recorded step implements */
+    char *kernels = NULL;
+    size_t klen = 0;
+    if (vt_kernel_contract_json(&kernels, &klen)) return NULL;
+    PUT(", \"kernels\": %s}", kernels);
+    free(kernels);
 #undef PUT
     if (k >= cap) {
         json[0] = 0;

@@ -49,10 +49,20 @@ export interface GpuAdapterInfo {
   software: boolean;
 }
 /** Where training steps run, and why (createVitrine's backend option). */
+/** Where training steps run (web/runtime/backend.js: the operations every backend implements). */
 export interface Backend {
   name: 'wasm' | 'webgpu';
   reason: string;
   adapter: GpuAdapterInfo | null;
+  /** what it can step: the micro-batches one step may sum (gradAccumWhy: why no more), whether the
+   * newest state stays on the device between steps, the device's buffer limits (null on wasm) */
+  limits: {
+    gradAccum: number;
+    gradAccumWhy: string | null;
+    stateOnDevice: boolean;
+    maxBufferSize: number | null;
+    maxStorageBufferBindingSize: number | null;
+  };
 }
 
 export function createVitrine(options?: CreateOptions): Promise<Vitrine>;
@@ -836,7 +846,8 @@ export class Session {
   startStep: number;
   lossFirst: number | null;
   lossLast: number | null;
-  readonly gpu: boolean;
+  /** the model's newest state stays on its backend's device between steps (webgpu): sync() first */
+  readonly stateOnDevice: boolean;
   readonly step: number;
   readonly steps: number;
   readonly epoch: number;

@@ -146,4 +146,23 @@ test("Model.traceStep and vitrine trace: the list of the default model is the na
     oracle(vt).contract().trim(),
     'docs/kernels.md: regenerate the table with build/vitrine trace --kernels',
   );
+  // the same contract as data (vt.manifest.kernels, what the WebGPU backend replays by): row for
+  // row the table's names, operands (type, access, length), ints and floats
+  const rows = table.split('\n').slice(2);
+  assert.deepEqual(
+    Object.keys(vt.manifest.kernels),
+    rows.map((r) => /^\| `(\w+)`/.exec(r)[1]),
+  );
+  for (const r of rows) {
+    const [, name, ops, ints, floats] = /^\| `(\w+)` \| (.*?) \| (.*?) \| (.*?) \| .* \|$/.exec(r);
+    const k = vt.manifest.kernels[name],
+      list = (x) =>
+        x
+          .split(',')
+          .map((t) => t.trim())
+          .filter(Boolean);
+    assert.equal(k.ops.map(([n, t, a, len]) => `\`${n}\` ${t} ${a} [${len}]`).join(', '), ops, name);
+    assert.deepEqual(k.ints, list(ints), name);
+    assert.deepEqual(k.floats, list(floats), name);
+  }
 });

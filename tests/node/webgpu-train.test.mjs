@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine, train } from '../../web/vitrine.js';
 import { GpuError } from '../../web/webgpu/device.js';
-import { deviceMisfit, wholeRows } from '../../web/webgpu/backend.js';
+import { deviceMisfit } from '../../web/webgpu/backend.js';
 import { REPO, WASM_DIR, readSafetensors } from './util.mjs';
 import { testGpu, rand, rel, sameBits } from './webgpu-util.mjs';
 
@@ -87,7 +87,7 @@ test("a GPU step from the model's real state: the wasm run's losses and gradient
       lc = c.trainStep(images(s), B);
     assert.ok(Math.abs(lg - lc) <= LOSS_TOL * Math.abs(lc), `step ${s}: loss ${lg} on the GPU, ${lc} on wasm`);
   }
-  assert.equal(g._gpu.recordings, 1, 'one recording for three steps of one shape and policy');
+  assert.equal(g._backend.recordings, 1, 'one recording for three steps of one shape and policy');
   assert.equal(g.stepCount, 3);
   // the newest state is on the GPU: wasm readers refuse until sync()
   assert.throws(() => g.saveTrainState(), /await model.sync\(\) first/);
@@ -103,7 +103,7 @@ test("a GPU step from the model's real state: the wasm run's losses and gradient
   c.setGradCheckpointing('block');
   const lg = await g.trainStepAsync(rand(3 * 256, 7), 3),
     lc = c.trainStep(rand(3 * 256, 7), 3);
-  assert.equal(g._gpu.recordings, 2);
+  assert.equal(g._backend.recordings, 2);
   assert.ok(Math.abs(lg - lc) <= LOSS_TOL * Math.abs(lc), `after the switch: ${lg} vs ${lc}`);
   await assert.rejects(g.trainStepAsync(images(0), 3), /batch 3 given, the images hold 2/);
   g.dispose();
@@ -124,7 +124,7 @@ test('every checkpointing policy gives the bits of none on the GPU (losses, para
       params: flat(state(m)),
       grads: flat(grads(m)),
       train: m.saveTrainState(),
-      calls: m._gpu.step.calls.length,
+      calls: m._backend.step.calls.length,
     };
     m.dispose();
     if (!want) {
@@ -164,7 +164,7 @@ test("a classifier's step on the GPU (labels uploaded each step): the wasm run's
       lc = c.trainStepLabels(x, y);
     assert.ok(Math.abs(lg - lc) <= LOSS_TOL * lc, `step ${s}: ${lg} vs ${lc}`);
   }
-  assert.equal(g._gpu.recordings, 1);
+  assert.equal(g._backend.recordings, 1);
   g.dispose();
   c.dispose();
 });
@@ -177,8 +177,8 @@ test('a step over more than one binding: the regions split across buffers, the s
     const out = {
       losses,
       params: flat(state(m)),
-      single: m._gpu.step.layout.single,
-      buffers: m._gpu.step.layout.buffers.length,
+      single: m._backend.step.layout.single,
+      buffers: m._backend.step.layout.buffers.length,
     };
     m.dispose();
     return out;
@@ -445,7 +445,7 @@ test("plan --backend webgpu: the step against the adapter's limits; a limit brok
   // cut into 64-row MLP chunks), a larger arena; the wasm model's own recording is as before
   const calls = (t) => t.entries.filter((e) => e.call).length,
     chunked = m.traceStep({ batch: 8, json: true });
-  const whole = wholeRows(cpuVt, m._h, () => m.traceStep({ batch: 8, json: true }));
+  const whole = m.recordStep({ batch: 8 });
   assert.ok(
     calls(whole) < calls(chunked) && whole.regions.arena > chunked.regions.arena,
     `${calls(whole)} vs ${calls(chunked)} calls`,
@@ -476,12 +476,12 @@ test('faults: a lost device, a shader that does not compile, out of memory: a cl
   assert.equal(m.stepCount, 0);
   state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'parameters unchanged'));
   // out of memory while allocating the step's buffers
-  const storage = m._gpu.pool.storage;
-  m._gpu.pool.storage = async () => {
+  const storage = m._backend.pool.storage;
+  m._backend.pool.storage = async () => {
     throw new GpuError('out-of-memory', 'allocating: out of GPU memory (injected)');
   };
   await assert.rejects(m.trainStepAsync(images(0), B), (e) => e.kind === 'out-of-memory' && /intact/.test(e.message));
-  m._gpu.pool.storage = storage;
+  m._backend.pool.storage = storage;
   assert.equal(m.stepCount, 0);
   // two good steps (state on the GPU, not synced), then the device is lost: back to step 0's state
   const l0 = await m.trainStepAsync(images(0), B);

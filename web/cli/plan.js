@@ -161,7 +161,7 @@ async function plan(o) {
 // largest batch (halving) at this policy
 async function deviceFit(vt, model, { objective, batch, policy, maskRatio }) {
   const { deviceMisfit } = await import('../webgpu/backend.js');
-  const limits = vt.backend.gpu.limits,
+  const limits = vt.backend.limits,
     a = vt.backend.adapter;
   if (objective !== 'encode') model.trainerInit({ maskRatio: maskRatio ?? 0 });
   const misfit = (p, b) => {

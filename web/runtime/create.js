@@ -4,6 +4,7 @@
 import { buildName, fallbackBuild, loadBuild, WASM_BUILDS } from './loader.js';
 import { startPool, hostCores, threadsUnavailableReason } from './pool.js';
 import { Vitrine } from './engine.js';
+import { wasmBackend } from './backend.js';
 import { VitrineError } from '../errors.js';
 
 /**
@@ -29,8 +30,8 @@ import { VitrineError } from '../errors.js';
  * which bundlers do not follow.
  * backend: where training steps run -- 'wasm' (the default), 'webgpu' (the engine's recorded step
  * replayed on a WebGPU adapter, software ones included; throws a GpuError when there is none) or
- * 'auto' (WebGPU on a hardware adapter, else wasm). vt.backend = { name, reason, adapter } says
- * which and why; models then train with trainStepAsync (web/webgpu/backend.js). gpu: options of
+ * 'auto' (WebGPU on a hardware adapter, else wasm). vt.backend (web/runtime/backend.js: name,
+ * reason, adapter, limits) says which and why; models train with trainStepAsync on it. gpu: options of
  * the adapter request ({ swiftshader: true } in Node: Chromium's SwiftShader, no GPU needed).
  */
 export async function createVitrine(options = {}) {
@@ -72,12 +73,10 @@ export async function createVitrine(options = {}) {
   vt.threadsNote = note;
   if (options.backend != null && options.backend !== 'wasm') {
     // the WebGPU modules only when asked for
-    const { chooseBackend, GpuTrainer } = await import('../webgpu/backend.js');
-    const be = await chooseBackend(options.backend, options.gpu || {});
-    vt.backend = { name: be.name, reason: be.reason, adapter: be.adapter };
-    if (be.gpu) Object.defineProperties(vt.backend, { gpu: { value: be.gpu }, Trainer: { value: GpuTrainer } });
-  } else
-    vt.backend = { name: 'wasm', reason: options.backend ? 'asked for (backend: wasm)' : 'the default', adapter: null };
+    const { webgpuBackend } = await import('../webgpu/backend.js');
+    const be = await webgpuBackend(options.backend, options.gpu || {});
+    vt.backend = be.fallback ? wasmBackend(be.fallback, be.adapter) : be;
+  } else vt.backend = wasmBackend(options.backend ? 'asked for (backend: wasm)' : 'the default');
   if (threads > 1) {
     const c = vt._c;
     try {

@@ -7,6 +7,7 @@
 // VitrineError carrying the engine's message and status.
 import { VitrineError } from '../errors.js';
 import { Model, modelDims } from './model.js';
+import { wasmBackend } from './backend.js';
 
 const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Array, 8] };
 /** snake_case (C) -> camelCase (JS): 'fit_recompute_flops' -> 'fitRecomputeFlops'. */
@@ -41,8 +42,8 @@ export class Vitrine {
     this._pool = null;
     this.threaded = false; // the shared-memory (-mt) file is loaded
     this.threadsNote = null;
-    /** Where training steps run and why (createVitrine's backend; web/webgpu/backend.js). */
-    this.backend = { name: 'wasm', reason: 'default', adapter: null };
+    /** Where training steps run and why (createVitrine's backend: web/runtime/backend.js). */
+    this.backend = wasmBackend('default');
   }
 
   /** Threads the engine's kernels use: 1 + the pool's workers alive (threadsNote says when fewer
@@ -57,9 +58,9 @@ export class Vitrine {
   /** Stops the pool's workers; the engine goes on with 1 thread. Returns even when a worker has
    * died (it waits a bounded time for each to leave; threadsNote then says so). */
   close() {
-    if (this.backend && this.backend.gpu) {
-      this.backend.gpu.destroy();
-      this.backend = { ...this.backend, name: 'wasm', reason: 'closed' };
+    if (this.backend.name !== 'wasm') {
+      this.backend.close();
+      this.backend = wasmBackend('closed', this.backend.adapter);
     }
     if (!this._pool) return;
     const stuck = this._pool.close();
@@ -77,7 +78,10 @@ export class Vitrine {
   }
 
   // ---- memory: fresh views on every use, never kept across a call into wasm. @internal: the
-  // shell's own helpers (web/runtime/model.js), not declared in vitrine.d.ts ----
+  // shell's own helpers (web/runtime/model.js, a backend's), not declared in vitrine.d.ts ----
+  /** @internal The wasm memory's current buffer (replaced when memory grows). */ buffer() {
+    return this._low.buffer();
+  }
   /** @internal */ u8() {
     return new Uint8Array(this._low.buffer());
   }
@@ -146,6 +150,10 @@ export class Vitrine {
     if (!L) throw new Error(`the engine describes no layout '${name}'`);
     const width = L.type === 'text' ? this.manifest.limits.policy_text_max : ELEMENT[L.type][1];
     return { ...L, width, bytes: L.size * width };
+  }
+  /** @internal Bytes of layout `name` (what to allocate for it). */
+  layoutBytes(name) {
+    return this._layout(name).bytes;
   }
   /** @internal The fields of layout `name` at ptr, by name (camelCase): numbers, or strings for a text layout. */
   readLayout(name, ptr) {
@@ -299,8 +307,109 @@ export class Vitrine {
     return result;
   }
 
+  /** @internal A dump of what a backend computed for parity file `fileBytes` (f32 safetensors of
+   * the --dump layout) judged by the engine's harness as it judges its own (vt_parity_check). */
+  parityCheck(fileBytes, dumpBytes, file = null) {
+    const p = this.copyIn(fileBytes),
+      q = this.copyIn(dumpBytes),
+      out = this.alloc(this._layout('parity_out').bytes);
+    try {
+      const rc = this.withStrings([file || ''], (f) =>
+        this._c.parity_check(p, fileBytes.byteLength, q, dumpBytes.byteLength, f, out),
+      );
+      return this._parityResult(rc, out);
+    } finally {
+      this.free(p);
+      this.free(q);
+      this.free(out);
+    }
+  }
+  /** @internal The harness's job of a parity file (its model and inputs made, the call recorded
+   * twice: forward, forward + backward) for a backend that computes it elsewhere: a ParityJob. */
+  openParityJob(bytes, policy = null) {
+    return new ParityJob(this, bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), policy);
+  }
+
   /** The wasm linear memory, in bytes. */
   memory() {
     return { linear: this._low.buffer().byteLength };
+  }
+}
+
+/** @internal A parity file's job in the engine's harness (harness/parity.h), for a backend that
+ * replays its two recordings (web/webgpu/parity.js). close() frees it. */
+class ParityJob {
+  constructor(vt, u8, policy) {
+    this.vt = vt;
+    this.p = vt.copyIn(u8);
+    const h = vt.withStrings([policy || ''], (pol) => vt._c.parity_open(this.p, u8.byteLength, pol));
+    if (h < 0) {
+      vt.free(this.p);
+      throw vt.error(h);
+    }
+    this.h = h;
+  }
+  /** The call recorded for a device (whole row ranges): [forward only, forward + backward]. */
+  record() {
+    const vt = this.vt,
+      c = vt._c,
+      h = this.h;
+    vt.check(c.model_set_whole_rows(h, 1));
+    let a, b;
+    try {
+      [a, b] = vt.withLayouts(['bytes_out', 'bytes_out'], (x, y) => c.parity_record(h, x, y));
+    } finally {
+      c.model_set_whole_rows(h, 0);
+    }
+    return [a, b].map((o) => {
+      const t = JSON.parse(new TextDecoder().decode(vt.u8().slice(o.ptr, o.ptr + o.len)));
+      vt.free(o.ptr);
+      return t;
+    });
+  }
+  /** Region r of the job's model (params, grads) as a view of wasm memory, or null. */
+  region(r) {
+    const vt = this.vt,
+      pb = vt.alloc(8);
+    try {
+      const ptr = vt._c.model_region(this.h, vt.manifest.regions.indexOf(r), pb) >>> 0;
+      return ptr ? new Uint8Array(vt.buffer(), ptr, vt.f64(pb, 1)[0]) : null;
+    } finally {
+      vt.free(pb);
+    }
+  }
+  /** The first `bytes` of input region r of recording `which` (0: forward, 1: with backward), or null. */
+  input(which, r, bytes) {
+    const vt = this.vt,
+      ptr = vt._c.parity_input(this.h, which, vt.manifest.regions.indexOf(r)) >>> 0;
+    return ptr ? vt.u8().slice(ptr, ptr + bytes) : null;
+  }
+  /** Each trainable parameter's gradient: { name, shape, at, numel } (at: its float offset in the grads region). */
+  gradients() {
+    const vt = this.vt,
+      c = vt._c,
+      h = this.h,
+      base = this.region('grads').byteOffset,
+      out = [];
+    for (let i = 0, n = vt.check(c.param_count(h)); i < n; i++) {
+      const g = c.param_grad(h, i) >>> 0;
+      if (!g) continue;
+      out.push({
+        name: vt.cstring(c.param_name(h, i)),
+        shape: Array.from({ length: c.param_ndim(h, i) }, (_, d) => c.param_dim(h, i, d)),
+        at: (g - base) / 4,
+        numel: c.param_numel(h, i),
+      });
+    }
+    return out;
+  }
+  /** The job's model dims (as Model.dims). */
+  get dims() {
+    return modelDims(this.vt.withLayouts(['model_dims'], (p) => this.vt._c.model_dims(this.h, p))[0]);
+  }
+  close() {
+    if (this.h > 0) this.vt._c.parity_close(this.h);
+    this.h = 0;
+    this.vt.free(this.p);
   }
 }

@@ -56,6 +56,11 @@ function toIndices(name, x, batch) {
 const toMask = (x) =>
   x == null ? null : Uint8Array.from((Array.isArray(x) ? x.flat() : Array.from(x)).map((v) => (v ? 1 : 0)));
 
+// bytes of vt_scalars (loss, dloss, lr, step, nonfinite, grad_norm: docs/kernels.md)
+const SCALARS = 32;
+// a step's inputs besides images and labels: region -> the step_inputs layout's field
+const STEP_INPUTS = { idx_keep: 'idxKeep', idx_mask: 'idxMask', mask: 'mask' };
+
 // A seed (number >= 0 below 2^53, or bigint below 2^64) -> [lo, hi] 32-bit halves.
 function seedHalves(seed) {
   let s;
@@ -105,19 +110,13 @@ export class Model {
     this._inputs = []; // wasm allocations of the last forward's inputs (kept for backward)
     this._last = null; // { fn, batch, nImages, sizes | train } of the last call
     this.dims = modelDims(vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(handle, p))[0]);
-    // the WebGPU backend (createVitrine({ backend })): training steps replayed on the GPU
-    this._gpu = vt.backend && vt.backend.gpu ? new vt.backend.Trainer(this, vt.backend.gpu) : null;
+    // where its training steps run (createVitrine's backend: web/runtime/backend.js), opened for it
+    this._backend = vt.backend.open(this, vt);
   }
-  // wasm memory must hold the newest state (after GPU steps: await sync() first); then a writer of
-  // the state marks the GPU copy stale
+  // wasm memory must hold the newest state (after steps on a device: await sync() first); a
+  // writer of the state makes the backend's copy stale
   _wasmState(what, writes = true) {
-    if (!this._gpu) return;
-    if (this._gpu.dirty)
-      throw new VitrineError(
-        `${what}: the model's newest state is on the GPU (trainStepAsync): await model.sync() first`,
-        -7,
-      );
-    if (writes) this._gpu.invalidate();
+    this._backend.touch(what, { writes });
   }
   get _c() {
     if (!this._h) throw new VitrineError('model is disposed', -7);
@@ -135,7 +134,7 @@ export class Model {
 
   dispose() {
     if (!this._h) return;
-    this._gpu?.destroy();
+    this._backend.free();
     this._freeInputs();
     this._vt._c.model_free(this._h);
     this._h = 0;
@@ -148,8 +147,7 @@ export class Model {
   /** requires_grad for parameters named `name` or under `name.` ('' = all). Returns the count. */
   setRequiresGrad(name, on = true) {
     const c = this._c;
-    this._wasmState('setRequiresGrad');
-    this._gpu?.invalidate({ rerecord: true }); // the gradient layout changes
+    this._backend.touch('setRequiresGrad', { writes: true, rerecord: true }); // the gradient layout changes
     return this._vt.check(this._vt.withStrings([name], (n) => c.set_requires_grad(this._h, n, on ? 1 : 0)));
   }
   zeroGrad() {
@@ -520,11 +518,11 @@ export class Model {
       planned = this.plan(this._last.fn, this._last.sizes);
     }
     return {
-      linear: vt._low.buffer().byteLength,
+      linear: vt.buffer().byteLength,
       planned,
       used: { params, grads, activations: arena.peak },
       arena,
-      ...(this._gpu ? { gpu: this._gpu.bytes } : {}),
+      ...this._backend.memory(),
     };
   }
   /** The last call's activation memory as the engine's arena saw it, one entry per arena event:
@@ -586,8 +584,7 @@ export class Model {
       if (!known.includes(k)) throw new VitrineError(`trainerInit: unknown option '${k}' (${known.join(', ')})`, -1);
     for (const k of known) if (options[k] != null) t[k] = options[k];
     const [lo, hi] = seedHalves(t.seed);
-    this._wasmState('trainerInit');
-    this._gpu?.invalidate({ rerecord: true }); // the mask ratio is part of the recording
+    this._backend.touch('trainerInit', { writes: true, rerecord: true }); // the mask ratio is part of the recording
     vt.withLayouts(['train_config'], (cfg) => c.trainer_init(this._h, cfg, lo, hi), [t]);
     this._last = null;
     this._gradAccum = t.gradAccum;
@@ -640,21 +637,101 @@ export class Model {
   trainStepLabels(images, labels, opts = {}) {
     return this._step('trainStepLabels', images, null, Int32Array.from(labels), opts);
   }
-  /** trainStep on the model's backend: with backend 'webgpu' the recorded step replayed on the GPU
-   * (web/webgpu/backend.js; the newest state then stays there until sync()), else trainStep. */
+  /** One training step on the model's backend (createVitrine's backend: web/runtime/backend.js):
+   * the engine's trainStep on wasm; on webgpu the recorded step replayed on the GPU (the newest
+   * state then stays there until sync()). Returns a promise of the loss. */
   async trainStepAsync(images, batch, opts = {}) {
-    return this._gpu ? this._gpu.trainStep(images, batch, null, opts) : this.trainStep(images, batch, opts);
+    return this._backend.run(images, { batch, labels: null, opts });
   }
   /** trainStepLabels on the model's backend (as trainStepAsync). */
   async trainStepLabelsAsync(images, labels, opts = {}) {
-    return this._gpu
-      ? this._gpu.trainStep(images, null, Int32Array.from(labels), opts)
-      : this.trainStepLabels(images, labels, opts);
+    return this._backend.run(images, { labels: Int32Array.from(labels), opts });
   }
-  /** After GPU steps: copies the parameters, gradients and AdamW state back into wasm memory,
-   * where saving, evaluating and wasm steps read them (a no-op on the wasm backend). */
+  /** After steps on a device: copies the parameters, gradients and AdamW state back into wasm
+   * memory, where saving, evaluating and wasm steps read them (nothing to do on wasm). */
   async sync() {
-    if (this._gpu) await this._gpu.pull();
+    await this._backend.sync();
+  }
+
+  // ---- the step as data, for a backend that replays it elsewhere (web/runtime/backend.js;
+  // docs/kernels.md, "Running a step elsewhere") ----
+
+  /** @internal The training step of `batch` images (a classifier's with labels) recorded for a
+   * device (vt_model_set_whole_rows): kernel calls over whole row ranges -- fewer, larger
+   * dispatches than the CPU's cache-sized chunks -- the model's own plans stay the CPU's. */
+  recordStep({ batch, labels = null }) {
+    const vt = this._vt,
+      c = this._c;
+    vt.check(c.model_set_whole_rows(this._h, 1));
+    try {
+      return this.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true });
+    } finally {
+      c.model_set_whole_rows(this._h, 0);
+    }
+  }
+  /** @internal Region `name` of the model's state (params, grads, adam_m, adam_v) as a view of wasm
+   * memory (fresh: memory may grow), or null when the model has none yet. */
+  region(name) {
+    const vt = this._vt,
+      id = vt.manifest.regions.indexOf(name),
+      pb = vt.alloc(8);
+    try {
+      const p = this._c.model_region(this._h, id, pb) >>> 0,
+        n = vt.f64(pb, 1)[0];
+      return p ? new Uint8Array(vt.buffer(), p, n) : null;
+    } finally {
+      vt.free(pb);
+    }
+  }
+  /** @internal One training step whose kernels run elsewhere: the engine checks the images
+   * (labels), draws the step's inputs as its own step would (vt_train_step_begin: masks, the
+   * scalars region), `run` computes the step and returns the 32 scalar bytes it left, and the
+   * engine ends the step (vt_train_step_end: the step counts, or a non-finite one is refused and
+   * changes nothing). before(x) runs first (record, upload). Returns the loss. */
+  async stepElsewhere(images, { batch = null, labels = null, opts = {} }, { before, run }) {
+    const vt = this._vt,
+      c = this._c,
+      x = toNCHW(images, this.dims, this._stats(opts));
+    if (batch != null && batch !== x.batch)
+      throw new VitrineError(`trainStepAsync: batch ${batch} given, the images hold ${x.batch}`, -1);
+    if (labels && labels.length !== x.batch)
+      throw new VitrineError(`trainStepAsync: ${labels.length} labels for ${x.batch} images`, -1);
+    const pImg = vt.copyIn(x.data),
+      pLab = labels ? vt.copyIn(labels) : 0,
+      pIn = vt.alloc(vt.layoutBytes('step_inputs')),
+      pSc = vt.alloc(SCALARS);
+    let begun = false;
+    try {
+      await before(x);
+      vt.check(c.train_step_begin(this._h, pImg, pLab, x.batch, pIn, pSc));
+      begun = true;
+      const where = vt.readLayout('step_inputs', pIn),
+        inputs = {};
+      for (const [r, f] of Object.entries(STEP_INPUTS))
+        if (where[f]) inputs[r] = (n) => vt.u8().slice(where[f], where[f] + n);
+      const sc = await run({ x, labels, inputs, scalars: vt.u8().slice(pSc, pSc + SCALARS) });
+      vt.u8().set(sc, pSc);
+      begun = false;
+      const loss = vt.f32(pSc, 1)[0];
+      const rc = c.train_step_end(this._h, pSc);
+      this._last = { fn: 'loss', batch: x.batch, nImages: x.data.length, train: true, elsewhere: true };
+      if (rc < 0) throw Object.assign(vt.error(rc), { loss });
+      return loss;
+    } catch (e) {
+      if (begun) {
+        // it failed mid-step: the generator goes back, the step is not counted
+        const nf = new Float32Array(SCALARS / 4);
+        nf[4] = 1;
+        vt.u8().set(new Uint8Array(nf.buffer), pSc);
+        c.train_step_end(this._h, pSc);
+      }
+      throw e;
+    } finally {
+      vt.free(pImg);
+      vt.free(pLab);
+      vt.free(pIn);
+      vt.free(pSc);
+    }
   }
 
   /** A training step of `batch` images (a classifier's with `labels`), or call 'encode' and its backward,
@@ -724,9 +801,9 @@ export class Model {
       c = this._c;
     if (!this._last || this._last.fn !== 'loss')
       throw new VitrineError('visualize needs a loss forward (loss() or trainStep()) first', -7);
-    if (this._last.gpu)
+    if (this._last.elsewhere)
       throw new VitrineError(
-        'visualize: the last step ran on the GPU (its forward stays there); call loss() after sync()',
+        `visualize: the last step ran on the ${this._vt.backend.name} backend (its forward stays there); call loss() after sync()`,
         -7,
       );
     const n = this._last.nImages,

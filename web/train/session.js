@@ -78,10 +78,7 @@ export class Session {
     this.onLoad = hooks.onLoad || null;
     this.model = null;
     this.lossLast = null;
-    // the WebGPU backend (createVitrine({ backend: 'webgpu' })): each step replayed on the GPU
-    // (Model.trainStepAsync), the newest state left there until sync(); `stepping` is the
-    // operation in flight on the model's backend (a step or a sync), one at a time
-    this.gpu = !!(vt.backend && vt.backend.name === 'webgpu');
+    // the operation in flight on the model's backend (a step or a sync), one at a time
     this.stepping = null;
   }
 
@@ -184,11 +181,12 @@ export class Session {
         throw new VitrineError(`${o.resumeName || 'the checkpoint'}: ${e.message}`, e.status || -1);
       }
     }
-    // the GPU replays one recorded step; K micro-batches sum their losses outside the recording
-    if (this.gpu && (run.gradAccum || 1) > 1)
+    // what the backend steps (a recorded step replays one micro-batch)
+    const { limits, name } = this.vt.backend;
+    if ((run.gradAccum || 1) > limits.gradAccum)
       throw Object.assign(
         new VitrineError(
-          `gradAccum ${run.gradAccum}: accumulated steps do not run on the WebGPU backend (a step of K micro-batches is not one recording); use backend wasm`,
+          `gradAccum ${run.gradAccum}: ${limits.gradAccumWhy || `the ${name} backend steps at most ${limits.gradAccum}`}; use backend wasm`,
           -1,
         ),
         { field: 'gradAccum' },
@@ -230,6 +228,11 @@ export class Session {
 
   get step() {
     return this.model.stepCount;
+  }
+  /** Whether the model's newest state stays on its backend's device between steps (webgpu): a
+   * caller reading or changing it between steps of a loop of its own syncs first. */
+  get stateOnDevice() {
+    return this.vt.backend.limits.stateOnDevice;
   }
   get steps() {
     return this.run.steps;

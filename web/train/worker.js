@@ -78,7 +78,7 @@ async function start(o) {
       build: vt.build,
       threads: vt.threads,
       threadsNote: vt.threadsNote,
-      backend: { name, reason, adapter },
+      backend: { name, reason, adapter, limits: vt.backend.limits },
     });
     for (const url of o.objectiveModules || []) await registerObjective(url);
     session = await Session.open(vt, o, { log: (text) => event('log', { text }), onLoad: (p) => event('load', p) });

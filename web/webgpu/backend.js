@@ -1,4 +1,5 @@
-// backend.js: the WebGPU backend of a Model -- the engine's own training step, recorded once
+// backend.js: the WebGPU backend -- the interface of web/runtime/backend.js (record, upload, run,
+// read scalars, sync, free, limits) for the engine's own training step, recorded once
 // (docs/kernels.md, "Running a step elsewhere") and replayed on the GPU (step.js) over the model's
 // real state. The C engine keeps deciding what is computed: the plan, the checkpointing policy,
 // the masks (vt_train_step_begin draws them as vt_train_step would), the learning rate, whether
@@ -19,23 +20,21 @@
 import { GpuError, requestGpu } from './device.js';
 import { BufferPool } from './buffers.js';
 import { Kernels } from './kernels.js';
-import { GpuStep, parseContract } from './step.js';
+import { GpuStep } from './step.js';
 import { VitrineError } from '../errors.js';
-import { toNCHW } from '../formats/images.js';
 
 const STATE = ['params', 'grads', 'adam_m', 'adam_v']; // regions that live across steps
-const INPUT = { idx_keep: 'idxKeep', idx_mask: 'idxMask', mask: 'mask' }; // region -> step_inputs field
-const SCALARS = 32; // bytes of vt_scalars
+const GRAD_ACCUM_WHY =
+  'accumulated steps do not run on the WebGPU backend (a step of K micro-batches is not one recording)';
 
 /**
- * Chooses the backend createVitrine({ backend }) asks for: 'wasm' (the default), 'webgpu' (a
- * WebGPU adapter, software ones included, or a GpuError saying why not) or 'auto' (WebGPU on a
- * hardware adapter, else wasm with the reason: a software adapter such as SwiftShader is a CPU
- * rasteriser, slower than the wasm engine). Returns { name, reason, adapter, gpu }.
+ * The backend createVitrine({ backend }) asks for, when it is not plain wasm: 'webgpu' (a WebGPU
+ * adapter, software ones included, or a GpuError saying why not) or 'auto' (WebGPU on a hardware
+ * adapter, else wasm with the reason: a software adapter such as SwiftShader is a CPU rasteriser,
+ * slower than the wasm engine). Returns the WebGPU backend (web/runtime/backend.js's interface),
+ * or { fallback: why } for wasm.
  */
-export async function chooseBackend(backend = 'wasm', opts = {}) {
-  if (backend === 'wasm' || backend == null)
-    return { name: 'wasm', reason: 'asked for (backend: wasm)', adapter: null, gpu: null };
+export async function webgpuBackend(backend, opts = {}) {
   if (backend !== 'webgpu' && backend !== 'auto')
     throw new VitrineError(`backend must be 'webgpu', 'wasm' or 'auto', got '${backend}'`, -1);
   let gpu;
@@ -43,7 +42,7 @@ export async function chooseBackend(backend = 'wasm', opts = {}) {
     gpu = await requestGpu(opts);
   } catch (e) {
     if (backend === 'webgpu') throw e;
-    return { name: 'wasm', reason: `no WebGPU: ${e.message}`, adapter: null, gpu: null };
+    return { fallback: `no WebGPU: ${e.message}` };
   }
   const adapter = gpu.info;
   const named =
@@ -51,41 +50,33 @@ export async function chooseBackend(backend = 'wasm', opts = {}) {
     'unnamed adapter';
   if (backend === 'auto' && adapter.software) {
     gpu.destroy();
-    return {
-      name: 'wasm',
-      reason: `the only WebGPU adapter is a software one (${named}), slower than wasm`,
-      adapter,
-      gpu: null,
-    };
+    return { fallback: `the only WebGPU adapter is a software one (${named}), slower than wasm`, adapter };
   }
-  return {
+  const be = {
     name: 'webgpu',
     reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}${adapter.software ? ' (software)' : ''}`,
     adapter,
-    gpu,
+    limits: {
+      gradAccum: 1,
+      gradAccumWhy: GRAD_ACCUM_WHY,
+      stateOnDevice: true,
+      maxBufferSize: gpu.limits.maxBufferSize,
+      maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
+    },
   };
+  // the device and the operations stay off the enumerable fields (vt.backend is posted as data)
+  return Object.defineProperties(be, {
+    gpu: { value: gpu },
+    open: { value: (model, vt) => new GpuStepBackend(model, vt, gpu) },
+    close: { value: () => gpu.destroy() },
+  });
 }
 
-/**
- * fn() with model h recording for a device (vt_model_set_whole_rows): kernel calls over whole row
- * ranges (the MLP backward, im2col / col2im) instead of the CPU's cache-sized chunks -- fewer,
- * larger dispatches (a ViT-Ti/16 step at batch 64: 11,387 calls chunked); the wasm model's own
- * plans stay the CPU's (set back after).
- */
-export function wholeRows(vt, h, fn) {
-  vt.check(vt._c.model_set_whole_rows(h, 1));
-  try {
-    return fn();
-  } finally {
-    vt._c.model_set_whole_rows(h, 0);
-  }
-}
-
-/** The GPU side of one Model (model._gpu): its recorded step and the state it holds. */
-export class GpuTrainer {
-  constructor(model, gpu) {
+/** The GPU side of one Model: its recorded step and the state it holds. */
+export class GpuStepBackend {
+  constructor(model, vt, gpu) {
     this.model = model;
-    this.vt = model._vt;
+    this.vt = vt; // the engine: its threads decide the recording, its manifest states the kernel contract
     this.gpu = gpu;
     this.kernels = gpu.kernels || (gpu.kernels = new Kernels(gpu)); // one pipeline cache a device
     this.pool = new BufferPool(gpu);
@@ -95,6 +86,7 @@ export class GpuTrainer {
     this.stale = true; // wasm memory holds state newer than the GPU
     this.recordings = 0; // how many times a step was recorded (tests: not every step)
     this.synced = null; // { state: saveTrainState bytes, step } of the last upload / pull
+    this.scalars = null; // the last step's scalars, read back
   }
 
   // the training state of the last sync, to go back to when the GPU fails
@@ -106,56 +98,51 @@ export class GpuTrainer {
   get bytes() {
     return this.pool.bytes;
   }
+  memory() {
+    return { gpu: this.bytes };
+  }
 
-  /** The wasm state changed (weights loaded, trainer set up): upload it before the next GPU step. */
-  invalidate({ rerecord = false } = {}) {
+  /** Wasm memory is about to be read (`writes`: written): refused while the GPU holds newer
+   * state; a write makes the GPU copy stale (rerecord: and the recording, its shape changed). */
+  touch(what, { writes = true, rerecord = false } = {}) {
     if (this.dirty)
-      throw new VitrineError("the model's newest state is on the GPU: await model.sync() before changing it", -7);
+      throw new VitrineError(
+        `${what}: the model's newest state is on the GPU (trainStepAsync): await model.sync() first`,
+        -7,
+      );
+    if (!writes) return;
     this.stale = true;
     if (rerecord) this.key = null;
   }
 
-  // The recording for a step of `batch` images (labels: a classifier's): the same as the last one
-  // unless what decides the list changed.
-  async _recording(batch, labels) {
+  /** The recording for a step of `batch` images (labels: a classifier's): the same as the last one
+   * unless what decides the list changed. */
+  async record({ batch, labels }) {
     const m = this.model;
     const key = JSON.stringify([batch, !!labels, m.gradCheckpointing, this.vt.threads]);
     if (this.step && key === this.key) return this.step;
-    if (this.step && this.dirty) await this.pull(); // the state moves through wasm memory
+    if (this.step && this.dirty) await this.sync(); // the state moves through wasm memory
     this._drop();
-    const trace = wholeRows(this.vt, m._h, () =>
-      m.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true }),
+    const trace = m.recordStep({ batch, labels });
+    this.step = await GpuStep.create(
+      this.kernels,
+      this.pool,
+      trace,
+      this.vt.manifest.kernels,
+      `${m.kind} step b${batch}`,
     );
-    if (!this.vt._contract)
-      this.vt._contract = parseContract(
-        new TextDecoder().decode(this.vt.takeBytes((o) => this.vt._c.kernel_contract(o))),
-      );
-    this.step = await GpuStep.create(this.kernels, this.pool, trace, this.vt._contract, `${m.kind} step b${batch}`);
     this.key = key;
     this.stale = true;
     this.recordings++;
     return this.step;
   }
 
-  // wasm region r of the model: a Uint8Array view (fresh: memory may grow), or null
-  _region(r) {
-    const vt = this.vt,
-      id = vt.manifest.regions.indexOf(r),
-      pb = vt.alloc(8);
-    try {
-      const p = this.vt._c.model_region(this.model._h, id, pb) >>> 0,
-        n = vt.f64(pb, 1)[0];
-      return p ? new Uint8Array(vt._low.buffer(), p, n) : null;
-    } finally {
-      vt.free(pb);
-    }
-  }
-
-  _upload() {
+  /** The model's parameters, gradients and AdamW state from wasm memory to the GPU. */
+  upload() {
     for (const r of STATE) {
       const need = this.step.trace.regions[r];
       if (!need) continue;
-      const src = this._region(r);
+      const src = this.model.region(r);
       if (!src || src.length < need)
         throw new VitrineError(`the model has no ${r} of ${need} bytes to upload (trainerInit first?)`, -7);
       this.step.write(r, 0, src.slice(0, need)); // a copy: the shared memory of a threaded build
@@ -165,77 +152,54 @@ export class GpuTrainer {
   }
 
   /** Copies the GPU's parameters, gradients and AdamW state into wasm memory (after a GPU step). */
-  async pull() {
+  async sync() {
     if (!this.step || !this.dirty) return;
     const got = {};
     for (const r of STATE) if (this.step.trace.regions[r]) got[r] = new Uint8Array(await this.step.read(r));
-    for (const [r, bytes] of Object.entries(got)) this._region(r).set(bytes);
+    for (const [r, bytes] of Object.entries(got)) this.model.region(r).set(bytes);
     this.dirty = false;
     this._snapshot();
+  }
+
+  /** The last step's scalars as the GPU left them: { loss }. */
+  readScalars() {
+    return { loss: this.scalars ? new Float32Array(this.scalars.buffer, this.scalars.byteOffset, 1)[0] : null };
   }
 
   /** One training step on the GPU (Model.trainStepAsync): returns the loss; a non-finite loss or
    * gradient throws VT_ERR_NUMERIC and changes nothing (AdamW skipped on the GPU, the generator
    * goes back), as the wasm step does. */
-  async trainStep(images, batch, labels = null, opts = {}) {
-    const m = this.model,
-      vt = this.vt,
-      c = vt._c,
-      x = toNCHW(images, m.dims, m._stats(opts));
-    if (batch != null && batch !== x.batch)
-      throw new VitrineError(`trainStepAsync: batch ${batch} given, the images hold ${x.batch}`, -1);
-    if (labels && labels.length !== x.batch)
-      throw new VitrineError(`trainStepAsync: ${labels.length} labels for ${x.batch} images`, -1);
-    const pImg = vt.copyIn(x.data),
-      pLab = labels ? vt.copyIn(labels) : 0;
-    const L = vt._layout('step_inputs'),
-      pIn = vt.alloc(L.bytes),
-      pSc = vt.alloc(SCALARS);
-    let begun = false;
+  async run(images, { batch = null, labels = null, opts = {} } = {}) {
+    let s = null;
     try {
-      const s = await this._recording(x.batch, labels);
-      if (this.stale) this._upload();
-      vt.check(c.train_step_begin(m._h, pImg, pLab, x.batch, pIn, pSc));
-      begun = true;
-      const where = vt.readLayout('step_inputs', pIn);
-      s.write('images', 0, x.data);
-      if (labels) s.write('labels', 0, labels);
-      for (const [r, f] of Object.entries(INPUT)) {
-        const need = s.trace.regions[r];
-        if (!need) continue;
-        if (!where[f]) throw new VitrineError(`the recorded step reads ${r}, which this step does not draw`, -7);
-        s.write(r, 0, vt.u8().slice(where[f], where[f] + need));
-      }
-      s.write('scalars', 0, vt.u8().slice(pSc, pSc + SCALARS));
-      this.dirty = true; // from here the GPU's state is the newest (AdamW may have run)
-      s.run();
-      const sc = new Uint8Array(await s.read('scalars', 0, SCALARS));
-      vt.u8().set(sc, pSc);
-      begun = false;
-      const loss = vt.f32(pSc, 1)[0];
-      const rc = c.train_step_end(m._h, pSc);
-      m._last = { fn: 'loss', batch: x.batch, nImages: x.data.length, train: true, gpu: true };
-      if (rc < 0) {
-        const e = vt.error(rc);
-        e.loss = loss;
-        throw e;
-      }
-      return loss;
+      return await this.model.stepElsewhere(
+        images,
+        { batch, labels, opts },
+        {
+          before: async (x) => {
+            s = await this.record({ batch: x.batch, labels });
+            if (this.stale) this.upload();
+          },
+          run: async ({ x, inputs, scalars }) => {
+            s.write('images', 0, x.data);
+            if (labels) s.write('labels', 0, labels);
+            for (const r of ['idx_keep', 'idx_mask', 'mask']) {
+              const need = s.trace.regions[r];
+              if (!need) continue;
+              if (!inputs[r]) throw new VitrineError(`the recorded step reads ${r}, which this step does not draw`, -7);
+              s.write(r, 0, inputs[r](need));
+            }
+            s.write('scalars', 0, scalars);
+            this.dirty = true; // from here the GPU's state is the newest (AdamW may have run)
+            s.run();
+            this.scalars = new Uint8Array(await s.read('scalars', 0, scalars.length));
+            return this.scalars;
+          },
+        },
+      );
     } catch (e) {
-      if (begun) {
-        // the GPU failed mid-step: the generator goes back, the step is not counted
-        const nf = new Float32Array(SCALARS / 4);
-        nf[4] = 1;
-        vt.u8().set(new Uint8Array(nf.buffer), pSc);
-        c.train_step_end(m._h, pSc);
-      }
       if (e instanceof GpuError) this._fail(e);
       throw e;
-    } finally {
-      vt.free(pImg);
-      vt.free(pLab);
-      vt.free(pIn);
-      vt.free(pSc);
     }
   }
 
@@ -258,7 +222,7 @@ export class GpuTrainer {
     this.key = null;
   }
 
-  destroy() {
+  free() {
     this._drop();
     this.pool.destroy();
   }

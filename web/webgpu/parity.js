@@ -9,8 +9,7 @@
 // wasm harness, and the result says so (`backend`).
 import { BufferPool } from './buffers.js';
 import { Kernels, operand, KERNELS } from './kernels.js';
-import { GpuStep, parseContract } from './step.js';
-import { wholeRows } from './backend.js';
+import { GpuStep } from './step.js';
 import { readSafetensorsHeader } from '../formats/safetensors.js';
 
 const INPUTS = ['images', 'idx_keep', 'idx_mask', 'mask', 'labels', 'douts', 'scalars'];
@@ -91,64 +90,16 @@ export class GpuParity {
   }
 
   _check(u8, dumpBytes, file) {
-    const vt = this.vt,
-      p = vt.copyIn(u8),
-      q = vt.copyIn(dumpBytes),
-      out = vt.alloc(vt._layout('parity_out').bytes);
-    try {
-      const rc = vt.withStrings([file || ''], (f) =>
-        vt._c.parity_check(p, u8.byteLength, q, dumpBytes.byteLength, f, out),
-      );
-      return vt._parityResult(rc, out);
-    } finally {
-      vt.free(p);
-      vt.free(q);
-      vt.free(out);
-    }
-  }
-
-  _contract() {
-    const vt = this.vt;
-    if (!vt._contract)
-      vt._contract = parseContract(new TextDecoder().decode(vt.takeBytes((o) => vt._c.kernel_contract(o))));
-    return vt._contract;
+    return this.vt.parityCheck(u8, dumpBytes, file);
   }
 
   // a model's file: the harness's two recordings, replayed; the outputs, parameter gradients and d images
   async _model(u8, policy) {
-    const vt = this.vt,
-      c = vt._c,
-      p = vt.copyIn(u8);
-    let h = 0;
+    const job = this.vt.openParityJob(u8, policy);
     try {
-      h = vt.withStrings([policy || ''], (pol) => c.parity_open(p, u8.byteLength, pol));
-      if (h < 0) {
-        const e = vt.error(h);
-        h = 0;
-        throw e;
-      }
-      const [a, b] = wholeRows(vt, h, () =>
-        vt.withLayouts(['bytes_out', 'bytes_out'], (x, y) => c.parity_record(h, x, y)),
-      );
-      const json = (o) => {
-        const t = JSON.parse(new TextDecoder().decode(vt.u8().slice(o.ptr, o.ptr + o.len)));
-        vt.free(o.ptr);
-        return t;
-      };
-      const fwd = json(a),
-        full = json(b);
-      const region = (r) => {
-        // the job's model region r: [ptr, bytes]
-        const pb = vt.alloc(8);
-        try {
-          const ptr = c.model_region(h, vt.manifest.regions.indexOf(r), pb) >>> 0;
-          return [ptr, vt.f64(pb, 1)[0]];
-        } finally {
-          vt.free(pb);
-        }
-      };
+      const [fwd, full] = job.record();
       const out = [];
-      const outputs = await this._replay(h, fwd, 0, region, async (s) =>
+      const outputs = await this._replay(job, fwd, 0, async (s) =>
         Promise.all(
           fwd.outputs.map(async ([r, off, bytes, shape], i) => ({
             name: call0(fwd) === 'loss' ? 'loss' : i === 0 ? 'out' : `intermediates.${i - 1}`,
@@ -158,53 +109,42 @@ export class GpuParity {
         ),
       );
       out.push(...outputs);
-      await this._replay(h, full, 1, region, async (s) => {
-        const [gbase] = region('grads'),
-          grads = new Float32Array(await s.read('grads'));
-        for (let i = 0, n = vt.check(c.param_count(h)); i < n; i++) {
-          // each trainable parameter's gradient
-          const g = c.param_grad(h, i) >>> 0;
-          if (!g) continue;
-          const shape = Array.from({ length: c.param_ndim(h, i) }, (_, d) => c.param_dim(h, i, d)),
-            at = (g - gbase) / 4;
-          out.push({
-            name: `grad/${vt.cstring(c.param_name(h, i))}`,
-            shape,
-            data: grads.slice(at, at + c.param_numel(h, i)),
-          });
-        }
+      await this._replay(job, full, 1, async (s) => {
+        const grads = new Float32Array(await s.read('grads'));
+        for (const g of job.gradients())
+          out.push({ name: `grad/${g.name}`, shape: g.shape, data: grads.slice(g.at, g.at + g.numel) });
         if (full.regions.dimages) {
           const di = new Float32Array(await s.read('dimages')),
-            img = fwd.regions.images / 4,
-            n = di.length;
-          const [B, C, S] = imagesShape(vt, h, img);
-          out.push({ name: 'grad/input/images', shape: [B, C, S, S], data: di.slice(0, n) });
+            { chans, img } = job.dims;
+          out.push({
+            name: 'grad/input/images',
+            shape: [fwd.regions.images / 4 / (chans * img * img), chans, img, img],
+            data: di.slice(0, di.length),
+          });
         }
       });
       return out;
     } finally {
-      if (h > 0) c.parity_close(h);
-      vt.free(p);
+      job.close();
     }
   }
 
   // one recording on the GPU: parameters from the model, inputs as recorded, gradients zeroed
-  async _replay(h, trace, which, region, read) {
-    const vt = this.vt,
-      s = await GpuStep.create(
-        this.kernels,
-        this.pool,
-        trace,
-        this._contract(),
-        `parity ${which ? 'backward' : 'forward'}`,
-      );
+  async _replay(job, trace, which, read) {
+    const s = await GpuStep.create(
+      this.kernels,
+      this.pool,
+      trace,
+      this.vt.manifest.kernels,
+      `parity ${which ? 'backward' : 'forward'}`,
+    );
     try {
-      const [pp, pn] = region('params');
-      s.write('params', 0, vt.u8().slice(pp, pp + Math.min(pn, trace.regions.params)));
+      const params = job.region('params');
+      s.write('params', 0, params.slice(0, Math.min(params.length, trace.regions.params)));
       for (const r of INPUTS) {
         if (!trace.regions[r]) continue;
-        const ptr = vt._c.parity_input(h, which, vt.manifest.regions.indexOf(r)) >>> 0;
-        if (ptr) s.write(r, 0, vt.u8().slice(ptr, ptr + trace.regions[r]));
+        const bytes = job.input(which, r, trace.regions[r]);
+        if (bytes) s.write(r, 0, bytes);
       }
       for (const r of ZEROED) if (trace.regions[r]) s.write(r, 0, new Uint8Array(trace.regions[r]));
       s.run();
@@ -273,9 +213,3 @@ export class GpuParity {
 }
 
 const call0 = (trace) => (/^loss/.test(trace.what) ? 'loss' : 'out');
-
-// [B, C, S] of the job's images (the model's dims)
-function imagesShape(vt, h, floats) {
-  const [d] = vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(h, p));
-  return [floats / (d.inChans * d.imgSize * d.imgSize), d.inChans, d.imgSize];
-}

@@ -18,29 +18,6 @@ const ALIGN = 256;
 const up = (n) => Math.ceil(n / ALIGN) * ALIGN;
 
 /**
- * The kernel contract from the engine's own table (vt_kernel_contract, `vitrine trace --kernels`):
- * name -> { ops: [operand names], ints: [names], floats: [names] }, in call order.
- */
-export function parseContract(markdown) {
-  const out = {};
-  for (const line of markdown.split('\n')) {
-    const m = /^\| `(\w+)` \| (.*?) \| (.*?) \| (.*?) \| .* \|$/.exec(line);
-    if (!m) continue;
-    const names = (s) =>
-      s
-        .split(',')
-        .map((x) => x.trim())
-        .filter(Boolean);
-    out[m[1]] = {
-      ops: [...m[2].matchAll(/`(\w+)` \w+ \w+ \[/g)].map((x) => x[1]),
-      ints: names(m[3]),
-      floats: names(m[4]),
-    };
-  }
-  return out;
-}
-
-/**
  * Where the regions go: { buffers: [bytes], at: { region: { buffer, offset } }, workspace: { buffer,
  * offset } }. regions: name -> bytes; workspaceBytes: the program's scratch. Throws GpuError('limit').
  */
@@ -81,12 +58,14 @@ export function layoutRegions(regions, workspaceBytes, limits) {
   return { buffers, at, workspace, single: false };
 }
 
-/** The named operands, ints and floats of one call entry (null: an absent operand). */
+/** The named operands, ints and floats of one call entry (null: an absent operand). sig: the
+ * kernel's contract as the engine's manifest states it ({ ops: [[name, type, access, length]],
+ * ints: [names], floats: [names] }: vt_kernel_contract_json). */
 function callArgs(e, sig, place) {
   const ops = {},
     ints = {},
     floats = {};
-  sig.ops.forEach((name, i) => {
+  sig.ops.forEach(([name], i) => {
     const o = e.ops[i];
     if (!o) {
       ops[name] = null;
@@ -111,7 +90,7 @@ function callArgs(e, sig, place) {
 export class GpuStep {
   /**
    * kernels: a Kernels library (kernels.js); pool: its BufferPool; trace: the parsed
-   * vitrine-trace/1 JSON; contract: parseContract(vt_kernel_contract()).
+   * vitrine-trace/1 JSON; contract: the engine's kernel contract (vt.manifest.kernels).
    */
   static async create(kernels, pool, trace, contract, label = 'step') {
     if (trace.format !== 'vitrine-trace/1') throw new Error(`a trace of format ${trace.format}`);
