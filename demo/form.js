@@ -34,12 +34,14 @@ export function readForm() {
     model: $('model').value,
     decoder: $('decoder').value,
     custom: $('custom').value,
-    batch: Math.max(1, Math.floor(num('batch'))),
+    // as typed: the library's validator (web/train/options.js) names a value it refuses and its
+    // range, where a clamp would have trained another run than the form shows
+    batch: num('batch'),
     maskRatio: num('mask-ratio'),
     lr: num('lr'),
-    steps: Math.max(1, Math.floor(num('steps'))),
-    warmup: Math.max(0, Math.floor(num('warmup'))),
-    seed: Math.max(0, Math.floor(num('seed'))),
+    steps: num('steps'),
+    warmup: num('warmup'),
+    seed: num('seed'),
     // checkpointing + policy: the form of a saved run (a run saved before 'none' was a policy of the menu reads the same)
     data: $('data').value,
     checkpointing: policyValue() !== 'none',

@@ -21,6 +21,9 @@ export const DEMO_MODELS = {
   },
 };
 
+// a table's own entry (never a name of Object.prototype), or null
+const own = (table, name) => (typeof name === 'string' && Object.hasOwn(table, name) ? table[name] : null);
+
 function customConfig(cfg) {
   try {
     return JSON.parse(cfg.custom);
@@ -34,7 +37,7 @@ export function encoderOf(cfg) {
     const c = customConfig(cfg);
     return { ...(c.encoder || c) };
   }
-  const d = DEMO_MODELS[cfg.model] || TRAIN_PRESETS[cfg.model];
+  const d = own(DEMO_MODELS, cfg.model) || own(TRAIN_PRESETS, cfg.model);
   return d ? { ...d.encoder } : null;
 }
 
@@ -56,9 +59,9 @@ export function specFor(cfg) {
     });
   }
   if (cfg.model === 'custom') return { kind: cfg.kind, config: customConfig(cfg) };
-  const d = DEMO_MODELS[cfg.model];
+  const d = own(DEMO_MODELS, cfg.model);
   if (d) return { kind: cfg.kind, config: { encoder: { ...d.encoder }, ...d[cfg.kind] } };
-  if (TRAIN_PRESETS[cfg.model]) return modelSpec(cfg.kind, { preset: cfg.model });
+  if (own(TRAIN_PRESETS, cfg.model)) return modelSpec(cfg.kind, { preset: cfg.model });
   // a timm preset (224 px): MAE with cfg.decoder of web/train/presets.js's MAE_DECODERS ('tab' in the
   // form by default; a run saved before the choice existed trained lightly's, the engine's default)
   if (cfg.kind === 'mae') return { kind: 'mae', preset: cfg.model, config: maeDecoder(cfg.decoder || 'lightly') };

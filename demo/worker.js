@@ -19,6 +19,7 @@ import {
   MAE_DECODERS,
   encoderPrefix,
   showMasks,
+  checkTrainOptions,
 } from '../web/vitrine.js';
 import { fitReport, fmtBytes } from './plan.js';
 import {
@@ -107,19 +108,26 @@ const initText = (r) => {
 // The Session's options of the page's form: the model (worker-data.js), the data (the sample or the
 // user's images, at the model's size; a classifier's classes), the schedule, the seed.
 function sessionOptions(cfg, src) {
+  return {
+    ...formOptions(cfg),
+    spec: specFor(cfg),
+    data: { kind: 'pixels', ...src },
+    runInfo: { data: src.name },
+  };
+}
+// the run's options the form states, as typed: checked by the library's validator (the planner
+// says what it refuses before anything runs; Session.open checks them again)
+function formOptions(cfg) {
   const cls = cfg.kind === 'classify';
   return {
     objective: cls ? 'classify' : cfg.kind,
-    spec: specFor(cfg),
-    data: { kind: 'pixels', ...src },
     batch: cfg.batch,
     steps: cfg.steps,
     lr: cfg.lr,
     warmup: cfg.warmup,
-    seed: String(cfg.seed),
+    seed: Number.isInteger(cfg.seed) ? String(cfg.seed) : cfg.seed,
     policy: policyOf(cfg),
     ...(cls ? {} : { maskRatio: cfg.maskRatio }),
-    runInfo: { data: src.name },
   };
 }
 
@@ -377,6 +385,7 @@ async function predict({ pixels, size, chans: c }) {
 let planModel = null,
   planKey = '';
 function plan({ cfg, budget }) {
+  checkTrainOptions(formOptions(cfg)); // a field out of range is named, with what it takes
   const spec = specFor(cfg);
   const key = JSON.stringify(spec);
   if (key !== planKey) {

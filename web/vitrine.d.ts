@@ -926,3 +926,8 @@ export interface Objective {
 export function registerObjective(url: string | URL): Promise<string>;
 /** The registered objectives' names ('mae', 'aim', 'classify', ...). */
 export function objectiveNames(): string[];
+/** train()'s options checked as train() checks them (web/train/options.js): an unknown key names
+ * the closest known one, a value of the wrong type or out of range names the option and what it
+ * takes (an OptionError, a VitrineError). For a form of an app's own; returns the objective (its module's
+ * definition), or null for a resumed run. */
+export function checkTrainOptions(options: Partial<TrainerOptions>): Objective | null;

@@ -43,4 +43,4 @@ export { Session } from './train/session.js';
 export { TRAIN_PRESETS, MAE_DECODERS, maeDecoder, modelSpec, encoderPrefix } from './train/presets.js';
 export { showMasks } from './train/visualize.js';
 export { CLASSIFY_DEFAULTS, classifierSpec } from './train/objectives/classify.js';
-export { registerObjective, objectiveNames } from './train/objectives/index.js';
+export { registerObjective, objectiveNames, checkRunOptions as checkTrainOptions } from './train/objectives/index.js';

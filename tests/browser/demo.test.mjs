@@ -214,6 +214,22 @@ describe('browser demo', { skip, timeout: 180_000 }, () => {
     await page.selectOption('#model', 'mini');
   });
 
+  test("a form value out of range is refused by the library's validator, named with its range, not clamped", async () => {
+    await reset();
+    await configure({ batch: -5, steps: 5 });
+    await page.click('#start');
+    await waitFor(() => !document.getElementById('refusal').hidden);
+    assert.match(await page.textContent('#refusal-text'), /batch: -5 is not a whole number in 1\.\.65536/);
+    assert.equal(await S(() => window.vitrineDemo.run), null);
+    assert.equal(await S(() => window.vitrineDemo.step), 0);
+    await configure({ batch: 16, steps: 5, seed: 1.5 });
+    await page.click('#start');
+    await waitFor(() =>
+      /seed: 1\.5 is not a whole number in 0\.\.2\^53-3/.test(document.getElementById('refusal-text').textContent),
+    );
+    assert.equal(await S(() => window.vitrineDemo.run), null);
+  });
+
   test("a 224 px timm preset under MAE: a decoder sized for a tab by default, lightly's one choice away, the expected seconds per step said first", async () => {
     await reset();
     await configure({ model: 'mini' });

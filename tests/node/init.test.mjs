@@ -70,7 +70,7 @@ test('Model.initFrom: timm (head or not), lightly, vitrine files into an MAE mod
   assert.deepEqual(pos.data.slice(), weights.timm.pos_embed); // a copy: data is a live view (a Proxy)
   m.dispose();
   m = fresh();
-  assert.throws(() => m.initFrom(bytes.timmHead, { strict: true }), /init-strict.*head\.weight/s);
+  assert.throws(() => m.initFrom(bytes.timmHead, { strict: true }), /VitrineError: strict: .*head\.weight/s);
   r = m.initFrom(bytes.timmNoHead, { strict: true });
   assert.equal(r.skipped + r.missing, 0);
   m.dispose();

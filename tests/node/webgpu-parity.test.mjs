@@ -7,7 +7,9 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { createVitrine } from '../../web/vitrine.js';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { createVitrine, withMetadata } from '../../web/vitrine.js';
 import { GpuParity } from '../../web/webgpu/parity.js';
 import { REPO, FIXTURES, WASM_DIR, fixture, fixtureNames } from './util.mjs';
 import { testGpu } from './webgpu-util.mjs';
@@ -56,6 +58,12 @@ test('vitrine parity --backend webgpu: the lines of the wasm harness; a broken f
   // (a model's file through GpuParity is the test above; here the command's wiring, without
   // compiling every pipeline once more in another process)
   const files = ['adamw_steps.safetensors', 'sincos_pos_embed.safetensors'].map((f) => path.join(FIXTURES, f));
+  // a file the harness refuses to set up (its call is not JSON): a FAIL line like any other, no
+  // backend tag of nothing ('[undefined]')
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-gpu-parity-')),
+    crafted = path.join(dir, 'bad_call.safetensors');
+  writeFileSync(crafted, withMetadata(fixture('vit_encode.safetensors'), { call: '{not json' }));
+  files.push(crafted);
   const r = spawnSync(
     process.execPath,
     [
@@ -72,6 +80,7 @@ test('vitrine parity --backend webgpu: the lines of the wasm harness; a broken f
     ],
     { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } },
   );
+  rmSync(dir, { recursive: true, force: true });
   assert.equal(r.status, 2, r.stderr); // the unreadable file
   assert.match(r.stdout, /^PASS .*adamw_steps\.safetensors  worst param\.\d err /m);
   assert.match(
@@ -79,5 +88,7 @@ test('vitrine parity --backend webgpu: the lines of the wasm harness; a broken f
     /^PASS .*sincos_pos_embed\.safetensors  worst .*\[wasm \(a sin-cos table is made when a model is built/m,
   );
   assert.match(r.stdout, /^FAIL \/nonexistent\.safetensors: cannot open/m);
-  assert.match(r.stdout, /2 passed, 1 failed/);
+  assert.match(r.stdout, /^FAIL .*bad_call\.safetensors/m);
+  assert.doesNotMatch(r.stdout, /\[undefined\]/);
+  assert.match(r.stdout, /2 passed, 2 failed/);
 });

@@ -114,6 +114,7 @@ export function setPolicy(model, policy, { fromFile = null } = {}) {
 export function setupError(error) {
   if (error.field === 'policy') return new CliError(`--grad-checkpointing: ${error.message}`, 2);
   if (error.field === 'gradAccum') return new CliError(`--grad-accum-steps: ${error.message}`, 2); // (refused on the WebGPU backend)
+  if (error.name === 'OptionError' && /^--/.test(error.field || '')) return new CliError(error.message, 2); // a flag the run refused
   return new CliError(error.message);
 }
 

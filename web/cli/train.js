@@ -302,6 +302,7 @@ async function train(obj, o) {
       noEval: report.noEval(o),
       evalChunk: 250,
       objectiveModules: objectiveModules(),
+      cliFlags: true, // the run's messages name these flags
     });
     ctx.vt = await checkRun(o, obj, report, settings, options);
     const loop = await runTrainer({

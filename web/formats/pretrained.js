@@ -83,7 +83,7 @@ export function resolveNormalization({ mean = null, std = null, meta = null, arc
     return { mean: checkStats(mean, 'mean', false), std: checkStats(std, 'std', true), source: 'given' };
   const m = statsFromMeta(meta, what);
   if (m) return { ...m, source: "the weights' pretrained_cfg" };
-  const t = arch && TIMM_PRETRAINED[arch];
+  const t = arch && Object.hasOwn(TIMM_PRETRAINED, arch) ? TIMM_PRETRAINED[arch] : null;
   if (t) return { mean: t.mean, std: t.std, source: `timm's pretrained_cfg of ${arch}.${t.tag}` };
   return { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: "ImageNet (vitrine's default)", isDefault: true };
 }
@@ -114,7 +114,17 @@ async function readStream(body, total, name, onProgress, signal) {
       reader.cancel();
       throw new VitrineError(`${name}: download aborted`, -7);
     }
-    const { done, value } = await reader.read();
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      // a body cut short (the server or the network went away): say what came, and from where
+      throw new VitrineError(
+        `${name}: the download broke off after ${loaded}${total ? ` of ${total}` : ''} bytes (${e.cause ? e.cause.message || e.cause.code : e.message})`,
+        -8,
+      );
+    }
+    const { done, value } = chunk;
     if (done) break;
     loaded += value.length;
     if (loaded > MAX_WEIGHTS_BYTES) {

@@ -43,3 +43,28 @@ export function withMetadata(bytes, extra) {
   out.set(bytes.subarray(8 + n), 8 + h.length);
   return out;
 }
+
+// the exponent bits of each float type that mark a NaN or an infinity (all ones)
+const NON_FINITE = { F32: [4, 0x7f800000], F16: [2, 0x7c00], BF16: [2, 0x7f80] };
+
+/** The name of the first floating-point tensor of safetensors bytes that holds a NaN or an
+ * infinity, or null (F32 / F16 / BF16 read from their bits; other types and entries whose
+ * offsets do not fit the file are left to whoever reads them). */
+export function nonFiniteTensor(bytes) {
+  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes),
+    { length: n, header } = readSafetensorsHeader(u8),
+    data = 8 + n;
+  for (const [name, t] of Object.entries(header)) {
+    if (name === '__metadata__' || !t || !Object.hasOwn(NON_FINITE, t.dtype) || !Array.isArray(t.data_offsets))
+      continue;
+    const [size, mask] = NON_FINITE[t.dtype],
+      [a, b] = t.data_offsets;
+    if (!(Number.isSafeInteger(a) && Number.isSafeInteger(b) && a >= 0 && a <= b && data + b <= u8.length)) continue;
+    const view = new DataView(u8.buffer, u8.byteOffset + data + a, b - a);
+    for (let o = 0; o + size <= b - a; o += size) {
+      const bits = size === 4 ? view.getUint32(o, true) : view.getUint16(o, true);
+      if ((bits & mask) === mask) return name;
+    }
+  }
+  return null;
+}

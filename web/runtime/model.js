@@ -5,7 +5,7 @@
 // pipeline (web/formats/images.js). Results come back by name through the engine's layouts.
 import { VitrineError } from '../errors.js';
 import { toNCHW, channelStats } from '../formats/images.js';
-import { withMetadata, readSafetensorsMeta } from '../formats/safetensors.js';
+import { withMetadata, readSafetensorsMeta, nonFiniteTensor } from '../formats/safetensors.js';
 import { readWeights, resolveNormalization, statsFromMeta, pretrainedCfg } from '../formats/pretrained.js';
 
 // A view of a model's memory that cannot outlive the model: every access checks that the model is
@@ -244,11 +244,21 @@ export class Model {
     const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const meta = readSafetensorsMeta(u8),
       stats = statsFromMeta(meta); // a bad pretrained_cfg: refused before anything loads
+    // a NaN or infinity in a weight would only show at the first step, as a gradient norm
+    const bad = nonFiniteTensor(u8);
+    if (bad) throw new VitrineError(`${bad} holds a NaN or an infinity: not weights to start from`, -5);
     const p = vt.copyIn(u8);
     try {
-      const r = JSON.parse(
-        new TextDecoder().decode(vt.takeBytes((out) => c.init_from(this._h, p, u8.length, strict ? 1 : 0, out))),
-      );
+      let out;
+      try {
+        out = vt.takeBytes((o) => c.init_from(this._h, p, u8.length, strict ? 1 : 0, o));
+      } catch (e) {
+        // the engine names the command line's flag; this call's option is `strict`
+        if (/^--init-strict: /.test(e.message))
+          throw Object.assign(e, { message: e.message.replace(/^--init-strict: /, 'strict: '), field: 'strict' });
+        throw e;
+      }
+      const r = JSON.parse(new TextDecoder().decode(out));
       if (stats) this.normalization = { ...stats, source: "the weights' pretrained_cfg" };
       return {
         source: r.source,

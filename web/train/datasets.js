@@ -36,6 +36,7 @@ export { DataError };
 /** labels (any array of class indices, or null) checked against n images and the class names
  * (or, without names, 0..max): Int32Array, or null. */
 export function checkLabels(labels, n, classes, what) {
+  if (classes != null) checkClassNames(classes, what);
   if (labels == null) return null;
   if (typeof labels.length !== 'number') throw new DataError(`${what}: labels must be an array of class indices`);
   if (labels.length !== n) throw new DataError(`${what}: ${labels.length} labels for ${n} images`);
@@ -50,6 +51,18 @@ export function checkLabels(labels, n, classes, what) {
     out[i] = v;
   }
   return out;
+}
+/** Class names: a list of distinct non-empty names (a name given twice would make two classes of
+ * one, and a classifier file no reader can trust). */
+export function checkClassNames(classes, what) {
+  if (!Array.isArray(classes)) throw new DataError(`${what}: classes must be a list of names`);
+  const seen = new Set();
+  classes.forEach((c, i) => {
+    if (typeof c !== 'string' || !c.length || c.length > 200)
+      throw new DataError(`${what}: classes[${i}] = ${JSON.stringify(c)} is not a name of 1..200 characters`);
+    if (seen.has(c)) throw new DataError(`${what}: the class ${JSON.stringify(c)} is named twice`);
+    seen.add(c);
+  });
 }
 const classNames = (labels, classes) =>
   classes || (labels ? Array.from({ length: Math.max(-1, ...labels) + 1 }, (_, i) => String(i)) : null);
@@ -158,9 +171,11 @@ async function decodeFile(f) {
   }
 }
 
-/** A source from its description (see the top of this file). opts: { maxPixels, onWarning } for folders. */
-export async function openSource(d, opts = {}) {
-  if (!d || typeof d !== 'object') throw new DataError(`data: ${JSON.stringify(d)} is not a data description`);
+/** A source from its description (see the top of this file). opts: { maxPixels, onWarning } for
+ * folders; what: the option it came from as messages name it ('data', 'val', '--data', ...);
+ * raise: how the megapixel limit is raised, in the same words. */
+export async function openSource(d, { what = 'data', raise = 'maxPixels raises it', ...opts } = {}) {
+  if (!d || typeof d !== 'object') throw new DataError(`${what}: ${JSON.stringify(d)} is not a data description`);
   switch (d.kind) {
     case 'pixels':
       return pixelSource(d);
@@ -172,16 +187,16 @@ export async function openSource(d, opts = {}) {
     case 'fashion-mnist': {
       if (!IS_NODE)
         throw new DataError(
-          `data: a ${d.kind === 'folder' ? 'folder path' : 'Fashion-MNIST from disk'} is for Node; in a browser give Files or URLs`,
+          `${what}: a ${d.kind === 'folder' ? 'folder path' : 'Fashion-MNIST from disk'} is for Node; in a browser give Files or URLs`,
         );
       const data = await nodeData();
       if (d.kind === 'fashion-mnist')
         return pixelSource({ kind: 'pixels', ...data.loadFashionMNIST(d.split || 'train') });
-      const f = data.openImageFolder(d.dir, opts);
+      const f = data.openImageFolder(d.dir, { ...opts, what: `${what} ${d.dir}`, raise });
       return { ...f, native: null, decode: async (i) => f.decode(i) };
     }
     default:
-      throw new DataError(`data: unknown kind ${JSON.stringify(d.kind)}`);
+      throw new DataError(`${what}: unknown kind ${JSON.stringify(d.kind)}`);
   }
 }
 

@@ -419,13 +419,23 @@ export function loadImageFolder(
 }
 
 /** A folder of images opened for streaming (web/train/datasets.js): every PNG / JPEG under dir is
+ * (what: the folder as messages name it -- the CLI's flag, or the API's option; raise: how the
+ * megapixel limit is raised, in the same words)
  * listed and its header checked (size within maxPixels) without decoding it; decode(i) reads and
  * decodes image i when a batch needs it. Files in sub-folders take the sub-folder's name as their
  * class (torchvision ImageFolder): labels and classes when there are at least two and every image
  * has one (classNames: the sub-folders found, whatever their number). A file skipped is said
  * through onWarning; no usable image at all is an error. */
-export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning = (m) => console.warn(m) } = {}) {
-  const found = listImageFolder(dir, onWarning),
+export function openImageFolder(
+  dir,
+  {
+    maxPixels = DEFAULT_MAX_PIXELS,
+    onWarning = (m) => console.warn(m),
+    what = `--data ${dir}`,
+    raise = '--max-image-mp raises it',
+  } = {},
+) {
+  const found = listImageFolder(dir, onWarning, what),
     keep = [];
   for (const [file, cls] of found) {
     const rel = path.relative(dir, file);
@@ -434,7 +444,7 @@ export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning
       if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
       if (h.width * h.height > maxPixels)
         throw new DataError(
-          `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`,
+          `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (${raise})`,
         );
       keep.push([file, rel, cls]);
     } catch (e) {
@@ -445,7 +455,7 @@ export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning
   }
   if (!keep.length)
     throw new DataError(
-      `--data ${dir}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`,
+      `${what}: no usable PNG or JPEG image (${found.length} file${found.length === 1 ? '' : 's'} looked at)`,
     );
   const classNames = [...new Set(keep.map(([, , c]) => c).filter((c) => c != null))].sort();
   const labelled = classNames.length >= 2 && keep.every(([, , c]) => c != null);
@@ -470,14 +480,15 @@ export function openImageFolder(dir, { maxPixels = DEFAULT_MAX_PIXELS, onWarning
 }
 
 // every file under dir (sorted, hidden ones left out) with its class: the first sub-folder's name
-function listImageFolder(dir, onWarning) {
+// (what: the folder as messages name it)
+function listImageFolder(dir, onWarning, what = `--data ${dir}`) {
   let st;
   try {
     st = statSync(dir);
   } catch (e) {
-    throw new DataError(`--data ${dir}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
+    throw new DataError(`${what}: ${e.code === 'ENOENT' ? 'no such file or directory' : e.message}`);
   }
-  if (!st.isDirectory()) throw new DataError(`--data ${dir}: not a directory`);
+  if (!st.isDirectory()) throw new DataError(`${what}: not a directory`);
   const found = [];
   const walk = (d, cls) => {
     let entries;

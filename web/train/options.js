@@ -136,8 +136,17 @@ export const stats = ({ positive = false } = {}) => ({
       ? null
       : `${show(v)} is not 1 or 3 ${positive ? 'positive' : 'finite'} numbers`,
 });
-/** Anything the option's own reader checks (data, weights, a model: web/train/trainer.js, session.js). */
-export const any = (what) => ({ kind: 'any', what, check: () => null });
+/** Anything the option's own reader checks further (data, weights: web/train/trainer.js, session.js);
+ * test: what it must be at least. */
+export const any = (what, test = () => true) => ({
+  kind: 'any',
+  what,
+  check: (v) => (test(v) ? null : `${show(v)} is not ${what}`),
+});
+const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v);
+const isBytes = (v) =>
+  v instanceof ArrayBuffer || ArrayBuffer.isView(v) || (typeof Blob !== 'undefined' && v instanceof Blob);
+const isText = (v) => typeof v === 'string' && v.length > 0;
 
 // ---- the declarations -------------------------------------------------------------------------
 
@@ -161,14 +170,14 @@ export const OPTIONS = {
     flag: 'preset',
     alias: 'model',
     value: 'NAME',
-    type: any('a preset name or a config'),
+    type: any('a preset or timm architecture name, or a config object', (v) => isText(v) || isPlainObject(v)),
     default: 'fmnist-p7-mlp2',
     help: "a train preset (fmnist, fmnist-p7, fmnist-p7-mlp2, fmnist-base) or a timm architecture\n(vit_tiny_patch16_224, ...: timm's create_model)",
   },
   config: {
     flag: 'config',
     value: 'JSON|FILE',
-    type: any('the model as the engine reads it'),
+    type: any('a config object (or its JSON text)', (v) => isPlainObject(v) || isText(v)),
     help: 'the model as the engine reads it instead of a preset: timm kwargs, or\n{"encoder": {timm kwargs}, "decoder_dim": ...}',
   },
   imgSize: {
@@ -183,18 +192,42 @@ export const OPTIONS = {
   weights: {
     flag: 'init',
     value: 'FILE|URL',
-    type: any('weights'),
+    type: any(
+      'weights: bytes, a Blob / File, a URL or a file path',
+      (v) => isBytes(v) || isText(v) || v instanceof URL || isPlainObject(v),
+    ),
     help: 'start from weights: timm (head or not), lightly or vitrine safetensors, a file or an\nhttp(s) URL; the layout is recognised, what cannot be used is named and skipped; a\npos_embed / patch_embed of another size is resampled as timm does',
   },
   weightsStrict: { flag: 'init-strict', type: flag(), help: 'with --init: any skipped tensor is an error' },
   data: {
     flag: 'data',
     value: 'DIR',
-    type: any('data'),
+    type: any('data', (v) => v != null && v !== '' && typeof v !== 'number' && typeof v !== 'boolean'),
     help: 'a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST\n(with --resume: the folder, named again; no path is read from the checkpoint)',
   },
-  val: { type: any('held-out data or a fraction'), help: 'held-out data, or the fraction of data held out' },
-  trainMax: { flag: 'train-max', value: 'N', type: whole(1, MAX_IMAGES), help: 'use only the first N training images' },
+  val: {
+    type: {
+      kind: 'val',
+      check: (v) =>
+        typeof v === 'number'
+          ? number(0, 1, { open: true }).check(v)
+          : typeof v === 'string' && /^\s*[-+.\d][\d.eE+-]*\s*$/.test(v)
+            ? `${show(v)} is text; a held-out fraction is a number in [0, 1), held-out data a folder, Files or URLs`
+            : v === '' || typeof v === 'boolean'
+              ? `${show(v)} is not a fraction in [0, 1) nor held-out data`
+              : null,
+    },
+    stored: (v) => number(0, 1, { open: true }).check(v), // a run keeps the fraction
+    run: true,
+    help: 'held-out data, or the fraction of data held out',
+  },
+  trainMax: {
+    flag: 'train-max',
+    value: 'N',
+    type: whole(1, MAX_IMAGES),
+    run: true,
+    help: 'use only the first N training images',
+  },
   valMax: { flag: 'eval-max', value: 'N', type: whole(1, MAX_IMAGES), help: 'use only the first N held-out images' },
   steps: {
     flag: 'steps',
@@ -298,7 +331,7 @@ export const OPTIONS = {
   resume: {
     flag: 'resume',
     value: 'FILE',
-    type: any('a checkpoint'),
+    type: any('a checkpoint: bytes or a Blob / File', isBytes),
     help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)',
   },
   stopAt: {
@@ -335,20 +368,34 @@ export const OPTIONS = {
     type: word('wasm', 'webgpu', 'auto'),
     help: "where training steps run (default wasm). webgpu: the engine's recorded step replayed on a\nWebGPU adapter (Node: the npm package webgpu; VITRINE_WEBGPU=swiftshader uses Chromium's\nSwiftShader, no GPU needed); auto: WebGPU on a hardware adapter, else wasm",
   },
-  gpu: { type: any('the adapter request'), help: "createVitrine's gpu options" },
+  gpu: { type: any('an object of adapter options', isPlainObject), help: "createVitrine's gpu options" },
   cacheBytes: { type: whole(0, Number.MAX_SAFE_INTEGER), help: 'bytes of resized images kept' },
   maxPixels: {
     type: number(0, 1e12, { above: true }),
     help: 'refuse images over this many pixels, from their header',
   },
-  frozen: { type: any('parameter names'), help: 'parameters not trained' },
-  signal: { type: any('an AbortSignal'), help: 'aborts the run' },
+  frozen: {
+    type: any('a list of parameter names', (v) => Array.isArray(v) && v.every((n) => typeof n === 'string')),
+    help: 'parameters not trained',
+  },
+  signal: {
+    type: any(
+      'an AbortSignal',
+      (v) => typeof v === 'object' && typeof v.aborted === 'boolean' && typeof v.addEventListener === 'function',
+    ),
+    help: 'aborts the run',
+  },
   // between vitrine's own modules: the CLI's and the demo's extras for the run
-  runInfo: { type: any('fields'), internal: true, help: 'fields kept in the run settings' },
+  runInfo: { type: any('an object of fields', isPlainObject), internal: true, help: 'fields kept in the run settings' },
   resumeName: { type: text(), internal: true, help: 'the checkpoint, as messages name it' },
   weightsName: { type: text(), internal: true, help: 'the weights, as messages name them' },
-  spec: { type: any('a model spec'), internal: true, help: 'the model, as createModel takes it' },
-  objectiveModules: { type: any('module URLs'), internal: true, help: 'objective modules a worker registers' },
+  spec: { type: any('a model spec', isPlainObject), internal: true, help: 'the model, as createModel takes it' },
+  cliFlags: { type: flag(), internal: true, help: "messages name the command line's flags (the CLI's run)" },
+  objectiveModules: {
+    type: any('a list of module URLs', (v) => Array.isArray(v) && v.every(isText)),
+    internal: true,
+    help: 'objective modules a worker registers',
+  },
 };
 
 /** The callbacks train() takes (functions, kept in the calling thread). */
@@ -391,4 +438,56 @@ export function closest(name, names) {
     }
   }
   return best != null && bestD <= Math.max(2, Math.floor(n.length / 3)) ? best : null;
+}
+
+// ---- the validator ------------------------------------------------------------------------------
+
+/**
+ * A run's options (train(), Session.open, the demo's form) checked against their declarations: an
+ * unknown key is an error naming the closest known one; an option of another objective says whose
+ * it is; a value of the wrong type or out of its range names the option and what it accepts.
+ * null / undefined mean "not given". obj: the run's objective (its own options), or null (a resumed
+ * run: the checkpoint says). others: every registered objective, to name whose an option is.
+ * Returns the options.
+ */
+export function checkOptions(o, obj, others = []) {
+  if (!isPlainObject(o)) throw new OptionError('options', `${show(o)} is not an object of options`);
+  const decls = { ...OPTIONS, ...(obj ? obj.options : {}) },
+    callbacks = Object.values(CALLBACKS);
+  for (const k of Object.keys(o)) {
+    if (own(decls, k) || callbacks.includes(k)) continue;
+    const whose = others.filter((x) => x !== obj && own(x.options, k)).map((x) => x.name);
+    if (whose.length)
+      throw new OptionError(
+        k,
+        `not an option of objective ${obj ? obj.name : '(none given)'} (${whose.join(', ')} takes it)`,
+      );
+    const near = closest(
+      k,
+      [...Object.keys(decls), ...callbacks].filter((n) => !decls[n]?.internal),
+    );
+    throw new OptionError(k, `unknown option${near ? `; did you mean ${near}?` : ''}`);
+  }
+  for (const [k, v] of Object.entries(o)) {
+    if (v == null) continue;
+    if (callbacks.includes(k)) {
+      if (typeof v !== 'function') throw new OptionError(k, `${show(v)} is not a function`);
+      continue;
+    }
+    const why = decls[k].type.check(v);
+    if (why) throw new OptionError(k, why);
+  }
+  if ((o.mean == null) !== (o.std == null))
+    throw new OptionError(o.mean == null ? 'std' : 'mean', 'give mean and std together');
+  if (o.steps != null && o.epochs != null) throw new OptionError('epochs', 'give steps or epochs, not both');
+  if (o.warmup != null && o.warmupEpochs != null)
+    throw new OptionError('warmupEpochs', 'give warmup or warmupEpochs, not both');
+  return o;
+}
+
+/** Option `name` as a message names it: its API name, or (cli) its command-line flag. */
+export function nameOf(name, cli = false) {
+  if (!cli) return name;
+  if (name === 'val') return '--val-dir';
+  return own(OPTIONS, name) && OPTIONS[name].flag ? `--${OPTIONS[name].flag}` : name;
 }

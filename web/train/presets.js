@@ -56,7 +56,7 @@ export const MAE_DECODERS = {
 };
 /** The config (for createModel with a preset) of decoder `name` of MAE_DECODERS. */
 export function maeDecoder(name) {
-  const d = MAE_DECODERS[name];
+  const d = Object.hasOwn(MAE_DECODERS, name) ? MAE_DECODERS[name] : null;
   if (!d) throw new Error(`MAE decoder '${name}': use ${Object.keys(MAE_DECODERS).join(', ')}`);
   return { decoder_dim: d.decoder_dim, decoder_depth: d.decoder_depth, decoder_heads: d.decoder_heads };
 }
@@ -66,7 +66,7 @@ export function maeDecoder(name) {
 export function modelSpec(objective, { preset = 'fmnist', config = null } = {}) {
   if (objective !== 'mae' && objective !== 'aim') throw new Error(`objective '${objective}': use mae or aim`);
   if (config != null) return { kind: objective, config: typeof config === 'string' ? JSON.parse(config) : config };
-  const p = TRAIN_PRESETS[preset];
+  const p = Object.hasOwn(TRAIN_PRESETS, preset) ? TRAIN_PRESETS[preset] : null; // own names only
   if (p) return { kind: objective, config: { encoder: { ...p.encoder }, ...p[objective] } };
   return { kind: objective, preset }; // a timm preset name (the engine checks it)
 }

@@ -15,8 +15,10 @@ import { DataOrder } from './data-order.js';
 import { openSource, splitFraction, Batches, DataError, DEFAULT_CACHE_BYTES } from './datasets.js';
 import { parseAugment, augmentText } from './augment.js';
 import { runFromCheckpoint } from './checkpoint.js';
-import { OPTIONS, own } from './options.js';
-import { objectiveNamed, runDefault } from './objectives/index.js';
+import { OPTIONS, OptionError, own, nameOf } from './options.js';
+import { isTrainPreset } from './objectives/self-supervised.js';
+import { TRAIN_PRESETS } from './presets.js';
+import { objectiveNamed, runDefault, checkRunOptions } from './objectives/index.js';
 import { readWeights, resolveNormalization, TIMM_PRETRAINED } from '../formats/pretrained.js';
 import { channelStats } from '../formats/images.js';
 import { withMetadata, readSafetensorsMeta } from '../formats/safetensors.js';
@@ -63,6 +65,7 @@ const engineStep = (model, { images, labels, n }) =>
  */
 export class Session {
   static async open(vt, options, hooks = {}) {
+    checkRunOptions(options);
     const s = new Session(vt, hooks);
     try {
       await s._open(options);
@@ -89,7 +92,9 @@ export class Session {
     this.objectiveDef = objectiveNamed(run.objective); // what the objective's module says (web/train/objectives/)
     this.objective = this.objectiveDef.name;
     this.cacheBytes = o.cacheBytes ?? DEFAULT_CACHE_BYTES;
-    const data = await openData(o, this.objectiveDef, resume && run, (m) => this.log(`warning: ${m}`));
+    this.cli = !!o.cliFlags; // messages name the command line's flags (the CLI's run), else the API's options
+    if (!resume) checkModelName(this.vt, o.model, this.cli);
+    const data = await openData(o, this.objectiveDef, resume && run, (m) => this.log(`warning: ${m}`), this.cli);
     if (!resume) Object.assign(run, newRun(o, this.objectiveDef, data));
     run[this.objectiveDef.countKey] = data.trainIdx.length;
     if (!run.wasm) run.wasm = this.vt.build; // a resumed run keeps its bits only in the build that trained it
@@ -98,7 +103,7 @@ export class Session {
     const weights = resume || o.weights == null ? null : await this._readWeights(o);
     if (weights) run.init = run.init || weights.name;
     if (!run.spec) run.spec = o.spec || runSpec(o, data.classes || [], { weights, run });
-    const model = (this.model = this._makeModel(o, weights, policyField));
+    this.model = this._makeModel(o, weights, policyField);
     this._normalise(o, weights);
     this._startTrainer(resume, o);
     this._prepareBatches(data);
@@ -131,7 +136,11 @@ export class Session {
       try {
         this.initReport = { ...model.initFrom(weights.bytes, { strict: !!o.weightsStrict }), name: weights.name };
       } catch (e) {
-        throw new VitrineError(`${weights.name}: ${e.message}`, e.status || -1);
+        // (initFrom names its option `strict`: here it is the run's weightsStrict)
+        const strict = e.field === 'strict',
+          field = strict ? nameOf('weightsStrict', this.cli) : e.field;
+        const message = strict ? e.message.replace(/^strict:/, `${field}:`) : e.message;
+        throw Object.assign(new VitrineError(`${weights.name}: ${message}`, e.status || -1), field ? { field } : {});
       }
     }
     return model;
@@ -140,7 +149,14 @@ export class Session {
   // normalisation: given, the weights', the architecture's (timm), ImageNet's; kept in the run
   _normalise(o, weights) {
     const run = this.run,
-      model = this.model;
+      model = this.model,
+      chans = model.dims.chans;
+    for (const k of ['mean', 'std'])
+      if (o[k] != null && o[k].length !== 1 && o[k].length !== chans)
+        throw new OptionError(
+          nameOf(k, this.cli),
+          `${o[k].length} values for a model of ${chans} channel${chans === 1 ? '' : 's'} (give 1${chans === 1 ? '' : ` or ${chans}`})`,
+        );
     if (run.mean == null) {
       const n = resolveNormalization({
         mean: o.mean ?? null,
@@ -174,6 +190,16 @@ export class Session {
       gradAccum: run.gradAccum || 1,
     };
     model.trainerInit(this.trainerOptions);
+    // a mask ratio so small that it masks no patch of this model (the engine would refuse its first step)
+    if (this.objectiveDef.masks)
+      try {
+        model.planTrainStep({ batch: 1 });
+      } catch (e) {
+        throw new OptionError(
+          nameOf('maskRatio', this.cli),
+          e.message.replace(/^mask_ratio \S+ /, `${run.maskRatio} `),
+        );
+      }
     if (resume) {
       try {
         model.loadTrainState(resume);
@@ -449,6 +475,16 @@ export class Session {
 
 // ---- setting a run up ------------------------------------------------------------------------
 
+// A model named by a string: a train preset's own name or a timm architecture the engine builds
+// (never a name of Object.prototype: '__proto__', 'toString' resolve to nothing here).
+function checkModelName(vt, model, cli) {
+  if (typeof model !== 'string' || isTrainPreset(model) || vt.presets().includes(model)) return;
+  throw new OptionError(
+    nameOf('model', cli),
+    `${JSON.stringify(model)} is not a train preset (${Object.keys(TRAIN_PRESETS).join(', ')}) nor a timm architecture the engine builds (${vt.presets().join(', ')})`,
+  );
+}
+
 // A resumed run's settings (the checkpoint's, checked; the engine's part of it checked too) and
 // where its policy comes from, or a new run's start: { run, resume, policyField }.
 function resume0(vt, o) {
@@ -478,18 +514,25 @@ function resume0(vt, o) {
 // The run's data: its sources, the split (a held-out fraction, or held-out data), its classes
 // checked when the objective trains on labels (against a resumed run's): { train, valSource,
 // trainIdx, valIdx, classes }.
-async function openData(o, obj, resumed, warn) {
-  const srcOpts = { maxPixels: o.maxPixels, onWarning: warn };
-  const train = await openSource(o.data, srcOpts);
+async function openData(o, obj, resumed, warn, cli) {
+  const srcOpts = {
+    maxPixels: o.maxPixels,
+    onWarning: warn,
+    raise: cli ? '--max-image-mp raises it' : 'maxPixels raises it',
+  };
+  const train = await openSource(o.data, { ...srcOpts, what: nameOf('data', cli) });
   let valSource = null,
     trainIdx,
     valIdx = null;
   if (o.val != null && typeof o.val === 'object') {
-    valSource = await openSource(o.val, srcOpts);
+    valSource = await openSource(o.val, { ...srcOpts, what: nameOf('val', cli) });
     trainIdx = Int32Array.from({ length: train.n }, (_, i) => i);
     valIdx = Int32Array.from({ length: valSource.n }, (_, i) => i);
   } else {
-    const sp = splitFraction(train.n, typeof o.val === 'number' ? o.val : runDefault(obj, 'val') || 0);
+    // the held-out share: the resumed run's (what its data order was made of), the one given, the objective's
+    const f =
+      typeof resumed?.val === 'number' ? resumed.val : typeof o.val === 'number' ? o.val : runDefault(obj, 'val');
+    const sp = splitFraction(train.n, f || 0);
     trainIdx = sp.train;
     if (sp.val.length) {
       valSource = train;
@@ -572,6 +615,8 @@ function newRun(o, obj, { train, trainIdx }) {
   if (o.imgSize != null) run.imgSize = o.imgSize;
   const augment = o.augment != null ? augmentText(parseAugment(o.augment)) : undefined;
   Object.assign(run, obj.settings({ ...o, augment }));
+  if (o.trainMax != null && !own(run, 'trainMax')) run.trainMax = o.trainMax; // (a resumed run reads as many)
+  if (typeof o.val === 'number') run.val = o.val; // (and holds out as many)
   if (o.epochs != null) run.epochs = o.epochs;
   return run;
 }

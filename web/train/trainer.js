@@ -9,7 +9,8 @@
 //                       data: 'photos/', epochs: 3, batch: 16, lr: 1e-4, onStep: (e) => console.log(e.step, e.loss) });
 //   const { weights, checkpoint, eval: ev } = await run.done;   // weights: timm keys, class names
 import { VitrineError } from '../errors.js';
-import { objectiveModules } from './objectives/index.js';
+import { objectiveModules, checkRunOptions } from './objectives/index.js';
+import { CALLBACKS } from './options.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
@@ -105,16 +106,6 @@ async function spawn({ backend, gpu } = {}) {
   };
 }
 
-const CALLBACKS = {
-  step: 'onStep',
-  eval: 'onEval',
-  checkpoint: 'onCheckpoint',
-  load: 'onLoad',
-  log: 'onLog',
-  ready: 'onReady',
-  engine: 'onEngine',
-};
-
 /**
  * A training run in a worker. new Trainer(options) (or train(options)) starts it. Options:
  *   objective 'mae' | 'aim' | 'classify'; model: a timm architecture ('vit_tiny_patch16_224':
@@ -163,6 +154,12 @@ export class Trainer {
   }
 
   async _start() {
+    try {
+      checkRunOptions(this.options); // before anything starts: a wrong option is named here
+    } catch (e) {
+      this.status = 'error';
+      throw e;
+    }
     const { signal, data, val, weights, resume, ...rest } = this.options;
     void signal; // the callbacks and the signal stay here; the rest crosses to the worker
     for (const cb of Object.values(CALLBACKS)) delete rest[cb];
@@ -181,7 +178,7 @@ export class Trainer {
             ? e
             : Object.assign(
                 new VitrineError(e.message, e.status ?? -1),
-                { name: e.name === 'DataError' ? 'DataError' : 'VitrineError' },
+                { name: ['DataError', 'OptionError'].includes(e.name) ? e.name : 'VitrineError' },
                 e.field != null ? { field: e.field } : {},
               );
         err.result = result;

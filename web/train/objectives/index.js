@@ -31,7 +31,7 @@
 //   weights?(session)    the bytes the run makes (default: the model's safetensors)
 //   evaluate?(session, chunk), predict?(session, images, opts)   what its run can measure and answer
 import { VitrineError } from '../../errors.js';
-import { OPTIONS, own, closest } from '../options.js';
+import { OPTIONS, OptionError, own, closest, checkOptions } from '../options.js';
 import mae from './mae.js';
 import aim from './aim.js';
 import classify from './classify.js';
@@ -88,12 +88,9 @@ export const objectiveNames = () => [...REGISTRY.keys()];
 export function objectiveNamed(name, what = 'objective') {
   if (typeof name === 'string' && REGISTRY.has(name)) return REGISTRY.get(name);
   const near = typeof name === 'string' ? closest(name, objectiveNames()) : null;
-  throw Object.assign(
-    new VitrineError(
-      `${what}: ${JSON.stringify(name)} is not an objective (${objectiveNames().join(', ')}${near ? `; did you mean ${near}?` : ''})`,
-      -1,
-    ),
-    { field: what },
+  throw new OptionError(
+    what,
+    `${JSON.stringify(name)} is not an objective (${objectiveNames().join(', ')}${near ? `; did you mean ${near}?` : ''})`,
   );
 }
 
@@ -110,3 +107,12 @@ for (const def of [mae, aim, classify]) addObjective(def);
 
 /** The default of option `key` in a run of objective `obj` (its own, else options.js's). */
 export const runDefault = (obj, key) => defaultOf(obj, key, OPTIONS);
+
+/** A run's options checked (web/train/options.js checkOptions) for the objective they name (a
+ * resumed run's: the checkpoint's, known once it is read). Returns the objective, or null. */
+export function checkRunOptions(o) {
+  const obj = o && o.objective != null ? objectiveNamed(o.objective) : null;
+  checkOptions(o, obj, [...REGISTRY.values()]);
+  if (!obj && o.resume == null) throw new OptionError('objective', `give one (${objectiveNames().join(', ')})`);
+  return obj;
+}

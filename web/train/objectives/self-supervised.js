@@ -10,7 +10,7 @@ import { number, whole, ownValue, MAX_IMAGES } from '../options.js';
 export const MASK_RATIO = {
   flag: 'mask-ratio',
   value: 'R',
-  type: number(0, 1, { open: true }),
+  type: number(0, 1, { open: true }), // (the engine's range; one that masks no patch of the model is refused by the run)
   run: true,
   help: 'MAE: the share of patches masked, 0 <= R < 1',
 };
