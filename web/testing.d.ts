@@ -10,14 +10,16 @@ export interface AssertParityOptions {
   /** Gradient checkpointing policy: none | block | every:K | sqrt | selective | budget:BYTES (default none). */
   policy?: string | null;
   /** The wasm build (default: the best this host runs: relaxed, else simd, else scalar). */
-  backend?: WasmBuild;
+  wasm?: WasmBuild;
+  /** Where the call is computed: 'wasm' (default) or 'webgpu' (the recording replayed on the GPU). */
+  backend?: 'wasm' | 'webgpu';
   /** A tighter tolerance than 1e-4 (a looser one is a RangeError). */
   tolerance?: number;
   /** Kernel threads (default 1; the same bits at any count). */
   threads?: number;
   /** A directory holding the build's glue and .wasm (instead of the package's). */
   wasmDir?: string;
-  /** An engine to use instead of one made from backend / threads / wasmDir. */
+  /** An engine to use instead of one made from wasm / backend / threads / wasmDir. */
   engine?: Vitrine;
 }
 

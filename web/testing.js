@@ -1,7 +1,8 @@
 // testing.js: vitrine/testing, assertions for Node's test runner (node:test) -- or any runner that
 // takes a thrown AssertionError as a failure.
-//   assertParity(file, { policy, backend, tolerance })   a parity file (docs/parity-format.md)
-//     through the engine's parity harness, as `vitrine parity` runs it
+//   assertParity(file, { policy, wasm, backend, tolerance })   a parity file (docs/parity-format.md)
+//     through the engine's parity harness, as `vitrine parity` runs it (wasm: the build; backend:
+//     where the call is computed, wasm or webgpu -- the names createVitrine takes)
 //   assertGolden(name, () => value, { dir, update, tolerance })   a value against the golden file
 //     recorded for it (docs/testing.md: the golden format, recording and updating)
 import { AssertionError } from 'node:assert';
@@ -28,19 +29,27 @@ const reason = strerror;
 
 // ---- assertParity -----------------------------------------------------------------------------
 
-const engines = new Map(); // one engine per build, thread count and directory, for the process
-async function engineFor(backend, threads, wasmDir) {
-  const key = `${backend ?? ''}|${threads}|${wasmDir ?? ''}`;
+const engines = new Map(); // one engine per build, backend, thread count and directory, for the process
+async function engineFor(wasm, backend, threads, wasmDir) {
+  const key = `${wasm ?? ''}|${backend ?? ''}|${threads}|${wasmDir ?? ''}`;
   if (!engines.has(key)) {
     engines.set(
       key,
       (async () => {
         await enableNodeRelaxedSimd(); // Node 20: before anything compiles wasm
-        return createVitrine({ wasm: backend, threads, wasmDir });
+        return createVitrine({ wasm, backend, threads, wasmDir });
       })(),
     );
   }
   return engines.get(key);
+}
+const gpuParities = new WeakMap(); // an engine's GPU side of parity (web/webgpu/parity.js), made once
+async function gpuParity(vt) {
+  if (!gpuParities.has(vt)) {
+    const { GpuParity } = await import('./webgpu/parity.js');
+    gpuParities.set(vt, new GpuParity(vt, vt.backend.gpu));
+  }
+  return gpuParities.get(vt);
 }
 
 /**
@@ -48,11 +57,20 @@ async function engineFor(backend, threads, wasmDir) {
  * an AssertionError when any expect/ tensor's err exceeds the tolerance, naming the worst tensor,
  * its err and PyTorch's own (torch32_err). A file that cannot be read or run throws too, saying
  * why. Resolves to the result (tensors with err and torch32_err) when it passes.
- * options: policy (gradient checkpointing, default none), backend (a wasm build: relaxed | simd |
- * scalar | wasi-simd | ...; default the best this host runs), tolerance (<= 1e-4, tighter only),
- * threads (default 1), wasmDir, engine (an existing Vitrine instead of backend / threads).
+ * options: policy (gradient checkpointing, default none), wasm (the build: relaxed | simd | scalar |
+ * wasi-simd | ...; default the best this host runs), backend (where the call is computed: 'wasm',
+ * the default, or 'webgpu': the engine's recording replayed on the GPU, judged by the same
+ * harness), tolerance (<= 1e-4, tighter only), threads (default 1), wasmDir, engine (an existing
+ * Vitrine instead of wasm / backend / threads).
  */
-export async function assertParity(file, { policy = null, backend, tolerance, threads = 1, wasmDir, engine } = {}) {
+export async function assertParity(
+  file,
+  { policy = null, wasm, backend, tolerance, threads = 1, wasmDir, engine } = {},
+) {
+  if (backend != null && backend !== 'wasm' && backend !== 'webgpu')
+    throw new TypeError(
+      `assertParity: backend ${JSON.stringify(backend)}: where the call runs, 'wasm' or 'webgpu'${typeof backend === 'string' && !['auto'].includes(backend) ? ` (a build is wasm: ${JSON.stringify(backend)})` : ''}`,
+    );
   const tol = checkTolerance(tolerance);
   const f = toPath(file);
   let bytes;
@@ -61,11 +79,16 @@ export async function assertParity(file, { policy = null, backend, tolerance, th
   } catch (e) {
     throw new AssertionError({ message: `vitrine parity: cannot read ${f}: ${reason(e)}`, operator: 'assertParity' });
   }
-  const vt = engine || (await engineFor(backend, threads, wasmDir));
-  const r = applyTolerance(vt.parity(bytes, { policy, file: f }), tol);
+  const vt = engine || (await engineFor(wasm, backend, threads, wasmDir));
+  const r = applyTolerance(
+    vt.backend.name === 'webgpu'
+      ? await (await gpuParity(vt)).run(bytes, { policy, file: f })
+      : vt.parity(bytes, { policy, file: f }),
+    tol,
+  );
   delete r.json;
   if (r.pass) return r;
-  const how = `${r.module || '?'} ${r.fn || '?'}, wasm ${vt.build}, grad checkpointing ${policy || 'none'}`;
+  const how = `${r.module || '?'} ${r.fn || '?'}, wasm ${vt.build}${vt.backend.name === 'webgpu' ? ', backend webgpu' : ''}, grad checkpointing ${policy || 'none'}`;
   const err = new AssertionError({
     message: r.error
       ? `vitrine parity: ${f} could not be run (${how}): ${r.error}`

@@ -54,7 +54,7 @@ test('docs/finetune.md: the tab, as written', { skip, timeout: 300_000 }, async 
     );
     assert.match(
       log,
-      /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_tiny_patch16_224\.augreg_in21k_ft_in1k$/m,
+      /^16 photos of circles, stripes; normalisation timm's default for vit_tiny_patch16_224 \(vit_tiny_patch16_224\.augreg_in21k_ft_in1k's pretrained_cfg\): the weights state none$/m,
     );
     assert.match(log, /^step 6\/6 loss \d/m);
     assert.match(log, /^done: top-1 \d+\.\d% on 4 held-out photos$/m);

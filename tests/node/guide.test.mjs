@@ -29,7 +29,7 @@ test('docs/finetune.md: the Node program, as written', async () => {
     assert.equal(r.status, 0, r.stderr);
     assert.match(
       r.stdout,
-      /^16 photos of circles, stripes \(4 held out\); normalisation timm's pretrained_cfg of vit_tiny_patch16_224\.augreg_in21k_ft_in1k; pos_embed \[1, 197, 192\]: resampled .*grid 14x14 -> 7x7/m,
+      /^16 photos of circles, stripes \(4 held out\); normalisation timm's default for vit_tiny_patch16_224 \(vit_tiny_patch16_224\.augreg_in21k_ft_in1k's pretrained_cfg\): the weights state none; pos_embed \[1, 197, 192\]: resampled .*grid 14x14 -> 7x7/m,
     );
     assert.match(r.stdout, /^step 6\/6 epoch 3\.00 loss \d/m);
     assert.match(r.stdout, /^done at step 6: top-1 \d+\.\d% on 4 held-out photos$/m);

@@ -55,7 +55,7 @@ test('assertParity: passes a fixture and resolves to the result; fails naming th
   assert.ok(r.tensors.length > 10 && r.err <= 1e-4 && r.torch32_err > 0);
   assert.equal(r.json, undefined);
   const url = new URL(`file://${FIX('adamw_steps.safetensors')}`);
-  assert.equal((await assertParity(url, { backend: 'simd', wasmDir: WASM_DIR })).pass, true); // its own engine, a URL
+  assert.equal((await assertParity(url, { wasm: 'simd', wasmDir: WASM_DIR })).pass, true); // its own engine, a URL
   const dir = temp();
   try {
     const f = path.join(dir, 'off.safetensors');

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { DEFAULT_MAX_PIXELS } from '../train/node-data.js';
 import { readSafetensorsMeta } from '../formats/safetensors.js';
 import { OPTIONS, own } from '../train/options.js';
+import { isTrainPreset } from '../train/objectives/self-supervised.js';
 import {
   objectiveNamed,
   objectiveNames,
@@ -157,7 +158,8 @@ function trainSettings(obj, o) {
   return {
     run: {
       objective: obj.name,
-      preset: config ? null : (o.model ?? null),
+      // a config replaces a train preset; under a timm architecture it is the decoder / head
+      preset: config && (o.model == null || isTrainPreset(o.model)) ? null : (o.model ?? null),
       config,
       batch: o.batch ?? runDefault(obj, 'batch'),
       data: o.data ? path.resolve(o.data) : 'fashion-mnist',

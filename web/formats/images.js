@@ -235,17 +235,71 @@ const isBitmap = (x) => typeof ImageBitmap !== 'undefined' && x instanceof Image
 
 /** An ImageBitmap's RGBA pixels at its own size (browser: an OffscreenCanvas, else a canvas). */
 export function bitmapPixels(bm) {
+  return drawnPixels(bm, bm.width, bm.height);
+}
+
+// a drawable source's RGBA pixels at w x h, drawn on a canvas of that size
+function drawnPixels(source, w, h) {
   const canvas =
     typeof OffscreenCanvas !== 'undefined'
-      ? new OffscreenCanvas(bm.width, bm.height)
+      ? new OffscreenCanvas(w, h)
       : typeof document !== 'undefined'
-        ? Object.assign(document.createElement('canvas'), { width: bm.width, height: bm.height })
+        ? Object.assign(document.createElement('canvas'), { width: w, height: h })
         : null;
-  if (!canvas) throw new VitrineError('ImageBitmap input needs a canvas (a browser)', -1);
+  if (!canvas) throw new VitrineError('an image of the page needs a canvas to be read (a browser)', -1);
   const ctx = canvas.getContext('2d', { willReadFrequently: true });
-  ctx.drawImage(bm, 0, 0);
-  const d = ctx.getImageData(0, 0, bm.width, bm.height);
+  ctx.drawImage(source, 0, 0, w, h);
+  const d = ctx.getImageData(0, 0, w, h);
   return { width: d.width, height: d.height, data: d.data };
+}
+
+const defined = (name) => typeof globalThis[name] === 'function';
+const is = (x, name) => defined(name) && x instanceof globalThis[name];
+/** The size a drawable image source of a page has ({ width, height }), or null when x is none:
+ * ImageBitmap, HTMLImageElement (loaded), HTMLCanvasElement, OffscreenCanvas, HTMLVideoElement
+ * (with a frame), VideoFrame, SVGImageElement. */
+export function drawableSize(x) {
+  if (!x || typeof x !== 'object') return null;
+  if (is(x, 'ImageBitmap') || is(x, 'HTMLCanvasElement') || is(x, 'OffscreenCanvas'))
+    return { width: x.width, height: x.height };
+  if (is(x, 'HTMLImageElement')) return { width: x.naturalWidth, height: x.naturalHeight };
+  if (is(x, 'HTMLVideoElement')) return { width: x.videoWidth, height: x.videoHeight };
+  if (is(x, 'VideoFrame')) return { width: x.displayWidth, height: x.displayHeight };
+  if (is(x, 'SVGImageElement')) return { width: x.width.baseVal.value, height: x.height.baseVal.value };
+  return null;
+}
+
+/** Every image source a page (or a worker) has, as its RGBA pixels at its own size: { width,
+ * height, data }. A Blob / File is decoded (decodeBlob); ImageData and ImageData-like pixels pass
+ * as they are; ImageBitmap, HTMLImageElement, HTMLCanvasElement, OffscreenCanvas,
+ * HTMLVideoElement (its current frame), VideoFrame are drawn. Anything else: a VitrineError naming
+ * `what` and what it takes. */
+export async function imagePixels(x, what = 'image') {
+  if (isImageLike(x)) {
+    if (x.data.length !== 4 * x.width * x.height)
+      throw new VitrineError(`${what}: ${x.data.length} bytes are not the RGBA pixels of ${x.width}x${x.height}`, -1);
+    return x;
+  }
+  if (typeof Blob !== 'undefined' && x instanceof Blob) return decodeBlob(x);
+  const size = drawableSize(x);
+  if (size) {
+    if (!(size.width > 0 && size.height > 0))
+      throw new VitrineError(`${what}: an image of ${size.width}x${size.height} (not loaded yet, or no frame)`, -1);
+    return drawnPixels(x, size.width, size.height);
+  }
+  throw new VitrineError(
+    `${what}: not an image (a File / Blob, ImageBitmap, ImageData, HTMLImageElement, HTMLCanvasElement, OffscreenCanvas, HTMLVideoElement or VideoFrame)`,
+    -1,
+  );
+}
+
+/** An image source as something that crosses to a worker: a Blob, ImageBitmap or ImageData-like
+ * pixels as they are; a page's element, canvas or video frame as an ImageBitmap of it (the
+ * element stays the page's). */
+export async function transferableImage(x, what = 'image') {
+  if (isImageLike(x) || (typeof Blob !== 'undefined' && x instanceof Blob) || is(x, 'ImageBitmap')) return x;
+  if (drawableSize(x)) return createImageBitmap(x);
+  return imagePixels(x, what); // (names what it is not)
 }
 
 /** Browser decoding: a Blob / File (PNG, JPEG, whatever the browser reads) -> { width, height,

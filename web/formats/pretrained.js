@@ -4,7 +4,7 @@
 //   1. mean / std given by the caller (--mean / --std);
 //   2. the weights' own metadata: `pretrained_cfg` (timm's name; JSON with mean and std), which
 //      vitrine writes into every file it saves;
-//   3. timm's pretrained_cfg of the architecture's default tag (TIMM_PRETRAINED below: timm's
+//   3. timm's default for the architecture: the pretrained_cfg of its default tag (TIMM_PRETRAINED: timm's
 //      vit_*_patch16_224 / patch32_224 default to the augreg weights, mean = std = 0.5);
 //   4. else ImageNet's mean / std (vitrine's default, what its own small models train with).
 // No Node module is imported unless a file path is read in Node.
@@ -84,7 +84,13 @@ export function resolveNormalization({ mean = null, std = null, meta = null, arc
   const m = statsFromMeta(meta, what);
   if (m) return { ...m, source: "the weights' pretrained_cfg" };
   const t = arch && Object.hasOwn(TIMM_PRETRAINED, arch) ? TIMM_PRETRAINED[arch] : null;
-  if (t) return { mean: t.mean, std: t.std, source: `timm's pretrained_cfg of ${arch}.${t.tag}` };
+  // (the architecture's default: weights that state nothing may never have seen that tag)
+  if (t)
+    return {
+      mean: t.mean,
+      std: t.std,
+      source: `timm's default for ${arch} (${arch}.${t.tag}'s pretrained_cfg)${meta ? ': the weights state none' : ''}`,
+    };
   return { mean: IMAGENET_MEAN, std: IMAGENET_STD, source: "ImageNet (vitrine's default)", isDefault: true };
 }
 

@@ -1,7 +1,15 @@
 // create.js: createVitrine, from options to a running engine -- the build chosen and loaded
 // (web/runtime/loader.js), its thread pool started (pool.js), where its training steps run chosen
 // (the wasm engine, or the WebGPU backend of web/webgpu/, imported only when asked for).
-import { buildName, fallbackBuild, loadBuild, WASM_BUILDS } from './loader.js';
+import {
+  buildName,
+  fallbackBuild,
+  loadBuild,
+  WASM_BUILDS,
+  IS_NODE,
+  relaxedSimdSupported,
+  enableNodeRelaxedSimd,
+} from './loader.js';
 import { startPool, hostCores, threadsUnavailableReason } from './pool.js';
 import { Vitrine } from './engine.js';
 import { wasmBackend } from './backend.js';
@@ -36,6 +44,7 @@ import { VitrineError } from '../errors.js';
  */
 export async function createVitrine(options = {}) {
   const name = buildName(options.wasm);
+  if (options.wasm != null && WASM_BUILDS[name].relaxed) await relaxedOrSay(name);
   let threads = options.threads == null ? await hostCores() : options.threads;
   if (!Number.isInteger(threads) || threads < 1 || threads > 64)
     throw new VitrineError(
@@ -106,4 +115,18 @@ export async function createVitrine(options = {}) {
     }
   }
   return vt;
+}
+
+// A relaxed build asked for by name: Node 20 turns relaxed SIMD on here (a V8 flag, for this
+// process; what enableNodeRelaxedSimd does); where it still does not validate, one sentence says
+// what to do instead of the compiler's error.
+async function relaxedOrSay(name) {
+  if (relaxedSimdSupported()) return;
+  if (IS_NODE && (await enableNodeRelaxedSimd())) return;
+  throw new VitrineError(
+    IS_NODE
+      ? `wasm '${name}': this Node (${process.version}) does not validate relaxed SIMD even with --experimental-wasm-relaxed-simd; ask for wasm: 'simd' (or leave wasm out: the fastest build this host runs)`
+      : `wasm '${name}': this browser does not validate relaxed SIMD; ask for wasm: 'simd' (or leave wasm out: the fastest build this host runs)`,
+    -1,
+  );
 }

@@ -8,6 +8,7 @@
 import { VitrineError } from '../errors.js';
 import { Model, modelDims } from './model.js';
 import { wasmBackend } from './backend.js';
+import { loadClassifier } from './classifier.js';
 
 const ELEMENT = { i32: [Int32Array, 4], u32: [Uint32Array, 4], f64: [Float64Array, 8] };
 /** snake_case (C) -> camelCase (JS): 'fit_recompute_flops' -> 'fitRecomputeFlops'. */
@@ -247,6 +248,13 @@ export class Vitrine {
     if (typeof spec === 'string') return this.createModel(timmSpec(spec, options));
     const h = this.check(this._withSpec(spec, (k, p, j, n) => this._c.model_create(k, p, j, n)));
     return new Model(this, h, spec.kind || 'timm', spec.preset || null);
+  }
+
+  /** A classifier reopened (a classify run's weights: bytes, a File / Blob, a URL, a path in
+   * Node, or the finished run): Promise<Classifier>, whose predict(images, { top }) takes every
+   * image source a page has (web/runtime/classifier.js). options: { onProgress, signal }. */
+  loadClassifier(source, options = {}) {
+    return loadClassifier(this, source, options);
   }
 
   /** The dims createModel(spec) would give the model ({ img, patch, chans, dim, depth, heads,

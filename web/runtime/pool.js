@@ -10,6 +10,20 @@ const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process
 // neither stubs it nor splits a chunk for it in a browser build (as web/vitrine.js's nodeModule)
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
 
+/** Node: the options of a worker thread of ours -- the process's flags without --input-type, which
+ * a worker of a file refuses to start with (`node --input-type=module -e '...'` would leave every
+ * worker dead at birth). */
+export function nodeWorkerOptions() {
+  const argv = process.execArgv,
+    execArgv = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--input-type')
+      i++; // (its value follows)
+    else if (!argv[i].startsWith('--input-type=')) execArgv.push(argv[i]);
+  }
+  return { execArgv };
+}
+
 export const STACK_BYTES = 1024 * 1024; // per worker, as the main thread of every build: the GEMM packs 404 KB on it
 
 /** Every core the host reports. */
@@ -154,7 +168,7 @@ export async function startPool(engine, n, { onLost = () => {}, timeouts = {} } 
       if (!base) throw new Error('out of memory for a worker stack');
       stacks.push(base);
       const stackTop = (base + STACK_BYTES) & ~15;
-      const w = IS_NODE ? new WorkerCtor(url) : new WorkerCtor(url, { type: 'module' });
+      const w = IS_NODE ? new WorkerCtor(url, nodeWorkerOptions()) : new WorkerCtor(url, { type: 'module' });
       if (IS_NODE) w.unref(); // a worker blocked in the engine's loop must not keep Node alive
       workers.push(w);
       ready.push(

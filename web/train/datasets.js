@@ -10,6 +10,8 @@
 //   { kind: 'files', files: File[], labels?, classes? }   a FileList / File[] (browser); with no
 //        labels, a file's class is its folder under the one picked (<input webkitdirectory>)
 //   { kind: 'urls', urls: string[], labels?, classes? }  fetched and decoded when used
+//   { kind: 'images', images: [Blob | ImageBitmap | { width, height, data }], labels?, classes? }
+//        images of a page (train() made its elements ImageBitmaps), drawn when used
 //   { kind: 'folder', dir }                              Node: sub-folders are classes (data.js)
 //   { kind: 'fashion-mnist', split }                     Node: Debian's dataset-fashion-mnist
 // Batches turns images of a source into the normalised float batch a model takes: decode ->
@@ -17,7 +19,7 @@
 // pipeline of images.js, with a bounded cache of what was already resized (a folder larger than
 // memory trains: nothing is decoded up front). Augmentation is drawn from (seed, step, slot), so a
 // resumed run draws what the straight run drew.
-import { resizeCrop, resizeBox, makeBatch, decodeBlob } from '../formats/images.js';
+import { resizeCrop, resizeBox, makeBatch, decodeBlob, imagePixels } from '../formats/images.js';
 import { DataError } from '../errors.js';
 import { hash32, rng32, seedWords } from './data-order.js';
 import { augmentBatch, randomResizedCropBox, flipped } from './augment.js';
@@ -101,13 +103,17 @@ function pixelSource(d) {
   };
 }
 
-// a file's class: its folder under the one picked (webkitRelativePath 'photos/cat/1.jpg' -> 'cat')
-function folderClass(f) {
-  const parts = String(f.webkitRelativePath || '')
+// a file's class: its folder under the one picked ('photos/cat/1.jpg' -> 'cat'; path: its
+// webkitRelativePath, as the calling thread read it)
+function folderClass(path) {
+  const parts = String(path || '')
     .split('/')
     .filter(Boolean);
   return parts.length >= 3 ? parts[1] : null;
 }
+
+// file i's path: the one the calling thread read (d.paths), else its own
+const pathOf = (d, f, i) => (d.paths && d.paths[i]) || f.webkitRelativePath || f.name || '';
 
 function blobSource(items, d, what, fetchOne) {
   const n = items.length;
@@ -116,7 +122,7 @@ function blobSource(items, d, what, fetchOne) {
     classes = d.classes || null;
   if (labels == null && d.kind === 'files') {
     // classes from the folders of a picked directory
-    const cls = items.map(folderClass);
+    const cls = items.map((f, i) => folderClass(pathOf(d, f, i)));
     if (cls.every((c) => c != null)) {
       classes = [...new Set(cls)].sort();
       labels = cls.map((c) => classes.indexOf(c));
@@ -124,7 +130,7 @@ function blobSource(items, d, what, fetchOne) {
   }
   labels = checkLabels(labels, n, classes, what);
   const name = (i) =>
-    d.kind === 'files' ? items[i].webkitRelativePath || items[i].name || `file ${i}` : String(items[i]);
+    d.kind === 'files' ? pathOf(d, items[i], i) || `file ${i}` : d.kind === 'images' ? `image ${i}` : String(items[i]);
   return {
     name: what,
     n,
@@ -163,6 +169,11 @@ async function fetchImage(url) {
   if (!r.ok) throw new Error(`HTTP ${r.status}${r.statusText ? ' ' + r.statusText : ''}`);
   return decodeBytes(new Uint8Array(await r.arrayBuffer()));
 }
+// an image of the page as it crossed to the worker: a Blob (decoded), an ImageBitmap (drawn), pixels
+async function decodeImageItem(x) {
+  if (typeof Blob !== 'undefined' && x instanceof Blob) return decodeFile(x);
+  return imagePixels(x);
+}
 async function decodeFile(f) {
   try {
     return await decodeBlob(f);
@@ -183,6 +194,8 @@ export async function openSource(d, { what = 'data', raise = 'maxPixels raises i
       return blobSource(Array.from(d.files || []), d, `${(d.files || []).length} files`, decodeFile);
     case 'urls':
       return blobSource(Array.from(d.urls || []), d, `${(d.urls || []).length} URLs`, fetchImage);
+    case 'images':
+      return blobSource(Array.from(d.images || []), d, `${(d.images || []).length} images`, decodeImageItem);
     case 'folder':
     case 'fashion-mnist': {
       if (!IS_NODE)

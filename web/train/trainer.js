@@ -11,6 +11,8 @@
 import { VitrineError } from '../errors.js';
 import { objectiveModules, checkRunOptions } from './objectives/index.js';
 import { CALLBACKS } from './options.js';
+import { nodeWorkerOptions } from '../runtime/pool.js';
+import { drawableSize, transferableImage } from '../formats/images.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
@@ -18,6 +20,45 @@ const isUrl = (s) => s instanceof URL || (typeof s === 'string' && /^(https?|fil
 const isBlob = (x) => typeof Blob !== 'undefined' && x instanceof Blob;
 const base = () => (typeof location !== 'undefined' ? location.href : undefined);
 const absUrl = (u) => new URL(String(u), base()).href;
+
+// a File's path in a picked folder (else its name), as segments
+const pathOf = (f) => String(f.webkitRelativePath || f.name || '').split('/');
+/** Files in path order: segment by segment, each compared as Node's folder reader sorts a folder's
+ * entries (web/train/node-data.js), so that a folder picked in a tab is read in the order Node
+ * reads it from disk (the data order and the held-out fifth follow it). */
+export function byPath(files) {
+  const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+  return [...files].sort((x, y) => {
+    const a = pathOf(x),
+      b = pathOf(y);
+    for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return cmp(a[i], b[i]);
+    return a.length - b.length;
+  });
+}
+
+// Files with their paths in a picked folder read here (a File's webkitRelativePath may not cross to
+// a worker): the worker takes their classes and names from these
+const filesOf = (files) => ({ kind: 'files', files, paths: files.map((f) => f.webkitRelativePath || f.name || '') });
+
+// A list of Files, URLs or images of the page (ImageBitmap, ImageData, an image, canvas, video or
+// video frame: made something that crosses to the worker), in the order given.
+async function describeItems(items, what) {
+  if (items.length && items.every(isBlob)) return filesOf(items);
+  if (items.length && items.every(isUrl)) return { kind: 'urls', urls: items.map(absUrl) };
+  if (items.length && items.every((x) => isBlob(x) || isImageSource(x)))
+    return { kind: 'images', images: await Promise.all(items.map((x, i) => transferableImage(x, `${what}[${i}]`))) };
+  throw new VitrineError(
+    `${what}: a list of Files, of URLs or of images (ImageBitmap, ImageData, canvas, <img>, <video>, VideoFrame; got ${items.length ? 'a mix, or neither' : 'none'})`,
+    -1,
+  );
+}
+const isImageSource = (x) =>
+  !!drawableSize(x) ||
+  (x &&
+    typeof x === 'object' &&
+    typeof x.width === 'number' &&
+    typeof x.height === 'number' &&
+    ArrayBuffer.isView(x.data));
 
 /** A data option -> the description web/train/datasets.js reads in the worker. */
 export async function describeData(d, what = 'data') {
@@ -31,24 +72,21 @@ export async function describeData(d, what = 'data') {
   }
   if (isUrl(d)) return { kind: 'urls', urls: [absUrl(d)] };
   if (typeof FileList !== 'undefined' && d instanceof FileList) d = Array.from(d);
-  if (Array.isArray(d)) {
-    if (d.length && d.every(isBlob)) return { kind: 'files', files: d };
-    if (d.length && d.every(isUrl)) return { kind: 'urls', urls: d.map(absUrl) };
-    throw new VitrineError(
-      `${what}: an array of Files or of URLs (got ${d.length ? 'a mix, or neither' : 'none'})`,
-      -1,
-    );
-  }
+  if (Array.isArray(d)) return d.length && d.every(isBlob) ? filesOf(byPath(d)) : describeItems(d, what);
   if (typeof d !== 'object') throw new VitrineError(`${what}: ${JSON.stringify(d)} is not data`, -1);
   if (d.kind) return d;
   const { labels = null, classes = null } = d;
   if (d.dir != null) return describeData(String(d.dir), what);
-  if (d.files) return { kind: 'files', files: Array.from(d.files), labels, classes };
+  if (d.files) {
+    // labels given follow the files as given; else the files in path order (as a folder is read)
+    const files = Array.from(d.files);
+    return { ...filesOf(labels == null ? byPath(files) : files), labels, classes };
+  }
   if (d.urls) return { kind: 'urls', urls: Array.from(d.urls, absUrl), labels, classes };
   if (d.pixels)
     return { kind: 'pixels', n: d.n, size: d.size, chans: d.chans, pixels: d.pixels, labels, classes, name: d.name };
   if (d.byClass) {
-    // { cat: [File | URL ...], dog: [...] }
+    // { cat: [File | URL | an image of the page ...], dog: [...] }, in the order given
     const names = Object.keys(d.byClass),
       items = [],
       lab = [];
@@ -58,11 +96,11 @@ export async function describeData(d, what = 'data') {
         lab.push(k);
       }),
     );
-    const inner = await describeData(items, what);
+    const inner = await describeItems(items, what);
     return { ...inner, labels: lab, classes: names };
   }
   throw new VitrineError(
-    `${what}: give a folder (Node), Files, URLs, { pixels, n, size, chans, labels }, or { byClass: { name: [...] } }`,
+    `${what}: give a folder (Node), Files, URLs, images, { pixels, n, size, chans, labels }, or { byClass: { name: [...] } }`,
     -1,
   );
 }
@@ -80,7 +118,7 @@ async function spawn({ backend, gpu } = {}) {
   if (IS_NODE) {
     if (backend && backend !== 'wasm') (await import('../webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
     const { Worker } = await nodeModule('worker_threads');
-    const w = new Worker(new URL('./worker.js', import.meta.url));
+    const w = new Worker(new URL('./worker.js', import.meta.url), nodeWorkerOptions());
     return {
       post: (m, t) => w.postMessage(m, t),
       on: (h) => w.on('message', h),
@@ -249,17 +287,29 @@ export class Trainer {
     if (['starting', 'training', 'paused'].includes(this.status)) this._send({ type: 'abort' });
   }
 
-  /** A classifier's top classes with probabilities, per image: [{ index, name, p }] (images:
-   * Blob / File, ImageBitmap, ImageData, RGBA { width, height, data } of any size, or a
-   * normalised Float32Array NCHW). Works during and after the run, until dispose(). */
-  async predict(images, { topk = 3 } = {}) {
+  /** A classifier's top classes with probabilities, per image: [[{ index, name, p }, ...], ...]
+   * (images: one or a list of File / Blob, ImageBitmap, ImageData, HTMLImageElement,
+   * HTMLCanvasElement, OffscreenCanvas, HTMLVideoElement, VideoFrame -- any size -- or a normalised
+   * Float32Array NCHW; top: how many classes, default 3). Works during and after the run, until
+   * dispose(); after it, vt.loadClassifier(run) reopens what the run made. */
+  async predict(images, { top, topk } = {}) {
     if (!this._worker) await new Promise((r) => setTimeout(r, 0));
-    if (!this._worker) throw new VitrineError('predict: the training worker is not started', -7);
+    if (!this._worker)
+      throw new VitrineError(
+        'predict: the training worker is not started (after dispose(): vt.loadClassifier(run))',
+        -7,
+      );
+    // a page's elements do not cross to a worker: each as an ImageBitmap of it, made here
+    const list = Array.isArray(images) ? images : [images];
+    const sent =
+      images instanceof Float32Array
+        ? images
+        : await Promise.all(list.map((x, i) => transferableImage(x, `predict: image ${i}`)));
     const id = this._next++;
     this._worker.ref(true);
     return new Promise((resolve, reject) => {
       this._replies.set(id, { resolve, reject });
-      this._worker.post({ type: 'predict', id, images, options: { topk } });
+      this._worker.post({ type: 'predict', id, images: sent, options: { topk: topk ?? top ?? 3 } });
     });
   }
 

@@ -11,7 +11,7 @@ import type { Model } from 'vitrine';
 
 export async function check(model: Model, images: Float32Array): Promise<number> {
   const r: TolerancedParityResult = await assertParity(new URL('./model.safetensors', import.meta.url), {
-    backend: 'simd',
+    wasm: 'simd',
     policy: 'block',
     tolerance: PARITY_TOLERANCE / 10,
   });
@@ -20,8 +20,10 @@ export async function check(model: Model, images: Float32Array): Promise<number>
   });
   const p: Promise<GoldenStatus> = assertGolden('loss', async () => model.loss(images), { tolerance: 1e-6 });
   await p;
-  // @ts-expect-error: a backend is a build's name
-  await assertParity('x.safetensors', { backend: 'avx512' });
+  // @ts-expect-error: a build is a wasm build's name
+  await assertParity('x.safetensors', { wasm: 'avx512' });
+  // @ts-expect-error: a backend is where the call runs (wasm, webgpu), not a build
+  await assertParity('x.safetensors', { backend: 'simd' });
   // @ts-expect-error: assertParity returns a promise
   const sync: TolerancedParityResult = assertParity('x.safetensors');
   // @ts-expect-error: a golden holds numbers, typed arrays, { data, shape } and objects of these

@@ -9,10 +9,11 @@
 //   CLASSIFY_DEFAULTS   the training settings (lr, weight decay, label smoothing, clipping, pooling)
 //   classifyTrainerOptions   trainerInit options of a run (seeds: init S, trainer S+1, data S+2)
 //   classifierSpec      the model: a preset's encoder (or a timm config) + num_classes + pooling
-//   predictTop          softmax of the logits -> the top classes with probabilities
+//   predictTop          softmax of the logits -> the top classes (web/runtime/classifier.js's)
 import { TRAIN_PRESETS } from '../presets.js';
 import { FORMATS, MAX_CLASSES, checkEncoder, MetadataError, object, optional, show } from '../../formats/metadata.js';
-import { channelStats, decodeBlob, bitmapPixels, resizeCrop, makeBatch } from '../../formats/images.js';
+import { channelStats } from '../../formats/images.js';
+import { predictTop, classifierBatch } from '../../runtime/classifier.js';
 import { pretrainedCfg } from '../../formats/pretrained.js';
 import { withMetadata } from '../../formats/safetensors.js';
 import { timmSpec } from '../../runtime/engine.js';
@@ -25,6 +26,8 @@ import { isTrainPreset, encoderOverrides } from './self-supervised.js';
  * timm's MAE fine-tuning (global_pool 'avg': the mean of the patch tokens, fc_norm): an MAE
  * encoder never trains its [CLS] token. lr 2e-3 with avg pooling: the settings of the Fashion-MNIST
  * runs that reached 90% (README; [CLS] at 1e-3, the old default, was only run from random init). */
+export { predictTop };
+
 export const CLASSIFY_DEFAULTS = { lr: 2e-3, weightDecay: 0.05, labelSmoothing: 0.1, clipNorm: 1.0, pool: 'avg' };
 /** trainerInit's options of a classifier run (the Session's, and vitrine trace's step): lightly's
  * cosine schedule after `warmup` linear steps over `steps`; the trainer's seed is the run's seed + 1
@@ -65,22 +68,6 @@ export function classifierSpec({ preset = 'fmnist', config = null, numClasses, p
     throw new Error(`classifier preset '${preset}': use ${Object.keys(TRAIN_PRESETS).join(', ')} or --config`);
   }
   return { kind: 'timm', config: { ...encoder, num_classes: numClasses, global_pool: pool } }; // timm kwargs
-}
-
-/** Softmax of one row of logits -> [{ index, name, p }] sorted by probability, the first k. */
-export function predictTop(z, names, k = 3) {
-  let mx = -Infinity;
-  for (const v of z) mx = Math.max(mx, v);
-  let s = 0;
-  const e = Array.from(z, (v) => {
-    const x = Math.exp(v - mx);
-    s += x;
-    return x;
-  });
-  return e
-    .map((x, i) => ({ index: i, name: names && names[i] != null ? names[i] : String(i), p: x / s }))
-    .sort((a, b) => b.p - a.p || a.index - b.index)
-    .slice(0, k);
 }
 
 /** An encoder file's timm_kwargs (web/formats/metadata.js checkEncoder: a damaged entry names its
@@ -247,33 +234,10 @@ export default {
     return { step: session.step, top1: correct / idx.length, n: idx.length, confusion, seconds: (now() - t0) / 1000 };
   },
   /** The top classes of images: Float32Array NCHW (normalised), or images of any size through the
-   * pixel pipeline: Blob / File (decoded by the browser), ImageBitmap, { width, height, data } RGBA
-   * pixels (ImageData). Per image [{ index, name, p }]. */
+   * pixel pipeline (web/runtime/classifier.js classifierBatch: every image source of a page). Per
+   * image [{ index, name, p }]. */
   async predict(session, images, { topk = 3 } = {}) {
-    const { img, chans } = session.model.dims;
-    let x = images;
-    if (!(images instanceof Float32Array)) {
-      const list = Array.isArray(images) ? images : [images],
-        per = chans * img * img,
-        px = new Uint8Array(list.length * per);
-      for (let b = 0; b < list.length; b++) {
-        let im = list[b];
-        if (typeof Blob !== 'undefined' && im instanceof Blob) im = await decodeBlob(im);
-        else if (typeof ImageBitmap !== 'undefined' && im instanceof ImageBitmap) im = bitmapPixels(im);
-        if (!im || !(im.width > 0) || !(im.height > 0) || !im.data || im.data.length !== 4 * im.width * im.height)
-          throw new VitrineError(
-            `predict: image ${b} is not a Float32Array, Blob, ImageBitmap or RGBA pixels { width, height, data }`,
-            -1,
-          );
-        px.set(resizeCrop(im.data, im.width, im.height, 4, img, chans), b * per);
-      }
-      x = makeBatch(
-        { chans, size: img, pixels: px },
-        Int32Array.from(list, (_, i) => i),
-        null,
-        session.stats,
-      );
-    }
+    const x = await classifierBatch(images, session.model.dims, session.stats);
     await session.sync(); // (the WebGPU backend: the newest state)
     const z = session.model.timmForward(x),
       C = z.shape[1];
