@@ -6,7 +6,6 @@ import { channelStats } from '../formats/images.js';
 import { DataError } from '../errors.js';
 import { hash32, seedWords } from './data-order.js';
 
-
 const NUM = '(\\d+(?:\\.\\d+)?|\\.\\d+)';
 /** Augmentation settings from text: 'none', or a comma list of
  *   hflip[:P]          timm's --hflip: flip horizontally with probability P (default 0.5)

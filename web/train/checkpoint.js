@@ -74,7 +74,6 @@ const RULES_OF = {
   },
 };
 
-
 /**
  * A training checkpoint's metadata (readSafetensorsMeta) -> { run, step, policy, spec }: run is the
  * run's settings under `key` ('vitrine_run' | 'vitrine_classify'), step the steps it has taken
@@ -185,4 +184,3 @@ export function runFromCheckpoint(meta, what = 'the checkpoint') {
   run.spec = c.spec;
   return { run, objective: run.objective, step: c.step, policy: c.policy };
 }
-

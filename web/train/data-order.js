@@ -68,4 +68,3 @@ export class DataOrder {
     return out;
   }
 }
-

@@ -123,4 +123,3 @@ export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t 
   }
   return nq ? correct / nq : NaN;
 }
-
