@@ -876,6 +876,12 @@ def read_run(d):
         need(run, k, 'num')
     for k in ('schedule.warmup_steps', 'schedule.total_steps', 'batch.batch', 'batch.grad_accum', 'data.n'):
         need(run, k, 'int')
+    for k in ('data.source', 'data.order.seed', 'masks.state'):
+        need(run, k, 'str')
+    for k in ('data.mean', 'data.std'):
+        need(run, k, 'list')
+    for k in ('img_size', 'patch_size', 'in_chans', 'embed_dim'):
+        need(run, f'model.timm_kwargs.{k}', 'int')
     need(run, 'optimizer.state_dict.param_groups', 'list')
     if run['objective'] == 'mae':
         need(run, 'model.decoder', 'dict')
@@ -916,8 +922,14 @@ def write_run(out, run, model_sd, order, opt_tensors):
 
 # ---- training ------------------------------------------------------------------------------------
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, as every other failure
+        _say(f'{message} (--help lists the options)')
+        sys.exit(2)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog='vitrine_continue.py', description='Continue a vitrine training run (vitrine export --torch DIR) in '
         'PyTorch with timm + lightly, on one process or under torchrun (DistributedDataParallel), and write it '
         'back for vitrine train --resume. Exit status: 0 done, 1 failed, 2 usage. docs/scale-out.md.')
@@ -938,7 +950,7 @@ def main(argv=None):
                     'the yardstick of how far float32 itself strays (tests/node/torch-run.test.mjs)')
     ap.add_argument('--standin', action='store_true', help='the timm / lightly modules in plain torch (no timm / lightly needed)')
     ap.add_argument('--log-every', type=int, default=1, help='a line every N steps (default 1)')
-    ap.add_argument('--json', action='store_true', help='end with one JSON line (rank 0)')
+    ap.add_argument('--json', action='store_true', help='a JSON line per step (step, loss, lr) and one at the end, on stdout (rank 0)')
     a = ap.parse_args(argv)
     for k in ('steps', 'stop_at', 'save_every', 'threads', 'log_every'):
         v = getattr(a, k)
@@ -1048,8 +1060,7 @@ def train(a):
     objective = build_objective(run, lib)
     mod = objective.state_module()
     try:
-        res = mod.load_state_dict({k: v for k, v in sd.items()}, strict=True)
-        del res
+        mod.load_state_dict(sd, strict=True)
     except RuntimeError as e:
         lines = [l.strip() for l in str(e).splitlines() if l.strip()]
         raise RunError(f'model.safetensors does not fit {lib["source"]}\'s {run["model"]["module"]}: {" ".join(lines[1:3])[:300]}')

@@ -20,6 +20,7 @@ import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'nod
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { REPO, engine } from './util.mjs';
 import { Session } from '../../web/train-loop.js';
 import { readSafetensorsHeader } from '../../web/safetensors.js';
@@ -39,6 +40,9 @@ const REAL =
     `import sys; sys.path.insert(0, ${JSON.stringify(path.join(REPO, 'python'))}); import vitrine_continue as v; v.import_libraries()`,
   );
 const MODULES = REAL ? [] : ['--standin'];
+const noPil = noTorch
+  ? null
+  : probe('import PIL.Image') && 'PIL (Pillow) is not importable: the folder pipeline needs it';
 if (noTorch) console.log(`# torch-run.test.mjs: ${noTorch}: skipped (bash scripts/setup.sh installs python3-torch)`);
 else if (!REAL) console.log('# torch-run.test.mjs: timm / lightly not importable: the continuations use --standin');
 
@@ -76,6 +80,8 @@ function agreement(ref, got, ref64, { lrs, t0, betas }) {
   const D = lrs.reduce((a, b) => a + b, 0),
     dist = lrs.reduce((a, lr, i) => a + lr * updateBound(t0 + i + 1, betas[0], betas[1]), 0);
   let worst = null,
+    maxAbs = 0,
+    maxRel = 0,
     keyBias = { diff: 0, tol: 2 * dist },
     ok = true;
   for (const [name, r] of ref) {
@@ -100,17 +106,19 @@ function agreement(ref, got, ref64, { lrs, t0, betas }) {
     const tol = 2 * drift + dist * 2 ** -20 + lrs.length * ulp;
     const e = { name, diff, rel: mx ? diff / mx : diff, drift, tol, ratio: tol ? diff / tol : diff ? Infinity : 0 };
     if (!worst || e.ratio > worst.ratio) worst = e;
+    maxAbs = Math.max(maxAbs, diff);
+    maxRel = Math.max(maxRel, e.rel);
     if (diff > tol) ok = false;
     if (kd > keyBias.diff) keyBias = { name, diff: kd, tol: 2 * dist };
   }
   if (keyBias.diff > keyBias.tol) ok = false;
-  return { worst, keyBias, ok, D };
+  return { worst, keyBias, ok, D, maxAbs, maxRel };
 }
 const show = (a) =>
-  `worst ${a.worst.name}: max |diff| ${a.worst.diff.toExponential(2)} (relative ${a.worst.rel.toExponential(2)}, ` +
-  `${(a.worst.diff / a.D).toExponential(2)} of sum lr), tolerance ${a.worst.tol.toExponential(2)} ` +
-  `(float32 drift ${a.worst.drift.toExponential(2)}), ${(100 * a.worst.ratio).toFixed(0)}% of it; key bias ` +
-  `${a.keyBias.diff.toExponential(2)} <= ${a.keyBias.tol.toExponential(2)}`;
+  `max |diff| ${a.maxAbs.toExponential(2)}, max relative (per tensor, max|diff| / max|p|) ${a.maxRel.toExponential(2)}; ` +
+  `nearest its tolerance ${a.worst.name}: ${a.worst.diff.toExponential(2)} (${(a.worst.diff / a.D).toExponential(2)} of sum lr) ` +
+  `<= ${a.worst.tol.toExponential(2)} (float32 drift ${a.worst.drift.toExponential(2)}), ${(100 * a.worst.ratio).toFixed(0)}% of it; ` +
+  `key bias ${a.keyBias.diff.toExponential(2)} <= ${a.keyBias.tol.toExponential(2)}`;
 
 // ---- runs and files ------------------------------------------------------------------------------
 
@@ -145,9 +153,10 @@ const freePort = () =>
 
 // float32 and float64 continuations of `dir` to step `stopAt`, in one interpreter; the float32
 // run's per-step losses from its --json lines
-function continueTorch(dir, out, stopAt) {
+function continueTorch(dir, out, stopAt, extra = []) {
   const args = (o, more) => [
     dir,
+    ...extra,
     '--out',
     o,
     '--stop-at',
@@ -344,19 +353,18 @@ test("the script's data order, augmentation hash and CRC are vitrine's", { skip:
 });
 
 test(
-  'bad input is one line: vitrine_continue.py, vitrine export, vitrine train --resume DIR',
+  'bad input is one line: vitrine_continue.py, importTorchRun, vitrine export, vitrine train --resume DIR',
   { skip: noTorch ?? false },
   async () => {
     const vt = await engine('simd');
     const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-torch-run-bad-'));
     const CLI = path.join(REPO, 'web/cli.js'),
       cli = (args) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 120000 });
-    const oneLine = (r, status, re) => {
-      assert.equal(r.status, status, r.stderr);
-      const lines = r.stderr.trim().split('\n');
-      assert.equal(lines.length, 1, r.stderr);
-      assert.doesNotMatch(r.stderr, /Traceback|at .*\.js:\d+/);
-      assert.match(lines[0], re);
+    const oneLine = ({ status, stderr }, want, re) => {
+      assert.equal(status, want, stderr);
+      assert.equal(stderr.trim().split('\n').length, 1, stderr);
+      assert.doesNotMatch(stderr, /Traceback|at .*\.js:\d+/);
+      assert.match(stderr, re);
     };
     try {
       const s = await Session.open(vt, {
@@ -366,8 +374,8 @@ test(
         batch: 8,
         steps: 4,
         policy: 'none',
-        runInfo: { data: 'fashion-mnist' },
-      }); // as the CLI names it
+        runInfo: { data: 'fashion-mnist' }, // as the CLI names it
+      });
       let cp;
       try {
         await s.loop({ stopAt: 1 });
@@ -380,56 +388,81 @@ test(
       const ex = cli(['export', '--torch', good, path.join(dir, 'cp.safetensors')]);
       assert.equal(ex.status, 0, ex.stderr);
       assert.match(ex.stderr, /wrote .*MAE at step 1 of 4/);
-      const files = readRun(good);
-      const variant = (name, change) => {
-        const d = path.join(dir, name);
-        writeRun(d, { ...files, ...change(files) });
-        return d;
+      const files = readRun(good),
+        run = JSON.parse(new TextDecoder().decode(files['run.json'])),
+        json = (o) => new TextEncoder().encode(JSON.stringify(o));
+      const bad = {
+        torn: { 'run.json': json({ ...run, step: 2 }) },
+        format: { 'run.json': json({ ...run, format: 'x' }) },
+        groups: { 'run.json': json({ ...run, optimizer: { state_dict: { state: {}, param_groups: 'x' } } }) },
+        seed: { 'run.json': json({ ...run, data: { ...run.data, order: {} } }) },
+        cut: { 'optimizer.safetensors': files['optimizer.safetensors'].subarray(0, 100) },
       };
-      const run = JSON.parse(new TextDecoder().decode(files['run.json']));
-      const json = (o) => new TextEncoder().encode(JSON.stringify(o));
-      const torn = variant('torn', () => ({ 'run.json': json({ ...run, step: 2 }) }));
-      const format = variant('format', () => ({ 'run.json': json({ ...run, format: 'x' }) }));
-      const groups = variant('groups', () => ({
-        'run.json': json({ ...run, optimizer: { state_dict: { state: {}, param_groups: 'x' } } }),
-      }));
-      const cut = variant('cut', (f) => ({ 'optimizer.safetensors': f['optimizer.safetensors'].subarray(0, 100) }));
-      const scr = (args, env = {}) =>
-        py([SCRIPT, ...args, '--threads', '1', ...MODULES], { env: { ...process.env, ...env } });
-      oneLine(scr([path.join(dir, 'none')]), 1, /no run\.json/);
-      oneLine(scr([torn]), 1, /model\.safetensors is of step '1', run\.json of step 2/);
-      oneLine(scr([format]), 1, /format "x" is not vitrine-torch-run\/1/);
-      oneLine(scr([groups]), 1, /param_groups: "x" is not a list/);
-      oneLine(scr([cut]), 1, /optimizer\.safetensors: not a safetensors file/);
-      oneLine(scr([good, '--stop-at', '1']), 1, /at step 1 of 4: nothing to do/);
-      oneLine(scr([good], { WORLD_SIZE: '3', RANK: '0' }), 1, /batch 8 does not split over 3 processes/);
-      oneLine(scr([good, '--data', '/nonexistent']), 1, /--data \/nonexistent: the run trained on fashion-mnist/);
-      const noTimm = py([
-        '-c',
-        `import sys; sys.modules['timm'] = None; sys.path.insert(0, ${JSON.stringify(path.dirname(SCRIPT))}); import vitrine_continue as v; sys.exit(v.main([${JSON.stringify(good)}]))`,
-      ]);
-      oneLine(noTimm, 1, /timm is not importable .*--standin/);
+      for (const [name, change] of Object.entries(bad)) writeRun(path.join(dir, name), { ...files, ...change });
+      const at = (name) => path.join(dir, name);
 
-      oneLine(cli(['export', path.join(dir, 'cp.safetensors')]), 2, /--torch DIR/);
-      oneLine(cli(['export', '--torch', path.join(dir, 'x'), path.join(dir, 'missing.safetensors')]), 1, /cannot read/);
-      oneLine(
-        cli(['export', '--torch', path.join(dir, 'x'), path.join(good, 'model.safetensors')]),
-        1,
-        /model\.safetensors: /,
-      );
-      for (const [d, re] of [
-        [torn, /torn: model\.safetensors is of step "1", run\.json of step 2/],
-        [format, /format "x" is not vitrine-torch-run\/1/],
-        [cut, /optimizer\.safetensors: /],
-        [path.join(dir, 'empty-dir'), /cannot read model\.safetensors/],
-      ]) {
-        mkdirSync(d, { recursive: true });
-        oneLine(cli(['train', '--resume', d, '--out', path.join(dir, 'o')]), 1, re);
-      }
-      // and the good one resumes through the command line
-      const r = cli(['train', '--resume', good, '--out', path.join(dir, 'back'), '--no-eval', '--stop-at', '2']);
+      // the script: its checks in one interpreter (each main() call's exit status and stderr)
+      const cases = [
+        [[at('none')], 1, /no run\.json/],
+        [[at('torn')], 1, /model\.safetensors is of step '1', run\.json of step 2/],
+        [[at('format')], 1, /format "x" is not vitrine-torch-run\/1/],
+        [[at('groups')], 1, /param_groups: "x" is not a list/],
+        [[at('seed')], 1, /data\.order\.seed: missing is not text/],
+        [[at('cut')], 1, /optimizer\.safetensors: not a safetensors file/],
+        [[good, '--stop-at', '1'], 1, /at step 1 of 4: nothing to do/],
+        [[good, '--data', '/nonexistent'], 1, /--data \/nonexistent: the run trained on fashion-mnist/],
+        [[good, '--steps', 'x'], 2, /--steps: invalid int value/],
+      ];
+      const code = `import sys, io, json, contextlib; sys.path.insert(0, ${JSON.stringify(path.dirname(SCRIPT))}); import vitrine_continue as v
+out = []
+for args in json.loads(sys.argv[1]):
+    e = io.StringIO()
+    with contextlib.redirect_stderr(e):
+        try:
+            st = v.main(args + ['--threads', '1'] + ${JSON.stringify(MODULES)})
+        except SystemExit as x:
+            st = x.code
+    out.append({'status': st, 'stderr': e.getvalue()})
+print(json.dumps(out))`;
+      const r = py(['-c', code, JSON.stringify(cases.map(([a]) => a))]);
       assert.equal(r.status, 0, r.stderr);
-      assert.match(r.stderr, /steps 1\.\.2\/4/);
+      JSON.parse(r.stdout).forEach((got, i) => oneLine(got, cases[i][1], cases[i][2]));
+      // a fresh interpreter for what is decided at start: the processes, a library that is not there
+      oneLine(
+        py([SCRIPT, good, ...MODULES], { env: { ...process.env, WORLD_SIZE: '3', RANK: '0' } }),
+        1,
+        /batch 8 does not split over 3 processes/,
+      );
+      const noTimm = `import sys; sys.modules['timm'] = None; sys.path.insert(0, ${JSON.stringify(path.dirname(SCRIPT))}); import vitrine_continue as v; sys.exit(v.main([${JSON.stringify(good)}]))`;
+      oneLine(py(['-c', noTimm]), 1, /timm is not importable .*--standin/);
+
+      // the import, as the CLI and train({ resume }) call it
+      for (const [name, re] of [
+        ['torn', /model\.safetensors is of step "1", run\.json of step 2/],
+        ['format', /format "x" is not vitrine-torch-run\/1/],
+        ['groups', /param_groups: not a list of groups/],
+        ['cut', /optimizer\.safetensors: /],
+      ])
+        assert.throws(
+          () => importTorchRun(readRun(at(name)), { source: name }),
+          (e) => e.name === 'VitrineError' && re.test(e.message),
+        );
+
+      // the command line
+      oneLine(cli(['export', path.join(dir, 'cp.safetensors')]), 2, /--torch DIR/);
+      oneLine(cli(['export', '--torch', at('x'), at('missing.safetensors')]), 1, /cannot read/);
+      oneLine(cli(['export', '--torch', at('x'), path.join(good, 'model.safetensors')]), 1, /model\.safetensors: /);
+      oneLine(
+        cli(['train', '--resume', at('torn'), '--out', at('o')]),
+        1,
+        /torn: model\.safetensors is of step "1", run\.json of step 2/,
+      );
+      mkdirSync(at('empty'));
+      oneLine(cli(['train', '--resume', at('empty'), '--out', at('o')]), 1, /empty: cannot read model\.safetensors/);
+      // and the good one resumes through the command line
+      const back = cli(['train', '--resume', good, '--out', at('back'), '--no-eval', '--stop-at', '2']);
+      assert.equal(back.status, 0, back.stderr);
+      assert.match(back.stderr, /steps 1\.\.2\/4/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -468,3 +501,69 @@ test("run.json's timm kwargs are the engine's (timmKwargs against vt_timm_kwargs
     }
   }
 });
+
+test(
+  'a folder of PNGs with augmentation (hflip, rrc, shift) continues on the same images',
+  { skip: noTorch ?? (noPil || false) },
+  async (t) => {
+    const { PNG } = createRequire(import.meta.url)('pngjs');
+    const vt = await engine('simd');
+    const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-torch-run-folder-'));
+    try {
+      // 2 classes of 12 RGB images of assorted sizes: resized, cropped and made grey as vitrine does
+      let seed = 1;
+      const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) & 0xff;
+      for (const c of ['cat', 'dog']) {
+        mkdirSync(path.join(dir, 'imgs', c), { recursive: true });
+        for (let i = 0; i < 12; i++) {
+          const png = new PNG({ width: 20 + ((rnd() * 40) >> 8), height: 20 + ((rnd() * 40) >> 8) });
+          for (let k = 0; k < png.data.length; k++) png.data[k] = k % 4 === 3 ? 255 : rnd();
+          writeFileSync(path.join(dir, 'imgs', c, `${i}.png`), PNG.sync.write(png));
+        }
+      }
+      const data = { kind: 'folder', dir: path.join(dir, 'imgs') };
+      const s = await Session.open(vt, {
+        objective: 'classify',
+        model: 'fmnist-p7-mlp2',
+        data,
+        batch: 4,
+        steps: 8,
+        warmup: 2,
+        policy: 'none',
+        augment: 'hflip,rrc,shift:2',
+        runInfo: { data: data.dir },
+      });
+      const losses = [];
+      let cp3, cp6;
+      try {
+        await s.loop({ stopAt: 3 });
+        cp3 = s.checkpoint();
+        await s.loop({ stopAt: 6, emit: (k, e) => k === 'step' && losses.push(e.loss) });
+        cp6 = s.checkpoint();
+      } finally {
+        s.dispose();
+      }
+      const files = exportTorchRun(cp3),
+        doc = JSON.parse(new TextDecoder().decode(files['run.json']));
+      writeRun(path.join(dir, 't3'), files);
+      const p6 = continueTorch(path.join(dir, 't3'), path.join(dir, 'p6'), 6, ['--data', data.dir]);
+      const a = agreement(
+        params(p6.run['model.safetensors']),
+        params(cp6, 'param/'),
+        params(p6.f64['model.safetensors']),
+        {
+          lrs: Array.from({ length: 3 }, (_, i) => scheduleLr(doc.schedule, 3 + i)),
+          t0: 3,
+          betas: doc.optimizer.state_dict.param_groups[0].betas,
+        },
+      );
+      t.diagnostic(`steps 4-6: ${show(a)}`);
+      assert.ok(a.ok, show(a));
+      const lossErr = Math.max(...p6.losses.map((l, i) => Math.abs(l.loss - losses[i]) / Math.abs(losses[i])));
+      t.diagnostic(`losses of steps 4-6: relative difference at most ${lossErr.toExponential(2)}`);
+      assert.ok(lossErr <= 1e-4, `losses: ${lossErr}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
