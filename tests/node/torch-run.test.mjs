@@ -463,6 +463,25 @@ print(json.dumps(out))`;
       const back = cli(['train', '--resume', good, '--out', at('back'), '--no-eval', '--stop-at', '2']);
       assert.equal(back.status, 0, back.stderr);
       assert.match(back.stderr, /steps 1\.\.2\/4/);
+      // --masks torch: lightly's masks from torch's generator; vitrine's stream goes back as it came
+      const tm = py([
+        SCRIPT,
+        good,
+        '--masks',
+        'torch',
+        '--stop-at',
+        '2',
+        '--out',
+        at('tm'),
+        '--threads',
+        '1',
+        ...MODULES,
+      ]);
+      assert.equal(tm.status, 0, tm.stderr);
+      const tmRun = JSON.parse(readFileSync(path.join(at('tm'), 'run.json'), 'utf8'));
+      assert.equal(tmRun.step, 2);
+      assert.equal(tmRun.masks.state, run.masks.state);
+      assert.equal(tmRun.history.at(-1).masks, 'torch');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
