@@ -50,10 +50,10 @@ def _say(msg):
     print(f'vitrine_continue.py: {msg}', file=sys.stderr, flush=True)
 
 
-# ---- vitrine's generators (web/train.js, src/init.c), bit for bit --------------------------------
+# ---- vitrine's generators (web/train/data-order.js, src/init.c), bit for bit --------------------------------
 
 def hash32(*words):
-    """web/train.js hash32: splitmix32-style hash of 32-bit words."""
+    """web/train/data-order.js hash32: splitmix32-style hash of 32-bit words."""
     h = 0x9E3779B9
     for w in words:
         h = (h + (w & M32)) & M32
@@ -64,7 +64,7 @@ def hash32(*words):
 
 
 def mulberry32(seed):
-    """web/train.js rng32: () -> uint32 (JavaScript's Math.imul is the low 32 bits of the product)."""
+    """web/train/data-order.js rng32: () -> uint32 (JavaScript's Math.imul is the low 32 bits of the product)."""
     a = seed & M32
 
     def draw():
@@ -82,7 +82,7 @@ def seed_words(seed):
 
 
 def permutation(n, seed):
-    """web/train.js permutation: Fisher-Yates with mulberry32 (the same doubles as JavaScript)."""
+    """web/train/data-order.js permutation: Fisher-Yates with mulberry32 (the same doubles as JavaScript)."""
     p = list(range(n))
     r = mulberry32(seed)
     for i in range(n - 1, 0, -1):
@@ -92,7 +92,7 @@ def permutation(n, seed):
 
 
 class DataOrder:
-    """web/train.js DataOrder: epoch e is permutation(n, hash32(seed, e)); position q (step s, slot
+    """web/train/data-order.js DataOrder: epoch e is permutation(n, hash32(seed, e)); position q (step s, slot
     j: q = s * images_per_step + j) is image perm(q // n)[q % n]."""
 
     def __init__(self, n, seed):
@@ -177,15 +177,15 @@ def schedule_lr(s, step):
     return float(lr * f) if step < W else float(min_lr + f32(f32(lr - min_lr) * f))
 
 
-# ---- data: vitrine's pipeline (web/datasets.js, web/images.js) -----------------------------------
+# ---- data: vitrine's pipeline (web/train/datasets.js, augment.js, web/formats/images.js) ---------------
 
 def split_fraction(n, f):
-    """web/datasets.js splitFraction: image i is held out when floor((i + 1) f) > floor(i f)."""
+    """web/train/datasets.js splitFraction: image i is held out when floor((i + 1) f) > floor(i f)."""
     return [i for i in range(n) if not math.floor((i + 1) * f) > math.floor(i * f)]
 
 
 def parse_augment(text):
-    """web/datasets.js parseAugment, for the canonical text a checkpoint keeps."""
+    """web/train/augment.js parseAugment, for the canonical text a checkpoint keeps."""
     a = {'flip': False, 'shift': 0, 'hflip': 0.0, 'rrc': None}
     if text in (None, 'none'):
         return a
@@ -207,7 +207,7 @@ def parse_augment(text):
 
 
 def _axis_taps(src, dst, scale, offset):
-    """web/images.js axisWeights: area average when shrinking, bilinear when growing."""
+    """web/formats/images.js axisWeights: area average when shrinking, bilinear when growing."""
     out = []
     for o in range(dst):
         taps = []
@@ -227,7 +227,7 @@ def _axis_taps(src, dst, scale, offset):
 
 
 def _box_taps(start, length, dst):
-    """web/images.js boxWeights: the taps of a crop box resized to dst samples."""
+    """web/formats/images.js boxWeights: the taps of a crop box resized to dst samples."""
     scale, out = length / dst, []
     for o in range(dst):
         taps = []
@@ -248,7 +248,7 @@ def _box_taps(start, length, dst):
 
 
 def _resample(img, wx, wy, size, chans):
-    """web/images.js resample: rows (float32), then columns, rounded once to bytes (Math.round);
+    """web/formats/images.js resample: rows (float32), then columns, rounded once to bytes (Math.round);
     img: uint8 [h, w, k] (k = 1, 3 or 4). The model's channels: grey (R+G+B)/3, or repeated."""
     import numpy as np
     h, w, k = img.shape
@@ -275,7 +275,7 @@ def _resample(img, wx, wy, size, chans):
 
 
 def resize_crop(img, size, chans):
-    """web/images.js resizeCrop: the shorter side resized to size, the centre kept."""
+    """web/formats/images.js resizeCrop: the shorter side resized to size, the centre kept."""
     h, w = img.shape[:2]
     scale = min(w, h) / size
     rw, rh = math.floor(w / scale + 0.5), math.floor(h / scale + 0.5)
@@ -283,7 +283,7 @@ def resize_crop(img, size, chans):
 
 
 def rrc_box(W, H, rrc, uniform):
-    """web/datasets.js randomResizedCropBox (torchvision's RandomResizedCrop.get_params)."""
+    """web/train/augment.js randomResizedCropBox (torchvision's RandomResizedCrop.get_params)."""
     area, (s0, s1), (r0, r1) = W * H, rrc['scale'], rrc['ratio']
     lr = (math.log(r0), math.log(r1))
     for _ in range(10):
@@ -303,7 +303,7 @@ def rrc_box(W, H, rrc, uniform):
 
 
 class FashionMNIST:
-    """The train split of Fashion-MNIST from its gzipped IDX files (web/data.js loadFashionMNIST)."""
+    """The train split of Fashion-MNIST from its gzipped IDX files (web/train/node-data.js loadFashionMNIST)."""
 
     def __init__(self, root):
         import numpy as np
@@ -333,7 +333,7 @@ class FashionMNIST:
 
 
 class ImageFolder:
-    """A folder of PNG / JPEG images as web/data.js lists it (names sorted, dot-files skipped, a
+    """A folder of PNG / JPEG images as web/train/node-data.js lists it (names sorted, dot-files skipped, a
     file's class its first sub-folder). Decoded by PIL; PNGs give vitrine's bytes, a JPEG decoder
     may differ from jpeg-js in the last bit of some pixels."""
 
@@ -384,7 +384,7 @@ class ImageFolder:
 
 
 class Batches:
-    """web/datasets.js Batches.batch: the normalised (and augmented) images of a step's slots."""
+    """web/train/datasets.js Batches.batch: the normalised (and augmented) images of a step's slots."""
 
     def __init__(self, source, size, chans, mean, std, augment, augment_seed):
         import numpy as np
@@ -430,7 +430,7 @@ class Batches:
         return out
 
     def _flip_shift(self, img, step, j):
-        """web/datasets.js augmentBatch: flip / shift from hash32(seed, step, j)."""
+        """web/train/augment.js augmentBatch: flip / shift from hash32(seed, step, j)."""
         import numpy as np
         a, S = self.aug, self.size
         h = hash32(self.w[0], self.w[1], step, j)

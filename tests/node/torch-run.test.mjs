@@ -1,4 +1,4 @@
-// torch-run.test.mjs: a run moved to PyTorch and back (web/formats/torch-run.js, `vitrine export
+// torch-run.test.mjs: a run moved to PyTorch and back (web/train/torch-run.js, `vitrine export
 // --torch`, python/vitrine_continue.py, `vitrine train --resume DIR`), checked, not assumed. Per
 // objective (MAE on the main job's model and batch, AIM with 2 accumulated micro-batches, the
 // classifier with label smoothing and min_lr), on Fashion-MNIST with a schedule whose warm-up ends
@@ -22,9 +22,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { REPO, engine } from './util.mjs';
-import { Session } from '../../web/train-loop.js';
-import { readSafetensorsHeader } from '../../web/safetensors.js';
-import { exportTorchRun, importTorchRun, scheduleLr, TORCH_RUN_FILES } from '../../web/formats/torch-run.js';
+import { Session } from '../../web/train/session.js';
+import { readSafetensorsHeader } from '../../web/formats/safetensors.js';
+import { exportTorchRun, importTorchRun, scheduleLr, TORCH_RUN_FILES } from '../../web/train/torch-run.js';
 
 const PY = process.env.VITRINE_PYTHON || '/usr/bin/python3';
 const SCRIPT = path.join(REPO, 'python/vitrine_continue.py');
@@ -334,9 +334,9 @@ test(
 );
 
 test("the script's data order, augmentation hash and CRC are vitrine's", { skip: noTorch ?? false }, async () => {
-  const { DataOrder, hash32, rng32 } = await import('../../web/train.js');
+  const { DataOrder, hash32, rng32 } = await import('../../web/train/data-order.js');
   const { crc32 } = await import('node:zlib');
-  const { crc32Hex } = await import('../../web/formats/torch-run.js');
+  const { crc32Hex } = await import('../../web/train/torch-run.js');
   const seed = '9007199254740000', // above 2^32: both seed words matter
     qs = [0, 1, 999, 1000, 1001, 4321, 9999];
   const code =
@@ -489,9 +489,9 @@ print(json.dumps(out))`;
 );
 
 test("run.json's timm kwargs are the engine's (timmKwargs against vt_timm_kwargs_json)", async () => {
-  const { timmKwargs } = await import('../../web/formats/torch-run.js');
-  const { encoderPrefix } = await import('../../web/train.js');
-  const { readSafetensorsMeta } = await import('../../web/safetensors.js');
+  const { timmKwargs } = await import('../../web/train/torch-run.js');
+  const { encoderPrefix } = await import('../../web/train/presets.js');
+  const { readSafetensorsMeta } = await import('../../web/formats/safetensors.js');
   const vt = await engine('simd');
   const enc = { img_size: 32, patch_size: 8, in_chans: 3, embed_dim: 48, depth: 1, num_heads: 3 };
   const specs = [

@@ -1,12 +1,12 @@
 // export.js: `vitrine export --torch DIR CHECKPOINT` -- a training checkpoint as a run PyTorch
-// continues (web/formats/torch-run.js: the model's state_dict under PyTorch's keys, AdamW's
+// continues (web/train/torch-run.js: the model's state_dict under PyTorch's keys, AdamW's
 // state_dict, the schedule, the data position, the mask generator), for
 // python/vitrine_continue.py under torchrun; and the reading of such a folder again, for `vitrine
 // train --resume DIR` (readTorchRun). docs/scale-out.md.
 import { statSync } from 'node:fs';
 import path from 'node:path';
-import { readRegularFile, writeAtomic, makeDirs } from '../data.js';
-import { exportTorchRun, importTorchRun, TORCH_RUN_FILES } from '../formats/torch-run.js';
+import { readRegularFile, writeAtomic, makeDirs } from '../train/node-data.js';
+import { exportTorchRun, importTorchRun, TORCH_RUN_FILES } from '../train/torch-run.js';
 import { CliError } from './args.js';
 import { readInput, why, mib } from './io.js';
 import { loadEngine, ENGINE_OPTIONS } from './engine.js';

@@ -151,7 +151,7 @@ export function scheduleLr({ lr, min_lr: minLr = 0, warmup_steps: warmup, total_
 /**
  * A vitrine checkpoint (Session.checkpoint(), `vitrine train`'s checkpoint.safetensors, train()'s
  * result.checkpoint) as a torch run: { 'model.safetensors', 'optimizer.safetensors', 'run.json' }
- * bytes. Its metadata is checked as a resume checks it (web/train-loop.js runFromCheckpoint) and
+ * bytes. Its metadata is checked as a resume checks it (web/train/checkpoint.js runFromCheckpoint) and
  * every tensor against its CRC-32; a damaged field is a VitrineError naming it.
  */
 export function exportTorchRun(checkpoint, { source = 'the checkpoint' } = {}) {
