@@ -553,6 +553,22 @@ export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length
 /** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;
 
+/** The files of a run moved to PyTorch (docs/scale-out.md): file name -> bytes. */
+export type TorchRunFiles = {
+  'model.safetensors': Uint8Array;
+  'optimizer.safetensors': Uint8Array;
+  'run.json': Uint8Array;
+};
+/** The files of a torch run, in the order they are written (run.json last). */
+export const TORCH_RUN_FILES: readonly ['model.safetensors', 'optimizer.safetensors', 'run.json'];
+/** A training checkpoint (result.checkpoint, Session / CLI checkpoints) as a run python/vitrine_continue.py
+ * continues in PyTorch: the state_dict, AdamW's state_dict, schedule, data position, mask generator.
+ * A damaged checkpoint throws a VitrineError naming the field. */
+export function exportTorchRun(checkpoint: Uint8Array | ArrayBuffer, options?: { source?: string }): TorchRunFiles;
+/** A torch run (exported, or trained on by python/vitrine_continue.py) as checkpoint bytes that
+ * train({ resume }) continues; a run written in part or damaged throws a VitrineError naming the file. */
+export function importTorchRun(files: TorchRunFiles, options?: { source?: string }): Uint8Array;
+
 /** What Model.initFrom loaded and skipped. */
 export interface InitReport {
   source: string;

@@ -43,3 +43,4 @@ export { Session } from './train/session.js';
 export { TRAIN_PRESETS, MAE_DECODERS, maeDecoder, modelSpec, encoderPrefix } from './train/presets.js';
 export { showMasks } from './train/visualize.js';
 export { CLASSIFY_DEFAULTS, classifierSpec } from './train/objectives/classify.js';
+export { exportTorchRun, importTorchRun, TORCH_RUN_FILES } from './train/torch-run.js';

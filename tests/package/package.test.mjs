@@ -98,6 +98,7 @@ test('contents: the shell, its types, the CLI and every wasm build; nothing else
     'LICENSE',
     'wasm/builds.json',
     'python/vitrine_dump.py',
+    'python/vitrine_continue.py',
     ...web,
     ...docs,
     `build/wasm/${TABLE}`,

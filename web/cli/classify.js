@@ -113,7 +113,10 @@ export const command = {
       help: 'stop after STEP steps (checkpoint written, no evaluation)',
       parse: whole(1, COUNT),
     },
-    resume: { value: 'FILE', help: 'continue a checkpoint bit for bit' },
+    resume: {
+      value: 'FILE|DIR',
+      help: 'continue a checkpoint bit for bit, or a run PyTorch trained (a folder: docs/scale-out.md)',
+    },
     'require-crc': { type: 'boolean', help: 'with --resume: refuse a checkpoint without CRC-32s of its tensors' },
     'max-image-mp': {
       value: 'N',

@@ -12,6 +12,7 @@ import { Trainer } from '../train/trainer.js';
 import { parseAugment, augmentText } from '../train/augment.js';
 import { CliError, UsageError, whole, decimal } from './args.js';
 import { readInput, why, Progress, mib } from './io.js';
+import { isFolder, readTorchRun } from './export.js';
 
 /** Options a resumed run takes from its checkpoint: given again, they are a usage error. */
 export function refuseOnResume(given, keys) {
@@ -35,11 +36,14 @@ export function refuseOnResume(given, keys) {
  */
 export function readCheckpoint(file, key, what, dataGiven, { requireCrc = false } = {}) {
   let bytes, meta, c;
-  try {
-    bytes = readInput(file);
-  } catch (e) {
-    throw new CliError(`cannot read ${file}: ${why(e)}`);
-  }
+  // a folder: a run PyTorch trained (python/vitrine_continue.py), converted to a checkpoint
+  if (isFolder(file)) bytes = readTorchRun(file);
+  else
+    try {
+      bytes = readInput(file);
+    } catch (e) {
+      throw new CliError(`cannot read ${file}: ${why(e)}`);
+    }
   try {
     meta = readSafetensorsMeta(bytes);
   } catch (e) {

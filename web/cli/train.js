@@ -133,8 +133,8 @@ export const command = {
       parse: whole(1, COUNT),
     },
     resume: {
-      value: 'FILE',
-      help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)',
+      value: 'FILE|DIR',
+      help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it),\nor a run PyTorch trained (a folder of python/vitrine_continue.py: docs/scale-out.md)',
     },
     'require-crc': { type: 'boolean', help: 'with --resume: refuse a checkpoint without CRC-32s of its tensors' },
     init: {
