@@ -13,8 +13,8 @@
 //                                 [--reps 21] [--warmup 2] [--wasm BUILD] [--threads N] [--json FILE]
 import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
 import { specFor } from '../demo/worker-data.js';
-import { recordPolicies, measureTimes, median, quantile, pairedRatios } from '../demo/teach-measure.js';
-import { order, keeps, policyName } from '../demo/compare-view.js';
+import { recordPolicies, measureTimes, median, quantile, pairedRatios } from '../web/widget/index.js';
+import { order, keeps, policyName } from '../web/widget/index.js';
 import { availableParallelism, loadavg } from 'node:os';
 import { hostInfo } from './lib.mjs';
 import { writeFileSync } from 'node:fs';
