@@ -5,7 +5,7 @@
 // that then fits and trains), what it costs (measured), and when `sqrt` would win. Every number is
 // the planner's (the same report the memory panel shows) or the engine's recorded step (the
 // teaching view's, drawn here by a second checkpointing widget), never typed in.
-import { $, S, page } from './state.js';
+import { $, S, page, setStatus } from './state.js';
 import { fmtBytes, policyLabel, MiB } from './plan.js';
 import { planner } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
@@ -71,6 +71,9 @@ function applyLesson(policy) {
   setPolicyValue(policy);
   page.policyApplied(policy);
   page.formChanged();
+  setStatus(
+    `the lesson's run is in the form: MAE '${LESSON.model}', batch ${LESSON.batch}, ${LESSON.budgetMB} MB, checkpointing '${policy}'`,
+  );
   return true;
 }
 
@@ -111,7 +114,9 @@ const STEPS = [
       return [
         {
           id: 'lesson-try',
-          label: S.run ? 'Reset the run, then try batch 384 in 256 MB' : 'Try it: batch 384 in 256 MB, no checkpointing',
+          label: S.run
+            ? 'Reset the run, then try batch 384 in 256 MB'
+            : 'Try it: batch 384 in 256 MB, no checkpointing',
           run: async () => {
             if (S.run) await page.reset();
             applyLesson('none');
@@ -136,7 +141,10 @@ const STEPS = [
         `The drawing is the engine’s record of this step: each row a block, what it keeps and drops, its forward in blue and its backward in purple.</p>`
       );
     },
-    figure: () => ({ policy: 'none', moment: (r) => stepMoments(r).findIndex((m) => m.inBlock && m.phase === 'forward') }),
+    figure: () => ({
+      policy: 'none',
+      moment: (r) => stepMoments(r).findIndex((m) => m.inBlock && m.phase === 'forward'),
+    }),
   },
   {
     title: '3. Why memory grows through the forward',
@@ -327,7 +335,13 @@ function drawFigure(st) {
   if (L.figure.R !== R)
     L.figure.setResults(
       { results: R, dims: v.dims, threads: v.threads },
-      { spec: v.spec, batch: LESSON.batch, maskRatio: LESSON.maskRatio, modelName: `'${LESSON.model}'`, policy: want.policy },
+      {
+        spec: v.spec,
+        batch: LESSON.batch,
+        maskRatio: LESSON.maskRatio,
+        modelName: `'${LESSON.model}'`,
+        policy: want.policy,
+      },
     );
   const key = `${L.step}`;
   if (rendering !== key) {
@@ -341,7 +355,8 @@ function go(d) {
   if (to === L.step) return;
   L.step = to;
   rendering = null;
-  $('lesson-announce').textContent = `Step ${L.step + 1} of ${STEPS.length}: ${STEPS[L.step].title.replace(/^\d+\. /, '')}`;
+  $('lesson-announce').textContent =
+    `Step ${L.step + 1} of ${STEPS.length}: ${STEPS[L.step].title.replace(/^\d+\. /, '')}`;
   // from step 2 on the lesson speaks of its own run: the form is set to it when no run is in the way
   if (L.step > 0 && !onLesson() && !S.run) applyLesson(S.policy === 'block' ? 'block' : 'none');
   render();

@@ -32,6 +32,8 @@ import {
   AGAIN,
 } from '../../web/widget/index.js';
 import { specFor } from '../../demo/worker-data.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 const P = TRAIN_PRESETS.fmnist;
 const B = 8;
@@ -231,8 +233,38 @@ test('the comparison: a budget that keeps everything is none, not raced; the hal
   assert.match(rows.none.cells[3], /^0: nothing re-computed$/);
   assert.match(rows.block.cells[4], /^[\d.]+ ms \([\d.]+–[\d.]+\), 3 rounds$/);
   assert.match(rows.block.cells[5], /^1\.\d\d× \(/);
-  assert.match(timesProse(R, times), /Timing none twice in each round gave ratios of/);
+  assert.match(
+    timesProse(R, times),
+    /Timing none twice in each round, the second timing over the first had a median of 1\.00×/,
+  );
   assert.match(timesProse(R, times), /runs the same kernel calls as none: one computation, timed once/);
   assert.equal(AGAIN, 'again');
   vt.close();
+});
+
+test("docs/demo.md's table is the widget's table of the engine as it is: every exact column (bench/teach_policies.mjs --doc writes it)", async () => {
+  const doc = readFileSync(fileURLToPath(new URL('../../docs/demo.md', import.meta.url)), 'utf8');
+  const sec = doc.slice(doc.indexOf('<!-- teach_policies: begin -->'), doc.indexOf('<!-- teach_policies: end -->'));
+  const threads = Number(/(\d+) threads? as in the tab/.exec(sec)[1]);
+  const rows = sec
+    .split('\n')
+    .filter((l) => l.startsWith('| ') && !l.startsWith('| policy'))
+    .map((l) =>
+      l
+        .slice(2, -2)
+        .split(' | ')
+        .map((c) => c.replace(/\\\|/g, '|')),
+    );
+  assert.ok(rows.length >= 8, sec.slice(0, 400));
+  // the same recording at the doc's thread count (the arena holds an attention scratch per thread)
+  const vt = await createVitrine({ threads, wasmDir: WASM_DIR });
+  const R = recordPolicies(vt, { spec: specFor({ kind: 'mae', model: 'fmnist' }), batch: 32, maskRatio: 0.75 }).results;
+  vt.close();
+  const want = tableRows(R).map((w) => [
+    ...w.cells.slice(0, 4),
+    `${(R[w.policy].stepBytes / 2 ** 20).toFixed(1)} MiB`,
+    (R[w.policy].total / R.none.total).toFixed(2),
+  ]);
+  const got = rows.map((c) => [...c.slice(0, 4), c[6], c[7]]);
+  assert.deepEqual(got, want);
 });

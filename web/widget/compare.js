@@ -94,12 +94,14 @@ export function tableRows(R, times = null) {
   });
 }
 
-/** The table: one row per policy (tableRows). On a narrow screen each row stacks its cells, each
- * with its column's name (data-label). */
+/** The table: one row per policy (tableRows); the columns of step times only once there are times.
+ * On a narrow screen each row stacks its cells, each with its column's name (data-label). */
 export function renderCompareTable(table, R, times = null) {
   table.querySelectorAll('tr').forEach((tr) => tr.remove());
+  const timed = !!(times && times.ms && times.ms.none && times.ms.none.length),
+    n = timed ? COLUMNS.length : 4;
   const tr0 = table.appendChild(document.createElement('tr'));
-  for (const h of COLUMNS) {
+  for (const h of COLUMNS.slice(0, n)) {
     const th = document.createElement('th');
     th.scope = 'col';
     th.textContent = h;
@@ -109,7 +111,7 @@ export function renderCompareTable(table, R, times = null) {
     const tr = document.createElement('tr');
     tr.dataset.policy = row.policy;
     if (row.same) tr.dataset.same = row.same;
-    row.cells.forEach((c, i) => {
+    row.cells.slice(0, n).forEach((c, i) => {
       if (row.same && i === 5) return;
       const td = document.createElement(i ? 'td' : 'th');
       if (!i) td.scope = 'row';
@@ -131,7 +133,8 @@ export function timesProse(R, times) {
     out = [];
   if (s.noise)
     out.push(
-      `Timing none twice in each round gave ratios of ${ratioText(s.noise)} (median, middle half): differences of that size are noise here.`,
+      `Timing none twice in each round, the second timing over the first had a median of ${s.noise.median.toFixed(2)}× and a middle half of ` +
+        `${s.noise.q1.toFixed(2)}–${s.noise.q3.toFixed(2)}×: differences of that size are noise here.`,
     );
   if (s.busy)
     out.push(

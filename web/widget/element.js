@@ -18,7 +18,13 @@ export class VitrineCheckpointing extends HTMLElement {
   }
   options() {
     const a = (n) => this.getAttribute(n),
-      list = (n) => (a(n) ? a(n).split(',').map((s) => s.trim()).filter(Boolean) : null);
+      list = (n) =>
+        a(n)
+          ? a(n)
+              .split(',')
+              .map((s) => s.trim())
+              .filter(Boolean)
+          : null;
     const o = { model: a('model') || 'fmnist', kind: a('kind') || 'mae', modelName: `'${a('model') || 'fmnist'}'` };
     if (a('config')) {
       o.config = JSON.parse(a('config'));

@@ -45,7 +45,14 @@ export class CheckpointingView {
   constructor(root, options = {}) {
     injectStyle(root.ownerDocument || document);
     this.root = root;
-    this.opts = { batch: 32, maskRatio: 0.75, policy: 'block', parts: ['schedule', 'compare'], headingLevel: 3, ...options };
+    this.opts = {
+      batch: 32,
+      maskRatio: 0.75,
+      policy: 'block',
+      parts: ['schedule', 'compare'],
+      headingLevel: 3,
+      ...options,
+    };
     this.R = null;
     this.times = null;
     this.sched = { policy: null, index: -1, count: 0 };
@@ -74,9 +81,19 @@ export class CheckpointingView {
     this.root.append(this.box);
     if (parts.includes('schedule')) {
       this.policySel = h('select', { class: 'vtc-policy' });
-      this.prev = h('button', { type: 'button', class: 'vtc-prev', 'aria-label': 'previous moment of the step', text: '◀ previous' });
+      this.prev = h('button', {
+        type: 'button',
+        class: 'vtc-prev',
+        'aria-label': 'previous moment of the step',
+        text: '◀ previous',
+      });
       this.playBtn = h('button', { type: 'button', class: 'vtc-play', 'aria-label': 'play the step', text: '▶ play' });
-      this.next = h('button', { type: 'button', class: 'vtc-next', 'aria-label': 'next moment of the step', text: 'next ▶' });
+      this.next = h('button', {
+        type: 'button',
+        class: 'vtc-next',
+        'aria-label': 'next moment of the step',
+        text: 'next ▶',
+      });
       this.pos = h('span', { class: 'vtc-note vtc-pos' });
       this.svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
       this.svg.setAttribute('class', 'vtc-schedule');
@@ -114,7 +131,7 @@ export class CheckpointingView {
           ' backward. Each row says what the block keeps for its backward and what it drops (against keeping everything), to be re-computed. ' +
             'Below, the activation memory over the same time, as the textbook figure draws it: filled, what is still needed ' +
             '(it rises through the forward and falls as the backward finishes with each block; a re-computation raises it again for a while); ' +
-            'dashed, what the arena has allocated (a block\'s buffers are given back when their scope ends, not at once); the red mark, the peak, which is what the plan reserves.',
+            "dashed, what the arena has allocated (a block's buffers are given back when their scope ends, not at once); the red mark, the peak, which is what the plan reserves.",
         ),
         this.prose,
       );
@@ -125,7 +142,11 @@ export class CheckpointingView {
       this.policySel.addEventListener('change', () => this.show(this.policySel.value, -1));
     }
     if (parts.includes('compare')) {
-      this.table = h('table', { class: 'vtc-table' }, h('caption', { class: 'vtc-hidden', text: 'memory, re-computation and step time of every policy' }));
+      this.table = h(
+        'table',
+        { class: 'vtc-table' },
+        h('caption', { class: 'vtc-hidden', text: 'memory, re-computation and step time of every policy' }),
+      );
       this.tools = h('div', { class: 'vtc-tools' });
       this.timesNote = h('p', { class: 'vtc-note vtc-times', 'aria-live': 'polite' });
       this.plot = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
@@ -155,7 +176,12 @@ export class CheckpointingView {
     this.model.textContent = 'recording the step…';
     try {
       const spec = widgetSpec(o);
-      const res = await this._recorder()({ spec, batch: o.batch, maskRatio: o.maskRatio, policies: o.policies || null });
+      const res = await this._recorder()({
+        spec,
+        batch: o.batch,
+        maskRatio: o.maskRatio,
+        policies: o.policies || null,
+      });
       if (mine !== this._recSeq) return this;
       this._show(res, spec);
     } catch (e) {
@@ -167,22 +193,22 @@ export class CheckpointingView {
 
   _show(res, spec) {
     const o = this.opts;
-      this.spec = spec;
-      this.R = res.results;
-      this.dims = res.dims;
-      this.threads = res.threads;
-      this.times = null;
-      const d = res.dims;
-      this.model.textContent =
-        `${spec.kind === 'timm' ? 'classifier' : spec.kind.toUpperCase()} ${o.modelName || (o.spec ? 'model' : `'${o.model || 'fmnist'}'`)}: ` +
-        `${d.img} px images, patch ${d.patch}, width ${d.dim}, ${d.depth} encoder blocks; batch ${o.batch}` +
-        (spec.kind === 'mae' ? `, mask ratio ${o.maskRatio}` : '') +
-        `. Recorded by the engine${res.threads ? ` at ${res.threads} thread${res.threads > 1 ? 's' : ''}` : ''}.`;
-      this._fillPolicies();
-      const first = this.R[o.policy] ? o.policy : 'block' in this.R ? 'block' : 'none';
-      if (this.svg) this.show(first, -1);
-      this.renderCompare();
-      this.root.dispatchEvent(new CustomEvent('vitrine-recorded', { detail: { results: this.R } }));
+    this.spec = spec;
+    this.R = res.results;
+    this.dims = res.dims;
+    this.threads = res.threads;
+    this.times = null;
+    const d = res.dims;
+    this.model.textContent =
+      `${spec.kind === 'timm' ? 'classifier' : spec.kind.toUpperCase()} ${o.modelName || (o.spec ? 'model' : `'${o.model || 'fmnist'}'`)}: ` +
+      `${d.img} px images, patch ${d.patch}, width ${d.dim}, ${d.depth} encoder blocks; batch ${o.batch}` +
+      (spec.kind === 'mae' ? `, mask ratio ${o.maskRatio}` : '') +
+      `. Recorded by the engine${res.threads ? ` at ${res.threads} thread${res.threads > 1 ? 's' : ''}` : ''}.`;
+    this._fillPolicies();
+    const first = this.R[o.policy] ? o.policy : 'block' in this.R ? 'block' : 'none';
+    if (this.svg) this.show(first, -1);
+    this.renderCompare();
+    this.root.dispatchEvent(new CustomEvent('vitrine-recorded', { detail: { results: this.R } }));
   }
 
   /** Shows recorded results the app already has ({ results, dims, threads }, as `record` returns them) without recording. */
@@ -197,7 +223,10 @@ export class CheckpointingView {
   _recorder() {
     if (this.opts.record) return this.opts.record;
     return async (req) => {
-      if (!this._vt) this._vt = this.opts.vitrine || (await createVitrine({ threads: 1, wasm: this.opts.wasm, locateFile: this.opts.locateFile }));
+      if (!this._vt)
+        this._vt =
+          this.opts.vitrine ||
+          (await createVitrine({ threads: 1, wasm: this.opts.wasm, locateFile: this.opts.locateFile }));
       return recordPolicies(this._vt, req);
     };
   }
@@ -213,7 +242,12 @@ export class CheckpointingView {
   async addPolicy(policy, note = null) {
     if (!this.R) await this.ready;
     if (!this.R[policy]) {
-      const res = await this._recorder()({ spec: this.spec, batch: this.opts.batch, maskRatio: this.opts.maskRatio, policies: [policy] });
+      const res = await this._recorder()({
+        spec: this.spec,
+        batch: this.opts.batch,
+        maskRatio: this.opts.maskRatio,
+        policies: [policy],
+      });
       this.R[policy] = { ...res.results[policy], ...(note ? { note } : {}) };
       sameComputations(this.R);
       this._fillPolicies();
@@ -247,9 +281,15 @@ export class CheckpointingView {
     this.sched.index = index;
     this.policySel.value = policy;
     const ymax = Math.max(...Object.values(R).map((x) => x.peak.bytes));
-    const { moments } = drawSchedule(this.svg, r, { cursor: index, ymax, none: R.none, width: this._width(this.svg.parentNode) });
+    const { moments } = drawSchedule(this.svg, r, {
+      cursor: index,
+      ymax,
+      none: R.none,
+      width: this._width(this.svg.parentNode),
+    });
     this.sched.count = moments.length;
-    this.pos.textContent = index < 0 ? `${moments.length} moments: step through them` : `moment ${index + 1} of ${moments.length}`;
+    this.pos.textContent =
+      index < 0 ? `${moments.length} moments: step through them` : `moment ${index + 1} of ${moments.length}`;
     const rec = r.moments.filter((m) => m.phase === 'recompute');
     this.label.textContent =
       `The recorded training step under '${policyLabel(policy)}': ${r.chains.map((c, i) => `${c.depth} ${chainName(r, i)} block${c.depth === 1 ? '' : 's'}`).join(' and ')}; ` +
