@@ -53,6 +53,9 @@ const onLesson = () => {
     budgetBytes() === LESSON.budgetMB * MiB
   );
 };
+/** The run that exists is the lesson's (its model and batch). */
+const lessonRun = () =>
+  !!S.run && S.run.cfg.kind === LESSON.kind && S.run.cfg.model === LESSON.model && S.run.cfg.batch === LESSON.batch;
 /** The recorded step of the lesson's model (the teaching view's), null until it is recorded. */
 const recorded = () => {
   const t = S.teach;
@@ -188,19 +191,23 @@ const STEPS = [
     },
     figure: () => ({ policy: 'block', moment: () => -1 }),
     actions() {
+      const mine = lessonRun() && S.policy === 'block';
       return [
         {
           id: 'lesson-train',
-          label:
-            S.run && S.policy === 'block'
-              ? S.running
-                ? 'Training under block…'
-                : 'Continue training under block'
+          label: mine
+            ? S.running
+              ? 'Training under block…'
+              : 'Continue training under block'
+            : S.run
+              ? 'Reset the run, then train the lesson’s run with block'
               : 'Train with block checkpointing',
-          disabled: S.running && S.policy === 'block',
+          disabled: mine && S.running,
           run: async () => {
-            if (S.run && S.policy !== 'block') await page.reset();
-            if (!S.run) applyLesson('block');
+            if (!mine) {
+              if (S.run) await page.reset();
+              applyLesson('block');
+            }
             await page.start();
             render();
           },

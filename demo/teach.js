@@ -198,7 +198,7 @@ async function followPagePolicy() {
     $('teach-model').textContent = `('${p}': ${e.message})`;
     return;
   }
-  if (!S.lessonDriving) view.show(p, -1);
+  view.show(p, -1);
   showExpect();
 }
 

@@ -480,6 +480,16 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
         timeout: 30_000,
       },
     );
+    // a mistake in the config: said in one line in the widget, no error thrown at the page
+    await page.evaluate(() => document.querySelector('vitrine-checkpointing').setAttribute('config', '{"encoder": '));
+    await page.waitForFunction(
+      () =>
+        /^The step could not be recorded: /.test(
+          document.querySelector('vitrine-checkpointing .vtc-model').textContent,
+        ),
+      null,
+      { timeout: 30_000 },
+    );
     assert.ok(
       log.every(([s]) => s === 200),
       JSON.stringify(log),

@@ -22,7 +22,14 @@ export interface RecordedStep {
   peak: { bytes: number; t: number; moment: number };
   /** The plan's arena bytes (= peak.bytes). */
   planned: number;
-  blocks: { store: string; kept: number; keptNames: string[]; forward: number; recompute: number; backward: number }[][];
+  blocks: {
+    store: string;
+    kept: number;
+    keptNames: string[];
+    forward: number;
+    recompute: number;
+    backward: number;
+  }[][];
   /** A hash of every kernel call: equal digests, the same computation. */
   digest: string;
 }
@@ -130,13 +137,24 @@ export function readTrace(trace: object): RecordedStep;
 export function blockMoments(r: RecordedStep, chain: number): RecordedStep['moments'];
 export function recomputations(r: RecordedStep, chain: number): { block: number; t0: number; t1: number }[];
 export function stepMoments(r: RecordedStep): (RecordedStep['moments'][number] & { inBlock: boolean })[];
-export function blockSizes(block: RecordedStep, none: RecordedStep, chain: number): { input: number; internals: number };
+export function blockSizes(
+  block: RecordedStep,
+  none: RecordedStep,
+  chain: number,
+): { input: number; internals: number };
 export function droppedBytes(r: RecordedStep, none: RecordedStep, chain: number, block: number): number;
 
 export function recordPolicies(vt: Vitrine, request: RecordRequest | Omit<RecordRequest, 'policies'>): RecordResult;
 export function measureTimes(
   vt: Vitrine,
-  request: { spec: WidgetModelSpec; batch: number; maskRatio: number; policies: string[]; reps?: number; warmup?: number },
+  request: {
+    spec: WidgetModelSpec;
+    batch: number;
+    maskRatio: number;
+    policies: string[];
+    reps?: number;
+    warmup?: number;
+  },
   hooks?: { now?: () => number; onStep?: (done: number, total: number) => Promise<void>; stopped?: () => boolean },
 ): Promise<StepTimes & { aborted: boolean }>;
 export interface Spread {
@@ -161,7 +179,11 @@ export function quantile(a: number[], q: number): number;
 export function median(a: number[]): number;
 export function pairedRatios(times: Record<string, number[]>, policy: string, base?: string): number[];
 export function wave(n: number, k?: number, phase?: number): Float32Array;
-export function modelFor(vt: Vitrine, spec: WidgetModelSpec, options: { maskRatio?: number; trainer?: boolean }): unknown;
+export function modelFor(
+  vt: Vitrine,
+  spec: WidgetModelSpec,
+  options: { maskRatio?: number; trainer?: boolean },
+): unknown;
 export const HALF_WAY: string;
 export const AGAIN: string;
 export const BUSY: number;
@@ -184,7 +206,12 @@ export function tableRows(
   times?: StepTimes | null,
 ): { policy: string; cells: string[]; recompute: number; same: string | null; distinct: boolean | null }[];
 export function renderCompareTable(table: HTMLTableElement, R: Recorded, times?: StepTimes | null): void;
-export function drawComparePlot(svg: SVGSVGElement, R: Recorded, times: StepTimes | null, options?: { width?: number }): unknown[];
+export function drawComparePlot(
+  svg: SVGSVGElement,
+  R: Recorded,
+  times: StepTimes | null,
+  options?: { width?: number },
+): unknown[];
 export function timesProse(R: Recorded, times: StepTimes | null): string;
 export function sqrtProse(R: Recorded): string;
 export function order(policies: string[], depth: number): string[];

@@ -60,13 +60,17 @@ export class CheckpointingView {
     this.id = `vtc${++seq}`;
     this._recSeq = 0;
     this._build();
+    // drawn at the width shown: drawn again when the width changes (not the height: that is the drawing's own)
+    this._drawnWidth = 0;
     this._resize = new ResizeObserver(() => {
       cancelAnimationFrame(this._raf);
-      this._raf = requestAnimationFrame(() => this._redraw());
+      this._raf = requestAnimationFrame(() => {
+        if (this.box.clientWidth && this.box.clientWidth !== this._drawnWidth) this._redraw();
+      });
     });
     this._resize.observe(this.box);
     // recordNow false: nothing recorded until set() (an app that sets the model itself)
-    this.ready = this.opts.recordNow === false ? Promise.resolve(this) : this.record();
+    this.ready = this.opts.recordNow === false ? Promise.resolve(this) : this._handled(this.record());
   }
 
   _build() {
@@ -234,8 +238,14 @@ export class CheckpointingView {
   /** New options (model, kind, spec, batch, maskRatio, policies, policy): recorded again. */
   set(options) {
     Object.assign(this.opts, options);
-    this.ready = this.record();
+    this.ready = this._handled(this.record());
     return this.ready;
+  }
+  // a failed recording is said in the widget; its promise still rejects for whoever awaits it, and
+  // is not an unhandled rejection for whoever does not
+  _handled(p) {
+    p.catch(() => {});
+    return p;
   }
 
   /** One more policy recorded and added (the app's own choice; `note` follows its name in the table). */
@@ -268,6 +278,7 @@ export class CheckpointingView {
   }
   _redraw() {
     if (!this.R) return;
+    this._drawnWidth = this.box.clientWidth;
     if (this.svg && this.sched.policy) this.show(this.sched.policy, this.sched.index, { quiet: true });
     if (this.plot) drawComparePlot(this.plot, this.R, this.times, { width: this._width(this.figure) });
   }
@@ -279,6 +290,7 @@ export class CheckpointingView {
     if (!r || !this.svg) return;
     this.sched.policy = policy;
     this.sched.index = index;
+    this._drawnWidth = this.box.clientWidth;
     this.policySel.value = policy;
     const ymax = Math.max(...Object.values(R).map((x) => x.peak.bytes));
     const { moments } = drawSchedule(this.svg, r, {
