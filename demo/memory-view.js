@@ -4,7 +4,7 @@
 // of a configuration that does not fit, with the fix it offers one click away.
 import { $, S, page, clearStale } from './state.js';
 import { fmtBytes, policyLabel, MiB } from './plan.js';
-import { recomputeText as fmtRecompute } from '../web/widget/index.js';
+import { recomputeText as fmtRecompute, mflop } from '../web/widget/index.js';
 import { planner, startPlanner } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
 import { configKey } from './worker-data.js';
@@ -76,7 +76,7 @@ function bar(label, segs, scale, limit) {
 function recomputeText(flops) {
   const R = S.teach && S.teach.R,
     fwd = R && R.none && S.teach.key === S.planKey ? R.none.flops.forward : null;
-  return fwd ? fmtRecompute(flops, fwd) : flops ? `${(flops / 1e6).toFixed(1)} MFLOP` : '0: nothing re-computed';
+  return fwd ? fmtRecompute(flops, fwd) : flops ? mflop(flops) : '0: nothing re-computed';
 }
 
 export function renderMemory() {

@@ -201,6 +201,17 @@ test('what the times say: the noise floor from none timed twice, a busy machine,
     JSON.stringify(s.ties),
   );
   assert.ok(!s.ties.some((g) => g.includes('block')), 'block stands apart');
+  // a chain of overlaps does not make a group: a ~ b and b ~ c, but a and c apart
+  const chain = timingSummary({
+    ms: {
+      none,
+      a: none.map((t, i) => t * [1.05, 1.1, 1.12, 1.15, 1.2][i]), // middle half 1.10-1.15
+      b: none.map((t, i) => t * [1.1, 1.14, 1.17, 1.2, 1.22][i]), // 1.14-1.20
+      c: none.map((t, i) => t * [1.15, 1.19, 1.22, 1.25, 1.3][i]), // 1.19-1.25
+    },
+    again: quiet.again,
+  });
+  assert.deepEqual(chain.ties, [['a', 'b']], JSON.stringify(chain.byPolicy));
   // busy: none timed twice disagrees by some 20% either way
   const busy = { ms: quiet.ms, again: none.map((t, i) => t * [0.8, 1.25, 0.85, 1.22, 1.0][i]) };
   const b = timingSummary(busy);

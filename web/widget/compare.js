@@ -274,7 +274,12 @@ export function drawComparePlot(svg, R, times, { width = 520 } = {}) {
       boxes.push({ x0: x - 1.5, x1: x + 1.5, y0: y - 1.5, y1: y + 1.5 });
     }
   }
-  const hits = (b) => boxes.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1);
+  // the spread bars: avoided when a place off them is free, else a label may lie on one (they are light)
+  const bars = pts
+    .filter((q) => q.lo != null)
+    .map((q) => ({ x0: xs(q.lo), x1: xs(q.hi), y0: ys(q.y) - 2, y1: ys(q.y) + 2 }));
+  const over = (list, b) => list.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1);
+  const hits = (b) => over(boxes, b);
   const inside = (b) => b.x0 >= Lx + 2 && b.x1 <= Wt - 2 && b.y0 >= Ty - 6 && b.y1 <= By - 2;
   // by distance from the point: right, left, above, below, then the diagonals, then further out
   const spots = [];
@@ -303,7 +308,9 @@ export function drawComparePlot(svg, R, times, { width = 520 } = {}) {
         left = anchor === 'start' ? x : anchor === 'end' ? x - w : x - w / 2;
       return { x, y: cy + dy, anchor, b: { x0: left - 1, x1: left + w + 1, y0: cy + dy - h + 2, y1: cy + dy + 3 } };
     };
-    let pick = spots.map(box).find((s) => inside(s.b) && !hits(s.b));
+    let pick =
+      spots.map(box).find((s) => inside(s.b) && !hits(s.b) && !over(bars, s.b)) ||
+      spots.map(box).find((s) => inside(s.b) && !hits(s.b));
     if (!pick) pick = spots.map(box).find((s) => inside(s.b)) || box(spots[0]);
     t.setAttribute('x', pick.x);
     t.setAttribute('y', pick.y);

@@ -169,7 +169,7 @@ export interface TimingSummary {
   noise: Spread | null;
   busy: boolean;
   byPolicy: Record<string, { ms: Spread; ratio: Spread | null; distinct: boolean }>;
-  /** Policies whose ratios' middle halves overlap: not distinguishable on this machine. */
+  /** Groups of policies whose ratios' middle halves all overlap pairwise: not distinguishable on this machine. */
   ties: string[][];
 }
 export function timingSummary(times: StepTimes, base?: string): TimingSummary;

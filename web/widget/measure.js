@@ -177,14 +177,16 @@ export function timingSummary({ ms, again = [] }, base = 'none') {
       distinct: ratio ? (noise ? !overlap(ratio, noise) : ratio.q1 > 1 || ratio.q3 < 1) : false,
     };
   }
-  // policies (other than the base) joined when their ratios' middle halves overlap, transitively
+  // policies (other than the base) in order of their median ratio, grouped while each overlaps every
+  // one of its group: within a group no two can be told apart here (not transitively: a chain of
+  // overlaps can join two that can)
   const others = ps
     .filter((p) => byPolicy[p].ratio)
     .sort((a, b) => byPolicy[a].ratio.median - byPolicy[b].ratio.median);
   const ties = [];
   let group = [];
   for (const p of others) {
-    if (group.length && !group.some((q) => overlap(byPolicy[q].ratio, byPolicy[p].ratio))) {
+    if (group.length && !group.every((q) => overlap(byPolicy[q].ratio, byPolicy[p].ratio))) {
       if (group.length > 1) ties.push(group);
       group = [];
     }

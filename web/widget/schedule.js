@@ -222,20 +222,23 @@ export function drawSchedule(svg, r, { cursor = -1, ymax = r.peak.bytes, none = 
     lx = Math.max(mL + plw / 2, Math.min(R - plw / 2, px));
   pl.setAttribute('x', lx);
   el('line', { x1: px, x2: px, y1: memTop - 5, y2: py - 4, stroke: '#b02a1e', 'stroke-dasharray': '1 2' }, svg);
-  if (cur)
+  // the moment shown: a dashed line at its end, over the bars and the memory (not over the rows' words)
+  if (cur) {
+    const x = xs(cur.t1),
+      spans = narrow ? [...rowY.values()].map((y) => [y, y + bar]) : [[top - 4, top + rows.length * rowH]];
+    spans.push([memTop, memTop + memH]);
     el(
-      'line',
+      'path',
       {
-        x1: xs(cur.t1),
-        x2: xs(cur.t1),
-        y1: top - 4,
-        y2: memTop + memH,
+        d: spans.map(([y0, y1]) => `M${x},${y0}V${y1}`).join(''),
         stroke: '#1d232b',
         'stroke-dasharray': '3 3',
+        fill: 'none',
         class: 'cursor',
       },
       svg,
     );
+  }
   // the key, then the phases under the axis, each on a line of its own when it would not fit beside the last
   let y = memTop + memH + 16;
   const key = (x, what, attrs) => {
