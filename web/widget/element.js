@@ -28,7 +28,7 @@ export class VitrineCheckpointing extends HTMLElement {
     const o = { model: a('model') || 'fmnist', kind: a('kind') || 'mae', modelName: `'${a('model') || 'fmnist'}'` };
     if (a('config')) {
       o.config = a('config'); // JSON text: a mistake in it is said in the widget, where the recording fails
-      o.modelName = 'of this page';
+      o.modelName = 'model of this page';
     }
     if (a('batch')) o.batch = Number(a('batch'));
     if (a('mask-ratio')) o.maskRatio = Number(a('mask-ratio'));
