@@ -74,8 +74,12 @@ function applyLesson(policy) {
   setPolicyValue(policy);
   page.policyApplied(policy);
   page.formChanged();
+  // a notice that goes once the form no longer holds the lesson's run
   setStatus(
     `the lesson's run is in the form: MAE '${LESSON.model}', batch ${LESSON.batch}, ${LESSON.budgetMB} MB, checkpointing '${policy}'`,
+    false,
+    false,
+    () => !onLesson(),
   );
   return true;
 }
@@ -286,7 +290,7 @@ const STEPS = [
 ];
 
 function waitText() {
-  if (S.run && S.run.cfg.batch !== LESSON.batch)
+  if (S.run && !lessonRun())
     return '<p>This step speaks of the lesson’s run: Reset the run above to follow it (the form is locked while a run exists).</p>';
   return '<p>Recording the lesson’s step in the teaching view…</p>';
 }
