@@ -214,7 +214,7 @@ describe('browser demo: the lesson and how checkpointing works', { skip, timeout
     // the figures of this run against an engine asked in the page: the plan's activations and re-computed FLOPs, the recorded peak
     const eng = await S(async () => {
       const { createVitrine } = await import('/web/vitrine.js');
-      const { TRAIN_PRESETS } = await import('/web/train.js');
+      const { TRAIN_PRESETS } = await import('/web/train/presets.js');
       const { fmtBytes, mflop, readTrace } = await import('/web/widget/index.js');
       const vt = await createVitrine();
       const p = TRAIN_PRESETS.fmnist,

@@ -2,7 +2,7 @@
 // module defines it (its one side effect). A course page needs one script tag:
 //   <script type="module" src="node_modules/vitrine/web/widget/element.js"></script>
 //   <vitrine-checkpointing model="fmnist" kind="mae" batch="32" policy="block"></vitrine-checkpointing>
-// Attributes: model (a preset of web/train.js: fmnist, fmnist-p7, ...; or a timm preset name),
+// Attributes: model (a preset of web/train/presets.js: fmnist, fmnist-p7, ...; or a timm preset name),
 // config (the engine's JSON config instead of a preset), kind (mae | aim), batch, mask-ratio,
 // policy (the schedule shown first), policies (comma-separated; default every named policy and a
 // budget half way between none and block), parts (schedule, compare). Changing one records again.

@@ -65,7 +65,7 @@ export interface StepTimes {
 }
 
 export interface WidgetOptions {
-  /** A preset of web/train.js (fmnist, fmnist-p7, fmnist-p7-mlp2, fmnist-base) or a timm preset name. Default fmnist. */
+  /** A preset of web/train/presets.js (fmnist, fmnist-p7, fmnist-p7-mlp2, fmnist-base) or a timm preset name. Default fmnist. */
   model?: string;
   /** The engine's config ({ encoder: {...timm kwargs}, decoder_dim, ... }) instead of a preset. */
   config?: object;
