@@ -391,7 +391,7 @@ class Batches:
         self.src, self.size, self.chans = source, size, chans
         self.aug = parse_augment(augment)
         self.w = seed_words(augment_seed)
-        # (v / 255 - mean) / std in double for every byte, rounded to float32 once (web/images.js)
+        # (v / 255 - mean) / std in double for every byte, rounded to float32 once (web/formats/images.js)
         self.lut = np.array([[(v / 255 - mean[c]) / std[c] for v in range(256)] for c in range(chans)], dtype=np.float32)
         self.fill = [-mean[c] / std[c] for c in range(chans)]
         self.nat = source.native(size, chans)

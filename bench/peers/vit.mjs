@@ -5,7 +5,7 @@
 // (peers/torch_check.mjs runs it) under the parity rule of ../shared/docs/parity-format.md: per
 // tensor err = max|ours - expect| / max|expect| <= 1e-4, expect = PyTorch in float64, with
 // PyTorch's own float32 error (torch32_err) beside it.
-import { readSafetensorsHeader } from '../../web/safetensors.js';
+import { readSafetensorsHeader } from '../../web/formats/safetensors.js';
 
 export const PRESETS = { vit_tiny_patch16_224: [192, 12, 3], vit_small_patch16_224: [384, 12, 6] };
 export const IMG = 224,

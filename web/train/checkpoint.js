@@ -131,7 +131,7 @@ export function checkCheckpoint(meta, key) {
 /**
  * A checkpoint's run settings from its metadata, every field range-checked before anything is made
  * from it (a checkpoint is untrusted input): { run, objective, step, policy }. The fields both kinds
- * of run have always kept are web/metadata.js checkCheckpoint's; the Trainer's own (gradAccum,
+ * of run have always kept are this file's checkCheckpoint; the Trainer's own (gradAccum,
  * minLr, augment, mean / std, frozen, ...) are checked here. Throws a VitrineError naming the
  * damaged field: "<what>: damaged checkpoint metadata: vitrine_run.batch: ...".
  */
