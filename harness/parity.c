@@ -301,6 +301,7 @@ typedef enum { PM_SINCOS, PM_ADAMW, PM_MODEL } pm_what;
 typedef struct {
     pm_what what;
     vt_kind kind;         /* PM_MODEL: the module's */
+    int distilled;        /* the module is timm's VisionTransformerDistilled */
     const char *cfg_text; /* the config as written (PM_MODEL: vt_model_config_from_json) */
     vt_json *cfg, *call;
     double lr, eps, weight_decay, b1, b2; /* PM_ADAMW */
@@ -312,6 +313,7 @@ static const struct {
     pm_what what;
     vt_kind kind;
 } MODULES[] = { { "timm.VisionTransformer", PM_MODEL, VT_KIND_TIMM },
+                { "timm.VisionTransformerDistilled", PM_MODEL, VT_KIND_TIMM },
                 { "lightly.MaskedVisionTransformerTIMM", PM_MODEL, VT_KIND_LIGHTLY },
                 { "lightly.MaskedCausalVisionTransformer", PM_MODEL, VT_KIND_CAUSAL },
                 { "lightly.examples.MAE", PM_MODEL, VT_KIND_MAE },
@@ -358,10 +360,10 @@ static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
     pm->what = !strcmp(fn->str, "sincos") ? PM_SINCOS : i < nm ? MODULES[i].what : PM_MODEL;
     if (pm->what == PM_MODEL && i == nm) return vt_fail(VT_ERR_FORMAT, "unsupported module '%s'", module);
     pm->kind = i < nm ? MODULES[i].kind : VT_KIND_TIMM;
+    pm->distilled = !strcmp(module, "timm.VisionTransformerDistilled");
     /* the call's options: known for what the file runs, each of its type */
-    static const char *const model_opts[] = {
-        "fn", "idx_mask", "idx_keep", "mask", "is_causal", "norm", NULL
-    };
+    static const char *const model_opts[] = { "fn",        "idx_mask", "idx_keep",           "mask",
+                                              "is_causal", "norm",     "distilled_training", NULL };
     static const char *const adamw_opts[] = { "fn", "steps", NULL }, *const sincos_opts[] = { "fn", "keys",
                                                                                               NULL };
     const char *const *opts = pm->what == PM_MODEL   ? model_opts
@@ -516,10 +518,15 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     vt_inputs *in = &x->in;
     const vt_st_tensor *ti = vt_st_find(f, "input/images");
     if (!ti) return vt_fail(VT_ERR_MISMATCH, "input/images is missing");
-    if (ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size ||
-        ti->shape[3] != ec->img_size)
-        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]", ec->in_chans, ec->img_size,
-                       ec->img_size);
+    int W0 = vt_img_width(ec);
+    if (ti->ndim != 4 || ti->shape[1] != ec->in_chans ||
+        (!ec->dynamic_img_size && (ti->shape[2] != ec->img_size || ti->shape[3] != W0)))
+        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]%s", ec->in_chans, ec->img_size,
+                       W0, ec->dynamic_img_size ? " (any height and width: dynamic_img_size)" : "");
+    if (ti->shape[2] < 1 || ti->shape[2] > 1000000 || ti->shape[3] < 1 || ti->shape[3] > 1000000)
+        return vt_fail(VT_ERR_MISMATCH, "input/images: %lld x %lld pixels", ti->shape[2], ti->shape[3]);
+    in->height = (int)ti->shape[2];
+    in->width = (int)ti->shape[3];
     in->batch = (int)ti->shape[0];
     x->images = tensor_f32(ti);
     if (!x->images) return VT_ERR_FORMAT;
@@ -530,7 +537,10 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     in->idx_keep = (const int64_t *)x->idx_keep;
     /* the mask covers the whole sequence, prefix tokens included (as vit.c reads it), for the
      * token-replacing mask of lightly's encoder and the causal prefix mask alike */
-    long long G = ec->img_size / ec->patch_size, L = G * G + (ec->class_token ? 1 : 0) + ec->reg_tokens;
+    long long p = ec->patch_size, pad = ec->dynamic_img_pad;
+    long long Gh = pad ? (in->height + p - 1) / p : in->height / p,
+              Gw = pad ? (in->width + p - 1) / p : in->width / p;
+    long long L = Gh * Gw + (ec->class_token ? 1 : 0) + ec->reg_tokens + (ec->distilled ? 1 : 0);
     long long *mask = NULL;
     int cols = 0;
     if (!rc) rc = read_i64(f, "input/mask", in->batch, L, &mask, &cols);
@@ -543,7 +553,19 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     }
     free(mask);
     in->is_causal = call_flag(call, "is_causal", 1); /* lightly's default is_causal=True */
+    in->distilled_training = call_flag(call, "distilled_training", 0);
     return rc;
+}
+
+/* output i's name in the file: out, intermediates.<i>, or DeiT's out_dist (head_dist's output in
+ * timm's distilled training mode, output 1 of timm's forward) */
+static void output_name(char *nm, size_t len, vt_fn fn, int i) {
+    if (i == 0)
+        snprintf(nm, len, "out");
+    else if (fn == VT_FN_TIMM_FORWARD)
+        snprintf(nm, len, "out_dist");
+    else
+        snprintf(nm, len, "intermediates.%d", i - 1);
 }
 
 static int has_prefix(const vt_st_file *f, const char *prefix) {
@@ -567,10 +589,8 @@ static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, 
         char nm[64];
         if (fn == VT_FN_LOSS)
             snprintf(nm, sizeof nm, "loss");
-        else if (i == 0)
-            snprintf(nm, sizeof nm, "out");
         else
-            snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+            output_name(nm, sizeof nm, fn, i);
         int rc = push(o, nm, y, n, nd, shl);
         if (rc) return rc;
         if (fn == VT_FN_LOSS) continue;
@@ -626,6 +646,10 @@ static vt_status model_open(const vt_st_file *f, const parity_meta *pm, const ch
     memset(x, 0, sizeof *x);
     int rc = call_fn(pm->call, pm->kind, fn);
     if (!rc) rc = vt_model_config_from_json(pm->cfg_text, strlen(pm->cfg_text), pm->kind, mc);
+    if (!rc && pm->distilled != mc->enc.distilled)
+        rc = vt_fail(VT_ERR_FORMAT, "module %s with config distilled %s: they disagree",
+                     pm->distilled ? "timm.VisionTransformerDistilled" : "timm.VisionTransformer",
+                     mc->enc.distilled ? "true" : "false");
     if (!rc) rc = vt_model_create(mc, m);
     if (!rc) rc = load_params(f, *m);
     if (!rc && policy) rc = vt_set_grad_checkpointing(*m, policy);
@@ -651,7 +675,7 @@ static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const cha
         douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
         rc = douts ? push_outputs(f, m, fn, o, douts, &n_douts) : vt_fail(VT_ERR_NOMEM, "out of memory");
     }
-    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
+    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * (uint64_t)x.in.height * (uint64_t)x.in.width;
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
         dimages = alloc_n(img_n, sizeof(float));
         if (!dimages) rc = VT_ERR_NOMEM;
@@ -662,7 +686,7 @@ static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const cha
     }
     if (!rc) rc = push_grads(m, o);
     if (!rc && dimages) {
-        long long shl[4] = { x.in.batch, ec->in_chans, ec->img_size, ec->img_size };
+        long long shl[4] = { x.in.batch, ec->in_chans, x.in.height, x.in.width };
         rc = push(o, "grad/input/images", dimages, (size_t)img_n, 4, shl);
     }
 
@@ -780,10 +804,7 @@ vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     if (!j->douts) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nout && !rc && j->fn != VT_FN_LOSS; i++) {
         char nm[64], dk[96];
-        if (i == 0)
-            snprintf(nm, sizeof nm, "out");
-        else
-            snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+        output_name(nm, sizeof nm, j->fn, i);
         snprintf(dk, sizeof dk, "input/dout/%s", nm);
         const vt_st_tensor *dt = vt_st_find(f, dk);
         uint64_t n = vt_trace_output_bytes(*fwd, i) / sizeof(float);
@@ -799,8 +820,8 @@ vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     }
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
         const vt_vit_config *ec = &vt_model_get_config(j->m)->enc;
-        j->dimages =
-            alloc_n((uint64_t)j->x.in.batch * ec->in_chans * ec->img_size * ec->img_size, sizeof(float));
+        j->dimages = alloc_n(
+            (uint64_t)j->x.in.batch * ec->in_chans * (uint64_t)j->x.in.height * j->x.in.width, sizeof(float));
         if (!j->dimages) rc = VT_ERR_NOMEM;
     }
     if (!rc)

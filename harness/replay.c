@@ -133,7 +133,7 @@ static void fill_images(float *img, size_t n) {
 
 static void train_case(const vt_replay_case *c, vt_replay_result *r) {
     vt_model *A = make(c, NULL, r), *B = A ? make(c, NULL, r) : NULL;
-    size_t n = (size_t)c->batch * c->cfg.enc.in_chans * c->cfg.enc.img_size * c->cfg.enc.img_size;
+    size_t n = (size_t)c->batch * c->cfg.enc.in_chans * c->cfg.enc.img_size * vt_img_width(&c->cfg.enc);
     float *img = malloc(n * sizeof *img);
     int32_t *labels = malloc((size_t)c->batch * sizeof *labels);
     int classifier = c->cfg.kind == VT_KIND_TIMM;
@@ -217,8 +217,8 @@ done:
 static void call_case(const vt_replay_case *c, vt_replay_result *r) {
     vt_model *A = NULL, *B = NULL;
     const vt_vit_config *e = &c->cfg.enc;
-    int Bn = c->batch, G = e->img_size / e->patch_size, P = e->class_token + e->reg_tokens, L = G * G + P;
-    size_t n = (size_t)Bn * e->in_chans * e->img_size * e->img_size;
+    int Bn = c->batch, L = (int)vt_config_tokens(e), P = e->class_token + e->reg_tokens + e->distilled;
+    size_t n = (size_t)Bn * e->in_chans * e->img_size * vt_img_width(e);
     float *img = malloc(n * sizeof *img), *dimA = calloc(n, sizeof *dimA);
     int64_t *keep = malloc(((size_t)Bn * L + 1) * sizeof *keep),
             *msk = malloc(((size_t)Bn * L + 1) * sizeof *msk);

@@ -25,10 +25,12 @@ enum {
 
 static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
                       vt_step st[CLS_ROWS]) {
-    uint64_t B = in->batch, D = m->enc.chain.D, T = m->enc.T_full, C = m->cfg.enc.num_classes,
+    vt_geom geo;
+    vt_call_geom(m, in, &geo);
+    uint64_t B = in->batch, D = m->enc.chain.D, T = (uint64_t)geo.L, C = m->cfg.enc.num_classes,
              g = need_grad ? 1 : 0;
     vt_encoder_steps(m, in, (int)T, need_grad, 0, lay, st + CLS_ENC, st + CLS_ENC_BWD);
-    vt_head_steps(m, (int)B, (int)T, need_grad, st + CLS_HEAD, st + CLS_HEAD_BWD);
+    vt_head_steps(m, (int)B, (int)T, lay->threads, 0, 0, need_grad, st + CLS_HEAD, st + CLS_HEAD_BWD);
     st[CLS_LOGP] = vt_keep(B * C);
     st[CLS_DLOGITS] = vt_keep(g * B * C);
     st[CLS_DFEAT] = vt_keep(g * B * T * D);
@@ -50,6 +52,9 @@ static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
             "the classifier loss needs a pooled head (global_pool token / avg / max / avgmax, not '')");
     if (in->idx_mask || in->idx_keep || in->mask)
         return vt_fail(VT_ERR_ARG, "the classifier loss runs timm's forward: no idx_mask / idx_keep / mask");
+    if (in->distilled_training)
+        return vt_fail(VT_ERR_ARG, "the classifier loss is on the averaged heads (timm's training without "
+                                   "distilled_training; distillation needs a teacher's loss)");
     if (!(in->label_smoothing >= 0.0f && in->label_smoothing < 1.0f))
         return vt_fail(VT_ERR_ARG, "label_smoothing must be in [0, 1), got %g", in->label_smoothing);
     if (!values) return VT_OK;
@@ -64,14 +69,16 @@ static vt_status cls_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
 static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                              const vt_chain_layout *lays) {
     vt_arena *ar = &m->arena;
-    int B = in->batch, T = m->enc.T_full, C = m->cfg.enc.num_classes;
+    vt_geom geo;
+    vt_call_geom(m, in, &geo);
+    int B = in->batch, T = geo.L, C = m->cfg.enc.num_classes;
     vt_step st[CLS_ROWS];
     cls_steps(m, in, need_grad, &lays[0], st);
     float *x0 = vt_arena_alloc(ar, st[CLS_ENC + VT_ENC_X0].n, "enc.in"), *feat;
     if (!x0) return vt_arena_overflow(ar);
-    vt_status rc = vt_encoder_preprocess(m, in, 0, x0);
+    vt_status rc = vt_encoder_preprocess(m, in, 0, need_grad, x0);
     if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], T, x0, 0, 0, &feat);
-    if (!rc) rc = vt_head_forward(m, &m->last.head, feat, B, T);
+    if (!rc) rc = vt_head_forward(m, &m->last.head, feat, B, T, lays[0].threads, 0, 0);
     if (rc) return rc;
     const float *logits = m->last.head.out; /* [B, C] */
     float *logp = vt_arena_alloc(ar, st[CLS_LOGP].n, "loss.log_probabilities");
@@ -98,7 +105,7 @@ static vt_status cls_backward(vt_model *m, const float *const *douts, int n_dout
     if (ar->overflow) return vt_arena_overflow(ar);
     vt_k_cross_entropy_backward(m, dlogits, m->last.cls_logp, in->labels, &m->sc.dloss, B, C,
                                 in->label_smoothing);
-    vt_status rc = vt_head_backward(m, &m->last.head, dlogits, dfeat, pg);
+    vt_status rc = vt_head_backward(m, &m->last.head, dlogits, NULL, dfeat, pg);
     if (!rc) rc = vt_encoder_backward(m, dfeat, NULL, NULL, dimages, pg);
     vt_arena_reset(ar, mark);
     return rc;

@@ -181,14 +181,23 @@ static void test_policies_presets_configs(void) {
 
     vt_model_config c;
     vt_model *x = NULL;
+    /* timm floors the grid (12 / 5: 2 x 2 patches); lightly's MAE patchify does not */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 5, 12, 2, 2, 2.0f);
-    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "multiple", "img_size 12 with patch 5");
+    CHECK_OK(vt_model_create(&c, &x), "img_size 12 with patch 5 (a floored grid)");
+    vt_model_free(x);
+    x = NULL;
+    tu_tiny_config(&c, VT_KIND_MAE, 12, 5, 12, 2, 2, 2.0f);
+    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "multiple", "MAE img_size 12 with patch 5");
     CHECK(x == NULL, "failed create left a model");
+    tu_tiny_config(&c, VT_KIND_TIMM, 4, 5, 12, 2, 2, 2.0f);
+    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "smaller than patch_size", "img_size 4 with patch 5");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 10, 2, 3, 2.0f);
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "divisible", "embed_dim 10 with 3 heads");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
-    vt_pool_from_name("map", &c.enc.global_pool);
-    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "map", "global_pool map");
+    CHECK_ERR(vt_pool_from_name("gem", &c.enc.global_pool), VT_ERR_ARG, "gem", "global_pool gem");
+    tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
+    c.enc.distilled = 1;
+    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "distilled", "distilled lightly");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
     c.enc.class_token = 0;
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "class_token", "token pool without class token");
@@ -218,7 +227,14 @@ static void test_policies_presets_configs(void) {
         { "{\"depth\": -1}", "depth", "negative depth", VT_ERR_ARG },
         { "{\"mlp_ratio\": \"4\"}", "mlp_ratio", "mlp_ratio as a string", VT_ERR_ARG },
         { "{\"qk_norm\": 1}", "qk_norm", "qk_norm as a number", VT_ERR_ARG },
-        { "{\"pre_norm\": true}", "pre_norm", "pre_norm true", VT_ERR_ARG },
+        { "{\"pre_norm\": 1}", "pre_norm", "pre_norm as a number", VT_ERR_ARG },
+        { "{\"act_layer\": \"silu\"}", "act_layer", "act_layer silu", VT_ERR_ARG },
+        { "{\"norm_layer\": \"batchnorm\"}", "norm_layer", "norm_layer batchnorm", VT_ERR_ARG },
+        { "{\"norm_eps\": 0}", "norm_eps", "norm_eps 0", VT_ERR_ARG },
+        { "{\"img_size\": [32]}", "img_size", "img_size of one value", VT_ERR_ARG },
+        { "{\"weight_init\": \"xavier\"}", "weight_init", "weight_init xavier", VT_ERR_ARG },
+        { "{\"attn_layer\": \"diff\"}", "attn_layer", "attn_layer diff", VT_ERR_ARG },
+        { "{\"global_pool\": \"gem\"}", "global_pool", "global_pool gem", VT_ERR_ARG },
         { "[1, 2]", "object", "config not an object", VT_ERR_ARG },
         { "{\"img_size\": 32", NULL, "truncated JSON", VT_ERR_FORMAT },
     };
@@ -234,15 +250,21 @@ static void test_policies_presets_configs(void) {
     CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 &&
               vc.global_pool == VT_POOL_AVG,
           "JSON config values not taken");
-    /* global_pool 'map' parses (it is a timm value) and is refused by validation / create */
-    const char *mapj = "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, "
-                       "\"global_pool\": \"map\"}";
+    /* the rest of timm's kwargs and the init-only ones parse; the model is made */
+    const char *mapj = "{\"img_size\": [32, 24], \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, "
+                       "\"global_pool\": \"map\", \"pre_norm\": true, \"act_layer\": \"quick_gelu\", "
+                       "\"norm_layer\": \"RmsNorm\", \"norm_eps\": 1e-5, \"weight_init\": \"jax\", "
+                       "\"fix_init\": true, \"proj_bias\": false, \"scale_mlp_norm\": true}";
     int rc = vt_model_config_from_json(mapj, strlen(mapj), VT_KIND_TIMM, &c);
+    CHECK_OK(rc, "timm kwargs (map, pre_norm, quick_gelu, rmsnorm, init-only)");
     if (rc == VT_OK) {
-        CHECK_ERR(vt_config_validate(&c), VT_ERR_ARG, "map", "global_pool map (JSON) validate");
-        CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "map", "global_pool map (JSON) create");
-    } else {
-        CHECK_ERR(rc, VT_ERR_ARG, "map", "global_pool map (JSON)");
+        CHECK(c.enc.img_size == 32 && c.enc.img_width == 24 && c.enc.global_pool == VT_POOL_MAP &&
+                  c.enc.act_layer == VT_ACT_QUICK_GELU && c.enc.norm_layer == VT_NORM_RMS &&
+                  c.enc.norm_eps == 1e-5,
+              "JSON kwargs not taken");
+        CHECK_OK(vt_model_create(&c, &x), "global_pool map (JSON) create");
+        vt_model_free(x);
+        x = NULL;
     }
     const char *mae_bad = "{\"encoder\": {\"img_size\": 32}, \"decoder_width\": 8}";
     CHECK_ERR(vt_model_config_from_json(mae_bad, strlen(mae_bad), VT_KIND_MAE, &c), VT_ERR_ARG,

@@ -306,18 +306,35 @@ static void test_timm_forward(void) {
                   "timm forward with idx_keep");
         vt_model_free(m);
     }
-    /* fc_norm: what timm's default gives for the pooling is accepted; anything else refused, clearly */
+    /* fc_norm given explicitly (timm: it moves the final norm after the pooling, or before) */
     vt_model_config c;
+    vt_model *x = NULL;
     const char *fcn = "{\"img_size\": 8, \"patch_size\": 4, \"embed_dim\": 8, \"depth\": 1, \"num_heads\": "
                       "2, \"fc_norm\": true}";
-    CHECK_ERR(vt_model_config_from_json(fcn, strlen(fcn), VT_KIND_TIMM, &c), VT_ERR_ARG,
-              "fc_norm=true with global_pool 'token'", "explicit fc_norm=true with token pooling");
-    const char *fcn_avg = "{\"fc_norm\": true, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2}";
-    CHECK_OK(vt_model_config_from_json(fcn_avg, strlen(fcn_avg), VT_KIND_TIMM, &c),
-             "fc_norm=true with avg pooling (timm's default)");
-    const char *fcn_avg0 = "{\"fc_norm\": false, \"global_pool\": \"avg\"}";
-    CHECK_ERR(vt_model_config_from_json(fcn_avg0, strlen(fcn_avg0), VT_KIND_TIMM, &c), VT_ERR_ARG,
-              "fc_norm=false", "fc_norm=false with avg pooling");
+    CHECK_OK(vt_model_config_from_json(fcn, strlen(fcn), VT_KIND_TIMM, &c),
+             "fc_norm=true with token pooling");
+    if (CHECK_OK(vt_model_create(&c, &x), "fc_norm=true with token pooling"))
+        CHECK(vt_param_find(x, "fc_norm.weight") >= 0 && vt_param_find(x, "norm.weight") < 0,
+              "fc_norm=true: fc_norm.* and no norm.*");
+    vt_model_free(x);
+    const char *fcn_avg0 =
+        "{\"fc_norm\": false, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2, "
+        "\"img_size\": 8, \"patch_size\": 4, \"depth\": 1}";
+    x = NULL;
+    CHECK_OK(vt_model_config_from_json(fcn_avg0, strlen(fcn_avg0), VT_KIND_TIMM, &c), "fc_norm=false, avg");
+    if (CHECK_OK(vt_model_create(&c, &x), "fc_norm=false with avg pooling"))
+        CHECK(vt_param_find(x, "fc_norm.weight") < 0 && vt_param_find(x, "norm.weight") >= 0,
+              "fc_norm=false: norm.* and no fc_norm.*");
+    vt_model_free(x);
+    const char *nofin =
+        "{\"final_norm\": false, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2, "
+        "\"img_size\": 8, \"patch_size\": 4, \"depth\": 1}";
+    x = NULL;
+    CHECK_OK(vt_model_config_from_json(nofin, strlen(nofin), VT_KIND_TIMM, &c), "final_norm=false");
+    if (CHECK_OK(vt_model_create(&c, &x), "final_norm=false"))
+        CHECK(vt_param_find(x, "fc_norm.weight") < 0 && vt_param_find(x, "norm.weight") < 0,
+              "final_norm=false: neither norm");
+    vt_model_free(x);
     const char *fcn_null = "{\"fc_norm\": null}";
     CHECK_OK(vt_model_config_from_json(fcn_null, strlen(fcn_null), VT_KIND_TIMM, &c), "fc_norm=null");
 }

@@ -392,7 +392,7 @@ static int cmd_trace(int argc, char **argv) {
     if (!rc) rc = vt_init_weights(m, 0);
     if (!rc) rc = vt_set_grad_checkpointing(m, policy);
     if (!rc) rc = vt_model_set_threads(m, threads);
-    size_t img = (size_t)batch * mc.enc.in_chans * mc.enc.img_size * mc.enc.img_size;
+    size_t img = (size_t)batch * mc.enc.in_chans * mc.enc.img_size * vt_img_width(&mc.enc);
     if (!rc && !(images = calloc(img + 1, sizeof *images)))
         rc = vt_fail(VT_ERR_NOMEM, "out of memory: images");
     if (!rc && encode) {
@@ -400,8 +400,7 @@ static int cmd_trace(int argc, char **argv) {
         memset(&in, 0, sizeof in);
         in.images = images;
         in.batch = batch;
-        int G = mc.enc.img_size / mc.enc.patch_size;
-        size_t n = (size_t)batch * (G * G + mc.enc.class_token + mc.enc.reg_tokens) * mc.enc.embed_dim;
+        size_t n = (size_t)batch * (size_t)vt_config_tokens(&mc.enc) * mc.enc.embed_dim;
         if (!(douts = calloc(n + 1, sizeof *douts)))
             rc = vt_fail(VT_ERR_NOMEM, "out of memory: upstream gradient");
         const float *d[1] = { douts };

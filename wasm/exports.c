@@ -131,12 +131,9 @@ VTW_API const char *vtw_manifest(void) {
     PUT("], \"preset_encoders\": {");
     for (int i = 0; vt_preset_name(i); i++) {
         vt_vit_config p;
-        if (vt_preset(vt_preset_name(i), &p)) return NULL;
-        PUT("%s\"%s\": {\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, "
-            "\"depth\": %d, "
-            "\"num_heads\": %d, \"mlp_ratio\": %g}",
-            i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans, p.embed_dim, p.depth,
-            p.num_heads, p.mlp_ratio);
+        char kw[2048];
+        if (vt_preset(vt_preset_name(i), &p) || vt_preset_kwargs_json(&p, kw, sizeof kw)) return NULL;
+        PUT("%s\"%s\": %s", i ? ", " : "", vt_preset_name(i), kw);
     }
     PUT("}, \"regions\": [");
     for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
@@ -202,12 +199,7 @@ static int config_of(int kind, const char *preset, const char *json, size_t json
         vt_model_config_default(mc, (vt_kind)kind);
         int rc = vt_preset(preset, &p);
         if (rc) return rc;
-        mc->enc.img_size = p.img_size;
-        mc->enc.patch_size = p.patch_size;
-        mc->enc.embed_dim = p.embed_dim;
-        mc->enc.depth = p.depth;
-        mc->enc.num_heads = p.num_heads;
-        mc->enc.mlp_ratio = p.mlp_ratio;
+        vt_preset_encoder(&p, mc);
         return json ? vt_vit_config_from_json(json, json_len, &mc->enc) : VT_OK;
     }
     if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
@@ -222,7 +214,7 @@ static void dims_of(const vt_model_config *c, int32_t out[model_dims_SIZE]) {
     out[model_dims_embed_dim] = c->enc.embed_dim;
     out[model_dims_depth] = c->enc.depth;
     out[model_dims_num_heads] = c->enc.num_heads;
-    out[model_dims_prefix_tokens] = c->enc.class_token + c->enc.reg_tokens;
+    out[model_dims_prefix_tokens] = c->enc.class_token + c->enc.reg_tokens + c->enc.distilled;
 }
 
 VTW_API int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
@@ -754,9 +746,8 @@ VTW_API int vtw_trace(int h, int what, const float *images, const int32_t *label
         rc = vt_trace_train_step(m, images, labels, batch, &t);
     } else if (what == VT_FN_ENCODE) {
         const vt_model_config *c = vt_model_get_config(m);
-        int G = c->enc.img_size / c->enc.patch_size;
-        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) *
-                     (uint64_t)(G * G + c->enc.class_token + c->enc.reg_tokens) * (uint64_t)c->enc.embed_dim;
+        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) * (uint64_t)vt_config_tokens(&c->enc) *
+                     (uint64_t)c->enc.embed_dim;
         if (n > SIZE_MAX / sizeof(float) - 1 || !(dout = calloc((size_t)n + 1, sizeof *dout)))
             return vt_fail(VT_ERR_NOMEM, "out of memory: %llu floats of upstream gradient",
                            (unsigned long long)n);
