@@ -218,7 +218,8 @@ static void call_case(const vt_replay_case *c, vt_replay_result *r) {
     vt_model *A = NULL, *B = NULL;
     const vt_vit_config *e = &c->cfg.enc;
     int Bn = c->batch, L = (int)vt_config_tokens(e), P = e->class_token + e->reg_tokens + e->distilled;
-    size_t n = (size_t)Bn * e->in_chans * e->img_size * vt_img_width(e);
+    size_t n = (size_t)Bn * e->in_chans * (c->height ? c->height : e->img_size) *
+               (c->width ? c->width : vt_img_width(e));
     float *img = malloc(n * sizeof *img), *dimA = calloc(n, sizeof *dimA);
     int64_t *keep = malloc(((size_t)Bn * L + 1) * sizeof *keep),
             *msk = malloc(((size_t)Bn * L + 1) * sizeof *msk);
@@ -236,6 +237,9 @@ static void call_case(const vt_replay_case *c, vt_replay_result *r) {
     memset(&in, 0, sizeof in);
     in.images = img;
     in.batch = Bn;
+    in.height = c->height;
+    in.width = c->width;
+    in.distilled_training = c->distilled_training;
     int loss = c->fn == VT_FN_LOSS, nk = c->idx_keep, nm = c->idx_mask;
     for (int b = 0; b < Bn; b++) {
         if (loss) { /* MAE: a permutation of the patches, kept then masked (the class token kept first) */
@@ -477,6 +481,55 @@ static int cases(named_case *out) {
     c.fn = VT_FN_TIMM_FORWARD;
     c.batch = 2;
     out[n++] = (named_case){ "timm forward (avgmax pool)", c };
+    /* the rest of timm's ViT: CLIP's and SigLIP's training steps, DeiT's heads, prr, dynamic size */
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.pre_norm = 1;
+    c.cfg.enc.norm_eps = 1e-5;
+    c.cfg.enc.act_layer = VT_ACT_QUICK_GELU;
+    c.fn = -1;
+    c.batch = 2;
+    c.warm_steps = 1;
+    out[n++] = (named_case){ "classifier step (CLIP: pre_norm, quick_gelu, eps 1e-5)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.class_token = 0;
+    c.cfg.enc.global_pool = VT_POOL_MAP;
+    c.cfg.enc.act_layer = VT_ACT_GELU_TANH;
+    c.cfg.enc.norm_layer = VT_NORM_RMS;
+    c.fn = -1;
+    c.batch = 2;
+    out[n++] = (named_case){ "classifier step (SigLIP map, gelu_tanh, rmsnorm)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.distilled = 1;
+    c.fn = VT_FN_TIMM_FORWARD;
+    c.batch = 2;
+    c.distilled_training = 1;
+    out[n++] = (named_case){ "timm forward (DeiT distilled, both heads)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.img_size = 18;
+    c.cfg.enc.img_width = 14;
+    c.cfg.enc.global_pool = VT_POOL_PRR;
+    c.cfg.enc.scale_attn_norm = c.cfg.enc.scale_mlp_norm = 1;
+    c.cfg.enc.embed_norm_layer = VT_NORM_LAYER;
+    c.fn = VT_FN_TIMM_FORWARD;
+    c.batch = 2;
+    out[n++] = (named_case){ "timm forward (prr, scale norms, embed norm, 18x14 floored)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.dynamic_img_size = c.cfg.enc.dynamic_img_pad = 1;
+    c.cfg.enc.reg_tokens = 1;
+    c.fn = VT_FN_ENCODE;
+    c.batch = 2;
+    c.height = 22;
+    c.width = 12;
+    out[n++] = (named_case){ "timm forward_features (dynamic size, padded 22x12)", c };
     /* the losses with image gradients */
     memset(&c, 0, sizeof c);
     vt_replay_small(&c.cfg, VT_KIND_MAE);
