@@ -436,6 +436,21 @@ VTW_API int vtw_forward(int h, int fn, const float *images, int batch, const int
     return vt_forward(m, (vt_fn)fn, &in, need_grad);
 }
 
+/* vtw_forward with images of height x width (timm's dynamic_img_size; 0 = the config's) and DeiT's
+ * distilled_training (timm's forward of a distilled model: two outputs, head and head_dist). */
+VTW_API int vtw_forward_sized(int h, int fn, const float *images, int batch, int height, int width,
+                              int distilled_training, const int64_t *idx_mask, int n_mask,
+                              const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal,
+                              int need_grad) {
+    GET_OR_FAIL(m, h);
+    if (!images) return vt_fail(VT_ERR_ARG, "forward: images are missing");
+    vt_inputs in = make_inputs(images, batch, idx_mask, n_mask, idx_keep, n_keep, mask, is_causal);
+    in.height = height;
+    in.width = width;
+    in.distilled_training = distilled_training;
+    return vt_forward(m, (vt_fn)fn, &in, need_grad);
+}
+
 VTW_API int vtw_output_count(int h) {
     GET_OR_FAIL(m, h);
     return vt_output_count(m);
