@@ -55,7 +55,7 @@ export const command = {
     preset: {
       value: 'NAME',
       alias: 'model',
-      help: `the encoder: ${Object.keys(TRAIN_PRESETS).join(', ')} (default ${DEFAULTS.preset}), or a timm\narchitecture (${Object.keys(TIMM_PRETRAINED).join(', ')}: timm's create_model)`,
+      help: `the encoder: ${Object.keys(TRAIN_PRESETS).join(', ')} (default ${DEFAULTS.preset}), or a timm\narchitecture (one of the ${Object.keys(TIMM_PRETRAINED).length} timm presets below: timm's create_model)`,
     },
     config: { value: 'JSON|FILE', help: 'the encoder as timm kwargs instead of a preset' },
     data: { value: 'DIR', help: 'a folder whose sub-folders are classes (default: Fashion-MNIST)' },

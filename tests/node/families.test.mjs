@@ -1,0 +1,81 @@
+// families.test.mjs: the timm families by name through the JS API -- CLIP (OpenAI and OpenCLIP,
+// B/16 and B/32), SigLIP B/16, DeiT and DeiT-distilled, DINOv2 with registers: createModel(name)
+// makes timm's architecture (its options, its state_dict keys), a state_dict timm saved for the
+// family (tests/parity's, dumped from the real timm) loads strictly and computes what timm
+// computes, and the normalisation is the family's pretrained_cfg.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { REPO, engine, readSafetensors, writeSafetensors, f32, relErr } from './util.mjs';
+import { TIMM_PRETRAINED } from '../../web/vitrine.js';
+import { resolveNormalization } from '../../web/formats/pretrained.js';
+
+const CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073];
+const IMAGENET_MEAN = [0.485, 0.456, 0.406];
+// name: [a tests/parity dump of it (null: none), what its state_dict has that a plain ViT's has not, mean]
+const FAMILIES = {
+  vit_base_patch16_clip_224: ['clip_openclip_b16', 'norm_pre.weight', CLIP_MEAN],
+  vit_base_patch32_clip_224: ['clip_openclip_b32_features', 'norm_pre.weight', CLIP_MEAN],
+  vit_base_patch16_clip_quickgelu_224: ['clip_openai_b16', 'norm_pre.weight', CLIP_MEAN],
+  vit_base_patch32_clip_quickgelu_224: ['clip_openai_b32', 'norm_pre.weight', CLIP_MEAN],
+  vit_base_patch16_siglip_224: ['siglip_b16_map', 'attn_pool.latent', [0.5, 0.5, 0.5]],
+  deit_tiny_patch16_224: [null, 'cls_token', IMAGENET_MEAN],
+  deit_small_patch16_224: [null, 'cls_token', IMAGENET_MEAN],
+  deit_base_patch16_224: ['deit_b16', 'cls_token', IMAGENET_MEAN],
+  deit_tiny_distilled_patch16_224: [null, 'head_dist.weight', IMAGENET_MEAN],
+  deit_small_distilled_patch16_224: [null, 'head_dist.weight', IMAGENET_MEAN],
+  deit_base_distilled_patch16_224: ['deit_distilled_eval', 'head_dist.weight', IMAGENET_MEAN],
+  vit_small_patch14_reg4_dinov2: [null, 'reg_token', IMAGENET_MEAN],
+  vit_base_patch14_reg4_dinov2: ['dinov2_reg4', 'reg_token', IMAGENET_MEAN],
+};
+
+test('createModel(name) makes each family, its keys and its normalisation', async () => {
+  const vt = await engine('simd');
+  for (const [name, [, key, mean]] of Object.entries(FAMILIES)) {
+    assert.ok(vt.presets().includes(name), `${name} is a preset`);
+    const dino = name.includes('dinov2');
+    const m = vt.createModel(name, { embedDim: 16, depth: 1, numHeads: 2, imgSize: dino ? 28 : 32, numClasses: 3 });
+    try {
+      const names = m.params().map((p) => p.name);
+      assert.ok(names.includes(key), `${name}: ${key}`);
+      assert.equal(names.includes('patch_embed.proj.bias'), !name.includes('clip'), `${name}: CLIP has no patch bias`);
+      const { img, chans } = m.dims;
+      const out = m.timmForward(new Float32Array(2 * chans * img * img).fill(0.25), {});
+      assert.deepEqual(out.shape, [2, 3], name);
+      assert.deepEqual(resolveNormalization({ arch: name }).mean, mean, `${name}: mean`);
+      assert.ok(TIMM_PRETRAINED[name].tag, name);
+    } finally {
+      m.dispose();
+    }
+  }
+});
+
+test("a timm-saved state_dict of each family loads strictly and computes timm's forward", async (t) => {
+  const vt = await engine('simd');
+  for (const [name, [dump]] of Object.entries(FAMILIES)) {
+    if (!dump) continue;
+    const { meta, tensors } = readSafetensors(readFileSync(path.join(REPO, 'tests/parity', `${dump}.safetensors`)));
+    const sd = Object.fromEntries(
+      Object.entries(tensors)
+        .filter(([k]) => k.startsWith('param/'))
+        .map(([k, t]) => [k.slice(6), t]),
+    );
+    // the family by name, with the dump's sizes over it (timm's create_model(name, **kwargs))
+    const m = vt.createModel({ kind: 'timm', preset: name, config: JSON.parse(meta.config) });
+    try {
+      const r = m.initFrom(writeSafetensors(sd), { strict: true });
+      assert.equal(r.skipped + r.missing, 0, `${name}: ${r.notes}`);
+      assert.equal(r.loaded, m.params().length, name);
+      const call = JSON.parse(meta.call);
+      if (call.fn !== 'forward' || call.distilled_training) continue;
+      const img = tensors['input/images'];
+      const out = m.timmForward(f32(img), { normalize: false, batch: img.shape[0] });
+      const err = relErr(out.data, f32(tensors['expect/out']));
+      assert.ok(err <= 1e-4, `${name}: forward err ${err}`);
+      t.diagnostic(`${name}: forward err ${err.toExponential(2)} against timm's float64`);
+    } finally {
+      m.dispose();
+    }
+  }
+});
