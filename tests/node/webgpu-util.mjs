@@ -213,9 +213,10 @@ export const sameBits = (a, b) =>
  * outputs is caught by the test comparing those arrays with their inputs.
  */
 export class Harness {
-  constructor(gpu) {
+  /** opts: the Kernels' options ({ gemm: 'tiled' | 'reg' }: one GEMM family on any adapter) */
+  constructor(gpu, opts = {}) {
     this.gpu = gpu;
-    this.kernels = new Kernels(gpu);
+    this.kernels = new Kernels(gpu, opts);
     this.pool = new BufferPool(gpu);
   }
   async run(arrays, calls, { shared = true, times = 1 } = {}) {

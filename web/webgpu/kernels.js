@@ -180,11 +180,15 @@ export const KERNELS = {
   ...ops,
 };
 
-/** The kernel library of one device: its pipeline cache; programs are made from it. */
+/** The kernel library of one device: its pipeline cache and its GEMM family; programs are made
+ * from it. gemm: 'tiled' (workgroup-memory tiles, for GPUs), 'reg' (register tiles straight from
+ * memory, for software adapters) or 'auto' (by the adapter); the two give the same bits (gemm.js). */
 export class Kernels {
-  constructor(gpu) {
+  constructor(gpu, { gemm = 'auto' } = {}) {
+    if (!['auto', 'tiled', 'reg'].includes(gemm)) throw new Error(`Kernels: gemm '${gemm}' (auto, tiled, reg)`);
     this.gpu = gpu;
     this.pipelines = new PipelineCache(gpu);
+    this.gemm = gemm === 'auto' ? (gpu.info?.software ? 'reg' : 'tiled') : gemm;
   }
   program(label) {
     return new Program(this, label);
