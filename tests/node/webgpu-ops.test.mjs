@@ -596,3 +596,32 @@ test('gradient norm, clipping, the non-finite flag, AdamW from buffers (skipped 
   close('adamw p', r.p, want.p, 1e-6);
   assert.ok(sameBits(r.q, p0) && sameBits(r.qm, m0) && sameBits(r.qv, v0), 'a flagged step changes nothing');
 });
+
+// reduce.js: a whole-vector sum is passes of in-order column sums (one pass up to 256 elements,
+// three past 65536), a column sum chunks of 64 rows added in chunk order: no barriers, one order
+test('whole-vector and column sums at every pass count: float64 within the rule, the same bits twice', async () => {
+  for (const n of [1, 256, 257, 65537, 70001]) {
+    const g = rand(n, 60 + n, 2);
+    const r = await run(
+      { g, norm: new Float32Array(2), loss: new Float32Array(1), tgt: new Float32Array(n) },
+      (p, o) => {
+        ops.grad_norm(p, { norm: { ...o('norm'), len: 1, type: 'f64', off: o('norm').off / 2 }, g: o('g') }, { n });
+        ops.mse_forward(p, { loss: o('loss'), pred: o('g'), tgt: o('tgt') }, { n });
+      },
+    );
+    const ss = g.reduce((s, v) => s + v * v, 0);
+    close(`grad_norm of ${n}`, [r.norm[0]], [Math.sqrt(ss)]);
+    close(`mse of ${n}`, r.loss, [ss / n]);
+  }
+  for (const rows of [1, 64, 65, 1000]) {
+    const n = 70,
+      x = rand(rows * n, rows, 1),
+      out0 = rand(n, 7);
+    const r = await run({ x, out: out0 }, (p, o) =>
+      ops.sum_rows(p, { out: o('out'), x: o('x') }, { rows, n, stride: n }),
+    );
+    const want = Float64Array.from(out0);
+    for (let m = 0; m < rows; m++) for (let j = 0; j < n; j++) want[j] += x[m * n + j];
+    close(`sum_rows of ${rows}`, r.out, want);
+  }
+});
