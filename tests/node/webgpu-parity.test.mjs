@@ -6,10 +6,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuParity } from '../../web/webgpu/parity.js';
-import { REPO, FIXTURES, WASM_DIR, fixture, fixtureNames } from './util.mjs';
+import { REPO, FIXTURES, WASM_DIR, fixture, fixtureNames, readSafetensors, writeSafetensors } from './util.mjs';
 import { testGpu } from './webgpu-util.mjs';
 
 await testGpu().then((g) => g.destroy()); // no adapter: the tests fail, saying what is missing
@@ -52,10 +54,41 @@ test('checkpointing policies give the GPU the bits of none (outputs, parameter a
   }
 });
 
-test('vitrine parity --backend webgpu: the lines of the wasm harness; a broken file fails', () => {
+// a fixture whose module no harness knows: it fails on the GPU as on wasm, named
+const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-gpu-parity-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+function unknownModule() {
+  const { meta, tensors } = readSafetensors(fixture('vit_encode.safetensors'));
+  const file = path.join(dir, 'unknown_module.safetensors');
+  writeFileSync(file, writeSafetensors(tensors, { ...meta, module: 'timm.NoSuchModel' }));
+  return file;
+}
+
+// issue 35: a file that failed on the GPU printed '[undefined]' and its JSON had module ""
+test("a file the GPU cannot run fails naming its module and call, the backend and the adapter, as wasm's does", async () => {
+  const file = unknownModule(),
+    bytes = fixture('vit_encode.safetensors');
+  const r = await gp.run(new Uint8Array(readFileSync(file)), { file });
+  const w = vt.parity(new Uint8Array(readFileSync(file)), { file });
+  assert.equal(r.pass, false);
+  assert.equal(r.error, w.error);
+  const j = JSON.parse(r.json);
+  assert.equal(j.module, 'timm.NoSuchModel');
+  assert.equal(j.fn, JSON.parse(w.json).fn);
+  assert.equal(j.backend, 'webgpu');
+  assert.match(j.adapter, /swiftshader.*\(software\)/i);
+  assert.equal(gp.ranOn(r), `webgpu on ${j.adapter}`);
+  // a passing file's JSON names them too
+  const ok = JSON.parse((await gp.run(bytes, { file: 'vit_encode' })).json);
+  assert.equal(ok.pass, true);
+  assert.deepEqual([ok.backend, ok.adapter], ['webgpu', j.adapter]);
+});
+
+test('vitrine parity --backend webgpu: the lines of the wasm harness, each naming where it ran; a broken file fails', () => {
   // (a model's file through GpuParity is the test above; here the command's wiring, without
   // compiling every pipeline once more in another process)
   const files = ['adamw_steps.safetensors', 'sincos_pos_embed.safetensors'].map((f) => path.join(FIXTURES, f));
+  files.push(unknownModule());
   const r = spawnSync(
     process.execPath,
     [
@@ -73,11 +106,13 @@ test('vitrine parity --backend webgpu: the lines of the wasm harness; a broken f
     { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } },
   );
   assert.equal(r.status, 2, r.stderr); // the unreadable file
-  assert.match(r.stdout, /^PASS .*adamw_steps\.safetensors  worst param\.\d err /m);
+  assert.match(r.stdout, /^PASS .*adamw_steps\.safetensors  worst param\.\d err .* \[webgpu on .*swiftshader.*\]$/im);
+  assert.match(r.stdout, /^FAIL .*unknown_module\.safetensors: .*NoSuchModel.* \[webgpu on .*swiftshader.*\]$/im);
+  assert.doesNotMatch(r.stdout, /undefined/);
   assert.match(
     r.stdout,
     /^PASS .*sincos_pos_embed\.safetensors  worst .*\[wasm \(a sin-cos table is made when a model is built/m,
   );
   assert.match(r.stdout, /^FAIL \/nonexistent\.safetensors: cannot open/m);
-  assert.match(r.stdout, /2 passed, 1 failed/);
+  assert.match(r.stdout, /2 passed, 2 failed/);
 });

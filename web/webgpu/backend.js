@@ -16,7 +16,7 @@
 // sync (the training state saved at the last upload / pull: weights, AdamW, step count, mask
 // generator, all consistent): the weights are never lost to a broken device, and the message says
 // how many GPU steps were given up.
-import { GpuError, requestGpu } from './device.js';
+import { GpuError, adapterName, requestGpu } from './device.js';
 import { BufferPool } from './buffers.js';
 import { Kernels } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
@@ -45,22 +45,20 @@ export async function chooseBackend(backend = 'wasm', opts = {}) {
     if (backend === 'webgpu') throw e;
     return { name: 'wasm', reason: `no WebGPU: ${e.message}`, adapter: null, gpu: null };
   }
-  const adapter = gpu.info;
-  const named =
-    [adapter.vendor, adapter.architecture, adapter.device, adapter.description].filter(Boolean).join(' ') ||
-    'unnamed adapter';
+  const adapter = gpu.info,
+    named = adapterName(adapter);
   if (backend === 'auto' && adapter.software) {
     gpu.destroy();
     return {
       name: 'wasm',
-      reason: `the only WebGPU adapter is a software one (${named}), slower than wasm`,
+      reason: `the only WebGPU adapter is a software one (${adapterName({ ...adapter, software: false })}), slower than wasm`,
       adapter,
       gpu: null,
     };
   }
   return {
     name: 'webgpu',
-    reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}${adapter.software ? ' (software)' : ''}`,
+    reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}`,
     adapter,
     gpu,
   };

@@ -91,6 +91,13 @@ export function adapterInfo(adapter) {
   };
 }
 
+/** An adapter's name as the reports print it: "google swiftshader ... (software)". */
+export function adapterName(info) {
+  const named =
+    [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
+  return info.software ? `${named} (software)` : named;
+}
+
 /**
  * requestGpu({ swiftshader, powerPreference }) -> Gpu. Throws GpuError('unavailable', why) when
  * there is no WebGPU or no adapter.

@@ -12,6 +12,11 @@ import { Kernels, operand, KERNELS } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
 import { wholeRows } from './backend.js';
 import { readSafetensorsHeader } from '../formats/safetensors.js';
+import { adapterName } from './device.js';
+
+/** Where a result of GpuParity.run was computed, for a report's line: "webgpu on <adapter>", or
+ * wasm with the reason (a sin-cos table). */
+export const ranOn = (r) => (r.backend === 'webgpu' ? `webgpu on ${r.adapter}` : r.backend);
 
 const INPUTS = ['images', 'idx_keep', 'idx_mask', 'mask', 'labels', 'douts', 'scalars'];
 const ZEROED = ['grads', 'dimages']; // accumulated into (the harness zeroes the gradients first)
@@ -72,21 +77,43 @@ export class GpuParity {
       call = {};
     }
     if (call.fn === 'sincos')
-      return {
-        ...vt.parity(u8, { policy, dump, file }),
-        backend: 'wasm (a sin-cos table is made when a model is built, not by a kernel of the step)',
-      };
+      return this._named(
+        vt.parity(u8, { policy, dump, file }),
+        'wasm (a sin-cos table is made when a model is built, not by a kernel of the step)',
+      );
     let tensors;
     try {
       tensors = meta.module === 'torch.optim.AdamW' ? await this._adamw(u8, meta, call) : await this._model(u8, policy);
     } catch (e) {
       if (e.name === 'GpuError') throw e; // the device failed: not a property of the file
-      return { ...vt.parity(null, { file, readError: e.message }), status: e.status ?? -1 };
+      // a failure of the file on the GPU: the file's module and call, as the harness names them
+      const r = vt.parity(null, { file, readError: e.message });
+      r.status = e.status ?? -1;
+      r.module = typeof meta.module === 'string' ? meta.module : '';
+      r.fn = typeof call.fn === 'string' ? call.fn : '';
+      r.json = r.json
+        .replace(/"status": -?\d+/, `"status": ${r.status}`)
+        .replace('"module": "", "fn": ""', `"module": ${JSON.stringify(r.module)}, "fn": ${JSON.stringify(r.fn)}`);
+      return this._named(r, 'webgpu');
     }
     const d = f32Safetensors(tensors),
       r = this._check(u8, d, file);
     if (dump) r.dump = d;
-    r.backend = 'webgpu';
+    return this._named(r, 'webgpu');
+  }
+
+  /** Where result r ran, for its report line (ranOn). */
+  ranOn(r) {
+    return ranOn(r);
+  }
+
+  // the result named with where it ran: backend (and the adapter, on the GPU), in the object and
+  // its JSON (the harness's, with "backend" and "adapter" added last)
+  _named(r, backend) {
+    r.backend = backend;
+    r.adapter = backend === 'webgpu' ? adapterName(this.gpu.info) : null;
+    if (r.json)
+      r.json = `${r.json.slice(0, -1)}, "backend": ${JSON.stringify(backend)}, "adapter": ${JSON.stringify(r.adapter)}}`;
     return r;
   }
 
