@@ -20,6 +20,7 @@ import { GpuError, adapterName, requestGpu } from './device.js';
 import { BufferPool } from './buffers.js';
 import { Kernels } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
+import { deviceMisfit, regionMisfit, stepRegions, whatFits, wholeRows } from './fit.js';
 import { VitrineError } from '../errors.js';
 import { toNCHW } from '../formats/images.js';
 
@@ -64,21 +65,6 @@ export async function chooseBackend(backend = 'wasm', opts = {}) {
   };
 }
 
-/**
- * fn() with model h recording for a device (vt_model_set_whole_rows): kernel calls over whole row
- * ranges (the MLP backward, im2col / col2im) instead of the CPU's cache-sized chunks -- fewer,
- * larger dispatches (a ViT-Ti/16 step at batch 64: 11,387 calls chunked); the wasm model's own
- * plans stay the CPU's (set back after).
- */
-export function wholeRows(vt, h, fn) {
-  vt.check(vt._c.model_set_whole_rows(h, 1));
-  try {
-    return fn();
-  } finally {
-    vt._c.model_set_whole_rows(h, 0);
-  }
-}
-
 /** The GPU side of one Model (model._gpu): its recorded step and the state it holds. */
 export class GpuTrainer {
   constructor(model, gpu) {
@@ -121,9 +107,22 @@ export class GpuTrainer {
     if (this.step && key === this.key) return this.step;
     if (this.step && this.dirty) await this.pull(); // the state moves through wasm memory
     this._drop();
+    // a step over the device's limits is refused before it is recorded (the planner's bytes: a
+    // region over maxBufferSize), or once recorded (a call's binding over
+    // maxStorageBufferBindingSize), naming the limit and what fits instead
+    const limits = this.gpu.limits,
+      refuse = (why) =>
+        new GpuError(
+          'limit',
+          `${why}, at batch ${batch} under ${m.gradCheckpointing}; ${whatFits(m, { batch, limits }).text}`,
+        );
+    const over = regionMisfit(stepRegions(m, batch), { ...limits, maxStorageBufferBindingSize: Infinity });
+    if (over) throw refuse(over);
     const trace = wholeRows(this.vt, m._h, () =>
       m.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true }),
     );
+    const why = deviceMisfit(trace, limits);
+    if (why) throw refuse(why);
     if (!this.vt._contract)
       this.vt._contract = parseContract(
         new TextDecoder().decode(this.vt.takeBytes((o) => this.vt._c.kernel_contract(o))),
@@ -262,29 +261,4 @@ export class GpuTrainer {
   }
 }
 
-/**
- * Whether a recorded step (vitrine-trace/1) fits a device's limits as the backend lays it out
- * (step.js): every region within maxBufferSize, and every kernel call's operands in one region
- * within one binding (maxStorageBufferBindingSize). Returns null when it fits, else the first
- * limit it breaks, named, with the bytes.
- */
-export function deviceMisfit(trace, limits) {
-  const maxBuf = limits.maxBufferSize,
-    maxBind = limits.maxStorageBufferBindingSize;
-  for (const [r, bytes] of Object.entries(trace.regions))
-    if (bytes > maxBuf) return `the ${r} region needs ${bytes} bytes, over maxBufferSize (${maxBuf})`;
-  for (const e of trace.entries) {
-    if (!e.call) continue;
-    const span = {};
-    for (const o of e.ops) {
-      if (!o) continue;
-      const s = span[o[0]] || (span[o[0]] = [Infinity, 0]);
-      s[0] = Math.min(s[0], o[1]);
-      s[1] = Math.max(s[1], o[1] + o[2]);
-    }
-    for (const [r, [lo, hi]] of Object.entries(span))
-      if (hi - Math.floor(lo / 256) * 256 > maxBind)
-        return `${e.call} binds ${hi - lo} bytes of the ${r} region at once, over maxStorageBufferBindingSize (${maxBind})`;
-  }
-  return null;
-}
+export { deviceMisfit, wholeRows }; // (fit.js)

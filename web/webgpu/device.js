@@ -99,8 +99,8 @@ export function adapterName(info) {
 }
 
 /**
- * requestGpu({ swiftshader, powerPreference }) -> Gpu. Throws GpuError('unavailable', why) when
- * there is no WebGPU or no adapter.
+ * requestGpu({ swiftshader, powerPreference, limits }) -> Gpu. limits: max* limits lowered below
+ * the adapter's. Throws GpuError('unavailable', why) when there is no WebGPU or no adapter.
  */
 export async function requestGpu(opts = {}) {
   const swiftshader = opts.swiftshader ?? (isNode() && process.env.VITRINE_WEBGPU === 'swiftshader');
@@ -119,6 +119,13 @@ export async function requestGpu(opts = {}) {
     );
   const requiredLimits = {};
   for (const k of LIMITS) if (adapter.limits[k] !== undefined) requiredLimits[k] = adapter.limits[k];
+  // opts.limits lowers max* limits on purpose (a small GPU's limits on a large one; WebGPU's
+  // defaults are the floor: 256 MiB buffers, 128 MiB bindings)
+  for (const [k, v] of Object.entries(opts.limits || {})) {
+    if (!(k in requiredLimits) || !k.startsWith('max'))
+      throw new GpuError('unavailable', `limits: ${k} is not a max* limit vitrine asks for (${LIMITS.join(', ')})`);
+    requiredLimits[k] = Math.min(requiredLimits[k], v);
+  }
   let device;
   try {
     device = await adapter.requestDevice({ requiredLimits, label: 'vitrine' });

@@ -10,7 +10,7 @@
 import { BufferPool } from './buffers.js';
 import { Kernels, operand, KERNELS } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
-import { wholeRows } from './backend.js';
+import { wholeRows } from './fit.js';
 import { readSafetensorsHeader } from '../formats/safetensors.js';
 import { adapterName } from './device.js';
 
