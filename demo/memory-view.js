@@ -139,7 +139,7 @@ export function renderMemory() {
     if (gpu != null)
       bars.appendChild(
         bar(
-          `on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state and the step's arena, as planned)`,
+          `on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state, the step's arena and workspace, read-back buffers: what vitrine plan --backend webgpu plans)`,
           [[gpu, '#e0a458', 'GPU buffers']],
           scale,
           budget,

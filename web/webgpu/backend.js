@@ -18,7 +18,7 @@
 // how many GPU steps were given up.
 import { GpuError, adapterName, requestGpu } from './device.js';
 import { BufferPool } from './buffers.js';
-import { Kernels } from './kernels.js';
+import { kernelsOf } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
 import { deviceMisfit, regionMisfit, stepRegions, whatFits, wholeRows } from './fit.js';
 import { VitrineError } from '../errors.js';
@@ -71,7 +71,7 @@ export class GpuTrainer {
     this.model = model;
     this.vt = model._vt;
     this.gpu = gpu;
-    this.kernels = gpu.kernels || (gpu.kernels = new Kernels(gpu)); // one pipeline cache a device
+    this.kernels = kernelsOf(gpu); // one pipeline cache a device
     this.pool = new BufferPool(gpu);
     this.step = null; // the GpuStep of the current recording
     this.key = null; // what it was recorded for
@@ -86,9 +86,9 @@ export class GpuTrainer {
     this.synced = { state: this.model.saveTrainState(), step: this.model.stepCount };
   }
 
-  /** GPU bytes held (the step's buffers and the pool's). */
+  /** GPU bytes held (the step's buffers, the pool's, the read-back buffers). */
   get bytes() {
-    return this.pool.bytes;
+    return this.pool.bytes + this.pool.stagingBytes;
   }
 
   /** The wasm state changed (weights loaded, trainer set up): upload it before the next GPU step. */

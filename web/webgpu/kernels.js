@@ -194,3 +194,6 @@ export class Kernels {
     return new Program(this, label);
   }
 }
+
+/** The one kernel library of a device (its pipeline cache shared by every user). */
+export const kernelsOf = (gpu) => gpu.kernels || (gpu.kernels = new Kernels(gpu));

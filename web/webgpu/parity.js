@@ -8,7 +8,7 @@
 // are not a kernel computation (the table is made when a model is built): they run through the
 // wasm harness, and the result says so (`backend`).
 import { BufferPool } from './buffers.js';
-import { Kernels, operand, KERNELS } from './kernels.js';
+import { kernelsOf, operand, KERNELS } from './kernels.js';
 import { GpuStep, parseContract } from './step.js';
 import { wholeRows } from './fit.js';
 import { readSafetensorsHeader } from '../formats/safetensors.js';
@@ -60,7 +60,7 @@ export class GpuParity {
   constructor(vt, gpu) {
     this.vt = vt;
     this.gpu = gpu;
-    this.kernels = gpu.kernels || (gpu.kernels = new Kernels(gpu));
+    this.kernels = kernelsOf(gpu);
     this.pool = new BufferPool(gpu);
   }
 
