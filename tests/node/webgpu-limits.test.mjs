@@ -5,13 +5,18 @@
 // software adapter's own limits (1 GiB) and on a device whose limits are lowered on purpose to
 // WebGPU's defaults (requestGpu({ limits }): 256 MiB buffers, 128 MiB bindings, what many
 // adapters give), where a step that fits runs over split buffers with the bits of the full device.
-// Needs an adapter (fails without: webgpu-util.mjs).
+// plan --backend webgpu gives the bytes a step holds on the GPU (the same bytes the backend then
+// holds) and the largest batch per policy; a batch far past every limit (6000) is named, not a
+// wasm out-of-memory (issue 39, defect 11). Needs an adapter (fails without: webgpu-util.mjs).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuError } from '../../web/webgpu/device.js';
-import { deviceMisfit, stepRegions, wholeRows } from '../../web/webgpu/fit.js';
-import { WASM_DIR } from './util.mjs';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { deviceMisfit, gpuPlan, largestBatch, regionMisfit, stepRegions, wholeRows } from '../../web/webgpu/fit.js';
+import { parseContract } from '../../web/webgpu/step.js';
+import { REPO, WASM_DIR } from './util.mjs';
 import { testGpu, rand, sameBits } from './webgpu-util.mjs';
 
 const MiB = 2 ** 20;
@@ -139,4 +144,66 @@ test("a device lowered to WebGPU's default limits: ViT-B widths refused by name,
   assert.equal(a.layout.single, false);
   assert.equal(b.layout.single, true);
   assert.ok(sameBits(a.loss, b.loss) && sameBits(a.grads, b.grads), 'the lowered device = the full one, bit for bit');
+});
+
+test('the planned GPU bytes are what a step and a sync then hold, to the byte; the largest batch per policy fits', async () => {
+  const vt = await engine({ swiftshader: true }),
+    gpu = vt.backend.gpu;
+  const m = vt.createModel({
+    kind: 'mae',
+    config: {
+      encoder: { img_size: 32, patch_size: 8, in_chans: 3, embed_dim: 64, depth: 2, num_heads: 4 },
+      decoder_dim: 32,
+      decoder_depth: 1,
+      decoder_heads: 4,
+    },
+  });
+  try {
+    m.initWeights(1);
+    m.setGradCheckpointing('block');
+    m.trainerInit({ seed: 1 });
+    const contract = parseContract(new TextDecoder().decode(vt.takeBytes((o) => vt._c.kernel_contract(o))));
+    const p = gpuPlan(m, { batch: 3, gpu, contract });
+    assert.ok(p.fits && p.recorded && p.workspace > 0, JSON.stringify(p));
+    await m.trainStepAsync(rand(3 * 3 * 32 * 32, 4), 3);
+    await m.sync();
+    assert.equal(m._gpu.bytes, p.total, 'planned bytes = the buffers and read-back buffers held');
+    // against small limits: the largest batch fits them, one more does not
+    const limits = { maxBufferSize: 4 * MiB, maxStorageBufferBindingSize: 2 * MiB };
+    for (const policy of ['none', 'block']) {
+      const b = largestBatch(m, policy, limits);
+      assert.ok(b >= 1, policy);
+      assert.equal(regionMisfit(stepRegions(m, b, policy), limits), null);
+      assert.match(regionMisfit(stepRegions(m, b + 1, policy), limits), /over maxStorageBufferBindingSize \(2097152\)/);
+    }
+    assert.ok(largestBatch(m, 'block', limits) > largestBatch(m, 'none', limits));
+  } finally {
+    m.dispose();
+  }
+});
+
+test('vitrine plan --backend webgpu for ViT-S/16 and ViT-B/16: bytes against the limits, the largest batch per policy; batch 6000 names the limit', () => {
+  const plan = (...args) =>
+    spawnSync(
+      process.execPath,
+      [path.join(REPO, 'web/cli.js'), 'plan', '--backend', 'webgpu', '--wasm', 'simd', ...args],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' },
+      },
+    );
+  const big = plan('--preset', 'vit_base_patch16_224', '--batch', '6000');
+  assert.equal(big.status, 0, big.stderr);
+  assert.doesNotMatch(big.stdout + big.stderr, /out of memory/);
+  assert.match(big.stdout, /does not fit: the arena region needs \d+ bytes, over maxBufferSize \(1073741824\)/);
+  const m = /largest batch that fits this adapter, per policy [^:]*: block (\d+), none (\d+)/.exec(big.stdout);
+  assert.ok(m && Number(m[1]) > Number(m[2]) && Number(m[2]) >= 1, big.stdout);
+  const s = plan('--preset', 'vit_small_patch16_224', '--batch', '8', '--json');
+  assert.equal(s.status, 0, s.stderr);
+  const w = JSON.parse(s.stdout).webgpu;
+  assert.equal(w.fits, true);
+  assert.equal(w.recorded, true);
+  assert.equal(w.total, w.buffers + w.staging);
+  assert.ok(w.regions.arena > 0 && w.workspace > 0);
+  assert.ok(w.max_batch.block > w.max_batch.none && w.max_batch.none >= 8, JSON.stringify(w.max_batch));
 });

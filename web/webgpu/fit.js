@@ -7,6 +7,9 @@
 // within maxStorageBufferBindingSize (a call binds a whole region at most: AdamW binds the whole
 // parameter region; within the arena a call binds the span of its operands, which the exact check
 // on the recorded list -- deviceMisfit -- measures).
+import { kernelsOf } from './kernels.js';
+import { stepWorkspace } from './step.js';
+import { STAGING_CHUNK } from './buffers.js';
 
 /**
  * fn() with model h recording for a device (vt_model_set_whole_rows): kernel calls over whole row
@@ -65,7 +68,14 @@ export function stepRegions(model, batch, policy = model.gradCheckpointing) {
   };
 }
 
-/** The first region over a limit, named with its bytes and the limit's value; null when all fit. */
+// wasm memory the recorder may use for a step: the GPU backend records every step in wasm first,
+// where the model's state, the arena and the images then live (wasm32: 4 GiB, less code, stacks
+// and the recorded list)
+export const RECORDER_BYTES = 2 ** 32 - 2 ** 28;
+
+/** The first limit a step's regions break, named with the bytes and the limit's value: a region
+ * over maxBufferSize or maxStorageBufferBindingSize, or all of them over what the wasm recorder
+ * can hold (RECORDER_BYTES); null when all fit. */
 export function regionMisfit(regions, limits) {
   for (const [limit, max] of [
     ['maxBufferSize', limits.maxBufferSize],
@@ -73,6 +83,9 @@ export function regionMisfit(regions, limits) {
   ])
     for (const [r, bytes] of Object.entries(regions))
       if (bytes > max) return `the ${r} region needs ${bytes} bytes, over ${limit} (${max})`;
+  const all = Object.values(regions).reduce((a, b) => a + b, 0);
+  if (all > RECORDER_BYTES)
+    return `the step needs ${all} bytes of wasm memory while it is recorded (its regions), over the ${RECORDER_BYTES} the wasm recorder can hold`;
   return null;
 }
 
@@ -102,4 +115,54 @@ export function whatFits(model, { batch, policy = model.gradCheckpointing, limit
     ? `what fits this device: ${fit.map((f) => `batch ${f.batch} under ${f.policy}`).join(', ')}`
     : 'not one image fits this device under any policy';
   return { fit, text };
+}
+
+/** The largest batch up to `cap` whose step fits under `policy` (both limits, every region), found
+ * by doubling then halving over the planner (nothing recorded or allocated); 0: not one image. */
+export function largestBatch(model, policy, limits, cap = 65536) {
+  const fits = (b) => !regionMisfit(stepRegions(model, b, policy), limits);
+  if (!fits(1)) return 0;
+  let hi = 2;
+  while (hi <= cap && fits(hi)) hi *= 2;
+  return hi > cap ? cap : maxBatch(model, policy, limits, hi);
+}
+
+/**
+ * The GPU bytes of a training step of `batch` under `policy` against a device's limits: the
+ * regions (the planner's; once the step fits maxBufferSize it is recorded, and then the recorded
+ * list's regions and the exact binding check), the kernels' workspace (from the recorded calls),
+ * the read-back buffers, and whether it fits (`limit`: the first limit broken, or the wasm
+ * recorder's out-of-memory: the GPU backend records every step in wasm memory first).
+ * gpu: a Gpu (device.js); contract: parseContract's; labels: a classifier's (any values).
+ */
+export function gpuPlan(model, { batch, policy = model.gradCheckpointing, gpu, contract, labels = null }) {
+  const vt = model._vt,
+    limits = gpu.limits;
+  let regions = stepRegions(model, batch, policy),
+    workspace = null,
+    recorded = false;
+  let limit = regionMisfit(regions, { ...limits, maxStorageBufferBindingSize: Infinity });
+  if (!limit) {
+    const was = model.gradCheckpointing;
+    model.setGradCheckpointing(policy);
+    try {
+      const trace = wholeRows(vt, model._h, () => model.traceStep({ batch, labels, json: true }));
+      regions = { ...trace.regions };
+      workspace = stepWorkspace(kernelsOf(gpu), trace, contract);
+      recorded = true;
+      limit = deviceMisfit(trace, limits);
+    } catch (e) {
+      if (!/out of memory/i.test(e.message)) throw e;
+      limit = `the step cannot be recorded (the wasm recorder holds the arena too): ${e.message}`;
+    } finally {
+      model.setGradCheckpointing(was);
+    }
+  }
+  const up = (n) => Math.ceil(n / 256) * 256;
+  const buffers = Object.values(regions).reduce((s, b) => s + up(b), 0) + up(workspace || 0);
+  // read-back buffers (buffers.js): the scalars' after each step, and one a sync reads every state
+  // region through, in pieces of at most STAGING_CHUNK
+  const state = Math.max(regions.params || 0, regions.grads || 0, regions.adam_m || 0, regions.adam_v || 0),
+    staging = 256 + Math.min(STAGING_CHUNK + 256, 2 ** Math.ceil(Math.log2(Math.max(up(state), 256))));
+  return { regions, workspace, recorded, buffers, staging, total: buffers + staging, fits: !limit, limit };
 }
