@@ -315,6 +315,54 @@ test("vitrine train --backend webgpu (the Trainer's Session): the wasm run's los
   }
 });
 
+// issue 35: train --objective classify refused --backend ("unknown option"), while docs/cli.md
+// says train takes it
+test("vitrine train --objective classify --backend webgpu: the wasm run's losses, the adapter named", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-gpu-classify-'));
+  const cli = (out, ...more) =>
+    spawnSync(
+      process.execPath,
+      [
+        path.join(REPO, 'web/cli.js'),
+        'train',
+        '--objective',
+        'classify',
+        '--wasm',
+        'simd',
+        '--threads',
+        '1',
+        '--config',
+        JSON.stringify({ img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 16, depth: 1, num_heads: 2 }),
+        '--batch',
+        '4',
+        '--steps',
+        '3',
+        '--train-max',
+        '16',
+        '--eval-max',
+        '8',
+        '--json',
+        '--out',
+        path.join(dir, out),
+        ...more,
+      ],
+      { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } },
+    );
+  try {
+    const g = cli('gpu', '--backend', 'webgpu'),
+      c = cli('cpu');
+    assert.equal(g.status, 0, g.stderr);
+    assert.equal(c.status, 0, c.stderr);
+    assert.match(g.stderr, /backend webgpu \(WebGPU adapter .*swiftshader/i);
+    const [jg, jc] = [g, c].map((r) => JSON.parse(r.stdout.trim().split('\n').pop()));
+    for (const k of ['loss_first', 'loss_last'])
+      assert.ok(Math.abs(jg[k] - jc[k]) <= LOSS_TOL * Math.abs(jc[k]), `${k}: ${jg[k]} on the GPU, ${jc[k]} on wasm`);
+    assert.equal(jg.eval_images, jc.eval_images);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 // the Trainer's Session in its worker thread on the GPU: each step's loss with the wasm run's, the
 // state synced at the checkpoint (an event) and the end; stopped and resumed on the GPU it gives
 // the straight GPU run's checkpoint bit for bit; a classifier's steps and evaluation; gradAccum refused

@@ -11,7 +11,7 @@ import { TRAIN_PRESETS } from '../train/presets.js';
 import { CLASSIFY_DEFAULTS, classifierSpec } from '../train/objectives/classify.js';
 import { TIMM_PRETRAINED } from '../formats/pretrained.js';
 import { CliError, whole, decimal, oneOf, seed } from './args.js';
-import { loadEngine, specDims, checkBatch, ENGINE_OPTIONS, namesHelp } from './engine.js';
+import { loadEngine, specDims, checkBatch, ENGINE_OPTIONS, BACKEND_OPTION, namesHelp } from './engine.js';
 import { readSafetensorsMeta } from '../formats/safetensors.js';
 import { runSpec, encoderKwargs } from '../train/session.js';
 import { readInput, readConfig, Outputs } from './io.js';
@@ -126,6 +126,7 @@ export const command = {
     'no-eval': { type: 'boolean', help: 'skip the held-out evaluation' },
     json: { type: 'boolean', help: 'end the output with one JSON line' },
     ...ENGINE_OPTIONS,
+    ...BACKEND_OPTION,
   },
   helpHint: 'train --objective classify',
   moreHelp: namesHelp,
@@ -275,6 +276,7 @@ async function trainClassify(o) {
     Object.assign(options, {
       wasm: o.wasm,
       threads: o.threads,
+      backend: o.backend,
       stopAt: o.stopAt,
       valMax: o.evalMax,
       maxPixels,
@@ -302,7 +304,8 @@ async function trainClassify(o) {
           `vitrine train: classify ${r.preset || (r.init && !r.config && !resumeBytes ? 'encoder of --init' : 'config')} ${img}x${img}x${chans} dim ${dim} depth ${depth}, ` +
             `${i.classes.length} classes, pool ${r.pool}, ${i.images} training images (${r.data}), ${i.heldOut} held out, batch ${r.batch}${r.gradAccum > 1 ? ` x ${r.gradAccum} accumulated` : ''}, ` +
             `steps ${i.step ? i.step + '..' : ''}${Math.min(r.steps, o.stopAt ?? r.steps)}/${r.steps}, lr ${r.lr}${r.minLr ? ` -> ${r.minLr}` : ''}, label smoothing ${r.labelSmoothing}, augment ${r.augment}, ` +
-            `normalisation ${i.normalization.source}, init ${r.init ? path.basename(r.init) : 'random'}, grad checkpointing ${i.policy}, wasm ${engine.build}`,
+            `normalisation ${i.normalization.source}, init ${r.init ? path.basename(r.init) : 'random'}, grad checkpointing ${i.policy}, wasm ${engine.build}` +
+            `, backend ${engine.backend.name}${engine.backend.name === 'wasm' && !o.backend ? '' : ` (${engine.backend.reason})`}`,
         );
       },
     });
