@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuParity } from '../../web/webgpu/parity.js';
+import { tapReport } from '../../web/formats/parity-report.js';
 import { REPO, FIXTURES, WASM_DIR, fixture, fixtureNames, readSafetensors, writeSafetensors } from './util.mjs';
 import { testGpu } from './webgpu-util.mjs';
 
@@ -78,10 +79,15 @@ test("a file the GPU cannot run fails naming its module and call, the backend an
   assert.equal(j.backend, 'webgpu');
   assert.match(j.adapter, /swiftshader.*\(software\)/i);
   assert.equal(gp.ranOn(r), `webgpu on ${j.adapter}`);
-  // a passing file's JSON names them too
-  const ok = JSON.parse((await gp.run(bytes, { file: 'vit_encode' })).json);
+  // a passing file's JSON and TAP name them too
+  const okr = await gp.run(bytes, { file: 'vit_encode' }),
+    ok = JSON.parse(okr.json);
   assert.equal(ok.pass, true);
   assert.deepEqual([ok.backend, ok.adapter], ['webgpu', j.adapter]);
+  assert.match(
+    tapReport([{ file: 'vit_encode', result: okr }]),
+    /\n {2}backend: "webgpu"\n {2}adapter: ".*swiftshader/i,
+  );
 });
 
 test('vitrine parity --backend webgpu: the lines of the wasm harness, each naming where it ran; a broken file fails', () => {
