@@ -36,8 +36,13 @@ export interface CreateOptions {
    * WebGPU adapter, software ones included; rejects with a GpuError when there is none); 'auto'
    * (WebGPU on a hardware adapter, else wasm). `Vitrine.backend` says which and why. */
   backend?: 'wasm' | 'webgpu' | 'auto';
-  /** The adapter request: { swiftshader: true } in Node uses Chromium's SwiftShader (no GPU needed). */
-  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
+  /** The adapter request: { swiftshader: true } in Node uses Chromium's SwiftShader (no GPU needed);
+   * limits lowers max* device limits on purpose (e.g. { maxBufferSize: 268435456 }). */
+  gpu?: {
+    swiftshader?: boolean;
+    powerPreference?: 'high-performance' | 'low-power';
+    limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize', number>>;
+  };
 }
 
 /** The adapter a WebGPU backend runs on. */
@@ -703,7 +708,11 @@ export interface TrainerOptions {
   /** where the worker's steps run (createVitrine's backend): 'webgpu' replays each step on the GPU,
    * the state synced to wasm memory at checkpoints, evaluations and the end; gradAccum 1 only */
   backend?: 'wasm' | 'webgpu' | 'auto';
-  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
+  gpu?: {
+    swiftshader?: boolean;
+    powerPreference?: 'high-performance' | 'low-power';
+    limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize', number>>;
+  };
   cacheBytes?: number;
   signal?: AbortSignalLike;
   onStep?: (e: TrainStepEvent) => void;
