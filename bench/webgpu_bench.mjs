@@ -17,7 +17,7 @@
 //                               [--pairs 5] [--no-kernels]
 // VITRINE_WEBGPU=default asks Dawn for its default adapter (Node); otherwise SwiftShader.
 import { cpus, loadavg } from 'node:os';
-import { createVitrine } from '../web/vitrine.js';
+import { createVitrine, enableNodeRelaxedSimd } from '../web/vitrine.js';
 import { requestGpu, adapterName } from '../web/webgpu/device.js';
 import { BufferPool } from '../web/webgpu/buffers.js';
 import { Kernels, KERNELS, operand } from '../web/webgpu/kernels.js';
@@ -40,6 +40,7 @@ const P = (s = '') => process.stdout.write(s + '\n');
 const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const fmt = (x, d = 1) => (x == null || !Number.isFinite(x) ? '-' : x.toFixed(d));
 
+await enableNodeRelaxedSimd(); // the wasm side in its fastest build (relaxed SIMD: a V8 flag in Node 20)
 const gpu = await requestGpu({ swiftshader: process.env.VITRINE_WEBGPU !== 'default' });
 const software = gpu.info.software;
 const MODELS = {
