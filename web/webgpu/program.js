@@ -22,6 +22,7 @@ import { GpuError } from './device.js';
 import { header } from './wgsl.js';
 
 export const WORKSPACE = Symbol('workspace');
+export const CONSTANTS = Symbol('constants');
 const SLOT = 256; // bytes of uniforms per dispatch (minUniformBufferOffsetAlignment <= 256 everywhere)
 // element sizes; on the GPU an f64 operand holds a float32 in its first word (WGSL has no f64;
 // only this backend's kernels read it: grad_norm -> clip_grads), an i64 is read by its low word
@@ -84,6 +85,8 @@ export class Program {
     this.label = label;
     this.list = []; // { label, ops, body, args, fargs, grid; at build: windows, uniforms, code }
     this.workspaceFloats = 0;
+    this.constWords = []; // tables the kernels read (u32 words), uploaded once at build
+    this.constAt = new Map(); // a table's words (as a string) -> its offset: one copy of each
     this.built = false;
   }
 
@@ -95,6 +98,19 @@ export class Program {
   scratch(n, off = 0, type = 'f32') {
     this.workspaceFloats = Math.max(this.workspaceFloats, off + n);
     return operand(WORKSPACE, off, n, type);
+  }
+
+  /** A read-only table of u32 words (a Uint32Array) made on the host (a kernel's per-shape
+   * coefficients, e.g. resampling taps): an operand in the program's constants buffer. */
+  constant(words) {
+    const key = words.join(',');
+    let off = this.constAt.get(key);
+    if (off === undefined) {
+      off = this.constWords.length;
+      this.constAt.set(key, off);
+      for (const w of words) this.constWords.push(w);
+    }
+    return operand(CONSTANTS, off, words.length, 'u32');
   }
 
   /**
@@ -133,7 +149,7 @@ export class Program {
   layout(d) {
     const align = this.gpu.limits.minStorageBufferOffsetAlignment;
     const maxBind = this.gpu.limits.maxStorageBufferBindingSize;
-    const real = (o) => (o.buf === WORKSPACE ? this.workspace : o.buf);
+    const real = (o) => (o.buf === WORKSPACE ? this.workspace : o.buf === CONSTANTS ? this.constBuf : o.buf);
     const shift = (o) => (o.buf === WORKSPACE ? this.workspaceOff : 0); // bytes
     const windows = [],
       slotOf = new Map(),
@@ -208,6 +224,17 @@ export class Program {
       this.workspaceOff = 0;
       this.ownWorkspace = true;
     }
+    if (this.constWords.length)
+      this.constBuf = await this.gpu.scoped(`${this.label}: constants`, () => {
+        const words = Uint32Array.from(this.constWords),
+          buf = device.createBuffer({
+            label: `${this.label} constants`,
+            size: Math.ceil(words.byteLength / 256) * 256,
+            usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+          });
+        device.queue.writeBuffer(buf, 0, words);
+        return buf;
+      });
     for (const d of this.list) this.layout(d);
     const pipelines = await Promise.all(this.list.map((d) => this.k.pipelines.get(d.label, d.code, d.windows.length)));
     await this.gpu.scoped(`${this.label}: build`, () => {
@@ -292,6 +319,7 @@ export class Program {
 
   destroy() {
     this.ubuf?.destroy();
+    this.constBuf?.destroy();
     if (this.ownWorkspace) this.workspace?.destroy();
     this.steps = null;
   }

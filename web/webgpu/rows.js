@@ -133,16 +133,16 @@ export function layernormBackward(prog, { dinp, dw, db, dout, inp, w, mean, rstd
 }
 
 /**
- * The attention softmax, in place over R = B*H*T rows of T scores (att [B,H,T,T]), with max
- * subtraction; with causal_mask (bytes [B,T], 1 = causal part), query i sees key j when j <= i or
- * mask[b, j] == 0, and a hidden key gets probability exactly 0 (no infinities are made: WGSL
- * may assume finite floats).
+ * The attention softmax, in place over R = B*H*Tq rows of T scores (att [B,H,Tq,T]; Tq = T but
+ * for cross-attention), with max subtraction; with causal_mask (bytes [B,T], 1 = causal part),
+ * query i sees key j when j <= i or mask[b, j] == 0, and a hidden key gets probability exactly 0
+ * (no infinities are made: WGSL may assume finite floats).
  */
-export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
+export function attentionSoftmax(prog, { att, causal_mask }, B, H, T, Tq = T) {
   const hidden = '(u.causal != 0u && j > i && ldb_causal_mask(b * u.T + j) != 0u)';
   const body = `  let base = row * u.T;
-  let i = row % u.T;
-  let b = row / (u.T * u.H);
+  let i = row % u.Tq;
+  let b = row / (u.Tq * u.H);
   var mx = bitcast<f32>(0xff7fffffu);
   if (ok) { for (var j = lane; j < u.T; j += 64u) { if (!${hidden}) { mx = max(mx, ld_att(base + j)); } } }
   mx = row_max(li, lane, mx);
@@ -157,12 +157,12 @@ export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
   }
   let inv = 1.0 / row_sum(li, lane, s);
   if (ok) { for (var j = lane; j < u.T; j += 64u) { st_att(base + j, ld_att(base + j) * inv); } }`;
-  const R = B * H * T;
+  const R = B * H * Tq;
   prog.dispatch(
     'attention_softmax',
     { att, causal_mask: causal_mask || absent('u8') },
     rowKernel(body),
-    { R, T, H, causal: causal_mask ? 1 : 0 },
+    { R, T, Tq, H, causal: causal_mask ? 1 : 0 },
     {},
     rowGrid(prog, R),
   );
@@ -180,4 +180,74 @@ export function attentionSoftmaxBackward(prog, { ds, att }, R, T, scale) {
     }
   }`;
   prog.dispatch('attention_softmax_backward', { ds, att }, rowKernel(body), { R, T }, { scale }, rowGrid(prog, R));
+}
+
+/** Per row of D: rstd = 1/sqrt(mean(x^2) + eps); out = (x rstd) w (w may be null); rstd [M]
+ * saved when given; out may alias inp. The sum of squares as LayerNorm's sums (a fixed tree). */
+export function rmsnormForward(prog, { out, rstd, inp, w }, M, D, eps) {
+  const body = `  let base = row * u.D;
+  var s = 0.0;
+  if (ok) { for (var i = lane; i < u.D; i += 64u) { let x = ld_inp(base + i); s = s + x * x; } }
+  let rs = 1.0 / sqrt(row_sum(li, lane, s) / f32(u.D) + u.eps);
+  if (ok) {
+    for (var i = lane; i < u.D; i += 64u) {
+      var y = ld_inp(base + i) * rs;
+      if ((u.flags & 1u) != 0u) { y = y * ld_w(i); }
+      st_out(base + i, y);
+    }
+    if (lane == 0u && (u.flags & 2u) != 0u) { st_rstd(row, rs); }
+  }`;
+  const flags = (w ? 1 : 0) | (rstd ? 2 : 0);
+  prog.dispatch(
+    'rmsnorm_forward',
+    { out, rstd, inp, w },
+    rowKernel(body),
+    { R: M, D, flags },
+    { eps },
+    rowGrid(prog, M),
+  );
+}
+
+/** n = x rstd, dn = w dy: dinp += (dn - n mean(dn n)) rstd; dw += sum_rows n dy (each may be null). */
+export function rmsnormBackward(prog, { dinp, dw, dout, inp, w, rstd }, M, D) {
+  if (dinp) {
+    const body = `  let base = row * u.D;
+  var rs = 0.0;
+  if (ok) { rs = ld_rstd(row); }
+  var c = 0.0;
+  if (ok) {
+    for (var i = lane; i < u.D; i += 64u) {
+      var dn = ld_dout(base + i);
+      if (u.has_w != 0u) { dn = ld_w(i) * dn; }
+      c = c + dn * (ld_inp(base + i) * rs);
+    }
+  }
+  let mean_dn_n = row_sum(li, lane, c) / f32(u.D);
+  if (ok) {
+    for (var i = lane; i < u.D; i += 64u) {
+      let n = ld_inp(base + i) * rs;
+      var dn = ld_dout(base + i);
+      if (u.has_w != 0u) { dn = ld_w(i) * dn; }
+      st_dinp(base + i, ld_dinp(base + i) + (dn - n * mean_dn_n) * rs);
+    }
+  }`;
+    prog.dispatch(
+      'rmsnorm_backward_dinp',
+      { dinp, dout, inp, w, rstd },
+      rowKernel(body),
+      { R: M, D, has_w: w ? 1 : 0 },
+      {},
+      rowGrid(prog, M),
+    );
+  }
+  colsum(
+    prog,
+    'rmsnorm_dw',
+    [{ out: dw, expr: '(ld_inp(m * u.D + n) * ld_rstd(m)) * ld_dout(m * u.D + n)' }],
+    { dout, inp, rstd },
+    { D },
+    M,
+    D,
+    true,
+  );
 }
