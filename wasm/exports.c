@@ -14,6 +14,7 @@
  * vtw_last_error(). Pointers are wasm32 addresses (JS reads them with `>>> 0`). Sizes that can
  * exceed 2^31 are handed out as doubles. Nothing here keeps JS memory alive: inputs passed to
  * vtw_forward must stay allocated by the caller until the matching vtw_backward. */
+#include "exec.h"
 #include "parity.h"
 #include "vitrine.h"
 #include <stdio.h>
@@ -844,4 +845,19 @@ VTW_API int vtw_replay_run(int i, int policy, int reference, char *err, int errl
     if (err && errlen > 0)
         snprintf(err, (size_t)errlen, "%s, %s: %s", name, c.policy, r.pass ? "pass" : r.error);
     return r.pass;
+}
+
+/* Tests (another backend's kernels against these, tests/node/webgpu-*.test.mjs): kernel `name` of the
+ * list run directly, as a recorded call of it runs, on operand pointers (NULL: absent) and its
+ * integer (as doubles) and float arguments in the table's order. 0, or VT_ERR_ARG. */
+VTW_API int vtw_kernel_run(const char *name, void *const *ops, const double *ints, int n_ints,
+                           const float *floats) {
+    int k = 0, n = vt_kernel_count();
+    while (k < n && (!name || strcmp(vt_kernel_name(k), name))) k++;
+    if (k == n) return vt_fail(VT_ERR_ARG, "kernel_run: no kernel '%s'", name ? name : "(null)");
+    int64_t ia[16];
+    if (n_ints < 0 || n_ints > 16) return vt_fail(VT_ERR_ARG, "kernel_run: %d integer arguments", n_ints);
+    for (int i = 0; i < n_ints; i++) ia[i] = (int64_t)ints[i];
+    vt_kernel_run(k, ops, ia, floats);
+    return VT_OK;
 }

@@ -18,7 +18,11 @@ import {
   layernormRef,
   layernormBackwardRef,
   attentionRef,
+  contractOf,
+  gpuAndWasm,
 } from './webgpu-util.mjs';
+import { createVitrine } from '../../web/vitrine.js';
+import { WASM_DIR } from './util.mjs';
 import {
   matmul_forward,
   matmul_backward,
@@ -36,14 +40,15 @@ import { GpuError } from '../../web/webgpu/device.js';
 import { execFileSync } from 'node:child_process';
 
 const TOL = 1e-4; // parity-format.md
-let gpu, H, HF;
+let gpu, H, HF, vt, contract;
 // the two GEMM families (gemm.js: workgroup-memory tiles for GPUs, register tiles for software
 // adapters): every GEMM test runs on both, and both give the same bits
 const FAMILIES = ['tiled', 'reg'];
 const worst = {}; // kernel -> largest error measured (printed at the end)
-function check(name, got, want, tol = TOL) {
+const worstWasm = {}; // the same against the wasm build
+function check(name, got, want, tol = TOL, into = worst) {
   const e = rel(got, want);
-  worst[name] = Math.max(worst[name] || 0, e);
+  into[name] = Math.max(into[name] || 0, e);
   assert.ok(e <= tol, `${name}: error ${e.toExponential(2)} > ${tol}`);
 }
 
@@ -51,6 +56,8 @@ before(async () => {
   gpu = await testGpu();
   HF = Object.fromEntries(FAMILIES.map((f) => [f, new Harness(gpu, { gemm: f })]));
   H = HF.reg;
+  vt = await createVitrine({ wasm: 'simd', threads: 1, wasmDir: WASM_DIR });
+  contract = contractOf(vt);
 });
 after(() => {
   console.log(
@@ -60,8 +67,13 @@ after(() => {
     Object.entries(worst)
       .map(([k, v]) => `${k} ${v.toExponential(1)}`)
       .join(', '),
+    '- vs the wasm build:',
+    Object.entries(worstWasm)
+      .map(([k, v]) => `${k} ${v.toExponential(1)}`)
+      .join(', '),
   );
   gpu?.destroy();
+  vt?.close();
 });
 
 for (const family of FAMILIES)
@@ -646,4 +658,160 @@ test('no adapter: requestGpu says why (GpuError "unavailable")', () => {
     },
   );
   assert.match(out, /^unavailable: no WebGPU adapter .*VITRINE_WEBGPU=swiftshader/m);
+});
+
+// ---- the kernels of timm's ViT options, against the wasm build's (the CPU's kernels) ----------------
+
+// kernel `name` on the GPU (both runs the same bits, inputs untouched) and on wasm: every output
+// within the parity rule of wasm's, the worst recorded under the kernel's name
+async function vsWasm(name, arrays, bind, ints, floats, outputs) {
+  const { gpu: g, wasm: w } = await gpuAndWasm(H, vt, contract, name, arrays, bind, ints, floats, outputs);
+  for (const k of outputs) check(name, g[k], w[k], TOL, worstWasm);
+  return g;
+}
+// activations' inputs: a normal range, and one of extremes (saturation, +-0, tiny, huge)
+const EXTREMES = Float32Array.from([0, -0, 1e-30, -1e-30, 1e-8, -3, 3, 9, -9, 20, -20, 60, -60, 100, -100, 1e4, -1e4]);
+const SIZES = [1, 3, 257, 1000]; // below 4, around a 256-invocation workgroup
+
+for (const act of ['quick_gelu', 'gelu_tanh'])
+  test(`${act} forward and backward against wasm: n 0, 1, 3, 257, 1000, extremes, in place`, async () => {
+    for (const x of [...SIZES.map((n) => rand(n, n, 6)), EXTREMES]) {
+      const n = x.length,
+        dout = rand(n, 7 + n, 2);
+      await vsWasm(`${act}_forward`, { x, out: rand(n, 3) }, { out: 'out', inp: 'x' }, { n }, {}, ['out']);
+      await vsWasm(
+        `${act}_backward`,
+        { x, dout, dinp: rand(n, 5) },
+        { dinp: 'dinp', inp: 'x', dout: 'dout' },
+        { n },
+        {},
+        ['dinp'],
+      );
+      // in place: out = inp, dinp = dout (the engine's MLP does both)
+      await vsWasm(`${act}_forward`, { x: x.slice() }, { out: 'x', inp: 'x' }, { n }, {}, ['x']);
+      await vsWasm(`${act}_backward`, { x, dout: dout.slice() }, { dinp: 'dout', inp: 'x', dout: 'dout' }, { n }, {}, [
+        'dout',
+      ]);
+    }
+    // n 0: nothing written
+    await vsWasm(`${act}_forward`, { x: rand(4, 1), out: rand(4, 2) }, { out: 'out', inp: 'x' }, { n: 0 }, {}, []);
+  });
+
+test('rmsnorm forward and backward against wasm: D of 1, 3, 64, 67, 200, M not a multiple of 4, optional w / rstd / grads, in place', async () => {
+  for (const [M, D] of [
+    [1, 1],
+    [3, 3],
+    [5, 64],
+    [7, 67],
+    [2, 200],
+    [0, 5],
+  ]) {
+    const rows = Math.max(M, 1),
+      x = rand(rows * D, M + D, 3),
+      w = rand(D, 2),
+      dout = rand(rows * D, 4),
+      rstd = Float32Array.from(rand(rows, 5), (v) => 0.5 + Math.abs(v));
+    for (const [withW, eps] of [
+      [true, 1e-6],
+      [false, 1e-5],
+    ]) {
+      const fw = { out: 'out', rstd: 'rstd', inp: 'x', w: withW ? 'w' : null };
+      await vsWasm('rmsnorm_forward', { x, w, out: rand(rows * D, 6), rstd: rand(rows, 7) }, fw, { M, D }, { eps }, [
+        'out',
+        'rstd',
+      ]);
+      await vsWasm(
+        'rmsnorm_forward',
+        { x: x.slice(), w, r: rand(rows, 7) },
+        { ...fw, out: 'x', rstd: null },
+        { M, D },
+        { eps },
+        ['x'],
+      );
+      const arrays = { x, w, dout, rstd, dinp: rand(rows * D, 8, 0.5), dw: rand(D, 9, 0.5) };
+      const bw = { dinp: 'dinp', dw: 'dw', dout: 'dout', inp: 'x', w: withW ? 'w' : null, rstd: 'rstd' };
+      await vsWasm('rmsnorm_backward', arrays, bw, { M, D }, {}, ['dinp', 'dw']);
+      await vsWasm('rmsnorm_backward', arrays, { ...bw, dw: null }, { M, D }, {}, ['dinp']);
+      await vsWasm('rmsnorm_backward', arrays, { ...bw, dinp: null }, { M, D }, {}, ['dw']);
+    }
+  }
+});
+
+// probabilities: rows of Tk that sum to 1
+const probs = (rows, Tk, seed) => {
+  const p = Float32Array.from(rand(rows * Tk, seed), (v) => Math.exp(2 * v));
+  for (let r = 0; r < rows; r++) {
+    let s = 0;
+    for (let j = 0; j < Tk; j++) s += p[r * Tk + j];
+    for (let j = 0; j < Tk; j++) p[r * Tk + j] /= s;
+  }
+  return p;
+};
+const extent = (rows, cols, stride) => (rows > 0 ? (rows - 1) * stride + cols : cols);
+
+test('cross-attention forward and backward against wasm: one key, shared and per-image queries, strided rows, SigLIP-B/16 pooling, zero images', async () => {
+  // [B, Tq, Tk, H, hd, q_bs, kv_rs]
+  for (const [B, Tq, Tk, Hh, hd, q_bs, kv_rs] of [
+    [1, 1, 1, 1, 1, 0, 1],
+    [2, 1, 3, 2, 2, 0, 8], // a shared latent (map pooling) over a fused kv (kv_rs = 2D)
+    [3, 2, 70, 3, 5, 2 * 15 + 3, 31], // per-image queries, strides past the rows
+    [2, 1, 197, 12, 64, 0, 1536], // SigLIP-B/16's attention pool at 224 px, two images
+    [0, 1, 3, 1, 2, 0, 4],
+  ]) {
+    const D = Hh * hd,
+      Bq = Math.max(B, 1),
+      scale = 1 / Math.sqrt(hd);
+    const nq = extent(Bq, Tq * D, q_bs),
+      nkv = extent(Bq * Tk, D, kv_rs),
+      natt = Bq * Hh * Tq * Tk;
+    const q = rand(nq, 1),
+      k = rand(nkv, 2),
+      v = rand(nkv, 3),
+      dout = rand(Bq * Tq * D, 4);
+    const ints = { B, Tq, Tk, H: Hh, hd, q_bs, kv_rs };
+    const f = await vsWasm(
+      'cross_attention_forward',
+      { q, k, v, out: rand(Bq * Tq * D, 5), att: rand(natt, 6) },
+      { out: 'out', att: 'att', q: 'q', k: 'k', v: 'v' },
+      ints,
+      { scale },
+      B ? ['out', 'att'] : [],
+    );
+    if (B)
+      assert.ok(
+        f.att.every((p) => p >= 0 && p <= 1),
+        'probabilities',
+      );
+    const arrays = {
+      q,
+      k,
+      v,
+      dout,
+      att: probs(Bq * Hh * Tq, Tk, 7),
+      dq: rand(nq, 8, 0.5),
+      dk: rand(nkv, 9, 0.5),
+      dv: rand(nkv, 10, 0.5),
+      ds: rand(natt, 11),
+    };
+    const bind = { dq: 'dq', dk: 'dk', dv: 'dv', dscore: 'ds', dout: 'dout', att: 'att', q: 'q', k: 'k', v: 'v' };
+    const outs = B ? ['dq', 'dk', 'dv', 'ds'] : [];
+    await vsWasm('cross_attention_backward', arrays, bind, ints, { scale }, outs);
+    await vsWasm(
+      'cross_attention_backward',
+      arrays,
+      { ...bind, dq: null },
+      ints,
+      { scale },
+      B ? ['dk', 'dv', 'ds'] : [],
+    );
+    await vsWasm(
+      'cross_attention_backward',
+      arrays,
+      { ...bind, dk: null, dv: null },
+      ints,
+      { scale },
+      B ? ['dq', 'ds'] : [],
+    );
+    await vsWasm('cross_attention_backward', arrays, { ...bind, dq: null, dk: null }, ints, { scale }, B ? ['dv'] : []);
+  }
 });
