@@ -502,6 +502,43 @@ test("plan --backend webgpu: the step against the adapter's limits; a limit brok
   m.dispose();
 });
 
+// issue 36: a step holding a kernel the GPU lacks was a plain Error; it is a GpuError of kind
+// 'unsupported' (what a caller of backend 'auto' falls back on), one line naming the kernel and wasm
+test("a kernel the GPU lacks: a one-line GpuError 'unsupported' naming it and backend wasm; the model trains on wasm", async () => {
+  const { KERNELS } = await import('../../web/webgpu/kernels.js');
+  const config = { ...SMALL, encoder: { ...SMALL.encoder, act_layer: 'quick_gelu' } };
+  const m = gpuVt.createModel({ kind: 'mae', config });
+  m.initWeights(1);
+  m.trainerInit({ lr: 2e-3, seed: 2 });
+  const before = state(m),
+    had = KERNELS.quick_gelu_forward;
+  delete KERNELS.quick_gelu_forward;
+  try {
+    await assert.rejects(m.trainStepAsync(images(0), B), (e) => {
+      assert.ok(e instanceof GpuError, `${e.name}: ${e.message}`);
+      assert.equal(e.kind, 'unsupported');
+      assert.match(e.message, /^the kernel quick_gelu_forward has no WebGPU implementation: .*backend 'wasm'/);
+      assert.doesNotMatch(e.message, /\n/);
+      return true;
+    });
+  } finally {
+    KERNELS.quick_gelu_forward = had;
+  }
+  assert.equal(m.stepCount, 0);
+  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'parameters unchanged'));
+  // the same model on wasm: the step the GPU would have run
+  const c = cpuVt.createModel({ kind: 'mae', config });
+  c.initWeights(1);
+  c.trainerInit({ lr: 2e-3, seed: 2 });
+  assert.equal(m.trainStep(images(0), B), c.trainStep(images(0), B));
+  // and with the kernel back, on the GPU, within the rule of wasm
+  const l1 = await m.trainStepAsync(images(1), B),
+    w1 = c.trainStep(images(1), B);
+  assert.ok(Math.abs(l1 - w1) <= LOSS_TOL * Math.abs(w1), `${l1} vs ${w1}`);
+  m.dispose();
+  c.dispose();
+});
+
 test('faults: a lost device, a shader that does not compile, out of memory: a clear error, the weights intact', async () => {
   // a shader that does not compile (one kernel's WGSL broken): the first step fails, nothing changes
   // (last in this file: it loses the shared device)

@@ -12,7 +12,8 @@ const DAWN_PACKAGE = 'webgpu';
 
 /** A WebGPU failure with a kind the caller can act on:
  * 'unavailable' (no WebGPU, no adapter), 'lost' (device lost), 'out-of-memory', 'validation',
- * 'internal', 'compile' (a shader that does not compile), 'limit' (a buffer over a device limit). */
+ * 'internal', 'compile' (a shader that does not compile), 'limit' (a buffer over a device limit),
+ * 'unsupported' (a kernel of the step this backend does not have: the wasm backend runs it). */
 export class GpuError extends Error {
   constructor(kind, message) {
     super(message);

@@ -134,7 +134,12 @@ export class GpuStep {
     s.trace = trace;
     s.calls = trace.entries.filter((e) => e.call);
     for (const e of s.calls) {
-      if (!KERNELS[e.call]) throw new Error(`the kernel ${e.call} has no WebGPU implementation`);
+      // a kind the caller can act on: backend 'auto' (or the app) runs the model on wasm instead
+      if (!KERNELS[e.call])
+        throw new GpuError(
+          'unsupported',
+          `the kernel ${e.call} has no WebGPU implementation: run this model with backend 'wasm'`,
+        );
       if (!contract[e.call]) throw new Error(`the kernel ${e.call} is not in the contract`);
     }
     // a dry program sizes the workspace; then the real one over the laid-out buffers
