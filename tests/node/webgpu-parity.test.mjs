@@ -6,7 +6,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createVitrine } from '../../web/vitrine.js';
@@ -121,4 +121,65 @@ test('vitrine parity --backend webgpu: the lines of the wasm harness, each namin
   );
   assert.match(r.stdout, /^FAIL \/nonexistent\.safetensors: cannot open/m);
   assert.match(r.stdout, /2 passed, 2 failed/);
+});
+
+// issue 36: tests/parity (every timm ViT option and family, dumped from the real timm) on the GPU:
+// quick_gelu, gelu_tanh, RMSNorm, attention pooling, padded / floored / non-square / resized grids,
+// DeiT's two heads. Through the command users run (one process, every file), as wasm's are.
+const OPTIONS = path.join(REPO, 'tests/parity');
+const optionFiles = readdirSync(OPTIONS)
+  .filter((f) => f.endsWith('.safetensors'))
+  .sort()
+  .map((f) => path.join(OPTIONS, f));
+
+test('vitrine parity --backend webgpu: every file of tests/parity passes on the GPU', () => {
+  assert.ok(optionFiles.length >= 30, optionFiles.join(' '));
+  const r = spawnSync(
+    process.execPath,
+    [
+      path.join(REPO, 'web/cli.js'),
+      'parity',
+      '--backend',
+      'webgpu',
+      '--wasm',
+      'simd',
+      '--threads',
+      '1',
+      ...optionFiles,
+    ],
+    { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } },
+  );
+  const lines = r.stdout.split('\n').filter((l) => /^(PASS|FAIL) /.test(l));
+  console.log(lines.map((l) => `# ${l.replace(/ \[webgpu on .*\]$/, '')}`).join('\n'));
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  for (const f of optionFiles) {
+    const line = lines.find((l) => l.split(/\s+/)[1] === f);
+    assert.match(line || `(no line for ${f})`, /^PASS .* worst .* err .* \[webgpu on .*swiftshader.*\]$/i);
+  }
+  assert.match(r.stdout, new RegExp(`^${optionFiles.length} passed, 0 failed$`, 'm'));
+});
+
+test('tests/parity on the GPU: checkpointing gives the bits of none (pre-norm CLIP, SigLIP pooling, resized grids, DeiT)', async () => {
+  for (const f of ['clip_openai_b16', 'siglip_b16_map', 'dynamic_size_both_axes', 'deit_distilled_eval']) {
+    const bytes = readFileSync(path.join(OPTIONS, `${f}.safetensors`));
+    const none = await gp.run(bytes, { file: f, dump: true });
+    assert.equal(none.pass, true, `${f}: ${none.error}`);
+    const block = await gp.run(bytes, { file: f, dump: true, policy: 'block' });
+    assert.equal(block.pass, true, `${f} block: ${block.error}`);
+    assert.ok(Buffer.compare(Buffer.from(block.dump), Buffer.from(none.dump)) === 0, `${f}: block differs from none`);
+  }
+});
+
+test("a file whose model needs a kernel the GPU lacks fails on its own line, naming the kernel and backend 'wasm'", async () => {
+  const { KERNELS } = await import('../../web/webgpu/kernels.js');
+  const had = KERNELS.rmsnorm_forward;
+  delete KERNELS.rmsnorm_forward;
+  try {
+    const r = await gp.run(readFileSync(path.join(OPTIONS, 'embed_norm_rms.safetensors')), { file: 'embed_norm_rms' });
+    assert.equal(r.pass, false);
+    assert.match(r.error, /the kernel rmsnorm_forward has no WebGPU implementation: .*backend 'wasm'/);
+    assert.equal(r.backend, 'webgpu');
+  } finally {
+    KERNELS.rmsnorm_forward = had;
+  }
 });

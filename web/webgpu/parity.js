@@ -85,7 +85,8 @@ export class GpuParity {
     try {
       tensors = meta.module === 'torch.optim.AdamW' ? await this._adamw(u8, meta, call) : await this._model(u8, policy);
     } catch (e) {
-      if (e.name === 'GpuError') throw e; // the device failed: not a property of the file
+      // the device failed: not a property of the file (a kernel the GPU lacks is: the file fails)
+      if (e.name === 'GpuError' && e.kind !== 'unsupported') throw e;
       // a failure of the file on the GPU: the file's module and call, as the harness names them
       const r = vt.parity(null, { file, readError: e.message });
       r.status = e.status ?? -1;
@@ -178,7 +179,7 @@ export class GpuParity {
       const outputs = await this._replay(h, fwd, 0, region, async (s) =>
         Promise.all(
           fwd.outputs.map(async ([r, off, bytes, shape], i) => ({
-            name: call0(fwd) === 'loss' ? 'loss' : i === 0 ? 'out' : `intermediates.${i - 1}`,
+            name: outputName(fwd, i),
             shape,
             data: new Float32Array(await s.read(r, off, bytes)),
           })),
@@ -201,11 +202,8 @@ export class GpuParity {
           });
         }
         if (full.regions.dimages) {
-          const di = new Float32Array(await s.read('dimages')),
-            img = fwd.regions.images / 4,
-            n = di.length;
-          const [B, C, S] = imagesShape(vt, h, img);
-          out.push({ name: 'grad/input/images', shape: [B, C, S, S], data: di.slice(0, n) });
+          const di = new Float32Array(await s.read('dimages'));
+          out.push({ name: 'grad/input/images', shape: imagesShape(u8, di.length), data: di });
         }
       });
       return out;
@@ -299,10 +297,16 @@ export class GpuParity {
   }
 }
 
-const call0 = (trace) => (/^loss/.test(trace.what) ? 'loss' : 'out');
+// output i's name in the file, as the harness names it (harness/parity.c output_name): loss, out,
+// DeiT's out_dist (timm's forward of a distilled model), intermediates.<i>
+function outputName(trace, i) {
+  if (/^loss/.test(trace.what)) return 'loss';
+  if (i === 0) return 'out';
+  return /^timm forward/.test(trace.what) ? 'out_dist' : `intermediates.${i - 1}`;
+}
 
-// [B, C, S] of the job's images (the model's dims)
-function imagesShape(vt, h, floats) {
-  const [d] = vt.withLayouts(['model_dims'], (p) => vt._c.model_dims(h, p));
-  return [floats / (d.inChans * d.imgSize * d.imgSize), d.inChans, d.imgSize];
+// the shape of the job's images: the file's input/images (any height and width), else a flat vector
+function imagesShape(u8, floats) {
+  const t = readSafetensorsHeader(u8).header['input/images'];
+  return t && t.shape.reduce((a, b) => a * b, 1) === floats ? t.shape : [floats];
 }
