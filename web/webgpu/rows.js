@@ -2,35 +2,47 @@
 // attention softmax (with AIM's prefix-causal mask) and its backward.
 // A workgroup of 256 invocations takes 4 rows, 64 lanes a row; lane l handles elements
 // l, l+64, ... (consecutive lanes, consecutive addresses), keeps its partial sum, and the 64
-// partials are added by a fixed tree in workgroup memory (32, 16, ..., 1): the same order every
-// run, no atomics, no subgroup operations (whose order the spec leaves open).
+// partials are added in workgroup memory in a fixed order (8 groups of 8, each in order, then the
+// 8 in order: two barriers a sum, where a binary tree takes eight; a barrier is costly on a
+// software adapter): the same order every run, no atomics, no subgroup operations (whose order
+// the spec leaves open).
 import { colsum } from './reduce.js';
 import { absent } from './program.js';
 import { grid1d, LINEAR_WG } from './wgsl.js';
 
-const ROW_LIB = `
-var<workgroup> red: array<f32, 256>;
-// the sum (or max) of v over the 64 lanes of this invocation's row; every invocation must call it
+const rowLib = (rows) => `
+var<workgroup> red: array<f32, ${64 * rows}>;
+var<workgroup> red8: array<f32, ${8 * rows}>;
+// the sum (or max) of v over the 64 lanes of this invocation's row; every invocation must call it.
+// Two barriers: lanes 0..7 each combine 8 partials in order, then every lane the 8 in order.
 fn row_sum(li: u32, lane: u32, v: f32) -> f32 {
   red[li] = v;
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s = s >> 1u) {
-    if (lane < s) { red[li] = red[li] + red[li + s]; }
-    workgroupBarrier();
+  let r8 = (li / 64u) * 8u;
+  if (lane < 8u) {
+    let b = li - lane + lane * 8u;
+    var s = red[b];
+    for (var j = 1u; j < 8u; j++) { s = s + red[b + j]; }
+    red8[r8 + lane] = s;
   }
-  let r = red[li - lane];
   workgroupBarrier();
+  var r = red8[r8];
+  for (var j = 1u; j < 8u; j++) { r = r + red8[r8 + j]; }
   return r;
 }
 fn row_max(li: u32, lane: u32, v: f32) -> f32 {
   red[li] = v;
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s = s >> 1u) {
-    if (lane < s) { red[li] = max(red[li], red[li + s]); }
-    workgroupBarrier();
+  let r8 = (li / 64u) * 8u;
+  if (lane < 8u) {
+    let b = li - lane + lane * 8u;
+    var s = red[b];
+    for (var j = 1u; j < 8u; j++) { s = max(s, red[b + j]); }
+    red8[r8 + lane] = s;
   }
-  let r = red[li - lane];
   workgroupBarrier();
+  var r = red8[r8];
+  for (var j = 1u; j < 8u; j++) { r = max(r, red8[r8 + j]); }
   return r;
 }
 `;
@@ -38,7 +50,7 @@ fn row_max(li: u32, lane: u32, v: f32) -> f32 {
 /** A kernel over u.R rows: `row`, `lane` (0..63), `ok` (row < u.R) and row_sum / row_max in
  * scope. rows = rows per workgroup: 4 (256 invocations), or 1 (64) when a row's loop count
  * depends on the row's data (barriers inside must be reached by the whole workgroup). */
-export const rowKernel = (body, rows = 4) => `${ROW_LIB.replace('256>', `${64 * rows}>`)}
+export const rowKernel = (body, rows = 4) => `${rowLib(rows)}
 @compute @workgroup_size(${64 * rows})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
