@@ -815,3 +815,11 @@ test('cross-attention forward and backward against wasm: one key, shared and per
     await vsWasm('cross_attention_backward', arrays, { ...bind, dq: null, dk: null }, ints, { scale }, B ? ['dv'] : []);
   }
 });
+
+// every kernel of the engine's list has its WGSL twin under the table's name, taking the table's
+// operand names (a step holding one without is refused on WebGPU: webgpu-train.test.mjs)
+test('every kernel of the contract has a WebGPU implementation', () => {
+  const missing = Object.keys(contract).filter((k) => typeof KERNELS[k] !== 'function');
+  assert.deepEqual(missing, [], `no WGSL twin: ${missing.join(', ')}`);
+  assert.ok(Object.keys(contract).length >= 50, Object.keys(contract).join(' '));
+});
