@@ -17,7 +17,9 @@
 // one kernel call to the next), sized by the largest need; `workspaceBytes` tells the plan. The
 // backend places it in the buffer that holds everything else, so that nearly every dispatch has
 // ONE binding and each kernel one pipeline (layout flags are uniforms, not variants): few
-// pipelines to compile, in the browser as on SwiftShader.
+// pipelines to compile, in the browser as on SwiftShader. Tables a kernel needs that depend on the
+// shapes alone (resampling taps) are made on the host and uploaded once at build into a small
+// constants buffer of the program's own (`constant`), as its uniforms are.
 import { GpuError } from './device.js';
 import { header } from './wgsl.js';
 
