@@ -29,7 +29,7 @@ static void cls_steps(const vt_model *m, const vt_inputs *in, int need_grad, con
     vt_call_geom(m, in, &geo);
     uint64_t B = in->batch, D = m->enc.chain.D, T = (uint64_t)geo.L, C = m->cfg.enc.num_classes,
              g = need_grad ? 1 : 0;
-    vt_encoder_steps(m, in, (int)T, need_grad, 0, lay, st + CLS_ENC, st + CLS_ENC_BWD);
+    vt_encoder_steps(m, in, (int)T, need_grad, &m->enc.chain, 0, lay, st + CLS_ENC, st + CLS_ENC_BWD);
     vt_head_steps(m, (int)B, (int)T, lay->threads, 0, 0, need_grad, st + CLS_HEAD, st + CLS_HEAD_BWD);
     st[CLS_LOGP] = vt_keep(B * C);
     st[CLS_DLOGITS] = vt_keep(g * B * C);
@@ -77,7 +77,7 @@ static vt_status cls_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int nee
     float *x0 = vt_arena_alloc(ar, st[CLS_ENC + VT_ENC_X0].n, "enc.in"), *feat;
     if (!x0) return vt_arena_overflow(ar);
     vt_status rc = vt_encoder_preprocess(m, in, 0, need_grad, x0);
-    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], T, x0, 0, 0, &feat);
+    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &m->enc.chain, &lays[0], T, x0, 0, 0, &feat);
     if (!rc) rc = vt_head_forward(m, &m->last.head, feat, B, T, lays[0].threads, 0, 0);
     if (rc) return rc;
     const float *logits = m->last.head.out; /* [B, C] */

@@ -86,7 +86,8 @@ static const char *const call_names[] = { [VT_FN_ENCODE] = "encode",
                                           [VT_FN_INTERMEDIATES] = "intermediates",
                                           [VT_FN_INTERMEDIATES_NORM] = "intermediates_norm",
                                           [VT_FN_LOSS] = "loss",
-                                          [VT_FN_TIMM_FORWARD] = "timm_forward" };
+                                          [VT_FN_TIMM_FORWARD] = "timm_forward",
+                                          [VT_FN_TIMM_INTERMEDIATES] = "timm_intermediates" };
 
 /* Every layout by name: its element type and its fields in order (from VTW_LAYOUTS). */
 #define VTW_NAME(f)                     #f,
