@@ -269,6 +269,11 @@ static void test_policies_presets_configs(void) {
         { "{\"weight_init\": \"xavier\"}", "weight_init", "weight_init xavier", VT_ERR_ARG },
         { "{\"attn_layer\": \"diff\"}", "attn_layer", "attn_layer diff", VT_ERR_ARG },
         { "{\"global_pool\": \"gem\"}", "global_pool", "global_pool gem", VT_ERR_ARG },
+        { "{\"block_fn\": \"ResPostBlock\"}", "computes timm's Block", "block_fn", VT_ERR_ARG },
+        { "{\"mlp_layer\": \"SwiGLU\"}", "computes timm's Mlp", "mlp_layer", VT_ERR_ARG },
+        { "{\"embed_layer\": \"HybridEmbed\"}", "timm's PatchEmbed", "embed_layer", VT_ERR_ARG },
+        { "{\"dtype\": \"float16\"}", "in float32", "dtype float16", VT_ERR_ARG },
+        { "{\"device\": \"cuda\"}", "not a torch device", "device cuda", VT_ERR_ARG },
         { "[1, 2]", "object", "config not an object", VT_ERR_ARG },
         { "{\"img_size\": 32", NULL, "truncated JSON", VT_ERR_FORMAT },
     };
@@ -278,7 +283,9 @@ static void test_policies_presets_configs(void) {
     }
     const char *okj =
         "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"depth\": 1, \"num_heads\": 2, "
-        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\"}";
+        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\", "
+        "\"block_fn\": null, \"mlp_layer\": null, \"embed_layer\": null, \"device\": null, \"dtype\": "
+        "\"float32\"}";
     vt_vit_config_default(&vc);
     CHECK_OK(vt_vit_config_from_json(okj, strlen(okj), &vc), "timm kwargs with defaults");
     CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 &&

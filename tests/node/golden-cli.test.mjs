@@ -22,7 +22,11 @@ function goldens() {
   try {
     const out = (x, y) => ({ data: Float32Array.from([1, 2, x, -0.5, NaN, y]), shape: [2, 3] });
     assertGolden('a', { out: out(3, 7), loss: 0.25, n: 5n }, { dir: path.join(d, 'old'), t: quiet });
-    assertGolden('a', { out: out(Math.fround(3 + 2 ** -22), 8), loss: 0.25, ok: true }, { dir: path.join(d, 'new'), t: quiet });
+    assertGolden(
+      'a',
+      { out: out(Math.fround(3 + 2 ** -22), 8), loss: 0.25, ok: true },
+      { dir: path.join(d, 'new'), t: quiet },
+    );
     assertGolden('a', { out: out(3, 7), loss: 0.25, n: 5n }, { dir: path.join(d, 'same'), t: quiet });
   } finally {
     if (env.CI !== undefined) process.env.CI = env.CI;
@@ -77,15 +81,21 @@ test('vitrine golden diff: the differing elements, tensors only in one file; exi
       ].join('\n'),
     );
     r = golden(['diff', 'old/a.safetensors', 'new/a.safetensors', '--max', '1'], d);
-    assert.match(r.stdout, / {2}\[0, 2\] \(element 2\) {2}3 -> 3\.000000238418579\n {2}\.\.\. 1 more \(--max N shows more\)\n/);
+    assert.match(
+      r.stdout,
+      / {2}\[0, 2\] \(element 2\) {2}3 -> 3\.000000238418579\n {2}\.\.\. 1 more \(--max N shows more\)\n/,
+    );
     r = golden(['diff', 'old/a.safetensors', 'same/a.safetensors'], d);
     assert.equal(r.status, 0, r.stdout);
     assert.match(r.stdout, /^the same: 3 tensors, bit for bit$/m);
     // a NaN equals a NaN, a -0 is not 0 (assertGolden's rule)
-    writeFileSync(path.join(d, 'z.mjs'), `import { encodeSafetensors } from ${JSON.stringify(path.join(REPO, 'web/testing.js'))};
+    writeFileSync(
+      path.join(d, 'z.mjs'),
+      `import { encodeSafetensors } from ${JSON.stringify(path.join(REPO, 'web/testing.js'))};
 import { writeFileSync } from 'node:fs';
 const f = (v) => encodeSafetensors([{ name: 'x', dtype: 'F32', shape: [2], bytes: new Uint8Array(Float32Array.from(v).buffer) }], { format: 'vitrine-golden/1', name: 'z' });
-writeFileSync('z0.safetensors', f([0, NaN])); writeFileSync('z1.safetensors', f([-0, NaN]));`);
+writeFileSync('z0.safetensors', f([0, NaN])); writeFileSync('z1.safetensors', f([-0, NaN]));`,
+    );
     assert.equal(spawnSync(process.execPath, ['z.mjs'], { cwd: d }).status, 0);
     r = golden(['diff', 'z0.safetensors', 'z1.safetensors'], d);
     assert.equal(r.status, 1);
@@ -107,8 +117,14 @@ test('vitrine golden: usage errors and unreadable files in one line, exit 2; --h
       [['frob'], /^vitrine golden: unknown subcommand 'frob' \(show or diff\)\n$/],
       [['show'], /^vitrine golden show: give a FILE/],
       [['diff', 'old/a.safetensors'], /^vitrine golden diff: give two files A B \(got 1\)/],
-      [['show', 'missing.safetensors'], /^vitrine golden show: cannot read missing\.safetensors: No such file or directory\n$/],
-      [['diff', 'old/a.safetensors', 'bad.safetensors'], /^vitrine golden diff: bad\.safetensors: not a golden it can read \(safetensors: /],
+      [
+        ['show', 'missing.safetensors'],
+        /^vitrine golden show: cannot read missing\.safetensors: No such file or directory\n$/,
+      ],
+      [
+        ['diff', 'old/a.safetensors', 'bad.safetensors'],
+        /^vitrine golden diff: bad\.safetensors: not a golden it can read \(safetensors: /,
+      ],
       [['show', '--values', 'x', 'old/a.safetensors'], /^vitrine golden show: --values: 'x' is not a whole number/],
     ]) {
       const r = golden(args, d);

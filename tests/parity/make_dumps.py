@@ -73,6 +73,8 @@ SMALL = {
                                                                    act_layer='gelu_tanh'), '--call', 'forward'],
     'map_reg_fc_norm': ['--kind', 'timm', '--kwargs', small(global_pool='map', reg_tokens=2, fc_norm=True),
                         '--call', 'forward'],
+    'pool_max_pos_none': ['--kind', 'timm', '--kwargs', small(global_pool='max', pos_embed='none', reg_tokens=1, depth=2),
+                          '--call', 'forward'],
     'prr_token': ['--kind', 'timm', '--kwargs', small(global_pool='prr'), '--call', 'forward'],
     'prr_avg_reg': ['--kind', 'timm', '--kwargs', small(global_pool='prr', class_token=False, reg_tokens=1),
                     '--call', 'forward'],

@@ -158,7 +158,15 @@ export function tensorStats(t) {
     const x = Number(v[i]);
     if (Number.isFinite(x)) ss += (x - mean) * (x - mean);
   }
-  return { n, min: count ? min : NaN, max: count ? max : NaN, mean, std: count ? Math.sqrt(ss / count) : NaN, nan, inf };
+  return {
+    n,
+    min: count ? min : NaN,
+    max: count ? max : NaN,
+    mean,
+    std: count ? Math.sqrt(ss / count) : NaN,
+    nan,
+    inf,
+  };
 }
 
 /** The index of flat element i in a tensor of `shape` ([] for a scalar). */
