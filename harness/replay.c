@@ -511,6 +511,9 @@ static int cases(named_case *out) {
     c.batch = 2;
     c.distilled_training = 1;
     out[n++] = (named_case){ "timm forward (DeiT distilled, both heads)", c };
+    c.fn = -1;
+    c.distilled_training = 0;
+    out[n++] = (named_case){ "classifier step (DeiT distilled: both heads in the loss)", c };
     memset(&c, 0, sizeof c);
     vt_replay_small(&c.cfg, VT_KIND_TIMM);
     c.cfg.enc.num_classes = 3;

@@ -322,7 +322,8 @@ typedef struct {
     int64_t outs_shape[2 * VT_MAX_DEPTH + 1][4];
     int outs_ndim[2 * VT_MAX_DEPTH + 1];
     vt_loss_acts ls;
-    float *cls_logp; /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp;  /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp2; /* DeiT's distilled classifier: head_dist's */
 } vt_call_state;
 
 typedef struct vt_objective vt_objective; /* objective.h */

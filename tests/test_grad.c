@@ -1466,7 +1466,79 @@ static void test_models(void) {
                          in.label_smoothing);
                 model_fd(nm, &c, VT_FN_LOSS, &in, 70 + (uint64_t)(pi * 2 + si));
             }
+        /* DeiT distilled: both heads in the loss */
+        for (int si = 0; si <= 1; si++) {
+            char nm[96];
+            tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+            c.enc.distilled = 1;
+            c.enc.num_classes = 5;
+            memset(&in, 0, sizeof in);
+            in.batch = 3;
+            in.labels = labels;
+            in.label_smoothing = si ? 0.1f : 0.0f;
+            snprintf(nm, sizeof nm, "classifier loss DeiT distilled smoothing %.1f", in.label_smoothing);
+            model_fd(nm, &c, VT_FN_LOSS, &in, 80 + (uint64_t)si);
+        }
     }
+}
+
+/* the mean over the batch of timm's LabelSmoothingCrossEntropy of logits z [B, C] (s = 0: CE) */
+static double ls_ce(const float *z, const int32_t *labels, int B, int C, double s) {
+    double want = 0;
+    for (int b = 0; b < B; b++) {
+        double mx = z[b * C], se = 0, nll, smooth = 0;
+        for (int k = 1; k < C; k++) mx = fmax(mx, z[b * C + k]);
+        for (int k = 0; k < C; k++) se += exp(z[b * C + k] - mx);
+        nll = -(z[b * C + labels[b]] - mx - log(se));
+        for (int k = 0; k < C; k++) smooth += -(z[b * C + k] - mx - log(se)) / C;
+        want += ((1 - s) * nll + s * smooth) / B;
+    }
+    return want;
+}
+
+/* DeiT's distilled classifier: its loss is DeiT's DistillationLoss ('hard', alpha 0.5) with the
+ * labels as the teacher's decisions, of the two logits timm's distilled training returns --
+ * 0.5 * LabelSmoothingCE(head) + 0.5 * CE(head_dist) -- its outputs are those logits, bit for bit
+ * timm's forward with distilled_training (parity-checked against timm), and it refuses the flag */
+static void test_distilled_loss_value(void) {
+    vt_model_config c;
+    tu_rng r = { 92 };
+    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+    c.enc.num_classes = 4;
+    c.enc.distilled = 1;
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(&c, &m), "distilled classifier create")) return;
+    tu_init_params(m, &r);
+    float img[3 * 3 * 8 * 8], heads[2][12];
+    tu_fill_normal(&r, img, sizeof img / sizeof img[0], 0, 1);
+    int32_t labels[3] = { 2, 0, 3 };
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = img;
+    in.batch = 3;
+    in.distilled_training = 1;
+    if (CHECK_OK(vt_forward(m, VT_FN_TIMM_FORWARD, &in, 0), "distilled training forward"))
+        for (int o = 0; o < 2; o++) memcpy(heads[o], vt_output(m, o, NULL, NULL), sizeof heads[o]);
+    for (int si = 0; si < 2; si++) {
+        float s = si ? 0.1f : 0.0f;
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 3;
+        in.labels = labels;
+        in.label_smoothing = s;
+        if (!CHECK_OK(vt_forward(m, VT_FN_LOSS, &in, 0), "distilled classifier loss")) break;
+        CHECK(vt_output_count(m) == 2 && !memcmp(vt_output(m, 0, NULL, NULL), heads[0], sizeof heads[0]) &&
+                  !memcmp(vt_output(m, 1, NULL, NULL), heads[1], sizeof heads[1]),
+              "the distilled loss's outputs are timm's two logits in distilled training");
+        double want = 0.5 * ls_ce(heads[0], labels, 3, 4, s) + 0.5 * ls_ce(heads[1], labels, 3, 4, 0);
+        double got = vt_loss_value(m);
+        CHECK(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7,
+              "distilled loss s=%g: %.9g, 0.5 LabelSmoothingCE(head) + 0.5 CE(head_dist) %.9g", s, got, want);
+    }
+    in.distilled_training = 1;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "both heads"),
+          "distilled_training with the loss: %s", vt_last_error());
+    vt_model_free(m);
 }
 
 /* The classifier loss's value is timm's LabelSmoothingCrossEntropy of the logits it returns,
@@ -1574,6 +1646,7 @@ int main(void) {
     tu_info("kernels: %.2f s", t1 - t0);
     test_models();
     test_classifier_loss_value();
+    test_distilled_loss_value();
     tu_info("models: %.2f s", tu_now() - t1);
     return tu_finish();
 }
