@@ -39,7 +39,10 @@ test('images of another size: dynamic_img_size models take them (timmForward, en
       close(out, tensors['expect/out'], name);
       // its plan is the call's (planned == the arena's peak)
       const fn = call.fn === 'forward' ? 'timm_forward' : 'encode';
-      assert.equal(m.memory().planned.activations, m.plan(fn, { batch: 2, height, width, needGrad: false }).activations);
+      assert.equal(
+        m.memory().planned.activations,
+        m.plan(fn, { batch: 2, height, width, needGrad: false }).activations,
+      );
       assert.equal(m.memory().arena.peak, m.memory().planned.activations, `${name}: planned == peak`);
     } finally {
       m.dispose();
@@ -120,7 +123,8 @@ test("timm's own forward_intermediates through timmForwardIntermediates, forward
       const { dimages } = m.backward({ douts: outs.map(([k]) => f32(tensors[`input/dout/${k}`])), inputGrad: true });
       close({ data: dimages, shape: images.shape }, tensors['expect/grad/input/images'], `${name} d images`);
       for (const p of m.params())
-        if (p.grad) close({ data: p.grad.slice(), shape: p.shape }, tensors[`expect/grad/${p.name}`], `${name} ${p.name}`);
+        if (p.grad)
+          close({ data: p.grad.slice(), shape: p.shape }, tensors[`expect/grad/${p.name}`], `${name} ${p.name}`);
       assert.equal(m.memory().arena.peak, m.memory().planned.activations, `${name}: planned == peak`);
     } finally {
       m.dispose();
@@ -130,7 +134,10 @@ test("timm's own forward_intermediates through timmForwardIntermediates, forward
   try {
     const x = new Float32Array(2 * m.dims.chans * m.dims.img * m.dims.width);
     assert.throws(() => m.timmForwardIntermediates(x, { indices: 3 }), /last-n \(3\) is out of range \(1 to 2\)/);
-    assert.throws(() => m.timmForwardIntermediates(x, { indices: [0, 5] }), /feature index 5 is out of range \(0 to 1\)/);
+    assert.throws(
+      () => m.timmForwardIntermediates(x, { indices: [0, 5] }),
+      /feature index 5 is out of range \(0 to 1\)/,
+    );
     assert.throws(() => m.timmForwardIntermediates(x, { outputFmt: 'NHWC' }), /outputFmt: 'NHWC' \(NCHW or NLC\)/);
     assert.throws(() => m.timmForwardIntermediates(x, { norm: 1 }), /norm: true or false/);
   } finally {
