@@ -625,3 +625,21 @@ test('whole-vector and column sums at every pass count: float64 within the rule,
     close(`sum_rows of ${rows}`, r.out, want);
   }
 });
+
+test("transpose: B strided R x C matrices (timm's NCHW intermediates and their gradients), exact", async () => {
+  const B = 2,
+    R = 5,
+    C = 3,
+    P = 2;
+  const sbs = (R + P) * C,
+    dbs = C * R + 4;
+  const src = rand(B * sbs, 7),
+    dst = rand(B * dbs, 8);
+  const r = await run({ dst, src }, (p, o) =>
+    ops.transpose(p, { dst: o('dst'), src: o('src') }, { B, R, C, dst_bs: dbs, dst_rs: R, src_bs: sbs, src_rs: C }),
+  );
+  const want = dst.slice();
+  for (let b = 0; b < B; b++)
+    for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) want[b * dbs + j * R + i] = src[b * sbs + i * C + j];
+  assert.ok(sameBits(r.dst, want), 'transpose exact, the gaps untouched');
+});
