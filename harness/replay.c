@@ -240,6 +240,7 @@ static void call_case(const vt_replay_case *c, vt_replay_result *r) {
     in.height = c->height;
     in.width = c->width;
     in.distilled_training = c->distilled_training;
+    in.inter = c->inter;
     int loss = c->fn == VT_FN_LOSS, nk = c->idx_keep, nm = c->idx_mask;
     for (int b = 0; b < Bn; b++) {
         if (loss) { /* MAE: a permutation of the patches, kept then masked (the class token kept first) */
@@ -510,6 +511,9 @@ static int cases(named_case *out) {
     c.batch = 2;
     c.distilled_training = 1;
     out[n++] = (named_case){ "timm forward (DeiT distilled, both heads)", c };
+    c.fn = -1;
+    c.distilled_training = 0;
+    out[n++] = (named_case){ "classifier step (DeiT distilled: both heads in the loss)", c };
     memset(&c, 0, sizeof c);
     vt_replay_small(&c.cfg, VT_KIND_TIMM);
     c.cfg.enc.num_classes = 3;
@@ -530,6 +534,17 @@ static int cases(named_case *out) {
     c.height = 22;
     c.width = 12;
     out[n++] = (named_case){ "timm forward_features (dynamic size, padded 22x12)", c };
+    /* timm's forward_intermediates: NCHW's transposes, the prefix split, the norm, stop_early */
+    c.fn = VT_FN_TIMM_INTERMEDIATES;
+    c.inter = (vt_inter_opts){ 1, 1, 1, 1, 1, 0 };
+    out[n++] = (named_case){ "timm forward_intermediates (NCHW, prefix, norm, stop_early, 22x12)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.reg_tokens = 2;
+    c.fn = VT_FN_TIMM_INTERMEDIATES;
+    c.batch = 2;
+    c.inter = (vt_inter_opts){ 0, 0, 1, 0, 0, 1 };
+    out[n++] = (named_case){ "timm forward_intermediates (NLC, intermediates only, prefix)", c };
     /* the losses with image gradients */
     memset(&c, 0, sizeof c);
     vt_replay_small(&c.cfg, VT_KIND_MAE);
@@ -558,12 +573,12 @@ static int cases(named_case *out) {
 }
 
 int vt_replay_case_count(void) {
-    named_case cs[32];
+    named_case cs[40];
     return cases(cs);
 }
 
 const char *vt_replay_case_get(int i, int policy, int reference, vt_replay_case *out) {
-    static named_case cs[32];
+    static named_case cs[40];
     int n = cases(cs);
     if (i < 0 || i >= n || !vt_replay_policy(policy)) return NULL;
     *out = cs[i].c;

@@ -27,8 +27,9 @@ typedef struct {
     int reference;     /* through vt_kernels_use_reference(1) */
     int height, width; /* a call's images of another size (dynamic_img_size; 0: the config's) */
     int distilled_training;
-    int warm_steps;  /* training: real steps taken by both before the recorded one */
-    float clip_norm; /* training: gradient clipping (0: off) */
+    vt_inter_opts inter; /* timm's forward_intermediates */
+    int warm_steps;      /* training: real steps taken by both before the recorded one */
+    float clip_norm;     /* training: gradient clipping (0: off) */
 } vt_replay_case;
 
 typedef struct {

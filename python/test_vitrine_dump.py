@@ -247,7 +247,7 @@ class StandIn(unittest.TestCase):
 
             refused(r'images: \(2, 3, 8, 8\); the model takes \[B, 3, 16, 16\]', m, torch.randn(2, 3, 8, 8), p, 'forward_features')
             refused(r'images: must be finite', m, x.masked_fill(x > 2, float('nan')), p, 'forward_features')
-            refused(r"has no call 'encode' here \(forward_features, forward\)", m, x, p, 'encode')
+            refused(r"has no call 'encode' here \(forward_features, forward, forward_intermediates\)", m, x, p, 'encode')
             refused(r'takes no idx_mask', m, x, p, 'forward_features', idx_mask=torch.zeros(2, 3, dtype=torch.int64))
             refused(r"module 'lightly.Foo'", m, x, p, 'encode', module='lightly.Foo')
             refused(r'module= and config= go together', m, x, p, config=None, module='timm.VisionTransformer')
@@ -389,9 +389,41 @@ class Timm(unittest.TestCase):
         self.assertEqual(t['expect/grad/blocks.0.attn.k_norm.bias'].abs().max().item(), 0)
         self.assertGreater(t['expect/grad/blocks.0.attn.q_norm.bias'].abs().max().item(), 0)
 
-    def test_timm_forward_intermediates_is_refused(self):
-        with self.assertRaisesRegex(vd.DumpError, "timm's forward_intermediates differs"):
-            vd.dump(self.vit(), torch.randn(1, 3, 32, 32), os.devnull, 'forward_intermediates')
+    def test_timm_forward_intermediates(self):
+        """timm's own forward_intermediates: its outputs named as the engine names them (out,
+        intermediates.<k>, intermediates_prefix.<k>; output_dict the same), its options written into
+        the call as given, bad options refused in one line."""
+        v = self.vit(reg_tokens=1, depth=3, num_classes=0)
+        x = torch.randn(2, 3, 32, 32)
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, 'i.safetensors')
+            for opts, want in [({}, ['out'] + [f'intermediates.{k}' for k in range(3)]),
+                               ({'indices': [0, -1], 'return_prefix_tokens': True, 'norm': True, 'output_fmt': 'NLC'},
+                                ['out', 'intermediates.0', 'intermediates.1', 'intermediates_prefix.0',
+                                 'intermediates_prefix.1']),
+                               ({'indices': 1, 'intermediates_only': True, 'stop_early': True}, ['intermediates.0']),
+                               ({'indices': (1,), 'output_dict': True, 'return_prefix_tokens': True},
+                                ['out', 'intermediates.0', 'intermediates_prefix.0'])]:
+                s = vd.dump(v, x, f, 'forward_intermediates', intermediates=opts, warn=lambda s: None)
+                t, meta = vd.read_safetensors(f)
+                outs = sorted(k[7:] for k in t if k.startswith('expect/') and not k.startswith('expect/grad/'))
+                self.assertEqual(outs, sorted(want), opts)
+                call = json.loads(meta['call'])
+                self.assertEqual({k: v for k, v in call.items() if k != 'fn'},
+                                 {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()})
+                nchw = opts.get('output_fmt', 'NCHW') == 'NCHW'
+                self.assertEqual(list(t['expect/intermediates.0'].shape), [2, 48, 4, 4] if nchw else [2, 16, 48])
+                self.assertTrue(s['tensors'])
+            for opts, pattern in [({'indices': 4}, r'last-n is out of range \(1 to 3\)'),
+                                  ({'indices': [3]}, r'feature index 3 is out of range'),
+                                  ({'indices': []}, 'non-empty list'),
+                                  ({'output_fmt': 'NHWC'}, 'NCHW or NLC'),
+                                  ({'stop_early': 1}, 'True or False'),
+                                  ({'attn_mask': None}, "attn_mask is not an option of timm's forward_intermediates")]:
+                with self.assertRaisesRegex(vd.DumpError, pattern):
+                    vd.dump(v, x, f, 'forward_intermediates', intermediates=opts, warn=lambda s: None)
+            with self.assertRaisesRegex(vd.DumpError, 'takes no indices'):
+                vd.dump(v, x, f, 'forward_features', intermediates={'indices': 1}, warn=lambda s: None)
 
 
 @unittest.skipIf(NO_LIGHTLY, NO_LIGHTLY)

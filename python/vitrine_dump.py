@@ -16,9 +16,9 @@ As a module (an existing model object: a fine-tuned one keeps its weights):
     import vitrine_dump
     vitrine_dump.dump(model, images, 'model.safetensors', call='encode', idx_mask=idx_mask)
 
-Models: timm VisionTransformer (module timm.VisionTransformer: forward, forward_features; every
-option vitrine computes, vit_config; DeiT's VisionTransformerDistilled as
-timm.VisionTransformerDistilled, forward with distilled_training),
+Models: timm VisionTransformer (module timm.VisionTransformer: forward, forward_features,
+forward_intermediates with its options; every option vitrine computes, vit_config; DeiT's
+VisionTransformerDistilled as timm.VisionTransformerDistilled, forward with distilled_training),
 lightly MaskedVisionTransformerTIMM (encode, forward, forward_intermediates; idx_mask, idx_keep,
 mask, norm), lightly MaskedCausalVisionTransformer (forward_features; mask, is_causal), and
 lightly's MAE / AIM examples as the classes MAE and AIM below (loss). Needs torch; timm and
@@ -63,9 +63,13 @@ KINDS = {  # --kind -> the module name the parity file records
 }
 DISTILLED = 'timm.VisionTransformerDistilled'  # DeiT's (deit_*_distilled_*): --kind timm
 # each module's calls and the optional inputs each call takes (MAE/AIM: required)
+# timm's VisionTransformer.forward_intermediates: its keyword arguments vitrine computes (attn_mask and
+# is_causal are not among them)
+TIMM_INTERMEDIATES = ('indices', 'return_prefix_tokens', 'norm', 'stop_early', 'output_fmt', 'intermediates_only',
+                      'output_dict')
 CALLS = {
-    'timm.VisionTransformer': {'forward_features': (), 'forward': ()},
-    DISTILLED: {'forward_features': (), 'forward': ('distilled_training',)},
+    'timm.VisionTransformer': {'forward_features': (), 'forward': (), 'forward_intermediates': TIMM_INTERMEDIATES},
+    DISTILLED: {'forward_features': (), 'forward': ('distilled_training',), 'forward_intermediates': TIMM_INTERMEDIATES},
     'lightly.MaskedVisionTransformerTIMM': {'encode': ('idx_mask', 'idx_keep', 'mask'),
                                             'forward': ('idx_mask', 'idx_keep', 'mask'),
                                             'forward_intermediates': ('idx_mask', 'idx_keep', 'mask', 'norm')},
@@ -787,11 +791,33 @@ def make_inputs(model, batch=2, seed=0, idx_mask=False, idx_keep=False, mask=Fal
 
 # ---- the dump ------------------------------------------------------------------------------------
 
-def _outputs(fn, result):
+def _intermediates(result):
+    """timm's forward_intermediates return value -- (out, intermediates), intermediates alone
+    (intermediates_only), each a tensor or (spatial, prefix) (return_prefix_tokens), or
+    output_dict's dict -- as {out, intermediates.<k>, intermediates_prefix.<k>}."""
+    if isinstance(result, dict):
+        out = {} if 'image_features' not in result else {'out': result['image_features']}
+        out.update({f'intermediates.{k}': t for k, t in enumerate(result['image_intermediates'])})
+        out.update({f'intermediates_prefix.{k}': t for k, t in enumerate(result.get('image_intermediates_prefix', ()))})
+        return out
+    out, inter = (result[0], result[1]) if isinstance(result, tuple) else (None, result)
+    res = {} if out is None else {'out': out}
+    for k, t in enumerate(inter):
+        res[f'intermediates.{k}'] = t[0] if isinstance(t, tuple) else t
+    for k, t in enumerate(inter):
+        if isinstance(t, tuple):
+            res[f'intermediates_prefix.{k}'] = t[1]
+    return res
+
+
+def _outputs(fn, result, module=None):
     """The call's return value as {output name: tensor} (parity-format.md's output names; DeiT's
-    (head, head_dist) of timm's distilled training mode: out, out_dist)."""
+    (head, head_dist) of timm's distilled training mode: out, out_dist; timm's forward_intermediates:
+    _intermediates)."""
     if fn == 'loss':
         return {'loss': result.reshape(1)}
+    if fn == 'forward_intermediates' and module in (KINDS['timm'], DISTILLED):
+        return _intermediates(result)
     if isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result):
         return {'out': result[0], 'out_dist': result[1]}
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (list, tuple)):
@@ -830,13 +856,13 @@ def _mode(m, kwargs):
     return kwargs
 
 
-def _run(model, fn, images, kwargs, douts, dtype, sdpa):
+def _run(model, fn, images, kwargs, douts, dtype, sdpa, module=None):
     """One call of a copy of the model in `dtype`: (outputs, {key: grad or None}, image grad)."""
     m = copy.deepcopy(model).to(dtype)
     kwargs = _mode(m, kwargs)
     x = images.detach().to(dtype).clone().requires_grad_(True)
     with _SdpaFallback([m]) if sdpa else _NoContext():
-        outs = _outputs(fn, getattr(m, fn)(x, **kwargs))
+        outs = _outputs(fn, getattr(m, fn)(x, **kwargs), module)
     if fn == 'loss':
         scalar = outs['loss'].sum()
     else:
@@ -900,13 +926,40 @@ def _check_inputs(cfg, images, given):
         raise DumpError(f'mask: must be a bool tensor [B={B}, {L}] (the whole sequence, prefix tokens included)')
 
 
+def _check_intermediates(given, config):
+    """timm's forward_intermediates options: of their types, the indices in the model's range (as
+    timm's feature_take_indices checks them, here in one line)."""
+    enc = config.get('encoder', config) if isinstance(config, dict) else {}
+    depth = enc.get('depth')
+    ix = given.get('indices')
+    if ix is not None:
+        items = [ix] if isinstance(ix, int) and not isinstance(ix, bool) else ix
+        if not isinstance(items, (list, tuple)) or not items or not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+            raise DumpError(f'indices {ix!r}: an int (the last n blocks) or a non-empty list of block indices')
+        if depth:
+            if isinstance(ix, int) and not 0 < ix <= depth:
+                raise DumpError(f'indices {ix}: last-n is out of range (1 to {depth})')
+            for i in items if not isinstance(ix, int) else ():
+                if not -depth <= i < depth:
+                    raise DumpError(f'indices: feature index {i} is out of range (-{depth} to {depth - 1})')
+    if given.get('output_fmt') not in (None, 'NCHW', 'NLC'):
+        raise DumpError(f'output_fmt {given["output_fmt"]!r}: NCHW or NLC (timm\'s)')
+    for k in ('return_prefix_tokens', 'stop_early', 'intermediates_only', 'output_dict'):
+        if given.get(k) is not None and not isinstance(given[k], bool):
+            raise DumpError(f'{k} {given[k]!r}: True or False')
+    if isinstance(ix, tuple):
+        given['indices'] = list(ix)
+
+
 def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=None, is_causal=None, norm=None,
-         distilled_training=None, douts=None, seed=0, module=None, config=None, reference=None, warn=None):
+         distilled_training=None, intermediates=None, douts=None, seed=0, module=None, config=None, reference=None,
+         warn=None):
     """Writes `path`: one call of `model` on `images` (float [B, C, H, W]) as a parity file.
 
     call: encode | forward | forward_intermediates | forward_features | loss (default: the
     module's first, CALLS); idx_mask / idx_keep (int64 [B, K], indices into the sequence with its
-    prefix tokens), mask (bool [B, L]), is_causal, norm: the call's optional inputs. douts:
+    prefix tokens), mask (bool [B, L]), is_causal, norm: the call's optional inputs; intermediates:
+    timm's forward_intermediates keywords ({'indices': 2, 'output_fmt': 'NLC', ...}). douts:
     {output name: upstream gradient} (default N(0, 1) from seed+3). module / config: for a model
     of another class that computes one of the known modules (else derived from the model).
     Parameters with requires_grad=False are written as frozen/. The model is not changed (a
@@ -922,10 +975,16 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
     calls = CALLS[module]
     call = call or next(iter(calls))
     if call not in calls:
-        raise DumpError(f'{module} has no call {call!r} here ({", ".join(calls)})'
-                        + ('; timm\'s forward_intermediates differs from lightly\'s (indices, NCHW, prefix split): dump a MaskedVisionTransformerTIMM' if call == 'forward_intermediates' else ''))
+        raise DumpError(f'{module} has no call {call!r} here ({", ".join(calls)})')
+    if intermediates and norm is None:
+        norm = intermediates.get('norm')
     given = {k: v for k, v in (('idx_mask', idx_mask), ('idx_keep', idx_keep), ('mask', mask), ('is_causal', is_causal),
-                               ('norm', norm), ('distilled_training', distilled_training)) if v is not None}
+                               ('norm', norm), ('distilled_training', distilled_training),
+                               *((k, v) for k, v in (intermediates or {}).items() if k != 'norm')) if v is not None}
+    if intermediates and set(intermediates) - set(TIMM_INTERMEDIATES):
+        raise DumpError(f'intermediates: {", ".join(sorted(set(intermediates) - set(TIMM_INTERMEDIATES)))} is not an option '
+                        f'of timm\'s forward_intermediates that vitrine computes ({", ".join(TIMM_INTERMEDIATES)})')
+    _check_intermediates(given, config)
     for k in given:
         if k not in calls[call]:
             raise DumpError(f'{module}.{call} takes no {k} ({", ".join(calls[call]) or "no optional inputs"})')
@@ -954,7 +1013,7 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
             result = getattr(m, call)(images, **_mode(m, kwargs))
         except Exception as e:  # noqa: BLE001 -- the model's own complaint, passed on
             raise DumpError(f'{module}.{call} failed in PyTorch: {type(e).__name__}: {e}') from e
-        shapes = {k: v.shape for k, v in _outputs(call, result).items()}
+        shapes = {k: v.shape for k, v in _outputs(call, result, module).items()}
     if call == 'loss':
         douts = {}
     else:
@@ -968,8 +1027,8 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
                 raise DumpError(f'douts[{k!r}]: shape {tuple(d.shape)}, the output is {tuple(s)}')
             else:
                 douts[k] = d.detach().float()
-    out64, g64, x64 = _run(model, call, images, kwargs, douts, torch.float64, sdpa)
-    out32, g32, x32 = _run(model, call, images, kwargs, douts, torch.float32, sdpa)
+    out64, g64, x64 = _run(model, call, images, kwargs, douts, torch.float64, sdpa, module)
+    out32, g32, x32 = _run(model, call, images, kwargs, douts, torch.float32, sdpa, module)
 
     tensors = {}
     for k, p in _params(model):
@@ -1001,7 +1060,7 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
         summary['tensors'][k] = _rel_err(torch32[k], e32)
     for k in expect:
         tensors[f'torch32/{k}'] = torch32[k].detach().float()
-    call_meta = {'fn': call, **{k: (v if k in ('is_causal', 'norm', 'distilled_training') else True) for k, v in given.items()}}
+    call_meta = {'fn': call, **{k: (True if k in ('idx_mask', 'idx_keep', 'mask') else v) for k, v in given.items()}}
     meta = {'format': FORMAT, 'module': module, 'config': json.dumps(config, sort_keys=True),
             'call': json.dumps(call_meta, sort_keys=True), 'reference': reference, 'tool': TOOL}
     write_safetensors(path, tensors, meta)
@@ -1060,6 +1119,16 @@ def versions_text():
     return f'{TOOL} writes {FORMAT}\nsupported: {sup}\nhere: {", ".join(have)}'
 
 
+def _indices(s):
+    try:
+        v = [int(x) for x in s.split(',') if x.strip()]
+    except ValueError:
+        v = []
+    if not v:
+        raise argparse.ArgumentTypeError(f'{s!r}: N (the last N blocks) or I,J,... (block indices)')
+    return v[0] if ',' not in s else v
+
+
 def _image_size(s):
     try:
         v = [int(x) for x in s.replace('x', ',').split(',')]
@@ -1094,6 +1163,13 @@ def main(argv=None):
     ap.add_argument('--mask', action='store_true', help='pass mask: causal / AIM a random prefix mask; lightly encoder the idx_mask positions')
     ap.add_argument('--no-causal', action='store_true', help='causal: is_causal=False (bidirectional attention with the mask)')
     ap.add_argument('--norm', action='store_true', help='forward_intermediates: norm=True')
+    ap.add_argument('--indices', type=_indices, default=None, metavar='N|I,J,...',
+                    help='timm forward_intermediates: the last N blocks, or these block indices (negative from the end; one index: I,)')
+    ap.add_argument('--return-prefix-tokens', action='store_true', help='timm forward_intermediates: return_prefix_tokens=True')
+    ap.add_argument('--stop-early', action='store_true', help='timm forward_intermediates: stop_early=True')
+    ap.add_argument('--output-fmt', choices=['NCHW', 'NLC'], default=None, help='timm forward_intermediates: output_fmt')
+    ap.add_argument('--intermediates-only', action='store_true', help='timm forward_intermediates: intermediates_only=True')
+    ap.add_argument('--output-dict', action='store_true', help='timm forward_intermediates: output_dict=True')
     ap.add_argument('--distilled-training', action='store_true',
                     help='DeiT distilled, forward: timm\'s distilled training mode (head and head_dist both returned)')
     ap.add_argument('--image-size', type=_image_size, default=None, metavar='H[,W]',
@@ -1138,9 +1214,13 @@ def main(argv=None):
                              idx_keep=a.idx_keep or 'idx_keep' in need, mask=a.mask or 'mask' in need,
                              mask_ratio=a.mask_ratio, image_size=a.image_size)
         images = inputs.pop('images')
+        timm_inter = {k: v for k, v in (('indices', a.indices), ('return_prefix_tokens', a.return_prefix_tokens or None),
+                                        ('stop_early', a.stop_early or None), ('output_fmt', a.output_fmt),
+                                        ('intermediates_only', a.intermediates_only or None),
+                                        ('output_dict', a.output_dict or None)) if v is not None}
         s = dump(model, images, a.out, call, is_causal=False if a.no_causal else None,
                  norm=True if a.norm else None, distilled_training=True if a.distilled_training else None,
-                 seed=a.seed, **inputs)
+                 intermediates=timm_inter or None, seed=a.seed, **inputs)
     except DumpError as e:
         print(f'vitrine_dump.py: {e}', file=sys.stderr)
         return 2

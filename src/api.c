@@ -99,6 +99,7 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
     memset(m->last.inter, 0, sizeof m->last.inter);
     m->last.fin_ln = m->last.fin_m = m->last.fin_r = NULL;
     m->last.out2 = NULL;
+    m->last.n_outs = 0;
     rc = vt_call_objective(m, fn)->forward(m, fn, in, need_grad, lays);
     if (rc) return rc;
     m->last.have_fwd = 1;
@@ -107,6 +108,7 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
 
 int vt_output_count(const vt_model *m) {
     if (!m->last.have_fwd) return 0;
+    if (m->last.fn == VT_FN_TIMM_INTERMEDIATES) return m->last.n_outs;
     return vt_fn_is_inter(m->last.fn) ? 1 + m->enc.chain.depth : m->last.out2 ? 2 : 1;
 }
 
@@ -114,6 +116,11 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
     if (!m->last.have_fwd || i < 0 || i >= vt_output_count(m)) {
         vt_fail(VT_ERR_ARG, "no output %d (call vt_forward first)", i);
         return NULL;
+    }
+    if (m->last.fn == VT_FN_TIMM_INTERMEDIATES) {
+        if (shape) memcpy(shape, m->last.outs_shape[i], sizeof m->last.outs_shape[i]);
+        if (ndim) *ndim = m->last.outs_ndim[i];
+        return m->last.outs[i];
     }
     if (i == 0) {
         if (shape) memcpy(shape, m->last.out_shape, sizeof m->last.out_shape);

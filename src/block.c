@@ -489,14 +489,14 @@ static int has_handover(const vt_chain *c, const vt_chain_layout *l, int need_gr
 }
 
 /* Whether block i's output (= xs[i+1]) is kept after the forward. */
-static int output_kept(const vt_chain *c, const vt_chain_layout *l, int i, int need_grad, int keep_all) {
-    if (i == c->depth - 1 || keep_all) return 1;
+static int output_kept(const vt_chain *c, const vt_chain_layout *l, int i, int need_grad, uint64_t keep) {
+    if (i == c->depth - 1 || (keep >> i & 1)) return 1;
     return need_grad && l->store[i + 1] != VT_STORE_NONE;
 }
 
 vt_status vt_chain_run_start(vt_model *m, vt_chain_run *r, const vt_chain *c, const vt_chain_layout *lay,
                              int B, int T, const uint8_t *causal_mask, float **xs, vt_block_acts *acts,
-                             float *x0, int need_grad, int keep_all) {
+                             float *x0, int need_grad, uint64_t keep) {
     r->c = c;
     r->lay = *lay;
     r->B = B;
@@ -505,10 +505,10 @@ vt_status vt_chain_run_start(vt_model *m, vt_chain_run *r, const vt_chain *c, co
     r->xs = xs;
     r->acts = acts;
     r->xs[0] = x0;
-    return vt_chain_forward(m, r, need_grad, keep_all);
+    return vt_chain_forward(m, r, need_grad, keep);
 }
 
-vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep_all) {
+vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, uint64_t keep) {
     const vt_chain *c = r->c;
     const vt_chain_layout *l = &r->lay;
     vt_arena *ar = &m->arena;
@@ -523,8 +523,7 @@ vt_status vt_chain_forward(vt_model *m, vt_chain_run *r, int need_grad, int keep
             fields_alloc(ar, c, B, T, all, &r->acts[i], "blocks", i);
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE)
             fields_alloc(ar, c, B, T, sel, &r->acts[i], "blocks", i);
-        r->xs[i + 1] =
-            output_kept(c, l, i, need_grad, keep_all) ? falloc(ar, MD, c, "blocks", i, "out") : NULL;
+        r->xs[i + 1] = output_kept(c, l, i, need_grad, keep) ? falloc(ar, MD, c, "blocks", i, "out") : NULL;
     }
     /* 2. transient: one block's internals (kept when handed over to the backward), the
      * attention scratch and two ping-pong inputs for blocks not kept */
@@ -655,7 +654,7 @@ vt_status vt_chain_backward(vt_model *m, vt_chain_run *r, float *dres, int pg, v
 
 /* ---- the plan (mirror of the two functions above; tests check it against the arena's peak) ---- */
 
-void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad, int keep_all,
+void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, int need_grad, uint64_t keep,
                    uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra) {
     uint64_t MD = (uint64_t)B * T * c->D;
     int all = fields_all(c), sel = fields_selective(c);
@@ -664,7 +663,7 @@ void vt_chain_plan(const vt_chain *c, const vt_chain_layout *l, int B, int T, in
     for (int i = 0; i < c->depth; i++) {
         if (need_grad && l->store[i] == VT_STORE_FULL) k += fields_floats(c, B, T, all);
         if (need_grad && l->store[i] == VT_STORE_SELECTIVE) k += fields_floats(c, B, T, sel);
-        if (output_kept(c, l, i, need_grad, keep_all))
+        if (output_kept(c, l, i, need_grad, keep))
             k += vt_round(MD);
         else
             need_pp = 1;

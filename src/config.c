@@ -322,6 +322,22 @@ static int default_only(const vt_json *v, const char *key) {
                 v->type == VT_JSON_STRING ? v->str : "?");
         return 0;
     }
+    /* layer classes and PyTorch's placement: a config can only say timm's default (null) */
+    static const char *only[][2] = { { "block_fn", "timm's Block" },
+                                     { "mlp_layer", "timm's Mlp" },
+                                     { "embed_layer", "timm's PatchEmbed (a hybrid CNN stem is not)" },
+                                     { "device", "its own backends (wasm, WebGPU), not a torch device" },
+                                     { "dtype", "in float32" } };
+    for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
+        if (!strcmp(key, only[i][0])) {
+            if (v->type == VT_JSON_NULL) return 1;
+            if (!strcmp(key, "dtype") && v->type == VT_JSON_STRING &&
+                (!strcmp(v->str, "float32") || !strcmp(v->str, "torch.float32")))
+                return 1;
+            vt_fail(VT_ERR_ARG, "config: %s is not supported: vitrine computes %s (null: timm's default)",
+                    key, only[i][1]);
+            return 0;
+        }
     vt_fail(VT_ERR_ARG, "config: unknown option '%s'", key);
     return 0;
 }

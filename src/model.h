@@ -230,6 +230,9 @@ typedef struct {
     int Gh, Gw;          /* the config's grid (timm floors it): pos_embed's */
     int use_fc_norm;     /* fc_norm after pooling (timm's rule); then norm is Identity */
     vt_chain chain;
+    /* its first k + 1 blocks as a chain of their own (the same blocks): what timm's
+     * forward_intermediates runs with stop_early */
+    vt_chain upto[VT_MAX_DEPTH];
 } vt_encoder;
 
 /* timm forward_head on the encoder's features (vit.c; reference-models.md 1.4): pool -> fc_norm
@@ -311,8 +314,16 @@ typedef struct {
     float *pre_in, *pre_m, *pre_r; /* pre_norm: norm_pre's input and stats */
     float *inter[VT_MAX_DEPTH];    /* intermediates (aliases xs when not normed) */
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
+    /* timm's forward_intermediates: its outputs in the order it returns them ([out], the spatial
+     * tokens of each block taken, their prefix tokens), and per block taken (ti_block) the norm's
+     * statistics (norm) */
+    int n_outs, n_taken, ti_block[VT_MAX_DEPTH];
+    const float *outs[2 * VT_MAX_DEPTH + 1];
+    int64_t outs_shape[2 * VT_MAX_DEPTH + 1][4];
+    int outs_ndim[2 * VT_MAX_DEPTH + 1];
     vt_loss_acts ls;
-    float *cls_logp; /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp;  /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp2; /* DeiT's distilled classifier: head_dist's */
 } vt_call_state;
 
 typedef struct vt_objective vt_objective; /* objective.h */
@@ -365,17 +376,19 @@ void vt_chain_free(vt_chain *c);
 /* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
 vt_status vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
                              const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask, float **xs,
-                             vt_block_acts *acts, float *x0, int need_grad, int keep_all);
-/* Forward of a chain from xs[0]; allocates what the layout keeps. */
-vt_status vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
+                             vt_block_acts *acts, float *x0, int need_grad, uint64_t keep);
+/* Forward of a chain from xs[0]; allocates what the layout keeps, and the output of every block i
+ * whose bit is set in keep (VT_KEEP_ALL: every block's; the last block's always). */
+#define VT_KEEP_ALL (~(uint64_t)0)
+vt_status vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, uint64_t keep);
 /* Backward: dres (B,T,D) holds d(out) on entry and d(input) on return. */
 vt_status vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, int param_grads,
                             vt_inject_fn inject, void *ctx);
 /* Closed-form plan of the chain, mirroring vt_chain_forward/backward (in floats):
  * kept = stored during forward, fwd_peak = extra transient on top during the forward,
  * bwd_peak = extra on top of kept during the backward (excluding dres). */
-void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad,
-                   int keep_all_outputs, uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra);
+void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad, uint64_t keep,
+                   uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra);
 /* The forward FLOPs the chain's backward re-computes under the layout (what a recorded step's
  * re-computation phase counts). */
 double vt_chain_recompute_flops(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad);

@@ -132,7 +132,8 @@ static void loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, co
     uint64_t Mp = B * (mae ? (uint64_t)in->n_mask : (uint64_t)m->enc.N);         /* predicted patches */
     uint64_t kept, fx, bx;
     vt_inputs e = encoder_inputs(in);
-    vt_encoder_steps(m, mae ? &e : in, (int)T, need_grad, 0, &lays[0], st + LOSS_ENC, st + LOSS_ENC_BWD);
+    vt_encoder_steps(m, mae ? &e : in, (int)T, need_grad, &m->enc.chain, 0, &lays[0], st + LOSS_ENC,
+                     st + LOSS_ENC_BWD);
     vt_chain_plan(mae ? &m->dec : &m->head, &lays[1], (int)B, (int)(Mc / B), need_grad, 0, &kept, &fx, &bx);
     st[LOSS_IN] = vt_keep(mae ? Mc * Dc : B * T * D);
     st[LOSS_IN2] = mae ? vt_peak(B * T * Dc) : vt_keep(Mc * Dc);
@@ -193,7 +194,7 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     float *x0 = vt_arena_alloc(ar, st[LOSS_ENC + VT_ENC_X0].n, "enc.in");
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, &enc_in, 0, need_grad, x0);
-    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &ls->feat);
+    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &m->enc.chain, &lays[0], K, x0, 0, 0, &ls->feat);
     if (rc) return rc;
     /* decoder input: zeros, embedded tokens at idx_keep, mask token at idx_mask, + pos_embed */
     float *seq = vt_zalloc(m, st[LOSS_IN].n, "dec.in");
@@ -290,7 +291,7 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     float *x0 = vt_arena_alloc(ar, st[LOSS_ENC + VT_ENC_X0].n, "enc.in");
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, 1, need_grad, x0);
-    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &ls->feat);
+    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &m->enc.chain, &lays[0], N, x0, 1, 0, &ls->feat);
     if (rc) return rc;
     /* vit._pos_embed(features): the same pos_embed added a second time */
     ls->f2 = vt_arena_alloc(ar, st[LOSS_IN].n, "head.features_pos");

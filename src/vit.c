@@ -86,6 +86,10 @@ vt_status vt_encoder_build(vt_model *m, const char *pfx, int pos_trainable) {
                         .eps = norm_eps(m) };
     rc = vt_chain_build(m, &e->chain, bp, c->depth, D, c->num_heads, F, &o, 1, 0, "enc");
     if (rc) return rc;
+    for (int k = 0; k < c->depth && k < VT_MAX_DEPTH; k++) {
+        e->upto[k] = e->chain;
+        e->upto[k].depth = k + 1;
+    }
     if (c->final_norm && !fc) rc |= add_norm(m, nk, &e->norm_w, &e->norm_b, pfx, "norm", D);
     if (gp == VT_POOL_MAP) { /* AttentionPoolLatent(D, num_heads, mlp_ratio, norm_layer, act_layer) */
         vt_attn_pool *ap = &e->ap;
@@ -369,15 +373,16 @@ vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, 
 /* Encoder blocks from x0 [B,T,D] (already preprocessed), then the final norm (Identity when the
  * config pools with fc_norm or has final_norm off); *feat = the encoder's output. Keeps what the
  * layout says. */
-vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
-                            int T, float *x0, int causal, int keep_all, float **feat) {
+vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain *c,
+                            const vt_chain_layout *lay, int T, float *x0, int causal, uint64_t keep,
+                            float **feat) {
     vt_chain_run *r = &m->last.enc_run;
     vt_arena *ar = &m->arena;
     int B = in->batch, D = m->enc.chain.D;
     const uint8_t *cmask = causal && in->mask && in->is_causal ? in->mask : NULL;
-    int rc = vt_chain_run_start(m, r, &m->enc.chain, lay, B, T, cmask, m->last.enc_xs, m->last.enc_acts, x0,
-                                need_grad, keep_all);
-    if (rc) return rc;
+    int rc =
+        vt_chain_run_start(m, r, c, lay, B, T, cmask, m->last.enc_xs, m->last.enc_acts, x0, need_grad, keep);
+    if (rc || !feat) return rc;
     *feat = r->xs[r->c->depth];
     if (m->enc.norm_w >= 0) {
         m->last.fin_ln = vt_arena_alloc(ar, (size_t)B * T * D, "enc.norm");
@@ -807,14 +812,20 @@ vt_status vt_head_backward(vt_model *m, const vt_head_run *h, const float *dy, c
     return VT_OK;
 }
 
-/* The encoder call's step table: the encoder's rows, then pooling or the normed intermediates;
- * the backward: d pooled features, then the encoder's backward rows. */
+/* The encoder call's step table: the encoder's rows, then pooling or the normed intermediates
+ * (lightly's), or timm's intermediates (their norm statistics, spatial and prefix tokens, the
+ * normed sequence a copy is taken from); the backward: d pooled features, then the encoder's
+ * backward rows. */
 enum {
     CALL_ENC = 0,
     CALL_POOL = VT_ENC_FWD_ROWS,
     CALL_HEAD,
     CALL_INTER = CALL_HEAD + VT_HEAD_FWD_ROWS,
     CALL_INTER_STATS,
+    CALL_TI_STATS,
+    CALL_TI_SPATIAL,
+    CALL_TI_PREFIX,
+    CALL_TI_NORMED,
     CALL_DFIN,
     CALL_HEAD_BWD,
     CALL_ENC_BWD = CALL_HEAD_BWD + VT_HEAD_BWD_ROWS,
@@ -833,13 +844,98 @@ static int forward_head_kind(const vt_model *m, vt_fn fn) {
     return fn == VT_FN_TIMM_FORWARD ? 1 : fn == VT_FN_FORWARD && vt_lightly_attn_pool(m) ? 2 : 0;
 }
 
+/* ---- timm's forward_intermediates ------------------------------------------------------------------ */
+
+vt_status vt_take_indices(int depth, const int *indices, int n, int last_n, uint64_t *take) {
+    if (!take) return vt_fail(VT_ERR_ARG, "vt_take_indices: take is NULL");
+    *take = 0;
+    if (depth < 1 || depth > VT_MAX_DEPTH)
+        return vt_fail(VT_ERR_ARG, "indices: a model of %d blocks (1 to %d)", depth, VT_MAX_DEPTH);
+    if (last_n) { /* timm: an int n takes the last n */
+        if (last_n < 1 || last_n > depth)
+            return vt_fail(VT_ERR_ARG, "indices: last-n (%d) is out of range (1 to %d)", last_n, depth);
+        for (int i = depth - last_n; i < depth; i++) *take |= (uint64_t)1 << i;
+        return VT_OK;
+    }
+    if (n < 0 || !indices) { /* None: every block */
+        if (n > 0) return vt_fail(VT_ERR_ARG, "indices: %d indices given as NULL", n);
+        for (int i = 0; i < depth; i++) *take |= (uint64_t)1 << i;
+        return n < 0 ? VT_OK : vt_fail(VT_ERR_ARG, "indices: an empty list (timm takes at least one)");
+    }
+    if (n == 0) return vt_fail(VT_ERR_ARG, "indices: an empty list (timm takes at least one)");
+    for (int k = 0; k < n; k++) {
+        int idx = indices[k] < 0 ? depth + indices[k] : indices[k];
+        if (idx < 0 || idx >= depth)
+            return vt_fail(VT_ERR_ARG, "indices: feature index %d is out of range (0 to %d)", idx, depth - 1);
+        *take |= (uint64_t)1 << idx;
+    }
+    return VT_OK;
+}
+
+/* What a call of timm's forward_intermediates returns (the one description its plan, forward,
+ * backward and outputs read). */
+typedef struct {
+    uint64_t take; /* blocks taken (never 0) */
+    int n, last;   /* how many, the last one */
+    int norm;      /* the final norm applied to each (and the model has one) */
+    int copy;      /* the spatial tokens are a copy (NCHW, or prefix tokens to split off) */
+    int prefix;    /* prefix tokens returned (return_prefix_tokens and P > 0) */
+    int o_spatial; /* output index of the first spatial tensor (0 with intermediates_only) */
+    int o_prefix;  /* of the first prefix tensor */
+    int n_outs;
+    int B, T, N, P, D, Gh, Gw;
+} ti_shape;
+
+static void ti_shape_of(const vt_model *m, const vt_inputs *in, ti_shape *t) {
+    const vt_inter_opts *o = &in->inter;
+    int depth = m->enc.chain.depth;
+    vt_geom g;
+    vt_call_geom(m, in, &g);
+    memset(t, 0, sizeof *t);
+    t->take = o->take ? o->take : (depth >= 64 ? VT_KEEP_ALL : (((uint64_t)1 << depth) - 1));
+    for (int i = 0; i < depth; i++)
+        if (t->take >> i & 1) t->n++, t->last = i;
+    t->B = in->batch, t->T = g.L, t->N = g.N, t->P = m->enc.P, t->D = m->enc.chain.D, t->Gh = g.Gh,
+    t->Gw = g.Gw;
+    t->norm = o->norm && has_norm(m);
+    t->copy = o->nchw || t->P > 0;
+    t->prefix = o->return_prefix_tokens && t->P > 0;
+    t->o_spatial = o->intermediates_only ? 0 : 1;
+    t->o_prefix = t->o_spatial + t->n;
+    t->n_outs = t->o_prefix + (t->prefix ? t->n : 0);
+}
+
+/* the chain a call runs: the encoder's, or with timm's stop_early its blocks up to the last taken */
+static const vt_chain *call_chain(const vt_model *m, vt_fn fn, const vt_inputs *in) {
+    if (fn != VT_FN_TIMM_INTERMEDIATES || !in->inter.stop_early) return &m->enc.chain;
+    ti_shape t;
+    ti_shape_of(m, in, &t);
+    return &m->enc.upto[t.last];
+}
+
+/* the block outputs the chain keeps for the call's outputs */
+static uint64_t call_keep(const vt_model *m, vt_fn fn, const vt_inputs *in) {
+    if (vt_fn_is_inter(fn)) return VT_KEEP_ALL;
+    if (fn != VT_FN_TIMM_INTERMEDIATES) return 0;
+    ti_shape t;
+    ti_shape_of(m, in, &t);
+    return t.take;
+}
+
+/* floats of the scratch the backward of one timm intermediate needs (on top of the chain's) */
+static uint64_t ti_bwd_scratch(const ti_shape *t, int nchw) {
+    uint64_t B = t->B, D = t->D;
+    return t->norm ? vt_round(B * t->T * D) : nchw ? vt_round(B * t->N * D) : 0;
+}
+
 static void call_steps(const vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                        const vt_chain_layout *lay, vt_step st[CALL_ROWS]) {
     uint64_t B = in->batch, D = m->enc.chain.D, T = (uint64_t)call_tokens(m, in);
-    int head = forward_head_kind(m, fn);
+    int head = forward_head_kind(m, fn), ti = fn == VT_FN_TIMM_INTERMEDIATES;
     int pool = fn == VT_FN_FORWARD && has_pool(m) && !head,
         inter_norm = fn == VT_FN_INTERMEDIATES_NORM && has_norm(m);
-    vt_encoder_steps(m, in, (int)T, need_grad, vt_fn_is_inter(fn), lay, st + CALL_ENC, st + CALL_ENC_BWD);
+    vt_encoder_steps(m, in, (int)T, need_grad, call_chain(m, fn, in), call_keep(m, fn, in), lay,
+                     st + CALL_ENC, st + CALL_ENC_BWD);
     st[CALL_POOL] = vt_keep(pool ? B * D : 0);
     vt_head_steps(m, (int)B, (int)T, lay->threads, head == 2, in->distilled_training, need_grad,
                   st + CALL_HEAD, st + CALL_HEAD_BWD);
@@ -849,6 +945,19 @@ static void call_steps(const vt_model *m, vt_fn fn, const vt_inputs *in, int nee
     st[CALL_INTER].count = inter_norm ? (uint64_t)m->enc.chain.depth : 0;
     st[CALL_INTER_STATS] = vt_keep(B * T);
     st[CALL_INTER_STATS].count = 2 * st[CALL_INTER].count;
+    ti_shape t;
+    if (ti) ti_shape_of(m, in, &t);
+    uint64_t n_ti = ti ? (uint64_t)t.n : 0, N = ti ? (uint64_t)t.N : 0, P = ti ? (uint64_t)t.P : 0;
+    st[CALL_TI_STATS] = vt_keep(B * T);
+    st[CALL_TI_STATS].count = ti && t.norm ? 2 * n_ti : 0;
+    st[CALL_TI_SPATIAL] = vt_keep(B * N * D); /* a copy, or the normed sequence itself (P = 0, NLC) */
+    st[CALL_TI_SPATIAL].count = ti && (t.copy || t.norm) ? n_ti : 0;
+    st[CALL_TI_PREFIX] = vt_keep(B * P * D);
+    st[CALL_TI_PREFIX].count = ti && t.prefix ? n_ti : 0;
+    st[CALL_TI_NORMED] = vt_peak(ti && t.norm && t.copy ? B * T * D : 0);
+    if (ti && in->inter.intermediates_only) /* timm applies no final norm then */
+        for (int r = VT_ENC_NORM; r <= VT_ENC_NORM_STATS; r++) st[CALL_ENC + r].n = 0;
+    if (ti && need_grad) st[CALL_ENC_BWD + VT_ENC_BWD].n += ti_bwd_scratch(&t, in->inter.nchw);
     st[CALL_DFIN] = vt_keep(need_grad && (pool || head) ? B * T * D : 0);
 }
 
@@ -859,20 +968,96 @@ uint64_t vt_encoder_call_plan(const vt_model *m, vt_fn fn, const vt_inputs *in, 
     return vt_steps_peak(st, CALL_ROWS);
 }
 
+/* timm's forward_intermediates after the blocks: per block taken, its output (normed), its
+ * spatial tokens (split from the prefix, NCHW) and its prefix tokens, as the outputs */
+static vt_status ti_outputs(vt_model *m, const vt_inputs *in, const vt_step *st, float *out) {
+    vt_arena *ar = &m->arena;
+    const vt_chain_run *r = &m->last.enc_run;
+    ti_shape t;
+    ti_shape_of(m, in, &t);
+    int B = t.B, T = t.T, N = t.N, P = t.P, D = t.D, nchw = in->inter.nchw;
+    vt_call_state *ls = &m->last;
+    ls->n_outs = t.n_outs;
+    ls->n_taken = t.n;
+    if (!in->inter.intermediates_only) {
+        ls->outs[0] = out;
+        ls->outs_ndim[0] = 3;
+        ls->outs_shape[0][0] = B, ls->outs_shape[0][1] = T, ls->outs_shape[0][2] = D,
+        ls->outs_shape[0][3] = 0;
+    }
+    /* the kept outputs first, in the table's order; then the normed sequence's scratch on top */
+    float *sp[VT_MAX_DEPTH] = { 0 }, *pf[VT_MAX_DEPTH] = { 0 };
+    for (int i = 0, k = 0; i <= t.last; i++) {
+        if (!(t.take >> i & 1)) continue;
+        ls->ti_block[k] = i;
+        if (t.norm) {
+            ls->inter_m[k] = vt_arena_alloc(ar, st[CALL_TI_STATS].n, "enc.intermediates.%d.mean", i);
+            ls->inter_r[k] = vt_arena_alloc(ar, st[CALL_TI_STATS].n, "enc.intermediates.%d.rstd", i);
+        }
+        k++;
+    }
+    for (int k = 0; k < t.n && (t.copy || t.norm); k++)
+        sp[k] = vt_arena_alloc(ar, st[CALL_TI_SPATIAL].n, "enc.intermediates.%d", ls->ti_block[k]);
+    for (int k = 0; k < t.n && t.prefix; k++)
+        pf[k] = vt_arena_alloc(ar, st[CALL_TI_PREFIX].n, "enc.intermediates.%d.prefix", ls->ti_block[k]);
+    size_t mark = vt_arena_mark(ar);
+    float *normed =
+        st[CALL_TI_NORMED].n ? vt_arena_alloc(ar, st[CALL_TI_NORMED].n, "enc.intermediates.normed") : NULL;
+    if (ar->overflow) return vt_arena_overflow(ar);
+    for (int k = 0; k < t.n; k++) {
+        int i = ls->ti_block[k];
+        const float *x = r->xs[i + 1]; /* [B, T, D] */
+        if (t.norm) {
+            float *y = t.copy ? normed : sp[k];
+            vt_norm_forward(m, norm_kind(m), y, ls->inter_m[k], ls->inter_r[k], x, vt_P(m, m->enc.norm_w),
+                            vt_P(m, m->enc.norm_b), (int64_t)B * T, D, norm_eps(m));
+            x = y;
+        }
+        /* y[:, P:] as [B, N, D], or transposed per image to [B, D, N] (= [B, D, Gh, Gw]) */
+        if (nchw)
+            vt_k_transpose(m, sp[k], x + (size_t)P * D, B, N, D, (int64_t)D * N, N, (int64_t)T * D, D);
+        else if (P > 0)
+            vt_k_copy2d(m, sp[k], x + (size_t)P * D, B, (int64_t)N * D, (int64_t)N * D, (int64_t)T * D);
+        else
+            sp[k] = (float *)x; /* the whole sequence: the block's output, or its norm */
+        if (t.prefix) vt_k_copy2d(m, pf[k], x, B, (int64_t)P * D, (int64_t)P * D, (int64_t)T * D);
+        int o = t.o_spatial + k;
+        ls->outs[o] = sp[k];
+        ls->outs_ndim[o] = nchw ? 4 : 3;
+        int64_t *sh = ls->outs_shape[o];
+        if (nchw)
+            sh[0] = B, sh[1] = D, sh[2] = t.Gh, sh[3] = t.Gw;
+        else
+            sh[0] = B, sh[1] = N, sh[2] = D, sh[3] = 0;
+        if (t.prefix) {
+            o = t.o_prefix + k;
+            ls->outs[o] = pf[k];
+            ls->outs_ndim[o] = 3;
+            ls->outs_shape[o][0] = B, ls->outs_shape[o][1] = P, ls->outs_shape[o][2] = D,
+            ls->outs_shape[o][3] = 0;
+        }
+    }
+    vt_arena_reset(ar, mark);
+    return VT_OK;
+}
+
 vt_status vt_encoder_call_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad,
                                   const vt_chain_layout *lay) {
     const vt_chain *c = &m->enc.chain;
     vt_arena *ar = &m->arena;
     int B = in->batch, D = c->D, T = call_tokens(m, in);
-    int causal = vt_causal_kind(m), head = forward_head_kind(m, fn);
+    int causal = vt_causal_kind(m), head = forward_head_kind(m, fn), ti = fn == VT_FN_TIMM_INTERMEDIATES;
     vt_step st[CALL_ROWS];
     call_steps(m, fn, in, need_grad, lay, st);
     float *x0 = vt_arena_alloc(ar, st[CALL_ENC + VT_ENC_X0].n, "enc.in");
     if (!x0) return vt_arena_overflow(ar);
     int rc = vt_encoder_preprocess(m, in, causal, need_grad, x0);
     if (rc) return rc;
-    rc = vt_encoder_blocks(m, in, need_grad, lay, T, x0, causal, vt_fn_is_inter(fn), &m->last.out);
+    m->last.out = NULL;
+    rc = vt_encoder_blocks(m, in, need_grad, call_chain(m, fn, in), lay, T, x0, causal, call_keep(m, fn, in),
+                           ti && in->inter.intermediates_only ? NULL : &m->last.out);
     if (rc) return rc;
+    if (ti) return ti_outputs(m, in, st, m->last.out);
     const vt_chain_run *r = &m->last.enc_run;
     m->last.out_ndim = 3;
     m->last.out_shape[0] = B;
@@ -956,6 +1141,49 @@ static void inject_intermediates(vt_model *m, void *vctx, int i, float *dres) {
         vt_k_add2d(m, dres, dI, 1, (int64_t)M * D, 0, 0);
 }
 
+/* timm's forward_intermediates: the gradients of block i's spatial and prefix tokens join the
+ * chain's after block i -- put back in the sequence's layout (transposed from NCHW), then through
+ * the norm when it was applied */
+static void inject_timm_intermediates(vt_model *m, void *vctx, int i, float *dres) {
+    inject_ctx *ctx = vctx;
+    const vt_inputs *in = &m->last.in;
+    ti_shape t;
+    ti_shape_of(m, in, &t);
+    if (!(t.take >> i & 1)) return;
+    int k = 0;
+    while (m->last.ti_block[k] != i) k++;
+    int os = t.o_spatial + k, op = t.o_prefix + k;
+    const float *dsp = os < ctx->n_douts ? ctx->douts[os] : NULL;
+    const float *dpf = t.prefix && op < ctx->n_douts ? ctx->douts[op] : NULL;
+    if (!dsp && !dpf) return;
+    int64_t B = t.B, T = t.T, N = t.N, P = t.P, D = t.D;
+    int nchw = in->inter.nchw;
+    vt_arena *ar = &m->arena;
+    size_t mark = vt_arena_mark(ar);
+    float *scr = NULL;
+    uint64_t n_scr = ti_bwd_scratch(&t, nchw);
+    if (n_scr && !(scr = vt_arena_alloc(ar, (size_t)n_scr, "enc.grad.intermediates.%d", i))) return;
+    if (t.norm) { /* d(normed sequence) [B, T, D], then the norm's backward into dres */
+        vt_k_fill(m, scr, B * T * D, 0.0f);
+        if (dsp && nchw)
+            vt_k_transpose(m, scr + P * D, dsp, B, D, N, T * D, D, D * N, N);
+        else if (dsp)
+            vt_k_copy2d(m, scr + P * D, dsp, B, N * D, T * D, N * D);
+        if (dpf) vt_k_copy2d(m, scr, dpf, B, P * D, T * D, P * D);
+        vt_norm_backward(m, norm_kind(m), dres, vt_G(m, m->enc.norm_w, ctx->pg),
+                         vt_G(m, m->enc.norm_b, ctx->pg), scr, m->last.enc_run.xs[i + 1],
+                         vt_P(m, m->enc.norm_w), m->last.inter_m[k], m->last.inter_r[k], B * T, D);
+    } else {
+        if (dsp && nchw) { /* [B, D, N] -> [B, N, D] */
+            vt_k_transpose(m, scr, dsp, B, D, N, N * D, D, D * N, N);
+            dsp = scr;
+        }
+        if (dsp) vt_k_add2d(m, dres + P * D, dsp, B, N * D, T * D, N * D);
+        if (dpf) vt_k_add2d(m, dres, dpf, B, P * D, T * D, P * D);
+    }
+    vt_arena_reset(ar, mark);
+}
+
 vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n_douts, float *dimages,
                                    int pg) {
     const vt_chain_run *r = &m->last.enc_run;
@@ -965,7 +1193,8 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
     call_steps(m, m->last.fn, &m->last.in, 1, &r->lay, st);
     size_t mark = vt_arena_mark(ar);
     const float *dout = n_douts > 0 ? douts[0] : NULL, *dout2 = n_douts > 1 ? douts[1] : NULL;
-    int head = forward_head_kind(m, m->last.fn);
+    int head = forward_head_kind(m, m->last.fn), ti = m->last.fn == VT_FN_TIMM_INTERMEDIATES;
+    if (ti) dout = m->last.in.inter.intermediates_only ? NULL : dout, dout2 = NULL;
     if (m->last.fn == VT_FN_FORWARD && has_pool(m) && !head) {
         float *dfin = vt_zalloc(m, st[CALL_DFIN].n, "enc.grad.pooled");
         if (!dfin) return vt_arena_overflow(ar);
@@ -985,18 +1214,21 @@ vt_status vt_encoder_call_backward(vt_model *m, const float *const *douts, int n
         dout = dout || dout2 ? dfin : NULL;
     }
     inject_ctx ctx = { douts, n_douts, pg };
-    vt_status rc = vt_encoder_backward(m, dout, vt_fn_is_inter(m->last.fn) ? inject_intermediates : NULL,
-                                       &ctx, dimages, pg);
+    vt_inject_fn inject = ti                           ? inject_timm_intermediates
+                          : vt_fn_is_inter(m->last.fn) ? inject_intermediates
+                                                       : NULL;
+    vt_status rc = vt_encoder_backward(m, dout, inject, &ctx, dimages, pg);
+    if (!rc && ar->overflow) rc = vt_arena_overflow(ar);
     vt_arena_reset(ar, mark);
     return rc;
 }
 
-void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, int keep_all,
-                      const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS],
+void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, const vt_chain *c,
+                      uint64_t keep, const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS],
                       vt_step bwd[VT_ENC_BWD_ROWS]) {
     uint64_t B = in->batch, D = m->enc.chain.D, M = B * (uint64_t)T, pre_f, pre_b, kept, fx, bx;
     plan_pre(m, in, &pre_f, &pre_b);
-    vt_chain_plan(&m->enc.chain, lay, (int)B, T, need_grad, keep_all, &kept, &fx, &bx);
+    vt_chain_plan(c, lay, (int)B, T, need_grad, keep, &kept, &fx, &bx);
     int pre = m->cfg.enc.pre_norm && need_grad;
     fwd[VT_ENC_X0] = vt_keep(M * D);
     fwd[VT_ENC_PRE_IN] = vt_keep(pre ? M * D : 0);
@@ -1033,6 +1265,18 @@ static vt_status enc_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
     if (fn == VT_FN_TIMM_FORWARD && (in->idx_mask || in->idx_keep || (in->mask && !vt_causal_kind(m))))
         return vt_fail(VT_ERR_ARG, "timm's forward takes no idx_mask / idx_keep / token mask (lightly's "
                                    "encode / forward do)");
+    if (fn == VT_FN_TIMM_INTERMEDIATES) {
+        int depth = m->enc.chain.depth;
+        if (in->idx_mask || in->idx_keep || in->mask)
+            return vt_fail(VT_ERR_ARG, "timm's forward_intermediates takes no idx_mask / idx_keep / mask "
+                                       "(lightly's forward_intermediates does)");
+        int top = 63;
+        while (top >= 0 && !(in->inter.take >> top & 1)) top--;
+        if (top >= depth)
+            return vt_fail(VT_ERR_ARG,
+                           "forward_intermediates: block %d taken, the model has %d blocks (0 to %d)", top,
+                           depth, depth - 1);
+    }
     vt_pool gp = m->cfg.enc.global_pool;
     int T = call_tokens(m, in), P = m->enc.P, Pp = m->cfg.enc.pool_include_prefix ? 0 : P;
     int global = gp == VT_POOL_AVG || gp == VT_POOL_MAX || gp == VT_POOL_AVGMAX;
@@ -1049,7 +1293,7 @@ static vt_status enc_check(const vt_model *m, vt_fn fn, const vt_inputs *in, int
 
 void vt_encoder_chains(const vt_model *m, vt_fn fn, const vt_inputs *in, const vt_chain *c[VT_CHAINS],
                        int T[VT_CHAINS]) {
-    c[0] = &m->enc.chain;
+    c[0] = call_chain(m, fn, in);
     T[0] = call_tokens(m, in);
 }
 

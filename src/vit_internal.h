@@ -5,6 +5,7 @@
 #include "model.h"
 #include "check.h"
 
+/* lightly's forward_intermediates (every block's output, the whole sequence) */
 static inline int vt_fn_is_inter(vt_fn fn) {
     return fn == VT_FN_INTERMEDIATES || fn == VT_FN_INTERMEDIATES_NORM;
 }
@@ -20,8 +21,11 @@ void vt_call_geom(const vt_model *m, const vt_inputs *in, vt_geom *g);
 /* x0 [B,T,D] (allocated by the caller) = the chain input; with pre_norm and need_grad, norm_pre's
  * input and statistics are kept (rows VT_ENC_PRE_IN / _STATS, allocated here) */
 vt_status vt_encoder_preprocess(vt_model *m, const vt_inputs *in, int causal, int need_grad, float *x0);
-vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain_layout *lay,
-                            int T, float *x0, int causal, int keep_all, float **feat);
+/* the blocks of chain c (the encoder's, or its first blocks: vt_encoder.upto) from x0, keeping
+ * the outputs of the blocks in keep, then the final norm into *feat (feat NULL: not applied) */
+vt_status vt_encoder_blocks(vt_model *m, const vt_inputs *in, int need_grad, const vt_chain *c,
+                            const vt_chain_layout *lay, int T, float *x0, int causal, uint64_t keep,
+                            float **feat);
 vt_status vt_encoder_backward(vt_model *m, const float *dfeat, vt_inject_fn inject, void *ctx, float *dimages,
                               int pg);
 vt_status vt_encoder_backward_pre(vt_model *m, const vt_inputs *in, int causal, const float *dx0,
@@ -40,8 +44,9 @@ enum {
     VT_ENC_FWD_ROWS
 };
 enum { VT_ENC_DRES, VT_ENC_BWD, VT_ENC_PRE_BWD, VT_ENC_BWD_ROWS };
-void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, int keep_all,
-                      const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS], vt_step bwd[VT_ENC_BWD_ROWS]);
+void vt_encoder_steps(const vt_model *m, const vt_inputs *in, int T, int need_grad, const vt_chain *c,
+                      uint64_t keep, const vt_chain_layout *lay, vt_step fwd[VT_ENC_FWD_ROWS],
+                      vt_step bwd[VT_ENC_BWD_ROWS]);
 /* timm forward_head (reference-models.md 1.4) on features x [B,T,D] (the encoder's output,
  * after its final norm, which is Identity when fc_norm is used):
  *   pool: 'token' x[:,0]; 'avg' / 'max' / 'avgmax' (= (max + avg) / 2) over tokens P..T-1 (0..T-1

@@ -243,10 +243,30 @@ typedef enum {
     VT_FN_INTERMEDIATES,      /* forward_intermediates(norm=False): out + depth x [B,T,D] */
     VT_FN_INTERMEDIATES_NORM, /* forward_intermediates(norm=True) */
     VT_FN_LOSS,               /* MAE / AIM training loss: scalar */
-    VT_FN_TIMM_FORWARD        /* timm VisionTransformer.forward: forward_features, then
+    VT_FN_TIMM_FORWARD,       /* timm VisionTransformer.forward: forward_features, then
                                * forward_head = pool -> fc_norm -> head: [B, num_classes]
                                * ([B, D] with num_classes 0; [B, T, .] with global_pool "") */
+    VT_FN_TIMM_INTERMEDIATES  /* timm VisionTransformer.forward_intermediates (vt_inputs.inter):
+                               * [out] [B,T,D], then per block taken its spatial tokens ([B,D,Gh,Gw]
+                               * or [B,N,D]), then with return_prefix_tokens its prefix [B,P,D] */
 } vt_fn;
+
+/* timm's forward_intermediates options (VT_FN_TIMM_INTERMEDIATES; its keyword arguments). take:
+ * the blocks whose outputs are returned, bit i for block i (feature_take_indices' set; timm
+ * returns them in block order, each once; 0 = every block, indices=None); vt_take_indices makes
+ * it from timm's indices. norm: timm's final norm on each (Identity when the config has fc_norm or
+ * final_norm off); return_prefix_tokens: the prefix tokens of each as outputs of their own;
+ * stop_early: the blocks after the last one taken are not run (out is then the final norm of that
+ * block's output); nchw: output_fmt 'NCHW' ([B, D, Gh, Gw]) rather than 'NLC' ([B, N, D]); the
+ * prefix tokens are split off either way; intermediates_only: no out. */
+typedef struct {
+    uint64_t take;
+    int norm, return_prefix_tokens, stop_early, nchw, intermediates_only;
+} vt_inter_opts;
+/* timm's feature_take_indices(depth, indices) as a take set: n < 0 and last_n 0: every block;
+ * last_n > 0: the last last_n blocks (1 <= last_n <= depth); else the n indices (a negative one
+ * counts from the end). An index out of range is an error naming it, in timm's words. */
+vt_status vt_take_indices(int depth, const int *indices, int n, int last_n, uint64_t *take);
 
 typedef struct {
     const float *images; /* [B, C, H, W] */
@@ -269,13 +289,17 @@ typedef struct {
     /* DeiT distilled, VT_FN_TIMM_FORWARD: timm's training mode with distilled_training, two outputs
      * head(x[:,0]) and head_dist(x[:,1]) instead of their average */
     int distilled_training;
+    vt_inter_opts inter; /* VT_FN_TIMM_INTERMEDIATES */
 } vt_inputs;
 
 /* Runs `fn`. With need_grad, keeps what vt_backward needs (per the checkpointing policy);
  * without, keeps nothing but the outputs. */
 vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad);
-int vt_output_count(const vt_model *m); /* 1 + number of intermediates */
-/* Output i (0 = out, 1.. = intermediates.(i-1)); shape written to shape[4], rank returned. */
+/* outputs of the last call: 1; forward_intermediates 1 + depth; timm's forward of a distilled
+ * model in distilled_training 2; timm's forward_intermediates as many as it returns */
+int vt_output_count(const vt_model *m);
+/* Output i (0 = out, 1.. = intermediates.(i-1), or timm's forward_intermediates' in the order it
+ * returns them); shape written to shape[4], rank in *ndim. */
 const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim);
 float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
 

@@ -128,6 +128,40 @@ static void test_inputs(void) {
                   "idx_mask without a mask token");
         vt_model_free(m);
     }
+    /* timm's forward_intermediates: no token masks (lightly's takes them), blocks in range; its
+     * indices as timm's feature_take_indices reads them */
+    m = tiny(VT_KIND_LIGHTLY, &r);
+    if (m) {
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 2;
+        in.idx_keep = ok2;
+        in.n_keep = 2;
+        CHECK_ERR(vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, 1), VT_ERR_ARG,
+                  "lightly's forward_intermediates", "timm's forward_intermediates with idx_keep");
+        in.idx_keep = NULL;
+        in.inter.take = 4; /* block 2 of 2 */
+        CHECK_ERR(vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, 1), VT_ERR_ARG, "block 2 taken",
+                  "block 2 of a 2-block model");
+        in.inter.take = 2;
+        in.inter.stop_early = in.inter.intermediates_only = 1;
+        CHECK_OK(vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, 1), "block 1, stop_early, intermediates only");
+        CHECK(vt_output_count(m) == 1, "one output (block 1's), got %d", vt_output_count(m));
+        CHECK_ERR(vt_backward(m, NULL, 2, NULL, 1), VT_ERR_ARG, "upstream", "2 douts for a 1-output call");
+        vt_model_free(m);
+    }
+    uint64_t take = 0;
+    int idx[3] = { 0, -1, 1 };
+    CHECK(vt_take_indices(4, idx, 3, 0, &take) == VT_OK && take == (1 | 2 | 8), "indices [0, -1, 1]: %llx",
+          (unsigned long long)take);
+    CHECK(vt_take_indices(4, NULL, -1, 2, &take) == VT_OK && take == (4 | 8), "indices 2: the last two");
+    CHECK(vt_take_indices(4, NULL, -1, 0, &take) == VT_OK && take == 15, "indices None: every block");
+    CHECK_ERR(vt_take_indices(4, NULL, -1, 5, &take), VT_ERR_ARG, "last-n (5) is out of range (1 to 4)",
+              "indices 5 of 4 blocks");
+    idx[1] = -5;
+    CHECK_ERR(vt_take_indices(4, idx, 3, 0, &take), VT_ERR_ARG, "feature index -1 is out of range (0 to 3)",
+              "index -5 of 4 blocks");
+    CHECK_ERR(vt_take_indices(4, idx, 0, 0, &take), VT_ERR_ARG, "empty", "an empty list");
     /* causal kind takes no idx_keep */
     m = tiny(VT_KIND_CAUSAL, &r);
     if (m) {
@@ -235,6 +269,11 @@ static void test_policies_presets_configs(void) {
         { "{\"weight_init\": \"xavier\"}", "weight_init", "weight_init xavier", VT_ERR_ARG },
         { "{\"attn_layer\": \"diff\"}", "attn_layer", "attn_layer diff", VT_ERR_ARG },
         { "{\"global_pool\": \"gem\"}", "global_pool", "global_pool gem", VT_ERR_ARG },
+        { "{\"block_fn\": \"ResPostBlock\"}", "computes timm's Block", "block_fn", VT_ERR_ARG },
+        { "{\"mlp_layer\": \"SwiGLU\"}", "computes timm's Mlp", "mlp_layer", VT_ERR_ARG },
+        { "{\"embed_layer\": \"HybridEmbed\"}", "timm's PatchEmbed", "embed_layer", VT_ERR_ARG },
+        { "{\"dtype\": \"float16\"}", "in float32", "dtype float16", VT_ERR_ARG },
+        { "{\"device\": \"cuda\"}", "not a torch device", "device cuda", VT_ERR_ARG },
         { "[1, 2]", "object", "config not an object", VT_ERR_ARG },
         { "{\"img_size\": 32", NULL, "truncated JSON", VT_ERR_FORMAT },
     };
@@ -244,7 +283,9 @@ static void test_policies_presets_configs(void) {
     }
     const char *okj =
         "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"depth\": 1, \"num_heads\": 2, "
-        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\"}";
+        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\", "
+        "\"block_fn\": null, \"mlp_layer\": null, \"embed_layer\": null, \"device\": null, \"dtype\": "
+        "\"float32\"}";
     vt_vit_config_default(&vc);
     CHECK_OK(vt_vit_config_from_json(okj, strlen(okj), &vc), "timm kwargs with defaults");
     CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 &&

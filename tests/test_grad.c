@@ -541,6 +541,38 @@ static void test_im2col_hw(tu_rng *r, int B, int C, int H, int W, int p, int pad
     free(x), free(pt), free(d), free(dx);
 }
 
+/* transpose: the dispatch (tiled, threaded) against the reference bit for bit, over strided
+ * operands and shapes around its 32 x 32 tile; transposing back gives the input */
+static void test_transpose(tu_rng *r) {
+    int shapes[][3] = { { 1, 1, 1 }, { 2, 3, 5 }, { 3, 33, 31 }, { 2, 64, 65 }, { 1, 97, 7 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], R = shapes[s][1], C = shapes[s][2], P = 2;
+        int64_t sbs = (int64_t)(R + P) * C, srs = C, dbs = (int64_t)C * R + 3, drs = R;
+        size_t ns = (size_t)B * sbs, nd = (size_t)B * dbs;
+        float *x = tu_xmalloc(ns * 4), *y = tu_xmalloc(nd * 4), *yr = tu_xmalloc(nd * 4),
+              *back = tu_xmalloc(ns * 4);
+        tu_fill_normal(r, x, ns, 0, 1);
+        for (size_t i = 0; i < nd; i++) y[i] = yr[i] = -7.0f; /* what the gaps keep */
+        memcpy(back, x, ns * 4);
+        vt_transpose(y, x + (size_t)P * C, B, R, C, dbs, drs, sbs, srs);
+        vt_ref_transpose(yr, x + (size_t)P * C, B, R, C, dbs, drs, sbs, srs);
+        CHECK(!memcmp(y, yr, nd * 4), "%stranspose B%d %dx%d: differs from the reference", g_mode, B, R, C);
+        int ok = 1;
+        for (int b = 0; b < B && ok; b++)
+            for (int i = 0; i < R && ok; i++)
+                for (int j = 0; j < C && ok; j++)
+                    ok = y[b * dbs + (int64_t)j * drs + i] == x[b * sbs + (int64_t)(P + i) * srs + j];
+        CHECK(ok && y[dbs - 1] == -7.0f, "%stranspose B%d %dx%d: dst[b, c, r] = src[b, r, c], gaps untouched",
+              g_mode, B, R, C);
+        for (size_t i = 0; i < ns; i++) back[i] = 0.0f;
+        vt_transpose(back + (size_t)P * C, y, B, C, R, sbs, srs, dbs, drs); /* and back */
+        for (int b = 0; b < B && ok; b++)
+            ok = !memcmp(back + b * sbs + (size_t)P * C, x + b * sbs + (size_t)P * C, (size_t)R * C * 4);
+        CHECK(ok, "%stranspose B%d %dx%d, transposed back: not the input", g_mode, B, R, C);
+        free(x), free(y), free(yr), free(back);
+    }
+}
+
 /* ---- softmax ------------------------------------------------------------------------------------------------ */
 static void test_softmax(tu_rng *r) {
     for (int n = 1; n <= 9; n += 4) {
@@ -1008,6 +1040,37 @@ static void test_models(void) {
     in.idx_keep = ik4;
     model_fd("lightly forward_intermediates norm=1 idx_keep", &c, VT_FN_INTERMEDIATES_NORM, &in, 12);
 
+    /* timm's forward_intermediates: every option, the prefix split and NCHW's transpose included */
+    {
+        struct {
+            const char *name;
+            int reg, cls, pool_avg, dyn_h, dyn_w;
+            uint64_t take;
+            int norm, prefix, stop, nchw, only;
+        } ti[] = {
+            { "timm intermediates NCHW all", 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0 },
+            { "timm intermediates NLC norm prefix reg2 {0}", 2, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0 },
+            { "timm intermediates NCHW norm prefix stop_early {0}", 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 0 },
+            { "timm intermediates only NCHW norm, 12x8 images", 0, 1, 0, 12, 8, 2, 1, 0, 0, 1, 1 },
+            { "timm intermediates no prefix NLC norm", 0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0 },
+            { "timm intermediates avg (norm Identity) NCHW prefix", 1, 0, 1, 0, 0, 2, 1, 1, 0, 1, 0 },
+        };
+        for (size_t k = 0; k < sizeof ti / sizeof ti[0]; k++) {
+            tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+            c.enc.mask_token = 0;
+            c.enc.reg_tokens = ti[k].reg;
+            c.enc.class_token = ti[k].cls;
+            if (!ti[k].cls) vt_pool_from_name(ti[k].pool_avg ? "avg" : "", &c.enc.global_pool);
+            c.enc.dynamic_img_size = ti[k].dyn_h > 0;
+            memset(&in, 0, sizeof in);
+            in.batch = B;
+            in.height = ti[k].dyn_h, in.width = ti[k].dyn_w;
+            in.inter =
+                (vt_inter_opts){ ti[k].take, ti[k].norm, ti[k].prefix, ti[k].stop, ti[k].nchw, ti[k].only };
+            model_fd(ti[k].name, &c, VT_FN_TIMM_INTERMEDIATES, &in, 60 + k);
+        }
+    }
+
     /* 12-14. masked-causal ViT: mask + is_causal, mask without is_causal, pooled */
     tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 2, 2, 1.5f);
     uint8_t cm[2 * 9] = { 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1 };
@@ -1403,7 +1466,79 @@ static void test_models(void) {
                          in.label_smoothing);
                 model_fd(nm, &c, VT_FN_LOSS, &in, 70 + (uint64_t)(pi * 2 + si));
             }
+        /* DeiT distilled: both heads in the loss */
+        for (int si = 0; si <= 1; si++) {
+            char nm[96];
+            tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+            c.enc.distilled = 1;
+            c.enc.num_classes = 5;
+            memset(&in, 0, sizeof in);
+            in.batch = 3;
+            in.labels = labels;
+            in.label_smoothing = si ? 0.1f : 0.0f;
+            snprintf(nm, sizeof nm, "classifier loss DeiT distilled smoothing %.1f", in.label_smoothing);
+            model_fd(nm, &c, VT_FN_LOSS, &in, 80 + (uint64_t)si);
+        }
     }
+}
+
+/* the mean over the batch of timm's LabelSmoothingCrossEntropy of logits z [B, C] (s = 0: CE) */
+static double ls_ce(const float *z, const int32_t *labels, int B, int C, double s) {
+    double want = 0;
+    for (int b = 0; b < B; b++) {
+        double mx = z[b * C], se = 0, nll, smooth = 0;
+        for (int k = 1; k < C; k++) mx = fmax(mx, z[b * C + k]);
+        for (int k = 0; k < C; k++) se += exp(z[b * C + k] - mx);
+        nll = -(z[b * C + labels[b]] - mx - log(se));
+        for (int k = 0; k < C; k++) smooth += -(z[b * C + k] - mx - log(se)) / C;
+        want += ((1 - s) * nll + s * smooth) / B;
+    }
+    return want;
+}
+
+/* DeiT's distilled classifier: its loss is DeiT's DistillationLoss ('hard', alpha 0.5) with the
+ * labels as the teacher's decisions, of the two logits timm's distilled training returns --
+ * 0.5 * LabelSmoothingCE(head) + 0.5 * CE(head_dist) -- its outputs are those logits, bit for bit
+ * timm's forward with distilled_training (parity-checked against timm), and it refuses the flag */
+static void test_distilled_loss_value(void) {
+    vt_model_config c;
+    tu_rng r = { 92 };
+    tu_tiny_config(&c, VT_KIND_TIMM, 8, 4, 8, 2, 2, 2.0f);
+    c.enc.num_classes = 4;
+    c.enc.distilled = 1;
+    vt_model *m = NULL;
+    if (!CHECK_OK(vt_model_create(&c, &m), "distilled classifier create")) return;
+    tu_init_params(m, &r);
+    float img[3 * 3 * 8 * 8], heads[2][12];
+    tu_fill_normal(&r, img, sizeof img / sizeof img[0], 0, 1);
+    int32_t labels[3] = { 2, 0, 3 };
+    vt_inputs in;
+    memset(&in, 0, sizeof in);
+    in.images = img;
+    in.batch = 3;
+    in.distilled_training = 1;
+    if (CHECK_OK(vt_forward(m, VT_FN_TIMM_FORWARD, &in, 0), "distilled training forward"))
+        for (int o = 0; o < 2; o++) memcpy(heads[o], vt_output(m, o, NULL, NULL), sizeof heads[o]);
+    for (int si = 0; si < 2; si++) {
+        float s = si ? 0.1f : 0.0f;
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 3;
+        in.labels = labels;
+        in.label_smoothing = s;
+        if (!CHECK_OK(vt_forward(m, VT_FN_LOSS, &in, 0), "distilled classifier loss")) break;
+        CHECK(vt_output_count(m) == 2 && !memcmp(vt_output(m, 0, NULL, NULL), heads[0], sizeof heads[0]) &&
+                  !memcmp(vt_output(m, 1, NULL, NULL), heads[1], sizeof heads[1]),
+              "the distilled loss's outputs are timm's two logits in distilled training");
+        double want = 0.5 * ls_ce(heads[0], labels, 3, 4, s) + 0.5 * ls_ce(heads[1], labels, 3, 4, 0);
+        double got = vt_loss_value(m);
+        CHECK(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7,
+              "distilled loss s=%g: %.9g, 0.5 LabelSmoothingCE(head) + 0.5 CE(head_dist) %.9g", s, got, want);
+    }
+    in.distilled_training = 1;
+    CHECK(vt_forward(m, VT_FN_LOSS, &in, 1) == VT_ERR_ARG && strstr(vt_last_error(), "both heads"),
+          "distilled_training with the loss: %s", vt_last_error());
+    vt_model_free(m);
 }
 
 /* The classifier loss's value is timm's LabelSmoothingCrossEntropy of the logits it returns,
@@ -1496,6 +1631,7 @@ int main(void) {
         test_im2col_hw(&r, 2, 2, 7, 9, 3, 0); /* floored grid, non-square */
         test_im2col_hw(&r, 1, 3, 7, 5, 3, 1); /* padded */
         test_im2col_hw(&r, 2, 1, 6, 6, 3, 0); /* square: the same bits as im2col */
+        test_transpose(&r);
         test_softmax(&r);
         for (int fused = 1; fused >= 0; fused--)
             for (int causal = 0; causal <= 1; causal++) {
@@ -1510,6 +1646,7 @@ int main(void) {
     tu_info("kernels: %.2f s", t1 - t0);
     test_models();
     test_classifier_loss_value();
+    test_distilled_loss_value();
     tu_info("models: %.2f s", tu_now() - t1);
     return tu_finish();
 }

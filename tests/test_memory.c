@@ -39,7 +39,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     if (!rc) rc = plan_of(m, fn, in, 1, "block", &block);
     if (!CHECK_OK(rc, name)) goto out;
     for (int p = 0; p < NPOL; p++) {
-        char pol[48], what[160];
+        char pol[48], what[256];
         if (!strcmp(POL[p], "budget:MID"))
             snprintf(pol, sizeof pol, "budget:%zu", (none + block) / 2);
         else
@@ -192,6 +192,15 @@ static void test_tiny(void) {
         char what[160];
         snprintf(what, sizeof what, "timm d3 %s", nm);
         if (m) plan_case(what, m, VT_FN_TIMM_FORWARD, &in, &r);
+        /* timm's forward_intermediates: all blocks NCHW normed with prefix; two NLC, no out;
+         * stop_early after block 1 */
+        const vt_inter_opts ti[] = { { 0, 1, 1, 0, 1, 0 }, { 5, 0, 1, 0, 0, 1 }, { 2, 1, 0, 1, 1, 0 } };
+        for (int k = 0; k < 3 && m && !in.distilled_training; k++) {
+            in.inter = ti[k];
+            snprintf(what, sizeof what, "timm d3 %s intermediates %d", nm, k);
+            plan_case(what, m, VT_FN_TIMM_INTERMEDIATES, &in, &r);
+        }
+        memset(&in.inter, 0, sizeof in.inter);
         int32_t labels[2] = { 2, 0 };
         if (m && !in.distilled_training) {
             in.labels = labels;

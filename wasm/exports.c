@@ -48,7 +48,7 @@ static vt_model *get(int h) {
 /* the layouts are tables of fields, kept as laid out by hand */
 // clang-format off
 #define MODEL_DIMS(F) F(kind) F(img_size) F(patch_size) F(in_chans) F(embed_dim) F(depth) F(num_heads) \
-    F(prefix_tokens)
+    F(prefix_tokens) F(img_width) F(dynamic_img_size) F(dynamic_img_pad) F(distilled)
 #define PLAN_BYTES_AS(F, P) F(P##params) F(P##grads) F(P##optimizer) F(P##activations) F(P##total) /* vt_plan_bytes */
 #define PLAN_BYTES(F) PLAN_BYTES_AS(F, )
 #define STEP_PLAN(F) PLAN_BYTES(F) F(policy_met) F(tokens_kept) F(tokens_masked) F(recompute_flops) F(fits) \
@@ -87,7 +87,8 @@ static const char *const call_names[] = { [VT_FN_ENCODE] = "encode",
                                           [VT_FN_INTERMEDIATES] = "intermediates",
                                           [VT_FN_INTERMEDIATES_NORM] = "intermediates_norm",
                                           [VT_FN_LOSS] = "loss",
-                                          [VT_FN_TIMM_FORWARD] = "timm_forward" };
+                                          [VT_FN_TIMM_FORWARD] = "timm_forward",
+                                          [VT_FN_TIMM_INTERMEDIATES] = "timm_intermediates" };
 
 /* Every layout by name: its element type and its fields in order (from VTW_LAYOUTS). */
 #define VTW_NAME(f)                     #f,
@@ -216,6 +217,10 @@ static void dims_of(const vt_model_config *c, int32_t out[model_dims_SIZE]) {
     out[model_dims_depth] = c->enc.depth;
     out[model_dims_num_heads] = c->enc.num_heads;
     out[model_dims_prefix_tokens] = c->enc.class_token + c->enc.reg_tokens + c->enc.distilled;
+    out[model_dims_img_width] = vt_img_width(&c->enc);
+    out[model_dims_dynamic_img_size] = c->enc.dynamic_img_size;
+    out[model_dims_dynamic_img_pad] = c->enc.dynamic_img_pad;
+    out[model_dims_distilled] = c->enc.distilled;
 }
 
 VTW_API int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
@@ -452,6 +457,29 @@ VTW_API int vtw_forward_sized(int h, int fn, const float *images, int batch, int
     return vt_forward(m, (vt_fn)fn, &in, need_grad);
 }
 
+/* timm's forward_intermediates (VT_FN_TIMM_INTERMEDIATES) of images of height x width (0: the
+ * config's): indices[n] (n < 0: None, every block) or the last last_n blocks, as timm's
+ * feature_take_indices reads them; flags: 1 norm, 2 return_prefix_tokens, 4 stop_early, 8 output_fmt
+ * NCHW (else NLC), 16 intermediates_only. */
+VTW_API int vtw_forward_timm_intermediates(int h, const float *images, int batch, int height, int width,
+                                           const int32_t *indices, int n, int last_n, int flags,
+                                           int need_grad) {
+    GET_OR_FAIL(m, h);
+    if (!images) return vt_fail(VT_ERR_ARG, "forward_intermediates: images are missing");
+    vt_inputs in = make_inputs(images, batch, NULL, 0, NULL, 0, NULL, 1);
+    in.height = height;
+    in.width = width;
+    int rc =
+        vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n, &in.inter.take);
+    if (rc) return rc;
+    in.inter.norm = !!(flags & 1);
+    in.inter.return_prefix_tokens = !!(flags & 2);
+    in.inter.stop_early = !!(flags & 4);
+    in.inter.nchw = !!(flags & 8);
+    in.inter.intermediates_only = !!(flags & 16);
+    return vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad);
+}
+
 VTW_API int vtw_output_count(int h) {
     GET_OR_FAIL(m, h);
     return vt_output_count(m);
@@ -496,6 +524,49 @@ VTW_API int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_m
                                n_keep, has_mask ? &dummy_mask : NULL, 1);
     vt_plan_bytes p;
     int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
+    if (rc) return rc;
+#define VTW_PLAN_OUT(f) out[plan_bytes_##f] = (double)p.f;
+    PLAN_BYTES(VTW_PLAN_OUT)
+#undef VTW_PLAN_OUT
+    return VT_OK;
+}
+/* vtw_plan for images of height x width (0: the config's) and DeiT's distilled_training */
+VTW_API int vtw_plan_sized(int h, int fn, int batch, int height, int width, int distilled_training,
+                           int n_mask, int n_keep, int has_mask, int need_grad, double out[plan_bytes_SIZE]) {
+    GET_OR_FAIL(m, h);
+    static const int64_t dummy = 0;
+    static const uint8_t dummy_mask = 0;
+    vt_inputs in = make_inputs(NULL, batch, n_mask > 0 ? &dummy : NULL, n_mask, n_keep > 0 ? &dummy : NULL,
+                               n_keep, has_mask ? &dummy_mask : NULL, 1);
+    in.height = height;
+    in.width = width;
+    in.distilled_training = distilled_training;
+    vt_plan_bytes p;
+    int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
+    if (rc) return rc;
+#define VTW_PLAN_OUT(f) out[plan_bytes_##f] = (double)p.f;
+    PLAN_BYTES(VTW_PLAN_OUT)
+#undef VTW_PLAN_OUT
+    return VT_OK;
+}
+/* the plan of vtw_forward_timm_intermediates with the same arguments */
+VTW_API int vtw_plan_timm_intermediates(int h, int batch, int height, int width, const int32_t *indices,
+                                        int n, int last_n, int flags, int need_grad,
+                                        double out[plan_bytes_SIZE]) {
+    GET_OR_FAIL(m, h);
+    vt_inputs in = make_inputs(NULL, batch, NULL, 0, NULL, 0, NULL, 1);
+    in.height = height;
+    in.width = width;
+    int rc =
+        vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n, &in.inter.take);
+    if (rc) return rc;
+    in.inter.norm = !!(flags & 1);
+    in.inter.return_prefix_tokens = !!(flags & 2);
+    in.inter.stop_early = !!(flags & 4);
+    in.inter.nchw = !!(flags & 8);
+    in.inter.intermediates_only = !!(flags & 16);
+    vt_plan_bytes p;
+    rc = vt_plan(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad, &p);
     if (rc) return rc;
 #define VTW_PLAN_OUT(f) out[plan_bytes_##f] = (double)p.f;
     PLAN_BYTES(VTW_PLAN_OUT)

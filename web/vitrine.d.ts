@@ -10,7 +10,8 @@ export type WasmBuild =
 /** A build as Vitrine.build names it (without "-mt"). */
 export type BuildName = Exclude<WasmBuild, 'wasi' | `${string}-mt`>;
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
-export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
+export type CallName =
+  'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss' | 'timm_intermediates';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
@@ -331,6 +332,23 @@ export interface CallOptions {
   /** For ImageData / ImageBitmap input; default ImageNet's. */
   mean?: number[];
   std?: number[];
+  /** Images of another size than the model's (a Float32Array [B, C, height, width]): timm's
+   * dynamic_img_size models take any size (pos_embed resampled as timm does); others refuse it. */
+  height?: number;
+  width?: number;
+}
+
+/** timm's VisionTransformer.forward_intermediates keyword arguments. */
+export interface TimmIntermediatesOptions extends Pick<CallOptions, 'height' | 'width' | 'needGrad' | 'mean' | 'std'> {
+  /** null: every block; n: the last n; a list: those blocks (negative from the end). */
+  indices?: number | number[] | null;
+  /** timm's final norm on each (an identity with fc_norm or final_norm false). */
+  norm?: boolean;
+  returnPrefixTokens?: boolean;
+  stopEarly?: boolean;
+  /** 'NCHW' ([B, D, Gh, Gw], timm's default) or 'NLC' ([B, N, D]); prefix tokens split off either way. */
+  outputFmt?: 'NCHW' | 'NLC';
+  intermediatesOnly?: boolean;
 }
 
 export interface Param {
@@ -362,6 +380,13 @@ export interface ModelDims {
   depth: number;
   heads: number;
   prefix: number;
+  /** The image's width (img is its height; the same for a square image). */
+  width: number;
+  /** timm's dynamic_img_size / dynamic_img_pad. */
+  dynamic: boolean;
+  pad: boolean;
+  /** DeiT's distilled model (dist_token, head_dist). */
+  distilled: boolean;
 }
 
 /** The mean / std pixels are normalised with, and where they come from. */
@@ -380,8 +405,16 @@ export class Model {
   normalization: Normalization;
   readonly dims: ModelDims;
   encode(images: Images, options?: CallOptions): Tensor;
-  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
-  timmForward(images: Images, options?: CallOptions): Tensor;
+  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features (DeiT distilled:
+   * the two heads averaged). */
+  timmForward(images: Images, options?: CallOptions & { distilledTraining?: false }): Tensor;
+  /** DeiT distilled in timm's distilled training mode: [head, headDist]. */
+  timmForward(images: Images, options: CallOptions & { distilledTraining: true }): [Tensor, Tensor];
+  /** timm's own forward_intermediates: out (absent with intermediatesOnly), the blocks taken, their prefix tokens. */
+  timmForwardIntermediates(
+    images: Images,
+    options?: TimmIntermediatesOptions,
+  ): { out?: Tensor; intermediates: Tensor[]; prefixTokens?: Tensor[] };
   forward(images: Images, options?: CallOptions): Tensor;
   forwardIntermediates(
     images: Images,
@@ -420,7 +453,16 @@ export class Model {
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(
     fn?: CallName,
-    options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean },
+    options?: {
+      batch?: number;
+      tokensKept?: number;
+      tokensMasked?: number;
+      mask?: boolean;
+      needGrad?: boolean;
+      height?: number;
+      width?: number;
+      distilledTraining?: boolean;
+    },
   ): PlanBytes;
   /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
   planTrainStep(options: {

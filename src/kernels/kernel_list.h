@@ -17,6 +17,11 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
     return rows > 0 ? (rows - 1) * stride + cols : 0;
 }
 
+/* elements spanned by B matrices (batch stride bs) of `rows` rows of `cols` (row stride rs) */
+static inline int64_t vt_extent3(int64_t B, int64_t rows, int64_t cols, int64_t bs, int64_t rs) {
+    return B > 0 && rows > 0 && cols > 0 ? (B - 1) * bs + (rows - 1) * rs + cols : 0;
+}
+
 /* the kernel list is a table, kept as laid out by hand */
 // clang-format off
 #define VT_KERNEL_LIST(X)                                                                           \
@@ -113,6 +118,11 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
       ((dst, F32, RW, vt_extent(rows, cols, dst_stride)), (src, F32, R, vt_extent(rows, cols, src_stride))), \
       1.0 * rows * cols, vt_add2d(dst, src, rows, cols, dst_stride, src_stride),                    \
       "dst rows += src rows (residual adds, gradient sums)")                                       \
+    X(transpose, (B, R, C, dst_bs, dst_rs, src_bs, src_rs), (),                                     \
+      ((dst, F32, RW, vt_extent3(B, C, R, dst_bs, dst_rs)),                                         \
+       (src, F32, R, vt_extent3(B, R, C, src_bs, src_rs))),                                         \
+      0.0, vt_transpose(dst, src, B, R, C, dst_bs, dst_rs, src_bs, src_rs),                         \
+      "dst[b dst_bs + c dst_rs + r] = src[b src_bs + r src_rs + c] (R x C matrices transposed)")    \
     X(add_rows, (rows, n, stride), (),                                                              \
       ((out, F32, RW, vt_extent(rows, n, stride)), (x, F32, R, vt_extent(rows, n, stride)),         \
        (y, F32, R, n)),                                                                             \

@@ -93,6 +93,39 @@ void vt_add2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t 
         split2d(dst, src, rows, cols, dst_stride, src_stride, add_rows2d);
 }
 
+/* transpose: split over the matrices' columns of the destination (rows of R floats written in
+ * tiles of 32 x 32 so that both sides stay in cache); a copy, any split gives the same bits */
+#define VT_TRANSPOSE_TILE 32
+static void transpose_units(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t R = j->n[1], C = j->n[2], dbs = j->n[3], drs = j->n[4], sbs = j->n[5], srs = j->n[6];
+    int64_t tiles_c = (C + VT_TRANSPOSE_TILE - 1) / VT_TRANSPOSE_TILE;
+    for (int u = lo; u < hi; u++) { /* unit = (b, tile of columns) */
+        int64_t b = u / tiles_c, c0 = (u % tiles_c) * VT_TRANSPOSE_TILE;
+        int64_t c1 = c0 + VT_TRANSPOSE_TILE < C ? c0 + VT_TRANSPOSE_TILE : C;
+        for (int64_t r0 = 0; r0 < R; r0 += VT_TRANSPOSE_TILE) {
+            int64_t r1 = r0 + VT_TRANSPOSE_TILE < R ? r0 + VT_TRANSPOSE_TILE : R;
+            for (int64_t cc = c0; cc < c1; cc++)
+                for (int64_t r = r0; r < r1; r++)
+                    j->o0[b * dbs + cc * drs + r] = j->i0[b * sbs + r * srs + cc];
+        }
+    }
+}
+void vt_transpose(float *dst, const float *src, int64_t B, int64_t R, int64_t C, int64_t dst_bs,
+                  int64_t dst_rs, int64_t src_bs, int64_t src_rs) {
+    if (REF || B <= 0 || R <= 0 || C <= 0) {
+        vt_ref_transpose(dst, src, B, R, C, dst_bs, dst_rs, src_bs, src_rs);
+        return;
+    }
+    int64_t tiles = B * ((C + VT_TRANSPOSE_TILE - 1) / VT_TRANSPOSE_TILE);
+    job j = { .o0 = dst, .i0 = src, .n = { B, R, C, dst_bs, dst_rs, src_bs, src_rs } };
+    if (tiles > INT32_MAX) { /* beyond what the pool counts: one piece */
+        vt_ref_transpose(dst, src, B, R, C, dst_bs, dst_rs, src_bs, src_rs);
+        return;
+    }
+    vt_parallel_for((int)tiles, 1, (double)B * R * C, transpose_units, &j);
+}
+
 static void add_rows_rows(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t s = j->n[2];

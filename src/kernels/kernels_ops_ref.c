@@ -25,6 +25,14 @@ void vt_ref_add2d(float *dst, const float *src, int64_t rows, int64_t cols, int6
         for (int64_t c = 0; c < cols; c++) dst[r * dst_stride + c] += src[r * src_stride + c];
 }
 
+void vt_ref_transpose(float *dst, const float *src, int64_t B, int64_t R, int64_t C, int64_t dst_bs,
+                      int64_t dst_rs, int64_t src_bs, int64_t src_rs) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++)
+                dst[b * dst_bs + c * dst_rs + r] = src[b * src_bs + r * src_rs + c];
+}
+
 void vt_ref_add_rows(float *out, const float *x, const float *y, int64_t rows, int64_t n, int64_t stride) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t e = 0; e < n; e++) out[r * stride + e] = x[r * stride + e] + (y ? y[e] : 0.0f);

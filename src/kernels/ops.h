@@ -32,6 +32,11 @@ VT_OPS_DECL(copy2d, float *dst, const float *src, int64_t rows, int64_t cols, in
 /* dst[r*dst_stride + c] += src[r*src_stride + c] (residual adds, gradient sums) */
 VT_OPS_DECL(add2d, float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride,
             int64_t src_stride)
+/* A batch of R x C matrices transposed: dst[b*dst_bs + c*dst_rs + r] = src[b*src_bs + r*src_rs + c]
+ * for b < B, r < R, c < C (timm's NCHW intermediates: [B, N, D] tokens -> [B, D, N], and back for
+ * their gradient; dst and src do not overlap) */
+VT_OPS_DECL(transpose, float *dst, const float *src, int64_t B, int64_t R, int64_t C, int64_t dst_bs,
+            int64_t dst_rs, int64_t src_bs, int64_t src_rs)
 /* out[r, e] = x[r, e] + y[e] for rows of n at row stride `stride` (positional embedding;
  * out may be x; y NULL adds +0.0f) */
 VT_OPS_DECL(add_rows, float *out, const float *x, const float *y, int64_t rows, int64_t n, int64_t stride)

@@ -5,7 +5,9 @@
 // computes, and the normalisation is the family's pretrained_cfg.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { REPO, engine, readSafetensors, writeSafetensors, f32, relErr } from './util.mjs';
 import { TIMM_PRETRAINED } from '../../web/vitrine.js';
@@ -13,20 +15,22 @@ import { resolveNormalization } from '../../web/formats/pretrained.js';
 
 const CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073];
 const IMAGENET_MEAN = [0.485, 0.456, 0.406];
-// name: [a tests/parity dump of it (null: none), what its state_dict has that a plain ViT's has not, mean]
+// name: [a tests/parity dump of its structure (made by timm from the name, or, for DeiT tiny /
+// small and DINOv2 small, from the name of the same structure at another width), what its
+// state_dict has that a plain ViT's has not, mean]
 const FAMILIES = {
   vit_base_patch16_clip_224: ['clip_openclip_b16', 'norm_pre.weight', CLIP_MEAN],
   vit_base_patch32_clip_224: ['clip_openclip_b32_features', 'norm_pre.weight', CLIP_MEAN],
   vit_base_patch16_clip_quickgelu_224: ['clip_openai_b16', 'norm_pre.weight', CLIP_MEAN],
   vit_base_patch32_clip_quickgelu_224: ['clip_openai_b32', 'norm_pre.weight', CLIP_MEAN],
   vit_base_patch16_siglip_224: ['siglip_b16_map', 'attn_pool.latent', [0.5, 0.5, 0.5]],
-  deit_tiny_patch16_224: [null, 'cls_token', IMAGENET_MEAN],
-  deit_small_patch16_224: [null, 'cls_token', IMAGENET_MEAN],
+  deit_tiny_patch16_224: ['deit_b16', 'cls_token', IMAGENET_MEAN],
+  deit_small_patch16_224: ['deit_b16', 'cls_token', IMAGENET_MEAN],
   deit_base_patch16_224: ['deit_b16', 'cls_token', IMAGENET_MEAN],
-  deit_tiny_distilled_patch16_224: [null, 'head_dist.weight', IMAGENET_MEAN],
-  deit_small_distilled_patch16_224: [null, 'head_dist.weight', IMAGENET_MEAN],
+  deit_tiny_distilled_patch16_224: ['deit_distilled_eval', 'head_dist.weight', IMAGENET_MEAN],
+  deit_small_distilled_patch16_224: ['deit_distilled_eval', 'head_dist.weight', IMAGENET_MEAN],
   deit_base_distilled_patch16_224: ['deit_distilled_eval', 'head_dist.weight', IMAGENET_MEAN],
-  vit_small_patch14_reg4_dinov2: [null, 'reg_token', IMAGENET_MEAN],
+  vit_small_patch14_reg4_dinov2: ['dinov2_reg4', 'reg_token', IMAGENET_MEAN],
   vit_base_patch14_reg4_dinov2: ['dinov2_reg4', 'reg_token', IMAGENET_MEAN],
 };
 
@@ -79,3 +83,50 @@ test("a timm-saved state_dict of each family loads strictly and computes timm's 
     }
   }
 });
+
+// each family at its real width (one block), as timm itself makes and saves it: strict, and timm's
+// forward (tools/timm_families_reference.py; needs /usr/bin/python3 with torch and timm:
+// VITRINE_TIMM_SRC=DIR or an importable timm, else skipped, saying so)
+const PY = '/usr/bin/python3',
+  SRC = process.env.VITRINE_TIMM_SRC;
+const timmThere =
+  spawnSync(PY, ['-c', 'import torch, numpy'], { encoding: 'utf8' }).status === 0 &&
+  (SRC || spawnSync(PY, ['-c', 'import timm'], { encoding: 'utf8' }).status === 0);
+test(
+  "each family's state_dict as timm makes and saves it (its width, one block) loads strictly and computes timm's forward",
+  { skip: timmThere ? false : "timm not importable and VITRINE_TIMM_SRC not set: timm's own state_dicts skipped" },
+  async (t) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-families-'));
+    try {
+      const r = spawnSync(
+        PY,
+        [path.join(REPO, 'tools/timm_families_reference.py'), dir, ...(SRC ? ['--timm', SRC] : [])],
+        { encoding: 'utf8' },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      const ref = readSafetensors(readFileSync(path.join(dir, 'reference.safetensors'))),
+        vt = await engine('simd');
+      const names = JSON.parse(ref.meta.names);
+      assert.deepEqual([...names].sort(), Object.keys(FAMILIES).sort());
+      for (const name of names) {
+        const m = vt.createModel(name, {
+          depth: 1,
+          numClasses: 3,
+          ...(name.includes('dinov2') ? { imgSize: 224 } : {}),
+        });
+        try {
+          const rep = m.initFrom(readFileSync(path.join(dir, `${name}.safetensors`)), { strict: true });
+          assert.equal(rep.loaded, m.params().length, name);
+          const img = ref.tensors[`${name}/images`];
+          const err = relErr(m.timmForward(f32(img)).data, f32(ref.tensors[`${name}/logits`]));
+          t.diagnostic(`${name}: strict, logits err ${err.toExponential(2)} against timm ${ref.meta.timm}`);
+          assert.ok(err <= 1e-4, `${name}: err ${err}`);
+        } finally {
+          m.dispose();
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

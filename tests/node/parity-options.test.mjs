@@ -45,6 +45,16 @@ test('tests/parity holds a dump of every option and family', () => {
     'dynamic_size_both_axes',
     'dynamic_pad',
     'mae_registers',
+    'pool_max_pos_none',
+    'timm_inter_default',
+    'timm_inter_reg_nlc_norm_prefix',
+    'timm_inter_clip_stop_early',
+    'timm_inter_only_dynamic',
+    'timm_inter_pad_stop_only',
+    'timm_inter_no_prefix_rms_norm',
+    'timm_inter_gap_norm_identity',
+    'timm_inter_deit_distilled_dict',
+    'timm_inter_dinov2_reg4',
   ])
     assert.ok(names.includes(`${want}.safetensors`), want);
 });

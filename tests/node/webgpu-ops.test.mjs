@@ -762,3 +762,21 @@ test('add_scaled against wasm: n 0, 1, 3, 257, 1000', async () => {
     [],
   );
 });
+
+test("transpose: B strided R x C matrices (timm's NCHW intermediates and their gradients), exact", async () => {
+  const B = 2,
+    R = 5,
+    C = 3,
+    P = 2;
+  const sbs = (R + P) * C,
+    dbs = C * R + 4;
+  const src = rand(B * sbs, 7),
+    dst = rand(B * dbs, 8);
+  const r = await run({ dst, src }, (p, o) =>
+    ops.transpose(p, { dst: o('dst'), src: o('src') }, { B, R, C, dst_bs: dbs, dst_rs: R, src_bs: sbs, src_rs: C }),
+  );
+  const want = dst.slice();
+  for (let b = 0; b < B; b++)
+    for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) want[b * dbs + j * R + i] = src[b * sbs + i * C + j];
+  assert.ok(sameBits(r.dst, want), 'transpose exact, the gaps untouched');
+});

@@ -53,8 +53,24 @@ const now = () => (typeof performance !== 'undefined' ? performance.now() : Date
 // supervised weights as timm does), else timm's MAE fine-tuning's ('avg' + fc_norm: CLASSIFY_DEFAULTS).
 const defaultPool = (model) => (typeof model === 'string' && !TRAIN_PRESETS[model] ? 'token' : CLASSIFY_DEFAULTS.pool);
 
+// config given with a timm architecture: timm kwargs (an object, or its JSON text) over it
+function timmKwargs(config) {
+  if (config == null) return {};
+  let v = config;
+  if (typeof v === 'string')
+    try {
+      v = JSON.parse(v);
+    } catch (e) {
+      throw new VitrineError(`config: not JSON (${e.message})`, -1);
+    }
+  if (!v || typeof v !== 'object' || Array.isArray(v))
+    throw new VitrineError('config: timm kwargs over the architecture (an object), e.g. { depth: 6 }', -1);
+  return v;
+}
+
 /** The model a new run trains (the engine's spec): the objective's model on a train preset, a timm
- * architecture (timm's create_model with imgSize / patchSize), or a config; a classifier's head has
+ * architecture (timm's create_model with imgSize / patchSize; a classifier's with config's timm kwargs
+ * over it), or a config; a classifier's head has
  * one output per class (classes: their names; the CLI checks the spec before the data are read,
  * with a stand-in). (Classify from an encoder file: its timm_kwargs, Session._open.) */
 export function runSpec(o, classes = ['a', 'b']) {
@@ -64,7 +80,9 @@ export function runSpec(o, classes = ['a', 'b']) {
   if (o.objective === 'classify') {
     const pool = o.pool || defaultPool(o.model),
       numClasses = classes.length;
-    if (arch && !TRAIN_PRESETS[arch]) return timmSpec(arch, { ...over, num_classes: numClasses, global_pool: pool });
+    // a timm architecture with config's timm kwargs over it: timm's create_model(name, **kwargs)
+    if (arch && !TRAIN_PRESETS[arch])
+      return timmSpec(arch, { ...timmKwargs(o.config), ...over, num_classes: numClasses, global_pool: pool });
     const config = o.config != null ? o.config : arch ? null : o.model && typeof o.model === 'object' ? o.model : null;
     const s = classifierSpec({ preset: arch || 'fmnist-p7-mlp2', config, numClasses, pool });
     return { ...s, config: { ...s.config, ...over } };

@@ -820,3 +820,23 @@ export function unpatchify(prog, { recon, masked, pred, images, idx }, { B, K, C
     rowGrid(prog, B * K),
   );
 }
+
+// ---- timm's NCHW intermediates ----------------------------------------------------------------
+
+/** dst[b dst_bs + c dst_rs + r] = src[b src_bs + r src_rs + c]: B matrices of R x C transposed
+ * (one invocation per element; a copy: the C reference's bits) */
+export function transpose(prog, { dst, src }, { B, R, C, dst_bs, dst_rs, src_bs, src_rs }) {
+  ew(
+    prog,
+    'transpose',
+    { dst, src },
+    { R, C, dbs: dst_bs, drs: dst_rs, sbs: src_bs, srs: src_rs },
+    {},
+    B * R * C,
+    `  let b = i / (u.R * u.C);
+  let rc = i % (u.R * u.C);
+  let r = rc / u.C;
+  let c = rc % u.C;
+  st_dst(b * u.dbs + c * u.drs + r, ld_src(b * u.sbs + r * u.srs + c));`,
+  );
+}
