@@ -171,3 +171,7 @@ export async function loadPeak(buildDir, kind = 'relaxed', clock = clockOf('wall
   for (let i = 0; i < 20; i++) gflops(); // V8 tiers the loop up on a later call
   return { name: kind === 'relaxed' ? 'f32x4.relaxed_madd, 12 chains' : 'f32x4 mul+add, 12 chains', gflops };
 }
+
+/** Node 20's flags for jax-js (bench/jaxjs_vit.mjs): its einsum and attention use iterator helpers,
+ * its Wasm kernels relaxed SIMD's fused multiply-add. */
+export const JAXJS_NODE_FLAGS = ['--harmony-iterator-helpers', '--experimental-wasm-relaxed-simd'];

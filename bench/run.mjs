@@ -27,6 +27,7 @@ import {
   pct,
   threadVerdict,
   SHARED_CORE,
+  JAXJS_NODE_FLAGS,
 } from './lib.mjs';
 
 const argv = process.argv.slice(2);
@@ -102,6 +103,7 @@ async function section(key, fn) {
 const rotate = (list, i) => list.map((_, j) => list[(i + j) % list.length]);
 const haveTorch = () => existsSync(PY) && runJSON(PY, ['-c', 'import torch']).status === 0;
 const haveTfjs = () => existsSync(join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm'));
+const haveJaxjs = () => existsSync(join(ROOT, 'node_modules/@jax-js/jax'));
 
 if (FROM) R = JSON.parse(readFileSync(FROM, 'utf8'));
 else {
@@ -192,6 +194,28 @@ else {
               ],
             ]
           : []),
+        // jax-js checks its step against PyTorch first (bench/jaxjs_vit.mjs): no PyTorch, no jax-js figure
+        ...(haveJaxjs() && haveTorch()
+          ? [
+              [
+                'jaxjs',
+                () =>
+                  run(
+                    `1 core b${b} jax-js wasm`,
+                    [process.execPath, [...JAXJS_NODE_FLAGS, join(ROOT, 'bench/jaxjs_vit.mjs')]],
+                    [
+                      '--batch',
+                      String(b),
+                      '--steps',
+                      String(QUICK ? 1 : b === 1 ? 3 : 2),
+                      '--warmup',
+                      QUICK ? '0' : '1', // after the check's two steps
+                      ...CPU,
+                    ],
+                  )[0],
+              ],
+            ]
+          : []),
       ];
       for (let r = 0; r < rounds; r++) {
         const round = { batch: b, round: r, load: loadavg()[0] };
@@ -219,6 +243,8 @@ else {
     }
     if (!haveTorch()) R.notes.push(`PyTorch: ${PY} cannot import torch (bash scripts/setup.sh installs python3-torch)`);
     if (!haveTfjs()) R.notes.push('TF.js: node_modules/@tensorflow missing (npm ci)');
+    if (!haveJaxjs()) R.notes.push('jax-js: node_modules/@jax-js/jax missing (npm ci)');
+    else if (!haveTorch()) R.notes.push('jax-js: not run (its step is checked against PyTorch before it is timed)');
     return { rounds: res };
   });
 
@@ -596,32 +622,36 @@ const oc = S.one_core?.rounds || [];
 const ocb = [...new Set(oc.filter((r) => r.round != null).map((r) => r.batch))];
 const runOf = (o, label) =>
   o?.runs?.find((x) => (label ? x.label === label : x.root === ROOT || !x.label.startsWith('before')));
-P('## 3. The ViT-Ti/16 training step on one core: vitrine vs PyTorch vs TF.js');
+P('## 3. The ViT-Ti/16 training step on one core: vitrine vs PyTorch vs TF.js vs jax-js');
 P();
 P(
   "One step of timm's ViT-Ti/16 (vit_tiny_patch16_224) with a 1000-class head: forward, cross-entropy, backward, AdamW (lr 1.5e-4, " +
-    'betas 0.9/0.95, weight decay 0.05), policy none; the same in all three (bench/step_bench.mjs --job vit, bench/torch_vit.py, ' +
-    'bench/tfjs_vit.mjs). Each process pinned to cpu 0. vitrine: the relaxed build (the default) through the JS shell. PyTorch: strictly ' +
+    'betas 0.9/0.95, weight decay 0.05), policy none; the same in all four (bench/step_bench.mjs --job vit, bench/torch_vit.py, ' +
+    'bench/tfjs_vit.mjs, bench/jaxjs_vit.mjs). Each process pinned to cpu 0. vitrine: the relaxed build (the default) through the JS shell. PyTorch: strictly ' +
     'one core (torch.set_num_threads(1), OPENBLAS_NUM_THREADS=1, taskset); its share of CPU time over the timed steps is shown. TF.js: ' +
     'wasm backend (XNNPACK, SIMD, threads off) on its fast path: every product a plain 2-D matMul without transpose flags, their ' +
     'gradients written with explicit tf.transpose, attention per head on 2-D slices (XNNPACK takes only that layout; the rest falls to ' +
-    "scalar loops). Clock: each process's CPU time (user + system, all its threads), so that other processes on cpu 0 are not charged. " +
-    "Statistic: rounds of the three processes (order rotated); ms = median over rounds of each process's median step; " +
+    'scalar loops). jax-js: its Wasm backend (one thread: Node has no Worker for its pool; relaxed SIMD on), the step one ' +
+    'jit(valueAndGrad) program with AdamW inside, tokens padded to 200 (its vectoriser wants multiples of 4) with the pad keys masked, ' +
+    "each process's first two steps checked against PyTorch (the same weights and inputs, float64) under the parity rule before any " +
+    "is timed. Clock: each process's CPU time (user + system, all its threads), so that other processes on cpu 0 are not charged. " +
+    "Statistic: rounds of the four processes (order rotated); ms = median over rounds of each process's median step; " +
     "ratios = median (min–max) of the per-round ratios. % of peak: model FLOPs (bench/train_bench.c's formula + the head) / step time / " +
     "the relaxed-madd peak timed (by the same clock) just before each step, median (min–max) over the steps. PyTorch's CPU share is " +
     'its CPU time over wall time (at most 100% pinned to one core).',
 );
 P();
 P(
-  '| batch | rounds | load | vitrine ms | PyTorch ms (CPU share) | TF.js ms | vitrine / PyTorch | TF.js / vitrine | vitrine % of peak | vitrine images/s |',
+  '| batch | rounds | load | vitrine ms | PyTorch ms (CPU share) | TF.js ms | jax-js ms | vitrine / PyTorch | TF.js / vitrine | jax-js / vitrine | vitrine % of peak | vitrine images/s |',
 );
-P('|---|---|---|---|---|---|---|---|---|---|');
+P('|---|---|---|---|---|---|---|---|---|---|---|---|');
 const oneCore = {};
 for (const b of ocb) {
   const rs = oc.filter((r) => r.batch === b && r.round != null);
   const v = rs.map((r) => runOf(r.vitrine)?.ms_median),
     t = rs.map((r) => r.pytorch?.ms_per_step),
-    j = rs.map((r) => r.tfjs?.ms_per_step);
+    j = rs.map((r) => r.tfjs?.ms_per_step),
+    x = rs.map((r) => r.jaxjs?.ms_per_step);
   const share = median(rs.map((r) => r.pytorch?.cpu_share));
   const pk = runOf(rs[0]?.vitrine)?.pct_peak;
   const pkAll = summary(
@@ -636,11 +666,13 @@ for (const b of ocb) {
     tfjs_ms: median(j),
     vitrine_over_torch: paired(v, t),
     tfjs_over_vitrine: paired(j, v),
+    jaxjs_ms: median(x),
+    jaxjs_over_vitrine: paired(x, v),
     pct_peak: pkAll,
   };
   P(
-    `| ${b} | ${rs.length} | ${f(rs[0]?.load, 1)}–${f(rs[rs.length - 1]?.load, 1)} | ${f(median(v), 0)} | ${f(median(t), 0)} (${f(100 * share, 0)}%) | ${f(median(j), 0)} | ` +
-      `${fr(oneCore[b].vitrine_over_torch)} | ${fr(oneCore[b].tfjs_over_vitrine)} | ${pk ? pct(pkAll, 0) : '–'} | ${f((b * 1e3) / median(v), 2)} |`,
+    `| ${b} | ${rs.length} | ${f(rs[0]?.load, 1)}–${f(rs[rs.length - 1]?.load, 1)} | ${f(median(v), 0)} | ${f(median(t), 0)} (${f(100 * share, 0)}%) | ${f(median(j), 0)} | ${f(median(x), 0)} | ` +
+      `${fr(oneCore[b].vitrine_over_torch)} | ${fr(oneCore[b].tfjs_over_vitrine)} | ${fr(oneCore[b].jaxjs_over_vitrine)} | ${pk ? pct(pkAll, 0) : '–'} | ${f((b * 1e3) / median(v), 2)} |`,
   );
 }
 const naive = oc.find((r) => r.naive_tfjs)?.naive_tfjs;
@@ -655,6 +687,24 @@ if (ti)
   );
 const tj = oc.find((r) => r.tfjs)?.tfjs;
 if (tj) P(`TensorFlow.js ${tj.tfjs}.`);
+const jx = oc.filter((r) => 'jaxjs' in r); // null: the process printed nothing
+const jxOk = jx.filter((r) => r.jaxjs?.check?.ok && r.jaxjs.ms_per_step != null);
+if (jx.length) {
+  const c = jxOk.map((r) => r.jaxjs.check),
+    any = jx.find((r) => r.jaxjs)?.jaxjs;
+  P(
+    `jax-js ${any?.jaxjs ?? '?'}, attention ${any?.attention ?? '?'}; like vitrine it runs WebAssembly SIMD128 with relaxed_madd (128-bit ` +
+      `vectors on ${H.cpu}, whose own ISA is ${H.isa}). Checked against PyTorch in ${c.length} of ${jx.length} processes` +
+      (c.length
+        ? `: losses of steps 1-2 err ≤ ${Math.max(...c.flatMap((x) => x.losses.map((l) => l.err))).toExponential(1)}, every gradient tensor ` +
+          `err ≤ ${Math.max(...c.map((x) => x.worst.err)).toExponential(1)} (worst ${c[0].worst.key}; PyTorch float32's own ≤ ` +
+          `${Math.max(...c.map((x) => x.torch32_worst)).toExponential(1)}), gradient norm ${f(c[0].grad_norm, 4)} against PyTorch's ${f(c[0].torch_grad_norm, 4)} (b${jxOk[0].batch})`
+        : '') +
+      '.',
+  );
+  for (const r of jx.filter((r) => !jxOk.includes(r)))
+    P(`**jax-js b${r.batch} round ${r.round}: not timed**: ${r.jaxjs?.error || 'no result'}.`);
+}
 P();
 
 // 4. two cores
@@ -989,6 +1039,9 @@ if (R.before) {
       `| ViT-Ti/16 b${b}, 1 core: vitrine / PyTorch strictly one core | ${fr(paired(bm, t))} | ${fr(paired(am, t))} | |`,
     );
     P(`| ViT-Ti/16 b${b}, 1 core: TF.js fast path / vitrine | ${fr(paired(j, bm))} | ${fr(paired(j, am))} | |`);
+    const x = rs.map((r) => r.jaxjs?.ms_per_step);
+    if (x.some((y) => y != null))
+      P(`| ViT-Ti/16 b${b}, 1 core: jax-js / vitrine | ${fr(paired(x, bm))} | ${fr(paired(x, am))} | |`);
     const pk = (label) =>
       summary(
         rs.flatMap((r) => {
@@ -1056,8 +1109,9 @@ P(`Raw numbers: ${SHOWN_OUT}/results.json.`);
 
 writeFileSync(join(OUT, 'results.json'), JSON.stringify(R, null, 1) + '\n');
 writeFileSync(join(OUT, 'results.md'), md.join('\n') + '\n');
-// a full run's tables also go into bench/README.md, between its markers (a smoke run's never)
-if (!R.quick && !FROM && !OUT_ARG) {
+// a full run's tables also go into bench/README.md, between its markers (a smoke run's or a
+// partial one's (--only) never)
+if (!R.quick && !FROM && !OUT_ARG && !ONLY) {
   const readme = join(ROOT, 'bench/README.md'),
     text = readFileSync(readme, 'utf8');
   const a = '<!-- results: written by bench/run.mjs -->',

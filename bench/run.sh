@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh: the one benchmark command. Builds the benchmark programs (native + wasm, target
 # vitrine_bench) and runs bench/run.mjs, which measures every table of bench/results.md (peaks, GEMM
-# and attention as % of the one-core peak, the ViT-Ti/16 step against PyTorch and TF.js on one and
-# two cores, thread scaling, the main job's images/s, policies, builds, the demo's decoders) and
-# writes bench/results.md and bench/results.json. Prints its own duration at the end: 10-15 min with
+# and attention as % of the one-core peak, the ViT-Ti/16 step against PyTorch, TF.js and jax-js on
+# one core and PyTorch on two, thread scaling, the main job's images/s, policies, builds, the demo's
+# decoders) and writes bench/results.md and bench/results.json. Prints its own duration at the end: 10-15 min with
 # --before on the 2-core machine (614 s on 2026-12-02 at load 1.1-2.5, building the older tree
 # included; 32 min once under load 4-10); less without --before;
 # `--quick` is a ~3 min smoke run whose figures mean nothing.
@@ -15,7 +15,7 @@
 # same programs measure both), built there, and every vitrine figure gets a "before" twin.
 # Run it on a quiet machine: other processes on the cores distort every figure, the paired ratios
 # least. Needs what scripts/setup.sh installs (python3-torch, libopenblas0-pthread, npm ci for
-# TF.js, clang-19 for the relaxed build).
+# TF.js and jax-js, clang-19 for the relaxed build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)

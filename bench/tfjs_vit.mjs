@@ -16,18 +16,19 @@
 // + a product (= the 16x16 stride-16 Conv2d), class token, pos_embed, pre-norm blocks (LayerNorm
 // eps 1e-6 via moments, fused qkv, softmax(q k^T / sqrt(hd)) v, proj, fc1 -> exact GELU (erf) ->
 // fc2), final LayerNorm, [CLS] into a 1000-class head. Step: forward, cross-entropy, gradients by
-// tf.variableGrads, AdamW written out in tf ops (TF.js has none).
+// tf.variableGrads, AdamW written out in tf ops (TF.js has none). Weights and inputs: those of
+// bench/peers/vit.mjs, as bench/jaxjs_vit.mjs's (which checks them against PyTorch).
 // --clock cpu times each step by the process's CPU time (bench/lib.mjs clockOf), not wall time.
 //   node bench/tfjs_vit.mjs --backend wasm|cpu [--preset NAME] [--batch B] [--steps R] [--layout fast|naive] [--clock wall|cpu]
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { clockOf } from './lib.mjs';
+import { CLASSES, PRESETS, makeInputs, makeWeights, toPeerLayout } from './peers/vit.mjs';
 
 const require = createRequire(import.meta.url);
 const tf = require('@tensorflow/tfjs');
 const wasmBackend = require('@tensorflow/tfjs-backend-wasm');
 
-const PRESETS = { vit_tiny_patch16_224: [192, 12, 3], vit_small_patch16_224: [384, 12, 6] };
 const args = process.argv.slice(2);
 const opt = (name, def) => {
   const i = args.indexOf(name);
@@ -45,8 +46,7 @@ const [D, depth, H] = PRESETS[preset];
 const hd = D / H,
   T = 197,
   N = 196,
-  P = 16,
-  CLASSES = 1000;
+  P = 16;
 
 if (backend === 'wasm') {
   tf.env().set('WASM_HAS_MULTITHREAD_SUPPORT', false); // one thread, as the vitrine and PyTorch runs it is set beside
@@ -65,24 +65,27 @@ const mmFast = tf.customGrad((a, b, save) => {
 });
 const mm = layout === 'fast' ? (a, b) => mmFast(a, b) : (a, b) => tf.matMul(a, b);
 
-function linear(din, dout) {
-  const lim = Math.sqrt(6 / (din + dout));
-  return { w: tf.variable(tf.randomUniform([din, dout], -lim, lim)), b: tf.variable(tf.zeros([dout])) };
-}
-const ln = () => ({ w: tf.variable(tf.ones([D])), b: tf.variable(tf.zeros([D])) });
+// the weights and inputs every peer starts from (bench/peers/vit.mjs; PyTorch's check uses them too)
+const weights = makeWeights(D, depth);
+const variable = (key) => {
+  const { shape, data } = weights.get(key);
+  const t = toPeerLayout(key, shape, data);
+  return tf.variable(tf.tensor(t.data, t.shape));
+};
+const lin = (name) => ({ w: variable(`${name}.weight`), b: variable(`${name}.bias`) });
 const params = {
-  pe: linear(3 * P * P, D),
-  cls: tf.variable(tf.randomNormal([1, 1, D], 0, 0.02)),
-  pos: tf.variable(tf.randomNormal([1, T, D], 0, 0.02)),
-  norm: ln(),
-  head: linear(D, CLASSES),
-  blocks: Array.from({ length: depth }, () => ({
-    n1: ln(),
-    qkv: linear(D, 3 * D),
-    proj: linear(D, D),
-    n2: ln(),
-    fc1: linear(D, 4 * D),
-    fc2: linear(4 * D, D),
+  pe: lin('patch_embed'),
+  cls: variable('cls_token'),
+  pos: variable('pos_embed'),
+  norm: lin('norm'),
+  head: lin('head'),
+  blocks: Array.from({ length: depth }, (_, i) => ({
+    n1: lin(`blocks.${i}.norm1`),
+    qkv: lin(`blocks.${i}.attn.qkv`),
+    proj: lin(`blocks.${i}.attn.proj`),
+    n2: lin(`blocks.${i}.norm2`),
+    fc1: lin(`blocks.${i}.fc1`),
+    fc2: lin(`blocks.${i}.fc2`),
   })),
 };
 const vars = [];
@@ -152,14 +155,9 @@ function adamw(grads, lr = 1.5e-4, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.05) {
   });
 }
 
-const img = tf.randomNormal([B, 3, 224, 224]);
-const labels = tf.oneHot(
-  tf.tensor1d(
-    Array.from({ length: B }, (_, i) => (i * 7) % CLASSES),
-    'int32',
-  ),
-  CLASSES,
-);
+const inputs = makeInputs(B);
+const img = tf.tensor(inputs.images, [B, 3, 224, 224]);
+const labels = tf.oneHot(tf.tensor1d(inputs.labels, 'int32'), CLASSES);
 function step() {
   const { grads } = tf.variableGrads(() => tf.losses.softmaxCrossEntropy(labels, forward(img)), vars);
   adamw(grads);

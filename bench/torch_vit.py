@@ -20,6 +20,11 @@ Run with Debian's /usr/bin/python3 and python3-torch (1.13); its BLAS is whateve
 points to: libopenblas0-pthread's OpenBLAS once installed (checked: the reference BLAS is ~20x
 slower). Prints one JSON object.
     taskset -c 0 /usr/bin/python3 bench/torch_vit.py --torch-threads 1 --blas-threads 1 --batch 1
+
+--check IN --check-out OUT: the reference a JS peer's step is checked against before it is timed
+(bench/peers/torch_check.mjs): the same model from IN's weights (param/<state_dict key>), images
+and labels, two steps in float64 (the truth) and float32; OUT gets the first step's gradients and
+both steps' losses (safetensors, as ../shared/docs/parity-format.md's expect/ and torch32/).
 """
 import argparse
 import ctypes
@@ -43,6 +48,9 @@ def parse():
     ap.add_argument("--policy", default="none", choices=["none", "block"])
     ap.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                     help="cpu: each step's process CPU time (one core on a busy machine), not wall time")
+    ap.add_argument("--check", metavar="IN",
+                    help="the reference for a peer's step (bench/vit_peers.mjs): weights and inputs from IN")
+    ap.add_argument("--check-out", metavar="OUT", help="with --check: where the losses and gradients go")
     return ap.parse_args()
 
 
@@ -108,6 +116,8 @@ def main():
     torch.set_num_threads(a.torch_threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
+    if a.check:
+        return check(a, ViT, torch, F)
 
     # which BLAS this process loaded, OpenBLAS's core name and thread count, an sgemm rate
     libs = set()
@@ -161,6 +171,62 @@ def main():
                       "sgemm1024_gflops": round(sgemm, 2), "cpu_share": round(cpu_share, 3),
                       "affinity": sorted(os.sched_getaffinity(0)),
                       "ms": [round(t, 2) for t in times], "ms_per_step": round(ms, 3)}), flush=True)
+
+
+def read_safetensors(path):
+    import numpy as np
+    with open(path, "rb") as f:
+        buf = f.read()
+    n = int.from_bytes(buf[:8], "little")
+    header = json.loads(buf[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    types = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+    out = {k: np.frombuffer(buf[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]],
+                            dtype=types[e["dtype"]]).reshape(e["shape"]) for k, e in header.items()}
+    return meta, out
+
+
+def write_safetensors(path, tensors, meta):
+    header, off, blobs = {"__metadata__": meta}, 0, []
+    for k, v in tensors.items():
+        b = v.astype("<f4").tobytes()
+        header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    text = json.dumps(header)
+    text += " " * ((8 - (8 + len(text)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text.encode() + b"".join(blobs))
+
+
+def check(a, ViT, torch, F):
+    """--check IN --check-out OUT: two steps (forward, cross-entropy, backward, AdamW) from IN's
+    weights (param/<state_dict key>) on IN's images and labels, in float64 (the truth) and in
+    float32; OUT gets the first step's gradients (expect/grad/<key> from float64, torch32/grad/<key>)
+    and both steps' losses (metadata losses64, losses32)."""
+    meta, t = read_safetensors(a.check)
+    D, depth, H = PRESETS[meta["preset"]]
+    depth = int(meta.get("depth", depth))
+    images, labels = torch.from_numpy(t["input/images"].copy()), torch.from_numpy(t["input/labels"].copy())
+    state = {k[len("param/"):]: torch.from_numpy(v.copy()) for k, v in t.items() if k.startswith("param/")}
+    out, losses = {}, {}
+    for dtype, side in ((torch.float64, "expect"), (torch.float32, "torch32")):
+        model = ViT(D, depth, H).to(dtype)
+        model.load_state_dict(state, strict=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1.5e-4, betas=(0.9, 0.95), weight_decay=0.05)
+        ls = []
+        for step in range(2):
+            loss = F.cross_entropy(model(images.to(dtype)), labels)
+            loss.backward()
+            ls.append(loss.item())
+            if step == 0:
+                for k, p in model.named_parameters():
+                    out[f"{side}/grad/{k}"] = p.grad.detach().clone().numpy()  # zero_grad reuses the tensor
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+        losses[side] = ls
+    write_safetensors(a.check_out, out, {"losses64": json.dumps(losses["expect"]),
+                                         "losses32": json.dumps(losses["torch32"]), "torch": torch.__version__})
 
 
 if __name__ == "__main__":

@@ -91,7 +91,32 @@ function lockForm(locked) {
   $('lock-note').hidden = !locked;
   renderClasses();
 }
+/** A control about to be disabled that has the focus hands it on (Start to Pause and back), so
+ * that keyboard users never find the focus dropped on the page's body. Pause is enabled only once
+ * the run has started: meanwhile the focus waits on Reset, and goes on to Pause when it can. */
+const FOCUS_NEXT = { start: 'pause', pause: 'start' };
+let focusWanted = null; // { id, interim }: where the focus goes when it can, and where it waits
 export function syncButtons() {
+  const had = document.activeElement;
+  syncButtonStates();
+  const usable = (id) => $(id) && !$(id).disabled && !$(id).hidden;
+  if (had && had.disabled && FOCUS_NEXT[had.id]) {
+    const want = FOCUS_NEXT[had.id];
+    if (usable(want)) $(want).focus();
+    else {
+      $('reset').focus();
+      focusWanted = { id: want, interim: $('reset') };
+    }
+  } else if (focusWanted) {
+    // still waiting on Reset: on to the control wanted once it is usable; the user moved on: forgotten
+    if (document.activeElement !== focusWanted.interim) focusWanted = null;
+    else if (usable(focusWanted.id)) {
+      $(focusWanted.id).focus();
+      focusWanted = null;
+    }
+  }
+}
+function syncButtonStates() {
   const has = !!S.run;
   const done = has && S.step >= S.run.cfg.steps;
   $('start').disabled = !S.ready || S.running || S.busy || done;

@@ -30,6 +30,7 @@ import {
 import { onDownload, onLoadWeights } from './weights.js';
 import { ensureIsolation } from './isolation.js';
 import { initTeach, teachConfigChanged, expectedStepSeconds, showExpect } from './teach.js';
+import { initLesson, lessonUpdate } from './lesson.js';
 
 page.planSoon = () => {
   planSoon();
@@ -37,6 +38,18 @@ page.planSoon = () => {
 };
 page.syncButtons = syncButtons;
 page.showExpect = showExpect;
+// the lesson (lesson.js) drives the page through these
+page.start = () => onStart();
+page.pause = () => onPause();
+page.reset = () => onReset();
+page.formChanged = () => {
+  syncFormVisibility();
+  page.planSoon();
+};
+page.policyApplied = (p) => {
+  applied = p;
+  if (policyCtl) policyCtl.reset(p);
+};
 
 // ---- worker events -----------------------------------------------------------------------------
 
@@ -65,7 +78,14 @@ function onTrainerEvent(m) {
     $('stat-ms').textContent = `${m.ms.toFixed(1)} ms`;
     $('stat-ips').textContent = m.ips.toFixed(0);
     $('stat-policy').textContent = policyLabel(m.policy);
+    // a policy switch's notice holds until its first step has run, then says since when
+    if (S.switchAt && m.step >= S.switchAt.step) {
+      setStatus(`training… checkpointing '${policyLabel(S.switchAt.policy)}' since step ${S.switchAt.step}`);
+      S.switchAt = null;
+    }
     scheduleDraw();
+    showExpect();
+    lessonUpdate();
   } else if (m.type === 'viz') {
     drawRecon(m);
   } else if (m.type === 'eval') {
@@ -75,8 +95,10 @@ function onTrainerEvent(m) {
     S.running = false;
     endStepWait();
     S.stopped = m.reason;
+    S.switchAt = null;
     setStatus(m.reason === 'done' ? `finished: ${m.step} steps` : `stopped at step ${m.step}`);
     syncButtons();
+    lessonUpdate();
   } else if (m.type === 'saved') {
     S.saved = m;
     $('storage-status').textContent = m.ok
@@ -220,7 +242,7 @@ async function onStart() {
     S.running = true;
     S.stopped = null;
     lastStepAt = performance.now();
-    setStatus('training…');
+    if (!S.switchAt) setStatus(`training… checkpointing '${policyLabel(S.policy)}'`);
   } catch (e) {
     setStatus(e.message, true);
   }
@@ -235,8 +257,10 @@ async function onPause() {
   }
   S.running = false;
   endStepWait();
+  S.switchAt = null;
   setStatus(`paused at step ${S.step}`);
   syncButtons();
+  lessonUpdate();
 }
 
 async function onReset() {
@@ -311,7 +335,11 @@ async function commitPolicy(policy) {
       applied = policy;
       S.policy = r.policy;
       showRefusal(null);
-      setStatus(`checkpointing '${policyLabel(r.policy)}' from the next step (step ${S.step + 1})`);
+      if (S.running) {
+        S.switchAt = { policy: r.policy, step: S.step + 1 };
+        setStatus(`checkpointing '${policyLabel(r.policy)}' from the next step (step ${S.step + 1})`);
+      } else
+        setStatus(`checkpointing '${policyLabel(r.policy)}' from the next step the run takes (step ${S.step + 1})`);
     }
   } catch (e) {
     setStatus(e.message, true);
@@ -505,6 +533,7 @@ async function boot() {
   syncPolicy();
   syncButtons();
   initTeach();
+  initLesson();
   S.booted = true;
 }
 

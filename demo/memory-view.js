@@ -4,8 +4,10 @@
 // of a configuration that does not fit, with the fix it offers one click away.
 import { $, S, page, clearStale } from './state.js';
 import { fmtBytes, policyLabel, MiB } from './plan.js';
+import { recomputeText as fmtRecompute, mflop } from '../web/widget/index.js';
 import { planner, startPlanner } from './engine-client.js';
 import { readForm, budgetBytes } from './form.js';
+import { configKey } from './worker-data.js';
 
 let fixAction = null;
 /** A refusal (null: none). fix: { label, apply } offered as a button. */
@@ -20,6 +22,8 @@ export function showRefusal(text, fix = null) {
 export function wireRefusal() {
   $('refusal-fix').addEventListener('click', () => {
     const f = fixAction;
+    // the button goes with the refusal: the focus goes to Start, which the fix presses
+    $('start').focus();
     showRefusal(null);
     if (f) f();
   });
@@ -67,15 +71,12 @@ function bar(label, segs, scale, limit) {
   return wrap;
 }
 
-const flops = (f) => (f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(1)} MFLOP`);
-/** FLOPs the policy re-computes per step and their share of one forward, from the engine's recorded
- * step of this configuration (teach.js; '…' until it is recorded). */
-function recomputeText(policy) {
-  const r = S.teach && S.teach.R && S.teach.R[policy];
-  if (!r) return '…';
-  return r.flops.recompute
-    ? `${flops(r.flops.recompute)} (${((100 * r.flops.recompute) / r.flops.forward).toFixed(0)}% of a forward)`
-    : '0';
+/** FLOPs the policy re-computes per step: the engine's plan (the same number as its recorded step:
+ * tests/test_memory.c), with their share of a forward once the teaching view has recorded one. */
+function recomputeText(flops) {
+  const R = S.teach && S.teach.R,
+    fwd = R && R.none && S.teach.key === S.planKey ? R.none.flops.forward : null;
+  return fwd ? fmtRecompute(flops, fwd) : flops ? mflop(flops) : '0: nothing re-computed';
 }
 
 export function renderMemory() {
@@ -94,22 +95,19 @@ export function renderMemory() {
   const gpu = S.mem && S.mem.gpu != null ? S.mem.gpu : null; // the GPU bytes held (webgpu backend)
   const scale = Math.max(budget, finite(r.need), lin, gpu || 0) * 1.04;
   const sum = $('mem-summary');
+  const row = r.rows.find((x) => x.policy === r.policy);
   sum.textContent =
-    `The trainer under '${policyLabel(r.policy)}' at batch ${S.run ? S.run.cfg.batch : readForm().batch} will hold ${fmtBytes(r.need)} ` +
-    `of the ${fmtBytes(budget)} budget (${r.fits ? 'fits' : 'does not fit'})` +
+    `The trainer under '${policyLabel(r.policy)}' at batch ${S.run ? S.run.cfg.batch : readForm().batch} will hold ${fmtBytes(row ? row.need : r.need)} while training` +
+    (r.keep && row && row.keepNeed !== row.need
+      ? ` and ${fmtBytes(row.keepNeed)} when it keeps its state for a reload`
+      : '') +
+    ` of the ${fmtBytes(budget)} budget (${r.fits ? 'fits' : 'does not fit'})` +
     (r.fits && !r.keep ? '; not kept for a reload: saving its state would not fit.' : '.') +
+    (r.policy !== 'none' && r.plan ? ` It re-computes ${recomputeText(r.plan.recomputeFlops)} per step.` : '') +
     (r.policy.startsWith('budget:') && r.fits && !r.plan.recomputeFlops
-      ? ' The budget search chose to keep everything: nothing needed re-computing.'
+      ? ' The budget search chose to keep everything: the same computation as none.'
       : '');
-  sum.style.color = r.fits ? 'var(--ok)' : 'var(--bad)';
-  if (S.teach && S.teach.R && S.plan.fits) {
-    // the page's policy, from its recorded step
-    const rp = S.teach.R[r.policy];
-    if (rp && r.policy !== 'none')
-      sum.textContent +=
-        ` It re-computes ${recomputeText(r.policy)} per step` +
-        (rp.flops.recompute ? '.' : ': nothing needed re-computing.');
-  }
+  sum.classList.toggle('bad', !r.fits);
   bars.appendChild(
     bar(
       `planned: ${r.parts
@@ -141,7 +139,7 @@ export function renderMemory() {
     if (gpu != null)
       bars.appendChild(
         bar(
-          `on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state and the step's arena, as planned)`,
+          `on the GPU now: ${fmtBytes(gpu)} of buffers (parameters, gradients, AdamW state, the step's arena and workspace, read-back buffers: what vitrine plan --backend webgpu plans)`,
           [[gpu, '#e0a458', 'GPU buffers']],
           scale,
           budget,
@@ -162,7 +160,14 @@ export function renderMemory() {
   );
   bars.appendChild(leg);
   const head = document.createElement('tr');
-  for (const h of ['policy', 'activations', 're-computed per step', 'trainer total', 'fits the budget']) {
+  for (const h of [
+    'policy',
+    'activations',
+    're-computed per step',
+    'training',
+    'kept for a reload',
+    'fits the budget',
+  ]) {
     const th = document.createElement('th');
     th.textContent = h;
     th.scope = 'col';
@@ -172,20 +177,24 @@ export function renderMemory() {
   for (const row of r.rows) {
     const tr = document.createElement('tr');
     if (row.policy === r.policy) tr.className = 'current';
+    tr.dataset.policy = row.policy;
+    const heads = ['policy', 'activations', 're-computed per step', 'training', 'kept for a reload', 'fits the budget'];
     const cells = row.error
-      ? [policyLabel(row.policy), row.error, '', '', '']
+      ? [policyLabel(row.policy), row.error, '', '', '', '']
       : [
           policyLabel(row.policy),
           fmtBytes(row.activations),
-          recomputeText(row.policy),
+          recomputeText(row.recomputeFlops),
           fmtBytes(row.need),
+          fmtBytes(row.keepNeed),
           row.fits ? 'yes' : 'no',
         ];
     cells.forEach((c, i) => {
       const td = document.createElement(i ? 'td' : 'th');
       if (!i) td.scope = 'row';
+      td.dataset.label = heads[i];
       td.textContent = c;
-      if (i === 4) td.className = row.fits ? 'yes' : 'no';
+      if (i === 5) td.className = row.fits ? 'yes' : 'no';
       tr.appendChild(td);
     });
     t.appendChild(tr);
@@ -210,6 +219,11 @@ export async function refreshPlan(policy = null) {
     const res = await planner.call('plan', { cfg, budget: budgetBytes() });
     if (seq !== planSeq) return res;
     S.plan = res.report;
+    try {
+      S.planKey = configKey(cfg);
+    } catch {
+      S.planKey = null;
+    }
     renderMemory();
     clearStale();
     // a timm preset's step takes seconds: the page says about how many before it starts (teach.js: showExpect)

@@ -9,16 +9,9 @@
 // a real engine through the trainer's sequence and checks it stays under this reach), and the
 // engine's answer is put into words for the page.
 
-export const MiB = 1024 * 1024;
-export const fmtBytes = (b) =>
-  !Number.isFinite(b)
-    ? '–'
-    : b >= 1024 * MiB
-      ? `${(b / (1024 * MiB)).toFixed(2)} GiB`
-      : b >= MiB || b === 0
-        ? `${(b / MiB).toFixed(1)} MiB`
-        : `${(b / 1024).toFixed(1)} KiB`;
-export const policyLabel = (p) => (p.startsWith('budget:') ? `budget:${fmtBytes(Number(p.slice(7)))}` : p);
+// one way to write bytes and policy names, the checkpointing widget's (web/widget/format.js)
+export { MiB, fmtBytes, policyLabel } from '../web/widget/index.js';
+import { MiB, fmtBytes, policyLabel } from '../web/widget/index.js';
 
 /** The engine's plan of one training step of `batch` images under `policy`; with `budget` (bytes
  * for the whole tab) less `extra` (what the tab needs besides the plan), its fit search too. */

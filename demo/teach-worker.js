@@ -1,11 +1,13 @@
 // teach-worker.js: the engine side of the page's "How checkpointing works" view (teach.js), a module
 // Web Worker with an engine of its own, so that nothing here touches the run being trained: the
-// recorded step of the page's model under each policy (Model.traceStep, read by trace-model.js), the
-// step times of every policy measured properly (teach-measure.js: warm-up, interleaved rounds), and the two
-// lightly bugs run live (an AIM block without its mask; frozen preprocessing). Messages in:
-// {id, type, ...}; replies carry the id; {type: 'progress', done, total} while measuring.
+// recorded step of the page's model under each policy (Model.traceStep, read by the checkpointing
+// widget, web/widget/), the step times of every policy measured properly (web/widget/measure.js:
+// warm-up, interleaved rounds, the baseline timed twice), and the two lightly bugs run live (an
+// AIM block without its mask; frozen preprocessing, with what PyTorch's re-entrant checkpoint
+// computed beside vitrine's). Messages in: {id, type, ...}; replies carry the id; {type:
+// 'progress', done, total} while measuring.
 import { createVitrine, showMasks } from '../web/vitrine.js';
-import { modelFor as modelOn, recordPolicies, measureTimes, wave } from './teach-measure.js';
+import { modelFor as modelOn, recordPolicies, measureTimes, wave } from '../web/widget/index.js';
 
 let vt = null,
   aborted = false;
@@ -109,40 +111,66 @@ function maskDemo({ encoder, batch = 2 }) {
   }
 }
 
-/** Frozen preprocessing: the patch embedding frozen, one loss forward + backward plain and
- * checkpointed ('block'): every block's gradient norm, and whether the bits agree. */
+// the encoder's preprocessing (everything its first block's input is made of) and its blocks, by name
+const PRE = /(?:^|\.)(patch_embed\.|cls_token$|reg_token$|pos_embed$|norm_pre\.)/;
+const encoderParam = (n) => !/^(decoder|projection_head|prediction_head|head)\b|(^|\.)decoder\./.test(n);
+
+/** Frozen preprocessing (lightly's case): the encoder's preprocessing frozen (patch embedding, class
+ * token; the positions are fixed anyway), one loss forward + backward of the same images three
+ * ways: plain ('none'); checkpointed ('block') as vitrine computes it; and what PyTorch's
+ * re-entrant checkpoint (use_reentrant=True, timm before 1.0.13) computed. Its rule: a checkpointed
+ * segment whose inputs all need no gradient returns outputs that need none either (the block's
+ * weights are not inputs of the checkpointed function), so autograd never reaches its weights.
+ * With nothing before the first block trainable, that holds for every block in turn: the pre-fix
+ * computation is the step with the encoder's blocks left out of the backward (frozen here, in this
+ * demonstration's own model: not an option of the library). Every gradient compared by name. */
 function frozenDemo({ spec, batch = 4, maskRatio = 0.75 }) {
-  const m = modelFor(spec, { maskRatio, trainer: false });
+  const build = () => modelFor(spec, { maskRatio, trainer: false });
+  const m = build(),
+    bug = build();
   try {
-    const frozen = [
-      ...new Set(
-        m
-          .params()
-          .map((p) => p.name)
-          .filter((n) => /patch_embed\./.test(n))
-          .map((n) => n.slice(0, n.indexOf('patch_embed.') + 11)),
-      ),
-    ];
-    frozen.forEach((n) => m.setRequiresGrad(n, false));
+    const names = m.params().map((p) => p.name);
+    const pre = names.filter((n) => encoderParam(n) && PRE.test(n) && !/blocks\.\d+\./.test(n));
+    const blocks = names.filter((n) => encoderParam(n) && blockOf(n) >= 0);
+    for (const model of [m, bug]) pre.forEach((n) => model.setRequiresGrad(n, false));
+    // PyTorch's rule, applied block by block: the first block's input needs a gradient only if something trainable made it
+    const inputNeedsGrad = pre.some((n) => m.params().find((p) => p.name === n).requiresGrad);
+    const lost = inputNeedsGrad ? [] : blocks;
+    lost.forEach((n) => bug.setRequiresGrad(n, false));
     const { img, chans } = m.dims,
       x = wave(batch * chans * img * img, 0.21),
       masks = showMasks(m, batch, maskRatio, 7);
-    const run = (policy) => {
-      m.setGradCheckpointing(policy);
-      m.zeroGrad();
-      const loss = m.loss(x, { ...masks, needGrad: true });
-      m.backward();
-      return { loss, gs: grads(m) };
+    const run = (model, policy) => {
+      model.setGradCheckpointing(policy);
+      model.zeroGrad();
+      const loss = model.loss(x, { ...masks, needGrad: true });
+      model.backward();
+      return { loss, gs: grads(model) };
     };
-    const plain = run('none'),
-      ckpt = run('block');
+    const plain = run(m, 'none'),
+      ckpt = run(m, 'block'),
+      pre2049 = run(bug, 'block');
+    const byName = (gs) => new Map(gs.map((p) => [p.name, p.g]));
+    const fixedG = byName(ckpt.gs),
+      bugG = byName(pre2049.gs);
+    const norm = (g) => Math.sqrt(g.reduce((s, v) => s + v * v, 0));
+    // every tensor that trains: its gradient under vitrine's checkpoint and under the pre-fix one
+    const tensors = ckpt.gs.map(({ name, g }) => ({
+      name,
+      block: encoderParam(name) ? blockOf(name) : -1,
+      fixed: norm(g),
+      bug: bugG.has(name) ? norm(bugG.get(name)) : null, // null: no gradient at all
+      same: bugG.has(name) && hex(bugG.get(name)) === hex(g),
+    }));
     return {
-      frozen,
+      frozen: pre,
       frozenCount: m.params().filter((p) => !p.requiresGrad).length,
       trainable: plain.gs.length,
       depth: m.dims.depth,
       loss: plain.loss,
-      lossSame: Math.fround(plain.loss) === Math.fround(ckpt.loss),
+      lossSame:
+        Math.fround(plain.loss) === Math.fround(ckpt.loss) && Math.fround(plain.loss) === Math.fround(pre2049.loss),
+      inputNeedsGrad,
       plain: blockNorms(plain.gs, m.dims.depth),
       ckpt: blockNorms(ckpt.gs, m.dims.depth),
       same:
@@ -150,11 +178,15 @@ function frozenDemo({ spec, batch = 4, maskRatio = 0.75 }) {
         plain.gs.every((p, i) => p.name === ckpt.gs[i].name && hex(p.g) === hex(ckpt.gs[i].g)),
       patchGrad: m
         .params()
-        .filter((p) => /patch_embed\./.test(p.name))
+        .filter((p) => pre.includes(p.name))
         .some((p) => p.grad),
+      tensors,
+      differ: tensors.filter((t) => !t.same).map((t) => t.name),
+      fixedHas: [...fixedG.keys()].length,
     };
   } finally {
     m.dispose();
+    bug.dispose();
   }
 }
 

@@ -67,6 +67,9 @@ export function specFor(cfg) {
   if (cfg.kind === 'mae') return { kind: 'mae', preset: cfg.model, config: maeDecoder(cfg.decoder || 'lightly') };
   return { kind: cfg.kind, preset: cfg.model };
 }
+/** What a recorded step depends on: the model, the batch and the mask ratio (the teaching view and
+ * the memory panel compare them to know they speak of the same step). */
+export const configKey = (cfg) => JSON.stringify([specFor(cfg), cfg.batch, cfg.maskRatio]);
 // the policy a config trains under ('auto' is resolved by the planner into budget:BYTES)
 export const policyOf = (cfg) => (cfg.checkpointing ? cfg.resolved || cfg.policy : 'none');
 

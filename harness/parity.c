@@ -301,6 +301,7 @@ typedef enum { PM_SINCOS, PM_ADAMW, PM_MODEL } pm_what;
 typedef struct {
     pm_what what;
     vt_kind kind;         /* PM_MODEL: the module's */
+    int distilled;        /* the module is timm's VisionTransformerDistilled */
     const char *cfg_text; /* the config as written (PM_MODEL: vt_model_config_from_json) */
     vt_json *cfg, *call;
     double lr, eps, weight_decay, b1, b2; /* PM_ADAMW */
@@ -312,6 +313,7 @@ static const struct {
     pm_what what;
     vt_kind kind;
 } MODULES[] = { { "timm.VisionTransformer", PM_MODEL, VT_KIND_TIMM },
+                { "timm.VisionTransformerDistilled", PM_MODEL, VT_KIND_TIMM },
                 { "lightly.MaskedVisionTransformerTIMM", PM_MODEL, VT_KIND_LIGHTLY },
                 { "lightly.MaskedCausalVisionTransformer", PM_MODEL, VT_KIND_CAUSAL },
                 { "lightly.examples.MAE", PM_MODEL, VT_KIND_MAE },
@@ -358,10 +360,13 @@ static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
     pm->what = !strcmp(fn->str, "sincos") ? PM_SINCOS : i < nm ? MODULES[i].what : PM_MODEL;
     if (pm->what == PM_MODEL && i == nm) return vt_fail(VT_ERR_FORMAT, "unsupported module '%s'", module);
     pm->kind = i < nm ? MODULES[i].kind : VT_KIND_TIMM;
+    pm->distilled = !strcmp(module, "timm.VisionTransformerDistilled");
     /* the call's options: known for what the file runs, each of its type */
-    static const char *const model_opts[] = {
-        "fn", "idx_mask", "idx_keep", "mask", "is_causal", "norm", NULL
-    };
+    static const char *const model_opts[] = { "fn", "idx_mask", "idx_keep", "mask", "is_causal", "norm",
+                                              "distilled_training",
+                                              /* timm's forward_intermediates */
+                                              "indices", "return_prefix_tokens", "stop_early", "output_fmt",
+                                              "intermediates_only", "output_dict", NULL };
     static const char *const adamw_opts[] = { "fn", "steps", NULL }, *const sincos_opts[] = { "fn", "keys",
                                                                                               NULL };
     const char *const *opts = pm->what == PM_MODEL   ? model_opts
@@ -373,7 +378,19 @@ static vt_status check_meta(const vt_st_file *f, parity_meta *pm) {
         int o = 0;
         while (opts[o] && strcmp(opts[o], key)) o++;
         if (!opts[o]) return vt_fail(VT_ERR_FORMAT, "unsupported call option '%s'", key);
-        if (pm->what == PM_MODEL && strcmp(key, "fn") && v->type != VT_JSON_BOOL)
+        if (!strcmp(key, "indices")) { /* timm's: null, a count of last blocks, or a list of indices */
+            int ok = v->type == VT_JSON_NULL || v->type == VT_JSON_NUMBER;
+            if (v->type == VT_JSON_ARRAY) {
+                ok = v->n > 0 && v->n <= 64;
+                for (size_t e = 0; e < v->n && ok; e++) ok = v->items[e].type == VT_JSON_NUMBER;
+            }
+            if (!ok)
+                return vt_fail(VT_ERR_FORMAT,
+                               "metadata call.indices: null, a whole number or a list of 1 to 64 of them");
+        } else if (!strcmp(key, "output_fmt")) {
+            if (v->type != VT_JSON_STRING || (strcmp(v->str, "NCHW") && strcmp(v->str, "NLC")))
+                return vt_fail(VT_ERR_FORMAT, "metadata call.output_fmt: \"NCHW\" or \"NLC\"");
+        } else if (pm->what == PM_MODEL && strcmp(key, "fn") && v->type != VT_JSON_BOOL)
             return vt_fail(VT_ERR_FORMAT, "metadata call.%s: true or false is needed", key);
         if (!strcmp(key, "keys") && v->type != VT_JSON_STRING)
             return vt_fail(VT_ERR_FORMAT, "metadata call.keys: a string is needed");
@@ -446,6 +463,37 @@ static int call_flag(const vt_json *call, const char *k, int dflt) {
     return j ? j->boolean : dflt;
 }
 
+/* timm's forward_intermediates options of the call into o (indices against the model's depth) */
+static vt_status read_inter_opts(const vt_json *call, int depth, vt_inter_opts *o) {
+    memset(o, 0, sizeof *o);
+    const vt_json *ix = vt_json_get(call, "indices"), *fmt = vt_json_get(call, "output_fmt");
+    int list[64], n = -1, last_n = 0;
+    if (ix && ix->type == VT_JSON_NUMBER) {
+        if (ix->number != (int)ix->number)
+            return vt_fail(VT_ERR_FORMAT, "metadata call.indices: %g is not a whole number", ix->number);
+        last_n = (int)ix->number;
+        if (last_n == 0) /* timm's assert: 0 < n */
+            return vt_fail(VT_ERR_FORMAT, "metadata call.indices: last-n (0) is out of range (1 to %d)",
+                           depth);
+    } else if (ix && ix->type == VT_JSON_ARRAY) {
+        n = (int)ix->n;
+        for (int k = 0; k < n; k++) {
+            double d = ix->items[k].number;
+            if (d != (int)d || d < -1e6 || d > 1e6)
+                return vt_fail(VT_ERR_FORMAT, "metadata call.indices[%d]: %g is not a block index", k, d);
+            list[k] = (int)d;
+        }
+    }
+    int rc = vt_take_indices(depth, n >= 0 ? list : NULL, n, last_n, &o->take);
+    if (rc) return vt_fail(VT_ERR_FORMAT, "metadata call.%s", vt_last_error());
+    o->norm = call_flag(call, "norm", 0);
+    o->return_prefix_tokens = call_flag(call, "return_prefix_tokens", 0);
+    o->stop_early = call_flag(call, "stop_early", 0);
+    o->intermediates_only = call_flag(call, "intermediates_only", 0);
+    o->nchw = !fmt || !strcmp(fmt->str, "NCHW"); /* timm's default output_fmt */
+    return VT_OK;
+}
+
 /* The call's fn (PyTorch's method name) as a vt_fn for this kind of module. */
 static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
     const char *s = vt_json_get(call, "fn")->str;
@@ -455,6 +503,8 @@ static vt_status call_fn(const vt_json *call, vt_kind kind, vt_fn *fn) {
      * lightly's modules' forward pools only */
     else if (!strcmp(s, "forward"))
         *fn = kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD;
+    else if (!strcmp(s, "forward_intermediates") && kind == VT_KIND_TIMM) /* timm's own */
+        *fn = VT_FN_TIMM_INTERMEDIATES;
     else if (!strcmp(s, "forward_intermediates"))
         *fn = call_flag(call, "norm", 0) ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES;
     else if (!strcmp(s, "loss") && loss_kind)
@@ -516,10 +566,15 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     vt_inputs *in = &x->in;
     const vt_st_tensor *ti = vt_st_find(f, "input/images");
     if (!ti) return vt_fail(VT_ERR_MISMATCH, "input/images is missing");
-    if (ti->ndim != 4 || ti->shape[1] != ec->in_chans || ti->shape[2] != ec->img_size ||
-        ti->shape[3] != ec->img_size)
-        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]", ec->in_chans, ec->img_size,
-                       ec->img_size);
+    int W0 = vt_img_width(ec);
+    if (ti->ndim != 4 || ti->shape[1] != ec->in_chans ||
+        (!ec->dynamic_img_size && (ti->shape[2] != ec->img_size || ti->shape[3] != W0)))
+        return vt_fail(VT_ERR_MISMATCH, "input/images must be [B, %d, %d, %d]%s", ec->in_chans, ec->img_size,
+                       W0, ec->dynamic_img_size ? " (any height and width: dynamic_img_size)" : "");
+    if (ti->shape[2] < 1 || ti->shape[2] > 1000000 || ti->shape[3] < 1 || ti->shape[3] > 1000000)
+        return vt_fail(VT_ERR_MISMATCH, "input/images: %lld x %lld pixels", ti->shape[2], ti->shape[3]);
+    in->height = (int)ti->shape[2];
+    in->width = (int)ti->shape[3];
     in->batch = (int)ti->shape[0];
     x->images = tensor_f32(ti);
     if (!x->images) return VT_ERR_FORMAT;
@@ -530,7 +585,10 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     in->idx_keep = (const int64_t *)x->idx_keep;
     /* the mask covers the whole sequence, prefix tokens included (as vit.c reads it), for the
      * token-replacing mask of lightly's encoder and the causal prefix mask alike */
-    long long G = ec->img_size / ec->patch_size, L = G * G + (ec->class_token ? 1 : 0) + ec->reg_tokens;
+    long long p = ec->patch_size, pad = ec->dynamic_img_pad;
+    long long Gh = pad ? (in->height + p - 1) / p : in->height / p,
+              Gw = pad ? (in->width + p - 1) / p : in->width / p;
+    long long L = Gh * Gw + (ec->class_token ? 1 : 0) + ec->reg_tokens + (ec->distilled ? 1 : 0);
     long long *mask = NULL;
     int cols = 0;
     if (!rc) rc = read_i64(f, "input/mask", in->batch, L, &mask, &cols);
@@ -543,7 +601,43 @@ static vt_status read_inputs(const vt_st_file *f, const vt_model *m, const vt_js
     }
     free(mask);
     in->is_causal = call_flag(call, "is_causal", 1); /* lightly's default is_causal=True */
+    in->distilled_training = call_flag(call, "distilled_training", 0);
+    const char *fname = vt_json_get(call, "fn")->str;
+    if (!rc && !strcmp(fname, "forward_intermediates") && vt_model_get_config(m)->kind == VT_KIND_TIMM)
+        rc = read_inter_opts(call, ec->depth, &in->inter);
+    else /* an option of timm's forward_intermediates on another call would be ignored: refused */
+        for (const char *const *k =
+                 (const char *const[]){ "indices", "return_prefix_tokens", "stop_early", "output_fmt",
+                                        "intermediates_only", "output_dict", NULL };
+             !rc && *k; k++)
+            if (vt_json_get(call, *k))
+                rc = vt_fail(VT_ERR_FORMAT,
+                             "metadata call.%s: an option of timm's forward_intermediates, not of %s", *k,
+                             fname);
     return rc;
+}
+
+/* output i's name in the file: out, intermediates.<i>, or DeiT's out_dist (head_dist's output in
+ * timm's distilled training mode, output 1 of timm's forward); timm's forward_intermediates: [out],
+ * intermediates.<k>, intermediates_prefix.<k> (its output_dict's image_intermediates_prefix) */
+static void output_name(char *nm, size_t len, vt_fn fn, const vt_inputs *in, int i) {
+    if (fn == VT_FN_TIMM_INTERMEDIATES) {
+        int o_sp = in->inter.intermediates_only ? 0 : 1, n = 0;
+        for (int b = 0; b < 64; b++) n += (int)(in->inter.take >> b & 1);
+        if (i < o_sp)
+            snprintf(nm, len, "out");
+        else if (i < o_sp + n)
+            snprintf(nm, len, "intermediates.%d", i - o_sp);
+        else
+            snprintf(nm, len, "intermediates_prefix.%d", i - o_sp - n);
+        return;
+    }
+    if (i == 0)
+        snprintf(nm, len, "out");
+    else if (fn == VT_FN_TIMM_FORWARD)
+        snprintf(nm, len, "out_dist");
+    else
+        snprintf(nm, len, "intermediates.%d", i - 1);
 }
 
 static int has_prefix(const vt_st_file *f, const char *prefix) {
@@ -554,8 +648,8 @@ static int has_prefix(const vt_st_file *f, const char *prefix) {
 
 /* Pushes each output of the call (loss, or out + intermediates.i) and reads the upstream gradient
  * the file gives for it (input/dout/<name>) into douts[i]; *n_douts = outputs that take one. */
-static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, outs *o, float **douts,
-                              int *n_douts) {
+static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, const vt_inputs *in, outs *o,
+                              float **douts, int *n_douts) {
     int nout = vt_output_count(m);
     for (int i = 0; i < nout; i++) {
         int64_t sh[4];
@@ -567,10 +661,8 @@ static vt_status push_outputs(const vt_st_file *f, const vt_model *m, vt_fn fn, 
         char nm[64];
         if (fn == VT_FN_LOSS)
             snprintf(nm, sizeof nm, "loss");
-        else if (i == 0)
-            snprintf(nm, sizeof nm, "out");
         else
-            snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+            output_name(nm, sizeof nm, fn, in, i);
         int rc = push(o, nm, y, n, nd, shl);
         if (rc) return rc;
         if (fn == VT_FN_LOSS) continue;
@@ -626,6 +718,10 @@ static vt_status model_open(const vt_st_file *f, const parity_meta *pm, const ch
     memset(x, 0, sizeof *x);
     int rc = call_fn(pm->call, pm->kind, fn);
     if (!rc) rc = vt_model_config_from_json(pm->cfg_text, strlen(pm->cfg_text), pm->kind, mc);
+    if (!rc && pm->distilled != mc->enc.distilled)
+        rc = vt_fail(VT_ERR_FORMAT, "module %s with config distilled %s: they disagree",
+                     pm->distilled ? "timm.VisionTransformerDistilled" : "timm.VisionTransformer",
+                     mc->enc.distilled ? "true" : "false");
     if (!rc) rc = vt_model_create(mc, m);
     if (!rc) rc = load_params(f, *m);
     if (!rc && policy) rc = vt_set_grad_checkpointing(*m, policy);
@@ -649,9 +745,10 @@ static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const cha
     if (!rc) rc = vt_forward(m, fn, &x.in, 1);
     if (!rc) {
         douts = calloc((size_t)vt_output_count(m) + 1, sizeof *douts);
-        rc = douts ? push_outputs(f, m, fn, o, douts, &n_douts) : vt_fail(VT_ERR_NOMEM, "out of memory");
+        rc = douts ? push_outputs(f, m, fn, &x.in, o, douts, &n_douts)
+                   : vt_fail(VT_ERR_NOMEM, "out of memory");
     }
-    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * ec->img_size * ec->img_size;
+    uint64_t img_n = (uint64_t)x.in.batch * ec->in_chans * (uint64_t)x.in.height * (uint64_t)x.in.width;
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
         dimages = alloc_n(img_n, sizeof(float));
         if (!dimages) rc = VT_ERR_NOMEM;
@@ -662,7 +759,7 @@ static vt_status run_model(const vt_st_file *f, const parity_meta *pm, const cha
     }
     if (!rc) rc = push_grads(m, o);
     if (!rc && dimages) {
-        long long shl[4] = { x.in.batch, ec->in_chans, ec->img_size, ec->img_size };
+        long long shl[4] = { x.in.batch, ec->in_chans, x.in.height, x.in.width };
         rc = push(o, "grad/input/images", dimages, (size_t)img_n, 4, shl);
     }
 
@@ -780,10 +877,7 @@ vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     if (!j->douts) rc = vt_fail(VT_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nout && !rc && j->fn != VT_FN_LOSS; i++) {
         char nm[64], dk[96];
-        if (i == 0)
-            snprintf(nm, sizeof nm, "out");
-        else
-            snprintf(nm, sizeof nm, "intermediates.%d", i - 1);
+        output_name(nm, sizeof nm, j->fn, &j->x.in, i);
         snprintf(dk, sizeof dk, "input/dout/%s", nm);
         const vt_st_tensor *dt = vt_st_find(f, dk);
         uint64_t n = vt_trace_output_bytes(*fwd, i) / sizeof(float);
@@ -799,8 +893,8 @@ vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     }
     if (!rc && vt_st_find(f, "expect/grad/input/images")) {
         const vt_vit_config *ec = &vt_model_get_config(j->m)->enc;
-        j->dimages =
-            alloc_n((uint64_t)j->x.in.batch * ec->in_chans * ec->img_size * ec->img_size, sizeof(float));
+        j->dimages = alloc_n(
+            (uint64_t)j->x.in.batch * ec->in_chans * (uint64_t)j->x.in.height * j->x.in.width, sizeof(float));
         if (!j->dimages) rc = VT_ERR_NOMEM;
     }
     if (!rc)

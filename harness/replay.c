@@ -133,7 +133,7 @@ static void fill_images(float *img, size_t n) {
 
 static void train_case(const vt_replay_case *c, vt_replay_result *r) {
     vt_model *A = make(c, NULL, r), *B = A ? make(c, NULL, r) : NULL;
-    size_t n = (size_t)c->batch * c->cfg.enc.in_chans * c->cfg.enc.img_size * c->cfg.enc.img_size;
+    size_t n = (size_t)c->batch * c->cfg.enc.in_chans * c->cfg.enc.img_size * vt_img_width(&c->cfg.enc);
     float *img = malloc(n * sizeof *img);
     int32_t *labels = malloc((size_t)c->batch * sizeof *labels);
     int classifier = c->cfg.kind == VT_KIND_TIMM;
@@ -217,8 +217,9 @@ done:
 static void call_case(const vt_replay_case *c, vt_replay_result *r) {
     vt_model *A = NULL, *B = NULL;
     const vt_vit_config *e = &c->cfg.enc;
-    int Bn = c->batch, G = e->img_size / e->patch_size, P = e->class_token + e->reg_tokens, L = G * G + P;
-    size_t n = (size_t)Bn * e->in_chans * e->img_size * e->img_size;
+    int Bn = c->batch, L = (int)vt_config_tokens(e), P = e->class_token + e->reg_tokens + e->distilled;
+    size_t n = (size_t)Bn * e->in_chans * (c->height ? c->height : e->img_size) *
+               (c->width ? c->width : vt_img_width(e));
     float *img = malloc(n * sizeof *img), *dimA = calloc(n, sizeof *dimA);
     int64_t *keep = malloc(((size_t)Bn * L + 1) * sizeof *keep),
             *msk = malloc(((size_t)Bn * L + 1) * sizeof *msk);
@@ -236,6 +237,10 @@ static void call_case(const vt_replay_case *c, vt_replay_result *r) {
     memset(&in, 0, sizeof in);
     in.images = img;
     in.batch = Bn;
+    in.height = c->height;
+    in.width = c->width;
+    in.distilled_training = c->distilled_training;
+    in.inter = c->inter;
     int loss = c->fn == VT_FN_LOSS, nk = c->idx_keep, nm = c->idx_mask;
     for (int b = 0; b < Bn; b++) {
         if (loss) { /* MAE: a permutation of the patches, kept then masked (the class token kept first) */
@@ -477,6 +482,69 @@ static int cases(named_case *out) {
     c.fn = VT_FN_TIMM_FORWARD;
     c.batch = 2;
     out[n++] = (named_case){ "timm forward (avgmax pool)", c };
+    /* the rest of timm's ViT: CLIP's and SigLIP's training steps, DeiT's heads, prr, dynamic size */
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.pre_norm = 1;
+    c.cfg.enc.norm_eps = 1e-5;
+    c.cfg.enc.act_layer = VT_ACT_QUICK_GELU;
+    c.fn = -1;
+    c.batch = 2;
+    c.warm_steps = 1;
+    out[n++] = (named_case){ "classifier step (CLIP: pre_norm, quick_gelu, eps 1e-5)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.class_token = 0;
+    c.cfg.enc.global_pool = VT_POOL_MAP;
+    c.cfg.enc.act_layer = VT_ACT_GELU_TANH;
+    c.cfg.enc.norm_layer = VT_NORM_RMS;
+    c.fn = -1;
+    c.batch = 2;
+    out[n++] = (named_case){ "classifier step (SigLIP map, gelu_tanh, rmsnorm)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.distilled = 1;
+    c.fn = VT_FN_TIMM_FORWARD;
+    c.batch = 2;
+    c.distilled_training = 1;
+    out[n++] = (named_case){ "timm forward (DeiT distilled, both heads)", c };
+    c.fn = -1;
+    c.distilled_training = 0;
+    out[n++] = (named_case){ "classifier step (DeiT distilled: both heads in the loss)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.num_classes = 3;
+    c.cfg.enc.img_size = 18;
+    c.cfg.enc.img_width = 14;
+    c.cfg.enc.global_pool = VT_POOL_PRR;
+    c.cfg.enc.scale_attn_norm = c.cfg.enc.scale_mlp_norm = 1;
+    c.cfg.enc.embed_norm_layer = VT_NORM_LAYER;
+    c.fn = VT_FN_TIMM_FORWARD;
+    c.batch = 2;
+    out[n++] = (named_case){ "timm forward (prr, scale norms, embed norm, 18x14 floored)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.dynamic_img_size = c.cfg.enc.dynamic_img_pad = 1;
+    c.cfg.enc.reg_tokens = 1;
+    c.fn = VT_FN_ENCODE;
+    c.batch = 2;
+    c.height = 22;
+    c.width = 12;
+    out[n++] = (named_case){ "timm forward_features (dynamic size, padded 22x12)", c };
+    /* timm's forward_intermediates: NCHW's transposes, the prefix split, the norm, stop_early */
+    c.fn = VT_FN_TIMM_INTERMEDIATES;
+    c.inter = (vt_inter_opts){ 1, 1, 1, 1, 1, 0 };
+    out[n++] = (named_case){ "timm forward_intermediates (NCHW, prefix, norm, stop_early, 22x12)", c };
+    memset(&c, 0, sizeof c);
+    vt_replay_small(&c.cfg, VT_KIND_TIMM);
+    c.cfg.enc.reg_tokens = 2;
+    c.fn = VT_FN_TIMM_INTERMEDIATES;
+    c.batch = 2;
+    c.inter = (vt_inter_opts){ 0, 0, 1, 0, 0, 1 };
+    out[n++] = (named_case){ "timm forward_intermediates (NLC, intermediates only, prefix)", c };
     /* the losses with image gradients */
     memset(&c, 0, sizeof c);
     vt_replay_small(&c.cfg, VT_KIND_MAE);
@@ -505,12 +573,12 @@ static int cases(named_case *out) {
 }
 
 int vt_replay_case_count(void) {
-    named_case cs[32];
+    named_case cs[40];
     return cases(cs);
 }
 
 const char *vt_replay_case_get(int i, int policy, int reference, vt_replay_case *out) {
-    static named_case cs[32];
+    static named_case cs[40];
     int n = cases(cs);
     if (i < 0 || i >= n || !vt_replay_policy(policy)) return NULL;
     *out = cs[i].c;

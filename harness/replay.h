@@ -24,9 +24,12 @@ typedef struct {
     int idx_mask;  /* n_mask indices per image (patches) */
     int bool_mask; /* a [B, L] mask: lightly's token mask, or the causal prefix mask */
     int is_causal;
-    int reference;   /* through vt_kernels_use_reference(1) */
-    int warm_steps;  /* training: real steps taken by both before the recorded one */
-    float clip_norm; /* training: gradient clipping (0: off) */
+    int reference;     /* through vt_kernels_use_reference(1) */
+    int height, width; /* a call's images of another size (dynamic_img_size; 0: the config's) */
+    int distilled_training;
+    vt_inter_opts inter; /* timm's forward_intermediates */
+    int warm_steps;      /* training: real steps taken by both before the recorded one */
+    float clip_norm;     /* training: gradient clipping (0: off) */
 } vt_replay_case;
 
 typedef struct {

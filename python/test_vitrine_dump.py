@@ -16,6 +16,7 @@ import json
 import math
 import os
 import struct
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -246,7 +247,7 @@ class StandIn(unittest.TestCase):
 
             refused(r'images: \(2, 3, 8, 8\); the model takes \[B, 3, 16, 16\]', m, torch.randn(2, 3, 8, 8), p, 'forward_features')
             refused(r'images: must be finite', m, x.masked_fill(x > 2, float('nan')), p, 'forward_features')
-            refused(r"has no call 'encode' here \(forward_features, forward\)", m, x, p, 'encode')
+            refused(r"has no call 'encode' here \(forward_features, forward, forward_intermediates\)", m, x, p, 'encode')
             refused(r'takes no idx_mask', m, x, p, 'forward_features', idx_mask=torch.zeros(2, 3, dtype=torch.int64))
             refused(r"module 'lightly.Foo'", m, x, p, 'encode', module='lightly.Foo')
             refused(r'module= and config= go together', m, x, p, config=None, module='timm.VisionTransformer')
@@ -266,9 +267,18 @@ class StandIn(unittest.TestCase):
             try:
                 self.assertEqual(vd.main([]), 2)
                 self.assertEqual(vd.main(['x.safetensors', '--kind', 'timm', '--batch', '0']), 2)
-                self.assertEqual(vd.main(['/nonexistent-dir/x.safetensors', '--kind', 'timm', '--kwargs', '[1]']), 1)
+                self.assertEqual(vd.main(['/nonexistent-dir/x.safetensors', '--kind', 'timm', '--kwargs', '[1]']), 2)
             finally:
                 sys.stderr = err
+
+    def test_without_torch_one_line(self):
+        """PyTorch missing: one line naming it, exit 2, no traceback"""
+        code = ('import runpy, sys; sys.modules["torch"] = None; sys.argv = ["vitrine_dump.py", "x", "--kind", "timm"]; '
+                f'runpy.run_path({os.path.join(os.path.dirname(os.path.abspath(__file__)), "vitrine_dump.py")!r}, run_name="__main__")')
+        r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertRegex(r.stderr, r'^vitrine_dump.py: PyTorch is not importable')
 
 
 # ---- with timm / lightly ---------------------------------------------------------------------
@@ -292,19 +302,83 @@ class Timm(unittest.TestCase):
             self.assertEqual(vd.vit_config(v), {**base, **kw}, kw)
         self.assertEqual(vd.vit_config(self.vit(pos_embed='none'))['pos_embed'], 'none')
 
-    def test_refuses_what_vitrine_does_not_compute(self):
+    def test_config_of_the_rest_of_timm(self):
         import functools
-        for kw, pattern in [({'pre_norm': True}, 'pre_norm'), ({'fc_norm': True}, 'fc_norm'),
-                            ({'act_layer': 'gelu_tanh'}, r'exact GELU'), ({'dynamic_img_size': True}, 'dynamic_img_size'),
-                            ({'global_pool': 'map'}, 'global_pool "map"'), ({'proj_bias': False}, 'proj_bias'),
-                            ({'final_norm': False}, 'norm / fc_norm'),
-                            ({'norm_layer': functools.partial(nn.LayerNorm, eps=1e-5)}, r'LayerNorm\(eps=1e-05.*vitrine computes eps 1e-06')]:
+        from timm.layers import LayerNorm
+        cases = [({'pre_norm': True}, {'pre_norm': True}),
+                 ({'act_layer': 'gelu_tanh'}, {'act_layer': 'gelu_tanh'}),
+                 ({'act_layer': 'quick_gelu'}, {'act_layer': 'quick_gelu'}),
+                 ({'norm_layer': functools.partial(LayerNorm, eps=1e-5)}, {'norm_eps': 1e-5}),
+                 ({'norm_layer': 'rmsnorm', 'qk_norm': True}, {'norm_layer': 'rmsnorm', 'qk_norm': True}),
+                 ({'fc_norm': True}, {'fc_norm': True}),
+                 ({'global_pool': 'avg', 'fc_norm': False}, {'global_pool': 'avg', 'fc_norm': False}),
+                 ({'final_norm': False}, {'final_norm': False}),
+                 ({'proj_bias': False}, {'proj_bias': False}),
+                 ({'scale_attn_norm': True, 'scale_mlp_norm': True}, {'scale_attn_norm': True, 'scale_mlp_norm': True}),
+                 ({'global_pool': 'map'}, {'global_pool': 'map'}),
+                 ({'global_pool': 'prr'}, {'global_pool': 'prr'}),
+                 ({'global_pool': 'avg', 'pool_include_prefix': True}, {'global_pool': 'avg', 'pool_include_prefix': True}),
+                 ({'img_size': (32, 48)}, {'img_size': [32, 48]}),
+                 ({'img_size': 36}, {'img_size': 36}),
+                 ({'dynamic_img_size': True, 'dynamic_img_pad': True}, {'dynamic_img_size': True, 'dynamic_img_pad': True}),
+                 ({'embed_norm_layer': 'rmsnorm'}, {'embed_norm_layer': 'rmsnorm'}),
+                 ({'weight_init': 'jax', 'fix_init': True}, {})]
+        for kw, want in cases:
+            cfg = vd.vit_config(self.vit(**kw))
+            for k, v in want.items():
+                self.assertEqual(cfg.get(k), v, f'{kw}: {k}')
+            extra = set(cfg) - {'img_size', 'patch_size', 'in_chans', 'embed_dim', 'depth', 'num_heads', 'mlp_ratio',
+                                'qkv_bias', 'qk_norm', 'class_token', 'reg_tokens', 'no_embed_class', 'global_pool',
+                                'num_classes', 'init_values'}
+            self.assertEqual(extra, set(want) - {'qk_norm', 'global_pool', 'img_size'}, f'{kw}: only non-defaults written')
+
+    def test_distilled(self):
+        import timm
+        v = timm.create_model('deit_tiny_distilled_patch16_224', img_size=32, embed_dim=16, depth=1, num_heads=2)
+        module, cfg = vd.describe(v)
+        self.assertEqual((module, cfg['distilled']), ('timm.VisionTransformerDistilled', True))
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, 'd.safetensors')
+            vd.dump(vd.perturb(v), torch.randn(2, 3, 32, 32), p, 'forward', distilled_training=True, warn=lambda s: None)
+            t, meta = vd.read_safetensors(p)
+        self.assertEqual(json.loads(meta['call']), {'fn': 'forward', 'distilled_training': True})
+        self.assertEqual((t['expect/out'].shape, t['expect/out_dist'].shape), ((2, 1000), (2, 1000)))
+        self.assertIn('param/dist_token', t)
+        self.assertIn('param/head_dist.weight', t)
+
+    def test_refuses_what_vitrine_does_not_compute(self):
+        from timm.models.vision_transformer import ResPostBlock
+        from timm.layers import SwiGLU
+        for kw, pattern in [({'block_fn': ResPostBlock}, r"timm's Block \(block_fn\)"),
+                            ({'mlp_layer': SwiGLU}, "timm's Mlp"),
+                            ({'act_layer': 'silu'}, 'exact GELU, gelu_tanh and quick_gelu'),
+                            ({'patch_size': (8, 4)}, 'square images and patches'),
+                            ({'attn_layer': 'diff'}, r"timm's Attention \(attn_layer\)")]:
             try:
                 v = self.vit(**kw)
-            except TypeError as e:  # a kwarg this timm does not know
+            except (TypeError, AssertionError, KeyError) as e:  # an option this timm does not have
                 self.skipTest(f'{kw}: {e}')
             with self.assertRaisesRegex(vd.DumpError, pattern, msg=str(kw)):
                 vd.vit_config(v)
+
+    def cli(self, *args):
+        r = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'vitrine_dump.py'),
+                            os.path.join(tempfile.gettempdir(), 'vitrine-dump-refused.safetensors'), *args],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertNotIn('Traceback', r.stderr)
+        return r.stderr
+
+    def test_cli_refusals_in_one_line(self):
+        self.assertRegex(self.cli('--kind', 'timm', '--name', 'vit_nonexistent_patch16'), 'has no model of that name')
+        self.assertRegex(self.cli('--kind', 'timm', '--kwargs', '{"img_size": 16, "depthh": 1}'), 'depthh')
+        self.assertRegex(self.cli('--kind', 'timm', '--name', 'vit_tiny_patch16_224', '--kwargs', '{"foo": 1}'), 'foo')
+        self.assertRegex(self.cli('--kind', 'timm', '--name', 'vit_tiny_r_s16_p8_224', '--kwargs', '{"img_size": 64}'),
+                         'hybrid backbone')
+        self.assertRegex(self.cli('--kind', 'timm', '--name', 'swin_tiny_patch4_window7_224'), 'not a model this tool knows')
+        self.assertRegex(self.cli('--kind', 'lightly', '--name', 'deit_tiny_distilled_patch16_224', '--kwargs',
+                                  '{"img_size": 32, "depth": 1}'), 'dist_token')
 
     def test_key_norm_bias_gradient_written_as_zero(self):
         v = vd.perturb(self.vit(qk_norm=True, num_classes=0))
@@ -315,9 +389,41 @@ class Timm(unittest.TestCase):
         self.assertEqual(t['expect/grad/blocks.0.attn.k_norm.bias'].abs().max().item(), 0)
         self.assertGreater(t['expect/grad/blocks.0.attn.q_norm.bias'].abs().max().item(), 0)
 
-    def test_timm_forward_intermediates_is_refused(self):
-        with self.assertRaisesRegex(vd.DumpError, "timm's forward_intermediates differs"):
-            vd.dump(self.vit(), torch.randn(1, 3, 32, 32), os.devnull, 'forward_intermediates')
+    def test_timm_forward_intermediates(self):
+        """timm's own forward_intermediates: its outputs named as the engine names them (out,
+        intermediates.<k>, intermediates_prefix.<k>; output_dict the same), its options written into
+        the call as given, bad options refused in one line."""
+        v = self.vit(reg_tokens=1, depth=3, num_classes=0)
+        x = torch.randn(2, 3, 32, 32)
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, 'i.safetensors')
+            for opts, want in [({}, ['out'] + [f'intermediates.{k}' for k in range(3)]),
+                               ({'indices': [0, -1], 'return_prefix_tokens': True, 'norm': True, 'output_fmt': 'NLC'},
+                                ['out', 'intermediates.0', 'intermediates.1', 'intermediates_prefix.0',
+                                 'intermediates_prefix.1']),
+                               ({'indices': 1, 'intermediates_only': True, 'stop_early': True}, ['intermediates.0']),
+                               ({'indices': (1,), 'output_dict': True, 'return_prefix_tokens': True},
+                                ['out', 'intermediates.0', 'intermediates_prefix.0'])]:
+                s = vd.dump(v, x, f, 'forward_intermediates', intermediates=opts, warn=lambda s: None)
+                t, meta = vd.read_safetensors(f)
+                outs = sorted(k[7:] for k in t if k.startswith('expect/') and not k.startswith('expect/grad/'))
+                self.assertEqual(outs, sorted(want), opts)
+                call = json.loads(meta['call'])
+                self.assertEqual({k: v for k, v in call.items() if k != 'fn'},
+                                 {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()})
+                nchw = opts.get('output_fmt', 'NCHW') == 'NCHW'
+                self.assertEqual(list(t['expect/intermediates.0'].shape), [2, 48, 4, 4] if nchw else [2, 16, 48])
+                self.assertTrue(s['tensors'])
+            for opts, pattern in [({'indices': 4}, r'last-n is out of range \(1 to 3\)'),
+                                  ({'indices': [3]}, r'feature index 3 is out of range'),
+                                  ({'indices': []}, 'non-empty list'),
+                                  ({'output_fmt': 'NHWC'}, 'NCHW or NLC'),
+                                  ({'stop_early': 1}, 'True or False'),
+                                  ({'attn_mask': None}, "attn_mask is not an option of timm's forward_intermediates")]:
+                with self.assertRaisesRegex(vd.DumpError, pattern):
+                    vd.dump(v, x, f, 'forward_intermediates', intermediates=opts, warn=lambda s: None)
+            with self.assertRaisesRegex(vd.DumpError, 'takes no indices'):
+                vd.dump(v, x, f, 'forward_features', intermediates={'indices': 1}, warn=lambda s: None)
 
 
 @unittest.skipIf(NO_LIGHTLY, NO_LIGHTLY)
@@ -367,6 +473,22 @@ class Lightly(unittest.TestCase):
                 self.assertLess((u[k][D:2 * D] - t[k][D:2 * D]).abs().max().item(), 1e-12 * scale + 1e-12, f'{name} {k}')
             checked += 1
         self.assertGreaterEqual(checked, 12)
+
+    def test_mae_mask_over_patches_only(self):
+        model = vd.build('mae', None, {'img_size': 16, 'patch_size': 4, 'embed_dim': 16, 'depth': 1, 'num_heads': 2,
+                                       'reg_tokens': 2, 'num_classes': 0},
+                         decoder={'decoder_dim': 8, 'decoder_depth': 1, 'decoder_heads': 2})
+        x = vd.make_inputs(model, 3, 0, idx_mask=True, idx_keep=True)
+        self.assertTrue(torch.equal(x['idx_keep'][:, :3], torch.arange(3).expand(3, 3)), 'every prefix token kept')
+        self.assertGreaterEqual(x['idx_mask'].min().item(), 3, 'only patches masked')
+        self.assertEqual(x['idx_keep'].shape[1] + x['idx_mask'].shape[1], 19)
+        with tempfile.TemporaryDirectory() as d:
+            vd.dump(model, x.pop('images'), os.path.join(d, 'm.safetensors'), warn=lambda s: None, **x)
+
+    def test_lightly_no_embed_class_with_prefix_explained(self):
+        with self.assertRaisesRegex(vd.DumpError, 'no_embed_class'):
+            vd.build('lightly', None, {'img_size': 16, 'patch_size': 4, 'embed_dim': 16, 'depth': 1, 'num_heads': 2,
+                                       'no_embed_class': True})
 
     def test_is_causal_false_refused(self):
         model = vd.build('causal', None, {'img_size': 16, 'patch_size': 4, 'embed_dim': 32, 'depth': 1, 'num_heads': 2,

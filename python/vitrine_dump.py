@@ -16,7 +16,9 @@ As a module (an existing model object: a fine-tuned one keeps its weights):
     import vitrine_dump
     vitrine_dump.dump(model, images, 'model.safetensors', call='encode', idx_mask=idx_mask)
 
-Models: timm VisionTransformer (module timm.VisionTransformer: forward, forward_features),
+Models: timm VisionTransformer (module timm.VisionTransformer: forward, forward_features,
+forward_intermediates with its options; every option vitrine computes, vit_config; DeiT's
+VisionTransformerDistilled as timm.VisionTransformerDistilled, forward with distilled_training),
 lightly MaskedVisionTransformerTIMM (encode, forward, forward_intermediates; idx_mask, idx_keep,
 mask, norm), lightly MaskedCausalVisionTransformer (forward_features; mask, is_causal), and
 lightly's MAE / AIM examples as the classes MAE and AIM below (loss). Needs torch; timm and
@@ -32,9 +34,16 @@ import re
 import struct
 import sys
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as _e:  # as a script: one line and exit 2, never a traceback
+    if __name__ == '__main__':
+        print(f'vitrine_dump.py: PyTorch is not importable by {sys.executable} ({_e}): install it '
+              '(Debian: python3-torch) or run this with a Python that has it', file=sys.stderr)
+        sys.exit(2)
+    raise
 
 FORMAT = 'vitrine-parity/1'
 TOOL = 'vitrine_dump.py 1'
@@ -52,9 +61,15 @@ KINDS = {  # --kind -> the module name the parity file records
     'mae': 'lightly.examples.MAE',
     'aim': 'lightly.examples.AIM',
 }
+DISTILLED = 'timm.VisionTransformerDistilled'  # DeiT's (deit_*_distilled_*): --kind timm
 # each module's calls and the optional inputs each call takes (MAE/AIM: required)
+# timm's VisionTransformer.forward_intermediates: its keyword arguments vitrine computes (attn_mask and
+# is_causal are not among them)
+TIMM_INTERMEDIATES = ('indices', 'return_prefix_tokens', 'norm', 'stop_early', 'output_fmt', 'intermediates_only',
+                      'output_dict')
 CALLS = {
-    'timm.VisionTransformer': {'forward_features': (), 'forward': ()},
+    'timm.VisionTransformer': {'forward_features': (), 'forward': (), 'forward_intermediates': TIMM_INTERMEDIATES},
+    DISTILLED: {'forward_features': (), 'forward': ('distilled_training',), 'forward_intermediates': TIMM_INTERMEDIATES},
     'lightly.MaskedVisionTransformerTIMM': {'encode': ('idx_mask', 'idx_keep', 'mask'),
                                             'forward': ('idx_mask', 'idx_keep', 'mask'),
                                             'forward_intermediates': ('idx_mask', 'idx_keep', 'mask', 'norm')},
@@ -221,11 +236,30 @@ def _is(obj, *names):
     return any(c.__name__ in names for c in type(obj).__mro__)
 
 
+def _norm_of(m, where):
+    """(kind, eps) of a norm layer vitrine computes: ('layernorm', eps) for torch's / timm's
+    LayerNorm with weight and bias, ('rmsnorm', eps) for timm's RmsNorm with weight."""
+    if isinstance(m, nn.LayerNorm):
+        if not m.elementwise_affine or getattr(m, 'bias', True) is None:
+            raise DumpError(f'{where}: LayerNorm without weight and bias; vitrine computes it with both')
+        return 'layernorm', float(m.eps)
+    if _is(m, 'RmsNorm'):
+        if getattr(m, 'weight', None) is None:
+            raise DumpError(f'{where}: RmsNorm without a weight; vitrine computes it with one')
+        return 'rmsnorm', float(m.eps)
+    raise DumpError(f'{where}: {type(m).__name__} where vitrine computes a LayerNorm or RmsNorm')
+
+
 def _layernorm(m, where, eps=1e-6):
-    if not isinstance(m, nn.LayerNorm):
-        raise DumpError(f'{where}: {type(m).__name__} where vitrine computes a LayerNorm')
-    if m.eps != eps or not m.elementwise_affine:
-        raise DumpError(f'{where}: LayerNorm(eps={m.eps}, elementwise_affine={m.elementwise_affine}); vitrine computes eps {eps} with weight and bias')
+    kind, e = _norm_of(m, where)
+    if kind != 'layernorm' or e != eps:
+        raise DumpError(f'{where}: {type(m).__name__}(eps={e}); vitrine computes LayerNorm eps {eps} with weight and bias here')
+
+
+def _same_norm(m, where, norm):
+    if _norm_of(m, where) != norm:
+        raise DumpError(f'{where}: {type(m).__name__}(eps={_norm_of(m, where)[1]}) where block 0\'s norm1 is {norm[0]} '
+                        f'eps {norm[1]}: vitrine computes one norm_layer')
 
 
 def _ratio(hidden, dim):
@@ -236,96 +270,180 @@ def _ratio(hidden, dim):
     return r
 
 
-def _check_mlp(mlp, where, bias=True):
-    if not _is(mlp, 'Mlp'):
-        raise DumpError(f'{where}: {type(mlp).__name__} where vitrine computes timm\'s Mlp (fc1, GELU, fc2)')
-    act = mlp.act
-    if not isinstance(act, nn.GELU) or getattr(act, 'approximate', 'none') != 'none':
-        raise DumpError(f'{where}.act: {act!r}; vitrine computes exact GELU (nn.GELU(approximate="none"))')
-    if not isinstance(getattr(mlp, 'norm', nn.Identity()), nn.Identity):
-        raise DumpError(f'{where}.norm: an MLP norm layer is not supported')
+def _act_of(act, where):
+    """timm's act_layer name of an MLP's activation vitrine computes."""
+    if isinstance(act, nn.GELU):
+        a = getattr(act, 'approximate', 'none')
+        if a in ('none', 'tanh'):
+            return 'gelu' if a == 'none' else 'gelu_tanh'
+    elif _is(act, 'GELU'):
+        return 'gelu'
+    elif _is(act, 'GELUTanh'):
+        return 'gelu_tanh'
+    elif _is(act, 'QuickGELU'):
+        return 'quick_gelu'
+    raise DumpError(f'{where}: {act!r}; vitrine computes exact GELU, gelu_tanh and quick_gelu (timm act_layer)')
+
+
+def _check_mlp(mlp, where, bias=True, act='gelu', norm=None):
+    if not _is(mlp, 'Mlp') or not isinstance(getattr(mlp, 'fc1', None), nn.Linear):
+        raise DumpError(f'{where}: {type(mlp).__name__} where vitrine computes timm\'s Mlp (fc1, act, norm, fc2)')
+    if _act_of(mlp.act, f'{where}.act') != act:
+        raise DumpError(f'{where}.act: {mlp.act!r} where block 0\'s is {act}: vitrine computes one act_layer')
+    has_norm = not isinstance(getattr(mlp, 'norm', nn.Identity()), nn.Identity)
+    if has_norm != (norm is not None):
+        raise DumpError(f'{where}.norm: {"a" if has_norm else "no"} MLP norm where vitrine computes {"none" if norm is None else "one"} '
+                        '(scale_mlp_norm)')
+    if has_norm:
+        _same_norm(mlp.norm, f'{where}.norm', norm)
     for fc in ('fc1', 'fc2'):
         if (getattr(mlp, fc).bias is not None) != bias:
-            raise DumpError(f'{where}.{fc}: {"no " if bias else ""}bias, which vitrine does not compute here')
+            raise DumpError(f'{where}.{fc}: {"no " if bias else ""}bias where {"fc1" if fc == "fc2" else "the block"} has '
+                            f'{"" if bias else "none"}: vitrine computes timm\'s (proj_bias: both or neither)')
 
 
-def _check_block(blk, where, dim, heads, hidden, qk_norm, ls):
+def _check_block(blk, where, dim, heads, hidden, qk_norm, ls, norm=('layernorm', 1e-6), act='gelu', proj_bias=True,
+                 attn_norm=False, mlp_norm=False):
     if not _is(blk, 'Block', 'MaskedCausalBlock'):
-        raise DumpError(f'{where}: {type(blk).__name__} where vitrine computes timm\'s Block')
-    _layernorm(blk.norm1, f'{where}.norm1')
-    _layernorm(blk.norm2, f'{where}.norm2')
+        raise DumpError(f'{where}: {type(blk).__name__} where vitrine computes timm\'s Block (block_fn)')
+    _same_norm(blk.norm1, f'{where}.norm1', norm)
+    _same_norm(blk.norm2, f'{where}.norm2', norm)
     a = blk.attn
-    if not _is(a, 'Attention', 'MaskedCausalAttention'):
-        raise DumpError(f'{where}.attn: {type(a).__name__} where vitrine computes timm\'s Attention')
+    if not _is(a, 'Attention', 'MaskedCausalAttention') or _is(a, 'DiffAttention', 'AttentionRope'):
+        raise DumpError(f'{where}.attn: {type(a).__name__} where vitrine computes timm\'s Attention (attn_layer)')
     if a.num_heads != heads or a.num_heads * a.head_dim != dim or a.qkv.out_features != 3 * dim:
         raise DumpError(f'{where}.attn: {a.num_heads} heads of {a.head_dim} for dim {dim}; every block needs {heads} heads of dim / heads')
-    if not isinstance(getattr(a, 'norm', nn.Identity()), nn.Identity) or getattr(a, 'gate', None) is not None:
-        raise DumpError(f'{where}.attn: scale_norm / gated attention is not supported')
-    if a.proj.bias is None:
-        raise DumpError(f'{where}.attn.proj: no bias (proj_bias=False) is not supported')
+    if getattr(a, 'gate', None) is not None:
+        raise DumpError(f'{where}.attn: gated attention is not computed by vitrine')
+    has_an = not isinstance(getattr(a, 'norm', nn.Identity()), nn.Identity)
+    if has_an != attn_norm:
+        raise DumpError(f'{where}.attn.norm: scale_attn_norm differs from block 0')
+    if has_an:
+        _same_norm(a.norm, f'{where}.attn.norm', norm)
+    if (a.proj.bias is not None) != proj_bias:
+        raise DumpError(f'{where}.attn.proj: its bias differs from block 0 (proj_bias)')
     if isinstance(a.q_norm, nn.Identity) == qk_norm:
         raise DumpError(f'{where}.attn: qk_norm differs from block 0')
     if qk_norm:
-        _layernorm(a.q_norm, f'{where}.attn.q_norm')
-        _layernorm(a.k_norm, f'{where}.attn.k_norm')
+        _same_norm(a.q_norm, f'{where}.attn.q_norm', norm)
+        _same_norm(a.k_norm, f'{where}.attn.k_norm', norm)
     if (not isinstance(blk.ls1, nn.Identity)) != ls or (not isinstance(blk.ls2, nn.Identity)) != ls:
         raise DumpError(f'{where}: LayerScale (init_values) differs from block 0')
-    _check_mlp(blk.mlp, f'{where}.mlp')
+    _check_mlp(blk.mlp, f'{where}.mlp', bias=proj_bias, act=act, norm=norm if mlp_norm else None)
     if blk.mlp.fc1.out_features != hidden:
         raise DumpError(f'{where}.mlp: {blk.mlp.fc1.out_features} hidden units, block 0 has {hidden}')
 
 
+def _pair(v):
+    return tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v), int(v))
+
+
 def _square(v, what):
-    v = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    v = _pair(v)
     if v[0] != v[1]:
-        raise DumpError(f'{what} {v}: vitrine computes square images and patches')
+        raise DumpError(f'{what} {v}: vitrine computes square images and patches here')
     return int(v[0])
+
+
+def _img_size(v):
+    """timm's img_size as the config writes it: an integer, or [height, width]."""
+    h, w = _pair(v)
+    return h if h == w else [h, w]
+
+
+def _check_attn_pool(ap, where, dim, heads, hidden, norm, act):
+    """timm's AttentionPoolLatent as VisionTransformer makes it for global_pool 'map'."""
+    if not _is(ap, 'AttentionPoolLatent'):
+        raise DumpError(f'{where}: {type(ap).__name__} where vitrine computes timm\'s AttentionPoolLatent')
+    if ap.latent.shape != (1, 1, dim) or getattr(ap, 'pos_embed', None) is not None or ap.pool != 'token':
+        raise DumpError(f'{where}: a latent of {tuple(ap.latent.shape)}, pos_embed or pool {ap.pool!r}: vitrine computes '
+                        'one latent query of embed_dim, no pos_embed, pool \'token\' (what VisionTransformer makes)')
+    if ap.num_heads != heads or not isinstance(ap.q, nn.Linear) or ap.q.bias is None or ap.kv.bias is None:
+        raise DumpError(f'{where}: {ap.num_heads} heads, q / kv with bias expected ({heads} heads, q_proj, qkv_bias)')
+    if not isinstance(ap.q_norm, nn.Identity) or ap.mlp is None or ap.proj.bias is None:
+        raise DumpError(f'{where}: qk_norm, no MLP or no proj bias: not what VisionTransformer makes')
+    _same_norm(ap.norm, f'{where}.norm', norm)
+    _check_mlp(ap.mlp, f'{where}.mlp', bias=True, act=act)
+    if ap.mlp.fc1.out_features != hidden:
+        raise DumpError(f'{where}.mlp: {ap.mlp.fc1.out_features} hidden units where the blocks have {hidden}')
 
 
 def vit_config(vit, where='vit'):
     """The timm VisionTransformer constructor kwargs that describe `vit`, as vitrine reads them;
-    a structure vitrine does not compute is a DumpError naming the module."""
+    a structure vitrine does not compute is a DumpError naming the module. Keys vitrine needs that
+    are not timm kwargs: norm_eps / embed_norm_eps (timm passes partial(LayerNorm, eps=...)) and
+    distilled (DeiT's VisionTransformerDistilled); each option is written only when it is not timm's
+    default."""
     pe = vit.patch_embed
-    proj = pe.proj
-    img, patch = _square(pe.img_size, f'{where}.patch_embed.img_size'), _square(pe.patch_size, f'{where}.patch_embed.patch_size')
-    if not isinstance(proj, nn.Conv2d) or _square(proj.kernel_size, 'kernel') != patch or _square(proj.stride, 'stride') != patch:
+    if _is(pe, 'HybridEmbed'):
+        raise DumpError(f'{where}.patch_embed: a hybrid backbone (timm HybridEmbed: a CNN before the transformer, '
+                        f'{type(pe.backbone).__name__}); vitrine computes the Conv2d patch embedding of a plain ViT')
+    proj = getattr(pe, 'proj', None)
+    if not _is(pe, 'PatchEmbed') or not isinstance(proj, nn.Conv2d):
+        raise DumpError(f'{where}.patch_embed: {type(pe).__name__}; vitrine computes timm\'s PatchEmbed (a Conv2d)')
+    patch = _square(pe.patch_size, f'{where}.patch_embed.patch_size')
+    if _pair(proj.kernel_size) != (patch, patch) or _pair(proj.stride) != (patch, patch) or proj.padding not in (0, (0, 0)):
         raise DumpError(f'{where}.patch_embed.proj: not a Conv2d with kernel = stride = patch_size')
-    if proj.bias is None:
-        raise DumpError(f'{where}.patch_embed.proj: no bias (pre_norm) is not supported')
-    for name in ('norm',):
-        if not isinstance(getattr(pe, name, nn.Identity()), nn.Identity):
-            raise DumpError(f'{where}.patch_embed.{name}: a patch-embedding norm is not supported')
-    if getattr(vit, 'dynamic_img_size', False) or getattr(pe, 'dynamic_img_pad', False):
-        raise DumpError(f'{where}: dynamic_img_size / dynamic_img_pad are not supported')
-    if not isinstance(getattr(vit, 'norm_pre', nn.Identity()), nn.Identity):
-        raise DumpError(f'{where}.norm_pre: pre_norm is not supported')
-    if getattr(vit, 'attn_pool', None) is not None:
-        raise DumpError(f'{where}.attn_pool: global_pool "map" is not supported')
-    if getattr(vit, 'pool_include_prefix', False):
-        raise DumpError(f'{where}: pool_include_prefix is not supported')
+    if pe.img_size is None:
+        raise DumpError(f'{where}.patch_embed: img_size None (NaFlex style); vitrine needs the model\'s image size')
     blocks = list(vit.blocks)
     if not blocks:
         raise DumpError(f'{where}.blocks: a ViT without blocks')
     D = vit.embed_dim
     b0 = blocks[0]
+    if not _is(b0, 'Block', 'MaskedCausalBlock'):
+        raise DumpError(f'{where}.blocks.0: {type(b0).__name__} where vitrine computes timm\'s Block (block_fn)')
+    if not _is(b0.mlp, 'Mlp') or not isinstance(getattr(b0.mlp, 'fc1', None), nn.Linear):
+        raise DumpError(f'{where}.blocks.0.mlp: {type(b0.mlp).__name__} where vitrine computes timm\'s Mlp (mlp_layer)')
+    if not _is(b0.attn, 'Attention', 'MaskedCausalAttention') or _is(b0.attn, 'DiffAttention', 'AttentionRope'):
+        raise DumpError(f'{where}.blocks.0.attn: {type(b0.attn).__name__} where vitrine computes timm\'s Attention '
+                        '(attn_layer)')
+    norm = _norm_of(b0.norm1, f'{where}.blocks.0.norm1')
+    act = _act_of(b0.mlp.act, f'{where}.blocks.0.mlp.act')
     heads, hidden = b0.attn.num_heads, b0.mlp.fc1.out_features
     qk_norm, ls = not isinstance(b0.attn.q_norm, nn.Identity), not isinstance(b0.ls1, nn.Identity)
+    proj_bias = b0.attn.proj.bias is not None
+    attn_norm = not isinstance(getattr(b0.attn, 'norm', nn.Identity()), nn.Identity)
+    mlp_norm = not isinstance(getattr(b0.mlp, 'norm', nn.Identity()), nn.Identity)
     for i, blk in enumerate(blocks):
-        _check_block(blk, f'{where}.blocks.{i}', D, heads, hidden, qk_norm, ls)
+        _check_block(blk, f'{where}.blocks.{i}', D, heads, hidden, qk_norm, ls, norm, act, proj_bias, attn_norm, mlp_norm)
+    pre_norm = not isinstance(getattr(vit, 'norm_pre', nn.Identity()), nn.Identity)
+    if pre_norm:
+        _same_norm(vit.norm_pre, f'{where}.norm_pre', norm)
+    if (proj.bias is None) != pre_norm:
+        raise DumpError(f'{where}.patch_embed.proj: {"no " if proj.bias is None else ""}bias with'
+                        f'{"" if pre_norm else "out"} norm_pre; timm makes the bias exactly when pre_norm is off')
+    embed_norm = None
+    if not isinstance(getattr(pe, 'norm', nn.Identity()), nn.Identity):
+        embed_norm = _norm_of(pe.norm, f'{where}.patch_embed.norm')
+    distilled = _is(vit, 'VisionTransformerDistilled')
     gp = vit.global_pool or ''
-    if gp not in ('', 'token', 'avg', 'max', 'avgmax'):
-        raise DumpError(f'{where}: global_pool {gp!r} is not supported')
-    # timm's default fc_norm=None: LayerNorm after avg / max / avgmax pooling, else the final norm
-    fc = gp in ('avg', 'max', 'avgmax')
+    if gp not in ('', 'token', 'avg', 'max', 'avgmax', 'map', 'prr'):
+        raise DumpError(f'{where}: global_pool {gp!r} is not one of timm\'s')
+    ap = getattr(vit, 'attn_pool', None)
+    if gp == 'map':
+        _check_attn_pool(ap, f'{where}.attn_pool', D, heads, hidden, norm, act)
+    elif gp == 'prr':
+        if not _is(ap, 'AttentionPoolPrr') or not isinstance(ap.pre_norm, nn.Identity) or \
+                not isinstance(ap.post_norm, nn.Identity) or ap.num_heads != heads or \
+                ap.pool != ('token' if vit.cls_token is not None else 'avg'):
+            raise DumpError(f'{where}.attn_pool: {type(ap).__name__} is not the AttentionPoolPrr VisionTransformer makes')
+    elif ap is not None:
+        raise DumpError(f'{where}.attn_pool: {type(ap).__name__} with global_pool {gp!r}')
+    # timm: use_fc_norm = (global_pool in avg / avgmax / max) if fc_norm is None else fc_norm;
+    # norm = final_norm and not use_fc_norm; fc_norm = final_norm and use_fc_norm
     norm_ln, fc_ln = not isinstance(vit.norm, nn.Identity), not isinstance(vit.fc_norm, nn.Identity)
-    if (norm_ln, fc_ln) != (not fc, fc):
-        raise DumpError(f'{where}: norm / fc_norm ({type(vit.norm).__name__}, {type(vit.fc_norm).__name__}) are not '
-                        f'timm\'s defaults for global_pool {gp!r} (fc_norm=None, final_norm=True)')
-    _layernorm(vit.norm if norm_ln else vit.fc_norm, f'{where}.{"norm" if norm_ln else "fc_norm"}')
+    if norm_ln and fc_ln:
+        raise DumpError(f'{where}: both norm and fc_norm are norm layers, which timm never makes')
+    for on, name in ((norm_ln, 'norm'), (fc_ln, 'fc_norm')):
+        if on:
+            _same_norm(getattr(vit, name), f'{where}.{name}', norm)
+    default_fc = gp in ('avg', 'max', 'avgmax')
     head = vit.head
     num_classes = 0 if isinstance(head, nn.Identity) else head.out_features
-    if num_classes and (not isinstance(head, nn.Linear) or head.in_features != D):
+    if num_classes and (not isinstance(head, nn.Linear) or head.in_features != D or head.bias is None):
         raise DumpError(f'{where}.head: {type(head).__name__}; vitrine computes a Linear(embed_dim, num_classes) head')
+    img = _img_size(pe.img_size)
     cfg = {
         'img_size': img, 'patch_size': patch, 'in_chans': proj.in_channels, 'embed_dim': D, 'depth': len(blocks),
         'num_heads': heads, 'mlp_ratio': _ratio(hidden, D), 'qkv_bias': b0.attn.qkv.bias is not None,
@@ -336,6 +454,34 @@ def vit_config(vit, where='vit'):
     }
     if vit.pos_embed is None:
         cfg['pos_embed'] = 'none'
+    # the rest of timm's options, written only when not timm's default
+    extra = {
+        'pre_norm': (pre_norm, False),
+        'final_norm': (norm_ln or fc_ln, True),
+        'fc_norm': (None if (norm_ln or fc_ln) and fc_ln == default_fc else fc_ln if (norm_ln or fc_ln) else None, None),
+        'proj_bias': (proj_bias, True),
+        'scale_attn_norm': (attn_norm, False),
+        'scale_mlp_norm': (mlp_norm, False),
+        'pool_include_prefix': (bool(getattr(vit, 'pool_include_prefix', False)) and gp != 'prr', False),
+        'dynamic_img_size': (bool(getattr(vit, 'dynamic_img_size', False)), False),
+        'dynamic_img_pad': (bool(getattr(pe, 'dynamic_img_pad', False)), False),
+        'act_layer': (act, 'gelu'),
+        'norm_layer': (norm[0], 'layernorm'),
+        'norm_eps': (norm[1], 1e-6),
+        'embed_norm_layer': (embed_norm[0] if embed_norm else None, None),
+        'embed_norm_eps': (embed_norm[1] if embed_norm else 1e-6, 1e-6),
+        'distilled': (distilled, False),
+    }
+    for k, (v, dflt) in extra.items():
+        if v != dflt:
+            cfg[k] = v
+    if distilled:
+        if vit.cls_token is None or getattr(vit, 'reg_token', None) is not None or vit.no_embed_class or gp != 'token' or fc_ln:
+            raise DumpError(f'{where}: a VisionTransformerDistilled with registers, no_embed_class, no class token or '
+                            'fc_norm: timm\'s own forward does not compute it as a DeiT')
+        hd = vit.head_dist
+        if (0 if isinstance(hd, nn.Identity) else hd.out_features) != num_classes:
+            raise DumpError(f'{where}.head_dist: not the size of head')
     return cfg
 
 
@@ -348,12 +494,17 @@ def describe(model):
     if _is(model, 'MaskedVisionTransformerTIMM'):
         return KINDS['lightly'], dict(vit_config(model.vit), mask_token=True)
     if _is(model, 'MaskedCausalVisionTransformer'):
-        return KINDS['causal'], vit_config(model, 'model')
+        cfg = vit_config(model, 'model')
+        if cfg.get('scale_attn_norm'):
+            raise DumpError('model.blocks.0.attn.norm: lightly\'s MaskedCausalAttention builds it (scale_attn_norm) '
+                            'and never applies it; vitrine does not compute that')
+        return KINDS['causal'], cfg
     if _is(model, 'VisionTransformer'):
-        return KINDS['timm'], vit_config(model, 'model')
-    raise DumpError(f'{type(model).__name__}: not a model this tool knows (timm VisionTransformer, lightly '
-                    'MaskedVisionTransformerTIMM / MaskedCausalVisionTransformer, vitrine_dump.MAE / AIM); '
-                    'for another module that computes one of these, pass module= and config=')
+        cfg = vit_config(model, 'model')
+        return DISTILLED if cfg.get('distilled') else KINDS['timm'], cfg
+    raise DumpError(f'{type(model).__name__}: not a model this tool knows (timm VisionTransformer, '
+                    'VisionTransformerDistilled, lightly MaskedVisionTransformerTIMM / MaskedCausalVisionTransformer, '
+                    'vitrine_dump.MAE / AIM); for another module that computes one of these, pass module= and config=')
 
 
 # ---- lightly's MAE and AIM examples as modules ---------------------------------------------------
@@ -489,9 +640,17 @@ AIM_DEFAULTS = {'class_token': False, 'no_embed_class': True, 'global_pool': 'av
 def _timm_vit(name, kwargs):
     import timm
     if name:
-        return timm.create_model(name, pretrained=False, **kwargs)
+        if not timm.is_model(name):
+            raise DumpError(f'--name {name}: timm {timm.__version__} has no model of that name')
+        try:
+            return timm.create_model(name, pretrained=False, **kwargs)
+        except TypeError as e:  # a kwarg the model's class does not take
+            raise DumpError(f'--kwargs: timm\'s {name} does not take them ({e})') from e
     from timm.models.vision_transformer import VisionTransformer
-    return VisionTransformer(**kwargs)
+    try:
+        return VisionTransformer(**kwargs)
+    except TypeError as e:
+        raise DumpError(f'--kwargs: timm\'s VisionTransformer does not take them ({e})') from e
 
 
 def build(kind, name=None, kwargs=None, seed=0, init='perturbed', decoder=None, head=None):
@@ -513,20 +672,35 @@ def build(kind, name=None, kwargs=None, seed=0, init='perturbed', decoder=None, 
             if name:
                 raise DumpError(f'--name with --kind {kind}: MaskedCausalVisionTransformer is built from --kwargs (timm names build a plain VisionTransformer)')
             from lightly.models.modules import MaskedCausalVisionTransformer
-            vit = MaskedCausalVisionTransformer(**({**AIM_DEFAULTS, **kwargs} if kind == 'aim' else kwargs))
+            try:
+                vit = MaskedCausalVisionTransformer(**({**AIM_DEFAULTS, **kwargs} if kind == 'aim' else kwargs))
+            except TypeError as e:
+                raise DumpError(f'--kwargs: lightly\'s MaskedCausalVisionTransformer does not take them ({e})') from e
         else:
             vit = _timm_vit(name, kwargs)
         if kwargs.get('init_values') is not None:
             vit._vitrine_init_values = float(kwargs['init_values'])
-        if kind == 'timm' or kind == 'causal':
-            model = vit
-        elif kind == 'lightly':
-            from lightly.models.modules import MaskedVisionTransformerTIMM
-            model = MaskedVisionTransformerTIMM(vit=vit)
-        elif kind == 'mae':
-            model = MAE.build(vit, **(decoder or {}))
-        else:
-            model = AIM.build(vit, **(head or {}))
+        if kind in ('lightly', 'mae', 'aim', 'causal') and _is(vit, 'VisionTransformerDistilled'):
+            raise DumpError(f'--kind {kind} with a distilled DeiT: lightly\'s wrappers know no dist_token (--kind timm)')
+        try:
+            if kind == 'timm' or kind == 'causal':
+                model = vit
+            elif kind == 'lightly':
+                from lightly.models.modules import MaskedVisionTransformerTIMM
+                model = MaskedVisionTransformerTIMM(vit=vit)
+            elif kind == 'mae':
+                model = MAE.build(vit, **(decoder or {}))
+            else:
+                model = AIM.build(vit, **(head or {}))
+        except (RuntimeError, ValueError, AssertionError) as e:
+            why = ''
+            gh, gw = vit.patch_embed.grid_size
+            if gh != gw and kind in ('lightly', 'mae', 'aim'):
+                why = f' (lightly\'s sin-cos pos_embed is made for a square grid; this one is {gh}x{gw})'
+            elif vit.no_embed_class and vit.num_prefix_tokens and kind in ('lightly', 'mae'):
+                why = (' (lightly <= 1.5.26 makes its sin-cos pos_embed with rows for the prefix tokens, which '
+                       'no_embed_class leaves out: see docs/testing.md)')
+            raise DumpError(f'--kind {kind}: lightly could not wrap this ViT: {type(e).__name__}: {e}{why}') from e
     if init == 'perturbed':
         perturb(model, seed)
     return model
@@ -570,24 +744,37 @@ def _encoder(model):
     return model
 
 
-def make_inputs(model, batch=2, seed=0, idx_mask=False, idx_keep=False, mask=False, mask_ratio=None):
-    """Random inputs for a call: images ~ N(0, 1) (generator seed+1); idx_keep / idx_mask from
-    lightly's random_token_mask (torch seed seed+2; mask_ratio default 0.75 for MAE, else 0.5);
-    mask: a prefix-causal mask from random_prefix_mask for causal / AIM models, the idx_mask
-    positions as a bool token mask for lightly's encoder. Returns {name: tensor}."""
+def make_inputs(model, batch=2, seed=0, idx_mask=False, idx_keep=False, mask=False, mask_ratio=None, image_size=None):
+    """Random inputs for a call: images ~ N(0, 1) (generator seed+1) of the model's size, or of
+    image_size (H, W) (dynamic_img_size); idx_keep / idx_mask from lightly's random_token_mask (torch
+    seed seed+2; mask_ratio default 0.75 for MAE, else 0.5) -- for MAE over the patch tokens only
+    (its target is the patches at idx_mask - prefix tokens; lightly's draw keeps only index 0, so with
+    registers it could mask one): the prefix tokens are all kept; mask: a prefix-causal mask from
+    random_prefix_mask for causal / AIM models, the idx_mask positions as a bool token mask for
+    lightly's encoder. Returns {name: tensor}."""
     vit = _encoder(model)
     C = vit.patch_embed.proj.in_channels
-    S = _square(vit.patch_embed.img_size, 'img_size')
+    H, W = _pair(image_size) if image_size else _pair(vit.patch_embed.img_size)
     g = torch.Generator().manual_seed(int(seed) + 1)
-    out = {'images': torch.randn(batch, C, S, S, generator=g)}
+    out = {'images': torch.randn(batch, C, H, W, generator=g)}
     L = sequence_length(model)
     causal = _is(vit, 'MaskedCausalVisionTransformer')
     if idx_mask or idx_keep or (mask and not causal):
         u = _lightly_utils()
         ratio = mask_ratio if mask_ratio is not None else 0.75 if _is(model, 'MAE') else 0.5
+        P = vit.num_prefix_tokens
         with torch.random.fork_rng():
             torch.manual_seed(int(seed) + 2)
-            keep, masked = u.random_token_mask(size=(batch, L), mask_ratio=ratio, device='cpu')
+            if _is(model, 'MAE') and P != 1:  # patches only: P = 1 is lightly's own draw
+                N = L - P
+                if P == 0:
+                    keep, masked = u.random_token_mask(size=(batch, N), mask_ratio=ratio, mask_class_token=True, device='cpu')
+                else:  # index 0 stands for the prefix tokens, j >= 1 for patch j - 1
+                    keep, masked = u.random_token_mask(size=(batch, N + 1), mask_ratio=ratio, device='cpu')
+                    keep = torch.cat([torch.arange(P).expand(batch, P), keep[:, 1:] + P - 1], 1)
+                    masked = masked + P - 1
+            else:
+                keep, masked = u.random_token_mask(size=(batch, L), mask_ratio=ratio, device='cpu')
         if idx_keep:
             out['idx_keep'] = keep
         if idx_mask:
@@ -604,10 +791,35 @@ def make_inputs(model, batch=2, seed=0, idx_mask=False, idx_keep=False, mask=Fal
 
 # ---- the dump ------------------------------------------------------------------------------------
 
-def _outputs(fn, result):
-    """The call's return value as {output name: tensor} (parity-format.md's output names)."""
+def _intermediates(result):
+    """timm's forward_intermediates return value -- (out, intermediates), intermediates alone
+    (intermediates_only), each a tensor or (spatial, prefix) (return_prefix_tokens), or
+    output_dict's dict -- as {out, intermediates.<k>, intermediates_prefix.<k>}."""
+    if isinstance(result, dict):
+        out = {} if 'image_features' not in result else {'out': result['image_features']}
+        out.update({f'intermediates.{k}': t for k, t in enumerate(result['image_intermediates'])})
+        out.update({f'intermediates_prefix.{k}': t for k, t in enumerate(result.get('image_intermediates_prefix', ()))})
+        return out
+    out, inter = (result[0], result[1]) if isinstance(result, tuple) else (None, result)
+    res = {} if out is None else {'out': out}
+    for k, t in enumerate(inter):
+        res[f'intermediates.{k}'] = t[0] if isinstance(t, tuple) else t
+    for k, t in enumerate(inter):
+        if isinstance(t, tuple):
+            res[f'intermediates_prefix.{k}'] = t[1]
+    return res
+
+
+def _outputs(fn, result, module=None):
+    """The call's return value as {output name: tensor} (parity-format.md's output names; DeiT's
+    (head, head_dist) of timm's distilled training mode: out, out_dist; timm's forward_intermediates:
+    _intermediates)."""
     if fn == 'loss':
         return {'loss': result.reshape(1)}
+    if fn == 'forward_intermediates' and module in (KINDS['timm'], DISTILLED):
+        return _intermediates(result)
+    if isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result):
+        return {'out': result[0], 'out_dist': result[1]}
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (list, tuple)):
         return {'out': result[0], **{f'intermediates.{i}': t for i, t in enumerate(result[1])}}
     if isinstance(result, torch.Tensor):
@@ -633,13 +845,24 @@ def _params(model):
     return out
 
 
-def _run(model, fn, images, kwargs, douts, dtype, sdpa):
+def _mode(m, kwargs):
+    """eval mode, or DeiT's distilled training mode (distilled_training: both heads; dropout off)."""
+    kwargs = dict(kwargs)
+    if kwargs.pop('distilled_training', False):
+        m.set_distilled_training(True)
+        m.train()
+    else:
+        m.eval()
+    return kwargs
+
+
+def _run(model, fn, images, kwargs, douts, dtype, sdpa, module=None):
     """One call of a copy of the model in `dtype`: (outputs, {key: grad or None}, image grad)."""
     m = copy.deepcopy(model).to(dtype)
-    m.eval()
+    kwargs = _mode(m, kwargs)
     x = images.detach().to(dtype).clone().requires_grad_(True)
     with _SdpaFallback([m]) if sdpa else _NoContext():
-        outs = _outputs(fn, getattr(m, fn)(x, **kwargs))
+        outs = _outputs(fn, getattr(m, fn)(x, **kwargs), module)
     if fn == 'loss':
         scalar = outs['loss'].sum()
     else:
@@ -679,14 +902,17 @@ class _NoContext:
 
 def _check_inputs(cfg, images, given):
     enc = cfg.get('encoder', cfg)
-    C, S = enc['in_chans'], enc['img_size']
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or tuple(images.shape[1:]) != (C, S, S):
-        raise DumpError(f'images: {tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}; the model takes [B, {C}, {S}, {S}]')
+    C, (H0, W0), p = enc['in_chans'], _pair(enc['img_size']), enc['patch_size']
+    dyn, pad = enc.get('dynamic_img_size', False), enc.get('dynamic_img_pad', False)
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[1] != C or \
+            (not dyn and tuple(images.shape[2:]) != (H0, W0)):
+        raise DumpError(f'images: {tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}; '
+                        f'the model takes [B, {C}, {H0}, {W0}]{" (any height and width: dynamic_img_size)" if dyn else ""}')
     if not images.is_floating_point() or not torch.isfinite(images).all():
         raise DumpError('images: must be finite floating-point values')
-    B = images.shape[0]
-    G = S // enc['patch_size']
-    L = G * G + int(enc.get('class_token', True)) + int(enc.get('reg_tokens', 0))
+    B, H, W = images.shape[0], images.shape[2], images.shape[3]
+    gh, gw = (-(-H // p), -(-W // p)) if pad else (H // p, W // p)
+    L = gh * gw + int(enc.get('class_token', True)) + int(enc.get('reg_tokens', 0)) + int(enc.get('distilled', False))
     for k in ('idx_mask', 'idx_keep'):
         t = given.get(k)
         if t is None:
@@ -700,13 +926,40 @@ def _check_inputs(cfg, images, given):
         raise DumpError(f'mask: must be a bool tensor [B={B}, {L}] (the whole sequence, prefix tokens included)')
 
 
+def _check_intermediates(given, config):
+    """timm's forward_intermediates options: of their types, the indices in the model's range (as
+    timm's feature_take_indices checks them, here in one line)."""
+    enc = config.get('encoder', config) if isinstance(config, dict) else {}
+    depth = enc.get('depth')
+    ix = given.get('indices')
+    if ix is not None:
+        items = [ix] if isinstance(ix, int) and not isinstance(ix, bool) else ix
+        if not isinstance(items, (list, tuple)) or not items or not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+            raise DumpError(f'indices {ix!r}: an int (the last n blocks) or a non-empty list of block indices')
+        if depth:
+            if isinstance(ix, int) and not 0 < ix <= depth:
+                raise DumpError(f'indices {ix}: last-n is out of range (1 to {depth})')
+            for i in items if not isinstance(ix, int) else ():
+                if not -depth <= i < depth:
+                    raise DumpError(f'indices: feature index {i} is out of range (-{depth} to {depth - 1})')
+    if given.get('output_fmt') not in (None, 'NCHW', 'NLC'):
+        raise DumpError(f'output_fmt {given["output_fmt"]!r}: NCHW or NLC (timm\'s)')
+    for k in ('return_prefix_tokens', 'stop_early', 'intermediates_only', 'output_dict'):
+        if given.get(k) is not None and not isinstance(given[k], bool):
+            raise DumpError(f'{k} {given[k]!r}: True or False')
+    if isinstance(ix, tuple):
+        given['indices'] = list(ix)
+
+
 def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=None, is_causal=None, norm=None,
-         douts=None, seed=0, module=None, config=None, reference=None, warn=None):
+         distilled_training=None, intermediates=None, douts=None, seed=0, module=None, config=None, reference=None,
+         warn=None):
     """Writes `path`: one call of `model` on `images` (float [B, C, H, W]) as a parity file.
 
     call: encode | forward | forward_intermediates | forward_features | loss (default: the
     module's first, CALLS); idx_mask / idx_keep (int64 [B, K], indices into the sequence with its
-    prefix tokens), mask (bool [B, L]), is_causal, norm: the call's optional inputs. douts:
+    prefix tokens), mask (bool [B, L]), is_causal, norm: the call's optional inputs; intermediates:
+    timm's forward_intermediates keywords ({'indices': 2, 'output_fmt': 'NLC', ...}). douts:
     {output name: upstream gradient} (default N(0, 1) from seed+3). module / config: for a model
     of another class that computes one of the known modules (else derived from the model).
     Parameters with requires_grad=False are written as frozen/. The model is not changed (a
@@ -722,9 +975,16 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
     calls = CALLS[module]
     call = call or next(iter(calls))
     if call not in calls:
-        raise DumpError(f'{module} has no call {call!r} here ({", ".join(calls)})'
-                        + ('; timm\'s forward_intermediates differs from lightly\'s (indices, NCHW, prefix split): dump a MaskedVisionTransformerTIMM' if call == 'forward_intermediates' else ''))
-    given = {k: v for k, v in (('idx_mask', idx_mask), ('idx_keep', idx_keep), ('mask', mask), ('is_causal', is_causal), ('norm', norm)) if v is not None}
+        raise DumpError(f'{module} has no call {call!r} here ({", ".join(calls)})')
+    if intermediates and norm is None:
+        norm = intermediates.get('norm')
+    given = {k: v for k, v in (('idx_mask', idx_mask), ('idx_keep', idx_keep), ('mask', mask), ('is_causal', is_causal),
+                               ('norm', norm), ('distilled_training', distilled_training),
+                               *((k, v) for k, v in (intermediates or {}).items() if k != 'norm')) if v is not None}
+    if intermediates and set(intermediates) - set(TIMM_INTERMEDIATES):
+        raise DumpError(f'intermediates: {", ".join(sorted(set(intermediates) - set(TIMM_INTERMEDIATES)))} is not an option '
+                        f'of timm\'s forward_intermediates that vitrine computes ({", ".join(TIMM_INTERMEDIATES)})')
+    _check_intermediates(given, config)
     for k in given:
         if k not in calls[call]:
             raise DumpError(f'{module}.{call} takes no {k} ({", ".join(calls[call]) or "no optional inputs"})')
@@ -748,12 +1008,12 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
     images = images.detach().float()
     # the upstream gradients need the outputs' shapes: one float32 forward without grad first
     with torch.no_grad(), (_SdpaFallback([model]) if sdpa else _NoContext()):
-        m = copy.deepcopy(model).eval()
+        m = copy.deepcopy(model)
         try:
-            result = getattr(m, call)(images, **kwargs)
+            result = getattr(m, call)(images, **_mode(m, kwargs))
         except Exception as e:  # noqa: BLE001 -- the model's own complaint, passed on
             raise DumpError(f'{module}.{call} failed in PyTorch: {type(e).__name__}: {e}') from e
-        shapes = {k: v.shape for k, v in _outputs(call, result).items()}
+        shapes = {k: v.shape for k, v in _outputs(call, result, module).items()}
     if call == 'loss':
         douts = {}
     else:
@@ -767,8 +1027,8 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
                 raise DumpError(f'douts[{k!r}]: shape {tuple(d.shape)}, the output is {tuple(s)}')
             else:
                 douts[k] = d.detach().float()
-    out64, g64, x64 = _run(model, call, images, kwargs, douts, torch.float64, sdpa)
-    out32, g32, x32 = _run(model, call, images, kwargs, douts, torch.float32, sdpa)
+    out64, g64, x64 = _run(model, call, images, kwargs, douts, torch.float64, sdpa, module)
+    out32, g32, x32 = _run(model, call, images, kwargs, douts, torch.float32, sdpa, module)
 
     tensors = {}
     for k, p in _params(model):
@@ -800,7 +1060,7 @@ def dump(model, images, path, call=None, *, idx_mask=None, idx_keep=None, mask=N
         summary['tensors'][k] = _rel_err(torch32[k], e32)
     for k in expect:
         tensors[f'torch32/{k}'] = torch32[k].detach().float()
-    call_meta = {'fn': call, **{k: (v if k in ('is_causal', 'norm') else True) for k, v in given.items()}}
+    call_meta = {'fn': call, **{k: (True if k in ('idx_mask', 'idx_keep', 'mask') else v) for k, v in given.items()}}
     meta = {'format': FORMAT, 'module': module, 'config': json.dumps(config, sort_keys=True),
             'call': json.dumps(call_meta, sort_keys=True), 'reference': reference, 'tool': TOOL}
     write_safetensors(path, tensors, meta)
@@ -859,13 +1119,34 @@ def versions_text():
     return f'{TOOL} writes {FORMAT}\nsupported: {sup}\nhere: {", ".join(have)}'
 
 
+def _indices(s):
+    try:
+        v = [int(x) for x in s.split(',') if x.strip()]
+    except ValueError:
+        v = []
+    if not v:
+        raise argparse.ArgumentTypeError(f'{s!r}: N (the last N blocks) or I,J,... (block indices)')
+    return v[0] if ',' not in s else v
+
+
+def _image_size(s):
+    try:
+        v = [int(x) for x in s.replace('x', ',').split(',')]
+    except ValueError:
+        v = []
+    if len(v) not in (1, 2) or min(v) < 1:
+        raise argparse.ArgumentTypeError(f'{s!r}: H or H,W in pixels')
+    return (v[0], v[-1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog='vitrine_dump.py', description='Dump one call of a PyTorch ViT (timm / lightly) as a vitrine parity file '
-        '(docs/parity-format.md). Exit status: 0 written, 1 the model or call cannot be dumped, 2 usage.')
+        '(docs/parity-format.md). Exit status: 0 written; 2 not written: a usage error, or a model, call or '
+        'library this tool cannot use (one line on stderr says which).')
     ap.add_argument('out', nargs='?', help='the parity file to write (.safetensors)')
-    ap.add_argument('--kind', choices=list(KINDS), help='timm VisionTransformer | lightly MaskedVisionTransformerTIMM | '
-                    'lightly MaskedCausalVisionTransformer | lightly MAE | lightly AIM')
+    ap.add_argument('--kind', choices=list(KINDS), help='timm VisionTransformer (and DeiT\'s VisionTransformerDistilled) | '
+                    'lightly MaskedVisionTransformerTIMM | lightly MaskedCausalVisionTransformer | lightly MAE | lightly AIM')
     ap.add_argument('--name', help='a timm model name (timm.create_model(name, pretrained=False, **kwargs))')
     ap.add_argument('--kwargs', default='{}', help='constructor kwargs (JSON) of the ViT, e.g. \'{"img_size": 64}\'')
     ap.add_argument('--decoder', default=None, help='MAE: JSON {"decoder_dim", "decoder_depth", "decoder_heads", "decoder_mlp_ratio", "norm_pix_loss"}')
@@ -876,12 +1157,23 @@ def main(argv=None):
     ap.add_argument('--freeze', action='append', default=[], metavar='PREFIX',
                     help='parameters whose key starts with PREFIX get requires_grad=False (written as frozen/)')
     ap.add_argument('--call', help='encode | forward | forward_intermediates | forward_features | loss (default: the model\'s first)')
-    ap.add_argument('--idx-mask', action='store_true', help='pass idx_mask (lightly random_token_mask)')
+    ap.add_argument('--idx-mask', action='store_true', help='pass idx_mask (lightly random_token_mask; MAE: patches only)')
     ap.add_argument('--idx-keep', action='store_true', help='pass idx_keep (the same draw)')
     ap.add_argument('--mask-ratio', type=float, default=None, help='for the draw of idx_mask / idx_keep (default MAE 0.75, else 0.5)')
     ap.add_argument('--mask', action='store_true', help='pass mask: causal / AIM a random prefix mask; lightly encoder the idx_mask positions')
     ap.add_argument('--no-causal', action='store_true', help='causal: is_causal=False (bidirectional attention with the mask)')
     ap.add_argument('--norm', action='store_true', help='forward_intermediates: norm=True')
+    ap.add_argument('--indices', type=_indices, default=None, metavar='N|I,J,...',
+                    help='timm forward_intermediates: the last N blocks, or these block indices (negative from the end; one index: I,)')
+    ap.add_argument('--return-prefix-tokens', action='store_true', help='timm forward_intermediates: return_prefix_tokens=True')
+    ap.add_argument('--stop-early', action='store_true', help='timm forward_intermediates: stop_early=True')
+    ap.add_argument('--output-fmt', choices=['NCHW', 'NLC'], default=None, help='timm forward_intermediates: output_fmt')
+    ap.add_argument('--intermediates-only', action='store_true', help='timm forward_intermediates: intermediates_only=True')
+    ap.add_argument('--output-dict', action='store_true', help='timm forward_intermediates: output_dict=True')
+    ap.add_argument('--distilled-training', action='store_true',
+                    help='DeiT distilled, forward: timm\'s distilled training mode (head and head_dist both returned)')
+    ap.add_argument('--image-size', type=_image_size, default=None, metavar='H[,W]',
+                    help='images of this size instead of the model\'s (timm dynamic_img_size)')
     ap.add_argument('--batch', type=int, default=2)
     ap.add_argument('--seed', type=int, default=0, help='init S, images S+1, masks S+2, upstream gradients S+3')
     ap.add_argument('--threads', type=int, default=None, help='torch.set_num_threads')
@@ -914,21 +1206,35 @@ def main(argv=None):
             for k, p in model.named_parameters():
                 if k.startswith(prefix):
                     p.requires_grad_(False)
+        describe(model)  # a class or structure this tool cannot write, refused before anything runs
         module = KINDS[a.kind]
         call = a.call or next(iter(CALLS[module]))
         need = set(REQUIRED.get(module, ()))
         inputs = make_inputs(model, a.batch, a.seed, idx_mask=a.idx_mask or 'idx_mask' in need,
                              idx_keep=a.idx_keep or 'idx_keep' in need, mask=a.mask or 'mask' in need,
-                             mask_ratio=a.mask_ratio)
+                             mask_ratio=a.mask_ratio, image_size=a.image_size)
         images = inputs.pop('images')
+        timm_inter = {k: v for k, v in (('indices', a.indices), ('return_prefix_tokens', a.return_prefix_tokens or None),
+                                        ('stop_early', a.stop_early or None), ('output_fmt', a.output_fmt),
+                                        ('intermediates_only', a.intermediates_only or None),
+                                        ('output_dict', a.output_dict or None)) if v is not None}
         s = dump(model, images, a.out, call, is_causal=False if a.no_causal else None,
-                 norm=True if a.norm else None, seed=a.seed, **inputs)
+                 norm=True if a.norm else None, distilled_training=True if a.distilled_training else None,
+                 intermediates=timm_inter or None, seed=a.seed, **inputs)
     except DumpError as e:
         print(f'vitrine_dump.py: {e}', file=sys.stderr)
-        return 1
+        return 2
     except ImportError as e:
-        print(f'vitrine_dump.py: {e.name or e}: not importable ({e}); --kind {a.kind} needs it ({versions_text().splitlines()[1]})', file=sys.stderr)
-        return 1
+        name = e.name or str(e)
+        if name in ('timm', 'lightly'):
+            why = f'{name} is not importable by {sys.executable}: put a checkout of it on PYTHONPATH'
+        else:
+            why = f'{name} is not importable by {sys.executable} ({e}), and timm / lightly import it'
+        print(f'vitrine_dump.py: {why}; --kind {a.kind} needs it ({versions_text().splitlines()[1]})', file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 -- the libraries' own failure, in one line (never a traceback)
+        print(f'vitrine_dump.py: {type(e).__name__} while building or running the model: {e}', file=sys.stderr)
+        return 2
     for k in s['zeroed']:
         print(f'vitrine_dump.py: expect/{k}: float64 rounding noise around an exact zero (all below {NOISE:g} of the '
               f'largest gradient), written as zeros', file=sys.stderr)

@@ -29,8 +29,8 @@ export async function buildDemo({ out = join(BUILD, 'demo-static'), quiet = fals
       if (e.isFile() && keep(e.name)) await copyFile(join(from, e.name), join(to, e.name));
   };
   await copyDir(join(ROOT, 'demo'), join(out, 'demo'), (f) => !NODE_ONLY.has(f));
-  // web/ and its rooms (webgpu/: the demo's backend auto); web/cli/ is Node's
-  for (const room of ['', 'runtime', 'formats', 'train', 'train/objectives', 'webgpu'])
+  // web/ and its rooms (webgpu/: the demo's backend auto; widget/: the teaching view); web/cli/ is Node's
+  for (const room of ['', 'runtime', 'formats', 'train', 'train/objectives', 'webgpu', 'widget'])
     await copyDir(join(ROOT, 'web', room), join(out, 'web', room), (f) => f.endsWith('.js'));
   for (const f of WASM_FILES) await copyFile(join(BUILD, 'wasm', f), join(out, 'build', 'wasm', f));
   await cp(join(BUILD, 'demo-data'), join(out, 'build', 'demo-data'), { recursive: true });

@@ -14,7 +14,7 @@ done_phase() { echo "   done in $((SECONDS - phase_start)) s"; }
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-PKGS="build-essential cmake clang-format emscripten clang-14 libclang-rt-14-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 clang-19 lld-19 libclang-rt-19-dev-wasm32 wabt dataset-fashion-mnist python3-torch libopenblas0-pthread chromium libvulkan1"
+PKGS="build-essential cmake clang-format emscripten clang-14 libclang-rt-14-dev lld-14 wasi-libc libclang-rt-14-dev-wasm32 clang-19 lld-19 libclang-rt-19-dev-wasm32 wabt dataset-fashion-mnist python3-torch python3-pil libopenblas0-pthread chromium libvulkan1"
 # chromium also gives the WebGPU tests their adapter: its SwiftShader Vulkan ICD, loaded by the npm
 # package webgpu (Dawn) through the Vulkan loader libvulkan1 (web/webgpu/device.js)
 missing=""

@@ -61,10 +61,11 @@ void vt_free(void *p) { free(p); }
 static void record_inputs(vt_model *m, const vt_inputs *in, uint64_t arena_bytes) {
     vt_recorder *r = m->arena.rec;
     const vt_vit_config *c = &m->cfg.enc;
-    uint64_t B = (uint64_t)in->batch, L = (uint64_t)m->enc.T_full;
+    vt_geom g;
+    vt_call_geom(m, in, &g);
+    uint64_t B = (uint64_t)in->batch, L = (uint64_t)g.L;
     vt_rec_region(r, VT_REG_ARENA, m->arena.base, arena_bytes, 0);
-    vt_rec_region(r, VT_REG_IMAGES, in->images, B * c->in_chans * c->img_size * c->img_size * sizeof(float),
-                  0);
+    vt_rec_region(r, VT_REG_IMAGES, in->images, B * c->in_chans * (uint64_t)g.H * g.W * sizeof(float), 0);
     vt_rec_region(r, VT_REG_IDX_KEEP, in->idx_keep, B * (uint64_t)in->n_keep * sizeof(int64_t), 0);
     vt_rec_region(r, VT_REG_IDX_MASK, in->idx_mask, B * (uint64_t)in->n_mask * sizeof(int64_t), 0);
     vt_rec_region(r, VT_REG_MASK, in->mask, B * L, 0);
@@ -97,6 +98,8 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
     m->last.need_grad = need_grad;
     memset(m->last.inter, 0, sizeof m->last.inter);
     m->last.fin_ln = m->last.fin_m = m->last.fin_r = NULL;
+    m->last.out2 = NULL;
+    m->last.n_outs = 0;
     rc = vt_call_objective(m, fn)->forward(m, fn, in, need_grad, lays);
     if (rc) return rc;
     m->last.have_fwd = 1;
@@ -105,7 +108,8 @@ vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad) 
 
 int vt_output_count(const vt_model *m) {
     if (!m->last.have_fwd) return 0;
-    return vt_fn_is_inter(m->last.fn) ? 1 + m->enc.chain.depth : 1;
+    if (m->last.fn == VT_FN_TIMM_INTERMEDIATES) return m->last.n_outs;
+    return vt_fn_is_inter(m->last.fn) ? 1 + m->enc.chain.depth : m->last.out2 ? 2 : 1;
 }
 
 const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
@@ -113,10 +117,20 @@ const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim) {
         vt_fail(VT_ERR_ARG, "no output %d (call vt_forward first)", i);
         return NULL;
     }
+    if (m->last.fn == VT_FN_TIMM_INTERMEDIATES) {
+        if (shape) memcpy(shape, m->last.outs_shape[i], sizeof m->last.outs_shape[i]);
+        if (ndim) *ndim = m->last.outs_ndim[i];
+        return m->last.outs[i];
+    }
     if (i == 0) {
         if (shape) memcpy(shape, m->last.out_shape, sizeof m->last.out_shape);
         if (ndim) *ndim = m->last.out_ndim;
         return m->last.out;
+    }
+    if (m->last.out2) { /* head_dist's logits, shaped as out */
+        if (shape) memcpy(shape, m->last.out_shape, sizeof m->last.out_shape);
+        if (ndim) *ndim = m->last.out_ndim;
+        return m->last.out2;
     }
     if (shape) {
         shape[0] = m->last.enc_run.B;
@@ -156,9 +170,10 @@ vt_status vt_backward(vt_model *m, const float *const *douts, int n_douts, float
                 vt_rec_region(m->arena.rec, VT_REG_DOUTS, douts[i], n * sizeof(float), voff);
             voff += n * sizeof(float);
         }
+        vt_geom g;
+        vt_call_geom(m, &m->last.in, &g);
         vt_rec_region(m->arena.rec, VT_REG_DIMAGES, dimages,
-                      (uint64_t)m->last.in.batch * c->in_chans * c->img_size * c->img_size * sizeof(float),
-                      0);
+                      (uint64_t)m->last.in.batch * c->in_chans * (uint64_t)g.H * g.W * sizeof(float), 0);
     }
     /* a loss's upstream gradient is the scalars region's input (1 unless given) */
     if (m->last.fn == VT_FN_LOSS) m->sc.dloss = (douts && n_douts > 0 && douts[0]) ? douts[0][0] : 1.0f;

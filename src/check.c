@@ -3,6 +3,8 @@
  * are checked here before any plan or kernel reads them; the objectives (vit.c, objectives.c,
  * classify.c) add their own. */
 #include "check.h"
+#include "vit_internal.h"
+#include "kernels/ops.h"
 #include <string.h>
 
 int vt_row_has(const int64_t *row, int n, int64_t v) {
@@ -33,13 +35,56 @@ vt_status vt_check_index(const int64_t *idx, int B, int K, int L, const char *wh
     return VT_OK;
 }
 
+/* The images' size (vt_inputs height, width): the config's, or with timm's dynamic_img_size any
+ * size whose grid the pos_embed can be resampled to (timm asserts a multiple of the patch unless
+ * dynamic_img_pad pads). */
+vt_status vt_check_image_size(const vt_model *m, const vt_inputs *in) {
+    const vt_vit_config *c = &m->cfg.enc;
+    int H0 = c->img_size, W0 = vt_img_width(c), p = c->patch_size;
+    int H = in->height ? in->height : H0, W = in->width ? in->width : W0;
+    if (in->height < 0 || in->width < 0 || H > VT_MAX_DIM || W > VT_MAX_DIM)
+        return vt_fail(VT_ERR_ARG, "images of %d x %d pixels", in->height, in->width);
+    if (H == H0 && W == W0) return VT_OK;
+    if (!c->dynamic_img_size)
+        return vt_fail(VT_ERR_ARG,
+                       "images are %dx%d, the model takes %dx%d (timm's PatchEmbed asserts the size; "
+                       "dynamic_img_size takes others)",
+                       H, W, H0, W0);
+    if (m->cfg.kind != VT_KIND_TIMM)
+        return vt_fail(VT_ERR_ARG,
+                       "images of another size (%dx%d, the config's %dx%d) go through timm's "
+                       "VisionTransformer only (lightly's wrappers take the config's size)",
+                       H, W, H0, W0);
+    if (!c->dynamic_img_pad && (H % p || W % p))
+        return vt_fail(VT_ERR_ARG,
+                       "images of %dx%d are not a multiple of patch_size %d (timm asserts it; "
+                       "dynamic_img_pad pads them)",
+                       H, W, p);
+    vt_geom g;
+    vt_call_geom(m, in, &g);
+    if (g.Gh < 1 || g.Gw < 1 || g.L > VT_MAX_TOKENS)
+        return vt_fail(VT_ERR_ARG, "images of %dx%d give a grid of %dx%d patches (1..%d tokens)", H, W, g.Gh,
+                       g.Gw, VT_MAX_TOKENS);
+    if (g.resample && (vt_resample_aa_max_taps(m->enc.Gh, g.Gh) > VT_RESAMPLE_MAX_TAPS ||
+                       vt_resample_aa_max_taps(m->enc.Gw, g.Gw) > VT_RESAMPLE_MAX_TAPS))
+        return vt_fail(VT_ERR_ARG,
+                       "resampling pos_embed from %dx%d to %dx%d shrinks it more than vitrine's "
+                       "resize kernels take",
+                       m->enc.Gh, m->enc.Gw, g.Gh, g.Gw);
+    return VT_OK;
+}
+
 /* The encoder's inputs; check_values: also the index values (a plan reads only the sizes). */
 vt_status vt_check_encoder_inputs(const vt_model *m, const vt_inputs *in, int causal, int check_values) {
     const vt_encoder *e = &m->enc;
     if (!in) return vt_fail(VT_ERR_ARG, "inputs are NULL");
     if (in->batch < 1) return vt_fail(VT_ERR_ARG, "batch must be >= 1, got %d", in->batch);
     if (check_values && !in->images) return vt_fail(VT_ERR_ARG, "images are NULL");
-    int L = e->T_full;
+    vt_status grc = vt_check_image_size(m, in);
+    if (grc) return grc;
+    vt_geom g;
+    vt_call_geom(m, in, &g);
+    int L = g.L;
     if (in->idx_mask && in->mask && !causal)
         return vt_fail(VT_ERR_ARG, "idx_mask and mask cannot both be given (lightly raises ValueError)");
     if (causal && (in->idx_mask || in->idx_keep))

@@ -93,10 +93,12 @@ static void init_chain(vt_model *m, vt_rng *r, const vt_chain *c, int scheme, fl
         init_linear(m, r, p->qkvw, p->qkvb, scheme);
         init_norm(m, p->qnw, p->qnb);
         init_norm(m, p->knw, p->knb);
+        init_norm(m, p->anw, p->anb);
         init_linear(m, r, p->projw, p->projb, scheme);
         if (p->ls1 >= 0) fill(vt_P(m, p->ls1), m->pt.p[p->ls1].numel, ls);
         init_norm(m, p->n2w, p->n2b);
         init_linear(m, r, p->fc1w, p->fc1b, scheme);
+        init_norm(m, p->mnw, p->mnb);
         init_linear(m, r, p->fc2w, p->fc2b, scheme);
         if (p->ls2 >= 0) fill(vt_P(m, p->ls2), m->pt.p[p->ls2].numel, ls);
     }
@@ -119,6 +121,10 @@ vt_status vt_init_weights(vt_model *m, uint64_t seed) {
     if (c->pos_embed && (m->cfg.kind == VT_KIND_AIM || lightly) && c->embed_dim % 4)
         return vt_fail(VT_ERR_ARG, "the sin-cos pos_embed needs embed_dim divisible by 4 (got %d)",
                        c->embed_dim);
+    if (c->pos_embed && (m->cfg.kind == VT_KIND_AIM || lightly) && e->Gh != e->Gw)
+        return vt_fail(VT_ERR_ARG,
+                       "lightly's sin-cos pos_embed is made for a square grid (this one is %dx%d)", e->Gh,
+                       e->Gw);
     /* timm VisionTransformer.__init__ + init_weights */
     const vt_param *pe = &m->pt.p[e->pe_w];
     size_t fan_in = pe->numel / (size_t)pe->shape[0];
@@ -126,14 +132,29 @@ vt_status vt_init_weights(vt_model *m, uint64_t seed) {
         fill_uniform(&r, vt_P(m, e->pe_w), pe->numel, sqrtf(6.0f / (float)(pe->shape[0] + (int64_t)fan_in)));
     else
         fill_uniform(&r, vt_P(m, e->pe_w), pe->numel, 1.0f / sqrtf((float)fan_in));
-    fill_uniform(&r, vt_P(m, e->pe_b), m->pt.p[e->pe_b].numel, 1.0f / sqrtf((float)fan_in));
+    if (e->pe_b >= 0) fill_uniform(&r, vt_P(m, e->pe_b), m->pt.p[e->pe_b].numel, 1.0f / sqrtf((float)fan_in));
     if (e->cls >= 0) fill_normal(&r, vt_P(m, e->cls), m->pt.p[e->cls].numel, lightly ? 0.02f : 1e-6f);
     if (e->reg >= 0) fill_normal(&r, vt_P(m, e->reg), m->pt.p[e->reg].numel, 1e-6f);
+    if (e->dist >= 0) fill_trunc_normal(&r, vt_P(m, e->dist), m->pt.p[e->dist].numel, 0.02f); /* DeiT */
     if (e->mask_token >= 0) fill(vt_P(m, e->mask_token), m->pt.p[e->mask_token].numel, 0.0f);
+    init_norm(m, e->en_w, e->en_b);
+    init_norm(m, e->pn_w, e->pn_b);
     init_chain(m, &r, &e->chain, scheme, c->init_values);
     init_norm(m, e->norm_w, e->norm_b);
+    if (e->ap.latent >= 0) { /* AttentionPoolLatent: latent trunc_normal_tf(std D^-0.5), timm's Linears */
+        const vt_attn_pool *ap = &e->ap;
+        fill_trunc_normal(&r, vt_P(m, ap->latent), m->pt.p[ap->latent].numel,
+                          1.0f / sqrtf((float)c->embed_dim));
+        init_linear(m, &r, ap->qw, ap->qb, scheme);
+        init_linear(m, &r, ap->kvw, ap->kvb, scheme);
+        init_linear(m, &r, ap->pw, ap->pb, scheme);
+        init_norm(m, ap->nw, ap->nb);
+        init_linear(m, &r, ap->f1w, ap->f1b, scheme);
+        init_linear(m, &r, ap->f2w, ap->f2b, scheme);
+    }
     init_norm(m, e->fcn_w, e->fcn_b);
     init_linear(m, &r, e->head_w, e->head_b, scheme);
+    init_linear(m, &r, e->hdist_w, e->hdist_b, scheme);
     if (e->pos >= 0) {
         if (lightly || m->cfg.kind == VT_KIND_AIM)
             init_sincos(m, e->pos, c->no_embed_class ? 0 : e->P);

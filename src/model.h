@@ -125,13 +125,22 @@ void vt_arena_free(vt_arena *a);
  * is the AIM prediction head's residual MLP blocks. Indices are into the parameter table (-1 =
  * absent). */
 typedef struct {
-    int n1w, n1b, qkvw, qkvb, qnw, qnb, knw, knb, projw, projb, ls1;
-    int n2w, n2b, fc1w, fc1b, fc2w, fc2b, ls2;
+    int n1w, n1b, qkvw, qkvb, qnw, qnb, knw, knb, anw, anb, projw, projb, ls1;
+    int n2w, n2b, fc1w, fc1b, mnw, mnb, fc2w, fc2b, ls2;
 } vt_block_params;
+
+/* What a chain's blocks are (timm Block's options): biases (qkv; attn.proj; mlp.fc1 / fc2), q/k
+ * norm, LayerScale, the scale norms (attn.norm on the attention output, mlp.norm on the
+ * activation's), the activation (vt_act), the norm layer (vt_norm: LAYER or RMS) and its eps. */
+typedef struct {
+    int has_attn, qkv_bias, proj_bias, mlp_bias, qk_norm, layerscale, attn_norm, mlp_norm;
+    int act, norm;
+    float eps;
+} vt_block_opts;
 
 typedef struct {
     int depth, D, H, hd, F;
-    int has_attn, qkv_bias, mlp_bias, qk_norm, layerscale;
+    int has_attn, qkv_bias, proj_bias, mlp_bias, qk_norm, layerscale, attn_norm, mlp_norm, act, norm;
     float eps;
     int id;          /* in a call: 0 the encoder, 1 the MAE decoder / AIM head (recorded marks) */
     const char *tag; /* "enc", "dec", "head": the names of its arena buffers */
@@ -178,12 +187,14 @@ typedef struct {
     float *qkn, *qkm, *qkr;   /* qk_norm: (B,T,2D) normalised q|k, (B,T,2H) mean/rstd */
     float *att;               /* (B,H,T,T) probabilities */
     float *ao;                /* (B,T,D) attention output before proj */
+    float *an, *anm, *anr;    /* scale_attn_norm: (B,T,D) attn.norm(ao), (B,T), (B,T) */
     float *po;                /* (B,T,D) proj output (LayerScale only) */
     float *xm;                /* (B,T,D) x + ls1*po */
     float *ln2, *ln2m, *ln2r;
-    float *h;  /* (B,T,F) fc1 output, GELU input */
-    float *hg; /* (B,T,F) GELU output */
-    float *fo; /* (B,T,D) fc2 output (LayerScale only) */
+    float *h;              /* (B,T,F) fc1 output, GELU input */
+    float *hg;             /* (B,T,F) activation output */
+    float *hn, *hnm, *hnr; /* scale_mlp_norm: (B,T,F) mlp.norm(hg), (B,T), (B,T) */
+    float *fo;             /* (B,T,D) fc2 output (LayerScale only) */
 } vt_block_acts;
 
 struct vt_model;
@@ -205,22 +216,53 @@ typedef struct {
 } vt_chain_run;
 
 /* ---- the model ---------------------------------------------------------------------------------- */
+/* timm's AttentionPoolLatent (global_pool 'map'): parameter indices; F its MLP's hidden size */
 typedef struct {
-    int pe_w, pe_b, cls, reg, pos, mask_token, norm_w, norm_b, fcn_w, fcn_b, head_w, head_b;
-    int P, N, G, T_full; /* prefix tokens, patches, grid side, L = N + P */
-    int use_fc_norm;     /* global_pool avg/max/avgmax: norm is Identity */
+    int latent, qw, qb, kvw, kvb, pw, pb, nw, nb, f1w, f1b, f2w, f2b;
+    int F;
+} vt_attn_pool;
+
+typedef struct {
+    int pe_w, pe_b, cls, reg, dist, pos, mask_token, en_w, en_b, pn_w, pn_b, norm_w, norm_b, fcn_w, fcn_b;
+    int head_w, head_b, hdist_w, hdist_b;
+    vt_attn_pool ap;     /* global_pool 'map' (indices -1 otherwise) */
+    int P, N, G, T_full; /* prefix tokens, patches of the config's grid, its side (square), L = N + P */
+    int Gh, Gw;          /* the config's grid (timm floors it): pos_embed's */
+    int use_fc_norm;     /* fc_norm after pooling (timm's rule); then norm is Identity */
     vt_chain chain;
+    /* its first k + 1 blocks as a chain of their own (the same blocks): what timm's
+     * forward_intermediates runs with stop_early */
+    vt_chain upto[VT_MAX_DEPTH];
 } vt_encoder;
 
 /* timm forward_head on the encoder's features (vit.c; reference-models.md 1.4): pool -> fc_norm
- * -> head. What its forward keeps for its backward (arena pointers). */
+ * -> head (DeiT distilled: head(x[:,0]) and head_dist(x[:,1]), averaged). What its forward keeps
+ * for its backward (arena pointers). */
 typedef struct {
-    int B, T, rows, D, C;        /* rows: B, or B*T with global_pool ''; C: num_classes (0: no head) */
-    const float *x;              /* [B,T,D] the features (the caller keeps them until the backward) */
+    int B, T, rows, D, C; /* rows: B, or B*T with global_pool ''; C: num_classes (0: no head) */
+    int threads;          /* the attention pools' plan */
+    int lightly;          /* lightly's forward: an attention pool over every token, no head */
+    int two;              /* distilled_training: two outputs (head, head_dist) */
+    const float *x;       /* [B,T,D] the features (the caller keeps them until the backward) */
+    /* 'map': the tokens it sees [B,Tk,D] (x, or a copy of x[:, P:]), its latent query [D], kv
+     * [B*Tk, 2D], probabilities [B,H,Tk], attention output, proj output, norm (+ stats), MLP */
+    int Tk;
+    float *xin, *q, *kv, *att, *ao, *y, *yn, *ynm, *ynr, *h, *hg, *f;
+    /* 'prr': probabilities [B,H,T,T], attention output [B,T,D], the attention's scratch */
+    float *patt, *pout, *pscr;
     float *pooled;               /* [rows,D] pool output (aliases x with global_pool '') */
+    float *px1;                  /* distilled: x[:,1] [B,D] (pooled holds x[:,0]) */
     float *normed, *mean, *rstd; /* fc_norm output and stats; NULL when fc_norm is Identity */
-    float *out;                  /* [rows, C or D]: what forward_head returns */
+    float *lc, *ld;              /* distilled: head(x[:,0]), head_dist(x[:,1]) [B,C] */
+    float *out, *out2;           /* [rows, C or D]: what forward_head returns (out2: head_dist's) */
 } vt_head_run;
+
+/* The grid a call's images give (timm's PatchEmbed.dynamic_feat_size): H x W pixels, Gh x Gw
+ * patches (floored; ceiling with dynamic_img_pad), N = Gh*Gw, L = N + prefix tokens; resample: the
+ * pos_embed is resampled to this grid (dynamic_img_size, timm's resample_abs_pos_embed). */
+typedef struct {
+    int H, W, Gh, Gw, N, L, resample, square; /* square: the im2col of square images that fill the grid */
+} vt_geom;
 
 /* AdamW (optim.c): the moments, in the gradient layout they were made for */
 typedef struct {
@@ -264,14 +306,24 @@ typedef struct {
     float *enc_xs[VT_MAX_DEPTH + 1], *dec_xs[VT_MAX_DEPTH + 1], *head_xs[VT_MAX_DEPTH + 1];
     vt_block_acts enc_acts[VT_MAX_DEPTH], dec_acts[VT_MAX_DEPTH], head_acts[VT_MAX_DEPTH];
     float *out;       /* main output */
+    float *out2;      /* DeiT distilled_training: head_dist's output (output 1) */
     vt_head_run head; /* VT_FN_TIMM_FORWARD: timm's forward_head */
     int64_t out_shape[4];
     int out_ndim;
     float *fin_ln, *fin_m, *fin_r; /* final norm output + stats (the encoder's `norm`) */
+    float *pre_in, *pre_m, *pre_r; /* pre_norm: norm_pre's input and stats */
     float *inter[VT_MAX_DEPTH];    /* intermediates (aliases xs when not normed) */
     float *inter_m[VT_MAX_DEPTH], *inter_r[VT_MAX_DEPTH];
+    /* timm's forward_intermediates: its outputs in the order it returns them ([out], the spatial
+     * tokens of each block taken, their prefix tokens), and per block taken (ti_block) the norm's
+     * statistics (norm) */
+    int n_outs, n_taken, ti_block[VT_MAX_DEPTH];
+    const float *outs[2 * VT_MAX_DEPTH + 1];
+    int64_t outs_shape[2 * VT_MAX_DEPTH + 1][4];
+    int outs_ndim[2 * VT_MAX_DEPTH + 1];
     vt_loss_acts ls;
-    float *cls_logp; /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp;  /* classifier loss: log-softmax of the logits [B, C] */
+    float *cls_logp2; /* DeiT's distilled classifier: head_dist's */
 } vt_call_state;
 
 typedef struct vt_objective vt_objective; /* objective.h */
@@ -310,23 +362,33 @@ static inline float *vt_G(struct vt_model *m, int idx, int want) {
 }
 
 vt_status vt_chain_build(struct vt_model *m, vt_chain *c, const char *prefix, int depth, int D, int H, int F,
-                         int has_attn, int qkv_bias, int mlp_bias, int qk_norm, int layerscale, float eps,
-                         int trainable, int id, const char *tag);
+                         const vt_block_opts *o, int trainable, int id, const char *tag);
+/* A norm layer (vt_norm LAYER: layernorm_*, RMS: rmsnorm_*, mean unused) over M rows of D, and
+ * its backward (b, db, mean absent for RMS) -- the one place a norm's kind is chosen */
+void vt_norm_forward(struct vt_model *m, int kind, float *out, float *mean, float *rstd, const float *inp,
+                     const float *w, const float *b, int64_t M, int64_t D, float eps);
+void vt_norm_backward(struct vt_model *m, int kind, float *dinp, float *dw, float *db, const float *dout,
+                      const float *inp, const float *w, const float *mean, const float *rstd, int64_t M,
+                      int64_t D);
+/* the FLOPs of that norm's forward (the kernel list's) */
+double vt_norm_flops(int kind, double M, double D);
 void vt_chain_free(vt_chain *c);
 /* Sets up r (chain, layout, sizes, mask, storage, input x0) and runs vt_chain_forward. */
 vt_status vt_chain_run_start(struct vt_model *m, vt_chain_run *r, const vt_chain *c,
                              const vt_chain_layout *lay, int B, int T, const uint8_t *causal_mask, float **xs,
-                             vt_block_acts *acts, float *x0, int need_grad, int keep_all);
-/* Forward of a chain from xs[0]; allocates what the layout keeps. */
-vt_status vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, int keep_all_outputs);
+                             vt_block_acts *acts, float *x0, int need_grad, uint64_t keep);
+/* Forward of a chain from xs[0]; allocates what the layout keeps, and the output of every block i
+ * whose bit is set in keep (VT_KEEP_ALL: every block's; the last block's always). */
+#define VT_KEEP_ALL (~(uint64_t)0)
+vt_status vt_chain_forward(struct vt_model *m, vt_chain_run *r, int need_grad, uint64_t keep);
 /* Backward: dres (B,T,D) holds d(out) on entry and d(input) on return. */
 vt_status vt_chain_backward(struct vt_model *m, vt_chain_run *r, float *dres, int param_grads,
                             vt_inject_fn inject, void *ctx);
 /* Closed-form plan of the chain, mirroring vt_chain_forward/backward (in floats):
  * kept = stored during forward, fwd_peak = extra transient on top during the forward,
  * bwd_peak = extra on top of kept during the backward (excluding dres). */
-void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad,
-                   int keep_all_outputs, uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra);
+void vt_chain_plan(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad, uint64_t keep,
+                   uint64_t *kept, uint64_t *fwd_extra, uint64_t *bwd_extra);
 /* The forward FLOPs the chain's backward re-computes under the layout (what a recorded step's
  * re-computation phase counts). */
 double vt_chain_recompute_flops(const vt_chain *c, const vt_chain_layout *lay, int B, int T, int need_grad);

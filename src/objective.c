@@ -17,7 +17,8 @@ const vt_objective *vt_call_objective(const vt_model *m, vt_fn fn) {
         case VT_FN_FORWARD:
         case VT_FN_INTERMEDIATES:
         case VT_FN_INTERMEDIATES_NORM:
-        case VT_FN_TIMM_FORWARD: return &vt_objective_encoder;
+        case VT_FN_TIMM_FORWARD:
+        case VT_FN_TIMM_INTERMEDIATES: return &vt_objective_encoder;
         default: return NULL;
     }
 }

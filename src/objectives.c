@@ -40,8 +40,16 @@ static vt_status mae_build(vt_model *m) {
     rc |= vt_param_add(m, &m->d_mask_token, "", "decoder.mask_token", 3, 1, 1, Dd, 0, 1);
     rc |= vt_param_add(m, &m->d_pos, "", "decoder.pos_embed", 3, 1, L, Dd, 0, 0);
     if (rc) return rc < 0 ? rc : VT_ERR_ARG;
+    /* lightly's decoder: timm Blocks with qkv_bias, exact GELU, torch LayerNorm(eps 1e-6) */
+    vt_block_opts dec = { .has_attn = 1,
+                          .qkv_bias = 1,
+                          .proj_bias = 1,
+                          .mlp_bias = 1,
+                          .act = VT_ACT_GELU,
+                          .norm = VT_NORM_LAYER,
+                          .eps = 1e-6f };
     rc = vt_chain_build(m, &m->dec, "decoder.blocks.", c->decoder_depth, Dd, c->decoder_heads,
-                        (int)vt_mlp_hidden(Dd, c->decoder_mlp_ratio), 1, 1, 1, 0, 0, 1e-6f, 1, 1, "dec");
+                        (int)vt_mlp_hidden(Dd, c->decoder_mlp_ratio), &dec, 1, 1, "dec");
     if (rc) return rc;
     rc |= vt_param_add(m, &m->dn_w, "", "decoder.norm.weight", 1, Dd, 0, 0, 0, 1);
     rc |= vt_param_add(m, &m->dn_b, "", "decoder.norm.bias", 1, Dd, 0, 0, 0, 1);
@@ -59,8 +67,10 @@ static vt_status aim_build(vt_model *m) {
     if (rc) return rc;
     rc |= vt_param_add(m, &m->h_in_w, "", "projection_head.blocks.0.weight", 2, Hh, D, 0, 0, 1);
     if (rc) return rc < 0 ? rc : VT_ERR_ARG;
+    /* AIMPredictionHeadBlock: x + Mlp(LayerNorm(x)), bias-free, exact GELU, torch's eps 1e-5 */
+    vt_block_opts hb = { .act = VT_ACT_GELU, .norm = VT_NORM_LAYER, .eps = LN_EPS_HEAD };
     rc = vt_chain_build(m, &m->head, "projection_head.blocks.", nb, Hh, 0,
-                        (int)vt_mlp_hidden(Hh, c->head_mlp_ratio), 0, 0, 0, 0, 0, LN_EPS_HEAD, 1, 1, "head");
+                        (int)vt_mlp_hidden(Hh, c->head_mlp_ratio), &hb, 1, 1, "head");
     if (rc) return rc;
     snprintf(name, sizeof name, "projection_head.blocks.%d.weight", nb + 1);
     rc |= vt_param_add(m, &m->hn_w, "", name, 1, Hh, 0, 0, 0, 1);
@@ -122,7 +132,8 @@ static void loss_steps(const vt_model *m, const vt_inputs *in, int need_grad, co
     uint64_t Mp = B * (mae ? (uint64_t)in->n_mask : (uint64_t)m->enc.N);         /* predicted patches */
     uint64_t kept, fx, bx;
     vt_inputs e = encoder_inputs(in);
-    vt_encoder_steps(m, mae ? &e : in, (int)T, need_grad, 0, &lays[0], st + LOSS_ENC, st + LOSS_ENC_BWD);
+    vt_encoder_steps(m, mae ? &e : in, (int)T, need_grad, &m->enc.chain, 0, &lays[0], st + LOSS_ENC,
+                     st + LOSS_ENC_BWD);
     vt_chain_plan(mae ? &m->dec : &m->head, &lays[1], (int)B, (int)(Mc / B), need_grad, 0, &kept, &fx, &bx);
     st[LOSS_IN] = vt_keep(mae ? Mc * Dc : B * T * D);
     st[LOSS_IN2] = mae ? vt_peak(B * T * Dc) : vt_keep(Mc * Dc);
@@ -182,8 +193,8 @@ static int mae_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     loss_steps(m, in, need_grad, lays, st);
     float *x0 = vt_arena_alloc(ar, st[LOSS_ENC + VT_ENC_X0].n, "enc.in");
     if (!x0) return vt_arena_overflow(ar);
-    int rc = vt_encoder_preprocess(m, &enc_in, 0, x0);
-    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &lays[0], K, x0, 0, 0, &ls->feat);
+    int rc = vt_encoder_preprocess(m, &enc_in, 0, need_grad, x0);
+    if (!rc) rc = vt_encoder_blocks(m, &enc_in, need_grad, &m->enc.chain, &lays[0], K, x0, 0, 0, &ls->feat);
     if (rc) return rc;
     /* decoder input: zeros, embedded tokens at idx_keep, mask token at idx_mask, + pos_embed */
     float *seq = vt_zalloc(m, st[LOSS_IN].n, "dec.in");
@@ -279,8 +290,8 @@ static int aim_forward(vt_model *m, const vt_inputs *in, int need_grad, const vt
     loss_steps(m, in, need_grad, lays, st);
     float *x0 = vt_arena_alloc(ar, st[LOSS_ENC + VT_ENC_X0].n, "enc.in");
     if (!x0) return vt_arena_overflow(ar);
-    int rc = vt_encoder_preprocess(m, in, 1, x0);
-    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &lays[0], N, x0, 1, 0, &ls->feat);
+    int rc = vt_encoder_preprocess(m, in, 1, need_grad, x0);
+    if (!rc) rc = vt_encoder_blocks(m, in, need_grad, &m->enc.chain, &lays[0], N, x0, 1, 0, &ls->feat);
     if (rc) return rc;
     /* vit._pos_embed(features): the same pos_embed added a second time */
     ls->f2 = vt_arena_alloc(ar, st[LOSS_IN].n, "head.features_pos");

@@ -123,7 +123,7 @@ static vt_inputs micro_batch(const vt_model *m, const vt_inputs *in, int j, int 
     int64_t B = in->batch / K, L = m->enc.T_full;
     const vt_vit_config *c = &m->cfg.enc;
     u.batch = (int)B;
-    u.images = in->images + (size_t)(j * B * c->in_chans * c->img_size * c->img_size);
+    u.images = in->images + (size_t)(j * B * c->in_chans * c->img_size * vt_img_width(c));
     if (in->idx_keep) u.idx_keep = in->idx_keep + (size_t)(j * B * in->n_keep);
     if (in->idx_mask) u.idx_mask = in->idx_mask + (size_t)(j * B * in->n_mask);
     if (in->mask) u.mask = in->mask + (size_t)(j * B * L);

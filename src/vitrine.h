@@ -24,23 +24,35 @@ extern "C" {
 #define VT_MAX_TOKENS 4096 /* tokens of a sequence (patches + prefix tokens) a config may have */
 
 /* timm's global_pool: '' (none: every token), 'token' (the class token), 'avg', 'max', 'avgmax'
- * (= (max + avg) / 2) over the patch tokens; 'map' (attention pooling) is read and refused. */
+ * (= (max + avg) / 2) over the patch tokens (the prefix tokens too with pool_include_prefix), 'map'
+ * (timm's AttentionPoolLatent: a latent query attends over the tokens, then its own MLP), 'prr'
+ * (AttentionPoolPrr: parameter-free self-attention over every token, then the class token, or
+ * the mean without one). */
 typedef enum {
     VT_POOL_NONE = 0,
     VT_POOL_TOKEN,
     VT_POOL_AVG,
     VT_POOL_MAX,
     VT_POOL_AVGMAX,
-    VT_POOL_MAP
+    VT_POOL_MAP,
+    VT_POOL_PRR
 } vt_pool;
 const char *vt_pool_name(vt_pool p); /* its name in JSON and in timm */
 vt_status vt_pool_from_name(const char *name, vt_pool *out);
 
+/* timm's act_layer of the MLPs: exact GELU (nn.GELU, the default), 'quick_gelu' (OpenAI CLIP:
+ * x sigmoid(1.702 x)), 'gelu_tanh' (nn.GELU(approximate='tanh')) */
+typedef enum { VT_ACT_GELU = 0, VT_ACT_QUICK_GELU, VT_ACT_GELU_TANH } vt_act;
+/* timm's norm_layer: LayerNorm (weight and bias) or RmsNorm (weight only); NONE: absent (an
+ * embed_norm_layer not given) */
+typedef enum { VT_NORM_NONE = 0, VT_NORM_LAYER, VT_NORM_RMS } vt_norm;
 /* timm VisionTransformer constructor arguments that vitrine implements (timm's defaults via
  * vt_vit_config_default), plus lightly's mask token. The fields' defaults, JSON reader, validator
  * and JSON writers come from one list (config.c). */
 typedef struct {
-    int img_size, patch_size, in_chans, embed_dim, depth, num_heads;
+    int img_size;  /* the image's height (its width too unless img_width) */
+    int img_width; /* 0: square; else timm's img_size (H, W) is (img_size, img_width) */
+    int patch_size, in_chans, embed_dim, depth, num_heads;
     double mlp_ratio;    /* hidden = vt_mlp_hidden(embed_dim, mlp_ratio), as Python computes it */
     int qkv_bias;        /* bias of the fused qkv Linear */
     int qk_norm;         /* LayerNorm over head_dim on q and k */
@@ -52,7 +64,28 @@ typedef struct {
     vt_pool global_pool; /* timm's global_pool ('', token, avg, max, avgmax; JSON: the names) */
     int mask_token;      /* lightly MaskedVisionTransformerTIMM's mask_token [1,1,D] */
     int num_classes;     /* timm classifier head.* (kept for load/save; lightly never applies it) */
+    /* the rest of timm's kwargs (written into JSON only when not timm's default) */
+    int pre_norm;            /* norm_pre after the positional embedding; no patch_embed bias (CLIP) */
+    int final_norm;          /* 0: neither norm nor fc_norm */
+    int fc_norm;             /* -1 timm's None (after avg / max / avgmax pooling), 0 or 1 */
+    int proj_bias;           /* bias of attn.proj, mlp.fc1, mlp.fc2 */
+    int scale_attn_norm;     /* attn.norm on the attention output before proj */
+    int scale_mlp_norm;      /* mlp.norm on the activation's output before fc2 */
+    int pool_include_prefix; /* pooling over the prefix tokens too */
+    int dynamic_img_size;    /* images of other sizes: pos_embed resampled to their grid */
+    int dynamic_img_pad;     /* images padded with zeros up to a multiple of the patch */
+    vt_act act_layer;
+    vt_norm norm_layer;       /* of every norm but the patch embedding's */
+    double norm_eps;          /* its eps (timm's LayerNorm / RmsNorm: 1e-6; CLIP passes 1e-5) */
+    vt_norm embed_norm_layer; /* patch_embed.norm (NONE: absent) */
+    double embed_norm_eps;
+    int distilled; /* DeiT's VisionTransformerDistilled: dist_token, head_dist */
 } vt_vit_config;
+/* the image width of a config (img_width, or img_size for a square image) */
+static inline int vt_img_width(const vt_vit_config *c) { return c->img_width ? c->img_width : c->img_size; }
+/* the tokens of a config's sequence at its image size: the grid's patches (timm floors it; the
+ * ceiling with dynamic_img_pad) + the prefix tokens (class, registers, DeiT's distillation token) */
+int64_t vt_config_tokens(const vt_vit_config *c);
 
 typedef enum {
     VT_KIND_TIMM = 0, /* timm VisionTransformer: timm keys */
@@ -76,8 +109,10 @@ typedef struct {
 
 void vt_vit_config_default(vt_vit_config *c);
 void vt_model_config_default(vt_model_config *c, vt_kind kind);
-/* timm names: vit_tiny_patch16_224, vit_small_patch16_224, vit_base_patch16_224,
- * vit_base_patch32_224 (num_classes 0). */
+/* timm names (num_classes 0): vit_{tiny,small,base}_patch16_224, vit_base_patch32_224; CLIP
+ * vit_base_patch{16,32}_clip_224 (OpenCLIP) and vit_base_patch{16,32}_clip_quickgelu_224 (OpenAI);
+ * SigLIP vit_base_patch16_siglip_224; deit_{tiny,small,base}_patch16_224 and
+ * deit_{tiny,small,base}_distilled_patch16_224; DINOv2 vit_{small,base}_patch14_reg4_dinov2. */
 /* Threads (src/threads.h): every kernel that pays splits its work over this many threads, with
  * the same bits at any count. Native: starts n-1 worker threads; wasm: uses n-1 workers started
  * by the JavaScript pool (web/runtime/pool.js). Call between engine calls (per-thread scratch is planned
@@ -87,6 +122,11 @@ int vt_threads_max(void);
 
 vt_status vt_preset(const char *name, vt_vit_config *c);
 const char *vt_preset_name(int i); /* NULL past the end */
+/* A preset's encoder into a model config of its kind (c made by vt_model_config_default): the
+ * kind's own mask token kept, and for the masked-causal / AIM backbone its prefix-free pooling. */
+void vt_preset_encoder(const vt_vit_config *p, vt_model_config *c);
+/* A preset's encoder as timm kwargs JSON: its sizes, and what else differs from timm's defaults. */
+vt_status vt_preset_kwargs_json(const vt_vit_config *c, char *buf, size_t len);
 /* A whole model by preset name for a kind: the small training presets for 28x28 grey images
  * (fmnist, fmnist-p7, fmnist-p7-mlp2, fmnist-base; vt_model_preset_name) with their MAE decoder
  * and AIM head, or a timm preset's encoder in the kind's defaults. */
@@ -203,10 +243,30 @@ typedef enum {
     VT_FN_INTERMEDIATES,      /* forward_intermediates(norm=False): out + depth x [B,T,D] */
     VT_FN_INTERMEDIATES_NORM, /* forward_intermediates(norm=True) */
     VT_FN_LOSS,               /* MAE / AIM training loss: scalar */
-    VT_FN_TIMM_FORWARD        /* timm VisionTransformer.forward: forward_features, then
+    VT_FN_TIMM_FORWARD,       /* timm VisionTransformer.forward: forward_features, then
                                * forward_head = pool -> fc_norm -> head: [B, num_classes]
                                * ([B, D] with num_classes 0; [B, T, .] with global_pool "") */
+    VT_FN_TIMM_INTERMEDIATES  /* timm VisionTransformer.forward_intermediates (vt_inputs.inter):
+                               * [out] [B,T,D], then per block taken its spatial tokens ([B,D,Gh,Gw]
+                               * or [B,N,D]), then with return_prefix_tokens its prefix [B,P,D] */
 } vt_fn;
+
+/* timm's forward_intermediates options (VT_FN_TIMM_INTERMEDIATES; its keyword arguments). take:
+ * the blocks whose outputs are returned, bit i for block i (feature_take_indices' set; timm
+ * returns them in block order, each once; 0 = every block, indices=None); vt_take_indices makes
+ * it from timm's indices. norm: timm's final norm on each (Identity when the config has fc_norm or
+ * final_norm off); return_prefix_tokens: the prefix tokens of each as outputs of their own;
+ * stop_early: the blocks after the last one taken are not run (out is then the final norm of that
+ * block's output); nchw: output_fmt 'NCHW' ([B, D, Gh, Gw]) rather than 'NLC' ([B, N, D]); the
+ * prefix tokens are split off either way; intermediates_only: no out. */
+typedef struct {
+    uint64_t take;
+    int norm, return_prefix_tokens, stop_early, nchw, intermediates_only;
+} vt_inter_opts;
+/* timm's feature_take_indices(depth, indices) as a take set: n < 0 and last_n 0: every block;
+ * last_n > 0: the last last_n blocks (1 <= last_n <= depth); else the n indices (a negative one
+ * counts from the end). An index out of range is an error naming it, in timm's words. */
+vt_status vt_take_indices(int depth, const int *indices, int n, int last_n, uint64_t *take);
 
 typedef struct {
     const float *images; /* [B, C, H, W] */
@@ -224,13 +284,22 @@ typedef struct {
      * timm's label smoothing s in [0, 1) (LabelSmoothingCrossEntropy; 0 = cross-entropy) */
     const int32_t *labels;
     float label_smoothing;
+    /* images of another size than the config's (timm's dynamic_img_size; 0 = img_size) */
+    int height, width;
+    /* DeiT distilled, VT_FN_TIMM_FORWARD: timm's training mode with distilled_training, two outputs
+     * head(x[:,0]) and head_dist(x[:,1]) instead of their average */
+    int distilled_training;
+    vt_inter_opts inter; /* VT_FN_TIMM_INTERMEDIATES */
 } vt_inputs;
 
 /* Runs `fn`. With need_grad, keeps what vt_backward needs (per the checkpointing policy);
  * without, keeps nothing but the outputs. */
 vt_status vt_forward(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad);
-int vt_output_count(const vt_model *m); /* 1 + number of intermediates */
-/* Output i (0 = out, 1.. = intermediates.(i-1)); shape written to shape[4], rank returned. */
+/* outputs of the last call: 1; forward_intermediates 1 + depth; timm's forward of a distilled
+ * model in distilled_training 2; timm's forward_intermediates as many as it returns */
+int vt_output_count(const vt_model *m);
+/* Output i (0 = out, 1.. = intermediates.(i-1), or timm's forward_intermediates' in the order it
+ * returns them); shape written to shape[4], rank in *ndim. */
 const float *vt_output(const vt_model *m, int i, int64_t shape[4], int *ndim);
 float vt_loss_value(const vt_model *m); /* VT_FN_LOSS */
 

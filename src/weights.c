@@ -145,7 +145,7 @@ vt_status vt_save_safetensors(const vt_model *m, const char *model_prefix, const
     }
     /* the encoder alone under timm keys (the ViT's own prefix selected, no file prefix, no
      * lightly mask_token): with its timm kwargs */
-    char kw[1024], pe[VT_NAME_MAX + 32];
+    char kw[2048], pe[VT_NAME_MAX + 32];
     snprintf(pe, sizeof pe, "%spatch_embed.proj.weight", mp);
     int vit_only = !fp[0] && vt_param_find(m, pe) >= 0;
     for (int i = 0; i < k && vit_only; i++) vit_only = strcmp(e[i].name, "mask_token") != 0;
@@ -239,17 +239,18 @@ static vt_status resample_on_load(vt_model *m, int i, const vt_st_tensor *t, con
             snprintf(line, sizeof line,
                      "pos_embed %s: not taken: lightly's sin-cos table of a %dx%d grid; the model keeps "
                      "its own of %dx%d\n",
-                     shape, g, g, e->G, e->G);
+                     shape, g, g, e->Gh, e->Gw);
             note(rep, "%s%s%s", line, "", "");
             goto done;
         }
     }
     if (!rc && pos) {
-        rc = vt_resample_pos_embed(in, prefix, g, g, (int)p->shape[2], res, e->G, e->G, VT_RESAMPLE_ON_LOAD);
+        rc =
+            vt_resample_pos_embed(in, prefix, g, g, (int)p->shape[2], res, e->Gh, e->Gw, VT_RESAMPLE_ON_LOAD);
         snprintf(line, sizeof line,
                  "%s %s: resampled as timm loads it (bicubic, antialias): grid %dx%d -> %dx%d, %d prefix "
                  "row%s kept\n",
-                 p->name, shape, g, g, e->G, e->G, prefix, prefix == 1 ? "" : "s");
+                 p->name, shape, g, g, e->Gh, e->Gw, prefix, prefix == 1 ? "" : "s");
     } else if (!rc) {
         rc = vt_resample_patch_embed(in, p->shape[0] * p->shape[1], (int)t->shape[2], (int)t->shape[3], res,
                                      (int)p->shape[2], (int)p->shape[3], VT_RESAMPLE_ON_LOAD);
@@ -328,7 +329,7 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
             continue;
         const vt_st_tensor *t = vt_st_find(&f, key);
         if (!t) {
-            if (in_vit && i != e->head_w && i != e->head_b) {
+            if (in_vit && i != e->head_w && i != e->head_b && i != e->hdist_w && i != e->hdist_b) {
                 rep->missing++;
                 note(rep, "%s: not in the file (kept as initialised)%s%s\n", p->name, "", "");
             }
@@ -345,7 +346,7 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
             t->dtype != VT_DT_F64) {
             rep->skipped++;
             note(rep, "%s %s: skipped: dtype %s is not a float dtype\n", key, a, vt_dtype_name(t->dtype));
-        } else if (!same && (i == e->head_w || i == e->head_b)) {
+        } else if (!same && (i == e->head_w || i == e->head_b || i == e->hdist_w || i == e->hdist_b)) {
             rep->skipped++;
             note(rep, "%s %s: skipped: a classifier head of another size (the model's is %s)\n", key, a, b);
         } else if (!same && (i == e->pos || i == e->pe_w) &&
@@ -373,7 +374,8 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
         rep->skipped++;
         shape_txt(a, sizeof a, f.tensors[j].ndim, f.tensors[j].shape);
         if (starts(rest, fp) &&
-            (!strcmp(rest + strlen(fp), "head.weight") || !strcmp(rest + strlen(fp), "head.bias")))
+            (!strcmp(rest + strlen(fp), "head.weight") || !strcmp(rest + strlen(fp), "head.bias") ||
+             !strcmp(rest + strlen(fp), "head_dist.weight") || !strcmp(rest + strlen(fp), "head_dist.bias")))
             note(rep, "%s %s: skipped: a classifier head, and the model has none (num_classes 0)%s\n", nm, a,
                  "");
         else if (starts(rest, fp))
@@ -410,7 +412,7 @@ vt_status vt_init_from_safetensors(vt_model *m, const uint8_t *bytes, size_t len
             rc = vt_fail(VT_ERR_NOMEM, "out of memory");
             goto done;
         }
-        int sincos = D % 4 == 0 && vt_sincos_table(tab, D, e->G, P) == VT_OK;
+        int sincos = D % 4 == 0 && e->Gh == e->Gw && vt_sincos_table(tab, D, e->G, P) == VT_OK;
         const float *v = m->pt.data + p->off;
         for (size_t k = 0; sincos && k < (size_t)rows * D; k++) sincos = fabsf(v[k] - tab[k]) <= 1e-6f;
         free(tab);

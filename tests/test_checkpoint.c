@@ -59,7 +59,7 @@ static int fixture_budgets(const uint8_t *bytes, size_t len, size_t budgets[3], 
         kind = VT_KIND_LIGHTLY;
     else if (!strcmp(module, "lightly.MaskedCausalVisionTransformer"))
         kind = VT_KIND_CAUSAL;
-    else if (!strcmp(module, "timm.VisionTransformer"))
+    else if (!strcmp(module, "timm.VisionTransformer") || !strcmp(module, "timm.VisionTransformerDistilled"))
         kind = VT_KIND_TIMM;
     else if (!strcmp(module, "lightly.examples.MAE"))
         kind = VT_KIND_MAE;
@@ -72,8 +72,9 @@ static int fixture_budgets(const uint8_t *bytes, size_t len, size_t budgets[3], 
     if ((rc = vt_json_parse(call, strlen(call), &cj))) goto out;
     const vt_json *fnj = vt_json_get(cj, "fn"), *nj = vt_json_get(cj, "norm");
     const char *fs = fnj && fnj->type == VT_JSON_STRING ? fnj->str : "";
+    const vt_json *dtj = vt_json_get(cj, "distilled_training");
     vt_fn fn =
-        !strcmp(fs, "forward") ? VT_FN_FORWARD
+        !strcmp(fs, "forward") ? (kind == VT_KIND_TIMM ? VT_FN_TIMM_FORWARD : VT_FN_FORWARD)
         : !strcmp(fs, "forward_intermediates")
             ? (nj && nj->type == VT_JSON_BOOL && nj->boolean ? VT_FN_INTERMEDIATES_NORM : VT_FN_INTERMEDIATES)
         : !strcmp(fs, "loss") ? VT_FN_LOSS
@@ -89,6 +90,9 @@ static int fixture_budgets(const uint8_t *bytes, size_t len, size_t budgets[3], 
         goto out;
     }
     in.batch = (int)t->shape[0];
+    in.height = (int)t->shape[2];
+    in.width = (int)t->shape[3];
+    in.distilled_training = dtj && dtj->type == VT_JSON_BOOL && dtj->boolean;
     static const int64_t dummy[1] = { 0 };
     static const uint8_t dmask[1] = { 0 };
     if ((t = vt_st_find(&f, "input/idx_keep"))) {
@@ -114,13 +118,13 @@ static int is_model_fixture(const char *base) {
            !strncmp(base, "aim_", 4);
 }
 
-static void test_fixtures(void) {
-    int n = 0, nmodel = 0;
-    char **files = tu_list_fixtures(&n);
-    CHECK(n > 0, "no fixtures found in %s", VT_FIXTURES_DIR);
+/* every model file of a folder (all: tests/parity's are all models) under every policy */
+static void test_fixtures_in(char **files, int n, int all, const char *dir, int want) {
+    int nmodel = 0;
+    CHECK(n > 0, "no parity files found in %s", dir);
     for (int i = 0; i < n; i++) {
         const char *base = tu_base(files[i]);
-        if (!is_model_fixture(base)) continue;
+        if (!all && !is_model_fixture(base)) continue;
         nmodel++;
         size_t len = 0;
         uint8_t *bytes = tu_read_file(files[i], &len);
@@ -136,7 +140,9 @@ static void test_fixtures(void) {
         size_t budgets[3] = { 0, 0, 0 }, none = 0, block = 0;
         rc = fixture_budgets(bytes, len, budgets, &none, &block);
         CHECK_OK(rc, "fixture plan for a budget");
-        CHECK(block < none, "%s: block plan %zu not below none plan %zu", base, block, none);
+        /* (tests/parity's depth-1 models: block equals none, the one block handed over) */
+        CHECK(all ? block <= none : block < none, "%s: block plan %zu not below none plan %zu", base, block,
+              none);
         char pol[NPOL + 3][48];
         for (int p = 0; p < NPOL; p++) snprintf(pol[p], sizeof pol[p], "%s", POLICIES[p]);
         for (int b = 0; b < 3; b++) snprintf(pol[NPOL + b], sizeof pol[NPOL + b], "budget:%zu", budgets[b]);
@@ -157,9 +163,16 @@ static void test_fixtures(void) {
         vt_parity_free(&r0);
         free(bytes);
     }
-    CHECK(nmodel >= 12, "only %d model fixtures found", nmodel);
-    tu_info("fixtures: %d model files x %d policies bitwise equal to none", nmodel, NPOL + 3);
+    CHECK(nmodel >= want, "only %d model files found in %s", nmodel, dir);
+    tu_info("%s: %d model files x %d policies bitwise equal to none", dir, nmodel, NPOL + 3);
     tu_free_list(files, n);
+}
+static void test_fixtures(void) {
+    int n = 0;
+    char **files = tu_list_fixtures(&n);
+    test_fixtures_in(files, n, 0, VT_FIXTURES_DIR, 12);
+    files = tu_list_parity(&n);
+    test_fixtures_in(files, n, 1, VT_PARITY_DIR, 30);
 }
 
 /* ---- 2. direct API ---------------------------------------------------------------------------------------- */
@@ -223,7 +236,8 @@ static void policies_case(const char *name, const vt_model_config *cfg, vt_fn fn
     vt_model *m = NULL;
     if (!CHECK_OK(vt_model_create(cfg, &m), name)) return;
     tu_init_params(m, &r);
-    size_t nimg = (size_t)in->batch * cfg->enc.in_chans * cfg->enc.img_size * cfg->enc.img_size;
+    size_t nimg = (size_t)in->batch * cfg->enc.in_chans * (in->height ? in->height : cfg->enc.img_size) *
+                  (in->width ? in->width : vt_img_width(&cfg->enc));
     float *img = tu_xmalloc(nimg * 4);
     tu_fill_normal(&r, img, nimg, 0, 1);
     in->images = img;
@@ -341,6 +355,19 @@ static void test_direct(void) {
         vt_pool_from_name("avgmax", &t.enc.global_pool);
         policies_case("timm d5 forward (avgmax, fc_norm, head)", &t, VT_FN_TIMM_FORWARD, &in, 42);
     }
+    /* the rest of timm's options (tu_option_case), depth 5, timm's forward */
+    for (int o = 0;; o++) {
+        vt_model_config oc;
+        memset(&in, 0, sizeof in);
+        const char *nm = tu_option_case(o, 5, &oc, &in);
+        if (!nm) break;
+        in.batch = B;
+        char what[160];
+        snprintf(what, sizeof what, "timm d5 %s", nm);
+        policies_case(what, &oc, VT_FN_TIMM_FORWARD, &in, 300 + (uint64_t)o);
+    }
+    memset(&in, 0, sizeof in);
+    in.batch = B;
     /* plain block (no qk_norm / LayerScale), depth 7, bool mask */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 8, 4, 8, 7, 2, 2.0f);
     uint8_t bm[2 * 5] = { 0, 1, 0, 0, 1, 1, 0, 1, 0, 0 };

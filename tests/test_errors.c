@@ -128,6 +128,40 @@ static void test_inputs(void) {
                   "idx_mask without a mask token");
         vt_model_free(m);
     }
+    /* timm's forward_intermediates: no token masks (lightly's takes them), blocks in range; its
+     * indices as timm's feature_take_indices reads them */
+    m = tiny(VT_KIND_LIGHTLY, &r);
+    if (m) {
+        memset(&in, 0, sizeof in);
+        in.images = img;
+        in.batch = 2;
+        in.idx_keep = ok2;
+        in.n_keep = 2;
+        CHECK_ERR(vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, 1), VT_ERR_ARG,
+                  "lightly's forward_intermediates", "timm's forward_intermediates with idx_keep");
+        in.idx_keep = NULL;
+        in.inter.take = 4; /* block 2 of 2 */
+        CHECK_ERR(vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, 1), VT_ERR_ARG, "block 2 taken",
+                  "block 2 of a 2-block model");
+        in.inter.take = 2;
+        in.inter.stop_early = in.inter.intermediates_only = 1;
+        CHECK_OK(vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, 1), "block 1, stop_early, intermediates only");
+        CHECK(vt_output_count(m) == 1, "one output (block 1's), got %d", vt_output_count(m));
+        CHECK_ERR(vt_backward(m, NULL, 2, NULL, 1), VT_ERR_ARG, "upstream", "2 douts for a 1-output call");
+        vt_model_free(m);
+    }
+    uint64_t take = 0;
+    int idx[3] = { 0, -1, 1 };
+    CHECK(vt_take_indices(4, idx, 3, 0, &take) == VT_OK && take == (1 | 2 | 8), "indices [0, -1, 1]: %llx",
+          (unsigned long long)take);
+    CHECK(vt_take_indices(4, NULL, -1, 2, &take) == VT_OK && take == (4 | 8), "indices 2: the last two");
+    CHECK(vt_take_indices(4, NULL, -1, 0, &take) == VT_OK && take == 15, "indices None: every block");
+    CHECK_ERR(vt_take_indices(4, NULL, -1, 5, &take), VT_ERR_ARG, "last-n (5) is out of range (1 to 4)",
+              "indices 5 of 4 blocks");
+    idx[1] = -5;
+    CHECK_ERR(vt_take_indices(4, idx, 3, 0, &take), VT_ERR_ARG, "feature index -1 is out of range (0 to 3)",
+              "index -5 of 4 blocks");
+    CHECK_ERR(vt_take_indices(4, idx, 0, 0, &take), VT_ERR_ARG, "empty", "an empty list");
     /* causal kind takes no idx_keep */
     m = tiny(VT_KIND_CAUSAL, &r);
     if (m) {
@@ -181,14 +215,23 @@ static void test_policies_presets_configs(void) {
 
     vt_model_config c;
     vt_model *x = NULL;
+    /* timm floors the grid (12 / 5: 2 x 2 patches); lightly's MAE patchify does not */
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 5, 12, 2, 2, 2.0f);
-    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "multiple", "img_size 12 with patch 5");
+    CHECK_OK(vt_model_create(&c, &x), "img_size 12 with patch 5 (a floored grid)");
+    vt_model_free(x);
+    x = NULL;
+    tu_tiny_config(&c, VT_KIND_MAE, 12, 5, 12, 2, 2, 2.0f);
+    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "multiple", "MAE img_size 12 with patch 5");
     CHECK(x == NULL, "failed create left a model");
+    tu_tiny_config(&c, VT_KIND_TIMM, 4, 5, 12, 2, 2, 2.0f);
+    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "smaller than patch_size", "img_size 4 with patch 5");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 10, 2, 3, 2.0f);
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "divisible", "embed_dim 10 with 3 heads");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
-    vt_pool_from_name("map", &c.enc.global_pool);
-    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "map", "global_pool map");
+    CHECK_ERR(vt_pool_from_name("gem", &c.enc.global_pool), VT_ERR_ARG, "gem", "global_pool gem");
+    tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
+    c.enc.distilled = 1;
+    CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "distilled", "distilled lightly");
     tu_tiny_config(&c, VT_KIND_LIGHTLY, 12, 4, 12, 2, 2, 2.0f);
     c.enc.class_token = 0;
     CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "class_token", "token pool without class token");
@@ -218,7 +261,19 @@ static void test_policies_presets_configs(void) {
         { "{\"depth\": -1}", "depth", "negative depth", VT_ERR_ARG },
         { "{\"mlp_ratio\": \"4\"}", "mlp_ratio", "mlp_ratio as a string", VT_ERR_ARG },
         { "{\"qk_norm\": 1}", "qk_norm", "qk_norm as a number", VT_ERR_ARG },
-        { "{\"pre_norm\": true}", "pre_norm", "pre_norm true", VT_ERR_ARG },
+        { "{\"pre_norm\": 1}", "pre_norm", "pre_norm as a number", VT_ERR_ARG },
+        { "{\"act_layer\": \"silu\"}", "act_layer", "act_layer silu", VT_ERR_ARG },
+        { "{\"norm_layer\": \"batchnorm\"}", "norm_layer", "norm_layer batchnorm", VT_ERR_ARG },
+        { "{\"norm_eps\": 0}", "norm_eps", "norm_eps 0", VT_ERR_ARG },
+        { "{\"img_size\": [32]}", "img_size", "img_size of one value", VT_ERR_ARG },
+        { "{\"weight_init\": \"xavier\"}", "weight_init", "weight_init xavier", VT_ERR_ARG },
+        { "{\"attn_layer\": \"diff\"}", "attn_layer", "attn_layer diff", VT_ERR_ARG },
+        { "{\"global_pool\": \"gem\"}", "global_pool", "global_pool gem", VT_ERR_ARG },
+        { "{\"block_fn\": \"ResPostBlock\"}", "computes timm's Block", "block_fn", VT_ERR_ARG },
+        { "{\"mlp_layer\": \"SwiGLU\"}", "computes timm's Mlp", "mlp_layer", VT_ERR_ARG },
+        { "{\"embed_layer\": \"HybridEmbed\"}", "timm's PatchEmbed", "embed_layer", VT_ERR_ARG },
+        { "{\"dtype\": \"float16\"}", "in float32", "dtype float16", VT_ERR_ARG },
+        { "{\"device\": \"cuda\"}", "not a torch device", "device cuda", VT_ERR_ARG },
         { "[1, 2]", "object", "config not an object", VT_ERR_ARG },
         { "{\"img_size\": 32", NULL, "truncated JSON", VT_ERR_FORMAT },
     };
@@ -228,21 +283,29 @@ static void test_policies_presets_configs(void) {
     }
     const char *okj =
         "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"depth\": 1, \"num_heads\": 2, "
-        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\"}";
+        "\"drop_rate\": 0.0, \"fc_norm\": null, \"init_values\": null, \"global_pool\": \"avg\", "
+        "\"block_fn\": null, \"mlp_layer\": null, \"embed_layer\": null, \"device\": null, \"dtype\": "
+        "\"float32\"}";
     vt_vit_config_default(&vc);
     CHECK_OK(vt_vit_config_from_json(okj, strlen(okj), &vc), "timm kwargs with defaults");
     CHECK(vc.img_size == 32 && vc.patch_size == 8 && vc.embed_dim == 16 && vc.depth == 1 &&
               vc.global_pool == VT_POOL_AVG,
           "JSON config values not taken");
-    /* global_pool 'map' parses (it is a timm value) and is refused by validation / create */
-    const char *mapj = "{\"img_size\": 32, \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, "
-                       "\"global_pool\": \"map\"}";
+    /* the rest of timm's kwargs and the init-only ones parse; the model is made */
+    const char *mapj = "{\"img_size\": [32, 24], \"patch_size\": 8, \"embed_dim\": 16, \"num_heads\": 2, "
+                       "\"global_pool\": \"map\", \"pre_norm\": true, \"act_layer\": \"quick_gelu\", "
+                       "\"norm_layer\": \"RmsNorm\", \"norm_eps\": 1e-5, \"weight_init\": \"jax\", "
+                       "\"fix_init\": true, \"proj_bias\": false, \"scale_mlp_norm\": true}";
     int rc = vt_model_config_from_json(mapj, strlen(mapj), VT_KIND_TIMM, &c);
+    CHECK_OK(rc, "timm kwargs (map, pre_norm, quick_gelu, rmsnorm, init-only)");
     if (rc == VT_OK) {
-        CHECK_ERR(vt_config_validate(&c), VT_ERR_ARG, "map", "global_pool map (JSON) validate");
-        CHECK_ERR(vt_model_create(&c, &x), VT_ERR_ARG, "map", "global_pool map (JSON) create");
-    } else {
-        CHECK_ERR(rc, VT_ERR_ARG, "map", "global_pool map (JSON)");
+        CHECK(c.enc.img_size == 32 && c.enc.img_width == 24 && c.enc.global_pool == VT_POOL_MAP &&
+                  c.enc.act_layer == VT_ACT_QUICK_GELU && c.enc.norm_layer == VT_NORM_RMS &&
+                  c.enc.norm_eps == 1e-5,
+              "JSON kwargs not taken");
+        CHECK_OK(vt_model_create(&c, &x), "global_pool map (JSON) create");
+        vt_model_free(x);
+        x = NULL;
     }
     const char *mae_bad = "{\"encoder\": {\"img_size\": 32}, \"decoder_width\": 8}";
     CHECK_ERR(vt_model_config_from_json(mae_bad, strlen(mae_bad), VT_KIND_MAE, &c), VT_ERR_ARG,

@@ -528,6 +528,139 @@ static void test_gelu(void) {
     check_gelu(100003, 10);
 }
 
+/* ------------------------------------------------------------- quick_gelu, gelu_tanh, tanh */
+
+/* tanh (gelu_tanh's): the error is absolute (it is added to 1), within TANH_ABS of libm */
+#define TANH_ABS (4 * EPS)
+static void test_tanh(void) {
+    enum { NT = 100003 };
+    float *x = malloc(NT * sizeof(float)), *y = malloc(NT * sizeof(float));
+    for (int i = 0; i < NT; i++) x[i] = -12.0f + 24.0f * (float)i / (NT - 1);
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = 1e-30f, x[3] = 100.0f, x[4] = -100.0f, x[5] = INFINITY,
+    x[6] = -INFINITY;
+    vt_simd_tanh(y, x, NT);
+    int ok = 1;
+    for (int i = 0; i < NT && ok; i++)
+        if (!(fabsf(y[i] - tanhf(x[i])) <= TANH_ABS)) {
+            char buf[160];
+            snprintf(buf, sizeof buf, "x=%.9g simd %.9g libm %.9g", x[i], y[i], tanhf(x[i]));
+            result(0, "tanh vs libm (absolute)", buf);
+            ok = 0;
+        }
+    if (ok) result(1, "tanh vs libm (absolute)", "");
+    float nan_in = NAN, nan_out = 0;
+    vt_simd_tanh(&nan_out, &nan_in, 1);
+    result(isnan(nan_out), "tanh(NaN) is NaN", "");
+    free(x), free(y);
+}
+
+/* forward and backward of an activation against its reference: the forward within
+ * 0.5|x| abs_f + 4 eps |ref| (abs_f: the special function's absolute error, added to 1 as GELU's
+ * erf is), the backward within |dout| (abs_b + 4 eps |ref'|); the backward in place too */
+static void check_activation(const char *name, void (*simd_f)(float *, const float *, size_t),
+                             void (*ref_f)(float *, const float *, size_t),
+                             void (*simd_b)(float *, const float *, const float *, size_t),
+                             void (*ref_b)(float *, const float *, const float *, size_t), size_t n,
+                             float range, double abs_f, double abs_b) {
+    char ctx[96], what[64];
+    snprintf(ctx, sizeof ctx, "n=%zu range=%g", n, range);
+    float *x = galloc(n), *dout = galloc(n);
+    fill(x, n, -range, range);
+    fill(dout, n, -2, 2);
+    if (n > 6) x[0] = 0.0f, x[1] = -0.0f, x[2] = 1e-30f, x[3] = -40.0f, x[4] = 40.0f, x[5] = -5.5f;
+    float *y_s = galloc(n), *y_r = galloc(n);
+    simd_f(y_s, x, n);
+    ref_f(y_r, x, n);
+    int ok = 1;
+    snprintf(what, sizeof what, "%s_forward", name);
+    for (size_t i = 0; i < n && ok; i++) {
+        double tol = 0.5 * fabs(x[i]) * abs_f + 4 * EPS * fabs(y_r[i]);
+        if (!(fabs((double)y_s[i] - y_r[i]) <= tol)) {
+            char buf[200];
+            snprintf(buf, sizeof buf, "%s: x=%.9g simd %.9g ref %.9g", ctx, x[i], y_s[i], y_r[i]);
+            result(0, what, buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, what, ctx);
+    check_guards(what, ctx, y_s, n);
+    float *g_s = galloc(n), *g_r = galloc(n), *g_alias = gcopy(dout, n);
+    simd_b(g_s, x, dout, n);
+    ref_b(g_r, x, dout, n);
+    simd_b(g_alias, x, g_alias, n);
+    ok = 1;
+    snprintf(what, sizeof what, "%s_backward", name);
+    for (size_t i = 0; i < n && ok; i++) {
+        double tol =
+            fabs(dout[i]) * (abs_b * (1 + fabs(x[i])) + 4 * EPS * fabs(g_r[i] / (dout[i] ? dout[i] : 1)));
+        if (!(fabs((double)g_s[i] - g_r[i]) <= tol + 1e-30) || g_alias[i] != g_s[i]) {
+            char buf[200];
+            snprintf(buf, sizeof buf, "%s: x=%.9g simd %.9g ref %.9g in-place %.9g", ctx, x[i], g_s[i],
+                     g_r[i], g_alias[i]);
+            result(0, what, buf);
+            ok = 0;
+        }
+    }
+    if (ok) result(1, what, ctx);
+    check_guards(what, ctx, g_s, n);
+    gfree(x), gfree(dout), gfree(y_s), gfree(y_r), gfree(g_s), gfree(g_r), gfree(g_alias);
+}
+
+static void test_activations(void) {
+    static const size_t ns[] = { 0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 65, 100003 };
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        float range = ns[i] > 64 ? 10 : 6;
+        /* quick_gelu: exp within EXP_MAX_ULP, then a division: relative errors of a few eps */
+        check_activation("quick_gelu", vt_simd_quick_gelu_forward, vt_ref_quick_gelu_forward,
+                         vt_simd_quick_gelu_backward, vt_ref_quick_gelu_backward, ns[i], range, 4 * EPS,
+                         8 * EPS);
+        check_activation("gelu_tanh", vt_simd_gelu_tanh_forward, vt_ref_gelu_tanh_forward,
+                         vt_simd_gelu_tanh_backward, vt_ref_gelu_tanh_backward, ns[i], range, 2 * TANH_ABS,
+                         4 * TANH_ABS);
+    }
+}
+
+/* ---------------------------------------------------------------------------- rmsnorm */
+
+static void check_rmsnorm(int M, int D, int affine, int in_place) {
+    char ctx[128];
+    snprintf(ctx, sizeof ctx, "M=%d D=%d affine=%d in_place=%d", M, D, affine, in_place);
+    size_t n = (size_t)M * D;
+    float *x = galloc(n), *w = galloc(D), *dy = galloc(n);
+    fill(x, n, -2, 2);
+    fill(w, D, -1.5f, 1.5f);
+    fill(dy, n, -1, 1);
+    const float *wp = affine ? w : NULL;
+    float *y_s = galloc(n), *y_r = galloc(n), *rs_s = galloc(M), *rs_r = galloc(M);
+    if (in_place) memcpy(y_s, x, n * sizeof(float));
+    vt_simd_rmsnorm_forward(y_s, rs_s, in_place ? y_s : x, wp, M, D, 1e-5f);
+    vt_ref_rmsnorm_forward(y_r, rs_r, x, wp, M, D, 1e-5f);
+    float mw = affine ? maxabs(w, D) : 1.0f, rsmax = maxabs(rs_r, M);
+    close_red("rmsnorm_forward out", ctx, y_s, y_r, n, D, (maxabs(x, n) * rsmax + 1.0) * mw);
+    close_red("rmsnorm_forward rstd", ctx, rs_s, rs_r, M, D, rsmax);
+    check_guards("rmsnorm_forward", ctx, y_s, n);
+    float *gr[3], *gs[3];
+    grads_pair(3, (size_t[3]){ n, (size_t)D, 0 }, gr, gs);
+    vt_simd_rmsnorm_backward(gs[0], affine ? gs[1] : NULL, dy, x, wp, rs_r, M, D);
+    vt_ref_rmsnorm_backward(gr[0], affine ? gr[1] : NULL, dy, x, wp, rs_r, M, D);
+    double nmax = maxabs(x, n) * rsmax;
+    float mdy = maxabs(dy, n);
+    close_red("rmsnorm_backward dinp", ctx, gs[0], gr[0], n, D,
+              rsmax * mw * mdy * (1 + nmax * nmax) * (1 + nmax));
+    if (affine) close_red("rmsnorm_backward dw", ctx, gs[1], gr[1], D, M, (nmax + 1) * mdy);
+    check_guards("rmsnorm_backward dinp", ctx, gs[0], n);
+    gfree(x), gfree(w), gfree(dy), gfree(y_s), gfree(y_r), gfree(rs_s), gfree(rs_r);
+    for (int i = 0; i < 3; i++) gfree(gr[i]), gfree(gs[i]);
+}
+
+static void test_rmsnorm(void) {
+    static const int Ds[] = { 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 192, 193 };
+    int c = 0;
+    for (size_t d = 0; d < sizeof Ds / sizeof Ds[0]; d++)
+        for (int m = 1; m <= 3; m += 2, c++) check_rmsnorm(m, Ds[d], c & 1, c % 3 == 0);
+    check_rmsnorm(0, 17, 1, 0);
+}
+
 /* ---------------------------------------------------------------------------- softmax */
 
 static void check_softmax(int n, int with_masked, int in_place) {
@@ -695,6 +828,9 @@ int main(void) {
     test_gemm();
     test_layernorm();
     test_gelu();
+    test_tanh();
+    test_activations();
+    test_rmsnorm();
     test_softmax();
     test_adamw();
     test_adamw_nonfinite();

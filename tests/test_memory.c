@@ -29,7 +29,8 @@ static int plan_of(vt_model *m, vt_fn fn, const vt_inputs *in, int need_grad, co
 /* Checks planned == measured for every policy; returns via *none_act, *block_act, *nograd_act. */
 static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu_rng *r) {
     const vt_model_config *cfg = vt_model_get_config(m);
-    size_t nimg = (size_t)in->batch * cfg->enc.in_chans * cfg->enc.img_size * cfg->enc.img_size;
+    size_t nimg = (size_t)in->batch * cfg->enc.in_chans * (in->height ? in->height : cfg->enc.img_size) *
+                  (in->width ? in->width : vt_img_width(&cfg->enc));
     float *dimg = tu_xcalloc(nimg, 4);
     float **douts = NULL;
     int ndo = 0;
@@ -38,7 +39,7 @@ static void plan_case(const char *name, vt_model *m, vt_fn fn, vt_inputs *in, tu
     if (!rc) rc = plan_of(m, fn, in, 1, "block", &block);
     if (!CHECK_OK(rc, name)) goto out;
     for (int p = 0; p < NPOL; p++) {
-        char pol[48], what[160];
+        char pol[48], what[256];
         if (!strcmp(POL[p], "budget:MID"))
             snprintf(pol, sizeof pol, "budget:%zu", (none + block) / 2);
         else
@@ -175,6 +176,39 @@ static void test_tiny(void) {
                 vt_model_free(m);
                 free(img);
             }
+    }
+    /* the rest of timm's options (tu_option_case), timm's forward and the classifier loss */
+    for (int o = 0;; o++) {
+        memset(&in, 0, sizeof in);
+        const char *nm = tu_option_case(o, 3, &c, &in);
+        if (!nm) break;
+        m = make(&c, &r);
+        size_t n = (size_t)B * c.enc.in_chans * (in.height ? in.height : c.enc.img_size) *
+                   (in.width ? in.width : vt_img_width(&c.enc));
+        img = tu_xmalloc(n * 4);
+        tu_fill_normal(&r, img, n, 0, 1);
+        in.images = img;
+        in.batch = B;
+        char what[160];
+        snprintf(what, sizeof what, "timm d3 %s", nm);
+        if (m) plan_case(what, m, VT_FN_TIMM_FORWARD, &in, &r);
+        /* timm's forward_intermediates: all blocks NCHW normed with prefix; two NLC, no out;
+         * stop_early after block 1 */
+        const vt_inter_opts ti[] = { { 0, 1, 1, 0, 1, 0 }, { 5, 0, 1, 0, 0, 1 }, { 2, 1, 0, 1, 1, 0 } };
+        for (int k = 0; k < 3 && m && !in.distilled_training; k++) {
+            in.inter = ti[k];
+            snprintf(what, sizeof what, "timm d3 %s intermediates %d", nm, k);
+            plan_case(what, m, VT_FN_TIMM_INTERMEDIATES, &in, &r);
+        }
+        memset(&in.inter, 0, sizeof in.inter);
+        int32_t labels[2] = { 2, 0 };
+        if (m && !in.distilled_training) {
+            in.labels = labels;
+            snprintf(what, sizeof what, "classifier d3 %s", nm);
+            plan_case(what, m, VT_FN_LOSS, &in, &r);
+        }
+        vt_model_free(m);
+        free(img);
     }
     /* causal */
     tu_tiny_config(&c, VT_KIND_CAUSAL, 12, 4, 12, 4, 2, 2.0f);

@@ -63,7 +63,48 @@ int main(void) {
               P[i].name, g, lt - pos);
         CHECK(nl == nt + 1, "%s lightly kind: %d tensors, want %d", P[i].name, nl, nt + 1);
     }
-    CHECK(vt_preset_name(np) == NULL && vt_preset_name(-1) == NULL,
+    /* the families (timm 1.0.29.dev0's create_model(name, num_classes=0): its parameter count and
+     * state_dict size; the first and last keys) */
+    const struct {
+        const char *name;
+        size_t timm;
+        int tensors;
+        const char *first, *last;
+    } F[] = {
+        { "vit_base_patch16_clip_224", 85799424, 151, "cls_token", "norm.bias" },
+        { "vit_base_patch32_clip_224", 87456000, 151, "cls_token", "norm.bias" },
+        { "vit_base_patch16_clip_quickgelu_224", 85799424, 151, "cls_token", "norm.bias" },
+        { "vit_base_patch32_clip_quickgelu_224", 87456000, 151, "cls_token", "norm.bias" },
+        { "vit_base_patch16_siglip_224", 92884224, 162, "pos_embed", "attn_pool.mlp.fc2.bias" },
+        { "deit_tiny_patch16_224", 5524416, 150, "cls_token", "norm.bias" },
+        { "deit_small_patch16_224", 21665664, 150, "cls_token", "norm.bias" },
+        { "deit_base_patch16_224", 85798656, 150, "cls_token", "norm.bias" },
+        { "deit_tiny_distilled_patch16_224", 5524800, 151, "cls_token", "norm.bias" },
+        { "deit_small_distilled_patch16_224", 21666432, 151, "cls_token", "norm.bias" },
+        { "deit_base_distilled_patch16_224", 85800192, 151, "cls_token", "norm.bias" },
+        { "vit_small_patch14_reg4_dinov2", 22057344, 175, "cls_token", "norm.bias" },
+        { "vit_base_patch14_reg4_dinov2", 86582016, 175, "cls_token", "norm.bias" },
+    };
+    int nf = (int)(sizeof F / sizeof F[0]);
+    for (int i = 0; i < nf; i++) {
+        int nt = 0;
+        size_t n = count(VT_KIND_TIMM, F[i].name, 0, 0, NULL, &nt);
+        CHECK(n == F[i].timm && nt == F[i].tensors, "%s: %zu params in %d tensors, timm has %zu in %d",
+              F[i].name, n, nt, F[i].timm, F[i].tensors);
+        CHECK(vt_preset_name(np + i) && !strcmp(vt_preset_name(np + i), F[i].name), "vt_preset_name(%d) = %s",
+              np + i, vt_preset_name(np + i) ? vt_preset_name(np + i) : "NULL");
+        vt_model_config mc;
+        vt_model_config_default(&mc, VT_KIND_TIMM);
+        vt_model *m = NULL;
+        if (CHECK_OK(vt_preset(F[i].name, &mc.enc), F[i].name) &&
+            CHECK_OK(vt_model_create(&mc, &m), F[i].name))
+            CHECK(!strcmp(vt_param_name(m, 0), F[i].first) &&
+                      !strcmp(vt_param_name(m, vt_param_count(m) - 1), F[i].last),
+                  "%s: first / last tensors %s / %s, timm's %s / %s", F[i].name, vt_param_name(m, 0),
+                  vt_param_name(m, vt_param_count(m) - 1), F[i].first, F[i].last);
+        vt_model_free(m);
+    }
+    CHECK(vt_preset_name(np + nf) == NULL && vt_preset_name(-1) == NULL,
           "vt_preset_name past the end is not NULL");
     /* the state_dict order of vit_tiny (reference-models.md 1.3) */
     vt_model_config c;

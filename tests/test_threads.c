@@ -12,10 +12,8 @@
 static const char *policies[] = { "none", "block", "selective", "every:2" };
 static const int counts[] = { 2, 3, 5 };
 
-static void test_fixtures(void) {
-    int n = 0;
-    char **files = tu_list_fixtures(&n);
-    CHECK(n > 0, "fixtures found in %s", VT_FIXTURES_DIR);
+static void test_fixtures_in(char **files, int n, const char *dir) {
+    CHECK(n > 0, "parity files found in %s", dir);
     for (int f = 0; f < n; f++) {
         size_t len = 0;
         uint8_t *bytes = tu_read_file(files[f], &len);
@@ -43,6 +41,14 @@ static void test_fixtures(void) {
         free(files[f]);
     }
     free(files);
+}
+/* the shared fixtures, and tests/parity's options of timm's ViT */
+static void test_fixtures(void) {
+    int n = 0;
+    char **files = tu_list_fixtures(&n);
+    test_fixtures_in(files, n, VT_FIXTURES_DIR);
+    files = tu_list_parity(&n);
+    test_fixtures_in(files, n, VT_PARITY_DIR);
 }
 
 static vt_model *small(vt_kind kind) {

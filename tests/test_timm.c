@@ -7,7 +7,9 @@
  *   3. idx_keep with repeated indices (a gather) against the full sequence gathered by hand,
  *      forward and backward (gradients of a repeated token add up); the MAE refuses repeats;
  *   4. parity --dump holds what was computed when a file fails;
- *   5. a size mismatch against expect/ or dout/ names the output, both shapes and the cause.
+ *   5. a size mismatch against expect/ or dout/ names the output, both shapes and the cause;
+ *   7. the state_dict of each tests/parity file (timm's, lightly's: every option and family) loads
+ *      strictly with vt_init_from_safetensors.
  * The gradients of 2 and 3 against finite differences are in test_grad.c. */
 #include "test_util.h"
 #include "parity.h"
@@ -306,18 +308,35 @@ static void test_timm_forward(void) {
                   "timm forward with idx_keep");
         vt_model_free(m);
     }
-    /* fc_norm: what timm's default gives for the pooling is accepted; anything else refused, clearly */
+    /* fc_norm given explicitly (timm: it moves the final norm after the pooling, or before) */
     vt_model_config c;
+    vt_model *x = NULL;
     const char *fcn = "{\"img_size\": 8, \"patch_size\": 4, \"embed_dim\": 8, \"depth\": 1, \"num_heads\": "
                       "2, \"fc_norm\": true}";
-    CHECK_ERR(vt_model_config_from_json(fcn, strlen(fcn), VT_KIND_TIMM, &c), VT_ERR_ARG,
-              "fc_norm=true with global_pool 'token'", "explicit fc_norm=true with token pooling");
-    const char *fcn_avg = "{\"fc_norm\": true, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2}";
-    CHECK_OK(vt_model_config_from_json(fcn_avg, strlen(fcn_avg), VT_KIND_TIMM, &c),
-             "fc_norm=true with avg pooling (timm's default)");
-    const char *fcn_avg0 = "{\"fc_norm\": false, \"global_pool\": \"avg\"}";
-    CHECK_ERR(vt_model_config_from_json(fcn_avg0, strlen(fcn_avg0), VT_KIND_TIMM, &c), VT_ERR_ARG,
-              "fc_norm=false", "fc_norm=false with avg pooling");
+    CHECK_OK(vt_model_config_from_json(fcn, strlen(fcn), VT_KIND_TIMM, &c),
+             "fc_norm=true with token pooling");
+    if (CHECK_OK(vt_model_create(&c, &x), "fc_norm=true with token pooling"))
+        CHECK(vt_param_find(x, "fc_norm.weight") >= 0 && vt_param_find(x, "norm.weight") < 0,
+              "fc_norm=true: fc_norm.* and no norm.*");
+    vt_model_free(x);
+    const char *fcn_avg0 =
+        "{\"fc_norm\": false, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2, "
+        "\"img_size\": 8, \"patch_size\": 4, \"depth\": 1}";
+    x = NULL;
+    CHECK_OK(vt_model_config_from_json(fcn_avg0, strlen(fcn_avg0), VT_KIND_TIMM, &c), "fc_norm=false, avg");
+    if (CHECK_OK(vt_model_create(&c, &x), "fc_norm=false with avg pooling"))
+        CHECK(vt_param_find(x, "fc_norm.weight") < 0 && vt_param_find(x, "norm.weight") >= 0,
+              "fc_norm=false: norm.* and no fc_norm.*");
+    vt_model_free(x);
+    const char *nofin =
+        "{\"final_norm\": false, \"global_pool\": \"avg\", \"embed_dim\": 8, \"num_heads\": 2, "
+        "\"img_size\": 8, \"patch_size\": 4, \"depth\": 1}";
+    x = NULL;
+    CHECK_OK(vt_model_config_from_json(nofin, strlen(nofin), VT_KIND_TIMM, &c), "final_norm=false");
+    if (CHECK_OK(vt_model_create(&c, &x), "final_norm=false"))
+        CHECK(vt_param_find(x, "fc_norm.weight") < 0 && vt_param_find(x, "norm.weight") < 0,
+              "final_norm=false: neither norm");
+    vt_model_free(x);
     const char *fcn_null = "{\"fc_norm\": null}";
     CHECK_OK(vt_model_config_from_json(fcn_null, strlen(fcn_null), VT_KIND_TIMM, &c), "fc_norm=null");
 }
@@ -742,7 +761,77 @@ static void test_init(void) {
     vt_model_free(dst);
 }
 
+/* ---- 7. a state_dict saved by timm loads strictly ---------------------------------------------- */
+
+/* Each tests/parity file's parameters are its module's state_dict as timm / lightly made it: written
+ * as a plain state_dict file (what save_file(model.state_dict()) writes) and started from with
+ * vt_init_from_safetensors(strict): every tensor taken, none missing, the values unchanged. */
+static void test_state_dicts_load_strictly(void) {
+    int n = 0, checked = 0;
+    char **files = tu_list_parity(&n);
+    for (int f = 0; f < n; f++) {
+        size_t len = 0;
+        uint8_t *bytes = tu_read_file(files[f], &len);
+        vt_st_file st;
+        if (!CHECK(bytes && !vt_st_parse(bytes, len, &st), "%s: read", files[f])) {
+            free(bytes);
+            continue;
+        }
+        const char *module = vt_st_meta(&st, "module"), *cfg = vt_st_meta(&st, "config");
+        vt_kind kind = VT_KIND_TIMM;
+        if (strstr(module, "MaskedVisionTransformerTIMM")) kind = VT_KIND_LIGHTLY;
+        if (strstr(module, "MaskedCausal")) kind = VT_KIND_CAUSAL;
+        if (strstr(module, "MAE")) kind = VT_KIND_MAE;
+        if (strstr(module, "AIM")) kind = VT_KIND_AIM;
+        vt_st_entry *e = tu_xcalloc(st.n + 1, sizeof *e);
+        float **data = tu_xcalloc(st.n + 1, sizeof *data);
+        size_t ne = 0;
+        for (size_t i = 0; i < st.n; i++) {
+            const vt_st_tensor *t = &st.tensors[i];
+            const char *k = !strncmp(t->name, "param/", 6)    ? t->name + 6
+                            : !strncmp(t->name, "frozen/", 7) ? t->name + 7
+                                                              : NULL;
+            if (!k) continue;
+            data[ne] = tu_xmalloc(t->numel * 4 + 4);
+            vt_st_to_f32(t, data[ne]);
+            e[ne] = (vt_st_entry){ k, VT_DT_F32, t->ndim, t->shape, data[ne] };
+            ne++;
+        }
+        uint8_t *sd = NULL;
+        size_t sd_len = 0;
+        vt_model_config mc;
+        vt_model *m = NULL;
+        vt_init_report rep;
+        const char *base = tu_base(files[f]);
+        int rc = vt_st_write(e, ne, NULL, NULL, 0, &sd, &sd_len);
+        if (!rc) rc = vt_model_config_from_json(cfg, strlen(cfg), kind, &mc);
+        if (!rc) rc = vt_model_create(&mc, &m);
+        if (!rc) rc = vt_init_from_safetensors(m, sd, sd_len, 1, &rep);
+        if (CHECK_OK(rc, base)) {
+            int same = rep.skipped == 0 && rep.missing == 0 && rep.resampled == 0;
+            for (size_t i = 0; i < ne && same; i++) {
+                int j = vt_param_find(m, e[i].name);
+                same = j >= 0 && !memcmp(vt_param_data(m, j), data[i], vt_param_numel(m, j) * 4);
+            }
+            CHECK(same && rep.loaded == vt_param_count(m),
+                  "%s: loaded %d of %d (skipped %d, missing %d, resampled %d)", base, rep.loaded,
+                  vt_param_count(m), rep.skipped, rep.missing, rep.resampled);
+            checked++;
+        }
+        vt_model_free(m);
+        free(sd);
+        for (size_t i = 0; i < ne; i++) free(data[i]);
+        free(data);
+        free(e);
+        vt_st_free(&st);
+        free(bytes);
+    }
+    tu_free_list(files, n);
+    CHECK(checked >= 30, "state_dicts of %d tests/parity files loaded strictly", checked);
+}
+
 int main(void) {
+    test_state_dicts_load_strictly();
     test_mlp_hidden();
     test_timm_forward();
     test_repeated_keep();

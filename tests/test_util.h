@@ -122,11 +122,13 @@ static uint8_t *tu_read_file(const char *path, size_t *len) {
     return b;
 }
 
-/* Sorted list of *.safetensors in VT_FIXTURES_DIR (full paths, malloc'd; free with tu_free_list). */
+/* Sorted list of *.safetensors in a folder (full paths, malloc'd; free with tu_free_list):
+ * tu_list_fixtures: VT_FIXTURES_DIR (../shared/fixtures), tu_list_parity: VT_PARITY_DIR
+ * (tests/parity: the options of timm's ViT, dumped from timm by tests/parity/make_dumps.py). */
 static int tu_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-static char **tu_list_fixtures(int *n) {
+static char **tu_list_dir(const char *dir, int *n) {
     *n = 0;
-    DIR *d = opendir(VT_FIXTURES_DIR);
+    DIR *d = opendir(dir);
     if (!d) return NULL;
     char **v = NULL;
     int cap = 0;
@@ -139,15 +141,20 @@ static char **tu_list_fixtures(int *n) {
             v = realloc(v, (size_t)cap * sizeof *v);
             if (!v) exit(2);
         }
-        size_t pl = strlen(VT_FIXTURES_DIR) + l + 2;
+        size_t pl = strlen(dir) + l + 2;
         v[*n] = tu_xmalloc(pl);
-        snprintf(v[*n], pl, "%s/%s", VT_FIXTURES_DIR, e->d_name);
+        snprintf(v[*n], pl, "%s/%s", dir, e->d_name);
         (*n)++;
     }
     closedir(d);
     if (*n) qsort(v, (size_t)*n, sizeof *v, tu_cmp_str);
     return v;
 }
+static char **tu_list_fixtures(int *n) { return tu_list_dir(VT_FIXTURES_DIR, n); }
+#ifndef VT_PARITY_DIR
+#define VT_PARITY_DIR "tests/parity"
+#endif
+static char **tu_list_parity(int *n) { return tu_list_dir(VT_PARITY_DIR, n); }
 static void tu_free_list(char **v, int n) {
     for (int i = 0; i < n; i++) free(v[i]);
     free(v);
@@ -239,6 +246,53 @@ static void tu_tiny_config(vt_model_config *c, vt_kind kind, int img, int patch,
 
 /* MAE-style random_token_mask: per row, shuffle the patch indices P..L-1; the first n_mask go to
  * idx_mask, the rest (after the prefix indices 0..P-1) to idx_keep; n_keep = P + N - n_mask. */
+/* The options of timm's VisionTransformer beyond the tiny defaults, one case each (tests of
+ * planned == measured memory and of bitwise checkpointing walk them): case i into c (kind timm, a
+ * classifier head, timm's forward) and the call's image size / flags into in (batch set by the
+ * caller); returns its name, NULL past the end. img 8 / patch 4 / D 8 / 2 heads unless the case
+ * says otherwise; depth as given. */
+static const char *tu_option_case(int i, int depth, vt_model_config *c, vt_inputs *in) {
+    tu_tiny_config(c, VT_KIND_TIMM, 8, 4, 8, depth, 2, 2.0f);
+    c->enc.num_classes = 3;
+    in->height = in->width = in->distilled_training = 0;
+    vt_vit_config *e = &c->enc;
+    switch (i) {
+        case 0:
+            e->pre_norm = 1, e->norm_eps = 1e-5, e->act_layer = VT_ACT_QUICK_GELU;
+            return "CLIP (pre_norm, eps 1e-5, quick_gelu)";
+        case 1:
+            e->norm_layer = VT_NORM_RMS, e->act_layer = VT_ACT_GELU_TANH,
+            e->scale_attn_norm = e->scale_mlp_norm = 1;
+            e->qk_norm = 1, e->global_pool = VT_POOL_AVG, e->init_values = 0.1f;
+            return "rmsnorm gelu_tanh qk_norm scale norms LayerScale avg";
+        case 2: e->class_token = 0, e->global_pool = VT_POOL_MAP; return "SigLIP (map, no class token)";
+        case 3:
+            e->global_pool = VT_POOL_MAP, e->reg_tokens = 2, e->pool_include_prefix = 1, e->fc_norm = 1;
+            return "map over prefix tokens, fc_norm";
+        case 4: e->global_pool = VT_POOL_PRR; return "prr (token)";
+        case 5: e->global_pool = VT_POOL_PRR, e->class_token = 0, e->reg_tokens = 1; return "prr (avg)";
+        case 6: e->distilled = 1; return "DeiT distilled";
+        case 7: e->distilled = 1, in->distilled_training = 1; return "DeiT distilled training (two heads)";
+        case 8:
+            e->img_size = 10, e->img_width = 14, e->embed_norm_layer = VT_NORM_LAYER, e->proj_bias = 0;
+            return "non-square floored grid, embed norm, no proj bias";
+        case 9:
+            e->dynamic_img_size = 1, e->reg_tokens = 1, in->height = 12, in->width = 16;
+            return "dynamic_img_size 12x16";
+        case 10:
+            e->dynamic_img_size = e->dynamic_img_pad = 1, e->no_embed_class = 1, in->height = 13,
+            in->width = 6;
+            return "dynamic_img_pad 13x6";
+        case 11:
+            e->final_norm = 0, e->global_pool = VT_POOL_AVGMAX, e->pool_include_prefix = 1, e->reg_tokens = 1;
+            return "final_norm off, avgmax over prefix";
+        case 12:
+            e->global_pool = VT_POOL_AVG, e->fc_norm = 0, e->class_token = 0;
+            return "avg with fc_norm off (gap)";
+        default: return NULL;
+    }
+}
+
 static void tu_random_token_mask(tu_rng *r, int B, int P, int N, int n_mask, int64_t *idx_keep,
                                  int64_t *idx_mask) {
     int *perm = tu_xmalloc((size_t)N * sizeof(int));

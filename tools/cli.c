@@ -392,7 +392,7 @@ static int cmd_trace(int argc, char **argv) {
     if (!rc) rc = vt_init_weights(m, 0);
     if (!rc) rc = vt_set_grad_checkpointing(m, policy);
     if (!rc) rc = vt_model_set_threads(m, threads);
-    size_t img = (size_t)batch * mc.enc.in_chans * mc.enc.img_size * mc.enc.img_size;
+    size_t img = (size_t)batch * mc.enc.in_chans * mc.enc.img_size * vt_img_width(&mc.enc);
     if (!rc && !(images = calloc(img + 1, sizeof *images)))
         rc = vt_fail(VT_ERR_NOMEM, "out of memory: images");
     if (!rc && encode) {
@@ -400,8 +400,7 @@ static int cmd_trace(int argc, char **argv) {
         memset(&in, 0, sizeof in);
         in.images = images;
         in.batch = batch;
-        int G = mc.enc.img_size / mc.enc.patch_size;
-        size_t n = (size_t)batch * (G * G + mc.enc.class_token + mc.enc.reg_tokens) * mc.enc.embed_dim;
+        size_t n = (size_t)batch * (size_t)vt_config_tokens(&mc.enc) * mc.enc.embed_dim;
         if (!(douts = calloc(n + 1, sizeof *douts)))
             rc = vt_fail(VT_ERR_NOMEM, "out of memory: upstream gradient");
         const float *d[1] = { douts };
@@ -434,15 +433,92 @@ static int cmd_trace(int argc, char **argv) {
     return 0;
 }
 
+/* ---- help: every command answers --help / -h on stdout, exit 0 (as web/cli.js does) ---- */
+
+#define HELP_THREADS                                                                                         \
+    "  --threads N                kernel threads (default: every online core; the same bits at any count)\n"
+#define HELP_POLICY                                                                                          \
+    "POLICY: none, block, every:K, sqrt, budget:BYTES, selective (gradient checkpointing; every policy\n"    \
+    "gives the same bits)\n"
+
+static const struct {
+    const char *name, *help;
+} HELP[] = {
+    { "parity",
+      "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"
+      "  Runs the call each parity FILE describes (docs/parity-format.md) through the native engine and\n"
+      "  compares every expect/ tensor: err = max|ours - expect| / max|expect|, PASS when every err <= "
+      "1e-4,\n"
+      "  with PyTorch's own float32 error (torch32_err) beside it. One line per file, then the count.\n"
+      "  Exit status: 0 every file passed, 1 a file failed or could not be run, 2 a usage error or a file\n"
+      "  that could not be read.\n\n"
+      "options:\n"
+      "  --grad-checkpointing POLICY the checkpointing policy the call runs under (default none)\n"
+      "  --dump DIR                 write what was computed to DIR/<file name> (the expect/ keys)\n"
+      "  --json                     one JSON object per file, in an array (the wasm build's, byte for "
+      "byte)\n" HELP_THREADS "  -h, --help                 this help\n\n" HELP_POLICY },
+    { "plan",
+      "usage: vitrine plan [--preset NAME] [--batch B] [--tokens-kept K] [--grad-checkpointing POLICY] "
+      "[--json]\n"
+      "                    [--threads N]\n"
+      "  The bytes an encode pass and its backward need (parameters, gradients, optimizer, activations),\n"
+      "  planned before anything is allocated: what `vitrine plan --objective encode` prints.\n"
+      "  Exit status: 0 planned, 1 the plan could not be made, 2 a usage error.\n\n"
+      "options:\n"
+      "  --preset NAME              a timm preset (default vit_tiny_patch16_224)\n"
+      "  --batch B                  images (default 1)\n"
+      "  --tokens-kept K            tokens each image keeps (MAE's idx_keep; default all)\n"
+      "  --grad-checkpointing POLICY the policy (default none)\n"
+      "  --json                     one JSON object\n" HELP_THREADS
+      "  -h, --help                 this help\n\n" HELP_POLICY },
+    { "trace",
+      "usage: " USAGE_TRACE "\n"
+      "  Records one training step (or an encoder call and its backward) as the kernel calls it is made\n"
+      "  of, without running it, and prints a summary (--json: the list, docs/kernels.md).\n"
+      "  Exit status: 0 recorded, 1 it could not be, 2 a usage error.\n\n"
+      "options:\n"
+      "  --preset NAME              a preset (default fmnist-p7-mlp2), or --config JSON|FILE: a model "
+      "config\n"
+      "  --objective OBJ            mae (default), aim, classify, encode\n"
+      "  --batch B                  images (default 64)\n"
+      "  --grad-checkpointing POLICY the policy (default block)\n"
+      "  --mask-ratio R             MAE's (default the engine's 0.75)\n"
+      "  --clip-norm X              gradient clipping (default off)\n"
+      "  --classes C                classify: classes (default 10)\n"
+      "  --json                     the list as JSON\n"
+      "  --kernels                  the kernel table (the contract of a backend)\n" HELP_THREADS
+      "  -h, --help                 this help\n\n" HELP_POLICY },
+};
+#define USAGE_ALL                                                                                            \
+    "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"      \
+    "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] "           \
+    "[--json] [--threads N]\n"                                                                               \
+    "       " USAGE_TRACE "\n"                                                                               \
+    "       vitrine COMMAND --help   (its options)\n"
+
+static int asks_help(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "parity")) return cmd_parity(argc - 2, argv + 2);
-    if (argc >= 2 && !strcmp(argv[1], "plan")) return cmd_plan(argc - 2, argv + 2);
-    if (argc >= 2 && !strcmp(argv[1], "trace")) return cmd_trace(argc - 2, argv + 2);
-    fprintf(
-        stderr,
-        "usage: vitrine parity FILE... [--grad-checkpointing POLICY] [--dump DIR] [--json] [--threads N]\n"
-        "       vitrine plan --preset NAME --batch B [--tokens-kept K] [--grad-checkpointing POLICY] "
-        "[--json] [--threads N]\n"
-        "       " USAGE_TRACE "\n");
+    const char *cmd = argc >= 2 ? argv[1] : "";
+    int help_of = !strcmp(cmd, "help") && argc == 3; /* vitrine help COMMAND */
+    if (help_of) cmd = argv[2];
+    for (size_t k = 0; k < sizeof HELP / sizeof HELP[0]; k++)
+        if (!strcmp(cmd, HELP[k].name) && (help_of || asks_help(argc - 2, argv + 2))) {
+            fputs(HELP[k].help, stdout);
+            return 0;
+        }
+    if (!strcmp(cmd, "parity")) return cmd_parity(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plan")) return cmd_plan(argc - 2, argv + 2);
+    if (!strcmp(cmd, "trace")) return cmd_trace(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(USAGE_ALL, stdout);
+        return 0;
+    }
+    if (*cmd) fprintf(stderr, "vitrine: unknown command '%s'\n", cmd);
+    fputs(USAGE_ALL, stderr);
     return 2;
 }

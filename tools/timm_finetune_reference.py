@@ -14,7 +14,9 @@ timm is imported from its source (--timm DIR, a pytorch-image-models checkout), 
 torchvision at module level for data transforms that are not used here; without torchvision a stub
 module stands in for it (it is never called).
 
-Usage: /usr/bin/python3 tools/timm_finetune_reference.py OUT_DIR [--timm DIR]
+Usage: /usr/bin/python3 tools/timm_finetune_reference.py OUT_DIR [--timm DIR] [--arch NAME]
+--arch vit_base_patch16_clip_quickgelu_224: OpenAI's CLIP ViT-B/16 image tower at its width with one
+block (ARCHS), written as clip_b16_depth1.safetensors and reference_clip_b16_depth1.safetensors.
 Writes OUT_DIR/vit_tiny_patch16_224.safetensors (the state_dict) and OUT_DIR/reference.safetensors:
 per case c: c/pixels (uint8 [S, S, 4], RGBA), c/logits (float32 [1, 1000]); the cases and timm's
 pretrained_cfg mean / std as JSON in the metadata.
@@ -81,20 +83,29 @@ def write_safetensors(path, tensors, meta=None):
         f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
 
 
-def main(out, root=None):
+# the architectures: name -> (file stem, timm kwargs, the (img_size, patch_size) cases)
+ARCHS = {
+    'vit_tiny_patch16_224': ('vit_tiny_patch16_224', {}, [(224, 16), (112, 16), (160, 16), (112, 8)]),
+    # OpenAI's CLIP ViT-B/16 image tower at its width, one block (its 512-wide projection head)
+    'vit_base_patch16_clip_quickgelu_224': ('clip_b16_depth1', {'depth': 1, 'num_classes': 512}, [(224, 16), (112, 16)]),
+}
+
+
+def main(out, root=None, arch='vit_tiny_patch16_224'):
     if root:
         sys.path.insert(0, root)
     stub_torchvision()
     import timm
+    stem, kwargs, sizes = ARCHS[arch]
     torch.manual_seed(0)
-    src = timm.create_model('vit_tiny_patch16_224', pretrained=False).eval()
+    src = timm.create_model(arch, pretrained=False, **kwargs).eval()
     state = {k: v for k, v in src.state_dict().items()}
-    write_safetensors(os.path.join(out, 'vit_tiny_patch16_224.safetensors'), state)
-    pth = os.path.join(out, 'vit_tiny_patch16_224.pth')
+    write_safetensors(os.path.join(out, f'{stem}.safetensors'), state)
+    pth = os.path.join(out, f'{stem}.pth')
     torch.save(state, pth)  # timm's loader reads .safetensors only through the safetensors package
     cases, tensors, cfg = [], {}, None
-    for size, patch in [(224, 16), (112, 16), (160, 16), (112, 8)]:
-        model = timm.create_model('vit_tiny_patch16_224', pretrained=True, img_size=size, patch_size=patch,
+    for size, patch in sizes:
+        model = timm.create_model(arch, pretrained=True, img_size=size, patch_size=patch, **kwargs,
                                   pretrained_cfg_overlay=dict(file=pth, custom_load=False)).eval()
         cfg = model.pretrained_cfg
         g = torch.Generator().manual_seed(size + patch)
@@ -107,18 +118,23 @@ def main(out, root=None):
         name = f'c{size}p{patch}'
         tensors[f'{name}/pixels'], tensors[f'{name}/logits'] = rgba, logits
         cases.append({'name': name, 'img_size': size, 'patch_size': patch})
-    write_safetensors(os.path.join(out, 'reference.safetensors'), tensors,
+    write_safetensors(os.path.join(out, 'reference.safetensors' if stem == 'vit_tiny_patch16_224' else f'reference_{stem}.safetensors'), tensors,
                       {'cases': json.dumps(cases), 'mean': json.dumps(list(cfg['mean'])), 'std': json.dumps(list(cfg['std'])),
                        'torch': torch.__version__, 'timm': timm.__version__})
     os.remove(pth)
 
 
 if __name__ == '__main__':
-    args, root = sys.argv[1:], None
-    if '--timm' in args:
-        i = args.index('--timm')
-        root = args[i + 1] if i + 1 < len(args) else None
-        del args[i:i + 2]
-    if len(args) != 1 or ('--timm' in sys.argv and not root):
-        sys.exit('usage: timm_finetune_reference.py OUT_DIR [--timm DIR]')
-    main(args[0], root)
+    args, root, arch = sys.argv[1:], None, 'vit_tiny_patch16_224'
+    for flag in ('--timm', '--arch'):
+        if flag in args:
+            i = args.index(flag)
+            v = args[i + 1] if i + 1 < len(args) else None
+            del args[i:i + 2]
+            if flag == '--timm':
+                root = v
+            else:
+                arch = v
+    if len(args) != 1 or ('--timm' in sys.argv and not root) or arch not in ARCHS:
+        sys.exit(f'usage: timm_finetune_reference.py OUT_DIR [--timm DIR] [--arch {" | ".join(ARCHS)}]')
+    main(args[0], root, arch)

@@ -14,6 +14,7 @@
  * vtw_last_error(). Pointers are wasm32 addresses (JS reads them with `>>> 0`). Sizes that can
  * exceed 2^31 are handed out as doubles. Nothing here keeps JS memory alive: inputs passed to
  * vtw_forward must stay allocated by the caller until the matching vtw_backward. */
+#include "exec.h"
 #include "parity.h"
 #include "vitrine.h"
 #include <stdio.h>
@@ -47,7 +48,7 @@ static vt_model *get(int h) {
 /* the layouts are tables of fields, kept as laid out by hand */
 // clang-format off
 #define MODEL_DIMS(F) F(kind) F(img_size) F(patch_size) F(in_chans) F(embed_dim) F(depth) F(num_heads) \
-    F(prefix_tokens)
+    F(prefix_tokens) F(img_width) F(dynamic_img_size) F(dynamic_img_pad) F(distilled)
 #define PLAN_BYTES_AS(F, P) F(P##params) F(P##grads) F(P##optimizer) F(P##activations) F(P##total) /* vt_plan_bytes */
 #define PLAN_BYTES(F) PLAN_BYTES_AS(F, )
 #define STEP_PLAN(F) PLAN_BYTES(F) F(policy_met) F(tokens_kept) F(tokens_masked) F(recompute_flops) F(fits) \
@@ -86,7 +87,8 @@ static const char *const call_names[] = { [VT_FN_ENCODE] = "encode",
                                           [VT_FN_INTERMEDIATES] = "intermediates",
                                           [VT_FN_INTERMEDIATES_NORM] = "intermediates_norm",
                                           [VT_FN_LOSS] = "loss",
-                                          [VT_FN_TIMM_FORWARD] = "timm_forward" };
+                                          [VT_FN_TIMM_FORWARD] = "timm_forward",
+                                          [VT_FN_TIMM_INTERMEDIATES] = "timm_intermediates" };
 
 /* Every layout by name: its element type and its fields in order (from VTW_LAYOUTS). */
 #define VTW_NAME(f)                     #f,
@@ -133,12 +135,9 @@ VTW_API const char *vtw_manifest(void) {
     PUT("], \"preset_encoders\": {");
     for (int i = 0; vt_preset_name(i); i++) {
         vt_vit_config p;
-        if (vt_preset(vt_preset_name(i), &p)) return NULL;
-        PUT("%s\"%s\": {\"img_size\": %d, \"patch_size\": %d, \"in_chans\": %d, \"embed_dim\": %d, "
-            "\"depth\": %d, "
-            "\"num_heads\": %d, \"mlp_ratio\": %g}",
-            i ? ", " : "", vt_preset_name(i), p.img_size, p.patch_size, p.in_chans, p.embed_dim, p.depth,
-            p.num_heads, p.mlp_ratio);
+        char kw[2048];
+        if (vt_preset(vt_preset_name(i), &p) || vt_preset_kwargs_json(&p, kw, sizeof kw)) return NULL;
+        PUT("%s\"%s\": %s", i ? ", " : "", vt_preset_name(i), kw);
     }
     PUT("}, \"regions\": [");
     for (int i = 0; i < VT_REG_COUNT; i++) PUT("%s\"%s\"", i ? ", " : "", vt_region_name(i));
@@ -210,12 +209,7 @@ static int config_of(int kind, const char *preset, const char *json, size_t json
         vt_model_config_default(mc, (vt_kind)kind);
         int rc = vt_preset(preset, &p);
         if (rc) return rc;
-        mc->enc.img_size = p.img_size;
-        mc->enc.patch_size = p.patch_size;
-        mc->enc.embed_dim = p.embed_dim;
-        mc->enc.depth = p.depth;
-        mc->enc.num_heads = p.num_heads;
-        mc->enc.mlp_ratio = p.mlp_ratio;
+        vt_preset_encoder(&p, mc);
         return json ? vt_vit_config_from_json(json, json_len, &mc->enc) : VT_OK;
     }
     if (!json) return vt_fail(VT_ERR_ARG, "a model needs a preset or a JSON config");
@@ -230,7 +224,11 @@ static void dims_of(const vt_model_config *c, int32_t out[model_dims_SIZE]) {
     out[model_dims_embed_dim] = c->enc.embed_dim;
     out[model_dims_depth] = c->enc.depth;
     out[model_dims_num_heads] = c->enc.num_heads;
-    out[model_dims_prefix_tokens] = c->enc.class_token + c->enc.reg_tokens;
+    out[model_dims_prefix_tokens] = c->enc.class_token + c->enc.reg_tokens + c->enc.distilled;
+    out[model_dims_img_width] = vt_img_width(&c->enc);
+    out[model_dims_dynamic_img_size] = c->enc.dynamic_img_size;
+    out[model_dims_dynamic_img_pad] = c->enc.dynamic_img_pad;
+    out[model_dims_distilled] = c->enc.distilled;
 }
 
 VTW_API int vtw_model_create(int kind, const char *preset, const char *json, size_t json_len) {
@@ -452,6 +450,44 @@ VTW_API int vtw_forward(int h, int fn, const float *images, int batch, const int
     return vt_forward(m, (vt_fn)fn, &in, need_grad);
 }
 
+/* vtw_forward with images of height x width (timm's dynamic_img_size; 0 = the config's) and DeiT's
+ * distilled_training (timm's forward of a distilled model: two outputs, head and head_dist). */
+VTW_API int vtw_forward_sized(int h, int fn, const float *images, int batch, int height, int width,
+                              int distilled_training, const int64_t *idx_mask, int n_mask,
+                              const int64_t *idx_keep, int n_keep, const uint8_t *mask, int is_causal,
+                              int need_grad) {
+    GET_OR_FAIL(m, h);
+    if (!images) return vt_fail(VT_ERR_ARG, "forward: images are missing");
+    vt_inputs in = make_inputs(images, batch, idx_mask, n_mask, idx_keep, n_keep, mask, is_causal);
+    in.height = height;
+    in.width = width;
+    in.distilled_training = distilled_training;
+    return vt_forward(m, (vt_fn)fn, &in, need_grad);
+}
+
+/* timm's forward_intermediates (VT_FN_TIMM_INTERMEDIATES) of images of height x width (0: the
+ * config's): indices[n] (n < 0: None, every block) or the last last_n blocks, as timm's
+ * feature_take_indices reads them; flags: 1 norm, 2 return_prefix_tokens, 4 stop_early, 8 output_fmt
+ * NCHW (else NLC), 16 intermediates_only. */
+VTW_API int vtw_forward_timm_intermediates(int h, const float *images, int batch, int height, int width,
+                                           const int32_t *indices, int n, int last_n, int flags,
+                                           int need_grad) {
+    GET_OR_FAIL(m, h);
+    if (!images) return vt_fail(VT_ERR_ARG, "forward_intermediates: images are missing");
+    vt_inputs in = make_inputs(images, batch, NULL, 0, NULL, 0, NULL, 1);
+    in.height = height;
+    in.width = width;
+    int rc =
+        vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n, &in.inter.take);
+    if (rc) return rc;
+    in.inter.norm = !!(flags & 1);
+    in.inter.return_prefix_tokens = !!(flags & 2);
+    in.inter.stop_early = !!(flags & 4);
+    in.inter.nchw = !!(flags & 8);
+    in.inter.intermediates_only = !!(flags & 16);
+    return vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad);
+}
+
 VTW_API int vtw_output_count(int h) {
     GET_OR_FAIL(m, h);
     return vt_output_count(m);
@@ -496,6 +532,49 @@ VTW_API int vtw_plan(int h, int fn, int batch, int n_mask, int n_keep, int has_m
                                n_keep, has_mask ? &dummy_mask : NULL, 1);
     vt_plan_bytes p;
     int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
+    if (rc) return rc;
+#define VTW_PLAN_OUT(f) out[plan_bytes_##f] = (double)p.f;
+    PLAN_BYTES(VTW_PLAN_OUT)
+#undef VTW_PLAN_OUT
+    return VT_OK;
+}
+/* vtw_plan for images of height x width (0: the config's) and DeiT's distilled_training */
+VTW_API int vtw_plan_sized(int h, int fn, int batch, int height, int width, int distilled_training,
+                           int n_mask, int n_keep, int has_mask, int need_grad, double out[plan_bytes_SIZE]) {
+    GET_OR_FAIL(m, h);
+    static const int64_t dummy = 0;
+    static const uint8_t dummy_mask = 0;
+    vt_inputs in = make_inputs(NULL, batch, n_mask > 0 ? &dummy : NULL, n_mask, n_keep > 0 ? &dummy : NULL,
+                               n_keep, has_mask ? &dummy_mask : NULL, 1);
+    in.height = height;
+    in.width = width;
+    in.distilled_training = distilled_training;
+    vt_plan_bytes p;
+    int rc = vt_plan(m, (vt_fn)fn, &in, need_grad, &p);
+    if (rc) return rc;
+#define VTW_PLAN_OUT(f) out[plan_bytes_##f] = (double)p.f;
+    PLAN_BYTES(VTW_PLAN_OUT)
+#undef VTW_PLAN_OUT
+    return VT_OK;
+}
+/* the plan of vtw_forward_timm_intermediates with the same arguments */
+VTW_API int vtw_plan_timm_intermediates(int h, int batch, int height, int width, const int32_t *indices,
+                                        int n, int last_n, int flags, int need_grad,
+                                        double out[plan_bytes_SIZE]) {
+    GET_OR_FAIL(m, h);
+    vt_inputs in = make_inputs(NULL, batch, NULL, 0, NULL, 0, NULL, 1);
+    in.height = height;
+    in.width = width;
+    int rc =
+        vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n, &in.inter.take);
+    if (rc) return rc;
+    in.inter.norm = !!(flags & 1);
+    in.inter.return_prefix_tokens = !!(flags & 2);
+    in.inter.stop_early = !!(flags & 4);
+    in.inter.nchw = !!(flags & 8);
+    in.inter.intermediates_only = !!(flags & 16);
+    vt_plan_bytes p;
+    rc = vt_plan(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad, &p);
     if (rc) return rc;
 #define VTW_PLAN_OUT(f) out[plan_bytes_##f] = (double)p.f;
     PLAN_BYTES(VTW_PLAN_OUT)
@@ -762,9 +841,8 @@ VTW_API int vtw_trace(int h, int what, const float *images, const int32_t *label
         rc = vt_trace_train_step(m, images, labels, batch, &t);
     } else if (what == VT_FN_ENCODE) {
         const vt_model_config *c = vt_model_get_config(m);
-        int G = c->enc.img_size / c->enc.patch_size;
-        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) *
-                     (uint64_t)(G * G + c->enc.class_token + c->enc.reg_tokens) * (uint64_t)c->enc.embed_dim;
+        uint64_t n = (uint64_t)(batch > 0 ? batch : 0) * (uint64_t)vt_config_tokens(&c->enc) *
+                     (uint64_t)c->enc.embed_dim;
         if (n > SIZE_MAX / sizeof(float) - 1 || !(dout = calloc((size_t)n + 1, sizeof *dout)))
             return vt_fail(VT_ERR_NOMEM, "out of memory: %llu floats of upstream gradient",
                            (unsigned long long)n);
@@ -846,4 +924,19 @@ VTW_API int vtw_replay_run(int i, int policy, int reference, char *err, int errl
     if (err && errlen > 0)
         snprintf(err, (size_t)errlen, "%s, %s: %s", name, c.policy, r.pass ? "pass" : r.error);
     return r.pass;
+}
+
+/* Tests (another backend's kernels against these, tests/node/webgpu-*.test.mjs): kernel `name` of the
+ * list run directly, as a recorded call of it runs, on operand pointers (NULL: absent) and its
+ * integer (as doubles) and float arguments in the table's order. 0, or VT_ERR_ARG. */
+VTW_API int vtw_kernel_run(const char *name, void *const *ops, const double *ints, int n_ints,
+                           const float *floats) {
+    int k = 0, n = vt_kernel_count();
+    while (k < n && (!name || strcmp(vt_kernel_name(k), name))) k++;
+    if (k == n) return vt_fail(VT_ERR_ARG, "kernel_run: no kernel '%s'", name ? name : "(null)");
+    int64_t ia[16];
+    if (n_ints < 0 || n_ints > 16) return vt_fail(VT_ERR_ARG, "kernel_run: %d integer arguments", n_ints);
+    for (int i = 0; i < n_ints; i++) ia[i] = (int64_t)ints[i];
+    vt_kernel_run(k, ops, ia, floats);
+    return VT_OK;
 }

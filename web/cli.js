@@ -10,7 +10,7 @@ import { runCommand } from './cli/args.js';
 
 /** The commands, in the order `vitrine --help` lists them: a new command is a file web/cli/NAME.js
  * exporting `command`, and its name here. */
-export const COMMANDS = ['train', 'predict', 'plan', 'trace', 'parity'];
+export const COMMANDS = ['train', 'predict', 'plan', 'trace', 'parity', 'export', 'golden'];
 const load = async (name) => (await import(`./cli/${name}.js`)).command;
 
 // node:wasi prints an ExperimentalWarning on first use; drop only that one.

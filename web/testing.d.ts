@@ -60,14 +60,19 @@ export interface AssertGoldenOptions {
   update?: boolean;
   /** Allowed err = max|new - golden| / max|golden| per float tensor (default: none, bit for bit). */
   tolerance?: number;
+  /** node:test's test context: what the golden did (recorded, re-recorded, unchanged) becomes
+   * one t.diagnostic line (without it, recording and re-recording print the line on stdout). */
+  t?: { diagnostic(message: string): void };
 }
 export interface GoldenStatus {
   status: 'recorded' | 'matched' | 'updated';
   file: string;
+  /** "golden NAME: recorded FILE (N tensors)" | "...: re-recorded ..." | "...: unchanged (...)" */
+  report: string;
 }
 
 /** Checks a value against its golden file (recorded on the first run outside CI, or with
- * update); throws an AssertionError on any changed bit (or beyond tolerance), another shape, or a
+ * update -- never in CI, where asking to fails); throws an AssertionError on any changed bit (or beyond tolerance), another shape, or a
  * golden that cannot be read. Returns a promise when fn does. */
 export function assertGolden(
   name: string,

@@ -3,14 +3,14 @@
 //   assertParity(file, { policy, wasm, backend, tolerance })   a parity file (docs/parity-format.md)
 //     through the engine's parity harness, as `vitrine parity` runs it (wasm: the build; backend:
 //     where the call is computed, wasm or webgpu -- the names createVitrine takes)
-//   assertGolden(name, () => value, { dir, update, tolerance })   a value against the golden file
-//     recorded for it (docs/testing.md: the golden format, recording and updating)
+//   assertGolden(name, () => value, { dir, update, tolerance, t })   a value against the golden file
+//     recorded for it (docs/testing.md: the golden format, recording and updating); what it did
+//     (recorded, re-recorded, unchanged) goes to the test's output (t.diagnostic)
 import { AssertionError } from 'node:assert';
 import { statSync } from 'node:fs';
-import { endianness } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createVitrine, enableNodeRelaxedSimd, readSafetensorsHeader } from './vitrine.js';
+import { createVitrine, enableNodeRelaxedSimd } from './vitrine.js';
 import { readRegularFile, writeAtomic, makeDirs, strerror } from './train/node-data.js';
 import {
   PARITY_TOLERANCE,
@@ -20,8 +20,9 @@ import {
   passRule,
   fmtE,
 } from './formats/parity-report.js';
+import { encodeSafetensors, decodeTensors, compareTensors, fmtShape, GOLDEN_FORMAT } from './formats/golden.js';
 
-export { PARITY_TOLERANCE, passRule };
+export { PARITY_TOLERANCE, passRule, encodeSafetensors };
 
 const MAX_FILE_BYTES = 1 << 30; // as `vitrine parity` reads
 const toPath = (f) => (f instanceof URL ? fileURLToPath(f) : String(f));
@@ -101,76 +102,6 @@ export async function assertParity(
   throw err;
 }
 
-// ---- safetensors bytes ------------------------------------------------------------------------
-
-const DTYPES = {
-  F64: [Float64Array, 8],
-  F32: [Float32Array, 4],
-  I64: [BigInt64Array, 8],
-  I32: [Int32Array, 4],
-  I8: [Int8Array, 1],
-  U8: [Uint8Array, 1],
-  BOOL: [Uint8Array, 1],
-};
-const FLOAT = new Set(['F64', 'F32']);
-
-/** safetensors bytes of tensors [{ name, dtype, shape, bytes }] with string metadata: compact
- * JSON header padded with spaces to 8 bytes, the data back to back (little-endian). */
-export function encodeSafetensors(tensors, metadata = {}) {
-  if (endianness() !== 'LE') throw new Error('vitrine/testing: safetensors are little-endian; this host is not');
-  const header = {};
-  let off = 0;
-  for (const t of tensors) {
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [off, off + t.bytes.length] };
-    off += t.bytes.length;
-  }
-  header.__metadata__ = metadata;
-  let text = JSON.stringify(header);
-  while ((8 + Buffer.byteLength(text)) % 8) text += ' ';
-  const h = Buffer.from(text),
-    out = new Uint8Array(8 + h.length + off);
-  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
-  out.set(h, 8);
-  let p = 8 + h.length;
-  for (const t of tensors) {
-    out.set(t.bytes, p);
-    p += t.bytes.length;
-  }
-  return out;
-}
-
-/** The tensors of safetensors bytes, each checked: a known dtype, a shape of whole numbers, data
- * inside the file and of the size the shape names. Throws Error(why) otherwise. */
-function decodeTensors(u8) {
-  const { length: n, header } = readSafetensorsHeader(u8);
-  const meta = header.__metadata__ || {};
-  delete header.__metadata__;
-  const dataLen = u8.length - 8 - n,
-    tensors = [];
-  for (const [name, e] of Object.entries(header)) {
-    if (!e || !DTYPES[e.dtype])
-      throw new Error(
-        `tensor ${name}: dtype ${e && e.dtype} is not one a golden holds (${Object.keys(DTYPES).join(', ')})`,
-      );
-    if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isSafeInteger(d) && d >= 0))
-      throw new Error(`tensor ${name}: bad shape ${JSON.stringify(e.shape)}`);
-    const numel = e.shape.reduce((a, b) => a * b, 1),
-      [a, b] = e.data_offsets || [];
-    if (
-      !Number.isSafeInteger(a) ||
-      !Number.isSafeInteger(b) ||
-      a < 0 ||
-      b > dataLen ||
-      b - a !== numel * DTYPES[e.dtype][1]
-    )
-      throw new Error(
-        `tensor ${name}: data_offsets ${JSON.stringify(e.data_offsets)} do not hold ${numel} ${e.dtype} values in ${dataLen} bytes of data`,
-      );
-    tensors.push({ name, dtype: e.dtype, shape: e.shape, bytes: u8.subarray(8 + n + a, 8 + n + b) });
-  }
-  return { meta, tensors };
-}
-
 // ---- golden values ----------------------------------------------------------------------------
 
 const typedDtype = (a) =>
@@ -230,57 +161,25 @@ export function goldenTensors(value) {
   };
   walk(value, '');
   if (!out.length) throw new TypeError('the value holds no tensors (an empty array or object)');
+  // a golden is a flat safetensors file: each name must stand for one value, and one name is the
+  // format's own (refused here, before anything is written, rather than lost in the file)
+  const seen = new Set();
+  for (const t of out) {
+    if (t.name === '__metadata__')
+      throw new TypeError(
+        "__metadata__: safetensors keeps that name for the file's metadata, so a golden cannot hold a tensor of it (rename the key)",
+      );
+    if (seen.has(t.name))
+      throw new TypeError(
+        `two values are both named '${t.name}' (nested keys are joined with '.', so a key holding a '.' can name the same tensor as a nested one): rename one`,
+      );
+    seen.add(t.name);
+  }
   return out;
 }
 
-const GOLDEN_FORMAT = 'vitrine-golden/1';
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const truthy = (v) => v != null && v !== '' && v !== '0' && v.toLowerCase() !== 'false';
-const fmtShape = (t) => `${t.dtype} [${t.shape.join(', ')}]`;
-
-// the element values of a tensor (numbers or bigints), for messages and the tolerance
-function values(t) {
-  const [T, size] = DTYPES[t.dtype];
-  const b = t.bytes.byteOffset % size ? t.bytes.slice() : t.bytes;
-  return new T(b.buffer, b.byteOffset, b.byteLength / size);
-}
-
-// How two tensors of the same dtype and shape differ: null when they are within `tolerance`
-// (null: bit for bit), else a message.
-function difference(old, now, tolerance) {
-  if (Buffer.from(old.bytes).equals(Buffer.from(now.bytes))) return null;
-  const a = values(old),
-    b = values(now),
-    n = a.length;
-  let changed = 0,
-    first = -1,
-    maxDiff = 0,
-    maxRef = 0,
-    nonFinite = false;
-  for (let i = 0; i < n; i++) {
-    const same = FLOAT.has(old.dtype)
-      ? Object.is(a[i], b[i]) || (Number.isNaN(a[i]) && Number.isNaN(b[i]))
-      : a[i] === b[i];
-    if (!same) {
-      changed++;
-      if (first < 0) first = i;
-    }
-    if (FLOAT.has(old.dtype)) {
-      const d = Math.abs(a[i] - b[i]);
-      if (Number.isNaN(d) && !(Number.isNaN(a[i]) && Number.isNaN(b[i]))) nonFinite = true;
-      else if (d > maxDiff) maxDiff = d;
-      if (Math.abs(a[i]) > maxRef) maxRef = Math.abs(a[i]);
-    }
-  }
-  if (first < 0) first = 0; // only NaN payloads differ
-  const err = maxRef > 0 ? maxDiff / maxRef : maxDiff;
-  if (tolerance != null && FLOAT.has(old.dtype) && !nonFinite && err <= tolerance) return null;
-  const at = `element ${first}: ${a[first]} -> ${b[first]}`;
-  const what = FLOAT.has(old.dtype)
-    ? `; err = max|new - golden| / max|golden| = ${nonFinite ? 'inf (a NaN or infinity appeared)' : fmtE(err)}${tolerance != null ? ` > tolerance ${fmtE(tolerance)}` : ''}`
-    : '';
-  return `${changed || 'no'} of ${n} values changed (first at ${at})${what}`;
-}
 
 /**
  * Checks a value against its golden file `dir/name.safetensors`:
@@ -289,28 +188,54 @@ function difference(old, now, tolerance) {
  * - golden present: fails on any changed bit, or with `tolerance` when a float tensor's
  *   err = max|new - golden| / max|golden| exceeds it; another set of tensors, dtype or shape fails
  *   whatever the tolerance; a golden that cannot be read fails, saying so;
- * - update: true, or VITRINE_UPDATE_GOLDENS=1: (re)records it. Nothing else ever writes it.
+ * - update: true, or VITRINE_UPDATE_GOLDENS=1: (re)records it -- never in CI, where asking to is
+ *   a failure. Nothing else ever writes it.
+ * What it did goes to the test's output: t (node:test's test context) gets a diagnostic line
+ * "golden NAME: recorded | re-recorded | unchanged ..."; without t, recording and re-recording
+ * print that line on stdout (they are never silent).
  * fn: a function returning the value (or the value itself): see goldenTensors. When fn returns a
- * promise, so does assertGolden. Returns { status: 'recorded' | 'matched' | 'updated', file }.
+ * promise, so does assertGolden. Returns { status: 'recorded' | 'matched' | 'updated', file, report }.
  */
-export function assertGolden(name, fn, { dir = 'goldens', update, tolerance } = {}) {
+export function assertGolden(name, fn, { dir = 'goldens', update, tolerance, t } = {}) {
   if (typeof name !== 'string' || !NAME.test(name))
     throw new TypeError(`assertGolden: name ${JSON.stringify(name)}: letters, digits, _ . - (a file name, no path)`);
   if (tolerance != null && !(typeof tolerance === 'number' && tolerance >= 0 && Number.isFinite(tolerance)))
     throw new TypeError(`assertGolden ${name}: tolerance ${tolerance} is not a number >= 0`);
+  if (t != null && typeof t.diagnostic !== 'function')
+    throw new TypeError(`assertGolden ${name}: t is not a test context (node:test's t, with t.diagnostic)`);
   const value = typeof fn === 'function' ? fn() : fn;
-  const check = (v) =>
-    checkGolden(name, v, { dir: toPath(dir), update: update ?? truthy(process.env.VITRINE_UPDATE_GOLDENS), tolerance });
+  const check = (v) => {
+    const r = checkGolden(name, v, {
+      dir: toPath(dir),
+      update: update ?? truthy(process.env.VITRINE_UPDATE_GOLDENS),
+      askedBy: update != null ? `update: ${update}` : `VITRINE_UPDATE_GOLDENS=${process.env.VITRINE_UPDATE_GOLDENS}`,
+      tolerance,
+    });
+    if (t) t.diagnostic(r.report);
+    else if (r.status !== 'matched') process.stdout.write(`# ${r.report}\n`);
+    return r;
+  };
   return value && typeof value.then === 'function' ? value.then(check) : check(value);
 }
 
-function checkGolden(name, value, { dir, update, tolerance }) {
+const tensorCount = (ts) => `${ts.length} tensor${ts.length === 1 ? '' : 's'}`;
+
+function checkGolden(name, value, { dir, update, askedBy, tolerance }) {
   const file = path.join(dir, `${name}.safetensors`);
   const now = goldenTensors(value);
-  const record = (status) => {
+  const ci = truthy(process.env.CI);
+  if (update && ci)
+    throw new AssertionError({
+      operator: 'assertGolden',
+      message:
+        `golden ${name}: re-recording asked for (${askedBy}) in CI (CI=${process.env.CI}): a golden is never ` +
+        '(re-)recorded in CI; record it where you can look at the value, and commit the file',
+    });
+  const record = (status, why = '') => {
     makeDirs(dir);
     writeAtomic(file, encodeSafetensors(now, { format: GOLDEN_FORMAT, name }));
-    return { status, file };
+    const what = status === 'recorded' ? 'recorded' : 're-recorded';
+    return { status, file, report: `golden ${name}: ${what} ${file} (${tensorCount(now)})${why}` };
   };
   let exists = true;
   try {
@@ -325,7 +250,7 @@ function checkGolden(name, value, { dir, update, tolerance }) {
   }
   if (!exists) {
     if (update) return record('recorded');
-    if (truthy(process.env.CI)) {
+    if (ci) {
       throw new AssertionError({
         operator: 'assertGolden',
         message:
@@ -342,7 +267,7 @@ function checkGolden(name, value, { dir, update, tolerance }) {
       throw new Error(`metadata format is ${JSON.stringify(got.meta.format)}, not ${GOLDEN_FORMAT}`);
     old = got.tensors;
   } catch (e) {
-    if (update) return record('updated');
+    if (update) return record('updated', `: the old one was not readable (${reason(e)})`);
     throw new AssertionError({
       operator: 'assertGolden',
       message:
@@ -358,15 +283,21 @@ function checkGolden(name, value, { dir, update, tolerance }) {
     else if (o.dtype !== t.dtype || o.shape.length !== t.shape.length || o.shape.some((d, i) => d !== t.shape[i]))
       problems.push(`tensor ${t.name}: the golden is ${fmtShape(o)}, the value now is ${fmtShape(t)} (another shape)`);
     else {
-      const d = difference(o, t, tolerance);
+      const d = compareTensors(o, t, tolerance);
       if (d) problems.push(`tensor ${t.name} (${fmtShape(t)}): ${d}`);
     }
     byName.delete(t.name);
   }
   for (const o of byName.values())
     problems.push(`tensor ${o.name} (${fmtShape(o)}) of the golden is missing from the value`);
-  if (!problems.length) return { status: 'matched', file };
-  if (update) return record('updated');
+  if (!problems.length)
+    return {
+      status: 'matched',
+      file,
+      report: `golden ${name}: unchanged (${tensorCount(now)}, ${tolerance != null ? `within tolerance ${fmtE(tolerance)}` : 'bit for bit'})`,
+    };
+  if (update)
+    return record('updated', `: ${problems.length} change${problems.length === 1 ? '' : 's'}: ${problems[0]}`);
   throw new AssertionError({
     operator: 'assertGolden',
     message:

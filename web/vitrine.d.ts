@@ -10,7 +10,8 @@ export type WasmBuild =
 /** A build as Vitrine.build names it (without "-mt"). */
 export type BuildName = Exclude<WasmBuild, 'wasi' | `${string}-mt`>;
 export type ModelKind = 'timm' | 'lightly' | 'causal' | 'mae' | 'aim';
-export type CallName = 'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss';
+export type CallName =
+  'encode' | 'forward' | 'timm_forward' | 'intermediates' | 'intermediates_norm' | 'loss' | 'timm_intermediates';
 /** 'none' | 'block' | 'every:K' | 'sqrt' | 'budget:BYTES' | 'selective' (true = 'block', false = 'none'). */
 export type Policy = string | boolean;
 
@@ -36,8 +37,13 @@ export interface CreateOptions {
    * WebGPU adapter, software ones included; rejects with a GpuError when there is none); 'auto'
    * (WebGPU on a hardware adapter, else wasm). `Vitrine.backend` says which and why. */
   backend?: 'wasm' | 'webgpu' | 'auto';
-  /** The adapter request: { swiftshader: true } in Node uses Chromium's SwiftShader (no GPU needed). */
-  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
+  /** The adapter request: { swiftshader: true } in Node uses Chromium's SwiftShader (no GPU needed);
+   * limits lowers max* device limits on purpose (e.g. { maxBufferSize: 268435456 }). */
+  gpu?: {
+    swiftshader?: boolean;
+    powerPreference?: 'high-performance' | 'low-power';
+    limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize', number>>;
+  };
 }
 
 /** The adapter a WebGPU backend runs on. */
@@ -336,6 +342,23 @@ export interface CallOptions {
   /** For ImageData / ImageBitmap input; default ImageNet's. */
   mean?: number[];
   std?: number[];
+  /** Images of another size than the model's (a Float32Array [B, C, height, width]): timm's
+   * dynamic_img_size models take any size (pos_embed resampled as timm does); others refuse it. */
+  height?: number;
+  width?: number;
+}
+
+/** timm's VisionTransformer.forward_intermediates keyword arguments. */
+export interface TimmIntermediatesOptions extends Pick<CallOptions, 'height' | 'width' | 'needGrad' | 'mean' | 'std'> {
+  /** null: every block; n: the last n; a list: those blocks (negative from the end). */
+  indices?: number | number[] | null;
+  /** timm's final norm on each (an identity with fc_norm or final_norm false). */
+  norm?: boolean;
+  returnPrefixTokens?: boolean;
+  stopEarly?: boolean;
+  /** 'NCHW' ([B, D, Gh, Gw], timm's default) or 'NLC' ([B, N, D]); prefix tokens split off either way. */
+  outputFmt?: 'NCHW' | 'NLC';
+  intermediatesOnly?: boolean;
 }
 
 export interface Param {
@@ -367,6 +390,13 @@ export interface ModelDims {
   depth: number;
   heads: number;
   prefix: number;
+  /** The image's width (img is its height; the same for a square image). */
+  width: number;
+  /** timm's dynamic_img_size / dynamic_img_pad. */
+  dynamic: boolean;
+  pad: boolean;
+  /** DeiT's distilled model (dist_token, head_dist). */
+  distilled: boolean;
 }
 
 /** The mean / std pixels are normalised with, and where they come from. */
@@ -385,8 +415,16 @@ export class Model {
   normalization: Normalization;
   readonly dims: ModelDims;
   encode(images: Images, options?: CallOptions): Tensor;
-  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features. */
-  timmForward(images: Images, options?: CallOptions): Tensor;
+  /** timm VisionTransformer.forward: pool -> fc_norm -> head on forward_features (DeiT distilled:
+   * the two heads averaged). */
+  timmForward(images: Images, options?: CallOptions & { distilledTraining?: false }): Tensor;
+  /** DeiT distilled in timm's distilled training mode: [head, headDist]. */
+  timmForward(images: Images, options: CallOptions & { distilledTraining: true }): [Tensor, Tensor];
+  /** timm's own forward_intermediates: out (absent with intermediatesOnly), the blocks taken, their prefix tokens. */
+  timmForwardIntermediates(
+    images: Images,
+    options?: TimmIntermediatesOptions,
+  ): { out?: Tensor; intermediates: Tensor[]; prefixTokens?: Tensor[] };
   forward(images: Images, options?: CallOptions): Tensor;
   forwardIntermediates(
     images: Images,
@@ -425,7 +463,16 @@ export class Model {
   saveSafetensors(options?: { modelPrefix?: string; filePrefix?: string }): Uint8Array;
   plan(
     fn?: CallName,
-    options?: { batch?: number; tokensKept?: number; tokensMasked?: number; mask?: boolean; needGrad?: boolean },
+    options?: {
+      batch?: number;
+      tokensKept?: number;
+      tokensMasked?: number;
+      mask?: boolean;
+      needGrad?: boolean;
+      height?: number;
+      width?: number;
+      distilledTraining?: boolean;
+    },
   ): PlanBytes;
   /** The plan of one trainStep of `batch` images, and what fits `budget` bytes (MAE / AIM models). */
   planTrainStep(options: {
@@ -563,6 +610,22 @@ export function readSafetensorsHeader(bytes: Uint8Array | ArrayBuffer): { length
 /** The __metadata__ of safetensors bytes ({} when none). */
 export function readSafetensorsMeta(bytes: Uint8Array | ArrayBuffer): Record<string, string>;
 
+/** The files of a run moved to PyTorch (docs/scale-out.md): file name -> bytes. */
+export type TorchRunFiles = {
+  'model.safetensors': Uint8Array;
+  'optimizer.safetensors': Uint8Array;
+  'run.json': Uint8Array;
+};
+/** The files of a torch run, in the order they are written (run.json last). */
+export const TORCH_RUN_FILES: readonly ['model.safetensors', 'optimizer.safetensors', 'run.json'];
+/** A training checkpoint (result.checkpoint, Session / CLI checkpoints) as a run python/vitrine_continue.py
+ * continues in PyTorch: the state_dict, AdamW's state_dict, schedule, data position, mask generator.
+ * A damaged checkpoint throws a VitrineError naming the field. */
+export function exportTorchRun(checkpoint: Uint8Array | ArrayBuffer, options?: { source?: string }): TorchRunFiles;
+/** A torch run (exported, or trained on by python/vitrine_continue.py) as checkpoint bytes that
+ * train({ resume }) continues; a run written in part or damaged throws a VitrineError naming the file. */
+export function importTorchRun(files: TorchRunFiles, options?: { source?: string }): Uint8Array;
+
 /** What Model.initFrom loaded and skipped. */
 export interface InitReport {
   source: string;
@@ -698,7 +761,11 @@ export interface TrainerOptions {
   /** where the worker's steps run (createVitrine's backend): 'webgpu' replays each step on the GPU,
    * the state synced to wasm memory at checkpoints, evaluations and the end; gradAccum 1 only */
   backend?: 'wasm' | 'webgpu' | 'auto';
-  gpu?: { swiftshader?: boolean; powerPreference?: 'high-performance' | 'low-power' };
+  gpu?: {
+    swiftshader?: boolean;
+    powerPreference?: 'high-performance' | 'low-power';
+    limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize', number>>;
+  };
   cacheBytes?: number;
   signal?: AbortSignalLike;
   onStep?: (e: TrainStepEvent) => void;

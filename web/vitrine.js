@@ -44,3 +44,4 @@ export { TRAIN_PRESETS, MAE_DECODERS, maeDecoder, modelSpec, encoderPrefix } fro
 export { showMasks } from './train/visualize.js';
 export { CLASSIFY_DEFAULTS, classifierSpec } from './train/objectives/classify.js';
 export { registerObjective, objectiveNames, checkRunOptions as checkTrainOptions } from './train/objectives/index.js';
+export { exportTorchRun, importTorchRun, TORCH_RUN_FILES } from './train/torch-run.js';

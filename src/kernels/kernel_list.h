@@ -17,6 +17,11 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
     return rows > 0 ? (rows - 1) * stride + cols : 0;
 }
 
+/* elements spanned by B matrices (batch stride bs) of `rows` rows of `cols` (row stride rs) */
+static inline int64_t vt_extent3(int64_t B, int64_t rows, int64_t cols, int64_t bs, int64_t rs) {
+    return B > 0 && rows > 0 && cols > 0 ? (B - 1) * bs + (rows - 1) * rs + cols : 0;
+}
+
 /* the kernel list is a table, kept as laid out by hand */
 // clang-format off
 #define VT_KERNEL_LIST(X)                                                                           \
@@ -46,6 +51,26 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
       vt_gelu_forward(out, inp, n), "out = 0.5 inp (1 + erf(inp / sqrt 2))")                       \
     X(gelu_backward, (n), (), ((dinp, F32, W, n), (inp, F32, R, n), (dout, F32, R, n)), 40.0 * n,   \
       vt_gelu_backward(dinp, inp, dout, n), "dinp = dout gelu'(inp) (overwrites; may be dout)")     \
+    X(quick_gelu_forward, (n), (), ((out, F32, W, n), (inp, F32, R, n)), 20.0 * n,                  \
+      vt_quick_gelu_forward(out, inp, n), "out = inp sigmoid(1.702 inp) (OpenAI CLIP's QuickGELU)") \
+    X(quick_gelu_backward, (n), (), ((dinp, F32, W, n), (inp, F32, R, n), (dout, F32, R, n)), 25.0 * n, \
+      vt_quick_gelu_backward(dinp, inp, dout, n),                                                    \
+      "dinp = dout s + ((dout inp)(1 - s)) s 1.702, s = sigmoid(1.702 inp) (overwrites; may be dout)") \
+    X(gelu_tanh_forward, (n), (), ((out, F32, W, n), (inp, F32, R, n)), 30.0 * n,                   \
+      vt_gelu_tanh_forward(out, inp, n), "out = 0.5 inp (1 + tanh(sqrt(2/pi) (inp + 0.044715 inp^3)))") \
+    X(gelu_tanh_backward, (n), (), ((dinp, F32, W, n), (inp, F32, R, n), (dout, F32, R, n)), 40.0 * n, \
+      vt_gelu_tanh_backward(dinp, inp, dout, n),                                                     \
+      "dinp = dout gelu_tanh'(inp) (ATen's formula; overwrites; may be dout)")                       \
+    X(rmsnorm_forward, (M, D), (eps),                                                               \
+      ((out, F32, W, M * D), (rstd, F32, W, M), (inp, F32, R, M * D), (w, F32, R, D)),              \
+      6.0 * M * D, vt_rmsnorm_forward(out, rstd, inp, w, M, D, eps),                                \
+      "rstd = 1/sqrt(mean(inp^2) + eps); out = (inp rstd) w per row of D (out may be inp)")         \
+    X(rmsnorm_backward, (M, D), (),                                                                 \
+      ((dinp, F32, RW, M * D), (dw, F32, RW, D), (dout, F32, R, M * D), (inp, F32, R, M * D),       \
+       (w, F32, R, D), (rstd, F32, R, M)),                                                          \
+      (dinp ? 10.0 * M * D : 0) + (dw ? 2.0 * M * D : 0),                                           \
+      vt_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, M, D),                                      \
+      "dinp += rstd (dn - n mean(dn n)), n = inp rstd, dn = w dout; dw += sum dout n")              \
     X(attention_forward, (qk_rs, v_rs, B, T, H, hd, threads), (scale),                              \
       ((out, F32, W, B * T * H * hd), (att, F32, W, B * H * T * T),                                 \
        (scratch, F32, W, vt_attention_scratch_floats(T, hd, threads)),                              \
@@ -66,6 +91,23 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
       vt_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd,      \
                             threads, scale),                                                        \
       "dq, dk, dv += the attention's gradients (att saved by the forward)")                        \
+    X(cross_attention_forward, (B, Tq, Tk, H, hd, q_bs, kv_rs), (scale),                             \
+      ((out, F32, W, B * Tq * H * hd), (att, F32, W, B * H * Tq * Tk),                              \
+       (q, F32, R, vt_extent(B, Tq * H * hd, q_bs)), (k, F32, R, vt_extent(B * Tk, H * hd, kv_rs)),  \
+       (v, F32, R, vt_extent(B * Tk, H * hd, kv_rs))),                                              \
+      4.0 * B * H * Tq * Tk * hd + 5.0 * B * H * Tq * Tk,                                           \
+      vt_cross_attention_forward(out, att, q, k, v, B, Tq, Tk, H, hd, q_bs, kv_rs, scale),         \
+      "att = softmax(scale q k^T) of Tq queries (image stride q_bs; 0: shared) over Tk keys; out = att v") \
+    X(cross_attention_backward, (B, Tq, Tk, H, hd, q_bs, kv_rs), (scale),                            \
+      ((dq, F32, RW, vt_extent(B, Tq * H * hd, q_bs)), (dk, F32, RW, vt_extent(B * Tk, H * hd, kv_rs)), \
+       (dv, F32, RW, vt_extent(B * Tk, H * hd, kv_rs)), (dscore, F32, RW, B * H * Tq * Tk),         \
+       (dout, F32, R, B * Tq * H * hd), (att, F32, R, B * H * Tq * Tk),                             \
+       (q, F32, R, vt_extent(B, Tq * H * hd, q_bs)), (k, F32, R, vt_extent(B * Tk, H * hd, kv_rs)),  \
+       (v, F32, R, vt_extent(B * Tk, H * hd, kv_rs))),                                              \
+      8.0 * B * H * Tq * Tk * hd + 5.0 * B * H * Tq * Tk,                                           \
+      vt_cross_attention_backward(dq, dk, dv, dscore, dout, att, q, k, v, B, Tq, Tk, H, hd, q_bs,  \
+                                  kv_rs, scale),                                                    \
+      "dq (images in order when shared), dk, dv += its gradients; dscore: scratch")                \
     /* ---- data movement and element-wise (ops.h) ---- */                                         \
     X(fill, (n), (value), ((x, F32, W, n)), 0.0, vt_fill(x, n, value), "x = value")                \
     X(copy2d, (rows, cols, dst_stride, src_stride), (),                                             \
@@ -76,6 +118,11 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
       ((dst, F32, RW, vt_extent(rows, cols, dst_stride)), (src, F32, R, vt_extent(rows, cols, src_stride))), \
       1.0 * rows * cols, vt_add2d(dst, src, rows, cols, dst_stride, src_stride),                    \
       "dst rows += src rows (residual adds, gradient sums)")                                       \
+    X(transpose, (B, R, C, dst_bs, dst_rs, src_bs, src_rs), (),                                     \
+      ((dst, F32, RW, vt_extent3(B, C, R, dst_bs, dst_rs)),                                         \
+       (src, F32, R, vt_extent3(B, R, C, src_bs, src_rs))),                                         \
+      0.0, vt_transpose(dst, src, B, R, C, dst_bs, dst_rs, src_bs, src_rs),                         \
+      "dst[b dst_bs + c dst_rs + r] = src[b src_bs + r src_rs + c] (R x C matrices transposed)")    \
     X(add_rows, (rows, n, stride), (),                                                              \
       ((out, F32, RW, vt_extent(rows, n, stride)), (x, F32, R, vt_extent(rows, n, stride)),         \
        (y, F32, R, n)),                                                                             \
@@ -98,6 +145,26 @@ static inline int64_t vt_extent(int64_t rows, int64_t cols, int64_t stride) {
       ((dimages, F32, RW, ((m0 + n - 1) / (G * G) + 1) * C * S * S), (dpatches, F32, R, n * C * p * p)), \
       1.0 * n * C * p * p, vt_col2im_add(dimages, dpatches, m0, n, C, S, p, G),                     \
       "dimages += the patch rows m0.. put back")                                                   \
+    X(im2col_hw, (m0, n, C, H, W, p, Gh, Gw), (),                                                 \
+      ((patches, F32, W, n * C * p * p), (images, F32, R, ((m0 + n - 1) / (Gh * Gw) + 1) * C * H * W)), \
+      0.0, vt_im2col_hw(patches, images, m0, n, C, H, W, p, Gh, Gw),                                \
+      "patch rows m0.. of H x W images on a Gh x Gw grid (0 past the image: padding)")             \
+    X(col2im_add_hw, (m0, n, C, H, W, p, Gh, Gw), (),                                             \
+      ((dimages, F32, RW, ((m0 + n - 1) / (Gh * Gw) + 1) * C * H * W), (dpatches, F32, R, n * C * p * p)), \
+      1.0 * n * C * p * p, vt_col2im_add_hw(dimages, dpatches, m0, n, C, H, W, p, Gh, Gw),          \
+      "dimages += the patch rows m0.. put back (pixels inside the image)")                         \
+    X(resample_aa_forward, (outer, n_in, n_out, inner), (),                                         \
+      ((out, F32, W, outer * n_out * inner), (inp, F32, R, outer * n_in * inner)),                  \
+      2.0 * outer * n_out * inner * vt_resample_aa_max_taps(n_in, n_out),                           \
+      vt_resample_aa_forward(out, inp, outer, n_in, n_out, inner),                                  \
+      "out = the antialiased bicubic resize of inp's middle axis, n_in -> n_out (PyTorch's taps)")  \
+    X(resample_aa_backward, (outer, n_in, n_out, inner), (),                                        \
+      ((dinp, F32, RW, outer * n_in * inner), (dout, F32, R, outer * n_out * inner)),               \
+      2.0 * outer * n_out * inner * vt_resample_aa_max_taps(n_in, n_out),                           \
+      vt_resample_aa_backward(dinp, dout, outer, n_in, n_out, inner),                               \
+      "dinp += each output's gradient times its taps' weights, outputs in order")                  \
+    X(add_scaled, (n), (alpha), ((dst, F32, RW, n), (src, F32, R, n)), 2.0 * n,                      \
+      vt_add_scaled(dst, src, n, alpha), "dst += alpha src")                                       \
     X(mask_select, (B, L, D, K), (),                                                                \
       ((seq, F32, RW, B * L * D), (mask_token, F32, R, D), (idx, I64, R, B * K), (mask, U8, R, B * L)), \
       0.0, vt_mask_select(seq, mask_token, idx, mask, B, L, D, K),                                  \

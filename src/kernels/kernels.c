@@ -115,6 +115,48 @@ static void gelu_bwd_units(void *c, int lo, int hi, int tid) {
     vt_simd_gelu_backward(j->dinp + a, j->inp + a, j->dout + a, b - a);
 }
 
+/* quick_gelu and tanh GELU: the same units as GELU */
+static void qgelu_fwd_units(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    size_t a = (size_t)lo * VT_EW_UNIT,
+           b = (size_t)hi * VT_EW_UNIT < j->len ? (size_t)hi * VT_EW_UNIT : j->len;
+    vt_simd_quick_gelu_forward(j->out + a, j->inp + a, b - a);
+}
+static void qgelu_bwd_units(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    size_t a = (size_t)lo * VT_EW_UNIT,
+           b = (size_t)hi * VT_EW_UNIT < j->len ? (size_t)hi * VT_EW_UNIT : j->len;
+    vt_simd_quick_gelu_backward(j->dinp + a, j->inp + a, j->dout + a, b - a);
+}
+static void tgelu_fwd_units(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    size_t a = (size_t)lo * VT_EW_UNIT,
+           b = (size_t)hi * VT_EW_UNIT < j->len ? (size_t)hi * VT_EW_UNIT : j->len;
+    vt_simd_gelu_tanh_forward(j->out + a, j->inp + a, b - a);
+}
+static void tgelu_bwd_units(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    size_t a = (size_t)lo * VT_EW_UNIT,
+           b = (size_t)hi * VT_EW_UNIT < j->len ? (size_t)hi * VT_EW_UNIT : j->len;
+    vt_simd_gelu_tanh_backward(j->dinp + a, j->inp + a, j->dout + a, b - a);
+}
+/* RMSNorm: rows (forward, dinp) and dw columns, as layernorm */
+static void rms_fwd_rows(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    size_t o = (size_t)lo * j->K;
+    vt_simd_rmsnorm_forward(j->out + o, j->rstd_out ? j->rstd_out + lo : NULL, j->inp + o, j->w, hi - lo,
+                            j->K, j->eps);
+}
+static void rms_bwd_dinp_rows(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    size_t o = (size_t)lo * j->K;
+    vt_simd_rmsnorm_backward_dinp(j->dinp + o, j->dout + o, j->inp + o, j->w, j->rstd + lo, hi - lo, j->K);
+}
+static void rms_bwd_dw_cols(void *c, int lo, int hi, int tid) {
+    const kjob *j = c;
+    vt_simd_rmsnorm_backward_dw(j->dw, j->dout, j->inp, j->rstd, j->M, j->K, lo, hi);
+}
+
 void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K, int N) {
     if (use_ref) {
         vt_ref_matmul_forward(out, inp, w, bias, M, K, N);
@@ -231,6 +273,56 @@ void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n
     kjob j = { .dinp = dinp, .inp = inp, .dout = dout, .len = n };
     vt_parallel_for((int)((n + VT_EW_UNIT - 1) / VT_EW_UNIT), 1, 40.0 * (double)n, gelu_bwd_units, &j);
 }
+void vt_quick_gelu_forward(float *out, const float *inp, size_t n) {
+    if (use_ref) {
+        vt_ref_quick_gelu_forward(out, inp, n);
+        return;
+    }
+    kjob j = { .out = out, .inp = inp, .len = n };
+    vt_parallel_for((int)((n + VT_EW_UNIT - 1) / VT_EW_UNIT), 1, 20.0 * (double)n, qgelu_fwd_units, &j);
+}
+void vt_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    if (use_ref) {
+        vt_ref_quick_gelu_backward(dinp, inp, dout, n);
+        return;
+    }
+    kjob j = { .dinp = dinp, .inp = inp, .dout = dout, .len = n };
+    vt_parallel_for((int)((n + VT_EW_UNIT - 1) / VT_EW_UNIT), 1, 25.0 * (double)n, qgelu_bwd_units, &j);
+}
+void vt_gelu_tanh_forward(float *out, const float *inp, size_t n) {
+    if (use_ref) {
+        vt_ref_gelu_tanh_forward(out, inp, n);
+        return;
+    }
+    kjob j = { .out = out, .inp = inp, .len = n };
+    vt_parallel_for((int)((n + VT_EW_UNIT - 1) / VT_EW_UNIT), 1, 30.0 * (double)n, tgelu_fwd_units, &j);
+}
+void vt_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    if (use_ref) {
+        vt_ref_gelu_tanh_backward(dinp, inp, dout, n);
+        return;
+    }
+    kjob j = { .dinp = dinp, .inp = inp, .dout = dout, .len = n };
+    vt_parallel_for((int)((n + VT_EW_UNIT - 1) / VT_EW_UNIT), 1, 40.0 * (double)n, tgelu_bwd_units, &j);
+}
+void vt_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D, float eps) {
+    if (use_ref) {
+        vt_ref_rmsnorm_forward(out, rstd, inp, w, M, D, eps);
+        return;
+    }
+    kjob j = { .out = out, .rstd_out = rstd, .inp = inp, .w = w, .M = M, .K = D, .eps = eps };
+    vt_parallel_for(M, 1, 6.0 * M * D, rms_fwd_rows, &j);
+}
+void vt_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int M, int D) {
+    if (use_ref) {
+        vt_ref_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, M, D);
+        return;
+    }
+    kjob j = { .dinp = dinp, .dw = dw, .dout = dout, .inp = inp, .w = w, .rstd = rstd, .M = M, .K = D };
+    if (dinp) vt_parallel_for(M, 1, 10.0 * M * D, rms_bwd_dinp_rows, &j);
+    if (dw) vt_parallel_for(D, 4, 2.0 * M * D, rms_bwd_dw_cols, &j);
+}
 #else /* no SIMD kernels: the references (and the portable matmul forward), one thread */
 void vt_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M, int K, int N) {
     (use_ref ? vt_ref_matmul_forward : vt_portable_matmul_forward)(out, inp, w, bias, M, K, N);
@@ -246,6 +338,21 @@ void vt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 void vt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int M, int D) {
     vt_ref_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, M, D);
+}
+void vt_quick_gelu_forward(float *out, const float *inp, size_t n) { vt_ref_quick_gelu_forward(out, inp, n); }
+void vt_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    vt_ref_quick_gelu_backward(dinp, inp, dout, n);
+}
+void vt_gelu_tanh_forward(float *out, const float *inp, size_t n) { vt_ref_gelu_tanh_forward(out, inp, n); }
+void vt_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    vt_ref_gelu_tanh_backward(dinp, inp, dout, n);
+}
+void vt_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D, float eps) {
+    vt_ref_rmsnorm_forward(out, rstd, inp, w, M, D, eps);
+}
+void vt_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int M, int D) {
+    vt_ref_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, M, D);
 }
 void vt_gelu_forward(float *out, const float *inp, size_t n) { vt_ref_gelu_forward(out, inp, n); }
 void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {

@@ -42,6 +42,38 @@ void vt_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 void vt_gelu_forward(float *out, const float *inp, size_t n);
 void vt_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
+/* The activations timm's ViTs use besides exact GELU (act_layer), in PyTorch's formulas (its
+ * scalar CPU path, float throughout); backward as gelu's: dinp = dout * act'(inp), overwriting,
+ * dinp may alias dout.
+ *   quick_gelu (OpenAI CLIP):  y = x * sigmoid(1.702 x), sigmoid(t) = 1 / (1 + exp(-t))
+ *     dinp = dout s + ((dout x)(1 - s)) s 1.702   (autograd's mul and sigmoid backward)
+ *   gelu_tanh (nn.GELU(approximate='tanh')): y = (0.5 x)(1 + tanh(b (x + k x^3))),
+ *     b = sqrt(2/pi) (0.797884583f), k = 0.044715; dinp = dout ((0.5 (1 + t)) + (0.5 x)(1 - t^2)
+ *     b (1 + 3k x^2)), t = tanh(b (x + k x^3)) (ATen's GeluBackward, tanh) */
+void vt_quick_gelu_forward(float *out, const float *inp, size_t n);
+void vt_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_gelu_tanh_forward(float *out, const float *inp, size_t n);
+void vt_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* RMSNorm (timm's RmsNorm / rms_norm): per row of D, rstd = 1/sqrt(mean(x^2) + eps),
+ * out = (x * rstd) * w (w may be NULL); out may alias inp; rstd [M] (may be NULL) for the
+ * backward: n = x rstd, dn = w dy: dinp += rstd (dn - n mean(dn n)), dw += sum over rows dy n. */
+void vt_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D, float eps);
+void vt_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int M, int D);
+
+/* Attention of Tq query rows over Tk key rows, per (image, head) (timm's AttentionPoolLatent:
+ * a latent query over the tokens). q(b, i, h, e) = q[b*q_bs + i*D + h*hd + e] (q_bs 0: one set of
+ * queries for the whole batch); k(b, j, h, e) = k[(b*Tk + j)*kv_rs + h*hd + e], v likewise; D =
+ * H*hd. att [B, H, Tq, Tk] = softmax(scale q k^T) (saved), out [B, Tq, D] = att v, heads
+ * concatenated. Backward: dq (q's layout; with q_bs 0 summed over the images in order), dk, dv
+ * (k's and v's) accumulate; dscore [B, H, Tq, Tk] is scratch. */
+void vt_cross_attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                                int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale);
+void vt_cross_attention_backward(float *dq, float *dk, float *dv, float *dscore, const float *dout,
+                                 const float *att, const float *q, const float *k, const float *v, int B,
+                                 int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale);
+
 /* Multi-head attention core.
  * q,k: token t, head h, element e at q[(b*T + t)*qk_rs + h*hd + e] (row stride qk_rs, e.g. 3D for
  * a fused qkv buffer); v likewise with v_rs. out [B,T,D] with D = H*hd, heads concatenated. att [B,H,T,T] saved
@@ -67,6 +99,14 @@ void vt_gemm_attention_forward(float *out, float *att, float *scratch, const flo
 void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                                 const float *att, const float *q, const float *k, int qk_rs, const float *v,
                                 int v_rs, int B, int T, int H, int hd, int threads, float scale);
+
+/* The implementation behind vt_cross_attention_* in every build: vt_gemm per (image, head), the
+ * heads split among the threads (each runs the images in order). */
+void vt_gemm_cross_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                                     int B, int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale);
+void vt_gemm_cross_attention_backward(float *dq, float *dk, float *dv, float *dscore, const float *dout,
+                                      const float *att, const float *q, const float *k, const float *v, int B,
+                                      int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale);
 
 /* Row softmax with max subtraction, y_i = exp(x_i - m) * (1/sum). Used by attention. */
 void vt_softmax_row(float *y, const float *x, int n);
@@ -103,6 +143,19 @@ void vt_ref_layernorm_backward(float *dinp, float *dw, float *db, const float *d
                                const float *w, const float *mean, const float *rstd, int M, int D);
 void vt_ref_gelu_forward(float *out, const float *inp, size_t n);
 void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_ref_quick_gelu_forward(float *out, const float *inp, size_t n);
+void vt_ref_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_ref_gelu_tanh_forward(float *out, const float *inp, size_t n);
+void vt_ref_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D,
+                            float eps);
+void vt_ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                             const float *rstd, int M, int D);
+void vt_ref_cross_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                                    int B, int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale);
+void vt_ref_cross_attention_backward(float *dq, float *dk, float *dv, float *dscore, const float *dout,
+                                     const float *att, const float *q, const float *k, const float *v, int B,
+                                     int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale);
 void vt_ref_softmax_row(float *y, const float *x, int n);
 void vt_ref_softmax_backward_row(float *d, const float *p, int n, float scale);
 void vt_ref_attention_forward(float *out, float *att, const float *q, const float *k, int qk_rs,

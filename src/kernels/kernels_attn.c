@@ -231,6 +231,101 @@ void vt_gemm_attention_backward(float *dq, float *dk, float *dv, float *scratch,
         }
 }
 
+/* ---- attention of Tq queries over Tk keys (the latent attention pool): items are heads, each
+ * running the images in order (so dq, shared by the images when q_bs is 0, sums them in order) ---- */
+typedef struct {
+    float *out, *att, *dq, *dk, *dv, *ds;
+    const float *q, *k, *v, *dout, *att_in;
+    int B, Tq, Tk, H, hd, q_bs, kv_rs;
+    float scale;
+} xattn_job;
+
+static void xattn_forward_heads(void *ctx, int lo, int hi, int tid) {
+    const xattn_job *J = ctx;
+    int D = J->H * J->hd, Tq = J->Tq, Tk = J->Tk;
+    for (int h = lo; h < hi; h++)
+        for (int b = 0; b < J->B; b++) {
+            const float *qh = J->q + (size_t)b * J->q_bs + (size_t)h * J->hd;
+            const float *kh = J->k + (size_t)b * Tk * J->kv_rs + (size_t)h * J->hd;
+            const float *vh = J->v + (size_t)b * Tk * J->kv_rs + (size_t)h * J->hd;
+            float *P = J->att + ((size_t)b * J->H + h) * Tq * Tk;
+            /* S = q k^T (B(e, j) = k[j, e]), scaled, softmax per row; O = P V */
+            vt_gemm(P, Tk, qh, D, 1, kh, 1, J->kv_rs, Tq, J->hd, Tk, 0, NULL);
+            for (int i = 0; i < Tq; i++) {
+                float *row = P + (size_t)i * Tk;
+                for (int j = 0; j < Tk; j++) row[j] *= J->scale;
+                vt_softmax_row(row, row, Tk);
+            }
+            vt_gemm(J->out + (size_t)b * Tq * D + (size_t)h * J->hd, D, P, Tk, 1, vh, J->kv_rs, 1, Tq, Tk,
+                    J->hd, 0, NULL);
+        }
+}
+
+void vt_gemm_cross_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                                     int B, int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale) {
+    if (B <= 0 || Tq <= 0 || Tk <= 0 || hd <= 0) return;
+    xattn_job J = { .out = out,
+                    .att = att,
+                    .q = q,
+                    .k = k,
+                    .v = v,
+                    .B = B,
+                    .Tq = Tq,
+                    .Tk = Tk,
+                    .H = H,
+                    .hd = hd,
+                    .q_bs = q_bs,
+                    .kv_rs = kv_rs,
+                    .scale = scale };
+    vt_parallel_for(H, 1, 4.0 * B * H * (double)Tq * Tk * hd, xattn_forward_heads, &J);
+}
+
+static void xattn_backward_heads(void *ctx, int lo, int hi, int tid) {
+    const xattn_job *J = ctx;
+    int D = J->H * J->hd, Tq = J->Tq, Tk = J->Tk, hd = J->hd, rs = J->kv_rs;
+    for (int h = lo; h < hi; h++)
+        for (int b = 0; b < J->B; b++) {
+            size_t qo = (size_t)b * J->q_bs + (size_t)h * hd, ko = (size_t)b * Tk * rs + (size_t)h * hd;
+            const float *P = J->att_in + ((size_t)b * J->H + h) * Tq * Tk;
+            const float *doh = J->dout + (size_t)b * Tq * D + (size_t)h * hd;
+            float *ds = J->ds + ((size_t)b * J->H + h) * Tq * Tk;
+            /* dV += P^T dO (A(j, i) = P[i, j]) */
+            if (J->dv) vt_gemm(J->dv + ko, rs, P, 1, Tk, doh, D, 1, Tk, Tq, hd, 1, NULL);
+            if (!J->dq && !J->dk) continue;
+            /* dP = dO V^T; dS = P (dP - rowsum(P dP)) scale */
+            vt_gemm(ds, Tk, doh, D, 1, J->v + ko, 1, rs, Tq, hd, Tk, 0, NULL);
+            for (int i = 0; i < Tq; i++)
+                vt_softmax_backward_row(ds + (size_t)i * Tk, P + (size_t)i * Tk, Tk, J->scale);
+            /* dQ += dS K; dK += dS^T Q */
+            if (J->dq) vt_gemm(J->dq + qo, D, ds, Tk, 1, J->k + ko, rs, 1, Tq, Tk, hd, 1, NULL);
+            if (J->dk) vt_gemm(J->dk + ko, rs, ds, 1, Tk, J->q + qo, D, 1, Tk, Tq, hd, 1, NULL);
+        }
+}
+
+void vt_gemm_cross_attention_backward(float *dq, float *dk, float *dv, float *dscore, const float *dout,
+                                      const float *att, const float *q, const float *k, const float *v, int B,
+                                      int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale) {
+    if (B <= 0 || Tq <= 0 || Tk <= 0 || hd <= 0 || (!dq && !dk && !dv)) return;
+    xattn_job J = { .dq = dq,
+                    .dk = dk,
+                    .dv = dv,
+                    .ds = dscore,
+                    .dout = dout,
+                    .att_in = att,
+                    .q = q,
+                    .k = k,
+                    .v = v,
+                    .B = B,
+                    .Tq = Tq,
+                    .Tk = Tk,
+                    .H = H,
+                    .hd = hd,
+                    .q_bs = q_bs,
+                    .kv_rs = kv_rs,
+                    .scale = scale };
+    vt_parallel_for(H, 1, 8.0 * B * H * (double)Tq * Tk * hd, xattn_backward_heads, &J);
+}
+
 /* ---- dispatch: the composition above in every build, or the scalar reference (tests) ---- */
 void vt_attention_forward(float *out, float *att, float *scratch, const float *q, const float *k, int qk_rs,
                           const float *v, int v_rs, const uint8_t *causal_mask, int B, int T, int H, int hd,
@@ -249,4 +344,21 @@ void vt_attention_backward(float *dq, float *dk, float *dv, float *scratch, cons
     else
         vt_gemm_attention_backward(dq, dk, dv, scratch, dout, att, q, k, qk_rs, v, v_rs, B, T, H, hd, threads,
                                    scale);
+}
+void vt_cross_attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                                int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale) {
+    if (vt_kernels_reference())
+        vt_ref_cross_attention_forward(out, att, q, k, v, B, Tq, Tk, H, hd, q_bs, kv_rs, scale);
+    else
+        vt_gemm_cross_attention_forward(out, att, q, k, v, B, Tq, Tk, H, hd, q_bs, kv_rs, scale);
+}
+void vt_cross_attention_backward(float *dq, float *dk, float *dv, float *dscore, const float *dout,
+                                 const float *att, const float *q, const float *k, const float *v, int B,
+                                 int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale) {
+    if (vt_kernels_reference())
+        vt_ref_cross_attention_backward(dq, dk, dv, dscore, dout, att, q, k, v, B, Tq, Tk, H, hd, q_bs, kv_rs,
+                                        scale);
+    else
+        vt_gemm_cross_attention_backward(dq, dk, dv, dscore, dout, att, q, k, v, B, Tq, Tk, H, hd, q_bs,
+                                         kv_rs, scale);
 }

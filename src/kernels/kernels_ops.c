@@ -93,6 +93,39 @@ void vt_add2d(float *dst, const float *src, int64_t rows, int64_t cols, int64_t 
         split2d(dst, src, rows, cols, dst_stride, src_stride, add_rows2d);
 }
 
+/* transpose: split over the matrices' columns of the destination (rows of R floats written in
+ * tiles of 32 x 32 so that both sides stay in cache); a copy, any split gives the same bits */
+#define VT_TRANSPOSE_TILE 32
+static void transpose_units(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t R = j->n[1], C = j->n[2], dbs = j->n[3], drs = j->n[4], sbs = j->n[5], srs = j->n[6];
+    int64_t tiles_c = (C + VT_TRANSPOSE_TILE - 1) / VT_TRANSPOSE_TILE;
+    for (int u = lo; u < hi; u++) { /* unit = (b, tile of columns) */
+        int64_t b = u / tiles_c, c0 = (u % tiles_c) * VT_TRANSPOSE_TILE;
+        int64_t c1 = c0 + VT_TRANSPOSE_TILE < C ? c0 + VT_TRANSPOSE_TILE : C;
+        for (int64_t r0 = 0; r0 < R; r0 += VT_TRANSPOSE_TILE) {
+            int64_t r1 = r0 + VT_TRANSPOSE_TILE < R ? r0 + VT_TRANSPOSE_TILE : R;
+            for (int64_t cc = c0; cc < c1; cc++)
+                for (int64_t r = r0; r < r1; r++)
+                    j->o0[b * dbs + cc * drs + r] = j->i0[b * sbs + r * srs + cc];
+        }
+    }
+}
+void vt_transpose(float *dst, const float *src, int64_t B, int64_t R, int64_t C, int64_t dst_bs,
+                  int64_t dst_rs, int64_t src_bs, int64_t src_rs) {
+    if (REF || B <= 0 || R <= 0 || C <= 0) {
+        vt_ref_transpose(dst, src, B, R, C, dst_bs, dst_rs, src_bs, src_rs);
+        return;
+    }
+    int64_t tiles = B * ((C + VT_TRANSPOSE_TILE - 1) / VT_TRANSPOSE_TILE);
+    job j = { .o0 = dst, .i0 = src, .n = { B, R, C, dst_bs, dst_rs, src_bs, src_rs } };
+    if (tiles > INT32_MAX) { /* beyond what the pool counts: one piece */
+        vt_ref_transpose(dst, src, B, R, C, dst_bs, dst_rs, src_bs, src_rs);
+        return;
+    }
+    vt_parallel_for((int)tiles, 1, (double)B * R * C, transpose_units, &j);
+}
+
 static void add_rows_rows(void *c, int lo, int hi, int tid) {
     const job *j = c;
     int64_t s = j->n[2];
@@ -185,6 +218,103 @@ void vt_col2im_add(float *dimages, const float *dpatches, int64_t m0, int64_t n,
     }
     job j = { .o0 = dimages, .i0 = dpatches, .n = { m0, n, C, S, p, G } };
     vt_parallel_for((int)n, 1, (double)n * C * p * p, col2im_rows, &j);
+}
+
+static void im2col_hw_rows(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t Kp = j->n[2] * j->n[5] * j->n[5];
+    vt_ref_im2col_hw(j->o0 + (int64_t)lo * Kp, j->i0, j->n[0] + lo, hi - lo, j->n[2], j->n[3], j->n[4],
+                     j->n[5], j->n[6], j->n[7]);
+}
+void vt_im2col_hw(float *patches, const float *images, int64_t m0, int64_t n, int64_t C, int64_t H, int64_t W,
+                  int64_t p, int64_t Gh, int64_t Gw) {
+    if (REF) {
+        vt_ref_im2col_hw(patches, images, m0, n, C, H, W, p, Gh, Gw);
+        return;
+    }
+    job j = { .o0 = patches, .i0 = images, .n = { m0, n, C, H, W, p, Gh, Gw } };
+    vt_parallel_for((int)n, 1, (double)n * C * p * p, im2col_hw_rows, &j);
+}
+static void col2im_hw_rows(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t Kp = j->n[2] * j->n[5] * j->n[5];
+    vt_ref_col2im_add_hw(j->o0, j->i0 + (int64_t)lo * Kp, j->n[0] + lo, hi - lo, j->n[2], j->n[3], j->n[4],
+                         j->n[5], j->n[6], j->n[7]);
+}
+void vt_col2im_add_hw(float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C, int64_t H,
+                      int64_t W, int64_t p, int64_t Gh, int64_t Gw) {
+    if (REF) {
+        vt_ref_col2im_add_hw(dimages, dpatches, m0, n, C, H, W, p, Gh, Gw);
+        return;
+    }
+    job j = { .o0 = dimages, .i0 = dpatches, .n = { m0, n, C, H, W, p, Gh, Gw } };
+    vt_parallel_for((int)n, 1, (double)n * C * p * p, col2im_hw_rows, &j);
+}
+
+/* ---- the antialiased resize: split over the columns (inner), each element's taps in order ---- */
+
+static void resample_fwd_cols(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t outer = j->n[0], n_in = j->n[1], n_out = j->n[2], inner = j->n[3];
+    int64_t c0 = lo_of(lo), c1 = hi_of(hi, inner);
+    float w[VT_RESAMPLE_MAX_TAPS];
+    for (int64_t y = 0; y < n_out; y++) {
+        int64_t x0, nt = vt_resample_aa_taps(n_in, n_out, y, &x0, w, VT_RESAMPLE_MAX_TAPS);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t cc = c0; cc < c1; cc++) {
+                float acc = 0.0f;
+                for (int64_t t = 0; t < nt; t++) {
+                    float v = j->i0[(o * n_in + x0 + t) * inner + cc] * w[t];
+                    acc = t ? acc + v : v;
+                }
+                j->o0[(o * n_out + y) * inner + cc] = acc;
+            }
+    }
+}
+void vt_resample_aa_forward(float *out, const float *inp, int64_t outer, int64_t n_in, int64_t n_out,
+                            int64_t inner) {
+    if (REF) {
+        vt_ref_resample_aa_forward(out, inp, outer, n_in, n_out, inner);
+        return;
+    }
+    job j = { .o0 = out, .i0 = inp, .n = { outer, n_in, n_out, inner } };
+    vt_parallel_for(units(inner), 1, 8.0 * outer * n_out * inner, resample_fwd_cols, &j);
+}
+static void resample_bwd_cols(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t outer = j->n[0], n_in = j->n[1], n_out = j->n[2], inner = j->n[3];
+    int64_t c0 = lo_of(lo), c1 = hi_of(hi, inner);
+    float w[VT_RESAMPLE_MAX_TAPS];
+    for (int64_t y = 0; y < n_out; y++) {
+        int64_t x0, nt = vt_resample_aa_taps(n_in, n_out, y, &x0, w, VT_RESAMPLE_MAX_TAPS);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t cc = c0; cc < c1; cc++)
+                    j->o0[(o * n_in + x0 + t) * inner + cc] += w[t] * j->i0[(o * n_out + y) * inner + cc];
+    }
+}
+void vt_resample_aa_backward(float *dinp, const float *dout, int64_t outer, int64_t n_in, int64_t n_out,
+                             int64_t inner) {
+    if (REF) {
+        vt_ref_resample_aa_backward(dinp, dout, outer, n_in, n_out, inner);
+        return;
+    }
+    job j = { .o0 = dinp, .i0 = dout, .n = { outer, n_in, n_out, inner } };
+    vt_parallel_for(units(inner), 1, 8.0 * outer * n_out * inner, resample_bwd_cols, &j);
+}
+
+static void add_scaled_units(void *c, int lo, int hi, int tid) {
+    const job *j = c;
+    int64_t a = lo_of(lo), b = hi_of(hi, j->n[0]);
+    vt_ref_add_scaled(j->o0 + a, j->i0 + a, b - a, j->f[0]);
+}
+void vt_add_scaled(float *dst, const float *src, int64_t n, float alpha) {
+    if (REF) {
+        vt_ref_add_scaled(dst, src, n, alpha);
+        return;
+    }
+    job j = { .o0 = dst, .i0 = src, .n = { n }, .f = { alpha } };
+    vt_parallel_for(units(n), 1, 2.0 * (double)n, add_scaled_units, &j);
 }
 
 /* ---- masking: images, or the columns of a per-token sum ---- */

@@ -25,6 +25,14 @@ void vt_ref_add2d(float *dst, const float *src, int64_t rows, int64_t cols, int6
         for (int64_t c = 0; c < cols; c++) dst[r * dst_stride + c] += src[r * src_stride + c];
 }
 
+void vt_ref_transpose(float *dst, const float *src, int64_t B, int64_t R, int64_t C, int64_t dst_bs,
+                      int64_t dst_rs, int64_t src_bs, int64_t src_rs) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++)
+                dst[b * dst_bs + c * dst_rs + r] = src[b * src_bs + r * src_rs + c];
+}
+
 void vt_ref_add_rows(float *out, const float *x, const float *y, int64_t rows, int64_t n, int64_t stride) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t e = 0; e < n; e++) out[r * stride + e] = x[r * stride + e] + (y ? y[e] : 0.0f);
@@ -77,6 +85,111 @@ void vt_ref_col2im_add(float *dimages, const float *dpatches, int64_t m0, int64_
                 for (int64_t j = 0; j < p; j++) dst[j] += src[(c * p + i) * p + j];
             }
     }
+}
+
+/* ---- patch embedding of any image and grid ---- */
+
+void vt_ref_im2col_hw(float *patches, const float *images, int64_t m0, int64_t n, int64_t C, int64_t H,
+                      int64_t W, int64_t p, int64_t Gh, int64_t Gw) {
+    int64_t Kp = C * p * p;
+    for (int64_t m = m0; m < m0 + n; m++) {
+        int64_t b = m / (Gh * Gw), r = (m % (Gh * Gw)) / Gw, q = m % Gw;
+        float *dst = patches + (m - m0) * Kp;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < p; i++)
+                for (int64_t j = 0; j < p; j++) {
+                    int64_t y = r * p + i, x = q * p + j;
+                    dst[(c * p + i) * p + j] = y < H && x < W ? images[((b * C + c) * H + y) * W + x] : 0.0f;
+                }
+    }
+}
+
+void vt_ref_col2im_add_hw(float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C, int64_t H,
+                          int64_t W, int64_t p, int64_t Gh, int64_t Gw) {
+    int64_t Kp = C * p * p;
+    for (int64_t m = m0; m < m0 + n; m++) {
+        int64_t b = m / (Gh * Gw), r = (m % (Gh * Gw)) / Gw, q = m % Gw;
+        const float *src = dpatches + (m - m0) * Kp;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < p; i++)
+                for (int64_t j = 0; j < p; j++) {
+                    int64_t y = r * p + i, x = q * p + j;
+                    if (y < H && x < W) dimages[((b * C + c) * H + y) * W + x] += src[(c * p + i) * p + j];
+                }
+    }
+}
+
+/* ---- the antialiased bicubic resize of PyTorch (_upsample_bicubic2d_aa), one axis ---- */
+
+/* Pillow's bicubic, a = -0.5 (PyTorch's aa_filter; in double, as its literals are) */
+static float aa_cubic(float xf) {
+    double x = fabs((double)xf), a = -0.5;
+    if (x < 1.0) return (float)(((a + 2.0) * x - (a + 3.0)) * x * x + 1);
+    if (x < 2.0) return (float)((((x - 5) * x + 8) * x - 4) * a);
+    return 0.0f;
+}
+static void aa_axis(int64_t n_in, int64_t n_out, float *scale, float *support, float *invscale) {
+    *scale = (float)n_in / (float)n_out;
+    *support = *scale >= 1.0f ? (float)(4 * 0.5 * (double)*scale) : 2.0f;
+    *invscale = *scale >= 1.0f ? (float)(1.0 / (double)*scale) : 1.0f;
+}
+int64_t vt_resample_aa_max_taps(int64_t n_in, int64_t n_out) {
+    float scale, support, invscale;
+    aa_axis(n_in, n_out, &scale, &support, &invscale);
+    return (int64_t)ceilf(support) * 2 + 1;
+}
+/* PyTorch's _compute_indices_weights_aa: float, with its double literals; weights normalised */
+int64_t vt_resample_aa_taps(int64_t n_in, int64_t n_out, int64_t y, int64_t *x0, float *w, int64_t max) {
+    float scale, support, invscale;
+    aa_axis(n_in, n_out, &scale, &support, &invscale);
+    float center = (float)((double)scale * ((double)y + 0.5));
+    long long lo = (long long)((double)(center - support) + 0.5),
+              hi = (long long)((double)(center + support) + 0.5);
+    int64_t xmin = lo < 0 ? 0 : lo, xsize = (hi < n_in ? hi : n_in) - xmin;
+    if (xsize < 0) xsize = 0;
+    if (xsize > max) xsize = max;
+    float total = 0.0f;
+    for (int64_t j = 0; j < xsize; j++) {
+        w[j] = aa_cubic((float)(((double)((float)(j + xmin) - center) + 0.5) * (double)invscale));
+        total += w[j];
+    }
+    for (int64_t j = 0; j < xsize; j++)
+        if (total != 0.0f) w[j] /= total;
+    *x0 = xmin;
+    return xsize;
+}
+
+void vt_ref_resample_aa_forward(float *out, const float *inp, int64_t outer, int64_t n_in, int64_t n_out,
+                                int64_t inner) {
+    float w[VT_RESAMPLE_MAX_TAPS];
+    for (int64_t y = 0; y < n_out; y++) {
+        int64_t x0, nt = vt_resample_aa_taps(n_in, n_out, y, &x0, w, VT_RESAMPLE_MAX_TAPS);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t c = 0; c < inner; c++) {
+                float acc = 0.0f;
+                for (int64_t t = 0; t < nt; t++) {
+                    float v = inp[(o * n_in + x0 + t) * inner + c] * w[t];
+                    acc = t ? acc + v : v;
+                }
+                out[(o * n_out + y) * inner + c] = acc;
+            }
+    }
+}
+
+void vt_ref_resample_aa_backward(float *dinp, const float *dout, int64_t outer, int64_t n_in, int64_t n_out,
+                                 int64_t inner) {
+    float w[VT_RESAMPLE_MAX_TAPS];
+    for (int64_t y = 0; y < n_out; y++) {
+        int64_t x0, nt = vt_resample_aa_taps(n_in, n_out, y, &x0, w, VT_RESAMPLE_MAX_TAPS);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t c = 0; c < inner; c++)
+                    dinp[(o * n_in + x0 + t) * inner + c] += w[t] * dout[(o * n_out + y) * inner + c];
+    }
+}
+
+void vt_ref_add_scaled(float *dst, const float *src, int64_t n, float alpha) {
+    for (int64_t i = 0; i < n; i++) dst[i] += alpha * src[i];
 }
 
 /* ---- masking ---- */

@@ -145,6 +145,137 @@ void vt_ref_gelu_backward(float *dinp, const float *inp, const float *dout, size
     }
 }
 
+/* quick_gelu, as timm's quick_gelu computes it: x * torch.sigmoid(1.702 * x) (the scalar 1.702
+ * taken as float by the float tensor op; sigmoid 1 / (1 + exp(-t))) */
+#define VT_QUICK_GELU_K 1.702f
+void vt_ref_quick_gelu_forward(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], s = 1.0f / (1.0f + expf(-(x * VT_QUICK_GELU_K)));
+        out[i] = x * s;
+    }
+}
+void vt_ref_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], g = dout[i], s = 1.0f / (1.0f + expf(-(x * VT_QUICK_GELU_K)));
+        /* y = x s: dx = g s + (d s) 1.702 with d s = ((g x)(1 - s)) s (sigmoid_backward) */
+        dinp[i] = g * s + ((g * x) * (1.0f - s)) * s * VT_QUICK_GELU_K;
+    }
+}
+
+/* tanh GELU: ATen's GeluKernel (approximate='tanh'), float: kBeta = M_SQRT2 * M_2_SQRTPI * 0.5
+ * rounded to float, kKappa = 0.044715f */
+#define VT_GELU_TANH_B 0.797884583f
+#define VT_GELU_TANH_K 0.044715f
+void vt_ref_gelu_tanh_forward(float *out, const float *inp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], inner = VT_GELU_TANH_B * (x + VT_GELU_TANH_K * (x * x * x));
+        out[i] = (0.5f * x) * (1.0f + tanhf(inner));
+    }
+}
+void vt_ref_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], x2 = x * x, inner = VT_GELU_TANH_B * (x + VT_GELU_TANH_K * (x2 * x));
+        float t = tanhf(inner);
+        float left_d = 0.5f * (1.0f + t);
+        float right_d = (0.5f * x) * (1.0f - t * t) * (VT_GELU_TANH_B * (1.0f + 3.0f * VT_GELU_TANH_K * x2));
+        dinp[i] = dout[i] * (left_d + right_d);
+    }
+}
+
+void vt_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D,
+                            float eps) {
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        float *y = out + (size_t)m * D;
+        float s = 0.0f;
+        for (int i = 0; i < D; i++) s += x[i] * x[i];
+        float rs = 1.0f / sqrtf(s / (float)D + eps);
+        for (int i = 0; i < D; i++) y[i] = w ? (x[i] * rs) * w[i] : x[i] * rs;
+        if (rstd) rstd[m] = rs;
+    }
+}
+
+void vt_ref_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                             const float *rstd, int M, int D) {
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D, *dy = dout + (size_t)m * D;
+        float rs = rstd[m], sum_dn_n = 0.0f;
+        for (int i = 0; i < D; i++) sum_dn_n += (w ? w[i] * dy[i] : dy[i]) * (x[i] * rs);
+        float mean_dn_n = sum_dn_n / (float)D;
+        for (int i = 0; i < D; i++) {
+            float n = x[i] * rs, dn = w ? w[i] * dy[i] : dy[i];
+            if (dw) dw[i] += n * dy[i];
+            if (dinp) dinp[(size_t)m * D + i] += (dn - n * mean_dn_n) * rs;
+        }
+    }
+}
+
+/* queries of image b: row i of head h */
+static const float *cq(const float *q, int b, int i, int h, int hd, int H, int q_bs) {
+    return q + (size_t)b * q_bs + (size_t)i * H * hd + (size_t)h * hd;
+}
+
+void vt_ref_cross_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                                    int B, int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale) {
+    int D = H * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Tq; i++) {
+                float *row = att + (((size_t)b * H + h) * Tq + i) * Tk;
+                const float *qi = cq(q, b, i, h, hd, H, q_bs);
+                for (int j = 0; j < Tk; j++) {
+                    const float *kj = k + ((size_t)b * Tk + j) * kv_rs + h * hd;
+                    float s = 0.0f;
+                    for (int e = 0; e < hd; e++) s += qi[e] * kj[e];
+                    row[j] = s * scale;
+                }
+                vt_ref_softmax_row(row, row, Tk);
+                float *o = out + ((size_t)b * Tq + i) * D + h * hd;
+                for (int e = 0; e < hd; e++) o[e] = 0.0f;
+                for (int j = 0; j < Tk; j++) {
+                    const float *vj = v + ((size_t)b * Tk + j) * kv_rs + h * hd;
+                    for (int e = 0; e < hd; e++) o[e] += row[j] * vj[e];
+                }
+            }
+}
+
+void vt_ref_cross_attention_backward(float *dq, float *dk, float *dv, float *dscore, const float *dout,
+                                     const float *att, const float *q, const float *k, const float *v, int B,
+                                     int Tq, int Tk, int H, int hd, int q_bs, int kv_rs, float scale) {
+    int D = H * hd;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Tq; i++) {
+                size_t r = (((size_t)b * H + h) * Tq + i) * Tk;
+                const float *p = att + r, *doi = dout + ((size_t)b * Tq + i) * D + h * hd;
+                float *ds = dscore + r;
+                /* out_i = sum_j p_j v_j: dv_j += p_j do_i, dp_j = do_i . v_j */
+                for (int j = 0; j < Tk; j++) {
+                    const float *vj = v + ((size_t)b * Tk + j) * kv_rs + h * hd;
+                    float s = 0.0f;
+                    for (int e = 0; e < hd; e++) s += doi[e] * vj[e];
+                    ds[j] = s;
+                    if (dv) {
+                        float *dvj = dv + ((size_t)b * Tk + j) * kv_rs + h * hd;
+                        for (int e = 0; e < hd; e++) dvj[e] += p[j] * doi[e];
+                    }
+                }
+                vt_ref_softmax_backward_row(ds, p, Tk, scale);
+                /* s_j = scale q . k_j: dq += ds_j k_j, dk_j += ds_j q */
+                const float *qi = cq(q, b, i, h, hd, H, q_bs);
+                float *dqi = dq ? dq + (size_t)b * q_bs + (size_t)i * D + (size_t)h * hd : NULL;
+                for (int j = 0; j < Tk; j++) {
+                    const float *kj = k + ((size_t)b * Tk + j) * kv_rs + h * hd;
+                    if (dqi)
+                        for (int e = 0; e < hd; e++) dqi[e] += ds[j] * kj[e];
+                    if (dk) {
+                        float *dkj = dk + ((size_t)b * Tk + j) * kv_rs + h * hd;
+                        for (int e = 0; e < hd; e++) dkj[e] += ds[j] * qi[e];
+                    }
+                }
+            }
+}
+
 void vt_ref_softmax_row(float *y, const float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

@@ -565,6 +565,170 @@ void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, siz
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* quick_gelu and tanh GELU (kernels.h: PyTorch's formulas, the references' order)              */
+
+#define VT_QUICK_GELU_K 1.702f
+#define VT_GELU_TANH_B  0.797884583f
+#define VT_GELU_TANH_K  0.044715f
+
+/* sigmoid(1.702 x) = 1 / (1 + exp(-1.702 x)) */
+VT_INLINE f32x4 qg_sigmoid_f32x4(f32x4 x) {
+    return DIV(SPLAT(1.0f), ADD(SPLAT(1.0f), exp_f32x4(NEG(MUL(x, SPLAT(VT_QUICK_GELU_K))))));
+}
+VT_INLINE f32x4 quick_gelu_grad_f32x4(f32x4 x, f32x4 g) {
+    f32x4 s = qg_sigmoid_f32x4(x);
+    f32x4 ds = MUL(MUL(MUL(g, x), SUB(SPLAT(1.0f), s)), s);
+    return ADD(MUL(g, s), MUL(ds, SPLAT(VT_QUICK_GELU_K)));
+}
+
+/* tanh(z) = sign(z) (1 - 2 / (exp(2|z|) + 1)): accurate to a few ulp of 1 (absolutely), which is
+ * what GELU adds it to; exp(2|z|) overflowing to +inf gives exactly 1. NaN propagates. */
+VT_INLINE f32x4 tanh_f32x4(f32x4 z) {
+    const f32x4 sign = I32_SPLAT((int32_t)0x80000000);
+    f32x4 e = exp_f32x4(MUL(SPLAT(2.0f), ABS(z)));
+    f32x4 t = SUB(SPLAT(1.0f), DIV(SPLAT(2.0f), ADD(e, SPLAT(1.0f))));
+    return BOR(t, BAND(z, sign));
+}
+VT_INLINE f32x4 gelu_tanh_inner_f32x4(f32x4 x, f32x4 x2) {
+    return MUL(SPLAT(VT_GELU_TANH_B), ADD(x, MUL(SPLAT(VT_GELU_TANH_K), MUL(x2, x))));
+}
+VT_INLINE f32x4 gelu_tanh_f32x4(f32x4 x) {
+    f32x4 t = tanh_f32x4(gelu_tanh_inner_f32x4(x, MUL(x, x)));
+    return MUL(MUL(SPLAT(0.5f), x), ADD(SPLAT(1.0f), t));
+}
+VT_INLINE f32x4 gelu_tanh_grad_f32x4(f32x4 x) {
+    f32x4 x2 = MUL(x, x), t = tanh_f32x4(gelu_tanh_inner_f32x4(x, x2));
+    f32x4 left_d = MUL(SPLAT(0.5f), ADD(SPLAT(1.0f), t));
+    f32x4 inner_d = MUL(SPLAT(VT_GELU_TANH_B), ADD(SPLAT(1.0f), MUL(SPLAT(3.0f * VT_GELU_TANH_K), x2)));
+    f32x4 right_d = MUL(MUL(MUL(SPLAT(0.5f), x), SUB(SPLAT(1.0f), MUL(t, t))), inner_d);
+    return ADD(left_d, right_d);
+}
+
+void vt_simd_quick_gelu_forward(float *out, const float *inp, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        f32x4 x = LD(inp + i);
+        ST(out + i, MUL(x, qg_sigmoid_f32x4(x)));
+    }
+    if (i < n) {
+        float t[4] = { 0 };
+        for (size_t j = i; j < n; j++) t[j - i] = inp[j];
+        f32x4 x = LD(t);
+        ST(t, MUL(x, qg_sigmoid_f32x4(x)));
+        for (size_t j = i; j < n; j++) out[j] = t[j - i];
+    }
+}
+void vt_simd_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    size_t i = 0; /* dinp may alias dout: each element is read before it is written */
+    for (; i + 4 <= n; i += 4) ST(dinp + i, quick_gelu_grad_f32x4(LD(inp + i), LD(dout + i)));
+    if (i < n) {
+        float t[4] = { 0 }, g[4] = { 0 };
+        for (size_t j = i; j < n; j++) t[j - i] = inp[j], g[j - i] = dout[j];
+        ST(t, quick_gelu_grad_f32x4(LD(t), LD(g)));
+        for (size_t j = i; j < n; j++) dinp[j] = t[j - i];
+    }
+}
+void vt_simd_gelu_tanh_forward(float *out, const float *inp, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(out + i, gelu_tanh_f32x4(LD(inp + i)));
+    if (i < n) {
+        float t[4] = { 0 };
+        for (size_t j = i; j < n; j++) t[j - i] = inp[j];
+        ST(t, gelu_tanh_f32x4(LD(t)));
+        for (size_t j = i; j < n; j++) out[j] = t[j - i];
+    }
+}
+void vt_simd_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(dinp + i, MUL(LD(dout + i), gelu_tanh_grad_f32x4(LD(inp + i))));
+    if (i < n) {
+        float t[4] = { 0 };
+        for (size_t j = i; j < n; j++) t[j - i] = inp[j];
+        ST(t, gelu_tanh_grad_f32x4(LD(t)));
+        for (size_t j = i; j < n; j++) dinp[j] = dout[j] * t[j - i];
+    }
+}
+void vt_simd_tanh(float *out, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) ST(out + i, tanh_f32x4(LD(x + i)));
+    for (; i < n; i++) out[i] = LANE0(tanh_f32x4(SPLAT(x[i])));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RMSNorm                                                                                     */
+
+void vt_simd_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D,
+                             float eps) {
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D;
+        float *y = out + (size_t)m * D; /* may alias x: every element is read before written */
+        f32x4 vs = ZERO();
+        int i = 0;
+        for (; i + 4 <= D; i += 4) {
+            f32x4 xv = LD(x + i);
+            vs = MADD(vs, xv, xv);
+        }
+        float s = hsum(vs);
+        for (; i < D; i++) s += x[i] * x[i];
+        float rs = 1.0f / sqrtf(s / (float)D + eps);
+        f32x4 vrs = SPLAT(rs);
+        for (i = 0; i + 4 <= D; i += 4) {
+            f32x4 n = MUL(LD(x + i), vrs);
+            ST(y + i, w ? MUL(n, LD(w + i)) : n);
+        }
+        for (; i < D; i++) y[i] = w ? (x[i] * rs) * w[i] : x[i] * rs;
+        if (rstd) rstd[m] = rs;
+    }
+}
+
+/* dinp rows (the threads split over m) */
+void vt_simd_rmsnorm_backward_dinp(float *dinp, const float *dout, const float *inp, const float *w,
+                                   const float *rstd, int M, int D) {
+    const f32x4 one = SPLAT(1.0f);
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D, *dy = dout + (size_t)m * D;
+        float rs = rstd[m];
+        f32x4 vrs = SPLAT(rs), s_dnn = ZERO();
+        int i = 0;
+        for (; i + 4 <= D; i += 4)
+            s_dnn = MADD(s_dnn, MUL(w ? LD(w + i) : one, LD(dy + i)), MUL(LD(x + i), vrs));
+        float sum_dn_n = hsum(s_dnn);
+        for (; i < D; i++) sum_dn_n += (w ? w[i] * dy[i] : dy[i]) * (x[i] * rs);
+        float mean_dn_n = sum_dn_n / (float)D;
+        f32x4 vm = SPLAT(mean_dn_n);
+        float *di = dinp + (size_t)m * D;
+        for (i = 0; i + 4 <= D; i += 4) {
+            f32x4 n = MUL(LD(x + i), vrs), g = LD(dy + i), dn = w ? MUL(LD(w + i), g) : g;
+            ST(di + i, ADD(LD(di + i), MUL(SUB(dn, MUL(n, vm)), vrs)));
+        }
+        for (; i < D; i++) {
+            float n = x[i] * rs, dn = w ? w[i] * dy[i] : dy[i];
+            di[i] += (dn - n * mean_dn_n) * rs;
+        }
+    }
+}
+
+/* dw columns [d0, d1) summed over every row in m order (d0, d1 multiples of 4 or D) */
+void vt_simd_rmsnorm_backward_dw(float *dw, const float *dout, const float *inp, const float *rstd, int M,
+                                 int D, int d0, int d1) {
+    if (!dw) return;
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * D, *dy = dout + (size_t)m * D;
+        float rs = rstd[m];
+        f32x4 vrs = SPLAT(rs);
+        int i = d0;
+        for (; i + 4 <= d1; i += 4) ST(dw + i, MADD(LD(dw + i), MUL(LD(x + i), vrs), LD(dy + i)));
+        for (; i < d1; i++) dw[i] += (x[i] * rs) * dy[i];
+    }
+}
+
+void vt_simd_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                              const float *rstd, int M, int D) {
+    if (dinp) vt_simd_rmsnorm_backward_dinp(dinp, dout, inp, w, rstd, M, D);
+    vt_simd_rmsnorm_backward_dw(dw, dout, inp, rstd, M, D, 0, D);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* softmax                                                                                     */
 
 void vt_simd_softmax_row(float *y, const float *x, int n) {

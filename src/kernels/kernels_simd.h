@@ -32,6 +32,19 @@ void vt_simd_layernorm_backward(float *dinp, float *dw, float *db, const float *
                                 const float *w, const float *mean, const float *rstd, int M, int D);
 void vt_simd_gelu_forward(float *out, const float *inp, size_t n);
 void vt_simd_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_simd_quick_gelu_forward(float *out, const float *inp, size_t n);
+void vt_simd_quick_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_simd_gelu_tanh_forward(float *out, const float *inp, size_t n);
+void vt_simd_gelu_tanh_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void vt_simd_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int D,
+                             float eps);
+void vt_simd_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                              const float *rstd, int M, int D);
+/* the pieces the threads split: dinp rows; dw columns [d0, d1) */
+void vt_simd_rmsnorm_backward_dinp(float *dinp, const float *dout, const float *inp, const float *w,
+                                   const float *rstd, int M, int D);
+void vt_simd_rmsnorm_backward_dw(float *dw, const float *dout, const float *inp, const float *rstd, int M,
+                                 int D, int d0, int d1);
 void vt_simd_softmax_row(float *y, const float *x, int n);
 void vt_simd_softmax_backward_row(float *d, const float *p, int n, float scale);
 /* 0: MADD is a mul then an add; 1: fused (one rounding); 2: a fused build on a host whose
@@ -48,6 +61,7 @@ int vt_simd_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
  * error against libm with these; the kernels inline the f32x4 forms). */
 void vt_simd_erf(float *out, const float *x, size_t n);
 void vt_simd_exp(float *out, const float *x, size_t n);
+void vt_simd_tanh(float *out, const float *x, size_t n); /* gelu_tanh's tanh (absolute error) */
 
 #endif /* VT_SIMD128_AVAILABLE */
 #endif

@@ -32,6 +32,11 @@ VT_OPS_DECL(copy2d, float *dst, const float *src, int64_t rows, int64_t cols, in
 /* dst[r*dst_stride + c] += src[r*src_stride + c] (residual adds, gradient sums) */
 VT_OPS_DECL(add2d, float *dst, const float *src, int64_t rows, int64_t cols, int64_t dst_stride,
             int64_t src_stride)
+/* A batch of R x C matrices transposed: dst[b*dst_bs + c*dst_rs + r] = src[b*src_bs + r*src_rs + c]
+ * for b < B, r < R, c < C (timm's NCHW intermediates: [B, N, D] tokens -> [B, D, N], and back for
+ * their gradient; dst and src do not overlap) */
+VT_OPS_DECL(transpose, float *dst, const float *src, int64_t B, int64_t R, int64_t C, int64_t dst_bs,
+            int64_t dst_rs, int64_t src_bs, int64_t src_rs)
 /* out[r, e] = x[r, e] + y[e] for rows of n at row stride `stride` (positional embedding;
  * out may be x; y NULL adds +0.0f) */
 VT_OPS_DECL(add_rows, float *out, const float *x, const float *y, int64_t rows, int64_t n, int64_t stride)
@@ -51,6 +56,36 @@ VT_OPS_DECL(im2col, float *patches, const float *images, int64_t m0, int64_t n, 
 /* dimages += col2im(dpatches) for the same rows (patches do not overlap) */
 VT_OPS_DECL(col2im_add, float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C, int64_t S,
             int64_t p, int64_t G)
+
+/* The same for any image and grid (timm's PatchEmbed: a non-square image, a grid floored when the
+ * image is not a multiple of the patch, or padded with zeros up to one (dynamic_img_pad)):
+ * patches[m - m0][(c, i, j)] = images[b, c, r*p + i, q*p + j], 0 outside the H x W image, for
+ * m = b*Gh*Gw + r*Gw + q (images [*, C, H, W]); col2im_add_hw adds back the pixels inside */
+VT_OPS_DECL(im2col_hw, float *patches, const float *images, int64_t m0, int64_t n, int64_t C, int64_t H,
+            int64_t W, int64_t p, int64_t Gh, int64_t Gw)
+VT_OPS_DECL(col2im_add_hw, float *dimages, const float *dpatches, int64_t m0, int64_t n, int64_t C, int64_t H,
+            int64_t W, int64_t p, int64_t Gh, int64_t Gw)
+
+/* One separable pass of PyTorch's antialiased bicubic resize (F.interpolate(mode='bicubic',
+ * antialias=True, align_corners=False): Pillow's filter, a = -0.5, widened by the scale when
+ * shrinking, weights normalised to sum 1, vt_resample_aa_taps) along the middle axis of
+ * inp [outer, n_in, inner] -> out [outer, n_out, inner]: out[o, y, c] = sum_t w_t(y) inp[o, x_t(y), c],
+ * the taps in order (timm's resample_abs_pos_embed of a pos_embed, dynamic_img_size). Its backward
+ * adds each output's gradient back to its taps: dinp[o, x_t(y), c] += w_t(y) dout[o, y, c], y then
+ * t ascending. */
+VT_OPS_DECL(resample_aa_forward, float *out, const float *inp, int64_t outer, int64_t n_in, int64_t n_out,
+            int64_t inner)
+VT_OPS_DECL(resample_aa_backward, float *dinp, const float *dout, int64_t outer, int64_t n_in, int64_t n_out,
+            int64_t inner)
+/* The taps of output y of that resize of n_in samples to n_out: sources x0 .. x0 + count - 1 with
+ * weights w[0 .. count - 1] (w holds max; count is returned, at most vt_resample_aa_max_taps).
+ * The kernels take resizes of at most VT_RESAMPLE_MAX_TAPS taps (the engine checks it). */
+#define VT_RESAMPLE_MAX_TAPS 1024
+int64_t vt_resample_aa_max_taps(int64_t n_in, int64_t n_out);
+int64_t vt_resample_aa_taps(int64_t n_in, int64_t n_out, int64_t y, int64_t *x0, float *w, int64_t max);
+
+/* dst[i] += alpha * src[i] (DeiT's (head + head_dist) / 2: halves added to a zeroed output) */
+VT_OPS_DECL(add_scaled, float *dst, const float *src, int64_t n, float alpha)
 
 /* Masking with a mask token: the masked rows of seq [B, L, D] become mask_token [D]. Masked: the
  * K rows idx[b, :] when idx is given, else the rows l with mask[b, l] != 0. */

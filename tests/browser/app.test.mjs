@@ -91,11 +91,11 @@ test(
       const tab = await page.evaluate(async (RUN) => {
         const files = document.getElementById('photos').files,
           loss = async (data) => {
-          const run = window.v.train({ ...RUN, data }),
-            r = await run.done;
-          run.dispose();
-          return r.lossFirst;
-        };
+            const run = window.v.train({ ...RUN, data }),
+              r = await run.done;
+            run.dispose();
+            return r.lossFirst;
+          };
         return { list: await loss(files), reversed: await loss(Array.from(files).reverse()) };
       }, RUN);
       assert.equal(tab.list, node.lossFirst, 'the FileList trains as Node reads the folder');
@@ -122,7 +122,7 @@ test(
           muted: true,
           srcObject: canvas.captureStream(),
         });
-          await new Promise((res) => (video.readyState >= 2 ? res() : (video.onloadeddata = res)));
+        await new Promise((res) => (video.readyState >= 2 ? res() : (video.onloadeddata = res)));
         const sources = {
           ImageData: pixels,
           ImageBitmap: bitmap,
@@ -176,9 +176,9 @@ test(
       const same = ['ImageData', 'ImageBitmap', 'canvas', 'OffscreenCanvas', 'VideoFrame'];
       for (const k of same) assert.equal(r.page[k], r.page.ImageData, k);
       assert.deepEqual(
-      errors.filter((e) => !/status of 404/.test(e)), // (the page has no icon)
-      [],
-    );
+        errors.filter((e) => !/status of 404/.test(e)), // (the page has no icon)
+        [],
+      );
     } finally {
       await ctx.close();
       server.close();

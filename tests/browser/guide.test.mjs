@@ -69,3 +69,59 @@ test('docs/finetune.md: the tab, as written', { skip, timeout: 300_000 }, async 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// docs/finetune.md, "CLIP in a tab": the page as written but for one block (as the Node test:
+// config: { depth: 1 } after the model), beside a state_dict of that tower laid out as timm writes
+// it; it trains in the Trainer's Web Worker and predicts the first photo
+test("docs/finetune.md: CLIP's image tower in a tab, as written (one block)", { skip, timeout: 300_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vitrine-guide-clip-tab-'));
+  const { startServer } = await import('../../demo/serve.mjs');
+  const { server } = await startServer({
+    port: 0,
+    mounts: [
+      ['/guide/node_modules/vitrine/web/', join(ROOT, 'web')],
+      ['/guide/node_modules/vitrine/build/wasm/', join(BUILD, 'wasm')],
+      ['/guide/', dir],
+    ],
+  });
+  const { ctx, page, profile, errors, waitFor } = await launchChromium();
+  try {
+    const html = guideBlock('### CLIP in a tab', 'html');
+    const from = "model: 'vit_base_patch16_clip_quickgelu_224',";
+    assert.ok(html.includes(from));
+    writeFileSync(join(dir, 'index.html'), html.replace(from, `${from} config: { depth: 1 },`));
+    writeFileSync(
+      join(dir, 'clip_b16.safetensors'),
+      await timmStateDict('vit_base_patch16_clip_quickgelu_224', { numClasses: 512, depth: 1 }),
+    );
+    writePhotos(join(dir, 'photos'));
+    await page.goto(`http://127.0.0.1:${server.address().port}/guide/`);
+    await page.setInputFiles('#photos', join(dir, 'photos'));
+    await page.click('#go');
+    await waitFor(
+      () =>
+        /\.jpg: /.test(document.getElementById('log').textContent) ||
+        /Error/.test(document.getElementById('log').textContent),
+      null,
+      240_000,
+    );
+    const log = await page.textContent('#log');
+    console.log(`the page's log:\n${log}`);
+    assert.deepEqual(
+      errors.filter((e) => !/status of 404/.test(e)),
+      [],
+    );
+    assert.match(
+      log,
+      /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_base_patch16_clip_quickgelu_224\.\w+$/m,
+    );
+    assert.match(log, /^step 6\/6 loss \d/m);
+    assert.match(log, /^done: top-1 \d+\.\d% on 4 held-out photos$/m);
+    assert.match(log, /^0\.jpg: (circles|stripes) \d+\.\d%, (circles|stripes) \d+\.\d%$/m);
+  } finally {
+    await ctx.close();
+    server.close();
+    rmSync(profile, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -306,7 +306,12 @@ function checkAccepted(e, r) {
     spec = r.spec;
   } else if (r) {
     want(
-      Object.values(r).every((v) => v === null || ['number', 'string', 'boolean'].includes(typeof v)),
+      Object.values(r).every(
+        (v) =>
+          v === null ||
+          ['number', 'string', 'boolean'].includes(typeof v) ||
+          (Array.isArray(v) && v.length === 2 && v.every((x) => typeof x === 'number')),
+      ),
       'a timm kwarg of another type',
     );
     const { num_classes, global_pool, ...encoder } = r;

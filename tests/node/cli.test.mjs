@@ -7,14 +7,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, cpSync, mkdirSync, rmSync, readFileSync } from 'node:fs';
+import { mkdtempSync, cpSync, mkdirSync, rmSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { REPO, WASM_DIR, engine } from './util.mjs';
+import { REPO, WASM_DIR, NATIVE, engine } from './util.mjs';
 import { modelSpec } from '../../web/train/presets.js';
 
 const CLI = path.join(REPO, 'web/cli.js'),
-  COMMANDS = ['train', 'predict', 'plan', 'trace', 'parity'];
+  COMMANDS = ['train', 'predict', 'plan', 'trace', 'parity', 'export', 'golden'];
 const env = { ...process.env, VITRINE_WASM_DIR: WASM_DIR };
 const run = (args, cli = CLI, e = env) =>
   spawnSync(process.execPath, [cli, ...args], { env: e, encoding: 'utf8', timeout: 60000 });
@@ -25,7 +25,7 @@ test('--help / -h of every command on stdout, exit 0; vitrine --help and --versi
       const r = run([cmd, h]);
       assert.equal(r.status, 0, `${cmd} ${h}: ${r.stderr}`);
       assert.match(r.stdout, new RegExp(`^usage: vitrine ${cmd}`), cmd);
-      if (cmd !== 'predict')
+      if (cmd !== 'predict' && cmd !== 'export' && cmd !== 'golden')
         assert.match(
           r.stdout,
           /POLICY: none, block, every:K, sqrt, budget:BYTES, selective/,
@@ -47,6 +47,34 @@ test('--help / -h of every command on stdout, exit 0; vitrine --help and --versi
   assert.equal(none.status, 2);
   assert.match(none.stderr, /^usage: vitrine COMMAND/);
 });
+
+test(
+  'the native CLI (build/vitrine) answers --help / -h on every command, on stdout with exit 0',
+  { skip: !existsSync(NATIVE) && `no native ${NATIVE}` },
+  () => {
+    for (const cmd of ['parity', 'plan', 'trace'])
+      for (const args of [
+        [cmd, '--help'],
+        [cmd, '-h'],
+        ['help', cmd],
+        [cmd, 'x.safetensors', '--help'],
+      ]) {
+        const r = spawnSync(NATIVE, args, { encoding: 'utf8' });
+        assert.equal(r.status, 0, `${args.join(' ')}: ${r.stderr}`);
+        assert.match(r.stdout, new RegExp(`^usage: vitrine ${cmd} `), args.join(' '));
+        assert.match(r.stdout, /\n {2}-h, --help +this help\n/);
+        assert.match(r.stdout, /POLICY: none, block, every:K, sqrt, budget:BYTES, selective/);
+        assert.equal(r.stderr, '');
+      }
+    const top = spawnSync(NATIVE, ['--help'], { encoding: 'utf8' });
+    assert.equal(top.status, 0);
+    for (const cmd of ['parity', 'plan', 'trace']) assert.match(top.stdout, new RegExp(`vitrine ${cmd} `));
+    const bad = spawnSync(NATIVE, ['frob'], { encoding: 'utf8' });
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /^vitrine: unknown command 'frob'\n/);
+    assert.equal(spawnSync(NATIVE, ['plan', '--frob'], { encoding: 'utf8' }).status, 2);
+  },
+);
 
 test('unknown flags and stray arguments: one line, exit 2; --flag=value as --flag value', () => {
   for (const [args, re] of [

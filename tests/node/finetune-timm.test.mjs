@@ -108,3 +108,77 @@ test(
     }
   },
 );
+
+test(
+  "OpenAI's CLIP ViT-B/16 image tower (its width, one block) from a state_dict timm made: timm's logits at 224 and 112 px, then fine-tuned at 112",
+  { skip },
+  async (t) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-timm-clip-'));
+    try {
+      const r = spawnSync(
+        PY,
+        [
+          path.join(REPO, 'tools/timm_finetune_reference.py'),
+          dir,
+          '--arch',
+          'vit_base_patch16_clip_quickgelu_224',
+          ...(SRC ? ['--timm', SRC] : []),
+        ],
+        { encoding: 'utf8' },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      const weights = new Uint8Array(readFileSync(path.join(dir, 'clip_b16_depth1.safetensors')));
+      const ref = readSafetensors(readFileSync(path.join(dir, 'reference_clip_b16_depth1.safetensors'))),
+        vt = await engine('simd');
+      const mean = JSON.parse(ref.meta.mean);
+      assert.deepEqual(mean, [0.48145466, 0.4578275, 0.40821073], "OpenAI's mean in timm's pretrained_cfg");
+      for (const c of JSON.parse(ref.meta.cases)) {
+        const model = vt.createModel('vit_base_patch16_clip_quickgelu_224', {
+          numClasses: 512,
+          depth: 1,
+          imgSize: c.img_size,
+        });
+        const rep = await model.loadWeights(weights, { strict: true });
+        assert.deepEqual(model.normalization.mean, mean, c.name);
+        assert.equal(rep.resampled, c.img_size === 224 ? 0 : 1, c.name);
+        const px = ref.tensors[`${c.name}/pixels`];
+        const img = {
+          width: c.img_size,
+          height: c.img_size,
+          data: new Uint8ClampedArray(px.bytes.buffer, px.bytes.byteOffset, px.bytes.byteLength),
+        };
+        const err = relErr(model.timmForward(img).data, f32(ref.tensors[`${c.name}/logits`]));
+        t.diagnostic(`CLIP B/16 tower, ${c.img_size} px: the 512 outputs' err ${err.toExponential(2)} against timm`);
+        assert.ok(err <= 1e-4, `${c.name}: err ${err}`);
+        model.dispose();
+      }
+      const px = new Uint8Array(8 * 32 * 32 * 3).map((_, i) =>
+        i % 96 < 48 === (((i / 3072) | 0) % 2 === 0) ? 200 : 40,
+      );
+      const data = { pixels: px, n: 8, size: 32, chans: 3, labels: [0, 1, 0, 1, 0, 1, 0, 1], classes: ['a', 'b'] };
+      let ready;
+      const res = await train({
+        objective: 'classify',
+        model: 'vit_base_patch16_clip_quickgelu_224',
+        config: { depth: 1 },
+        imgSize: 112,
+        weights,
+        data,
+        val: 0,
+        steps: 2,
+        batch: 2,
+        policy: 'block',
+        wasm: 'simd',
+        threads: 1,
+        onReady: (i) => {
+          ready = i;
+        },
+      }).done;
+      assert.equal(res.status, 'done');
+      assert.deepEqual([ready.normalization.mean, ready.init.resampled, ready.init.skipped], [mean, 1, 2]);
+      assert.ok(Number.isFinite(res.lossLast));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

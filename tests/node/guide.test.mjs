@@ -48,3 +48,49 @@ test('docs/finetune.md: the Node program, as written', async () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// OpenAI's CLIP ViT-B/16 image tower (docs/finetune.md, "CLIP in Node"): the program as written but
+// for one block (timm kwargs over the architecture: its width, pre-norm, QuickGELU and 512-wide
+// projection head are the real tower's), from a state_dict laid out as timm writes it
+export const ONE_BLOCK = [
+  "model: 'vit_base_patch16_clip_quickgelu_224',",
+  "model: 'vit_base_patch16_clip_quickgelu_224', config: { depth: 1 },",
+];
+test("docs/finetune.md: CLIP's image tower in Node, as written (one block)", async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-guide-clip-'));
+  try {
+    mkdirSync(path.join(dir, 'node_modules'));
+    symlinkSync(REPO, path.join(dir, 'node_modules', 'vitrine'), 'dir');
+    writePhotos(path.join(dir, 'photos'));
+    writeFileSync(
+      path.join(dir, 'clip_b16.safetensors'),
+      await timmStateDict('vit_base_patch16_clip_quickgelu_224', { numClasses: 512, depth: 1 }),
+    );
+    const program = guideBlock('### CLIP in Node', 'js');
+    assert.ok(program.includes(ONE_BLOCK[0]));
+    writeFileSync(path.join(dir, 'finetune-clip.mjs'), program.replace(...ONE_BLOCK));
+    const r = spawnSync(process.execPath, ['finetune-clip.mjs'], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, VITRINE_WASM_DIR: '' },
+    });
+    console.log(`node finetune-clip.mjs:\n${r.stdout}${r.stderr}`);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(
+      r.stdout,
+      /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_base_patch16_clip_quickgelu_224\.\w+; pos_embed \[1, 197, 768\]: resampled .*grid 14x14 -> 7x7.*; head\.weight \[512, 768\]: skipped: a classifier head of another size/m,
+    );
+    assert.match(r.stdout, /^step 6\/6 loss \d/m);
+    assert.match(r.stdout, /^done at step 6: top-1 \d+\.\d% on 4 held-out photos$/m);
+    const meta = readSafetensorsMeta(new Uint8Array(readFileSync(path.join(dir, 'clip_classifier.safetensors'))));
+    assert.deepEqual(JSON.parse(meta.vitrine_classifier).classes, ['circles', 'stripes']);
+    assert.deepEqual(JSON.parse(meta.pretrained_cfg).mean, [0.48145466, 0.4578275, 0.40821073]);
+    const kw = JSON.parse(meta.timm_kwargs);
+    assert.deepEqual(
+      [kw.embed_dim, kw.depth, kw.pre_norm, kw.act_layer, kw.img_size],
+      [768, 1, true, 'quick_gelu', 112],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -209,6 +209,12 @@ test('checkClassifier and checkEncoder: class names, spec, sizes; timm_kwargs', 
   assert.equal(checkEncoder({ format: 'pt' }), null);
   assert.throws(() => checkEncoder({ timm_kwargs: '[1]' }), refused('timm_kwargs'));
   assert.throws(() => checkEncoder({ timm_kwargs: '{"img_size": {"a": 1}}' }), refused('timm_kwargs.img_size'));
+  // timm's (H, W) of a non-square encoder, as the engine writes it
+  assert.deepEqual(checkEncoder({ timm_kwargs: '{"img_size": [224, 160], "norm_eps": 1e-5}' }), {
+    img_size: [224, 160],
+    norm_eps: 1e-5,
+  });
+  assert.throws(() => checkEncoder({ timm_kwargs: '{"img_size": [1, 2, 3]}' }), refused('timm_kwargs.img_size'));
   assert.throws(() => checkEncoder({ timm_kwargs: '{"depth": 1, "depth": 2}' }), refused('timm_kwargs.depth', /twice/));
 });
 

@@ -1,17 +1,39 @@
-// teach.test.mjs: what the demo's "How checkpointing works" view reads from the engine's recorded
-// step (demo/trace-model.js over Model.traceStep), for the default model: the arena's peak is the
-// plan under every policy, the FLOPs by phase are the engine's summary's, the backward re-computes
-// the blocks the policy drops (block: each but the last, just before its backward; every:2: a
-// segment at a time), the blocks' kept bytes, and the sqrt-against-block explanation's numbers.
+// teach.test.mjs: what the checkpointing widget (web/widget/, the demo's "How checkpointing works"
+// view) reads from the engine's recorded step (trace.js over Model.traceStep), for the default
+// model: the arena's peak is the plan under every policy, the FLOPs by phase are the engine's
+// summary's, the backward re-computes the blocks the policy drops (block: each but the last, just
+// before its backward; every:2: a segment at a time), the blocks' kept and dropped bytes, the
+// sqrt-against-block explanation's numbers; a budget that keeps everything is the same kernel
+// calls as none and is not timed again; the step times' noise floor, busy machine and ties; and
+// docs/demo.md's table is what bench/teach_policies.mjs prints for the engine as it is now.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createVitrine } from '../../web/vitrine.js';
 import { TRAIN_PRESETS } from '../../web/train/presets.js';
 import { WASM_DIR } from './util.mjs';
-import { readTrace, blockMoments, recomputations, blockSizes } from '../../demo/trace-model.js';
-import { quantile, median, pairedRatios, measureTimes } from '../../demo/teach-measure.js';
-import { sqrtProse } from '../../demo/compare-view.js';
+import {
+  readTrace,
+  blockMoments,
+  recomputations,
+  blockSizes,
+  droppedBytes,
+  chipText,
+  quantile,
+  median,
+  pairedRatios,
+  measureTimes,
+  recordPolicies,
+  timingSummary,
+  tableRows,
+  timesProse,
+  distinctPolicies,
+  sqrtProse,
+  HALF_WAY,
+  AGAIN,
+} from '../../web/widget/index.js';
 import { specFor } from '../../demo/worker-data.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 const P = TRAIN_PRESETS.fmnist;
 const B = 8;
@@ -77,6 +99,18 @@ test("the recorded step read for teaching: peaks, FLOPs, re-computations and kep
       chain: 1,
       block: 0,
     });
+  // what each block drops against none: nothing under none, its internals under block, the same form on every row
+  for (let b = 0; b < 4; b++) {
+    assert.equal(droppedBytes(R.none, R.none, 0, b), 0);
+    assert.equal(droppedBytes(R.block, R.none, 0, b), internals, `block ${b} drops its internals`);
+  }
+  for (const p of ['none', 'block', 'every:2', 'sqrt', 'selective'])
+    for (let b = 0; b < 4; b++)
+      assert.match(
+        chipText(R[p], R.none, 0, b),
+        /^keeps [\d.]+ [KM]iB \([a-z ]+\) · drops ([\d.]+ [KM]iB|nothing)$/,
+        `${p} ${b}`,
+      );
   const prose = sqrtProse(R);
   assert.match(prose, /Why sqrt loses to block here/);
   assert.match(
@@ -99,7 +133,7 @@ test('quantiles of the step times', () => {
   );
 });
 
-test('step times in interleaved rounds: every policy once a round, the order rotated, a round stopped half way dropped', async () => {
+test('step times in interleaved rounds: every policy once a round and the baseline twice, the order rotated, a round stopped half way dropped', async () => {
   const vt = await createVitrine({ threads: 1, wasmDir: WASM_DIR });
   const policies = ['none', 'block', 'sqrt'],
     seen = [];
@@ -125,14 +159,123 @@ test('step times in interleaved rounds: every policy once a round, the order rot
       onStep: async () => {
         steps++;
       },
-      stopped: () => steps >= 3 + 3 * 2 + 1,
+      stopped: () => steps >= 3 + 4 * 2 + 1,
     },
   );
   assert.deepEqual(seen.slice(0, 3), policies, 'one warm-up step of each first');
-  assert.deepEqual(seen.slice(3, 9), ['none', 'block', 'sqrt', 'block', 'sqrt', 'none'], 'each round rotated by one');
+  assert.deepEqual(
+    seen.slice(3, 11),
+    ['none', 'block', 'sqrt', 'none', 'block', 'sqrt', 'none', 'none'],
+    'each round: every policy and none again, rotated by one',
+  );
   assert.equal(r.aborted, true);
   for (const p of policies)
     assert.equal(r.ms[p].length, 2, `${p}: the third round, stopped after one step, is dropped`);
-  assert.deepEqual(Object.values(r.ms).flat(), new Array(6).fill(1));
+  assert.equal(r.again.length, 2);
+  assert.deepEqual([...Object.values(r.ms).flat(), ...r.again], new Array(8).fill(1));
   vt.close();
+});
+
+test('what the times say: the noise floor from none timed twice, a busy machine, policies this machine cannot tell apart', () => {
+  // quiet: none twice agrees within 1%; block 20% slower, clearly; sqrt and every:2 both ~35%, overlapping
+  const none = [100, 101, 99, 100, 100];
+  const quiet = {
+    ms: {
+      none,
+      block: none.map((t, i) => t * [1.19, 1.2, 1.21, 1.2, 1.2][i]),
+      sqrt: none.map((t, i) => t * [1.33, 1.36, 1.35, 1.34, 1.37][i]),
+      'every:2': none.map((t, i) => t * [1.35, 1.36, 1.34, 1.36, 1.35][i]),
+      selective: none.map((t, i) => t * [1.0, 1.01, 0.99, 1.0, 1.005][i]),
+    },
+    again: none.map((t, i) => t * [1.0, 1.005, 0.995, 1.01, 0.99][i]),
+  };
+  const s = timingSummary(quiet);
+  assert.equal(s.rounds, 5);
+  assert.equal(s.busy, false);
+  assert.ok(s.noise.q1 >= 0.99 && s.noise.q3 <= 1.01, JSON.stringify(s.noise));
+  assert.equal(s.byPolicy.block.distinct, true);
+  assert.equal(s.byPolicy.sqrt.distinct, true);
+  assert.equal(s.byPolicy.selective.distinct, false, 'within the noise of none timed twice');
+  assert.ok(
+    s.ties.some((g) => g.includes('sqrt') && g.includes('every:2')),
+    JSON.stringify(s.ties),
+  );
+  assert.ok(!s.ties.some((g) => g.includes('block')), 'block stands apart');
+  // a chain of overlaps does not make a group: a ~ b and b ~ c, but a and c apart
+  const chain = timingSummary({
+    ms: {
+      none,
+      a: none.map((t, i) => t * [1.05, 1.1, 1.12, 1.15, 1.2][i]), // middle half 1.10-1.15
+      b: none.map((t, i) => t * [1.1, 1.14, 1.17, 1.2, 1.22][i]), // 1.14-1.20
+      c: none.map((t, i) => t * [1.15, 1.19, 1.22, 1.25, 1.3][i]), // 1.19-1.25
+    },
+    again: quiet.again,
+  });
+  assert.deepEqual(chain.ties, [['a', 'b']], JSON.stringify(chain.byPolicy));
+  // busy: none timed twice disagrees by some 20% either way
+  const busy = { ms: quiet.ms, again: none.map((t, i) => t * [0.8, 1.25, 0.85, 1.22, 1.0][i]) };
+  const b = timingSummary(busy);
+  assert.equal(b.busy, true);
+  assert.equal(b.byPolicy.block.distinct, false, '20% is inside what two timings of none disagree by');
+  assert.equal(b.byPolicy.sqrt.distinct, true);
+});
+
+test('the comparison: a budget that keeps everything is none, not raced; the half-way budget says so; the table states the noise', async () => {
+  const vt = await createVitrine({ threads: 1, wasmDir: WASM_DIR });
+  const spec = specFor({ kind: 'mae', model: 'fmnist' });
+  const all = recordPolicies(vt, { spec, batch: B, maskRatio: 0.75 }).results;
+  const half = Object.keys(all).find((p) => p.startsWith('budget:'));
+  assert.equal(all[half].note, HALF_WAY);
+  assert.equal(all[half].same, undefined, 'the half-way budget re-computes something: its own computation');
+  const R = recordPolicies(vt, {
+    spec,
+    batch: B,
+    maskRatio: 0.75,
+    policies: ['none', 'block', `budget:${1024 * 2 ** 20}`],
+  }).results;
+  const big = `budget:${1024 * 2 ** 20}`;
+  assert.equal(R[big].same, 'none', 'a budget that keeps everything runs the kernel calls of none');
+  assert.equal(R[big].note, undefined);
+  assert.equal(R.block.same, undefined);
+  assert.deepEqual(distinctPolicies(R), ['none', 'block']);
+  const times = { ms: { none: [10, 11, 10], block: [12, 13, 12] }, again: [10, 11, 10.1] };
+  const rows = Object.fromEntries(tableRows(R, times).map((r) => [r.policy, r]));
+  assert.match(rows[big].cells[4], /^the same computation as none \(the same kernel calls\): not timed again$/);
+  assert.match(rows.none.cells[3], /^0: nothing re-computed$/);
+  assert.match(rows.block.cells[4], /^[\d.]+ ms \([\d.]+–[\d.]+\), 3 rounds$/);
+  assert.match(rows.block.cells[5], /^1\.\d\d× \(/);
+  assert.match(
+    timesProse(R, times),
+    /Timing none twice in each round, the second timing over the first had a median of 1\.00×/,
+  );
+  assert.match(timesProse(R, times), /runs the same kernel calls as none: one computation, timed once/);
+  assert.equal(AGAIN, 'again');
+  vt.close();
+});
+
+test("docs/demo.md's table is the widget's table of the engine as it is: every exact column (bench/teach_policies.mjs --doc writes it)", async () => {
+  const doc = readFileSync(fileURLToPath(new URL('../../docs/demo.md', import.meta.url)), 'utf8');
+  const sec = doc.slice(doc.indexOf('<!-- teach_policies: begin -->'), doc.indexOf('<!-- teach_policies: end -->'));
+  const threads = Number(/(\d+) threads? as in the tab/.exec(sec)[1]);
+  const rows = sec
+    .split('\n')
+    .filter((l) => l.startsWith('| ') && !l.startsWith('| policy'))
+    .map((l) =>
+      l
+        .slice(2, -2)
+        .split(' | ')
+        .map((c) => c.replace(/\\\|/g, '|')),
+    );
+  assert.ok(rows.length >= 8, sec.slice(0, 400));
+  // the same recording at the doc's thread count (the arena holds an attention scratch per thread)
+  const vt = await createVitrine({ threads, wasmDir: WASM_DIR });
+  const R = recordPolicies(vt, { spec: specFor({ kind: 'mae', model: 'fmnist' }), batch: 32, maskRatio: 0.75 }).results;
+  vt.close();
+  const want = tableRows(R).map((w) => [
+    ...w.cells.slice(0, 4),
+    `${(R[w.policy].stepBytes / 2 ** 20).toFixed(1)} MiB`,
+    (R[w.policy].total / R.none.total).toFixed(2),
+  ]);
+  const got = rows.map((c) => [...c.slice(0, 4), c[6], c[7]]);
+  assert.deepEqual(got, want);
 });

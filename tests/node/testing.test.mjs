@@ -10,6 +10,7 @@ import path from 'node:path';
 import { REPO, FIXTURES, WASM_DIR, engine, fixture, readSafetensors, f32 } from './util.mjs';
 import { assertParity, assertGolden, encodeSafetensors, goldenTensors, PARITY_TOLERANCE } from '../../web/testing.js';
 import { applyTolerance, checkTolerance, junitReport } from '../../web/formats/parity-report.js';
+import { readSafetensorsHeader } from '../../web/formats/safetensors.js';
 
 const CLI = path.join(REPO, 'web/cli.js');
 const ENV = { ...process.env, VITRINE_WASM_DIR: WASM_DIR };
@@ -360,10 +361,8 @@ test('assertGolden: records, matches, fails on any changed bit or shape, never o
         loss: 0.25,
         steps: [1, 2],
       });
-      assert.deepEqual(
-        assertGolden('g', () => v(), { dir }),
-        { status: 'recorded', file: path.join(dir, 'g.safetensors') },
-      );
+      const rec = assertGolden('g', () => v(), { dir });
+      assert.deepEqual([rec.status, rec.file], ['recorded', path.join(dir, 'g.safetensors')]);
       const file = path.join(dir, 'g.safetensors'),
         kept = readFileSync(file);
       const { meta, tensors } = readSafetensors(kept);
@@ -480,7 +479,11 @@ test('assertGolden: shapes, tensors, NaN, -0, corrupt goldens, update, VITRINE_U
         /golden new: .*new\.safetensors does not exist, and in CI \(CI=true\) a golden is never recorded/,
       );
       assert.ok(!existsSync(path.join(dir, 'new.safetensors')));
-      assert.equal(assertGolden('new', 1, { dir, update: true }).status, 'recorded');
+      assert.throws(
+        () => assertGolden('new', 1, { dir, update: true }),
+        /golden new: re-recording asked for \(update: true\) in CI \(CI=true\): a golden is never \(re-\)recorded in CI/,
+      );
+      assert.ok(!existsSync(path.join(dir, 'new.safetensors')));
     });
     await withEnv({ CI: 'false' }, async () => assert.equal(assertGolden('new2', 1, { dir }).status, 'recorded'));
     for (const bad of ['../x', 'a/b', '', '.hidden', 3])
@@ -498,6 +501,106 @@ test('assertGolden: shapes, tensors, NaN, -0, corrupt goldens, update, VITRINE_U
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('assertGolden says what it did: recorded, re-recorded, unchanged (t.diagnostic; stdout without t)', () =>
+  withEnv(NOCI, () => {
+    const dir = temp();
+    try {
+      const said = [],
+        t = { diagnostic: (m) => said.push(m) };
+      const file = path.join(dir, 'r.safetensors');
+      assertGolden('r', { a: new Float32Array([1, 2]), b: 3 }, { dir, t });
+      assertGolden('r', { a: new Float32Array([1, 2]), b: 3 }, { dir, t });
+      assertGolden('r', { a: new Float32Array([1, 2]), b: 3.5 }, { dir, t, tolerance: 0.5 });
+      assertGolden('r', { a: new Float32Array([1, 2]), b: 4 }, { dir, t, update: true });
+      assert.deepEqual(said, [
+        `golden r: recorded ${file} (2 tensors)`,
+        'golden r: unchanged (2 tensors, bit for bit)',
+        'golden r: unchanged (2 tensors, within tolerance 5.000e-01)',
+        `golden r: re-recorded ${file} (2 tensors): 1 change: tensor b (F64 []): 1 of 1 values changed (first at element 0: 3 -> 4); err = max|new - golden| / max|golden| = 3.333e-01`,
+      ]);
+      assert.throws(() => assertGolden('r', 1, { dir, t: {} }), /t is not a test context/);
+      // in a user's test file run by node --test: the lines are in the output, with t and without
+      writeFileSync(
+        path.join(dir, 'g.test.mjs'),
+        `import { test } from 'node:test';\nimport { assertGolden } from ${JSON.stringify(path.join(REPO, 'web/testing.js'))};\n` +
+          `const dir = new URL('./goldens', import.meta.url);\n` +
+          `test('with t', (t) => { assertGolden('with_t', [1, 2], { dir, t }); });\n` +
+          `test('without t', () => { assertGolden('without_t', [3], { dir }); });\n`,
+      );
+      const env = { ...process.env };
+      for (const k of ['CI', 'VITRINE_UPDATE_GOLDENS', 'NODE_TEST_CONTEXT']) delete env[k];
+      const run = () =>
+        spawnSync(process.execPath, ['--test', '--test-reporter=spec', path.join(dir, 'g.test.mjs')], {
+          cwd: dir,
+          env,
+          encoding: 'utf8',
+        });
+      let r = run();
+      assert.equal(r.status, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /golden with_t: recorded .*with_t\.safetensors \(1 tensor\)/);
+      assert.match(r.stdout, /golden without_t: recorded .*without_t\.safetensors \(1 tensor\)/);
+      r = run();
+      assert.equal(r.status, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /golden with_t: unchanged \(1 tensor, bit for bit\)/);
+      assert.doesNotMatch(r.stdout, /recorded/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }));
+
+test('assertGolden never re-records in CI: VITRINE_UPDATE_GOLDENS=1 under CI=true fails, the golden kept', async () => {
+  const dir = temp();
+  try {
+    const file = path.join(dir, 'c.safetensors');
+    await withEnv(NOCI, async () => assertGolden('c', [1, 2], { dir }));
+    const kept = readFileSync(file);
+    await withEnv({ CI: 'true', VITRINE_UPDATE_GOLDENS: '1' }, async () => {
+      for (const v of [
+        [1, 3],
+        [1, 2],
+      ])
+        assert.throws(
+          () => assertGolden('c', v, { dir }),
+          /golden c: re-recording asked for \(VITRINE_UPDATE_GOLDENS=1\) in CI \(CI=true\): a golden is never \(re-\)recorded in CI/,
+        );
+      assert.throws(() => assertGolden('c', [1, 3], { dir, update: true }), /never \(re-\)recorded in CI/);
+    });
+    assert.ok(readFileSync(file).equals(kept), 'the golden was written over in CI');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('assertGolden: tensors named __proto__ are kept; __metadata__ and colliding names are refused before recording', () =>
+  withEnv(NOCI, () => {
+    const dir = temp();
+    try {
+      // an own key __proto__ (as JSON.parse or a computed key makes it): recorded, then unchanged
+      const proto = () => ({ ['__proto__']: new Float32Array([1, 2]), x: { ['__proto__']: 3 } });
+      assert.equal(Object.keys(proto())[0], '__proto__');
+      assert.equal(assertGolden('p', proto, { dir }).status, 'recorded');
+      assert.equal(assertGolden('p', proto, { dir }).status, 'matched');
+      const { header } = readSafetensorsHeader(readFileSync(path.join(dir, 'p.safetensors')));
+      assert.deepEqual(Object.keys(header), ['__proto__', 'x.__proto__', '__metadata__']);
+      assert.throws(
+        () => assertGolden('p', () => ({ ['__proto__']: new Float32Array([1, 5]), x: { ['__proto__']: 3 } }), { dir }),
+        /tensor __proto__ \(F32 \[2\]\): 1 of 2 values changed/,
+      );
+      // refused at the first run, with nothing written: the same refusal at every run after
+      for (const [name, value, re] of [
+        ['m', { __metadata__: 1, a: 2 }, /__metadata__: safetensors keeps that name for the file's metadata/],
+        ['d', { 'a.b': 1, a: { b: 2 } }, /two values are both named 'a\.b'/],
+        ['v', { value: 1, '': 2 }, /two values are both named 'value'/],
+        ['l', { 0.1: 5, 0: [9, [7]] }, /two values are both named '0\.1'/],
+      ]) {
+        for (let run = 0; run < 2; run++) assert.throws(() => assertGolden(name, value, { dir }), re, name);
+        assert.ok(!existsSync(path.join(dir, `${name}.safetensors`)), name);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }));
 
 test('assertGolden on a model: encode, forward_intermediates and a loss, the same bits under every policy', async () =>
   withEnv(NOCI, async () => {

@@ -272,7 +272,10 @@ test("fine-tuning vit_tiny_patch16_224 from a 224-px timm state_dict (served loc
       );
       assert.ok(loads.every((p, i) => !i || p.loaded >= loads[i - 1].loaded));
       assert.deepEqual(ready.normalization.mean, [0.5, 0.5, 0.5]);
-      assert.match(ready.normalization.source, /^timm's default for vit_tiny_patch16_224 \(vit_tiny_patch16_224\.augreg_in21k_ft_in1k's pretrained_cfg\): the weights state none$/);
+      assert.match(
+        ready.normalization.source,
+        /^timm's default for vit_tiny_patch16_224 \(vit_tiny_patch16_224\.augreg_in21k_ft_in1k's pretrained_cfg\): the weights state none$/,
+      );
       assert.equal(ready.dims.img, imgSize);
       const rep = ready.init;
       assert.equal(rep.resampled, imgSize === 224 ? 0 : 1, rep.notes.join('\n'));

@@ -162,10 +162,11 @@ export function writePhotos(dir, n = 10) {
   }
 }
 
-/** vit_tiny_patch16_224 (1000 classes) as timm's save_file writes its state_dict: no metadata. */
-export async function timmStateDict() {
+/** vit_tiny_patch16_224 (1000 classes), or another timm architecture (timm kwargs over it), as
+ * timm's save_file writes its state_dict: no metadata. */
+export async function timmStateDict(name = 'vit_tiny_patch16_224', kwargs = { numClasses: 1000 }) {
   const vt = await engine('simd');
-  const m = vt.createModel('vit_tiny_patch16_224', { numClasses: 1000 });
+  const m = vt.createModel(name, kwargs);
   m.initWeights(2024);
   const bytes = writeSafetensors(readSafetensors(m.saveSafetensors()).tensors);
   m.dispose();

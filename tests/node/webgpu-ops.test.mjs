@@ -5,15 +5,30 @@
 // Needs an adapter (fails without).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { testGpu, Harness, rand, rel, sameBits } from './webgpu-util.mjs';
+import { testGpu, Harness, rand, rel, sameBits, contractOf, gpuAndWasm } from './webgpu-util.mjs';
 import * as ops from '../../web/webgpu/ops.js';
+import { resampleTaps } from '../../web/webgpu/resample.js';
+import { createVitrine } from '../../web/vitrine.js';
+import { WASM_DIR } from './util.mjs';
 
-let gpu, H;
+let gpu, H, vt, contract;
+const worstWasm = {}; // kernel -> the largest error against the wasm build (printed at the end)
 before(async () => {
   gpu = await testGpu();
   H = new Harness(gpu);
+  vt = await createVitrine({ wasm: 'simd', threads: 1, wasmDir: WASM_DIR });
+  contract = contractOf(vt);
 });
-after(() => gpu?.destroy());
+after(() => {
+  console.log(
+    '# WebGPU ops against the wasm build:',
+    Object.entries(worstWasm)
+      .map(([k, v]) => `${k} ${v.toExponential(1)}`)
+      .join(', '),
+  );
+  gpu?.destroy();
+  vt?.close();
+});
 
 const TOL = 1e-4;
 const close = (name, got, want, tol = TOL) => {
@@ -595,4 +610,173 @@ test('gradient norm, clipping, the non-finite flag, AdamW from buffers (skipped 
   close('adamw v', r.v, want.v);
   close('adamw p', r.p, want.p, 1e-6);
   assert.ok(sameBits(r.q, p0) && sameBits(r.qm, m0) && sameBits(r.qv, v0), 'a flagged step changes nothing');
+});
+
+// reduce.js: a whole-vector sum is passes of in-order column sums (one pass up to 256 elements,
+// three past 65536), a column sum chunks of 64 rows added in chunk order: no barriers, one order
+test('whole-vector and column sums at every pass count: float64 within the rule, the same bits twice', async () => {
+  for (const n of [1, 256, 257, 65537, 70001]) {
+    const g = rand(n, 60 + n, 2);
+    const r = await run(
+      { g, norm: new Float32Array(2), loss: new Float32Array(1), tgt: new Float32Array(n) },
+      (p, o) => {
+        ops.grad_norm(p, { norm: { ...o('norm'), len: 1, type: 'f64', off: o('norm').off / 2 }, g: o('g') }, { n });
+        ops.mse_forward(p, { loss: o('loss'), pred: o('g'), tgt: o('tgt') }, { n });
+      },
+    );
+    const ss = g.reduce((s, v) => s + v * v, 0);
+    close(`grad_norm of ${n}`, [r.norm[0]], [Math.sqrt(ss)]);
+    close(`mse of ${n}`, r.loss, [ss / n]);
+  }
+  for (const rows of [1, 64, 65, 1000]) {
+    const n = 70,
+      x = rand(rows * n, rows, 1),
+      out0 = rand(n, 7);
+    const r = await run({ x, out: out0 }, (p, o) =>
+      ops.sum_rows(p, { out: o('out'), x: o('x') }, { rows, n, stride: n }),
+    );
+    const want = Float64Array.from(out0);
+    for (let m = 0; m < rows; m++) for (let j = 0; j < n; j++) want[j] += x[m * n + j];
+    close(`sum_rows of ${rows}`, r.out, want);
+  }
+});
+
+// ---- the kernels of timm's ViT options, against the wasm build's (the CPU's kernels) ----------------
+
+// kernel `name` on the GPU (both runs the same bits, inputs untouched) and on wasm: every output
+// within the parity rule of wasm's (exact: the same bits)
+async function vsWasm(name, arrays, bind, ints, floats, outputs, exact = false) {
+  const { gpu: g, wasm: w } = await gpuAndWasm(H, vt, contract, name, arrays, bind, ints, floats, outputs);
+  for (const k of outputs) {
+    const e = rel(g[k], w[k]);
+    worstWasm[name] = Math.max(worstWasm[name] || 0, e);
+    if (exact) assert.ok(sameBits(g[k], w[k]), `${name}: ${k} is not wasm's bits`);
+    assert.ok(e <= TOL, `${name}: ${k} error ${e.toExponential(2)}`);
+  }
+  return g;
+}
+
+test('im2col_hw and col2im_add_hw against wasm: padded and floored grids, non-square, rows m0.., one pixel, none', async () => {
+  // [B, C, H, W, p, Gh, Gw, m0]: dynamic_img_pad (the grid past the image), timm's floor (pixels
+  // past the grid), a 1 x 1 image
+  for (const [B, C, Hh, W, p, Gh, Gw, m0] of [
+    [2, 3, 7, 5, 2, 4, 3, 3],
+    [2, 3, 7, 5, 2, 3, 2, 1],
+    [1, 2, 16, 24, 4, 4, 6, 0],
+    [1, 1, 1, 1, 1, 1, 1, 0],
+  ]) {
+    const rows = B * Gh * Gw,
+      Kp = C * p * p;
+    for (const n of [rows - m0, 1, 0]) {
+      const ints = { m0, n, C, H: Hh, W, p, Gh, Gw },
+        images = rand(B * C * Hh * W, 1),
+        np = Math.max(n, 1) * Kp;
+      const r = await vsWasm(
+        'im2col_hw',
+        { images, patches: rand(np, 2) },
+        { patches: 'patches', images: 'images' },
+        ints,
+        {},
+        n ? ['patches'] : [],
+        true,
+      );
+      if (n === rows - m0 && Gh * p > Hh)
+        assert.ok(
+          r.patches.some((v) => v === 0),
+          'padding reads as 0',
+        );
+      await vsWasm(
+        'col2im_add_hw',
+        { dimages: rand(B * C * Hh * W, 3), dpatches: rand(np, 4) },
+        { dimages: 'dimages', dpatches: 'dpatches' },
+        ints,
+        {},
+        n ? ['dimages'] : [],
+        true,
+      );
+    }
+  }
+});
+
+test('resample_aa forward and backward against wasm: up, down, same size, from / to one, many taps, none', async () => {
+  // the host's taps are the C reference's: every output's weights sum to 1 (within float32)
+  for (const [a, b] of [
+    [7, 3],
+    [14, 16],
+    [37, 7],
+  ])
+    for (let y = 0; y < b; y++) {
+      const { w } = resampleTaps(a, b, y);
+      assert.ok(Math.abs(w.reduce((s, v) => s + v, 0) - 1) < 1e-6, `${a} -> ${b}, output ${y}`);
+    }
+  // [outer, n_in, n_out, inner]: pos_embed grids resized along the width (inner D) or the height
+  for (const [outer, nIn, nOut, inner] of [
+    [1, 3, 5, 1],
+    [2, 7, 3, 3],
+    [1, 4, 4, 2],
+    [3, 1, 3, 1],
+    [1, 3, 1, 4],
+    [2, 14, 16, 70],
+    [1, 16, 14, 5],
+    [1, 37, 7, 1],
+    [0, 3, 5, 2],
+  ]) {
+    const o = Math.max(outer, 1),
+      ints = { outer, n_in: nIn, n_out: nOut, inner };
+    await vsWasm(
+      'resample_aa_forward',
+      { inp: rand(o * nIn * inner, 1), out: rand(o * nOut * inner, 2) },
+      { out: 'out', inp: 'inp' },
+      ints,
+      {},
+      outer ? ['out'] : [],
+    );
+    await vsWasm(
+      'resample_aa_backward',
+      { dinp: rand(o * nIn * inner, 3, 0.5), dout: rand(o * nOut * inner, 4) },
+      { dinp: 'dinp', dout: 'dout' },
+      ints,
+      {},
+      outer ? ['dinp'] : [],
+    );
+  }
+});
+
+test('add_scaled against wasm: n 0, 1, 3, 257, 1000', async () => {
+  for (const n of [1, 3, 257, 1000])
+    for (const alpha of [0.5, -1.25])
+      await vsWasm(
+        'add_scaled',
+        { dst: rand(n, n), src: rand(n, n + 1) },
+        { dst: 'dst', src: 'src' },
+        { n },
+        { alpha },
+        ['dst'],
+      );
+  await vsWasm(
+    'add_scaled',
+    { dst: rand(4, 1), src: rand(4, 2) },
+    { dst: 'dst', src: 'src' },
+    { n: 0 },
+    { alpha: 2 },
+    [],
+  );
+});
+
+test("transpose: B strided R x C matrices (timm's NCHW intermediates and their gradients), exact", async () => {
+  const B = 2,
+    R = 5,
+    C = 3,
+    P = 2;
+  const sbs = (R + P) * C,
+    dbs = C * R + 4;
+  const src = rand(B * sbs, 7),
+    dst = rand(B * dbs, 8);
+  const r = await run({ dst, src }, (p, o) =>
+    ops.transpose(p, { dst: o('dst'), src: o('src') }, { B, R, C, dst_bs: dbs, dst_rs: R, src_bs: sbs, src_rs: C }),
+  );
+  const want = dst.slice();
+  for (let b = 0; b < B; b++)
+    for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) want[b * dbs + j * R + i] = src[b * sbs + i * C + j];
+  assert.ok(sameBits(r.dst, want), 'transpose exact, the gaps untouched');
 });

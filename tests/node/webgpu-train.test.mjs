@@ -315,6 +315,54 @@ test("vitrine train --backend webgpu (the Trainer's Session): the wasm run's los
   }
 });
 
+// issue 35: train --objective classify refused --backend ("unknown option"), while docs/cli.md
+// says train takes it
+test("vitrine train --objective classify --backend webgpu: the wasm run's losses, the adapter named", () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'vitrine-gpu-classify-'));
+  const cli = (out, ...more) =>
+    spawnSync(
+      process.execPath,
+      [
+        path.join(REPO, 'web/cli.js'),
+        'train',
+        '--objective',
+        'classify',
+        '--wasm',
+        'simd',
+        '--threads',
+        '1',
+        '--config',
+        JSON.stringify({ img_size: 28, patch_size: 7, in_chans: 1, embed_dim: 16, depth: 1, num_heads: 2 }),
+        '--batch',
+        '4',
+        '--steps',
+        '3',
+        '--train-max',
+        '16',
+        '--eval-max',
+        '8',
+        '--json',
+        '--out',
+        path.join(dir, out),
+        ...more,
+      ],
+      { encoding: 'utf8', env: { ...process.env, VITRINE_WASM_DIR: WASM_DIR, VITRINE_WEBGPU: 'swiftshader' } },
+    );
+  try {
+    const g = cli('gpu', '--backend', 'webgpu'),
+      c = cli('cpu');
+    assert.equal(g.status, 0, g.stderr);
+    assert.equal(c.status, 0, c.stderr);
+    assert.match(g.stderr, /backend webgpu \(WebGPU adapter .*swiftshader/i);
+    const [jg, jc] = [g, c].map((r) => JSON.parse(r.stdout.trim().split('\n').pop()));
+    for (const k of ['loss_first', 'loss_last'])
+      assert.ok(Math.abs(jg[k] - jc[k]) <= LOSS_TOL * Math.abs(jc[k]), `${k}: ${jg[k]} on the GPU, ${jc[k]} on wasm`);
+    assert.equal(jg.eval_images, jc.eval_images);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 // the Trainer's Session in its worker thread on the GPU: each step's loss with the wasm run's, the
 // state synced at the checkpoint (an event) and the end; stopped and resumed on the GPU it gives
 // the straight GPU run's checkpoint bit for bit; a classifier's steps and evaluation; gradAccum refused
@@ -452,6 +500,43 @@ test("plan --backend webgpu: the step against the adapter's limits; a limit brok
   );
   assert.equal(calls(m.traceStep({ batch: 8, json: true })), calls(chunked));
   m.dispose();
+});
+
+// issue 36: a step holding a kernel the GPU lacks was a plain Error; it is a GpuError of kind
+// 'unsupported' (what a caller of backend 'auto' falls back on), one line naming the kernel and wasm
+test("a kernel the GPU lacks: a one-line GpuError 'unsupported' naming it and backend wasm; the model trains on wasm", async () => {
+  const { KERNELS } = await import('../../web/webgpu/kernels.js');
+  const config = { ...SMALL, encoder: { ...SMALL.encoder, act_layer: 'quick_gelu' } };
+  const m = gpuVt.createModel({ kind: 'mae', config });
+  m.initWeights(1);
+  m.trainerInit({ lr: 2e-3, seed: 2 });
+  const before = state(m),
+    had = KERNELS.quick_gelu_forward;
+  delete KERNELS.quick_gelu_forward;
+  try {
+    await assert.rejects(m.trainStepAsync(images(0), B), (e) => {
+      assert.ok(e instanceof GpuError, `${e.name}: ${e.message}`);
+      assert.equal(e.kind, 'unsupported');
+      assert.match(e.message, /^the kernel quick_gelu_forward has no WebGPU implementation: .*backend 'wasm'/);
+      assert.doesNotMatch(e.message, /\n/);
+      return true;
+    });
+  } finally {
+    KERNELS.quick_gelu_forward = had;
+  }
+  assert.equal(m.stepCount, 0);
+  state(m).forEach((p, i) => assert.ok(sameBits(p, before[i]), 'parameters unchanged'));
+  // the same model on wasm: the step the GPU would have run
+  const c = cpuVt.createModel({ kind: 'mae', config });
+  c.initWeights(1);
+  c.trainerInit({ lr: 2e-3, seed: 2 });
+  assert.equal(m.trainStep(images(0), B), c.trainStep(images(0), B));
+  // and with the kernel back, on the GPU, within the rule of wasm
+  const l1 = await m.trainStepAsync(images(1), B),
+    w1 = c.trainStep(images(1), B);
+  assert.ok(Math.abs(l1 - w1) <= LOSS_TOL * Math.abs(w1), `${l1} vs ${w1}`);
+  m.dispose();
+  c.dispose();
 });
 
 test('faults: a lost device, a shader that does not compile, out of memory: a clear error, the weights intact', async () => {

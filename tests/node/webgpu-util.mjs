@@ -3,7 +3,7 @@
 // harness that lays arrays out in GPU buffers, runs kernel calls on them and reads them back.
 import { requestGpu } from '../../web/webgpu/device.js';
 import { BufferPool } from '../../web/webgpu/buffers.js';
-import { Kernels, operand } from '../../web/webgpu/kernels.js';
+import { Kernels, KERNELS, operand } from '../../web/webgpu/kernels.js';
 
 /** The SwiftShader adapter (Chromium's ICD, the npm package webgpu), or an error saying what is
  * missing: scripts/setup.sh installs chromium, libvulkan1 and the npm packages. */
@@ -213,9 +213,10 @@ export const sameBits = (a, b) =>
  * outputs is caught by the test comparing those arrays with their inputs.
  */
 export class Harness {
-  constructor(gpu) {
+  /** opts: the Kernels' options ({ gemm: 'tiled' | 'reg' }: one GEMM family on any adapter) */
+  constructor(gpu, opts = {}) {
     this.gpu = gpu;
-    this.kernels = new Kernels(gpu);
+    this.kernels = new Kernels(gpu, opts);
     this.pool = new BufferPool(gpu);
   }
   async run(arrays, calls, { shared = true, times = 1 } = {}) {
@@ -262,4 +263,72 @@ export class Harness {
     prog.destroy();
     return out;
   }
+}
+
+// ---- the wasm build's kernels, against which the GPU's are compared --------------------------------
+
+/** The kernel contract of a wasm engine (vt): name -> { ops, ints, floats } (step.js's parse). */
+export function contractOf(vt) {
+  return vt.manifest.kernels;
+}
+
+/**
+ * Kernel `name` run by the wasm engine vt (vtw_kernel_run: the CPU's kernel, as a recorded call of it
+ * runs) on copies of `arrays` (name -> Float32Array); bind: operand name -> array name, or null (absent;
+ * two operands may name one array: aliasing); ints / floats by name (the contract's). Returns every
+ * array after the call.
+ */
+export function wasmKernel(vt, contract, name, arrays, bind, ints = {}, floats = {}) {
+  const sig = contract[name],
+    at = {},
+    mem = [];
+  const grab = (bytes) => {
+    const p = vt.alloc(bytes);
+    mem.push(p);
+    return p;
+  };
+  try {
+    for (const [k, a] of Object.entries(arrays)) {
+      at[k] = vt.copyIn(a.length ? a : new Float32Array(1));
+      mem.push(at[k]);
+    }
+    const po = grab(4 * sig.ops.length),
+      pi = grab(8 * Math.max(1, sig.ints.length)),
+      pf = grab(4 * Math.max(1, sig.floats.length));
+    const dv = () => new DataView(vt.u8().buffer);
+    sig.ops.forEach((o, i) => dv().setUint32(po + 4 * i, bind[o] ? at[bind[o]] : 0, true));
+    sig.ints.forEach((x, i) => dv().setFloat64(pi + 8 * i, ints[x], true));
+    sig.floats.forEach((x, i) => dv().setFloat32(pf + 4 * i, floats[x], true));
+    vt.check(vt.withStrings([name], (s) => vt._c.kernel_run(s, po, pi, sig.ints.length, pf)));
+    const out = {};
+    for (const [k, a] of Object.entries(arrays))
+      out[k] = new Float32Array(vt.u8().slice(at[k], at[k] + a.byteLength).buffer);
+    return out;
+  } finally {
+    mem.forEach((p) => vt.free(p));
+  }
+}
+
+/**
+ * Kernel `name` on the GPU (harness H, KERNELS[name]) and on the wasm build, each on its own copy of
+ * arrays, the GPU twice: { gpu, wasm }; throws unless the GPU gives the same bits both times and
+ * leaves every array but `outputs` as it was.
+ */
+export async function gpuAndWasm(H, vt, contract, name, arrays, bind, ints, floats, outputs) {
+  const sig = contract[name];
+  const gpuRun = () =>
+    H.run(arrays, (p, o) => {
+      const ops = {};
+      for (const x of sig.ops) ops[x] = bind[x] ? o(bind[x]) : null;
+      KERNELS[name](p, ops, ints, floats);
+    });
+  const gpu = await gpuRun(),
+    again = await gpuRun(),
+    wasm = wasmKernel(vt, contract, name, arrays, bind, ints, floats);
+  for (const k of Object.keys(arrays)) {
+    if (!sameBits(gpu[k], again[k])) throw new Error(`${name}: ${k} differs between two GPU runs`);
+    if (!outputs.includes(k) && !(sameBits(gpu[k], arrays[k]) && sameBits(wasm[k], arrays[k])))
+      throw new Error(`${name}: ${k} (not an output) was written`);
+  }
+  return { gpu, wasm };
 }

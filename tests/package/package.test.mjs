@@ -11,7 +11,9 @@
 //   bundler   app/ bundled by Vite (vite build), served on 127.0.0.1, in Debian's Chromium: trains in a
 //             Worker with the loss falling; the same app from Vite's dev server; the same page as plain
 //             <script type="module"> with no bundler; the locateFile option; the Trainer (its own Worker)
-//             from the bundle and from the plain page
+//             from the bundle and from the plain page; docs/widget-example.html, the course page with
+//             one script tag, from the installed package, served with no isolation headers: the
+//             checkpointing widget records and draws every policy on 1 thread
 //   types     tsc --noEmit on app/example.ts (and app/testing-example.ts) against the shipped .d.ts files
 //   ci        docs/testing.md's test file and docs/ci-example.yml's steps, as written, in a scratch project
 // The bundler test skips itself (saying so) when /usr/bin/chromium is absent, as tests/browser does.
@@ -98,6 +100,7 @@ test('contents: the shell, its types, the CLI and every wasm build; nothing else
     'LICENSE',
     'wasm/builds.json',
     'python/vitrine_dump.py',
+    'python/vitrine_continue.py',
     ...web,
     ...docs,
     `build/wasm/${TABLE}`,
@@ -108,6 +111,16 @@ test('contents: the shell, its types, the CLI and every wasm build; nothing else
   assert.equal(pkg.private, undefined);
   assert.equal(pkg.exports['.'].types, './web/vitrine.d.ts');
   assert.deepEqual(pkg.exports['./testing'], { types: './web/testing.d.ts', default: './web/testing.js' });
+  assert.deepEqual(pkg.exports['./widget'], { types: './web/widget/index.d.ts', default: './web/widget/index.js' });
+  assert.deepEqual(pkg.exports['./widget/element'], {
+    types: './web/widget/element.d.ts',
+    default: './web/widget/element.js',
+  });
+  assert.deepEqual(
+    pkg.sideEffects,
+    ['./web/widget/element.js'],
+    'importing the element defines it: its one side effect',
+  );
   assert.equal(pkg.bin.vitrine, 'web/cli.js');
   assert.deepEqual(Object.keys(pkg.dependencies).sort(), ['jpeg-js', 'pngjs']);
   // sizes, for the README
@@ -426,6 +439,67 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
     );
   });
 
+  test('the course page (docs/widget-example.html): one script tag, no isolation, the widget records and draws every policy', async () => {
+    // the page as a teacher would put it beside node_modules/, copied from the installed package
+    copyFileSync(join(d, 'node_modules/vitrine/docs/widget-example.html'), join(d, 'course.html'));
+    log.length = 0;
+    errors.length = 0;
+    await page.goto(`${base}/course.html`);
+    await page.waitForFunction(
+      () => {
+        const el = document.querySelector('vitrine-checkpointing');
+        return el && el.view && el.view.R && el.querySelector('svg.vtc-schedule rect.moment');
+      },
+      null,
+      { timeout: 60_000 },
+    );
+    const r = await page.evaluate(() => {
+      const el = document.querySelector('vitrine-checkpointing');
+      return {
+        isolated: globalThis.crossOriginIsolated,
+        policies: Object.keys(el.view.R),
+        shown: el.view.sched.policy,
+        moments: el.querySelectorAll('svg.vtc-schedule rect.moment[data-phase="recompute"]').length,
+        rows: [...el.querySelectorAll('table.vtc-table tr[data-policy]')].map((tr) => tr.dataset.policy),
+        caption: el.querySelector('.vtc-model').textContent,
+        peak: el.view.R.block.peak.bytes === el.view.R.block.planned,
+      };
+    });
+    assert.equal(r.isolated, false, 'served with no COOP / COEP headers');
+    assert.match(r.caption, /Recorded by the engine at 1 thread\./);
+    for (const p of ['none', 'block', 'sqrt', 'selective']) assert.ok(r.policies.includes(p), r.policies.join());
+    assert.equal(r.shown, 'block');
+    assert.ok(r.moments > 0, 'block re-computes');
+    assert.deepEqual(r.rows.sort(), r.policies.sort());
+    assert.equal(r.peak, true);
+    // an attribute changed: recorded again
+    await page.evaluate(() => document.querySelector('vitrine-checkpointing').setAttribute('batch', '8'));
+    await page.waitForFunction(
+      () => /batch 8,/.test(document.querySelector('vitrine-checkpointing .vtc-model').textContent),
+      null,
+      {
+        timeout: 30_000,
+      },
+    );
+    // a mistake in the config: said in one line in the widget, no error thrown at the page
+    await page.evaluate(() => document.querySelector('vitrine-checkpointing').setAttribute('config', '{"encoder": '));
+    await page.waitForFunction(
+      () =>
+        /^The step could not be recorded: /.test(
+          document.querySelector('vitrine-checkpointing .vtc-model').textContent,
+        ),
+      null,
+      { timeout: 30_000 },
+    );
+    assert.ok(
+      log.every(([s]) => s === 200),
+      JSON.stringify(log),
+    );
+    assert.ok(log.some(([, p]) => p === '/node_modules/vitrine/web/widget/element.js'));
+    assert.deepEqual(errors, []);
+    await page.screenshot({ path: join(REPO, 'build', 'package-widget-example.png'), fullPage: true });
+  });
+
   test('Vite dev server (no configuration): the same app trains', async () => {
     const { createServer: viteServer } = await import('vite');
     const dev = await viteServer({
@@ -461,7 +535,7 @@ describe('bundler: Vite, a Worker, Chromium; and the same page without a bundler
 
 test('types: tsc --noEmit on typed examples against the shipped vitrine.d.ts and testing.d.ts', () => {
   const d = installed('types');
-  copyApp(d, ['example.ts', 'example-browser.ts', 'testing-example.ts']);
+  copyApp(d, ['example.ts', 'example-browser.ts', 'testing-example.ts', 'widget-example.ts']);
   // the .d.ts names exactly the builds of WASM_BUILDS (a missing key or an excess one is an error)
   writeFileSync(
     join(d, 'builds.ts'),
@@ -476,11 +550,11 @@ test('types: tsc --noEmit on typed examples against the shipped vitrine.d.ts and
   const configs = {
     'tsconfig.browser-nodenext.json': [
       { ...browser, module: 'nodenext', moduleResolution: 'nodenext' },
-      ['example.ts', 'example-browser.ts'],
+      ['example.ts', 'example-browser.ts', 'widget-example.ts'],
     ],
     'tsconfig.browser-bundler.json': [
       { ...browser, module: 'esnext', moduleResolution: 'bundler' },
-      ['example.ts', 'example-browser.ts'],
+      ['example.ts', 'example-browser.ts', 'widget-example.ts'],
     ],
     'tsconfig.node.json': [
       { ...node, module: 'nodenext', moduleResolution: 'nodenext' },

@@ -31,6 +31,10 @@ export const ENGINE_OPTIONS = {
 /** --backend, for the commands that run training steps or plan them (train, plan). */
 export const BACKEND_OPTION = { backend: flagsOf({ backend: OPTIONS.backend }).backend };
 
+/** ", backend NAME (why)" for a run's first line: the reason is said unless plain wasm by default. */
+export const backendNote = (engine, asked) =>
+  `, backend ${engine.backend.name}${engine.backend.name === 'wasm' && !asked ? '' : ` (${engine.backend.reason})`}`;
+
 /** The engine's flags of a training run: --wasm, --threads, --backend. */
 export const engineFlags = () => ({ ...ENGINE_OPTIONS, ...BACKEND_OPTION });
 
@@ -81,8 +85,22 @@ export async function namesHelp() {
   if (!n) return 'POLICY and timm presets: listed here once the engine is built (npm run build).\n';
   return (
     `POLICY: ${n.policies.join(', ')} (vitrine plan --all-policies shows what each costs)\n` +
-    `timm presets: ${n.presets.join(', ')}\n`
+    wrapList('timm presets: ', n.presets)
   );
+}
+
+// "label a, b, c" in lines of at most 100 characters, continued under the first name
+function wrapList(label, names, width = 100) {
+  let out = '',
+    line = label;
+  for (const [i, name] of names.entries()) {
+    const piece = name + (i < names.length - 1 ? ',' : '');
+    if (line.length > label.length && line.length + 1 + piece.length > width) {
+      out += line + '\n';
+      line = ' '.repeat(label.length) + piece;
+    } else line += (line.length > label.length ? ' ' : '') + piece;
+  }
+  return out + line + '\n';
 }
 
 /**

@@ -136,9 +136,7 @@ async function parityWith(vt, o, files, given) {
         : r.json;
       process.stdout.write(`${i ? ',' : ''}\n ${text}`);
     } else if (!o.tap && (r.error || r.worst != null))
-      process.stdout.write(
-        parityLine(file, r) + (gpu && r.backend && r.backend !== 'webgpu' ? ` [${r.backend}]` : '') + '\n',
-      );
+      process.stdout.write(parityLine(file, r) + (gpu && r.backend ? ` [${gpu.ranOn(r)}]` : '') + '\n');
   }
   if (o.json) process.stdout.write('\n]\n');
   else if (o.tap) process.stdout.write(tapReport(items, tol));

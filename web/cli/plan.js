@@ -156,54 +156,73 @@ async function plan(o) {
   }
 }
 
-// --backend webgpu: the step as the GPU would run it (recorded), against the adapter's limits;
-// when it does not fit, the named limit and what would: another policy at this batch, or the
-// largest batch (halving) at this policy
+// --backend webgpu: the bytes the GPU will hold for this step (web/webgpu/fit.js: the regions,
+// the recorded arena, the kernels' workspace, the read-back buffers) against the adapter's limits,
+// and per policy the largest batch that fits them (the planner's bytes: nothing is allocated, so a
+// batch far over any limit is named, never a wasm out-of-memory)
 async function deviceFit(vt, model, { objective, batch, policy, maskRatio }) {
-  const { deviceMisfit } = await import('../webgpu/backend.js');
-  const limits = vt.backend.limits,
-    a = vt.backend.adapter;
-  if (objective !== 'encode') model.trainerInit({ maskRatio: maskRatio ?? 0 });
-  const misfit = (p, b) => {
-    model.setGradCheckpointing(p);
-    return deviceMisfit(
-      model.traceStep({
-        batch: b,
-        call: objective === 'encode' ? 'encode' : 'train',
-        labels: objective !== 'encode' && objectiveNamed(objective).labels ? new Array(b).fill(0) : null,
-        json: true,
-      }),
-      limits,
-    );
-  };
-  const why = misfit(policy, batch),
-    adapter = `${a.description || a.device} (${a.vendor} ${a.architecture})`;
+  const { gpuPlan, largestBatch, deviceMisfit } = await import('../webgpu/fit.js');
+  const { stepWorkspace } = await import('../webgpu/step.js');
+  const { kernelsOf } = await import('../webgpu/kernels.js');
+  const { adapterName } = await import('../webgpu/device.js');
+  const gpu = vt.backend.gpu,
+    limits = gpu.limits,
+    contract = vt.manifest.kernels;
+  let p, maxBatch;
+  if (objective === 'encode') {
+    // an encode pass (parity's calls): its recorded list against the limits
+    const trace = model.wholeRows(() => model.traceStep({ batch, call: 'encode', json: true })),
+      workspace = stepWorkspace(kernelsOf(gpu), trace, contract);
+    const buffers = Object.values(trace.regions).reduce((a, b) => a + Math.ceil(b / 256) * 256, 0) + workspace,
+      limit = deviceMisfit(trace, limits);
+    p = { regions: trace.regions, workspace, recorded: true, buffers, staging: 0, total: buffers, fits: !limit, limit };
+    maxBatch = null;
+  } else {
+    model.trainerInit({ maskRatio: maskRatio ?? 0 });
+    p = gpuPlan(model, {
+      batch,
+      policy,
+      gpu,
+      contract,
+      labels: objectiveNamed(objective).labels ? new Array(batch).fill(0) : null,
+    });
+    const policies = [...new Set([policy, ...model.namedPolicies()])];
+    maxBatch = Object.fromEntries(policies.map((q) => [q, largestBatch(model, q, limits)]));
+  }
+  const adapter = adapterName(gpu.info);
   const out = {
     adapter,
     max_buffer_size: limits.maxBufferSize,
     max_storage_buffer_binding_size: limits.maxStorageBufferBindingSize,
-    fits: !why,
-    limit: why,
-    fit_policy: null,
-    fit_batch: null,
+    regions: p.regions,
+    workspace: p.workspace,
+    recorded: p.recorded,
+    buffers: p.buffers,
+    staging: p.staging,
+    total: p.total,
+    fits: p.fits,
+    limit: p.limit,
+    max_batch: maxBatch,
   };
-  if (why) {
-    out.fit_policy = model.namedPolicies().find((p) => p !== policy && !misfit(p, batch)) || null;
-    for (let b = batch >> 1; b >= 1 && out.fit_batch == null; b >>= 1) if (!misfit(policy, b)) out.fit_batch = b;
-  }
+  const r = p.regions,
+    parts = Object.entries(r)
+      .filter(([, b]) => b > 0)
+      .map(([k, b]) => `${k} ${b}${k === 'arena' && p.recorded ? ' (recorded)' : ''}`);
+  if (p.workspace != null) parts.push(`workspace ${p.workspace}`);
+  out.text =
+    `webgpu ${adapter}: maxBufferSize ${limits.maxBufferSize}, maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize}\n` +
+    `  GPU buffers ${String(p.buffers).padStart(12)} bytes: ${parts.join(', ')}${p.recorded ? '' : " (the planner's: not recorded)"}\n` +
+    `  read-back   ${String(p.staging).padStart(12)} bytes (staging: a sync's reads in pieces, the scalars)\n` +
+    `  total       ${String(p.total).padStart(12)} bytes (${mib(p.total)} MiB)\n` +
+    `  ${p.fits ? 'fits this adapter' : `does not fit: ${p.limit}`}` +
+    (maxBatch
+      ? `\n  largest batch that fits this adapter, per policy (every region within both limits): ${Object.entries(
+          maxBatch,
+        )
+          .map(([q, b]) => `${q} ${b}`)
+          .join(', ')}`
+      : '');
   model.setGradCheckpointing(policy);
-  out.text = `webgpu ${adapter}: ${
-    why
-      ? `does not fit: ${why}; fits: ${
-          [
-            out.fit_policy && `policy ${out.fit_policy} at batch ${batch}`,
-            out.fit_batch && `batch ${out.fit_batch} with ${policy}`,
-          ]
-            .filter(Boolean)
-            .join(', or ') || 'nothing tried'
-        }`
-      : `fits (maxBufferSize ${limits.maxBufferSize}, maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize})`
-  }`;
   return out;
 }
 

@@ -14,6 +14,7 @@ import { CliError, decimal } from './args.js';
 import { numbers } from './flags.js';
 import { OPTIONS, own } from '../train/options.js';
 import { readInput, why, Progress, mib } from './io.js';
+import { isFolder, readTorchRun } from './export.js';
 
 /** Options a resumed run takes from its checkpoint (what its settings keep, what made its model
  * and its data order): given again, they are a usage error naming their flags. */
@@ -44,11 +45,14 @@ export function refuseOnResume(given, obj) {
  */
 export function readCheckpoint(file, key, what, dataGiven, { requireCrc = false } = {}) {
   let bytes, meta, c;
-  try {
-    bytes = readInput(file);
-  } catch (e) {
-    throw new CliError(`cannot read ${file}: ${why(e)}`);
-  }
+  // a folder: a run PyTorch trained (python/vitrine_continue.py), converted to a checkpoint
+  if (isFolder(file)) bytes = readTorchRun(file);
+  else
+    try {
+      bytes = readInput(file);
+    } catch (e) {
+      throw new CliError(`cannot read ${file}: ${why(e)}`);
+    }
   try {
     meta = readSafetensorsMeta(bytes);
   } catch (e) {

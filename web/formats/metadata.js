@@ -135,10 +135,13 @@ export const FORMATS = { checkpoint: 'vitrine-train/1', classifier: 'vitrine-cla
 export const MAX_CLASSES = 100000;
 // timm kwargs an encoder file or a classifier's spec may carry: their JSON types (the engine
 // checks names and ranges when it builds the model: src/config.c)
+// (timm's img_size (H, W) is the one kwarg that is a pair)
 const KWARG = (v) =>
-  v === null || ['number', 'boolean', 'string'].includes(typeof v)
+  v === null ||
+  ['number', 'boolean', 'string'].includes(typeof v) ||
+  (Array.isArray(v) && v.length === 2 && v.every((x) => typeof x === 'number'))
     ? null
-    : `${show(v)} is not a number, true / false, text or null`;
+    : `${show(v)} is not a number, true / false, text, null or a pair of numbers`;
 
 /** A model spec as createModel takes it ({ kind, config } | { kind, preset }): its shape checked
  * (the engine checks the config's names and ranges). field: its name in messages, configField its

@@ -87,6 +87,8 @@ export function tapReport(items, tolerance = PARITY_TOLERANCE) {
     out.push(`${r.pass ? 'ok' : 'not ok'} ${i + 1} - ${desc}`);
     const y = ['  ---'];
     if (r.module) y.push(`  module: ${yamlString(r.module)}`, `  fn: ${yamlString(r.fn)}`);
+    if (r.backend) y.push(`  backend: ${yamlString(r.backend)}`); // (parity --backend webgpu: where it ran)
+    if (r.adapter) y.push(`  adapter: ${yamlString(r.adapter)}`);
     if (r.error) y.push(`  error: ${yamlString(r.error)}`);
     if (r.worst != null) {
       y.push(`  worst: ${yamlString(r.worst)}`, `  err: ${yamlString(fmtE(r.err))}`);

@@ -15,8 +15,13 @@ import { VitrineError } from '../errors.js';
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
 
-/** timm's pretrained_cfg (timm/models/vision_transformer.py default_cfgs) of the default tag of
- * each timm architecture the engine builds (vt_preset): its mean / std and input size. */
+// timm.data's OPENAI_CLIP_MEAN / _STD and IMAGENET_DEFAULT_MEAN / _STD
+const CLIP = { mean: [0.48145466, 0.4578275, 0.40821073], std: [0.26862954, 0.26130258, 0.27577711] };
+const IMAGENET = { mean: IMAGENET_MEAN, std: IMAGENET_STD };
+
+/** timm's pretrained_cfg (timm/models/vision_transformer.py and deit.py default_cfgs, timm
+ * 1.0.29) of the default tag of each timm architecture the engine builds (vt_preset): its mean /
+ * std and input size. */
 export const TIMM_PRETRAINED = {
   vit_tiny_patch16_224: {
     tag: 'augreg_in21k_ft_in1k',
@@ -42,6 +47,26 @@ export const TIMM_PRETRAINED = {
     std: [0.5, 0.5, 0.5],
     input_size: [3, 224, 224],
   },
+  // CLIP's image towers (OpenCLIP's and OpenAI's weights): OpenAI's mean / std
+  vit_base_patch16_clip_224: { tag: 'laion2b_ft_in12k_in1k', ...CLIP, input_size: [3, 224, 224] },
+  vit_base_patch32_clip_224: { tag: 'laion2b_ft_in12k_in1k', ...CLIP, input_size: [3, 224, 224] },
+  vit_base_patch16_clip_quickgelu_224: { tag: 'metaclip_2pt5b', ...CLIP, input_size: [3, 224, 224] },
+  vit_base_patch32_clip_quickgelu_224: { tag: 'laion400m_e32', ...CLIP, input_size: [3, 224, 224] },
+  vit_base_patch16_siglip_224: {
+    tag: 'v2_webli',
+    mean: [0.5, 0.5, 0.5],
+    std: [0.5, 0.5, 0.5],
+    input_size: [3, 224, 224],
+  },
+  // DeiT (distilled or not) and DINOv2: ImageNet's mean / std
+  deit_tiny_patch16_224: { tag: 'fb_in1k', ...IMAGENET, input_size: [3, 224, 224] },
+  deit_small_patch16_224: { tag: 'fb_in1k', ...IMAGENET, input_size: [3, 224, 224] },
+  deit_base_patch16_224: { tag: 'fb_in1k', ...IMAGENET, input_size: [3, 224, 224] },
+  deit_tiny_distilled_patch16_224: { tag: 'fb_in1k', ...IMAGENET, input_size: [3, 224, 224] },
+  deit_small_distilled_patch16_224: { tag: 'fb_in1k', ...IMAGENET, input_size: [3, 224, 224] },
+  deit_base_distilled_patch16_224: { tag: 'fb_in1k', ...IMAGENET, input_size: [3, 224, 224] },
+  vit_small_patch14_reg4_dinov2: { tag: 'lvd142m', ...IMAGENET, input_size: [3, 518, 518] },
+  vit_base_patch14_reg4_dinov2: { tag: 'lvd142m', ...IMAGENET, input_size: [3, 518, 518] },
 };
 
 /** A mean or std list checked: 1 or 3 finite numbers (std > 0). */

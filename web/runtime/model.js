@@ -94,7 +94,56 @@ export const modelDims = (d) => ({
   depth: d.depth,
   heads: d.numHeads,
   prefix: d.prefixTokens,
+  width: d.imgWidth, // the image's width (img: its height; the same for a square image)
+  dynamic: d.dynamicImgSize === 1, // timm's dynamic_img_size: images of any size
+  pad: d.dynamicImgPad === 1, // dynamic_img_pad: the grid's ceiling
+  distilled: d.distilled === 1, // DeiT's dist_token and head_dist
 });
+
+// ---- images of another size (timm's dynamic_img_size), DeiT's two heads, timm's own
+// forward_intermediates: the engine's sized calls (vtw_forward_sized, vtw_forward_timm_intermediates) ----
+
+// a call's image size: the config's, or opts.height x opts.width (whole numbers)
+function callSize(dims, opts) {
+  const size = (v, what, dflt) => {
+    if (v == null) return dflt;
+    if (!Number.isInteger(v) || v < 1 || v > 65536)
+      throw new VitrineError(`${what}: ${v} is not an image size in pixels (a whole number in 1..65536)`, -1);
+    return v;
+  };
+  return { height: size(opts.height, 'height', dims.img), width: size(opts.width, 'width', dims.width) };
+}
+// tokens of a [B, N] mask for images of height x width (timm's PatchEmbed: floored, or the ceiling
+// with dynamic_img_pad), prefix tokens included
+function tokensOf(dims, height, width) {
+  const g = (n) => (dims.pad ? Math.ceil(n / dims.patch) : Math.floor(n / dims.patch));
+  return g(height) * g(width) + dims.prefix;
+}
+// timm's forward_intermediates options as the engine's export takes them: indices (null: every
+// block; n: the last n; a list), flags (norm 1, return_prefix_tokens 2, stop_early 4, NCHW 8,
+// intermediates_only 16)
+function intermediatesArgs(o) {
+  const ix = o.indices;
+  let list = null,
+    lastN = 0;
+  if (Number.isInteger(ix)) {
+    lastN = ix;
+    if (ix === 0) throw new VitrineError('indices: last-n (0) is out of range (1 to depth)', -1);
+  } else if (Array.isArray(ix) && ix.length && ix.every(Number.isInteger)) list = Int32Array.from(ix);
+  else if (ix != null)
+    throw new VitrineError(`indices: ${JSON.stringify(ix)} is not null, a whole number or a list of block indices`, -1);
+  const fmt = o.outputFmt ?? 'NCHW';
+  if (fmt !== 'NCHW' && fmt !== 'NLC') throw new VitrineError(`outputFmt: '${fmt}' (NCHW or NLC)`, -1);
+  for (const k of ['norm', 'returnPrefixTokens', 'stopEarly', 'intermediatesOnly'])
+    if (o[k] != null && typeof o[k] !== 'boolean') throw new VitrineError(`${k}: true or false, got ${o[k]}`, -1);
+  const flags =
+    (o.norm ? 1 : 0) |
+    (o.returnPrefixTokens ? 2 : 0) |
+    (o.stopEarly ? 4 : 0) |
+    (fmt === 'NCHW' ? 8 : 0) |
+    (o.intermediatesOnly ? 16 : 0);
+  return { list, lastN, flags };
+}
 
 export class Model {
   constructor(vt, handle, kind, arch = null) {
@@ -300,17 +349,38 @@ export class Model {
   }
 
   // ---- calls ----
+  // images -> { data, batch, height, width }: NCHW floats of the config's size or of opts.height x
+  // opts.width (the engine refuses another size unless the model has dynamic_img_size), or pixels
+  // (ImageData, ImageBitmap) brought to a square config's size
+  _images(images, opts) {
+    const { height, width } = callSize(this.dims, opts),
+      { chans, img } = this.dims;
+    if (height === img && width === img) return { ...toNCHW(images, this.dims, this._stats(opts)), height, width };
+    const per = chans * height * width;
+    if (!(images instanceof Float32Array))
+      throw new VitrineError(
+        `images of ${height}x${width} pixels: a Float32Array [B, ${chans}, ${height}, ${width}] (NCHW), normalised`,
+        -1,
+      );
+    if (images.length === 0 || images.length % per)
+      throw new VitrineError(
+        `images: length ${images.length} is not a positive multiple of C*H*W = ${chans}*${height}*${width} = ${per}`,
+        -1,
+      );
+    return { data: images, batch: images.length / per, height, width };
+  }
   _run(fn, images, opts = {}) {
     const vt = this._vt,
       c = this._c;
     this._wasmState(fn, opts.needGrad);
-    const { data, batch } = toNCHW(images, this.dims, this._stats(opts));
+    const { data, batch, height, width } = this._images(images, opts);
+    const sized = height !== this.dims.img || width !== this.dims.width || !!opts.distilledTraining;
     const idxMask = toIndices('idxMask', opts.idxMask, batch);
     const idxKeep = toIndices('idxKeep', opts.idxKeep, batch);
     const mask = toMask(opts.mask);
     if (mask) {
       // [B, N]: the whole sequence, prefix tokens included; the engine reads B * N bytes
-      const N = (this.dims.img / this.dims.patch) ** 2 + this.dims.prefix;
+      const N = tokensOf(this.dims, height, width);
       if (mask.length !== batch * N)
         throw new VitrineError(`mask: ${mask.length} values, [batch=${batch}, ${N} tokens] needs ${batch * N}`, -1);
     }
@@ -327,20 +397,21 @@ export class Model {
       pKeep = put(idxKeep && idxKeep.data),
       pM = put(mask);
     const needGrad = opts.needGrad ? 1 : 0;
+    const rest = [pMask, idxMask ? idxMask.k : 0, pKeep, idxKeep ? idxKeep.k : 0, pM, opts.isCausal === false ? 0 : 1];
     vt.check(
-      c.forward(
-        this._h,
-        this._fn(fn),
-        pImg,
-        batch,
-        pMask,
-        idxMask ? idxMask.k : 0,
-        pKeep,
-        idxKeep ? idxKeep.k : 0,
-        pM,
-        opts.isCausal === false ? 0 : 1,
-        needGrad,
-      ),
+      sized
+        ? c.forward_sized(
+            this._h,
+            this._fn(fn),
+            pImg,
+            batch,
+            height,
+            width,
+            opts.distilledTraining ? 1 : 0,
+            ...rest,
+            needGrad,
+          )
+        : c.forward(this._h, this._fn(fn), pImg, batch, ...rest, needGrad),
     );
     this._last = {
       fn,
@@ -352,6 +423,7 @@ export class Model {
         tokensKept: idxKeep ? idxKeep.k : 0,
         mask: !!mask,
         needGrad: !!needGrad,
+        ...(sized ? { height, width, distilledTraining: !!opts.distilledTraining } : {}),
       },
     };
   }
@@ -397,10 +469,59 @@ export class Model {
     return this.output(0);
   }
   /** timm VisionTransformer.forward: forward_features, then forward_head (pool -> fc_norm ->
-   * head): [B, num_classes] ([B, D] without a head, [B, T, .] with global_pool ''). */
-  timmForward(images, opts) {
+   * head): [B, num_classes] ([B, D] without a head, [B, T, .] with global_pool ''). A DeiT
+   * distilled model averages its two heads; with opts.distilledTraining (timm's
+   * set_distilled_training(True) in train mode) it returns both, [head, headDist]. opts.height /
+   * opts.width: images of another size (dynamic_img_size). */
+  timmForward(images, opts = {}) {
     this._run('timm_forward', images, opts);
-    return this.output(0);
+    return opts.distilledTraining ? [this.output(0), this.output(1)] : this.output(0);
+  }
+  /** timm's own VisionTransformer.forward_intermediates: { out, intermediates, prefixTokens } --
+   * out the final norm of the last block run (absent with intermediatesOnly), intermediates the
+   * blocks taken ([B, D, Gh, Gw] with outputFmt 'NCHW', timm's default, or [B, N, D] with 'NLC'),
+   * prefixTokens their prefix tokens [B, P, D] (returnPrefixTokens). opts: indices (null every
+   * block, n the last n, a list: timm's), norm, returnPrefixTokens, stopEarly, outputFmt,
+   * intermediatesOnly; height / width (dynamic_img_size), needGrad, mean / std. */
+  timmForwardIntermediates(images, opts = {}) {
+    const vt = this._vt,
+      c = this._c;
+    const { list, lastN, flags } = intermediatesArgs(opts);
+    this._wasmState('timm_intermediates', opts.needGrad);
+    const { data, batch, height, width } = this._images(images, opts);
+    this._freeInputs();
+    this._last = null;
+    const pImg = vt.copyIn(data);
+    this._inputs.push(pImg);
+    const pIdx = list ? vt.copyIn(list) : 0;
+    try {
+      vt.check(
+        c.forward_timm_intermediates(
+          this._h,
+          pImg,
+          batch,
+          height,
+          width,
+          pIdx,
+          list ? list.length : -1,
+          lastN,
+          flags,
+          opts.needGrad ? 1 : 0,
+        ),
+      );
+    } finally {
+      if (pIdx) vt.free(pIdx);
+    }
+    const sizes = { batch, height, width, needGrad: !!opts.needGrad, intermediates: { list, lastN, flags } };
+    this._last = { fn: 'timm_intermediates', batch, nImages: data.length, sizes };
+    const outs = Array.from({ length: this.outputCount() }, (_, i) => this.output(i));
+    const out = opts.intermediatesOnly ? undefined : outs.shift();
+    const n = flags & 2 && this.dims.prefix ? outs.length / 2 : outs.length;
+    return {
+      ...(out ? { out } : {}),
+      intermediates: outs.slice(0, n),
+      ...(flags & 2 && this.dims.prefix ? { prefixTokens: outs.slice(n) } : {}),
+    };
   }
   /** { out, intermediates: [B, T, D] per block }; opts.norm applies the final norm to each. */
   forwardIntermediates(images, opts = {}) {
@@ -464,16 +585,41 @@ export class Model {
   // ---- memory ----
   /** Bytes a call needs, by kind, before anything is allocated. fn: encode | forward |
    * intermediates | intermediates_norm | loss | timm_forward. */
-  plan(fn = 'encode', { batch = 1, tokensKept = 0, tokensMasked = 0, mask = false, needGrad = true } = {}) {
+  plan(
+    fn = 'encode',
+    {
+      batch = 1,
+      tokensKept = 0,
+      tokensMasked = 0,
+      mask = false,
+      needGrad = true,
+      height = null,
+      width = null,
+      distilledTraining = false,
+      intermediates = null,
+    } = {},
+  ) {
     const vt = this._vt,
       c = this._c,
       f = this._fn(fn);
-    return exactBytes(
-      vt.withLayouts(['plan_bytes'], (out) =>
-        c.plan(this._h, f, batch, tokensMasked, tokensKept, mask ? 1 : 0, needGrad ? 1 : 0, out),
-      )[0],
-      batch,
-    );
+    const { height: H, width: W } = callSize(this.dims, { height, width });
+    const g = needGrad ? 1 : 0,
+      m = mask ? 1 : 0;
+    const plan = (out) => {
+      if (fn === 'timm_intermediates') {
+        const { list, lastN, flags } = intermediates || intermediatesArgs({});
+        const p = list ? vt.copyIn(list) : 0;
+        try {
+          return c.plan_timm_intermediates(this._h, batch, H, W, p, list ? list.length : -1, lastN, flags, g, out);
+        } finally {
+          if (p) vt.free(p);
+        }
+      }
+      return H !== this.dims.img || W !== this.dims.width || distilledTraining
+        ? c.plan_sized(this._h, f, batch, H, W, distilledTraining ? 1 : 0, tokensMasked, tokensKept, m, g, out)
+        : c.plan(this._h, f, batch, tokensMasked, tokensKept, m, g, out);
+    };
+    return exactBytes(vt.withLayouts(['plan_bytes'], plan)[0], batch);
   }
 
   /** The plan of one trainStep(images of `batch`) before anything is allocated, from the engine
@@ -666,18 +812,21 @@ export class Model {
   // ---- the step as data, for a backend that replays it elsewhere (web/runtime/backend.js;
   // docs/kernels.md, "Running a step elsewhere") ----
 
-  /** @internal The training step of `batch` images (a classifier's with labels) recorded for a
-   * device (vt_model_set_whole_rows): kernel calls over whole row ranges -- fewer, larger
-   * dispatches than the CPU's cache-sized chunks -- the model's own plans stay the CPU's. */
-  recordStep({ batch, labels = null }) {
-    const vt = this._vt,
-      c = this._c;
-    vt.check(c.model_set_whole_rows(this._h, 1));
+  /** @internal fn() with the model recording for a device (vt_model_set_whole_rows): kernel calls
+   * over whole row ranges -- fewer, larger dispatches than the CPU's cache-sized chunks -- and the
+   * planner's bytes in that layout; the model's own plans stay the CPU's (set back after). */
+  wholeRows(fn) {
+    this._vt.check(this._c.model_set_whole_rows(this._h, 1));
     try {
-      return this.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true });
+      return fn();
     } finally {
-      c.model_set_whole_rows(this._h, 0);
+      this._c.model_set_whole_rows(this._h, 0);
     }
+  }
+  /** @internal The training step of `batch` images (a classifier's with labels) recorded for a
+   * device (wholeRows). */
+  recordStep({ batch, labels = null }) {
+    return this.wholeRows(() => this.traceStep({ batch, labels: labels ? Array.from(labels) : null, json: true }));
   }
   /** @internal Region `name` of the model's state (params, grads, adam_m, adam_v) as a view of wasm
    * memory (fresh: memory may grow), or null when the model has none yet. */

@@ -330,9 +330,9 @@ export const OPTIONS = {
   },
   resume: {
     flag: 'resume',
-    value: 'FILE',
+    value: 'FILE|DIR',
     type: any('a checkpoint: bytes or a Blob / File', isBytes),
-    help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it)',
+    help: 'continue a checkpoint bit for bit (model, schedule, batch, data, seed come from it),\nor a run PyTorch trained (a folder of python/vitrine_continue.py: docs/scale-out.md)',
   },
   stopAt: {
     flag: 'stop-at',

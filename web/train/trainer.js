@@ -148,7 +148,8 @@ async function spawn({ backend, gpu } = {}) {
  * A training run in a worker. new Trainer(options) (or train(options)) starts it. Options:
  *   objective 'mae' | 'aim' | 'classify'; model: a timm architecture ('vit_tiny_patch16_224':
  *     timm's create_model with imgSize, patchSize), a train preset ('fmnist-p7-mlp2'), or config
- *     (timm kwargs / the engine's { encoder, ... }); pool 'avg' | 'token' (classify);
+ *     (timm kwargs / the engine's { encoder, ... }; classify: with an architecture, timm kwargs
+ *     over it, as create_model(name, **kwargs)); pool 'avg' | 'token' (classify);
  *   weights: where the run starts from -- bytes, a File / Blob, a URL (progress: onLoad), a path
  *     in Node -- timm / lightly / vitrine safetensors (pos_embed / patch_embed of another size
  *     resampled as timm does); weightsStrict;

@@ -17,10 +17,11 @@
 // sync (the training state saved at the last upload / pull: weights, AdamW, step count, mask
 // generator, all consistent): the weights are never lost to a broken device, and the message says
 // how many GPU steps were given up.
-import { GpuError, requestGpu } from './device.js';
+import { GpuError, adapterName, requestGpu } from './device.js';
 import { BufferPool } from './buffers.js';
-import { Kernels } from './kernels.js';
+import { kernelsOf } from './kernels.js';
 import { GpuStep } from './step.js';
+import { deviceMisfit, regionMisfit, stepRegions, whatFits } from './fit.js';
 import { VitrineError } from '../errors.js';
 
 const STATE = ['params', 'grads', 'adam_m', 'adam_v']; // regions that live across steps
@@ -44,17 +45,18 @@ export async function webgpuBackend(backend, opts = {}) {
     if (backend === 'webgpu') throw e;
     return { fallback: `no WebGPU: ${e.message}` };
   }
-  const adapter = gpu.info;
-  const named =
-    [adapter.vendor, adapter.architecture, adapter.device, adapter.description].filter(Boolean).join(' ') ||
-    'unnamed adapter';
+  const adapter = gpu.info,
+    named = adapterName(adapter);
   if (backend === 'auto' && adapter.software) {
     gpu.destroy();
-    return { fallback: `the only WebGPU adapter is a software one (${named}), slower than wasm`, adapter };
+    return {
+      fallback: `the only WebGPU adapter is a software one (${adapterName({ ...adapter, software: false })}), slower than wasm`,
+      adapter,
+    };
   }
   const be = {
     name: 'webgpu',
-    reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}${adapter.software ? ' (software)' : ''}`,
+    reason: `${backend === 'auto' ? 'auto: ' : ''}WebGPU adapter ${named}`,
     adapter,
     limits: {
       gradAccum: 1,
@@ -78,7 +80,7 @@ export class GpuStepBackend {
     this.model = model;
     this.vt = vt; // the engine: its threads decide the recording, its manifest states the kernel contract
     this.gpu = gpu;
-    this.kernels = gpu.kernels || (gpu.kernels = new Kernels(gpu)); // one pipeline cache a device
+    this.kernels = kernelsOf(gpu); // one pipeline cache a device
     this.pool = new BufferPool(gpu);
     this.step = null; // the GpuStep of the current recording
     this.key = null; // what it was recorded for
@@ -94,9 +96,9 @@ export class GpuStepBackend {
     this.synced = { state: this.model.saveTrainState(), step: this.model.stepCount };
   }
 
-  /** GPU bytes held (the step's buffers and the pool's). */
+  /** GPU bytes held (the step's buffers, the pool's, the read-back buffers). */
   get bytes() {
-    return this.pool.bytes;
+    return this.pool.bytes + this.pool.stagingBytes;
   }
   memory() {
     return { gpu: this.bytes };
@@ -123,7 +125,20 @@ export class GpuStepBackend {
     if (this.step && key === this.key) return this.step;
     if (this.step && this.dirty) await this.sync(); // the state moves through wasm memory
     this._drop();
+    // a step over the device's limits is refused before it is recorded (the planner's bytes: a
+    // region over maxBufferSize), or once recorded (a call's binding over
+    // maxStorageBufferBindingSize), naming the limit and what fits instead
+    const limits = this.gpu.limits,
+      refuse = (why) =>
+        new GpuError(
+          'limit',
+          `${why}, at batch ${batch} under ${m.gradCheckpointing}; ${whatFits(m, { batch, limits }).text}`,
+        );
+    const over = regionMisfit(stepRegions(m, batch), { ...limits, maxStorageBufferBindingSize: Infinity });
+    if (over) throw refuse(over);
     const trace = m.recordStep({ batch, labels });
+    const why = deviceMisfit(trace, limits);
+    if (why) throw refuse(why);
     this.step = await GpuStep.create(
       this.kernels,
       this.pool,
@@ -228,29 +243,4 @@ export class GpuStepBackend {
   }
 }
 
-/**
- * Whether a recorded step (vitrine-trace/1) fits a device's limits as the backend lays it out
- * (step.js): every region within maxBufferSize, and every kernel call's operands in one region
- * within one binding (maxStorageBufferBindingSize). Returns null when it fits, else the first
- * limit it breaks, named, with the bytes.
- */
-export function deviceMisfit(trace, limits) {
-  const maxBuf = limits.maxBufferSize,
-    maxBind = limits.maxStorageBufferBindingSize;
-  for (const [r, bytes] of Object.entries(trace.regions))
-    if (bytes > maxBuf) return `the ${r} region needs ${bytes} bytes, over maxBufferSize (${maxBuf})`;
-  for (const e of trace.entries) {
-    if (!e.call) continue;
-    const span = {};
-    for (const o of e.ops) {
-      if (!o) continue;
-      const s = span[o[0]] || (span[o[0]] = [Infinity, 0]);
-      s[0] = Math.min(s[0], o[1]);
-      s[1] = Math.max(s[1], o[1] + o[2]);
-    }
-    for (const [r, [lo, hi]] of Object.entries(span))
-      if (hi - Math.floor(lo / 256) * 256 > maxBind)
-        return `${e.call} binds ${hi - lo} bytes of the ${r} region at once, over maxStorageBufferBindingSize (${maxBind})`;
-  }
-  return null;
-}
+export { deviceMisfit }; // (fit.js)

@@ -1,10 +1,14 @@
 // buffers.js: GPU memory for the backend -- storage buffers (checked against the device's limits,
 // allocated inside an out-of-memory error scope, pooled by size so that re-planning reuses them),
-// uploads, and read-backs through pooled staging buffers. `bytes` is what the memory gauge shows.
+// uploads, and read-backs through pooled staging buffers of at most STAGING_CHUNK bytes. `bytes` +
+// `stagingBytes` is what the memory gauge shows.
 import { GpuError } from './device.js';
 
 const ALIGN = 256;
 const round = (n) => Math.max(ALIGN, Math.ceil(n / ALIGN) * ALIGN);
+/** The largest read-back buffer (bytes): a longer read goes through it in pieces. */
+export const STAGING_CHUNK = 16 << 20;
+const STAGING_SMALL = 64 << 10; // reads up to this size (scalars, a loss) get a buffer of their size
 
 export class BufferPool {
   constructor(gpu) {
@@ -12,6 +16,7 @@ export class BufferPool {
     this.free = new Map(); // size -> [GPUBuffer] (storage)
     this.staging = new Map(); // size -> [GPUBuffer] (MAP_READ)
     this.bytes = 0; // storage bytes held (in use or pooled)
+    this.stagingBytes = 0; // read-back bytes held (pooled)
   }
 
   /** A storage buffer of at least `bytes` (rounded to 256); GpuError 'limit' over maxBufferSize,
@@ -52,20 +57,39 @@ export class BufferPool {
     }
   }
 
-  /** Copies byteLength bytes at byteOffset of buf into a new ArrayBuffer (after all submitted work). */
+  /** Copies byteLength bytes at byteOffset of buf into a new ArrayBuffer (after all submitted
+   * work). A read larger than STAGING_CHUNK goes through one staging buffer of that size, a chunk
+   * at a time: the read-back memory stays bounded (a sync reads every state region). */
   async read(buf, byteOffset = 0, byteLength = buf.size - byteOffset) {
     this.gpu.check();
+    const out = new Uint8Array(byteLength);
+    for (let done = 0; done < byteLength;) {
+      const n = Math.min(byteLength - done, STAGING_CHUNK);
+      out.set(new Uint8Array(await this._readChunk(buf, byteOffset + done, n)), done);
+      done += n;
+    }
+    return out.buffer;
+  }
+
+  async _readChunk(buf, byteOffset, byteLength) {
+    // the smallest pooled read-back buffer that holds the piece, else a new one of the piece's size
+    // rounded up to a power of two (at most STAGING_CHUNK + 256): few sizes, a bounded total
     const start = Math.floor(byteOffset / 4) * 4,
-      size = round(byteOffset + byteLength - start);
+      need = round(byteOffset + byteLength - start);
+    let size = 0;
+    for (const [sz, l] of this.staging) if (sz >= need && l.length && (!size || sz < size)) size = sz;
+    if (!size) size = need <= STAGING_SMALL ? need : Math.min(STAGING_CHUNK + ALIGN, 2 ** Math.ceil(Math.log2(need)));
     let list = this.staging.get(size);
     if (!list) this.staging.set(size, (list = []));
-    const st =
-      list.pop() ||
-      this.gpu.device.createBuffer({
+    let st = list.pop();
+    if (!st) {
+      st = this.gpu.device.createBuffer({
         label: 'vitrine read-back',
         size,
         usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
       });
+      this.stagingBytes += size;
+    }
     const n = Math.ceil((byteOffset + byteLength - start) / 4) * 4;
     const enc = this.gpu.device.createCommandEncoder();
     enc.copyBufferToBuffer(buf, start, st, 0, n);
@@ -88,5 +112,6 @@ export class BufferPool {
     this.free.clear();
     this.staging.clear();
     this.bytes = 0;
+    this.stagingBytes = 0;
   }
 }

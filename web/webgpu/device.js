@@ -12,7 +12,8 @@ const DAWN_PACKAGE = 'webgpu';
 
 /** A WebGPU failure with a kind the caller can act on:
  * 'unavailable' (no WebGPU, no adapter), 'lost' (device lost), 'out-of-memory', 'validation',
- * 'internal', 'compile' (a shader that does not compile), 'limit' (a buffer over a device limit). */
+ * 'internal', 'compile' (a shader that does not compile), 'limit' (a buffer over a device limit),
+ * 'unsupported' (a kernel of the step this backend does not have: the wasm backend runs it). */
 export class GpuError extends Error {
   constructor(kind, message) {
     super(message);
@@ -91,9 +92,16 @@ export function adapterInfo(adapter) {
   };
 }
 
+/** An adapter's name as the reports print it: "google swiftshader ... (software)". */
+export function adapterName(info) {
+  const named =
+    [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unnamed adapter';
+  return info.software ? `${named} (software)` : named;
+}
+
 /**
- * requestGpu({ swiftshader, powerPreference }) -> Gpu. Throws GpuError('unavailable', why) when
- * there is no WebGPU or no adapter.
+ * requestGpu({ swiftshader, powerPreference, limits }) -> Gpu. limits: max* limits lowered below
+ * the adapter's. Throws GpuError('unavailable', why) when there is no WebGPU or no adapter.
  */
 export async function requestGpu(opts = {}) {
   const swiftshader = opts.swiftshader ?? (isNode() && process.env.VITRINE_WEBGPU === 'swiftshader');
@@ -112,6 +120,13 @@ export async function requestGpu(opts = {}) {
     );
   const requiredLimits = {};
   for (const k of LIMITS) if (adapter.limits[k] !== undefined) requiredLimits[k] = adapter.limits[k];
+  // opts.limits lowers max* limits on purpose (a small GPU's limits on a large one; WebGPU's
+  // defaults are the floor: 256 MiB buffers, 128 MiB bindings)
+  for (const [k, v] of Object.entries(opts.limits || {})) {
+    if (!(k in requiredLimits) || !k.startsWith('max'))
+      throw new GpuError('unavailable', `limits: ${k} is not a max* limit vitrine asks for (${LIMITS.join(', ')})`);
+    requiredLimits[k] = Math.min(requiredLimits[k], v);
+  }
   let device;
   try {
     device = await adapter.requestDevice({ requiredLimits, label: 'vitrine' });

@@ -89,3 +89,90 @@ export function geluBackward(prog, { dinp, inp, dout }, n) {
     ERF_WGSL,
   );
 }
+
+// quick_gelu and tanh GELU: PyTorch's formulas in the C references' order (kernels_ref.c), their
+// float constants as WGSL f32 literals (each rounds to the C constant's float).
+// sigmoid(1.702 x) = 1 / (1 + exp(-1.702 x)); an exponent past float's range gives exactly 0, as
+// the C division by an infinite denominator does (no infinity is made: WGSL may assume finite floats)
+const QUICK_GELU_WGSL = `
+fn qg_sigmoid(x: f32) -> f32 {
+  let t = -(x * 1.702);
+  return select(1.0 / (1.0 + exp(min(t, 88.0))), 0.0, t > 88.0);
+}
+`;
+// tanh(z) = sign(z) (1 - 2 / (exp(2|z|) + 1)), the SIMD builds' form (kernels_simd.c); |z| capped at
+// 10, past which the float result is exactly 1 either way
+const GELU_TANH_WGSL = `
+fn gt_tanh(z: f32) -> f32 {
+  let t = 1.0 - 2.0 / (exp(2.0 * min(abs(z), 10.0)) + 1.0);
+  return select(t, -t, z < 0.0);
+}
+fn gt_inner(x: f32, x2: f32) -> f32 { return 0.797884583 * (x + 0.044715 * (x2 * x)); }
+`;
+// 3.0f * 0.044715f as C folds it in float (a WGSL constant expression would fold it exactly)
+const THREE_KAPPA = Math.fround(3 * Math.fround(0.044715)).toPrecision(9);
+
+/** out[n] = inp sigmoid(1.702 inp) (out may alias inp) */
+export function quickGeluForward(prog, { out, inp }, n) {
+  ew(
+    prog,
+    'quick_gelu_forward',
+    { out, inp },
+    {},
+    {},
+    n,
+    '  let x = ld_inp(i);\n  st_out(i, x * qg_sigmoid(x));',
+    QUICK_GELU_WGSL,
+  );
+}
+
+/** dinp[n] = dout s + ((dout inp)(1 - s)) s 1.702 (not accumulated; dinp may alias dout) */
+export function quickGeluBackward(prog, { dinp, inp, dout }, n) {
+  ew(
+    prog,
+    'quick_gelu_backward',
+    { dinp, inp, dout },
+    {},
+    {},
+    n,
+    `  let x = ld_inp(i);
+  let g = ld_dout(i);
+  let s = qg_sigmoid(x);
+  st_dinp(i, g * s + ((g * x) * (1.0 - s)) * s * 1.702);`,
+    QUICK_GELU_WGSL,
+  );
+}
+
+/** out[n] = (0.5 inp)(1 + tanh(sqrt(2/pi) (inp + 0.044715 inp^3))) (out may alias inp) */
+export function geluTanhForward(prog, { out, inp }, n) {
+  ew(
+    prog,
+    'gelu_tanh_forward',
+    { out, inp },
+    {},
+    {},
+    n,
+    `  let x = ld_inp(i);
+  st_out(i, (0.5 * x) * (1.0 + gt_tanh(gt_inner(x, x * x))));`,
+    GELU_TANH_WGSL,
+  );
+}
+
+/** dinp[n] = dout gelu_tanh'(inp), ATen's formula (not accumulated; dinp may alias dout) */
+export function geluTanhBackward(prog, { dinp, inp, dout }, n) {
+  ew(
+    prog,
+    'gelu_tanh_backward',
+    { dinp, inp, dout },
+    {},
+    {},
+    n,
+    `  let x = ld_inp(i);
+  let x2 = x * x;
+  let t = gt_tanh(gt_inner(x, x2));
+  let left_d = 0.5 * (1.0 + t);
+  let right_d = (0.5 * x) * (1.0 - t * t) * (0.797884583 * (1.0 + ${THREE_KAPPA} * x2));
+  st_dinp(i, ld_dout(i) * (left_d + right_d));`,
+    GELU_TANH_WGSL,
+  );
+}

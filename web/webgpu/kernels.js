@@ -6,8 +6,22 @@
 // (fixed reduction orders, no atomics: see gemm.js, reduce.js, rows.js); they are not the CPU's bits.
 import { gemm } from './gemm.js';
 import { colsum } from './reduce.js';
-import { layernormForward, layernormBackward, attentionSoftmax, attentionSoftmaxBackward } from './rows.js';
-import { geluForward, geluBackward } from './elementwise.js';
+import {
+  layernormForward,
+  layernormBackward,
+  rmsnormForward,
+  rmsnormBackward,
+  attentionSoftmax,
+  attentionSoftmaxBackward,
+} from './rows.js';
+import {
+  geluForward,
+  geluBackward,
+  quickGeluForward,
+  quickGeluBackward,
+  geluTanhForward,
+  geluTanhBackward,
+} from './elementwise.js';
 import * as ops from './ops.js';
 import { PipelineCache, Program } from './program.js';
 
@@ -41,6 +55,24 @@ export function gelu_forward(prog, o, { n }) {
 }
 export function gelu_backward(prog, o, { n }) {
   geluBackward(prog, o, n);
+}
+export function quick_gelu_forward(prog, o, { n }) {
+  quickGeluForward(prog, o, n);
+}
+export function quick_gelu_backward(prog, o, { n }) {
+  quickGeluBackward(prog, o, n);
+}
+export function gelu_tanh_forward(prog, o, { n }) {
+  geluTanhForward(prog, o, n);
+}
+export function gelu_tanh_backward(prog, o, { n }) {
+  geluTanhBackward(prog, o, n);
+}
+export function rmsnorm_forward(prog, o, { M, D }, { eps }) {
+  rmsnormForward(prog, o, M, D, eps);
+}
+export function rmsnorm_backward(prog, o, { M, D }) {
+  rmsnormBackward(prog, o, M, D);
 }
 
 /** attention: q,k rows of stride qk_rs, v of v_rs (token t, head h, element e at
@@ -167,6 +199,119 @@ export function attention_backward(prog, { dq, dk, dv, dout, att, q, k, v }, { q
   }
 }
 
+/** Cross-attention (attention pooling): Tq queries per image (q_bs the image stride of q, 0: one
+ * set shared by every image; rows of H*hd) over Tk keys and values (rows of stride kv_rs);
+ * att [B,H,Tq,Tk] the saved probabilities; out [B,Tq,H*hd]. */
+export function cross_attention_forward(prog, { out, att, q, k, v }, { B, Tq, Tk, H, hd, q_bs, kv_rs }, { scale }) {
+  const D = H * hd;
+  if (B === 0 || Tq === 0 || Tk === 0) return;
+  // S = scale q k^T per (image, head)
+  gemm(prog, {
+    a: q,
+    b: k,
+    c: att,
+    M: Tq,
+    N: Tk,
+    K: hd,
+    lda: D,
+    ldb: kv_rs,
+    ldc: Tk,
+    alpha: scale,
+    batch: { B, H, a: [q_bs, hd], b: [Tk * kv_rs, hd], c: [H * Tq * Tk, Tq * Tk] },
+  });
+  attentionSoftmax(prog, { att, causal_mask: null }, B, H, Tk, Tq);
+  // O = P V: B(n = e, k = j) = v[j*kv_rs + e], transposed
+  gemm(prog, {
+    a: att,
+    b: v,
+    c: out,
+    M: Tq,
+    N: hd,
+    K: Tk,
+    lda: Tk,
+    ldb: kv_rs,
+    ldc: D,
+    bT: true,
+    batch: { B, H, a: [H * Tq * Tk, Tq * Tk], b: [Tk * kv_rs, hd], c: [Tq * D, hd] },
+  });
+}
+
+/** dq, dk, dv += the gradients of cross_attention_forward (each may be null); dscore [B,H,Tq,Tk]
+ * the d scores (the call's own scratch). Shared queries (q_bs 0) take the images' dq in image
+ * order, one accumulating product an image, as the CPU's. */
+export function cross_attention_backward(
+  prog,
+  { dq, dk, dv, dscore, dout, att, q, k, v },
+  { B, Tq, Tk, H, hd, q_bs, kv_rs },
+  { scale },
+) {
+  const D = H * hd;
+  if (B === 0 || Tq === 0 || Tk === 0 || (!dq && !dk && !dv)) return;
+  const P = [H * Tq * Tk, Tq * Tk],
+    Qb = [q_bs, hd],
+    KV = [Tk * kv_rs, hd],
+    O = [Tq * D, hd];
+  const batch = (a, b, c) => ({ B, H, a, b, c });
+  // O = P V  =>  dV(j, e) += sum_i P(i, j) dO(i, e)
+  if (dv)
+    gemm(prog, {
+      a: att,
+      b: dout,
+      c: dv,
+      M: Tk,
+      N: hd,
+      K: Tq,
+      lda: Tk,
+      ldb: D,
+      ldc: kv_rs,
+      aT: true,
+      bT: true,
+      acc: true,
+      batch: batch(P, O, KV),
+    });
+  if (!dq && !dk) return;
+  // dP = dO V^T, then dS = P (dP - rowsum(P dP)) scale, in dscore
+  gemm(prog, { a: dout, b: v, c: dscore, M: Tq, N: Tk, K: hd, lda: D, ldb: kv_rs, ldc: Tk, batch: batch(O, KV, P) });
+  attentionSoftmaxBackward(prog, { ds: dscore, att }, B * H * Tq, Tk, scale);
+  // S = q k^T  =>  dQ(i, e) += sum_j dS(i, j) k(j, e);  dK(j, e) += sum_i dS(i, j) q(i, e)
+  const dQ = (b0, nb) =>
+    gemm(prog, {
+      a: sub(dscore, b0 * H * Tq * Tk),
+      b: sub(k, b0 * Tk * kv_rs),
+      c: dq,
+      M: Tq,
+      N: hd,
+      K: Tk,
+      lda: Tk,
+      ldb: kv_rs,
+      ldc: D,
+      bT: true,
+      acc: true,
+      batch: { B: nb, H, a: P, b: KV, c: Qb },
+    });
+  if (dq && q_bs === 0) for (let b = 0; b < B; b++) dQ(b, 1);
+  else if (dq) dQ(0, B);
+  if (dk)
+    gemm(prog, {
+      a: dscore,
+      b: q,
+      c: dk,
+      M: Tk,
+      N: hd,
+      K: Tq,
+      lda: Tk,
+      ldb: D,
+      ldc: kv_rs,
+      aT: true,
+      bT: true,
+      acc: true,
+      batch: batch(P, Qb, KV),
+    });
+}
+
+// an operand's elements from `off` on
+const sub = (o, off) => (o ? { ...o, off: o.off + off, len: o.len - off } : null);
+
 /** Every kernel of the contract (issue 20's kernel_list.h) by name: (prog, ops, ints, floats). */
 export const KERNELS = {
   matmul_forward,
@@ -177,16 +322,31 @@ export const KERNELS = {
   gelu_backward,
   attention_forward,
   attention_backward,
+  cross_attention_forward,
+  cross_attention_backward,
+  quick_gelu_forward,
+  quick_gelu_backward,
+  gelu_tanh_forward,
+  gelu_tanh_backward,
+  rmsnorm_forward,
+  rmsnorm_backward,
   ...ops,
 };
 
-/** The kernel library of one device: its pipeline cache; programs are made from it. */
+/** The kernel library of one device: its pipeline cache and its GEMM family; programs are made
+ * from it. gemm: 'tiled' (workgroup-memory tiles, for GPUs), 'reg' (register tiles straight from
+ * memory, for software adapters) or 'auto' (by the adapter); the two give the same bits (gemm.js). */
 export class Kernels {
-  constructor(gpu) {
+  constructor(gpu, { gemm = 'auto' } = {}) {
+    if (!['auto', 'tiled', 'reg'].includes(gemm)) throw new Error(`Kernels: gemm '${gemm}' (auto, tiled, reg)`);
     this.gpu = gpu;
     this.pipelines = new PipelineCache(gpu);
+    this.gemm = gemm === 'auto' ? (gpu.info?.software ? 'reg' : 'tiled') : gemm;
   }
   program(label) {
     return new Program(this, label);
   }
 }
+
+/** The one kernel library of a device (its pipeline cache shared by every user). */
+export const kernelsOf = (gpu) => gpu.kernels || (gpu.kernels = new Kernels(gpu));

@@ -189,6 +189,56 @@ export function col2im_add(prog, { dimages, dpatches }, { m0, n, C, S, p, G }) {
   );
 }
 
+// patch row m = b*Gh*Gw + r*Gw + q of H x W images, element e = (c, i, j): pixel (r*p + i, q*p + j),
+// inside the image or not (a padded grid)
+const PIXEL_HW = `  let Kp = u.C * u.p * u.p;
+  let m = u.m0 + i / Kp;
+  let e = i % Kp;
+  let G = u.Gh * u.Gw;
+  let b = m / G;
+  let r = (m % G) / u.Gw;
+  let q = m % u.Gw;
+  let c = e / (u.p * u.p);
+  let y = r * u.p + (e / u.p) % u.p;
+  let x = q * u.p + e % u.p;
+  let inside = y < u.H && x < u.W;
+  let at = ((b * u.C + c) * u.H + y) * u.W + x;`;
+
+export function im2col_hw(prog, { patches, images }, { m0, n, C, H, W, p, Gh, Gw }) {
+  ew(
+    prog,
+    'im2col_hw',
+    { patches, images },
+    { m0, C, H, W, p, Gh, Gw },
+    {},
+    n * C * p * p,
+    `${PIXEL_HW}
+  var v = 0.0;
+  if (inside) { v = ld_images(at); }
+  st_patches(i, v);`,
+  );
+}
+
+export function col2im_add_hw(prog, { dimages, dpatches }, { m0, n, C, H, W, p, Gh, Gw }) {
+  // patches do not overlap: every pixel has at most one writer
+  ew(
+    prog,
+    'col2im_add_hw',
+    { dimages, dpatches },
+    { m0, C, H, W, p, Gh, Gw },
+    {},
+    n * C * p * p,
+    `${PIXEL_HW}
+  if (inside) { st_dimages(at, ld_dimages(at) + ld_dpatches(i)); }`,
+  );
+}
+
+export function add_scaled(prog, { dst, src }, { n }, { alpha }) {
+  ew(prog, 'add_scaled', { dst, src }, {}, { alpha }, n, '  st_dst(i, ld_dst(i) + u.alpha * ld_src(i));');
+}
+
+export { resample_aa_forward, resample_aa_backward } from './resample.js';
+
 // ---- masking ----------------------------------------------------------------------------------------
 
 export function mask_select(prog, { seq, mask_token, idx, mask }, { B, L, D, K }) {
@@ -768,5 +818,25 @@ export function unpatchify(prog, { recon, masked, pred, images, idx }, { B, K, C
     { R: B * K, K, C, S, p, G, O, offset, norm_pix, has_idx: idx ? 1 : 0, has_masked: masked ? 1 : 0 },
     {},
     rowGrid(prog, B * K),
+  );
+}
+
+// ---- timm's NCHW intermediates ----------------------------------------------------------------
+
+/** dst[b dst_bs + c dst_rs + r] = src[b src_bs + r src_rs + c]: B matrices of R x C transposed
+ * (one invocation per element; a copy: the C reference's bits) */
+export function transpose(prog, { dst, src }, { B, R, C, dst_bs, dst_rs, src_bs, src_rs }) {
+  ew(
+    prog,
+    'transpose',
+    { dst, src },
+    { R, C, dbs: dst_bs, drs: dst_rs, sbs: src_bs, srs: src_rs },
+    {},
+    B * R * C,
+    `  let b = i / (u.R * u.C);
+  let rc = i % (u.R * u.C);
+  let r = rc / u.C;
+  let c = rc % u.C;
+  st_dst(b * u.dbs + c * u.drs + r, ld_src(b * u.sbs + r * u.srs + c));`,
   );
 }

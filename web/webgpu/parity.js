@@ -8,9 +8,14 @@
 // are not a kernel computation (the table is made when a model is built): they run through the
 // wasm harness, and the result says so (`backend`).
 import { BufferPool } from './buffers.js';
-import { Kernels, operand, KERNELS } from './kernels.js';
+import { kernelsOf, operand, KERNELS } from './kernels.js';
 import { GpuStep } from './step.js';
 import { readSafetensorsHeader } from '../formats/safetensors.js';
+import { adapterName } from './device.js';
+
+/** Where a result of GpuParity.run was computed, for a report's line: "webgpu on <adapter>", or
+ * wasm with the reason (a sin-cos table). */
+export const ranOn = (r) => (r.backend === 'webgpu' ? `webgpu on ${r.adapter}` : r.backend);
 
 const INPUTS = ['images', 'idx_keep', 'idx_mask', 'mask', 'labels', 'douts', 'scalars'];
 const ZEROED = ['grads', 'dimages']; // accumulated into (the harness zeroes the gradients first)
@@ -54,7 +59,7 @@ export class GpuParity {
   constructor(vt, gpu) {
     this.vt = vt;
     this.gpu = gpu;
-    this.kernels = gpu.kernels || (gpu.kernels = new Kernels(gpu));
+    this.kernels = kernelsOf(gpu);
     this.pool = new BufferPool(gpu);
   }
 
@@ -71,21 +76,44 @@ export class GpuParity {
       call = {};
     }
     if (call.fn === 'sincos')
-      return {
-        ...vt.parity(u8, { policy, dump, file }),
-        backend: 'wasm (a sin-cos table is made when a model is built, not by a kernel of the step)',
-      };
+      return this._named(
+        vt.parity(u8, { policy, dump, file }),
+        'wasm (a sin-cos table is made when a model is built, not by a kernel of the step)',
+      );
     let tensors;
     try {
       tensors = meta.module === 'torch.optim.AdamW' ? await this._adamw(u8, meta, call) : await this._model(u8, policy);
     } catch (e) {
-      if (e.name === 'GpuError') throw e; // the device failed: not a property of the file
-      return { ...vt.parity(null, { file, readError: e.message }), status: e.status ?? -1 };
+      // the device failed: not a property of the file (a kernel the GPU lacks is: the file fails)
+      if (e.name === 'GpuError' && e.kind !== 'unsupported') throw e;
+      // a failure of the file on the GPU: the file's module and call, as the harness names them
+      const r = vt.parity(null, { file, readError: e.message });
+      r.status = e.status ?? -1;
+      r.module = typeof meta.module === 'string' ? meta.module : '';
+      r.fn = typeof call.fn === 'string' ? call.fn : '';
+      r.json = r.json
+        .replace(/"status": -?\d+/, `"status": ${r.status}`)
+        .replace('"module": "", "fn": ""', `"module": ${JSON.stringify(r.module)}, "fn": ${JSON.stringify(r.fn)}`);
+      return this._named(r, 'webgpu');
     }
     const d = f32Safetensors(tensors),
       r = this._check(u8, d, file);
     if (dump) r.dump = d;
-    r.backend = 'webgpu';
+    return this._named(r, 'webgpu');
+  }
+
+  /** Where result r ran, for its report line (ranOn). */
+  ranOn(r) {
+    return ranOn(r);
+  }
+
+  // the result named with where it ran: backend (and the adapter, on the GPU), in the object and
+  // its JSON (the harness's, with "backend" and "adapter" added last)
+  _named(r, backend) {
+    r.backend = backend;
+    r.adapter = backend === 'webgpu' ? adapterName(this.gpu.info) : null;
+    if (r.json)
+      r.json = `${r.json.slice(0, -1)}, "backend": ${JSON.stringify(backend)}, "adapter": ${JSON.stringify(r.adapter)}}`;
     return r;
   }
 
@@ -102,7 +130,7 @@ export class GpuParity {
       const outputs = await this._replay(job, fwd, 0, async (s) =>
         Promise.all(
           fwd.outputs.map(async ([r, off, bytes, shape], i) => ({
-            name: call0(fwd) === 'loss' ? 'loss' : i === 0 ? 'out' : `intermediates.${i - 1}`,
+            name: outputName(fwd, i),
             shape,
             data: new Float32Array(await s.read(r, off, bytes)),
           })),
@@ -114,13 +142,8 @@ export class GpuParity {
         for (const g of job.gradients())
           out.push({ name: `grad/${g.name}`, shape: g.shape, data: grads.slice(g.at, g.at + g.numel) });
         if (full.regions.dimages) {
-          const di = new Float32Array(await s.read('dimages')),
-            { chans, img } = job.dims;
-          out.push({
-            name: 'grad/input/images',
-            shape: [fwd.regions.images / 4 / (chans * img * img), chans, img, img],
-            data: di.slice(0, di.length),
-          });
+          const di = new Float32Array(await s.read('dimages'));
+          out.push({ name: 'grad/input/images', shape: imagesShape(u8, di.length), data: di });
         }
       });
       return out;
@@ -212,4 +235,16 @@ export class GpuParity {
   }
 }
 
-const call0 = (trace) => (/^loss/.test(trace.what) ? 'loss' : 'out');
+// output i's name in the file, as the harness names it (harness/parity.c output_name): loss, out,
+// DeiT's out_dist (timm's forward of a distilled model), intermediates.<i>
+function outputName(trace, i) {
+  if (/^loss/.test(trace.what)) return 'loss';
+  if (i === 0) return 'out';
+  return /^timm forward/.test(trace.what) ? 'out_dist' : `intermediates.${i - 1}`;
+}
+
+// the shape of the job's images: the file's input/images (any height and width), else a flat vector
+function imagesShape(u8, floats) {
+  const t = readSafetensorsHeader(u8).header['input/images'];
+  return t && t.shape.reduce((a, b) => a * b, 1) === floats ? t.shape : [floats];
+}

@@ -17,11 +17,14 @@
 // one kernel call to the next), sized by the largest need; `workspaceBytes` tells the plan. The
 // backend places it in the buffer that holds everything else, so that nearly every dispatch has
 // ONE binding and each kernel one pipeline (layout flags are uniforms, not variants): few
-// pipelines to compile, in the browser as on SwiftShader.
+// pipelines to compile, in the browser as on SwiftShader. Tables a kernel needs that depend on the
+// shapes alone (resampling taps) are made on the host and uploaded once at build into a small
+// constants buffer of the program's own (`constant`), as its uniforms are.
 import { GpuError } from './device.js';
 import { header } from './wgsl.js';
 
 export const WORKSPACE = Symbol('workspace');
+export const CONSTANTS = Symbol('constants');
 const SLOT = 256; // bytes of uniforms per dispatch (minUniformBufferOffsetAlignment <= 256 everywhere)
 // element sizes; on the GPU an f64 operand holds a float32 in its first word (WGSL has no f64;
 // only this backend's kernels read it: grad_norm -> clip_grads), an i64 is read by its low word
@@ -84,6 +87,8 @@ export class Program {
     this.label = label;
     this.list = []; // { label, ops, body, args, fargs, grid; at build: windows, uniforms, code }
     this.workspaceFloats = 0;
+    this.constWords = []; // tables the kernels read (u32 words), uploaded once at build
+    this.constAt = new Map(); // a table's words (as a string) -> its offset: one copy of each
     this.built = false;
   }
 
@@ -95,6 +100,19 @@ export class Program {
   scratch(n, off = 0, type = 'f32') {
     this.workspaceFloats = Math.max(this.workspaceFloats, off + n);
     return operand(WORKSPACE, off, n, type);
+  }
+
+  /** A read-only table of u32 words (a Uint32Array) made on the host (a kernel's per-shape
+   * coefficients, e.g. resampling taps): an operand in the program's constants buffer. */
+  constant(words) {
+    const key = words.join(',');
+    let off = this.constAt.get(key);
+    if (off === undefined) {
+      off = this.constWords.length;
+      this.constAt.set(key, off);
+      for (const w of words) this.constWords.push(w);
+    }
+    return operand(CONSTANTS, off, words.length, 'u32');
   }
 
   /**
@@ -133,7 +151,7 @@ export class Program {
   layout(d) {
     const align = this.gpu.limits.minStorageBufferOffsetAlignment;
     const maxBind = this.gpu.limits.maxStorageBufferBindingSize;
-    const real = (o) => (o.buf === WORKSPACE ? this.workspace : o.buf);
+    const real = (o) => (o.buf === WORKSPACE ? this.workspace : o.buf === CONSTANTS ? this.constBuf : o.buf);
     const shift = (o) => (o.buf === WORKSPACE ? this.workspaceOff : 0); // bytes
     const windows = [],
       slotOf = new Map(),
@@ -208,6 +226,17 @@ export class Program {
       this.workspaceOff = 0;
       this.ownWorkspace = true;
     }
+    if (this.constWords.length)
+      this.constBuf = await this.gpu.scoped(`${this.label}: constants`, () => {
+        const words = Uint32Array.from(this.constWords),
+          buf = device.createBuffer({
+            label: `${this.label} constants`,
+            size: Math.ceil(words.byteLength / 256) * 256,
+            usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+          });
+        device.queue.writeBuffer(buf, 0, words);
+        return buf;
+      });
     for (const d of this.list) this.layout(d);
     const pipelines = await Promise.all(this.list.map((d) => this.k.pipelines.get(d.label, d.code, d.windows.length)));
     await this.gpu.scoped(`${this.label}: build`, () => {
@@ -292,6 +321,7 @@ export class Program {
 
   destroy() {
     this.ubuf?.destroy();
+    this.constBuf?.destroy();
     if (this.ownWorkspace) this.workspace?.destroy();
     this.steps = null;
   }

@@ -1,14 +1,20 @@
 // reduce.js: deterministic reductions across rows -- column sums (bias, LayerNorm weight and
-// LayerNorm bias gradients, ...) and the in-order sum of partial results (split-K). No atomics:
-// every sum has one fixed order, a function of the shape only.
-//   colsum: out_t[n] (+)= sum_m term_t(m, n) for up to 4 terms t at once. Stage 1: a workgroup
-//   takes 64 columns x 4 row lanes of one chunk of CHUNK rows (lane r sums rows r, r+4, ..., in
-//   order; the 4 lanes are added as (l0 + l1) + (l2 + l3)); consecutive invocations read
-//   consecutive columns (coalesced). With more than one chunk, stage 2 adds the chunks' partials
-//   in chunk order (reducePartials).
+// LayerNorm bias gradients, ...), whole-vector sums (losses, the gradient norm) and the in-order
+// sum of partial results (split-K). No atomics and no workgroup barriers: every sum is one
+// invocation's loop in a fixed order, a function of the shape only; a long one is cut into
+// pieces whose partial sums are added in piece order by a later dispatch.
+//   colsum: out_t[n] (+)= sum_m term_t(m, n) for up to 4 terms t at once. One invocation per
+//   (column, chunk of CHUNK rows) sums the chunk's rows in order (consecutive invocations take
+//   consecutive columns: coalesced); with more than one chunk, reducePartials adds the chunks'
+//   partials in chunk order.
+//   reduceAll: the sum (or max) of a vector of n elements as passes of column sums: pass 1 views
+//   it as GROUP rows of P = ceil(n / GROUP) and invocation j sums elements j, j + P, j + 2P, ...
+//   (coalesced), the next pass does the same over the P partials, until one is left.
+// (Barrier trees were slower on a software adapter by two orders of magnitude -- SwiftShader
+// runs a workgroup with barriers as coroutines -- and no faster on a GPU for these sizes.)
 import { grid1d, LINEAR_WG } from './wgsl.js';
 
-const CHUNK = 256;
+const CHUNK = 64;
 
 function reduceWGSL(acc) {
   return `@compute @workgroup_size(256)
@@ -53,56 +59,42 @@ export function colsum(prog, name, terms, ops, args, M, N, acc, ws = 0) {
     outs[`o${j}`] = S > 1 ? parts[j] : t.out;
   });
   const L = [
-    `var<workgroup> red: array<f32, ${256 * live.length}>;`,
-    `@compute @workgroup_size(256)
+    `@compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let n = wid.x * 64u + li % 64u;
-  let lane = li / 64u;
+  let n = wid.x * 64u + li;
+  if (n >= u.N) { return; }
   let mbeg = wid.y * ${CHUNK}u;
   let mend = min(u.M, mbeg + ${CHUNK}u);`,
   ];
   live.forEach((t, j) => L.push(`  var s${j} = 0.0;`));
-  L.push('  if (n < u.N) {', '    for (var m = mbeg + lane; m < mend; m += 4u) {');
-  live.forEach((t, j) => L.push(`      s${j} = s${j} + (${t.expr});`));
-  L.push('    }', '  }');
-  live.forEach((t, j) => L.push(`  red[${j * 256}u + li] = s${j};`));
-  L.push('  workgroupBarrier();', '  if (lane == 0u && n < u.N) {');
+  L.push('  for (var m = mbeg; m < mend; m++) {');
+  live.forEach((t, j) => L.push(`    s${j} = s${j} + (${t.expr});`));
+  L.push('  }');
   live.forEach((t, j) => {
-    const r = (k) => `red[${j * 256}u + ${k * 64}u + li]`;
-    L.push(`    var v${j} = (${r(0)} + ${r(1)}) + (${r(2)} + ${r(3)});`);
-    if (S > 1) L.push(`    st_o${j}(wid.y * u.N + n, v${j});`);
-    else L.push(`    st_o${j}(n, ${acc ? `ld_o${j}(n) + ` : ''}v${j});`);
+    if (S > 1) L.push(`  st_o${j}(wid.y * u.N + n, s${j});`);
+    else L.push(`  st_o${j}(n, ${acc ? `ld_o${j}(n) + ` : ''}s${j});`);
   });
-  L.push('  }', '}');
+  L.push('}');
   prog.dispatch(`colsum_${name}`, { ...ops, ...outs }, L.join('\n'), { ...args, M, N }, {}, [Math.ceil(N / 64), S, 1]);
   if (S > 1) live.forEach((t, j) => reducePartials(prog, parts[j], t.out, N, S, acc));
 }
 
-// the sum (or max) of a whole vector, two stages: workgroups of 256 take ALL_CHUNK elements each
-// (invocation l sums elements l, l+256, ... of the chunk in order, then a fixed tree), then one
-// workgroup reduces the partials the same way; `term` maps element i to the value summed
-const ALL_CHUNK = 4096;
-function allWGSL(op, term, final) {
-  const comb = op === 'max' ? 'max(a, b)' : 'a + b';
-  return `var<workgroup> red: array<f32, 256>;
-fn comb(a: f32, b: f32) -> f32 { return ${comb}; }
-fn tree(li: u32, v: f32) -> f32 {
-  red[li] = v;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s = s >> 1u) {
-    if (li < s) { red[li] = comb(red[li], red[li + s]); }
-    workgroupBarrier();
+// elements an invocation of a reduceAll pass adds (one pass for n <= GROUP, two up to GROUP^2, ...)
+const GROUP = 256;
+function passWGSL(op, term, final) {
+  return `fn comb(a: f32, b: f32) -> f32 { return ${op === 'max' ? 'max(a, b)' : 'a + b'}; }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let j = (${LINEAR_WG}) * 64u + li;
+  if (j >= u.P) { return; }
+  var r = 0.0;
+  for (var t = 0u; t < ${GROUP}u; t++) {
+    let i = j + t * u.P;
+    if (i >= u.n) { break; }
+    r = comb(r, ${term});
   }
-  return red[0];
-}
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let beg = wid.x * u.chunk;
-  let end = min(u.n, beg + u.chunk);
-  var v = 0.0;
-  for (var i = beg + li; i < end; i += 256u) { v = comb(v, ${term}); }
-  let r = tree(li, v);
-  if (li == 0u) { ${final} }
+  ${final}
 }`;
 }
 
@@ -113,33 +105,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
  * ops / args: what term and final read. ws: workspace word for the partials.
  */
 export function reduceAll(prog, name, op, term, final, ops, args, fargs, n, ws = 0) {
-  const P = Math.max(1, Math.ceil(n / ALL_CHUNK));
-  if (P === 1) {
+  const maxg = prog.gpu.limits.maxComputeWorkgroupsPerDimension;
+  let len = Math.max(n, 1),
+    src = null,
+    at = ws;
+  for (;;) {
+    const P = Math.ceil(len / GROUP),
+      last = P === 1;
+    const out = last ? null : prog.scratch(P, at);
+    const io = { ...(src ? { part: src } : {}), ...(out ? { out } : {}) };
     prog.dispatch(
-      `${name}_all`,
-      ops,
-      allWGSL(op, term, final),
-      { ...args, n, chunk: ALL_CHUNK, total: n },
+      `${name}_${last ? 'final' : 'part'}`,
+      { ...ops, ...io },
+      passWGSL(op, src ? 'ld_part(i)' : term, last ? final : 'st_out(j, r);'),
+      { ...args, n: src ? len : n, P, total: n },
       fargs,
-      [1, 1, 1],
+      grid1d(P, 64, maxg),
     );
-    return;
+    if (last) return;
+    src = out;
+    at += P;
+    len = P;
   }
-  const part = prog.scratch(P, ws);
-  prog.dispatch(
-    `${name}_part`,
-    { ...ops, part },
-    allWGSL(op, term, 'st_part(wid.x, r);'),
-    { ...args, n, chunk: ALL_CHUNK, total: n },
-    fargs,
-    [P, 1, 1],
-  );
-  prog.dispatch(
-    `${name}_final`,
-    { ...ops, part },
-    allWGSL(op, 'ld_part(i)', final),
-    { ...args, n: P, chunk: P, total: n },
-    fargs,
-    [1, 1, 1],
-  );
 }

@@ -2,35 +2,47 @@
 // attention softmax (with AIM's prefix-causal mask) and its backward.
 // A workgroup of 256 invocations takes 4 rows, 64 lanes a row; lane l handles elements
 // l, l+64, ... (consecutive lanes, consecutive addresses), keeps its partial sum, and the 64
-// partials are added by a fixed tree in workgroup memory (32, 16, ..., 1): the same order every
-// run, no atomics, no subgroup operations (whose order the spec leaves open).
+// partials are added in workgroup memory in a fixed order (8 groups of 8, each in order, then the
+// 8 in order: two barriers a sum, where a binary tree takes eight; a barrier is costly on a
+// software adapter): the same order every run, no atomics, no subgroup operations (whose order
+// the spec leaves open).
 import { colsum } from './reduce.js';
 import { absent } from './program.js';
 import { grid1d, LINEAR_WG } from './wgsl.js';
 
-const ROW_LIB = `
-var<workgroup> red: array<f32, 256>;
-// the sum (or max) of v over the 64 lanes of this invocation's row; every invocation must call it
+const rowLib = (rows) => `
+var<workgroup> red: array<f32, ${64 * rows}>;
+var<workgroup> red8: array<f32, ${8 * rows}>;
+// the sum (or max) of v over the 64 lanes of this invocation's row; every invocation must call it.
+// Two barriers: lanes 0..7 each combine 8 partials in order, then every lane the 8 in order.
 fn row_sum(li: u32, lane: u32, v: f32) -> f32 {
   red[li] = v;
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s = s >> 1u) {
-    if (lane < s) { red[li] = red[li] + red[li + s]; }
-    workgroupBarrier();
+  let r8 = (li / 64u) * 8u;
+  if (lane < 8u) {
+    let b = li - lane + lane * 8u;
+    var s = red[b];
+    for (var j = 1u; j < 8u; j++) { s = s + red[b + j]; }
+    red8[r8 + lane] = s;
   }
-  let r = red[li - lane];
   workgroupBarrier();
+  var r = red8[r8];
+  for (var j = 1u; j < 8u; j++) { r = r + red8[r8 + j]; }
   return r;
 }
 fn row_max(li: u32, lane: u32, v: f32) -> f32 {
   red[li] = v;
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s = s >> 1u) {
-    if (lane < s) { red[li] = max(red[li], red[li + s]); }
-    workgroupBarrier();
+  let r8 = (li / 64u) * 8u;
+  if (lane < 8u) {
+    let b = li - lane + lane * 8u;
+    var s = red[b];
+    for (var j = 1u; j < 8u; j++) { s = max(s, red[b + j]); }
+    red8[r8 + lane] = s;
   }
-  let r = red[li - lane];
   workgroupBarrier();
+  var r = red8[r8];
+  for (var j = 1u; j < 8u; j++) { r = max(r, red8[r8 + j]); }
   return r;
 }
 `;
@@ -38,7 +50,7 @@ fn row_max(li: u32, lane: u32, v: f32) -> f32 {
 /** A kernel over u.R rows: `row`, `lane` (0..63), `ok` (row < u.R) and row_sum / row_max in
  * scope. rows = rows per workgroup: 4 (256 invocations), or 1 (64) when a row's loop count
  * depends on the row's data (barriers inside must be reached by the whole workgroup). */
-export const rowKernel = (body, rows = 4) => `${ROW_LIB.replace('256>', `${64 * rows}>`)}
+export const rowKernel = (body, rows = 4) => `${rowLib(rows)}
 @compute @workgroup_size(${64 * rows})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
@@ -133,16 +145,16 @@ export function layernormBackward(prog, { dinp, dw, db, dout, inp, w, mean, rstd
 }
 
 /**
- * The attention softmax, in place over R = B*H*T rows of T scores (att [B,H,T,T]), with max
- * subtraction; with causal_mask (bytes [B,T], 1 = causal part), query i sees key j when j <= i or
- * mask[b, j] == 0, and a hidden key gets probability exactly 0 (no infinities are made: WGSL
- * may assume finite floats).
+ * The attention softmax, in place over R = B*H*Tq rows of T scores (att [B,H,Tq,T]; Tq = T but
+ * for cross-attention), with max subtraction; with causal_mask (bytes [B,T], 1 = causal part),
+ * query i sees key j when j <= i or mask[b, j] == 0, and a hidden key gets probability exactly 0
+ * (no infinities are made: WGSL may assume finite floats).
  */
-export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
+export function attentionSoftmax(prog, { att, causal_mask }, B, H, T, Tq = T) {
   const hidden = '(u.causal != 0u && j > i && ldb_causal_mask(b * u.T + j) != 0u)';
   const body = `  let base = row * u.T;
-  let i = row % u.T;
-  let b = row / (u.T * u.H);
+  let i = row % u.Tq;
+  let b = row / (u.Tq * u.H);
   var mx = bitcast<f32>(0xff7fffffu);
   if (ok) { for (var j = lane; j < u.T; j += 64u) { if (!${hidden}) { mx = max(mx, ld_att(base + j)); } } }
   mx = row_max(li, lane, mx);
@@ -157,12 +169,12 @@ export function attentionSoftmax(prog, { att, causal_mask }, B, H, T) {
   }
   let inv = 1.0 / row_sum(li, lane, s);
   if (ok) { for (var j = lane; j < u.T; j += 64u) { st_att(base + j, ld_att(base + j) * inv); } }`;
-  const R = B * H * T;
+  const R = B * H * Tq;
   prog.dispatch(
     'attention_softmax',
     { att, causal_mask: causal_mask || absent('u8') },
     rowKernel(body),
-    { R, T, H, causal: causal_mask ? 1 : 0 },
+    { R, T, Tq, H, causal: causal_mask ? 1 : 0 },
     {},
     rowGrid(prog, R),
   );
@@ -180,4 +192,74 @@ export function attentionSoftmaxBackward(prog, { ds, att }, R, T, scale) {
     }
   }`;
   prog.dispatch('attention_softmax_backward', { ds, att }, rowKernel(body), { R, T }, { scale }, rowGrid(prog, R));
+}
+
+/** Per row of D: rstd = 1/sqrt(mean(x^2) + eps); out = (x rstd) w (w may be null); rstd [M]
+ * saved when given; out may alias inp. The sum of squares as LayerNorm's sums (a fixed tree). */
+export function rmsnormForward(prog, { out, rstd, inp, w }, M, D, eps) {
+  const body = `  let base = row * u.D;
+  var s = 0.0;
+  if (ok) { for (var i = lane; i < u.D; i += 64u) { let x = ld_inp(base + i); s = s + x * x; } }
+  let rs = 1.0 / sqrt(row_sum(li, lane, s) / f32(u.D) + u.eps);
+  if (ok) {
+    for (var i = lane; i < u.D; i += 64u) {
+      var y = ld_inp(base + i) * rs;
+      if ((u.flags & 1u) != 0u) { y = y * ld_w(i); }
+      st_out(base + i, y);
+    }
+    if (lane == 0u && (u.flags & 2u) != 0u) { st_rstd(row, rs); }
+  }`;
+  const flags = (w ? 1 : 0) | (rstd ? 2 : 0);
+  prog.dispatch(
+    'rmsnorm_forward',
+    { out, rstd, inp, w },
+    rowKernel(body),
+    { R: M, D, flags },
+    { eps },
+    rowGrid(prog, M),
+  );
+}
+
+/** n = x rstd, dn = w dy: dinp += (dn - n mean(dn n)) rstd; dw += sum_rows n dy (each may be null). */
+export function rmsnormBackward(prog, { dinp, dw, dout, inp, w, rstd }, M, D) {
+  if (dinp) {
+    const body = `  let base = row * u.D;
+  var rs = 0.0;
+  if (ok) { rs = ld_rstd(row); }
+  var c = 0.0;
+  if (ok) {
+    for (var i = lane; i < u.D; i += 64u) {
+      var dn = ld_dout(base + i);
+      if (u.has_w != 0u) { dn = ld_w(i) * dn; }
+      c = c + dn * (ld_inp(base + i) * rs);
+    }
+  }
+  let mean_dn_n = row_sum(li, lane, c) / f32(u.D);
+  if (ok) {
+    for (var i = lane; i < u.D; i += 64u) {
+      let n = ld_inp(base + i) * rs;
+      var dn = ld_dout(base + i);
+      if (u.has_w != 0u) { dn = ld_w(i) * dn; }
+      st_dinp(base + i, ld_dinp(base + i) + (dn - n * mean_dn_n) * rs);
+    }
+  }`;
+    prog.dispatch(
+      'rmsnorm_backward_dinp',
+      { dinp, dout, inp, w, rstd },
+      rowKernel(body),
+      { R: M, D, has_w: w ? 1 : 0 },
+      {},
+      rowGrid(prog, M),
+    );
+  }
+  colsum(
+    prog,
+    'rmsnorm_dw',
+    [{ out: dw, expr: '(ld_inp(m * u.D + n) * ld_rstd(m)) * ld_dout(m * u.D + n)' }],
+    { dout, inp, rstd },
+    { D },
+    M,
+    D,
+    true,
+  );
 }

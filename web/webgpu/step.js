@@ -86,6 +86,19 @@ function callArgs(e, sig, place) {
   return { ops, ints, floats };
 }
 
+/** The workspace a recorded step's program needs (bytes): its calls appended to a dry program
+ * (nothing is compiled or allocated). */
+export function stepWorkspace(kernels, trace, contract) {
+  const dry = kernels.program('dry'),
+    fake = { size: Infinity };
+  for (const e of trace.entries) {
+    if (!e.call) continue;
+    const a = callArgs(e, contract[e.call], () => ({ buf: fake, offset: 0 }));
+    KERNELS[e.call](dry, a.ops, a.ints, a.floats);
+  }
+  return dry.workspaceBytes;
+}
+
 /** One recorded step on the GPU. */
 export class GpuStep {
   /**
@@ -100,17 +113,16 @@ export class GpuStep {
     s.trace = trace;
     s.calls = trace.entries.filter((e) => e.call);
     for (const e of s.calls) {
-      if (!KERNELS[e.call]) throw new Error(`the kernel ${e.call} has no WebGPU implementation`);
+      // a kind the caller can act on: backend 'auto' (or the app) runs the model on wasm instead
+      if (!KERNELS[e.call])
+        throw new GpuError(
+          'unsupported',
+          `the kernel ${e.call} has no WebGPU implementation: run this model with backend 'wasm'`,
+        );
       if (!contract[e.call]) throw new Error(`the kernel ${e.call} is not in the contract`);
     }
     // a dry program sizes the workspace; then the real one over the laid-out buffers
-    const dry = kernels.program('dry');
-    const fake = { size: Infinity };
-    for (const e of s.calls) {
-      const a = callArgs(e, contract[e.call], () => ({ buf: fake, offset: 0 }));
-      KERNELS[e.call](dry, a.ops, a.ints, a.floats);
-    }
-    s.layout = layoutRegions(trace.regions, dry.workspaceBytes, kernels.gpu.limits);
+    s.layout = layoutRegions(trace.regions, stepWorkspace(kernels, trace, contract), kernels.gpu.limits);
     s.buffers = [];
     try {
       for (const [i, bytes] of s.layout.buffers.entries())

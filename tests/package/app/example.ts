@@ -27,6 +27,31 @@ export async function trainTiny(
   return { losses, weights };
 }
 
+// timm's calls: another image size, DeiT's two heads, timm's own forward_intermediates
+export function timmCalls(model: Model, images: Float32Array): number {
+  const avg = model.timmForward(images, { height: 32, width: 48 });
+  const [head, dist] = model.timmForward(images, { distilledTraining: true });
+  const r = model.timmForwardIntermediates(images, {
+    indices: [-1],
+    norm: true,
+    outputFmt: 'NLC',
+    returnPrefixTokens: true,
+  });
+  const planned = model.plan('timm_intermediates', { batch: 2, height: 32, width: 48 }).activations;
+  const prefix = r.prefixTokens ? r.prefixTokens.length : 0;
+  // @ts-expect-error: outputFmt is NCHW or NLC
+  model.timmForwardIntermediates(images, { outputFmt: 'NHWC' });
+  return (
+    avg.shape[0] +
+    head.shape[0] +
+    dist.shape[0] +
+    r.intermediates.length +
+    prefix +
+    planned +
+    (model.dims.dynamic ? 1 : 0)
+  );
+}
+
 export async function misuse(model: Model): Promise<void> {
   // @ts-expect-error: no such build
   await createVitrine({ wasm: 'avx512' });

@@ -17,7 +17,12 @@ export async function check(model: Model, images: Float32Array): Promise<number>
   });
   const g: GoldenStatus = assertGolden('encode', () => model.encode(images), {
     dir: new URL('./goldens', import.meta.url),
+    t: { diagnostic: (m: string) => void m },
   });
+  const said: string = g.report;
+  void said;
+  // @ts-expect-error: t is a test context (t.diagnostic)
+  assertGolden('t', 1, { t: {} });
   const p: Promise<GoldenStatus> = assertGolden('loss', async () => model.loss(images), { tolerance: 1e-6 });
   await p;
   // @ts-expect-error: a build is a wasm build's name

@@ -5,6 +5,7 @@
 // --json one line).
 import path from 'node:path';
 import { CliError } from '../args.js';
+import { backendNote } from '../engine.js';
 
 function confusionText(conf, classes) {
   const w = Math.max(5, ...conf.flat().map((v) => String(v).length)) + 1;
@@ -29,7 +30,8 @@ export default {
       `vitrine train: classify ${r.preset || (r.init && !r.config && !resumeBytes ? 'encoder of --init' : 'config')} ${img}x${img}x${chans} dim ${dim} depth ${depth}, ` +
       `${i.classes.length} classes, pool ${r.pool}, ${i.images} training images (${r.data}), ${i.heldOut} held out, batch ${r.batch}${r.gradAccum > 1 ? ` x ${r.gradAccum} accumulated` : ''}, ` +
       `steps ${i.step ? i.step + '..' : ''}${Math.min(r.steps, o.stopAt ?? r.steps)}/${r.steps}, lr ${r.lr}${r.minLr ? ` -> ${r.minLr}` : ''}, label smoothing ${r.labelSmoothing}, augment ${r.augment}, ` +
-      `normalisation ${i.normalization.source}, init ${r.init ? path.basename(r.init) : 'random'}, grad checkpointing ${i.policy}, wasm ${engine.build}`
+      `normalisation ${i.normalization.source}, init ${r.init ? path.basename(r.init) : 'random'}, grad checkpointing ${i.policy}, wasm ${engine.build}` +
+      backendNote(engine, o.backend)
     );
   },
   onReady(ctx, i, engine) {

@@ -12,7 +12,7 @@ import { loadFashionMNIST, openImageFolder } from '../../train/node-data.js';
 import { makeBatch, resizeCrop, channelStats, adapt, IMAGENET_MEAN, IMAGENET_STD } from '../../formats/images.js';
 import { whole, decimal, CliError } from '../args.js';
 import { encodePng, readInput, why } from '../io.js';
-import { loadEngine } from '../engine.js';
+import { loadEngine, backendNote } from '../engine.js';
 
 const EVAL = { bank: 10000, queries: 2000, k: 20, t: 0.1, show: 8 };
 
@@ -240,7 +240,7 @@ export default {
       `${i.images} images (${r.data}), batch ${r.batch}${r.gradAccum > 1 ? ` x ${r.gradAccum} accumulated` : ''}, steps ${i.step ? i.step + '..' : ''}${Math.min(s, stopAt ?? s)}/${s}, lr ${r.lr}` +
       `${r.minLr ? ` -> ${r.minLr}` : ''}${r.spec.kind === 'mae' && r.maskRatio != null ? `, mask ratio ${r.maskRatio}` : ''}, normalisation ${i.normalization.source}, grad checkpointing ${i.policy}, ` +
       `wasm ${engine.build}, ${engine.threads} thread${engine.threads === 1 ? '' : 's'}${engine.threadsNote ? ` (${engine.threadsNote})` : ''}` +
-      `, backend ${engine.backend.name}${engine.backend.name === 'wasm' && !o.backend ? '' : ` (${engine.backend.reason})`}`
+      backendNote(engine, o.backend)
     );
   },
   // the untrained encoder's and raw pixels' kNN on the other core while this one trains

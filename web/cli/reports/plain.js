@@ -1,6 +1,7 @@
 // plain.js: what `vitrine train` reports for an objective that names no report of its own (one
 // registered from outside, say): the weights its run makes, its checkpoint, the loss and the time
 // (text, and with --json one line).
+import { backendNote } from '../engine.js';
 
 /** The report of any other objective's run (web/cli/train.js calls these). */
 export default {
@@ -14,7 +15,8 @@ export default {
     return (
       `vitrine train: ${r.objective} ${r.preset || 'config'} ${img}x${img}x${chans} dim ${dim} depth ${depth}, ${i.images} images (${r.data}), ` +
       `batch ${r.batch}, steps ${i.step ? i.step + '..' : ''}${Math.min(r.steps, o.stopAt ?? r.steps)}/${r.steps}, lr ${r.lr}, ` +
-      `normalisation ${i.normalization.source}, grad checkpointing ${i.policy}, wasm ${engine.build}`
+      `normalisation ${i.normalization.source}, grad checkpointing ${i.policy}, wasm ${engine.build}` +
+      backendNote(engine, o.backend)
     );
   },
   onReady(ctx, i, engine) {

@@ -89,6 +89,21 @@ export function encoderKwargs(meta, name) {
   return encoder;
 }
 
+// config given with a timm architecture: timm kwargs (an object, or its JSON text) over it
+function timmKwargs(config) {
+  if (config == null) return {};
+  let v = config;
+  if (typeof v === 'string')
+    try {
+      v = JSON.parse(v);
+    } catch (e) {
+      throw new VitrineError(`config: not JSON (${e.message})`, -1);
+    }
+  if (!v || typeof v !== 'object' || Array.isArray(v))
+    throw new VitrineError('config: timm kwargs over the architecture (an object), e.g. { depth: 6 }', -1);
+  return v;
+}
+
 // A classifier's pooling: timm's default ([CLS], 'token') for a timm architecture (fine-tuning its
 // supervised weights as timm does), else timm's MAE fine-tuning's ('avg' + fc_norm: CLASSIFY_DEFAULTS).
 const defaultPool = (model) => (typeof model === 'string' && !isTrainPreset(model) ? 'token' : CLASSIFY_DEFAULTS.pool);
@@ -162,7 +177,9 @@ export default {
       if (run) run.preset = null;
       return classifierSpec({ config: { encoder: kw }, numClasses, pool });
     }
-    if (arch && !isTrainPreset(arch)) return timmSpec(arch, { ...over, num_classes: numClasses, global_pool: pool });
+    // a timm architecture with config's timm kwargs over it: timm's create_model(name, **kwargs)
+    if (arch && !isTrainPreset(arch))
+      return timmSpec(arch, { ...timmKwargs(o.config), ...over, num_classes: numClasses, global_pool: pool });
     const config = o.config != null ? o.config : arch ? null : o.model && typeof o.model === 'object' ? o.model : null;
     const s = classifierSpec({ preset: arch || 'fmnist-p7-mlp2', config, numClasses, pool });
     return { ...s, config: { ...s.config, ...over } };

@@ -1,7 +1,9 @@
-// trace-model.js: the engine's recorded training step (Model.traceStep; the format 'vitrine-trace/1' of
+// trace.js: the engine's recorded training step (Model.traceStep; the format 'vitrine-trace/1' of
 // docs/kernels.md) read for teaching: the step as a schedule of block-level moments on a time axis
-// weighted by FLOPs, the activation arena over that time, and per block what its forward keeps and
-// what the backward re-computes. Pure functions of the list (Node tests use them as the page does).
+// weighted by FLOPs, the activation arena over that time, per block what its forward keeps and
+// what the backward re-computes, and a digest of the kernel calls (two policies with the same
+// digest run the same computation). Pure functions of the list: the widget, the demo's worker,
+// bench/teach_policies.mjs and the Node tests read it the same way.
 
 const PHASES = ['forward', 'recompute', 'backward', 'optimizer'];
 
@@ -13,7 +15,8 @@ const PHASES = ['forward', 'recompute', 'backward', 'optimizer'];
  *                               live = top less what finished blocks are done with (the engine's own timeline)
  *   peak: { bytes, t, moment }, planned (the plan's arena bytes); moment: the index in moments of the
  *                               moment the peak's allocations are for (the first call after them),
- *   blocks: [[{ store, kept, keptNames, forward, recompute, backward }]] per chain, per block (bytes, FLOPs)
+ *   blocks: [[{ store, kept, keptNames, forward, recompute, backward }]] per chain, per block (bytes, FLOPs),
+ *   digest: a hash of every kernel call (name, phase, arguments, operands) in order: equal digests, the same computation
  * }
  */
 export function readTrace(t) {
@@ -39,9 +42,12 @@ export function readTrace(t) {
     peak = { bytes: 0, t: 0, call: 0 },
     cur = null;
   const chainOf = (name) => chains.findIndex((c) => name.startsWith(`${c.name}.blocks.`));
+  let digest = 0x811c9dc5;
   for (const e of t.entries) {
     if (e.call !== undefined) {
       const f = e.flops || 0;
+      const key = JSON.stringify([e.call, e.phase, e.ints, e.floats, e.ops]);
+      for (let i = 0; i < key.length; i++) digest = Math.imul(digest ^ key.charCodeAt(i), 16777619) >>> 0;
       if (!cur || cur.phase !== e.phase || cur.chain !== e.chain || cur.block !== e.block) {
         cur = { phase: e.phase, chain: e.chain, block: e.block, t0: now, t1: now, flops: 0, calls: 0, first: calls };
         moments.push(cur);
@@ -76,8 +82,22 @@ export function readTrace(t) {
   }
   const at = moments.findIndex((m) => m.first <= peak.call && peak.call < m.first + m.calls);
   peak = { bytes: peak.bytes, t: peak.t, moment: at >= 0 ? at : moments.length - 1 };
-  return { what: t.what, chains, total: now, flops, moments, memory, peak, planned: t.arena_planned, blocks };
+  return {
+    what: t.what,
+    chains,
+    total: now,
+    flops,
+    moments,
+    memory,
+    peak,
+    planned: t.arena_planned,
+    blocks,
+    digest: digest.toString(16),
+  };
 }
+
+/** Bytes block b of chain c no longer keeps under `r` that it keeps under `none` (re-computed in the backward). */
+export const droppedBytes = (r, none, c, b) => Math.max(0, none.blocks[c][b].kept - r.blocks[c][b].kept);
 
 /** The block-level moments of chain `c` (phase, block), in order: what the schedule shows. */
 export const blockMoments = (r, c) => r.moments.filter((m) => m.chain === c && m.block >= 0 && m.phase !== 'optimizer');
