@@ -13,7 +13,9 @@
 // Every tensor is float32 and crosses bit for bit both ways. No I/O here (bytes in, bytes out).
 import { readSafetensorsHeader } from '../formats/safetensors.js';
 import { channelStats } from '../formats/images.js';
-import { runFromCheckpoint, RUN_KEY } from './checkpoint.js';
+import { runFromCheckpoint } from './checkpoint.js';
+import { objectiveNamed } from './objectives/index.js';
+import { own } from './options.js';
 import { FORMATS } from '../formats/metadata.js';
 import { VitrineError } from '../errors.js';
 
@@ -157,8 +159,10 @@ export function scheduleLr({ lr, min_lr: minLr = 0, warmup_steps: warmup, total_
 export function exportTorchRun(checkpoint, { source = 'the checkpoint' } = {}) {
   const { meta, tensors } = readTensors(checkpoint, source);
   const c = runFromCheckpoint(meta, source),
-    objective = c.objective,
-    key = RUN_KEY[objective];
+    objective = c.objective;
+  if (!own(TORCH_MODULES, objective))
+    throw bad(source, `a ${objective} run has no PyTorch counterpart here (mae, aim and classify do)`);
+  const key = objectiveNamed(objective).runKey;
   checkCrcs(meta, tensors, source);
   let modelConfig, tc;
   try {
@@ -357,12 +361,12 @@ export function importTorchRun(files, { source = 'the torch run' } = {}) {
   if (!doc || doc.format !== TORCH_RUN_FORMAT)
     throw bad(what, `run.json: format ${JSON.stringify(doc && doc.format)} is not ${TORCH_RUN_FORMAT}`);
   const objective = field(doc, 'objective', what, (v) =>
-    TORCH_MODULES[v] ? null : `${JSON.stringify(v)} is not mae, aim or classify`,
+    own(TORCH_MODULES, v) ? null : `${JSON.stringify(v)} is not mae, aim or classify`,
   );
   const step = field(doc, 'step', what, isInt(0, 2e9));
   for (const p of ['vitrine', 'schedule', 'loss', 'batch', 'masks', 'optimizer.state_dict']) field(doc, p, what, isObj);
   const vit = doc.vitrine,
-    key = RUN_KEY[objective];
+    key = objectiveNamed(objective).runKey;
   field(doc, 'vitrine.key', what, (v) => (v === key ? null : `${JSON.stringify(v)} is not ${key}`));
   field(doc, 'vitrine.kind', what, isText);
   field(doc, 'vitrine.model_config', what, isText);
