@@ -113,7 +113,7 @@ test("docs/finetune.md: CLIP's image tower in a tab, as written (one block)", { 
     );
     assert.match(
       log,
-      /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_base_patch16_clip_quickgelu_224\.\w+$/m,
+      /^16 photos of circles, stripes; normalisation timm's default for vit_base_patch16_clip_quickgelu_224 \(vit_base_patch16_clip_quickgelu_224\.\w+'s pretrained_cfg\): the weights state none$/m,
     );
     assert.match(log, /^step 6\/6 loss \d/m);
     assert.match(log, /^done: top-1 \d+\.\d% on 4 held-out photos$/m);

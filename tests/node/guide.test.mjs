@@ -78,7 +78,7 @@ test("docs/finetune.md: CLIP's image tower in Node, as written (one block)", asy
     assert.equal(r.status, 0, r.stderr);
     assert.match(
       r.stdout,
-      /^16 photos of circles, stripes; normalisation timm's pretrained_cfg of vit_base_patch16_clip_quickgelu_224\.\w+; pos_embed \[1, 197, 768\]: resampled .*grid 14x14 -> 7x7.*; head\.weight \[512, 768\]: skipped: a classifier head of another size/m,
+      /^16 photos of circles, stripes; normalisation timm's default for vit_base_patch16_clip_quickgelu_224 \(vit_base_patch16_clip_quickgelu_224\.\w+'s pretrained_cfg\): the weights state none; pos_embed \[1, 197, 768\]: resampled .*grid 14x14 -> 7x7.*; head\.weight \[512, 768\]: skipped: a classifier head of another size/m,
     );
     assert.match(r.stdout, /^step 6\/6 loss \d/m);
     assert.match(r.stdout, /^done at step 6: top-1 \d+\.\d% on 4 held-out photos$/m);
