@@ -122,7 +122,11 @@ test(
           muted: true,
           srcObject: canvas.captureStream(),
         });
-        await new Promise((res) => (video.readyState >= 2 ? res() : (video.onloadeddata = res)));
+        // a canvas stream yields a frame when the canvas is painted: paint once more, and play
+        const loaded = new Promise((res) => (video.onloadeddata = res));
+        canvas.getContext('2d').putImageData(pixels, 0, 0);
+        await video.play();
+        if (video.readyState < 2) await loaded;
         const sources = {
           ImageData: pixels,
           ImageBitmap: bitmap,
