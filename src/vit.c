@@ -132,24 +132,6 @@ static int chunk_rows(const vt_model *m, int BN) {
     return m->whole_rows || BN < VT_PATCH_CHUNK ? BN : VT_PATCH_CHUNK;
 }
 
-void vt_call_geom(const vt_model *m, const vt_inputs *in, vt_geom *g) {
-    const vt_vit_config *c = &m->cfg.enc;
-    int p = c->patch_size;
-    g->H = in && in->height ? in->height : c->img_size;
-    g->W = in && in->width ? in->width : vt_img_width(c);
-    g->Gh = c->dynamic_img_pad ? (g->H + p - 1) / p : g->H / p;
-    g->Gw = c->dynamic_img_pad ? (g->W + p - 1) / p : g->W / p;
-    g->N = g->Gh * g->Gw;
-    g->L = g->N + m->enc.P;
-    /* the im2col of square images that the grid covers exactly (the kernel every backend has) */
-    g->square = g->H == g->W && g->Gh == g->Gw && g->Gh * p == g->H;
-    /* timm's resample_abs_pos_embed returns pos_embed as it is when the token counts agree and the
-     * new grid is square; a grid of the config's size is an exact copy either way */
-    int prefix_rows = c->no_embed_class ? 0 : m->enc.P;
-    g->resample = c->dynamic_img_size && m->enc.pos >= 0 && !(g->Gh == m->enc.Gh && g->Gw == m->enc.Gw) &&
-                  !(g->N + prefix_rows == m->enc.N + prefix_rows && g->Gh == g->Gw);
-}
-
 /* patch rows m0 .. m0+n of the call's images, in the kernel their geometry needs */
 static void im2col_call(vt_model *m, float *patches, const float *images, int m0, int n, const vt_geom *g) {
     const vt_vit_config *c = &m->cfg.enc;
