@@ -294,6 +294,14 @@ export class Vitrine {
       [kwarg: string]: unknown;
     },
   ): Model;
+  /** A classifier reopened: a classify run's weights (train()'s result.weights, `vitrine train
+   * --objective classify`'s classifier.safetensors) as bytes, a File / Blob, a URL, a path in Node,
+   * or the run itself (a Trainer or its result, after dispose() too). Its metadata is checked
+   * before anything is made from it. */
+  loadClassifier(
+    source: WeightsSource | Trainer | TrainResult,
+    options?: { onProgress?: (p: LoadProgress) => void; signal?: AbortSignalLike },
+  ): Promise<Classifier>;
   /** The dims createModel(options) would give the model, from the spec alone: checked as createModel
    * checks it (a VitrineError otherwise), nothing allocated. */
   checkModel(options: { preset?: string; config?: object | string; kind?: ModelKind }): ModelDims;
@@ -327,6 +335,16 @@ export interface ImageBitmapLike {
  * pipeline: shorter side resized to the model's size, centre crop, its channels, normalised with
  * mean / std) or Float32Array NCHW (taken as it is). */
 export type Images = Float32Array | ImageDataLike | ImageBitmapLike | Array<ImageDataLike | ImageBitmapLike>;
+/** Any image a page or a worker holds, by shape: a File / Blob (BlobLike), an ImageBitmap, ImageData,
+ * an <img>, a <canvas>, an OffscreenCanvas, a <video> (its current frame) or a VideoFrame. */
+export type ImageSource =
+  | ImageDataLike
+  | ImageBitmapLike
+  | { readonly size: number; readonly type: string; arrayBuffer(): Promise<ArrayBuffer> }
+  | { readonly naturalWidth: number; readonly naturalHeight: number }
+  | { readonly videoWidth: number; readonly videoHeight: number }
+  | { readonly displayWidth: number; readonly displayHeight: number }
+  | { readonly width: number; readonly height: number; getContext(id: '2d'): unknown };
 /** [B, K] indices over the full token sequence (0 = class token), flat or nested. */
 export type Indices = BigInt64Array | ArrayLike<number | bigint> | Array<Array<number | bigint>>;
 
@@ -678,7 +696,7 @@ export type DataSource =
       classes?: string[];
       name?: string;
     }
-  | { byClass: Record<string, Array<BlobLike | string | URL>> };
+  | { byClass: Record<string, Array<ImageSource | string | URL>> };
 export interface TrainMemory {
   planned: PlanBytes | null;
   measured: { params: number; grads: number; activations: number };
@@ -802,6 +820,23 @@ export interface Prediction {
   name: string;
   p: number;
 }
+/** A classifier file's model, class names and normalisation (Vitrine.loadClassifier). */
+export interface Classifier {
+  readonly model: Model;
+  /** The class names, one per output of the head. */
+  readonly classes: string[];
+  /** Where it came from (a file, a URL, 'the classifier'). */
+  readonly name: string;
+  readonly dims: ModelDims;
+  readonly normalization: Normalization;
+  /** The top classes of each image with probabilities, one list per image: one image source or a
+   * list (any size), or a normalised Float32Array NCHW. top: how many (default 3; topk: the same). */
+  predict(
+    images: Float32Array | ImageSource | ImageSource[],
+    options?: { top?: number; topk?: number },
+  ): Promise<Prediction[][]>;
+  dispose(): void;
+}
 /** A training run in a worker (Node: a worker thread; browser: a module Web Worker). */
 export class Trainer {
   constructor(options: TrainerOptions);
@@ -819,9 +854,8 @@ export class Trainer {
   resume(): void;
   abort(): void;
   predict(
-    images:
-      Float32Array | BlobLike | ImageDataLike | ImageBitmapLike | Array<BlobLike | ImageDataLike | ImageBitmapLike>,
-    options?: { topk?: number },
+    images: Float32Array | ImageSource | ImageSource[],
+    options?: { top?: number; topk?: number },
   ): Promise<Prediction[][]>;
   dispose(): void;
 }

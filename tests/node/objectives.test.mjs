@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { train, readSafetensorsMeta, createVitrine } from '../../web/vitrine.js';
+import { train, readSafetensorsMeta, createVitrine, exportTorchRun } from '../../web/vitrine.js';
 import { registerObjective, objectiveNames, objectiveNamed, runDefault } from '../../web/train/objectives/index.js';
 import { REPO, WASM_DIR, readSafetensors } from './util.mjs';
 
@@ -73,6 +73,13 @@ test('a toy objective from its own module: train() in a worker, resumed bit for 
   assert.equal(resumed.step, 6);
   assert.deepEqual(tensorsOf(resumed.checkpoint), tensorsOf(straight.checkpoint));
   assert.equal(resumed.lossLast, straight.lossLast);
+  // its module says nothing of PyTorch: a torch run of it is refused by name, in one line
+  assert.throws(
+    () => exportTorchRun(straight.checkpoint),
+    (e) =>
+      e.name === 'VitrineError' &&
+      /a rotation run has no PyTorch counterpart \(mae, aim, classify have\)$/.test(e.message),
+  );
 });
 
 test('the same module through vitrine train (its flag in --help) and vitrine plan', () => {

@@ -14,7 +14,7 @@
 import { readSafetensorsHeader } from '../formats/safetensors.js';
 import { channelStats } from '../formats/images.js';
 import { runFromCheckpoint } from './checkpoint.js';
-import { objectiveNamed } from './objectives/index.js';
+import { objectiveNamed, objectiveNames } from './objectives/index.js';
 import { own } from './options.js';
 import { FORMATS } from '../formats/metadata.js';
 import { VitrineError } from '../errors.js';
@@ -22,12 +22,9 @@ import { VitrineError } from '../errors.js';
 export const TORCH_RUN_FORMAT = 'vitrine-torch-run/1';
 /** The files of a torch run, in the order they are written (run.json last: it names the step). */
 export const TORCH_RUN_FILES = Object.freeze(['model.safetensors', 'optimizer.safetensors', 'run.json']);
-/** The module each objective's state_dict belongs to (python/vitrine_continue.py builds it). */
-export const TORCH_MODULES = Object.freeze({
-  mae: 'lightly.examples.MAE',
-  aim: 'lightly.examples.AIM',
-  classify: 'timm.VisionTransformer',
-});
+/** The objectives a torch run can hold: those whose module says how PyTorch continues them
+ * (objectives/index.js, `torch`): MAE, AIM, classify. */
+export const torchObjectives = () => objectiveNames().filter((n) => objectiveNamed(n).torch);
 // lightly's CosineWarmupScheduler ends at this share of the peak learning rate (src/optim.c)
 const COSINE_END = 0.001;
 
@@ -159,23 +156,69 @@ export function scheduleLr({ lr, min_lr: minLr = 0, warmup_steps: warmup, total_
 export function exportTorchRun(checkpoint, { source = 'the checkpoint' } = {}) {
   const { meta, tensors } = readTensors(checkpoint, source);
   const c = runFromCheckpoint(meta, source),
-    objective = c.objective;
-  if (!own(TORCH_MODULES, objective))
-    throw bad(source, `a ${objective} run has no PyTorch counterpart here (mae, aim and classify do)`);
-  const key = objectiveNamed(objective).runKey;
+    obj = objectiveNamed(c.objective),
+    torch = obj.torch;
+  if (!torch) throw bad(source, `a ${obj.name} run has no PyTorch counterpart (${torchObjectives().join(', ')} have)`);
   checkCrcs(meta, tensors, source);
-  let modelConfig, tc;
+  let mc, tc;
   try {
-    modelConfig = JSON.parse(meta.model_config);
+    mc = JSON.parse(meta.model_config);
     tc = JSON.parse(meta.train_config);
   } catch (e) {
     throw bad(source, `damaged checkpoint metadata: ${e.message}`);
   }
-  const enc = objective === 'classify' ? modelConfig : modelConfig.encoder,
-    step = c.step,
-    run = JSON.parse(meta[key]);
+  const step = c.step,
+    run = JSON.parse(meta[obj.runKey]),
+    enc = torch.encoder(mc),
+    params = paramsOf(tensors, source),
+    opt = optimizerOf(params, tc, step);
+  const model = {
+    module: torch.module,
+    timm_kwargs: timmKwargs(enc),
+    ...torch.parts(mc),
+    frozen: params.filter((p) => !p.m).map((p) => p.name),
+  };
+  const doc = {
+    format: TORCH_RUN_FORMAT,
+    objective: obj.name,
+    step,
+    model,
+    optimizer: { class: 'torch.optim.AdamW', state_dict: opt.stateDict },
+    schedule: {
+      kind: 'cosine_warmup',
+      ...opt.sched,
+      end_factor: COSINE_END,
+      clip_norm: f32(tc.clip_norm),
+      next_lr: scheduleLr(opt.sched, step),
+    },
+    loss: torch.loss(tc, mc),
+    ...dataOf(run, enc, step),
+    masks: { generator: 'xoshiro128**', state: meta.rng },
+    vitrine: {
+      kind: meta.kind,
+      key: obj.runKey,
+      model_config: meta.model_config,
+      train_config: tc,
+      run,
+      grad_checkpointing: meta.grad_checkpointing ?? null,
+    },
+    history: [],
+  };
+  // format 'pt': what safetensors' torch helpers write
+  const tag = { format: 'pt', run: TORCH_RUN_FORMAT, step: String(step) };
+  return {
+    'model.safetensors': writeTensors(
+      params.map((p) => [p.name, p.shape, p.data]),
+      torch.weightsMeta ? { ...tag, ...torch.weightsMeta(model) } : tag,
+    ),
+    'optimizer.safetensors': writeTensors(opt.tensors, tag),
+    'run.json': new TextEncoder().encode(readable(doc) + '\n'),
+  };
+}
 
-  // the parameters in the engine's (= the PyTorch state_dict's) order; the trainable ones have moments
+// the checkpoint's parameters in the engine's (= the PyTorch state_dict's) order: { name, shape,
+// data, m, v } (m, v: AdamW's moments, for the trainable ones)
+function paramsOf(tensors, source) {
   const params = [];
   for (const [k, t] of tensors)
     if (k.startsWith('param/')) {
@@ -185,26 +228,27 @@ export function exportTorchRun(checkpoint, { source = 'the checkpoint' } = {}) {
       if (!m !== !v) throw bad(source, `${name}: adam_m and adam_v go together`);
       params.push({ name, shape: t.shape, data: t.data, m, v });
     }
+  return params;
+}
+
+// AdamW's state_dict at `step` (its groups split by weight decay as src/optim.c splits them), its
+// tensors [name, shape, bytes], and the schedule's numbers
+function optimizerOf(params, tc, step) {
   const trainable = params.filter((p) => p.m);
   const groups = [
     ['params', trainable.filter((p) => !noWeightDecay(p.name, p.shape)), f32(tc.weight_decay)],
     ['params_no_weight_decay', trainable.filter((p) => noWeightDecay(p.name, p.shape)), 0],
   ].filter(([, ps]) => ps.length);
   const lr = f32(tc.lr),
-    sched = {
-      lr,
-      min_lr: f32(tc.min_lr ?? 0),
-      warmup_steps: tc.warmup_steps,
-      total_steps: tc.total_steps,
-    };
+    sched = { lr, min_lr: f32(tc.min_lr ?? 0), warmup_steps: tc.warmup_steps, total_steps: tc.total_steps };
   const state = {},
-    optTensors = [];
+    tensors = [];
   let i = 0;
   const paramGroups = groups.map(([name, ps, wd]) => {
     const ids = [];
     for (const p of ps) {
       state[i] = { step };
-      optTensors.push([`state.${i}.exp_avg`, p.shape, p.m.data], [`state.${i}.exp_avg_sq`, p.shape, p.v.data]);
+      tensors.push([`state.${i}.exp_avg`, p.shape, p.m.data], [`state.${i}.exp_avg_sq`, p.shape, p.v.data]);
       ids.push(i++);
     }
     return {
@@ -222,48 +266,17 @@ export function exportTorchRun(checkpoint, { source = 'the checkpoint' } = {}) {
       capturable: false,
     };
   });
+  return { sched, stateDict: { state, param_groups: paramGroups }, tensors };
+}
 
-  const model = { module: TORCH_MODULES[objective], timm_kwargs: timmKwargs(enc) };
-  if (objective === 'mae')
-    model.decoder = {
-      decoder_dim: modelConfig.decoder_dim,
-      decoder_depth: modelConfig.decoder_depth,
-      decoder_heads: modelConfig.decoder_heads,
-      decoder_mlp_ratio: modelConfig.decoder_mlp_ratio,
-    };
-  if (objective === 'aim')
-    model.head = {
-      head_hidden_dim: modelConfig.head_hidden_dim,
-      head_blocks: modelConfig.head_blocks,
-      head_mlp_ratio: modelConfig.head_mlp_ratio,
-    };
-  model.frozen = params.filter((p) => !p.m).map((p) => p.name);
-
+// run.json's batch and data: what a step takes, where the data come from, and how far the run is
+function dataOf(run, enc, step) {
   const perStep = run.batch * (run.gradAccum || 1),
     n = run.dataN ?? run.trainN,
     seen = step * perStep,
     seed = BigInt(run.seed);
   const stats = channelStats(enc.in_chans, run.mean != null ? { mean: run.mean, std: run.std } : {});
-  const loss =
-    objective === 'mae'
-      ? { kind: 'mae', mask_ratio: f32(tc.mask_ratio), norm_pix_loss: !!modelConfig.norm_pix_loss }
-      : objective === 'aim'
-        ? { kind: 'aim' }
-        : { kind: 'cross_entropy', label_smoothing: f32(tc.label_smoothing ?? 0) };
-  const doc = {
-    format: TORCH_RUN_FORMAT,
-    objective,
-    step,
-    model,
-    optimizer: { class: 'torch.optim.AdamW', state_dict: { state, param_groups: paramGroups } },
-    schedule: {
-      kind: 'cosine_warmup',
-      ...sched,
-      end_factor: COSINE_END,
-      clip_norm: f32(tc.clip_norm),
-      next_lr: scheduleLr(sched, step),
-    },
-    loss,
+  return {
     batch: { batch: run.batch, grad_accum: run.gradAccum || 1, images_per_step: perStep },
     data: {
       // the CLI keeps 'fashion-mnist', a library run the source's name
@@ -280,26 +293,6 @@ export function exportTorchRun(checkpoint, { source = 'the checkpoint' } = {}) {
       order: { kind: 'vitrine-data-order/1', seed: String(seed + 2n) },
       position: { images_seen: seen, epoch: n ? Math.floor(seen / n) : 0, index: n ? seen % n : 0 },
     },
-    masks: { generator: 'xoshiro128**', state: meta.rng },
-    vitrine: {
-      kind: meta.kind,
-      key,
-      model_config: meta.model_config,
-      train_config: tc,
-      run,
-      grad_checkpointing: meta.grad_checkpointing ?? null,
-    },
-    history: [],
-  };
-  // format 'pt': what safetensors' torch helpers write; a classifier's file also loads into timm as is
-  const tag = { format: 'pt', run: TORCH_RUN_FORMAT, step: String(step) };
-  return {
-    'model.safetensors': writeTensors(
-      params.map((p) => [p.name, p.shape, p.data]),
-      objective === 'classify' ? { ...tag, timm_kwargs: JSON.stringify(model.timm_kwargs) } : tag,
-    ),
-    'optimizer.safetensors': writeTensors(optTensors, tag),
-    'run.json': new TextEncoder().encode(readable(doc) + '\n'),
   };
 }
 
@@ -341,14 +334,8 @@ const isInt = (lo, hi) => (v) =>
 const isText = (v) => (typeof v === 'string' && v.length ? null : `${JSON.stringify(v)} is not text`);
 const isObj = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? null : 'missing or not an object');
 
-/**
- * A torch run ({ 'run.json', 'model.safetensors', 'optimizer.safetensors' } bytes, as export wrote
- * them or python/vitrine_continue.py after training) as a vitrine checkpoint: the engine's training
- * state (parameters, AdamW moments, step, schedule, mask generator) with the run's settings, what
- * `vitrine train --resume` and train({ resume }) continue. The three files must be of the same step
- * (a run written half is refused); what is wrong is a VitrineError naming the file and field.
- */
-export function importTorchRun(files, { source = 'the torch run' } = {}) {
+// run.json of a torch run, its header fields checked: { doc, objective, torch, step, key, rng }
+function readRunDoc(files, source) {
   for (const f of TORCH_RUN_FILES)
     if (!files[f]) throw new VitrineError(`${source}: no ${f} (a torch run is ${TORCH_RUN_FILES.join(', ')})`, -8);
   let doc;
@@ -361,12 +348,12 @@ export function importTorchRun(files, { source = 'the torch run' } = {}) {
   if (!doc || doc.format !== TORCH_RUN_FORMAT)
     throw bad(what, `run.json: format ${JSON.stringify(doc && doc.format)} is not ${TORCH_RUN_FORMAT}`);
   const objective = field(doc, 'objective', what, (v) =>
-    own(TORCH_MODULES, v) ? null : `${JSON.stringify(v)} is not mae, aim or classify`,
-  );
+      torchObjectives().includes(v) ? null : `${JSON.stringify(v)} is not ${torchObjectives().join(', ')}`,
+    ),
+    torch = objectiveNamed(objective).torch;
   const step = field(doc, 'step', what, isInt(0, 2e9));
   for (const p of ['vitrine', 'schedule', 'loss', 'batch', 'masks', 'optimizer.state_dict']) field(doc, p, what, isObj);
-  const vit = doc.vitrine,
-    key = objectiveNamed(objective).runKey;
+  const key = objectiveNamed(objective).runKey;
   field(doc, 'vitrine.key', what, (v) => (v === key ? null : `${JSON.stringify(v)} is not ${key}`));
   field(doc, 'vitrine.kind', what, isText);
   field(doc, 'vitrine.model_config', what, isText);
@@ -375,20 +362,12 @@ export function importTorchRun(files, { source = 'the torch run' } = {}) {
   const rng = field(doc, 'masks.state', what, (v) =>
     typeof v === 'string' && /^[0-9a-f]{32}$/.test(v) ? null : `${JSON.stringify(v)} is not 32 hex digits`,
   );
+  return { doc, objective, torch, step, key, rng };
+}
 
-  const model = readTensors(files['model.safetensors'], `${source}: model.safetensors`),
-    opt = readTensors(files['optimizer.safetensors'], `${source}: optimizer.safetensors`);
-  for (const [f, t] of [
-    ['model.safetensors', model],
-    ['optimizer.safetensors', opt],
-  ])
-    if (t.meta.step !== String(step))
-      throw bad(
-        what,
-        `${f} is of step ${JSON.stringify(t.meta.step)}, run.json of step ${step} (a run written in part: use a complete one)`,
-      );
-
-  // AdamW: every trainable parameter's moments, at the run's step; one set of betas and eps
+// AdamW's moments of every trainable parameter, at the run's step (one set of betas and eps, one
+// weight decay): { moments: Map name -> { ea, eq }, betas, eps, wd }
+function momentsOf(doc, opt, step, what) {
   const groups = field(doc, 'optimizer.state_dict.param_groups', what, (v) =>
     Array.isArray(v) && v.length ? null : 'not a list of groups',
   );
@@ -432,8 +411,16 @@ export function importTorchRun(files, { source = 'the torch run' } = {}) {
   });
   if (Number.isNaN(wd))
     throw bad(what, 'run.json: the param groups have two different weight decays (vitrine keeps one)');
+  return { moments, betas, eps, wd };
+}
 
-  const lr = field(doc, 'schedule.lr', what, isNum(0, 1000));
+// the engine's train_config of the run: PyTorch's schedule, AdamW's settings and the loss's
+function trainConfigOf(doc, torch, { betas, eps, wd }, what) {
+  const vit = doc.vitrine,
+    lr = field(doc, 'schedule.lr', what, isNum(0, 1000));
+  // a loss setting the objective keeps in run.json's loss (PyTorch may have changed it), else vitrine's
+  const lossField = (k, kept) =>
+    own(torch.lossRanges, k) ? field(doc, `loss.${k}`, what, isNum(...torch.lossRanges[k])) : kept;
   const tc = {
     lr,
     beta1: betas[0],
@@ -443,17 +430,17 @@ export function importTorchRun(files, { source = 'the torch run' } = {}) {
     warmup_steps: field(doc, 'schedule.warmup_steps', what, isInt(0, 2e9)),
     total_steps: field(doc, 'schedule.total_steps', what, isInt(0, 2e9)),
     clip_norm: field(doc, 'schedule.clip_norm', what, isNum(0, 1e30)),
-    mask_ratio: objective === 'mae' ? field(doc, 'loss.mask_ratio', what, isNum(0, 1)) : vit.train_config.mask_ratio,
+    mask_ratio: lossField('mask_ratio', vit.train_config.mask_ratio),
     seed: field(doc, 'vitrine.train_config.seed', what, isInt(0, 2 ** 53)),
-    label_smoothing:
-      objective === 'classify'
-        ? field(doc, 'loss.label_smoothing', what, isNum(0, 1))
-        : (vit.train_config.label_smoothing ?? 0),
+    label_smoothing: lossField('label_smoothing', vit.train_config.label_smoothing ?? 0),
     min_lr: field(doc, 'schedule.min_lr', what, isNum(0, 1000)),
     grad_accum: field(doc, 'batch.grad_accum', what, isInt(1, 65536)),
   };
+  return tc;
+}
 
-  // the engine's layout: per parameter param/, then adam_m/ and adam_v/ when it trains
+// the engine's layout: per parameter param/, then adam_m/ and adam_v/ when it trains
+function stateEntries(model, moments, what) {
   const entries = [];
   for (const [name, t] of model.tensors) {
     entries.push([`param/${name}`, t.shape, t.data]);
@@ -474,6 +461,34 @@ export function importTorchRun(files, { source = 'the torch run' } = {}) {
   }
   if (moments.size)
     throw bad(what, `optimizer state for ${[...moments.keys()][0]}, which model.safetensors does not hold`);
+  return entries;
+}
+
+/**
+ * A torch run ({ 'run.json', 'model.safetensors', 'optimizer.safetensors' } bytes, as export wrote
+ * them or python/vitrine_continue.py after training) as a vitrine checkpoint: the engine's training
+ * state (parameters, AdamW moments, step, schedule, mask generator) with the run's settings, what
+ * `vitrine train --resume` and train({ resume }) continue. The three files must be of the same step
+ * (a run written half is refused); what is wrong is a VitrineError naming the file and field.
+ */
+export function importTorchRun(files, { source = 'the torch run' } = {}) {
+  const { doc, torch, step, key, rng } = readRunDoc(files, source),
+    what = source,
+    vit = doc.vitrine;
+  const model = readTensors(files['model.safetensors'], `${source}: model.safetensors`),
+    opt = readTensors(files['optimizer.safetensors'], `${source}: optimizer.safetensors`);
+  for (const [f, t] of [
+    ['model.safetensors', model],
+    ['optimizer.safetensors', opt],
+  ])
+    if (t.meta.step !== String(step))
+      throw bad(
+        what,
+        `${f} is of step ${JSON.stringify(t.meta.step)}, run.json of step ${step} (a run written in part: use a complete one)`,
+      );
+  const adam = momentsOf(doc, opt, step, what),
+    tc = trainConfigOf(doc, torch, adam, what),
+    entries = stateEntries(model, adam.moments, what);
   const crc = {};
   for (const [k, , d] of entries) crc[k] = crc32Hex(d);
   return writeTensors(entries, {

@@ -131,6 +131,15 @@ export default {
   runKey: 'vitrine_classify',
   countKey: 'trainN',
   report: 'classifier',
+  torch: {
+    module: 'timm.VisionTransformer',
+    encoder: (mc) => mc,
+    parts: () => ({}),
+    loss: (tc) => ({ kind: 'cross_entropy', label_smoothing: Math.fround(tc.label_smoothing ?? 0) }),
+    lossRanges: { label_smoothing: [0, 1] },
+    // the classifier's model file also loads into timm as it is
+    weightsMeta: (model) => ({ timm_kwargs: JSON.stringify(model.timm_kwargs) }),
+  },
   defaults: {
     batch: 128,
     steps: 3500,

@@ -30,6 +30,11 @@
 //                 -> Promise<loss>; default: the engine's step (labels when `labels`)
 //   weights?(session)    the bytes the run makes (default: the model's safetensors)
 //   evaluate?(session, chunk), predict?(session, images, opts)   what its run can measure and answer
+//   torch?        its run as PyTorch continues it (web/train/torch-run.js; python/vitrine_continue.py):
+//                 { module: the state_dict's module, encoder(modelConfig): the encoder's config,
+//                 parts(modelConfig): the module's other sizes, loss(trainConfig, modelConfig): the
+//                 loss settings ({ kind, ... }), lossRanges: { train_config field: [lo, hi] } read
+//                 back from loss.<field>, weightsMeta?(model): the model file's extra metadata }
 import { VitrineError } from '../../errors.js';
 import { OPTIONS, OptionError, own, closest, checkOptions } from '../options.js';
 import mae from './mae.js';

@@ -7,4 +7,18 @@ export default selfSupervised({
   name: 'mae',
   summary: "masked autoencoder (lightly's MAE): pre-trains an encoder on unlabelled images",
   lr64: 2e-3,
+  torch: {
+    module: 'lightly.examples.MAE',
+    encoder: (mc) => mc.encoder,
+    parts: (mc) => ({
+      decoder: {
+        decoder_dim: mc.decoder_dim,
+        decoder_depth: mc.decoder_depth,
+        decoder_heads: mc.decoder_heads,
+        decoder_mlp_ratio: mc.decoder_mlp_ratio,
+      },
+    }),
+    loss: (tc, mc) => ({ kind: 'mae', mask_ratio: Math.fround(tc.mask_ratio), norm_pix_loss: !!mc.norm_pix_loss }),
+    lossRanges: { mask_ratio: [0, 1] },
+  },
 });

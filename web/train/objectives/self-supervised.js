@@ -18,8 +18,9 @@ export const MASK_RATIO = {
 /** An MAE / AIM objective: name, summary, and its peak learning rate for 64 images a step (a
  * short run needs more than lightly's 1.5e-4 x batch / 256 and 1e-3 x batch / 4096, which are for
  * hundreds of epochs: measured on Fashion-MNIST, docs/experiments.md). */
-export function selfSupervised({ name, summary, lr64 }) {
+export function selfSupervised({ name, summary, lr64, torch }) {
   return {
+    torch,
     name,
     summary,
     labels: false,
