@@ -822,15 +822,20 @@ export class Trainer {
   constructor(options: TrainerOptions);
   readonly options: TrainerOptions;
   /** resolves when the run ends (done, stopped at stopAt, aborted); rejects with a VitrineError whose
-   * `result` holds what a run that took steps leaves (its last good checkpoint) */
+   * `result` holds what a run that took steps leaves (its last good checkpoint); dispose() before
+   * the run ended: rejects with an AbortError (kind 'disposed', result null) */
   readonly done: Promise<TrainResult>;
-  status: 'starting' | 'training' | 'paused' | 'done' | 'stopped' | 'aborted' | 'error';
+  status: 'starting' | 'training' | 'paused' | 'done' | 'stopped' | 'aborted' | 'error' | 'disposed';
   step: number;
   steps: number | null;
   epoch: number;
   loss: number | null;
   info: TrainerInfo | null;
-  pause(): void;
+  /** Stops at the next step boundary after the worker reads the request (at once if asked before
+   * the worker exists). Resolves to where the run waits -- step, and received: the steps taken when
+   * the worker read the request (step is received or received + 1) -- or null when it resumed or
+   * ended first. */
+  pause(): Promise<{ step: number; received: number } | null>;
   resume(): void;
   abort(): void;
   predict(
@@ -838,6 +843,9 @@ export class Trainer {
       Float32Array | BlobLike | ImageDataLike | ImageBitmapLike | Array<BlobLike | ImageDataLike | ImageBitmapLike>,
     options?: { topk?: number },
   ): Promise<Prediction[][]>;
+  /** Ends the worker at any moment (before it exists, mid-step, mid-download, paused): a run not
+   * over ends with it (`done` rejects with an AbortError, kind 'disposed'; status 'disposed'); a run
+   * over keeps its result and status. */
   dispose(): void;
 }
 export function train(options: TrainerOptions): Trainer;
