@@ -242,7 +242,14 @@ export class Trainer {
     this._worker = w;
     // a worker's own failure (a Node worker thread that exits, a script that does not load)
     const crashed = (e) =>
-      this._fail(e instanceof VitrineError ? e : new VitrineError(`the training worker failed: ${e.message}`, -7));
+      this._fail(
+        e instanceof VitrineError
+          ? e
+          : new VitrineError(
+              /^the training worker/.test(e.message) ? e.message : `the training worker failed: ${e.message}`,
+              -7,
+            ),
+      );
     w.onError(crashed);
     w.on((m) => {
       if (this._disposed) return;
