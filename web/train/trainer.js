@@ -211,6 +211,7 @@ export class Trainer {
     if (this._settled) return;
     this._settled = true;
     this.status = status;
+    if (!(e instanceof Error)) e = new VitrineError(String(e), -1); // (a value thrown, not an error)
     e.result = result;
     this._acked(null);
     if (this._worker) this._worker.ref(false);
