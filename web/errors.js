@@ -29,3 +29,13 @@ export class DataError extends VitrineError {
     this.name = 'DataError';
   }
 }
+
+/** A run or an operation its owner ended, not a failure: kind 'disposed' (dispose() while it ran or
+ * waited) or 'aborted'. VT_ERR_STATE; named 'AbortError' as the platform's aborted operations are. */
+export class AbortError extends VitrineError {
+  constructor(message, kind = 'aborted') {
+    super(message, -7);
+    this.name = 'AbortError';
+    this.kind = kind; // 'disposed' | 'aborted'
+  }
+}

@@ -145,6 +145,14 @@ export class VitrineError extends Error {
   /** The status's name in src/status.h, e.g. 'VT_ERR_ARG' (VT_ERR_UNKNOWN for none of them). */
   code: StatusCode;
 }
+/** What a run or an operation that its owner ended rejects with (not a failure): kind 'disposed'
+ * (dispose() while it ran or waited: Trainer.done, Model.trainStepAsync) or 'aborted'. status -7
+ * (VT_ERR_STATE); name 'AbortError', as the platform's aborted operations. */
+export class AbortError extends VitrineError {
+  constructor(message: string, kind?: 'aborted' | 'disposed');
+  name: 'AbortError';
+  kind: 'aborted' | 'disposed';
+}
 
 export interface Tensor {
   data: Float32Array;
@@ -504,7 +512,10 @@ export class Model {
    * event index where the backward began (-1 if none ran). */
   activationTimeline(): { bytes: number[]; live: number[]; backwardStart: number };
   releaseActivations(): void;
+  /** Frees the model; a trainStepAsync / sync in flight or queued then rejects with an AbortError (kind 'disposed'). */
   dispose(): void;
+  /** Whether dispose() was called. */
+  readonly disposed: boolean;
 
   // ---- training (MAE / AIM models) ----
   /** timm / lightly initialisation for the model's kind, seeded (same seed, same bits). */
@@ -520,7 +531,11 @@ export class Model {
    * on one class index per image. Returns the loss. */
   trainStepLabels(images: Images, labels: ArrayLike<number>, options?: { mean?: number[]; std?: number[] }): number;
   /** trainStep on the engine's backend: with backend 'webgpu' the recorded step replayed on the GPU
-   * (the newest state then stays there: sync() before saving or evaluating), else trainStep. */
+   * (the newest state then stays there: sync() before saving or evaluating), else trainStep.
+   * Calls made before the previous one settled are queued, not refused: each starts when the one
+   * before it settles (its images are read then) and gives what calls awaited one after another
+   * give; sync() queues the same way. dispose() rejects the call in flight and those queued with an
+   * AbortError (kind 'disposed'). */
   trainStepAsync(images: Images, batch?: number, options?: { mean?: number[]; std?: number[] }): Promise<number>;
   /** trainStepLabels on the engine's backend (as trainStepAsync). */
   trainStepLabelsAsync(
@@ -842,21 +857,29 @@ export class Trainer {
   constructor(options: TrainerOptions);
   readonly options: TrainerOptions;
   /** resolves when the run ends (done, stopped at stopAt, aborted); rejects with a VitrineError whose
-   * `result` holds what a run that took steps leaves (its last good checkpoint) */
+   * `result` holds what a run that took steps leaves (its last good checkpoint); dispose() before
+   * the run ended: rejects with an AbortError (kind 'disposed', result null) */
   readonly done: Promise<TrainResult>;
-  status: 'starting' | 'training' | 'paused' | 'done' | 'stopped' | 'aborted' | 'error';
+  status: 'starting' | 'training' | 'paused' | 'done' | 'stopped' | 'aborted' | 'error' | 'disposed';
   step: number;
   steps: number | null;
   epoch: number;
   loss: number | null;
   info: TrainerInfo | null;
-  pause(): void;
+  /** Stops at the next step boundary after the worker reads the request (at once if asked before
+   * the worker exists). Resolves to where the run waits -- step, and received: the steps taken when
+   * the worker read the request (step is received or received + 1) -- or null when it resumed or
+   * ended first. */
+  pause(): Promise<{ step: number; received: number } | null>;
   resume(): void;
   abort(): void;
   predict(
     images: Float32Array | ImageSource | ImageSource[],
     options?: { top?: number; topk?: number },
   ): Promise<Prediction[][]>;
+  /** Ends the worker at any moment (before it exists, mid-step, mid-download, paused): a run not
+   * over ends with it (`done` rejects with an AbortError, kind 'disposed'; status 'disposed'); a run
+   * over keeps its result and status. */
   dispose(): void;
 }
 export function train(options: TrainerOptions): Trainer;

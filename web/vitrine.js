@@ -25,7 +25,7 @@ export { wasiShim, WasiExit } from './runtime/wasi-shim.js';
 export { createVitrine } from './runtime/create.js';
 export { Vitrine } from './runtime/engine.js';
 export { Model } from './runtime/model.js';
-export { VitrineError, STATUS_CODES } from './errors.js';
+export { VitrineError, AbortError, STATUS_CODES } from './errors.js';
 export {
   IMAGENET_MEAN,
   IMAGENET_STD,

@@ -304,6 +304,49 @@ test('SIGINT saves, says how to resume and exits 130', async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+test("SIGINT during MAE's kNN evaluation says so, keeps the checkpoint and exits 130", async () => {
+  const dir = tmp();
+  const child = spawn(
+    process.execPath,
+    [CLI, 'train', '--config', TINY, '--batch', '4', '--steps', '3', '--out', dir],
+    {
+      env,
+    },
+  );
+  let err = '',
+    code = null;
+  child.stderr.on('data', (d) => {
+    err += d;
+  });
+  const exited = new Promise((res) =>
+    child.on('exit', (c) => {
+      code = c;
+      res(c);
+    }),
+  );
+  // the evaluation of 10,000 + 2,000 images has begun (or the run ended without saying it would)
+  await new Promise((res) => {
+    const iv = setInterval(() => {
+      if (/kNN evaluation \(bank \d+, queries \d+\)/.test(err) || code != null) {
+        clearInterval(iv);
+        res();
+      }
+    }, 20);
+  });
+  assert.equal(code, null, `the run ended before the kNN evaluation began:\n${err}`);
+  child.kill('SIGINT');
+  assert.equal(await exited, 130, err);
+  assert.match(
+    err,
+    /vitrine train: interrupted during the kNN evaluation \(SIGINT\); the checkpoint of step 3 is intact in \S+checkpoint\.safetensors, the encoder weights in \S+encoder\.safetensors\n/,
+  );
+  assert.doesNotMatch(err, /\n\s+at .*:\d+:\d+/, 'a stack trace');
+  const meta = readSafetensorsMeta(readFileSync(path.join(dir, 'checkpoint.safetensors')));
+  assert.equal(meta.step, '3');
+  assert.ok(existsSync(path.join(dir, 'encoder.safetensors')));
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test('full disk: the truth about the checkpoint, no temporary files, exit 1', (t) => {
   // sizes of a tiny run's files
   const probe = tmp();

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { train, readSafetensorsMeta } from '../../web/vitrine.js';
+import { train, readSafetensorsMeta, VitrineError } from '../../web/vitrine.js';
 import { REPO, WASM_DIR, engine, readSafetensors, writeSafetensors } from './util.mjs';
 
 const require = createRequire(import.meta.url);
@@ -104,36 +104,30 @@ test('train(): events, abort at a step boundary, the checkpoint resumes bit for 
   assert.equal(resumed.trained, 12 - aborted.step);
   assert.deepEqual(tensorsOf(resumed.checkpoint), tensorsOf(straight.checkpoint), 'resumed != straight');
   assert.equal(resumed.lossLast, straight.lossLast);
-  // paused at step 3 (the run waits at the next boundary), resumed: the same losses
+  // paused before the worker exists (the request waits for it): the run waits before its first
+  // step; resumed and paused again at once: it waits at the next step boundary after the worker
+  // read the request (where that is, the worker says: pause() resolves to it, however late the
+  // events of the steps reach this thread); resumed: the same losses, the same bits
   const losses = [],
     sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-  let paused;
-  const third = new Promise((r) => {
-    paused = r;
-  });
-  const run = train({
-    ...opts,
-    onStep: (e) => {
-      losses.push(e.loss);
-      if (e.step === 3) {
-        run.pause();
-        paused();
-      }
-    },
-  });
+  const run = train({ ...opts, onStep: (e) => losses.push(e.loss) });
   try {
     // a failed assertion must not leave a paused worker holding the process
-    await third; // no fixed wait for the worker to start: under load that takes long
+    assert.deepEqual(await run.pause(), { step: 0, received: 0 });
     assert.equal(run.status, 'paused');
-    // the step under way when the message arrives finishes (step 4 at most); then none
-    let at = -1;
-    for (let i = 0; i < 50 && at !== run.step; i++) {
-      at = run.step;
-      await sleep(400);
-    }
-    assert.ok(at <= 4, `paused at step 3, still stepping at ${at}`);
     await sleep(300);
-    assert.equal(run.step, at, 'a paused run took a step');
+    assert.equal(losses.length, 0, 'a run paused before it started took a step');
+    run.resume();
+    const ack = await run.pause();
+    assert.ok(ack, 'the run ended before the worker read the pause');
+    assert.ok(
+      ack.step >= ack.received && ack.step <= ack.received + 1 && ack.step < 12,
+      `asked to pause after ${ack.received} steps, paused at ${ack.step}`,
+    );
+    await sleep(300);
+    assert.equal(run.step, ack.step, 'a paused run took a step');
+    assert.equal(losses.length, ack.step, 'a paused run took a step');
+    assert.equal(run.status, 'paused');
     run.resume();
     const done = await run.done;
     assert.deepEqual(
@@ -144,6 +138,89 @@ test('train(): events, abort at a step boundary, the checkpoint resumes bit for 
   } finally {
     run.dispose();
   }
+});
+
+test('dispose() at any moment ends the run: before the worker exists, mid-step, mid-download, paused; a finished run keeps its status', async () => {
+  const opts = { objective: 'mae', config: TINY, data: stripes(), steps: 400, batch: 8, lr: 2e-3, seed: 3, ...ENGINE };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const disposedError = (what, re) => (e) => {
+    assert.equal(e.name, 'AbortError', `${what}: ${e.stack}`);
+    assert.ok(e instanceof VitrineError, what);
+    assert.equal(e.kind, 'disposed', what);
+    assert.equal(e.code, 'VT_ERR_STATE', what);
+    assert.match(e.message, re, what);
+    assert.doesNotMatch(e.message, /\n/, what);
+    return true;
+  };
+  // right after train(): the worker never starts (no step, no set-up)
+  let stepped = 0,
+    ready = 0;
+  const early = train({ ...opts, onStep: () => stepped++, onReady: () => ready++ });
+  early.dispose();
+  await assert.rejects(
+    early.done,
+    disposedError('right after train()', /^the run was disposed before its first step \(dispose\(\)/),
+  );
+  assert.equal(early.status, 'disposed');
+  await sleep(1500);
+  assert.equal(stepped + ready, 0, `a run disposed at once went on: ${ready} ready, ${stepped} steps`);
+  await assert.rejects(early.predict(new Float32Array(784)), /the run was disposed/);
+  // mid-step (from its own step event: the worker is stepping)
+  stepped = 0;
+  const mid = train({
+    ...opts,
+    onStep: (e) => {
+      stepped = e.step;
+      if (e.step === 2) mid.dispose();
+    },
+  });
+  await assert.rejects(
+    mid.done,
+    disposedError(
+      'mid-run',
+      /^the run was disposed at step 2 of 400 \(dispose\(\); abort\(\) ends a run with its checkpoint\)$/,
+    ),
+  );
+  assert.equal(mid.status, 'disposed');
+  const at = stepped;
+  await sleep(500);
+  assert.equal(stepped, at, 'steps reported after dispose()');
+  // paused
+  const paused = train(opts);
+  assert.deepEqual(await paused.pause(), { step: 0, received: 0 });
+  paused.dispose();
+  await assert.rejects(paused.done, disposedError('paused', /^the run was disposed before its first step/));
+  // while its weights are read from a server that sends headers and then nothing
+  let asked;
+  const gotRequest = new Promise((r) => {
+    asked = r;
+  });
+  const server = createServer((req, res) => {
+    res.writeHead(200, { 'content-length': '100000' });
+    res.write(Buffer.alloc(10));
+    asked();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${server.address().port}/w.safetensors`;
+    const dl = train({ ...opts, weights: url });
+    await gotRequest;
+    dl.dispose();
+    await assert.rejects(dl.done, disposedError('mid-download', /^the run was disposed before its first step/));
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+  // after done: the result and the status stay (the worker's exit is no failure)
+  const fin = train({ ...opts, steps: 2 });
+  const r = await fin.done;
+  fin.dispose();
+  await sleep(500);
+  assert.equal(fin.status, 'done');
+  assert.equal(r.status, 'done');
+  assert.equal(await fin.done, r);
+  fin.dispose(); // twice: nothing
+  assert.equal(fin.status, 'done');
 });
 
 test("train(): gradAccum K runs K micro-batches of batch images as one step (timm's --grad-accum-steps, each loss / K): one batch of K x batch up to fp32 summation order; minLr", async () => {

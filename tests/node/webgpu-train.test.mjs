@@ -109,6 +109,51 @@ test("a GPU step from the model's real state: the wasm run's losses and gradient
   g.dispose();
 });
 
+test('concurrent trainStepAsync calls are queued (the sequential bits); dispose() mid-step rejects saying so', async () => {
+  // three steps called at once run one after another: the losses and state of three awaited in turn
+  const q = model(gpuVt),
+    s = model(gpuVt);
+  const queued = await Promise.all([0, 1, 2].map((i) => q.trainStepAsync(images(i), B)));
+  const seq = [];
+  for (let i = 0; i < 3; i++) seq.push(await s.trainStepAsync(images(i), B));
+  assert.deepEqual(queued, seq);
+  await Promise.all([q.sync(), s.sync()]);
+  assert.equal(q.stepCount, 3);
+  assert.ok(sameBits(flat(state(q)), flat(state(s))), 'queued steps: other parameters than sequential ones');
+  // a step and a sync called together: the sync waits for the step
+  const p = q.trainStepAsync(images(3), B),
+    sy = q.sync();
+  await p;
+  await sy;
+  assert.doesNotThrow(() => q.saveTrainState());
+  q.dispose();
+  s.dispose();
+  // disposed at any moment of a step (recording, upload, the replay, the read-back) or while a step
+  // waits behind it: each rejects with an AbortError that says the model was disposed
+  for (const ms of [0, 1, 5, 20, 60]) {
+    const m = model(gpuVt),
+      a = m.trainStepAsync(images(0), B),
+      b = m.trainStepAsync(images(1), B);
+    await new Promise((r) => setTimeout(r, ms));
+    m.dispose();
+    let ran = ms > 0; // a step may have ended before dispose(); the one queued behind it only if it did
+    for (const [what, x] of [
+      ['the step', a],
+      ['the queued step', b],
+    ])
+      await x.then(
+        () => assert.ok(ran, `${what} resolved after dispose at ${ms} ms`),
+        (e) => {
+          ran = false;
+          assert.equal(e.name, 'AbortError', `${what} at ${ms} ms: ${e.message}`);
+          assert.equal(e.kind, 'disposed');
+          assert.equal(e.code, 'VT_ERR_STATE');
+          assert.match(e.message, /^trainStepAsync: the model was disposed (during the call|before the call ran)$/);
+        },
+      );
+  }
+});
+
 test('every checkpointing policy gives the bits of none on the GPU (losses, parameters, AdamW state)', async () => {
   const probe = gpuVt.createModel({ kind: 'mae', config: SMALL }),
     policies = probe.namedPolicies();

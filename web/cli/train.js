@@ -292,6 +292,17 @@ async function train(obj, o) {
   );
   const maxPixels = (o.maxImageMp ?? DEFAULT_MAX_PIXELS / 1e6) * 1e6;
   const ctx = { o, obj, resumeBytes, outputs, say, warn, t0, maxPixels, stopAt: o.stopAt ?? null, vt: null };
+  // Ctrl-C / SIGTERM after the steps (the report's evaluation): heard here, said by the report
+  // (during the steps runTrainer hears them: the run stops at a step boundary)
+  const stop = new AbortController();
+  ctx.signal = stop.signal;
+  const onSig = (sig) => {
+    if (!ctx.finishing) return;
+    ctx.interrupted = ctx.interrupted || sig;
+    stop.abort();
+  };
+  process.on('SIGINT', onSig);
+  process.on('SIGTERM', onSig);
   try {
     const options = trainerOptions(obj, o, settings);
     Object.assign(options, {
@@ -327,10 +338,14 @@ async function train(obj, o) {
       info,
     });
     if (!stepped && loop.interrupted) return status;
-    Object.assign(ctx, { loop, saveError });
+    Object.assign(ctx, { loop, saveError, finishing: true });
     await report.finish(ctx);
-    return status;
+    if (!ctx.interrupted || status) return status;
+    if (!ctx.saidInterrupt) say(`vitrine train: interrupted (${ctx.interrupted}) as the results were written`);
+    return ctx.interrupted === 'SIGINT' ? 130 : 143;
   } finally {
+    process.off('SIGINT', onSig);
+    process.off('SIGTERM', onSig);
     if (report.cleanUp) report.cleanUp(ctx);
     if (ctx.vt) ctx.vt.close();
     outputs.cleanUp();

@@ -3,7 +3,7 @@
 // forward, the loss) and their backward, checkpointing and memory plans, and training (the
 // engine's trainer, src/trainer.c; the loop around it is web/train/session.js). Images go through the pixel
 // pipeline (web/formats/images.js). Results come back by name through the engine's layouts.
-import { VitrineError } from '../errors.js';
+import { VitrineError, AbortError } from '../errors.js';
 import { toNCHW, channelStats } from '../formats/images.js';
 import { withMetadata, readSafetensorsMeta, nonFiniteTensor } from '../formats/safetensors.js';
 import { readWeights, resolveNormalization, statsFromMeta, pretrainedCfg } from '../formats/pretrained.js';
@@ -179,6 +179,11 @@ export class Model {
     const i = this._vt.manifest.calls.indexOf(name);
     if (i < 0) throw new VitrineError(`unknown call '${name}' (${this._vt.manifest.calls.join(', ')})`, -1);
     return i;
+  }
+
+  /** Whether dispose() was called (a step in flight then rejects with an AbortError, kind 'disposed'). */
+  get disposed() {
+    return !this._h;
   }
 
   dispose() {
@@ -795,18 +800,49 @@ export class Model {
   }
   /** One training step on the model's backend (createVitrine's backend: web/runtime/backend.js):
    * the engine's trainStep on wasm; on webgpu the recorded step replayed on the GPU (the newest
-   * state then stays there until sync()). Returns a promise of the loss. */
-  async trainStepAsync(images, batch, opts = {}) {
-    return this._backend.run(images, { batch, labels: null, opts });
+   * state then stays there until sync()). Returns a promise of the loss.
+   * Calls made before the last one settled are queued: each starts when the one before it
+   * settles (its images are read then), with the results of calls made one after another.
+   * dispose() rejects the step in flight and those queued with an AbortError (kind 'disposed'). */
+  trainStepAsync(images, batch, opts = {}) {
+    return this._serial('trainStepAsync', () => this._backend.run(images, { batch, labels: null, opts }));
   }
-  /** trainStepLabels on the model's backend (as trainStepAsync). */
-  async trainStepLabelsAsync(images, labels, opts = {}) {
-    return this._backend.run(images, { labels: Int32Array.from(labels), opts });
+  /** trainStepLabels on the model's backend (as trainStepAsync, queued as it is). */
+  trainStepLabelsAsync(images, labels, opts = {}) {
+    return this._serial('trainStepLabelsAsync', () =>
+      this._backend.run(images, { labels: Int32Array.from(labels), opts }),
+    );
   }
   /** After steps on a device: copies the parameters, gradients and AdamW state back into wasm
-   * memory, where saving, evaluating and wasm steps read them (nothing to do on wasm). */
+   * memory, where saving, evaluating and wasm steps read them (nothing to do on wasm). Queued
+   * behind the steps in flight, as they are. */
   async sync() {
-    await this._backend.sync();
+    await this._serial('sync', () => this._backend.sync());
+  }
+  // The backend's asynchronous operations one at a time, in call order (a step begun on the
+  // engine must end before the next begins); started at once when none is in flight. An operation
+  // the model's dispose() overtook rejects saying so, whatever the backend then threw.
+  _serial(what, op) {
+    const go = async () => {
+      if (!this._h) throw new AbortError(`${what}: the model was disposed before the call ran`, 'disposed');
+      try {
+        return await op();
+      } catch (e) {
+        if (!this._h && !(e instanceof AbortError))
+          throw new AbortError(`${what}: the model was disposed during the call`, 'disposed');
+        throw e;
+      }
+    };
+    const p = this._queue ? this._queue.then(go) : go(),
+      tail = p.then(
+        () => {},
+        () => {},
+      );
+    this._queue = tail;
+    tail.then(() => {
+      if (this._queue === tail) this._queue = null;
+    });
+    return p;
   }
 
   // ---- the step as data, for a backend that replays it elsewhere (web/runtime/backend.js;
@@ -877,7 +913,7 @@ export class Model {
       if (rc < 0) throw Object.assign(vt.error(rc), { loss });
       return loss;
     } catch (e) {
-      if (begun) {
+      if (begun && this._h) {
         // it failed mid-step: the generator goes back, the step is not counted
         const nf = new Float32Array(SCALARS / 4);
         nf[4] = 1;

@@ -1,6 +1,26 @@
 // knn.js: lightly-style kNN evaluation of an encoder's pooled features (what `vitrine train`
 // reports for MAE / AIM) and the raw-pixel baseline beside it.
 import { makeBatch, adapt } from '../formats/images.js';
+import { AbortError } from '../errors.js';
+
+// The evaluation's loops are generators that pause after each chunk of work: run() drives one
+// straight through; runAsync() gives the event loop a turn between chunks (a Ctrl-C is heard,
+// an AbortSignal checked).
+function run(gen) {
+  for (;;) {
+    const { done, value } = gen.next();
+    if (done) return value;
+  }
+}
+const turn = () => new Promise((r) => (typeof setImmediate === 'function' ? setImmediate(r) : setTimeout(r, 0)));
+async function runAsync(gen, signal, what) {
+  for (;;) {
+    const { done, value } = gen.next();
+    if (done) return value;
+    await turn();
+    if (signal && signal.aborted) throw new AbortError(`${what}: interrupted`, 'aborted');
+  }
+}
 
 /** The encoder's features of images `indices` of ds, in chunks, one encode pass for every
  * readout: { cls, mean } of Float32Array [n, D] (as { data, dim }).
@@ -9,6 +29,9 @@ import { makeBatch, adapt } from '../formats/images.js';
  *   mean  the mean of the normed patch tokens, encode(x)[:, prefix:].mean(1): the pooling of
  *         timm's global_pool 'avg' on these tokens (an AIM encoder's forward is this pooling) */
 export function features(model, ds, indices, chunk = 250) {
+  return run(featureChunks(model, ds, indices, chunk));
+}
+function* featureChunks(model, ds, indices, chunk) {
   const P = model.dims.prefix,
     n = indices.length,
     { img, chans } = model.dims;
@@ -42,6 +65,7 @@ export function features(model, ds, indices, chunk = 250) {
       for (let t = P; t < T; t++) for (let d = 0; d < D; d++) acc[d] += row[t * D + d];
       for (let d = 0; d < D; d++) mean[o + d] = acc[d] / (T - P);
     }
+    yield;
   }
   return { cls: cls && { data: cls, dim: D }, mean: { data: mean, dim: D } };
 }
@@ -49,11 +73,19 @@ export function features(model, ds, indices, chunk = 250) {
 export const READOUTS = ['mean', 'cls'];
 /** kNN top-1 of every readout the model has: { mean, cls } (cls null without a prefix token). */
 export function knnReadouts(model, bank, query, opts) {
+  return run(readouts(model, bank, query, opts));
+}
+/** knnReadouts, giving the event loop a turn between chunks: rejects with an AbortError (kind
+ * 'aborted') soon after `signal` aborts. */
+export function knnReadoutsAsync(model, bank, query, opts, { signal = null } = {}) {
+  return runAsync(readouts(model, bank, query, opts), signal, 'kNN evaluation');
+}
+function* readouts(model, bank, query, opts) {
   const all = (n) => Int32Array.from({ length: n }, (_, i) => i);
-  const fb = features(model, bank, all(bank.n)),
-    fq = features(model, query, all(query.n)),
+  const fb = yield* featureChunks(model, bank, all(bank.n), 250),
+    fq = yield* featureChunks(model, query, all(query.n), 250),
     out = {};
-  for (const r of READOUTS) out[r] = fb[r] ? knnAccuracy(fb[r], bank.labels, fq[r], query.labels, opts) : null;
+  for (const r of READOUTS) out[r] = fb[r] ? yield* knnChunks(fb[r], bank.labels, fq[r], query.labels, opts) : null;
   return out;
 }
 /** The normalised pixels themselves as features (the raw-pixel baseline), at their own size. */
@@ -82,7 +114,10 @@ function l2normalize({ data, dim }) {
 /** kNN top-1 accuracy as lightly's benchmarks compute it (knn_predict): cosine similarity to
  * every bank feature, the k most similar vote for their class with weight exp(sim / t), the
  * class with the largest total wins (ties: the lower class index). Defaults k = 20, t = 0.1. */
-export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t = 0.1, classes = null } = {}) {
+export function knnAccuracy(bank, bankLabels, queries, queryLabels, opts = {}) {
+  return run(knnChunks(bank, bankLabels, queries, queryLabels, opts));
+}
+function* knnChunks(bank, bankLabels, queries, queryLabels, { k = 20, t = 0.1, classes = null } = {}) {
   const D = bank.dim;
   if (queries.dim !== D) throw new Error(`kNN: bank features have ${D} dimensions, queries ${queries.dim}`);
   const B = l2normalize(bank),
@@ -120,6 +155,7 @@ export function knnAccuracy(bank, bankLabels, queries, queryLabels, { k = 20, t 
     let best = 0;
     for (let c = 1; c < C; c++) if (votes[c] > votes[best]) best = c;
     if (best === queryLabels[q]) correct++;
+    if (q % 64 === 63) yield;
   }
   return nq ? correct / nq : NaN;
 }

@@ -8,7 +8,7 @@
 //   const run = train({ objective: 'classify', model: 'vit_tiny_patch16_224', weights: 'vit_tiny.safetensors',
 //                       data: 'photos/', epochs: 3, batch: 16, lr: 1e-4, onStep: (e) => console.log(e.step, e.loss) });
 //   const { weights, checkpoint, eval: ev } = await run.done;   // weights: timm keys, class names
-import { VitrineError } from '../errors.js';
+import { VitrineError, AbortError } from '../errors.js';
 import { objectiveModules, checkRunOptions } from './objectives/index.js';
 import { CALLBACKS } from './options.js';
 import { nodeWorkerOptions } from '../runtime/pool.js';
@@ -184,20 +184,46 @@ export class Trainer {
     this._next = 1;
     this._worker = null;
     this._pending = [];
-    this.done = this._start();
+    this._settled = false;
+    this._disposed = false;
+    this._pausing = null; // { promise, resolve } of the pause asked for, until the worker says it waits
+    this.done = new Promise((resolve, reject) => {
+      this._resolve = resolve;
+      this._reject = reject;
+    });
     this.done.catch(() => {}); // an unobserved failure is not an unhandled rejection until awaited
+    this._start().catch((e) => this._fail(e));
     if (options.signal) {
       if (options.signal.aborted) this.abort();
       else options.signal.addEventListener('abort', () => this.abort(), { once: true });
     }
   }
 
+  // `done` settles once: what comes after (a worker's exit after dispose()) changes nothing
+  _finish(result) {
+    if (this._settled) return;
+    this._settled = true;
+    this.status = result.status;
+    this._acked(null);
+    this._resolve(result);
+  }
+  _fail(e, result = null, status = 'error') {
+    if (this._settled) return;
+    this._settled = true;
+    this.status = status;
+    if (!(e instanceof Error)) e = new VitrineError(String(e), -1); // (a value thrown, not an error)
+    e.result = result;
+    this._acked(null);
+    if (this._worker) this._worker.ref(false);
+    this._reject(e);
+  }
+
   async _start() {
     try {
       checkRunOptions(this.options); // before anything starts: a wrong option is named here
     } catch (e) {
-      this.status = 'error';
-      throw e;
+      this._fail(e);
+      return;
     }
     const { signal, data, val, weights, resume, ...rest } = this.options;
     void signal; // the callbacks and the signal stay here; the rest crosses to the worker
@@ -208,45 +234,50 @@ export class Trainer {
     if (modules.length) options.objectiveModules = modules;
     if (val != null) options.val = typeof val === 'number' ? val : await describeData(val, 'val');
     if (resume != null) options.resume = isBlob(resume) ? new Uint8Array(await resume.arrayBuffer()) : resume;
-    const w = (this._worker = await spawn(options));
-    return new Promise((resolve, reject) => {
-      const fail = (e, result = null) => {
-        this.status = 'error';
-        const err =
-          e instanceof Error
-            ? e
-            : Object.assign(
-                new VitrineError(e.message, e.status ?? -1),
-                { name: ['DataError', 'OptionError'].includes(e.name) ? e.name : 'VitrineError' },
-                e.field != null ? { field: e.field } : {},
-              );
-        err.result = result;
-        w.ref(false);
-        reject(err);
-      };
-      w.onError((e) => fail(e));
-      w.on((m) => {
-        if (m.type === 'event') this._event(m.name, m.data);
-        else if (m.type === 'reply') {
-          const r = this._replies.get(m.id);
-          this._replies.delete(m.id);
-          if (r) m.ok ? r.resolve(m.result) : r.reject(new VitrineError(m.error.message, m.error.status ?? -1));
-          if (
-            !this._replies.size &&
-            this.status !== 'training' &&
-            this.status !== 'paused' &&
-            this.status !== 'starting'
-          )
-            w.ref(false);
-        } else if (m.type === 'done') {
-          this.status = m.result.status;
-          w.ref(false); // kept for predict() until dispose(), without keeping Node alive
-          resolve(m.result);
-        } else if (m.type === 'error') fail(m.error, m.result);
-      });
-      w.post({ type: 'start', options });
-      for (const msg of this._pending.splice(0)) w.post(msg);
+    if (this._disposed) return; // dispose() settled the run while its options were read
+    const w = await spawn(options);
+    if (this._disposed) {
+      w.terminate(); // disposed while the worker was made: it never starts
+      return;
+    }
+    this._worker = w;
+    // a worker's own failure (a Node worker thread that exits, a script that does not load)
+    const crashed = (e) =>
+      this._fail(
+        e instanceof VitrineError
+          ? e
+          : new VitrineError(
+              /^the training worker/.test(e.message) ? e.message : `the training worker failed: ${e.message}`,
+              -7,
+            ),
+      );
+    w.onError(crashed);
+    w.on((m) => {
+      if (this._disposed) return;
+      if (m.type === 'event') this._event(m.name, m.data);
+      else if (m.type === 'reply') {
+        const r = this._replies.get(m.id);
+        this._replies.delete(m.id);
+        if (r) m.ok ? r.resolve(m.result) : r.reject(new VitrineError(m.error.message, m.error.status ?? -1));
+        if (!this._replies.size && this.status !== 'training' && this.status !== 'paused' && this.status !== 'starting')
+          w.ref(false);
+      } else if (m.type === 'done') {
+        w.ref(false); // kept for predict() until dispose(), without keeping Node alive
+        this._finish(m.result);
+      } else if (m.type === 'error') {
+        const e = m.error;
+        this._fail(
+          Object.assign(
+            new VitrineError(e.message, e.status ?? -1),
+            { name: ['DataError', 'OptionError'].includes(e.name) ? e.name : 'VitrineError' },
+            e.field != null ? { field: e.field } : {},
+          ),
+          m.result,
+        );
+      }
     });
+    w.post({ type: 'start', options });
+    for (const msg of this._pending.splice(0)) w.post(msg);
   }
 
   _event(name, data) {
@@ -261,6 +292,11 @@ export class Trainer {
       this.epoch = data.epoch;
       this.loss = data.loss;
     }
+    if (name === 'paused') {
+      this.step = data.step;
+      this._acked(data);
+      return;
+    }
     const cb = this.options[CALLBACKS[name]];
     if (cb) cb(data);
   }
@@ -268,17 +304,37 @@ export class Trainer {
     if (this._worker) this._worker.post(msg);
     else this._pending.push(msg);
   }
+  // the pause asked for took effect (what the worker says), or will not (null: resumed, ended)
+  _acked(ack) {
+    const p = this._pausing;
+    this._pausing = null;
+    this._pausedAt = ack;
+    if (p) p.resolve(ack);
+  }
 
-  /** Stops at the next step boundary (the run waits; resume() continues bit for bit). */
+  /** Stops at the next step boundary after the worker reads the request (the step under way
+   * finishes; the run waits; resume() continues bit for bit). Returns a promise of where the run
+   * waits: { step, received } (received: the steps taken when the worker read the request; step is
+   * received or received + 1), or null when it resumed or ended first. */
   pause() {
     if (this.status === 'training' || this.status === 'starting') {
       this.status = 'paused';
+      let resolve;
+      const promise = new Promise((r) => {
+        resolve = r;
+      });
+      this._acked(null);
+      this._pausing = { promise, resolve };
       this._send({ type: 'pause' });
+      return promise;
     }
+    if (this._pausing) return this._pausing.promise;
+    return Promise.resolve(this.status === 'paused' ? this._pausedAt : null);
   }
   resume() {
     if (this.status === 'paused') {
       this.status = 'training';
+      this._acked(null);
       this._send({ type: 'resume' });
     }
   }
@@ -294,10 +350,12 @@ export class Trainer {
    * Float32Array NCHW; top: how many classes, default 3). Works during and after the run, until
    * dispose(); after it, vt.loadClassifier(run) reopens what the run made. */
   async predict(images, { top, topk } = {}) {
-    if (!this._worker) await new Promise((r) => setTimeout(r, 0));
+    if (!this._worker && !this._disposed) await new Promise((r) => setTimeout(r, 0));
     if (!this._worker)
       throw new VitrineError(
-        'predict: the training worker is not started (after dispose(): vt.loadClassifier(run))',
+        this._disposed
+          ? 'predict: the run was disposed (vt.loadClassifier(run) reopens what it made)'
+          : 'predict: the training worker is not started (after dispose(): vt.loadClassifier(run))',
         -7,
       );
     // a page's elements do not cross to a worker: each as an ImageBitmap of it, made here
@@ -306,6 +364,7 @@ export class Trainer {
       images instanceof Float32Array
         ? images
         : await Promise.all(list.map((x, i) => transferableImage(x, `predict: image ${i}`)));
+    if (!this._worker) throw new AbortError('predict: the run was disposed while the images were read', 'disposed');
     const id = this._next++;
     this._worker.ref(true);
     return new Promise((resolve, reject) => {
@@ -314,12 +373,24 @@ export class Trainer {
     });
   }
 
-  /** Ends the worker (and its engine). */
+  /** Ends the worker (and its engine), at any moment. A run not over yet ends with it: `done`
+   * rejects with an AbortError (kind 'disposed'; status 'disposed'), as do predictions waiting; a
+   * run over keeps its result and status. */
   dispose() {
+    if (this._disposed) return;
+    this._disposed = true;
     if (this._worker) {
       this._worker.terminate();
       this._worker = null;
     }
+    const where = this.step ? `at step ${this.step}${this.steps ? ` of ${this.steps}` : ''}` : 'before its first step';
+    this._fail(
+      new AbortError(`the run was disposed ${where} (dispose(); abort() ends a run with its checkpoint)`, 'disposed'),
+      null,
+      'disposed',
+    );
+    for (const r of this._replies.values()) r.reject(new AbortError('predict: the run was disposed', 'disposed'));
+    this._replies.clear();
   }
 }
 

@@ -2,7 +2,8 @@
 // browser module Web Worker: its own engine (with its own thread pool), a Session of
 // web/train/session.js, and messages. In: { type: 'start', options } once, then 'pause', 'resume',
 // 'abort' (taken at the next step boundary) and { type: 'predict', id, images, options }. Out:
-// { type: 'event', name, data } ('engine', 'load', 'log', 'ready', 'step', 'eval', 'checkpoint'),
+// { type: 'event', name, data } ('engine', 'load', 'log', 'ready', 'step', 'eval', 'checkpoint';
+// 'paused' { step, received }: the boundary a pause took effect at, the steps taken when it was read),
 // { type: 'reply', id, ok, result | error }, and at the end { type: 'done', result } or
 // { type: 'error', error, result } (result: what a run that took steps leaves, its last good
 // checkpoint included).
@@ -34,10 +35,21 @@ port.then((p) => {
 
 let session = null,
   paused = false,
+  received = null, // the steps taken when the pause asked for was read
   aborted = false,
   waiting = [];
 const wake = () => waiting.splice(0).forEach((r) => r());
-const control = { paused: () => paused, aborted: () => aborted, waitResume: () => new Promise((r) => waiting.push(r)) };
+const stepsTaken = () => (session && session.model ? session.step : null);
+const control = {
+  paused: () => paused,
+  aborted: () => aborted,
+  // the run waits at this step boundary: the Trainer hears where (its pause() resolves to it)
+  waitResume: () => {
+    const step = stepsTaken();
+    post({ type: 'event', name: 'paused', data: { step, received: received ?? step } });
+    return new Promise((r) => waiting.push(r));
+  },
+};
 const errorOf = (e) => ({
   message: e && e.message ? e.message : String(e),
   status: e && e.status,
@@ -49,8 +61,10 @@ const buffers = (...xs) => xs.filter((x) => x instanceof Uint8Array).map((x) => 
 
 async function onMessage(msg) {
   if (msg.type === 'start') start(msg.options);
-  else if (msg.type === 'pause') paused = true;
-  else if (msg.type === 'resume') {
+  else if (msg.type === 'pause') {
+    paused = true;
+    received = stepsTaken();
+  } else if (msg.type === 'resume') {
     paused = false;
     wake();
   } else if (msg.type === 'abort') {

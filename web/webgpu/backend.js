@@ -221,6 +221,7 @@ export class GpuStepBackend {
   // A GPU failure: what the GPU held is given up; the model goes back to its last sync.
   _fail(e) {
     this._drop();
+    if (this.model.disposed) return; // (the model's dispose() freed the device's side: nothing to restore)
     const lost = this.synced ? this.model.stepCount - this.synced.step : 0;
     this.dirty = false;
     this.stale = true;

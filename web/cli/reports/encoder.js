@@ -6,7 +6,8 @@
 // checkpoint, in the build the run trained with.
 import { Worker } from 'node:worker_threads';
 import { encoderPrefix } from '../../train/presets.js';
-import { knnReadouts, READOUTS, gather } from '../../train/knn.js';
+import { knnReadoutsAsync, READOUTS, gather } from '../../train/knn.js';
+import { AbortError } from '../../errors.js';
 import { showMasks, visualizeGrid } from '../../train/visualize.js';
 import { loadFashionMNIST, openImageFolder } from '../../train/node-data.js';
 import { makeBatch, resizeCrop, channelStats, adapt, IMAGENET_MEAN, IMAGENET_STD } from '../../formats/images.js';
@@ -97,11 +98,20 @@ function startSideEvaluation(o, eng, run, info, seed, warn, initBytes = null, ma
 
 /** The kNN top-1 accuracy of the trained encoder (here) beside the untrained one and raw pixels
  * (from the side evaluation). */
-async function knnResults(model, side, say, warn) {
+async function knnResults(model, side, say, warn, signal) {
   const { sets, knnOpts } = side,
     te = performance.now();
-  const knn = { trained: knnReadouts(model, sets.bank, sets.query, knnOpts), initial: null, pixels: null }; // { mean, cls }
-  const s = await side.initial;
+  say(`vitrine train: kNN evaluation (bank ${sets.bank.n}, queries ${sets.query.n}) ...`);
+  const trained = await knnReadoutsAsync(model, sets.bank, sets.query, knnOpts, { signal }); // { mean, cls }
+  const knn = { trained, initial: null, pixels: null };
+  const s = await Promise.race([
+    side.initial,
+    new Promise((_, reject) => {
+      const stop = () => reject(new AbortError('kNN evaluation: interrupted', 'aborted'));
+      if (signal.aborted) stop();
+      else signal.addEventListener('abort', stop, { once: true });
+    }),
+  ]);
   if (s.error) warn(`evaluation of the initial encoder failed: ${s.error}`);
   else {
     knn.initial = s.initial;
@@ -282,10 +292,20 @@ export default {
       if (loop.error || saveError)
         say(`vitrine train: wrote what it could from step ${result.step}: ${outputs.wrote.join(', ') || 'nothing'}`);
       const side = ctx.side;
-      const knn =
-        side && !loop.interrupted && !loop.error && !saveError
-          ? await knnResults(model, side, say, warn)
-          : { trained: null, initial: null, pixels: null };
+      let knn = { trained: null, initial: null, pixels: null };
+      if (side && !loop.interrupted && !loop.error && !saveError)
+        try {
+          if (ctx.signal.aborted) throw new AbortError('kNN evaluation: interrupted', 'aborted');
+          knn = await knnResults(model, side, say, warn, ctx.signal);
+        } catch (e) {
+          if (!(e instanceof AbortError)) throw e;
+          // Ctrl-C / SIGTERM: what was written stays, the report is not made
+          ctx.saidInterrupt = true;
+          say(
+            `vitrine train: interrupted during the kNN evaluation (${ctx.interrupted}); the checkpoint of step ${result.step} is intact in ${outputs.paths.state}, the encoder weights in ${outputs.paths.weights}`,
+          );
+          return;
+        }
       report(o, {
         run: r,
         model,
