@@ -198,6 +198,36 @@ export function startServer({
         .pipe(res);
     },
   );
+  // Node's headersTimeout starts when a request's first byte is parsed: bytes between requests
+  // (blank lines, which HTTP lets a client send) never start it, yet each one resets the keep-alive
+  // timeout, so a socket that drips them after a request stayed open for ever. Here a connection
+  // that has no request in flight must complete the next one's headers within `headers` ms.
+  const conns = new WeakMap(); // socket -> { inFlight, timer }
+  const waitForRequest = (socket, c) => {
+    clearTimeout(c.timer);
+    c.timer = setTimeout(() => {
+      if (c.inFlight) return;
+      socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      setTimeout(() => socket.destroy(), t.check).unref();
+    }, t.headers);
+    c.timer.unref();
+  };
+  server.on('connection', (socket) => {
+    const c = { inFlight: 0, timer: null };
+    conns.set(socket, c);
+    socket.on('close', () => clearTimeout(c.timer));
+    waitForRequest(socket, c);
+  });
+  server.on('request', (req, res) => {
+    const socket = req.socket,
+      c = conns.get(socket);
+    if (!c) return;
+    c.inFlight++;
+    clearTimeout(c.timer);
+    res.once('close', () => {
+      if (--c.inFlight === 0 && !socket.destroyed) waitForRequest(socket, c);
+    });
+  });
   return new Promise((resolveP, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

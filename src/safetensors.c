@@ -225,6 +225,27 @@ static int check_overlap(const vt_st_file *f, const unsigned char *data) {
     return rc;
 }
 
+/* The keys of a JSON text's top-level object, counted without parsing it (strings and nesting
+ * followed; malformed text is left to the parser). */
+static size_t top_level_keys(const char *s, size_t n) {
+    size_t keys = 0;
+    long depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '"') {
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == ':' && depth == 1) {
+            keys++;
+        }
+    }
+    return keys;
+}
+
 vt_status vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out) {
     if (!out) return vt_fail(VT_ERR_ARG, "safetensors: out is NULL");
     memset(out, 0, sizeof *out);
@@ -241,6 +262,10 @@ vt_status vt_st_parse(const unsigned char *bytes, size_t len, vt_st_file *out) {
         return vt_fail(VT_ERR_FORMAT, "safetensors: header length %llu exceeds file size %zu", hl, len);
     const unsigned char *data = bytes + 8 + hl;
     size_t data_len = len - 8 - (size_t)hl;
+    size_t keys = top_level_keys((const char *)bytes + 8, (size_t)hl);
+    if (keys > VT_ST_MAX_TENSORS + 1) /* (+1: __metadata__) */
+        return vt_fail(VT_ERR_FORMAT, "safetensors: %zu entries in the header, more than the %u tensors read",
+                       keys, VT_ST_MAX_TENSORS);
 
     vt_json *root = NULL;
     int rc = vt_json_parse((const char *)bytes + 8, (size_t)hl, &root);

@@ -26,6 +26,9 @@ const char *vt_dtype_name(vt_dtype dt); /* "F32", "F16", "BF16", ...; "?" for an
 
 #define VT_ST_MAX_DIMS   8
 #define VT_ST_MAX_HEADER (100u * 1000u * 1000u) /* same 100 MB header cap as the reference reader */
+/* tensors read from one file: far more than any model's (a ViT-B's training state holds ~450),
+ * counted before the header is parsed (a hostile header of 300,000 keys is refused at once) */
+#define VT_ST_MAX_TENSORS 65536u
 
 typedef struct {
     char *name;

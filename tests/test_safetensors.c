@@ -518,6 +518,27 @@ static void test_hostile(void) {
     rc = vt_st_parse(b, len, &f);
     expect_err(rc, VT_ERR_FORMAT, "18446744073709551615", NULL, "header length 2^64-1");
     free(b);
+    /* More entries than VT_ST_MAX_TENSORS: refused from a count, before the JSON is parsed (a
+     * 20 MB header of 300,000 keys took seconds); exactly the cap (and __metadata__) parses. Keys
+     * holding ':', '{' and escaped quotes are one key each. */
+    for (int k = 0; k < 2; k++) {
+        size_t n = k ? 300000 : VT_ST_MAX_TENSORS, cap = 64 + n * 80, o = 0;
+        char *h = xmalloc(cap);
+        o += (size_t)snprintf(h + o, cap - o, "{\"__metadata__\":{\"a:{\":\"b\\\":[\"}");
+        for (size_t i = 0; i < n; i++)
+            o += (size_t)snprintf(h + o, cap - o,
+                                  ",\"t:{\\\"%zu\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                                  i);
+        o += (size_t)snprintf(h + o, cap - o, "}");
+        rc = st_try_n(h, o, d, 0);
+        if (k) {
+            snprintf(num, sizeof num, "%zu entries in the header", n + 1);
+            expect_err(rc, VT_ERR_FORMAT, num, "more than the 65536 tensors read", "300,000 tensors refused");
+        } else {
+            expect_ok(rc, "VT_ST_MAX_TENSORS tensors and __metadata__ parse");
+        }
+        free(h);
+    }
     /* A valid file cut inside its data section. */
     b = mkfile(good, 0, d, 8, &len);
     rc = vt_st_parse(b, len - 3, &f);

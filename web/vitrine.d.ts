@@ -482,6 +482,11 @@ export class Model {
       strict?: boolean;
       onProgress?: (p: LoadProgress) => void;
       signal?: AbortSignalLike | null;
+      /** a URL: seconds without a byte (default 30) and in all (default 1800) before it is given up */
+      stallSeconds?: number;
+      timeoutSeconds?: number;
+      /** the largest file read (default 2^31 bytes); a file is never read past what its header declares */
+      maxBytes?: number;
       mean?: number[] | null;
       std?: number[] | null;
     },
@@ -620,12 +625,17 @@ export function makeBatch(
   out?: Float32Array | null,
   stats?: ChannelStats,
 ): Float32Array;
-/** Browser: a Blob / File decoded without colour conversion or premultiplied alpha -> RGBA pixels. */
-export function decodeBlob(blob: {
-  readonly size: number;
-  readonly type: string;
-  arrayBuffer(): Promise<ArrayBuffer>;
-}): Promise<{ width: number; height: number; data: Uint8ClampedArray }>;
+/** Browser: a Blob / File decoded without colour conversion or premultiplied alpha -> RGBA pixels;
+ * maxPixels: a PNG / JPEG over it refused from its header before decoding (raise: how the caller
+ * raises the limit, in the message). */
+export function decodeBlob(
+  blob: {
+    readonly size: number;
+    readonly type: string;
+    arrayBuffer(): Promise<ArrayBuffer>;
+  },
+  options?: { maxPixels?: number; raise?: string },
+): Promise<{ width: number; height: number; data: Uint8ClampedArray }>;
 /** The same safetensors bytes with extra __metadata__ entries (strings; others as JSON text). */
 export function withMetadata(bytes: Uint8Array, extra: Record<string, unknown>): Uint8Array;
 /** Per-channel mean / std for `chans` channels (1 channel: the average of the 3 given, ImageNet: 0.449 / 0.226). */
@@ -800,6 +810,13 @@ export interface TrainerOptions {
     limits?: Partial<Record<'maxBufferSize' | 'maxStorageBufferBindingSize', number>>;
   };
   cacheBytes?: number;
+  /** refuse images over this many pixels, from their header (default 40e6), in Node and in a browser */
+  maxPixels?: number;
+  /** seconds without a byte before a URL (weights, an image) is given up (default 30) */
+  urlStallSeconds?: number;
+  /** seconds a URL may take in all (default 1800 for weights, 120 for an image) */
+  urlTimeoutSeconds?: number;
+  /** aborts the run: at the next step boundary, and any URL being read */
   signal?: AbortSignalLike;
   onStep?: (e: TrainStepEvent) => void;
   onEval?: (e: TrainEval) => void;

@@ -156,10 +156,15 @@ test("API errors in the API's words: a folder that is not there, weightsStrict, 
     train({ ...BASE, weights: nan }).done,
     /blocks\.0\.attn\.qkv\.weight holds a NaN or an infinity: not weights to start from/,
   );
-  // a server that promises 4096 bytes and sends 1000
+  // a server that promises 4096 bytes and sends 1000 (of a safetensors file whose header says 4096)
+  let json = JSON.stringify({ w: { dtype: 'U8', shape: [4000], data_offsets: [0, 4000] } });
+  json += ' '.repeat(4096 - 8 - 4000 - json.length);
+  const head = Buffer.alloc(1000);
+  head.writeBigUInt64LE(BigInt(json.length), 0);
+  head.write(json, 8, 'latin1');
   const server = createServer((req, res) => {
     res.writeHead(200, { 'content-length': 4096 });
-    res.write(Buffer.alloc(1000));
+    res.write(head);
     setTimeout(() => res.destroy(), 50);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));

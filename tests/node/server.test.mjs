@@ -54,3 +54,54 @@ test('demo server: half-sent requests are closed after the header timeout; nosni
   assert.equal(bad.status, 400);
   assert.equal(bad.headers['x-content-type-options'], 'nosniff');
 });
+
+// a raw socket that writes `first`, then one byte of `drip` a second: how long until the server
+// closes it (null: still open after `limit` ms)
+async function dripped(port, first, drip, limit) {
+  const sock = connect(port, '127.0.0.1');
+  await once(sock, 'connect');
+  sock.on('data', () => {});
+  sock.on('error', () => {});
+  if (first) sock.write(first);
+  const t0 = Date.now();
+  let i = 0;
+  const timer = setInterval(() => sock.destroyed || sock.write(drip[i++ % drip.length]), 1000);
+  const closed = await Promise.race([
+    once(sock, 'close').then(() => Date.now() - t0),
+    new Promise((r) => setTimeout(() => r(null), limit)),
+  ]);
+  clearInterval(timer);
+  sock.destroy();
+  return closed;
+}
+
+test('demo server: slowloris sockets dripping a byte a second are closed at the header limit (issue 39, item 15)', async (t) => {
+  const { server } = await startServer({
+    port: 0,
+    timeouts: { headers: 2000, request: 4000, keepAlive: 1000, check: 100 },
+  });
+  t.after(() => server.close());
+  const port = server.address().port;
+  const request = 'GET /demo/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
+  const [headers, between, lf] = await Promise.all([
+    // a request's headers, a byte at a time
+    dripped(port, '', 'GET /demo/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 9000),
+    // a request answered, then blank lines between requests (each one reset the keep-alive timeout)
+    dripped(port, request, '\r\n', 9000),
+    dripped(port, request, '\n', 9000),
+  ]);
+  for (const [what, ms] of Object.entries({ headers, between, lf }))
+    assert.ok(ms != null && ms < 5000, `${what}: ${ms == null ? 'still open after 9 s' : `closed after ${ms} ms`}`);
+  // a client that sends its requests in time is served on one connection
+  const sock = connect(port, '127.0.0.1');
+  await once(sock, 'connect');
+  let reply = '';
+  sock.on('data', (d) => (reply += d));
+  for (let k = 0; k < 3; k++) {
+    sock.write(request);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  assert.equal(reply.match(/HTTP\/1\.1 200 OK/g).length, 3);
+  assert.equal(sock.destroyed, false);
+  sock.destroy();
+});

@@ -21,7 +21,7 @@
 //     dropped in both (no compositing);
 //   - normalise: (v / 255 - mean) / std, computed in double and rounded to float32 once;
 //     torchvision rounds each of its float32 operations (a difference of at most an ulp or so).
-import { VitrineError } from '../errors.js';
+import { VitrineError, DataError } from '../errors.js';
 
 export const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 export const IMAGENET_STD = [0.229, 0.224, 0.225];
@@ -35,6 +35,102 @@ export function channelStats(chans, { mean = IMAGENET_MEAN, std = IMAGENET_STD }
   const pick = (a) =>
     chans === 1 ? [a.length === 1 ? a[0] : avg(a)] : Array.from({ length: chans }, (_, c) => a[c % a.length]);
   return { mean: pick(mean), std: pick(std) };
+}
+
+// ---- image headers: sizes before anything is decoded ----------------------------------------
+
+const PNG_MAGIC = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+
+/** Largest image decoded by default: 40 megapixels (a 160 MB RGBA bitmap; phone photos are 12-48).
+ * Checked against the header before anything is decoded; `vitrine train --max-image-mp N` raises it. */
+export const DEFAULT_MAX_PIXELS = 40e6;
+/** Largest image file read (bytes), checked with fstat before reading. */
+export const MAX_IMAGE_FILE_BYTES = 512 * 1024 * 1024;
+
+const be32 = (b, o) => ((b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]) >>> 0;
+const be16 = (b, o) => (b[o] << 8) | b[o + 1];
+
+// PNG: bits per pixel of each (colour type -> channels) and the bit depths it allows
+const PNG_CHANNELS = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
+const PNG_DEPTHS = { 0: [1, 2, 4, 8, 16], 2: [8, 16], 3: [1, 2, 4, 8], 4: [8, 16], 6: [8, 16] };
+
+/** { format: 'png' | 'jpeg', width, height } from the first bytes of an image, without decoding
+ * it; a header that is not one of a PNG or baseline / progressive JPEG throws a DataError.
+ * partial: the bytes are the start of the image only -- null when the header is not in them yet. */
+export function imageHeader(bytes, { partial = false } = {}) {
+  if (bytes.length >= 8 && PNG_MAGIC.every((v, i) => bytes[i] === v)) {
+    if (partial && bytes.length < 33) return null;
+    if (bytes.length < 33 || be32(bytes, 8) !== 13 || String.fromCharCode(...bytes.subarray(12, 16)) !== 'IHDR')
+      throw new DataError('PNG without its IHDR header');
+    const width = be32(bytes, 16),
+      height = be32(bytes, 20),
+      depth = bytes[24],
+      ctype = bytes[25];
+    if (
+      !(ctype in PNG_CHANNELS) ||
+      !PNG_DEPTHS[ctype].includes(depth) ||
+      bytes[26] !== 0 ||
+      bytes[27] !== 0 ||
+      bytes[28] > 1
+    )
+      throw new DataError(
+        `PNG header: colour type ${ctype} / bit depth ${depth} / methods ${bytes[26]} ${bytes[27]} ${bytes[28]} are not valid PNG`,
+      );
+    return { format: 'png', width, height, depth, ctype, interlace: bytes[28] };
+  }
+  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) {
+    let o = 2;
+    while (o + 4 <= bytes.length) {
+      // segments up to the frame header (SOFn)
+      if (bytes[o] !== 0xff) throw new DataError(`JPEG: no marker at byte ${o}`);
+      const m = bytes[o + 1];
+      if (m === 0xff) {
+        o++;
+        continue;
+      } // fill byte
+      if ((m >= 0xd0 && m <= 0xd8) || m === 0x01) {
+        o += 2;
+        continue;
+      } // markers without a length
+      if (m === 0xda || m === 0xd9) break; // a scan or the end before any frame header
+      const len = be16(bytes, o + 2);
+      if (len < 2) throw new DataError(`JPEG: segment 0x${m.toString(16)} of length ${len}`);
+      if (m >= 0xc0 && m <= 0xcf && m !== 0xc4 && m !== 0xc8 && m !== 0xcc) {
+        if (o + 10 > bytes.length) return partial ? null : brokenJpeg();
+        return { format: 'jpeg', width: be16(bytes, o + 7), height: be16(bytes, o + 5), components: bytes[o + 9] };
+      }
+      o += 2 + len;
+    }
+    if (partial && o + 4 > bytes.length) return null;
+    return brokenJpeg();
+  }
+  if (
+    partial &&
+    bytes.length < 8 &&
+    [PNG_MAGIC, [0xff, 0xd8, 0xff]].some((m) => m.slice(0, bytes.length).every((v, i) => bytes[i] === v))
+  )
+    return null;
+  throw new DataError('not a PNG or JPEG image');
+}
+const brokenJpeg = () => {
+  throw new DataError('JPEG without a frame header (SOF) before its image data');
+};
+
+/** The most bytes an image file of header h is read to: 16 bytes a pixel (twice 16-bit RGBA, stored
+ * uncompressed) and 16 MiB of other chunks / segments (profiles, EXIF), at most a folder's
+ * largest file (MAX_IMAGE_FILE_BYTES). */
+export const imageByteCap = (h) => Math.min(MAX_IMAGE_FILE_BYTES, 16 * h.width * h.height + 16 * 2 ** 20);
+
+/** An image's header h checked before anything is decoded: not empty, at most maxPixels
+ * (raise: how the caller raises the limit, in its words -- the CLI's flag or the API's option). The
+ * same message in Node and in a browser. Returns h. */
+export function checkImageSize(h, maxPixels = DEFAULT_MAX_PIXELS, raise = 'maxPixels raises it') {
+  if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
+  if (h.width * h.height > maxPixels)
+    throw new DataError(
+      `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (${raise})`,
+    );
+  return h;
 }
 
 // ---- resize, centre crop, channels ------------------------------------------------------------
@@ -304,10 +400,31 @@ export async function transferableImage(x, what = 'image') {
 
 /** Browser decoding: a Blob / File (PNG, JPEG, whatever the browser reads) -> { width, height,
  * data: RGBA }, decoded without colour-space conversion or premultiplied alpha (pixels with
- * alpha < 255 may still lose a level of RGB through the canvas). Throws when it is not an image. */
-export async function decodeBlob(blob) {
+ * alpha < 255 may still lose a level of RGB through the canvas). Throws when it is not an image.
+ * maxPixels: a PNG or JPEG over it is refused from its header, before it is decoded (another
+ * format the browser reads: from the decoded bitmap's size, before its pixels are read), with
+ * checkImageSize's message, Node's (raise: how the caller raises it). */
+export async function decodeBlob(blob, { maxPixels = Infinity, raise } = {}) {
+  if (maxPixels !== Infinity) {
+    const head = new Uint8Array(await blob.slice(0, 1 << 18).arrayBuffer());
+    let h = null;
+    try {
+      h = imageHeader(head, { partial: head.length < blob.size });
+    } catch {
+      // not a PNG or JPEG, or a header this reader does not follow: the bitmap's size, below
+    }
+    if (!h && head.length < blob.size && blob.size <= MAX_IMAGE_FILE_BYTES) {
+      try {
+        h = imageHeader(new Uint8Array(await blob.arrayBuffer()));
+      } catch {
+        // (as above)
+      }
+    }
+    if (h) checkImageSize(h, maxPixels, raise);
+  }
   const bm = await createImageBitmap(blob, { colorSpaceConversion: 'none', premultiplyAlpha: 'none' });
   try {
+    if (maxPixels !== Infinity) checkImageSize(bm, maxPixels, raise);
     return bitmapPixels(bm);
   } finally {
     bm.close();

@@ -8,9 +8,10 @@
 //      vit_*_patch16_224 / patch32_224 default to the augreg weights, mean = std = 0.5);
 //   4. else ImageNet's mean / std (vitrine's default, what its own small models train with).
 // No Node module is imported unless a file path is read in Node.
-import { readSafetensorsMeta } from './safetensors.js';
+import { readSafetensorsMeta, parseSafetensorsHeader } from './safetensors.js';
 import { IMAGENET_MEAN, IMAGENET_STD } from './images.js';
 import { VitrineError } from '../errors.js';
+import { fetchBytes, readBody, URL_TIMEOUT_SECONDS } from './fetch.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
@@ -134,44 +135,32 @@ export function pretrainedCfg({ mean, std, chans, img, numClasses = null }) {
 /** Largest weights file read (bytes): a ViT-B is 344 MB in float32. */
 export const MAX_WEIGHTS_BYTES = 2 ** 31;
 
-// a response body read chunk by chunk, progress reported
-async function readStream(body, total, name, onProgress, signal) {
-  const reader = body.getReader(),
-    chunks = [];
-  let loaded = 0;
-  if (onProgress) onProgress({ loaded, total, name });
-  for (;;) {
-    if (signal && signal.aborted) {
-      reader.cancel();
-      throw new VitrineError(`${name}: download aborted`, -7);
-    }
-    let chunk;
-    try {
-      chunk = await reader.read();
-    } catch (e) {
-      // a body cut short (the server or the network went away): say what came, and from where
-      throw new VitrineError(
-        `${name}: the download broke off after ${loaded}${total ? ` of ${total}` : ''} bytes (${e.cause ? e.cause.message || e.cause.code : e.message})`,
-        -8,
-      );
-    }
-    const { done, value } = chunk;
-    if (done) break;
-    loaded += value.length;
-    if (loaded > MAX_WEIGHTS_BYTES) {
-      reader.cancel();
-      throw new VitrineError(`${name}: more than ${MAX_WEIGHTS_BYTES} bytes`, -3);
-    }
-    chunks.push(value);
-    if (onProgress) onProgress({ loaded, total, name });
+/** Largest safetensors header read (bytes): the engine's and the reference reader's cap. */
+export const MAX_HEADER_BYTES = 100 * 1000 * 1000;
+
+/** What a safetensors file says its size is, from its first bytes, for readBody's peek: the header's
+ * length first, then the header, whose tensors' data_offsets end where the file must end. A header
+ * that cannot be one is refused here, before the rest is read. */
+export function safetensorsPeek(head, loaded) {
+  if (loaded < 8) return { need: 8 };
+  const n = Number(new DataView(head.buffer, head.byteOffset, 8).getBigUint64(0, true));
+  if (n === 0 || n > MAX_HEADER_BYTES)
+    throw new VitrineError(`not a safetensors file (a header of ${n} bytes; 1..${MAX_HEADER_BYTES} are read)`, -3);
+  if (loaded < 8 + n) return { need: 8 + n };
+  let h;
+  try {
+    h = parseSafetensorsHeader(head, n);
+  } catch (e) {
+    throw new VitrineError(`not a safetensors file (${e.message.replace(/^safetensors: /, '')})`, -3);
   }
-  const out = new Uint8Array(loaded);
-  let o = 0;
-  for (const c of chunks) {
-    out.set(c, o);
-    o += c.length;
+  let end = 0;
+  for (const k of Object.keys(h)) {
+    const t = h[k];
+    if (k === '__metadata__' || !t || !Array.isArray(t.data_offsets)) continue;
+    const e = t.data_offsets[1];
+    if (Number.isSafeInteger(e) && e > end) end = e;
   }
-  return out;
+  return { total: 8 + n + end };
 }
 
 const isUrlText = (s) => /^(https?|file|blob|data):/i.test(s);
@@ -179,7 +168,10 @@ const isUrlText = (s) => /^(https?|file|blob|data):/i.test(s);
 /** The bytes of weights: a Uint8Array / ArrayBuffer (as is), a Blob / File, a URL (fetched,
  * onProgress({ loaded, total, name }) as it arrives), or in Node a file path. Checked to be
  * safetensors; a failure names what was asked for. Returns { bytes, name, meta }. */
-export async function readWeights(src, { onProgress = null, signal = null, name = null } = {}) {
+export async function readWeights(
+  src,
+  { onProgress = null, signal = null, name = null, stallSeconds, timeoutSeconds, maxBytes = MAX_WEIGHTS_BYTES } = {},
+) {
   let bytes,
     what = name;
   if (src instanceof Uint8Array) bytes = src;
@@ -187,21 +179,28 @@ export async function readWeights(src, { onProgress = null, signal = null, name 
   else if (ArrayBuffer.isView(src)) bytes = new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
   else if (typeof Blob !== 'undefined' && src instanceof Blob) {
     what = what || src.name || 'the Blob';
-    bytes = await readStream(src.stream(), src.size, what, onProgress, signal);
+    bytes = await readBody(src.stream(), {
+      total: src.size,
+      what,
+      onProgress,
+      signal,
+      maxBytes,
+      peek: safetensorsPeek,
+    });
   } else if (src instanceof URL || (typeof src === 'string' && (isUrlText(src) || !IS_NODE))) {
     const url = String(src);
     what = what || url;
     if (IS_NODE && /^file:/i.test(url))
-      return readWeights((await nodeModule('url')).fileURLToPath(url), { onProgress, signal, name: url });
-    let r;
-    try {
-      r = await fetch(url, { signal });
-    } catch (e) {
-      throw new VitrineError(`${what}: cannot fetch (${e.cause ? e.cause.message || e.cause.code : e.message})`, -8);
-    }
-    if (!r.ok) throw new VitrineError(`${what}: HTTP ${r.status}${r.statusText ? ' ' + r.statusText : ''}`, -8);
-    const total = Number(r.headers.get('content-length')) || null;
-    bytes = await readStream(r.body, total, what, onProgress, signal);
+      return readWeights((await nodeModule('url')).fileURLToPath(url), { onProgress, signal, name: url, maxBytes });
+    bytes = await fetchBytes(url, {
+      what,
+      signal,
+      onProgress,
+      maxBytes,
+      stallSeconds,
+      timeoutSeconds: timeoutSeconds ?? URL_TIMEOUT_SECONDS.weights,
+      peek: safetensorsPeek,
+    });
   } else if (typeof src === 'string') {
     // Node: a file
     what = what || src;
@@ -213,8 +212,7 @@ export async function readWeights(src, { onProgress = null, signal = null, name 
       throw new VitrineError(`${what}: ${e.code === 'ENOENT' ? 'no such file' : e.message}`, -8);
     }
     if (!st.isFile()) throw new VitrineError(`${what}: not a regular file`, -8);
-    if (st.size > MAX_WEIGHTS_BYTES)
-      throw new VitrineError(`${what}: ${st.size} bytes, more than ${MAX_WEIGHTS_BYTES}`, -3);
+    if (st.size > maxBytes) throw new VitrineError(`${what}: ${st.size} bytes, over the cap of ${maxBytes} bytes`, -3);
     bytes = new Uint8Array(fs.readFileSync(src));
     if (onProgress) onProgress({ loaded: bytes.length, total: bytes.length, name: what });
   } else {

@@ -4,13 +4,32 @@
 // an encoder's timm_kwargs. Browser and Node alike (no I/O).
 import { VitrineError } from '../errors.js';
 
-/** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
- * __metadata__) and its length in bytes (the data section starts at 8 + length). */
-export function readSafetensorsHeader(bytes) {
-  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3);
-  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
-  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
+/** Tensors read from one file (the engine's VT_ST_MAX_TENSORS): far more than any model's, counted
+ * before the header is parsed. */
+export const MAX_TENSORS = 65536;
+
+// The keys of the JSON object in bytes [a, b), counted without parsing it (strings and nesting
+// followed; malformed text is left to the parser).
+function topLevelKeys(u8, a, b) {
+  let keys = 0,
+    depth = 0;
+  for (let i = a; i < b; i++) {
+    const c = u8[i];
+    if (c === 0x22) {
+      for (i++; i < b && u8[i] !== 0x22; i++) if (u8[i] === 0x5c) i++;
+    } else if (c === 0x7b || c === 0x5b) depth++;
+    else if (c === 0x7d || c === 0x5d) depth--;
+    else if (c === 0x3a && depth === 1) keys++;
+  }
+  return keys;
+}
+
+/** The JSON header of safetensors bytes whose first 8 + n bytes are in u8 (n: its length), parsed
+ * after its entries are counted (at most MAX_TENSORS and __metadata__). */
+export function parseSafetensorsHeader(u8, n) {
+  const keys = topLevelKeys(u8, 8, 8 + n);
+  if (keys > MAX_TENSORS + 1)
+    throw new VitrineError(`safetensors: ${keys} entries in the header, more than the ${MAX_TENSORS} tensors read`, -3);
   let h;
   try {
     h = JSON.parse(new TextDecoder().decode(u8.subarray(8, 8 + n)));
@@ -19,7 +38,17 @@ export function readSafetensorsHeader(bytes) {
   }
   if (!h || typeof h !== 'object' || Array.isArray(h))
     throw new VitrineError('safetensors: the header is not a JSON object', -3);
-  return { length: n, header: h };
+  return h;
+}
+
+/** The header of safetensors bytes: { length, header } -- the JSON header (tensor entries and
+ * __metadata__) and its length in bytes (the data section starts at 8 + length). */
+export function readSafetensorsHeader(bytes) {
+  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  if (u8.length < 8) throw new VitrineError('safetensors: shorter than its 8-byte header length', -3);
+  const n = Number(new DataView(u8.buffer, u8.byteOffset, 8).getBigUint64(0, true));
+  if (n > u8.length - 8) throw new VitrineError(`safetensors: header of ${n} bytes in a file of ${u8.length}`, -3);
+  return { length: n, header: parseSafetensorsHeader(u8, n) };
 }
 
 /** The __metadata__ of safetensors bytes ({} when none; e.g. a training state: format, kind,

@@ -91,7 +91,11 @@ export class Classifier {
  * progress), a path in Node; or the run itself (a Trainer: its done; or its result). Its metadata
  * is checked before anything is made from it; a failure names what was given.
  */
-export async function loadClassifier(vt, source, { onProgress = null, signal = null } = {}) {
+export async function loadClassifier(
+  vt,
+  source,
+  { onProgress = null, signal = null, stallSeconds, timeoutSeconds } = {},
+) {
   let src = source;
   if (src && typeof src === 'object' && src.done && typeof src.done.then === 'function') src = await src.done; // a Trainer
   if (src && typeof src === 'object' && !ArrayBuffer.isView(src) && 'weights' in src) {
@@ -102,7 +106,13 @@ export async function loadClassifier(vt, source, { onProgress = null, signal = n
       );
     src = src.weights; // a finished run's result
   }
-  const w = await readWeights(src, { onProgress, signal, name: ArrayBuffer.isView(src) ? 'the classifier' : null });
+  const w = await readWeights(src, {
+    onProgress,
+    signal,
+    stallSeconds,
+    timeoutSeconds,
+    name: ArrayBuffer.isView(src) ? 'the classifier' : null,
+  });
   if (w.meta.vitrine_classifier == null)
     throw new VitrineError(
       `${w.name}: not a classifier (no class names in its metadata: a classify run's weights)`,

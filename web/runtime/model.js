@@ -329,11 +329,24 @@ export class Model {
     }
   }
   /** initFrom for weights wherever they are: bytes, a Blob / File, a URL (fetched, onProgress({
-   * loaded, total, name }) as it arrives; signal aborts it) or, in Node, a file path. The
+   * loaded, total, name }) as it arrives; signal aborts it; stallSeconds / timeoutSeconds give it up,
+   * maxBytes caps it: web/formats/fetch.js) or, in Node, a file path. The
    * normalisation becomes mean / std when given, else the weights' pretrained_cfg, else the
    * architecture's. Returns initFrom's report with { name, normalization }. */
-  async loadWeights(src, { strict = false, onProgress = null, signal = null, mean = null, std = null } = {}) {
-    const w = await readWeights(src, { onProgress, signal });
+  async loadWeights(
+    src,
+    {
+      strict = false,
+      onProgress = null,
+      signal = null,
+      stallSeconds,
+      timeoutSeconds,
+      maxBytes,
+      mean = null,
+      std = null,
+    } = {},
+  ) {
+    const w = await readWeights(src, { onProgress, signal, stallSeconds, timeoutSeconds, maxBytes });
     const report = this.initFrom(w.bytes, { strict });
     this.normalization = resolveNormalization({ mean, std, meta: w.meta, arch: this.arch, what: w.name });
     return { ...report, name: w.name, normalization: this.normalization };

@@ -19,7 +19,19 @@
 // pipeline of images.js, with a bounded cache of what was already resized (a folder larger than
 // memory trains: nothing is decoded up front). Augmentation is drawn from (seed, step, slot), so a
 // resumed run draws what the straight run drew.
-import { resizeCrop, resizeBox, makeBatch, decodeBlob, imagePixels } from '../formats/images.js';
+import {
+  resizeCrop,
+  resizeBox,
+  makeBatch,
+  decodeBlob,
+  imagePixels,
+  imageHeader,
+  checkImageSize,
+  imageByteCap,
+  DEFAULT_MAX_PIXELS,
+  MAX_IMAGE_FILE_BYTES,
+} from '../formats/images.js';
+import { fetchBytes, URL_TIMEOUT_SECONDS } from '../formats/fetch.js';
 import { DataError } from '../errors.js';
 import { hash32, rng32, seedWords } from './data-order.js';
 import { augmentBatch, randomResizedCropBox, flipped } from './augment.js';
@@ -143,59 +155,85 @@ function blobSource(items, d, what, fetchOne) {
       try {
         im = await fetchOne(items[i]);
       } catch (e) {
-        throw new DataError(`${name(i)}: ${e.message}`);
+        // (a URL's reader names the URL already)
+        const err = new DataError(e.message.startsWith(`${name(i)}: `) ? e.message : `${name(i)}: ${e.message}`);
+        if (e.status === -7) err.aborted = true;
+        throw err;
       }
       return { width: im.width, height: im.height, chans: 4, data: im.data };
     },
   };
 }
 
-async function decodeBytes(bytes) {
-  // Node: our decoders; a browser: createImageBitmap
-  if (IS_NODE) return (await nodeData()).decodeImage(bytes);
-  try {
-    return await decodeBlob(new Blob([bytes]));
-  } catch {
-    throw new Error('not an image this browser decodes');
-  }
+// The megapixel cap from the image's header before it is decoded, in Node and in a browser alike
+// (images.js checkImageSize: one message); lim: { maxPixels, raise }.
+async function decodeBytes(bytes, lim) {
+  if (IS_NODE) return (await nodeData()).decodeImage(bytes, lim);
+  return decodeFile(new Blob([bytes]), lim);
 }
-async function fetchImage(url) {
-  let r;
-  try {
-    r = await fetch(url);
-  } catch (e) {
-    throw new Error(`cannot fetch (${e.cause ? e.cause.message || e.cause.code : e.message})`);
-  }
-  if (!r.ok) throw new Error(`HTTP ${r.status}${r.statusText ? ' ' + r.statusText : ''}`);
-  return decodeBytes(new Uint8Array(await r.arrayBuffer()));
+// A URL's image: read as an untrusted stream (web/formats/fetch.js) -- the run's signal, a stall and
+// a total timeout, at most a folder's largest file -- its header checked from its first bytes, so an
+// image over the cap is refused before the rest of it comes.
+async function fetchImage(url, lim) {
+  const peek = (head, loaded) => {
+    if (loaded < 65536) return { need: 65536 };
+    let h;
+    try {
+      h = imageHeader(head, { partial: true });
+    } catch (e) {
+      if (IS_NODE) throw e; // (a browser decodes more than PNG and JPEG: its bitmap's size is checked)
+      return null;
+    }
+    if (!h) return loaded < MAX_IMAGE_FILE_BYTES / 4 ? { need: loaded * 4 } : null;
+    return { cap: imageByteCap(checkImageSize(h, lim.maxPixels, lim.raise)) };
+  };
+  const bytes = await fetchBytes(url, {
+    signal: lim.signal,
+    stallSeconds: lim.urlStallSeconds,
+    timeoutSeconds: lim.urlTimeoutSeconds ?? URL_TIMEOUT_SECONDS.image,
+    maxBytes: MAX_IMAGE_FILE_BYTES,
+    peek,
+  });
+  return decodeBytes(bytes, lim);
 }
 // an image of the page as it crossed to the worker: a Blob (decoded), an ImageBitmap (drawn), pixels
-async function decodeImageItem(x) {
-  if (typeof Blob !== 'undefined' && x instanceof Blob) return decodeFile(x);
+async function decodeImageItem(x, lim) {
+  if (typeof Blob !== 'undefined' && x instanceof Blob) return decodeFile(x, lim);
   return imagePixels(x);
 }
-async function decodeFile(f) {
+async function decodeFile(f, lim) {
   try {
-    return await decodeBlob(f);
-  } catch {
+    return await decodeBlob(f, lim);
+  } catch (e) {
+    if (e instanceof DataError) throw e;
     throw new Error('not an image this browser decodes');
   }
 }
 
 /** A source from its description (see the top of this file). opts: { maxPixels, onWarning } for
- * folders; what: the option it came from as messages name it ('data', 'val', '--data', ...);
- * raise: how the megapixel limit is raised, in the same words. */
+ * folders, { maxPixels, signal, urlStallSeconds, urlTimeoutSeconds } for images read from Files and
+ * URLs; what: the option it came from as messages name it ('data', 'val', '--data', ...); raise:
+ * how the megapixel limit is raised, in the same words. */
 export async function openSource(d, { what = 'data', raise = 'maxPixels raises it', ...opts } = {}) {
   if (!d || typeof d !== 'object') throw new DataError(`${what}: ${JSON.stringify(d)} is not a data description`);
+  const lim = {
+    maxPixels: opts.maxPixels ?? DEFAULT_MAX_PIXELS,
+    raise,
+    signal: opts.signal || null,
+    urlStallSeconds: opts.urlStallSeconds,
+    urlTimeoutSeconds: opts.urlTimeoutSeconds,
+  };
   switch (d.kind) {
     case 'pixels':
       return pixelSource(d);
     case 'files':
-      return blobSource(Array.from(d.files || []), d, `${(d.files || []).length} files`, decodeFile);
+      return blobSource(Array.from(d.files || []), d, `${(d.files || []).length} files`, (f) => decodeFile(f, lim));
     case 'urls':
-      return blobSource(Array.from(d.urls || []), d, `${(d.urls || []).length} URLs`, fetchImage);
+      return blobSource(Array.from(d.urls || []), d, `${(d.urls || []).length} URLs`, (u) => fetchImage(u, lim));
     case 'images':
-      return blobSource(Array.from(d.images || []), d, `${(d.images || []).length} images`, decodeImageItem);
+      return blobSource(Array.from(d.images || []), d, `${(d.images || []).length} images`, (x) =>
+        decodeImageItem(x, lim),
+      );
     case 'folder':
     case 'fashion-mnist': {
       if (!IS_NODE)

@@ -37,7 +37,15 @@ import {
 import path from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { createRequire } from 'node:module';
-import { resizeCrop, checkDatasetBytes } from '../formats/images.js';
+import {
+  resizeCrop,
+  checkDatasetBytes,
+  imageHeader,
+  checkImageSize,
+  DEFAULT_MAX_PIXELS,
+  MAX_IMAGE_FILE_BYTES,
+} from '../formats/images.js';
+import { DataError } from '../errors.js';
 
 const require = createRequire(import.meta.url);
 
@@ -55,12 +63,7 @@ export const FASHION_MNIST_CLASSES = [
   'Ankle boot',
 ];
 
-export class DataError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'DataError';
-  }
-}
+export { DataError };
 
 // ---- IDX (MNIST-style) files ---------------------------------------------------------------
 
@@ -136,70 +139,11 @@ export function loadFashionMNIST(split = 'train', dir = FASHION_MNIST_DIR) {
 
 // ---- image folders ---------------------------------------------------------------------------
 
-const PNG_MAGIC = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
-
-/** Largest image decoded by default: 40 megapixels (a 160 MB RGBA bitmap; phone photos are 12-48).
- * Checked against the header before anything is decoded; `vitrine train --max-image-mp N` raises it. */
-export const DEFAULT_MAX_PIXELS = 40e6;
-/** Largest image file read (bytes), checked with fstat before reading. */
-export const MAX_IMAGE_FILE_BYTES = 512 * 1024 * 1024;
+// the PNG / JPEG header reader and the megapixel cap are web/formats/images.js's (the browser's too)
+export { DEFAULT_MAX_PIXELS, MAX_IMAGE_FILE_BYTES, imageHeader };
 
 const be32 = (b, o) => ((b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]) >>> 0;
-const be16 = (b, o) => (b[o] << 8) | b[o + 1];
-
-// PNG: bits per pixel of each (colour type -> channels) and the bit depths it allows
 const PNG_CHANNELS = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
-const PNG_DEPTHS = { 0: [1, 2, 4, 8, 16], 2: [8, 16], 3: [1, 2, 4, 8], 4: [8, 16], 6: [8, 16] };
-
-/** { format: 'png' | 'jpeg', width, height } from the first bytes of an image, without decoding
- * it; a header that is not one of a PNG or baseline / progressive JPEG throws a DataError. */
-export function imageHeader(bytes) {
-  if (bytes.length >= 8 && PNG_MAGIC.every((v, i) => bytes[i] === v)) {
-    if (bytes.length < 33 || be32(bytes, 8) !== 13 || String.fromCharCode(...bytes.subarray(12, 16)) !== 'IHDR')
-      throw new DataError('PNG without its IHDR header');
-    const width = be32(bytes, 16),
-      height = be32(bytes, 20),
-      depth = bytes[24],
-      ctype = bytes[25];
-    if (
-      !(ctype in PNG_CHANNELS) ||
-      !PNG_DEPTHS[ctype].includes(depth) ||
-      bytes[26] !== 0 ||
-      bytes[27] !== 0 ||
-      bytes[28] > 1
-    )
-      throw new DataError(
-        `PNG header: colour type ${ctype} / bit depth ${depth} / methods ${bytes[26]} ${bytes[27]} ${bytes[28]} are not valid PNG`,
-      );
-    return { format: 'png', width, height, depth, ctype, interlace: bytes[28] };
-  }
-  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) {
-    let o = 2;
-    while (o + 4 <= bytes.length) {
-      // segments up to the frame header (SOFn)
-      if (bytes[o] !== 0xff) throw new DataError(`JPEG: no marker at byte ${o}`);
-      const m = bytes[o + 1];
-      if (m === 0xff) {
-        o++;
-        continue;
-      } // fill byte
-      if ((m >= 0xd0 && m <= 0xd8) || m === 0x01) {
-        o += 2;
-        continue;
-      } // markers without a length
-      if (m === 0xda || m === 0xd9) break; // a scan or the end before any frame header
-      const len = be16(bytes, o + 2);
-      if (len < 2) throw new DataError(`JPEG: segment 0x${m.toString(16)} of length ${len}`);
-      if (m >= 0xc0 && m <= 0xcf && m !== 0xc4 && m !== 0xc8 && m !== 0xcc) {
-        if (o + 10 > bytes.length) break;
-        return { format: 'jpeg', width: be16(bytes, o + 7), height: be16(bytes, o + 5), components: bytes[o + 9] };
-      }
-      o += 2 + len;
-    }
-    throw new DataError('JPEG without a frame header (SOF) before its image data');
-  }
-  throw new DataError('not a PNG or JPEG image');
-}
 
 // Bytes the PNG's image data must inflate to: per (Adam7 pass) row a filter byte + packed pixels.
 function pngInflatedSize(h) {
@@ -260,13 +204,8 @@ function checkPngData(bytes, h) {
  * The header's size is checked against maxPixels before anything is decoded. Decoders: pngjs
  * (behind checkPngData: bounded inflate, exact data size) and jpeg-js (its own resolution and
  * memory limits set from the header); both return zero-initialised buffers, copied here. */
-export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_PIXELS } = {}) {
-  const h = imageHeader(bytes);
-  if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
-  if (h.width * h.height > maxPixels)
-    throw new DataError(
-      `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (--max-image-mp raises it)`,
-    );
+export function decodeImage(bytes, { maxPixels = DEFAULT_MAX_PIXELS, raise = '--max-image-mp raises it' } = {}) {
+  const h = checkImageSize(imageHeader(bytes), maxPixels, raise);
   if (h.format === 'png') {
     checkPngData(bytes, h);
     const { PNG } = require('pngjs');
@@ -440,12 +379,7 @@ export function openImageFolder(
   for (const [file, cls] of found) {
     const rel = path.relative(dir, file);
     try {
-      const h = headerOf(file);
-      if (!(h.width > 0 && h.height > 0)) throw new DataError(`empty image ${h.width}x${h.height}`);
-      if (h.width * h.height > maxPixels)
-        throw new DataError(
-          `${h.width}x${h.height} is ${((h.width * h.height) / 1e6).toFixed(1)} megapixels, more than the limit of ${maxPixels / 1e6} (${raise})`,
-        );
+      checkImageSize(headerOf(file), maxPixels, raise);
       keep.push([file, rel, cls]);
     } catch (e) {
       onWarning(
@@ -469,7 +403,7 @@ export function openImageFolder(
     itemName: (i) => keep[i][1],
     decode(i) {
       try {
-        return { ...decodeImage(readRegularFile(keep[i][0]), { maxPixels }), chans: 4 };
+        return { ...decodeImage(readRegularFile(keep[i][0]), { maxPixels, raise }), chans: 4 };
       } catch (e) {
         throw new DataError(
           `${path.join(dir, keep[i][1])}: ${e instanceof DataError ? e.message : e.code ? e.message : `cannot decode (${e.message})`}`,

@@ -374,6 +374,14 @@ export const OPTIONS = {
     type: number(0, 1e12, { above: true }),
     help: 'refuse images over this many pixels, from their header',
   },
+  urlStallSeconds: {
+    type: number(0, 86400, { above: true }),
+    help: 'seconds without a byte before a URL (weights, an image) is given up (default 30)',
+  },
+  urlTimeoutSeconds: {
+    type: number(0, 604800, { above: true }),
+    help: 'seconds a URL may take in all (default 1800 for weights, 120 for an image)',
+  },
   frozen: {
     type: any('a list of parameter names', (v) => Array.isArray(v) && v.every((n) => typeof n === 'string')),
     help: 'parameters not trained',

@@ -61,7 +61,7 @@ const engineStep = (model, { images, labels, n }) =>
  *   resume: checkpoint bytes (the run's settings come from it; policy may change);
  *   runInfo: fields kept in the checkpoint beside the run's (the CLI's data path, --init file);
  *   cacheBytes, maxPixels, frozen (names not trained).
- * hooks: { log(text), onLoad(progress) }.
+ * hooks: { log(text), onLoad(progress), signal (an AbortSignal: a URL being read stops) }.
  */
 export class Session {
   static async open(vt, options, hooks = {}) {
@@ -79,6 +79,7 @@ export class Session {
     this.vt = vt;
     this.log = hooks.log || (() => {});
     this.onLoad = hooks.onLoad || null;
+    this.signal = hooks.signal || null; // aborts a URL being read (weights, images)
     this.model = null;
     this.lossLast = null;
     // the operation in flight on the model's backend (a step or a sync), one at a time
@@ -94,7 +95,14 @@ export class Session {
     this.cacheBytes = o.cacheBytes ?? DEFAULT_CACHE_BYTES;
     this.cli = !!o.cliFlags; // messages name the command line's flags (the CLI's run), else the API's options
     if (!resume) checkModelName(this.vt, o.model, this.cli);
-    const data = await openData(o, this.objectiveDef, resume && run, (m) => this.log(`warning: ${m}`), this.cli);
+    const data = await openData(
+      o,
+      this.objectiveDef,
+      resume && run,
+      (m) => this.log(`warning: ${m}`),
+      this.cli,
+      this.signal,
+    );
     if (!resume) Object.assign(run, newRun(o, this.objectiveDef, data));
     run[this.objectiveDef.countKey] = data.trainIdx.length;
     if (!run.wasm) run.wasm = this.vt.build; // a resumed run keeps its bits only in the build that trained it
@@ -112,6 +120,9 @@ export class Session {
   async _readWeights(o) {
     return readWeights(o.weights.bytes || o.weights, {
       onProgress: this.onLoad,
+      signal: this.signal,
+      stallSeconds: o.urlStallSeconds ?? undefined,
+      timeoutSeconds: o.urlTimeoutSeconds ?? undefined,
       name: o.weights.name || o.weightsName,
     });
   }
@@ -403,7 +414,8 @@ export class Session {
       try {
         r = await this.stepOnce();
       } catch (e) {
-        if (gone()) {
+        // (aborted while a batch's images were read: the model is at the last step's boundary)
+        if (gone() || (control.aborted && control.aborted())) {
           status = 'aborted';
           break;
         }
@@ -514,9 +526,12 @@ function resume0(vt, o) {
 // The run's data: its sources, the split (a held-out fraction, or held-out data), its classes
 // checked when the objective trains on labels (against a resumed run's): { train, valSource,
 // trainIdx, valIdx, classes }.
-async function openData(o, obj, resumed, warn, cli) {
+async function openData(o, obj, resumed, warn, cli, signal) {
   const srcOpts = {
     maxPixels: o.maxPixels,
+    signal,
+    urlStallSeconds: o.urlStallSeconds ?? undefined,
+    urlTimeoutSeconds: o.urlTimeoutSeconds ?? undefined,
     onWarning: warn,
     raise: cli ? '--max-image-mp raises it' : 'maxPixels raises it',
   };

@@ -38,6 +38,8 @@ let session = null,
   received = null, // the steps taken when the pause asked for was read
   aborted = false,
   waiting = [];
+// abort() also stops a URL being read (weights while the run is set up, a batch's images)
+const urlAbort = new AbortController();
 const wake = () => waiting.splice(0).forEach((r) => r());
 const stepsTaken = () => (session && session.model ? session.step : null);
 const control = {
@@ -69,6 +71,7 @@ async function onMessage(msg) {
     wake();
   } else if (msg.type === 'abort') {
     aborted = true;
+    urlAbort.abort();
     paused = false;
     wake();
   } else if (msg.type === 'predict') {
@@ -95,7 +98,11 @@ async function start(o) {
       backend: { name, reason, adapter, limits: vt.backend.limits },
     });
     for (const url of o.objectiveModules || []) await registerObjective(url);
-    session = await Session.open(vt, o, { log: (text) => event('log', { text }), onLoad: (p) => event('load', p) });
+    session = await Session.open(vt, o, {
+      log: (text) => event('log', { text }),
+      onLoad: (p) => event('load', p),
+      signal: urlAbort.signal,
+    });
   } catch (e) {
     post({ type: 'error', error: errorOf(e), result: null });
     return;
