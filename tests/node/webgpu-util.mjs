@@ -267,7 +267,7 @@ export class Harness {
 
 // ---- the wasm build's kernels, against which the GPU's are compared --------------------------------
 
-/** The kernel contract of a wasm engine (vt): name -> { ops, ints, floats } (step.js's parse). */
+/** The kernel contract of a wasm engine (vt): name -> { ops: [[name, type, access, length]], ints, floats } (the manifest). */
 export function contractOf(vt) {
   return vt.manifest.kernels;
 }
@@ -296,7 +296,7 @@ export function wasmKernel(vt, contract, name, arrays, bind, ints = {}, floats =
       pi = grab(8 * Math.max(1, sig.ints.length)),
       pf = grab(4 * Math.max(1, sig.floats.length));
     const dv = () => new DataView(vt.u8().buffer);
-    sig.ops.forEach((o, i) => dv().setUint32(po + 4 * i, bind[o] ? at[bind[o]] : 0, true));
+    sig.ops.forEach(([o], i) => dv().setUint32(po + 4 * i, bind[o] ? at[bind[o]] : 0, true));
     sig.ints.forEach((x, i) => dv().setFloat64(pi + 8 * i, ints[x], true));
     sig.floats.forEach((x, i) => dv().setFloat32(pf + 4 * i, floats[x], true));
     vt.check(vt.withStrings([name], (s) => vt._c.kernel_run(s, po, pi, sig.ints.length, pf)));
@@ -319,7 +319,7 @@ export async function gpuAndWasm(H, vt, contract, name, arrays, bind, ints, floa
   const gpuRun = () =>
     H.run(arrays, (p, o) => {
       const ops = {};
-      for (const x of sig.ops) ops[x] = bind[x] ? o(bind[x]) : null;
+      for (const [x] of sig.ops) ops[x] = bind[x] ? o(bind[x]) : null;
       KERNELS[name](p, ops, ints, floats);
     });
   const gpu = await gpuRun(),
