@@ -282,6 +282,11 @@ test('found by the fuzz loop: refusals that name the option given', async () => 
     train({ ...vitTiny, imgSize: 32, patchSize: 5 }).done,
     /^patchSize: 5 \(with imgSize 32\): lightly's MAE \/ AIM patchify square images that are a multiple of patch_size/,
   );
+  // a classifier's config whose encoder is no object (trained timm's default ViT-B/16 at 224 px)
+  await rejectsWith(
+    train({ ...BASE, objective: 'classify', config: { encoder: 5 } }).done,
+    /^config: encoder: 5 is not an object of timm kwargs$/,
+  );
   // a frozen name that is no parameter (was "no parameter named '__proto__'")
   await rejectsWith(train({ ...BASE, frozen: ['__proto__'] }).done, /^frozen: no parameter named '__proto__'/);
   // minLr above the learning rate, given or the default (was the engine's "training config: needs ...")

@@ -514,10 +514,12 @@ function createModelNaming(vt, spec, o, cli) {
     return vt.createModel(spec);
   } catch (e) {
     const text = String(e.message || '');
-    if (o.config != null || !text.startsWith('config: ')) throw e;
-    const given = Object.keys(ENCODER_OPTIONS).filter((f) => o[ENCODER_OPTIONS[f]] != null);
-    const named = given.filter((f) => text.includes(f)).sort((a, b) => text.indexOf(a) - text.indexOf(b));
-    const [first, ...rest] = (named.length ? named : given).map((f) => ENCODER_OPTIONS[f]);
+    if (!text.startsWith('config: ')) throw e;
+    // the fields the message names that an option set (the options win over a config's)
+    const [first, ...rest] = Object.keys(ENCODER_OPTIONS)
+      .filter((f) => o[ENCODER_OPTIONS[f]] != null && text.includes(f))
+      .sort((a, b) => text.indexOf(a) - text.indexOf(b))
+      .map((f) => ENCODER_OPTIONS[f]);
     if (!first) throw e;
     const others = rest.length ? ` (with ${rest.map((k) => `${nameOf(k, cli)} ${show(o[k])}`).join(', ')})` : '';
     throw new OptionError(nameOf(first, cli), `${show(o[first])}${others}: ${text.slice('config: '.length)}`);
