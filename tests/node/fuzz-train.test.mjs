@@ -393,8 +393,10 @@ async function runCase(k, label) {
     result = await runOnce(options, shown);
   } catch (e) {
     if (e instanceof assert.AssertionError) throw e;
-    // a value the declarations refuse is named; else any option the case gave
-    checkMessage(e, bad.length ? bad : Object.keys(options), shown);
+    // a value the declarations refuse is named (or another option the validator refused by name:
+    // a valid value that another makes wrong, as minLr above lr); else any option the case gave
+    const named = bad.length && !(e.field != null && Object.hasOwn(options, e.field)) ? bad : Object.keys(options);
+    checkMessage(e, named, shown);
     return 'refused';
   }
   assert.equal(bad.length, 0, `${shown}: trained with ${bad.join(', ')} refused`);

@@ -287,6 +287,11 @@ test('found by the fuzz loop: refusals that name the option given', async () => 
     train({ ...BASE, objective: 'classify', config: { encoder: 5 } }).done,
     /^config: encoder: 5 is not an object of timm kwargs$/,
   );
+  // the same over a timm architecture's MAE encoder (the architecture's own encoder took its place)
+  await rejectsWith(
+    train({ ...BASE, config: { encoder: 5 }, model: 'vit_tiny_patch16_224', imgSize: 32 }).done,
+    /^config: encoder: 5 is not an object of timm kwargs$/,
+  );
   // a frozen name that is no parameter (was "no parameter named '__proto__'")
   await rejectsWith(train({ ...BASE, frozen: ['__proto__'] }).done, /^frozen: no parameter named '__proto__'/);
   // minLr above the learning rate, given or the default (was the engine's "training config: needs ...")
