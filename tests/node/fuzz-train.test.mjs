@@ -393,9 +393,10 @@ async function runCase(k, label) {
     result = await runOnce(options, shown);
   } catch (e) {
     if (e instanceof assert.AssertionError) throw e;
-    // a value the declarations refuse is named (or another option the validator refused by name:
-    // a valid value that another makes wrong, as minLr above lr); else any option the case gave
-    const named = bad.length && !(e.field != null && Object.hasOwn(options, e.field)) ? bad : Object.keys(options);
+    // a value the declarations refuse is named -- or another option the case gave, refused by name
+    // ("option: ..."; a valid value that another makes wrong, as minLr above lr); else any option given
+    const other = Object.keys(options).some((k) => e.field === k || e.message.startsWith(`${k}:`));
+    const named = bad.length && !other ? bad : Object.keys(options);
     checkMessage(e, named, shown);
     return 'refused';
   }
