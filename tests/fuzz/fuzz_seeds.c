@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
             check(vt_train_state_save(m, &out, &len), "state");
             snprintf(nm, sizeof nm, "%s.state", kinds[k]);
             put("checkpoint", nm, out, len);
-            /* fuzz_train: 4 control bytes (model, batch, policy, inputs) before the state; the
+            /* fuzz_train: 4 control bytes (model and replay, batch, policy, inputs) before the state; the
              * metadata harness: its entries */
             static const uint8_t ctrl[][4] = {
                 { 0, 0, 0, 0 }, { 0, 1, 1, 0x41 }, { 0, 2, 2, 0x02 }, { 0, 0, 5, 0x80 }, { 0, 1, 3, 0x43 }
@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
                     exit(1);
                 }
                 memcpy(in, ctrl[c], 4);
-                in[0] = (uint8_t)model;
+                in[0] = (uint8_t)(model + (c % 2 ? 3 : 0)); /* c odd: the step replayed too */
                 memcpy(in + 4, out, len);
                 snprintf(nm, sizeof nm, "%s.%zu.train", kinds[k], c);
                 put("train", nm, in, len + 4);

@@ -5,9 +5,66 @@
  * nothing; an accepted one trains two steps and runs the encoder calls forward and backward: a step
  * that fails changes nothing, one that succeeds leaves every parameter and AdamW moment finite, and
  * the state saves and loads again. Reaches trainer.c's and api.c's checks, which fuzz_checkpoint
- * (whose mutations mostly stop at the CRC) does not. */
+ * (whose mutations mostly stop at the CRC) does not. With data[0] / 3 odd, the first step
+ * is also recorded and replayed (vt_trace_train_step, vt_train_step_begin, vt_trace_replay over
+ * copies of the model's regions, vt_train_step_end: what the WebGPU backend runs) from the loaded
+ * state: the recording changes nothing, the replay is refused or succeeds as the real step does,
+ * and what it leaves is the real step's, bit for bit (exec.c's recording and replay paths). */
 #include "fuzz_trainer.h"
+#include "safetensors.h"
 #include <stdint.h>
+
+/* The step of model m recorded and replayed against the real step from the same state; aborts on a
+ * difference. The model is back at its state (state bytes st) when it returns. */
+static void replayed_step(vt_model *m, const uint8_t *st, size_t st_len, const float *images,
+                          const int32_t *labels, int batch) {
+    fz_snap s;
+    fz_snap_take(m, &s);
+    vt_trace *t = NULL;
+    int rc = vt_trace_train_step(m, images, labels, batch, &t);
+    if (!fz_snap_same(m, &s)) abort(); /* recording runs nothing */
+    if (rc) return;
+    vt_inputs in;
+    vt_scalars sc;
+    void *bufs[VT_REG_COUNT] = { 0 };
+    int rb = vt_train_step_begin(m, images, labels, batch, &in, &sc);
+    if (rb) { /* refused (grad_accum > 1 runs in vt_train_step only): nothing changed */
+        if (!fz_snap_same(m, &s)) abort();
+        vt_trace_free(t);
+        return;
+    }
+    const void *src[VT_REG_COUNT] = { 0 };
+    src[VT_REG_IMAGES] = in.images, src[VT_REG_IDX_KEEP] = in.idx_keep, src[VT_REG_IDX_MASK] = in.idx_mask;
+    src[VT_REG_MASK] = in.mask, src[VT_REG_LABELS] = in.labels, src[VT_REG_SCALARS] = &sc;
+    for (int g = 1; g < VT_REG_COUNT; g++) {
+        uint64_t n = vt_trace_region_bytes(t, (vt_region)g), have = n;
+        if (!n) continue;
+        const void *from = src[g];
+        if (!from && g != VT_REG_ARENA && g != VT_REG_DIMAGES) from = vt_model_region(m, (vt_region)g, &have);
+        if (!(bufs[g] = calloc((size_t)n, 1))) abort();
+        if (from) memcpy(bufs[g], from, (size_t)(have < n ? have : n));
+    }
+    if (vt_trace_replay(t, bufs)) abort(); /* every region has its buffer */
+    rb = vt_train_step_end(m, bufs[VT_REG_SCALARS]);
+    /* the real step from the same state: refused or not as the replay, and the same values */
+    if (vt_train_state_load(m, st, st_len)) abort();
+    float loss = 0;
+    int rr = labels ? vt_train_step_labels(m, images, labels, batch, &loss)
+                    : vt_train_step(m, images, batch, &loss);
+    if ((rb == 0) != (rr == 0)) abort();
+    if (!rb) {
+        uint64_t n = 0;
+        static const vt_region regs[] = { VT_REG_PARAMS, VT_REG_ADAM_M, VT_REG_ADAM_V };
+        for (size_t i = 0; i < sizeof regs / sizeof *regs; i++) {
+            const void *want = vt_model_region(m, regs[i], &n);
+            if (vt_trace_region_bytes(t, regs[i]) && memcmp(want, bufs[regs[i]], (size_t)n)) abort();
+        }
+        if (memcmp(&loss, &((vt_scalars *)bufs[VT_REG_SCALARS])->loss, sizeof loss)) abort();
+    }
+    for (int g = 0; g < VT_REG_COUNT; g++) free(bufs[g]);
+    vt_trace_free(t);
+    if (vt_train_state_load(m, st, st_len)) abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 4) return 0;
@@ -34,6 +91,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         images[i] = scale * ((float)((i * 37 + data[3]) % 17) / 8.0f - 1.0f);
     for (int b = 0; b < batch; b++)
         labels[b] = (data[3] >> b) % (c->enc.num_classes > 0 ? c->enc.num_classes : 1);
+    if (data[0] / 3 % 2) { /* (the model, data[0] % 3, stays the byte's choice) */
+        uint8_t *st = NULL;
+        size_t st_len = 0;
+        if (vt_train_state_save(m, &st, &st_len)) abort(); /* loaded, so it saves */
+        replayed_step(m, st, st_len, images, k == 2 ? labels : NULL, batch);
+        vt_free(st);
+    }
     for (int step = 0; step < 2; step++) {
         fz_snap s;
         fz_snap_take(m, &s);

@@ -258,3 +258,87 @@ test('what the validator accepts is saved and resumed: a checkpoint for every ac
     vt.close();
   }
 });
+
+// What the fuzz loop (tests/node/fuzz-train.test.mjs) found: each case once threw a TypeError,
+// named no option, blamed an option the caller never gave, or trained a run that could not resume.
+test('found by the fuzz loop: refusals that name the option given', async () => {
+  // a config of JSON text that is not an object: the validator's (was JSON.parse's own message)
+  await refused({ ...BASE, config: '{' }, /^config: "\{" is not a config object \(or its JSON text\)$/);
+  await refused({ ...BASE, config: '[]' }, /^config: "\[\]" is not a config object/);
+  // a signal that is not an AbortSignal: refused by name (was a TypeError thrown by train() itself)
+  await refused({ ...BASE, signal: 'abort' }, /^signal: "abort" is not an AbortSignal$/);
+  await refused({ ...BASE, signal: {} }, /^signal: \{\} is not an AbortSignal$/);
+  // data that is a function, weights that are an object without bytes (was "data: undefined is
+  // not data" and "<cwd>/[object Object]: no such file")
+  await refused({ ...BASE, data: () => 1 }, /^data: a function is not data$/);
+  await refused({ ...BASE, weights: { bytes: 3 } }, /^weights: \{"bytes":3\} is not weights: bytes, a Blob/);
+  // the engine's refusal of what imgSize / patchSize make of an architecture names them (was "config: ...")
+  const vitTiny = { ...BASE, config: undefined, model: 'vit_tiny_patch16_224' };
+  await rejectsWith(
+    train({ ...vitTiny, imgSize: 7 }).done,
+    /^imgSize: 7: img_size 7x7 is smaller than patch_size 16 \(no patch\)$/,
+  );
+  await rejectsWith(
+    train({ ...vitTiny, imgSize: 32, patchSize: 5 }).done,
+    /^patchSize: 5 \(with imgSize 32\): lightly's MAE \/ AIM patchify square images that are a multiple of patch_size/,
+  );
+  // a classifier's config whose encoder is no object (trained timm's default ViT-B/16 at 224 px)
+  await rejectsWith(
+    train({ ...BASE, objective: 'classify', config: { encoder: 5 } }).done,
+    /^config: encoder: 5 is not an object of timm kwargs$/,
+  );
+  // the same over a timm architecture's MAE encoder (the architecture's own encoder took its place)
+  await rejectsWith(
+    train({ ...BASE, config: { encoder: 5 }, model: 'vit_tiny_patch16_224', imgSize: 32 }).done,
+    /^config: encoder: 5 is not an object of timm kwargs$/,
+  );
+  // a frozen name that is no parameter (was "no parameter named '__proto__'")
+  await rejectsWith(train({ ...BASE, frozen: ['__proto__'] }).done, /^frozen: no parameter named '__proto__'/);
+  // minLr above the learning rate, given or the default (was the engine's "training config: needs ...")
+  await rejectsWith(
+    train({ ...BASE, lr: 0.001, minLr: 0.01 }).done,
+    /^minLr: 0\.01 is above the peak learning rate 0\.001 \(lr\)$/,
+  );
+  await rejectsWith(
+    train({ ...BASE, minLr: 500 }).done,
+    /^minLr: 500 is above the peak learning rate [\d.e-]+ \(the default lr at 4 images a step\)$/,
+  );
+  // bytes that are no checkpoint, a weights path that is not there, pixels of the wrong length: the
+  // option named (was "safetensors: bad header JSON ...", "<cwd>/hasOwnProperty: no such file", "pixels: ...")
+  await rejectsWith(
+    train({ resume: new Uint8Array(64), data: BASE.data, ...ENGINE }).done,
+    /^resume: not a checkpoint \(safetensors: /,
+  );
+  await rejectsWith(
+    train({ ...BASE, weights: 'hasOwnProperty' }).done,
+    new RegExp(`^weights ${path.resolve('hasOwnProperty').replace(/[/.]/g, '\\$&')}: no such file$`),
+  );
+  await rejectsWith(
+    train({ ...BASE, data: { pixels: 'x', n: 1, size: 28, chans: 1 } }).done,
+    /^data: pixels: 1 bytes, \[n, chans, size, size\] = \[1, 1, 28, 28\] needs 784 \(a Uint8Array\)$/,
+  );
+});
+
+test('found by the fuzz loop: { bytes, name } weights train through train(); 2 input channels resume', async () => {
+  const vt = await createVitrine(ENGINE);
+  let bytes;
+  try {
+    const m = vt.createModel({ kind: 'mae', config: TINY });
+    m.initWeights(3);
+    bytes = m.saveSafetensors();
+    m.dispose();
+  } finally {
+    vt.close();
+  }
+  // (train() made the object a path: "<cwd>/[object Object]: no such file")
+  const r = await train({ ...BASE, weights: { bytes, name: 'tiny.safetensors' }, steps: 1 }).done;
+  assert.equal(r.status, 'done');
+  assert.equal(r.run.init, 'tiny.safetensors');
+  // a timm architecture of 2 channels kept a mean of 2 values that its resume refused ("damaged
+  // checkpoint metadata: vitrine_run.mean: [0.5,0.5] is not 1 or 3 finite numbers")
+  const o = { ...BASE, config: undefined, model: 'vit_tiny_patch16_224', imgSize: 32, inChans: 2, batch: 2 };
+  const half = await train({ ...o, stopAt: 1 }).done;
+  assert.deepEqual(JSON.parse(readSafetensorsMeta(half.checkpoint).vitrine_run).mean.length, 2);
+  const resumed = await train({ resume: half.checkpoint, data: BASE.data, ...ENGINE }).done;
+  assert.equal(resumed.step, 2);
+});

@@ -641,7 +641,8 @@ test("the CLI speaks timm's training vocabulary: --epochs, --warmup-epochs, --mi
       path.join(dir, 'e'),
     ]);
     assert.notEqual(r.status, 0);
-    assert.match(r.stderr, /0 <= min_lr <= lr, .*got lr 0\.0001, min_lr 0\.001/);
+    // named by its flag before the engine sees it (the engine's rule: 0 <= min_lr <= lr)
+    assert.match(r.stderr, /^vitrine train: --min-lr: 0\.001 is above the peak learning rate 0\.0001 \(--lr\)$/m);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -33,6 +33,7 @@ import {
 } from '../formats/images.js';
 import { fetchBytes, URL_TIMEOUT_SECONDS } from '../formats/fetch.js';
 import { DataError } from '../errors.js';
+import { show } from './options.js';
 import { hash32, rng32, seedWords } from './data-order.js';
 import { augmentBatch, randomResizedCropBox, flipped } from './augment.js';
 
@@ -83,19 +84,20 @@ const classNames = (labels, classes) =>
 
 // ---- sources -------------------------------------------------------------------------------------
 
-function pixelSource(d) {
+// what: the option that gave the pixels, as messages name it ('data', 'val')
+function pixelSource(d, what = 'data') {
   const { n, chans, size } = d,
     per = chans * size * size;
   const px = d.pixels;
   if (!(Number.isInteger(n) && n > 0 && [1, 3].includes(chans) && Number.isInteger(size) && size > 0))
     throw new DataError(
-      `pixels: n ${n}, chans ${chans}, size ${size}: needs n > 0 images of 1 or 3 channels, size > 0`,
+      `${what}: pixels: n ${n}, chans ${chans}, size ${size}: needs n > 0 images of 1 or 3 channels, size > 0`,
     );
   if (!(px instanceof Uint8Array || px instanceof Uint8ClampedArray) || px.length !== n * per)
     throw new DataError(
-      `pixels: ${px && px.length} bytes, [n, chans, size, size] = [${n}, ${chans}, ${size}, ${size}] needs ${n * per} (a Uint8Array)`,
+      `${what}: pixels: ${px && px.length} bytes, [n, chans, size, size] = [${n}, ${chans}, ${size}, ${size}] needs ${n * per} (a Uint8Array)`,
     );
-  const labels = checkLabels(d.labels, n, d.classes || null, d.name || 'pixels');
+  const labels = checkLabels(d.labels, n, d.classes || null, d.name || what);
   return {
     name: d.name || `${n} images of ${size}x${size}x${chans}`,
     n,
@@ -215,7 +217,7 @@ async function decodeFile(f, lim) {
  * URLs; what: the option it came from as messages name it ('data', 'val', '--data', ...); raise:
  * how the megapixel limit is raised, in the same words. */
 export async function openSource(d, { what = 'data', raise = 'maxPixels raises it', ...opts } = {}) {
-  if (!d || typeof d !== 'object') throw new DataError(`${what}: ${JSON.stringify(d)} is not a data description`);
+  if (!d || typeof d !== 'object') throw new DataError(`${what}: ${show(d)} is not a data description`);
   const lim = {
     maxPixels: opts.maxPixels ?? DEFAULT_MAX_PIXELS,
     raise,
@@ -225,7 +227,7 @@ export async function openSource(d, { what = 'data', raise = 'maxPixels raises i
   };
   switch (d.kind) {
     case 'pixels':
-      return pixelSource(d);
+      return pixelSource(d, what);
     case 'files':
       return blobSource(Array.from(d.files || []), d, `${(d.files || []).length} files`, (f) => decodeFile(f, lim));
     case 'urls':
@@ -242,7 +244,7 @@ export async function openSource(d, { what = 'data', raise = 'maxPixels raises i
         );
       const data = await nodeData();
       if (d.kind === 'fashion-mnist')
-        return pixelSource({ kind: 'pixels', ...data.loadFashionMNIST(d.split || 'train') });
+        return pixelSource({ kind: 'pixels', ...data.loadFashionMNIST(d.split || 'train') }, what);
       const f = data.openImageFolder(d.dir, { ...opts, what: `${what} ${d.dir}`, raise });
       return { ...f, native: null, decode: async (i) => f.decode(i) };
     }

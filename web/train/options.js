@@ -15,6 +15,8 @@ import { parseAugment } from './augment.js';
 export const MAX_STEPS = 2000000000;
 /** Images: a count an Int32Array index holds. */
 export const MAX_IMAGES = 2 ** 31 - 1;
+/** Channels of a model (timm's in_chans): the engine's bound. */
+export const MAX_CHANS = 65536;
 /** A seed survives JSON and seed + 3 (initialisation S, masks S+1, data order S+2, augmentation S+3). */
 export const MAX_SEED = 2 ** 53 - 3;
 
@@ -125,16 +127,19 @@ export const augmentation = () => ({
     }
   },
 });
-/** Per-channel statistics: 1 or 3 finite numbers (positive ones: std). */
+/** Per-channel statistics: one value for every channel, or one per channel (1 or 3 for grey or
+ * colour; a model of other in_chans takes as many: the run checks the count against its model) --
+ * finite numbers (positive ones: std). */
 export const stats = ({ positive = false } = {}) => ({
   kind: 'stats',
   positive,
   check: (v) =>
     Array.isArray(v) &&
-    (v.length === 1 || v.length === 3) &&
+    v.length >= 1 &&
+    v.length <= MAX_CHANS &&
     v.every((x) => typeof x === 'number' && Number.isFinite(x) && (!positive || x > 0))
       ? null
-      : `${show(v)} is not 1 or 3 ${positive ? 'positive' : 'finite'} numbers`,
+      : `${show(v)} is not 1 or 3 (one per channel) ${positive ? 'positive' : 'finite'} numbers`,
 });
 /** Anything the option's own reader checks further (data, weights: web/train/trainer.js, session.js);
  * test: what it must be at least. */
@@ -147,6 +152,15 @@ const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArr
 const isBytes = (v) =>
   v instanceof ArrayBuffer || ArrayBuffer.isView(v) || (typeof Blob !== 'undefined' && v instanceof Blob);
 const isText = (v) => typeof v === 'string' && v.length > 0;
+// JSON text of an object (what a config given as text must be: the model's readers parse it)
+const isJsonObject = (v) => {
+  if (!isText(v)) return false;
+  try {
+    return isPlainObject(JSON.parse(v));
+  } catch {
+    return false;
+  }
+};
 
 // ---- the declarations -------------------------------------------------------------------------
 
@@ -177,7 +191,7 @@ export const OPTIONS = {
   config: {
     flag: 'config',
     value: 'JSON|FILE',
-    type: any('a config object (or its JSON text)', (v) => isPlainObject(v) || isText(v)),
+    type: any('a config object (or its JSON text)', (v) => isPlainObject(v) || isJsonObject(v)),
     help: 'the model as the engine reads it instead of a preset: timm kwargs, or\n{"encoder": {timm kwargs}, "decoder_dim": ...}',
   },
   imgSize: {
@@ -188,13 +202,17 @@ export const OPTIONS = {
     help: "a timm architecture at N px (timm's --img-size): weights of another size are resampled",
   },
   patchSize: { type: whole(1, 65536), help: "a timm architecture's patch size (timm's create_model patch_size)" },
-  inChans: { type: whole(1, 65536), help: "a timm architecture's input channels (timm's create_model in_chans)" },
+  inChans: { type: whole(1, MAX_CHANS), help: "a timm architecture's input channels (timm's create_model in_chans)" },
   weights: {
     flag: 'init',
     value: 'FILE|URL',
     type: any(
-      'weights: bytes, a Blob / File, a URL or a file path',
-      (v) => isBytes(v) || isText(v) || v instanceof URL || isPlainObject(v),
+      'weights: bytes, a Blob / File, { bytes, name }, a URL or a file path',
+      (v) =>
+        isBytes(v) ||
+        isText(v) ||
+        v instanceof URL ||
+        (isPlainObject(v) && isBytes(v.bytes) && (v.name == null || isText(v.name))),
     ),
     help: 'start from weights: timm (head or not), lightly or vitrine safetensors, a file or an\nhttp(s) URL; the layout is recognised, what cannot be used is named and skipped; a\npos_embed / patch_embed of another size is resampled as timm does',
   },
@@ -202,7 +220,7 @@ export const OPTIONS = {
   data: {
     flag: 'data',
     value: 'DIR',
-    type: any('data', (v) => v != null && v !== '' && typeof v !== 'number' && typeof v !== 'boolean'),
+    type: any('data', (v) => (typeof v === 'string' && v !== '') || (v !== null && typeof v === 'object')),
     help: 'a folder of PNG / JPEG images (sub-folders = classes) instead of Fashion-MNIST\n(with --resume: the folder, named again; no path is read from the checkpoint)',
   },
   val: {
@@ -213,7 +231,7 @@ export const OPTIONS = {
           ? number(0, 1, { open: true }).check(v)
           : typeof v === 'string' && /^\s*[-+.\d][\d.eE+-]*\s*$/.test(v)
             ? `${show(v)} is text; a held-out fraction is a number in [0, 1), held-out data a folder, Files or URLs`
-            : v === '' || typeof v === 'boolean'
+            : v === '' || (typeof v !== 'string' && typeof v !== 'object')
               ? `${show(v)} is not a fraction in [0, 1) nor held-out data`
               : null,
     },

@@ -15,7 +15,7 @@ import { DataOrder } from './data-order.js';
 import { openSource, splitFraction, Batches, DataError, DEFAULT_CACHE_BYTES } from './datasets.js';
 import { parseAugment, augmentText } from './augment.js';
 import { runFromCheckpoint } from './checkpoint.js';
-import { OPTIONS, OptionError, own, nameOf } from './options.js';
+import { OPTIONS, OptionError, own, nameOf, show } from './options.js';
 import { isTrainPreset } from './objectives/self-supervised.js';
 import { TRAIN_PRESETS } from './presets.js';
 import { objectiveNamed, runDefault, checkRunOptions } from './objectives/index.js';
@@ -103,7 +103,7 @@ export class Session {
       this.cli,
       this.signal,
     );
-    if (!resume) Object.assign(run, newRun(o, this.objectiveDef, data));
+    if (!resume) Object.assign(run, newRun(o, this.objectiveDef, data, this.cli));
     run[this.objectiveDef.countKey] = data.trainIdx.length;
     if (!run.wasm) run.wasm = this.vt.build; // a resumed run keeps its bits only in the build that trained it
     if (this.objectiveDef.labels) run.classes = data.classes;
@@ -118,19 +118,22 @@ export class Session {
   }
 
   async _readWeights(o) {
-    return readWeights(o.weights.bytes || o.weights, {
+    const src = o.weights.bytes || o.weights;
+    // a file path named as the option that gave it (a URL names itself; the CLI names its files)
+    const path = typeof src === 'string' && !this.cli && !/^(https?|file|blob|data):/i.test(src);
+    return readWeights(src, {
       onProgress: this.onLoad,
       signal: this.signal,
       stallSeconds: o.urlStallSeconds ?? undefined,
       timeoutSeconds: o.urlTimeoutSeconds ?? undefined,
-      name: o.weights.name || o.weightsName,
+      name: o.weights.name || o.weightsName || (path ? `weights ${src}` : null),
     });
   }
 
   // the model: created, its policy set, initialised (seed), its frozen parameters, the weights
   _makeModel(o, weights, policyField) {
     const run = this.run,
-      model = this.vt.createModel(run.spec);
+      model = createModelNaming(this.vt, run.spec, o, this.cli);
     this.model = model;
     this.arch =
       run.spec.preset || (typeof run.preset === 'string' && own(TIMM_PRETRAINED, run.preset) ? run.preset : null);
@@ -140,7 +143,12 @@ export class Session {
     if (frozenNames) {
       // exactly the run's: weights it started from may have made a frozen one trainable
       model.setRequiresGrad('', true);
-      for (const name of frozenNames) model.setRequiresGrad(name, false);
+      for (const name of frozenNames)
+        try {
+          model.setRequiresGrad(name, false);
+        } catch (e) {
+          throw new OptionError('frozen', e.message); // (the engine's message names the parameter)
+        }
     }
     this.initReport = null;
     if (weights) {
@@ -215,7 +223,7 @@ export class Session {
       try {
         model.loadTrainState(resume);
       } catch (e) {
-        throw new VitrineError(`${o.resumeName || 'the checkpoint'}: ${e.message}`, e.status || -1);
+        throw new VitrineError(`${o.resumeName || 'resume'}: ${e.message}`, e.status || -1);
       }
     }
     // what the backend steps (a recorded step replays one micro-batch)
@@ -497,13 +505,40 @@ function checkModelName(vt, model, cli) {
   );
 }
 
+// the engine's config fields an option sets over an architecture's encoder (objectives' encoderOverrides)
+const ENCODER_OPTIONS = { img_size: 'imgSize', patch_size: 'patchSize', in_chans: 'inChans' };
+// createModel, its refusal of the encoder an option set over an architecture (imgSize, patchSize,
+// inChans) naming those options, not a config the caller never gave
+function createModelNaming(vt, spec, o, cli) {
+  try {
+    return vt.createModel(spec);
+  } catch (e) {
+    const text = String(e.message || '');
+    if (!text.startsWith('config: ')) throw e;
+    // the fields the message names that an option set (the options win over a config's)
+    const [first, ...rest] = Object.keys(ENCODER_OPTIONS)
+      .filter((f) => o[ENCODER_OPTIONS[f]] != null && text.includes(f))
+      .sort((a, b) => text.indexOf(a) - text.indexOf(b))
+      .map((f) => ENCODER_OPTIONS[f]);
+    if (!first) throw e;
+    const others = rest.length ? ` (with ${rest.map((k) => `${nameOf(k, cli)} ${show(o[k])}`).join(', ')})` : '';
+    throw new OptionError(nameOf(first, cli), `${show(o[first])}${others}: ${text.slice('config: '.length)}`);
+  }
+}
+
 // A resumed run's settings (the checkpoint's, checked; the engine's part of it checked too) and
 // where its policy comes from, or a new run's start: { run, resume, policyField }.
 function resume0(vt, o) {
   if (!o.resume) return { run: { objective: objectiveNamed(o.objective).name }, resume: null, policyField: null };
   const resume = o.resume instanceof Uint8Array ? o.resume : new Uint8Array(o.resume);
-  const what = o.resumeName || 'the checkpoint',
-    c = runFromCheckpoint(readSafetensorsMeta(resume), what);
+  const what = o.resumeName || 'resume'; // the option, as messages name the checkpoint it gave
+  let meta;
+  try {
+    meta = readSafetensorsMeta(resume);
+  } catch (e) {
+    throw new VitrineError(`${what}: not a checkpoint (${e.message})`, e.status || -3);
+  }
+  const c = runFromCheckpoint(meta, what);
   const run = c.run;
   // the engine's part (train_config, step, rng, the CRC-32s) checked before data or a model are made for it
   try {
@@ -595,7 +630,7 @@ function checkClasses(train, valSource, resumed, resumeName) {
   const nc = resumed && resumed.spec.config ? resumed.spec.config.num_classes : classes.length; // the head the checkpoint's spec makes
   if (nc !== classes.length)
     throw new DataError(
-      `${resumeName || 'the checkpoint'}: the run trained on ${nc} classes, ${train.name} has ${classes.length}`,
+      `${resumeName || 'resume'}: the run trained on ${nc} classes, ${train.name} has ${classes.length}`,
     );
   if (resumed && resumed.classes && JSON.stringify(resumed.classes) !== JSON.stringify(classes))
     throw new DataError(
@@ -605,7 +640,7 @@ function checkClasses(train, valSource, resumed, resumeName) {
 
 // A new run's settings from its options (the objective's defaults where none is given): what its
 // checkpoint keeps (data: openData's).
-function newRun(o, obj, { train, trainIdx }) {
+function newRun(o, obj, { train, trainIdx }, cli = false) {
   const n = trainIdx.length,
     batch = o.batch ?? runDefault(obj, 'batch'),
     gradAccum = o.gradAccum ?? OPTIONS.gradAccum.default;
@@ -626,6 +661,12 @@ function newRun(o, obj, { train, trainIdx }) {
     ...o.runInfo,
   };
   if (gradAccum !== 1) run.gradAccum = gradAccum;
+  // the schedule's floor under its peak (the engine's rule), named here as the caller gave it
+  if (o.minLr > run.lr)
+    throw new OptionError(
+      nameOf('minLr', cli),
+      `${o.minLr} is above the peak learning rate ${run.lr}${o.lr == null ? ` (the default ${nameOf('lr', cli)} at ${batch * gradAccum} images a step)` : ` (${nameOf('lr', cli)})`}`,
+    );
   if (o.minLr) run.minLr = o.minLr;
   if (o.imgSize != null) run.imgSize = o.imgSize;
   const augment = o.augment != null ? augmentText(parseAugment(o.augment)) : undefined;
@@ -645,10 +686,7 @@ function setPolicy(model, policy, policyField, resumeName) {
   } catch (e) {
     if (policyField)
       throw Object.assign(
-        new VitrineError(
-          `${resumeName || 'the checkpoint'}: damaged checkpoint metadata: ${policyField}: ${e.message}`,
-          -3,
-        ),
+        new VitrineError(`${resumeName || 'resume'}: damaged checkpoint metadata: ${policyField}: ${e.message}`, -3),
         { field: policyField },
       );
     throw Object.assign(new VitrineError(e.message, e.status || -1), { field: 'policy' });

@@ -10,7 +10,7 @@
 //   const { weights, checkpoint, eval: ev } = await run.done;   // weights: timm keys, class names
 import { VitrineError, AbortError } from '../errors.js';
 import { objectiveModules, checkRunOptions } from './objectives/index.js';
-import { CALLBACKS } from './options.js';
+import { CALLBACKS, OPTIONS, show } from './options.js';
 import { nodeWorkerOptions } from '../runtime/pool.js';
 import { drawableSize, transferableImage } from '../formats/images.js';
 
@@ -73,7 +73,7 @@ export async function describeData(d, what = 'data') {
   if (isUrl(d)) return { kind: 'urls', urls: [absUrl(d)] };
   if (typeof FileList !== 'undefined' && d instanceof FileList) d = Array.from(d);
   if (Array.isArray(d)) return d.length && d.every(isBlob) ? filesOf(byPath(d)) : describeItems(d, what);
-  if (typeof d !== 'object') throw new VitrineError(`${what}: ${JSON.stringify(d)} is not data`, -1);
+  if (typeof d !== 'object') throw new VitrineError(`${what}: ${show(d)} is not data`, -1);
   if (d.kind) return d;
   const { labels = null, classes = null } = d;
   if (d.dir != null) return describeData(String(d.dir), what);
@@ -109,6 +109,7 @@ export async function describeData(d, what = 'data') {
 // resolve a relative one against its own script); in Node a path stays a path
 async function describeSource(w) {
   if (w == null || w instanceof Uint8Array || w instanceof ArrayBuffer || ArrayBuffer.isView(w) || isBlob(w)) return w;
+  if (typeof w === 'object' && !(w instanceof URL) && w.bytes != null) return w; // { bytes, name }: as it is
   if (isUrl(w) || !IS_NODE) return absUrl(w);
   return (await nodeModule('path')).resolve(String(w));
 }
@@ -193,7 +194,8 @@ export class Trainer {
     });
     this.done.catch(() => {}); // an unobserved failure is not an unhandled rejection until awaited
     this._start().catch((e) => this._fail(e));
-    if (options.signal) {
+    if (options.signal && OPTIONS.signal.type.check(options.signal) == null) {
+      // (a signal that is not one is named by _start's check)
       if (options.signal.aborted) this.abort();
       else options.signal.addEventListener('abort', () => this.abort(), { once: true });
     }

@@ -19,7 +19,7 @@ import { withMetadata } from '../../formats/safetensors.js';
 import { timmSpec } from '../../runtime/engine.js';
 import { VitrineError } from '../../errors.js';
 import { number, word, whole, ownValue, MAX_IMAGES } from '../options.js';
-import { isTrainPreset, encoderOverrides } from './self-supervised.js';
+import { isTrainPreset, encoderOverrides, configObject } from './self-supervised.js';
 
 /** The training settings of a classifier run, for the CLI and the demo alike: AdamW at lr with
  * weight decay, gradients clipped at norm clipNorm, timm's label smoothing, and the pooling of
@@ -60,8 +60,8 @@ export function classifierSpec({ preset = 'fmnist', config = null, numClasses, p
   if (!(numClasses >= 2)) throw new Error(`a classifier needs at least 2 classes, got ${numClasses}`);
   let encoder;
   if (config != null) {
-    const c = typeof config === 'string' ? JSON.parse(config) : config;
-    encoder = { ...(c.encoder || c) };
+    const c = configObject(config); // { encoder: kwargs } or the kwargs
+    encoder = { ...(c.encoder ?? c) };
   } else if (isTrainPreset(preset)) {
     encoder = { ...ownValue(TRAIN_PRESETS, preset).encoder };
   } else {

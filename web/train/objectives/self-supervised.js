@@ -4,7 +4,7 @@
 // weights as what the run makes, and the options and run settings both have always kept.
 import { TRAIN_PRESETS, modelSpec, encoderPrefix } from '../presets.js';
 import { optional } from '../../formats/metadata.js';
-import { number, whole, ownValue, MAX_IMAGES } from '../options.js';
+import { number, whole, ownValue, show, OptionError, MAX_IMAGES } from '../options.js';
 
 /** The option both take (AIM keeps it in its run settings too, as it always has). */
 export const MASK_RATIO = {
@@ -36,6 +36,7 @@ export function selfSupervised({ name, summary, lr64, torch }) {
      * imgSize / patchSize / inChans over its encoder; a config gives its decoder / head), or a
      * config ({ encoder, ... }). */
     spec(o) {
+      if (o.config != null) configObject(o.config); // (an encoder that is no object is refused)
       const arch = typeof o.model === 'string' ? o.model : null;
       const over = encoderOverrides(o);
       if (arch && !isTrainPreset(arch)) {
@@ -73,6 +74,16 @@ export function selfSupervised({ name, summary, lr64, torch }) {
       return m.saveSafetensors({ modelPrefix: encoderPrefix(m.kind) });
     },
   };
+}
+
+/** A run's config (an object, or its JSON text: the validator checked it holds an object) with its
+ * encoder, when it gives one, an object: one that is not would spread to nothing and leave the
+ * architecture's encoder or timm's defaults in its place. */
+export function configObject(config) {
+  const c = typeof config === 'string' ? JSON.parse(config) : config;
+  if (c && c.encoder != null && (typeof c.encoder !== 'object' || Array.isArray(c.encoder)))
+    throw new OptionError('config', `encoder: ${show(c.encoder)} is not an object of timm kwargs`);
+  return c;
 }
 
 /** A train preset's own name (never a name of Object.prototype). */
