@@ -768,7 +768,7 @@ export interface TrainerOptions {
   imgSize?: number;
   patchSize?: number;
   pool?: 'avg' | 'token';
-  weights?: WeightsSource;
+  weights?: WeightsSource | { bytes: Uint8Array | ArrayBuffer; name?: string };
   weightsStrict?: boolean;
   data: DataSource;
   /** held-out data, or the fraction of data held out (classify default 0.2) */
