@@ -18,15 +18,18 @@ else
   echo "scripts/test.sh: clang-14 missing: the ASan/UBSan and fuzz runs are skipped (bash scripts/setup.sh)" >&2
   status=1
 fi
+# a test file that hangs fails after 30 minutes (the WebGPU matrix takes ~10), and one whose tests
+# are over exits even if a failure left a handle open (a SwiftShader device mid-dispatch)
+NODE_TEST="node --test --test-timeout=1800000 --test-force-exit"
 if [ -d tests/node ]; then
-  node --test tests/node/ || status=1
+  $NODE_TEST tests/node/ || status=1
 fi
 # the browser demo in headless Debian Chromium (skips itself, saying so, when /usr/bin/chromium is absent)
 if [ -d tests/browser ]; then
-  node --test tests/browser/ || status=1
+  $NODE_TEST tests/browser/ || status=1
 fi
 # the npm package: npm pack, then installed in temporary directories: Node, npx CLI, Vite + Chromium, tsc
 if [ -d tests/package ]; then
-  node --test tests/package/ || status=1
+  $NODE_TEST tests/package/ || status=1
 fi
 exit $status
