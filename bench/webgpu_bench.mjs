@@ -138,6 +138,8 @@ P(
 // ---- the step's calls -------------------------------------------------------------------------------
 const vt = await createVitrine({ threads: 1 });
 const contract = vt.manifest.kernels;
+// the operand names of a kernel, in the contract's order (its entries are [name, type, access, length])
+const opNames = (call) => contract[call].ops.map(([n]) => n);
 // the recorded classify step of `preset` at `batch` as the GPU records it (whole rows); when the wasm
 // recorder cannot hold the arena, batch 1 with the rows / images scaled (the calls are the same)
 function stepCalls(preset, batch) {
@@ -221,7 +223,7 @@ const rand = (n, seed) => {
 // one call on buffers of its own (random inputs, zero outputs): { ms, out: { name: Float32Array } }
 async function runCall(call, I, floats, present, { family = null, reps = REPS, read = [] } = {}) {
   const lens = operandLengths(call, I),
-    names = contract[call].ops,
+    names = opNames(call),
     bufs = {},
     data = {};
   for (const [i, n] of names.entries()) {
@@ -374,7 +376,7 @@ if (!flag('--no-kernels')) {
             ? ['out']
             : ['dinp'];
     const r = await runCall(call, ints, floats, present, {
-      read: read.filter((x) => present[contract[call].ops.indexOf(x)]),
+      read: read.filter((x) => present[opNames(call).indexOf(x)]),
     });
     const { B, T, H, hd, M, D } = ints;
     const flops =

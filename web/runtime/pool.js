@@ -10,16 +10,19 @@ const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process
 // neither stubs it nor splits a chunk for it in a browser build (as web/vitrine.js's nodeModule)
 const nodeModule = (name) => import(/* @vite-ignore */ /* webpackIgnore: true */ `node:${name}`);
 
-/** Node: the options of a worker thread of ours -- the process's flags without --input-type, which
- * a worker of a file refuses to start with (`node --input-type=module -e '...'` would leave every
- * worker dead at birth). */
+/** Node: the options of a worker thread of ours. A worker inherits the process's flags, but one of
+ * a file refuses to start with --input-type (`node --input-type=module -e '...'` would leave every
+ * worker dead at birth): then the flags a worker takes are given without it (V8's, such as
+ * --liftoff, are the process's already, and a worker refuses them given). */
 export function nodeWorkerOptions() {
-  const argv = process.execArgv,
-    execArgv = [];
+  const argv = process.execArgv;
+  if (!argv.some((a) => a === '--input-type' || a.startsWith('--input-type='))) return {};
+  const execArgv = [];
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--input-type')
-      i++; // (its value follows)
-    else if (!argv[i].startsWith('--input-type=')) execArgv.push(argv[i]);
+    const name = argv[i].split('=')[0];
+    if (name === '--input-type') {
+      if (!argv[i].includes('=')) i++; // (its value follows)
+    } else if (process.allowedNodeEnvironmentFlags.has(name)) execArgv.push(argv[i]);
   }
   return { execArgv };
 }
