@@ -9,8 +9,6 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { createVitrine } from '../../web/vitrine.js';
 import { GpuParity } from '../../web/webgpu/parity.js';
 import { tapReport } from '../../web/formats/parity-report.js';
