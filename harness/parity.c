@@ -865,6 +865,16 @@ vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, v
 
 vt_model *vt_parity_model(vt_parity_job *j) { return j ? j->m : NULL; }
 
+vt_status vt_parity_output_name(const vt_parity_job *j, int i, char *name, size_t len) {
+    if (!j || !name || len < 2 || i < 0 || i > 64)
+        return vt_fail(VT_ERR_ARG, "vt_parity_output_name: no output %d", i);
+    if (j->fn == VT_FN_LOSS)
+        snprintf(name, len, "loss");
+    else
+        output_name(name, len, j->fn, &j->x.in, i);
+    return VT_OK;
+}
+
 vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full) {
     if (!j || !fwd || !full) return vt_fail(VT_ERR_ARG, "vt_parity_record: NULL argument");
     *fwd = *full = NULL;

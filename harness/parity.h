@@ -53,6 +53,9 @@ typedef struct vt_parity_job vt_parity_job;
 vt_status vt_parity_open(const uint8_t *bytes, size_t len, const char *policy, vt_parity_job **out);
 vt_model *vt_parity_model(vt_parity_job *j);
 vt_status vt_parity_record(vt_parity_job *j, vt_trace **fwd, vt_trace **full);
+/* Output i's name in the file (loss, out, out_dist, intermediates.<k>, intermediates_prefix.<k>), as
+ * vt_parity_run names what it computes: another backend names its outputs by it. */
+vt_status vt_parity_output_name(const vt_parity_job *j, int i, char *name, size_t len);
 vt_status vt_parity_check(const uint8_t *bytes, size_t len, const uint8_t *dump, size_t dump_len,
                           vt_parity_result *r);
 void vt_parity_close(vt_parity_job *j);

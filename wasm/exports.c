@@ -803,6 +803,12 @@ VTW_API int vtw_parity_record(int h, uint32_t fwd[bytes_out_SIZE], uint32_t full
     bytes_out(full, b, nb);
     return rc;
 }
+/* Output i's name in the parity file (vt_parity_output_name), valid until the next call; NULL if none. */
+VTW_API const char *vtw_parity_output_name(int h, int i) {
+    static char name[64];
+    if (h < 1 || h > VTW_MAX_MODELS || !jobs[h].job) return NULL;
+    return vt_parity_output_name(jobs[h].job, i, name, sizeof name) ? NULL : name;
+}
 /* The recorded bytes of input region r of list which (0 forward, 1 forward + backward); NULL if none. */
 VTW_API const void *vtw_parity_input(int h, int which, int r) {
     if (h < 1 || h > VTW_MAX_MODELS || r <= VT_REG_NONE || r >= VT_REG_COUNT) return NULL;

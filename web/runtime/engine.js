@@ -411,6 +411,13 @@ class ParityJob {
     }
     return out;
   }
+  /** Output i's name in the file, as the harness names what it computes (loss, out, out_dist,
+   * intermediates.<k>, intermediates_prefix.<k>). */
+  outputName(i) {
+    const p = this.vt._c.parity_output_name(this.h, i) >>> 0;
+    if (!p) throw new VitrineError(`parity job: no output ${i}`, -1);
+    return this.vt.cstring(p);
+  }
   /** The job's model dims (as Model.dims). */
   get dims() {
     return modelDims(this.vt.withLayouts(['model_dims'], (p) => this.vt._c.model_dims(this.h, p))[0]);

@@ -130,7 +130,7 @@ export class GpuParity {
       const outputs = await this._replay(job, fwd, 0, async (s) =>
         Promise.all(
           fwd.outputs.map(async ([r, off, bytes, shape], i) => ({
-            name: outputName(fwd, i),
+            name: job.outputName(i),
             shape,
             data: new Float32Array(await s.read(r, off, bytes)),
           })),
@@ -233,14 +233,6 @@ export class GpuParity {
   destroy() {
     this.pool.destroy();
   }
-}
-
-// output i's name in the file, as the harness names it (harness/parity.c output_name): loss, out,
-// DeiT's out_dist (timm's forward of a distilled model), intermediates.<i>
-function outputName(trace, i) {
-  if (/^loss/.test(trace.what)) return 'loss';
-  if (i === 0) return 'out';
-  return /^timm forward/.test(trace.what) ? 'out_dist' : `intermediates.${i - 1}`;
 }
 
 // the shape of the job's images: the file's input/images (any height and width), else a flat vector
