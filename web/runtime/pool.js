@@ -27,6 +27,13 @@ export function nodeWorkerOptions() {
   return { execArgv };
 }
 
+/** Node: a worker thread of module `url` (worker_threads' Worker), with nodeWorkerOptions(). (Here,
+ * not at the caller: a bundler reads new Worker(new URL(...), options) and needs static options.) */
+export function nodeWorker(Worker, url) {
+  const o = nodeWorkerOptions();
+  return o.execArgv ? new Worker(url, o) : new Worker(url);
+}
+
 export const STACK_BYTES = 1024 * 1024; // per worker, as the main thread of every build: the GEMM packs 404 KB on it
 
 /** Every core the host reports. */

@@ -11,7 +11,7 @@
 import { VitrineError, AbortError } from '../errors.js';
 import { objectiveModules, checkRunOptions } from './objectives/index.js';
 import { CALLBACKS, OPTIONS, show } from './options.js';
-import { nodeWorkerOptions } from '../runtime/pool.js';
+import { nodeWorker } from '../runtime/pool.js';
 import { drawableSize, transferableImage } from '../formats/images.js';
 
 const IS_NODE = typeof process !== 'undefined' && !!(process.versions && process.versions.node);
@@ -119,7 +119,7 @@ async function spawn({ backend, gpu } = {}) {
   if (IS_NODE) {
     if (backend && backend !== 'wasm') (await import('../webgpu/device.js')).useSwiftShaderIcd(gpu); // (Dawn in the worker reads the process's)
     const { Worker } = await nodeModule('worker_threads');
-    const w = new Worker(new URL('./worker.js', import.meta.url), nodeWorkerOptions());
+    const w = nodeWorker(Worker, new URL('./worker.js', import.meta.url));
     return {
       post: (m, t) => w.postMessage(m, t),
       on: (h) => w.on('message', h),
