@@ -204,6 +204,18 @@ static const char *dtype_name(int dt) {
 }
 static const char *access_name(int a) { return a == VT_ACC_R ? "r" : a == VT_ACC_W ? "w" : "rw"; }
 
+/* Appends printf text to the buffer s (n of cap bytes used) of the function it is used in; text past
+ * cap frees s and fails the function, naming put_what. */
+#define PUT(...)                                                                                             \
+    do {                                                                                                     \
+        int w_ = snprintf(s + n, cap - n, __VA_ARGS__);                                                      \
+        if (w_ < 0 || (size_t)w_ >= cap - n) {                                                               \
+            free(s);                                                                                         \
+            return vt_fail(VT_ERR_NOMEM, "%s too long", put_what);                                           \
+        }                                                                                                    \
+        n += (size_t)w_;                                                                                     \
+    } while (0)
+
 /* What the docs print of each kernel: a markdown row per kernel (name, operands with type,
  * access and length, integer and float arguments, semantics). docs/kernels.md holds this table
  * (tests/node/trace.test.mjs checks it is the engine's). */
@@ -211,15 +223,7 @@ vt_status vt_kernel_contract(char **out, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *s = malloc(cap);
     if (!s) return vt_fail(VT_ERR_NOMEM, "out of memory");
-#define PUT(...)                                                                                             \
-    do {                                                                                                     \
-        int w_ = snprintf(s + n, cap - n, __VA_ARGS__);                                                      \
-        if (w_ < 0 || (size_t)w_ >= cap - n) {                                                               \
-            free(s);                                                                                         \
-            return vt_fail(VT_ERR_NOMEM, "contract table too long");                                         \
-        }                                                                                                    \
-        n += (size_t)w_;                                                                                     \
-    } while (0)
+    const char *put_what = "contract table";
     PUT("| kernel | operands (type access [length]) | ints | floats | FLOPs | semantics "
         "|\n|---|---|---|---|---|---|\n");
     for (int k = 0; k < VT_KERNEL_COUNT; k++) {
@@ -234,7 +238,6 @@ vt_status vt_kernel_contract(char **out, size_t *len) {
         for (int i = 0; i < K->nfloats; i++) PUT("%s%s", i ? ", " : "", K->floats[i]);
         PUT(" | %s | %s |\n", K->flops, K->doc);
     }
-#undef PUT
     *out = s;
     *len = n;
     return VT_OK;
@@ -248,15 +251,7 @@ vt_status vt_kernel_contract_json(char **out, size_t *len) {
     size_t cap = 1 << 15, n = 0;
     char *s = malloc(cap);
     if (!s) return vt_fail(VT_ERR_NOMEM, "out of memory");
-#define PUT(...)                                                                                             \
-    do {                                                                                                     \
-        int w_ = snprintf(s + n, cap - n, __VA_ARGS__);                                                      \
-        if (w_ < 0 || (size_t)w_ >= cap - n) {                                                               \
-            free(s);                                                                                         \
-            return vt_fail(VT_ERR_NOMEM, "contract JSON too long");                                          \
-        }                                                                                                    \
-        n += (size_t)w_;                                                                                     \
-    } while (0)
+    const char *put_what = "contract JSON";
     PUT("{");
     for (int k = 0; k < VT_KERNEL_COUNT; k++) {
         const kinfo *K = &kernels[k];
@@ -271,8 +266,8 @@ vt_status vt_kernel_contract_json(char **out, size_t *len) {
         PUT("]}");
     }
     PUT("}");
-#undef PUT
     *out = s;
     *len = n;
     return VT_OK;
 }
+#undef PUT

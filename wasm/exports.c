@@ -465,6 +465,20 @@ VTW_API int vtw_forward_sized(int h, int fn, const float *images, int batch, int
     return vt_forward(m, (vt_fn)fn, &in, need_grad);
 }
 
+/* timm's forward_intermediates arguments into in: the image size, the blocks taken (indices[n], or
+ * the last last_n), flags 1 norm, 2 return_prefix_tokens, 4 stop_early, 8 NCHW, 16 intermediates_only */
+static int inter_inputs(vt_model *m, int height, int width, const int32_t *indices, int n, int last_n,
+                        int flags, vt_inputs *in) {
+    in->height = height;
+    in->width = width;
+    in->inter.norm = !!(flags & 1);
+    in->inter.return_prefix_tokens = !!(flags & 2);
+    in->inter.stop_early = !!(flags & 4);
+    in->inter.nchw = !!(flags & 8);
+    in->inter.intermediates_only = !!(flags & 16);
+    return vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n,
+                           &in->inter.take);
+}
 /* timm's forward_intermediates (VT_FN_TIMM_INTERMEDIATES) of images of height x width (0: the
  * config's): indices[n] (n < 0: None, every block) or the last last_n blocks, as timm's
  * feature_take_indices reads them; flags: 1 norm, 2 return_prefix_tokens, 4 stop_early, 8 output_fmt
@@ -475,17 +489,8 @@ VTW_API int vtw_forward_timm_intermediates(int h, const float *images, int batch
     GET_OR_FAIL(m, h);
     if (!images) return vt_fail(VT_ERR_ARG, "forward_intermediates: images are missing");
     vt_inputs in = make_inputs(images, batch, NULL, 0, NULL, 0, NULL, 1);
-    in.height = height;
-    in.width = width;
-    int rc =
-        vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n, &in.inter.take);
-    if (rc) return rc;
-    in.inter.norm = !!(flags & 1);
-    in.inter.return_prefix_tokens = !!(flags & 2);
-    in.inter.stop_early = !!(flags & 4);
-    in.inter.nchw = !!(flags & 8);
-    in.inter.intermediates_only = !!(flags & 16);
-    return vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad);
+    int rc = inter_inputs(m, height, width, indices, n, last_n, flags, &in);
+    return rc ? rc : vt_forward(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad);
 }
 
 VTW_API int vtw_output_count(int h) {
@@ -563,16 +568,8 @@ VTW_API int vtw_plan_timm_intermediates(int h, int batch, int height, int width,
                                         double out[plan_bytes_SIZE]) {
     GET_OR_FAIL(m, h);
     vt_inputs in = make_inputs(NULL, batch, NULL, 0, NULL, 0, NULL, 1);
-    in.height = height;
-    in.width = width;
-    int rc =
-        vt_take_indices(vt_model_get_config(m)->enc.depth, (const int *)indices, n, last_n, &in.inter.take);
+    int rc = inter_inputs(m, height, width, indices, n, last_n, flags, &in);
     if (rc) return rc;
-    in.inter.norm = !!(flags & 1);
-    in.inter.return_prefix_tokens = !!(flags & 2);
-    in.inter.stop_early = !!(flags & 4);
-    in.inter.nchw = !!(flags & 8);
-    in.inter.intermediates_only = !!(flags & 16);
     vt_plan_bytes p;
     rc = vt_plan(m, VT_FN_TIMM_INTERMEDIATES, &in, need_grad, &p);
     if (rc) return rc;
