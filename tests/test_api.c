@@ -9,6 +9,7 @@
 #include "exec.h"
 #include "json.h"
 #include "safetensors.h"
+#include "test_state.h"
 
 static char what_buf[256];
 #define WHAT(...) (snprintf(what_buf, sizeof what_buf, __VA_ARGS__), what_buf)
@@ -272,50 +273,6 @@ out:
 
 /* ---- trainer.c: training states with damaged metadata or tensors ------------------------------ */
 
-/* The state's bytes again with metadata `key` set to `value` (NULL: dropped), tensor `tensor`
- * (NULL: none) reshaped to [numel] or dropped (numel 0), and a tensor `extra` added; NULL on error. */
-static uint8_t *rewrite(const uint8_t *bytes, size_t len, const char *key, const char *value,
-                        const char *tensor, int64_t numel, const char *extra, size_t *out_len) {
-    vt_st_file f;
-    if (vt_st_parse(bytes, len, &f)) return NULL;
-    vt_st_entry *e = tu_xcalloc(f.n + 2, sizeof *e);
-    const char **mk = tu_xcalloc(f.n_meta + 1, sizeof *mk), **mv = tu_xcalloc(f.n_meta + 1, sizeof *mv);
-    static const float zeros[64];
-    static const long long one[1] = { 1 };
-    long long shape[1] = { numel };
-    size_t n = 0, nm = 0;
-    for (size_t i = 0; i < f.n; i++) {
-        const vt_st_tensor *t = &f.tensors[i];
-        if (tensor && !strcmp(t->name, tensor)) {
-            if (numel > 0) e[n++] = (vt_st_entry){ t->name, VT_DT_F32, 1, shape, t->data };
-        } else
-            e[n++] = (vt_st_entry){ t->name, t->dtype, t->ndim, t->shape, t->data };
-    }
-    if (extra) e[n++] = (vt_st_entry){ extra, VT_DT_F32, 1, one, zeros };
-    for (size_t i = 0; i < f.n_meta; i++) {
-        int hit = key && !strcmp(f.meta_keys[i], key);
-        if (hit && !value) continue;
-        mk[nm] = f.meta_keys[i];
-        mv[nm++] = hit ? value : f.meta_vals[i];
-    }
-    uint8_t *out = NULL;
-    if (vt_st_write(e, n, mk, mv, nm, &out, out_len)) out = NULL;
-    free(e);
-    free(mk);
-    free(mv);
-    vt_st_free(&f);
-    return out;
-}
-
-static int same_state(vt_model *m, const uint8_t *want, size_t want_len) {
-    uint8_t *now = NULL;
-    size_t n = 0;
-    if (vt_train_state_save(m, &now, &n)) return 0;
-    int same = n == want_len && !memcmp(now, want, n);
-    free(now);
-    return same;
-}
-
 static void test_damaged_states(void) {
     float *img = NULL, loss = 0;
     vt_model *m = tiny_mae(2, &img);
@@ -374,13 +331,13 @@ static void test_damaged_states(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t bl = 0;
-        uint8_t *b = rewrite(st, len, cases[i].key, cases[i].value, cases[i].tensor, cases[i].numel,
-                             cases[i].extra, &bl);
+        uint8_t *b = tu_restate(st, len, cases[i].key, cases[i].value, cases[i].tensor, cases[i].numel,
+                                cases[i].extra, &bl);
         if (!CHECK(b, "rewrite case %zu", i)) continue;
         CHECK_ERR(vt_train_state_load(m, b, bl), cases[i].status, cases[i].word,
                   WHAT("load with %s = %.60s%s%s", cases[i].key, cases[i].value ? cases[i].value : "(none)",
                        cases[i].tensor ? ", tensor " : "", cases[i].tensor ? cases[i].tensor : ""));
-        CHECK(same_state(m, st, len), "a refused state (case %zu) changed the model", i);
+        CHECK(tu_same_state(m, st, len), "a refused state (case %zu) changed the model", i);
         /* the check without a model refuses the metadata's damage alike */
         if (cases[i].status == VT_ERR_FORMAT && strcmp(cases[i].key, "kind"))
             CHECK_ERR(
@@ -399,12 +356,12 @@ static void test_damaged_states(void) {
             if (CHECK(at, "the checksums name param/backbone.vit.cls_token")) {
                 at[strlen("\"param/backbone.vit.cls_toke")] = 'm'; /* cls_tokem: no such tensor */
                 size_t bl = 0;
-                uint8_t *b = rewrite(st, len, "crc32", renamed, NULL, 0, NULL, &bl);
+                uint8_t *b = tu_restate(st, len, "crc32", renamed, NULL, 0, NULL, &bl);
                 if (CHECK(b, "rewrite")) {
                     CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT,
                               "no checksum for 'param/backbone.vit.cls_token'",
                               "a checksum under another name");
-                    CHECK(same_state(m, st, len), "a refused state changed the model");
+                    CHECK(tu_same_state(m, st, len), "a refused state changed the model");
                     free(b);
                 }
             }
@@ -418,13 +375,13 @@ static void test_damaged_states(void) {
     /* at AdamW's last count a state loads; a step begun from it is refused, its masks not drawn */
     {
         size_t bl = 0;
-        uint8_t *b = rewrite(st, len, "step", "2000000000", NULL, 0, NULL, &bl);
+        uint8_t *b = tu_restate(st, len, "step", "2000000000", NULL, 0, NULL, &bl);
         vt_inputs in;
         vt_scalars sc;
         if (CHECK(b, "rewrite") && CHECK_OK(vt_train_state_load(m, b, bl), "a state at step 2000000000")) {
             CHECK_ERR(vt_train_step_begin(m, img, NULL, 2, &in, &sc), VT_ERR_STATE, "the most it counts",
                       "begin at step 2000000000");
-            CHECK(same_state(m, b, bl), "a refused begin changed the state (its generator)");
+            CHECK(tu_same_state(m, b, bl), "a refused begin changed the state (its generator)");
         }
         free(b);
     }

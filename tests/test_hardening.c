@@ -6,6 +6,7 @@
 #include "test_util.h"
 #include "parity.h"
 #include "safetensors.h"
+#include "test_state.h"
 #include "vit_internal.h"
 
 static const int WASM32 = SIZE_MAX <= UINT32_MAX;
@@ -201,40 +202,6 @@ static void test_parity_meta(void) {
 
 /* ---- training state ---- */
 
-/* The same safetensors bytes with one metadata value replaced (value NULL: the key removed). */
-static uint8_t *restate(const uint8_t *bytes, size_t len, const char *key, const char *value,
-                        size_t *out_len) {
-    vt_st_file f;
-    if (vt_st_parse(bytes, len, &f)) return NULL;
-    vt_st_entry *e = tu_xcalloc(f.n + 1, sizeof *e);
-    const char **mk = tu_xcalloc(f.n_meta + 1, sizeof *mk), **mv = tu_xcalloc(f.n_meta + 1, sizeof *mv);
-    for (size_t i = 0; i < f.n; i++)
-        e[i] = (vt_st_entry){ f.tensors[i].name, f.tensors[i].dtype, f.tensors[i].ndim, f.tensors[i].shape,
-                              f.tensors[i].data };
-    size_t nm = 0;
-    for (size_t i = 0; i < f.n_meta; i++) {
-        if (!strcmp(f.meta_keys[i], key) && !value) continue;
-        mk[nm] = f.meta_keys[i];
-        mv[nm++] = strcmp(f.meta_keys[i], key) ? f.meta_vals[i] : value;
-    }
-    uint8_t *out = NULL;
-    if (vt_st_write(e, f.n, mk, mv, nm, &out, out_len)) out = NULL;
-    free(e);
-    free(mk);
-    free(mv);
-    vt_st_free(&f);
-    return out;
-}
-
-static int same_state(vt_model *m, const uint8_t *want, size_t want_len) {
-    uint8_t *now = NULL;
-    size_t n = 0;
-    if (vt_train_state_save(m, &now, &n)) return 0;
-    int same = n == want_len && !memcmp(now, want, n);
-    free(now);
-    return same;
-}
-
 static void test_train_state(void) {
     vt_model_config c;
     tu_tiny_config(&c, VT_KIND_MAE, 8, 4, 8, 1, 2, 2.0f);
@@ -316,17 +283,17 @@ static void test_train_state(void) {
                 "\"clip_norm\": 0, \"mask_ratio\": 0.75, \"warmup_steps\": 2, \"total_steps\": 10, \"seed\": "
                 "7}");
         size_t bl = 0;
-        uint8_t *b = restate(st, len, cases[i].key, val, &bl);
+        uint8_t *b = tu_restate(st, len, cases[i].key, val, NULL, 0, NULL, &bl);
         if (!CHECK(b, "restate %s", val)) continue;
         CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, cases[i].word,
                   WHAT("%s = %s", cases[i].key, val));
-        CHECK(same_state(m, st, len), "a refused state (%s) changed the model", val);
+        CHECK(tu_same_state(m, st, len), "a refused state (%s) changed the model", val);
         free(b);
     }
     /* the largest step count loads; AdamW then refuses to count past it instead of overflowing */
     {
         size_t bl = 0;
-        uint8_t *b = restate(st, len, "step", "2000000000", &bl);
+        uint8_t *b = tu_restate(st, len, "step", "2000000000", NULL, 0, NULL, &bl);
         if (CHECK(b, "restate") && CHECK_OK(vt_train_state_load(m, b, bl), "step 2000000000")) {
             CHECK_ERR(vt_train_step(m, img, 2, &loss), VT_ERR_STATE, "most it counts",
                       "a step past VT_MAX_STEPS");
@@ -349,15 +316,16 @@ static void test_train_state(void) {
                       WHAT("bit flip in %s", f.tensors[i].name));
             free(b);
         }
-        CHECK(same_state(m, st, len), "a damaged state changed the model");
+        CHECK(tu_same_state(m, st, len), "a damaged state changed the model");
         vt_st_free(&f);
     }
     {
         size_t bl = 0;
-        uint8_t *b = restate(st, len, "crc32", "{\"param/x\": \"00000000\"}", &bl);
+        uint8_t *b = tu_restate(st, len, "crc32", "{\"param/x\": \"00000000\"}", NULL, 0, NULL, &bl);
         CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, "crc32", "checksums of other tensors");
         free(b);
-        b = restate(st, len, "crc32", NULL, &bl); /* a state from before checksums: loads as before */
+        b = tu_restate(st, len, "crc32", NULL, NULL, 0, NULL,
+                       &bl); /* a state from before checksums: loads as before */
         CHECK_OK(vt_train_state_load(m, b, bl), "a state without checksums");
         free(b);
     }
@@ -394,7 +362,7 @@ static uint8_t *with_value(const uint8_t *bytes, size_t len, const char *tensor,
     }
     /* the CRC-32s written afresh: the values, not the bytes, are what is refused */
     size_t n = 0;
-    uint8_t *fixed = restate(b, len, "crc32", NULL, &n);
+    uint8_t *fixed = tu_restate(b, len, "crc32", NULL, NULL, 0, NULL, &n);
     free(b);
     return fixed;
 }
@@ -449,7 +417,7 @@ static void test_state_values(void) {
         snprintf(word, sizeof word, "training state: %s %s", name[bad[i].tensor], bad[i].word);
         CHECK_ERR(vt_train_state_load(m, b, len), VT_ERR_FORMAT, word,
                   WHAT("%s[3] = %g", name[bad[i].tensor], bad[i].x));
-        CHECK(same_state(m, st, len), "a state with %s[3] = %g changed the model", name[bad[i].tensor],
+        CHECK(tu_same_state(m, st, len), "a state with %s[3] = %g changed the model", name[bad[i].tensor],
               bad[i].x);
         free(b);
     }
@@ -469,7 +437,7 @@ static void test_state_values(void) {
     };
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
         size_t bl = 0;
-        uint8_t *b = restate(st, len, meta[i].key, meta[i].val, &bl);
+        uint8_t *b = tu_restate(st, len, meta[i].key, meta[i].val, NULL, 0, NULL, &bl);
         if (!CHECK(b, "restate")) continue;
         const char *v = meta[i].val ? meta[i].val : "(none)";
         CHECK_ERR(vt_train_state_load(m, b, bl), VT_ERR_FORMAT, meta[i].word,
@@ -478,12 +446,13 @@ static void test_state_values(void) {
         CHECK_ERR(vt_train_state_check(b, bl), VT_ERR_FORMAT,
                   strcmp(v, "aim") ? meta[i].word : "training state: model_config: ",
                   WHAT("check: %s = %s", meta[i].key, v));
-        CHECK(same_state(m, st, len), "a refused state changed the model");
+        CHECK(tu_same_state(m, st, len), "a refused state changed the model");
         free(b);
     }
     {
         size_t bl = 0;
-        uint8_t *b = restate(st, len, "model_config", "{\"encoder\": {\"img_size\": 10000000}}", &bl);
+        uint8_t *b = tu_restate(st, len, "model_config", "{\"encoder\": {\"img_size\": 10000000}}", NULL, 0,
+                                NULL, &bl);
         CHECK_ERR(vt_train_state_check(b, bl), VT_ERR_FORMAT,
                   "training state: model_config: config: img_size", "model_config, no model");
         free(b);
